@@ -1,0 +1,165 @@
+package errs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+func TestKafkaNumbers(t *testing.T) {
+	// The numbers the protocol promises; a change here breaks every client.
+	for _, tc := range []struct {
+		row  *Error
+		code Code
+		name string
+	}{
+		{OffsetOutOfRange, 1, "OFFSET_OUT_OF_RANGE"},
+		{CorruptMessage, 2, "CORRUPT_MESSAGE"},
+		{UnknownTopicOrPartition, 3, "UNKNOWN_TOPIC_OR_PARTITION"},
+		{LeaderNotAvailable, 5, "LEADER_NOT_AVAILABLE"},
+		{NotLeaderOrFollower, 6, "NOT_LEADER_OR_FOLLOWER"},
+		{RequestTimedOut, 7, "REQUEST_TIMED_OUT"},
+		{MessageTooLarge, 10, "MESSAGE_TOO_LARGE"},
+		{InvalidTopic, 17, "INVALID_TOPIC_EXCEPTION"},
+		{NotEnoughReplicas, 19, "NOT_ENOUGH_REPLICAS"},
+		{NotEnoughReplicasAfterAppend, 20, "NOT_ENOUGH_REPLICAS_AFTER_APPEND"},
+		{InvalidRequiredAcks, 21, "INVALID_REQUIRED_ACKS"},
+		{UnknownMemberID, 25, "UNKNOWN_MEMBER_ID"},
+		{InvalidReplicationFactor, 38, "INVALID_REPLICATION_FACTOR"},
+		{OutOfOrderSequenceNumber, 45, "OUT_OF_ORDER_SEQUENCE_NUMBER"},
+		{InvalidProducerEpoch, 47, "INVALID_PRODUCER_EPOCH"},
+		{FencedLeaderEpoch, 74, "FENCED_LEADER_EPOCH"},
+		{InvalidRecord, 87, "INVALID_RECORD"},
+		{ProducerFenced, 90, "PRODUCER_FENCED"},
+		{InvalidUpdateVersion, 95, "INVALID_UPDATE_VERSION"},
+		{StaleMemberEpoch, 113, "STALE_MEMBER_EPOCH"},
+	} {
+		if tc.row.Code != tc.code || tc.row.Name != tc.name {
+			t.Errorf("%s = %d, want %s = %d", tc.row.Name, tc.row.Code, tc.name, tc.code)
+		}
+		if ForCode(tc.code) != tc.row {
+			t.Errorf("ForCode(%d) = %s", tc.code, ForCode(tc.code).Name)
+		}
+		if ForName(tc.name) != tc.row {
+			t.Errorf("ForName(%s) mismatch", tc.name)
+		}
+	}
+}
+
+func TestHTTPStatuses(t *testing.T) {
+	for _, tc := range []struct {
+		row  *Error
+		http int
+	}{
+		{InvalidTopic, http.StatusBadRequest},
+		{InvalidRequiredAcks, http.StatusBadRequest},
+		{MessageTooLarge, http.StatusBadRequest},
+		{OffsetOutOfRange, http.StatusBadRequest},
+		{UnknownTopicOrPartition, http.StatusNotFound},
+		{UnknownMemberID, http.StatusNotFound},
+		{GroupIDNotFound, http.StatusNotFound},
+		{TopicAlreadyExists, http.StatusConflict},
+		{FencedLeaderEpoch, http.StatusConflict},
+		{StaleMemberEpoch, http.StatusConflict},
+		{ProducerFenced, http.StatusConflict},
+		{NotEnoughReplicas, http.StatusServiceUnavailable},
+		{LeaderNotAvailable, http.StatusServiceUnavailable},
+		{UnknownServerError, http.StatusInternalServerError},
+	} {
+		if tc.row.HTTP != tc.http {
+			t.Errorf("%s: HTTP %d, want %d", tc.row.Name, tc.row.HTTP, tc.http)
+		}
+	}
+}
+
+func TestTableIsComplete(t *testing.T) {
+	seen := map[string]bool{}
+	for _, e := range All() {
+		if e.Name == "" || e.Desc == "" {
+			t.Errorf("code %d has no name or description", e.Code)
+		}
+		if seen[e.Name] {
+			t.Errorf("name %s used twice", e.Name)
+		}
+		seen[e.Name] = true
+		if e.Code != 0 && e.GRPC == codes.OK {
+			t.Errorf("%s maps to gRPC OK", e.Name)
+		}
+	}
+	if ForCode(9999) != UnknownServerError {
+		t.Error("an unknown code must read as UNKNOWN_SERVER_ERROR")
+	}
+}
+
+func TestOfAndRetriable(t *testing.T) {
+	wrapped := fmt.Errorf("produce to t-0: %w", Errorf(NotLeaderOrFollower, "leader is broker %d", 2))
+	for _, tc := range []struct {
+		err       error
+		code      Code
+		retriable bool
+		msg       string
+	}{
+		{nil, 0, false, ""},
+		{NotEnoughReplicas, 19, true, NotEnoughReplicas.Desc},
+		{wrapped, 6, true, "leader is broker 2"},
+		{Errorf(InvalidRequiredAcks, "acks=5"), 21, false, "acks=5"},
+		{errors.New("disk on fire"), -1, false, "disk on fire"},
+	} {
+		if got := CodeOf(tc.err); got != tc.code {
+			t.Errorf("CodeOf(%v) = %d, want %d", tc.err, got, tc.code)
+		}
+		if got := IsRetriable(tc.err); got != tc.retriable {
+			t.Errorf("IsRetriable(%v) = %v", tc.err, got)
+		}
+		if got := Message(tc.err); got != tc.msg {
+			t.Errorf("Message(%v) = %q, want %q", tc.err, got, tc.msg)
+		}
+	}
+	if !errors.Is(wrapped, NotLeaderOrFollower) || errors.Is(wrapped, FencedLeaderEpoch) {
+		t.Error("errors.Is must match the row and only the row")
+	}
+}
+
+func TestStatusRoundTrip(t *testing.T) {
+	for _, row := range All() {
+		if row == None {
+			continue
+		}
+		in := Errorf(row, "detail for %s", row.Name)
+		st := Status(in)
+		if st.Code() != row.GRPC {
+			t.Errorf("%s: gRPC code %s, want %s", row.Name, st.Code(), row.GRPC)
+		}
+		back := FromStatus(st.Err())
+		if Of(back) != row || Message(back) != "detail for "+row.Name {
+			t.Errorf("%s came back as %v", row.Name, back)
+		}
+	}
+}
+
+func TestStatusEdges(t *testing.T) {
+	if ToGRPC(nil) != nil || FromStatus(nil) != nil {
+		t.Fatal("nil must stay nil")
+	}
+	if got := Status(context.DeadlineExceeded); got.Code() != codes.DeadlineExceeded || Of(FromStatus(got.Err())) != RequestTimedOut {
+		t.Errorf("deadline: %v", got)
+	}
+	// A peer that sends a bare status still yields a sensible domain error.
+	if Of(FromStatus(status.Error(codes.Unavailable, "conn refused"))) != NetworkException {
+		t.Error("bare Unavailable should read as NETWORK_EXCEPTION (retriable)")
+	}
+	// An existing status passes through unchanged.
+	orig := status.Error(codes.PermissionDenied, "no")
+	if Status(orig).Code() != codes.PermissionDenied {
+		t.Error("existing status was rewritten")
+	}
+	// A plain error becomes UNKNOWN_SERVER_ERROR, never OK.
+	if Status(errors.New("boom")).Code() != codes.Internal {
+		t.Error("plain error must be Internal")
+	}
+}
