@@ -1,0 +1,118 @@
+package telemetry
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	oteltrace "go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+)
+
+// A call from an instrumented client to an instrumented server, made inside a
+// parent span, must yield one trace: parent -> client span -> server span.
+func TestClientServerCallIsOneTrace(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	shutdown, err := Tracing(context.Background(), TracingConfig{ServiceName: "test", Exporter: exp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shutdown(context.Background())
+
+	reg := NewRegistry()
+	srv := grpc.NewServer(GRPCServerOptions(NewGRPCMetrics(reg))...)
+	healthpb.RegisterHealthServer(srv, health.NewServer())
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(lis)
+	defer srv.Stop()
+
+	conn, err := grpc.NewClient(lis.Addr().String(), append(GRPCDialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+
+	ctx, parent := otel.Tracer("test").Start(context.Background(), "produce")
+	if _, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	parent.End()
+
+	spans := exp.GetSpans()
+	byKind := map[oteltrace.SpanKind]tracetest.SpanStub{}
+	for _, s := range spans {
+		if s.SpanContext.TraceID() != parent.SpanContext().TraceID() {
+			t.Errorf("span %q is in trace %s, want %s", s.Name, s.SpanContext.TraceID(), parent.SpanContext().TraceID())
+		}
+		byKind[s.SpanKind] = s
+	}
+	if len(spans) != 3 {
+		t.Fatalf("got %d spans, want 3 (parent, client, server): %v", len(spans), spans)
+	}
+	client, server := byKind[oteltrace.SpanKindClient], byKind[oteltrace.SpanKindServer]
+	if client.Parent.SpanID() != parent.SpanContext().SpanID() {
+		t.Errorf("client span's parent is %s, want the produce span", client.Parent.SpanID())
+	}
+	if server.Parent.SpanID() != client.SpanContext.SpanID() {
+		t.Errorf("server span's parent is %s, want the client span %s", server.Parent.SpanID(), client.SpanContext.SpanID())
+	}
+	if server.Name != "grpc.health.v1.Health/Check" {
+		t.Errorf("server span name %q", server.Name)
+	}
+
+	// The same call was counted on /metrics.
+	rec := httptest.NewRecorder()
+	MetricsHandler(reg).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body, _ := io.ReadAll(rec.Body)
+	want := `skein_grpc_server_handled_total{code="OK",method="/grpc.health.v1.Health/Check"} 1`
+	if !strings.Contains(string(body), want) {
+		t.Errorf("/metrics lacks %q", want)
+	}
+	if !strings.Contains(string(body), "go_goroutines") {
+		t.Error("/metrics lacks the Go collector")
+	}
+}
+
+func TestLoggerCarriesTraceID(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	shutdown, _ := Tracing(context.Background(), TracingConfig{ServiceName: "test", Exporter: exp})
+	defer shutdown(context.Background())
+
+	var buf bytes.Buffer
+	log, err := NewLogger(&buf, "skein-test", "info")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, span := otel.Tracer("test").Start(context.Background(), "op")
+	log.InfoContext(ctx, "appended", "offset", 41)
+	log.DebugContext(ctx, "hidden at info")
+	span.End()
+
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 1 {
+		t.Fatalf("want 1 line at info level, got %d: %q", len(lines), buf.String())
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &m); err != nil {
+		t.Fatal(err)
+	}
+	if m["trace_id"] != span.SpanContext().TraceID().String() || m["service"] != "skein-test" || m["offset"] != 41.0 {
+		t.Errorf("log line %v", m)
+	}
+	if _, err := NewLogger(&buf, "x", "loud"); err == nil {
+		t.Error("an unknown level must be refused")
+	}
+}

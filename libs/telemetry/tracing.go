@@ -1,0 +1,87 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"os"
+
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"google.golang.org/grpc"
+)
+
+// TracingConfig configures Tracing. The zero value plus a service name reads
+// everything else from the standard OTEL_* environment.
+type TracingConfig struct {
+	// ServiceName is the service.name resource attribute; OTEL_SERVICE_NAME wins.
+	ServiceName string
+	// InstanceID is service.instance.id (a node id, say).
+	InstanceID string
+	// Exporter overrides the environment's choice (tests pass an in-memory one).
+	Exporter sdktrace.SpanExporter
+}
+
+// Tracing installs the global tracer provider and the W3C TraceContext +
+// Baggage propagators, and returns a function that flushes and stops it.
+//
+// Spans are exported over OTLP/gRPC when OTEL_EXPORTER_OTLP_ENDPOINT (or
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set and dropped otherwise; either way
+// trace context is created and propagated, so a later hop that does export
+// still joins the trace.
+func Tracing(ctx context.Context, cfg TracingConfig) (shutdown func(context.Context) error, err error) {
+	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+
+	exp := cfg.Exporter
+	if exp == nil && (os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "") {
+		// The exporter reads endpoint, headers, TLS (OTEL_EXPORTER_OTLP_INSECURE) from the environment.
+		exp, err = otlptracegrpc.New(ctx)
+		if err != nil {
+			return nil, err
+		}
+	}
+	name := cfg.ServiceName
+	if env := os.Getenv("OTEL_SERVICE_NAME"); env != "" {
+		name = env
+	}
+	attrs := []resource.Option{resource.WithFromEnv(), resource.WithAttributes(semconv.ServiceName(name))}
+	if cfg.InstanceID != "" {
+		attrs = append(attrs, resource.WithAttributes(semconv.ServiceInstanceID(cfg.InstanceID)))
+	}
+	res, err := resource.New(ctx, attrs...)
+	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
+		return nil, err
+	}
+	opts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
+	if exp != nil {
+		if cfg.Exporter != nil {
+			opts = append(opts, sdktrace.WithSyncer(exp)) // tests read spans as soon as they end
+		} else {
+			opts = append(opts, sdktrace.WithBatcher(exp))
+		}
+	}
+	tp := sdktrace.NewTracerProvider(opts...)
+	otel.SetTracerProvider(tp)
+	return tp.Shutdown, nil
+}
+
+// GRPCServerOptions instruments a gRPC server: a span per call (joined to the
+// caller's trace) and Prometheus request counts and latencies on m, if m is
+// not nil.
+func GRPCServerOptions(m *GRPCMetrics) []grpc.ServerOption {
+	opts := []grpc.ServerOption{grpc.StatsHandler(otelgrpc.NewServerHandler())}
+	if m != nil {
+		opts = append(opts, grpc.ChainUnaryInterceptor(m.unary), grpc.ChainStreamInterceptor(m.stream))
+	}
+	return opts
+}
+
+// GRPCDialOptions instruments a gRPC client connection so calls carry the
+// caller's trace context.
+func GRPCDialOptions() []grpc.DialOption {
+	return []grpc.DialOption{grpc.WithStatsHandler(otelgrpc.NewClientHandler())}
+}

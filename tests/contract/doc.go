@@ -1,0 +1,3 @@
+// Package contract checks the public API's contract files against API.md: the
+// REST mapping in proto/skein/v1/http.yaml and the generated OpenAPI document.
+package contract
