@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -51,7 +52,13 @@ func TestClientServerCallIsOneTrace(t *testing.T) {
 	}
 	parent.End()
 
-	spans := exp.GetSpans()
+	// The server span ends after the client has its answer: wait for it.
+	var spans tracetest.SpanStubs
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if spans = exp.GetSpans(); len(spans) >= 3 {
+			break
+		}
+	}
 	byKind := map[oteltrace.SpanKind]tracetest.SpanStub{}
 	for _, s := range spans {
 		if s.SpanContext.TraceID() != parent.SpanContext().TraceID() {
