@@ -1,0 +1,311 @@
+package record
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/s2"
+	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
+
+	"skein/libs/errs"
+)
+
+// Compression is a Kafka compression codec id, stored in attribute bits 0-2.
+type Compression int8
+
+const (
+	None   Compression = 0
+	Gzip   Compression = 1
+	Snappy Compression = 2
+	LZ4    Compression = 3
+	Zstd   Compression = 4
+)
+
+// Valid reports whether c is one of Kafka's codecs.
+func (c Compression) Valid() bool { return c >= None && c <= Zstd }
+
+func (c Compression) String() string {
+	switch c {
+	case None:
+		return "none"
+	case Gzip:
+		return "gzip"
+	case Snappy:
+		return "snappy"
+	case LZ4:
+		return "lz4"
+	case Zstd:
+		return "zstd"
+	}
+	return fmt.Sprintf("codec(%d)", int8(c))
+}
+
+// ParseCompression maps Kafka's compression.type names to a codec.
+// "uncompressed" and "none" are both accepted.
+func ParseCompression(name string) (Compression, error) {
+	switch name {
+	case "none", "uncompressed":
+		return None, nil
+	case "gzip":
+		return Gzip, nil
+	case "snappy":
+		return Snappy, nil
+	case "lz4":
+		return LZ4, nil
+	case "zstd":
+		return Zstd, nil
+	}
+	return 0, errs.Errorf(errs.UnsupportedCompressionType, "unknown compression type %q", name)
+}
+
+// Pools: encoders and decoders are expensive to build (zstd's especially),
+// so they are reused; each is used by one goroutine at a time.
+var (
+	gzipWriters = sync.Pool{New: func() any { return gzip.NewWriter(nil) }}
+	gzipReaders sync.Pool // *gzip.Reader; Reset needs a valid header, so no New
+	lz4Writers  = sync.Pool{New: func() any {
+		w := lz4.NewWriter(nil)
+		// 64 KiB blocks are what Kafka's Java KafkaLZ4BlockOutputStream writes.
+		_ = w.Apply(lz4.BlockSizeOption(lz4.Block64Kb))
+		return w
+	}}
+	lz4Readers   = sync.Pool{New: func() any { return lz4.NewReader(nil) }}
+	zstdEncoders = sync.Pool{New: func() any {
+		// The same options franz-go uses: a modest window keeps both the
+		// encoder's and every consumer's memory small, and zero frames
+		// keeps empty inputs decodable by strict decoders.
+		e, err := zstd.NewWriter(nil, zstd.WithWindowSize(64<<10), zstd.WithEncoderConcurrency(1), zstd.WithZeroFrames(true))
+		if err != nil {
+			panic(err) // static options; cannot fail
+		}
+		return e
+	}}
+	zstdDecoders = sync.Pool{New: func() any {
+		d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
+			zstd.WithDecoderMaxMemory(maxZstdMemory))
+		if err != nil {
+			panic(err) // static options; cannot fail
+		}
+		return d
+	}}
+)
+
+// maxZstdMemory bounds what any zstd frame may ask the decoder to allocate;
+// the per-call limit is checked on the output as well.
+const maxZstdMemory = 1 << 30
+
+// xerialMagic starts the snappy framing of Java's xerial snappy-java
+// SnappyOutputStream, which Kafka's Java clients write: the 8-byte magic,
+// version 1 and minimum compatible version 1, then blocks of
+// (int32 big endian compressed length, raw snappy block).
+var xerialMagic = []byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0}
+
+const xerialBlockSize = 32 << 10 // Java's default block size
+
+// Compress appends src compressed with c to dst.
+func Compress(dst, src []byte, c Compression) ([]byte, error) {
+	switch c {
+	case None:
+		return append(dst, src...), nil
+	case Gzip:
+		buf := bytes.NewBuffer(dst)
+		w := gzipWriters.Get().(*gzip.Writer)
+		defer gzipWriters.Put(w)
+		w.Reset(buf)
+		if _, err := w.Write(src); err != nil {
+			return dst, err
+		}
+		if err := w.Close(); err != nil {
+			return dst, err
+		}
+		return buf.Bytes(), nil
+	case Snappy:
+		dst = append(dst, xerialMagic...)
+		dst = binary.BigEndian.AppendUint32(dst, 1)
+		dst = binary.BigEndian.AppendUint32(dst, 1)
+		for len(src) > 0 {
+			n := min(len(src), xerialBlockSize)
+			at := len(dst)
+			need := 4 + s2.MaxEncodedLen(n)
+			if cap(dst)-at < need {
+				grown := make([]byte, at, at+need+(at>>2))
+				copy(grown, dst)
+				dst = grown
+			}
+			block := s2.EncodeSnappy(dst[at+4:at+need], src[:n])
+			binary.BigEndian.PutUint32(dst[at:at+4], uint32(len(block)))
+			dst = dst[:at+4+len(block)]
+			src = src[n:]
+		}
+		return dst, nil
+	case LZ4:
+		buf := bytes.NewBuffer(dst)
+		w := lz4Writers.Get().(*lz4.Writer)
+		defer lz4Writers.Put(w)
+		w.Reset(buf)
+		if _, err := w.Write(src); err != nil {
+			return dst, err
+		}
+		if err := w.Close(); err != nil {
+			return dst, err
+		}
+		return buf.Bytes(), nil
+	case Zstd:
+		e := zstdEncoders.Get().(*zstd.Encoder)
+		defer zstdEncoders.Put(e)
+		return e.EncodeAll(src, dst), nil
+	}
+	return dst, errs.Errorf(errs.UnsupportedCompressionType, "compression codec %d", int(c))
+}
+
+var errTooLarge = errors.New("decompressed size exceeds the limit")
+
+// Decompress appends the decompression of src to dst. It fails with
+// MESSAGE_TOO_LARGE once the output would pass limit bytes, so that a small
+// batch cannot inflate into an unbounded allocation, and with CORRUPT_MESSAGE
+// when src does not decode.
+func Decompress(dst, src []byte, c Compression, limit int) ([]byte, error) {
+	out, err := decompress(dst, src, c, limit)
+	switch {
+	case err == nil:
+		return out, nil
+	case errors.Is(err, errTooLarge), errors.Is(err, zstd.ErrDecoderSizeExceeded), errors.Is(err, zstd.ErrWindowSizeExceeded):
+		return dst, errs.Errorf(errs.MessageTooLarge, "%s records decompress to more than %d bytes", c, limit)
+	case errs.Of(err) != errs.UnknownServerError:
+		return dst, err
+	default:
+		return dst, errs.Errorf(errs.CorruptMessage, "%s records do not decompress: %v", c, err)
+	}
+}
+
+func decompress(dst, src []byte, c Compression, limit int) ([]byte, error) {
+	start := len(dst)
+	switch c {
+	case None:
+		if len(src) > limit {
+			return dst, errTooLarge
+		}
+		return append(dst, src...), nil
+	case Gzip:
+		var r *gzip.Reader
+		if v := gzipReaders.Get(); v != nil {
+			r = v.(*gzip.Reader)
+			if err := r.Reset(bytes.NewReader(src)); err != nil {
+				gzipReaders.Put(r)
+				return dst, err
+			}
+		} else {
+			var err error
+			if r, err = gzip.NewReader(bytes.NewReader(src)); err != nil {
+				return dst, err
+			}
+		}
+		defer gzipReaders.Put(r)
+		return readAllLimited(dst, r, limit)
+	case Snappy:
+		if len(src) >= 16 && bytes.Equal(src[:8], xerialMagic) {
+			return decodeXerial(dst, src[16:], limit)
+		}
+		return decodeSnappyBlock(dst, src, limit-(len(dst)-start))
+	case LZ4:
+		r := lz4Readers.Get().(*lz4.Reader)
+		defer lz4Readers.Put(r)
+		r.Reset(bytes.NewReader(src))
+		return readAllLimited(dst, r, limit)
+	case Zstd:
+		d := zstdDecoders.Get().(*zstd.Decoder)
+		defer zstdDecoders.Put(d)
+		// Reject frames that declare a large size before allocating for them.
+		var h zstd.Header
+		if err := h.Decode(src); err == nil && h.HasFCS && h.FrameContentSize > uint64(limit) {
+			return dst, errTooLarge
+		}
+		out, err := d.DecodeAll(src, dst)
+		if err != nil {
+			return dst, err
+		}
+		if len(out)-start > limit {
+			return dst, errTooLarge
+		}
+		return out, nil
+	}
+	return dst, errs.Errorf(errs.UnsupportedCompressionType, "compression codec %d", int(c))
+}
+
+func decodeSnappyBlock(dst, src []byte, limit int) ([]byte, error) {
+	n, err := s2.DecodedLen(src)
+	if err != nil {
+		return dst, err
+	}
+	if n > limit {
+		return dst, errTooLarge
+	}
+	at := len(dst)
+	dst = grow(dst, n)
+	if _, err := s2.Decode(dst[at:at+n], src); err != nil {
+		return dst[:at], err
+	}
+	return dst[:at+n], nil
+}
+
+func decodeXerial(dst, src []byte, limit int) ([]byte, error) {
+	start := len(dst)
+	for len(src) > 0 {
+		if len(src) < 4 {
+			return dst, errors.New("xerial: truncated block length")
+		}
+		n := int(binary.BigEndian.Uint32(src))
+		src = src[4:]
+		if n < 0 || n > len(src) {
+			return dst, errors.New("xerial: block length past the end")
+		}
+		var err error
+		if dst, err = decodeSnappyBlock(dst, src[:n], limit-(len(dst)-start)); err != nil {
+			return dst, err
+		}
+		src = src[n:]
+	}
+	return dst, nil
+}
+
+// readAllLimited appends r's output to dst, failing past limit bytes.
+func readAllLimited(dst []byte, r io.Reader, limit int) ([]byte, error) {
+	start := len(dst)
+	for {
+		if len(dst)-start > limit {
+			return dst[:start], errTooLarge
+		}
+		if cap(dst)-len(dst) < 4096 {
+			dst = grow(dst, 32<<10)
+		}
+		// Never read more than one byte past the limit: enough to notice it.
+		room := min(cap(dst)-len(dst), limit-(len(dst)-start)+1)
+		n, err := r.Read(dst[len(dst) : len(dst)+room])
+		dst = dst[:len(dst)+n]
+		if err == io.EOF {
+			if len(dst)-start > limit {
+				return dst[:start], errTooLarge
+			}
+			return dst, nil
+		}
+		if err != nil {
+			return dst[:start], err
+		}
+	}
+}
+
+// grow makes room for n more bytes after len(b).
+func grow(b []byte, n int) []byte {
+	if cap(b)-len(b) >= n {
+		return b
+	}
+	out := make([]byte, len(b), len(b)+n+cap(b)/2)
+	copy(out, b)
+	return out
+}
