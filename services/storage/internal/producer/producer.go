@@ -1,0 +1,242 @@
+package producer
+
+import (
+	"encoding/json"
+	"math"
+	"sort"
+
+	"skein/libs/errs"
+)
+
+// Window is how many recent batches per producer are remembered for
+// deduplication (Kafka's max.in.flight.requests.per.connection bound).
+const Window = 5
+
+// NoProducer is the producer id of batches from non-idempotent producers.
+const NoProducer int64 = -1
+
+// Batch is what the state needs to know of a record batch.
+type Batch struct {
+	ProducerID    int64
+	Epoch         int16
+	FirstSeq      int32
+	Records       int32 // number of records (lastOffsetDelta + 1)
+	Transactional bool
+}
+
+// LastSeq is the sequence of the batch's last record; sequences wrap from
+// MaxInt32 to 0 as in Kafka.
+func (b Batch) LastSeq() int32 { return addSeq(b.FirstSeq, b.Records-1) }
+
+func addSeq(s, n int32) int32 {
+	if int64(s)+int64(n) > math.MaxInt32 {
+		return int32(int64(s) + int64(n) - math.MaxInt32 - 1)
+	}
+	return s + n
+}
+
+// Appended is one remembered batch.
+type Appended struct {
+	FirstSeq    int32 `json:"first_seq"`
+	LastSeq     int32 `json:"last_seq"`
+	FirstOffset int64 `json:"first_offset"`
+	LastOffset  int64 `json:"last_offset"`
+	Timestamp   int64 `json:"timestamp"`
+}
+
+// Entry is one producer's state.
+type Entry struct {
+	Epoch int16 `json:"epoch"`
+	// Batches holds at most Window batches of the current epoch, oldest first.
+	Batches []Appended `json:"batches"`
+	// TxnFirstOffset is the first offset of the open transaction, -1 if none.
+	TxnFirstOffset   int64 `json:"txn_first_offset"`
+	CoordinatorEpoch int32 `json:"coordinator_epoch"`
+	LastTimestamp    int64 `json:"last_timestamp"`
+}
+
+// Verdict is Check's answer for a batch that may be appended or is a retry.
+type Verdict struct {
+	// Duplicate: the batch was appended before, at FirstOffset..LastOffset;
+	// answer with those offsets and do not append.
+	Duplicate   bool
+	FirstOffset int64
+	LastOffset  int64
+}
+
+// State is the producer state of one partition. Not safe for concurrent use:
+// the partition's owner holds it.
+type State struct {
+	entries map[int64]*Entry
+}
+
+// New returns an empty state.
+func New() *State { return &State{entries: map[int64]*Entry{}} }
+
+// Get returns a copy of one producer's entry.
+func (s *State) Get(pid int64) (Entry, bool) {
+	e, ok := s.entries[pid]
+	if !ok {
+		return Entry{}, false
+	}
+	c := *e
+	c.Batches = append([]Appended(nil), e.Batches...)
+	return c, true
+}
+
+// Check decides what to do with a batch the leader is asked to append:
+// a duplicate of one of the last Window batches is answered with its
+// original offsets; an older epoch is INVALID_PRODUCER_EPOCH; a sequence that
+// is not the next expected one is OUT_OF_ORDER_SEQUENCE_NUMBER. Batches
+// without a producer id always pass.
+func (s *State) Check(b Batch) (Verdict, error) {
+	if b.ProducerID == NoProducer {
+		return Verdict{}, nil
+	}
+	if b.FirstSeq < 0 || b.Records <= 0 {
+		return Verdict{}, errs.Errorf(errs.InvalidRecord, "producer %d: base sequence %d with %d records", b.ProducerID, b.FirstSeq, b.Records)
+	}
+	e, ok := s.entries[b.ProducerID]
+	if !ok {
+		// Unknown producer (new, or its state expired): any sequence starts it,
+		// as Kafka accepts since KIP-360.
+		return Verdict{}, nil
+	}
+	switch {
+	case b.Epoch < e.Epoch:
+		return Verdict{}, errs.Errorf(errs.InvalidProducerEpoch, "producer %d: epoch %d is older than the current %d", b.ProducerID, b.Epoch, e.Epoch)
+	case b.Epoch > e.Epoch:
+		if b.FirstSeq != 0 {
+			return Verdict{}, errs.Errorf(errs.OutOfOrderSequenceNumber, "producer %d: new epoch %d must start at sequence 0, got %d", b.ProducerID, b.Epoch, b.FirstSeq)
+		}
+		return Verdict{}, nil
+	}
+	last := b.LastSeq()
+	for _, a := range e.Batches {
+		if a.FirstSeq == b.FirstSeq && a.LastSeq == last {
+			return Verdict{Duplicate: true, FirstOffset: a.FirstOffset, LastOffset: a.LastOffset}, nil
+		}
+	}
+	if len(e.Batches) == 0 {
+		// Epoch known (from a transaction marker) but no batch yet.
+		return Verdict{}, nil
+	}
+	if want := addSeq(e.Batches[len(e.Batches)-1].LastSeq, 1); b.FirstSeq != want {
+		return Verdict{}, errs.Errorf(errs.OutOfOrderSequenceNumber, "producer %d epoch %d: expected sequence %d, got %d", b.ProducerID, b.Epoch, want, b.FirstSeq)
+	}
+	return Verdict{}, nil
+}
+
+// Append records a batch that is now in the log at firstOffset..lastOffset.
+func (s *State) Append(b Batch, firstOffset, lastOffset, timestamp int64) {
+	if b.ProducerID == NoProducer {
+		return
+	}
+	e := s.entry(b.ProducerID)
+	if b.Epoch != e.Epoch {
+		e.Epoch = b.Epoch
+		e.Batches = e.Batches[:0]
+	}
+	e.Batches = append(e.Batches, Appended{FirstSeq: b.FirstSeq, LastSeq: b.LastSeq(), FirstOffset: firstOffset, LastOffset: lastOffset, Timestamp: timestamp})
+	if len(e.Batches) > Window {
+		e.Batches = append(e.Batches[:0], e.Batches[len(e.Batches)-Window:]...)
+	}
+	e.LastTimestamp = timestamp
+	if b.Transactional && e.TxnFirstOffset < 0 {
+		e.TxnFirstOffset = firstOffset
+	}
+}
+
+// Marker records a transaction commit or abort marker written at offset.
+// It ends the producer's open transaction and returns where it began (-1 if
+// none was open), which an abort adds to the aborted-transaction index.
+func (s *State) Marker(pid int64, epoch int16, coordinatorEpoch int32, timestamp int64) (txnFirstOffset int64) {
+	e := s.entry(pid)
+	if epoch > e.Epoch {
+		e.Epoch = epoch
+		e.Batches = e.Batches[:0]
+	}
+	first := e.TxnFirstOffset
+	e.TxnFirstOffset = -1
+	e.CoordinatorEpoch = coordinatorEpoch
+	e.LastTimestamp = timestamp
+	return first
+}
+
+func (s *State) entry(pid int64) *Entry {
+	e, ok := s.entries[pid]
+	if !ok {
+		e = &Entry{Epoch: -1, TxnFirstOffset: -1}
+		s.entries[pid] = e
+	}
+	return e
+}
+
+// FirstUnstableOffset is the first offset of the oldest open transaction, or
+// -1 when none is open: the last stable offset is min(this, HW).
+func (s *State) FirstUnstableOffset() int64 {
+	first := int64(-1)
+	for _, e := range s.entries {
+		if e.TxnFirstOffset >= 0 && (first < 0 || e.TxnFirstOffset < first) {
+			first = e.TxnFirstOffset
+		}
+	}
+	return first
+}
+
+// TruncateTo forgets batches at or above offset (a follower that truncated
+// its log). Producers left with nothing and no open transaction are removed;
+// a transaction that began at or after offset is no longer open.
+func (s *State) TruncateTo(offset int64) {
+	for pid, e := range s.entries {
+		kept := e.Batches[:0]
+		for _, a := range e.Batches {
+			if a.LastOffset < offset {
+				kept = append(kept, a)
+			}
+		}
+		e.Batches = kept
+		if e.TxnFirstOffset >= offset {
+			e.TxnFirstOffset = -1
+		}
+		if len(e.Batches) == 0 && e.TxnFirstOffset < 0 {
+			delete(s.entries, pid)
+		}
+	}
+}
+
+type snapshot struct {
+	Version   int              `json:"version"`
+	Producers map[int64]*Entry `json:"producers"`
+}
+
+// Snapshot encodes the state; Restore reads it back.
+func (s *State) Snapshot() []byte {
+	b, _ := json.Marshal(snapshot{Version: 1, Producers: s.entries}) // maps of plain structs always marshal
+	return b
+}
+
+// Restore returns the state encoded by Snapshot.
+func Restore(data []byte) (*State, error) {
+	var snap snapshot
+	if err := json.Unmarshal(data, &snap); err != nil {
+		return nil, errs.Errorf(errs.KafkaStorageError, "producer snapshot: %v", err)
+	}
+	if snap.Version != 1 {
+		return nil, errs.Errorf(errs.KafkaStorageError, "producer snapshot version %d unknown", snap.Version)
+	}
+	if snap.Producers == nil {
+		snap.Producers = map[int64]*Entry{}
+	}
+	return &State{entries: snap.Producers}, nil
+}
+
+// IDs lists the known producer ids, sorted.
+func (s *State) IDs() []int64 {
+	out := make([]int64, 0, len(s.entries))
+	for pid := range s.entries {
+		out = append(out, pid)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}

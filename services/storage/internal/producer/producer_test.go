@@ -1,0 +1,179 @@
+package producer
+
+import (
+	"errors"
+	"math"
+	"testing"
+
+	"skein/libs/errs"
+)
+
+// step is one event in a scenario: check a batch, and if it passes and is not
+// a duplicate, append it at the next offset.
+type step struct {
+	b       Batch
+	wantErr *errs.Error // nil: accepted
+	dup     bool
+	first   int64 // expected first offset (of the append, or of the original)
+}
+
+func run(t *testing.T, name string, steps []step) *State {
+	t.Helper()
+	s := New()
+	next := int64(0)
+	for i, st := range steps {
+		v, err := s.Check(st.b)
+		switch {
+		case st.wantErr != nil:
+			if !errors.Is(err, st.wantErr) {
+				t.Fatalf("%s step %d: err %v, want %s", name, i, err, st.wantErr.Name)
+			}
+			continue
+		case err != nil:
+			t.Fatalf("%s step %d: unexpected %v", name, i, err)
+		}
+		if v.Duplicate != st.dup {
+			t.Fatalf("%s step %d: duplicate=%v, want %v", name, i, v.Duplicate, st.dup)
+		}
+		if v.Duplicate {
+			if v.FirstOffset != st.first {
+				t.Fatalf("%s step %d: duplicate answered offset %d, want %d", name, i, v.FirstOffset, st.first)
+			}
+			continue
+		}
+		if next != st.first {
+			t.Fatalf("%s step %d: would append at %d, test expects %d", name, i, next, st.first)
+		}
+		s.Append(st.b, next, next+int64(st.b.Records)-1, 1000+next)
+		next += int64(st.b.Records)
+	}
+	return s
+}
+
+func TestIdempotenceWindows(t *testing.T) {
+	b := func(epoch int16, seq, n int32) Batch { return Batch{ProducerID: 7, Epoch: epoch, FirstSeq: seq, Records: n} }
+	for _, tc := range []struct {
+		name  string
+		steps []step
+	}{
+		{"in order", []step{{b: b(0, 0, 3), first: 0}, {b: b(0, 3, 2), first: 3}, {b: b(0, 5, 1), first: 5}}},
+		{"retry of the last batch", []step{{b: b(0, 0, 3), first: 0}, {b: b(0, 0, 3), dup: true, first: 0}}},
+		{"retry of an older batch within the window", []step{
+			{b: b(0, 0, 1), first: 0}, {b: b(0, 1, 1), first: 1}, {b: b(0, 2, 1), first: 2},
+			{b: b(0, 1, 1), dup: true, first: 1},
+		}},
+		{"retry older than the window is out of order", []step{
+			{b: b(0, 0, 1), first: 0}, {b: b(0, 1, 1), first: 1}, {b: b(0, 2, 1), first: 2},
+			{b: b(0, 3, 1), first: 3}, {b: b(0, 4, 1), first: 4}, {b: b(0, 5, 1), first: 5},
+			{b: b(0, 0, 1), wantErr: errs.OutOfOrderSequenceNumber},
+			{b: b(0, 1, 1), dup: true, first: 1},
+		}},
+		{"gap", []step{{b: b(0, 0, 3), first: 0}, {b: b(0, 5, 1), wantErr: errs.OutOfOrderSequenceNumber}}},
+		{"older epoch fenced", []step{{b: b(2, 0, 1), first: 0}, {b: b(1, 1, 1), wantErr: errs.InvalidProducerEpoch}}},
+		{"new epoch restarts at 0", []step{{b: b(0, 0, 5), first: 0}, {b: b(1, 0, 1), first: 5}, {b: b(1, 1, 1), first: 6}}},
+		{"new epoch must start at 0", []step{{b: b(0, 0, 5), first: 0}, {b: b(1, 5, 1), wantErr: errs.OutOfOrderSequenceNumber}}},
+		{"unknown producer may start anywhere", []step{{b: b(0, 42, 2), first: 0}, {b: b(0, 44, 1), first: 2}}},
+		{"negative sequence invalid", []step{{b: b(0, -3, 1), wantErr: errs.InvalidRecord}}},
+		{"partial overlap is not a duplicate", []step{{b: b(0, 0, 3), first: 0}, {b: b(0, 1, 3), wantErr: errs.OutOfOrderSequenceNumber}}},
+	} {
+		run(t, tc.name, tc.steps)
+	}
+}
+
+func TestNonIdempotentBatchesAlwaysPass(t *testing.T) {
+	s := New()
+	for i := 0; i < 3; i++ {
+		if v, err := s.Check(Batch{ProducerID: NoProducer, FirstSeq: -1, Records: 1}); err != nil || v.Duplicate {
+			t.Fatal(v, err)
+		}
+		s.Append(Batch{ProducerID: NoProducer, FirstSeq: -1, Records: 1}, int64(i), int64(i), 0)
+	}
+	if len(s.IDs()) != 0 {
+		t.Error("non-idempotent batches must leave no state")
+	}
+}
+
+func TestSequenceWraps(t *testing.T) {
+	s := New()
+	first := Batch{ProducerID: 1, Epoch: 0, FirstSeq: math.MaxInt32 - 1, Records: 2}
+	if first.LastSeq() != math.MaxInt32 {
+		t.Fatalf("last seq %d", first.LastSeq())
+	}
+	s.Append(first, 0, 1, 0)
+	wrapped := Batch{ProducerID: 1, Epoch: 0, FirstSeq: 0, Records: 3}
+	if _, err := s.Check(wrapped); err != nil {
+		t.Fatalf("sequence after MaxInt32 must be 0: %v", err)
+	}
+	crossing := Batch{ProducerID: 2, FirstSeq: math.MaxInt32, Records: 3}
+	if crossing.LastSeq() != 1 {
+		t.Fatalf("crossing last seq %d, want 1", crossing.LastSeq())
+	}
+}
+
+func TestTransactionsAndLSO(t *testing.T) {
+	s := New()
+	if s.FirstUnstableOffset() != -1 {
+		t.Fatal("no open transaction yet")
+	}
+	s.Append(Batch{ProducerID: 1, Epoch: 0, FirstSeq: 0, Records: 2, Transactional: true}, 10, 11, 0)
+	s.Append(Batch{ProducerID: 2, Epoch: 0, FirstSeq: 0, Records: 1, Transactional: true}, 12, 12, 0)
+	s.Append(Batch{ProducerID: 1, Epoch: 0, FirstSeq: 2, Records: 1, Transactional: true}, 13, 13, 0)
+	if got := s.FirstUnstableOffset(); got != 10 {
+		t.Fatalf("first unstable %d, want 10", got)
+	}
+	if began := s.Marker(1, 0, 3, 0); began != 10 {
+		t.Fatalf("marker: txn began at %d, want 10", began)
+	}
+	if got := s.FirstUnstableOffset(); got != 12 {
+		t.Fatalf("first unstable %d, want 12 after producer 1 committed", got)
+	}
+	s.Marker(2, 0, 3, 0)
+	if got := s.FirstUnstableOffset(); got != -1 {
+		t.Fatalf("first unstable %d, want -1", got)
+	}
+	// A marker with a bumped epoch (a timed-out transaction aborted by the
+	// coordinator) fences the old epoch.
+	s.Marker(1, 1, 4, 0)
+	if _, err := s.Check(Batch{ProducerID: 1, Epoch: 0, FirstSeq: 3, Records: 1}); !errors.Is(err, errs.InvalidProducerEpoch) {
+		t.Fatalf("old epoch after bump: %v", err)
+	}
+}
+
+func TestTruncateTo(t *testing.T) {
+	s := New()
+	s.Append(Batch{ProducerID: 1, FirstSeq: 0, Records: 2}, 0, 1, 0)
+	s.Append(Batch{ProducerID: 1, FirstSeq: 2, Records: 2}, 2, 3, 0)
+	s.Append(Batch{ProducerID: 2, FirstSeq: 0, Records: 1, Transactional: true}, 4, 4, 0)
+	s.TruncateTo(2)
+	// Producer 1's second batch is gone: a retry of it is not a duplicate but the next batch.
+	if v, err := s.Check(Batch{ProducerID: 1, FirstSeq: 2, Records: 2}); err != nil || v.Duplicate {
+		t.Fatalf("after truncation the batch must be appendable again: %v %v", v, err)
+	}
+	if s.FirstUnstableOffset() != -1 {
+		t.Error("a transaction that began above the truncation point is not open")
+	}
+	if ids := s.IDs(); len(ids) != 1 || ids[0] != 1 {
+		t.Errorf("ids %v, want [1]", ids)
+	}
+}
+
+func TestSnapshotRoundTrip(t *testing.T) {
+	s := run(t, "snap", []step{
+		{b: Batch{ProducerID: 9, Epoch: 3, FirstSeq: 0, Records: 2}, first: 0},
+		{b: Batch{ProducerID: 9, Epoch: 3, FirstSeq: 2, Records: 2}, first: 2},
+	})
+	r, err := Restore(s.Snapshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := r.Check(Batch{ProducerID: 9, Epoch: 3, FirstSeq: 2, Records: 2})
+	if err != nil || !v.Duplicate || v.FirstOffset != 2 || v.LastOffset != 3 {
+		t.Fatalf("restored state lost the window: %+v %v", v, err)
+	}
+	if _, err := Restore([]byte("{not json")); !errors.Is(err, errs.KafkaStorageError) {
+		t.Errorf("corrupt snapshot: %v", err)
+	}
+	if _, err := Restore([]byte(`{"version":9}`)); err == nil {
+		t.Error("unknown version must be refused")
+	}
+}
