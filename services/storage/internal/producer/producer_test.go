@@ -51,7 +51,9 @@ func run(t *testing.T, name string, steps []step) *State {
 }
 
 func TestIdempotenceWindows(t *testing.T) {
-	b := func(epoch int16, seq, n int32) Batch { return Batch{ProducerID: 7, Epoch: epoch, FirstSeq: seq, Records: n} }
+	b := func(epoch int16, seq, n int32) Batch {
+		return Batch{ProducerID: 7, Epoch: epoch, FirstSeq: seq, Records: n}
+	}
 	for _, tc := range []struct {
 		name  string
 		steps []step
