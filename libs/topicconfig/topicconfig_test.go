@@ -1,0 +1,108 @@
+package topicconfig
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"skein/libs/errs"
+)
+
+func TestDefaultsValid(t *testing.T) {
+	if !slices.IsSortedFunc(table, func(a, b Key) int { return strings.Compare(a.Name, b.Name) }) {
+		t.Fatal("table must be sorted by name for Lookup")
+	}
+	for _, k := range table {
+		if err := k.Check(k.Default); err != nil {
+			t.Errorf("default of %s: %v", k.Name, err)
+		}
+	}
+	c := Defaults()
+	want := Config{
+		CleanupDelete: true, CompressionType: "producer", DeleteRetentionMS: 86400000,
+		FlushMessages: 1<<63 - 1, FlushMS: 1<<63 - 1, IndexIntervalBytes: 4096, MaxMessageBytes: 1048588,
+		MinInsyncReplicas: 1, RetentionBytes: -1, RetentionMS: 604800000, SegmentBytes: 1 << 30, SegmentMS: 604800000,
+	}
+	if c != want {
+		t.Fatalf("defaults\n got %+v\nwant %+v", c, want)
+	}
+}
+
+func TestRequiredKeysKnown(t *testing.T) {
+	for _, n := range []string{"cleanup.policy", "compression.type", "delete.retention.ms", "flush.messages", "flush.ms",
+		"index.interval.bytes", "max.message.bytes", "message.timestamp.type", "min.insync.replicas", "retention.bytes",
+		"retention.ms", "segment.bytes", "segment.ms", "unclean.leader.election.enable"} {
+		if _, ok := Lookup(n); !ok {
+			t.Errorf("%s is not in the table", n)
+		}
+	}
+}
+
+func TestParse(t *testing.T) {
+	cases := []struct {
+		name    string
+		in      map[string]string
+		check   func(Config) bool
+		wantErr string // substring of the message; "" = success
+	}{
+		{"compact", map[string]string{"cleanup.policy": "compact"}, func(c Config) bool { return c.CleanupCompact && !c.CleanupDelete }, ""},
+		{"both policies", map[string]string{"cleanup.policy": "compact, delete"}, func(c Config) bool { return c.CleanupCompact && c.CleanupDelete }, ""},
+		{"segment.bytes", map[string]string{"segment.bytes": "1048576"}, func(c Config) bool { return c.SegmentBytes == 1<<20 }, ""},
+		{"retention.ms forever", map[string]string{"retention.ms": "-1"}, func(c Config) bool { return c.RetentionMS == -1 }, ""},
+		{"min.insync.replicas accepted", map[string]string{"min.insync.replicas": "2"}, func(c Config) bool { return c.MinInsyncReplicas == 2 }, ""},
+		{"bool any case", map[string]string{"unclean.leader.election.enable": "TRUE"}, func(c Config) bool { return c.UncleanLeaderElection }, ""},
+		{"log append time", map[string]string{"message.timestamp.type": "LogAppendTime"}, func(c Config) bool { return c.LogAppendTime }, ""},
+		{"flush every message", map[string]string{"flush.messages": "1"}, func(c Config) bool { return c.FlushMessages == 1 }, ""},
+		{"compression", map[string]string{"compression.type": "zstd"}, func(c Config) bool { return c.CompressionType == "zstd" }, ""},
+		{"unused but known", map[string]string{"min.cleanable.dirty.ratio": "0.1", "preallocate": "true"}, func(Config) bool { return true }, ""},
+
+		{"unknown key", map[string]string{"retention.hours": "1"}, nil, `unknown topic config "retention.hours"`},
+		{"not a number", map[string]string{"retention.ms": "soon"}, nil, "retention.ms: not a long"},
+		{"below min", map[string]string{"retention.ms": "-2"}, nil, "retention.ms: must be in [-1,"},
+		{"segment too small", map[string]string{"segment.bytes": "13"}, nil, "segment.bytes: must be in [14,"},
+		{"int overflow", map[string]string{"segment.bytes": "4294967296"}, nil, "segment.bytes: must be in"},
+		{"flush.messages zero", map[string]string{"flush.messages": "0"}, nil, "flush.messages"},
+		{"bad policy", map[string]string{"cleanup.policy": "compact,archive"}, nil, `"archive" is not one of`},
+		{"empty policy", map[string]string{"cleanup.policy": " , "}, nil, "at least one"},
+		{"bad bool", map[string]string{"unclean.leader.election.enable": "yes"}, nil, "true or false"},
+		{"bad codec", map[string]string{"compression.type": "brotli"}, nil, "must be one of"},
+		{"ratio above 1", map[string]string{"min.cleanable.dirty.ratio": "1.5"}, nil, "must be in [0, 1]"},
+		{"ratio NaN", map[string]string{"min.cleanable.dirty.ratio": "NaN"}, nil, "not a number"},
+		{"timestamp type", map[string]string{"message.timestamp.type": "createtime"}, nil, "CreateTime, LogAppendTime"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := Parse(c.in)
+			if c.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !c.check(got) {
+					t.Fatalf("parsed %+v", got)
+				}
+				return
+			}
+			if !errors.Is(err, errs.InvalidConfig) {
+				t.Fatalf("got %v, want INVALID_CONFIG", err)
+			}
+			if !strings.Contains(err.Error(), c.wantErr) {
+				t.Fatalf("message %q does not contain %q", err, c.wantErr)
+			}
+		})
+	}
+}
+
+func TestValidateReportsFirstKeyInOrder(t *testing.T) {
+	err := Validate(map[string]string{"zzz": "1", "aaa": "1"})
+	if err == nil || !strings.Contains(err.Error(), `"aaa"`) {
+		t.Fatalf("%v", err)
+	}
+}
+
+func TestEffective(t *testing.T) {
+	e := Effective(map[string]string{"retention.ms": "5"})
+	if e["retention.ms"] != "5" || e["segment.bytes"] != "1073741824" || len(e) != len(table) {
+		t.Fatalf("%v", e)
+	}
+}
