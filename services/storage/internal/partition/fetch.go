@@ -1,0 +1,87 @@
+package partition
+
+import (
+	"skein/libs/errs"
+	"skein/libs/record"
+)
+
+// FetchResult is a consumer fetch's answer: whole batches below the HW (or
+// the LSO for read_committed), and the partition's positions.
+type FetchResult struct {
+	Records        []byte
+	HW             record.Offset
+	LSO            record.Offset
+	LogStartOffset record.Offset
+	LeaderEpoch    int32
+}
+
+// Fetch reads for a consumer from offset, as leader. It never waits: the
+// caller long-polls on HWMoved when the answer is empty.
+func (p *Partition) Fetch(offset record.Offset, maxBytes int, readCommitted bool, leaderEpoch int32) (FetchResult, error) {
+	p.mu.Lock()
+	if err := p.checkLeaderLocked(leaderEpoch); err != nil {
+		p.mu.Unlock()
+		return FetchResult{}, err
+	}
+	res := FetchResult{HW: p.hw, LSO: p.lsoLocked(), LogStartOffset: p.log.LogStartOffset(), LeaderEpoch: p.st.LeaderEpoch}
+	leo := p.log.LogEndOffset()
+	p.mu.Unlock()
+
+	if offset < res.LogStartOffset || offset > leo {
+		return res, errs.Errorf(errs.OffsetOutOfRange, "%s-%d: offset %d is outside [%d, %d]", p.cfg.Topic, p.cfg.Partition, offset, res.LogStartOffset, leo)
+	}
+	limit := res.HW
+	if readCommitted {
+		limit = res.LSO
+	}
+	if offset >= limit {
+		return res, nil
+	}
+	data, err := p.log.Read(offset, maxBytes, limit)
+	if err != nil {
+		return res, err
+	}
+	res.Records = data
+	return res, nil
+}
+
+// ListOffset answers the earliest (-2), latest (-1: the HW, or the LSO for
+// read_committed) or first offset at or after a timestamp (-1 offset when
+// there is none below the HW).
+func (p *Partition) ListOffset(ts int64, readCommitted bool, leaderEpoch int32) (offset record.Offset, timestamp int64, epoch int32, err error) {
+	p.mu.Lock()
+	if err := p.checkLeaderLocked(leaderEpoch); err != nil {
+		p.mu.Unlock()
+		return 0, 0, 0, err
+	}
+	hw, lso, epoch := p.hw, p.lsoLocked(), p.st.LeaderEpoch
+	p.mu.Unlock()
+	switch ts {
+	case -2:
+		return p.log.LogStartOffset(), -1, epoch, nil
+	case -1:
+		if readCommitted {
+			return lso, -1, epoch, nil
+		}
+		return hw, -1, epoch, nil
+	}
+	if ts < 0 {
+		return 0, 0, 0, errs.Errorf(errs.InvalidRequest, "timestamp %d: want -2, -1 or a time in ms", ts)
+	}
+	off, t, ok := p.log.OffsetForTimestamp(ts)
+	if !ok || off >= hw {
+		return -1, -1, epoch, nil
+	}
+	return off, t, epoch, nil
+}
+
+// EndOffsetForEpoch answers OffsetForLeaderEpoch as leader.
+func (p *Partition) EndOffsetForEpoch(epoch record.Epoch, currentLeaderEpoch int32) (record.Epoch, record.Offset, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.checkLeaderLocked(currentLeaderEpoch); err != nil {
+		return -1, -1, err
+	}
+	e, end := p.log.EndOffsetFor(epoch)
+	return e, end, nil
+}

@@ -1,0 +1,150 @@
+package partition
+
+import (
+	"slices"
+	"sync"
+
+	"skein/libs/errs"
+	"skein/libs/record"
+)
+
+// memLog is an in-memory Log for replication tests: whole batches in a
+// slice and a leader-epoch cache, with the same contract as libs/log.
+type memLog struct {
+	mu      sync.Mutex
+	batches []record.Batch
+	epochs  []epochStart
+	start   record.Offset
+}
+
+type epochStart struct {
+	epoch record.Epoch
+	start record.Offset
+}
+
+func (l *memLog) LogEndOffset() record.Offset {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.leoLocked()
+}
+
+func (l *memLog) leoLocked() record.Offset {
+	if len(l.batches) == 0 {
+		return l.start
+	}
+	return l.batches[len(l.batches)-1].NextOffset()
+}
+
+func (l *memLog) LogStartOffset() record.Offset { return l.start }
+
+func (l *memLog) noteEpochLocked(e record.Epoch, at record.Offset) {
+	if n := len(l.epochs); n == 0 || l.epochs[n-1].epoch < e {
+		l.epochs = append(l.epochs, epochStart{e, at})
+	}
+}
+
+func (l *memLog) AppendAsLeader(b record.Batch, epoch record.Epoch) (record.Offset, record.Offset, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := record.Batch(slices.Clone(b))
+	leo := l.leoLocked()
+	c.SetBaseOffset(leo)
+	c.SetPartitionLeaderEpoch(epoch)
+	l.noteEpochLocked(epoch, leo)
+	l.batches = append(l.batches, c)
+	return c.BaseOffset(), c.LastOffset(), nil
+}
+
+func (l *memLog) AppendAsFollower(data []byte) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	it := record.NewBatchIter(data)
+	for it.Next() {
+		b := it.Batch()
+		if b.BaseOffset() != l.leoLocked() {
+			return errs.Errorf(errs.InvalidRecord, "follower append at %d, LEO %d", b.BaseOffset(), l.leoLocked())
+		}
+		l.noteEpochLocked(b.PartitionLeaderEpoch(), b.BaseOffset())
+		l.batches = append(l.batches, record.Batch(slices.Clone([]byte(b))))
+	}
+	return it.Err()
+}
+
+func (l *memLog) Read(offset record.Offset, maxBytes int, maxOffset record.Offset) ([]byte, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []byte
+	for _, b := range l.batches {
+		if b.LastOffset() < offset {
+			continue
+		}
+		if b.LastOffset() >= maxOffset || (len(out) > 0 && len(out)+b.Size() > maxBytes) {
+			break
+		}
+		out = append(out, b...)
+	}
+	return out, nil
+}
+
+func (l *memLog) Truncate(offset record.Offset) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for len(l.batches) > 0 && l.batches[len(l.batches)-1].BaseOffset() >= offset {
+		l.batches = l.batches[:len(l.batches)-1]
+	}
+	for len(l.epochs) > 0 && l.epochs[len(l.epochs)-1].start >= offset {
+		l.epochs = l.epochs[:len(l.epochs)-1]
+	}
+	return nil
+}
+
+func (l *memLog) EndOffsetFor(epoch record.Epoch) (record.Epoch, record.Offset) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := len(l.epochs) - 1; i >= 0; i-- {
+		if l.epochs[i].epoch <= epoch {
+			if i == len(l.epochs)-1 {
+				return l.epochs[i].epoch, l.leoLocked()
+			}
+			return l.epochs[i].epoch, l.epochs[i+1].start
+		}
+	}
+	return -1, -1
+}
+
+func (l *memLog) LatestEpoch() record.Epoch {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.batches) == 0 {
+		return -1
+	}
+	return l.batches[len(l.batches)-1].PartitionLeaderEpoch()
+}
+
+func (l *memLog) OffsetForTimestamp(ts int64) (record.Offset, int64, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, b := range l.batches {
+		if b.MaxTimestamp() >= ts {
+			return b.BaseOffset(), b.MaxTimestamp(), true
+		}
+	}
+	return 0, 0, false
+}
+
+// values lists every record value in the log, in offset order.
+func (l *memLog) values() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, b := range l.batches {
+		var it record.RecordIter
+		if err := it.Reset(b); err != nil {
+			panic(err)
+		}
+		for it.Next() {
+			out = append(out, string(it.Record().Value))
+		}
+	}
+	return out
+}

@@ -1,0 +1,313 @@
+package partition
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"skein/libs/errs"
+	"skein/libs/record"
+	"skein/services/storage/internal/isr"
+	"skein/services/storage/internal/producer"
+)
+
+// Log is what a replica needs of its partition log; libs/log implements it.
+// The replica is the log's only writer.
+type Log interface {
+	LogEndOffset() record.Offset
+	LogStartOffset() record.Offset
+	// AppendAsLeader assigns offsets to one batch and stamps the leader epoch.
+	AppendAsLeader(b record.Batch, epoch record.Epoch) (first, last record.Offset, err error)
+	// AppendAsFollower appends batches that carry the leader's offsets.
+	AppendAsFollower(batches []byte) error
+	// Read returns whole batches from the one holding offset, up to maxBytes
+	// (at least one batch), none at or beyond maxOffset.
+	Read(offset record.Offset, maxBytes int, maxOffset record.Offset) ([]byte, error)
+	// Truncate removes every record at or above offset.
+	Truncate(offset record.Offset) error
+	// EndOffsetFor answers the largest epoch <= epoch and where it ends.
+	EndOffsetFor(epoch record.Epoch) (record.Epoch, record.Offset)
+	// LatestEpoch is the epoch of the last batch, -1 for an empty log.
+	LatestEpoch() record.Epoch
+	// OffsetForTimestamp is the first offset whose timestamp >= ts.
+	OffsetForTimestamp(ts int64) (offset record.Offset, timestamp int64, ok bool)
+}
+
+// ISRProposer sends a leader's ISR change to the controller (AlterPartition)
+// and answers the state the controller committed.
+type ISRProposer interface {
+	ProposeISR(ctx context.Context, topic string, partition int32, leaderEpoch, partitionEpoch int32, isr []int32) (State, error)
+}
+
+// State is the partition as the controller's metadata has it.
+type State struct {
+	Leader         int32
+	LeaderEpoch    int32
+	PartitionEpoch int32
+	Replicas       []int32
+	ISR            []int32
+}
+
+// Config is the replica's identity and the topic configs it enforces.
+type Config struct {
+	Topic     string
+	Partition int32
+	Self      int32
+	// MinInsyncReplicas refuses acks=all produces when the ISR is smaller.
+	MinInsyncReplicas int
+	MaxMessageBytes   int
+	// ReplicaLagMax is replica.lag.time.max.ms.
+	ReplicaLagMax time.Duration
+}
+
+// Role of this replica.
+type Role int
+
+// Roles.
+const (
+	None Role = iota
+	Leader
+	Follower
+)
+
+type follower struct {
+	leo          record.Offset
+	lastCaughtUp time.Time
+	prev         isr.FetchState
+}
+
+// waiter is an acks=all produce in purgatory, answered when the HW passes
+// its last offset.
+type waiter struct {
+	next record.Offset // HW must reach this
+	done chan error    // buffered, one value
+}
+
+// Partition is one replica of one partition. mu guards every field below it;
+// the log is written only with mu held and read without it.
+type Partition struct {
+	log      Log
+	proposer ISRProposer
+	now      func() time.Time
+
+	mu   sync.Mutex
+	cfg  Config
+	role Role
+	st   State
+	// 0 <= hw <= LEO. Monotonic while leader; a follower takes min(leader HW, LEO).
+	hw record.Offset
+	// leaderEpochStart is the LEO when this replica became leader of st.LeaderEpoch.
+	leaderEpochStart record.Offset
+	followers        map[int32]*follower
+	// pendingISR is an ISR change sent to the controller and not yet answered.
+	pendingISR []int32
+	producers  *producer.State
+	waiters    []*waiter
+	// hwMoved is closed (and replaced) when the HW moves; leoMoved when the LEO does.
+	hwMoved  chan struct{}
+	leoMoved chan struct{}
+}
+
+// New wraps an open log. The replica has no role until Apply gives it one.
+func New(cfg Config, log Log, hw record.Offset, producers *producer.State, proposer ISRProposer, now func() time.Time) *Partition {
+	if hw > log.LogEndOffset() {
+		hw = log.LogEndOffset()
+	}
+	if hw < log.LogStartOffset() {
+		hw = log.LogStartOffset()
+	}
+	return &Partition{
+		log: log, proposer: proposer, now: now,
+		cfg: cfg, hw: hw, producers: producers,
+		followers: map[int32]*follower{},
+		hwMoved:   make(chan struct{}), leoMoved: make(chan struct{}),
+	}
+}
+
+// SetConfig changes the enforced topic configs.
+func (p *Partition) SetConfig(cfg Config) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cfg.Topic, cfg.Partition, cfg.Self = p.cfg.Topic, p.cfg.Partition, p.cfg.Self
+	p.cfg = cfg
+}
+
+// Snapshot is a consistent view for answers and metrics.
+type Snapshot struct {
+	Role           Role
+	State          State
+	HW, LEO, Start record.Offset
+	LSO            record.Offset
+	// Followers' LEOs (leader only).
+	FollowerLEO map[int32]record.Offset
+}
+
+// Snapshot returns the replica's current positions.
+func (p *Partition) Snapshot() Snapshot {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := Snapshot{Role: p.role, State: p.st, HW: p.hw, LEO: p.log.LogEndOffset(), Start: p.log.LogStartOffset(), LSO: p.lsoLocked()}
+	if p.role == Leader {
+		s.FollowerLEO = map[int32]record.Offset{}
+		for id, f := range p.followers {
+			s.FollowerLEO[id] = f.leo
+		}
+	}
+	return s
+}
+
+func (p *Partition) lsoLocked() record.Offset {
+	if first := p.producers.FirstUnstableOffset(); first >= 0 && record.Offset(first) < p.hw {
+		return record.Offset(first)
+	}
+	return p.hw
+}
+
+// Apply takes the controller's state for this partition and makes the
+// replica leader, follower or neither. It answers whether the replica became
+// (or stays) a follower of a new leader epoch, which the caller turns into a
+// fetcher change. A state older than the one held is ignored.
+func (p *Partition) Apply(st State) (becameFollower bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if st.LeaderEpoch < p.st.LeaderEpoch || (st.LeaderEpoch == p.st.LeaderEpoch && st.PartitionEpoch < p.st.PartitionEpoch) {
+		return false
+	}
+	newEpoch := st.LeaderEpoch > p.st.LeaderEpoch || p.role == None
+	p.st = State{Leader: st.Leader, LeaderEpoch: st.LeaderEpoch, PartitionEpoch: st.PartitionEpoch,
+		Replicas: slices.Clone(st.Replicas), ISR: slices.Clone(st.ISR)}
+	p.pendingISR = nil
+	switch {
+	case st.Leader == p.cfg.Self && newEpoch:
+		p.becomeLeaderLocked()
+	case st.Leader == p.cfg.Self:
+		// Same epoch: an ISR change committed. The HW may move (a shrink).
+		p.maybeAdvanceHWLocked()
+		p.completeWaitersLocked()
+	case slices.Contains(st.Replicas, p.cfg.Self):
+		wasFollowerOfEpoch := p.role == Follower && !newEpoch
+		p.role = Follower
+		p.failWaitersLocked(errs.Errorf(errs.NotLeaderOrFollower, "%s-%d: leader is now broker %d", p.cfg.Topic, p.cfg.Partition, st.Leader))
+		return !wasFollowerOfEpoch
+	default:
+		p.role = None
+		p.failWaitersLocked(errs.Errorf(errs.NotLeaderOrFollower, "%s-%d: broker %d no longer hosts this partition", p.cfg.Topic, p.cfg.Partition, p.cfg.Self))
+	}
+	return false
+}
+
+func (p *Partition) becomeLeaderLocked() {
+	p.role = Leader
+	p.leaderEpochStart = p.log.LogEndOffset()
+	now := p.now()
+	p.followers = map[int32]*follower{}
+	for _, r := range p.st.Replicas {
+		if r == p.cfg.Self {
+			continue
+		}
+		// ISR members get the benefit of the doubt for one lag period
+		// (Kafka does the same), others start never caught up.
+		f := &follower{leo: -1}
+		if slices.Contains(p.st.ISR, r) {
+			f.lastCaughtUp = now
+		}
+		p.followers[r] = f
+	}
+	p.maybeAdvanceHWLocked()
+}
+
+// checkLeaderLocked refuses a request for a replica that does not lead, or
+// that carries another leader epoch (-1 skips the epoch check).
+func (p *Partition) checkLeaderLocked(epoch int32) error {
+	if p.role != Leader {
+		return errs.Errorf(errs.NotLeaderOrFollower, "broker %d does not lead %s-%d (leader %d)", p.cfg.Self, p.cfg.Topic, p.cfg.Partition, p.st.Leader)
+	}
+	switch {
+	case epoch < 0 || epoch == p.st.LeaderEpoch:
+		return nil
+	case epoch < p.st.LeaderEpoch:
+		return errs.Errorf(errs.FencedLeaderEpoch, "%s-%d: leader epoch %d is older than %d", p.cfg.Topic, p.cfg.Partition, epoch, p.st.LeaderEpoch)
+	default:
+		return errs.Errorf(errs.UnknownLeaderEpoch, "%s-%d: leader epoch %d is newer than %d", p.cfg.Topic, p.cfg.Partition, epoch, p.st.LeaderEpoch)
+	}
+}
+
+// maximalISRLocked is the ISR the HW is computed over: the committed ISR plus
+// members a pending expansion adds (a pending shrink counts only once
+// committed), so the HW never passes a replica the controller still counts.
+func (p *Partition) maximalISRLocked() []isr.ReplicaID {
+	out := make([]isr.ReplicaID, 0, len(p.st.ISR)+1)
+	for _, r := range p.st.ISR {
+		out = append(out, isr.ReplicaID(r))
+	}
+	for _, r := range p.pendingISR {
+		if !slices.Contains(p.st.ISR, r) {
+			out = append(out, isr.ReplicaID(r))
+		}
+	}
+	return out
+}
+
+func (p *Partition) maybeAdvanceHWLocked() {
+	if p.role != Leader {
+		return
+	}
+	leo := map[isr.ReplicaID]isr.Offset{isr.ReplicaID(p.cfg.Self): isr.Offset(p.log.LogEndOffset())}
+	for id, f := range p.followers {
+		if f.leo >= 0 {
+			leo[isr.ReplicaID(id)] = isr.Offset(f.leo)
+		}
+	}
+	members := p.maximalISRLocked()
+	if !slices.Contains(members, isr.ReplicaID(p.cfg.Self)) {
+		members = append(members, isr.ReplicaID(p.cfg.Self))
+	}
+	if hw, moved := isr.Advance(isr.Offset(p.hw), leo, members); moved {
+		p.hw = record.Offset(hw)
+		close(p.hwMoved)
+		p.hwMoved = make(chan struct{})
+	}
+}
+
+func (p *Partition) completeWaitersLocked() {
+	kept := p.waiters[:0]
+	for _, w := range p.waiters {
+		if p.hw < w.next {
+			kept = append(kept, w)
+			continue
+		}
+		if len(p.st.ISR) < p.cfg.MinInsyncReplicas {
+			w.done <- errs.Errorf(errs.NotEnoughReplicasAfterAppend, "%s-%d: written, but the ISR %v fell below min.insync.replicas=%d", p.cfg.Topic, p.cfg.Partition, p.st.ISR, p.cfg.MinInsyncReplicas)
+		} else {
+			w.done <- nil
+		}
+	}
+	p.waiters = kept
+}
+
+func (p *Partition) failWaitersLocked(err error) {
+	for _, w := range p.waiters {
+		w.done <- err
+	}
+	p.waiters = nil
+}
+
+func (p *Partition) notifyLEOLocked() {
+	close(p.leoMoved)
+	p.leoMoved = make(chan struct{})
+}
+
+// HWMoved returns a channel closed the next time the HW moves.
+func (p *Partition) HWMoved() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.hwMoved
+}
+
+// LEOMoved returns a channel closed the next time the LEO moves.
+func (p *Partition) LEOMoved() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.leoMoved
+}

@@ -1,0 +1,163 @@
+package partition
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"skein/libs/errs"
+	"skein/libs/record"
+	"skein/services/storage/internal/producer"
+)
+
+// Acks values.
+const (
+	AcksNone   = 0
+	AcksLeader = 1
+	AcksAll    = -1
+)
+
+// ProduceResult is where a produce landed.
+type ProduceResult struct {
+	BaseOffset     record.Offset
+	LastOffset     record.Offset
+	LogAppendTime  int64 // -1: create time is kept
+	LogStartOffset record.Offset
+	LeaderEpoch    int32
+}
+
+// Produce appends the batches as leader and, for acks=all, waits until every
+// ISR member has them (the HW passes them) or ctx ends. Validation happens
+// before anything is written: a refused produce leaves the log unchanged.
+func (p *Partition) Produce(ctx context.Context, acks int, leaderEpoch int32, batches []byte) (ProduceResult, error) {
+	if acks != AcksNone && acks != AcksLeader && acks != AcksAll {
+		return ProduceResult{}, errs.Errorf(errs.InvalidRequiredAcks, "acks=%d: must be 0, 1 or -1", acks)
+	}
+	res, w, err := p.append(acks, leaderEpoch, batches)
+	if err != nil || w == nil {
+		return res, err
+	}
+	select {
+	case err := <-w.done:
+		return res, err
+	case <-ctx.Done():
+		p.dropWaiter(w)
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return res, errs.Errorf(errs.RequestTimedOut, "%s-%d: offsets %d..%d not replicated to the ISR in time", p.cfg.Topic, p.cfg.Partition, res.BaseOffset, res.LastOffset)
+		}
+		return res, ctx.Err()
+	}
+}
+
+func (p *Partition) dropWaiter(w *waiter) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, x := range p.waiters {
+		if x == w {
+			p.waiters = append(p.waiters[:i], p.waiters[i+1:]...)
+			return
+		}
+	}
+}
+
+type parsed struct {
+	b   record.Batch
+	pb  producer.Batch
+	dup *producer.Verdict
+}
+
+func (p *Partition) append(acks int, leaderEpoch int32, batches []byte) (ProduceResult, *waiter, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.checkLeaderLocked(leaderEpoch); err != nil {
+		return ProduceResult{}, nil, err
+	}
+	list, err := p.validateLocked(batches)
+	if err != nil {
+		return ProduceResult{}, nil, err
+	}
+	if acks == AcksAll && len(p.st.ISR) < p.cfg.MinInsyncReplicas {
+		return ProduceResult{}, nil, errs.Errorf(errs.NotEnoughReplicas, "%s-%d: ISR %v is smaller than min.insync.replicas=%d", p.cfg.Topic, p.cfg.Partition, p.st.ISR, p.cfg.MinInsyncReplicas)
+	}
+	res := ProduceResult{BaseOffset: -1, LogAppendTime: -1, LeaderEpoch: p.st.LeaderEpoch}
+	appended := false
+	for _, x := range list {
+		var first, last record.Offset
+		if x.dup != nil {
+			first, last = record.Offset(x.dup.FirstOffset), record.Offset(x.dup.LastOffset)
+		} else {
+			first, last, err = p.log.AppendAsLeader(x.b, record.Epoch(p.st.LeaderEpoch))
+			if err != nil {
+				// A disk error: what was appended before stays (it is valid and
+				// its producers are recorded); the caller sees the failure.
+				return res, nil, errs.Errorf(errs.KafkaStorageError, "%s-%d: append: %v", p.cfg.Topic, p.cfg.Partition, err)
+			}
+			p.producers.Append(x.pb, int64(first), int64(last), x.b.MaxTimestamp())
+			appended = true
+		}
+		if res.BaseOffset < 0 {
+			res.BaseOffset = first
+		}
+		res.LastOffset = last
+	}
+	res.LogStartOffset = p.log.LogStartOffset()
+	if appended {
+		p.notifyLEOLocked()
+		p.maybeAdvanceHWLocked()
+	}
+	if acks != AcksAll {
+		return res, nil, nil
+	}
+	w := &waiter{next: res.LastOffset + 1, done: make(chan error, 1)}
+	p.waiters = append(p.waiters, w)
+	p.completeWaitersLocked() // a leader alone in the ISR answers at once
+	return res, w, nil
+}
+
+// validateLocked checks every batch before any is written: framing, CRC,
+// size, magic, producer sequence. A retried idempotent batch is marked as a
+// duplicate with its original offsets.
+func (p *Partition) validateLocked(batches []byte) ([]parsed, error) {
+	if len(batches) == 0 {
+		return nil, errs.Errorf(errs.CorruptMessage, "%s-%d: no record batch in the request", p.cfg.Topic, p.cfg.Partition)
+	}
+	var list []parsed
+	it := record.NewBatchIter(batches)
+	for it.Next() {
+		if len(list) == 1 {
+			// As Kafka: one batch per partition per request, so a producer's
+			// sequence check sees every batch in order.
+			return nil, errs.Errorf(errs.InvalidRecord, "%s-%d: a produce carries exactly one record batch per partition", p.cfg.Topic, p.cfg.Partition)
+		}
+		b := it.Batch()
+		if p.cfg.MaxMessageBytes > 0 && b.Size() > p.cfg.MaxMessageBytes {
+			return nil, errs.Errorf(errs.MessageTooLarge, "%s-%d: batch of %d bytes is larger than max.message.bytes=%d", p.cfg.Topic, p.cfg.Partition, b.Size(), p.cfg.MaxMessageBytes)
+		}
+		if err := b.Verify(); err != nil {
+			return nil, err
+		}
+		if b.IsControl() {
+			return nil, errs.Errorf(errs.InvalidRecord, "%s-%d: clients may not write control batches", p.cfg.Topic, p.cfg.Partition)
+		}
+		pb := producer.Batch{ProducerID: b.ProducerID(), Epoch: b.ProducerEpoch(), FirstSeq: b.BaseSequence(), Records: b.LastOffsetDelta() + 1, Transactional: b.IsTransactional()}
+		if pb.ProducerID < 0 {
+			pb.ProducerID = producer.NoProducer
+		}
+		v, err := p.producers.Check(pb)
+		if err != nil {
+			return nil, err
+		}
+		x := parsed{b: b, pb: pb}
+		if v.Duplicate {
+			x.dup = &v
+		}
+		list = append(list, x)
+	}
+	if err := it.Err(); err != nil {
+		return nil, err
+	}
+	return list, nil
+}
+
+// ProduceTimeout is the default time an acks=all produce waits for the ISR.
+const ProduceTimeout = 30 * time.Second

@@ -1,0 +1,286 @@
+package partition
+
+import (
+	"context"
+	"slices"
+
+	"skein/libs/errs"
+	"skein/libs/record"
+	"skein/services/storage/internal/isr"
+	"skein/services/storage/internal/producer"
+)
+
+// FollowerFetch is one follower's fetch of this partition from the leader.
+// FetchOffset is the follower's LEO: everything below it is acknowledged.
+type FollowerFetch struct {
+	ReplicaID          int32
+	FetchOffset        record.Offset
+	LastFetchedEpoch   record.Epoch // -1 for an empty follower log
+	CurrentLeaderEpoch int32
+	MaxBytes           int
+}
+
+// FollowerFetchResult is the leader's answer.
+type FollowerFetchResult struct {
+	Records        []byte
+	HW             record.Offset
+	LogStartOffset record.Offset
+	LSO            record.Offset
+	// Diverging is set when the follower must truncate to DivergingEnd before
+	// fetching again (its log holds an epoch the leader's does not, or holds
+	// the epoch past where it ended on the leader).
+	Diverging      bool
+	DivergingEpoch record.Epoch
+	DivergingEnd   record.Offset
+}
+
+// ServeFollower answers a follower's fetch as leader: it records the
+// follower's LEO (moving the HW and answering produces in purgatory), may
+// propose the follower's return to the ISR, and reads from FetchOffset.
+func (p *Partition) ServeFollower(f FollowerFetch) (FollowerFetchResult, error) {
+	p.mu.Lock()
+	if err := p.checkLeaderLocked(f.CurrentLeaderEpoch); err != nil {
+		p.mu.Unlock()
+		return FollowerFetchResult{}, err
+	}
+	fs, ok := p.followers[f.ReplicaID]
+	if !ok {
+		p.mu.Unlock()
+		return FollowerFetchResult{}, errs.Errorf(errs.NotLeaderOrFollower, "broker %d is not a replica of %s-%d", f.ReplicaID, p.cfg.Topic, p.cfg.Partition)
+	}
+	res := FollowerFetchResult{HW: p.hw, LogStartOffset: p.log.LogStartOffset()}
+	if f.LastFetchedEpoch >= 0 && f.FetchOffset > 0 {
+		epoch, end := p.log.EndOffsetFor(f.LastFetchedEpoch)
+		if epoch != f.LastFetchedEpoch || end < f.FetchOffset {
+			res.Diverging, res.DivergingEpoch, res.DivergingEnd = true, epoch, end
+			if end < 0 || epoch < 0 {
+				res.DivergingEnd = p.log.LogStartOffset()
+			}
+			p.mu.Unlock()
+			return res, nil
+		}
+	}
+	leo := p.log.LogEndOffset()
+	if f.FetchOffset > leo || f.FetchOffset < p.log.LogStartOffset() {
+		p.mu.Unlock()
+		return res, errs.Errorf(errs.OffsetOutOfRange, "%s-%d: follower %d fetch offset %d outside [%d, %d]", p.cfg.Topic, p.cfg.Partition, f.ReplicaID, f.FetchOffset, p.log.LogStartOffset(), leo)
+	}
+	now := p.now()
+	fs.lastCaughtUp = isr.CaughtUp(fs.lastCaughtUp, fs.prev, isr.Offset(f.FetchOffset), isr.Offset(leo), now)
+	fs.prev = isr.FetchState{At: now, LeaderLEO: isr.Offset(leo)}
+	fs.leo = f.FetchOffset
+	p.maybeAdvanceHWLocked()
+	p.completeWaitersLocked()
+	p.maybeExpandISRLocked()
+	res.HW, res.LSO = p.hw, p.lsoLocked()
+	p.mu.Unlock()
+
+	if f.FetchOffset == leo {
+		return res, nil
+	}
+	data, err := p.log.Read(f.FetchOffset, f.MaxBytes, leo)
+	if err != nil {
+		return res, err
+	}
+	res.Records = data
+	return res, nil
+}
+
+// FollowerState is where this follower fetches from next.
+type FollowerState struct {
+	Leader             int32
+	CurrentLeaderEpoch int32
+	FetchOffset        record.Offset
+	LastFetchedEpoch   record.Epoch
+	LogStartOffset     record.Offset
+}
+
+// FollowerState answers the position to fetch from; ok is false when the
+// replica is not a follower.
+func (p *Partition) FollowerState() (FollowerState, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.role != Follower {
+		return FollowerState{}, false
+	}
+	return FollowerState{
+		Leader: p.st.Leader, CurrentLeaderEpoch: p.st.LeaderEpoch,
+		FetchOffset: p.log.LogEndOffset(), LastFetchedEpoch: p.log.LatestEpoch(), LogStartOffset: p.log.LogStartOffset(),
+	}, true
+}
+
+// ApplyFetched applies the leader's answer to a fetch made at epoch: it
+// truncates a diverged tail or appends the batches, and takes the leader's
+// HW (capped at its own LEO). A stale answer (the replica moved on) is ignored.
+func (p *Partition) ApplyFetched(epoch int32, fetchOffset record.Offset, res FollowerFetchResult) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.role != Follower || p.st.LeaderEpoch != epoch || p.log.LogEndOffset() != fetchOffset {
+		return nil
+	}
+	if res.Diverging {
+		to := min(res.DivergingEnd, p.log.LogEndOffset())
+		if err := p.log.Truncate(to); err != nil {
+			return errs.Errorf(errs.KafkaStorageError, "%s-%d: truncate to %d: %v", p.cfg.Topic, p.cfg.Partition, to, err)
+		}
+		p.producers.TruncateTo(int64(to))
+		if p.hw > to {
+			p.hw = to
+		}
+		return nil
+	}
+	if len(res.Records) > 0 {
+		// Only whole batches: a leader answer cut mid-batch is trimmed.
+		it := record.NewBatchIter(res.Records)
+		it.AllowPartial = true
+		end := 0
+		var metas []parsed
+		for it.Next() {
+			b := it.Batch()
+			if err := b.Verify(); err != nil {
+				return err
+			}
+			metas = append(metas, parsed{b: b})
+			end = it.Pos()
+		}
+		if err := it.Err(); err != nil {
+			return err
+		}
+		if end > 0 {
+			if err := p.log.AppendAsFollower(res.Records[:end]); err != nil {
+				return errs.Errorf(errs.KafkaStorageError, "%s-%d: follower append: %v", p.cfg.Topic, p.cfg.Partition, err)
+			}
+			for _, m := range metas {
+				replayBatch(p.producers, m.b)
+			}
+			p.notifyLEOLocked()
+		}
+	}
+	hw := min(res.HW, p.log.LogEndOffset())
+	if hw > p.hw {
+		p.hw = hw
+		close(p.hwMoved)
+		p.hwMoved = make(chan struct{})
+	}
+	return nil
+}
+
+// replayBatch applies an appended batch to the producer state; used by
+// followers and by recovery, so both rebuild the leader's state.
+func replayBatch(ps *producer.State, b record.Batch) {
+	pid := b.ProducerID()
+	if pid < 0 {
+		return
+	}
+	if b.IsControl() {
+		ps.Marker(pid, b.ProducerEpoch(), 0, b.MaxTimestamp())
+		return
+	}
+	ps.Append(producer.Batch{ProducerID: pid, Epoch: b.ProducerEpoch(), FirstSeq: b.BaseSequence(), Records: b.LastOffsetDelta() + 1, Transactional: b.IsTransactional()},
+		int64(b.BaseOffset()), int64(b.LastOffset()), b.MaxTimestamp())
+}
+
+// ReplayLog rebuilds producer state from a log read from offset from to its
+// end (recovery on open).
+func ReplayLog(l Log, ps *producer.State, from record.Offset) error {
+	for off := from; off < l.LogEndOffset(); {
+		data, err := l.Read(off, 1<<20, l.LogEndOffset())
+		if err != nil {
+			return err
+		}
+		it := record.NewBatchIter(data)
+		it.AllowPartial = true
+		moved := false
+		for it.Next() {
+			b := it.Batch()
+			if b.LastOffset() < off {
+				continue
+			}
+			replayBatch(ps, b)
+			off = b.NextOffset()
+			moved = true
+		}
+		if err := it.Err(); err != nil {
+			return err
+		}
+		if !moved {
+			break
+		}
+	}
+	return nil
+}
+
+// MaybeShrinkISR proposes removing followers that have not caught up within
+// replica.lag.time.max.ms. Called periodically by the replica manager.
+func (p *Partition) MaybeShrinkISR() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.role != Leader || p.pendingISR != nil {
+		return
+	}
+	shrink, _ := isr.Evaluate(p.now(), p.followerViewLocked(), isr.Offset(p.hw), isr.Offset(p.leaderEpochStart), p.cfg.ReplicaLagMax)
+	if len(shrink) > 0 {
+		p.proposeLocked(isr.Apply(toIDs(p.st.ISR), shrink, nil))
+	}
+}
+
+func (p *Partition) maybeExpandISRLocked() {
+	if p.pendingISR != nil {
+		return
+	}
+	_, expand := isr.Evaluate(p.now(), p.followerViewLocked(), isr.Offset(p.hw), isr.Offset(p.leaderEpochStart), p.cfg.ReplicaLagMax)
+	if len(expand) > 0 {
+		p.proposeLocked(isr.Apply(toIDs(p.st.ISR), nil, expand))
+	}
+}
+
+func (p *Partition) followerViewLocked() []isr.Follower {
+	out := make([]isr.Follower, 0, len(p.followers))
+	for id, f := range p.followers {
+		out = append(out, isr.Follower{ID: isr.ReplicaID(id), LEO: isr.Offset(f.leo), LastCaughtUp: f.lastCaughtUp, InISR: slices.Contains(p.st.ISR, id)})
+	}
+	return out
+}
+
+func toIDs(in []int32) []isr.ReplicaID {
+	out := make([]isr.ReplicaID, len(in))
+	for i, r := range in {
+		out[i] = isr.ReplicaID(r)
+	}
+	return out
+}
+
+// proposeLocked sends an ISR change to the controller in the background; the
+// answer (or the metadata stream, whichever comes first) applies it.
+func (p *Partition) proposeLocked(next []isr.ReplicaID) {
+	if p.proposer == nil {
+		return
+	}
+	newISR := make([]int32, len(next))
+	for i, r := range next {
+		newISR[i] = int32(r)
+	}
+	if !slices.Contains(newISR, p.cfg.Self) {
+		return // the leader never proposes an ISR without itself
+	}
+	p.pendingISR = newISR
+	topic, part, le, pe := p.cfg.Topic, p.cfg.Partition, p.st.LeaderEpoch, p.st.PartitionEpoch
+	go func() {
+		st, err := p.proposer.ProposeISR(context.Background(), topic, part, le, pe, newISR)
+		p.mu.Lock()
+		if err != nil || st.LeaderEpoch != le {
+			// Refused or stale: forget the proposal; the next evaluation retries
+			// with whatever the metadata says now.
+			if slices.Equal(p.pendingISR, newISR) {
+				p.pendingISR = nil
+			}
+			p.mu.Unlock()
+			if err == nil {
+				p.Apply(st)
+			}
+			return
+		}
+		p.mu.Unlock()
+		p.Apply(st)
+	}()
+}

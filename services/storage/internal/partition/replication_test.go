@@ -1,0 +1,432 @@
+package partition
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"skein/libs/errs"
+	"skein/libs/record"
+	"skein/services/storage/internal/producer"
+)
+
+// cluster is three replicas of one partition wired through an in-memory
+// "transport" that the test drives step by step: fetch(id) is one follower
+// fetch round trip; cut links fail it. The fake controller commits ISR
+// changes with Kafka's epoch checks and pushes the new state to every
+// replica, as the metadata stream would.
+type cluster struct {
+	t        *testing.T
+	mu       sync.Mutex
+	clock    time.Time
+	state    State
+	logs     map[int32]*memLog
+	replicas map[int32]*Partition
+	cut      map[int32]bool
+	minISR   int
+}
+
+func newCluster(t *testing.T, minISR int) *cluster {
+	c := &cluster{t: t, clock: time.Unix(1_000_000, 0), logs: map[int32]*memLog{}, replicas: map[int32]*Partition{}, cut: map[int32]bool{}, minISR: minISR}
+	c.state = State{Leader: 1, LeaderEpoch: 0, PartitionEpoch: 0, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}}
+	for _, id := range []int32{1, 2, 3} {
+		c.logs[id] = &memLog{}
+		cfg := Config{Topic: "t", Partition: 0, Self: id, MinInsyncReplicas: minISR, MaxMessageBytes: 1 << 20, ReplicaLagMax: 10 * time.Second}
+		c.replicas[id] = New(cfg, c.logs[id], 0, producer.New(), c, c.now)
+	}
+	c.push()
+	return c
+}
+
+func (c *cluster) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.clock
+}
+
+func (c *cluster) advance(d time.Duration) {
+	c.mu.Lock()
+	c.clock = c.clock.Add(d)
+	c.mu.Unlock()
+}
+
+func (c *cluster) push() {
+	c.mu.Lock()
+	st := c.state
+	c.mu.Unlock()
+	for _, id := range []int32{1, 2, 3} {
+		c.replicas[id].Apply(st)
+	}
+}
+
+// ProposeISR is the fake controller's AlterPartition.
+func (c *cluster) ProposeISR(_ context.Context, _ string, _ int32, leaderEpoch, partitionEpoch int32, isr []int32) (State, error) {
+	c.mu.Lock()
+	if leaderEpoch != c.state.LeaderEpoch {
+		st := c.state
+		c.mu.Unlock()
+		return st, errs.Errorf(errs.FencedLeaderEpoch, "stale leader epoch")
+	}
+	if partitionEpoch != c.state.PartitionEpoch {
+		st := c.state
+		c.mu.Unlock()
+		return st, errs.Errorf(errs.InvalidUpdateVersion, "stale partition epoch")
+	}
+	c.state.ISR = slices.Clone(isr)
+	c.state.PartitionEpoch++
+	st := c.state
+	c.mu.Unlock()
+	c.push()
+	return st, nil
+}
+
+// elect makes id the leader with a new epoch; the ISR keeps only live members.
+func (c *cluster) elect(id int32, isr []int32) {
+	c.mu.Lock()
+	c.state.Leader = id
+	c.state.LeaderEpoch++
+	c.state.PartitionEpoch++
+	c.state.ISR = slices.Clone(isr)
+	c.mu.Unlock()
+	c.push()
+}
+
+func (c *cluster) fetch(id int32) error {
+	if c.cut[id] {
+		return errs.Errorf(errs.NetworkException, "link to %d cut", id)
+	}
+	f := c.replicas[id]
+	fs, ok := f.FollowerState()
+	if !ok {
+		return fmt.Errorf("%d is not a follower", id)
+	}
+	if c.cut[fs.Leader] {
+		return errs.Errorf(errs.NetworkException, "leader %d cut off", fs.Leader)
+	}
+	res, err := c.replicas[fs.Leader].ServeFollower(FollowerFetch{ReplicaID: id, FetchOffset: fs.FetchOffset, LastFetchedEpoch: fs.LastFetchedEpoch, CurrentLeaderEpoch: fs.CurrentLeaderEpoch, MaxBytes: 1 << 20})
+	if err != nil {
+		return err
+	}
+	return f.ApplyFetched(fs.CurrentLeaderEpoch, fs.FetchOffset, res)
+}
+
+// replicate runs fetch rounds for every live follower until nothing moves.
+func (c *cluster) replicate() {
+	for round := 0; round < 10; round++ {
+		for _, id := range []int32{1, 2, 3} {
+			if _, ok := c.replicas[id].FollowerState(); ok && !c.cut[id] {
+				_ = c.fetch(id)
+			}
+		}
+	}
+}
+
+func batchOf(t *testing.T, opts record.BatchOptions, values ...string) []byte {
+	t.Helper()
+	b := record.NewBuilder(opts)
+	for _, v := range values {
+		b.Append(1_700_000_000_000, []byte("k"), []byte(v))
+	}
+	batch, _, err := b.Build(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return batch
+}
+
+func plain(t *testing.T, values ...string) []byte {
+	return batchOf(t, record.DefaultBatchOptions(), values...)
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+type produceOutcome struct {
+	res ProduceResult
+	err error
+}
+
+func produceAsync(p *Partition, acks int, data []byte, timeout time.Duration) chan produceOutcome {
+	out := make(chan produceOutcome, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		r, err := p.Produce(ctx, acks, -1, data)
+		out <- produceOutcome{r, err}
+	}()
+	return out
+}
+
+func TestAcksAllWaitsForTheISR(t *testing.T) {
+	c := newCluster(t, 2)
+	done := produceAsync(c.replicas[1], AcksAll, plain(t, "a", "b"), 5*time.Second)
+	select {
+	case o := <-done:
+		t.Fatalf("answered before any follower fetched: %+v", o)
+	case <-time.After(20 * time.Millisecond):
+	}
+	// First fetches carry the data; the followers' next fetch offsets acknowledge it.
+	c.fetch(2)
+	c.fetch(3)
+	if hw := c.replicas[1].Snapshot().HW; hw != 0 {
+		t.Fatalf("HW %d before followers acknowledged", hw)
+	}
+	c.fetch(2)
+	select {
+	case <-done:
+		t.Fatal("answered while follower 3 (in the ISR) had not acknowledged")
+	case <-time.After(20 * time.Millisecond):
+	}
+	c.fetch(3)
+	o := <-done
+	if o.err != nil || o.res.BaseOffset != 0 || o.res.LastOffset != 1 {
+		t.Fatalf("produce: %+v", o)
+	}
+	if hw := c.replicas[1].Snapshot().HW; hw != 2 {
+		t.Fatalf("leader HW %d, want 2", hw)
+	}
+	// Followers learn the HW on their next fetch.
+	c.replicate()
+	for _, id := range []int32{2, 3} {
+		if s := c.replicas[id].Snapshot(); s.HW != 2 || s.LEO != 2 {
+			t.Errorf("follower %d: HW %d LEO %d", id, s.HW, s.LEO)
+		}
+	}
+}
+
+func TestAcksOneAndZeroDoNotWait(t *testing.T) {
+	c := newCluster(t, 2)
+	for _, acks := range []int{AcksLeader, AcksNone} {
+		r, err := c.replicas[1].Produce(context.Background(), acks, -1, plain(t, "x"))
+		if err != nil {
+			t.Fatalf("acks=%d: %v", acks, err)
+		}
+		if r.BaseOffset < 0 {
+			t.Fatalf("acks=%d: offset %d", acks, r.BaseOffset)
+		}
+	}
+	if c.replicas[1].Snapshot().HW != 0 {
+		t.Error("HW moved with no follower acknowledgement")
+	}
+}
+
+func TestLaggingFollowerLeavesISRAndMinISRRefuses(t *testing.T) {
+	c := newCluster(t, 2)
+	c.cut[2], c.cut[3] = true, true
+	// acks=1 writes still land on the leader.
+	if _, err := c.replicas[1].Produce(context.Background(), AcksLeader, -1, plain(t, "a")); err != nil {
+		t.Fatal(err)
+	}
+	c.advance(11 * time.Second)
+	c.replicas[1].MaybeShrinkISR()
+	eventually(t, "ISR shrink to [1]", func() bool { return slices.Equal(c.replicas[1].Snapshot().State.ISR, []int32{1}) })
+
+	// acks=all is now refused before anything is appended.
+	leo := c.replicas[1].Snapshot().LEO
+	_, err := c.replicas[1].Produce(context.Background(), AcksAll, -1, plain(t, "b"))
+	if !errors.Is(err, errs.NotEnoughReplicas) {
+		t.Fatalf("acks=all with ISR below min: %v", err)
+	}
+	if got := c.replicas[1].Snapshot().LEO; got != leo {
+		t.Fatalf("refused produce changed the log: LEO %d -> %d", leo, got)
+	}
+	// The leader alone moves the HW over the shrunk ISR.
+	if hw := c.replicas[1].Snapshot().HW; hw != leo {
+		t.Fatalf("HW %d, want %d after shrink", hw, leo)
+	}
+
+	// Follower 2 reconnects, catches up to the HW and is proposed back.
+	c.cut[2] = false
+	c.replicate()
+	eventually(t, "ISR expand to [1 2]", func() bool { return slices.Equal(c.replicas[1].Snapshot().State.ISR, []int32{1, 2}) })
+	done := produceAsync(c.replicas[1], AcksAll, plain(t, "c"), 5*time.Second)
+	eventually(t, "produce appended", func() bool { return c.replicas[1].Snapshot().LEO == leo+1 })
+	c.replicate()
+	if o := <-done; o.err != nil {
+		t.Fatalf("acks=all after expand: %v", o.err)
+	}
+}
+
+func TestShrinkWhileWaitingIsNotEnoughReplicasAfterAppend(t *testing.T) {
+	c := newCluster(t, 3)
+	c.cut[3] = true
+	done := produceAsync(c.replicas[1], AcksAll, plain(t, "a"), 5*time.Second)
+	eventually(t, "append", func() bool { return c.replicas[1].Snapshot().LEO == 1 })
+	c.fetch(2)
+	c.fetch(2)
+	c.advance(11 * time.Second)
+	c.fetch(2) // keeps 2 caught up at the new time
+	c.replicas[1].MaybeShrinkISR()
+	o := <-done
+	if !errors.Is(o.err, errs.NotEnoughReplicasAfterAppend) {
+		t.Fatalf("want NOT_ENOUGH_REPLICAS_AFTER_APPEND, got %v", o.err)
+	}
+}
+
+func TestTimeoutInPurgatory(t *testing.T) {
+	c := newCluster(t, 2)
+	o := <-produceAsync(c.replicas[1], AcksAll, plain(t, "a"), 30*time.Millisecond)
+	if !errors.Is(o.err, errs.RequestTimedOut) {
+		t.Fatalf("want REQUEST_TIMED_OUT, got %v", o.err)
+	}
+	if c.replicas[1].Snapshot().LEO != 1 {
+		t.Fatal("the batch stays in the leader's log (as Kafka: the client retries idempotently)")
+	}
+}
+
+func TestTwoQuickFailoversLeaveReplicasIdenticalBelowHW(t *testing.T) {
+	c := newCluster(t, 1)
+	// Committed on all three.
+	done := produceAsync(c.replicas[1], AcksAll, plain(t, "c0", "c1"), 5*time.Second)
+	eventually(t, "append", func() bool { return c.replicas[1].Snapshot().LEO == 2 })
+	c.replicate()
+	if o := <-done; o.err != nil {
+		t.Fatal(o.err)
+	}
+	// Leader 1 takes writes that reach only follower 2, then dies.
+	c.cut[3] = true
+	c.replicas[1].Produce(context.Background(), AcksLeader, -1, plain(t, "u2"))
+	c.fetch(2)
+	c.replicas[1].Produce(context.Background(), AcksLeader, -1, plain(t, "u3"))
+	c.cut[1] = true
+	// Replica 3 (in the ISR, behind) becomes leader: u2 and u3 were never committed.
+	c.cut[3] = false
+	c.elect(3, []int32{2, 3})
+	c.replicas[3].Produce(context.Background(), AcksLeader, -1, plain(t, "e1a"))
+	c.replicate() // 2 truncates its u2 and fetches e1a
+	// A second failover right away: 2 leads, 1 comes back and must drop u2, u3.
+	c.elect(2, []int32{2, 3})
+	c.replicas[2].Produce(context.Background(), AcksLeader, -1, plain(t, "e2a"))
+	c.cut[1] = false
+	c.replicate()
+
+	want := []string{"c0", "c1", "e1a", "e2a"}
+	for _, id := range []int32{1, 2, 3} {
+		if got := c.logs[id].values(); !slices.Equal(got, want) {
+			t.Errorf("replica %d log %v, want %v", id, got, want)
+		}
+	}
+	// And the epoch caches agree, so a later failover truncates correctly too.
+	for _, id := range []int32{1, 3} {
+		if !slices.Equal(c.logs[id].epochs, c.logs[2].epochs) {
+			t.Errorf("replica %d epochs %v, leader %v", id, c.logs[id].epochs, c.logs[2].epochs)
+		}
+	}
+}
+
+func TestIdempotentRetryAnsweredWithOriginalOffsets(t *testing.T) {
+	c := newCluster(t, 1)
+	opts := record.DefaultBatchOptions()
+	opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = 42, 0, 0
+	first := batchOf(t, opts, "a", "b")
+	r1, err := c.replicas[1].Produce(context.Background(), AcksLeader, -1, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := c.replicas[1].Produce(context.Background(), AcksLeader, -1, first)
+	if err != nil || r2.BaseOffset != r1.BaseOffset || r2.LastOffset != r1.LastOffset {
+		t.Fatalf("retry: %+v %v, original %+v", r2, err, r1)
+	}
+	if leo := c.replicas[1].Snapshot().LEO; leo != 2 {
+		t.Fatalf("retry was written twice: LEO %d", leo)
+	}
+	opts.BaseSequence = 5
+	if _, err := c.replicas[1].Produce(context.Background(), AcksLeader, -1, batchOf(t, opts, "gap")); !errors.Is(err, errs.OutOfOrderSequenceNumber) {
+		t.Fatalf("gap: %v", err)
+	}
+	// Followers replay the producer state: after a failover the new leader
+	// still recognizes the retry.
+	c.replicate()
+	c.elect(2, []int32{1, 2, 3})
+	r3, err := c.replicas[2].Produce(context.Background(), AcksLeader, -1, first)
+	if err != nil || r3.BaseOffset != r1.BaseOffset {
+		t.Fatalf("retry after failover: %+v %v", r3, err)
+	}
+	if got := c.logs[2].values(); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("new leader log %v", got)
+	}
+}
+
+func TestBadProducesLeaveTheLogUnchanged(t *testing.T) {
+	c := newCluster(t, 1)
+	leader := c.replicas[1]
+	leader.Produce(context.Background(), AcksLeader, -1, plain(t, "ok"))
+	good := plain(t, "x")
+	corrupt := append([]byte(nil), good...)
+	corrupt[len(corrupt)-1] ^= 0xff
+	oversized := plain(t, string(make([]byte, 2<<20)))
+	two := append(append([]byte(nil), good...), good...)
+	for _, tc := range []struct {
+		name   string
+		acks   int
+		epoch  int32
+		data   []byte
+		target int32
+		want   *errs.Error
+	}{
+		{"corrupt crc", AcksLeader, -1, corrupt, 1, errs.CorruptMessage},
+		{"truncated batch", AcksLeader, -1, good[:len(good)-3], 1, errs.CorruptMessage},
+		{"empty", AcksLeader, -1, nil, 1, errs.CorruptMessage},
+		{"oversized", AcksLeader, -1, oversized, 1, errs.MessageTooLarge},
+		{"two batches", AcksLeader, -1, two, 1, errs.InvalidRecord},
+		{"bad acks", 5, -1, good, 1, errs.InvalidRequiredAcks},
+		{"not leader", AcksLeader, -1, good, 2, errs.NotLeaderOrFollower},
+	} {
+		before := c.logs[1].values()
+		_, err := c.replicas[tc.target].Produce(context.Background(), tc.acks, tc.epoch, tc.data)
+		if !errors.Is(err, tc.want) {
+			t.Errorf("%s: got %v, want %s", tc.name, err, tc.want.Name)
+		}
+		if after := c.logs[1].values(); !slices.Equal(before, after) {
+			t.Errorf("%s: log changed %v -> %v", tc.name, before, after)
+		}
+	}
+	c.elect(1, []int32{1, 2, 3}) // epoch 1
+	if _, err := leader.Produce(context.Background(), AcksLeader, 0, good); !errors.Is(err, errs.FencedLeaderEpoch) {
+		t.Errorf("stale epoch: %v", err)
+	}
+	if _, err := leader.Produce(context.Background(), AcksLeader, 9, good); !errors.Is(err, errs.UnknownLeaderEpoch) {
+		t.Errorf("future epoch: %v", err)
+	}
+	if _, err := leader.Produce(context.Background(), AcksLeader, 1, good); err != nil {
+		t.Errorf("current epoch: %v", err)
+	}
+}
+
+func TestConsumerFetchBelowHWOnly(t *testing.T) {
+	c := newCluster(t, 1)
+	leader := c.replicas[1]
+	leader.Produce(context.Background(), AcksLeader, -1, plain(t, "a"))
+	res, err := leader.Fetch(0, 1<<20, false, -1)
+	if err != nil || len(res.Records) != 0 || res.HW != 0 {
+		t.Fatalf("record above the HW was served: %+v %v", res, err)
+	}
+	moved := leader.HWMoved()
+	c.replicate()
+	select {
+	case <-moved:
+	default:
+		t.Fatal("HWMoved not closed when the HW moved")
+	}
+	res, err = leader.Fetch(0, 1<<20, false, -1)
+	if err != nil || len(res.Records) == 0 || res.HW != 1 {
+		t.Fatalf("committed record not served: %+v %v", res, err)
+	}
+	if _, err := leader.Fetch(5, 1<<20, false, -1); !errors.Is(err, errs.OffsetOutOfRange) {
+		t.Fatalf("offset above LEO: %v", err)
+	}
+	if _, err := c.replicas[2].Fetch(0, 1<<20, false, -1); !errors.Is(err, errs.NotLeaderOrFollower) {
+		t.Fatalf("fetch from follower: %v", err)
+	}
+}
