@@ -1,0 +1,264 @@
+package log
+
+import (
+	"bufio"
+	"os"
+	"slices"
+	"time"
+
+	"skein/libs/errs"
+	"skein/libs/record"
+)
+
+// CompactStats reports what a compaction pass did.
+type CompactStats struct {
+	SegmentsRewritten int
+	RecordsRemoved    int
+	BytesBefore       int64 // of the closed segments
+	BytesAfter        int64
+}
+
+// Compact applies cleanup.policy=compact to the closed segments: of each key
+// only the record with the newest offset among them survives, and a
+// tombstone (a null value) that survives is dropped too once its segment's
+// newest timestamp is older than now - delete.retention.ms. The active
+// segment is never touched.
+//
+// What stays as it is:
+//   - offsets: surviving records keep theirs, and a batch keeps its base and
+//     last offset even when records inside it go; a batch that loses every
+//     record stays as an empty batch header, so the batches still tile the
+//     offset space (followers and readers never meet a gap) and an
+//     idempotent producer's last sequence is still in the log;
+//   - control batches (transaction markers) and transactional batches, whole:
+//     their records also do not count as newer versions of a key, so that an
+//     aborted transactional write can never cause a committed record to be
+//     removed;
+//   - records without a key.
+//
+// Each rewritten segment is written to <base>.log.cleaned, fsynced, and
+// swapped in by rename while readers are held off, so a reader sees either
+// the old segment or the new one. Compaction holds the writer lock: appends
+// wait until it is done.
+func (l *Log) Compact(now time.Time) (CompactStats, error) {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	var st CompactStats
+	if err := l.checkWritable(); err != nil {
+		return st, err
+	}
+	if l.cfg.CleanupPolicy&CleanupCompact == 0 || len(l.segs) < 2 {
+		return st, nil
+	}
+	closed := slices.Clone(l.segs[:len(l.segs)-1])
+
+	// The newest offset of every key in the closed segments.
+	latest := map[string]Offset{}
+	var it record.RecordIter
+	for _, s := range closed {
+		st.BytesBefore += s.size
+		var ierr error
+		_, buf, err := scan(s.f, 0, s.size, false, l.scratch, func(b record.Batch, _ int64) bool {
+			if b.IsControl() || b.IsTransactional() {
+				return true
+			}
+			if ierr = it.Reset(b); ierr != nil {
+				return false
+			}
+			for it.Next() {
+				if k := it.Record().Key; k != nil {
+					latest[string(k)] = it.Offset()
+				}
+			}
+			ierr = it.Err()
+			return ierr == nil
+		})
+		l.scratch = buf
+		if err == nil {
+			err = ierr
+		}
+		if err != nil {
+			return st, l.compactError(err)
+		}
+	}
+
+	horizon := now.UnixMilli() - l.cfg.DeleteRetentionMS
+	for i, s := range closed {
+		ns, removed, err := l.cleanSegment(s, latest, s.maxTS >= 0 && s.maxTS < horizon)
+		if err != nil {
+			return st, l.compactError(err)
+		}
+		if ns == nil {
+			st.BytesAfter += s.size
+			continue
+		}
+		if err := l.swap(i, s, ns); err != nil {
+			return st, err
+		}
+		st.SegmentsRewritten++
+		st.RecordsRemoved += removed
+		st.BytesAfter += ns.size
+	}
+	return st, nil
+}
+
+// compactError keeps the log usable after a compaction that failed on bad
+// input (the segments are untouched), but fails it on I/O trouble.
+func (l *Log) compactError(err error) error {
+	if e := errs.Of(err); e != errs.UnknownServerError {
+		return err
+	}
+	return l.ioError("compacting", err)
+}
+
+// cleanSegment writes the surviving batches of s to <base>.log.cleaned and
+// returns the new segment, or nil when nothing in s would change.
+func (l *Log) cleanSegment(s *segment, latest map[string]Offset, dropTombstones bool) (*segment, int, error) {
+	keep := func(b record.Batch, r *record.Record, off Offset) bool {
+		if r.Key == nil {
+			return true
+		}
+		if latest[string(r.Key)] != off {
+			return false
+		}
+		return r.Value != nil || !dropTombstones
+	}
+	// First pass: is there anything to remove at all?
+	var it record.RecordIter
+	removed := 0
+	var ierr error
+	_, buf, err := scan(s.f, 0, s.size, false, l.scratch, func(b record.Batch, _ int64) bool {
+		if b.IsControl() || b.IsTransactional() {
+			return true
+		}
+		if ierr = it.Reset(b); ierr != nil {
+			return false
+		}
+		for it.Next() {
+			if !keep(b, it.Record(), it.Offset()) {
+				removed++
+			}
+		}
+		ierr = it.Err()
+		return ierr == nil
+	})
+	l.scratch = buf
+	if err == nil {
+		err = ierr
+	}
+	if err != nil || removed == 0 {
+		return nil, 0, err
+	}
+
+	tmpPath := s.path(logSuffix + cleanedSuffix)
+	f, err := os.OpenFile(tmpPath, os.O_CREATE|os.O_TRUNC|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, 0, err
+	}
+	ns := &segment{dir: s.dir, base: s.base, f: f, created: s.created}
+	ns.resetIndexes()
+	fail := func(err error) (*segment, int, error) {
+		f.Close()
+		os.Remove(tmpPath)
+		return nil, 0, err
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	var (
+		builder *record.Builder
+		out     []byte
+		headers []record.Header
+		werr    error
+	)
+	emit := func(b record.Batch) bool {
+		if _, werr = w.Write(b); werr != nil {
+			return false
+		}
+		ns.noteBatch(b, ns.size, l.cfg.IndexIntervalBytes)
+		ns.size += int64(len(b))
+		return true
+	}
+	_, buf, err = scan(s.f, 0, s.size, false, l.scratch, func(b record.Batch, _ int64) bool {
+		if b.IsControl() || b.IsTransactional() {
+			return emit(b)
+		}
+		if ierr = it.Reset(b); ierr != nil {
+			return false
+		}
+		opts := record.BatchOptions{
+			BaseOffset: b.BaseOffset(), PartitionLeaderEpoch: b.PartitionLeaderEpoch(), Compression: b.Compression(),
+			LogAppendTime: b.LogAppendTime(), ProducerID: b.ProducerID(), ProducerEpoch: b.ProducerEpoch(), BaseSequence: b.BaseSequence(),
+		}
+		if builder == nil {
+			builder = record.NewBuilder(opts)
+		} else {
+			builder.Reset(opts)
+		}
+		builder.SetBaseTimestamp(b.BaseTimestamp())
+		all := true
+		for it.Next() {
+			r := it.Record()
+			if !keep(b, r, it.Offset()) {
+				all = false
+				continue
+			}
+			headers = r.AppendHeaders(headers[:0])
+			builder.AppendRaw(r.OffsetDelta, r.TimestampDelta, r.Key, r.Value, headers)
+		}
+		if ierr = it.Err(); ierr != nil {
+			return false
+		}
+		if all {
+			return emit(b)
+		}
+		builder.OverrideLastOffsetDelta(b.LastOffsetDelta())
+		builder.OverrideMaxTimestamp(b.MaxTimestamp())
+		var nb record.Batch
+		if nb, out, ierr = builder.Build(out[:0]); ierr != nil {
+			return false
+		}
+		return emit(nb)
+	})
+	l.scratch = buf
+	for _, e := range []error{err, ierr, werr} {
+		if e != nil {
+			return fail(e)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		return fail(err)
+	}
+	if err := f.Sync(); err != nil {
+		return fail(err)
+	}
+	ns.noteTime()
+	return ns, removed, nil
+}
+
+// swap replaces closed segment i (s) with its cleaned version ns.
+func (l *Log) swap(i int, s, ns *segment) error {
+	l.mu.Lock()
+	// Drop the old indexes first: a crash after the rename then finds a
+	// .log without indexes, which open rebuilds, never a stale index.
+	for _, suf := range []string{indexSuffix, timeIndexSuffix} {
+		if err := os.Remove(s.path(suf)); err != nil && !os.IsNotExist(err) {
+			l.mu.Unlock()
+			return l.ioError("compacting", err)
+		}
+	}
+	if err := os.Rename(s.path(logSuffix+cleanedSuffix), s.path(logSuffix)); err != nil {
+		l.mu.Unlock()
+		return l.ioError("compacting", err)
+	}
+	segs := slices.Clone(l.segs)
+	segs[i] = ns
+	l.segs = segs
+	l.mu.Unlock()
+	s.close()
+	if err := syncDir(l.dir); err != nil {
+		return l.ioError("compacting", err)
+	}
+	if err := ns.persistIndexes(); err != nil {
+		return l.ioError("compacting", err)
+	}
+	return nil
+}

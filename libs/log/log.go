@@ -1,0 +1,644 @@
+package log
+
+import (
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"skein/libs/errs"
+	"skein/libs/record"
+)
+
+// Offset and Epoch are the record package's, so that batches and the log
+// speak the same types.
+type (
+	Offset = record.Offset
+	Epoch  = record.Epoch
+)
+
+// NoMaxOffset is a Read bound that lets every batch through.
+const NoMaxOffset Offset = math.MaxInt64
+
+// State is what the caller checkpoints for the log (in the storage node's
+// checkpoint store) and hands back to Open.
+type State struct {
+	// LogStartOffset is the first offset readers may ask for; it moves up
+	// with DeleteRecordsBefore and retention.
+	LogStartOffset Offset
+	// RecoveryPoint is the offset below which everything is known to be
+	// fsynced; Open re-validates only what lies at or above it.
+	RecoveryPoint Offset
+}
+
+// Options are what Open needs beyond the topic config.
+type Options struct {
+	State State
+	// Now is the clock for segment.ms rolls, log append time and flush.ms
+	// bookkeeping; nil means time.Now.
+	Now func() time.Time
+}
+
+// Log is one partition replica's log. See the package doc for the contract.
+type Log struct {
+	dir string
+	now func() time.Time
+
+	// wmu is the writer lock: every method that changes the log holds it for
+	// its whole run, so there is one writer at a time. The fields below it
+	// are the writer's own.
+	wmu       sync.Mutex
+	cfg       Config
+	epochs    epochCache
+	validator record.RecordIter // scratch for Append's record validation
+	scratch   []byte            // scratch for scans
+	lastFlush time.Time
+	dirDirty  bool  // segment files were created or removed since the last flush
+	failed    error // a write or fsync failed: refuse further writes
+
+	// mu guards what readers see: segs and every published segment's
+	// mutable fields, leo, lso and rp. The writer takes it for writing only
+	// to publish a change; readers hold it for reading across their file
+	// reads, so a segment is never closed or truncated under a reader.
+	mu     sync.RWMutex
+	segs   []*segment // ascending base offsets; the last is active; never empty while open
+	leo    Offset     // log end offset: the next offset to assign
+	lso    Offset     // log start offset; segs[0].base <= lso <= leo
+	rp     Offset     // recovery point; rp <= leo
+	closed bool
+}
+
+// AppendInfo describes what an append stored.
+type AppendInfo struct {
+	FirstOffset  Offset
+	LastOffset   Offset
+	MaxTimestamp int64 // largest batch max timestamp; -1 if none
+	// LogAppendTime is the time stamped on the batches under
+	// message.timestamp.type=LogAppendTime, -1 otherwise.
+	LogAppendTime int64
+	Bytes         int
+}
+
+// Dir is the partition directory.
+func (l *Log) Dir() string { return l.dir }
+
+// LEO is the log end offset: the offset the next record will get.
+func (l *Log) LEO() Offset {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.leo
+}
+
+// LogStartOffset is the first offset still readable.
+func (l *Log) LogStartOffset() Offset {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.lso
+}
+
+// State is what the caller should checkpoint now.
+func (l *Log) State() State {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return State{LogStartOffset: l.lso, RecoveryPoint: l.rp}
+}
+
+// Size is the total bytes of all segments.
+func (l *Log) Size() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	var n int64
+	for _, s := range l.segs {
+		n += s.size
+	}
+	return n
+}
+
+// SegmentBases lists the base offsets of the segments, oldest first.
+func (l *Log) SegmentBases() []Offset {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	out := make([]Offset, len(l.segs))
+	for i, s := range l.segs {
+		out[i] = s.base
+	}
+	return out
+}
+
+// Config is the config in force.
+func (l *Log) Config() Config {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	return l.cfg
+}
+
+// SetConfig changes the config (AlterConfigs); it applies from the next
+// operation on.
+func (l *Log) SetConfig(cfg Config) {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	l.cfg = cfg.normalized()
+}
+
+// Epochs returns the leader-epoch cache.
+func (l *Log) Epochs() []EpochEntry {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	return slices.Clone(l.epochs.entries)
+}
+
+// LatestEpoch is the newest epoch in the cache, or UndefinedEpoch.
+func (l *Log) LatestEpoch() Epoch {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if e, ok := l.epochs.latest(); ok {
+		return e.Epoch
+	}
+	return UndefinedEpoch
+}
+
+// EndOffsetFor answers OffsetForLeaderEpoch (KIP-101/279): the largest epoch
+// <= requested that this log knows and the offset where it ends (the start of
+// the next epoch, or the LEO for the latest one); UndefinedEpoch and
+// UndefinedOffset when the log cannot say.
+func (l *Log) EndOffsetFor(requested Epoch) (Epoch, Offset) {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	return l.epochs.endOffsetFor(requested, l.LEO())
+}
+
+func (l *Log) active() *segment { return l.segs[len(l.segs)-1] }
+
+// checkWritable is called with wmu held.
+func (l *Log) checkWritable() error {
+	if l.closed {
+		return errs.Errorf(errs.KafkaStorageError, "log %s is closed", l.dir)
+	}
+	if l.failed != nil {
+		return errs.Errorf(errs.KafkaStorageError, "log %s failed earlier: %v", l.dir, l.failed)
+	}
+	return nil
+}
+
+// ioError marks the log failed: after a failed write or fsync the state of
+// the file is unknown (and after a failed fsync the page cache cannot be
+// trusted), so the log refuses writes until it is reopened and recovered.
+func (l *Log) ioError(op string, err error) error {
+	if l.failed == nil {
+		l.failed = err
+	}
+	return errs.Errorf(errs.KafkaStorageError, "%s in %s: %v", op, l.dir, err)
+}
+
+// Append stores batches from a producer, as the leader: every batch is
+// validated (framing, CRC, records, max.message.bytes, keys on compacted
+// topics), then given consecutive offsets from the LEO and the leader epoch.
+// Only those two header fields are rewritten, in place in records (they are
+// outside the CRC); the bytes are otherwise stored as they came.
+func (l *Log) Append(records []byte, epoch Epoch) (AppendInfo, error) {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if err := l.checkWritable(); err != nil {
+		return AppendInfo{}, err
+	}
+	opts := record.ValidateOptions{
+		Strict:          true,
+		RequireKeys:     l.cfg.CleanupPolicy&CleanupCompact != 0,
+		MaxDecompressed: int(max(l.cfg.MaxMessageBytes*64, record.DefaultMaxDecompressed)),
+	}
+	n := 0
+	it := record.NewBatchIter(records)
+	for it.Next() {
+		b := it.Batch()
+		if int64(len(b)) > l.cfg.MaxMessageBytes {
+			return AppendInfo{}, errs.Errorf(errs.MessageTooLarge, "batch of %d bytes is over max.message.bytes %d", len(b), l.cfg.MaxMessageBytes)
+		}
+		if err := b.Verify(); err != nil {
+			return AppendInfo{}, err
+		}
+		if err := record.ValidateRecords(&l.validator, b, opts); err != nil {
+			return AppendInfo{}, err
+		}
+		n++
+	}
+	if err := it.Err(); err != nil {
+		return AppendInfo{}, err
+	}
+	if n == 0 {
+		return AppendInfo{}, errs.Errorf(errs.InvalidRecord, "no record batch to append")
+	}
+
+	info := AppendInfo{FirstOffset: l.leo, MaxTimestamp: -1, LogAppendTime: -1, Bytes: len(records)}
+	var now int64
+	if l.cfg.LogAppendTime {
+		now = l.now().UnixMilli()
+		info.LogAppendTime = now
+	}
+	next := l.leo
+	it = record.NewBatchIter(records)
+	for it.Next() {
+		b := it.Batch()
+		b.SetBaseOffset(next)
+		b.SetPartitionLeaderEpoch(epoch)
+		if l.cfg.LogAppendTime {
+			b.SetMaxTimestamp(true, now)
+		}
+		info.MaxTimestamp = max(info.MaxTimestamp, b.MaxTimestamp())
+		next = b.NextOffset()
+	}
+	info.LastOffset = next - 1
+	if l.epochs.assign(epoch, info.FirstOffset) {
+		if err := l.epochs.save(l.dir); err != nil {
+			return AppendInfo{}, l.ioError("saving the leader-epoch cache", err)
+		}
+	}
+	if err := l.write(records); err != nil {
+		return AppendInfo{}, err
+	}
+	return info, nil
+}
+
+// AppendAsFollower stores batches fetched from the leader as they are,
+// offsets and epochs included. The first batch must start exactly at the
+// LEO and each next one where the previous ended; anything else means the
+// replica diverged or skipped data, and is refused with OFFSET_OUT_OF_RANGE
+// (the caller truncates or resets, then fetches again).
+func (l *Log) AppendAsFollower(records []byte) (AppendInfo, error) {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if err := l.checkWritable(); err != nil {
+		return AppendInfo{}, err
+	}
+	info := AppendInfo{FirstOffset: l.leo, MaxTimestamp: -1, LogAppendTime: -1, Bytes: len(records)}
+	next := l.leo
+	it := record.NewBatchIter(records)
+	for it.Next() {
+		b := it.Batch()
+		if err := b.Verify(); err != nil {
+			return AppendInfo{}, err
+		}
+		if b.BaseOffset() != next {
+			return AppendInfo{}, errs.Errorf(errs.OffsetOutOfRange, "follower append of a batch at offset %d, expected %d (log end offset %d)", b.BaseOffset(), next, l.leo)
+		}
+		next = b.NextOffset()
+		info.MaxTimestamp = max(info.MaxTimestamp, b.MaxTimestamp())
+	}
+	if err := it.Err(); err != nil {
+		return AppendInfo{}, err
+	}
+	if next == l.leo {
+		return AppendInfo{}, errs.Errorf(errs.InvalidRecord, "no record batch to append")
+	}
+	info.LastOffset = next - 1
+	changed := false
+	it = record.NewBatchIter(records)
+	for it.Next() {
+		changed = l.epochs.assign(it.Batch().PartitionLeaderEpoch(), it.Batch().BaseOffset()) || changed
+	}
+	if changed {
+		if err := l.epochs.save(l.dir); err != nil {
+			return AppendInfo{}, l.ioError("saving the leader-epoch cache", err)
+		}
+	}
+	if err := l.write(records); err != nil {
+		return AppendInfo{}, err
+	}
+	return info, nil
+}
+
+// write appends validated, offset-assigned batches to the active segment
+// (rolling first if needed), publishes them, and applies flush.messages.
+// Called with wmu held.
+func (l *Log) write(records []byte) error {
+	first := record.Batch(records)
+	if err := l.maybeRoll(int64(len(records)), first.MaxTimestamp(), first.BaseOffset()); err != nil {
+		return err
+	}
+	s := l.active()
+	pos := s.size
+	if _, err := s.f.WriteAt(records, pos); err != nil {
+		// Nothing was published; the next write starts at the same
+		// position, and open cuts whatever the file holds past it.
+		return l.ioError("appending", err)
+	}
+	l.mu.Lock()
+	it := record.NewBatchIter(records)
+	for it.Next() {
+		s.noteBatch(it.Batch(), pos, l.cfg.IndexIntervalBytes)
+		pos += int64(len(it.Batch()))
+	}
+	s.size = pos
+	l.leo = s.next
+	l.mu.Unlock()
+
+	if l.leo-l.rp >= Offset(l.cfg.FlushMessages) {
+		return l.flushLocked()
+	}
+	return nil
+}
+
+// maybeRoll starts a new segment when the active one cannot take size more
+// bytes, has spanned segment.ms, or would overflow its 32-bit relative
+// offsets. An empty segment is never rolled.
+func (l *Log) maybeRoll(size, firstMaxTS int64, firstOffset Offset) error {
+	s := l.active()
+	if s.empty() {
+		return nil
+	}
+	full := s.size+size > l.cfg.SegmentBytes
+	var old bool
+	if s.firstTS >= 0 && firstMaxTS >= 0 {
+		old = firstMaxTS-s.firstTS > l.cfg.SegmentMS
+	} else {
+		old = l.now().Sub(s.created).Milliseconds() > l.cfg.SegmentMS
+	}
+	overflow := int64(firstOffset-s.base) > math.MaxInt32-1<<20
+	if !full && !old && !overflow {
+		return nil
+	}
+	return l.roll()
+}
+
+// roll closes the active segment's indexes and starts a new one at the LEO.
+func (l *Log) roll() error {
+	s := l.active()
+	s.noteTime() // the final time entry: the segment's max timestamp
+	if err := s.persistIndexes(); err != nil {
+		return l.ioError("writing indexes", err)
+	}
+	ns, err := createSegment(l.dir, l.leo, l.now())
+	if err != nil {
+		return l.ioError("creating a segment", err)
+	}
+	l.dirDirty = true
+	l.mu.Lock()
+	l.segs = append(slices.Clone(l.segs), ns)
+	l.mu.Unlock()
+	return nil
+}
+
+// Roll starts a new segment now if the active one holds anything.
+func (l *Log) Roll() error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if err := l.checkWritable(); err != nil {
+		return err
+	}
+	if l.active().empty() {
+		return nil
+	}
+	return l.roll()
+}
+
+// Flush fsyncs everything appended so far and moves the recovery point to
+// the LEO.
+func (l *Log) Flush() error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if err := l.checkWritable(); err != nil {
+		return err
+	}
+	return l.flushLocked()
+}
+
+// FlushIfDue applies flush.ms: it flushes when there is unflushed data and
+// flush.ms has passed since the last flush. The storage node calls it from
+// its scheduler.
+func (l *Log) FlushIfDue(now time.Time) error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if err := l.checkWritable(); err != nil {
+		return err
+	}
+	if l.rp >= l.leo || now.Sub(l.lastFlush).Milliseconds() < l.cfg.FlushMS {
+		return nil
+	}
+	return l.flushLocked()
+}
+
+func (l *Log) flushLocked() error {
+	// Segments holding offsets at or above the recovery point: the last one
+	// whose base is <= rp and everything after it.
+	i, _ := slices.BinarySearchFunc(l.segs, l.rp, func(s *segment, o Offset) int { return cmpOffset(s.base, o) })
+	i = max(0, min(i, len(l.segs)-1))
+	if i > 0 && l.segs[i].base > l.rp {
+		i--
+	}
+	for _, s := range l.segs[i:] {
+		if err := s.f.Sync(); err != nil {
+			return l.ioError("fsync", err)
+		}
+	}
+	if l.dirDirty {
+		if err := syncDir(l.dir); err != nil {
+			return l.ioError("fsync of the directory", err)
+		}
+		l.dirDirty = false
+	}
+	l.lastFlush = l.now()
+	l.mu.Lock()
+	l.rp = l.leo
+	l.mu.Unlock()
+	return nil
+}
+
+func cmpOffset(a, b Offset) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Close flushes and closes the log; it writes the active segment's indexes so
+// that the next Open need not rebuild them. Methods called after Close fail.
+func (l *Log) Close() error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if l.closed {
+		return nil
+	}
+	var first error
+	if l.failed == nil {
+		if err := l.active().persistIndexes(); err != nil {
+			first = err
+		}
+		if err := l.flushLocked(); err != nil && first == nil {
+			first = err
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed = true
+	for _, s := range l.segs {
+		if err := s.close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// Truncate removes every batch whose last offset is at or above offset, for a
+// follower whose log diverged from the leader's (the offset comes from
+// OffsetForLeaderEpoch, so it is a batch boundary; if it is not, the whole
+// batch holding it goes and the LEO ends below offset). Later segments are
+// deleted; the epoch cache and recovery point are truncated with the log.
+// An offset below the log start offset empties the log and restarts it there.
+func (l *Log) Truncate(offset Offset) error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if err := l.checkWritable(); err != nil {
+		return err
+	}
+	if offset >= l.leo {
+		return nil
+	}
+	if offset < l.lso {
+		return l.truncateFullyLocked(offset)
+	}
+	// Keep the segments whose base is below offset; the last of them is cut.
+	keep := len(l.segs)
+	for keep > 1 && l.segs[keep-1].base >= offset {
+		keep--
+	}
+	s := l.segs[keep-1]
+	// Rebuild s's in-memory state for the batches that stay, to publish it
+	// in one step; the file is cut only after readers can no longer reach
+	// past the cut.
+	kept := &segment{dir: s.dir, base: s.base, f: s.f, created: s.created}
+	kept.resetIndexes()
+	var err error
+	_, l.scratch, err = scan(s.f, 0, s.size, false, l.scratch, func(b record.Batch, pos int64) bool {
+		if b.LastOffset() >= offset {
+			return false
+		}
+		kept.noteBatch(b, pos, l.cfg.IndexIntervalBytes)
+		kept.size = pos + int64(len(b))
+		return true
+	})
+	if err != nil {
+		return l.ioError("reading for truncation", err)
+	}
+	dropped := slices.Clone(l.segs[keep:])
+	l.mu.Lock()
+	l.segs = slices.Clone(l.segs[:keep])
+	s.size, s.next, s.index, s.times = kept.size, kept.next, kept.index, kept.times
+	s.maxTS, s.maxTSRel, s.firstTS, s.sinceIndex = kept.maxTS, kept.maxTSRel, kept.firstTS, kept.sinceIndex
+	s.indexOnDisk = false
+	l.leo = s.next
+	l.rp = min(l.rp, l.leo)
+	l.lso = min(l.lso, l.leo)
+	l.mu.Unlock()
+	// Newest first, so that a crash leaves a prefix of the log.
+	for i := len(dropped) - 1; i >= 0; i-- {
+		if err := dropped[i].remove(); err != nil {
+			return l.ioError("deleting a segment", err)
+		}
+		l.dirDirty = true
+	}
+	if err := s.f.Truncate(s.size); err != nil {
+		return l.ioError("truncating a segment", err)
+	}
+	if err := s.persistIndexes(); err != nil {
+		return l.ioError("writing indexes", err)
+	}
+	if l.epochs.truncateFromEnd(l.leo) {
+		if err := l.epochs.save(l.dir); err != nil {
+			return l.ioError("saving the leader-epoch cache", err)
+		}
+	}
+	return nil
+}
+
+// TruncateFullyAndStartAt empties the log and restarts it at offset, for a
+// follower whose LEO is below the leader's log start offset.
+func (l *Log) TruncateFullyAndStartAt(offset Offset) error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if err := l.checkWritable(); err != nil {
+		return err
+	}
+	return l.truncateFullyLocked(offset)
+}
+
+func (l *Log) truncateFullyLocked(offset Offset) error {
+	// Readers are held off for the whole swap: the new segment may reuse
+	// the name (and so the file) of an old one.
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := len(l.segs) - 1; i >= 0; i-- {
+		if err := l.segs[i].remove(); err != nil {
+			return l.ioError("deleting a segment", err)
+		}
+	}
+	l.dirDirty = true
+	ns, err := createSegment(l.dir, offset, l.now())
+	if err != nil {
+		// Keep a usable (empty) view; the log is marked failed anyway.
+		l.segs = nil
+		return l.ioError("creating a segment", err)
+	}
+	l.segs = []*segment{ns}
+	l.leo, l.lso, l.rp = offset, offset, offset
+	l.epochs = epochCache{}
+	if err := l.epochs.save(l.dir); err != nil {
+		return l.ioError("saving the leader-epoch cache", err)
+	}
+	return nil
+}
+
+// DeleteRecordsBefore moves the log start offset up to offset (Kafka's
+// DeleteRecords; the caller checks offset <= HW) and deletes the segments
+// that lie wholly below it.
+func (l *Log) DeleteRecordsBefore(offset Offset) error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if err := l.checkWritable(); err != nil {
+		return err
+	}
+	if offset > l.leo {
+		return errs.Errorf(errs.OffsetOutOfRange, "cannot delete records before %d: log end offset is %d", offset, l.leo)
+	}
+	if offset <= l.lso {
+		return nil
+	}
+	l.mu.Lock()
+	l.lso = offset
+	l.mu.Unlock()
+	_, err := l.deleteSegmentsLocked(func(s, next *segment) bool { return next.base <= l.lso })
+	return err
+}
+
+// deleteSegmentsLocked deletes the oldest closed segments while keep says
+// they may go (it sees each segment and its successor), moves the log start
+// offset up past them, and returns how many went.
+func (l *Log) deleteSegmentsLocked(deletable func(s, next *segment) bool) (int, error) {
+	n := 0
+	for n < len(l.segs)-1 && deletable(l.segs[n], l.segs[n+1]) {
+		n++
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	gone := l.segs[:n]
+	l.mu.Lock()
+	l.segs = slices.Clone(l.segs[n:])
+	l.lso = max(l.lso, l.segs[0].base)
+	l.rp = max(l.rp, l.segs[0].base)
+	l.mu.Unlock()
+	// Oldest first, so that a crash leaves a suffix of the log.
+	for _, s := range gone {
+		if err := s.remove(); err != nil {
+			return n, l.ioError("deleting a segment", err)
+		}
+	}
+	l.dirDirty = true
+	if l.epochs.truncateFromStart(l.lso) {
+		if err := l.epochs.save(l.dir); err != nil {
+			return n, l.ioError("saving the leader-epoch cache", err)
+		}
+	}
+	return n, nil
+}

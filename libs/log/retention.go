@@ -1,0 +1,68 @@
+package log
+
+import (
+	"math"
+	"time"
+)
+
+// DeleteExpired applies retention and returns how many segments it deleted.
+// Only whole closed segments go, oldest first, and the log start offset moves
+// up to the first remaining segment:
+//
+//   - always: segments wholly below the log start offset (DeleteRecords);
+//   - with cleanup.policy delete: segments whose newest timestamp is older than
+//     now - retention.ms (the file's modification time stands in for a segment
+//     whose batches carry no timestamps), and the oldest segments while the
+//     log without them is still at least retention.bytes.
+//
+// The storage node calls it periodically with its clock.
+func (l *Log) DeleteExpired(now time.Time) (int, error) {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if err := l.checkWritable(); err != nil {
+		return 0, err
+	}
+	deleted, err := l.deleteSegmentsLocked(func(s, next *segment) bool { return next.base <= l.lso })
+	if err != nil || l.cfg.CleanupPolicy&CleanupDelete == 0 {
+		return deleted, err
+	}
+	if ms := l.cfg.RetentionMS; ms >= 0 {
+		cutoff := now.UnixMilli() - ms
+		n, err := l.deleteSegmentsLocked(func(s, _ *segment) bool { return s.newestTimestamp() < cutoff })
+		deleted += n
+		if err != nil {
+			return deleted, err
+		}
+	}
+	if limit := l.cfg.RetentionBytes; limit >= 0 {
+		var total int64
+		for _, s := range l.segs {
+			total += s.size
+		}
+		n, err := l.deleteSegmentsLocked(func(s, _ *segment) bool {
+			if total-s.size < limit {
+				return false
+			}
+			total -= s.size
+			return true
+		})
+		deleted += n
+		if err != nil {
+			return deleted, err
+		}
+	}
+	return deleted, nil
+}
+
+// newestTimestamp is the segment's largest batch timestamp, or its file's
+// modification time when no batch has one (Kafka does the same).
+func (s *segment) newestTimestamp() int64 {
+	if s.maxTS >= 0 {
+		return s.maxTS
+	}
+	fi, err := s.f.Stat()
+	if err != nil {
+		return math.MaxInt64 // cannot tell its age: keep it
+	}
+	return fi.ModTime().UnixMilli()
+}
