@@ -1,0 +1,521 @@
+package membership
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// Role is the kind of process a member is.
+type Role string
+
+// The roles of Skein's processes.
+const (
+	RoleController             Role = "controller"
+	RoleStorage                Role = "storage"
+	RoleGroupCoordinator       Role = "groupcoord"
+	RoleTransactionCoordinator Role = "txncoord"
+	RoleGateway                Role = "gateway"
+)
+
+// Meta is what a member tells the others about itself; it travels as JSON in
+// memberlist's node meta (at most 512 bytes).
+type Meta struct {
+	Role     Role   `json:"role"`
+	ID       int32  `json:"id"`
+	GRPCAddr string `json:"grpc,omitempty"`
+	HTTPAddr string `json:"http,omitempty"`
+	RaftAddr string `json:"raft,omitempty"`
+	// Incarnation is the process start's id (a storage node passes the one it
+	// registers with), so an event about an old incarnation can be told apart.
+	Incarnation string `json:"inc,omitempty"`
+}
+
+// State is a member's state as gossip sees it.
+type State int
+
+// The states of a member.
+const (
+	StateAlive State = iota
+	StateSuspect
+	StateDead
+	StateLeft
+)
+
+func (s State) String() string {
+	switch s {
+	case StateAlive:
+		return "alive"
+	case StateSuspect:
+		return "suspect"
+	case StateDead:
+		return "dead"
+	case StateLeft:
+		return "left"
+	}
+	return "state(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Member is one process of the cluster.
+type Member struct {
+	Name  string // unique node name, "<role>-<id>" by default
+	Addr  string // gossip address, host:port
+	Meta  Meta
+	State State
+}
+
+// EventType is what happened to a member.
+type EventType int
+
+// The event types.
+const (
+	EventJoin EventType = iota + 1
+	EventUpdate
+	EventLeave // left gracefully
+	EventDead  // failed: stopped answering probes
+)
+
+func (t EventType) String() string {
+	switch t {
+	case EventJoin:
+		return "join"
+	case EventUpdate:
+		return "update"
+	case EventLeave:
+		return "leave"
+	case EventDead:
+		return "dead"
+	}
+	return "event(" + strconv.Itoa(int(t)) + ")"
+}
+
+// Event is one change of one member.
+type Event struct {
+	Type   EventType
+	Member Member
+}
+
+// Timings are memberlist's failure-detection knobs.
+type Timings struct {
+	// ProbeInterval: each member probes one other member this often.
+	ProbeInterval time.Duration
+	// ProbeTimeout: how long to wait for a probe's ack before indirect probes.
+	ProbeTimeout time.Duration
+	// SuspicionMult: a suspect is declared dead after about
+	// SuspicionMult * ProbeInterval (scaled by log10 of the cluster size),
+	// sooner when other members confirm the suspicion.
+	SuspicionMult int
+	// SuspicionMaxTimeoutMult bounds the suspicion timeout before
+	// confirmations: at most SuspicionMaxTimeoutMult times the minimum.
+	SuspicionMaxTimeoutMult int
+	// GossipInterval and GossipNodes: how often and to how many members
+	// updates are pushed.
+	GossipInterval time.Duration
+	GossipNodes    int
+	// PushPullInterval: full state exchange with one random member.
+	PushPullInterval time.Duration
+	// TCPTimeout bounds joins and push-pull exchanges.
+	TCPTimeout time.Duration
+	// DeadNodeReclaimTime: after this, a dead member's name may come back at
+	// another address (a restarted process on a new port).
+	DeadNodeReclaimTime time.Duration
+}
+
+// FastTimings detects a killed member in about 1-2 s on loopback or a LAN:
+// it is probed within a few 200 ms rounds, suspected after a 100 ms timeout
+// and declared dead after a 600-1200 ms suspicion.
+func FastTimings() Timings {
+	return Timings{
+		ProbeInterval:           200 * time.Millisecond,
+		ProbeTimeout:            100 * time.Millisecond,
+		SuspicionMult:           3,
+		SuspicionMaxTimeoutMult: 2,
+		GossipInterval:          50 * time.Millisecond,
+		GossipNodes:             4,
+		PushPullInterval:        10 * time.Second,
+		TCPTimeout:              time.Second,
+		DeadNodeReclaimTime:     time.Second,
+	}
+}
+
+// Config configures Start.
+type Config struct {
+	// NodeName must be unique in the cluster; default "<role>-<id>".
+	NodeName string
+	// BindAddr is the gossip host:port (UDP and TCP); port 0 picks a free one.
+	BindAddr string
+	// AdvertiseAddr is the host:port others reach this member at; default BindAddr.
+	AdvertiseAddr string
+	// Seeds are members to join; unreachable ones are retried in the
+	// background every RetryJoinInterval until one answers.
+	Seeds             []string
+	RetryJoinInterval time.Duration // default 1 s
+	Meta              Meta
+	// Timings default to FastTimings when ProbeInterval is zero.
+	Timings Timings
+	// Logger receives memberlist's warnings and errors; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Node is this process's membership in the gossip cluster.
+type Node struct {
+	list   *memberlist.Memberlist
+	name   string
+	logger *slog.Logger
+
+	metaMu sync.Mutex // guards meta
+	meta   []byte
+
+	addr string // our gossip address, read once at Start
+
+	mu      sync.Mutex        // guards members
+	members map[string]Member // every other member ever seen, by name, in its last known state
+
+	queue  *queue
+	events chan Event
+	stop   chan struct{}
+	wg     sync.WaitGroup
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Start joins the gossip cluster: it binds, announces Meta, and joins Seeds.
+func Start(cfg Config) (*Node, error) {
+	if cfg.NodeName == "" {
+		cfg.NodeName = fmt.Sprintf("%s-%d", cfg.Meta.Role, cfg.Meta.ID)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Timings.ProbeInterval == 0 {
+		cfg.Timings = FastTimings()
+	}
+	if cfg.RetryJoinInterval <= 0 {
+		cfg.RetryJoinInterval = time.Second
+	}
+	meta, err := encodeMeta(cfg.Meta, false)
+	if err != nil {
+		return nil, err
+	}
+	host, port, err := splitHostPort(cfg.BindAddr)
+	if err != nil {
+		return nil, fmt.Errorf("membership: bind address: %w", err)
+	}
+	n := &Node{
+		name:    cfg.NodeName,
+		logger:  cfg.Logger.With("component", "membership"),
+		meta:    meta,
+		members: map[string]Member{},
+		queue:   newQueue(),
+		events:  make(chan Event),
+		stop:    make(chan struct{}),
+	}
+	mc := memberlist.DefaultLANConfig()
+	mc.Name = cfg.NodeName
+	mc.BindAddr, mc.BindPort = host, port
+	if cfg.AdvertiseAddr != "" {
+		ah, ap, err := splitHostPort(cfg.AdvertiseAddr)
+		if err != nil {
+			return nil, fmt.Errorf("membership: advertise address: %w", err)
+		}
+		mc.AdvertiseAddr, mc.AdvertisePort = ah, ap
+	}
+	t := cfg.Timings
+	mc.ProbeInterval, mc.ProbeTimeout = t.ProbeInterval, t.ProbeTimeout
+	mc.SuspicionMult, mc.SuspicionMaxTimeoutMult = t.SuspicionMult, t.SuspicionMaxTimeoutMult
+	mc.GossipInterval, mc.GossipNodes = t.GossipInterval, t.GossipNodes
+	mc.PushPullInterval, mc.TCPTimeout = t.PushPullInterval, t.TCPTimeout
+	mc.DeadNodeReclaimTime = t.DeadNodeReclaimTime
+	mc.GossipToTheDeadTime = 10 * t.ProbeInterval * time.Duration(max(1, t.SuspicionMult))
+	mc.Delegate = delegate{n}
+	mc.Events = eventDelegate{n}
+	mc.Logger = log.New(logWriter{n.logger}, "", 0)
+	n.wg.Add(1)
+	go n.pump()
+	list, err := memberlist.Create(mc)
+	if err != nil {
+		close(n.stop)
+		n.wg.Wait()
+		return nil, fmt.Errorf("membership: %w", err)
+	}
+	n.list = list
+	// memberlist hands out pointers to nodes it keeps changing under its own
+	// lock; read ours once, before anyone knows us.
+	n.addr = list.LocalNode().Address()
+	seeds := slices.DeleteFunc(slices.Clone(cfg.Seeds), func(s string) bool { return s == "" || s == n.Addr() })
+	if len(seeds) > 0 {
+		if _, err := list.Join(seeds); err != nil {
+			n.logger.Warn("joining seeds failed; retrying in the background", "seeds", seeds, "err", err)
+			n.wg.Add(1)
+			go n.retryJoin(seeds, cfg.RetryJoinInterval)
+		}
+	}
+	return n, nil
+}
+
+func splitHostPort(addr string) (string, int, error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("bad port in %q", addr)
+	}
+	if host == "" {
+		host = "0.0.0.0"
+	}
+	return host, port, nil
+}
+
+func (n *Node) retryJoin(seeds []string, every time.Duration) {
+	defer n.wg.Done()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
+		}
+		if n.list.NumMembers() > 1 {
+			return // someone found us
+		}
+		if _, err := n.list.Join(seeds); err == nil {
+			return
+		}
+	}
+}
+
+// Name is this member's node name.
+func (n *Node) Name() string { return n.name }
+
+// Addr is this member's gossip address (with the port picked, when it was 0).
+func (n *Node) Addr() string { return n.addr }
+
+// Events delivers changes of other members, in order; closed by Close.
+func (n *Node) Events() <-chan Event { return n.events }
+
+// Members returns the members believed alive, this one included, by name.
+func (n *Node) Members() []Member {
+	n.metaMu.Lock()
+	self := Member{Name: n.name, Addr: n.addr, State: StateAlive}
+	self.Meta, _ = decodeMeta(n.meta)
+	n.metaMu.Unlock()
+	out := []Member{self}
+	n.mu.Lock()
+	for _, m := range n.members {
+		if m.State == StateAlive {
+			out = append(out, m)
+		}
+	}
+	n.mu.Unlock()
+	slices.SortFunc(out, func(a, b Member) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// UpdateMeta changes what this member tells the others and gossips it.
+func (n *Node) UpdateMeta(m Meta) error {
+	b, err := encodeMeta(m, false)
+	if err != nil {
+		return err
+	}
+	n.metaMu.Lock()
+	n.meta = b
+	n.metaMu.Unlock()
+	return n.list.UpdateNode(5 * time.Second)
+}
+
+// Close leaves the cluster gracefully (others see EventLeave at once rather
+// than EventDead after the suspicion timeout), waiting up to timeout for the
+// leave to be gossiped, then stops and closes Events.
+func (n *Node) Close(timeout time.Duration) error {
+	n.closeOnce.Do(func() {
+		// memberlist reports a leave and a death alike (NotifyLeave, with the
+		// state out of reach), so first gossip a meta that says we are
+		// leaving: the others report EventLeave, and at once.
+		n.metaMu.Lock()
+		meta, _ := decodeMeta(n.meta)
+		n.meta, _ = encodeMeta(meta, true)
+		n.metaMu.Unlock()
+		updateErr := n.list.UpdateNode(timeout / 2)
+		leaveErr := errors.Join(updateErr, n.list.Leave(timeout/2))
+		n.closeErr = errors.Join(leaveErr, n.list.Shutdown())
+		close(n.stop)
+		n.wg.Wait()
+	})
+	return n.closeErr
+}
+
+// Kill stops gossiping without saying goodbye, as a crash would: the others
+// declare this member dead after their suspicion timeout. For tests and
+// fault injection.
+func (n *Node) Kill() error {
+	n.closeOnce.Do(func() {
+		n.closeErr = n.list.Shutdown()
+		close(n.stop)
+		n.wg.Wait()
+	})
+	return n.closeErr
+}
+
+// wireMeta is Meta plus the leaving mark Close gossips before it leaves.
+type wireMeta struct {
+	Meta
+	Leaving bool `json:"leaving,omitempty"`
+}
+
+func encodeMeta(m Meta, leaving bool) ([]byte, error) {
+	b, err := json.Marshal(wireMeta{Meta: m, Leaving: leaving})
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > memberlist.MetaMaxSize {
+		return nil, fmt.Errorf("membership: node meta is %d bytes, the limit is %d", len(b), memberlist.MetaMaxSize)
+	}
+	return b, nil
+}
+
+// decodeMeta reads a member's meta; unreadable meta yields an empty role (the
+// member still counts).
+func decodeMeta(b []byte) (Meta, bool) {
+	var w wireMeta
+	_ = json.Unmarshal(b, &w)
+	return w.Meta, w.Leaving
+}
+
+// pump moves events from the unbounded queue to the events channel.
+func (n *Node) pump() {
+	defer n.wg.Done()
+	defer close(n.events)
+	for {
+		ev, ok := n.queue.pop(n.stop)
+		if !ok {
+			return
+		}
+		select {
+		case n.events <- ev:
+		case <-n.stop:
+			return
+		}
+	}
+}
+
+// notify runs inside memberlist's callbacks, under its lock: m may be read
+// here and nowhere later.
+func (n *Node) notify(t EventType, m *memberlist.Node) {
+	if m.Name == n.name {
+		return
+	}
+	meta, leaving := decodeMeta(m.Meta)
+	mem := Member{Name: m.Name, Addr: m.Address(), Meta: meta, State: StateAlive}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	prev, known := n.members[m.Name]
+	switch {
+	case t == EventJoin:
+	case leaving || t == EventLeave:
+		if known && prev.State == StateLeft {
+			return // already reported when the leaving mark arrived
+		}
+		t, mem.State = EventLeave, StateLeft
+	case t == EventDead:
+		mem.State = StateDead
+	}
+	n.members[m.Name] = mem
+	n.queue.push(Event{Type: t, Member: mem})
+}
+
+type delegate struct{ n *Node }
+
+func (d delegate) NodeMeta(limit int) []byte {
+	d.n.metaMu.Lock()
+	defer d.n.metaMu.Unlock()
+	return slices.Clone(d.n.meta)
+}
+func (delegate) NotifyMsg([]byte)                           {}
+func (delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+func (delegate) LocalState(join bool) []byte                { return nil }
+func (delegate) MergeRemoteState(buf []byte, join bool)     {}
+
+type eventDelegate struct{ n *Node }
+
+func (d eventDelegate) NotifyJoin(m *memberlist.Node)   { d.n.notify(EventJoin, m) }
+func (d eventDelegate) NotifyUpdate(m *memberlist.Node) { d.n.notify(EventUpdate, m) }
+func (d eventDelegate) NotifyLeave(m *memberlist.Node)  { d.n.notify(EventDead, m) }
+
+// queue is an unbounded FIFO: memberlist's callbacks must not block on a slow
+// consumer, and dropping a Dead event would hide a failure.
+type queue struct {
+	mu    sync.Mutex // guards items
+	items []Event
+	ready chan struct{} // holds a token while items is not empty
+}
+
+func newQueue() *queue { return &queue{ready: make(chan struct{}, 1)} }
+
+func (q *queue) push(e Event) {
+	q.mu.Lock()
+	q.items = append(q.items, e)
+	q.mu.Unlock()
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+}
+
+func (q *queue) pop(stop <-chan struct{}) (Event, bool) {
+	for {
+		q.mu.Lock()
+		if len(q.items) > 0 {
+			e := q.items[0]
+			q.items = q.items[1:]
+			more := len(q.items) > 0
+			q.mu.Unlock()
+			if more {
+				select {
+				case q.ready <- struct{}{}:
+				default:
+				}
+			}
+			return e, true
+		}
+		q.mu.Unlock()
+		select {
+		case <-q.ready:
+		case <-stop:
+			return Event{}, false
+		}
+	}
+}
+
+// logWriter forwards memberlist's "[LEVEL] memberlist: ..." lines to slog,
+// dropping DEBUG.
+type logWriter struct{ l *slog.Logger }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	line := strings.TrimSpace(string(p))
+	switch {
+	case strings.HasPrefix(line, "[DEBUG]"):
+	case strings.HasPrefix(line, "[ERR]"):
+		w.l.Error(strings.TrimSpace(strings.TrimPrefix(line, "[ERR]")))
+	case strings.HasPrefix(line, "[WARN]"):
+		w.l.Warn(strings.TrimSpace(strings.TrimPrefix(line, "[WARN]")))
+	case strings.HasPrefix(line, "[INFO]"):
+		w.l.Info(strings.TrimSpace(strings.TrimPrefix(line, "[INFO]")))
+	default:
+		w.l.Info(line)
+	}
+	return len(p), nil
+}

@@ -1,0 +1,131 @@
+package membership
+
+import (
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func start(t *testing.T, role Role, id int32, bind string, seeds ...string) *Node {
+	t.Helper()
+	n, err := Start(Config{
+		BindAddr: bind,
+		Seeds:    seeds,
+		Meta:     Meta{Role: role, ID: id, GRPCAddr: "127.0.0.1:" + strconv.Itoa(9000+int(id))},
+		Logger:   quiet,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Kill() })
+	return n
+}
+
+// waitEvent returns the first event of type typ about name, failing after d.
+func waitEvent(t *testing.T, n *Node, typ EventType, name string, d time.Duration) Event {
+	t.Helper()
+	deadline := time.After(d)
+	for {
+		select {
+		case ev, ok := <-n.Events():
+			if !ok {
+				t.Fatalf("%s: events closed while waiting for %s of %s", n.Name(), typ, name)
+			}
+			if ev.Type == typ && ev.Member.Name == name {
+				return ev
+			}
+		case <-deadline:
+			t.Fatalf("%s: no %s event for %s within %v", n.Name(), typ, name, d)
+		}
+	}
+}
+
+func TestThreeMembers(t *testing.T) {
+	a := start(t, RoleController, 1, "127.0.0.1:0")
+	b := start(t, RoleStorage, 2, "127.0.0.1:0", a.Addr())
+	c := start(t, RoleGroupCoordinator, 3, "127.0.0.1:0", a.Addr())
+
+	ev := waitEvent(t, a, EventJoin, "storage-2", 5*time.Second)
+	if ev.Member.Meta != (Meta{Role: RoleStorage, ID: 2, GRPCAddr: "127.0.0.1:9002"}) || ev.Member.Addr != b.Addr() {
+		t.Errorf("join event %+v", ev)
+	}
+	waitEvent(t, a, EventJoin, "groupcoord-3", 5*time.Second)
+	waitEvent(t, b, EventJoin, "groupcoord-3", 5*time.Second)
+	waitEvent(t, c, EventJoin, "storage-2", 5*time.Second)
+	if got := len(a.Members()); got != 3 {
+		t.Errorf("a sees %d members, want 3", got)
+	}
+
+	// A meta change reaches the others as an update.
+	if err := b.UpdateMeta(Meta{Role: RoleStorage, ID: 2, GRPCAddr: "127.0.0.1:9999", Incarnation: "i2"}); err != nil {
+		t.Fatal(err)
+	}
+	if ev := waitEvent(t, a, EventUpdate, "storage-2", 5*time.Second); ev.Member.Meta.GRPCAddr != "127.0.0.1:9999" || ev.Member.Meta.Incarnation != "i2" {
+		t.Errorf("update event %+v", ev)
+	}
+
+	// A crash (no goodbye) is detected by the failure detector.
+	killed := time.Now()
+	if err := c.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	ev = waitEvent(t, a, EventDead, "groupcoord-3", 5*time.Second)
+	t.Logf("dead detected after %v", time.Since(killed))
+	if ev.Member.Meta.Role != RoleGroupCoordinator {
+		t.Errorf("dead event lost the meta: %+v", ev)
+	}
+	if d := time.Since(killed); d > 3*time.Second {
+		t.Errorf("failure detection took %v, want about 1-2 s", d)
+	}
+
+	// A graceful leave is seen as a leave, quickly.
+	left := time.Now()
+	if err := b.Close(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, a, EventLeave, "storage-2", 3*time.Second)
+	t.Logf("leave seen after %v", time.Since(left))
+	for range b.Events() {
+		// Close closes the channel; draining ends.
+	}
+	if got := len(a.Members()); got != 1 {
+		t.Errorf("a sees %d members after the others went, want 1", got)
+	}
+}
+
+// A member whose seed is not up yet keeps trying and joins once it is.
+func TestRetryJoin(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seedAddr := l.Addr().String()
+	l.Close()
+	n, err := Start(Config{BindAddr: "127.0.0.1:0", Seeds: []string{seedAddr}, RetryJoinInterval: 100 * time.Millisecond,
+		Meta: Meta{Role: RoleGateway, ID: 1}, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Kill()
+	time.Sleep(200 * time.Millisecond)
+	seed := start(t, RoleController, 1, seedAddr)
+	waitEvent(t, seed, EventJoin, "gateway-1", 5*time.Second)
+}
+
+func TestConfigErrors(t *testing.T) {
+	if _, err := Start(Config{BindAddr: "nonsense", Logger: quiet}); err == nil {
+		t.Error("a bind address without a port must be refused")
+	}
+	big := make([]byte, 600)
+	for i := range big {
+		big[i] = 'x'
+	}
+	if _, err := Start(Config{BindAddr: "127.0.0.1:0", Meta: Meta{GRPCAddr: string(big)}, Logger: quiet}); err == nil {
+		t.Error("meta above 512 bytes must be refused")
+	}
+}
