@@ -2,6 +2,7 @@ package partition
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -298,6 +299,15 @@ func (p *Partition) notifyLEOLocked() {
 	p.leoMoved = make(chan struct{})
 }
 
+// Close takes the replica out of service: it leads and follows nothing, and
+// produces waiting in purgatory are answered NOT_LEADER_OR_FOLLOWER.
+func (p *Partition) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.role = None
+	p.failWaitersLocked(errs.Errorf(errs.NotLeaderOrFollower, "%s-%d: replica closed on broker %d", p.cfg.Topic, p.cfg.Partition, p.cfg.Self))
+}
+
 // HWMoved returns a channel closed the next time the HW moves.
 func (p *Partition) HWMoved() <-chan struct{} {
 	p.mu.Lock()
@@ -311,3 +321,11 @@ func (p *Partition) LEOMoved() <-chan struct{} {
 	defer p.mu.Unlock()
 	return p.leoMoved
 }
+
+// TP names a partition.
+type TP struct {
+	Topic     string
+	Partition int32
+}
+
+func (tp TP) String() string { return fmt.Sprintf("%s-%d", tp.Topic, tp.Partition) }

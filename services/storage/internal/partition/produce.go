@@ -72,12 +72,14 @@ func (p *Partition) append(acks int, leaderEpoch int32, batches []byte) (Produce
 	if err := p.checkLeaderLocked(leaderEpoch); err != nil {
 		return ProduceResult{}, nil, err
 	}
+	// As Kafka: the ISR check comes first, so a producer retrying through an
+	// outage keeps seeing NOT_ENOUGH_REPLICAS rather than sequence errors.
+	if acks == AcksAll && len(p.st.ISR) < p.cfg.MinInsyncReplicas {
+		return ProduceResult{}, nil, errs.Errorf(errs.NotEnoughReplicas, "%s-%d: ISR %v is smaller than min.insync.replicas=%d", p.cfg.Topic, p.cfg.Partition, p.st.ISR, p.cfg.MinInsyncReplicas)
+	}
 	list, err := p.validateLocked(batches)
 	if err != nil {
 		return ProduceResult{}, nil, err
-	}
-	if acks == AcksAll && len(p.st.ISR) < p.cfg.MinInsyncReplicas {
-		return ProduceResult{}, nil, errs.Errorf(errs.NotEnoughReplicas, "%s-%d: ISR %v is smaller than min.insync.replicas=%d", p.cfg.Topic, p.cfg.Partition, p.st.ISR, p.cfg.MinInsyncReplicas)
 	}
 	res := ProduceResult{BaseOffset: -1, LogAppendTime: -1, LeaderEpoch: p.st.LeaderEpoch}
 	appended := false
@@ -88,9 +90,12 @@ func (p *Partition) append(acks int, leaderEpoch int32, batches []byte) (Produce
 		} else {
 			first, last, err = p.log.AppendAsLeader(x.b, record.Epoch(p.st.LeaderEpoch))
 			if err != nil {
-				// A disk error: what was appended before stays (it is valid and
-				// its producers are recorded); the caller sees the failure.
-				return res, nil, errs.Errorf(errs.KafkaStorageError, "%s-%d: append: %v", p.cfg.Topic, p.cfg.Partition, err)
+				// The log's own validation (records, keys on compacted topics)
+				// answers with its code; anything else is the disk failing.
+				if errs.Of(err) == errs.UnknownServerError {
+					err = errs.Errorf(errs.KafkaStorageError, "%s-%d: append: %v", p.cfg.Topic, p.cfg.Partition, err)
+				}
+				return res, nil, err
 			}
 			p.producers.Append(x.pb, int64(first), int64(last), x.b.MaxTimestamp())
 			appended = true

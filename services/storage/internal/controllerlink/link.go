@@ -1,0 +1,285 @@
+package controllerlink
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	controllerv1 "skein/gen/skein/controller/v1"
+	"skein/libs/errs"
+	"skein/libs/metadata"
+	"skein/libs/telemetry"
+	"skein/services/storage/internal/partition"
+)
+
+// Config names the broker and its controllers.
+type Config struct {
+	BrokerID    int32
+	GRPCAddr    string
+	HTTPAddr    string
+	Rack        string
+	Controllers []string
+	// HeartbeatInterval is how often the session is renewed (default 500ms).
+	HeartbeatInterval time.Duration
+}
+
+// Link is the broker's controller session.
+type Link struct {
+	cfg         Config
+	log         *slog.Logger
+	incarnation string
+	conns       []*grpc.ClientConn
+	next        atomic.Int64 // index of the controller to try first
+	epoch       atomic.Int64 // broker epoch, 0 before registration
+	applied     atomic.Uint64
+}
+
+// New dials (lazily) every controller.
+func New(cfg Config, log *slog.Logger) (*Link, error) {
+	if len(cfg.Controllers) == 0 {
+		return nil, fmt.Errorf("no controller addresses")
+	}
+	if cfg.HeartbeatInterval <= 0 {
+		cfg.HeartbeatInterval = 500 * time.Millisecond
+	}
+	var id [8]byte
+	_, _ = rand.Read(id[:])
+	l := &Link{cfg: cfg, log: log, incarnation: hex.EncodeToString(id[:])}
+	for _, addr := range cfg.Controllers {
+		cc, err := grpc.NewClient(addr, append(telemetry.GRPCDialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+		if err != nil {
+			l.Close()
+			return nil, fmt.Errorf("controller %s: %w", addr, err)
+		}
+		l.conns = append(l.conns, cc)
+	}
+	return l, nil
+}
+
+// Close closes the connections.
+func (l *Link) Close() {
+	for _, c := range l.conns {
+		c.Close()
+	}
+}
+
+// BrokerEpoch is the epoch of the current registration (0 before one).
+func (l *Link) BrokerEpoch() int64 { return l.epoch.Load() }
+
+// call runs fn against the controllers in turn until one answers with
+// something other than a transport failure or NOT_CONTROLLER.
+func (l *Link) call(ctx context.Context, fn func(controllerv1.ControllerServiceClient) error) error {
+	var last error
+	for i := 0; i < len(l.conns); i++ {
+		idx := (int(l.next.Load()) + i) % len(l.conns)
+		err := errs.FromStatus(fn(controllerv1.NewControllerServiceClient(l.conns[idx])))
+		if err == nil || !errs.IsRetriable(err) {
+			l.next.Store(int64(idx))
+			return err
+		}
+		last = err
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return last
+}
+
+// Register registers the broker, retrying until ctx ends.
+func (l *Link) Register(ctx context.Context) error {
+	for {
+		var resp *controllerv1.RegisterBrokerResponse
+		err := l.call(ctx, func(c controllerv1.ControllerServiceClient) error {
+			rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			defer cancel()
+			var err error
+			resp, err = c.RegisterBroker(rctx, &controllerv1.RegisterBrokerRequest{
+				BrokerId: l.cfg.BrokerID, GrpcAddr: l.cfg.GRPCAddr, HttpAddr: l.cfg.HTTPAddr, Rack: l.cfg.Rack, IncarnationId: l.incarnation,
+			})
+			return err
+		})
+		if err == nil {
+			l.epoch.Store(resp.GetBrokerEpoch())
+			l.log.Info("registered with the controller", "broker_epoch", resp.GetBrokerEpoch())
+			return nil
+		}
+		l.log.Warn("broker registration failed; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+// Heartbeat renews the session until ctx ends; a fenced answer (the
+// controller declared this incarnation dead) registers again.
+func (l *Link) Heartbeat(ctx context.Context) {
+	t := time.NewTicker(l.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		var resp *controllerv1.BrokerHeartbeatResponse
+		err := l.call(ctx, func(c controllerv1.ControllerServiceClient) error {
+			hctx, cancel := context.WithTimeout(ctx, l.cfg.HeartbeatInterval*2)
+			defer cancel()
+			var err error
+			resp, err = c.BrokerHeartbeat(hctx, &controllerv1.BrokerHeartbeatRequest{BrokerId: l.cfg.BrokerID, BrokerEpoch: l.epoch.Load(), AppliedVersion: l.applied.Load()})
+			return err
+		})
+		switch {
+		case errs.Of(err) == errs.StaleBrokerEpoch || errs.Of(err) == errs.BrokerIDNotRegistered || (err == nil && resp.GetFenced()):
+			l.log.Warn("broker fenced by the controller; registering again", "err", err)
+			if err := l.Register(ctx); err != nil {
+				return
+			}
+		case err != nil && ctx.Err() == nil:
+			l.log.Debug("heartbeat failed", "err", err)
+		}
+	}
+}
+
+// Watch follows the metadata stream until ctx ends, calling onImage with a
+// private copy of every new version. It reconnects (to the next controller)
+// on any error, asking for a fresh image.
+func (l *Link) Watch(ctx context.Context, onImage func(*metadata.Image)) {
+	var im *metadata.Image
+	for ctx.Err() == nil {
+		idx := int(l.next.Load()) % len(l.conns)
+		err := l.watchOnce(ctx, controllerv1.NewControllerServiceClient(l.conns[idx]), &im, onImage)
+		if ctx.Err() != nil {
+			return
+		}
+		l.log.Debug("metadata stream ended; reconnecting", "controller", l.cfg.Controllers[idx], "err", err)
+		l.next.Store(int64(idx + 1))
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func (l *Link) watchOnce(ctx context.Context, c controllerv1.ControllerServiceClient, im **metadata.Image, onImage func(*metadata.Image)) error {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := c.WatchMetadata(sctx, &controllerv1.WatchMetadataRequest{NodeId: l.cfg.BrokerID})
+	if err != nil {
+		return err
+	}
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		switch u := msg.GetUpdate().(type) {
+		case *controllerv1.WatchMetadataResponse_Image:
+			next, err := metadata.FromProto(u.Image)
+			if err != nil {
+				return err
+			}
+			*im = next
+		case *controllerv1.WatchMetadataResponse_Delta:
+			if *im == nil {
+				return fmt.Errorf("delta before image")
+			}
+			if err := (*im).Apply(u.Delta); err != nil {
+				*im = nil
+				return err
+			}
+		}
+		l.applied.Store(uint64((*im).Version()))
+		onImage((*im).Clone())
+	}
+}
+
+// ProposeISR implements partition.ISRProposer with AlterPartition.
+func (l *Link) ProposeISR(ctx context.Context, topic string, part int32, leaderEpoch, partitionEpoch int32, isr []int32) (partition.State, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var resp *controllerv1.AlterPartitionResponse
+	err := l.call(ctx, func(c controllerv1.ControllerServiceClient) error {
+		var err error
+		resp, err = c.AlterPartition(ctx, &controllerv1.AlterPartitionRequest{
+			BrokerId: l.cfg.BrokerID, BrokerEpoch: l.epoch.Load(),
+			Partitions: []*controllerv1.PartitionIsrChange{{Topic: topic, Partition: part, LeaderEpoch: leaderEpoch, PartitionEpoch: partitionEpoch, NewIsr: isr}},
+		})
+		return err
+	})
+	if err != nil {
+		return partition.State{}, err
+	}
+	if len(resp.GetPartitions()) != 1 {
+		return partition.State{}, errs.Errorf(errs.UnknownServerError, "AlterPartition answered %d partitions", len(resp.GetPartitions()))
+	}
+	r := resp.GetPartitions()[0]
+	st := StateOf(r.GetState())
+	if code := r.GetErrorCode(); code != 0 {
+		return st, errs.Errorf(errs.ForCode(errs.Code(code)), "%s", r.GetErrorMessage())
+	}
+	return st, nil
+}
+
+// StateOf converts a partition record to the replica's view.
+func StateOf(p *controllerv1.PartitionRecord) partition.State {
+	return partition.State{Leader: p.GetLeader(), LeaderEpoch: p.GetLeaderEpoch(), PartitionEpoch: p.GetPartitionEpoch(), Replicas: p.GetReplicas(), ISR: p.GetIsr()}
+}
+
+// ControlledShutdown asks the controller to move leadership away, waiting up
+// to ctx for it to finish.
+func (l *Link) ControlledShutdown(ctx context.Context) (remaining int32, err error) {
+	err = l.call(ctx, func(c controllerv1.ControllerServiceClient) error {
+		resp, err := c.ControlledShutdown(ctx, &controllerv1.ControlledShutdownRequest{BrokerId: l.cfg.BrokerID, BrokerEpoch: l.epoch.Load()})
+		remaining = resp.GetRemainingLeaderships()
+		return err
+	})
+	return remaining, err
+}
+
+// Conns is a cache of client connections to other brokers by address.
+type Conns struct {
+	mu    sync.Mutex
+	conns map[string]*grpc.ClientConn
+	opts  []grpc.DialOption
+}
+
+// NewConns returns an empty cache dialing with opts.
+func NewConns(opts ...grpc.DialOption) *Conns {
+	return &Conns{conns: map[string]*grpc.ClientConn{}, opts: opts}
+}
+
+// Get returns the connection to addr, dialing it lazily.
+func (c *Conns) Get(addr string) (*grpc.ClientConn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cc, ok := c.conns[addr]; ok {
+		return cc, nil
+	}
+	cc, err := grpc.NewClient(addr, c.opts...)
+	if err != nil {
+		return nil, err
+	}
+	c.conns[addr] = cc
+	return cc, nil
+}
+
+// Close closes every connection.
+func (c *Conns) Close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, cc := range c.conns {
+		cc.Close()
+	}
+	c.conns = map[string]*grpc.ClientConn{}
+}

@@ -1,0 +1,238 @@
+package fetcher
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+
+	storagev1 "skein/gen/skein/storage/v1"
+	"skein/libs/errs"
+	"skein/libs/record"
+	"skein/services/storage/internal/partition"
+)
+
+// Config tunes the fetch rounds.
+type Config struct {
+	Self        int32
+	BrokerEpoch func() int64
+	// MaxWait is how long the leader may hold a round with no new data.
+	MaxWait time.Duration
+	// MaxBytes bounds one answer; PartitionMaxBytes one partition's share.
+	MaxBytes          int
+	PartitionMaxBytes int
+	// Backoff after a failed round or a broken stream.
+	Backoff time.Duration
+}
+
+// Dialer returns a connection to a broker, or false when its address is
+// not known (yet).
+type Dialer func(broker int32) (*grpc.ClientConn, bool)
+
+// Manager owns the fetcher goroutines.
+type Manager struct {
+	cfg  Config
+	dial Dialer
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	threads map[int32]*thread // by leader broker
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+type thread struct {
+	leader int32
+	mu     sync.Mutex
+	parts  map[partition.TP]*partition.Partition
+	wake   chan struct{}
+	cancel context.CancelFunc
+}
+
+// New returns a manager with no fetchers.
+func New(cfg Config, dial Dialer, log *slog.Logger) *Manager {
+	if cfg.MaxWait <= 0 {
+		cfg.MaxWait = 500 * time.Millisecond
+	}
+	if cfg.MaxBytes <= 0 {
+		cfg.MaxBytes = 16 << 20
+	}
+	if cfg.PartitionMaxBytes <= 0 {
+		cfg.PartitionMaxBytes = 4 << 20
+	}
+	if cfg.Backoff <= 0 {
+		cfg.Backoff = 100 * time.Millisecond
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Manager{cfg: cfg, dial: dial, log: log, threads: map[int32]*thread{}, ctx: ctx, cancel: cancel}
+}
+
+// Follow makes tp fetched from leader (moving it off another leader's stream).
+func (m *Manager) Follow(tp partition.TP, p *partition.Partition, leader int32) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id, th := range m.threads {
+		if id != leader {
+			th.remove(tp)
+		}
+	}
+	th, ok := m.threads[leader]
+	if !ok {
+		ctx, cancel := context.WithCancel(m.ctx)
+		th = &thread{leader: leader, parts: map[partition.TP]*partition.Partition{}, wake: make(chan struct{}, 1), cancel: cancel}
+		m.threads[leader] = th
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			m.run(ctx, th)
+		}()
+	}
+	th.add(tp, p)
+}
+
+// Unfollow stops fetching tp.
+func (m *Manager) Unfollow(tp partition.TP) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, th := range m.threads {
+		th.remove(tp)
+	}
+}
+
+// Close stops every fetcher and waits for them.
+func (m *Manager) Close() {
+	m.cancel()
+	m.wg.Wait()
+}
+
+func (th *thread) add(tp partition.TP, p *partition.Partition) {
+	th.mu.Lock()
+	th.parts[tp] = p
+	th.mu.Unlock()
+	select {
+	case th.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (th *thread) remove(tp partition.TP) {
+	th.mu.Lock()
+	delete(th.parts, tp)
+	th.mu.Unlock()
+}
+
+type pos struct {
+	p  *partition.Partition
+	fs partition.FollowerState
+}
+
+// snapshot lists the partitions still following this leader and where each
+// fetches from.
+func (th *thread) snapshot() map[partition.TP]pos {
+	th.mu.Lock()
+	defer th.mu.Unlock()
+	out := make(map[partition.TP]pos, len(th.parts))
+	for tp, p := range th.parts {
+		fs, ok := p.FollowerState()
+		if !ok || fs.Leader != th.leader {
+			continue
+		}
+		out[tp] = pos{p, fs}
+	}
+	return out
+}
+
+func (m *Manager) run(ctx context.Context, th *thread) {
+	for ctx.Err() == nil {
+		err := m.stream(ctx, th)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			m.log.Debug("replication stream to leader ended", "leader", th.leader, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(m.cfg.Backoff):
+		}
+	}
+}
+
+// stream runs fetch rounds on one stream until it breaks.
+func (m *Manager) stream(ctx context.Context, th *thread) error {
+	cc, ok := m.dial(th.leader)
+	if !ok {
+		return errs.Errorf(errs.BrokerNotAvailable, "no address for leader %d", th.leader)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := storagev1.NewStorageServiceClient(cc).Replicate(sctx)
+	if err != nil {
+		return err
+	}
+	for {
+		parts := th.snapshot()
+		if len(parts) == 0 {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-th.wake:
+				continue
+			case <-time.After(time.Second):
+				continue
+			}
+		}
+		req := &storagev1.ReplicateRequest{
+			ReplicaId: m.cfg.Self, BrokerEpoch: m.cfg.BrokerEpoch(),
+			MaxWaitMs: int32(m.cfg.MaxWait / time.Millisecond), MaxBytes: int32(m.cfg.MaxBytes),
+		}
+		for tp, x := range parts {
+			req.Partitions = append(req.Partitions, &storagev1.ReplicaFetchState{
+				Topic: tp.Topic, Partition: tp.Partition, FetchOffset: int64(x.fs.FetchOffset),
+				LastFetchedEpoch: int32(x.fs.LastFetchedEpoch), CurrentLeaderEpoch: x.fs.CurrentLeaderEpoch, LogStartOffset: int64(x.fs.LogStartOffset),
+			})
+		}
+		if err := stream.Send(req); err != nil {
+			return err
+		}
+		resp, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		backoff := false
+		for _, r := range resp.GetPartitions() {
+			tp := partition.TP{Topic: r.GetTopic(), Partition: r.GetPartition()}
+			x, ok := parts[tp]
+			if !ok {
+				continue
+			}
+			if code := r.GetErrorCode(); code != 0 {
+				// NOT_LEADER / FENCED / UNKNOWN_LEADER_EPOCH: the metadata
+				// stream will move the partition; until then do not spin.
+				backoff = true
+				m.log.Debug("replica fetch refused", "partition", tp, "leader", th.leader, "code", errs.ForCode(errs.Code(code)).Name, "msg", r.GetErrorMessage())
+				continue
+			}
+			res := partition.FollowerFetchResult{
+				Records: r.GetRecords(), HW: record.Offset(r.GetHighWatermark()), LogStartOffset: record.Offset(r.GetLogStartOffset()), LSO: record.Offset(r.GetLastStableOffset()),
+			}
+			if d := r.GetDivergingEpoch(); d != nil {
+				res.Diverging, res.DivergingEpoch, res.DivergingEnd = true, record.Epoch(d.GetEpoch()), record.Offset(d.GetEndOffset())
+			}
+			if err := x.p.ApplyFetched(x.fs.CurrentLeaderEpoch, x.fs.FetchOffset, res); err != nil {
+				m.log.Error("applying fetched batches failed", "partition", tp, "err", err)
+				backoff = true
+			}
+		}
+		if backoff {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(m.cfg.Backoff):
+			}
+		}
+	}
+}

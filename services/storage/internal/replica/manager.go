@@ -1,0 +1,352 @@
+package replica
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	controllerv1 "skein/gen/skein/controller/v1"
+	"skein/libs/errs"
+	plog "skein/libs/log"
+	"skein/libs/metadata"
+	"skein/libs/record"
+	"skein/services/storage/internal/partition"
+	"skein/services/storage/internal/producer"
+)
+
+// Checkpoint is what survives a restart besides the log itself.
+type Checkpoint struct {
+	HW             int64
+	LogStartOffset int64
+	RecoveryPoint  int64
+}
+
+// Checkpoints stores checkpoints by partition directory name.
+type Checkpoints interface {
+	Get(key string) (Checkpoint, bool, error)
+	Put(key string, c Checkpoint) error
+	Delete(key string) error
+}
+
+// Fetchers is the follower side (package fetcher).
+type Fetchers interface {
+	Follow(tp partition.TP, p *partition.Partition, leader int32)
+	Unfollow(tp partition.TP)
+}
+
+// Config of the manager.
+type Config struct {
+	Self    int32
+	DataDir string
+	// ReplicaLagMax is replica.lag.time.max.ms (default 10 s; the dev cluster
+	// uses less).
+	ReplicaLagMax time.Duration
+	// Tick is how often housekeeping runs (ISR checks; default 250 ms).
+	Tick time.Duration
+	// CheckpointEvery is how often HW and log state are checkpointed (default 1 s).
+	CheckpointEvery time.Duration
+	// RetentionEvery is how often retention runs (default 30 s).
+	RetentionEvery time.Duration
+}
+
+// Manager hosts this node's replicas.
+type Manager struct {
+	cfg      Config
+	log      *slog.Logger
+	proposer partition.ISRProposer
+	fetchers Fetchers
+	ckpt     Checkpoints
+	now      func() time.Time
+
+	mu     sync.RWMutex
+	hosted map[partition.TP]*hosted
+	image  *metadata.Image
+	closed bool
+}
+
+type hosted struct {
+	p       *partition.Partition
+	log     *plog.Log
+	topicID string
+	key     string // directory name, also the checkpoint key
+}
+
+// New returns a manager with nothing hosted yet.
+func New(cfg Config, log *slog.Logger, proposer partition.ISRProposer, fetchers Fetchers, ckpt Checkpoints) *Manager {
+	if cfg.ReplicaLagMax <= 0 {
+		cfg.ReplicaLagMax = 10 * time.Second
+	}
+	if cfg.Tick <= 0 {
+		cfg.Tick = 250 * time.Millisecond
+	}
+	if cfg.CheckpointEvery <= 0 {
+		cfg.CheckpointEvery = time.Second
+	}
+	if cfg.RetentionEvery <= 0 {
+		cfg.RetentionEvery = 30 * time.Second
+	}
+	return &Manager{cfg: cfg, log: log, proposer: proposer, fetchers: fetchers, ckpt: ckpt, now: time.Now, hosted: map[partition.TP]*hosted{}}
+}
+
+// Get answers the hosted replica of tp.
+func (m *Manager) Get(tp partition.TP) (*partition.Partition, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if h, ok := m.hosted[tp]; ok {
+		return h.p, nil
+	}
+	if m.image != nil {
+		if _, ok := m.image.Partition(tp.Topic, tp.Partition); ok {
+			return nil, errs.Errorf(errs.NotLeaderOrFollower, "broker %d hosts no replica of %s", m.cfg.Self, tp)
+		}
+	}
+	return nil, errs.Errorf(errs.UnknownTopicOrPartition, "%s does not exist", tp)
+}
+
+// BrokerAddr answers a broker's gRPC address from the latest metadata.
+func (m *Manager) BrokerAddr(id int32) (string, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.image == nil {
+		return "", false
+	}
+	b, ok := m.image.Broker(metadata.BrokerID(id))
+	if !ok || b.GetGrpcAddr() == "" {
+		return "", false
+	}
+	return b.GetGrpcAddr(), true
+}
+
+// Image is the latest metadata the manager applied (nil before the first).
+func (m *Manager) Image() *metadata.Image {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.image
+}
+
+// OnImage reconciles the hosted replicas with a new metadata version.
+func (m *Manager) OnImage(im *metadata.Image) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return
+	}
+	m.image = im
+	seen := map[partition.TP]bool{}
+	for _, t := range im.Topics() {
+		for _, pr := range im.Partitions(t.GetName()) {
+			if !slices.Contains(pr.GetReplicas(), m.cfg.Self) {
+				continue
+			}
+			tp := partition.TP{Topic: t.GetName(), Partition: pr.GetPartition()}
+			seen[tp] = true
+			if err := m.reconcileLocked(tp, t, pr); err != nil {
+				m.log.Error("cannot host replica", "partition", tp, "err", err)
+			}
+		}
+	}
+	for tp, h := range m.hosted {
+		if !seen[tp] {
+			m.removeLocked(tp, h, true)
+		}
+	}
+}
+
+func (m *Manager) reconcileLocked(tp partition.TP, t *controllerv1.TopicRecord, pr *controllerv1.PartitionRecord) error {
+	h, ok := m.hosted[tp]
+	if ok && h.topicID != t.GetTopicId() {
+		// The topic was deleted and created again under the same name.
+		m.removeLocked(tp, h, true)
+		ok = false
+	}
+	lcfg, pcfg, err := configsFor(tp, m.cfg, t.GetConfigs())
+	if err != nil {
+		return err
+	}
+	if !ok {
+		if h, err = m.openLocked(tp, t.GetTopicId(), lcfg, pcfg); err != nil {
+			return err
+		}
+	} else {
+		h.log.SetConfig(lcfg)
+		h.p.SetConfig(pcfg)
+	}
+	h.p.Apply(partition.State{Leader: pr.GetLeader(), LeaderEpoch: pr.GetLeaderEpoch(), PartitionEpoch: pr.GetPartitionEpoch(), Replicas: pr.GetReplicas(), ISR: pr.GetIsr()})
+	switch leader := pr.GetLeader(); {
+	case leader == m.cfg.Self || leader < 0:
+		m.fetchers.Unfollow(tp)
+	default:
+		m.fetchers.Follow(tp, h.p, leader)
+	}
+	return nil
+}
+
+// configsFor builds the log's and the replica's configs from a topic's.
+func configsFor(tp partition.TP, mc Config, configs map[string]string) (plog.Config, partition.Config, error) {
+	lcfg, err := plog.ParseConfig(configs)
+	if err != nil {
+		return plog.Config{}, partition.Config{}, err
+	}
+	minISR := 1
+	if v, ok := configs["min.insync.replicas"]; ok {
+		if n, err := strconv.Atoi(v); err == nil && n > 0 {
+			minISR = n
+		}
+	}
+	return lcfg, partition.Config{
+		Topic: tp.Topic, Partition: tp.Partition, Self: mc.Self,
+		MinInsyncReplicas: minISR, MaxMessageBytes: int(lcfg.MaxMessageBytes), ReplicaLagMax: mc.ReplicaLagMax,
+	}, nil
+}
+
+func dirName(tp partition.TP, topicID string) string {
+	return fmt.Sprintf("%s-%d-%s", tp.Topic, tp.Partition, topicID)
+}
+
+func (m *Manager) openLocked(tp partition.TP, topicID string, lcfg plog.Config, pcfg partition.Config) (*hosted, error) {
+	key := dirName(tp, topicID)
+	ck, _, err := m.ckpt.Get(key)
+	if err != nil {
+		return nil, err
+	}
+	l, err := plog.Open(filepath.Join(m.cfg.DataDir, "logs", key), lcfg, plog.Options{State: plog.State{LogStartOffset: record.Offset(ck.LogStartOffset), RecoveryPoint: record.Offset(ck.RecoveryPoint)}})
+	if err != nil {
+		return nil, err
+	}
+	ps := producer.New()
+	if err := partition.ReplayLog(logAdapter{l}, ps, l.LogStartOffset()); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("replaying producer state of %s: %w", tp, err)
+	}
+	h := &hosted{log: l, topicID: topicID, key: key,
+		p: partition.New(pcfg, logAdapter{l}, record.Offset(ck.HW), ps, m.proposer, m.now)}
+	m.hosted[tp] = h
+	m.log.Info("hosting replica", "partition", tp, "leo", l.LEO(), "hw", ck.HW)
+	return h, nil
+}
+
+func (m *Manager) removeLocked(tp partition.TP, h *hosted, deleteData bool) {
+	m.fetchers.Unfollow(tp)
+	h.p.Close()
+	if err := h.log.Close(); err != nil {
+		m.log.Warn("closing log", "partition", tp, "err", err)
+	}
+	delete(m.hosted, tp)
+	if deleteData {
+		if err := os.RemoveAll(h.log.Dir()); err != nil {
+			m.log.Warn("removing log directory", "partition", tp, "err", err)
+		}
+		if err := m.ckpt.Delete(h.key); err != nil {
+			m.log.Warn("removing checkpoint", "partition", tp, "err", err)
+		}
+		m.log.Info("removed replica", "partition", tp)
+	}
+}
+
+// Run does the housekeeping until ctx ends.
+func (m *Manager) Run(ctx context.Context) {
+	tick := time.NewTicker(m.cfg.Tick)
+	defer tick.Stop()
+	lastCkpt, lastRetention := m.now(), m.now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		now := m.now()
+		m.mu.RLock()
+		list := make([]*hosted, 0, len(m.hosted))
+		for _, h := range m.hosted {
+			list = append(list, h)
+		}
+		m.mu.RUnlock()
+		for _, h := range list {
+			h.p.MaybeShrinkISR()
+			if err := h.log.FlushIfDue(now); err != nil {
+				m.log.Error("flush failed", "dir", h.key, "err", err)
+			}
+		}
+		if now.Sub(lastRetention) >= m.cfg.RetentionEvery {
+			lastRetention = now
+			for _, h := range list {
+				if n, err := h.log.DeleteExpired(now); err != nil {
+					m.log.Error("retention failed", "dir", h.key, "err", err)
+				} else if n > 0 {
+					m.log.Info("retention deleted segments", "dir", h.key, "segments", n)
+				}
+			}
+		}
+		if now.Sub(lastCkpt) >= m.cfg.CheckpointEvery {
+			lastCkpt = now
+			m.checkpoint(list)
+		}
+	}
+}
+
+func (m *Manager) checkpoint(list []*hosted) {
+	for _, h := range list {
+		s := h.p.Snapshot()
+		st := h.log.State()
+		c := Checkpoint{HW: int64(s.HW), LogStartOffset: int64(st.LogStartOffset), RecoveryPoint: int64(st.RecoveryPoint)}
+		if err := m.ckpt.Put(h.key, c); err != nil {
+			m.log.Error("checkpoint failed", "dir", h.key, "err", err)
+		}
+	}
+}
+
+// Close checkpoints, flushes and closes every replica.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return
+	}
+	m.closed = true
+	list := make([]*hosted, 0, len(m.hosted))
+	for _, h := range m.hosted {
+		list = append(list, h)
+	}
+	for _, h := range list {
+		_ = h.log.Flush()
+	}
+	m.checkpoint(list)
+	for tp, h := range m.hosted {
+		m.removeLocked(tp, h, false)
+	}
+}
+
+// Stats for metrics: partitions led, under-replicated among them, and each
+// follower's lag behind the leader's LEO.
+type Stats struct {
+	Hosted, Leading, UnderReplicated, Offline int
+	FollowerLag                               map[string]int64 // "topic-p/replica" -> LEO lag
+}
+
+// Stats reads the replicas' positions.
+func (m *Manager) Stats() Stats {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	s := Stats{FollowerLag: map[string]int64{}}
+	for tp, h := range m.hosted {
+		s.Hosted++
+		snap := h.p.Snapshot()
+		if snap.Role != partition.Leader {
+			continue
+		}
+		s.Leading++
+		if len(snap.State.ISR) < len(snap.State.Replicas) {
+			s.UnderReplicated++
+		}
+		for id, leo := range snap.FollowerLEO {
+			s.FollowerLag[fmt.Sprintf("%s/%d", tp, id)] = max(0, int64(snap.LEO-leo))
+		}
+	}
+	return s
+}

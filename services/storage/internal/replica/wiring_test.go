@@ -1,0 +1,253 @@
+package replica_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	controllerv1 "skein/gen/skein/controller/v1"
+	storagev1 "skein/gen/skein/storage/v1"
+	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/errs"
+	"skein/libs/metadata"
+	"skein/libs/record"
+	"skein/services/storage/internal/fetcher"
+	"skein/services/storage/internal/partition"
+	"skein/services/storage/internal/replica"
+	"skein/services/storage/internal/server"
+)
+
+// memCheckpoints is an in-memory replica.Checkpoints.
+type memCheckpoints struct {
+	mu sync.Mutex
+	m  map[string]replica.Checkpoint
+}
+
+func (c *memCheckpoints) Get(k string) (replica.Checkpoint, bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.m[k]
+	return v, ok, nil
+}
+func (c *memCheckpoints) Put(k string, v replica.Checkpoint) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.m[k] = v
+	return nil
+}
+func (c *memCheckpoints) Delete(k string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, k)
+	return nil
+}
+
+// fakeController holds the metadata, commits ISR changes and pushes every
+// version to the nodes, as WatchMetadata would.
+type fakeController struct {
+	mu    sync.Mutex
+	im    *metadata.Image
+	nodes []*node
+}
+
+func (fc *fakeController) apply(t *testing.T, recs ...*controllerv1.MetadataRecord) {
+	fc.mu.Lock()
+	err := fc.im.Apply(&controllerv1.MetadataDelta{Version: uint64(fc.im.Version()) + 1, Records: recs})
+	im := fc.im.Clone()
+	fc.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range fc.nodes {
+		n.mgr.OnImage(im.Clone())
+	}
+}
+
+func (fc *fakeController) partition(topic string, p int32) *controllerv1.PartitionRecord {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	pr, _ := fc.im.Partition(topic, p)
+	return pr
+}
+
+type proposer struct {
+	t  *testing.T
+	fc *fakeController
+}
+
+func (pp proposer) ProposeISR(_ context.Context, topic string, p int32, le, pe int32, isr []int32) (partition.State, error) {
+	cur := pp.fc.partition(topic, p)
+	if cur.GetLeaderEpoch() != le || cur.GetPartitionEpoch() != pe {
+		return partition.State{}, errs.Errorf(errs.InvalidUpdateVersion, "stale")
+	}
+	next := &controllerv1.PartitionRecord{Topic: topic, TopicId: cur.GetTopicId(), Partition: p, Replicas: cur.GetReplicas(), Isr: isr,
+		Leader: cur.GetLeader(), LeaderEpoch: le, PartitionEpoch: pe + 1}
+	pp.fc.apply(pp.t, metadata.PartitionRecord(next))
+	return partition.State{Leader: next.Leader, LeaderEpoch: le, PartitionEpoch: pe + 1, Replicas: next.Replicas, ISR: isr}, nil
+}
+
+type node struct {
+	id   int32
+	addr string
+	mgr  *replica.Manager
+	srv  *grpc.Server
+	fet  *fetcher.Manager
+	cc   *grpc.ClientConn
+}
+
+func startNodes(t *testing.T) (*fakeController, []*node) {
+	fc := &fakeController{im: metadata.New("test")}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var nodes []*node
+	var brokers []*controllerv1.MetadataRecord
+	conns := map[int32]*grpc.ClientConn{}
+	var connsMu sync.Mutex
+	for id := int32(1); id <= 3; id++ {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := &node{id: id, addr: lis.Addr().String()}
+		n.fet = fetcher.New(fetcher.Config{Self: id, BrokerEpoch: func() int64 { return 1 }, MaxWait: 200 * time.Millisecond}, func(b int32) (*grpc.ClientConn, bool) {
+			connsMu.Lock()
+			defer connsMu.Unlock()
+			cc, ok := conns[b]
+			return cc, ok
+		}, log)
+		n.mgr = replica.New(replica.Config{Self: id, DataDir: t.TempDir(), ReplicaLagMax: 2 * time.Second, Tick: 50 * time.Millisecond}, log, proposer{t, fc}, n.fet, &memCheckpoints{m: map[string]replica.Checkpoint{}})
+		n.srv = grpc.NewServer()
+		storagev1.RegisterStorageServiceServer(n.srv, server.New(n.mgr, log, nil))
+		go n.srv.Serve(lis)
+		n.cc, _ = grpc.NewClient(n.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		connsMu.Lock()
+		conns[id] = n.cc
+		connsMu.Unlock()
+		ctx, cancel := context.WithCancel(context.Background())
+		go n.mgr.Run(ctx)
+		t.Cleanup(func() {
+			cancel()
+			n.fet.Close()
+			n.srv.Stop()
+			n.cc.Close()
+			n.mgr.Close()
+		})
+		nodes = append(nodes, n)
+		brokers = append(brokers, metadata.BrokerRecord(&controllerv1.BrokerRecord{Id: id, GrpcAddr: n.addr, BrokerEpoch: 1}))
+	}
+	fc.nodes = nodes
+	fc.apply(t, brokers...)
+	fc.apply(t,
+		metadata.TopicRecord(&controllerv1.TopicRecord{TopicId: "tid1", Name: "t", Configs: map[string]string{"min.insync.replicas": "2"}}),
+		metadata.PartitionRecord(&controllerv1.PartitionRecord{Topic: "t", TopicId: "tid1", Partition: 0, Replicas: []int32{1, 2, 3}, Isr: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 0}),
+	)
+	return fc, nodes
+}
+
+func oneRecord(t *testing.T, v string) []byte {
+	b := record.NewBuilder(record.DefaultBatchOptions())
+	b.Append(time.Now().UnixMilli(), []byte("k"), []byte(v))
+	batch, _, err := b.Build(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return batch
+}
+
+func produce(t *testing.T, n *node, v string) *storagev1.PartitionProduceResult {
+	t.Helper()
+	resp, err := storagev1.NewStorageServiceClient(n.cc).Produce(context.Background(), &storagev1.ProduceRequest{
+		Acks: -1, TimeoutMs: 5000, Partitions: []*storagev1.PartitionProduce{{Topic: "t", Partition: 0, CurrentLeaderEpoch: -1, Records: oneRecord(t, v)}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.GetPartitions()[0]
+}
+
+func leo(t *testing.T, n *node) int64 {
+	p, err := n.mgr.Get(partition.TP{Topic: "t", Partition: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int64(p.Snapshot().LEO)
+}
+
+func TestReplicationOverGRPC(t *testing.T) {
+	fc, nodes := startNodes(t)
+	for i := 0; i < 20; i++ {
+		r := produce(t, nodes[0], "v")
+		if r.GetErrorCode() != 0 || r.GetBaseOffset() != int64(i) {
+			t.Fatalf("produce %d: %v", i, r)
+		}
+	}
+	// acks=all answered: both followers hold everything.
+	for _, n := range nodes[1:] {
+		if got := leo(t, n); got < 20 {
+			t.Errorf("follower %d LEO %d after acks=all", n.id, got)
+		}
+	}
+
+	// A consumer fetch at the end long-polls and wakes on the next commit.
+	client := storagev1.NewStorageServiceClient(nodes[0].cc)
+	type out struct {
+		resp *storagev1.FetchResponse
+		took time.Duration
+	}
+	got := make(chan out, 1)
+	go func() {
+		start := time.Now()
+		resp, _ := client.Fetch(context.Background(), &storagev1.FetchRequest{MaxWaitMs: 5000, MaxBytes: 1 << 20,
+			Partitions: []*storagev1.PartitionFetch{{Topic: "t", Partition: 0, FetchOffset: 20, CurrentLeaderEpoch: -1}}})
+		got <- out{resp, time.Since(start)}
+	}()
+	time.Sleep(100 * time.Millisecond)
+	produce(t, nodes[0], "late")
+	o := <-got
+	if len(o.resp.GetPartitions()[0].GetRecords()) == 0 || o.took > 3*time.Second {
+		t.Fatalf("long poll: %v after %v", o.resp, o.took)
+	}
+
+	// Leadership moves to 2; 1 follows it and the new writes reach everyone.
+	cur := fc.partition("t", 0)
+	fc.apply(t, metadata.PartitionRecord(&controllerv1.PartitionRecord{Topic: "t", TopicId: "tid1", Partition: 0, Replicas: []int32{1, 2, 3}, Isr: cur.GetIsr(),
+		Leader: 2, LeaderEpoch: cur.GetLeaderEpoch() + 1, PartitionEpoch: cur.GetPartitionEpoch() + 1}))
+	if r := produce(t, nodes[0], "to-old-leader"); r.GetErrorCode() != int32ToCode(errs.NotLeaderOrFollower) {
+		t.Fatalf("produce to old leader: %v", r)
+	}
+	if r := produce(t, nodes[1], "new"); r.GetErrorCode() != 0 || r.GetBaseOffset() != 21 {
+		t.Fatalf("produce to new leader: %v", r)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for leo(t, nodes[0]) != 22 || leo(t, nodes[2]) != 22 {
+		if time.Now().After(deadline) {
+			t.Fatalf("LEOs %d %d %d", leo(t, nodes[0]), leo(t, nodes[1]), leo(t, nodes[2]))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	// A follower cut off (its server stopped) leaves the ISR after the lag.
+	nodes[2].fet.Close()
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		if isr := fc.partition("t", 0).GetIsr(); slices.Equal(isr, []int32{1, 2}) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ISR still %v", fc.partition("t", 0).GetIsr())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if r := produce(t, nodes[1], "after-shrink"); r.GetErrorCode() != 0 {
+		t.Fatalf("acks=all with ISR [1 2] and min.insync=2: %v", r)
+	}
+}
+
+func int32ToCode(e *errs.Error) skeinv1.ErrorCode { return skeinv1.ErrorCode(e.Code) }

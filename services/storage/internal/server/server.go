@@ -1,0 +1,318 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"reflect"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	storagev1 "skein/gen/skein/storage/v1"
+	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/errs"
+	"skein/libs/record"
+	"skein/services/storage/internal/partition"
+)
+
+// Replicas finds the partitions this node hosts.
+type Replicas interface {
+	// Get answers the hosted replica or UNKNOWN_TOPIC_OR_PARTITION.
+	Get(tp partition.TP) (*partition.Partition, error)
+}
+
+// Server implements StorageService.
+type Server struct {
+	storagev1.UnimplementedStorageServiceServer
+	replicas Replicas
+	log      *slog.Logger
+	metrics  *Metrics
+	// MaxWaitCap bounds any long poll.
+	maxWaitCap time.Duration
+}
+
+// New returns the gRPC shell over replicas.
+func New(replicas Replicas, log *slog.Logger, metrics *Metrics) *Server {
+	return &Server{replicas: replicas, log: log, metrics: metrics, maxWaitCap: 30 * time.Second}
+}
+
+var tracer = otel.Tracer("skein/storage")
+
+func code(err error) skeinv1.ErrorCode { return skeinv1.ErrorCode(errs.CodeOf(err)) }
+
+// Produce appends to every partition of the request concurrently and answers
+// each when it is acknowledged per acks.
+func (s *Server) Produce(ctx context.Context, req *storagev1.ProduceRequest) (*storagev1.ProduceResponse, error) {
+	acks := int(req.GetAcks())
+	if acks != partition.AcksNone && acks != partition.AcksLeader && acks != partition.AcksAll {
+		return nil, errs.ToGRPC(errs.Errorf(errs.InvalidRequiredAcks, "acks=%d: must be 0, 1 or -1", acks))
+	}
+	timeout := time.Duration(req.GetTimeoutMs()) * time.Millisecond
+	if timeout <= 0 {
+		timeout = partition.ProduceTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	out := &storagev1.ProduceResponse{Partitions: make([]*storagev1.PartitionProduceResult, len(req.GetPartitions()))}
+	var wg sync.WaitGroup
+	for i, pp := range req.GetPartitions() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out.Partitions[i] = s.producePartition(ctx, acks, pp)
+		}()
+	}
+	wg.Wait()
+	return out, nil
+}
+
+func (s *Server) producePartition(ctx context.Context, acks int, pp *storagev1.PartitionProduce) *storagev1.PartitionProduceResult {
+	tp := partition.TP{Topic: pp.GetTopic(), Partition: pp.GetPartition()}
+	ctx, span := tracer.Start(ctx, "storage.append", trace.WithAttributes(attribute.String("topic", tp.Topic), attribute.Int("partition", int(tp.Partition)), attribute.Int("acks", acks)))
+	defer span.End()
+	start := time.Now()
+	res := &storagev1.PartitionProduceResult{Topic: tp.Topic, Partition: tp.Partition, BaseOffset: -1, LogAppendTimeMs: -1}
+	p, err := s.replicas.Get(tp)
+	if err == nil {
+		var r partition.ProduceResult
+		r, err = p.Produce(ctx, acks, pp.GetCurrentLeaderEpoch(), pp.GetRecords())
+		res.BaseOffset, res.LogStartOffset, res.LeaderEpoch = int64(r.BaseOffset), int64(r.LogStartOffset), r.LeaderEpoch
+		if err == nil {
+			span.SetAttributes(attribute.Int64("base_offset", int64(r.BaseOffset)), attribute.Int64("last_offset", int64(r.LastOffset)))
+		}
+	}
+	if err != nil {
+		res.ErrorCode, res.ErrorMessage = code(err), errs.Message(err)
+		span.SetAttributes(attribute.String("error_code", errs.Of(err).Name))
+		if errs.Of(err) == errs.UnknownServerError {
+			s.log.Error("produce failed", "partition", tp, "err", err)
+		}
+	}
+	s.metrics.produced(tp.Topic, res.ErrorCode, len(pp.GetRecords()), time.Since(start))
+	return res
+}
+
+// ProduceStream answers each request as it completes, by correlation id;
+// requests run concurrently.
+func (s *Server) ProduceStream(stream storagev1.StorageService_ProduceStreamServer) error {
+	ctx := stream.Context()
+	var sendMu sync.Mutex
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		req, err := stream.Recv()
+		if err != nil {
+			return nil // client closed or went away; in-flight answers are dropped with the stream
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := s.Produce(ctx, req.GetRequest())
+			if err != nil {
+				resp = &storagev1.ProduceResponse{}
+				for _, pp := range req.GetRequest().GetPartitions() {
+					resp.Partitions = append(resp.Partitions, &storagev1.PartitionProduceResult{Topic: pp.GetTopic(), Partition: pp.GetPartition(), BaseOffset: -1,
+						ErrorCode: code(errs.FromStatus(err)), ErrorMessage: errs.Message(errs.FromStatus(err))})
+				}
+			}
+			sendMu.Lock()
+			defer sendMu.Unlock()
+			_ = stream.Send(&storagev1.ProduceStreamResponse{CorrelationId: req.GetCorrelationId(), Response: resp})
+		}()
+	}
+}
+
+// Fetch reads committed batches; with nothing to return it waits up to
+// max_wait_ms for any fetched partition's HW to move.
+func (s *Server) Fetch(ctx context.Context, req *storagev1.FetchRequest) (*storagev1.FetchResponse, error) {
+	if req.GetMaxBytes() < 0 || req.GetMaxWaitMs() < 0 {
+		return nil, errs.ToGRPC(errs.Errorf(errs.InvalidRequest, "max_bytes and max_wait_ms must not be negative"))
+	}
+	wait := min(time.Duration(req.GetMaxWaitMs())*time.Millisecond, s.maxWaitCap)
+	deadline := time.Now().Add(wait)
+	need := max(1, int(req.GetMinBytes()))
+	for {
+		resp, total, chans := s.fetchOnce(req)
+		if total >= need || wait <= 0 || len(chans) == 0 || time.Now().After(deadline) {
+			return resp, nil
+		}
+		if !waitAny(ctx, chans, time.Until(deadline)) {
+			return s.fetchOnceResp(req), nil
+		}
+	}
+}
+
+func (s *Server) fetchOnceResp(req *storagev1.FetchRequest) *storagev1.FetchResponse {
+	resp, _, _ := s.fetchOnce(req)
+	return resp
+}
+
+func (s *Server) fetchOnce(req *storagev1.FetchRequest) (*storagev1.FetchResponse, int, []<-chan struct{}) {
+	maxBytes := int(req.GetMaxBytes())
+	if maxBytes == 0 {
+		maxBytes = 50 << 20
+	}
+	readCommitted := req.GetIsolationLevel() == skeinv1.IsolationLevel_READ_COMMITTED
+	resp := &storagev1.FetchResponse{}
+	total := 0
+	var chans []<-chan struct{}
+	for _, pf := range req.GetPartitions() {
+		tp := partition.TP{Topic: pf.GetTopic(), Partition: pf.GetPartition()}
+		r := &storagev1.PartitionFetchResult{Topic: tp.Topic, Partition: tp.Partition, HighWatermark: -1, LastStableOffset: -1, LogStartOffset: -1}
+		resp.Partitions = append(resp.Partitions, r)
+		p, err := s.replicas.Get(tp)
+		if err != nil {
+			r.ErrorCode, r.ErrorMessage = code(err), errs.Message(err)
+			continue
+		}
+		chans = append(chans, p.HWMoved())
+		budget := maxBytes - total
+		if pm := int(pf.GetPartitionMaxBytes()); pm > 0 && pm < budget {
+			budget = pm
+		}
+		if budget <= 0 {
+			budget = 1 // still one whole batch, as Kafka
+			if total > 0 {
+				continue
+			}
+		}
+		fr, err := p.Fetch(record.Offset(pf.GetFetchOffset()), budget, readCommitted, pf.GetCurrentLeaderEpoch())
+		r.HighWatermark, r.LastStableOffset, r.LogStartOffset, r.LeaderEpoch = int64(fr.HW), int64(fr.LSO), int64(fr.LogStartOffset), fr.LeaderEpoch
+		if err != nil {
+			r.ErrorCode, r.ErrorMessage = code(err), errs.Message(err)
+			continue
+		}
+		r.Records = fr.Records
+		total += len(fr.Records)
+	}
+	s.metrics.fetched(total)
+	return resp, total, chans
+}
+
+// waitAny blocks until one of chans is closed (true), d passes or ctx ends (false).
+func waitAny(ctx context.Context, chans []<-chan struct{}, d time.Duration) bool {
+	if d <= 0 {
+		return false
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	cases := make([]reflect.SelectCase, 0, len(chans)+2)
+	cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())}, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(t.C)})
+	for _, c := range chans {
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(c)})
+	}
+	i, _, _ := reflect.Select(cases)
+	return i >= 2
+}
+
+// Replicate serves one follower's fetch stream.
+func (s *Server) Replicate(stream storagev1.StorageService_ReplicateServer) error {
+	ctx := stream.Context()
+	for {
+		req, err := stream.Recv()
+		if err != nil {
+			return nil
+		}
+		wait := min(time.Duration(req.GetMaxWaitMs())*time.Millisecond, s.maxWaitCap)
+		deadline := time.Now().Add(wait)
+		for {
+			resp, total, chans := s.replicateOnce(req)
+			if total > 0 || wait <= 0 || len(chans) == 0 || time.Now().After(deadline) || !waitAny(ctx, chans, time.Until(deadline)) {
+				if ctx.Err() != nil {
+					return nil
+				}
+				if total == 0 && wait > 0 {
+					resp, _, _ = s.replicateOnce(req) // the latest HW for the answer
+				}
+				if err := stream.Send(resp); err != nil {
+					return nil
+				}
+				break
+			}
+		}
+	}
+}
+
+func (s *Server) replicateOnce(req *storagev1.ReplicateRequest) (*storagev1.ReplicateResponse, int, []<-chan struct{}) {
+	resp := &storagev1.ReplicateResponse{}
+	total := 0
+	var chans []<-chan struct{}
+	maxBytes := int(req.GetMaxBytes())
+	if maxBytes <= 0 {
+		maxBytes = 16 << 20
+	}
+	for _, st := range req.GetPartitions() {
+		tp := partition.TP{Topic: st.GetTopic(), Partition: st.GetPartition()}
+		r := &storagev1.ReplicaFetchResult{Topic: tp.Topic, Partition: tp.Partition, HighWatermark: -1, LogStartOffset: -1}
+		resp.Partitions = append(resp.Partitions, r)
+		p, err := s.replicas.Get(tp)
+		if err != nil {
+			r.ErrorCode, r.ErrorMessage = code(err), errs.Message(err)
+			continue
+		}
+		chans = append(chans, p.LEOMoved())
+		budget := max(maxBytes-total, 1)
+		fr, err := p.ServeFollower(partition.FollowerFetch{
+			ReplicaID: req.GetReplicaId(), FetchOffset: record.Offset(st.GetFetchOffset()), LastFetchedEpoch: record.Epoch(st.GetLastFetchedEpoch()),
+			CurrentLeaderEpoch: st.GetCurrentLeaderEpoch(), MaxBytes: budget,
+		})
+		r.HighWatermark, r.LogStartOffset, r.LastStableOffset = int64(fr.HW), int64(fr.LogStartOffset), int64(fr.LSO)
+		if err != nil {
+			r.ErrorCode, r.ErrorMessage = code(err), errs.Message(err)
+			continue
+		}
+		if fr.Diverging {
+			r.DivergingEpoch = &storagev1.EpochEndOffset{Epoch: int32(fr.DivergingEpoch), EndOffset: int64(fr.DivergingEnd)}
+			total++ // an answer the follower must act on now
+			continue
+		}
+		r.Records = fr.Records
+		total += len(fr.Records)
+	}
+	return resp, total, chans
+}
+
+// OffsetForLeaderEpoch answers where each asked epoch ends on this leader.
+func (s *Server) OffsetForLeaderEpoch(ctx context.Context, req *storagev1.OffsetForLeaderEpochRequest) (*storagev1.OffsetForLeaderEpochResponse, error) {
+	resp := &storagev1.OffsetForLeaderEpochResponse{}
+	for _, q := range req.GetPartitions() {
+		tp := partition.TP{Topic: q.GetTopic(), Partition: q.GetPartition()}
+		r := &storagev1.OffsetForLeaderEpochResult{Topic: tp.Topic, Partition: tp.Partition, LeaderEpoch: -1, EndOffset: -1}
+		resp.Partitions = append(resp.Partitions, r)
+		p, err := s.replicas.Get(tp)
+		if err == nil {
+			var e record.Epoch
+			var end record.Offset
+			e, end, err = p.EndOffsetForEpoch(record.Epoch(q.GetLeaderEpoch()), q.GetCurrentLeaderEpoch())
+			r.LeaderEpoch, r.EndOffset = int32(e), int64(end)
+		}
+		if err != nil {
+			r.ErrorCode, r.ErrorMessage = code(err), errs.Message(err)
+		}
+	}
+	return resp, nil
+}
+
+// ListOffsets answers earliest, latest or by-timestamp offsets.
+func (s *Server) ListOffsets(ctx context.Context, req *storagev1.ListOffsetsRequest) (*storagev1.ListOffsetsResponse, error) {
+	readCommitted := req.GetIsolationLevel() == skeinv1.IsolationLevel_READ_COMMITTED
+	resp := &storagev1.ListOffsetsResponse{}
+	for _, q := range req.GetPartitions() {
+		tp := partition.TP{Topic: q.GetTopic(), Partition: q.GetPartition()}
+		r := &storagev1.ListOffsetsResult{Topic: tp.Topic, Partition: tp.Partition, Offset: -1, Timestamp: -1}
+		resp.Partitions = append(resp.Partitions, r)
+		p, err := s.replicas.Get(tp)
+		if err == nil {
+			var off record.Offset
+			off, r.Timestamp, r.LeaderEpoch, err = p.ListOffset(q.GetTimestamp(), readCommitted, q.GetCurrentLeaderEpoch())
+			r.Offset = int64(off)
+		}
+		if err != nil {
+			r.ErrorCode, r.ErrorMessage = code(err), errs.Message(err)
+		}
+	}
+	return resp, nil
+}
