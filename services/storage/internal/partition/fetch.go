@@ -8,7 +8,10 @@ import (
 // FetchResult is a consumer fetch's answer: whole batches below the HW (or
 // the LSO for read_committed), and the partition's positions.
 type FetchResult struct {
-	Records        []byte
+	Records []byte
+	// Aborted lists the aborted transactions overlapping the records
+	// (read_committed only).
+	Aborted        []AbortedTxn
 	HW             record.Offset
 	LSO            record.Offset
 	LogStartOffset record.Offset
@@ -42,6 +45,9 @@ func (p *Partition) Fetch(offset record.Offset, maxBytes int, readCommitted bool
 		return res, err
 	}
 	res.Records = data
+	if readCommitted && len(data) > 0 {
+		res.Aborted = p.AbortedBetween(offset, limit)
+	}
 	return res, nil
 }
 

@@ -104,7 +104,9 @@ type Partition struct {
 	// pendingISR is an ISR change sent to the controller and not yet answered.
 	pendingISR []int32
 	producers  *producer.State
-	waiters    []*waiter
+	// aborted is the aborted-transaction index, in marker order.
+	aborted []AbortedTxn
+	waiters []*waiter
 	// hwMoved is closed (and replaced) when the HW moves; leoMoved when the LEO does.
 	hwMoved  chan struct{}
 	leoMoved chan struct{}

@@ -124,6 +124,13 @@ func (p *Partition) ApplyFetched(epoch int32, fetchOffset record.Offset, res Fol
 			return errs.Errorf(errs.KafkaStorageError, "%s-%d: truncate to %d: %v", p.cfg.Topic, p.cfg.Partition, to, err)
 		}
 		p.producers.TruncateTo(int64(to))
+		kept := p.aborted[:0]
+		for _, a := range p.aborted {
+			if a.LastOffset < to {
+				kept = append(kept, a)
+			}
+		}
+		p.aborted = kept
 		if p.hw > to {
 			p.hw = to
 		}
@@ -151,7 +158,7 @@ func (p *Partition) ApplyFetched(epoch int32, fetchOffset record.Offset, res Fol
 				return errs.Errorf(errs.KafkaStorageError, "%s-%d: follower append: %v", p.cfg.Topic, p.cfg.Partition, err)
 			}
 			for _, m := range metas {
-				replayBatch(p.producers, m.b)
+				p.replayLocked(m.b)
 			}
 			p.notifyLEOLocked()
 		}
@@ -165,24 +172,35 @@ func (p *Partition) ApplyFetched(epoch int32, fetchOffset record.Offset, res Fol
 	return nil
 }
 
-// replayBatch applies an appended batch to the producer state; used by
-// followers and by recovery, so both rebuild the leader's state.
-func replayBatch(ps *producer.State, b record.Batch) {
+// replayLocked applies an appended batch to the producer state and the
+// aborted-transaction index; used by followers and by recovery, so both
+// rebuild what the leader has.
+func (p *Partition) replayLocked(b record.Batch) {
 	pid := b.ProducerID()
 	if pid < 0 {
 		return
 	}
 	if b.IsControl() {
-		ps.Marker(pid, b.ProducerEpoch(), 0, b.MaxTimestamp())
+		var it record.RecordIter
+		commit, coordEpoch := true, int32(0)
+		if it.Reset(b) == nil && it.Next() {
+			if m, err := record.ParseMarker(it.Record()); err == nil {
+				commit, coordEpoch = m.Type == record.ControlCommit, m.CoordinatorEpoch
+			}
+		}
+		p.noteMarkerLocked(pid, b.ProducerEpoch(), commit, coordEpoch, b.BaseOffset(), b.MaxTimestamp())
 		return
 	}
-	ps.Append(producer.Batch{ProducerID: pid, Epoch: b.ProducerEpoch(), FirstSeq: b.BaseSequence(), Records: b.LastOffsetDelta() + 1, Transactional: b.IsTransactional()},
+	p.producers.Append(producer.Batch{ProducerID: pid, Epoch: b.ProducerEpoch(), FirstSeq: b.BaseSequence(), Records: b.LastOffsetDelta() + 1, Transactional: b.IsTransactional()},
 		int64(b.BaseOffset()), int64(b.LastOffset()), b.MaxTimestamp())
 }
 
-// ReplayLog rebuilds producer state from a log read from offset from to its
-// end (recovery on open).
-func ReplayLog(l Log, ps *producer.State, from record.Offset) error {
+// Recover rebuilds producer state and the aborted-transaction index from the
+// log, from offset from to its end (on open, before the replica serves).
+func (p *Partition) Recover(from record.Offset) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	l := p.log
 	for off := from; off < l.LogEndOffset(); {
 		data, err := l.Read(off, 1<<20, l.LogEndOffset())
 		if err != nil {
@@ -196,7 +214,7 @@ func ReplayLog(l Log, ps *producer.State, from record.Offset) error {
 			if b.LastOffset() < off {
 				continue
 			}
-			replayBatch(ps, b)
+			p.replayLocked(b)
 			off = b.NextOffset()
 			moved = true
 		}

@@ -219,13 +219,12 @@ func (m *Manager) openLocked(tp partition.TP, topicID string, lcfg plog.Config, 
 	if err != nil {
 		return nil, err
 	}
-	ps := producer.New()
-	if err := partition.ReplayLog(logAdapter{l}, ps, l.LogStartOffset()); err != nil {
+	h := &hosted{log: l, topicID: topicID, key: key,
+		p: partition.New(pcfg, logAdapter{l}, record.Offset(ck.HW), producer.New(), m.proposer, m.now)}
+	if err := h.p.Recover(l.LogStartOffset()); err != nil {
 		l.Close()
 		return nil, fmt.Errorf("replaying producer state of %s: %w", tp, err)
 	}
-	h := &hosted{log: l, topicID: topicID, key: key,
-		p: partition.New(pcfg, logAdapter{l}, record.Offset(ck.HW), ps, m.proposer, m.now)}
 	m.hosted[tp] = h
 	m.log.Info("hosting replica", "partition", tp, "leo", l.LEO(), "hw", ck.HW)
 	return h, nil

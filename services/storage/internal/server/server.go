@@ -186,6 +186,9 @@ func (s *Server) fetchOnce(req *storagev1.FetchRequest) (*storagev1.FetchRespons
 			continue
 		}
 		r.Records = fr.Records
+		for _, a := range fr.Aborted {
+			r.AbortedTransactions = append(r.AbortedTransactions, &storagev1.AbortedTransaction{ProducerId: a.ProducerID, FirstOffset: int64(a.FirstOffset)})
+		}
 		total += len(fr.Records)
 	}
 	s.metrics.fetched(total)
@@ -314,5 +317,46 @@ func (s *Server) ListOffsets(ctx context.Context, req *storagev1.ListOffsetsRequ
 			r.ErrorCode, r.ErrorMessage = code(err), errs.Message(err)
 		}
 	}
+	return resp, nil
+}
+
+// WriteTxnMarkers appends commit/abort markers for the transaction
+// coordinator, each partition as its leader, and answers per partition once
+// the ISR has the marker.
+func (s *Server) WriteTxnMarkers(ctx context.Context, req *storagev1.WriteTxnMarkersRequest) (*storagev1.WriteTxnMarkersResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, partition.ProduceTimeout)
+	defer cancel()
+	resp := &storagev1.WriteTxnMarkersResponse{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, m := range req.GetMarkers() {
+		mr := &storagev1.TxnMarkerResult{ProducerId: m.GetProducerId()}
+		resp.Markers = append(resp.Markers, mr)
+		for _, tp := range m.GetPartitions() {
+			r := &storagev1.TxnMarkerPartitionResult{Topic: tp.GetTopic(), Partition: tp.GetPartition()}
+			mr.Partitions = append(mr.Partitions, r)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var err error
+				if m.GetProducerEpoch() < 0 || m.GetProducerEpoch() > 1<<15-1 {
+					err = errs.Errorf(errs.InvalidProducerEpoch, "producer epoch %d", m.GetProducerEpoch())
+				}
+				var p *partition.Partition
+				if err == nil {
+					p, err = s.replicas.Get(partition.TP{Topic: tp.GetTopic(), Partition: tp.GetPartition()})
+				}
+				if err == nil {
+					_, err = p.WriteMarker(ctx, m.GetProducerId(), int16(m.GetProducerEpoch()), m.GetCommitted(), m.GetCoordinatorEpoch(), time.Now().UnixMilli())
+				}
+				if err != nil {
+					mu.Lock()
+					r.ErrorCode, r.ErrorMessage = code(err), errs.Message(err)
+					mu.Unlock()
+				}
+			}()
+		}
+	}
+	wg.Wait()
 	return resp, nil
 }

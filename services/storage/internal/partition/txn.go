@@ -1,0 +1,83 @@
+package partition
+
+import (
+	"context"
+	"errors"
+
+	"skein/libs/errs"
+	"skein/libs/record"
+)
+
+// AbortedTxn is one aborted transaction: read_committed consumers drop the
+// producer's records from FirstOffset up to the abort marker.
+type AbortedTxn struct {
+	ProducerID  int64
+	FirstOffset record.Offset
+	LastOffset  record.Offset // the abort marker's offset
+}
+
+// WriteMarker appends a transaction commit or abort marker for a producer as
+// leader and waits until the ISR has it. The producer's open transaction
+// ends there, which moves the LSO.
+func (p *Partition) WriteMarker(ctx context.Context, producerID int64, producerEpoch int16, commit bool, coordinatorEpoch int32, timestamp int64) (record.Offset, error) {
+	m := record.Marker{Type: record.ControlAbort, CoordinatorEpoch: coordinatorEpoch}
+	if commit {
+		m.Type = record.ControlCommit
+	}
+	batch, _, err := record.BuildMarker(nil, producerID, producerEpoch, m, timestamp)
+	if err != nil {
+		return -1, err
+	}
+	p.mu.Lock()
+	if err := p.checkLeaderLocked(-1); err != nil {
+		p.mu.Unlock()
+		return -1, err
+	}
+	if e, ok := p.producers.Get(producerID); ok && producerEpoch < e.Epoch {
+		p.mu.Unlock()
+		return -1, errs.Errorf(errs.InvalidProducerEpoch, "marker for producer %d epoch %d: current epoch %d", producerID, producerEpoch, e.Epoch)
+	}
+	first, _, err := p.log.AppendAsLeader(batch, record.Epoch(p.st.LeaderEpoch))
+	if err != nil {
+		p.mu.Unlock()
+		return -1, errs.Errorf(errs.KafkaStorageError, "%s-%d: marker append: %v", p.cfg.Topic, p.cfg.Partition, err)
+	}
+	p.noteMarkerLocked(producerID, producerEpoch, commit, coordinatorEpoch, first, timestamp)
+	p.notifyLEOLocked()
+	p.maybeAdvanceHWLocked()
+	w := &waiter{next: first + 1, done: make(chan error, 1)}
+	p.waiters = append(p.waiters, w)
+	p.completeWaitersLocked()
+	p.mu.Unlock()
+	select {
+	case err := <-w.done:
+		return first, err
+	case <-ctx.Done():
+		p.dropWaiter(w)
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return first, errs.Errorf(errs.RequestTimedOut, "%s-%d: marker at %d not replicated in time", p.cfg.Topic, p.cfg.Partition, first)
+		}
+		return first, ctx.Err()
+	}
+}
+
+func (p *Partition) noteMarkerLocked(pid int64, epoch int16, commit bool, coordinatorEpoch int32, at record.Offset, ts int64) {
+	began := p.producers.Marker(pid, epoch, coordinatorEpoch, ts)
+	if !commit && began >= 0 {
+		p.aborted = append(p.aborted, AbortedTxn{ProducerID: pid, FirstOffset: record.Offset(began), LastOffset: at})
+	}
+}
+
+// AbortedBetween lists aborted transactions that overlap [from, to): what a
+// read_committed consumer needs to drop records of the range it fetched.
+func (p *Partition) AbortedBetween(from, to record.Offset) []AbortedTxn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []AbortedTxn
+	for _, a := range p.aborted {
+		if a.LastOffset >= from && a.FirstOffset < to {
+			out = append(out, a)
+		}
+	}
+	return out
+}
