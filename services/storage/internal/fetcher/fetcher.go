@@ -222,7 +222,12 @@ func (m *Manager) stream(ctx context.Context, th *thread) error {
 			if d := r.GetDivergingEpoch(); d != nil {
 				res.Diverging, res.DivergingEpoch, res.DivergingEnd = true, record.Epoch(d.GetEpoch()), record.Offset(d.GetEndOffset())
 			}
-			if err := x.p.ApplyFetched(x.fs.CurrentLeaderEpoch, x.fs.FetchOffset, res); err != nil {
+			spans := startAppendSpans(res.Records, m.cfg.Self, tp.String())
+			err := x.p.ApplyFetched(x.fs.CurrentLeaderEpoch, x.fs.FetchOffset, res)
+			for _, s := range spans {
+				s.End()
+			}
+			if err != nil {
 				m.log.Error("applying fetched batches failed", "partition", tp, "err", err)
 				backoff = true
 			}
