@@ -54,6 +54,7 @@ func (l *Log) load(st State) error {
 		return err
 	}
 	var bases []Offset
+	changedDir := false // files were removed or created
 	for _, e := range entries {
 		name := e.Name()
 		switch {
@@ -63,6 +64,7 @@ func (l *Log) load(st State) error {
 			if err := os.Remove(filepath.Join(l.dir, name)); err != nil {
 				return err
 			}
+			changedDir = true
 		case strings.HasSuffix(name, logSuffix):
 			if base, ok := parseSegmentName(name); ok {
 				bases = append(bases, base)
@@ -73,11 +75,13 @@ func (l *Log) load(st State) error {
 	now := l.now()
 
 	cut := false // a segment was cut: every later one goes
+	recovered := map[*segment]bool{}
 	for i, base := range bases {
 		if cut {
 			if err := removeSegmentFiles(l.dir, base); err != nil {
 				return err
 			}
+			changedDir = true
 			continue
 		}
 		s := &segment{dir: l.dir, base: base, created: now}
@@ -91,7 +95,7 @@ func (l *Log) load(st State) error {
 			if err := removeSegmentFiles(l.dir, base); err != nil {
 				return err
 			}
-			cut = true
+			cut, changedDir = true, true
 			continue
 		}
 		var nextBase Offset = -1
@@ -118,6 +122,7 @@ func (l *Log) load(st State) error {
 				return err
 			}
 			cut = !whole
+			recovered[s] = true
 		}
 		if s.empty() && len(l.segs) > 0 && (cut || nextBase >= 0) {
 			// An empty segment in the middle (its data was torn away):
@@ -126,7 +131,7 @@ func (l *Log) load(st State) error {
 			if err := removeSegmentFiles(l.dir, base); err != nil {
 				return err
 			}
-			cut = true
+			cut, changedDir = true, true
 			continue
 		}
 		l.segs = append(l.segs, s)
@@ -138,6 +143,7 @@ func (l *Log) load(st State) error {
 			return err
 		}
 		l.segs = []*segment{s}
+		recovered[s], changedDir = true, true
 	}
 	l.leo = l.active().next
 	l.lso = max(st.LogStartOffset, l.segs[0].base)
@@ -153,18 +159,23 @@ func (l *Log) load(st State) error {
 	if err := l.loadEpochs(); err != nil {
 		return err
 	}
-	// Everything up to the LEO is validated now; make it durable so that the
-	// recovery point can be the LEO.
+	// Everything up to the LEO is validated now; make what was recovered
+	// durable (the clean segments are already) so that the recovery point
+	// can be the LEO.
 	for _, s := range l.segs {
 		if err := s.persistIndexes(); err != nil {
 			return err
 		}
-		if err := s.f.Sync(); err != nil {
-			return err
+		if recovered[s] {
+			if err := s.f.Sync(); err != nil {
+				return err
+			}
 		}
 	}
-	if err := syncDir(l.dir); err != nil {
-		return err
+	if changedDir {
+		if err := syncDir(l.dir); err != nil {
+			return err
+		}
 	}
 	l.rp = l.leo
 	return nil
