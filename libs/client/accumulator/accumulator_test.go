@@ -1,0 +1,159 @@
+package accumulator
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"skein/libs/record"
+)
+
+var t0 = time.Unix(1764400000, 0)
+
+func rec(i, valueLen int) Record {
+	return Record{Timestamp: t0.UnixMilli() + int64(i), Key: []byte(fmt.Sprintf("k%d", i)), Value: make([]byte, valueLen), Token: i}
+}
+
+// build encodes b the way the producer will, to check the size bookkeeping.
+func build(t *testing.T, b *Batch) record.Batch {
+	t.Helper()
+	bld := record.NewBuilder(record.DefaultBatchOptions())
+	for _, r := range b.Records {
+		bld.Append(r.Timestamp, r.Key, r.Value, r.Headers...)
+	}
+	out, _, err := bld.Build(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestBatchSizeSplitsBatchesAtTheLimit(t *testing.T) {
+	a := New(Config{BatchSize: 1000, Linger: time.Hour})
+	tp := TP{"t", 0}
+	opened := 0
+	for i := 0; i < 100; i++ {
+		r := rec(i, 90)
+		r.Headers = []record.Header{{Key: "traceparent", Value: []byte("00-abc-01")}}
+		if a.Append(tp, r, t0, 0) {
+			opened++
+		}
+	}
+	if a.Records() != 100 {
+		t.Fatalf("Records() = %d", a.Records())
+	}
+	var got []*Batch
+	for b := a.Pop(tp); b != nil; b = a.Pop(tp) {
+		got = append(got, b)
+	}
+	if len(got) != opened || len(got) < 10 {
+		t.Fatalf("%d batches, %d opened", len(got), opened)
+	}
+	next := 0
+	for i, b := range got {
+		enc := build(t, b)
+		if b.Bytes != len(enc) {
+			t.Errorf("batch %d: accounted %d bytes, encodes to %d", i, b.Bytes, len(enc))
+		}
+		if b.Bytes > 1000 {
+			t.Errorf("batch %d is %d bytes, above batch.size", i, b.Bytes)
+		}
+		if i < len(got)-1 && b.Bytes+RecordSize(&got[i+1].Records[0], int32(len(b.Records)), b.Records[0].Timestamp) <= 1000 {
+			t.Errorf("batch %d closed while the next record still fitted", i)
+		}
+		for _, r := range b.Records {
+			if r.Token.(int) != next {
+				t.Fatalf("record %v out of order, want %d", r.Token, next)
+			}
+			next++
+		}
+	}
+}
+
+func TestMaxMessageBytesCapsTheBatch(t *testing.T) {
+	a := New(Config{BatchSize: 16 << 10, Linger: time.Hour})
+	tp := TP{"t", 3}
+	for i := 0; i < 20; i++ {
+		a.Append(tp, rec(i, 100), t0, 500)
+	}
+	for b := a.Pop(tp); b != nil; b = a.Pop(tp) {
+		if b.Bytes > 500 {
+			t.Errorf("batch of %d bytes on a topic with max.message.bytes 500", b.Bytes)
+		}
+	}
+}
+
+func TestLargeRecordTravelsAlone(t *testing.T) {
+	a := New(Config{BatchSize: 100, Linger: time.Hour})
+	tp := TP{"t", 0}
+	a.Append(tp, rec(0, 10), t0, 0)
+	if !a.Append(tp, rec(1, 500), t0, 0) {
+		t.Fatal("a record larger than batch.size must open its own batch")
+	}
+	if !a.Append(tp, rec(2, 10), t0, 0) {
+		t.Fatal("nothing may join the oversized record's batch")
+	}
+	for i, want := range []int{1, 1, 1} {
+		if b := a.Pop(tp); len(b.Records) != want || b.Records[0].Token.(int) != i {
+			t.Fatalf("batch %d: %d records starting at %v", i, len(b.Records), b.Records[0].Token)
+		}
+	}
+}
+
+func TestLingerAndReadiness(t *testing.T) {
+	a := New(Config{BatchSize: 1000, Linger: 5 * time.Millisecond})
+	p0, p1 := TP{"t", 0}, TP{"t", 1}
+	a.Append(p0, rec(0, 10), t0, 0)
+	a.Append(p1, rec(1, 10), t0.Add(2*time.Millisecond), 0)
+
+	for _, tc := range []struct {
+		at    time.Duration
+		flush bool
+		want  string
+	}{
+		{0, false, "[]"},
+		{4 * time.Millisecond, false, "[]"},
+		{5 * time.Millisecond, false, "[{t 0}]"},
+		{7 * time.Millisecond, false, "[{t 0} {t 1}]"},
+		{1 * time.Millisecond, true, "[{t 0} {t 1}]"},
+	} {
+		if got := fmt.Sprint(a.Ready(t0.Add(tc.at), tc.flush)); got != tc.want {
+			t.Errorf("Ready(+%v, flush=%v) = %s, want %s", tc.at, tc.flush, got, tc.want)
+		}
+	}
+	if at, ok := a.NextReady(t0); !ok || !at.Equal(t0.Add(5*time.Millisecond)) {
+		t.Errorf("NextReady = %v %v, want +5ms", at, ok)
+	}
+	if at, ok := a.NextReady(t0.Add(5 * time.Millisecond)); !ok || !at.Equal(t0.Add(7*time.Millisecond)) {
+		t.Errorf("NextReady after p0 is ready = %v %v, want +7ms", at, ok)
+	}
+
+	// A full batch is ready before linger, and so is one with a batch behind it.
+	for i := 2; i < 30; i++ {
+		a.Append(p0, rec(i, 100), t0, 0)
+	}
+	if got := fmt.Sprint(a.Ready(t0, false)); got != "[{t 0}]" {
+		t.Errorf("with a full batch: Ready = %s", got)
+	}
+	if !a.Fits(p0, &Record{Timestamp: t0.UnixMilli(), Value: []byte("x")}) {
+		t.Error("the open batch should have room for a tiny record")
+	}
+	if a.Fits(TP{"t", 9}, &Record{}) {
+		t.Error("a partition with no batch has no room")
+	}
+}
+
+func TestExpire(t *testing.T) {
+	a := New(Config{BatchSize: 100, Linger: time.Hour})
+	tp := TP{"t", 0}
+	a.Append(tp, rec(0, 80), t0, 0)
+	a.Append(tp, rec(1, 80), t0.Add(time.Second), 0)
+	a.Append(TP{"u", 0}, rec(2, 10), t0.Add(2*time.Second), 0)
+	exp := a.Expire(t0.Add(1500 * time.Millisecond))
+	if len(exp) != 2 || a.Records() != 1 {
+		t.Fatalf("expired %d batches, %d records left", len(exp), a.Records())
+	}
+	if at, ok := a.Oldest(); !ok || !at.Equal(t0.Add(2*time.Second)) {
+		t.Errorf("Oldest = %v", at)
+	}
+}

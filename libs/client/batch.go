@@ -1,0 +1,139 @@
+package client
+
+import (
+	"context"
+	"time"
+
+	storagev1 "skein/gen/skein/storage/v1"
+	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/client/accumulator"
+	"skein/libs/errs"
+	"skein/libs/record"
+)
+
+// BatchIdentity is a caller's own idempotent (or transactional) producer
+// identity for one batch: the storage node answers a resent batch with the
+// same producer id, epoch and base sequence with the original offsets.
+type BatchIdentity struct {
+	ProducerID    int64
+	ProducerEpoch int16
+	BaseSequence  int32
+	// TransactionalID, when set, marks the batch transactional and travels
+	// in the produce request.
+	TransactionalID string
+}
+
+// ProduceBatch writes recs as one batch to one partition under the caller's
+// identity, bypassing the accumulator and its sequence numbers, and retries
+// retriable failures (the identity makes that safe) until ctx ends. All
+// records share the batch's fate. Record.Topic and Record.Partition are
+// ignored.
+func (c *Client) ProduceBatch(ctx context.Context, topic string, partition int32, acks int, id BatchIdentity, recs []Record) ([]Result, error) {
+	if len(recs) == 0 {
+		return nil, nil
+	}
+	if err := c.WaitReady(ctx); err != nil {
+		return nil, err
+	}
+	m := c.Metadata()
+	if n := m.PartitionCount(topic); partition < 0 || partition >= n {
+		return nil, errs.Errorf(errs.UnknownTopicOrPartition, "topic %q has %d partitions, no partition %d", topic, n, partition)
+	}
+	opts := record.DefaultBatchOptions()
+	opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = id.ProducerID, id.ProducerEpoch, id.BaseSequence
+	opts.Transactional = id.TransactionalID != ""
+	bld := record.NewBuilder(opts)
+	now := time.Now().UnixMilli()
+	stamps := make([]int64, len(recs))
+	for i, r := range recs {
+		stamps[i] = r.Timestamp
+		if stamps[i] == 0 {
+			stamps[i] = now
+		}
+		bld.Append(stamps[i], r.Key, r.Value, withTraceparent(ctx, r.Headers)...)
+	}
+	data, _, err := bld.Build(nil)
+	if err != nil {
+		return nil, err
+	}
+	if limit := maxMessageBytes(m, topic); len(data) > limit {
+		return nil, errs.Errorf(errs.MessageTooLarge, "a batch of %d bytes is above max.message.bytes %d of topic %q", len(data), limit, topic)
+	}
+	res, err := c.produceOnce(ctx, topic, partition, acks, id.TransactionalID, data)
+	for attempt := 0; err != nil && errs.IsRetriable(err) && ctx.Err() == nil; attempt++ {
+		if c.waitRetry(ctx, attempt, err) != nil {
+			break
+		}
+		res, err = c.produceOnce(ctx, topic, partition, acks, id.TransactionalID, data)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Result, len(recs))
+	for i := range recs {
+		out[i] = Result{Partition: partition, Offset: -1, Timestamp: stamps[i]}
+		if acks != AcksNone && res.GetBaseOffset() >= 0 {
+			out[i].Offset = res.GetBaseOffset() + int64(i)
+		}
+		if res.GetLogAppendTimeMs() > 0 {
+			out[i].Timestamp = res.GetLogAppendTimeMs()
+		}
+	}
+	return out, nil
+}
+
+// produceOnce sends one batch to the partition's leader over its stream and
+// waits for the answer.
+func (c *Client) produceOnce(ctx context.Context, topic string, partition int32, acks int, txnID string, data []byte) (*storagev1.PartitionProduceResult, error) {
+	bc, epoch, err := c.leaderOf(topic, partition)
+	if err != nil {
+		return nil, err
+	}
+	timeout := DefaultRequestTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = max(min(timeout, time.Until(dl)), time.Millisecond)
+	}
+	req := &storagev1.ProduceRequest{
+		Acks: int32(acks), TimeoutMs: int32(timeout / time.Millisecond), TransactionalId: txnID,
+		Partitions: []*storagev1.PartitionProduce{{Topic: topic, Partition: partition, CurrentLeaderEpoch: epoch, Records: data}},
+	}
+	if acks == AcksNone {
+		bc.produce(req, 0, nil)
+		return &storagev1.PartitionProduceResult{Topic: topic, Partition: partition, BaseOffset: -1}, nil
+	}
+	type answer struct {
+		resp *storagev1.ProduceResponse
+		err  error
+	}
+	ch := make(chan answer, 1)
+	bc.produce(req, timeout+5*time.Second, func(resp *storagev1.ProduceResponse, err error) { ch <- answer{resp, err} })
+	var a answer
+	select {
+	case a = <-ch:
+	case <-ctx.Done():
+		return nil, errs.Errorf(errs.RequestTimedOut, "produce to %s-%d: %v", topic, partition, ctx.Err())
+	}
+	if a.err != nil {
+		return nil, a.err
+	}
+	for _, r := range a.resp.GetPartitions() {
+		if r.GetTopic() == topic && r.GetPartition() == partition {
+			switch r.GetErrorCode() {
+			case skeinv1.ErrorCode_NONE, skeinv1.ErrorCode_DUPLICATE_SEQUENCE_NUMBER:
+				return r, nil
+			}
+			return nil, errs.Errorf(errs.ForCode(errs.Code(r.GetErrorCode())), "%s", r.GetErrorMessage())
+		}
+	}
+	return nil, errs.Errorf(errs.UnknownServerError, "no answer for %s-%d in the produce response", topic, partition)
+}
+
+// SingleRecordBatchSize is the size of a batch holding only r: what must
+// fit within the topic's max.message.bytes.
+func SingleRecordBatchSize(r Record) int {
+	ts := r.Timestamp
+	return accumulator.SingleBatchSize(&accumulator.Record{Timestamp: ts, Key: r.Key, Value: r.Value, Headers: r.Headers})
+}
+
+// MaxMessageBytes is a topic's max.message.bytes as the metadata has it.
+func (m *Metadata) MaxMessageBytes(topic string) int { return maxMessageBytes(m, topic) }

@@ -1,0 +1,317 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	controllerv1 "skein/gen/skein/controller/v1"
+	"skein/libs/errs"
+	"skein/libs/telemetry"
+)
+
+// Config configures a Client. Controllers is required; zero values of the
+// rest take the defaults.
+type Config struct {
+	// Controllers are controller gRPC addresses; any of them serves metadata
+	// and forwards writes to the Raft leader.
+	Controllers []string
+	// NodeID identifies this process to the controller (WatchMetadata,
+	// AllocateProducerIds); -1 or 0 for an anonymous client.
+	NodeID int32
+	// DialOptions are added to every connection (insecure transport and
+	// otelgrpc tracing are always on).
+	DialOptions []grpc.DialOption
+	// Logger receives reconnects and refusals; slog.Default when nil.
+	Logger *slog.Logger
+	// RetryBackoff is the first wait before a retry (100 ms); it doubles up to
+	// MaxRetryBackoff (1 s), with jitter.
+	RetryBackoff    time.Duration
+	MaxRetryBackoff time.Duration
+}
+
+// Client is a connection to a Skein cluster. It is safe for concurrent use.
+type Client struct {
+	cfg    Config
+	log    *slog.Logger
+	ctx    context.Context // ends at Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	meta    atomic.Pointer[Metadata] // nil until the first image
+	ready   chan struct{}            // closed when the first image arrives
+	readyMu sync.Once
+
+	changedMu sync.Mutex
+	changed   chan struct{} // closed and replaced on every metadata change; guarded by changedMu
+
+	ctrlMu    sync.Mutex
+	ctrlConns map[string]*grpc.ClientConn // by address; guarded by ctrlMu
+	ctrlNext  int                         // index of the controller to try first; guarded by ctrlMu
+
+	brokerMu sync.Mutex
+	brokers  map[int32]*brokerConn // guarded by brokerMu
+
+	pids pidPool
+}
+
+// New connects to the cluster and starts following its metadata. It does not
+// wait for it: see Ready and WaitReady.
+func New(cfg Config) (*Client, error) {
+	if len(cfg.Controllers) == 0 {
+		return nil, errors.New("client: no controller addresses")
+	}
+	if cfg.RetryBackoff <= 0 {
+		cfg.RetryBackoff = 100 * time.Millisecond
+	}
+	if cfg.MaxRetryBackoff <= 0 {
+		cfg.MaxRetryBackoff = time.Second
+	}
+	if cfg.MaxRetryBackoff < cfg.RetryBackoff {
+		cfg.MaxRetryBackoff = cfg.RetryBackoff
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Client{
+		cfg:       cfg,
+		log:       cfg.Logger,
+		ctx:       ctx,
+		cancel:    cancel,
+		ready:     make(chan struct{}),
+		changed:   make(chan struct{}),
+		ctrlConns: map[string]*grpc.ClientConn{},
+		brokers:   map[int32]*brokerConn{},
+	}
+	c.pids.c = c
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.watch()
+	}()
+	return c, nil
+}
+
+// Close stops the metadata watch and closes every connection. Producers
+// must be closed first.
+func (c *Client) Close() error {
+	c.cancel()
+	c.wg.Wait()
+	c.ctrlMu.Lock()
+	for _, cc := range c.ctrlConns {
+		cc.Close()
+	}
+	c.ctrlMu.Unlock()
+	c.brokerMu.Lock()
+	for _, b := range c.brokers {
+		b.close()
+	}
+	c.brokerMu.Unlock()
+	return nil
+}
+
+// Ready is closed once the first metadata image from a controller arrived.
+func (c *Client) Ready() <-chan struct{} { return c.ready }
+
+// WaitReady waits for the first metadata image.
+func (c *Client) WaitReady(ctx context.Context) error {
+	select {
+	case <-c.ready:
+		return nil
+	case <-ctx.Done():
+		return errs.Errorf(errs.RequestTimedOut, "no metadata from controllers %v yet: %v", c.cfg.Controllers, ctx.Err())
+	}
+}
+
+// Metadata is the current snapshot; empty before Ready.
+func (c *Client) Metadata() *Metadata {
+	if m := c.meta.Load(); m != nil {
+		return m
+	}
+	return emptyMetadata()
+}
+
+// metadataChanged returns a channel closed at the next metadata change.
+func (c *Client) metadataChanged() <-chan struct{} {
+	c.changedMu.Lock()
+	defer c.changedMu.Unlock()
+	return c.changed
+}
+
+func (c *Client) setMetadata(m *Metadata) {
+	c.meta.Store(m)
+	c.readyMu.Do(func() { close(c.ready) })
+	c.changedMu.Lock()
+	close(c.changed)
+	c.changed = make(chan struct{})
+	c.changedMu.Unlock()
+}
+
+// WaitMetadata waits until cond holds for the current snapshot and returns
+// it, or until ctx ends.
+func (c *Client) WaitMetadata(ctx context.Context, cond func(*Metadata) bool) (*Metadata, error) {
+	for {
+		ch := c.metadataChanged()
+		if m := c.meta.Load(); m != nil && cond(m) {
+			return m, nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return c.Metadata(), errs.Errorf(errs.RequestTimedOut, "metadata did not reach the expected state: %v", ctx.Err())
+		}
+	}
+}
+
+func (c *Client) dialOptions() []grpc.DialOption {
+	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, telemetry.GRPCDialOptions()...)
+	return append(opts, c.cfg.DialOptions...)
+}
+
+// backoff is the wait before retry number attempt (0-based), with ±20% jitter.
+func (c *Client) backoff(attempt int) time.Duration {
+	d := c.cfg.RetryBackoff
+	for i := 0; i < attempt && d < c.cfg.MaxRetryBackoff; i++ {
+		d *= 2
+	}
+	d = min(d, c.cfg.MaxRetryBackoff)
+	return d*4/5 + time.Duration(rand.Int64N(int64(d)*2/5+1))
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// controller returns a client for the i-th controller address (mod the list).
+func (c *Client) controller(i int) (controllerv1.ControllerServiceClient, string, error) {
+	c.ctrlMu.Lock()
+	defer c.ctrlMu.Unlock()
+	addr := c.cfg.Controllers[i%len(c.cfg.Controllers)]
+	cc, ok := c.ctrlConns[addr]
+	if !ok {
+		var err error
+		if cc, err = grpc.NewClient(addr, c.dialOptions()...); err != nil {
+			return nil, addr, err
+		}
+		c.ctrlConns[addr] = cc
+	}
+	return controllerv1.NewControllerServiceClient(cc), addr, nil
+}
+
+// callController runs fn against a controller, moving on to the next one
+// when a controller cannot be reached or is not the active one. Other
+// refusals are answered as they are, as errs rows.
+func (c *Client) callController(ctx context.Context, fn func(context.Context, controllerv1.ControllerServiceClient) error) error {
+	c.ctrlMu.Lock()
+	start := c.ctrlNext
+	c.ctrlMu.Unlock()
+	n := len(c.cfg.Controllers)
+	var last error
+	for attempt := 0; ; attempt++ {
+		i := start + attempt
+		cl, addr, err := c.controller(i)
+		if err == nil {
+			err = errs.FromStatus(fn(ctx, cl))
+			if err == nil {
+				c.ctrlMu.Lock()
+				c.ctrlNext = i % n
+				c.ctrlMu.Unlock()
+				return nil
+			}
+			row := errs.Of(err)
+			if row != errs.NetworkException && row != errs.NotController {
+				return err
+			}
+			c.log.DebugContext(ctx, "controller unavailable, trying the next", "addr", addr, "err", err)
+		}
+		last = err
+		if ctx.Err() != nil || attempt >= 3*n {
+			return last
+		}
+		if attempt%n == n-1 { // every controller refused: back off before another round
+			if sleep(ctx, c.backoff(attempt/n)) != nil {
+				return last
+			}
+		}
+	}
+}
+
+// watch follows WatchMetadata until Close, moving to the next controller
+// with backoff whenever a stream ends.
+func (c *Client) watch() {
+	failures := 0
+	for i := 0; c.ctx.Err() == nil; i++ {
+		got, err := c.watchOnce(i)
+		if c.ctx.Err() != nil {
+			return
+		}
+		if got {
+			failures = 0
+		}
+		c.log.Warn("metadata watch ended, reconnecting", "controller", c.cfg.Controllers[i%len(c.cfg.Controllers)], "err", err)
+		_ = sleep(c.ctx, c.backoff(failures))
+		failures++
+	}
+}
+
+// watchOnce reads one WatchMetadata stream; got says whether anything
+// arrived on it.
+func (c *Client) watchOnce(i int) (got bool, err error) {
+	cl, _, err := c.controller(i)
+	if err != nil {
+		return false, err
+	}
+	ctx, cancel := context.WithCancel(c.ctx)
+	defer cancel()
+	var known uint64
+	if m := c.meta.Load(); m != nil {
+		known = m.Version()
+	}
+	stream, err := cl.WatchMetadata(ctx, &controllerv1.WatchMetadataRequest{KnownVersion: known, NodeId: c.cfg.NodeID})
+	if err != nil {
+		return false, errs.FromStatus(err)
+	}
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			return got, errs.FromStatus(err)
+		}
+		got = true
+		switch u := msg.GetUpdate().(type) {
+		case *controllerv1.WatchMetadataResponse_Image:
+			c.setMetadata(MetadataFromImage(u.Image))
+		case *controllerv1.WatchMetadataResponse_Delta:
+			cur := c.meta.Load()
+			if cur == nil {
+				return got, errors.New("metadata delta before any image")
+			}
+			if u.Delta.GetVersion() < cur.Version() {
+				continue // a replay of what we hold
+			}
+			next, err := cur.Apply(u.Delta)
+			if err != nil {
+				return got, err
+			}
+			c.setMetadata(next)
+		}
+	}
+}
+
+// randIntN is the sticky partitioner's random source.
+func randIntN(n int) int { return rand.IntN(n) }

@@ -1,0 +1,432 @@
+package client_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	controllerv1 "skein/gen/skein/controller/v1"
+	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/client"
+	"skein/libs/client/clienttest"
+	"skein/libs/client/partitioner"
+	"skein/libs/errs"
+	"skein/libs/record"
+)
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+// deadAddr is a loopback address nothing listens on.
+func deadAddr(t *testing.T) string {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	lis.Close()
+	return addr
+}
+
+func newClient(t *testing.T, cl *clienttest.Cluster, controllers ...string) *client.Client {
+	t.Helper()
+	if len(controllers) == 0 {
+		controllers = []string{cl.ControllerAddr}
+	}
+	c, err := client.New(client.Config{Controllers: controllers, RetryBackoff: 10 * time.Millisecond, MaxRetryBackoff: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if err := c.WaitReady(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func createTopic(t *testing.T, c *client.Client, name string, partitions int32, configs map[string]string) {
+	t.Helper()
+	if _, err := c.CreateTopic(ctx(t), client.TopicSpec{Name: name, Partitions: partitions, ReplicationFactor: 1, Configs: configs}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitMetadata(ctx(t), func(m *client.Metadata) bool { return m.PartitionCount(name) == partitions }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestWatchSkipsADeadController(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	c := newClient(t, cl, deadAddr(t), cl.ControllerAddr)
+	if got := c.Metadata().ClusterID(); got != "test-cluster" {
+		t.Fatalf("cluster id %q", got)
+	}
+	createTopic(t, c, "t", 2, nil) // admin calls fail over too
+}
+
+// Records spread by key over partitions exactly as the partitioner says,
+// in batches no larger than batch.size, each carrying the partition's next
+// base sequence under one producer id with epoch 0.
+func TestProducerBatchesAndSequences(t *testing.T) {
+	cl := clienttest.Start(t, 3)
+	c := newClient(t, cl)
+	createTopic(t, c, "orders", 3, nil)
+	p := c.NewProducer(client.WithBatchSize(1024), client.WithLinger(20*time.Millisecond))
+	defer p.Close(ctx(t))
+
+	const n = 300
+	recs := make([]client.Record, n)
+	for i := range recs {
+		recs[i] = client.Record{Topic: "orders", Key: []byte(fmt.Sprintf("user-%d", i%17)), Value: []byte(fmt.Sprintf("order %d padded to be longer", i))}
+	}
+	results := p.ProduceSync(ctx(t), recs...)
+	next := map[int32]int64{}
+	for i, r := range results {
+		if r.Err != nil {
+			t.Fatalf("record %d: %v", i, r.Err)
+		}
+		if want := partitioner.ForKey(recs[i].Key, 3); r.Partition != want {
+			t.Fatalf("record %d went to %d, murmur2 says %d", i, r.Partition, want)
+		}
+		if r.Offset != next[r.Partition] {
+			t.Fatalf("record %d at offset %d of partition %d, want %d (order within a partition)", i, r.Offset, r.Partition, next[r.Partition])
+		}
+		next[r.Partition]++
+	}
+
+	pids := map[int64]bool{}
+	for part := int32(0); part < 3; part++ {
+		batches := cl.Leader("orders", part).Batches("orders", part)
+		if len(batches) < 2 {
+			t.Errorf("partition %d: %d batches; batch.size 1 KiB should split %d records", part, len(batches), next[part])
+		}
+		seq := int32(0)
+		for _, b := range batches {
+			if b.Size() > 1024 {
+				t.Errorf("partition %d: a batch of %d bytes, above batch.size", part, b.Size())
+			}
+			if b.ProducerEpoch() != 0 || b.BaseSequence() != seq {
+				t.Errorf("partition %d: batch with epoch %d base sequence %d, want 0 and %d", part, b.ProducerEpoch(), b.BaseSequence(), seq)
+			}
+			pids[b.ProducerID()] = true
+			seq += b.RecordCount()
+		}
+	}
+	if len(pids) != 1 || pids[-1] {
+		t.Errorf("producer ids %v: want one idempotent id", pids)
+	}
+	if calls := cl.Controller.ProducerIDCalls(); calls != 1 {
+		t.Errorf("%d AllocateProducerIds calls, want one block per client", calls)
+	}
+	for id, s := range cl.Storage {
+		if s.ProduceStreams() > 1 {
+			t.Errorf("broker %d saw %d produce streams, want one pipelined stream", id, s.ProduceStreams())
+		}
+	}
+}
+
+func TestLingerHoldsASmallBatch(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 1, nil)
+	p := c.NewProducer(client.WithLinger(150 * time.Millisecond))
+	defer p.Close(ctx(t))
+	start := time.Now()
+	r := p.ProduceSync(ctx(t), client.Record{Topic: "t", Value: []byte("v")})[0]
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if d := time.Since(start); d < 150*time.Millisecond {
+		t.Errorf("answered after %v, before linger.ms 150", d)
+	}
+	// Flush does not wait for linger.
+	done := make(chan client.Result, 1)
+	start = time.Now()
+	p.Produce(ctx(t), client.Record{Topic: "t", Value: []byte("w")}, func(r client.Result) { done <- r })
+	if err := p.Flush(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-done; r.Err != nil || r.Offset != 1 {
+		t.Fatalf("flushed record: %+v", r)
+	}
+	if d := time.Since(start); d > 120*time.Millisecond {
+		t.Errorf("flush took %v", d)
+	}
+}
+
+// Keyless records stick to one partition until its batch goes.
+func TestKeylessRecordsAreSticky(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 4, nil)
+	p := c.NewProducer(client.WithLinger(time.Hour), client.WithBatchSize(4096))
+	defer p.Close(ctx(t))
+	var recs []client.Record
+	for i := 0; i < 10; i++ {
+		recs = append(recs, client.Record{Topic: "t", Value: []byte("small")})
+	}
+	pc, cancel := context.WithCancel(ctx(t))
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		p.Flush(pc)
+	}()
+	res := p.ProduceSync(ctx(t), recs...)
+	cancel()
+	for _, r := range res {
+		if r.Err != nil || r.Partition != res[0].Partition {
+			t.Fatalf("keyless records split across partitions within one batch: %+v", res)
+		}
+	}
+}
+
+// A leader that moved answers NOT_LEADER_OR_FOLLOWER; the producer retries
+// once the metadata shows the new leader and the record lands there once.
+func TestRetryOnNotLeaderWithMetadataRefresh(t *testing.T) {
+	cl := clienttest.Start(t, 2)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 1, nil)
+	if l, _, _ := cl.Controller.Leader("t", 0); l != 1 {
+		t.Fatalf("leader %d, want 1", l)
+	}
+	cl.Controller.Pause() // the client keeps believing broker 1 leads
+	cl.Controller.SetLeader("t", 0, 2)
+	p := c.NewProducer(client.WithLinger(-1))
+	defer p.Close(ctx(t))
+	done := make(chan client.Result, 1)
+	p.Produce(ctx(t), client.Record{Topic: "t", Key: []byte("k"), Value: []byte("v")}, func(r client.Result) { done <- r })
+	deadline := time.Now().Add(5 * time.Second)
+	for cl.Storage[1].Refused("NOT_LEADER_OR_FOLLOWER") < 2 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	cl.Controller.Resume()
+	r := <-done
+	if r.Err != nil || r.Offset != 0 {
+		t.Fatalf("result %+v", r)
+	}
+	if n := len(cl.Storage[2].Batches("t", 0)); n != 1 {
+		t.Errorf("new leader holds %d batches, want 1", n)
+	}
+	if n := len(cl.Storage[1].Batches("t", 0)); n != 0 {
+		t.Errorf("old leader holds %d batches", n)
+	}
+}
+
+// Retriable errors are retried with the same sequence; a non-retriable one
+// fails the records and the partition moves to a fresh producer id, so the
+// failed sequence is never reused.
+func TestRetriesAndFreshProducerIDAfterFailure(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 1, nil)
+	p := c.NewProducer(client.WithLinger(-1))
+	defer p.Close(ctx(t))
+	st := cl.Storage[1]
+	produce := func(v string) client.Result {
+		return p.ProduceSync(ctx(t), client.Record{Topic: "t", Value: []byte(v)})[0]
+	}
+	st.FailNext("t", 0, errs.NotEnoughReplicas, 3)
+	if r := produce("a"); r.Err != nil || r.Offset != 0 {
+		t.Fatalf("after 3 retriable refusals: %+v", r)
+	}
+	st.FailNext("t", 0, errs.Errorf(errs.InvalidRecord, "bad"), 1)
+	if r := produce("b"); errs.Of(r.Err) != errs.InvalidRecord || r.Offset != -1 {
+		t.Fatalf("non-retriable refusal answered %+v", r)
+	}
+	if r := produce("c"); r.Err != nil || r.Offset != 1 {
+		t.Fatalf("after a failure: %+v", r)
+	}
+	b := st.Batches("t", 0)
+	if len(b) != 2 || b[0].ProducerID() == b[1].ProducerID() || b[1].BaseSequence() != 0 {
+		t.Fatalf("batches: pid %d seq %d, then pid %d seq %d", b[0].ProducerID(), b[0].BaseSequence(), b[1].ProducerID(), b[1].BaseSequence())
+	}
+}
+
+func TestDeliveryTimeout(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 1, nil)
+	cl.Controller.SetLeader("t", 0, -1) // offline
+	p := c.NewProducer(client.WithDeliveryTimeout(200 * time.Millisecond))
+	defer p.Close(ctx(t))
+	r := p.ProduceSync(ctx(t), client.Record{Topic: "t", Value: []byte("v")})[0]
+	if errs.Of(r.Err) != errs.RequestTimedOut {
+		t.Fatalf("result %+v, want REQUEST_TIMED_OUT", r)
+	}
+}
+
+func TestProduceRefusals(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	c := newClient(t, cl)
+	createTopic(t, c, "small", 2, map[string]string{"max.message.bytes": "200"})
+	p := c.NewProducer()
+	defer p.Close(ctx(t))
+	for _, tc := range []struct {
+		rec  client.Record
+		want *errs.Error
+	}{
+		{client.Record{Topic: "nope", Value: []byte("v")}, errs.UnknownTopicOrPartition},
+		{client.Record{Topic: "small", Partition: ptr[int32](2), Value: []byte("v")}, errs.UnknownTopicOrPartition},
+		{client.Record{Topic: "small", Partition: ptr[int32](-1), Value: []byte("v")}, errs.UnknownTopicOrPartition},
+		{client.Record{Topic: "small", Value: make([]byte, 300)}, errs.MessageTooLarge},
+	} {
+		if r := p.ProduceSync(ctx(t), tc.rec)[0]; errs.Of(r.Err) != tc.want {
+			t.Errorf("%+v: got %v, want %s", tc.rec, r.Err, tc.want.Name)
+		}
+	}
+}
+
+func TestAcksNone(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 1, nil)
+	p := c.NewProducer(client.WithAcks(client.AcksNone))
+	defer p.Close(ctx(t))
+	r := p.ProduceSync(ctx(t), client.Record{Topic: "t", Value: []byte("v")})[0]
+	if r.Err != nil || r.Offset != -1 {
+		t.Fatalf("acks=0 result %+v", r)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(cl.Storage[1].Batches("t", 0)) == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if b := cl.Storage[1].Batches("t", 0); len(b) != 1 || b[0].ProducerID() != -1 {
+		t.Fatalf("acks=0 batch missing or idempotent: %d", len(b))
+	}
+}
+
+func TestProduceBatchIsIdempotentUnderTheCallersIdentity(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 1, nil)
+	id := client.BatchIdentity{ProducerID: 77, ProducerEpoch: 0, BaseSequence: 0}
+	recs := []client.Record{{Value: []byte("a")}, {Value: []byte("b")}}
+	first, err := c.ProduceBatch(ctx(t), "t", 0, client.AcksAll, id, recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := c.ProduceBatch(ctx(t), "t", 0, client.AcksAll, id, recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first[1].Offset != 1 || again[0].Offset != first[0].Offset || again[1].Offset != first[1].Offset {
+		t.Fatalf("first %+v, retried %+v: want the original offsets", first, again)
+	}
+	if n := len(cl.Storage[1].Batches("t", 0)); n != 1 {
+		t.Fatalf("%d batches written, want 1", n)
+	}
+}
+
+func TestFetchAndListOffsets(t *testing.T) {
+	cl := clienttest.Start(t, 2)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 1, nil)
+	p := c.NewProducer(client.WithLinger(-1))
+	defer p.Close(ctx(t))
+	for i := 0; i < 5; i++ {
+		r := p.ProduceSync(ctx(t), client.Record{Topic: "t", Key: []byte{byte(i)}, Value: []byte(fmt.Sprint(i)), Headers: []record.Header{{Key: "h", Value: []byte("x")}}})[0]
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	res, err := c.Fetch(ctx(t), client.FetchRequest{Topic: "t", Partition: 0, Offset: 2, MaxRecords: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Records) != 2 || res.Records[0].Offset != 2 || string(res.Records[1].Value) != "3" || res.NextOffset != 4 || res.HighWatermark != 5 {
+		t.Fatalf("fetch: %+v", res)
+	}
+	if h := res.Records[0].Headers; len(h) != 1 || h[0].Key != "h" || string(h[0].Value) != "x" {
+		t.Errorf("headers %+v", h)
+	}
+
+	// Out of range is answered, not retried.
+	if _, err := c.Fetch(ctx(t), client.FetchRequest{Topic: "t", Partition: 0, Offset: 99}); errs.Of(err) != errs.OffsetOutOfRange {
+		t.Fatalf("fetch at 99: %v", err)
+	}
+
+	// The long poll waits for new data and answers as soon as it comes.
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		p.ProduceSync(context.Background(), client.Record{Topic: "t", Value: []byte("late")})
+	}()
+	start := time.Now()
+	res, err = c.Fetch(ctx(t), client.FetchRequest{Topic: "t", Partition: 0, Offset: 5, MaxWait: 5 * time.Second})
+	if err != nil || len(res.Records) != 1 || string(res.Records[0].Value) != "late" {
+		t.Fatalf("long poll: %+v %v", res, err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("long poll answered after %v", d)
+	}
+
+	// Leadership moves: fetch follows it.
+	cl.Controller.SetLeader("t", 0, 2)
+	if _, err := c.Fetch(ctx(t), client.FetchRequest{Topic: "t", Partition: 0, Offset: 0}); err == nil {
+		// broker 2 holds nothing in this fake, so the log is empty there: offset 0 is the end
+	} else {
+		t.Fatalf("fetch after a leader change: %v", err)
+	}
+	if f := cl.Storage[2].Fetches(); len(f) == 0 {
+		t.Error("the new leader saw no fetch")
+	}
+
+	cl.Controller.SetLeader("t", 0, 1)
+	offs, err := c.ListOffsets(ctx(t), "t", nil, client.EarliestOffset, skeinv1.IsolationLevel_READ_UNCOMMITTED)
+	if err != nil || len(offs) != 1 || offs[0].Offset != 0 || offs[0].Err != nil {
+		t.Fatalf("earliest: %+v %v", offs, err)
+	}
+	offs, err = c.ListOffsets(ctx(t), "t", nil, client.LatestOffset, skeinv1.IsolationLevel_READ_UNCOMMITTED)
+	if err != nil || offs[0].Offset != 6 {
+		t.Fatalf("latest: %+v %v", offs, err)
+	}
+}
+
+func TestAdmin(t *testing.T) {
+	cl := clienttest.Start(t, 2)
+	c := newClient(t, cl)
+	if _, err := c.CreateTopic(ctx(t), client.TopicSpec{Name: "t", ReplicationFactor: 3}); errs.Of(err) != errs.InvalidReplicationFactor {
+		t.Fatalf("RF 3 on 2 brokers: %v", err)
+	}
+	createTopic(t, c, "t", 1, nil)
+	if _, err := c.CreateTopic(ctx(t), client.TopicSpec{Name: "t"}); errs.Of(err) != errs.TopicAlreadyExists {
+		t.Fatalf("create twice: %v", err)
+	}
+	if err := c.CreatePartitions(ctx(t), "t", 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AlterConfigs(ctx(t), "t", map[string]string{"retention.ms": "1000"}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.WaitMetadata(ctx(t), func(m *client.Metadata) bool {
+		tr, ok := m.Topic("t")
+		return ok && m.PartitionCount("t") == 3 && tr.GetConfigs()["retention.ms"] == "1000"
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.LiveBrokers()) != 2 {
+		t.Errorf("live brokers %v", m.LiveBrokers())
+	}
+	dc, err := c.DescribeCluster(ctx(t))
+	if err != nil || len(dc.GetBrokers()) != 2 {
+		t.Fatalf("describe cluster %v %v", dc, err)
+	}
+	res, err := c.ElectLeaders(ctx(t), controllerv1.ElectionType_ELECTION_TYPE_PREFERRED, nil)
+	if err != nil || len(res) != 3 {
+		t.Fatalf("elect: %v %v", res, err)
+	}
+	if err := c.DeleteTopic(ctx(t), "t"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteTopic(ctx(t), "t"); errs.Of(err) != errs.UnknownTopicOrPartition {
+		t.Fatalf("delete twice: %v", err)
+	}
+	if _, err := c.WaitMetadata(ctx(t), func(m *client.Metadata) bool { _, ok := m.Topic("t"); return !ok }); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,339 @@
+package clienttest
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	storagev1 "skein/gen/skein/storage/v1"
+	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/errs"
+	"skein/libs/record"
+)
+
+type tp struct {
+	topic     string
+	partition int32
+}
+
+// partitionLog is one partition held in memory. 0 <= logStart <= leo; the HW
+// is the LEO (replication is instant).
+type partitionLog struct {
+	batches  []record.Batch
+	logStart int64
+	leo      int64
+	grew     chan struct{}            // closed and replaced when the log grows
+	seqs     map[int64][]writtenBatch // per producer id, its batches in order
+}
+
+type writtenBatch struct {
+	baseSeq, lastSeq int32
+	baseOffset       int64
+}
+
+// Storage is a fake storage node.
+type Storage struct {
+	storagev1.UnimplementedStorageServiceServer
+
+	ID   int32
+	ctrl *Controller
+
+	mu      sync.Mutex
+	logs    map[tp]*partitionLog
+	fail    map[tp][]error
+	fetches []*storagev1.FetchRequest
+	streams int
+	refused map[string]int // produce refusals by error name
+}
+
+// NewStorage returns node id, serving what ctrl's metadata says it leads.
+func NewStorage(id int32, ctrl *Controller) *Storage {
+	return &Storage{ID: id, ctrl: ctrl, logs: map[tp]*partitionLog{}, fail: map[tp][]error{}, refused: map[string]int{}}
+}
+
+// FailNext makes the next n produce attempts on a partition of this node
+// answer err (a row of libs/errs) before anything is written.
+func (s *Storage) FailNext(topic string, partition int32, err error, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := 0; i < n; i++ {
+		s.fail[tp{topic, partition}] = append(s.fail[tp{topic, partition}], err)
+	}
+}
+
+// Batches returns copies of the batches a partition holds on this node.
+func (s *Storage) Batches(topic string, partition int32) []record.Batch {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []record.Batch
+	if l := s.logs[tp{topic, partition}]; l != nil {
+		for _, b := range l.batches {
+			out = append(out, append(record.Batch(nil), b...))
+		}
+	}
+	return out
+}
+
+// SetLogStart moves a partition's log start (as retention would).
+func (s *Storage) SetLogStart(topic string, partition int32, offset int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.logLocked(tp{topic, partition})
+	l.logStart = offset
+	if l.leo < offset {
+		l.leo = offset
+	}
+}
+
+// Fetches returns the fetch requests received so far.
+func (s *Storage) Fetches() []*storagev1.FetchRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]*storagev1.FetchRequest(nil), s.fetches...)
+}
+
+// ProduceStreams counts the ProduceStream calls opened on this node.
+func (s *Storage) ProduceStreams() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.streams
+}
+
+func (s *Storage) logLocked(k tp) *partitionLog {
+	l := s.logs[k]
+	if l == nil {
+		l = &partitionLog{grew: make(chan struct{}), seqs: map[int64][]writtenBatch{}}
+		s.logs[k] = l
+	}
+	return l
+}
+
+// leads checks that this node leads the partition at the epoch the client
+// believes current.
+func (s *Storage) leads(topic string, partition, clientEpoch int32) error {
+	leader, epoch, ok := s.ctrl.Leader(topic, partition)
+	switch {
+	case !ok:
+		return errs.Errorf(errs.UnknownTopicOrPartition, "no partition %s-%d", topic, partition)
+	case leader != s.ID:
+		return errs.Errorf(errs.NotLeaderOrFollower, "node %d does not lead %s-%d (node %d does)", s.ID, topic, partition, leader)
+	case clientEpoch >= 0 && clientEpoch < epoch:
+		return errs.Errorf(errs.FencedLeaderEpoch, "epoch %d is older than %d", clientEpoch, epoch)
+	case clientEpoch > epoch:
+		return errs.Errorf(errs.UnknownLeaderEpoch, "epoch %d is newer than %d", clientEpoch, epoch)
+	}
+	return nil
+}
+
+func (s *Storage) produce(req *storagev1.ProduceRequest) *storagev1.ProduceResponse {
+	resp := &storagev1.ProduceResponse{}
+	for _, pp := range req.GetPartitions() {
+		base, err := s.append(pp)
+		r := &storagev1.PartitionProduceResult{Topic: pp.GetTopic(), Partition: pp.GetPartition(), BaseOffset: base, LogAppendTimeMs: -1}
+		if err != nil {
+			r.ErrorCode, r.ErrorMessage, r.BaseOffset = skeinv1.ErrorCode(errs.CodeOf(err)), errs.Message(err), -1
+			s.mu.Lock()
+			s.refused[errs.Of(err).Name]++
+			s.mu.Unlock()
+		}
+		resp.Partitions = append(resp.Partitions, r)
+	}
+	return resp
+}
+
+// Refused counts the produce attempts this node refused with the named error.
+func (s *Storage) Refused(name string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused[name]
+}
+
+func (s *Storage) append(pp *storagev1.PartitionProduce) (int64, error) {
+	if err := s.leads(pp.GetTopic(), pp.GetPartition(), pp.GetCurrentLeaderEpoch()); err != nil {
+		return -1, err
+	}
+	k := tp{pp.GetTopic(), pp.GetPartition()}
+	cfg, _ := s.ctrl.TopicConfig(k.topic)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if q := s.fail[k]; len(q) > 0 {
+		s.fail[k] = q[1:]
+		return -1, q[0]
+	}
+	l := s.logLocked(k)
+	it := record.NewBatchIter(pp.GetRecords())
+	var batches []record.Batch
+	for it.Next() {
+		b := append(record.Batch(nil), it.Batch()...)
+		if err := b.Verify(); err != nil {
+			return -1, err
+		}
+		if b.Size() > int(cfg.MaxMessageBytes) {
+			return -1, errs.Errorf(errs.MessageTooLarge, "batch of %d bytes is above max.message.bytes %d", b.Size(), cfg.MaxMessageBytes)
+		}
+		var ri record.RecordIter
+		if err := record.ValidateRecords(&ri, b, record.ValidateOptions{Strict: true}); err != nil {
+			return -1, err
+		}
+		batches = append(batches, b)
+	}
+	if err := it.Err(); err != nil {
+		return -1, err
+	}
+	if len(batches) == 0 {
+		return -1, errs.Errorf(errs.CorruptMessage, "no batch in the request")
+	}
+	first := int64(-1)
+	for _, b := range batches {
+		if pid := b.ProducerID(); pid >= 0 {
+			seqs := l.seqs[pid]
+			for _, w := range seqs {
+				if w.baseSeq == b.BaseSequence() && w.lastSeq == b.LastSequence() {
+					return w.baseOffset, nil // a duplicate: the original offsets
+				}
+			}
+			want := int32(0)
+			if len(seqs) > 0 {
+				want = seqs[len(seqs)-1].lastSeq + 1
+			}
+			if b.BaseSequence() != want {
+				return -1, errs.Errorf(errs.OutOfOrderSequenceNumber, "producer %d: sequence %d, expected %d", pid, b.BaseSequence(), want)
+			}
+			l.seqs[pid] = append(seqs, writtenBatch{b.BaseSequence(), b.LastSequence(), l.leo})
+		}
+		b.SetBaseOffset(record.Offset(l.leo))
+		if first < 0 {
+			first = l.leo
+		}
+		l.batches = append(l.batches, b)
+		l.leo = int64(b.NextOffset())
+	}
+	close(l.grew)
+	l.grew = make(chan struct{})
+	return first, nil
+}
+
+// Produce appends batches and answers per partition.
+func (s *Storage) Produce(_ context.Context, req *storagev1.ProduceRequest) (*storagev1.ProduceResponse, error) {
+	return s.produce(req), nil
+}
+
+// ProduceStream answers each request by correlation id; acks=0 requests get
+// no answer.
+func (s *Storage) ProduceStream(stream storagev1.StorageService_ProduceStreamServer) error {
+	s.mu.Lock()
+	s.streams++
+	s.mu.Unlock()
+	for {
+		req, err := stream.Recv()
+		if err != nil {
+			return nil
+		}
+		resp := s.produce(req.GetRequest())
+		if req.GetRequest().GetAcks() == 0 {
+			continue
+		}
+		if err := stream.Send(&storagev1.ProduceStreamResponse{CorrelationId: req.GetCorrelationId(), Response: resp}); err != nil {
+			return err
+		}
+	}
+}
+
+// Fetch answers batches from the fetch offset, long-polling at the log end.
+func (s *Storage) Fetch(ctx context.Context, req *storagev1.FetchRequest) (*storagev1.FetchResponse, error) {
+	s.mu.Lock()
+	s.fetches = append(s.fetches, req)
+	s.mu.Unlock()
+	resp := &storagev1.FetchResponse{}
+	deadline := time.Now().Add(time.Duration(req.GetMaxWaitMs()) * time.Millisecond)
+	for _, pf := range req.GetPartitions() {
+		resp.Partitions = append(resp.Partitions, s.fetchOne(ctx, pf, req.GetMaxBytes(), deadline))
+	}
+	return resp, nil
+}
+
+func (s *Storage) fetchOne(ctx context.Context, pf *storagev1.PartitionFetch, maxBytes int32, deadline time.Time) *storagev1.PartitionFetchResult {
+	r := &storagev1.PartitionFetchResult{Topic: pf.GetTopic(), Partition: pf.GetPartition()}
+	if err := s.leads(pf.GetTopic(), pf.GetPartition(), pf.GetCurrentLeaderEpoch()); err != nil {
+		r.ErrorCode, r.ErrorMessage = skeinv1.ErrorCode(errs.CodeOf(err)), errs.Message(err)
+		return r
+	}
+	k := tp{pf.GetTopic(), pf.GetPartition()}
+	for {
+		s.mu.Lock()
+		l := s.logLocked(k)
+		r.HighWatermark, r.LastStableOffset, r.LogStartOffset = l.leo, l.leo, l.logStart
+		off := pf.GetFetchOffset()
+		if off < l.logStart || off > l.leo {
+			s.mu.Unlock()
+			r.ErrorCode = skeinv1.ErrorCode_OFFSET_OUT_OF_RANGE
+			r.ErrorMessage = errs.Message(errs.Errorf(errs.OffsetOutOfRange, "offset %d is outside [%d, %d]", off, l.logStart, l.leo))
+			return r
+		}
+		for _, b := range l.batches {
+			if int64(b.NextOffset()) <= off {
+				continue
+			}
+			if len(r.Records) > 0 && len(r.Records)+len(b) > int(maxBytes) {
+				break
+			}
+			r.Records = append(r.Records, b...)
+		}
+		grew := l.grew
+		s.mu.Unlock()
+		wait := time.Until(deadline)
+		if len(r.Records) > 0 || wait <= 0 {
+			return r
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-grew:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		if ctx.Err() != nil {
+			return r
+		}
+	}
+}
+
+// ListOffsets answers the log start, the HW, or the first offset at or after
+// a timestamp.
+func (s *Storage) ListOffsets(_ context.Context, req *storagev1.ListOffsetsRequest) (*storagev1.ListOffsetsResponse, error) {
+	resp := &storagev1.ListOffsetsResponse{}
+	for _, lp := range req.GetPartitions() {
+		r := &storagev1.ListOffsetsResult{Topic: lp.GetTopic(), Partition: lp.GetPartition(), Timestamp: -1}
+		if err := s.leads(lp.GetTopic(), lp.GetPartition(), lp.GetCurrentLeaderEpoch()); err != nil {
+			r.ErrorCode, r.ErrorMessage, r.Offset = skeinv1.ErrorCode(errs.CodeOf(err)), errs.Message(err), -1
+			resp.Partitions = append(resp.Partitions, r)
+			continue
+		}
+		s.mu.Lock()
+		l := s.logLocked(tp{lp.GetTopic(), lp.GetPartition()})
+		switch ts := lp.GetTimestamp(); ts {
+		case -1:
+			r.Offset = l.leo
+		case -2:
+			r.Offset = l.logStart
+		default:
+			r.Offset = -1
+		search:
+			for _, b := range l.batches {
+				var ri record.RecordIter
+				if ri.Reset(b) != nil {
+					continue
+				}
+				for ri.Next() {
+					if ri.Timestamp() >= ts {
+						r.Offset, r.Timestamp = int64(ri.Offset()), ri.Timestamp()
+						break search
+					}
+				}
+			}
+		}
+		s.mu.Unlock()
+		resp.Partitions = append(resp.Partitions, r)
+	}
+	return resp, nil
+}

@@ -1,0 +1,346 @@
+package client
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	storagev1 "skein/gen/skein/storage/v1"
+	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/errs"
+	"skein/libs/record"
+)
+
+// Offset specs for ListOffsets, as Kafka's ListOffsets timestamps.
+const (
+	LatestOffset   int64 = -1
+	EarliestOffset int64 = -2
+)
+
+// FetchRequest reads one partition from an offset.
+type FetchRequest struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	// MaxRecords caps the records answered (0: no cap beyond MaxBytes).
+	MaxRecords int
+	// MaxBytes caps the batch bytes the leader answers (0: 1 MiB); at least
+	// one whole batch always comes back.
+	MaxBytes int32
+	// MaxWait is the long-poll: how long the leader may wait for data when
+	// there is none at Offset.
+	MaxWait   time.Duration
+	Isolation skeinv1.IsolationLevel
+}
+
+// ConsumedRecord is one record read back. Its slices are the caller's.
+type ConsumedRecord struct {
+	Topic       string
+	Partition   int32
+	Offset      int64
+	Timestamp   int64
+	Key         []byte // nil: no key
+	Value       []byte // nil: a tombstone
+	Headers     []record.Header
+	LeaderEpoch int32
+}
+
+// FetchResult is a fetch's records and the partition's offsets.
+type FetchResult struct {
+	Records []ConsumedRecord
+	// NextOffset is where the next fetch starts: past the last record
+	// answered, or past batches that held nothing for the reader (control
+	// batches, aborted transactions).
+	NextOffset       int64
+	HighWatermark    int64
+	LastStableOffset int64
+	LogStartOffset   int64
+}
+
+// leaderErr reports whether err means the request went to the wrong or an
+// unreachable broker, so that fresh metadata may route it better.
+func leaderErr(err error) bool {
+	switch errs.Of(err) {
+	case errs.NotLeaderOrFollower, errs.FencedLeaderEpoch, errs.UnknownLeaderEpoch, errs.LeaderNotAvailable,
+		errs.NetworkException, errs.BrokerNotAvailable, errs.UnknownTopicOrPartition, errs.ReplicaNotAvailable:
+		return true
+	}
+	return false
+}
+
+// waitRetry waits the attempt's backoff, cut short by a metadata change
+// when the error says the leader moved.
+func (c *Client) waitRetry(ctx context.Context, attempt int, err error) error {
+	changed := c.metadataChanged()
+	t := time.NewTimer(c.backoff(attempt))
+	defer t.Stop()
+	if !leaderErr(err) {
+		changed = nil
+	}
+	select {
+	case <-t.C:
+	case <-changed:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
+// leaderOf answers a partition's leader broker connection and epoch.
+func (c *Client) leaderOf(topic string, partition int32) (*brokerConn, int32, error) {
+	m := c.Metadata()
+	if m.PartitionCount(topic) == 0 {
+		return nil, 0, errs.Errorf(errs.UnknownTopicOrPartition, "topic %q does not exist", topic)
+	}
+	if _, ok := m.Partition(topic, partition); !ok {
+		return nil, 0, errs.Errorf(errs.UnknownTopicOrPartition, "topic %q has no partition %d", topic, partition)
+	}
+	leader, epoch, ok := m.Leader(topic, partition)
+	if !ok {
+		return nil, 0, errs.Errorf(errs.LeaderNotAvailable, "%s-%d has no leader", topic, partition)
+	}
+	bc, err := c.broker(leader)
+	return bc, epoch, err
+}
+
+// Fetch reads committed records of one partition from its leader, following
+// leader changes until ctx ends. Errors that retrying cannot fix
+// (OFFSET_OUT_OF_RANGE, say) are answered at once.
+func (c *Client) Fetch(ctx context.Context, req FetchRequest) (*FetchResult, error) {
+	if err := c.WaitReady(ctx); err != nil {
+		return nil, err
+	}
+	maxBytes := req.MaxBytes
+	if maxBytes <= 0 {
+		maxBytes = 1 << 20
+	}
+	for attempt := 0; ; attempt++ {
+		res, err := c.fetchOnce(ctx, req, maxBytes)
+		if err == nil || !errs.IsRetriable(err) || ctx.Err() != nil {
+			return res, err
+		}
+		if errs.Of(err) == errs.UnknownTopicOrPartition && c.Metadata().PartitionCount(req.Topic) == 0 {
+			return nil, err // the topic is gone (or never was): no point waiting
+		}
+		if c.waitRetry(ctx, attempt, err) != nil {
+			return nil, err
+		}
+	}
+}
+
+func (c *Client) fetchOnce(ctx context.Context, req FetchRequest, maxBytes int32) (*FetchResult, error) {
+	bc, epoch, err := c.leaderOf(req.Topic, req.Partition)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := bc.st.Fetch(ctx, &storagev1.FetchRequest{
+		MaxWaitMs:      int32(req.MaxWait / time.Millisecond),
+		MinBytes:       1,
+		MaxBytes:       maxBytes,
+		IsolationLevel: req.Isolation,
+		Partitions: []*storagev1.PartitionFetch{{
+			Topic: req.Topic, Partition: req.Partition, FetchOffset: req.Offset,
+			CurrentLeaderEpoch: epoch, PartitionMaxBytes: maxBytes,
+		}},
+	})
+	if err != nil {
+		return nil, errs.FromStatus(err)
+	}
+	var pr *storagev1.PartitionFetchResult
+	for _, r := range resp.GetPartitions() {
+		if r.GetTopic() == req.Topic && r.GetPartition() == req.Partition {
+			pr = r
+		}
+	}
+	if pr == nil {
+		return nil, errs.Errorf(errs.UnknownServerError, "the fetch answer has no %s-%d", req.Topic, req.Partition)
+	}
+	if code := pr.GetErrorCode(); code != skeinv1.ErrorCode_NONE {
+		return nil, errs.Errorf(errs.ForCode(errs.Code(code)), "%s", pr.GetErrorMessage())
+	}
+	return decodeFetch(req, pr)
+}
+
+// decodeFetch turns a partition's fetched batches into records: from
+// req.Offset on, at most req.MaxRecords, skipping control batches and, under
+// read_committed, the batches of aborted transactions (Kafka's consumer
+// logic: a producer's batches from an aborted transaction's first offset up
+// to its abort marker are dropped).
+func decodeFetch(req FetchRequest, pr *storagev1.PartitionFetchResult) (*FetchResult, error) {
+	out := &FetchResult{
+		NextOffset:       req.Offset,
+		HighWatermark:    pr.GetHighWatermark(),
+		LastStableOffset: pr.GetLastStableOffset(),
+		LogStartOffset:   pr.GetLogStartOffset(),
+	}
+	readCommitted := req.Isolation == skeinv1.IsolationLevel_READ_COMMITTED
+	aborted := slices.Clone(pr.GetAbortedTransactions())
+	slices.SortFunc(aborted, func(a, b *storagev1.AbortedTransaction) int {
+		return cmp.Compare(a.GetFirstOffset(), b.GetFirstOffset())
+	})
+	abortedPIDs := map[int64]bool{}
+
+	it := record.NewBatchIter(pr.GetRecords())
+	it.AllowPartial = true
+	var ri record.RecordIter
+	for it.Next() {
+		b := it.Batch()
+		if err := b.Verify(); err != nil {
+			return nil, err
+		}
+		if int64(b.NextOffset()) <= req.Offset {
+			continue // wholly before the asked offset
+		}
+		if readCommitted {
+			for len(aborted) > 0 && aborted[0].GetFirstOffset() <= int64(b.LastOffset()) {
+				abortedPIDs[aborted[0].GetProducerId()] = true
+				aborted = aborted[1:]
+			}
+		}
+		if b.IsControl() {
+			if readCommitted && b.IsTransactional() {
+				if ri.Reset(b) == nil && ri.Next() {
+					if mk, err := record.ParseMarker(ri.Record()); err == nil && mk.Type == record.ControlAbort {
+						delete(abortedPIDs, b.ProducerID())
+					}
+				}
+			}
+			out.NextOffset = max(out.NextOffset, int64(b.NextOffset()))
+			continue
+		}
+		if readCommitted && b.IsTransactional() && abortedPIDs[b.ProducerID()] {
+			out.NextOffset = max(out.NextOffset, int64(b.NextOffset()))
+			continue
+		}
+		if err := ri.Reset(b); err != nil {
+			return nil, err
+		}
+		for ri.Next() {
+			off := int64(ri.Offset())
+			if off < req.Offset {
+				continue
+			}
+			if req.MaxRecords > 0 && len(out.Records) >= req.MaxRecords {
+				return out, nil
+			}
+			r := ri.Record()
+			ts := ri.Timestamp()
+			if b.LogAppendTime() {
+				ts = b.MaxTimestamp()
+			}
+			cr := ConsumedRecord{
+				Topic: req.Topic, Partition: req.Partition, Offset: off, Timestamp: ts,
+				Key: clone(r.Key), Value: clone(r.Value), LeaderEpoch: int32(b.PartitionLeaderEpoch()),
+			}
+			for _, h := range r.AppendHeaders(nil) {
+				cr.Headers = append(cr.Headers, record.Header{Key: h.Key, Value: clone(h.Value)})
+			}
+			out.Records = append(out.Records, cr)
+			out.NextOffset = off + 1
+		}
+		if err := ri.Err(); err != nil {
+			return nil, err
+		}
+		// A compacted batch may end past its last record.
+		if req.MaxRecords <= 0 || len(out.Records) < req.MaxRecords {
+			out.NextOffset = max(out.NextOffset, int64(b.NextOffset()))
+		}
+	}
+	if err := it.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// clone copies b, keeping nil as nil (null) and empty as empty.
+func clone(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return append(make([]byte, 0, len(b)), b...)
+}
+
+// PartitionOffset is one partition's answer to ListOffsets.
+type PartitionOffset struct {
+	Partition int32
+	// Offset is -1 when no record has a timestamp at or after the one asked.
+	Offset      int64
+	Timestamp   int64
+	LeaderEpoch int32
+	Err         error
+}
+
+// ListOffsets asks each partition's leader for an offset: LatestOffset (the
+// HW, or the LSO under read_committed), EarliestOffset (the log start), or
+// the first offset whose timestamp is at or after spec (ms). partitions nil
+// means all. Leaders are asked in parallel; partitions whose leader moved are
+// retried a few times. Per-partition failures are in Err.
+func (c *Client) ListOffsets(ctx context.Context, topic string, partitions []int32, spec int64, iso skeinv1.IsolationLevel) ([]PartitionOffset, error) {
+	if err := c.WaitReady(ctx); err != nil {
+		return nil, err
+	}
+	n := c.Metadata().PartitionCount(topic)
+	if n == 0 {
+		return nil, errs.Errorf(errs.UnknownTopicOrPartition, "topic %q does not exist", topic)
+	}
+	if partitions == nil {
+		for p := int32(0); p < n; p++ {
+			partitions = append(partitions, p)
+		}
+	}
+	results := map[int32]*PartitionOffset{}
+	todo := slices.Clone(partitions)
+	for attempt := 0; len(todo) > 0; attempt++ {
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		byBroker := map[*brokerConn][]*storagev1.ListOffsetsPartition{}
+		for _, p := range todo {
+			bc, epoch, err := c.leaderOf(topic, p)
+			if err != nil {
+				results[p] = &PartitionOffset{Partition: p, Offset: -1, Err: err}
+				continue
+			}
+			byBroker[bc] = append(byBroker[bc], &storagev1.ListOffsetsPartition{Topic: topic, Partition: p, CurrentLeaderEpoch: epoch, Timestamp: spec})
+		}
+		for bc, parts := range byBroker {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				resp, err := bc.st.ListOffsets(ctx, &storagev1.ListOffsetsRequest{IsolationLevel: iso, Partitions: parts})
+				mu.Lock()
+				defer mu.Unlock()
+				for _, lp := range parts {
+					results[lp.GetPartition()] = &PartitionOffset{Partition: lp.GetPartition(), Offset: -1, Err: errs.FromStatus(err)}
+				}
+				for _, r := range resp.GetPartitions() {
+					po := &PartitionOffset{Partition: r.GetPartition(), Offset: r.GetOffset(), Timestamp: r.GetTimestamp(), LeaderEpoch: r.GetLeaderEpoch()}
+					if code := r.GetErrorCode(); code != skeinv1.ErrorCode_NONE {
+						po.Offset, po.Err = -1, errs.Errorf(errs.ForCode(errs.Code(code)), "%s", r.GetErrorMessage())
+					}
+					results[r.GetPartition()] = po
+				}
+			}()
+		}
+		wg.Wait()
+		var retry []int32
+		var lastErr error
+		for _, p := range todo {
+			if r := results[p]; r.Err != nil && errs.IsRetriable(r.Err) {
+				retry, lastErr = append(retry, p), r.Err
+			}
+		}
+		if len(retry) == 0 || attempt >= 3 || ctx.Err() != nil || c.waitRetry(ctx, attempt, lastErr) != nil {
+			break
+		}
+		todo = retry
+	}
+	out := make([]PartitionOffset, 0, len(partitions))
+	for _, p := range partitions {
+		out = append(out, *results[p])
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Partition < out[j].Partition })
+	return out, nil
+}

@@ -1,0 +1,30 @@
+// Package client is Skein's smart Go client: what the gateway, the
+// coordinators and the CLI use to reach the controller and the storage nodes.
+//
+// A Client follows the controller's WatchMetadata stream (any controller of a
+// list; on error it reconnects to the next with backoff) and keeps an
+// immutable Metadata snapshot that every call routes by. On top of it:
+//
+//   - Producer: Kafka's producer. Records are partitioned like the Java client
+//     (package partitioner), gathered per partition (package accumulator:
+//     batch.size, linger.ms, compression), and sent over one pipelined
+//     ProduceStream per broker, matched by correlation id. Retriable errors
+//     are retried with backoff against fresh metadata until the delivery
+//     timeout. Idempotent by default under acks=all: the producer id comes
+//     from a block the Client takes from the controller (AllocateProducerIds),
+//     each batch carries the partition's next base sequence, epoch 0. At most
+//     one batch per partition is in flight, so ordering holds across retries.
+//   - Fetch and ListOffsets against the partition leader, following leader
+//     changes; fetched batches are decoded into records (read_committed skips
+//     aborted transactions and control batches).
+//   - Admin calls to the controller: CreateTopic, DeleteTopic,
+//     CreatePartitions, AlterConfigs, ElectLeaders, DescribeCluster.
+//
+// Errors are rows of libs/errs (wrapped with a message): a peer's gRPC
+// status is turned back into its row with errs.FromStatus, per-partition
+// error codes with errs.ForCode.
+//
+// The metadata cache here (metadata.go) is a minimal one built from
+// controllerv1 images and deltas; it mirrors libs/metadata's lookups so the
+// two can be merged.
+package client

@@ -1,0 +1,676 @@
+package client
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	storagev1 "skein/gen/skein/storage/v1"
+	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/client/accumulator"
+	"skein/libs/client/partitioner"
+	"skein/libs/errs"
+	"skein/libs/record"
+	"skein/libs/topicconfig"
+)
+
+// Acks values: how many replicas must have a batch before it is answered.
+const (
+	AcksNone   = 0  // fire and forget: no answer, offsets are -1
+	AcksLeader = 1  // the leader appended it
+	AcksAll    = -1 // every in-sync replica has it (the default)
+)
+
+// TraceparentHeader is the record header that carries the producing span's
+// W3C trace context into the log (DESIGN §7).
+const TraceparentHeader = "traceparent"
+
+// Producer defaults (Kafka's, but for the delivery timeout, which is the
+// same 2 minutes).
+const (
+	DefaultDeliveryTimeout = 2 * time.Minute
+	DefaultRequestTimeout  = 30 * time.Second
+	// topicWait bounds how long Produce waits for a topic it has not seen yet
+	// to appear in the metadata (Kafka's max.block.ms, shortened).
+	topicWait = 3 * time.Second
+)
+
+type producerConfig struct {
+	acks            int
+	batchSize       int
+	linger          time.Duration
+	compression     record.Compression
+	deliveryTimeout time.Duration
+	requestTimeout  time.Duration
+	idempotent      bool
+}
+
+// ProducerOption changes a producer's configuration.
+type ProducerOption func(*producerConfig)
+
+// WithAcks sets acks: AcksNone, AcksLeader or AcksAll (the default).
+// Idempotence needs AcksAll (as in Kafka) and is off under the others.
+func WithAcks(acks int) ProducerOption { return func(c *producerConfig) { c.acks = acks } }
+
+// WithBatchSize sets batch.size in bytes (default 16 KiB).
+func WithBatchSize(n int) ProducerOption { return func(c *producerConfig) { c.batchSize = n } }
+
+// WithLinger sets linger.ms (default 5 ms; negative: send at once).
+func WithLinger(d time.Duration) ProducerOption { return func(c *producerConfig) { c.linger = d } }
+
+// WithCompression sets the codec batches are compressed with (default none).
+func WithCompression(codec record.Compression) ProducerOption {
+	return func(c *producerConfig) { c.compression = codec }
+}
+
+// WithDeliveryTimeout bounds the time from Produce to the record's result,
+// retries included (default 2 minutes).
+func WithDeliveryTimeout(d time.Duration) ProducerOption {
+	return func(c *producerConfig) { c.deliveryTimeout = d }
+}
+
+// WithRequestTimeout bounds one produce request's wait for its answer
+// (default 30 s); it is also the acks=all wait the storage node is given.
+func WithRequestTimeout(d time.Duration) ProducerOption {
+	return func(c *producerConfig) { c.requestTimeout = d }
+}
+
+// WithIdempotence turns the idempotent producer on (the default under
+// AcksAll) or off.
+func WithIdempotence(on bool) ProducerOption { return func(c *producerConfig) { c.idempotent = on } }
+
+// Record is a record to produce.
+type Record struct {
+	Topic string
+	// Partition forces the partition; nil lets the partitioner choose:
+	// murmur2 of the key when there is one, the sticky partition otherwise.
+	Partition *int32
+	// A nil Key is no key; a nil Value is a tombstone.
+	Key     []byte
+	Value   []byte
+	Headers []record.Header
+	// Timestamp is the create time in ms since the epoch; 0 means now.
+	Timestamp int64
+}
+
+// Result is the outcome of one produced record.
+type Result struct {
+	Partition int32
+	// Offset is -1 when the record was not written, or under AcksNone.
+	Offset int64
+	// Timestamp is the record's create time, or the log append time when
+	// the topic uses it.
+	Timestamp int64
+	// Err is nil or wraps a row of libs/errs.
+	Err error
+}
+
+// Producer sends records to the cluster. It is safe for concurrent use.
+type Producer struct {
+	c    *Client
+	cfg  producerConfig
+	wake chan struct{} // buffered(1): something changed for the sender
+	done chan struct{} // closed when the sender exits
+
+	mu       sync.Mutex
+	acc      *accumulator.Accumulator           // guarded by mu
+	sticky   *partitioner.Sticky                // guarded by mu
+	parts    map[accumulator.TP]*partitionState // guarded by mu
+	inflight int                                // batches awaiting an answer; guarded by mu
+	retries  int                                // batches waiting to be resent; guarded by mu
+	flushers int                                // Flush calls waiting; guarded by mu
+	closing  bool                               // no more Produce; guarded by mu
+	stopped  bool                               // the sender is gone: no more retries; guarded by mu
+	idle     chan struct{}                      // closed and replaced when all is delivered; guarded by mu
+	pid      int64                              // the producer's id, shared by its partitions; -1 until taken; guarded by mu
+}
+
+// partitionState is the producer's state for one partition. At most one
+// batch is in flight per partition, so batches land in order and a retried
+// batch keeps its sequence numbers.
+type partitionState struct {
+	pid      int64 // the idempotent producer id used here; -1 until taken
+	renew    bool  // a batch failed: the next one needs a fresh producer id
+	nextSeq  int32 // base sequence of the next new batch
+	inflight *sendBatch
+	retry    *sendBatch // a failed batch waiting to be resent, before any new one
+}
+
+// sendBatch is a batch encoded once and resent byte-for-byte.
+type sendBatch struct {
+	tp       accumulator.TP
+	recs     []accumulator.Record // Token is the record's func(Result)
+	data     []byte
+	pid      int64
+	deadline time.Time
+	attempts int
+	retryAt  time.Time
+}
+
+// NewProducer starts a producer on c.
+func (c *Client) NewProducer(opts ...ProducerOption) *Producer {
+	cfg := producerConfig{
+		acks:            AcksAll,
+		batchSize:       accumulator.DefaultBatchSize,
+		linger:          accumulator.DefaultLinger,
+		deliveryTimeout: DefaultDeliveryTimeout,
+		requestTimeout:  DefaultRequestTimeout,
+		idempotent:      true,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.acks != AcksAll {
+		cfg.idempotent = false
+	}
+	p := &Producer{
+		c:      c,
+		cfg:    cfg,
+		wake:   make(chan struct{}, 1),
+		done:   make(chan struct{}),
+		acc:    accumulator.New(accumulator.Config{BatchSize: cfg.batchSize, Linger: cfg.linger}),
+		sticky: partitioner.NewSticky(randIntN),
+		parts:  map[accumulator.TP]*partitionState{},
+		idle:   make(chan struct{}),
+		pid:    -1,
+	}
+	go p.run()
+	return p
+}
+
+// Produce queues r and calls done exactly once with its result (on another
+// goroutine, or on this one when r is refused at once). ctx bounds only the
+// wait for metadata; its span, if any, travels in a traceparent header.
+// done must not block.
+func (p *Producer) Produce(ctx context.Context, r Record, done func(Result)) {
+	fail := func(err error) {
+		part := int32(-1)
+		if r.Partition != nil {
+			part = *r.Partition
+		}
+		done(Result{Partition: part, Offset: -1, Timestamp: r.Timestamp, Err: err})
+	}
+	m, err := p.topicMetadata(ctx, r.Topic)
+	if err != nil {
+		fail(err)
+		return
+	}
+	n := m.PartitionCount(r.Topic)
+	if r.Partition != nil && (*r.Partition < 0 || *r.Partition >= n) {
+		fail(errs.Errorf(errs.UnknownTopicOrPartition, "topic %q has %d partitions, no partition %d", r.Topic, n, *r.Partition))
+		return
+	}
+	if r.Timestamp == 0 {
+		r.Timestamp = time.Now().UnixMilli()
+	}
+	rec := accumulator.Record{Timestamp: r.Timestamp, Key: r.Key, Value: r.Value, Headers: withTraceparent(ctx, r.Headers), Token: done}
+	maxBytes := maxMessageBytes(m, r.Topic)
+	if size := accumulator.SingleBatchSize(&rec); size > maxBytes {
+		fail(errs.Errorf(errs.MessageTooLarge, "a record of %d bytes (as a batch) is above max.message.bytes %d of topic %q", size, maxBytes, r.Topic))
+		return
+	}
+
+	now := time.Now()
+	p.mu.Lock()
+	if p.closing {
+		p.mu.Unlock()
+		fail(errs.Errorf(errs.NetworkException, "producer is closed"))
+		return
+	}
+	tp := accumulator.TP{Topic: r.Topic}
+	switch {
+	case r.Partition != nil:
+		tp.Partition = *r.Partition
+	case r.Key != nil:
+		tp.Partition = partitioner.ForKey(r.Key, n)
+	default:
+		avail := m.Available(r.Topic)
+		tp.Partition = p.sticky.Partition(r.Topic, n, avail)
+		if !p.acc.Fits(tp, &rec) {
+			tp.Partition = p.sticky.OnNewBatch(r.Topic, n, avail, tp.Partition)
+		}
+	}
+	p.acc.Append(tp, rec, now, maxBytes)
+	p.mu.Unlock()
+	p.signal()
+}
+
+// ProduceSync produces recs and waits for their results, in order. When ctx
+// ends first, the records still pending answer REQUEST_TIMED_OUT (they may
+// still be written).
+func (p *Producer) ProduceSync(ctx context.Context, recs ...Record) []Result {
+	type indexed struct {
+		i int
+		r Result
+	}
+	ch := make(chan indexed, len(recs))
+	for i, r := range recs {
+		p.Produce(ctx, r, func(res Result) { ch <- indexed{i, res} })
+	}
+	out := make([]Result, len(recs))
+	got := make([]bool, len(recs))
+	for n := 0; n < len(recs); n++ {
+		select {
+		case x := <-ch:
+			out[x.i], got[x.i] = x.r, true
+		case <-ctx.Done():
+			for i := range out {
+				if !got[i] {
+					out[i] = Result{Partition: -1, Offset: -1, Err: errs.Errorf(errs.RequestTimedOut, "no answer yet: %v", ctx.Err())}
+				}
+			}
+			return out
+		}
+	}
+	return out
+}
+
+// Flush sends everything queued without waiting for linger and waits until
+// every record produced so far has its result.
+func (p *Producer) Flush(ctx context.Context) error {
+	p.mu.Lock()
+	p.flushers++
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.flushers--
+		p.mu.Unlock()
+	}()
+	p.signal()
+	for {
+		p.mu.Lock()
+		if p.drainedLocked() {
+			p.mu.Unlock()
+			return nil
+		}
+		idle := p.idle
+		p.mu.Unlock()
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			return errs.Errorf(errs.RequestTimedOut, "flush: %v", ctx.Err())
+		}
+	}
+}
+
+// Close refuses new records, delivers what is queued (bounded by ctx: what
+// is still queued when ctx ends fails) and stops the producer.
+func (p *Producer) Close(ctx context.Context) error {
+	p.mu.Lock()
+	p.closing = true
+	p.mu.Unlock()
+	err := p.Flush(ctx)
+	p.mu.Lock()
+	p.stopped = true
+	p.mu.Unlock()
+	p.signal()
+	<-p.done
+	return err
+}
+
+func (p *Producer) signal() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// drainedLocked: nothing queued, in flight or waiting to be retried.
+func (p *Producer) drainedLocked() bool {
+	return p.acc.Records() == 0 && p.inflight == 0 && p.retries == 0
+}
+
+func (p *Producer) noteIdleLocked() {
+	if p.drainedLocked() {
+		close(p.idle)
+		p.idle = make(chan struct{})
+	}
+}
+
+// topicMetadata waits for the first metadata and, briefly, for the topic.
+func (p *Producer) topicMetadata(ctx context.Context, topic string) (*Metadata, error) {
+	if err := p.c.WaitReady(ctx); err != nil {
+		return nil, err
+	}
+	m := p.c.Metadata()
+	if m.PartitionCount(topic) > 0 {
+		return m, nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, topicWait)
+	defer cancel()
+	m, err := p.c.WaitMetadata(wctx, func(m *Metadata) bool { return m.PartitionCount(topic) > 0 })
+	if err != nil {
+		return nil, errs.Errorf(errs.UnknownTopicOrPartition, "topic %q does not exist", topic)
+	}
+	return m, nil
+}
+
+// maxMessageBytes is the topic's max.message.bytes.
+func maxMessageBytes(m *Metadata, topic string) int {
+	if t, ok := m.Topic(topic); ok {
+		if v, ok := t.GetConfigs()["max.message.bytes"]; ok {
+			if n, err := strconv.Atoi(v); err == nil && n > 0 {
+				return n
+			}
+		}
+	}
+	return int(topicconfig.Defaults().MaxMessageBytes)
+}
+
+// withTraceparent adds the W3C traceparent of ctx's span to headers unless
+// there is no span or the caller set one.
+func withTraceparent(ctx context.Context, headers []record.Header) []record.Header {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return headers
+	}
+	for _, h := range headers {
+		if h.Key == TraceparentHeader {
+			return headers
+		}
+	}
+	carrier := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(ctx, carrier)
+	if tp := carrier.Get(TraceparentHeader); tp != "" {
+		headers = append(headers[:len(headers):len(headers)], record.Header{Key: TraceparentHeader, Value: []byte(tp)})
+	}
+	return headers
+}
+
+// brokerRequest is what goes to one broker in one round.
+type brokerRequest struct {
+	broker  int32
+	batches []*sendBatch
+	req     *storagev1.ProduceRequest
+}
+
+// run is the sender: it moves ready batches to their leaders and wakes on
+// new records, answers, metadata changes, producer ids and timers.
+func (p *Producer) run() {
+	defer close(p.done)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		metaChanged := p.c.metadataChanged()
+		sends, wakeAt, pidWait, exit := p.collect(time.Now())
+		for _, s := range sends {
+			p.send(s)
+		}
+		if exit {
+			return
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		d := time.Hour
+		if !wakeAt.IsZero() {
+			d = max(time.Until(wakeAt), 0)
+		}
+		timer.Reset(d)
+		select {
+		case <-p.wake:
+		case <-timer.C:
+		case <-metaChanged:
+		case <-pidWait:
+		case <-p.c.ctx.Done():
+		}
+	}
+}
+
+// collect, under the lock, expires what waited too long and takes every
+// batch that can go now, grouped by leader broker. wakeAt is the next time
+// something becomes sendable by time alone.
+func (p *Producer) collect(now time.Time) (sends []*brokerRequest, wakeAt time.Time, pidWait <-chan struct{}, exit bool) {
+	var failed []*sendBatch
+	var failErrs []error
+	defer func() {
+		for i, b := range failed {
+			p.deliverErr(b, failErrs[i])
+		}
+	}()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	defer p.noteIdleLocked()
+	soon := func(t time.Time) {
+		if wakeAt.IsZero() || t.Before(wakeAt) {
+			wakeAt = t
+		}
+	}
+	clientGone := p.c.ctx.Err() != nil
+	if p.stopped || clientGone {
+		// Whatever is still queued will not be sent.
+		why := errs.Errorf(errs.NetworkException, "producer closed before the record was sent")
+		for _, b := range p.acc.Expire(now.Add(time.Hour)) {
+			failed, failErrs = append(failed, p.wrap(b)), append(failErrs, why)
+		}
+		for _, ps := range p.parts {
+			if ps.retry != nil {
+				failed, failErrs = append(failed, ps.retry), append(failErrs, why)
+				ps.retry = nil
+				p.retries--
+			}
+		}
+		return nil, time.Time{}, nil, true
+	}
+
+	timedOut := func(b *sendBatch) error {
+		return errs.Errorf(errs.RequestTimedOut, "delivery timeout of %v expired for %d records of %s-%d", p.cfg.deliveryTimeout, len(b.recs), b.tp.Topic, b.tp.Partition)
+	}
+	for _, ab := range p.acc.Expire(now.Add(-p.cfg.deliveryTimeout)) {
+		b := p.wrap(ab)
+		failed, failErrs = append(failed, b), append(failErrs, timedOut(b))
+	}
+	if t, ok := p.acc.Oldest(); ok {
+		soon(t.Add(p.cfg.deliveryTimeout))
+	}
+
+	m := p.c.Metadata()
+	byBroker := map[int32]*brokerRequest{}
+	route := func(ps *partitionState, b *sendBatch) bool {
+		leader, epoch, ok := m.Leader(b.tp.Topic, b.tp.Partition)
+		if !ok {
+			return false
+		}
+		br := byBroker[leader]
+		if br == nil {
+			br = &brokerRequest{broker: leader, req: &storagev1.ProduceRequest{Acks: int32(p.cfg.acks), TimeoutMs: int32(p.cfg.requestTimeout / time.Millisecond)}}
+			byBroker[leader] = br
+			sends = append(sends, br)
+		}
+		br.batches = append(br.batches, b)
+		br.req.Partitions = append(br.req.Partitions, &storagev1.PartitionProduce{
+			Topic: b.tp.Topic, Partition: b.tp.Partition, CurrentLeaderEpoch: epoch, Records: b.data,
+		})
+		b.attempts++
+		ps.inflight = b
+		p.inflight++
+		return true
+	}
+
+	for _, ps := range p.parts {
+		b := ps.retry
+		if b == nil || ps.inflight != nil {
+			continue
+		}
+		switch {
+		case !now.Before(b.deadline):
+			failed, failErrs = append(failed, b), append(failErrs, timedOut(b))
+			ps.retry = nil
+			p.retries--
+			ps.pid, ps.renew = -1, true // the batch may or may not be in the log: never reuse its sequences
+		case now.Before(b.retryAt):
+			soon(b.retryAt)
+		default:
+			if route(ps, b) {
+				ps.retry = nil
+				p.retries--
+			} else {
+				soon(b.deadline)
+			}
+		}
+	}
+
+	flush := p.flushers > 0 || p.closing
+	for _, tp := range p.acc.Ready(now, flush) {
+		ps := p.part(tp)
+		if ps.inflight != nil || ps.retry != nil {
+			continue
+		}
+		if _, _, ok := m.Leader(tp.Topic, tp.Partition); !ok {
+			continue // a metadata change wakes us; Expire bounds the wait
+		}
+		if p.cfg.idempotent && ps.pid < 0 {
+			if p.pid >= 0 && !ps.renew {
+				ps.pid = p.pid
+			} else {
+				id, ok, wait := p.c.pids.tryTake()
+				if !ok {
+					pidWait = wait
+					continue
+				}
+				ps.pid, ps.renew = id, false
+				if p.pid < 0 {
+					p.pid = id
+				}
+			}
+			ps.nextSeq = 0
+		}
+		ab := p.acc.Pop(tp)
+		b := p.wrap(ab)
+		b.pid = ps.pid
+		opts := record.DefaultBatchOptions()
+		opts.Compression = p.cfg.compression
+		if p.cfg.idempotent {
+			opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = ps.pid, 0, ps.nextSeq
+		}
+		bld := record.NewBuilder(opts)
+		for _, r := range ab.Records {
+			bld.Append(r.Timestamp, r.Key, r.Value, r.Headers...)
+		}
+		data, _, err := bld.Build(nil)
+		if err != nil {
+			failed, failErrs = append(failed, b), append(failErrs, err)
+			continue
+		}
+		b.data = data
+		if p.cfg.idempotent {
+			ps.nextSeq = int32((int64(ps.nextSeq) + int64(len(ab.Records))) & 0x7fffffff) // wraps as Kafka's
+		}
+		route(ps, b)
+	}
+	if t, ok := p.acc.NextReady(now); ok {
+		soon(t)
+	}
+	return sends, wakeAt, pidWait, false
+}
+
+func (p *Producer) part(tp accumulator.TP) *partitionState {
+	ps := p.parts[tp]
+	if ps == nil {
+		ps = &partitionState{pid: -1}
+		p.parts[tp] = ps
+	}
+	return ps
+}
+
+// wrap turns an accumulator batch into a batch to send.
+func (p *Producer) wrap(ab *accumulator.Batch) *sendBatch {
+	return &sendBatch{tp: ab.TP, recs: ab.Records, pid: -1, deadline: ab.Created.Add(p.cfg.deliveryTimeout)}
+}
+
+// send hands one broker's batches to its stream.
+func (p *Producer) send(br *brokerRequest) {
+	bc, err := p.c.broker(br.broker)
+	if err != nil {
+		p.complete(br.batches, nil, err)
+		return
+	}
+	if p.cfg.acks == AcksNone {
+		bc.produce(br.req, 0, nil)
+		p.complete(br.batches, nil, nil)
+		return
+	}
+	bc.produce(br.req, p.cfg.requestTimeout+5*time.Second, func(resp *storagev1.ProduceResponse, err error) {
+		p.complete(br.batches, resp, err)
+	})
+}
+
+// complete settles the batches of one request: delivered, to be retried, or
+// failed. resp is nil with err set when the request failed as a whole, and
+// nil with err nil under AcksNone.
+func (p *Producer) complete(batches []*sendBatch, resp *storagev1.ProduceResponse, err error) {
+	type tp = accumulator.TP
+	results := map[tp]*storagev1.PartitionProduceResult{}
+	for _, r := range resp.GetPartitions() {
+		results[tp{Topic: r.GetTopic(), Partition: r.GetPartition()}] = r
+	}
+	now := time.Now()
+	type outcome struct {
+		b   *sendBatch
+		res *storagev1.PartitionProduceResult
+		err error
+	}
+	var out []outcome
+	p.mu.Lock()
+	for _, b := range batches {
+		ps := p.part(b.tp)
+		ps.inflight = nil
+		p.inflight--
+		res := results[b.tp]
+		berr := err
+		switch {
+		case berr != nil:
+		case p.cfg.acks == AcksNone:
+		case res == nil:
+			berr = errs.Errorf(errs.UnknownServerError, "no answer for %s-%d in the produce response", b.tp.Topic, b.tp.Partition)
+		case res.GetErrorCode() != skeinv1.ErrorCode_NONE && res.GetErrorCode() != skeinv1.ErrorCode_DUPLICATE_SEQUENCE_NUMBER:
+			berr = errs.Errorf(errs.ForCode(errs.Code(res.GetErrorCode())), "%s", res.GetErrorMessage())
+		}
+		if berr != nil && errs.IsRetriable(berr) && now.Before(b.deadline) && !p.stopped {
+			b.retryAt = now.Add(p.c.backoff(b.attempts - 1))
+			ps.retry = b
+			p.retries++
+			p.c.log.Debug("produce will be retried", "topic", b.tp.Topic, "partition", b.tp.Partition, "attempt", b.attempts, "err", berr)
+			continue
+		}
+		if berr != nil && p.cfg.idempotent && b.pid == ps.pid {
+			ps.pid, ps.renew = -1, true // a fresh producer id: the failed sequences are never reused
+		}
+		out = append(out, outcome{b, res, berr})
+	}
+	p.noteIdleLocked()
+	p.mu.Unlock()
+	p.signal()
+	for _, o := range out {
+		if o.err != nil {
+			p.deliverErr(o.b, o.err)
+			continue
+		}
+		base, appendTime := int64(-1), int64(-1)
+		if o.res != nil {
+			base, appendTime = o.res.GetBaseOffset(), o.res.GetLogAppendTimeMs()
+		}
+		for i, r := range o.b.recs {
+			res := Result{Partition: o.b.tp.Partition, Offset: -1, Timestamp: r.Timestamp}
+			if base >= 0 {
+				res.Offset = base + int64(i)
+			}
+			if appendTime > 0 {
+				res.Timestamp = appendTime
+			}
+			r.Token.(func(Result))(res)
+		}
+	}
+}
+
+func (p *Producer) deliverErr(b *sendBatch, err error) {
+	for _, r := range b.recs {
+		r.Token.(func(Result))(Result{Partition: b.tp.Partition, Offset: -1, Timestamp: r.Timestamp, Err: err})
+	}
+}
