@@ -60,6 +60,9 @@ type Config struct {
 	MaxMessageBytes   int
 	// ReplicaLagMax is replica.lag.time.max.ms.
 	ReplicaLagMax time.Duration
+	// ISRChanged, if set, is told of every ISR change this leader got
+	// committed (for metrics).
+	ISRChanged func(shrink bool)
 }
 
 // Role of this replica.

@@ -282,6 +282,7 @@ func (p *Partition) proposeLocked(next []isr.ReplicaID) {
 		return // the leader never proposes an ISR without itself
 	}
 	p.pendingISR = newISR
+	isrBefore := slices.Clone(p.st.ISR)
 	topic, part, le, pe := p.cfg.Topic, p.cfg.Partition, p.st.LeaderEpoch, p.st.PartitionEpoch
 	go func() {
 		st, err := p.proposer.ProposeISR(context.Background(), topic, part, le, pe, newISR)
@@ -298,7 +299,11 @@ func (p *Partition) proposeLocked(next []isr.ReplicaID) {
 			}
 			return
 		}
+		onChange := p.cfg.ISRChanged
 		p.mu.Unlock()
+		if onChange != nil {
+			onChange(len(newISR) < len(isrBefore))
+		}
 		p.Apply(st)
 	}()
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	controllerv1 "skein/gen/skein/controller/v1"
@@ -63,6 +64,8 @@ type Manager struct {
 	fetchers Fetchers
 	ckpt     Checkpoints
 	now      func() time.Time
+
+	isrShrinks, isrExpands atomic.Int64
 
 	mu     sync.RWMutex
 	hosted map[partition.TP]*hosted
@@ -165,7 +168,7 @@ func (m *Manager) reconcileLocked(tp partition.TP, t *controllerv1.TopicRecord, 
 		m.removeLocked(tp, h, true)
 		ok = false
 	}
-	lcfg, pcfg, err := configsFor(tp, m.cfg, t.GetConfigs())
+	lcfg, pcfg, err := configsFor(tp, m.cfg, t.GetConfigs(), m.countISRChange)
 	if err != nil {
 		return err
 	}
@@ -188,7 +191,7 @@ func (m *Manager) reconcileLocked(tp partition.TP, t *controllerv1.TopicRecord, 
 }
 
 // configsFor builds the log's and the replica's configs from a topic's.
-func configsFor(tp partition.TP, mc Config, configs map[string]string) (plog.Config, partition.Config, error) {
+func configsFor(tp partition.TP, mc Config, configs map[string]string, isrChanged func(shrink bool)) (plog.Config, partition.Config, error) {
 	lcfg, err := plog.ParseConfig(configs)
 	if err != nil {
 		return plog.Config{}, partition.Config{}, err
@@ -202,6 +205,7 @@ func configsFor(tp partition.TP, mc Config, configs map[string]string) (plog.Con
 	return lcfg, partition.Config{
 		Topic: tp.Topic, Partition: tp.Partition, Self: mc.Self,
 		MinInsyncReplicas: minISR, MaxMessageBytes: int(lcfg.MaxMessageBytes), ReplicaLagMax: mc.ReplicaLagMax,
+		ISRChanged: isrChanged,
 	}, nil
 }
 
@@ -275,10 +279,20 @@ func (m *Manager) Run(ctx context.Context) {
 		if now.Sub(lastRetention) >= m.cfg.RetentionEvery {
 			lastRetention = now
 			for _, h := range list {
-				if n, err := h.log.DeleteExpired(now); err != nil {
-					m.log.Error("retention failed", "dir", h.key, "err", err)
-				} else if n > 0 {
-					m.log.Info("retention deleted segments", "dir", h.key, "segments", n)
+				policy := h.log.Config().CleanupPolicy
+				if policy&plog.CleanupDelete != 0 {
+					if n, err := h.log.DeleteExpired(now); err != nil {
+						m.log.Error("retention failed", "dir", h.key, "err", err)
+					} else if n > 0 {
+						m.log.Info("retention deleted segments", "dir", h.key, "segments", n)
+					}
+				}
+				if policy&plog.CleanupCompact != 0 {
+					if st, err := h.log.Compact(now); err != nil {
+						m.log.Error("compaction failed", "dir", h.key, "err", err)
+					} else if st.SegmentsRewritten > 0 {
+						m.log.Info("compacted", "dir", h.key, "segments", st.SegmentsRewritten, "records_removed", st.RecordsRemoved, "bytes_before", st.BytesBefore, "bytes_after", st.BytesAfter)
+					}
 				}
 			}
 		}
@@ -321,10 +335,19 @@ func (m *Manager) Close() {
 	}
 }
 
+func (m *Manager) countISRChange(shrink bool) {
+	if shrink {
+		m.isrShrinks.Add(1)
+	} else {
+		m.isrExpands.Add(1)
+	}
+}
+
 // Stats for metrics: partitions led, under-replicated among them, and each
 // follower's lag behind the leader's LEO.
 type Stats struct {
 	Hosted, Leading, UnderReplicated, Offline int
+	ISRShrinks, ISRExpands                    int64            // since start
 	FollowerLag                               map[string]int64 // "topic-p/replica" -> LEO lag
 }
 
@@ -332,7 +355,7 @@ type Stats struct {
 func (m *Manager) Stats() Stats {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	s := Stats{FollowerLag: map[string]int64{}}
+	s := Stats{FollowerLag: map[string]int64{}, ISRShrinks: m.isrShrinks.Load(), ISRExpands: m.isrExpands.Load()}
 	for tp, h := range m.hosted {
 		s.Hosted++
 		snap := h.p.Snapshot()

@@ -245,6 +245,9 @@ func TestReplicationOverGRPC(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	if st := nodes[1].mgr.Stats(); st.ISRShrinks != 1 || st.UnderReplicated != 1 || st.Leading != 1 {
+		t.Errorf("leader stats after the shrink: %+v", st)
+	}
 	if r := produce(t, nodes[1], "after-shrink"); r.GetErrorCode() != 0 {
 		t.Fatalf("acks=all with ISR [1 2] and min.insync=2: %v", r)
 	}
