@@ -1,0 +1,170 @@
+package log
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"skein/libs/record"
+)
+
+// compactedLog writes, in closed segments,
+//
+//	B0 0-2          k1=a1 k2=b1 k3=c1
+//	B1 3-5 (zstd)   k1=a2 k4=d1 k3=c1b
+//	B2 6            k2=null (tombstone)      -- roll --
+//	B3 7-8          k3=c2 k5=e1
+//	B4 9 (txn)      k1=a3
+//	B5 10 (control) commit                   -- roll --
+//
+// and in the active segment B6 11: k5=e2.
+func compactedLog(t *testing.T, dir string, c *clock) *Log {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.CleanupPolicy = CleanupCompact
+	cfg.DeleteRetentionMS = 1000
+	l := openLog(t, dir, cfg, State{}, c)
+	ts := int64(5000)
+	rec := func(k string, v *string) kv {
+		r := kv{key: []byte(k), ts: ts}
+		if v != nil {
+			r.value = []byte(*v)
+		}
+		return r
+	}
+	s := func(v string) *string { return &v }
+	app := func(b []byte) {
+		t.Helper()
+		if _, err := l.Append(b, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	app(batchOf(t, rec("k1", s("a1")), rec("k2", s("b1")), rec("k3", s("c1"))))
+	app(batchWith(t, record.Zstd, rec("k1", s("a2")), rec("k4", s("d1")), rec("k3", s("c1b"))))
+	app(batchOf(t, rec("k2", nil)))
+	l.Roll()
+	app(batchOf(t, rec("k3", s("c2")), rec("k5", s("e1"))))
+	txn := record.NewBuilder(record.BatchOptions{Transactional: true, ProducerID: 7, BaseSequence: 0})
+	txn.Append(ts, []byte("k1"), []byte("a3"))
+	tb, _, _ := txn.Build(nil)
+	app(tb)
+	marker, _, _ := record.BuildMarker(nil, 7, 0, record.Marker{Type: record.ControlCommit}, ts)
+	app(marker)
+	l.Roll()
+	app(batchOf(t, rec("k5", s("e2"))))
+	return l
+}
+
+type batchShape struct {
+	base, last Offset
+	count      int32
+	codec      record.Compression
+}
+
+func shapes(t *testing.T, l *Log) []batchShape {
+	t.Helper()
+	var out []batchShape
+	for off := l.LogStartOffset(); off < l.LEO(); {
+		res, err := l.Read(off, 1<<20, NoMaxOffset)
+		if err != nil {
+			t.Fatal(err)
+		}
+		it := record.NewBatchIter(res.Records)
+		for it.Next() {
+			b := it.Batch()
+			if err := b.Verify(); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, batchShape{b.BaseOffset(), b.LastOffset(), b.RecordCount(), b.Compression()})
+		}
+		off = res.NextOffset
+	}
+	return out
+}
+
+func TestCompaction(t *testing.T) {
+	dir := t.TempDir()
+	c := &clock{t: t0}
+	l := compactedLog(t, dir, c)
+	before := readRecords(t, l, 0)
+
+	// Pass 1: the tombstone is younger than delete.retention.ms.
+	st, err := l.Compact(time.UnixMilli(5500))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.SegmentsRewritten != 1 || st.RecordsRemoved != 4 || st.BytesAfter >= st.BytesBefore {
+		t.Fatalf("stats %+v", st)
+	}
+	got := readRecords(t, l, 0)
+	want := map[Offset]string{3: "a2", 4: "d1", 6: "", 7: "c2", 8: "e1", 9: "a3", 10: string([]byte{0, 0, 0, 0, 0, 0}), 11: "e2"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("after compaction\n got %v\nwant %v", got, want)
+	}
+	for o, v := range got {
+		if before[o] != v {
+			t.Fatalf("offset %d changed from %q to %q", o, before[o], v)
+		}
+	}
+	// Offsets and batch boundaries are preserved; B0 is now an empty batch;
+	// B1 lost offset 5 and is still zstd.
+	wantShapes := []batchShape{{0, 2, 0, record.None}, {3, 5, 2, record.Zstd}, {6, 6, 1, record.None}, {7, 8, 2, record.None},
+		{9, 9, 1, record.None}, {10, 10, 1, record.None}, {11, 11, 1, record.None}}
+	if got := shapes(t, l); fmt.Sprint(got) != fmt.Sprint(wantShapes) {
+		t.Fatalf("batches\n got %v\nwant %v", got, wantShapes)
+	}
+	// A read at a removed offset returns the batch that held it.
+	if res, err := l.Read(5, 1, NoMaxOffset); err != nil || record.Batch(res.Records).BaseOffset() != 3 || res.NextOffset != 6 {
+		t.Fatalf("read at a removed offset: %v", err)
+	}
+
+	// Pass 2: the tombstone's segment is now older than delete.retention.ms.
+	if st, err = l.Compact(time.UnixMilli(6001)); err != nil || st.RecordsRemoved != 1 {
+		t.Fatalf("%+v %v", st, err)
+	}
+	got = readRecords(t, l, 0)
+	if _, ok := got[6]; ok || len(got) != 7 {
+		t.Fatalf("tombstone survived: %v", got)
+	}
+	// Nothing left to do.
+	if st, err = l.Compact(time.UnixMilli(6001)); err != nil || st.SegmentsRewritten != 0 {
+		t.Fatalf("%+v %v", st, err)
+	}
+
+	// The compacted log replicates to a follower, batch for batch.
+	f := openLog(t, t.TempDir(), DefaultConfig(), State{}, c)
+	defer f.Close()
+	for off := Offset(0); off < l.LEO(); {
+		res, err := l.Read(off, 100, NoMaxOffset)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.AppendAsFollower(res.Records); err != nil {
+			t.Fatal(err)
+		}
+		off = res.NextOffset
+	}
+	if fmt.Sprint(readRecords(t, f, 0)) != fmt.Sprint(got) {
+		t.Fatal("follower differs")
+	}
+
+	// And it reopens the same.
+	l.Close()
+	l = openLog(t, dir, l.Config(), l.State(), c)
+	defer l.Close()
+	if fmt.Sprint(readRecords(t, l, 0)) != fmt.Sprint(got) {
+		t.Fatal("reopened log differs")
+	}
+}
+
+func TestCompactionNeedsPolicy(t *testing.T) {
+	c := &clock{t: t0}
+	l := compactedLog(t, t.TempDir(), c)
+	defer l.Close()
+	cfg := l.Config()
+	cfg.CleanupPolicy = CleanupDelete
+	l.SetConfig(cfg)
+	if st, err := l.Compact(time.UnixMilli(1 << 50)); err != nil || st.SegmentsRewritten != 0 {
+		t.Fatalf("%+v %v", st, err)
+	}
+}

@@ -1,0 +1,105 @@
+package log
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+)
+
+// retentionLog holds 11 one-record batches of 369 bytes with timestamps
+// 1000*i, two per 1024-byte segment: segments at 0, 2, 4, 6, 8 and the
+// active one at 10.
+func retentionLog(t *testing.T, cfg Config) *Log {
+	t.Helper()
+	l := openLog(t, t.TempDir(), cfg, State{}, &clock{t: t0})
+	for i := range 11 {
+		if _, err := l.Append(valuesBatch(t, i, 1, 300, int64(1000*i)), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := fmt.Sprint(l.SegmentBases()); got != "[0 2 4 6 8 10]" {
+		t.Fatalf("segments %s", got)
+	}
+	return l
+}
+
+func survivors(t *testing.T, l *Log) []Offset {
+	got := readRecords(t, l, l.LogStartOffset())
+	var out []Offset
+	for o := range got {
+		out = append(out, o)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestRetention(t *testing.T) {
+	at := func(ms int64) time.Time { return time.UnixMilli(ms) }
+	cases := []struct {
+		name         string
+		retentionMS  int64
+		retentionB   int64
+		policy       CleanupPolicy
+		now          time.Time
+		wantDeleted  int
+		wantSegments string
+		wantFirst    Offset
+	}{
+		// Cutoff 10000-4500 = 5500: segments whose newest record (1000,
+		// 3000, 5000) is older go; 6's newest is 7000.
+		{"by time", 4500, -1, CleanupDelete, at(10_000), 3, "[6 8 10]", 6},
+		{"by time, nothing old enough", 4500, -1, CleanupDelete, at(5_000), 0, "[0 2 4 6 8 10]", 0},
+		// Total 5*738+369 = 4059 bytes; delete while what remains is still
+		// >= 2000: 3321, then 2583, then stop (1845 < 2000).
+		{"by size", -1, 2000, CleanupDelete, at(0), 2, "[4 6 8 10]", 4},
+		{"size limit above the log", -1, 1 << 20, CleanupDelete, at(0), 0, "[0 2 4 6 8 10]", 0},
+		{"never the active segment", 0, 0, CleanupDelete, at(1 << 50), 5, "[10]", 10},
+		{"both: the stricter wins", 4500, 3000, CleanupDelete, at(10_000), 3, "[6 8 10]", 6},
+		{"compact only: no deletion", 0, 0, CleanupCompact, at(1 << 50), 0, "[0 2 4 6 8 10]", 0},
+		{"forever", -1, -1, CleanupDelete | CleanupCompact, at(1 << 50), 0, "[0 2 4 6 8 10]", 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := smallConfig()
+			cfg.RetentionMS, cfg.RetentionBytes, cfg.CleanupPolicy = c.retentionMS, c.retentionB, c.policy
+			l := retentionLog(t, cfg)
+			defer l.Close()
+			n, err := l.DeleteExpired(c.now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n != c.wantDeleted || fmt.Sprint(l.SegmentBases()) != c.wantSegments || l.LogStartOffset() != c.wantFirst {
+				t.Fatalf("deleted %d, segments %v, start %d; want %d, %s, %d", n, l.SegmentBases(), l.LogStartOffset(), c.wantDeleted, c.wantSegments, c.wantFirst)
+			}
+			want := []Offset{}
+			for o := c.wantFirst; o <= 10; o++ {
+				want = append(want, o)
+			}
+			if got := survivors(t, l); fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("surviving offsets %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+func TestRetentionAfterDeleteRecords(t *testing.T) {
+	cfg := smallConfig()
+	cfg.RetentionMS, cfg.RetentionBytes = -1, -1
+	l := retentionLog(t, cfg)
+	defer l.Close()
+	// DeleteRecordsBefore deletes what it can at once; a segment it only
+	// partly covers stays, and the start offset stays inside it.
+	if err := l.DeleteRecordsBefore(5); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(l.SegmentBases()); got != "[4 6 8 10]" || l.LogStartOffset() != 5 {
+		t.Fatalf("segments %s start %d", got, l.LogStartOffset())
+	}
+	if n, _ := l.DeleteExpired(t0); n != 0 {
+		t.Fatalf("deleted %d more", n)
+	}
+	if got := survivors(t, l); fmt.Sprint(got) != "[5 6 7 8 9 10]" {
+		t.Fatalf("survivors %v", got)
+	}
+}
