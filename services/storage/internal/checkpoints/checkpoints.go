@@ -1,9 +1,10 @@
 // Package checkpoints keeps a storage node's per-partition checkpoints (HW,
 // log start offset, recovery point) in badger, keyed by partition directory.
 //
-//	| key                 | value (big endian)                                |
-//	|---------------------|---------------------------------------------------|
+//	| key                 | value (big endian)                                  |
+//	|---------------------|-----------------------------------------------------|
 //	| "ckpt/" + directory | version u8 = 1, HW i64, log start i64, recovery i64 |
+//	| "prod/" + directory | the replica's producer snapshot (JSON)              |
 package checkpoints
 
 import (
@@ -69,7 +70,34 @@ func (s *Store) Put(k string, c replica.Checkpoint) error {
 	return s.db.Update(func(txn *badger.Txn) error { return txn.Set(key(k), v) })
 }
 
-// Delete removes a checkpoint.
+// GetProducers reads a producer snapshot; ok is false when there is none.
+func (s *Store) GetProducers(k string) ([]byte, bool, error) {
+	var out []byte
+	err := s.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get([]byte("prod/" + k))
+		if err != nil {
+			return err
+		}
+		out, err = item.ValueCopy(nil)
+		return err
+	})
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, false, nil
+	}
+	return out, err == nil, err
+}
+
+// PutProducers writes a producer snapshot.
+func (s *Store) PutProducers(k string, snapshot []byte) error {
+	return s.db.Update(func(txn *badger.Txn) error { return txn.Set([]byte("prod/"+k), snapshot) })
+}
+
+// Delete removes a partition's checkpoint and producer snapshot.
 func (s *Store) Delete(k string) error {
-	return s.db.Update(func(txn *badger.Txn) error { return txn.Delete(key(k)) })
+	return s.db.Update(func(txn *badger.Txn) error {
+		if err := txn.Delete(key(k)); err != nil {
+			return err
+		}
+		return txn.Delete([]byte("prod/" + k))
+	})
 }

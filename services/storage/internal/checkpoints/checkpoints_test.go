@@ -22,6 +22,9 @@ func TestRoundTripAndReopen(t *testing.T) {
 	if err := s.Put("t-1-x", replica.Checkpoint{HW: 1}); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.PutProducers("t-0-x", []byte(`{"next":3}`)); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.Delete("t-1-x"); err != nil {
 		t.Fatal(err)
 	}
@@ -35,6 +38,9 @@ func TestRoundTripAndReopen(t *testing.T) {
 	got, ok, err := s.Get("t-0-x")
 	if err != nil || !ok || got != want {
 		t.Fatalf("after reopen: %+v %v %v", got, ok, err)
+	}
+	if raw, ok, err := s.GetProducers("t-0-x"); err != nil || !ok || string(raw) != `{"next":3}` {
+		t.Fatalf("producer snapshot after reopen: %q %v %v", raw, ok, err)
 	}
 	if _, ok, _ := s.Get("t-1-x"); ok {
 		t.Error("deleted checkpoint came back")

@@ -6,6 +6,7 @@ import (
 
 	"skein/libs/errs"
 	"skein/libs/record"
+	"skein/services/storage/internal/producer"
 )
 
 // AbortedTxn is one aborted transaction: read_committed consumers drop the
@@ -80,4 +81,38 @@ func (p *Partition) AbortedBetween(from, to record.Offset) []AbortedTxn {
 		}
 	}
 	return out
+}
+
+// ProducerSnapshot is the replica's producer state and aborted-transaction
+// index as of offset Next (the LEO when it was taken): restoring it and
+// replaying the log from Next rebuilds the state without reading the log
+// from its start.
+type ProducerSnapshot struct {
+	Next      record.Offset `json:"next"`
+	Producers []byte        `json:"producers"`
+	Aborted   []AbortedTxn  `json:"aborted"`
+}
+
+// SnapshotProducers takes a consistent snapshot.
+func (p *Partition) SnapshotProducers() ProducerSnapshot {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return ProducerSnapshot{Next: p.log.LogEndOffset(), Producers: p.producers.Snapshot(), Aborted: append([]AbortedTxn(nil), p.aborted...)}
+}
+
+// RestoreProducers installs a snapshot and replays the log after it. A
+// snapshot the log does not reach (its tail was cut in recovery) or that
+// predates the log start is not used: the state is rebuilt from the log.
+func (p *Partition) RestoreProducers(s ProducerSnapshot) error {
+	if s.Next > p.log.LogEndOffset() || s.Next < p.log.LogStartOffset() {
+		return p.Recover(p.log.LogStartOffset())
+	}
+	ps, err := producer.Restore(s.Producers)
+	if err != nil {
+		return p.Recover(p.log.LogStartOffset())
+	}
+	p.mu.Lock()
+	p.producers, p.aborted = ps, append([]AbortedTxn(nil), s.Aborted...)
+	p.mu.Unlock()
+	return p.Recover(s.Next)
 }

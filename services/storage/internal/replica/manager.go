@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -28,10 +29,14 @@ type Checkpoint struct {
 	RecoveryPoint  int64
 }
 
-// Checkpoints stores checkpoints by partition directory name.
+// Checkpoints stores checkpoints and producer-state snapshots by partition
+// directory name.
 type Checkpoints interface {
 	Get(key string) (Checkpoint, bool, error)
 	Put(key string, c Checkpoint) error
+	GetProducers(key string) ([]byte, bool, error)
+	PutProducers(key string, snapshot []byte) error
+	// Delete removes both.
 	Delete(key string) error
 }
 
@@ -52,8 +57,11 @@ type Config struct {
 	Tick time.Duration
 	// CheckpointEvery is how often HW and log state are checkpointed (default 1 s).
 	CheckpointEvery time.Duration
-	// RetentionEvery is how often retention runs (default 30 s).
+	// RetentionEvery is how often retention and compaction run (default 30 s).
 	RetentionEvery time.Duration
+	// ProducerSnapshotEvery is how often producer state is snapshotted
+	// (default 30 s), so a restart replays only the log after it.
+	ProducerSnapshotEvery time.Duration
 }
 
 // Manager hosts this node's replicas.
@@ -93,6 +101,9 @@ func New(cfg Config, log *slog.Logger, proposer partition.ISRProposer, fetchers 
 	}
 	if cfg.RetentionEvery <= 0 {
 		cfg.RetentionEvery = 30 * time.Second
+	}
+	if cfg.ProducerSnapshotEvery <= 0 {
+		cfg.ProducerSnapshotEvery = 30 * time.Second
 	}
 	return &Manager{cfg: cfg, log: log, proposer: proposer, fetchers: fetchers, ckpt: ckpt, now: time.Now, hosted: map[partition.TP]*hosted{}}
 }
@@ -225,13 +236,40 @@ func (m *Manager) openLocked(tp partition.TP, topicID string, lcfg plog.Config, 
 	}
 	h := &hosted{log: l, topicID: topicID, key: key,
 		p: partition.New(pcfg, logAdapter{l}, record.Offset(ck.HW), producer.New(), m.proposer, m.now)}
-	if err := h.p.Recover(l.LogStartOffset()); err != nil {
+	if err := m.restoreProducers(h); err != nil {
 		l.Close()
 		return nil, fmt.Errorf("replaying producer state of %s: %w", tp, err)
 	}
 	m.hosted[tp] = h
 	m.log.Info("hosting replica", "partition", tp, "leo", l.LEO(), "hw", ck.HW)
 	return h, nil
+}
+
+// restoreProducers loads the latest producer snapshot, if any, and replays
+// the log after it.
+func (m *Manager) restoreProducers(h *hosted) error {
+	raw, ok, err := m.ckpt.GetProducers(h.key)
+	if err != nil || !ok {
+		return h.p.Recover(h.log.LogStartOffset())
+	}
+	var snap partition.ProducerSnapshot
+	if err := json.Unmarshal(raw, &snap); err != nil {
+		m.log.Warn("unreadable producer snapshot; replaying the whole log", "dir", h.key, "err", err)
+		return h.p.Recover(h.log.LogStartOffset())
+	}
+	return h.p.RestoreProducers(snap)
+}
+
+func (m *Manager) snapshotProducers(list []*hosted) {
+	for _, h := range list {
+		raw, err := json.Marshal(h.p.SnapshotProducers())
+		if err == nil {
+			err = m.ckpt.PutProducers(h.key, raw)
+		}
+		if err != nil {
+			m.log.Error("producer snapshot failed", "dir", h.key, "err", err)
+		}
+	}
 }
 
 func (m *Manager) removeLocked(tp partition.TP, h *hosted, deleteData bool) {
@@ -256,7 +294,7 @@ func (m *Manager) removeLocked(tp partition.TP, h *hosted, deleteData bool) {
 func (m *Manager) Run(ctx context.Context) {
 	tick := time.NewTicker(m.cfg.Tick)
 	defer tick.Stop()
-	lastCkpt, lastRetention := m.now(), m.now()
+	lastCkpt, lastRetention, lastSnap := m.now(), m.now(), m.now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -296,6 +334,10 @@ func (m *Manager) Run(ctx context.Context) {
 				}
 			}
 		}
+		if now.Sub(lastSnap) >= m.cfg.ProducerSnapshotEvery {
+			lastSnap = now
+			m.snapshotProducers(list)
+		}
 		if now.Sub(lastCkpt) >= m.cfg.CheckpointEvery {
 			lastCkpt = now
 			m.checkpoint(list)
@@ -330,6 +372,7 @@ func (m *Manager) Close() {
 		_ = h.log.Flush()
 	}
 	m.checkpoint(list)
+	m.snapshotProducers(list)
 	for tp, h := range m.hosted {
 		m.removeLocked(tp, h, false)
 	}

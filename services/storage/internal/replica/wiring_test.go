@@ -29,6 +29,7 @@ import (
 type memCheckpoints struct {
 	mu sync.Mutex
 	m  map[string]replica.Checkpoint
+	p  map[string][]byte
 }
 
 func (c *memCheckpoints) Get(k string) (replica.Checkpoint, bool, error) {
@@ -43,10 +44,23 @@ func (c *memCheckpoints) Put(k string, v replica.Checkpoint) error {
 	c.m[k] = v
 	return nil
 }
+func (c *memCheckpoints) GetProducers(k string) ([]byte, bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.p[k]
+	return v, ok, nil
+}
+func (c *memCheckpoints) PutProducers(k string, v []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.p[k] = v
+	return nil
+}
 func (c *memCheckpoints) Delete(k string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.m, k)
+	delete(c.p, k)
 	return nil
 }
 
@@ -122,7 +136,7 @@ func startNodes(t *testing.T) (*fakeController, []*node) {
 			cc, ok := conns[b]
 			return cc, ok
 		}, log)
-		n.mgr = replica.New(replica.Config{Self: id, DataDir: t.TempDir(), ReplicaLagMax: 2 * time.Second, Tick: 50 * time.Millisecond}, log, proposer{t, fc}, n.fet, &memCheckpoints{m: map[string]replica.Checkpoint{}})
+		n.mgr = replica.New(replica.Config{Self: id, DataDir: t.TempDir(), ReplicaLagMax: 2 * time.Second, Tick: 50 * time.Millisecond}, log, proposer{t, fc}, n.fet, &memCheckpoints{m: map[string]replica.Checkpoint{}, p: map[string][]byte{}})
 		n.srv = grpc.NewServer()
 		storagev1.RegisterStorageServiceServer(n.srv, server.New(n.mgr, log, nil))
 		go n.srv.Serve(lis)
