@@ -9,6 +9,13 @@ import (
 	"skein/libs/record"
 )
 
+// tb is what the helpers need of a *testing.T or a *rapid.T.
+type tb interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+}
+
 // clock is a test clock the log reads through Options.Now.
 type clock struct{ t time.Time }
 
@@ -24,12 +31,12 @@ type kv struct {
 }
 
 // batchOf builds an uncompressed batch at offset 0 (the log assigns offsets).
-func batchOf(t testing.TB, recs ...kv) []byte {
+func batchOf(t tb, recs ...kv) []byte {
 	t.Helper()
 	return batchWith(t, record.None, recs...)
 }
 
-func batchWith(t testing.TB, c record.Compression, recs ...kv) []byte {
+func batchWith(t tb, c record.Compression, recs ...kv) []byte {
 	t.Helper()
 	opts := record.DefaultBatchOptions()
 	opts.Compression = c
@@ -46,7 +53,7 @@ func batchWith(t testing.TB, c record.Compression, recs ...kv) []byte {
 
 // valuesBatch builds a batch of n records with values "v<first+i>" padded to
 // size bytes, keys "k<first+i>", timestamps ts.
-func valuesBatch(t testing.TB, first, n, size int, ts int64) []byte {
+func valuesBatch(t tb, first, n, size int, ts int64) []byte {
 	t.Helper()
 	recs := make([]kv, n)
 	for i := range recs {
@@ -70,7 +77,7 @@ func openLog(t testing.TB, dir string, cfg Config, st State, c *clock) *Log {
 
 // readRecords reads everything from offset to the LEO, decoding records:
 // offset -> value.
-func readRecords(t testing.TB, l *Log, from Offset) map[Offset]string {
+func readRecords(t tb, l *Log, from Offset) map[Offset]string {
 	t.Helper()
 	out := map[Offset]string{}
 	var it record.RecordIter
