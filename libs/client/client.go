@@ -17,6 +17,9 @@ import (
 	"skein/libs/telemetry"
 )
 
+// MaxMessageSize bounds one gRPC message the client sends or receives.
+const MaxMessageSize = 64 << 20
+
 // Config configures a Client. Controllers is required; zero values of the
 // rest take the defaults.
 type Config struct {
@@ -172,7 +175,11 @@ func (c *Client) WaitMetadata(ctx context.Context, cond func(*Metadata) bool) (*
 }
 
 func (c *Client) dialOptions() []grpc.DialOption {
-	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, telemetry.GRPCDialOptions()...)
+	opts := append([]grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		// Fetch answers carry up to max_bytes of batches per partition.
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize)),
+	}, telemetry.GRPCDialOptions()...)
 	return append(opts, c.cfg.DialOptions...)
 }
 

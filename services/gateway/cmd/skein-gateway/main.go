@@ -1,0 +1,141 @@
+// Command skein-gateway serves Skein's public API — AdminService,
+// ProducerService and ConsumerService — over gRPC (with server reflection)
+// and REST/JSON, in front of the controllers and storage nodes. It keeps no
+// durable state; run as many as you like behind a load balancer.
+//
+// Usage:
+//
+//	skein-gateway --controllers 127.0.0.1:9091,127.0.0.1:9092,127.0.0.1:9093
+//	skein-gateway healthcheck [--http-addr 127.0.0.1:8080]
+//
+// Every flag has an environment twin SKEIN_<FLAG> (upper snake case), used
+// when the flag is not given: SKEIN_GRPC_ADDR, SKEIN_HTTP_ADDR,
+// SKEIN_CONTROLLERS, SKEIN_NODE_ID, SKEIN_LOG_LEVEL.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"skein/libs/telemetry"
+	"skein/services/gateway/internal/gateway"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "healthcheck" {
+		os.Exit(healthcheck(os.Args[2:]))
+	}
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "skein-gateway:", err)
+		os.Exit(1)
+	}
+}
+
+// envTwins sets every flag not given on the command line from SKEIN_<NAME>.
+func envTwins(fs *flag.FlagSet) error {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		env := "SKEIN_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(env); ok && !given[f.Name] && err == nil {
+			if e := fs.Set(f.Name, v); e != nil {
+				err = fmt.Errorf("%s=%q: %w", env, v, e)
+			}
+		}
+	})
+	return err
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("skein-gateway", flag.ContinueOnError)
+	grpcAddr := fs.String("grpc-addr", "127.0.0.1:9090", "gRPC listen address")
+	httpAddr := fs.String("http-addr", "127.0.0.1:8080", "REST/HTTP listen address (also /healthz, /readyz, /metrics, /openapi.json)")
+	controllers := fs.String("controllers", "", "comma-separated controller gRPC addresses")
+	nodeID := fs.Int("node-id", 0, "this gateway's id, as the controllers see it")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := envTwins(fs); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	var ctrls []string
+	for _, a := range strings.Split(*controllers, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			ctrls = append(ctrls, a)
+		}
+	}
+	if len(ctrls) == 0 {
+		return errors.New("--controllers (or SKEIN_CONTROLLERS) is required")
+	}
+	log, err := telemetry.NewLogger(os.Stderr, "skein-gateway", *logLevel)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	shutdownTracing, err := telemetry.Tracing(ctx, telemetry.TracingConfig{ServiceName: "skein-gateway", InstanceID: strconv.Itoa(*nodeID)})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = shutdownTracing(sctx)
+	}()
+	g, err := gateway.New(gateway.Config{
+		GRPCAddr: *grpcAddr, HTTPAddr: *httpAddr, Controllers: ctrls, NodeID: int32(*nodeID), Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	return g.Serve(ctx)
+}
+
+// healthcheck GETs /healthz, for container health checks in images with no
+// shell: exit 0 when it answers 200.
+func healthcheck(args []string) int {
+	fs := flag.NewFlagSet("skein-gateway healthcheck", flag.ContinueOnError)
+	httpAddr := fs.String("http-addr", "127.0.0.1:8080", "the gateway's HTTP address")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if err := envTwins(fs); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	host, port, err := net.SplitHostPort(*httpAddr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "healthcheck:", err)
+		return 2
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1" // a wildcard listen address is reached on loopback
+	}
+	cl := &http.Client{Timeout: 3 * time.Second}
+	resp, err := cl.Get("http://" + net.JoinHostPort(host, port) + "/healthz")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "healthcheck:", err)
+		return 1
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		fmt.Fprintln(os.Stderr, "healthcheck: /healthz answered", resp.Status)
+		return 1
+	}
+	return 0
+}

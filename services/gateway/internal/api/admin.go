@@ -1,0 +1,353 @@
+package api
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	controllerv1 "skein/gen/skein/controller/v1"
+	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/client"
+	"skein/libs/errs"
+	"skein/libs/topicconfig"
+)
+
+// metadataWait bounds how long an admin call waits for its change to reach
+// this gateway's metadata before describing the result.
+const metadataWait = 10 * time.Second
+
+// Admin is AdminService.
+type Admin struct {
+	skeinv1.UnimplementedAdminServiceServer
+
+	c   *client.Client
+	log *slog.Logger
+}
+
+// NewAdmin serves AdminService through c.
+func NewAdmin(c *client.Client, log *slog.Logger) *Admin { return &Admin{c: c, log: log} }
+
+// GetCluster describes brokers and controllers as the controller sees them.
+func (s *Admin) GetCluster(ctx context.Context, _ *skeinv1.GetClusterRequest) (*skeinv1.GetClusterResponse, error) {
+	dc, err := s.c.DescribeCluster(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := &skeinv1.GetClusterResponse{ClusterId: dc.GetClusterId(), ControllerId: dc.GetControllerId()}
+	for _, b := range dc.GetBrokers() {
+		state := "ALIVE"
+		if b.GetFenced() {
+			state = "FENCED"
+		}
+		out.Brokers = append(out.Brokers, &skeinv1.BrokerInfo{Id: b.GetId(), GrpcAddr: b.GetGrpcAddr(), Rack: b.GetRack(), State: state})
+	}
+	for _, c := range dc.GetControllers() {
+		out.Controllers = append(out.Controllers, &skeinv1.ControllerInfo{Id: c.GetId(), Addr: c.GetAddr(), Leader: c.GetLeader()})
+	}
+	return out, nil
+}
+
+// CreateTopic validates and creates a topic, then answers its description
+// once this gateway's metadata holds all its partitions.
+func (s *Admin) CreateTopic(ctx context.Context, req *skeinv1.CreateTopicRequest) (*skeinv1.CreateTopicResponse, error) {
+	if err := ValidateTopicName(req.GetName()); err != nil {
+		return nil, err
+	}
+	if IsInternalTopic(req.GetName()) {
+		return nil, errs.Errorf(errs.InvalidTopic, "names starting with \"__\" are reserved for internal topics")
+	}
+	spec := client.TopicSpec{Name: req.GetName(), Partitions: 1, Configs: req.GetConfigs()}
+	if req.Partitions != nil {
+		if spec.Partitions = *req.Partitions; spec.Partitions < 1 {
+			return nil, errs.Errorf(errs.InvalidPartitions, "partitions must be at least 1, got %d", spec.Partitions)
+		}
+	}
+	if req.ReplicationFactor != nil {
+		if spec.ReplicationFactor = *req.ReplicationFactor; spec.ReplicationFactor < 1 {
+			return nil, errs.Errorf(errs.InvalidReplicationFactor, "replication_factor must be at least 1, got %d", spec.ReplicationFactor)
+		}
+	}
+	if err := topicconfig.Validate(req.GetConfigs()); err != nil {
+		return nil, err
+	}
+	id, err := s.c.CreateTopic(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	m, err := s.await(ctx, func(m *client.Metadata) bool {
+		t, ok := m.Topic(spec.Name)
+		return ok && (id == "" || t.GetTopicId() == id) && complete(m, spec.Name, spec.Partitions)
+	})
+	if err != nil {
+		return nil, err
+	}
+	// A topic just created holds nothing: its offsets are all 0.
+	return &skeinv1.CreateTopicResponse{Topic: s.describe(m, spec.Name, nil)}, nil
+}
+
+// complete reports whether the metadata holds partitions 0..n-1 of topic.
+func complete(m *client.Metadata, topic string, n int32) bool {
+	parts := m.Partitions(topic)
+	if int32(len(parts)) < n {
+		return false
+	}
+	for _, p := range parts {
+		if p == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// await waits for this gateway's metadata to show a change the controller
+// accepted.
+func (s *Admin) await(ctx context.Context, cond func(*client.Metadata) bool) (*client.Metadata, error) {
+	wctx, cancel := context.WithTimeout(ctx, metadataWait)
+	defer cancel()
+	m, err := s.c.WaitMetadata(wctx, cond)
+	if err != nil {
+		return nil, errs.Errorf(errs.RequestTimedOut, "the controller accepted the change but it has not reached this gateway's metadata yet")
+	}
+	return m, nil
+}
+
+// ListTopics lists topics, internal ones only when asked.
+func (s *Admin) ListTopics(ctx context.Context, req *skeinv1.ListTopicsRequest) (*skeinv1.ListTopicsResponse, error) {
+	if err := s.c.WaitReady(ctx); err != nil {
+		return nil, errs.Errorf(errs.LeaderNotAvailable, "the gateway has no cluster metadata yet")
+	}
+	m := s.c.Metadata()
+	out := &skeinv1.ListTopicsResponse{Topics: []*skeinv1.TopicSummary{}}
+	for _, t := range m.Topics() {
+		internal := t.GetInternal() || IsInternalTopic(t.GetName())
+		if internal && !req.GetIncludeInternal() {
+			continue
+		}
+		out.Topics = append(out.Topics, &skeinv1.TopicSummary{
+			Name: t.GetName(), Partitions: m.PartitionCount(t.GetName()), Internal: internal,
+			ReplicationFactor: replicationFactor(m, t.GetName()),
+		})
+	}
+	return out, nil
+}
+
+func replicationFactor(m *client.Metadata, topic string) int32 {
+	for _, p := range m.Partitions(topic) {
+		if p != nil {
+			return int32(len(p.GetReplicas()))
+		}
+	}
+	return 0
+}
+
+// partitionOffsets are a partition's log start, HW and LSO from its leader.
+type partitionOffsets struct{ logStart, hw, lso int64 }
+
+// offsets asks the leaders for every partition's log start, HW and LSO;
+// partitions whose leader did not answer get -1.
+func (s *Admin) offsets(ctx context.Context, topic string) map[int32]partitionOffsets {
+	out := map[int32]partitionOffsets{}
+	set := func(offs []client.PartitionOffset, field func(*partitionOffsets, int64)) {
+		for _, o := range offs {
+			po, ok := out[o.Partition]
+			if !ok {
+				po = partitionOffsets{-1, -1, -1}
+			}
+			v := o.Offset
+			if o.Err != nil {
+				v = -1
+			}
+			field(&po, v)
+			out[o.Partition] = po
+		}
+	}
+	if offs, err := s.c.ListOffsets(ctx, topic, nil, client.EarliestOffset, skeinv1.IsolationLevel_READ_UNCOMMITTED); err == nil {
+		set(offs, func(p *partitionOffsets, v int64) { p.logStart = v })
+	}
+	if offs, err := s.c.ListOffsets(ctx, topic, nil, client.LatestOffset, skeinv1.IsolationLevel_READ_UNCOMMITTED); err == nil {
+		set(offs, func(p *partitionOffsets, v int64) { p.hw = v })
+	}
+	if offs, err := s.c.ListOffsets(ctx, topic, nil, client.LatestOffset, skeinv1.IsolationLevel_READ_COMMITTED); err == nil {
+		set(offs, func(p *partitionOffsets, v int64) { p.lso = v })
+	}
+	return out
+}
+
+// describe renders a topic from the metadata; offs nil means a new topic
+// (all offsets 0), a missing partition in offs means its leader did not answer.
+func (s *Admin) describe(m *client.Metadata, topic string, offs map[int32]partitionOffsets) *skeinv1.TopicDescription {
+	t, _ := m.Topic(topic)
+	d := &skeinv1.TopicDescription{
+		Name: topic, TopicId: t.GetTopicId(), Configs: topicconfig.Effective(t.GetConfigs()),
+		Internal: t.GetInternal() || IsInternalTopic(topic), ReplicationFactor: replicationFactor(m, topic),
+		Partitions: []*skeinv1.PartitionDescription{},
+	}
+	for i, p := range m.Partitions(topic) {
+		pd := &skeinv1.PartitionDescription{Partition: int32(i), Leader: -1, LogStartOffset: -1, HighWatermark: -1, LastStableOffset: -1}
+		if p != nil {
+			pd.Leader, pd.LeaderEpoch, pd.Replicas, pd.Isr = p.GetLeader(), p.GetLeaderEpoch(), p.GetReplicas(), p.GetIsr()
+		}
+		if offs == nil {
+			pd.LogStartOffset, pd.HighWatermark, pd.LastStableOffset = 0, 0, 0
+		} else if o, ok := offs[int32(i)]; ok {
+			pd.LogStartOffset, pd.HighWatermark, pd.LastStableOffset = o.logStart, o.hw, o.lso
+		}
+		d.Partitions = append(d.Partitions, pd)
+	}
+	return d
+}
+
+// DescribeTopic shows configs and per-partition state, offsets from the
+// leaders (-1 where a leader did not answer).
+func (s *Admin) DescribeTopic(ctx context.Context, req *skeinv1.DescribeTopicRequest) (*skeinv1.DescribeTopicResponse, error) {
+	m, _, err := knownTopic(ctx, s.c, req.GetTopic())
+	if err != nil {
+		return nil, err
+	}
+	octx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return &skeinv1.DescribeTopicResponse{Topic: s.describe(m, req.GetTopic(), s.offsets(octx, req.GetTopic()))}, nil
+}
+
+// DeleteTopic deletes a topic and answers once this gateway no longer sees it.
+func (s *Admin) DeleteTopic(ctx context.Context, req *skeinv1.DeleteTopicRequest) (*skeinv1.DeleteTopicResponse, error) {
+	if err := ValidateTopicName(req.GetTopic()); err != nil {
+		return nil, err
+	}
+	if err := s.c.DeleteTopic(ctx, req.GetTopic()); err != nil {
+		return nil, err
+	}
+	if _, err := s.await(ctx, func(m *client.Metadata) bool { _, ok := m.Topic(req.GetTopic()); return !ok }); err != nil {
+		return nil, err
+	}
+	return &skeinv1.DeleteTopicResponse{Topic: req.GetTopic()}, nil
+}
+
+// CreatePartitions grows a topic to count partitions.
+func (s *Admin) CreatePartitions(ctx context.Context, req *skeinv1.CreatePartitionsRequest) (*skeinv1.CreatePartitionsResponse, error) {
+	_, n, err := knownTopic(ctx, s.c, req.GetTopic())
+	if err != nil {
+		return nil, err
+	}
+	if req.GetCount() <= n {
+		return nil, errs.Errorf(errs.InvalidPartitions, "topic %q has %d partitions; count %d must be larger", req.GetTopic(), n, req.GetCount())
+	}
+	if err := s.c.CreatePartitions(ctx, req.GetTopic(), req.GetCount()); err != nil {
+		return nil, err
+	}
+	m, err := s.await(ctx, func(m *client.Metadata) bool { return complete(m, req.GetTopic(), req.GetCount()) })
+	if err != nil {
+		return nil, err
+	}
+	octx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return &skeinv1.CreatePartitionsResponse{Topic: s.describe(m, req.GetTopic(), s.offsets(octx, req.GetTopic()))}, nil
+}
+
+// AlterTopicConfigs sets configs (an empty value removes the override).
+func (s *Admin) AlterTopicConfigs(ctx context.Context, req *skeinv1.AlterTopicConfigsRequest) (*skeinv1.AlterTopicConfigsResponse, error) {
+	if _, _, err := knownTopic(ctx, s.c, req.GetTopic()); err != nil {
+		return nil, err
+	}
+	if len(req.GetConfigs()) == 0 {
+		return nil, errs.Errorf(errs.InvalidRequest, "no configs to change")
+	}
+	set := map[string]string{}
+	for k, v := range req.GetConfigs() {
+		if _, ok := topicconfig.Lookup(k); !ok {
+			return nil, errs.Errorf(errs.InvalidConfig, "unknown topic config %q", k)
+		}
+		if v != "" {
+			set[k] = v
+		}
+	}
+	if err := topicconfig.Validate(set); err != nil {
+		return nil, err
+	}
+	if err := s.c.AlterConfigs(ctx, req.GetTopic(), req.GetConfigs()); err != nil {
+		return nil, err
+	}
+	m, err := s.await(ctx, func(m *client.Metadata) bool {
+		t, ok := m.Topic(req.GetTopic())
+		if !ok {
+			return false
+		}
+		have := t.GetConfigs()
+		for k, v := range req.GetConfigs() {
+			if got, ok := have[k]; (v == "" && ok) || (v != "" && got != v) {
+				return false
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	octx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return &skeinv1.AlterTopicConfigsResponse{Topic: s.describe(m, req.GetTopic(), s.offsets(octx, req.GetTopic()))}, nil
+}
+
+// ListOffsets answers per partition the earliest, latest or by-timestamp offset.
+func (s *Admin) ListOffsets(ctx context.Context, req *skeinv1.ListOffsetsRequest) (*skeinv1.ListOffsetsResponse, error) {
+	if _, _, err := knownTopic(ctx, s.c, req.GetTopic()); err != nil {
+		return nil, err
+	}
+	var spec int64
+	switch req.GetSpec() {
+	case skeinv1.OffsetSpec_LATEST:
+		spec = client.LatestOffset
+	case skeinv1.OffsetSpec_EARLIEST:
+		spec = client.EarliestOffset
+	case skeinv1.OffsetSpec_TIMESTAMP:
+		if spec = req.GetTimestampMs(); spec < 0 {
+			return nil, errs.Errorf(errs.InvalidTimestamp, "timestamp_ms %d is negative", spec)
+		}
+	default:
+		return nil, errs.Errorf(errs.InvalidRequest, "unknown offset spec %d", req.GetSpec())
+	}
+	offs, err := s.c.ListOffsets(ctx, req.GetTopic(), nil, spec, req.GetIsolationLevel())
+	if err != nil {
+		return nil, err
+	}
+	out := &skeinv1.ListOffsetsResponse{Offsets: []*skeinv1.PartitionOffset{}}
+	for _, o := range offs {
+		po := &skeinv1.PartitionOffset{Partition: o.Partition, Offset: o.Offset, TimestampMs: o.Timestamp}
+		if o.Err != nil {
+			po.Offset, po.ErrorCode, po.Message = -1, skeinv1.ErrorCode(errs.CodeOf(o.Err)), errs.Message(o.Err)
+		}
+		out.Offsets = append(out.Offsets, po)
+	}
+	return out, nil
+}
+
+// ElectLeaders runs a preferred or unclean election on a topic or everywhere.
+func (s *Admin) ElectLeaders(ctx context.Context, req *skeinv1.ElectLeadersRequest) (*skeinv1.ElectLeadersResponse, error) {
+	var parts []*controllerv1.TopicPartitions
+	if req.GetTopic() != "" {
+		if _, _, err := knownTopic(ctx, s.c, req.GetTopic()); err != nil {
+			return nil, err
+		}
+		parts = []*controllerv1.TopicPartitions{{Topic: req.GetTopic()}}
+	}
+	typ := controllerv1.ElectionType_ELECTION_TYPE_PREFERRED
+	switch req.GetType() {
+	case skeinv1.ElectionType_PREFERRED:
+	case skeinv1.ElectionType_UNCLEAN:
+		typ = controllerv1.ElectionType_ELECTION_TYPE_UNCLEAN
+	default:
+		return nil, errs.Errorf(errs.InvalidRequest, "unknown election type %d", req.GetType())
+	}
+	res, err := s.c.ElectLeaders(ctx, typ, parts)
+	if err != nil {
+		return nil, err
+	}
+	out := &skeinv1.ElectLeadersResponse{Results: []*skeinv1.ElectionResult{}}
+	for _, r := range res {
+		out.Results = append(out.Results, &skeinv1.ElectionResult{
+			Topic: r.GetTopic(), Partition: r.GetPartition(), Leader: r.GetLeader(),
+			ErrorCode: skeinv1.ErrorCode(r.GetErrorCode()), Message: r.GetErrorMessage(),
+		})
+	}
+	return out, nil
+}

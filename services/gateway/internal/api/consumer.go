@@ -1,0 +1,144 @@
+package api
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/client"
+	"skein/libs/errs"
+)
+
+// Fetch defaults (API.md).
+const (
+	DefaultMaxRecords = 500
+	DefaultMaxBytes   = 1 << 20
+	// tailPoll is how long one Tail round long-polls the leader.
+	tailPoll = 5 * time.Second
+)
+
+// Consumer is ConsumerService.
+type Consumer struct {
+	skeinv1.UnimplementedConsumerServiceServer
+
+	c   *client.Client
+	log *slog.Logger
+}
+
+// NewConsumer serves ConsumerService through c.
+func NewConsumer(c *client.Client, log *slog.Logger) *Consumer {
+	return &Consumer{c: c, log: log}
+}
+
+// startOffset resolves an absent offset to the log start (Fetch) or the
+// high watermark / last stable offset (Tail).
+func (s *Consumer) startOffset(ctx context.Context, topic string, partition int32, offset *int64, spec int64, iso skeinv1.IsolationLevel) (int64, error) {
+	if offset != nil {
+		if *offset < 0 {
+			return 0, errs.Errorf(errs.OffsetOutOfRange, "offset %d is negative", *offset)
+		}
+		return *offset, nil
+	}
+	offs, err := s.c.ListOffsets(ctx, topic, []int32{partition}, spec, iso)
+	if err != nil {
+		return 0, err
+	}
+	if offs[0].Err != nil {
+		return 0, offs[0].Err
+	}
+	return offs[0].Offset, nil
+}
+
+// Fetch reads one partition from an offset, long-polling up to max_wait_ms.
+func (s *Consumer) Fetch(ctx context.Context, req *skeinv1.FetchRequest) (*skeinv1.FetchResponse, error) {
+	_, n, err := knownTopic(ctx, s.c, req.GetTopic())
+	if err != nil {
+		return nil, err
+	}
+	if err := checkPartition(req.GetTopic(), req.GetPartition(), n); err != nil {
+		return nil, err
+	}
+	maxRecords, maxBytes, maxWait := int32(DefaultMaxRecords), int32(DefaultMaxBytes), int32(0)
+	if req.MaxRecords != nil {
+		if maxRecords = *req.MaxRecords; maxRecords < 1 {
+			return nil, errs.Errorf(errs.InvalidRequest, "max_records must be at least 1, got %d", maxRecords)
+		}
+	}
+	if req.MaxBytes != nil {
+		if maxBytes = *req.MaxBytes; maxBytes < 1 {
+			return nil, errs.Errorf(errs.InvalidFetchSize, "max_bytes must be at least 1, got %d", maxBytes)
+		}
+	}
+	if req.MaxWaitMs != nil {
+		if maxWait = *req.MaxWaitMs; maxWait < 0 {
+			return nil, errs.Errorf(errs.InvalidRequest, "max_wait_ms must not be negative, got %d", maxWait)
+		}
+	}
+	offset, err := s.startOffset(ctx, req.GetTopic(), req.GetPartition(), req.Offset, client.EarliestOffset, req.GetIsolationLevel())
+	if err != nil {
+		return nil, err
+	}
+	wait := time.Duration(maxWait) * time.Millisecond
+	fctx, cancel := context.WithTimeout(ctx, wait+client.DefaultRequestTimeout)
+	defer cancel()
+	res, err := s.c.Fetch(fctx, client.FetchRequest{
+		Topic: req.GetTopic(), Partition: req.GetPartition(), Offset: offset,
+		MaxRecords: int(maxRecords), MaxBytes: maxBytes, MaxWait: wait, Isolation: req.GetIsolationLevel(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := &skeinv1.FetchResponse{
+		NextOffset: res.NextOffset, HighWatermark: res.HighWatermark,
+		LastStableOffset: res.LastStableOffset, LogStartOffset: res.LogStartOffset,
+		Records: make([]*skeinv1.ConsumedRecord, 0, len(res.Records)),
+	}
+	for _, r := range res.Records {
+		out.Records = append(out.Records, toConsumed(r, req.GetEncoding()))
+	}
+	return out, nil
+}
+
+// Tail streams records from an offset (default: the end) as they are
+// committed, until the caller goes away.
+func (s *Consumer) Tail(req *skeinv1.TailRequest, stream skeinv1.ConsumerService_TailServer) error {
+	ctx := stream.Context()
+	_, n, err := knownTopic(ctx, s.c, req.GetTopic())
+	if err != nil {
+		return err
+	}
+	if err := checkPartition(req.GetTopic(), req.GetPartition(), n); err != nil {
+		return err
+	}
+	offset, err := s.startOffset(ctx, req.GetTopic(), req.GetPartition(), req.Offset, client.LatestOffset, req.GetIsolationLevel())
+	if err != nil {
+		return err
+	}
+	for ctx.Err() == nil {
+		fctx, cancel := context.WithTimeout(ctx, tailPoll+client.DefaultRequestTimeout)
+		res, err := s.c.Fetch(fctx, client.FetchRequest{
+			Topic: req.GetTopic(), Partition: req.GetPartition(), Offset: offset,
+			MaxRecords: DefaultMaxRecords, MaxBytes: DefaultMaxBytes, MaxWait: tailPoll, Isolation: req.GetIsolationLevel(),
+		})
+		cancel()
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		offset = res.NextOffset
+		if len(res.Records) == 0 {
+			continue
+		}
+		out := &skeinv1.TailResponse{NextOffset: res.NextOffset, HighWatermark: res.HighWatermark}
+		for _, r := range res.Records {
+			out.Records = append(out.Records, toConsumed(r, req.GetEncoding()))
+		}
+		if err := stream.Send(out); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,240 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+
+	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/client"
+	"skein/libs/errs"
+)
+
+// Producer is ProducerService. Unary produces share one producer per acks
+// value; each ProduceStream is its own idempotent producer session.
+type Producer struct {
+	skeinv1.UnimplementedProducerServiceServer
+
+	c    *client.Client
+	log  *slog.Logger
+	opts []client.ProducerOption
+
+	mu        sync.Mutex
+	producers map[int]*client.Producer // by acks; guarded by mu
+	closed    bool                     // guarded by mu
+}
+
+// NewProducer serves ProducerService through c; opts apply to every
+// producer it starts.
+func NewProducer(c *client.Client, log *slog.Logger, opts ...client.ProducerOption) *Producer {
+	return &Producer{c: c, log: log, opts: opts, producers: map[int]*client.Producer{}}
+}
+
+// Close flushes and stops the shared producers.
+func (s *Producer) Close(ctx context.Context) error {
+	s.mu.Lock()
+	s.closed = true
+	ps := s.producers
+	s.producers = map[int]*client.Producer{}
+	s.mu.Unlock()
+	var errList []error
+	for _, p := range ps {
+		errList = append(errList, p.Close(ctx))
+	}
+	return errors.Join(errList...)
+}
+
+func (s *Producer) shared(acks int) (*client.Producer, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, errs.Errorf(errs.BrokerNotAvailable, "the gateway is shutting down")
+	}
+	p := s.producers[acks]
+	if p == nil {
+		p = s.c.NewProducer(append([]client.ProducerOption{client.WithAcks(acks)}, s.opts...)...)
+		s.producers[acks] = p
+	}
+	return p, nil
+}
+
+// prepared is a validated produce request.
+type prepared struct {
+	acks    int
+	records []client.Record
+}
+
+// prepare validates a produce request as a whole: topic, acks, partitions,
+// record shapes and sizes. routePartition is the partition route's
+// partition, if any.
+func (s *Producer) prepare(ctx context.Context, topic string, acks *int32, routePartition *int32, recs []*skeinv1.ProduceRecord) (*prepared, error) {
+	a, err := validateAcks(acks)
+	if err != nil {
+		return nil, err
+	}
+	if len(recs) == 0 {
+		return nil, errs.Errorf(errs.InvalidRequest, "no records to produce")
+	}
+	m, n, err := knownTopic(ctx, s.c, topic)
+	if err != nil {
+		return nil, err
+	}
+	if routePartition != nil {
+		if err := checkPartition(topic, *routePartition, n); err != nil {
+			return nil, err
+		}
+	}
+	limit := m.MaxMessageBytes(topic)
+	now := nowMs()
+	out := &prepared{acks: a, records: make([]client.Record, 0, len(recs))}
+	for i, pr := range recs {
+		r, err := toClientRecord(ctx, topic, i, pr, now)
+		if err != nil {
+			return nil, err
+		}
+		if routePartition != nil {
+			if r.Partition != nil && *r.Partition != *routePartition {
+				return nil, errs.Errorf(errs.InvalidRequest, "record %d names partition %d on the route of partition %d", i, *r.Partition, *routePartition)
+			}
+			r.Partition = routePartition
+		}
+		if r.Partition != nil {
+			if err := checkPartition(topic, *r.Partition, n); err != nil {
+				return nil, err
+			}
+		}
+		if size := client.SingleRecordBatchSize(r); size > limit {
+			return nil, errs.Errorf(errs.MessageTooLarge, "record %d is %d bytes as a batch, above max.message.bytes %d of topic %q", i, size, limit, topic)
+		}
+		out.records = append(out.records, r)
+	}
+	return out, nil
+}
+
+// Produce writes records and answers one result per record, in order.
+func (s *Producer) Produce(ctx context.Context, req *skeinv1.ProduceRequest) (*skeinv1.ProduceResponse, error) {
+	p, err := s.prepare(ctx, req.GetTopic(), req.Acks, req.Partition, req.GetRecords())
+	if err != nil {
+		return nil, err
+	}
+	var results []client.Result
+	switch {
+	case req.ProducerId != nil || req.GetTransactionalId() != "":
+		id, err := identity(req)
+		if err != nil {
+			return nil, err
+		}
+		results, err = s.c.ProduceBatch(ctx, req.GetTopic(), req.GetPartition(), p.acks, id, p.records)
+		if err != nil {
+			results = make([]client.Result, len(p.records))
+			for i := range results {
+				results[i] = client.Result{Partition: req.GetPartition(), Offset: -1, Err: err}
+			}
+		}
+	default:
+		prod, err := s.shared(p.acks)
+		if err != nil {
+			return nil, err
+		}
+		results = prod.ProduceSync(ctx, p.records...)
+	}
+	resp := &skeinv1.ProduceResponse{Results: make([]*skeinv1.ProduceResult, len(results))}
+	for i, r := range results {
+		resp.Results[i] = toResult(r)
+	}
+	return resp, nil
+}
+
+// identity is the caller's idempotent or transactional identity, which only
+// the partition route may carry, and only whole.
+func identity(req *skeinv1.ProduceRequest) (client.BatchIdentity, error) {
+	if req.Partition == nil {
+		return client.BatchIdentity{}, errs.Errorf(errs.InvalidRequest, "producer_id, base_sequence and transactional_id need the partition route /v1/topics/{topic}/partitions/{partition}/records")
+	}
+	if req.ProducerId == nil || req.ProducerEpoch == nil || req.BaseSequence == nil {
+		return client.BatchIdentity{}, errs.Errorf(errs.InvalidRequest, "an idempotent produce needs producer_id, producer_epoch and base_sequence together")
+	}
+	switch {
+	case *req.ProducerId < 0:
+		return client.BatchIdentity{}, errs.Errorf(errs.InvalidRequest, "producer_id %d is negative", *req.ProducerId)
+	case *req.ProducerEpoch < 0 || *req.ProducerEpoch > 32767:
+		return client.BatchIdentity{}, errs.Errorf(errs.InvalidProducerEpoch, "producer_epoch %d is outside [0, 32767]", *req.ProducerEpoch)
+	case *req.BaseSequence < 0:
+		return client.BatchIdentity{}, errs.Errorf(errs.OutOfOrderSequenceNumber, "base_sequence %d is negative", *req.BaseSequence)
+	}
+	return client.BatchIdentity{
+		ProducerID: *req.ProducerId, ProducerEpoch: int16(*req.ProducerEpoch), BaseSequence: *req.BaseSequence,
+		TransactionalID: req.GetTransactionalId(),
+	}, nil
+}
+
+// ProduceStream is a pipelined, idempotent producer session: the stream has
+// its own producers (one per acks value, idempotent under acks=-1), and each
+// request is answered by correlation id as soon as all its records are.
+// A request that fails validation is answered with that error on each record
+// (or one result when it has none); the stream goes on.
+func (s *Producer) ProduceStream(stream skeinv1.ProducerService_ProduceStreamServer) error {
+	ctx := stream.Context()
+	producers := map[int]*client.Producer{}
+	var sendMu sync.Mutex
+	var pending sync.WaitGroup
+	defer func() {
+		pending.Wait()
+		for _, p := range producers {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), client.DefaultRequestTimeout)
+			if err := p.Close(cctx); err != nil {
+				s.log.WarnContext(ctx, "closing a stream's producer", "err", err)
+			}
+			cancel()
+		}
+	}()
+	var sendErr error
+	send := func(resp *skeinv1.ProduceStreamResponse) {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		if sendErr == nil {
+			sendErr = stream.Send(resp)
+		}
+	}
+	for {
+		req, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		p, err := s.prepare(ctx, req.GetTopic(), req.Acks, nil, req.GetRecords())
+		if err != nil {
+			n := max(len(req.GetRecords()), 1)
+			resp := &skeinv1.ProduceStreamResponse{CorrelationId: req.GetCorrelationId()}
+			for i := 0; i < n; i++ {
+				resp.Results = append(resp.Results, toResult(client.Result{Partition: -1, Offset: -1, Err: err}))
+			}
+			send(resp)
+			continue
+		}
+		prod := producers[p.acks]
+		if prod == nil {
+			prod = s.c.NewProducer(append([]client.ProducerOption{client.WithAcks(p.acks)}, s.opts...)...)
+			producers[p.acks] = prod
+		}
+		results := make([]*skeinv1.ProduceResult, len(p.records))
+		var left sync.WaitGroup
+		left.Add(len(p.records))
+		for i, r := range p.records {
+			prod.Produce(ctx, r, func(res client.Result) {
+				results[i] = toResult(res)
+				left.Done()
+			})
+		}
+		pending.Add(1)
+		go func(corr uint64) {
+			defer pending.Done()
+			left.Wait()
+			send(&skeinv1.ProduceStreamResponse{CorrelationId: corr, Results: results})
+		}(req.GetCorrelationId())
+	}
+}

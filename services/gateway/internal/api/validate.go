@@ -1,0 +1,86 @@
+package api
+
+import (
+	"context"
+	"strings"
+
+	"google.golang.org/grpc"
+
+	"skein/libs/client"
+	"skein/libs/errs"
+)
+
+// MaxTopicNameLength is Kafka's limit.
+const MaxTopicNameLength = 249
+
+// ValidateTopicName checks Kafka's topic naming rules: 1–249 characters of
+// [a-zA-Z0-9._-], neither "." nor "..".
+func ValidateTopicName(name string) error {
+	switch {
+	case name == "":
+		return errs.Errorf(errs.InvalidTopic, "the topic name is empty")
+	case name == "." || name == "..":
+		return errs.Errorf(errs.InvalidTopic, "the topic name cannot be %q", name)
+	case len(name) > MaxTopicNameLength:
+		return errs.Errorf(errs.InvalidTopic, "the topic name is %d characters long, more than %d", len(name), MaxTopicNameLength)
+	}
+	for i, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return errs.Errorf(errs.InvalidTopic, "the topic name %q has %q at position %d; only [a-zA-Z0-9._-] are allowed", name, r, i)
+		}
+	}
+	return nil
+}
+
+// IsInternalTopic reports whether name is reserved for Skein's own topics.
+func IsInternalTopic(name string) bool { return strings.HasPrefix(name, "__") }
+
+// validateAcks answers the acks to use: -1 by default, else 0, 1 or -1.
+func validateAcks(acks *int32) (int, error) {
+	if acks == nil {
+		return client.AcksAll, nil
+	}
+	switch *acks {
+	case 0, 1, -1:
+		return int(*acks), nil
+	}
+	return 0, errs.Errorf(errs.InvalidRequiredAcks, "acks must be 0, 1 or -1, got %d", *acks)
+}
+
+// knownTopic waits for the first metadata and answers the topic's partition
+// count, or UNKNOWN_TOPIC_OR_PARTITION.
+func knownTopic(ctx context.Context, c *client.Client, topic string) (*client.Metadata, int32, error) {
+	if err := ValidateTopicName(topic); err != nil {
+		return nil, 0, err
+	}
+	if err := c.WaitReady(ctx); err != nil {
+		return nil, 0, errs.Errorf(errs.LeaderNotAvailable, "the gateway has no cluster metadata yet")
+	}
+	m := c.Metadata()
+	n := m.PartitionCount(topic)
+	if n == 0 {
+		return nil, 0, errs.Errorf(errs.UnknownTopicOrPartition, "topic %q does not exist", topic)
+	}
+	return m, n, nil
+}
+
+// checkPartition refuses a partition outside [0, n).
+func checkPartition(topic string, partition, n int32) error {
+	if partition < 0 || partition >= n {
+		return errs.Errorf(errs.UnknownTopicOrPartition, "topic %q has %d partitions, no partition %d", topic, n, partition)
+	}
+	return nil
+}
+
+// ErrorInterceptors turn the domain errors handlers return into gRPC statuses
+// carrying the Kafka error name: the one gRPC edge of the gateway.
+func ErrorInterceptors() (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
+	unary := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		resp, err := h(ctx, req)
+		return resp, errs.ToGRPC(err)
+	}
+	stream := func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		return errs.ToGRPC(h(srv, ss))
+	}
+	return unary, stream
+}

@@ -1,0 +1,207 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/test/bufconn"
+
+	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/client"
+	"skein/libs/telemetry"
+	"skein/services/gateway/internal/api"
+)
+
+// Config configures a Gateway.
+type Config struct {
+	GRPCAddr    string // e.g. 127.0.0.1:9090; port 0 picks one
+	HTTPAddr    string // e.g. 127.0.0.1:8080; port 0 picks one
+	Controllers []string
+	NodeID      int32
+	Logger      *slog.Logger
+	// Registry receives the gateway's metrics and is served at /metrics; a
+	// new one when nil.
+	Registry *prometheus.Registry
+	// ShutdownGrace bounds how long Serve waits for in-flight calls and
+	// producer flushes after its context ends (default 10 s).
+	ShutdownGrace time.Duration
+	// ProducerOptions apply to every producer the gateway starts.
+	ProducerOptions []client.ProducerOption
+}
+
+// Gateway is a running gateway's listeners and servers.
+type Gateway struct {
+	cfg      Config
+	log      *slog.Logger
+	client   *client.Client
+	producer *api.Producer
+	grpcLis  net.Listener
+	httpLis  net.Listener
+	loopLis  *bufconn.Listener
+	loop     *grpc.ClientConn
+	grpc     *grpc.Server
+	health   *health.Server
+	http     *http.Server
+}
+
+// New binds the listeners and builds the servers; Serve runs them.
+func New(cfg Config) (*Gateway, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = telemetry.NewRegistry()
+	}
+	if cfg.ShutdownGrace <= 0 {
+		cfg.ShutdownGrace = 10 * time.Second
+	}
+	g := &Gateway{cfg: cfg, log: cfg.Logger}
+	ok := false
+	defer func() {
+		if !ok {
+			g.closeAll()
+		}
+	}()
+	var err error
+	if g.client, err = client.New(client.Config{Controllers: cfg.Controllers, NodeID: cfg.NodeID, Logger: cfg.Logger}); err != nil {
+		return nil, err
+	}
+	if g.grpcLis, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
+		return nil, err
+	}
+	if g.httpLis, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+		return nil, err
+	}
+
+	unaryErr, streamErr := api.ErrorInterceptors()
+	opts := append(telemetry.GRPCServerOptions(telemetry.NewGRPCMetrics(cfg.Registry)),
+		grpc.ChainUnaryInterceptor(unaryErr), grpc.ChainStreamInterceptor(streamErr),
+		grpc.MaxRecvMsgSize(client.MaxMessageSize), grpc.MaxSendMsgSize(client.MaxMessageSize))
+	g.grpc = grpc.NewServer(opts...)
+	g.producer = api.NewProducer(g.client, g.log, cfg.ProducerOptions...)
+	skeinv1.RegisterAdminServiceServer(g.grpc, api.NewAdmin(g.client, g.log))
+	skeinv1.RegisterProducerServiceServer(g.grpc, g.producer)
+	skeinv1.RegisterConsumerServiceServer(g.grpc, api.NewConsumer(g.client, g.log))
+	g.health = health.NewServer()
+	healthpb.RegisterHealthServer(g.grpc, g.health)
+	reflection.Register(g.grpc)
+
+	// REST reaches the same gRPC server (interceptors, tracing, metrics)
+	// through an in-memory connection.
+	g.loopLis = bufconn.Listen(1 << 20)
+	dial := append([]grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return g.loopLis.DialContext(ctx) }),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(client.MaxMessageSize), grpc.MaxCallSendMsgSize(client.MaxMessageSize)),
+	}, telemetry.GRPCDialOptions()...)
+	if g.loop, err = grpc.NewClient("passthrough:///gateway-loopback", dial...); err != nil {
+		return nil, err
+	}
+	mux, err := newRESTMux(context.Background(), g.loop)
+	if err != nil {
+		return nil, err
+	}
+	ready := func() bool {
+		select {
+		case <-g.client.Ready():
+			return true
+		default:
+			return false
+		}
+	}
+	g.http = &http.Server{
+		Handler:           newHTTPHandler(mux, ready, telemetry.MetricsHandler(cfg.Registry)),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	ok = true
+	return g, nil
+}
+
+// GRPCAddr is the bound gRPC address.
+func (g *Gateway) GRPCAddr() string { return g.grpcLis.Addr().String() }
+
+// HTTPAddr is the bound HTTP address.
+func (g *Gateway) HTTPAddr() string { return g.httpLis.Addr().String() }
+
+// Client is the gateway's cluster client.
+func (g *Gateway) Client() *client.Client { return g.client }
+
+// Serve runs until ctx ends, then shuts down gracefully: stop accepting,
+// finish in-flight calls, flush producers, close the client.
+func (g *Gateway) Serve(ctx context.Context) error {
+	eg, ectx := errgroup.WithContext(ctx)
+	eg.Go(func() error { return g.grpc.Serve(g.grpcLis) })
+	eg.Go(func() error { return g.grpc.Serve(g.loopLis) })
+	eg.Go(func() error {
+		if err := g.http.Serve(g.httpLis); !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
+	eg.Go(func() error {
+		select {
+		case <-g.client.Ready():
+			g.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+			g.log.Info("gateway ready", "grpc", g.GRPCAddr(), "http", g.HTTPAddr())
+		case <-ectx.Done():
+		}
+		return nil
+	})
+	g.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	g.log.Info("gateway listening", "grpc", g.GRPCAddr(), "http", g.HTTPAddr(), "controllers", g.cfg.Controllers)
+	<-ectx.Done()
+	g.shutdown()
+	err := eg.Wait()
+	if errors.Is(err, grpc.ErrServerStopped) {
+		err = nil
+	}
+	return err
+}
+
+// shutdown stops everything within the grace period.
+func (g *Gateway) shutdown() {
+	g.log.Info("gateway shutting down")
+	g.health.Shutdown()
+	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.ShutdownGrace)
+	defer cancel()
+	_ = g.http.Shutdown(ctx)
+	stopped := make(chan struct{})
+	go func() {
+		g.grpc.GracefulStop()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		g.grpc.Stop()
+	}
+	if err := g.producer.Close(ctx); err != nil {
+		g.log.Warn("flushing producers at shutdown", "err", err)
+	}
+	g.closeAll()
+}
+
+func (g *Gateway) closeAll() {
+	if g.loop != nil {
+		g.loop.Close()
+	}
+	if g.client != nil {
+		g.client.Close()
+	}
+	for _, l := range []net.Listener{g.grpcLis, g.httpLis} {
+		if l != nil {
+			l.Close()
+		}
+	}
+}

@@ -1,0 +1,565 @@
+package gateway
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+
+	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/client/clienttest"
+	"skein/libs/errs"
+	"skein/libs/telemetry"
+)
+
+var spans = tracetest.NewInMemoryExporter()
+
+func TestMain(m *testing.M) {
+	shutdown, err := telemetry.Tracing(context.Background(), telemetry.TracingConfig{ServiceName: "gateway-test", Exporter: spans})
+	if err != nil {
+		panic(err)
+	}
+	code := m.Run()
+	shutdown(context.Background())
+	os.Exit(code)
+}
+
+type env struct {
+	t       *testing.T
+	cluster *clienttest.Cluster
+	gw      *Gateway
+	base    string
+}
+
+// start runs fake controller + two storage nodes and a gateway in front.
+func start(t *testing.T, controllers ...string) *env {
+	t.Helper()
+	cl := clienttest.Start(t, 2)
+	if len(controllers) == 0 {
+		controllers = []string{cl.ControllerAddr}
+	}
+	g, err := New(Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Controllers: controllers, ShutdownGrace: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return &env{t: t, cluster: cl, gw: g, base: "http://" + g.HTTPAddr()}
+}
+
+func (e *env) waitReady() {
+	e.t.Helper()
+	wctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := e.gw.Client().WaitReady(wctx); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// do sends a request and decodes the JSON answer.
+func (e *env) do(method, path, body string) (int, map[string]any) {
+	e.t.Helper()
+	req, err := http.NewRequest(method, e.base+path, strings.NewReader(body))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		e.t.Fatalf("%s %s: %d, not JSON: %q", method, path, resp.StatusCode, raw)
+	}
+	return resp.StatusCode, out
+}
+
+func (e *env) mustDo(method, path, body string) map[string]any {
+	e.t.Helper()
+	code, out := e.do(method, path, body)
+	if code != http.StatusOK {
+		e.t.Fatalf("%s %s: %d %v", method, path, code, out)
+	}
+	return out
+}
+
+func TestHealthReadinessOpenAPIAndMetrics(t *testing.T) {
+	e := start(t)
+	e.waitReady()
+	get := func(path string) (int, string) {
+		resp, err := http.Get(e.base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, _ := get("/healthz"); code != 200 {
+		t.Errorf("/healthz %d", code)
+	}
+	if code, _ := get("/readyz"); code != 200 {
+		t.Errorf("/readyz %d once metadata arrived", code)
+	}
+	code, doc := get("/openapi.json")
+	var api struct {
+		Paths map[string]any `json:"paths"`
+	}
+	if code != 200 || json.Unmarshal([]byte(doc), &api) != nil || api.Paths["/v1/topics"] == nil {
+		t.Errorf("/openapi.json %d: %.200s", code, doc)
+	}
+	e.mustDo("GET", "/v1/topics", "")
+	code, metrics := get("/metrics")
+	if code != 200 || !strings.Contains(metrics, `skein_grpc_server_handled_total{code="OK",method="/skein.v1.AdminService/ListTopics"}`) {
+		t.Errorf("/metrics %d lacks the ListTopics call", code)
+	}
+
+	// With no controller reachable the gateway is alive but not ready.
+	lis, _ := net.Listen("tcp", "127.0.0.1:0")
+	dead := lis.Addr().String()
+	lis.Close()
+	e2 := start(t, dead)
+	code, _ = get2(t, e2.base+"/readyz")
+	if code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz without metadata: %d, want 503", code)
+	}
+	if code, _ = get2(t, e2.base+"/healthz"); code != 200 {
+		t.Errorf("/healthz without metadata: %d", code)
+	}
+}
+
+func get2(t *testing.T, url string) (int, string) {
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// Every bad input is answered with its documented HTTP status and error
+// code, in the error body of API.md.
+func TestRESTRefusals(t *testing.T) {
+	e := start(t)
+	e.waitReady()
+	e.mustDo("POST", "/v1/topics", `{"name": "t", "partitions": 2, "replication_factor": 1}`)
+	e.mustDo("POST", "/v1/topics", `{"name": "tiny", "configs": {"max.message.bytes": "1000"}}`)
+	long := strings.Repeat("a", 250)
+	for _, tc := range []struct {
+		name, method, path, body string
+		status                   int
+		code                     string
+	}{
+		{"topic name with a space", "POST", "/v1/topics", `{"name": "bad name"}`, 400, "INVALID_TOPIC_EXCEPTION"},
+		{"topic name with a slash", "POST", "/v1/topics", `{"name": "a/b"}`, 400, "INVALID_TOPIC_EXCEPTION"},
+		{"topic name .", "POST", "/v1/topics", `{"name": "."}`, 400, "INVALID_TOPIC_EXCEPTION"},
+		{"topic name ..", "POST", "/v1/topics", `{"name": ".."}`, 400, "INVALID_TOPIC_EXCEPTION"},
+		{"empty topic name", "POST", "/v1/topics", `{"name": ""}`, 400, "INVALID_TOPIC_EXCEPTION"},
+		{"topic name of 250", "POST", "/v1/topics", `{"name": "` + long + `"}`, 400, "INVALID_TOPIC_EXCEPTION"},
+		{"non-ASCII topic name", "GET", "/v1/topics/caf%C3%A9", "", 400, "INVALID_TOPIC_EXCEPTION"},
+		{"internal topic name", "POST", "/v1/topics", `{"name": "__consumer_offsets"}`, 400, "INVALID_TOPIC_EXCEPTION"},
+		{"unknown topic", "GET", "/v1/topics/nope", "", 404, "UNKNOWN_TOPIC_OR_PARTITION"},
+		{"delete unknown topic", "DELETE", "/v1/topics/nope", "", 404, "UNKNOWN_TOPIC_OR_PARTITION"},
+		{"RF above live brokers", "POST", "/v1/topics", `{"name": "rf", "replication_factor": 3}`, 400, "INVALID_REPLICATION_FACTOR"},
+		{"RF zero", "POST", "/v1/topics", `{"name": "rf", "replication_factor": 0}`, 400, "INVALID_REPLICATION_FACTOR"},
+		{"zero partitions", "POST", "/v1/topics", `{"name": "p0", "partitions": 0}`, 400, "INVALID_PARTITIONS"},
+		{"topic exists", "POST", "/v1/topics", `{"name": "t"}`, 409, "TOPIC_ALREADY_EXISTS"},
+		{"unknown config", "POST", "/v1/topics", `{"name": "c", "configs": {"retention.forever": "1"}}`, 400, "INVALID_CONFIG"},
+		{"bad config value", "POST", "/v1/topics/t/configs", `{"configs": {"retention.ms": "soon"}}`, 400, "INVALID_CONFIG"},
+		{"shrinking partitions", "POST", "/v1/topics/t/partitions", `{"count": 1}`, 400, "INVALID_PARTITIONS"},
+		{"acks=5", "POST", "/v1/topics/t/records", `{"acks": 5, "records": [{"value": "v"}]}`, 400, "INVALID_REQUIRED_ACKS"},
+		{"acks=2", "POST", "/v1/topics/t/records", `{"acks": 2, "records": [{"value": "v"}]}`, 400, "INVALID_REQUIRED_ACKS"},
+		{"produce to unknown topic", "POST", "/v1/topics/nope/records", `{"records": [{"value": "v"}]}`, 404, "UNKNOWN_TOPIC_OR_PARTITION"},
+		{"produce to bad topic name", "POST", "/v1/topics/a%20b/records", `{"records": [{"value": "v"}]}`, 400, "INVALID_TOPIC_EXCEPTION"},
+		{"record partition out of range", "POST", "/v1/topics/t/records", `{"records": [{"value": "v", "partition": 2}]}`, 404, "UNKNOWN_TOPIC_OR_PARTITION"},
+		{"negative record partition", "POST", "/v1/topics/t/records", `{"records": [{"value": "v", "partition": -1}]}`, 404, "UNKNOWN_TOPIC_OR_PARTITION"},
+		{"route partition out of range", "POST", "/v1/topics/t/partitions/7/records", `{"records": [{"value": "v"}]}`, 404, "UNKNOWN_TOPIC_OR_PARTITION"},
+		{"fetch partition out of range", "GET", "/v1/topics/t/partitions/9/records", "", 404, "UNKNOWN_TOPIC_OR_PARTITION"},
+		{"offset out of range", "GET", "/v1/topics/t/partitions/0/records?offset=99", "", 400, "OFFSET_OUT_OF_RANGE"},
+		{"negative offset", "GET", "/v1/topics/t/partitions/0/records?offset=-5", "", 400, "OFFSET_OUT_OF_RANGE"},
+		{"zero max_bytes", "GET", "/v1/topics/t/partitions/0/records?max_bytes=0", "", 400, "INVALID_FETCH_SIZE"},
+		{"oversized record", "POST", "/v1/topics/tiny/records", `{"records": [{"value": "` + strings.Repeat("x", 2000) + `"}]}`, 400, "MESSAGE_TOO_LARGE"},
+		{"no records", "POST", "/v1/topics/t/records", `{"records": []}`, 400, "INVALID_REQUEST"},
+		{"key and key_bytes", "POST", "/v1/topics/t/records", `{"records": [{"key": "k", "key_bytes": "aw=="}]}`, 400, "INVALID_REQUEST"},
+		{"negative timestamp", "POST", "/v1/topics/t/records", `{"records": [{"value": "v", "timestamp_ms": -3}]}`, 400, "INVALID_TIMESTAMP"},
+		{"producer id off the partition route", "POST", "/v1/topics/t/records", `{"producer_id": 5, "producer_epoch": 0, "base_sequence": 0, "records": [{"value": "v"}]}`, 400, "INVALID_REQUEST"},
+		{"producer id without sequence", "POST", "/v1/topics/t/partitions/0/records", `{"producer_id": 5, "records": [{"value": "v"}]}`, 400, "INVALID_REQUEST"},
+		{"malformed JSON", "POST", "/v1/topics", `{"name": `, 400, "INVALID_REQUEST"},
+		{"not JSON at all", "POST", "/v1/topics/t/records", `acks=1`, 400, "INVALID_REQUEST"},
+		{"string for an int", "POST", "/v1/topics", `{"name": "w", "partitions": "many"}`, 400, "INVALID_REQUEST"},
+		{"number for a string", "POST", "/v1/topics", `{"name": 5}`, 400, "INVALID_REQUEST"},
+		{"object for a list", "POST", "/v1/topics/t/records", `{"records": {"value": "v"}}`, 400, "INVALID_REQUEST"},
+		{"bad base64", "POST", "/v1/topics/t/records", `{"records": [{"value_bytes": "***"}]}`, 400, "INVALID_REQUEST"},
+		{"unknown field", "POST", "/v1/topics", `{"nam": "x"}`, 400, "INVALID_REQUEST"},
+		{"non-numeric partition in the path", "GET", "/v1/topics/t/partitions/zero/records", "", 400, "INVALID_REQUEST"},
+		{"non-numeric offset", "GET", "/v1/topics/t/partitions/0/records?offset=abc", "", 400, "INVALID_REQUEST"},
+		{"unknown isolation level", "GET", "/v1/topics/t/partitions/0/records?isolation_level=SOMETIMES", "", 400, "INVALID_REQUEST"},
+		{"bad offsets spec", "GET", "/v1/topics/t/offsets?spec=SOON", "", 400, "INVALID_REQUEST"},
+		{"group routes are absent", "GET", "/v1/groups", "", 404, "INVALID_REQUEST"},
+		{"transaction routes are absent", "POST", "/v1/producers", `{}`, 404, "INVALID_REQUEST"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := e.do(tc.method, tc.path, tc.body)
+			if code != tc.status || body["error_code"] != tc.code {
+				t.Fatalf("%d %v, want %d %s", code, body, tc.status, tc.code)
+			}
+			if msg, _ := body["message"].(string); msg == "" {
+				t.Errorf("no message in %v", body)
+			}
+			grpcCode, ok := body["code"].(float64)
+			if !ok {
+				t.Fatalf("no numeric code in %v", body)
+			}
+			if row := errs.ForName(tc.code); tc.status != 404 || tc.code != "INVALID_REQUEST" {
+				if int(grpcCode) != int(row.GRPC) {
+					t.Errorf("code %v, want %d (%s)", grpcCode, row.GRPC, row.GRPC)
+				}
+			}
+		})
+	}
+}
+
+// A refusal from the storage node comes back per record, with its code.
+func TestStorageRefusalsArePerRecord(t *testing.T) {
+	e := start(t)
+	e.waitReady()
+	e.mustDo("POST", "/v1/topics", `{"name": "t", "replication_factor": 1}`)
+	e.cluster.Leader("t", 0).FailNext("t", 0, errs.Errorf(errs.MessageTooLarge, "batch above max.message.bytes"), 1)
+	out := e.mustDo("POST", "/v1/topics/t/records", `{"records": [{"value": "a"}, {"value": "b"}]}`)
+	res := out["results"].([]any)
+	for i, r := range res {
+		m := r.(map[string]any)
+		if m["error_code"] != "MESSAGE_TOO_LARGE" || m["offset"] != "-1" || m["message"] == "" {
+			t.Errorf("result %d: %v", i, m)
+		}
+	}
+}
+
+// Field names are the proto names, zero values are present, and keys,
+// values and header values round-trip as text or base64 bytes.
+func TestJSONConventions(t *testing.T) {
+	e := start(t)
+	e.waitReady()
+	desc := e.mustDo("POST", "/v1/topics", `{"name": "conv", "partitions": 1, "replication_factor": 1, "configs": {"retention.ms": "1000"}}`)
+	if desc["name"] != "conv" || desc["replication_factor"] != 1.0 || desc["internal"] != false || desc["configs"].(map[string]any)["retention.ms"] != "1000" {
+		t.Fatalf("create answered %v", desc)
+	}
+	p0 := desc["partitions"].([]any)[0].(map[string]any)
+	for _, k := range []string{"partition", "leader", "leader_epoch", "replicas", "isr", "log_start_offset", "high_watermark", "last_stable_offset"} {
+		if _, ok := p0[k]; !ok {
+			t.Errorf("partition description lacks %q: %v", k, p0)
+		}
+	}
+	if p0["partition"] != 0.0 || p0["leader_epoch"] != 0.0 || p0["high_watermark"] != "0" {
+		t.Errorf("zero values: %v", p0)
+	}
+
+	binary := base64.StdEncoding.EncodeToString([]byte{0xff, 0xfe, 0x00})
+	out := e.mustDo("POST", "/v1/topics/conv/records", `{"acks": -1, "records": [
+		{"key": "user-1", "value": "hello", "headers": [{"key": "h", "value": "v"}, {"key": "bin", "value_bytes": "`+binary+`"}], "timestamp_ms": 1764400000000},
+		{"key_bytes": "`+binary+`", "value_bytes": "`+base64.StdEncoding.EncodeToString([]byte("text in bytes"))+`"},
+		{"key": "tomb"}]}`)
+	res := out["results"].([]any)
+	if len(res) != 3 {
+		t.Fatalf("results %v", out)
+	}
+	for i, r := range res {
+		m := r.(map[string]any)
+		if m["offset"] != fmt.Sprint(i) || m["partition"] != 0.0 || m["error_code"] != "NONE" || m["message"] != "" {
+			t.Errorf("result %d: %v (one per record, in order, zero values present)", i, m)
+		}
+	}
+	if ts := res[0].(map[string]any)["timestamp_ms"]; ts != "1764400000000" {
+		t.Errorf("timestamp_ms %v", ts)
+	}
+
+	fetch := e.mustDo("GET", "/v1/topics/conv/partitions/0/records?offset=0", "")
+	recs := fetch["records"].([]any)
+	if len(recs) != 3 || fetch["next_offset"] != "3" || fetch["high_watermark"] != "3" || fetch["log_start_offset"] != "0" {
+		t.Fatalf("fetch %v", fetch)
+	}
+	r0, r1, r2 := recs[0].(map[string]any), recs[1].(map[string]any), recs[2].(map[string]any)
+	if r0["key"] != "user-1" || r0["value"] != "hello" || r0["topic"] != "conv" || r0["offset"] != "0" || r0["timestamp_ms"] != "1764400000000" {
+		t.Errorf("text record %v", r0)
+	}
+	if r0["key_bytes"] != nil || r0["value_bytes"] != nil {
+		t.Errorf("a text record carries bytes fields too: %v", r0)
+	}
+	hs := r0["headers"].([]any)
+	if h := hs[0].(map[string]any); h["key"] != "h" || h["value"] != "v" {
+		t.Errorf("text header %v", h)
+	}
+	if h := hs[1].(map[string]any); h["key"] != "bin" || h["value_bytes"] != binary || h["value"] != nil {
+		t.Errorf("binary header %v", h)
+	}
+	if r1["key_bytes"] != binary || r1["key"] != nil || r1["value"] != "text in bytes" {
+		t.Errorf("binary key / UTF-8 value under TEXT: %v", r1)
+	}
+	if r2["key"] != "tomb" || r2["value"] != nil || r2["value_bytes"] != nil {
+		t.Errorf("tombstone %v", r2)
+	}
+	var traceparent bool
+	for _, h := range hs {
+		traceparent = traceparent || h.(map[string]any)["key"] == "traceparent"
+	}
+	if !traceparent {
+		t.Errorf("no traceparent header on a produced record: %v", hs)
+	}
+
+	fetch = e.mustDo("GET", "/v1/topics/conv/partitions/0/records?offset=0&max_records=1&encoding=BYTES", "")
+	recs = fetch["records"].([]any)
+	r0 = recs[0].(map[string]any)
+	if len(recs) != 1 || fetch["next_offset"] != "1" || r0["value_bytes"] != base64.StdEncoding.EncodeToString([]byte("hello")) || r0["value"] != nil || r0["key_bytes"] != base64.StdEncoding.EncodeToString([]byte("user-1")) {
+		t.Errorf("encoding=BYTES: %v", fetch)
+	}
+	if h := r0["headers"].([]any)[0].(map[string]any); h["value_bytes"] != base64.StdEncoding.EncodeToString([]byte("v")) {
+		t.Errorf("encoding=BYTES header %v", h)
+	}
+
+	// Empty lists are present too.
+	fetch = e.mustDo("GET", "/v1/topics/conv/partitions/0/records?offset=3", "")
+	if recs, ok := fetch["records"].([]any); !ok || len(recs) != 0 {
+		t.Errorf("an empty fetch: %v", fetch)
+	}
+}
+
+// The long poll's max_wait_ms reaches the leader, and the call answers as
+// soon as data arrives.
+func TestLongPollPassesMaxWait(t *testing.T) {
+	e := start(t)
+	e.waitReady()
+	e.mustDo("POST", "/v1/topics", `{"name": "lp", "replication_factor": 1}`)
+	go func() {
+		time.Sleep(150 * time.Millisecond)
+		e.do("POST", "/v1/topics/lp/records", `{"records": [{"value": "late"}]}`)
+	}()
+	start := time.Now()
+	out := e.mustDo("GET", "/v1/topics/lp/partitions/0/records?offset=0&max_wait_ms=4000", "")
+	if recs := out["records"].([]any); len(recs) != 1 || recs[0].(map[string]any)["value"] != "late" {
+		t.Fatalf("long poll %v", out)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("answered after %v; should answer when data arrives", d)
+	}
+	fetches := e.cluster.Leader("lp", 0).Fetches()
+	if len(fetches) == 0 || fetches[0].GetMaxWaitMs() != 4000 {
+		t.Fatalf("leader saw %v, want max_wait_ms 4000", fetches)
+	}
+}
+
+func TestAdminOverREST(t *testing.T) {
+	e := start(t)
+	e.waitReady()
+	cluster := e.mustDo("GET", "/v1/cluster", "")
+	if cluster["cluster_id"] != "test-cluster" || len(cluster["brokers"].([]any)) != 2 || len(cluster["controllers"].([]any)) != 1 {
+		t.Fatalf("cluster %v", cluster)
+	}
+	if b := cluster["brokers"].([]any)[0].(map[string]any); b["state"] != "ALIVE" || b["grpc_addr"] == "" || b["rack"] != "" {
+		t.Errorf("broker %v", b)
+	}
+	e.mustDo("POST", "/v1/topics", `{"name": "a.b_c-1", "partitions": 2}`)
+	list := e.mustDo("GET", "/v1/topics", "")
+	if ts := list["topics"].([]any); len(ts) != 1 || ts[0].(map[string]any)["partitions"] != 2.0 || ts[0].(map[string]any)["replication_factor"] != 2.0 {
+		t.Fatalf("list %v", list)
+	}
+	e.mustDo("POST", "/v1/topics/a.b_c-1/records", `{"records": [{"value": "x", "partition": 1}, {"value": "y", "partition": 1}]}`)
+	d := e.mustDo("GET", "/v1/topics/a.b_c-1", "")
+	if p1 := d["partitions"].([]any)[1].(map[string]any); p1["high_watermark"] != "2" || p1["log_start_offset"] != "0" || p1["last_stable_offset"] != "2" {
+		t.Errorf("describe %v", p1)
+	}
+	if d["configs"].(map[string]any)["cleanup.policy"] != "delete" {
+		t.Errorf("describe shows no effective configs: %v", d["configs"])
+	}
+	grown := e.mustDo("POST", "/v1/topics/a.b_c-1/partitions", `{"count": 3}`)
+	if len(grown["partitions"].([]any)) != 3 {
+		t.Errorf("grown %v", grown)
+	}
+	alt := e.mustDo("POST", "/v1/topics/a.b_c-1/configs", `{"configs": {"retention.ms": "5000"}}`)
+	if alt["configs"].(map[string]any)["retention.ms"] != "5000" {
+		t.Errorf("altered %v", alt)
+	}
+	offs := e.mustDo("GET", "/v1/topics/a.b_c-1/offsets?spec=LATEST", "")
+	if o := offs["offsets"].([]any); len(o) != 3 || o[1].(map[string]any)["offset"] != "2" || o[0].(map[string]any)["error_code"] != "NONE" {
+		t.Errorf("offsets %v", offs)
+	}
+	offs = e.mustDo("GET", "/v1/topics/a.b_c-1/offsets?spec=TIMESTAMP&timestamp_ms=0", "")
+	if o := offs["offsets"].([]any); o[1].(map[string]any)["offset"] != "0" || o[0].(map[string]any)["offset"] != "-1" {
+		t.Errorf("offsets by time %v", offs)
+	}
+	el := e.mustDo("POST", "/v1/leaders:elect", `{"topic": "a.b_c-1", "type": "PREFERRED"}`)
+	if r := el["results"].([]any); len(r) != 3 || r[0].(map[string]any)["error_code"] != "ELECTION_NOT_NEEDED" {
+		t.Errorf("elect %v", el)
+	}
+	if del := e.mustDo("DELETE", "/v1/topics/a.b_c-1", ""); del["topic"] != "a.b_c-1" {
+		t.Errorf("delete %v", del)
+	}
+	if code, _ := e.do("GET", "/v1/topics/a.b_c-1", ""); code != 404 {
+		t.Errorf("deleted topic still described: %d", code)
+	}
+}
+
+func dialGRPC(t *testing.T, addr string) *grpc.ClientConn {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+func TestGRPCReflectionListsTheServices(t *testing.T) {
+	e := start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream, err := reflectionpb.NewServerReflectionClient(dialGRPC(t, e.gw.GRPCAddr())).ServerReflectionInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{ListServices: "*"}}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, s := range resp.GetListServicesResponse().GetService() {
+		got[s.GetName()] = true
+	}
+	for _, want := range []string{"skein.v1.AdminService", "skein.v1.ProducerService", "skein.v1.ConsumerService", "grpc.health.v1.Health"} {
+		if !got[want] {
+			t.Errorf("reflection lacks %s: %v", want, got)
+		}
+	}
+	for _, absent := range []string{"skein.v1.GroupService", "skein.v1.TransactionService"} {
+		if got[absent] {
+			t.Errorf("%s is registered before its issue", absent)
+		}
+	}
+}
+
+// ProduceStream answers by correlation id; Tail streams what is committed.
+func TestProduceStreamAndTail(t *testing.T) {
+	e := start(t)
+	e.waitReady()
+	e.mustDo("POST", "/v1/topics", `{"name": "s", "replication_factor": 1}`)
+	conn := dialGRPC(t, e.gw.GRPCAddr())
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+
+	tail, err := skeinv1.NewConsumerServiceClient(conn).Tail(ctx, &skeinv1.TailRequest{Topic: "s", Partition: 0, Offset: ptr[int64](0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := skeinv1.NewProducerServiceClient(conn).ProduceStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := func(s string) *string { return &s }
+	for corr := uint64(10); corr < 13; corr++ {
+		if err := ps.Send(&skeinv1.ProduceStreamRequest{CorrelationId: corr, Topic: "s", Records: []*skeinv1.ProduceRecord{{Value: v(fmt.Sprint(corr))}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ps.Send(&skeinv1.ProduceStreamRequest{CorrelationId: 99, Topic: "s", Acks: ptr[int32](7), Records: []*skeinv1.ProduceRecord{{Value: v("x")}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ps.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[uint64]*skeinv1.ProduceStreamResponse{}
+	for {
+		resp, err := ps.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[resp.GetCorrelationId()] = resp
+	}
+	for corr := uint64(10); corr < 13; corr++ {
+		r := seen[corr]
+		if r == nil || len(r.GetResults()) != 1 || r.GetResults()[0].GetErrorCode() != skeinv1.ErrorCode_NONE {
+			t.Errorf("correlation %d: %v", corr, r)
+		}
+	}
+	if r := seen[99]; r == nil || r.GetResults()[0].GetErrorCode() != skeinv1.ErrorCode_INVALID_REQUIRED_ACKS {
+		t.Errorf("a bad request in the stream: %v", r)
+	}
+	b := e.cluster.Leader("s", 0).Batches("s", 0)
+	if len(b) == 0 || b[0].ProducerID() < 0 {
+		t.Errorf("the stream's batches are not idempotent")
+	}
+
+	var got []string
+	for len(got) < 3 {
+		resp, err := tail.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range resp.GetRecords() {
+			got = append(got, r.GetValue())
+		}
+	}
+	if strings.Join(got, ",") != "10,11,12" {
+		t.Errorf("tail saw %v", got)
+	}
+}
+
+// The produce span, the storage call and the record's traceparent header
+// share one trace.
+func TestProduceIsOneTrace(t *testing.T) {
+	e := start(t)
+	e.waitReady()
+	e.mustDo("POST", "/v1/topics", `{"name": "tr", "replication_factor": 1}`)
+	spans.Reset()
+	e.mustDo("POST", "/v1/topics/tr/records", `{"records": [{"value": "v"}]}`)
+	fetch := e.mustDo("GET", "/v1/topics/tr/partitions/0/records?offset=0", "")
+	var tp string
+	for _, h := range fetch["records"].([]any)[0].(map[string]any)["headers"].([]any) {
+		if h.(map[string]any)["key"] == "traceparent" {
+			tp = h.(map[string]any)["value"].(string)
+		}
+	}
+	parts := strings.Split(tp, "-")
+	if len(parts) != 4 {
+		t.Fatalf("traceparent %q", tp)
+	}
+	var serverSpan bool
+	for _, s := range spans.GetSpans() {
+		if s.Name == "skein.v1.ProducerService/Produce" && s.SpanContext.TraceID().String() == parts[1] {
+			serverSpan = true
+		}
+	}
+	if !serverSpan {
+		t.Errorf("no gateway Produce span in trace %s", parts[1])
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

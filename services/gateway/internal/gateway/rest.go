@@ -1,0 +1,104 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"skein/gen/openapi"
+	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/errs"
+)
+
+// errorBody is the REST error document of API.md.
+type errorBody struct {
+	Code      int32  `json:"code"`
+	ErrorCode string `json:"error_code"`
+	Message   string `json:"message"`
+}
+
+func writeError(w http.ResponseWriter, httpStatus int, body errorBody) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(httpStatus)
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+// errorHandler answers a failed REST call: the errs row named in the
+// status's ErrorInfo, or, for a status that carries none (grpc-gateway's own
+// refusals of malformed JSON, wrong field types and bad path or query
+// values), the row its gRPC code reads as: InvalidArgument is INVALID_REQUEST.
+func errorHandler(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, _ *http.Request, err error) {
+	st := status.Convert(err)
+	row := errs.Of(errs.FromStatus(err))
+	code, httpStatus := st.Code(), row.HTTP
+	if st.Code() == codes.Canceled {
+		httpStatus = 499 // the client went away; nginx's convention
+	}
+	if row == errs.UnknownServerError && st.Code() != codes.Internal && st.Code() != codes.Unknown {
+		httpStatus = runtime.HTTPStatusFromCode(st.Code())
+	}
+	writeError(w, httpStatus, errorBody{Code: int32(code), ErrorCode: row.Name, Message: st.Message()})
+}
+
+// routingErrorHandler answers requests no route matches.
+func routingErrorHandler(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, r *http.Request, httpStatus int) {
+	code := codes.NotFound
+	msg := "no API route for " + r.Method + " " + r.URL.Path
+	if httpStatus == http.StatusMethodNotAllowed {
+		code, msg = codes.Unimplemented, "method "+r.Method+" is not allowed on "+r.URL.Path
+	}
+	writeError(w, httpStatus, errorBody{Code: int32(code), ErrorCode: errs.InvalidRequest.Name, Message: msg})
+}
+
+// newRESTMux maps the REST API onto the gRPC services reached through conn.
+func newRESTMux(ctx context.Context, conn *grpc.ClientConn) (*runtime.ServeMux, error) {
+	mux := runtime.NewServeMux(
+		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.JSONPb{
+			MarshalOptions:   protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true},
+			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
+		}),
+		runtime.WithErrorHandler(errorHandler),
+		runtime.WithRoutingErrorHandler(routingErrorHandler),
+	)
+	for _, register := range []func(context.Context, *runtime.ServeMux, *grpc.ClientConn) error{
+		skeinv1.RegisterAdminServiceHandler,
+		skeinv1.RegisterProducerServiceHandler,
+		skeinv1.RegisterConsumerServiceHandler,
+	} {
+		if err := register(ctx, mux, conn); err != nil {
+			return nil, err
+		}
+	}
+	return mux, nil
+}
+
+// newHTTPHandler is the whole HTTP surface.
+func newHTTPHandler(api http.Handler, ready func() bool, metrics http.Handler) http.Handler {
+	h := http.NewServeMux()
+	h.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(openapi.JSON)
+	})
+	h.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
+	})
+	h.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if !ready() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"status":"waiting for metadata from a controller"}` + "\n"))
+			return
+		}
+		_, _ = w.Write([]byte(`{"status":"ready"}` + "\n"))
+	})
+	h.Handle("GET /metrics", metrics)
+	h.Handle("/", api)
+	return h
+}
