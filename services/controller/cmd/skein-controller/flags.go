@@ -1,0 +1,70 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+)
+
+// flags is a FlagSet whose defaults come from environment twins, so every
+// setting can be given either way (the flag wins).
+type flags struct {
+	fs     *flag.FlagSet
+	getenv func(string) string
+	errs   []error
+}
+
+func newFlags(name string, getenv func(string) string, out io.Writer) *flags {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(out)
+	return &flags{fs: fs, getenv: getenv}
+}
+
+func (f *flags) env(env string) (string, bool) {
+	v := f.getenv(env)
+	return v, v != ""
+}
+
+func (f *flags) str(name, env, def, usage string) *string {
+	if v, ok := f.env(env); ok {
+		def = v
+	}
+	return f.fs.String(name, def, usage+" (env "+env+")")
+}
+
+func (f *flags) integer(name, env string, def int, usage string) *int {
+	if v, ok := f.env(env); ok {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			f.errs = append(f.errs, fmt.Errorf("%s=%q: not an integer", env, v))
+		}
+		def = n
+	}
+	return f.fs.Int(name, def, usage+" (env "+env+")")
+}
+
+func (f *flags) dur(name, env string, def time.Duration, usage string) *time.Duration {
+	if v, ok := f.env(env); ok {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			f.errs = append(f.errs, fmt.Errorf("%s=%q: not a duration", env, v))
+		}
+		def = d
+	}
+	return f.fs.Duration(name, def, usage+" (env "+env+")")
+}
+
+func (f *flags) parse(args []string) error {
+	if len(f.errs) > 0 {
+		return f.errs[0]
+	}
+	if err := f.fs.Parse(args); err != nil {
+		return err
+	}
+	if f.fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %v", f.fs.Args())
+	}
+	return nil
+}

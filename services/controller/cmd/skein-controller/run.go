@@ -1,0 +1,276 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/reflection"
+
+	controllerv1 "skein/gen/skein/controller/v1"
+	"skein/libs/membership"
+	"skein/libs/telemetry"
+	"skein/services/controller/internal/liveness"
+	"skein/services/controller/internal/quorum"
+	"skein/services/controller/internal/server"
+)
+
+type config struct {
+	nodeID                    int
+	grpcAddr, httpAddr        string
+	raftAddr                  string
+	gossipAddr, gossipAdv     string
+	gossipSeeds               string
+	peers                     string
+	dataDir                   string
+	clusterID                 string
+	sessionTimeout            time.Duration
+	imbalanceInterval         time.Duration
+	offsetsPartitions         int
+	txnPartitions             int
+	internalMinBrokers        int
+	coordinatorGrace          time.Duration
+	raftHeartbeat, raftElect  time.Duration
+	raftLease                 time.Duration
+	snapshotThreshold         int
+	snapshotInterval          time.Duration
+	gossipProbe, gossipProbeT time.Duration
+	gossipSuspicion           int
+	watchBuffer               int
+	shutdownTimeout           time.Duration
+	logLevel                  string
+}
+
+func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
+	f := newFlags("skein-controller", getenv, stderr)
+	var c config
+	nodeID := f.integer("node-id", "SKEIN_NODE_ID", 1, "this controller's id; must appear in --peers")
+	grpcAddr := f.str("grpc-addr", "SKEIN_GRPC_ADDR", "127.0.0.1:9093", "gRPC listen address (ControllerService)")
+	httpAddr := f.str("http-addr", "SKEIN_HTTP_ADDR", "127.0.0.1:9193", "HTTP listen address: /metrics, /healthz, /readyz")
+	raftAddr := f.str("raft-addr", "SKEIN_RAFT_ADDR", "127.0.0.1:9293", "Raft transport listen address")
+	gossipAddr := f.str("gossip-addr", "SKEIN_GOSSIP_ADDR", "127.0.0.1:7946", "gossip (memberlist) bind address; empty disables gossip")
+	gossipAdv := f.str("gossip-advertise-addr", "SKEIN_GOSSIP_ADVERTISE_ADDR", "", "gossip address others reach this controller at (default: --gossip-addr)")
+	gossipSeeds := f.str("gossip-seeds", "SKEIN_GOSSIP_SEEDS", "", "comma-separated gossip addresses to join")
+	peers := f.str("peers", "SKEIN_PEERS", "", `the Raft voters, "id=raftaddr=grpcaddr,..." (default: this controller alone, at --raft-addr and --grpc-addr)`)
+	dataDir := f.str("data-dir", "SKEIN_DATA_DIR", "", "Raft log, stable store and snapshots (default data/controller-<id>)")
+	clusterID := f.str("cluster-id", "SKEIN_CLUSTER_ID", "", "cluster id set at bootstrap (default: a random UUID)")
+	session := f.dur("broker-session-timeout", "SKEIN_BROKER_SESSION_TIMEOUT", 2*time.Second, "a broker without a heartbeat for this long is fenced")
+	imbalance := f.dur("leader-imbalance-check-interval", "SKEIN_LEADER_IMBALANCE_CHECK_INTERVAL", 10*time.Second, "how often leadership moves back to preferred replicas")
+	offsets := f.integer("consumer-offsets-partitions", "SKEIN_CONSUMER_OFFSETS_PARTITIONS", 12, "partitions of __consumer_offsets")
+	txn := f.integer("transaction-state-partitions", "SKEIN_TRANSACTION_STATE_PARTITIONS", 12, "partitions of __transaction_state")
+	minBrokers := f.integer("internal-topics-min-brokers", "SKEIN_INTERNAL_TOPICS_MIN_BROKERS", 3, "live brokers needed before the internal topics are created (RF = min(3, live))")
+	grace := f.dur("coordinator-grace", "SKEIN_COORDINATOR_GRACE", 5*time.Second, "after becoming leader, how long a coordinator may be absent from gossip before it is marked dead")
+	hb := f.dur("raft-heartbeat-timeout", "SKEIN_RAFT_HEARTBEAT_TIMEOUT", time.Second, "Raft heartbeat timeout")
+	el := f.dur("raft-election-timeout", "SKEIN_RAFT_ELECTION_TIMEOUT", time.Second, "Raft election timeout")
+	lease := f.dur("raft-leader-lease-timeout", "SKEIN_RAFT_LEADER_LEASE_TIMEOUT", 500*time.Millisecond, "Raft leader lease timeout")
+	snapN := f.integer("raft-snapshot-threshold", "SKEIN_RAFT_SNAPSHOT_THRESHOLD", 8192, "log entries between snapshots")
+	snapEvery := f.dur("raft-snapshot-interval", "SKEIN_RAFT_SNAPSHOT_INTERVAL", 2*time.Minute, "how often the snapshot threshold is checked")
+	probe := f.dur("gossip-probe-interval", "SKEIN_GOSSIP_PROBE_INTERVAL", membership.FastTimings().ProbeInterval, "gossip failure-detector probe interval")
+	probeT := f.dur("gossip-probe-timeout", "SKEIN_GOSSIP_PROBE_TIMEOUT", membership.FastTimings().ProbeTimeout, "gossip probe timeout")
+	susp := f.integer("gossip-suspicion-mult", "SKEIN_GOSSIP_SUSPICION_MULT", membership.FastTimings().SuspicionMult, "gossip suspicion multiplier")
+	watchBuf := f.integer("watch-buffer", "SKEIN_WATCH_BUFFER", 1024, "deltas queued per metadata watcher before it is sent a new image")
+	shutdown := f.dur("shutdown-timeout", "SKEIN_SHUTDOWN_TIMEOUT", 10*time.Second, "how long a graceful stop may take")
+	logLevel := f.str("log-level", "SKEIN_LOG_LEVEL", "info", "debug, info, warn or error")
+	if err := f.parse(args); err != nil {
+		return c, err
+	}
+	c = config{
+		nodeID: *nodeID, grpcAddr: *grpcAddr, httpAddr: *httpAddr, raftAddr: *raftAddr,
+		gossipAddr: *gossipAddr, gossipAdv: *gossipAdv, gossipSeeds: *gossipSeeds, peers: *peers,
+		dataDir: *dataDir, clusterID: *clusterID, sessionTimeout: *session, imbalanceInterval: *imbalance,
+		offsetsPartitions: *offsets, txnPartitions: *txn, internalMinBrokers: *minBrokers, coordinatorGrace: *grace,
+		raftHeartbeat: *hb, raftElect: *el, raftLease: *lease, snapshotThreshold: *snapN, snapshotInterval: *snapEvery,
+		gossipProbe: *probe, gossipProbeT: *probeT, gossipSuspicion: *susp, watchBuffer: *watchBuf,
+		shutdownTimeout: *shutdown, logLevel: *logLevel,
+	}
+	if c.peers == "" {
+		c.peers = fmt.Sprintf("%d=%s=%s", c.nodeID, c.raftAddr, c.grpcAddr)
+	}
+	if c.dataDir == "" {
+		c.dataDir = filepath.Join("data", "controller-"+strconv.Itoa(c.nodeID))
+	}
+	if c.clusterID == "" {
+		c.clusterID = randomUUID()
+	}
+	switch {
+	case c.nodeID < 0 || c.nodeID > 1<<31-1:
+		return c, fmt.Errorf("--node-id %d is out of range", c.nodeID)
+	case c.sessionTimeout <= 0 || c.imbalanceInterval <= 0:
+		return c, errors.New("--broker-session-timeout and --leader-imbalance-check-interval must be positive")
+	case c.offsetsPartitions < 1 || c.txnPartitions < 1:
+		return c, errors.New("internal topics need at least one partition")
+	}
+	return c, nil
+}
+
+func randomUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// run serves until ctx ends, then stops gracefully. ready, if not nil, is
+// called once everything listens.
+func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer, ready func()) error {
+	c, err := parseConfig(args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	logger, err := telemetry.NewLogger(stderr, "skein-controller", c.logLevel)
+	if err != nil {
+		return err
+	}
+	logger = logger.With("node", c.nodeID)
+	stopTracing, err := telemetry.Tracing(ctx, telemetry.TracingConfig{ServiceName: "skein-controller", InstanceID: strconv.Itoa(c.nodeID)})
+	if err != nil {
+		return err
+	}
+	defer stopTracing(context.Background())
+
+	peers, err := quorum.ParsePeers(c.peers)
+	if err != nil {
+		return fmt.Errorf("--peers: %w", err)
+	}
+	var self quorum.Peer
+	for _, p := range peers {
+		if p.ID == int32(c.nodeID) {
+			self = p
+		}
+	}
+	if self.RaftAddr == "" {
+		return fmt.Errorf("--node-id %d is not in --peers %s", c.nodeID, c.peers)
+	}
+
+	grpcLis, err := net.Listen("tcp", c.grpcAddr)
+	if err != nil {
+		return err
+	}
+	defer grpcLis.Close()
+	httpLis, err := net.Listen("tcp", c.httpAddr)
+	if err != nil {
+		return err
+	}
+	defer httpLis.Close()
+
+	node, err := quorum.Open(quorum.Config{
+		NodeID: int32(c.nodeID), RaftBindAddr: c.raftAddr, DataDir: c.dataDir, Peers: peers,
+		HeartbeatTimeout: c.raftHeartbeat, ElectionTimeout: c.raftElect, LeaderLeaseTimeout: c.raftLease,
+		SnapshotThreshold: uint64(c.snapshotThreshold), SnapshotInterval: c.snapshotInterval,
+		WatchBuffer: c.watchBuffer, Logger: logger,
+	})
+	if err != nil {
+		return err
+	}
+	nodeOpen := true
+	defer func() {
+		if nodeOpen {
+			node.Close()
+		}
+	}()
+
+	reg := telemetry.NewRegistry()
+	server.RegisterMetrics(reg, node)
+	live := liveness.New(liveness.Config{
+		Settings: liveness.Settings{
+			SessionTimeout: c.sessionTimeout, CoordinatorGrace: c.coordinatorGrace,
+			ConsumerOffsetsPartitions: int32(c.offsetsPartitions), TransactionStatePartitions: int32(c.txnPartitions),
+			InternalTopicMinBrokers: c.internalMinBrokers, ClusterID: c.clusterID,
+		},
+		LeaderImbalanceCheckInterval: c.imbalanceInterval,
+		Logger:                       logger,
+	}, node)
+
+	var members *membership.Node
+	var events <-chan membership.Event
+	if c.gossipAddr != "" {
+		t := membership.FastTimings()
+		t.ProbeInterval, t.ProbeTimeout, t.SuspicionMult = c.gossipProbe, c.gossipProbeT, c.gossipSuspicion
+		members, err = membership.Start(membership.Config{
+			BindAddr: c.gossipAddr, AdvertiseAddr: c.gossipAdv, Seeds: splitList(c.gossipSeeds), Timings: t, Logger: logger,
+			Meta: membership.Meta{Role: membership.RoleController, ID: int32(c.nodeID), GRPCAddr: self.GRPCAddr, HTTPAddr: c.httpAddr, RaftAddr: self.RaftAddr},
+		})
+		if err != nil {
+			return err
+		}
+		events = members.Events()
+	}
+
+	srv := server.New(node, live, logger, telemetry.GRPCDialOptions()...)
+	gs := grpc.NewServer(telemetry.GRPCServerOptions(telemetry.NewGRPCMetrics(reg))...)
+	controllerv1.RegisterControllerServiceServer(gs, srv)
+	reflection.Register(gs)
+	var serving atomic.Bool
+	hs := &http.Server{Handler: server.HTTPHandler(reg, node, &serving), ReadHeaderTimeout: 5 * time.Second}
+
+	loopCtx, stopLoop := context.WithCancel(context.Background())
+	loopDone := make(chan struct{})
+	go func() { defer close(loopDone); live.Run(loopCtx, events) }()
+	grpcDone := make(chan error, 1)
+	go func() { grpcDone <- gs.Serve(grpcLis) }()
+	go hs.Serve(httpLis)
+	serving.Store(true)
+	logger.Info("controller serving", "grpc", grpcLis.Addr().String(), "http", httpLis.Addr().String(), "raft", self.RaftAddr,
+		"peers", quorum.FormatPeers(peers), "data_dir", c.dataDir)
+	if ready != nil {
+		ready()
+	}
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-grpcDone:
+	}
+	logger.Info("controller stopping")
+	serving.Store(false)
+
+	// gRPC: end watch streams, let in-flight calls finish, then force.
+	srv.Stop()
+	stopped := make(chan struct{})
+	go func() { gs.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(c.shutdownTimeout / 2):
+		gs.Stop()
+	}
+	stopLoop()
+	<-loopDone
+	if members != nil {
+		if err := members.Close(time.Second); err != nil {
+			logger.Warn("leaving gossip", "err", err)
+		}
+	}
+	if node.IsLeader() && len(peers) > 1 {
+		if err := node.LeadershipTransfer(); err != nil {
+			logger.Warn("handing leadership over", "err", err)
+		}
+	}
+	nodeOpen = false
+	closeErr := node.Close()
+	shCtx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = hs.Shutdown(shCtx)
+	logger.Info("controller stopped")
+	return errors.Join(serveErr, closeErr)
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, x := range strings.Split(s, ",") {
+		if x = strings.TrimSpace(x); x != "" {
+			out = append(out, x)
+		}
+	}
+	return out
+}

@@ -1,0 +1,150 @@
+package liveness
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	controllerv1 "skein/gen/skein/controller/v1"
+	"skein/libs/errs"
+	"skein/libs/membership"
+	"skein/libs/metadata"
+	"skein/services/controller/internal/fsm"
+)
+
+// Node is what the loop needs of the Raft node.
+type Node interface {
+	IsLeader() bool
+	Barrier(timeout time.Duration) error
+	Read(fn func(img *metadata.Image))
+	Propose(ctx context.Context, cmd *controllerv1.Command) (fsm.Result, error)
+}
+
+// Config configures Loop.
+type Config struct {
+	Settings
+	// Tick: how often sessions are checked (default 100 ms).
+	Tick time.Duration
+	// LeaderImbalanceCheckInterval: how often preferred replicas get their
+	// leadership back (default 10 s).
+	LeaderImbalanceCheckInterval time.Duration
+	Logger                       *slog.Logger
+}
+
+// Loop is the reconciler's shell.
+type Loop struct {
+	cfg  Config
+	node Node
+	log  *slog.Logger
+
+	mu sync.Mutex // guards t
+	t  *Tracker
+}
+
+// New returns a loop; Run starts it.
+func New(cfg Config, node Node) *Loop {
+	if cfg.Tick <= 0 {
+		cfg.Tick = 100 * time.Millisecond
+	}
+	if cfg.LeaderImbalanceCheckInterval <= 0 {
+		cfg.LeaderImbalanceCheckInterval = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Loop{cfg: cfg, node: node, log: cfg.Logger.With("component", "liveness"), t: NewTracker(cfg.Settings)}
+}
+
+// Heartbeat records a broker's heartbeat (the gRPC shell calls it).
+func (l *Loop) Heartbeat(id int32, epoch int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.t.Heartbeat(id, epoch, time.Now())
+}
+
+// ShuttingDown records a broker's controlled shutdown.
+func (l *Loop) ShuttingDown(id int32, epoch int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.t.ShuttingDown(id, epoch)
+}
+
+// MayUnfence reports whether a heartbeat may unfence the broker.
+func (l *Loop) MayUnfence(id int32, epoch int64, incarnation string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.t.MayUnfence(id, epoch, incarnation)
+}
+
+// Run feeds gossip events to the tracker and, while leader, proposes what
+// it plans, until ctx ends. events may be nil (no gossip).
+func (l *Loop) Run(ctx context.Context, events <-chan membership.Event) {
+	tick := time.NewTicker(l.cfg.Tick)
+	defer tick.Stop()
+	rebalance := time.NewTicker(l.cfg.LeaderImbalanceCheckInterval)
+	defer rebalance.Stop()
+	leading := false
+	for {
+		elect := false
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-events:
+			if !ok {
+				events = nil
+				continue
+			}
+			l.log.Info("gossip", "event", ev.Type.String(), "member", ev.Member.Name, "role", ev.Member.Meta.Role, "id", ev.Member.Meta.ID)
+			l.mu.Lock()
+			l.t.Gossip(ev)
+			l.mu.Unlock()
+			// Act on a death now rather than at the next tick.
+		case <-tick.C:
+		case <-rebalance.C:
+			elect = true
+		}
+		if !l.node.IsLeader() {
+			leading = false
+			continue
+		}
+		if !leading {
+			if err := l.node.Barrier(5 * time.Second); err != nil {
+				l.log.Warn("new leader could not catch up", "err", err)
+				continue
+			}
+			l.mu.Lock()
+			l.t.BecameLeader(time.Now())
+			l.mu.Unlock()
+			leading = true
+			l.log.Info("leading: broker sessions start now")
+		}
+		var cmds []*controllerv1.Command
+		l.node.Read(func(img *metadata.Image) {
+			l.mu.Lock()
+			cmds = l.t.Plan(img, time.Now())
+			l.mu.Unlock()
+			if elect && PreferredElectionNeeded(img) {
+				cmds = append(cmds, &controllerv1.Command{Command: &controllerv1.Command_ElectLeaders{ElectLeaders: &controllerv1.ElectLeadersRequest{
+					Type: controllerv1.ElectionType_ELECTION_TYPE_PREFERRED}}})
+			}
+		})
+		for _, cmd := range cmds {
+			l.propose(ctx, cmd)
+		}
+	}
+}
+
+func (l *Loop) propose(ctx context.Context, cmd *controllerv1.Command) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err := l.node.Propose(ctx, cmd)
+	switch {
+	case err == nil:
+		l.log.Info("proposed", "command", fsm.Describe(cmd))
+	case errs.Of(err) == errs.StaleBrokerEpoch:
+		// The broker re-registered meanwhile: nothing to fence.
+	default:
+		l.log.Warn("proposal failed", "command", fsm.Describe(cmd), "err", err)
+	}
+}

@@ -1,0 +1,213 @@
+package liveness
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	controllerv1 "skein/gen/skein/controller/v1"
+	"skein/libs/membership"
+	"skein/libs/metadata"
+)
+
+// Settings are the reconciler's knobs. They decide what the leader proposes;
+// what a command does once proposed is the state machine's business, so
+// controllers with different settings still agree on the metadata.
+type Settings struct {
+	// SessionTimeout: a broker that has not heartbeated for this long is fenced.
+	SessionTimeout time.Duration
+	// CoordinatorGrace: after becoming leader, how long a coordinator the
+	// image holds alive may be absent from gossip before it is marked dead
+	// (gossip needs a moment to tell a new leader who is there).
+	CoordinatorGrace time.Duration
+	// ConsumerOffsetsPartitions and TransactionStatePartitions size the
+	// internal topics, created once InternalTopicMinBrokers brokers are live.
+	ConsumerOffsetsPartitions  int32
+	TransactionStatePartitions int32
+	InternalTopicMinBrokers    int
+	// ClusterID names the cluster at bootstrap.
+	ClusterID string
+}
+
+type session struct {
+	epoch int64
+	at    time.Time // last heartbeat (or when this controller became leader)
+}
+
+type coordKey struct {
+	kind controllerv1.CoordinatorKind
+	id   int32
+}
+
+type gossipCoord struct {
+	addr  string
+	alive bool
+}
+
+// Tracker holds what the reconciler knows beyond the image. It is not safe
+// for concurrent use; Loop guards it.
+type Tracker struct {
+	s           Settings
+	leaderSince time.Time
+	sessions    map[int32]session
+	// down: brokers gossip declared dead or gone, with the incarnation the
+	// event named ("" when the member did not say).
+	down         map[int32]string
+	shuttingDown map[int32]int64 // broker -> epoch that asked for a controlled shutdown
+	coords       map[coordKey]gossipCoord
+}
+
+// NewTracker returns a tracker with nothing seen yet.
+func NewTracker(s Settings) *Tracker {
+	return &Tracker{
+		s:            s,
+		sessions:     map[int32]session{},
+		down:         map[int32]string{},
+		shuttingDown: map[int32]int64{},
+		coords:       map[coordKey]gossipCoord{},
+	}
+}
+
+// BecameLeader starts every broker's session afresh at now: heartbeats went
+// to the previous leader until then.
+func (t *Tracker) BecameLeader(now time.Time) {
+	t.leaderSince = now
+	clear(t.sessions)
+}
+
+// Heartbeat records a broker's heartbeat.
+func (t *Tracker) Heartbeat(id int32, epoch int64, now time.Time) {
+	t.sessions[id] = session{epoch: epoch, at: now}
+	if s, ok := t.shuttingDown[id]; ok && s != epoch {
+		delete(t.shuttingDown, id)
+	}
+}
+
+// ShuttingDown records that this incarnation asked to stop: its heartbeats
+// no longer unfence it.
+func (t *Tracker) ShuttingDown(id int32, epoch int64) { t.shuttingDown[id] = epoch }
+
+// MayUnfence reports whether a heartbeat from this incarnation may unfence
+// it: not while gossip holds it dead, not after it asked to shut down.
+func (t *Tracker) MayUnfence(id int32, epoch int64, incarnation string) bool {
+	if inc, ok := t.down[id]; ok && (inc == "" || inc == incarnation) {
+		return false
+	}
+	if e, ok := t.shuttingDown[id]; ok && e == epoch {
+		return false
+	}
+	return true
+}
+
+// Gossip takes one membership event.
+func (t *Tracker) Gossip(ev membership.Event) {
+	m := ev.Member.Meta
+	gone := ev.Type == membership.EventDead || ev.Type == membership.EventLeave
+	switch m.Role {
+	case membership.RoleStorage:
+		// Events about one member arrive in order, so the latest decides.
+		if gone {
+			t.down[m.ID] = m.Incarnation
+		} else {
+			delete(t.down, m.ID)
+		}
+	case membership.RoleGroupCoordinator, membership.RoleTransactionCoordinator:
+		kind := controllerv1.CoordinatorKind_COORDINATOR_KIND_GROUP
+		if m.Role == membership.RoleTransactionCoordinator {
+			kind = controllerv1.CoordinatorKind_COORDINATOR_KIND_TRANSACTION
+		}
+		t.coords[coordKey{kind, m.ID}] = gossipCoord{addr: m.GRPCAddr, alive: !gone}
+	}
+}
+
+// Plan answers the commands the leader should propose now, given the image.
+func (t *Tracker) Plan(img *metadata.Image, now time.Time) []*controllerv1.Command {
+	var out []*controllerv1.Command
+	if img.ClusterID() == "" && t.s.ClusterID != "" {
+		out = append(out, &controllerv1.Command{Command: &controllerv1.Command_Bootstrap{Bootstrap: &controllerv1.BootstrapCommand{ClusterId: t.s.ClusterID}}})
+	}
+	for _, b := range img.LiveBrokers() {
+		id := b.GetId()
+		if inc, ok := t.down[id]; ok && (inc == "" || inc == b.GetIncarnationId()) {
+			out = append(out, fence(b, "gossip declared it dead or gone"))
+			continue
+		}
+		s, ok := t.sessions[id]
+		if !ok || s.epoch != b.GetBrokerEpoch() {
+			// A registration this controller has not seen a heartbeat for
+			// yet: its session starts now.
+			t.sessions[id] = session{epoch: b.GetBrokerEpoch(), at: now}
+			continue
+		}
+		if now.Sub(s.at) > t.s.SessionTimeout {
+			out = append(out, fence(b, fmt.Sprintf("no heartbeat for %v", now.Sub(s.at).Round(time.Millisecond))))
+		}
+	}
+	out = append(out, t.planCoordinators(img, now)...)
+	_, haveOffsets := img.Topic(metadata.ConsumerOffsetsTopic)
+	_, haveTxn := img.Topic(metadata.TransactionStateTopic)
+	if (!haveOffsets || !haveTxn) && len(img.LiveBrokers()) >= max(1, t.s.InternalTopicMinBrokers) {
+		out = append(out, &controllerv1.Command{Command: &controllerv1.Command_CreateInternalTopics{CreateInternalTopics: &controllerv1.CreateInternalTopicsCommand{
+			ConsumerOffsetsPartitions: t.s.ConsumerOffsetsPartitions, TransactionStatePartitions: t.s.TransactionStatePartitions}}})
+	}
+	return out
+}
+
+func fence(b *controllerv1.BrokerRecord, reason string) *controllerv1.Command {
+	return &controllerv1.Command{Command: &controllerv1.Command_FenceBroker{FenceBroker: &controllerv1.FenceBrokerCommand{
+		BrokerId: b.GetId(), BrokerEpoch: b.GetBrokerEpoch(), Reason: reason}}}
+}
+
+func (t *Tracker) planCoordinators(img *metadata.Image, now time.Time) []*controllerv1.Command {
+	var out []*controllerv1.Command
+	change := func(kind controllerv1.CoordinatorKind, id int32, addr string, alive bool) {
+		out = append(out, &controllerv1.Command{Command: &controllerv1.Command_CoordinatorChange{CoordinatorChange: &controllerv1.CoordinatorChangeCommand{
+			Coordinator: &controllerv1.CoordinatorRecord{Id: id, Kind: kind, GrpcAddr: addr, Alive: alive}}}})
+	}
+	keys := make([]coordKey, 0, len(t.coords))
+	for k := range t.coords {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b coordKey) int {
+		if a.kind != b.kind {
+			return int(a.kind) - int(b.kind)
+		}
+		return int(a.id) - int(b.id)
+	})
+	for _, k := range keys {
+		g := t.coords[k]
+		rec, ok := img.Coordinator(k.kind, k.id)
+		addr := g.addr
+		if !g.alive && ok {
+			addr = rec.GetGrpcAddr() // a dead member's last address is what the image should keep
+		}
+		if !ok && !g.alive {
+			continue
+		}
+		if !ok || rec.GetAlive() != g.alive || rec.GetGrpcAddr() != addr {
+			change(k.kind, k.id, addr, g.alive)
+		}
+	}
+	if now.Sub(t.leaderSince) > t.s.CoordinatorGrace {
+		for _, rec := range img.Coordinators() {
+			if _, seen := t.coords[coordKey{rec.GetKind(), rec.GetId()}]; !seen && rec.GetAlive() {
+				change(rec.GetKind(), rec.GetId(), rec.GetGrpcAddr(), false)
+			}
+		}
+	}
+	return out
+}
+
+// PreferredElectionNeeded reports whether some partition is led by another
+// than its preferred replica while that replica is a live ISR member.
+func PreferredElectionNeeded(img *metadata.Image) bool {
+	for _, tp := range img.Topics() {
+		for _, p := range img.Partitions(tp.GetName()) {
+			pref := p.GetReplicas()[0]
+			if p.GetLeader() != pref && slices.Contains(p.GetIsr(), pref) && img.IsLive(metadata.BrokerID(pref)) {
+				return true
+			}
+		}
+	}
+	return false
+}

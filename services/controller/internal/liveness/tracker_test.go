@@ -1,0 +1,190 @@
+package liveness
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	controllerv1 "skein/gen/skein/controller/v1"
+	"skein/libs/membership"
+	"skein/libs/metadata"
+	"skein/services/controller/internal/fsm"
+)
+
+type cluster struct {
+	t     *testing.T
+	m     *fsm.Machine
+	index uint64
+}
+
+func newCluster(t *testing.T, brokers ...int32) *cluster {
+	c := &cluster{t: t, m: fsm.New()}
+	c.apply(&controllerv1.Command{Command: &controllerv1.Command_Bootstrap{Bootstrap: &controllerv1.BootstrapCommand{ClusterId: "c"}}})
+	for _, id := range brokers {
+		c.apply(&controllerv1.Command{Command: &controllerv1.Command_RegisterBroker{RegisterBroker: &controllerv1.RegisterBrokerRequest{
+			BrokerId: id, GrpcAddr: "a", IncarnationId: "inc"}}})
+	}
+	return c
+}
+
+func (c *cluster) apply(cmd *controllerv1.Command) {
+	c.t.Helper()
+	c.index++
+	if _, err := c.m.Apply(c.index, cmd); err != nil {
+		c.t.Fatalf("%s: %v", fsm.Describe(cmd), err)
+	}
+}
+
+func (c *cluster) img() *metadata.Image { return c.m.Image() }
+
+func fences(cmds []*controllerv1.Command) []int32 {
+	var out []int32
+	for _, c := range cmds {
+		if f := c.GetFenceBroker(); f != nil {
+			out = append(out, f.GetBrokerId())
+		}
+	}
+	return out
+}
+
+var settings = Settings{SessionTimeout: 2 * time.Second, CoordinatorGrace: 5 * time.Second, ConsumerOffsetsPartitions: 4, TransactionStatePartitions: 2, InternalTopicMinBrokers: 3}
+
+func TestSessionExpiry(t *testing.T) {
+	c := newCluster(t, 1, 2)
+	tr := NewTracker(settings)
+	t0 := time.Unix(1000, 0)
+	tr.BecameLeader(t0)
+	if f := fences(tr.Plan(c.img(), t0)); len(f) != 0 {
+		t.Fatalf("fenced at once: %v", f)
+	}
+	b1, _ := c.img().Broker(1)
+	tr.Heartbeat(1, b1.GetBrokerEpoch(), t0.Add(1500*time.Millisecond))
+	if f := fences(tr.Plan(c.img(), t0.Add(2*time.Second))); len(f) != 0 {
+		t.Fatalf("fenced within the session: %v", f)
+	}
+	// Broker 2 never heartbeated since t0; broker 1 did at t0+1.5s.
+	if f := fences(tr.Plan(c.img(), t0.Add(2100*time.Millisecond))); len(f) != 1 || f[0] != 2 {
+		t.Fatalf("want broker 2 fenced, got %v", f)
+	}
+	if f := fences(tr.Plan(c.img(), t0.Add(3600*time.Millisecond))); len(f) != 2 {
+		t.Fatalf("want both fenced, got %v", f)
+	}
+	// A heartbeat from an old epoch does not keep the current one alive.
+	tr.Heartbeat(1, 999, t0.Add(3600*time.Millisecond))
+	if f := fences(tr.Plan(c.img(), t0.Add(3700*time.Millisecond))); len(f) != 1 || f[0] != 2 {
+		t.Fatalf("broker 1's session restarts when its epoch changes; want only 2 fenced: %v", f)
+	}
+	// A new leader gives everyone a fresh session.
+	tr.BecameLeader(t0.Add(10 * time.Second))
+	if f := fences(tr.Plan(c.img(), t0.Add(11*time.Second))); len(f) != 0 {
+		t.Fatalf("fenced right after becoming leader: %v", f)
+	}
+}
+
+func storageEvent(typ membership.EventType, id int32, inc string) membership.Event {
+	return membership.Event{Type: typ, Member: membership.Member{Name: "s", Meta: membership.Meta{Role: membership.RoleStorage, ID: id, Incarnation: inc}}}
+}
+
+func TestGossipFencesAndBlocksUnfence(t *testing.T) {
+	c := newCluster(t, 1, 2, 3)
+	tr := NewTracker(settings)
+	now := time.Unix(1000, 0)
+	tr.BecameLeader(now)
+	tr.Gossip(storageEvent(membership.EventDead, 2, "inc"))
+	tr.Gossip(storageEvent(membership.EventLeave, 3, "older-incarnation"))
+	if f := fences(tr.Plan(c.img(), now)); len(f) != 1 || f[0] != 2 {
+		t.Fatalf("want broker 2 fenced (3's event named another incarnation), got %v", f)
+	}
+	if tr.MayUnfence(2, 3, "inc") {
+		t.Error("a broker gossip holds dead was allowed to unfence")
+	}
+	tr.Gossip(storageEvent(membership.EventJoin, 2, "inc"))
+	if !tr.MayUnfence(2, 3, "inc") {
+		t.Error("a broker back in gossip may unfence")
+	}
+	tr.ShuttingDown(1, 2)
+	if tr.MayUnfence(1, 2, "inc") {
+		t.Error("a broker shutting down was allowed to unfence")
+	}
+	tr.Heartbeat(1, 50, now) // a new incarnation
+	if !tr.MayUnfence(1, 50, "inc2") {
+		t.Error("the next incarnation may unfence")
+	}
+}
+
+func coordEvent(typ membership.EventType, role membership.Role, id int32, addr string) membership.Event {
+	return membership.Event{Type: typ, Member: membership.Member{Name: "c", Meta: membership.Meta{Role: role, ID: id, GRPCAddr: addr}}}
+}
+
+func TestCoordinatorsAndInternalTopics(t *testing.T) {
+	c := newCluster(t, 1, 2)
+	tr := NewTracker(settings)
+	now := time.Unix(1000, 0)
+	tr.BecameLeader(now)
+	if cmds := tr.Plan(c.img(), now); len(cmds) != 0 {
+		t.Fatalf("two brokers, min three: nothing to do, got %v", cmds)
+	}
+	c.apply(&controllerv1.Command{Command: &controllerv1.Command_RegisterBroker{RegisterBroker: &controllerv1.RegisterBrokerRequest{BrokerId: 3, GrpcAddr: "a", IncarnationId: "i"}}})
+	tr.Gossip(coordEvent(membership.EventJoin, membership.RoleGroupCoordinator, 7, "g7"))
+	tr.Gossip(coordEvent(membership.EventJoin, membership.RoleTransactionCoordinator, 7, "x7"))
+	cmds := tr.Plan(c.img(), now)
+	if len(cmds) != 3 || cmds[0].GetCoordinatorChange() == nil || cmds[1].GetCoordinatorChange() == nil || cmds[2].GetCreateInternalTopics() == nil {
+		t.Fatalf("want two coordinator changes and the internal topics, got %v", cmds)
+	}
+	for _, cmd := range cmds {
+		c.apply(cmd)
+	}
+	if cmds := tr.Plan(c.img(), now); len(cmds) != 0 {
+		t.Fatalf("all done, got %v", cmds)
+	}
+	if o, ok := c.img().CoordinatorFor(controllerv1.CoordinatorKind_COORDINATOR_KIND_GROUP, "g"); !ok || o.NodeID != 7 || o.GRPCAddr != "g7" {
+		t.Fatalf("coordinator for g: %+v %v", o, ok)
+	}
+	// Death in gossip.
+	tr.Gossip(coordEvent(membership.EventDead, membership.RoleGroupCoordinator, 7, "g7"))
+	cmds = tr.Plan(c.img(), now)
+	if len(cmds) != 1 || cmds[0].GetCoordinatorChange().GetCoordinator().GetAlive() {
+		t.Fatalf("want coordinator 7 marked dead, got %v", cmds)
+	}
+	c.apply(cmds[0])
+	// A new leader that never heard of transaction coordinator 7 marks it
+	// dead only after the grace period.
+	tr2 := NewTracker(settings)
+	tr2.BecameLeader(now)
+	if cmds := tr2.Plan(c.img(), now.Add(time.Second)); len(cmds) != 0 {
+		t.Fatalf("within the grace: %v", cmds)
+	}
+	cmds = tr2.Plan(c.img(), now.Add(6*time.Second))
+	cmds = slices.DeleteFunc(cmds, func(c *controllerv1.Command) bool { return c.GetFenceBroker() != nil }) // no heartbeats here
+	if len(cmds) != 1 || cmds[0].GetCoordinatorChange().GetCoordinator().GetKind() != controllerv1.CoordinatorKind_COORDINATOR_KIND_TRANSACTION {
+		t.Fatalf("after the grace: %v", cmds)
+	}
+}
+
+func TestBootstrapAndPreferred(t *testing.T) {
+	tr := NewTracker(Settings{ClusterID: "dev", InternalTopicMinBrokers: 3})
+	m := fsm.New()
+	cmds := tr.Plan(m.Image(), time.Now())
+	if len(cmds) != 1 || cmds[0].GetBootstrap().GetClusterId() != "dev" {
+		t.Fatalf("want the bootstrap, got %v", cmds)
+	}
+	c := newCluster(t, 1, 2)
+	c.apply(&controllerv1.Command{Command: &controllerv1.Command_CreateTopics{CreateTopics: &controllerv1.CreateTopicsRequest{
+		Topics: []*controllerv1.CreatableTopic{{Name: "t", Partitions: 1, ReplicationFactor: 2}}}}})
+	if PreferredElectionNeeded(c.img()) {
+		t.Error("a fresh topic is led by its preferred replicas")
+	}
+	b1, _ := c.img().Broker(1)
+	c.apply(&controllerv1.Command{Command: &controllerv1.Command_FenceBroker{FenceBroker: &controllerv1.FenceBrokerCommand{BrokerId: 1, BrokerEpoch: b1.GetBrokerEpoch()}}})
+	c.apply(&controllerv1.Command{Command: &controllerv1.Command_UnfenceBroker{UnfenceBroker: &controllerv1.UnfenceBrokerCommand{BrokerId: 1, BrokerEpoch: b1.GetBrokerEpoch()}}})
+	if PreferredElectionNeeded(c.img()) {
+		t.Error("broker 1 is not back in the ISR yet")
+	}
+	p, _ := c.img().Partition("t", 0)
+	b2, _ := c.img().Broker(2)
+	c.apply(&controllerv1.Command{Command: &controllerv1.Command_AlterPartition{AlterPartition: &controllerv1.AlterPartitionRequest{BrokerId: 2, BrokerEpoch: b2.GetBrokerEpoch(),
+		Partitions: []*controllerv1.PartitionIsrChange{{Topic: "t", Partition: 0, LeaderEpoch: p.GetLeaderEpoch(), PartitionEpoch: p.GetPartitionEpoch(), NewIsr: []int32{1, 2}}}}}})
+	if !PreferredElectionNeeded(c.img()) {
+		t.Error("broker 1 is back in the ISR: leadership should move back")
+	}
+}

@@ -1,0 +1,360 @@
+package quorum
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
+
+	controllerv1 "skein/gen/skein/controller/v1"
+	"skein/libs/errs"
+	"skein/libs/metadata"
+	"skein/services/controller/internal/fsm"
+	"skein/services/controller/internal/raftstore"
+)
+
+// Config configures a Raft node.
+type Config struct {
+	NodeID int32
+	// RaftBindAddr is where the Raft transport listens; default: this node's
+	// RaftAddr in Peers (which is what the others dial).
+	RaftBindAddr string
+	DataDir      string
+	Peers        []Peer
+
+	// Raft timings; zero picks hashicorp/raft's defaults (1 s, 1 s, 500 ms).
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	// SnapshotThreshold: entries since the last snapshot before a new one
+	// (default 8192); SnapshotInterval: how often to check (default 2 min).
+	SnapshotThreshold uint64
+	SnapshotInterval  time.Duration
+	// WatchBuffer bounds each watcher's queue of deltas (default 1024).
+	WatchBuffer int
+	Logger      *slog.Logger
+}
+
+// Node is one controller's Raft member and metadata state.
+type Node struct {
+	cfg    Config
+	log    *slog.Logger
+	raft   *raft.Raft
+	store  *raftstore.Store
+	trans  *raft.NetworkTransport
+	byID   map[int32]Peer
+	closed sync.Once
+
+	mu      sync.Mutex // guards machine and hub
+	machine *fsm.Machine
+	hub     hub
+}
+
+// Open starts the Raft node: it opens (or creates) the stores under
+// DataDir, bootstraps the cluster from Peers on first start, and replays
+// the snapshot and log on later ones.
+func Open(cfg Config) (*Node, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.WatchBuffer <= 0 {
+		cfg.WatchBuffer = 1024
+	}
+	n := &Node{
+		cfg:     cfg,
+		log:     cfg.Logger.With("component", "raft"),
+		byID:    map[int32]Peer{},
+		machine: fsm.New(),
+		hub:     hub{subs: map[*Subscription]struct{}{}, buffer: cfg.WatchBuffer},
+	}
+	var self *Peer
+	for i, p := range cfg.Peers {
+		n.byID[p.ID] = p
+		if p.ID == cfg.NodeID {
+			self = &cfg.Peers[i]
+		}
+	}
+	if self == nil {
+		return nil, fmt.Errorf("quorum: node %d is not in the peer list %s", cfg.NodeID, FormatPeers(cfg.Peers))
+	}
+	if cfg.RaftBindAddr == "" {
+		cfg.RaftBindAddr = self.RaftAddr
+	}
+	hl := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: lineWriter{n.log}, DisableTime: true})
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(strconv.Itoa(int(cfg.NodeID)))
+	rc.Logger = hl
+	if cfg.HeartbeatTimeout > 0 {
+		rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	}
+	if cfg.ElectionTimeout > 0 {
+		rc.ElectionTimeout = cfg.ElectionTimeout
+	}
+	if cfg.LeaderLeaseTimeout > 0 {
+		rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
+	}
+	if rc.LeaderLeaseTimeout > rc.HeartbeatTimeout {
+		rc.LeaderLeaseTimeout = rc.HeartbeatTimeout
+	}
+	if cfg.SnapshotThreshold > 0 {
+		rc.SnapshotThreshold = cfg.SnapshotThreshold
+		rc.TrailingLogs = min(rc.TrailingLogs, cfg.SnapshotThreshold)
+	}
+	if cfg.SnapshotInterval > 0 {
+		rc.SnapshotInterval = cfg.SnapshotInterval
+	}
+
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, err
+	}
+	store, err := raftstore.Open(filepath.Join(cfg.DataDir, "raft"), cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
+	n.store = store
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, hl)
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	advertise, err := net.ResolveTCPAddr("tcp", self.RaftAddr)
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("quorum: raft address %q: %w", self.RaftAddr, err)
+	}
+	trans, err := raft.NewTCPTransportWithLogger(cfg.RaftBindAddr, advertise, 3, 2*time.Second, hl)
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("quorum: raft transport: %w", err)
+	}
+	n.trans = trans
+
+	existing, err := raft.HasExistingState(store, store, snaps)
+	if err != nil {
+		n.closeStores()
+		return nil, err
+	}
+	if !existing {
+		var servers []raft.Server
+		for _, p := range cfg.Peers {
+			servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(strconv.Itoa(int(p.ID))), Address: raft.ServerAddress(p.RaftAddr)})
+		}
+		if err := raft.BootstrapCluster(rc, store, store, snaps, trans, raft.Configuration{Servers: servers}); err != nil {
+			n.closeStores()
+			return nil, fmt.Errorf("quorum: bootstrap: %w", err)
+		}
+	}
+	r, err := raft.NewRaft(rc, (*raftFSM)(n), store, store, snaps, trans)
+	if err != nil {
+		n.closeStores()
+		return nil, fmt.Errorf("quorum: %w", err)
+	}
+	n.raft = r
+	return n, nil
+}
+
+func (n *Node) closeStores() {
+	if n.trans != nil {
+		n.trans.Close()
+	}
+	n.store.Close()
+}
+
+// Close shuts Raft down (without handing leadership over; the others elect
+// a new leader after their election timeout) and closes the stores.
+func (n *Node) Close() error {
+	var err error
+	n.closed.Do(func() {
+		err = n.raft.Shutdown().Error()
+		n.closeStores()
+	})
+	return err
+}
+
+// ID is this node's id.
+func (n *Node) ID() int32 { return n.cfg.NodeID }
+
+// Peers lists the quorum.
+func (n *Node) Peers() []Peer { return n.cfg.Peers }
+
+// IsLeader reports whether this node is the Raft leader now.
+func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
+
+// Leader answers the leader's id and gRPC address, if one is known.
+func (n *Node) Leader() (Peer, bool) {
+	_, id := n.raft.LeaderWithID()
+	if id == "" {
+		return Peer{}, false
+	}
+	i, err := strconv.Atoi(string(id))
+	if err != nil {
+		return Peer{}, false
+	}
+	p, ok := n.byID[int32(i)]
+	return p, ok
+}
+
+// State is the Raft state: Follower, Candidate, Leader or Shutdown.
+func (n *Node) State() string { return n.raft.State().String() }
+
+// CommitIndex and AppliedIndex are Raft's.
+func (n *Node) CommitIndex() uint64  { return n.raft.CommitIndex() }
+func (n *Node) AppliedIndex() uint64 { return n.raft.AppliedIndex() }
+
+// Barrier waits until every entry committed before it is applied here: a
+// new leader calls it before deciding anything from its image.
+func (n *Node) Barrier(timeout time.Duration) error { return n.raft.Barrier(timeout).Error() }
+
+// Snapshot forces a snapshot (tests and operators).
+func (n *Node) Snapshot() error { return n.raft.Snapshot().Error() }
+
+// LeadershipTransfer hands leadership to another voter (graceful shutdown).
+func (n *Node) LeadershipTransfer() error { return n.raft.LeadershipTransfer().Error() }
+
+// Read runs fn with the current image, under the state lock: fn must be
+// quick and must not keep the image.
+func (n *Node) Read(fn func(img *metadata.Image)) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	fn(n.machine.Image())
+}
+
+func (n *Node) imageLocked() *controllerv1.MetadataImage { return n.machine.Image().ToProto() }
+
+// Propose commits cmd through Raft and answers what applying it did. Off the
+// leader, or when leadership is lost before the commit is known, it answers
+// NOT_CONTROLLER (retriable; the entry may still have been committed).
+func (n *Node) Propose(ctx context.Context, cmd *controllerv1.Command) (fsm.Result, error) {
+	if !n.IsLeader() {
+		return fsm.Result{}, errs.Errorf(errs.NotController, "controller %d is not the leader", n.cfg.NodeID)
+	}
+	data, err := proto.Marshal(cmd)
+	if err != nil {
+		return fsm.Result{}, errs.Errorf(errs.InvalidRequest, "command: %v", err)
+	}
+	timeout := 10 * time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(dl))
+	}
+	if timeout <= 0 {
+		return fsm.Result{}, errs.Errorf(errs.RequestTimedOut, "no time left to propose")
+	}
+	f := n.raft.Apply(data, timeout)
+	if err := f.Error(); err != nil {
+		switch {
+		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
+			errors.Is(err, raft.ErrLeadershipTransferInProgress), errors.Is(err, raft.ErrRaftShutdown):
+			return fsm.Result{}, errs.Errorf(errs.NotController, "%v", err)
+		case errors.Is(err, raft.ErrEnqueueTimeout):
+			return fsm.Result{}, errs.Errorf(errs.RequestTimedOut, "%v", err)
+		}
+		return fsm.Result{}, errs.Errorf(errs.UnknownServerError, "raft: %v", err)
+	}
+	res, ok := f.Response().(applyResult)
+	if !ok {
+		return fsm.Result{}, errs.Errorf(errs.UnknownServerError, "raft answered %T", f.Response())
+	}
+	return res.Result, res.err
+}
+
+type applyResult struct {
+	fsm.Result
+	err error
+}
+
+// raftFSM is the Node seen as a raft.FSM.
+type raftFSM Node
+
+func (f *raftFSM) Apply(l *raft.Log) any {
+	var cmd controllerv1.Command
+	if err := proto.Unmarshal(l.Data, &cmd); err != nil {
+		return applyResult{err: errs.Errorf(errs.InvalidRequest, "entry %d is not a command: %v", l.Index, err)}
+	}
+	n := (*Node)(f)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	res, err := n.machine.Apply(l.Index, &cmd)
+	if len(res.Records) > 0 {
+		n.hub.publish(&controllerv1.MetadataDelta{Version: l.Index, Records: res.Records})
+	}
+	if err != nil && errs.Of(err) == errs.UnknownServerError {
+		n.log.Error("applying a command failed", "index", l.Index, "command", fsm.Describe(&cmd), "err", err)
+	}
+	return applyResult{Result: res, err: err}
+}
+
+func (f *raftFSM) Snapshot() (raft.FSMSnapshot, error) {
+	n := (*Node)(f)
+	n.mu.Lock()
+	img := n.imageLocked()
+	n.mu.Unlock()
+	b, err := proto.Marshal(img)
+	if err != nil {
+		return nil, err
+	}
+	return snapshot(b), nil
+}
+
+func (f *raftFSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		return err
+	}
+	var img controllerv1.MetadataImage
+	if err := proto.Unmarshal(b, &img); err != nil {
+		return fmt.Errorf("quorum: snapshot is not a metadata image: %w", err)
+	}
+	m, err := fsm.Restore(&img)
+	if err != nil {
+		return err
+	}
+	n := (*Node)(f)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.machine = m
+	n.hub.reset(img.GetVersion())
+	return nil
+}
+
+type snapshot []byte
+
+func (s snapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := io.Copy(sink, bytes.NewReader(s)); err != nil {
+		sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+func (snapshot) Release() {}
+
+// lineWriter sends hclog's lines to slog.
+type lineWriter struct{ l *slog.Logger }
+
+func (w lineWriter) Write(p []byte) (int, error) {
+	line := strings.TrimSpace(string(p))
+	switch {
+	case strings.Contains(line, "[ERROR]"):
+		w.l.Error(line)
+	case strings.Contains(line, "[WARN]"):
+		w.l.Warn(line)
+	default:
+		w.l.Info(line)
+	}
+	return len(p), nil
+}

@@ -1,0 +1,254 @@
+package quorum
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	controllerv1 "skein/gen/skein/controller/v1"
+	"skein/libs/errs"
+	"skein/libs/metadata"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// freeAddrs reserves n loopback ports by listening on :0 and closing.
+func freeAddrs(t *testing.T, n int) []string {
+	t.Helper()
+	var out []string
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, l.Addr().String())
+		l.Close()
+	}
+	return out
+}
+
+func testPeers(t *testing.T, n int) []Peer {
+	addrs := freeAddrs(t, n)
+	var peers []Peer
+	for i, a := range addrs {
+		peers = append(peers, Peer{ID: int32(i + 1), RaftAddr: a, GRPCAddr: fmt.Sprintf("127.0.0.1:%d", 1+i)})
+	}
+	return peers
+}
+
+func openNode(t *testing.T, id int32, peers []Peer, dir string) *Node {
+	t.Helper()
+	n, err := Open(Config{
+		NodeID: id, Peers: peers, DataDir: filepath.Join(dir, fmt.Sprint(id)),
+		HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond, LeaderLeaseTimeout: 150 * time.Millisecond,
+		WatchBuffer: 4, Logger: quiet,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func waitLeader(t *testing.T, nodes ...*Node) *Node {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, n := range nodes {
+			if n.IsLeader() {
+				return n
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("no leader elected")
+	return nil
+}
+
+func propose(t *testing.T, n *Node, cmd *controllerv1.Command) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	res, err := n.Propose(ctx, cmd)
+	if err != nil {
+		t.Fatalf("propose %v: %v", cmd, err)
+	}
+	if r, ok := res.Reply.(*controllerv1.CreateTopicsResponse); ok && r.GetTopics()[0].GetErrorCode() != 0 {
+		t.Fatalf("create topic: %v", r)
+	}
+}
+
+func registerCmd(id int32) *controllerv1.Command {
+	return &controllerv1.Command{Command: &controllerv1.Command_RegisterBroker{RegisterBroker: &controllerv1.RegisterBrokerRequest{
+		BrokerId: id, GrpcAddr: "127.0.0.1:1", IncarnationId: "i"}}}
+}
+
+func createCmd(name string) *controllerv1.Command {
+	return &controllerv1.Command{Command: &controllerv1.Command_CreateTopics{CreateTopics: &controllerv1.CreateTopicsRequest{
+		Topics: []*controllerv1.CreatableTopic{{Name: name, Partitions: 3, ReplicationFactor: 2}}}}}
+}
+
+// waitTopics polls until every node's image holds the topics.
+func waitTopics(t *testing.T, nodes []*Node, names ...string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for _, n := range nodes {
+		for {
+			missing := ""
+			n.Read(func(img *metadata.Image) {
+				for _, name := range names {
+					if img.PartitionCount(name) != 3 {
+						missing = name
+					}
+				}
+			})
+			if missing == "" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("node %d lacks topic %s", n.ID(), missing)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// Three voters over real TCP: the leader dies, another is elected and takes
+// writes with the earlier metadata intact; then all three restart from their
+// data directories (snapshot + log) and recover everything.
+func TestThreeControllersFailoverAndRestart(t *testing.T) {
+	dir := t.TempDir()
+	peers := testPeers(t, 3)
+	nodes := []*Node{openNode(t, 1, peers, dir), openNode(t, 2, peers, dir), openNode(t, 3, peers, dir)}
+	defer func() {
+		for _, n := range nodes {
+			n.Close()
+		}
+	}()
+	leader := waitLeader(t, nodes...)
+	propose(t, leader, &controllerv1.Command{Command: &controllerv1.Command_Bootstrap{Bootstrap: &controllerv1.BootstrapCommand{ClusterId: "c"}}})
+	for id := int32(1); id <= 3; id++ {
+		propose(t, leader, registerCmd(id))
+	}
+	propose(t, leader, createCmd("before"))
+	waitTopics(t, nodes, "before")
+
+	// A follower refuses to propose.
+	for _, n := range nodes {
+		if n != leader {
+			if _, err := n.Propose(context.Background(), createCmd("x")); errs.Of(err) != errs.NotController {
+				t.Errorf("follower %d proposed: %v", n.ID(), err)
+			}
+			if p, ok := n.Leader(); !ok || p.ID != leader.ID() {
+				t.Errorf("follower %d thinks the leader is %v %v", n.ID(), p, ok)
+			}
+		}
+	}
+	// One follower snapshots, so its restart replays snapshot + log.
+	for _, n := range nodes {
+		if n != leader {
+			if err := n.Snapshot(); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+
+	killed := time.Now()
+	leader.Close()
+	var rest []*Node
+	for _, n := range nodes {
+		if n != leader {
+			rest = append(rest, n)
+		}
+	}
+	next := waitLeader(t, rest...)
+	t.Logf("controller failover: new leader %d after %v", next.ID(), time.Since(killed))
+	propose(t, next, createCmd("after"))
+	waitTopics(t, rest, "before", "after")
+
+	for _, n := range nodes {
+		n.Close()
+	}
+	nodes = []*Node{openNode(t, 1, peers, dir), openNode(t, 2, peers, dir), openNode(t, 3, peers, dir)}
+	leader = waitLeader(t, nodes...)
+	propose(t, leader, createCmd("restarted"))
+	waitTopics(t, nodes, "before", "after", "restarted")
+	var brokers int
+	nodes[0].Read(func(img *metadata.Image) { brokers = len(img.Brokers()) })
+	if brokers != 3 {
+		t.Errorf("brokers after restart: %d", brokers)
+	}
+}
+
+// A watcher gets the image, then deltas; falling behind gets it a resync; a
+// reconnect with a recent version gets deltas only.
+func TestWatch(t *testing.T) {
+	peers := testPeers(t, 1)
+	n := openNode(t, 1, peers, t.TempDir())
+	defer n.Close()
+	waitLeader(t, n)
+	propose(t, n, registerCmd(1))
+	propose(t, n, registerCmd(2))
+
+	sub, img := n.Subscribe(0)
+	defer sub.Close()
+	if img == nil || len(img.GetBrokers()) != 2 {
+		t.Fatalf("first image %v", img)
+	}
+	propose(t, n, createCmd("a"))
+	d := <-sub.Deltas()
+	if d.GetVersion() <= img.GetVersion() || len(d.GetRecords()) != 4 {
+		t.Fatalf("delta %v after image %d", d, img.GetVersion())
+	}
+	// A reconnect at the image's version gets the delta, not an image.
+	sub2, img2 := n.Subscribe(img.GetVersion())
+	defer sub2.Close()
+	if img2 != nil {
+		t.Fatal("a recent version got an image")
+	}
+	if d2 := <-sub2.Deltas(); d2.GetVersion() != d.GetVersion() {
+		t.Fatalf("replayed delta %d, want %d", d2.GetVersion(), d.GetVersion())
+	}
+	// A version from the future (another cluster's) gets an image.
+	if _, img3 := n.Subscribe(1 << 40); img3 == nil {
+		t.Fatal("a future version got no image")
+	}
+
+	// The buffer holds 4: six changes unread make the watcher lag.
+	for i := range 6 {
+		propose(t, n, createCmd(fmt.Sprint("t", i)))
+	}
+	select {
+	case <-sub.Resync():
+	case <-time.After(5 * time.Second):
+		t.Fatal("no resync after overflow")
+	}
+	fresh := sub.Image()
+	if len(fresh.GetTopics()) != 7 {
+		t.Fatalf("resync image holds %d topics", len(fresh.GetTopics()))
+	}
+	propose(t, n, createCmd("last"))
+	if d := <-sub.Deltas(); d.GetVersion() <= fresh.GetVersion() {
+		t.Fatalf("delta %d not after the resync image %d", d.GetVersion(), fresh.GetVersion())
+	}
+}
+
+func TestParsePeers(t *testing.T) {
+	p, err := ParsePeers("2=127.0.0.1:2=127.0.0.1:12, 1=127.0.0.1:1=127.0.0.1:11")
+	if err != nil || len(p) != 2 || p[0].ID != 1 || p[1].GRPCAddr != "127.0.0.1:12" {
+		t.Fatalf("%v %v", p, err)
+	}
+	if FormatPeers(p) != "1=127.0.0.1:1=127.0.0.1:11,2=127.0.0.1:2=127.0.0.1:12" {
+		t.Error(FormatPeers(p))
+	}
+	for _, bad := range []string{"", "1=a", "x=a=b", "1=a=b,1=c=d", "1==b"} {
+		if _, err := ParsePeers(bad); err == nil {
+			t.Errorf("ParsePeers(%q) accepted", bad)
+		}
+	}
+}

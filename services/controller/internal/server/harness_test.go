@@ -1,0 +1,254 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	controllerv1 "skein/gen/skein/controller/v1"
+	"skein/libs/membership"
+	"skein/services/controller/internal/liveness"
+	"skein/services/controller/internal/quorum"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func freeAddrs(t *testing.T, n int) []string {
+	t.Helper()
+	var out []string
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, l.Addr().String())
+		l.Close()
+	}
+	return out
+}
+
+// controller is one in-process controller: Raft node, reconciler, gRPC
+// server on a real loopback port, and (optionally) gossip.
+type controller struct {
+	id      int32
+	node    *quorum.Node
+	srv     *Server
+	gs      *grpc.Server
+	members *membership.Node
+	cancel  context.CancelFunc
+	done    chan struct{}
+	stopped bool
+}
+
+type cluster struct {
+	t       *testing.T
+	dir     string
+	peers   []quorum.Peer
+	ctrls   []*controller
+	gossip  bool
+	seed    string
+	session time.Duration
+	mu      sync.Mutex
+}
+
+func newCluster(t *testing.T, n int, gossip bool, session time.Duration) *cluster {
+	t.Helper()
+	addrs := freeAddrs(t, 2*n)
+	c := &cluster{t: t, dir: t.TempDir(), gossip: gossip, session: session}
+	for i := range n {
+		c.peers = append(c.peers, quorum.Peer{ID: int32(i + 1), RaftAddr: addrs[2*i], GRPCAddr: addrs[2*i+1]})
+	}
+	for i := range n {
+		c.ctrls = append(c.ctrls, c.start(int32(i+1)))
+	}
+	t.Cleanup(c.stopAll)
+	return c
+}
+
+func (c *cluster) start(id int32) *controller {
+	c.t.Helper()
+	p := c.peers[id-1]
+	node, err := quorum.Open(quorum.Config{
+		NodeID: id, Peers: c.peers, DataDir: filepath.Join(c.dir, fmt.Sprint(id)),
+		HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond, LeaderLeaseTimeout: 150 * time.Millisecond,
+		Logger: quiet,
+	})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	live := liveness.New(liveness.Config{
+		Settings: liveness.Settings{SessionTimeout: c.session, CoordinatorGrace: 3 * time.Second,
+			ConsumerOffsetsPartitions: 3, TransactionStatePartitions: 3, InternalTopicMinBrokers: 3, ClusterID: "test"},
+		Tick: 50 * time.Millisecond, LeaderImbalanceCheckInterval: 500 * time.Millisecond, Logger: quiet,
+	}, node)
+	ctl := &controller{id: id, node: node, done: make(chan struct{})}
+	var events <-chan membership.Event
+	if c.gossip {
+		var seeds []string
+		c.mu.Lock()
+		if c.seed != "" {
+			seeds = []string{c.seed}
+		}
+		c.mu.Unlock()
+		ctl.members, err = membership.Start(membership.Config{BindAddr: "127.0.0.1:0", Seeds: seeds, Logger: quiet,
+			Meta: membership.Meta{Role: membership.RoleController, ID: id, GRPCAddr: p.GRPCAddr}})
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		c.mu.Lock()
+		if c.seed == "" {
+			c.seed = ctl.members.Addr()
+		}
+		c.mu.Unlock()
+		events = ctl.members.Events()
+	}
+	ctl.srv = New(node, live, quiet)
+	ctl.gs = grpc.NewServer()
+	controllerv1.RegisterControllerServiceServer(ctl.gs, ctl.srv)
+	lis, err := net.Listen("tcp", p.GRPCAddr)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	go ctl.gs.Serve(lis)
+	ctx, cancel := context.WithCancel(context.Background())
+	ctl.cancel = cancel
+	go func() { defer close(ctl.done); live.Run(ctx, events) }()
+	return ctl
+}
+
+// stop kills a controller: no goodbye to gossip, Raft just stops.
+func (ctl *controller) stop() {
+	if ctl.stopped {
+		return
+	}
+	ctl.stopped = true
+	ctl.srv.Stop()
+	ctl.gs.Stop()
+	ctl.cancel()
+	<-ctl.done
+	if ctl.members != nil {
+		ctl.members.Kill()
+	}
+	ctl.node.Close()
+}
+
+func (c *cluster) stopAll() {
+	for _, ctl := range c.ctrls {
+		ctl.stop()
+	}
+}
+
+func (c *cluster) leader() *controller {
+	c.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, ctl := range c.ctrls {
+			if !ctl.stopped && ctl.node.IsLeader() {
+				return ctl
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.t.Fatal("no leader")
+	return nil
+}
+
+func (c *cluster) follower() *controller {
+	l := c.leader()
+	for _, ctl := range c.ctrls {
+		if ctl != l && !ctl.stopped {
+			return ctl
+		}
+	}
+	c.t.Fatal("no follower")
+	return nil
+}
+
+func dial(t *testing.T, addr string) controllerv1.ControllerServiceClient {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return controllerv1.NewControllerServiceClient(conn)
+}
+
+func (c *cluster) client(ctl *controller) controllerv1.ControllerServiceClient {
+	return dial(c.t, c.peers[ctl.id-1].GRPCAddr)
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// broker is a fake storage node: it registers, heartbeats every interval
+// over real gRPC, and (optionally) gossips as role storage.
+type broker struct {
+	id          int32
+	epoch       int64
+	incarnation string
+	members     *membership.Node
+	stopHB      chan struct{}
+	hbDone      chan struct{}
+}
+
+func (c *cluster) startBroker(ctl controllerv1.ControllerServiceClient, id int32, every time.Duration) *broker {
+	c.t.Helper()
+	b := &broker{id: id, incarnation: fmt.Sprintf("inc-%d-%d", id, time.Now().UnixNano()), stopHB: make(chan struct{}), hbDone: make(chan struct{})}
+	resp, err := ctl.RegisterBroker(ctxT(c.t), &controllerv1.RegisterBrokerRequest{BrokerId: id, GrpcAddr: fmt.Sprintf("127.0.0.1:%d", 20000+id), IncarnationId: b.incarnation})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	b.epoch = resp.GetBrokerEpoch()
+	if c.gossip {
+		c.mu.Lock()
+		seed := c.seed
+		c.mu.Unlock()
+		b.members, err = membership.Start(membership.Config{BindAddr: "127.0.0.1:0", Seeds: []string{seed}, Logger: quiet,
+			Meta: membership.Meta{Role: membership.RoleStorage, ID: id, Incarnation: b.incarnation}})
+		if err != nil {
+			c.t.Fatal(err)
+		}
+	}
+	go func() {
+		defer close(b.hbDone)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-b.stopHB:
+				return
+			case <-t.C:
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				ctl.BrokerHeartbeat(ctx, &controllerv1.BrokerHeartbeatRequest{BrokerId: id, BrokerEpoch: b.epoch})
+				cancel()
+			}
+		}
+	}()
+	return b
+}
+
+// kill stops heartbeats and gossip as a crash would.
+func (b *broker) kill() {
+	select {
+	case <-b.stopHB:
+	default:
+		close(b.stopHB)
+	}
+	<-b.hbDone
+	if b.members != nil {
+		b.members.Kill()
+	}
+}

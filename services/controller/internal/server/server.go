@@ -1,0 +1,340 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	controllerv1 "skein/gen/skein/controller/v1"
+	"skein/libs/errs"
+	md "skein/libs/metadata"
+	"skein/services/controller/internal/liveness"
+	"skein/services/controller/internal/quorum"
+)
+
+// forwardedKey marks a call a follower forwarded, so it is never forwarded twice.
+const forwardedKey = "x-skein-forwarded-by"
+
+// Server implements ControllerService.
+type Server struct {
+	controllerv1.UnimplementedControllerServiceServer
+
+	node     *quorum.Node
+	live     *liveness.Loop
+	log      *slog.Logger
+	dialOpts []grpc.DialOption
+	// LeaderWait bounds how long a call waits for a leader to be known.
+	leaderWait time.Duration
+
+	mu    sync.Mutex // guards conns
+	conns map[string]*grpc.ClientConn
+
+	done     chan struct{} // closed by Stop: ends watch streams
+	stopOnce sync.Once
+}
+
+// New returns the service. dialOpts are added to the forwarding connections
+// (telemetry's GRPCDialOptions, say); they are plaintext.
+func New(node *quorum.Node, live *liveness.Loop, logger *slog.Logger, dialOpts ...grpc.DialOption) *Server {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return &Server{
+		node: node, live: live, log: logger.With("component", "grpc"),
+		dialOpts:   append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, dialOpts...),
+		leaderWait: 3 * time.Second,
+		conns:      map[string]*grpc.ClientConn{},
+		done:       make(chan struct{}),
+	}
+}
+
+// Stop ends the watch streams (so a graceful gRPC stop can finish) and
+// closes the forwarding connections.
+func (s *Server) Stop() {
+	s.stopOnce.Do(func() {
+		close(s.done)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, c := range s.conns {
+			c.Close()
+		}
+		clear(s.conns)
+	})
+}
+
+func (s *Server) client(addr string) (controllerv1.ControllerServiceClient, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.conns[addr]; ok {
+		return controllerv1.NewControllerServiceClient(c), nil
+	}
+	c, err := grpc.NewClient(addr, s.dialOpts...)
+	if err != nil {
+		return nil, err
+	}
+	s.conns[addr] = c
+	return controllerv1.NewControllerServiceClient(c), nil
+}
+
+func wasForwarded(ctx context.Context) bool {
+	m, _ := metadata.FromIncomingContext(ctx)
+	return len(m.Get(forwardedKey)) > 0
+}
+
+// waitLeader polls until a leader is known or the wait ends.
+func (s *Server) waitLeader(ctx context.Context) (quorum.Peer, bool) {
+	deadline := time.Now().Add(s.leaderWait)
+	for {
+		if p, ok := s.node.Leader(); ok {
+			return p, true
+		}
+		if time.Now().After(deadline) {
+			return quorum.Peer{}, false
+		}
+		select {
+		case <-ctx.Done():
+			return quorum.Peer{}, false
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+type remoteCall[Req, Resp any] func(controllerv1.ControllerServiceClient, context.Context, Req, ...grpc.CallOption) (Resp, error)
+
+// onLeader runs local on the leader, or forwards the call to it.
+func onLeader[Req, Resp any](s *Server, ctx context.Context, req Req, remote remoteCall[Req, Resp], local func(context.Context) (Resp, error)) (Resp, error) {
+	var zero Resp
+	// Leadership moving (an election, a forward to a leader that just died)
+	// is retried for up to leaderWait.
+	budget := time.Now().Add(s.leaderWait)
+	for {
+		retry := func() bool {
+			if time.Now().After(budget) || ctx.Err() != nil {
+				return false
+			}
+			select {
+			case <-ctx.Done():
+				return false
+			case <-time.After(50 * time.Millisecond):
+				return true
+			}
+		}
+		if s.node.IsLeader() {
+			resp, err := local(ctx)
+			if errs.Of(err) == errs.NotController && retry() {
+				continue
+			}
+			return resp, errs.ToGRPC(err)
+		}
+		if wasForwarded(ctx) {
+			return zero, errs.ToGRPC(errs.Errorf(errs.NotController, "controller %d is not the leader", s.node.ID()))
+		}
+		leader, ok := s.waitLeader(ctx)
+		if !ok {
+			return zero, errs.ToGRPC(errs.Errorf(errs.NotController, "no controller leader is known"))
+		}
+		if leader.ID == s.node.ID() {
+			continue // elected meanwhile
+		}
+		c, err := s.client(leader.GRPCAddr)
+		if err != nil {
+			return zero, errs.ToGRPC(errs.Errorf(errs.NetworkException, "dialing leader %d: %v", leader.ID, err))
+		}
+		out := metadata.AppendToOutgoingContext(ctx, forwardedKey, strconv.Itoa(int(s.node.ID())))
+		resp, err := remote(c, out, req)
+		if err != nil && errs.Of(errs.FromStatus(err)) == errs.NotController && retry() {
+			continue
+		}
+		if err != nil && status.Code(err) == codes.Unavailable /* the leader went away */ && retry() {
+			continue
+		}
+		return resp, err
+	}
+}
+
+// propose commits cmd and answers the reply as T.
+func propose[T proto.Message](s *Server, ctx context.Context, cmd *controllerv1.Command) (T, error) {
+	var zero T
+	res, err := s.node.Propose(ctx, cmd)
+	if err != nil {
+		return zero, err
+	}
+	r, ok := res.Reply.(T)
+	if !ok {
+		return zero, errs.Errorf(errs.UnknownServerError, "command answered %T", res.Reply)
+	}
+	return r, nil
+}
+
+func (s *Server) RegisterBroker(ctx context.Context, req *controllerv1.RegisterBrokerRequest) (*controllerv1.RegisterBrokerResponse, error) {
+	return onLeader(s, ctx, req, controllerv1.ControllerServiceClient.RegisterBroker, func(ctx context.Context) (*controllerv1.RegisterBrokerResponse, error) {
+		resp, err := propose[*controllerv1.RegisterBrokerResponse](s, ctx, &controllerv1.Command{Command: &controllerv1.Command_RegisterBroker{RegisterBroker: req}})
+		if err == nil {
+			s.live.Heartbeat(req.GetBrokerId(), resp.GetBrokerEpoch())
+			s.log.InfoContext(ctx, "broker registered", "broker", req.GetBrokerId(), "epoch", resp.GetBrokerEpoch(), "addr", req.GetGrpcAddr())
+		}
+		return resp, err
+	})
+}
+
+func (s *Server) BrokerHeartbeat(ctx context.Context, req *controllerv1.BrokerHeartbeatRequest) (*controllerv1.BrokerHeartbeatResponse, error) {
+	return onLeader(s, ctx, req, controllerv1.ControllerServiceClient.BrokerHeartbeat, func(ctx context.Context) (*controllerv1.BrokerHeartbeatResponse, error) {
+		id, epoch := req.GetBrokerId(), req.GetBrokerEpoch()
+		var b *controllerv1.BrokerRecord
+		s.node.Read(func(img *md.Image) { b, _ = img.Broker(md.BrokerID(id)) })
+		switch {
+		case b == nil:
+			return nil, errs.Errorf(errs.BrokerIDNotRegistered, "broker %d is not registered", id)
+		case b.GetBrokerEpoch() != epoch:
+			return nil, errs.Errorf(errs.StaleBrokerEpoch, "broker %d epoch %d is not the current %d", id, epoch, b.GetBrokerEpoch())
+		}
+		s.live.Heartbeat(id, epoch)
+		if req.GetWantShutdown() {
+			s.live.ShuttingDown(id, epoch)
+			r, err := propose[*controllerv1.ControlledShutdownResponse](s, ctx, &controllerv1.Command{Command: &controllerv1.Command_ControlledShutdown{
+				ControlledShutdown: &controllerv1.ControlledShutdownRequest{BrokerId: id, BrokerEpoch: epoch}}})
+			if err != nil {
+				return nil, err
+			}
+			done := r.GetRemainingLeaderships() == 0
+			return &controllerv1.BrokerHeartbeatResponse{Fenced: done || b.GetFenced(), ShouldShutdown: done}, nil
+		}
+		if b.GetFenced() && s.live.MayUnfence(id, epoch, b.GetIncarnationId()) {
+			if _, err := s.node.Propose(ctx, &controllerv1.Command{Command: &controllerv1.Command_UnfenceBroker{
+				UnfenceBroker: &controllerv1.UnfenceBrokerCommand{BrokerId: id, BrokerEpoch: epoch}}}); err != nil {
+				return nil, err
+			}
+			s.log.InfoContext(ctx, "broker unfenced by its heartbeat", "broker", id, "epoch", epoch)
+			return &controllerv1.BrokerHeartbeatResponse{}, nil
+		}
+		return &controllerv1.BrokerHeartbeatResponse{Fenced: b.GetFenced()}, nil
+	})
+}
+
+func (s *Server) ControlledShutdown(ctx context.Context, req *controllerv1.ControlledShutdownRequest) (*controllerv1.ControlledShutdownResponse, error) {
+	return onLeader(s, ctx, req, controllerv1.ControllerServiceClient.ControlledShutdown, func(ctx context.Context) (*controllerv1.ControlledShutdownResponse, error) {
+		resp, err := propose[*controllerv1.ControlledShutdownResponse](s, ctx, &controllerv1.Command{Command: &controllerv1.Command_ControlledShutdown{ControlledShutdown: req}})
+		if err == nil {
+			s.live.ShuttingDown(req.GetBrokerId(), req.GetBrokerEpoch())
+		}
+		return resp, err
+	})
+}
+
+func (s *Server) CreateTopics(ctx context.Context, req *controllerv1.CreateTopicsRequest) (*controllerv1.CreateTopicsResponse, error) {
+	return onLeader(s, ctx, req, controllerv1.ControllerServiceClient.CreateTopics, func(ctx context.Context) (*controllerv1.CreateTopicsResponse, error) {
+		return propose[*controllerv1.CreateTopicsResponse](s, ctx, &controllerv1.Command{Command: &controllerv1.Command_CreateTopics{CreateTopics: req}})
+	})
+}
+
+func (s *Server) DeleteTopics(ctx context.Context, req *controllerv1.DeleteTopicsRequest) (*controllerv1.DeleteTopicsResponse, error) {
+	return onLeader(s, ctx, req, controllerv1.ControllerServiceClient.DeleteTopics, func(ctx context.Context) (*controllerv1.DeleteTopicsResponse, error) {
+		return propose[*controllerv1.DeleteTopicsResponse](s, ctx, &controllerv1.Command{Command: &controllerv1.Command_DeleteTopics{DeleteTopics: req}})
+	})
+}
+
+func (s *Server) CreatePartitions(ctx context.Context, req *controllerv1.CreatePartitionsRequest) (*controllerv1.CreatePartitionsResponse, error) {
+	return onLeader(s, ctx, req, controllerv1.ControllerServiceClient.CreatePartitions, func(ctx context.Context) (*controllerv1.CreatePartitionsResponse, error) {
+		return propose[*controllerv1.CreatePartitionsResponse](s, ctx, &controllerv1.Command{Command: &controllerv1.Command_CreatePartitions{CreatePartitions: req}})
+	})
+}
+
+func (s *Server) AlterConfigs(ctx context.Context, req *controllerv1.AlterConfigsRequest) (*controllerv1.AlterConfigsResponse, error) {
+	return onLeader(s, ctx, req, controllerv1.ControllerServiceClient.AlterConfigs, func(ctx context.Context) (*controllerv1.AlterConfigsResponse, error) {
+		return propose[*controllerv1.AlterConfigsResponse](s, ctx, &controllerv1.Command{Command: &controllerv1.Command_AlterConfigs{AlterConfigs: req}})
+	})
+}
+
+func (s *Server) AlterPartition(ctx context.Context, req *controllerv1.AlterPartitionRequest) (*controllerv1.AlterPartitionResponse, error) {
+	return onLeader(s, ctx, req, controllerv1.ControllerServiceClient.AlterPartition, func(ctx context.Context) (*controllerv1.AlterPartitionResponse, error) {
+		return propose[*controllerv1.AlterPartitionResponse](s, ctx, &controllerv1.Command{Command: &controllerv1.Command_AlterPartition{AlterPartition: req}})
+	})
+}
+
+func (s *Server) ElectLeaders(ctx context.Context, req *controllerv1.ElectLeadersRequest) (*controllerv1.ElectLeadersResponse, error) {
+	return onLeader(s, ctx, req, controllerv1.ControllerServiceClient.ElectLeaders, func(ctx context.Context) (*controllerv1.ElectLeadersResponse, error) {
+		return propose[*controllerv1.ElectLeadersResponse](s, ctx, &controllerv1.Command{Command: &controllerv1.Command_ElectLeaders{ElectLeaders: req}})
+	})
+}
+
+func (s *Server) AllocateProducerIds(ctx context.Context, req *controllerv1.AllocateProducerIdsRequest) (*controllerv1.AllocateProducerIdsResponse, error) {
+	return onLeader(s, ctx, req, controllerv1.ControllerServiceClient.AllocateProducerIds, func(ctx context.Context) (*controllerv1.AllocateProducerIdsResponse, error) {
+		return propose[*controllerv1.AllocateProducerIdsResponse](s, ctx, &controllerv1.Command{Command: &controllerv1.Command_AllocateProducerIds{AllocateProducerIds: req}})
+	})
+}
+
+func (s *Server) DescribeCluster(ctx context.Context, _ *controllerv1.DescribeClusterRequest) (*controllerv1.DescribeClusterResponse, error) {
+	resp := &controllerv1.DescribeClusterResponse{ControllerId: -1}
+	leader, hasLeader := s.node.Leader()
+	if hasLeader {
+		resp.ControllerId = leader.ID
+	}
+	for _, p := range s.node.Peers() {
+		resp.Controllers = append(resp.Controllers, &controllerv1.ControllerNode{Id: p.ID, Addr: p.GRPCAddr, RaftAddr: p.RaftAddr, Leader: hasLeader && p.ID == leader.ID})
+	}
+	s.node.Read(func(img *md.Image) {
+		resp.ClusterId = img.ClusterID()
+		resp.Version = uint64(img.Version())
+		for _, b := range img.Brokers() {
+			resp.Brokers = append(resp.Brokers, proto.CloneOf(b))
+		}
+		for _, c := range img.Coordinators() {
+			resp.Coordinators = append(resp.Coordinators, proto.CloneOf(c))
+		}
+	})
+	return resp, nil
+}
+
+func (s *Server) FindCoordinator(ctx context.Context, req *controllerv1.FindCoordinatorRequest) (*controllerv1.FindCoordinatorResponse, error) {
+	if _, ok := md.InternalTopic(req.GetKind()); !ok {
+		return nil, errs.ToGRPC(errs.Errorf(errs.InvalidRequest, "coordinator kind %v", req.GetKind()))
+	}
+	var owner md.CoordinatorOwner
+	var ok bool
+	s.node.Read(func(img *md.Image) { owner, ok = img.CoordinatorFor(req.GetKind(), req.GetKey()) })
+	if !ok {
+		return nil, errs.ToGRPC(errs.Errorf(errs.CoordinatorNotAvailable, "no live %v coordinator owns key %q (partition %d)", req.GetKind(), req.GetKey(), owner.Partition))
+	}
+	return &controllerv1.FindCoordinatorResponse{Partition: owner.Partition, NodeId: owner.NodeID, GrpcAddr: owner.GRPCAddr, CoordinatorEpoch: owner.Epoch}, nil
+}
+
+// WatchMetadata streams the image (unless the watcher's known version can be
+// carried forward by deltas), then every committed change; a watcher that
+// falls behind its bounded buffer is sent a new image.
+func (s *Server) WatchMetadata(req *controllerv1.WatchMetadataRequest, stream grpc.ServerStreamingServer[controllerv1.WatchMetadataResponse]) error {
+	sub, img := s.node.Subscribe(req.GetKnownVersion())
+	defer sub.Close()
+	send := func(m *controllerv1.WatchMetadataResponse) error { return stream.Send(m) }
+	if img != nil {
+		if err := send(&controllerv1.WatchMetadataResponse{Update: &controllerv1.WatchMetadataResponse_Image{Image: img}}); err != nil {
+			return err
+		}
+	}
+	ctx := stream.Context()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.done:
+			return errs.ToGRPC(errs.Errorf(errs.NotController, "controller %d is shutting down", s.node.ID()))
+		case <-sub.Resync():
+			s.log.Info("watcher fell behind: sending a new image", "node", req.GetNodeId())
+			if err := send(&controllerv1.WatchMetadataResponse{Update: &controllerv1.WatchMetadataResponse_Image{Image: sub.Image()}}); err != nil {
+				return err
+			}
+		case d := <-sub.Deltas():
+			if err := send(&controllerv1.WatchMetadataResponse{Update: &controllerv1.WatchMetadataResponse_Delta{Delta: d}}); err != nil {
+				return err
+			}
+		}
+	}
+}

@@ -1,0 +1,442 @@
+package server
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	controllerv1 "skein/gen/skein/controller/v1"
+	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/errs"
+	"skein/libs/membership"
+	"skein/libs/metadata"
+)
+
+// watcher keeps a metadata image up to date from a WatchMetadata stream, as
+// a storage node would.
+type watcher struct {
+	mu     sync.Mutex
+	img    *metadata.Image
+	images int // images received
+	err    error
+	cancel context.CancelFunc
+}
+
+func watch(t *testing.T, c controllerv1.ControllerServiceClient) *watcher {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	stream, err := c.WatchMetadata(ctx, &controllerv1.WatchMetadataRequest{NodeId: 99})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &watcher{cancel: cancel}
+	t.Cleanup(cancel)
+	go func() {
+		for {
+			m, err := stream.Recv()
+			w.mu.Lock()
+			switch {
+			case err != nil:
+				w.err = err
+			case m.GetImage() != nil:
+				w.img, err = metadata.FromProto(m.GetImage())
+				w.images++
+			case m.GetDelta() != nil && w.img != nil:
+				err = w.img.Apply(m.GetDelta())
+			}
+			if err != nil && w.err == nil {
+				w.err = err
+			}
+			w.mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return w
+}
+
+// waitFor polls the watcher's image until cond holds; it answers how long that took.
+func (w *watcher) waitFor(t *testing.T, what string, d time.Duration, cond func(img *metadata.Image) bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for time.Since(start) < d {
+		w.mu.Lock()
+		ok := w.img != nil && cond(w.img)
+		err := w.err
+		w.mu.Unlock()
+		if ok {
+			return time.Since(start)
+		}
+		if err != nil {
+			t.Fatalf("watch stream: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("%s: not within %v", what, d)
+	return 0
+}
+
+func createTopic(t *testing.T, c controllerv1.ControllerServiceClient, name string, partitions, rf int32) *controllerv1.TopicResult {
+	t.Helper()
+	resp, err := c.CreateTopics(ctxT(t), &controllerv1.CreateTopicsRequest{Topics: []*controllerv1.CreatableTopic{{Name: name, Partitions: partitions, ReplicationFactor: rf}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.GetTopics()[0]
+}
+
+// Writes sent to a follower reach the leader; after the leader dies the
+// others elect a new one that takes writes with the earlier metadata intact.
+func TestForwardingAndFailover(t *testing.T) {
+	c := newCluster(t, 3, false, time.Minute)
+	follower := c.follower()
+	fc := c.client(follower)
+	for id := int32(1); id <= 3; id++ {
+		c.startBroker(fc, id, time.Second)
+	}
+	if r := createTopic(t, fc, "orders", 3, 3); r.GetErrorCode() != 0 || r.GetTopicId() == "" {
+		t.Fatalf("create through a follower: %v", r)
+	}
+	desc, err := fc.DescribeCluster(ctxT(t), &controllerv1.DescribeClusterRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader := c.leader()
+	if desc.GetControllerId() != leader.id || len(desc.GetControllers()) != 3 || desc.GetClusterId() != "test" {
+		t.Fatalf("describe: %v", desc)
+	}
+
+	killed := time.Now()
+	leader.stop()
+	var survivor *controller
+	for _, ctl := range c.ctrls {
+		if !ctl.stopped {
+			survivor = ctl
+			break
+		}
+	}
+	sc := c.client(survivor)
+	// The first write after the kill waits for the election (or is
+	// forwarded to the winner).
+	if r := createTopic(t, sc, "after", 1, 2); r.GetErrorCode() != 0 {
+		t.Fatalf("create after failover: %v", r)
+	}
+	t.Logf("controller failover: first write committed %v after the leader was killed", time.Since(killed))
+	w := watch(t, sc)
+	w.waitFor(t, "both topics on the survivor", 5*time.Second, func(img *metadata.Image) bool {
+		return img.PartitionCount("orders") == 3 && img.PartitionCount("after") == 1 && len(img.Brokers()) == 3
+	})
+	// The killed controller comes back and catches up.
+	c.ctrls[leader.id-1] = c.start(leader.id)
+	back := watch(t, c.client(c.ctrls[leader.id-1]))
+	back.waitFor(t, "the restarted controller catches up", 10*time.Second, func(img *metadata.Image) bool {
+		return img.PartitionCount("after") == 1
+	})
+}
+
+func code(err error) string { return errs.Of(errs.FromStatus(err)).Name }
+
+// Bad input is answered with its error code and the controller stays up.
+func TestBadInputOverGRPC(t *testing.T) {
+	c := newCluster(t, 1, false, time.Minute)
+	cl := c.client(c.leader())
+	var brokers []*broker
+	for id := int32(1); id <= 3; id++ {
+		brokers = append(brokers, c.startBroker(cl, id, time.Second))
+	}
+	if r := createTopic(t, cl, "good", 1, 3); r.GetErrorCode() != 0 {
+		t.Fatal(r)
+	}
+	resp, err := cl.CreateTopics(ctxT(t), &controllerv1.CreateTopicsRequest{Topics: []*controllerv1.CreatableTopic{
+		{Name: "bad name", Partitions: 1},
+		{Name: "", Partitions: 1},
+		{Name: "..", Partitions: 1},
+		{Name: strings.Repeat("x", 250), Partitions: 1},
+		{Name: "__internal", Partitions: 1},
+		{Name: "zero", Partitions: 0},
+		{Name: "toomany", Partitions: 1, ReplicationFactor: 4},
+		{Name: "unknowncfg", Partitions: 1, Configs: map[string]string{"no.such.config": "1"}},
+		{Name: "badvalue", Partitions: 1, Configs: map[string]string{"retention.ms": "soon"}},
+		{Name: "good", Partitions: 1},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []skeinv1.ErrorCode{
+		skeinv1.ErrorCode_INVALID_TOPIC_EXCEPTION, skeinv1.ErrorCode_INVALID_TOPIC_EXCEPTION, skeinv1.ErrorCode_INVALID_TOPIC_EXCEPTION,
+		skeinv1.ErrorCode_INVALID_TOPIC_EXCEPTION, skeinv1.ErrorCode_INVALID_TOPIC_EXCEPTION, skeinv1.ErrorCode_INVALID_PARTITIONS,
+		skeinv1.ErrorCode_INVALID_REPLICATION_FACTOR, skeinv1.ErrorCode_INVALID_CONFIG, skeinv1.ErrorCode_INVALID_CONFIG,
+		skeinv1.ErrorCode_TOPIC_ALREADY_EXISTS,
+	}
+	for i, r := range resp.GetTopics() {
+		if r.GetErrorCode() != want[i] || r.GetErrorMessage() == "" {
+			t.Errorf("topic %.12q: %v %q, want %v", r.GetName(), r.GetErrorCode(), r.GetErrorMessage(), want[i])
+		}
+	}
+	ac, err := cl.AlterConfigs(ctxT(t), &controllerv1.AlterConfigsRequest{Topic: "good", Configs: map[string]string{"bogus": "1"}})
+	if err != nil || ac.GetResult().GetErrorCode() != skeinv1.ErrorCode_INVALID_CONFIG {
+		t.Errorf("alter unknown config: %v %v", ac, err)
+	}
+
+	// Stale epochs: a restarted broker 1 fences its old incarnation.
+	old := brokers[0].epoch
+	brokers[0].kill()
+	reg, err := cl.RegisterBroker(ctxT(t), &controllerv1.RegisterBrokerRequest{BrokerId: 1, GrpcAddr: "127.0.0.1:1", IncarnationId: "new"})
+	if err != nil || reg.GetBrokerEpoch() <= old {
+		t.Fatalf("re-register: %v %v", reg, err)
+	}
+	for name, call := range map[string]func() error{
+		"heartbeat": func() error {
+			_, err := cl.BrokerHeartbeat(ctxT(t), &controllerv1.BrokerHeartbeatRequest{BrokerId: 1, BrokerEpoch: old})
+			return err
+		},
+		"alter partition": func() error {
+			_, err := cl.AlterPartition(ctxT(t), &controllerv1.AlterPartitionRequest{BrokerId: 1, BrokerEpoch: old,
+				Partitions: []*controllerv1.PartitionIsrChange{{Topic: "good", NewIsr: []int32{1}}}})
+			return err
+		},
+		"controlled shutdown": func() error {
+			_, err := cl.ControlledShutdown(ctxT(t), &controllerv1.ControlledShutdownRequest{BrokerId: 1, BrokerEpoch: old})
+			return err
+		},
+	} {
+		if err := call(); code(err) != "STALE_BROKER_EPOCH" {
+			t.Errorf("%s with the old epoch: %v", name, err)
+		}
+	}
+	// Fenced leader epochs and partition epochs, per partition.
+	p := func() *controllerv1.PartitionRecord {
+		w := watch(t, cl)
+		var pr *controllerv1.PartitionRecord
+		w.waitFor(t, "partition", 5*time.Second, func(img *metadata.Image) bool { pr, _ = img.Partition("good", 0); return pr != nil })
+		w.cancel()
+		return pr
+	}()
+	leaderEpoch := brokers[p.GetLeader()-1].epoch
+	if p.GetLeader() == 1 {
+		leaderEpoch = reg.GetBrokerEpoch()
+	}
+	ap, err := cl.AlterPartition(ctxT(t), &controllerv1.AlterPartitionRequest{BrokerId: p.GetLeader(), BrokerEpoch: leaderEpoch, Partitions: []*controllerv1.PartitionIsrChange{
+		{Topic: "good", Partition: 0, LeaderEpoch: p.GetLeaderEpoch() - 1, PartitionEpoch: p.GetPartitionEpoch(), NewIsr: p.GetIsr()},
+		{Topic: "good", Partition: 0, LeaderEpoch: p.GetLeaderEpoch(), PartitionEpoch: p.GetPartitionEpoch() + 5, NewIsr: p.GetIsr()},
+		{Topic: "nope", Partition: 0},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range []skeinv1.ErrorCode{skeinv1.ErrorCode_FENCED_LEADER_EPOCH, skeinv1.ErrorCode_INVALID_UPDATE_VERSION, skeinv1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION} {
+		if got := ap.GetPartitions()[i].GetErrorCode(); got != w {
+			t.Errorf("alter partition item %d: %v, want %v", i, got, w)
+		}
+	}
+	for name, tc := range map[string]struct {
+		call func() error
+		want string
+	}{
+		"unknown broker heartbeat": {func() error {
+			_, err := cl.BrokerHeartbeat(ctxT(t), &controllerv1.BrokerHeartbeatRequest{BrokerId: 77, BrokerEpoch: 1})
+			return err
+		}, "BROKER_ID_NOT_REGISTERED"},
+		"register without incarnation": {func() error {
+			_, err := cl.RegisterBroker(ctxT(t), &controllerv1.RegisterBrokerRequest{BrokerId: 5, GrpcAddr: "x"})
+			return err
+		}, "INVALID_REQUEST"},
+		"coordinator kind": {func() error {
+			_, err := cl.FindCoordinator(ctxT(t), &controllerv1.FindCoordinatorRequest{Key: "g"})
+			return err
+		}, "INVALID_REQUEST"},
+		"no coordinator yet": {func() error {
+			_, err := cl.FindCoordinator(ctxT(t), &controllerv1.FindCoordinatorRequest{Kind: controllerv1.CoordinatorKind_COORDINATOR_KIND_GROUP, Key: "g"})
+			return err
+		}, "COORDINATOR_NOT_AVAILABLE"},
+		"election type": {func() error {
+			_, err := cl.ElectLeaders(ctxT(t), &controllerv1.ElectLeadersRequest{})
+			return err
+		}, "INVALID_REQUEST"},
+		"producer id count": {func() error {
+			_, err := cl.AllocateProducerIds(ctxT(t), &controllerv1.AllocateProducerIdsRequest{Count: -5})
+			return err
+		}, "INVALID_REQUEST"},
+	} {
+		if err := tc.call(); code(err) != tc.want {
+			t.Errorf("%s: %v, want %s", name, err, tc.want)
+		}
+	}
+	// Producer ids: blocks never overlap.
+	a, err := cl.AllocateProducerIds(ctxT(t), &controllerv1.AllocateProducerIdsRequest{Count: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := cl.AllocateProducerIds(ctxT(t), &controllerv1.AllocateProducerIdsRequest{})
+	if err != nil || b.GetFirstProducerId() != a.GetFirstProducerId()+10 || b.GetCount() != 1000 {
+		t.Errorf("producer id blocks %v then %v (%v)", a, b, err)
+	}
+	// Still serving.
+	if _, err := cl.DescribeCluster(ctxT(t), &controllerv1.DescribeClusterRequest{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A broker that dies loses its leaderships to the rest of the ISR within
+// the session timeout; watchers see it. Coordinators follow gossip.
+func TestLiveness(t *testing.T) {
+	const session = 2 * time.Second // the default
+	c := newCluster(t, 1, true, session)
+	cl := c.client(c.leader())
+	brokers := map[int32]*broker{}
+	for id := int32(1); id <= 3; id++ {
+		brokers[id] = c.startBroker(cl, id, 500*time.Millisecond)
+	}
+	if r := createTopic(t, cl, "events", 6, 3); r.GetErrorCode() != 0 {
+		t.Fatal(r)
+	}
+	w := watch(t, cl)
+	before := map[int32]int32{} // partitions broker 1 leads -> their leader epoch
+	w.waitFor(t, "topic", 5*time.Second, func(img *metadata.Image) bool {
+		for _, p := range img.Partitions("events") {
+			if p.GetLeader() == 1 {
+				before[p.GetPartition()] = p.GetLeaderEpoch()
+			}
+		}
+		return len(before) == 2
+	})
+
+	// Coordinators announce themselves; the internal topics exist (three
+	// brokers are live) and get owners.
+	var coords []*membership.Node
+	for _, id := range []int32{7, 8} {
+		m, err := membership.Start(membership.Config{BindAddr: "127.0.0.1:0", Seeds: []string{c.seed}, Logger: quiet,
+			Meta: membership.Meta{Role: membership.RoleGroupCoordinator, ID: id, GRPCAddr: "127.0.0.1:7" + string('0'+rune(id))}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Kill()
+		coords = append(coords, m)
+	}
+	w.waitFor(t, "group coordinators own __consumer_offsets", 10*time.Second, func(img *metadata.Image) bool {
+		owners := map[int32]int{}
+		for _, a := range img.Assignments(controllerv1.CoordinatorKind_COORDINATOR_KIND_GROUP) {
+			owners[a.GetOwner()]++
+		}
+		return img.PartitionCount(metadata.ConsumerOffsetsTopic) == 3 && owners[7] >= 1 && owners[8] >= 1 && owners[-1] == 0
+	})
+	fc, err := cl.FindCoordinator(ctxT(t), &controllerv1.FindCoordinatorRequest{Kind: controllerv1.CoordinatorKind_COORDINATOR_KIND_GROUP, Key: "my-group"})
+	if err != nil || (fc.GetNodeId() != 7 && fc.GetNodeId() != 8) {
+		t.Fatalf("find coordinator: %v %v", fc, err)
+	}
+
+	// Broker 1 crashes: heartbeats and gossip stop.
+	killed := time.Now()
+	brokers[1].kill()
+	took := w.waitFor(t, "broker 1's partitions move", session+time.Second, func(img *metadata.Image) bool {
+		for p, epoch := range before {
+			pr, _ := img.Partition("events", p)
+			if pr.GetLeader() == 1 || pr.GetLeader() < 0 || pr.GetLeaderEpoch() <= epoch || !containsID(pr.GetIsr(), pr.GetLeader()) {
+				return false
+			}
+		}
+		return !img.IsLive(1)
+	})
+	t.Logf("broker kill -> new leaders in the metadata: %v (session timeout %v)", took+time.Since(killed)-took, session)
+
+	// Broker 2 stops heartbeating but keeps gossiping: the session expires.
+	close(brokers[2].stopHB)
+	<-brokers[2].hbDone
+	took2 := w.waitFor(t, "broker 2 fenced by its session", session+2*time.Second, func(img *metadata.Image) bool { return !img.IsLive(2) })
+	t.Logf("heartbeats stopped -> fenced: %v", took2)
+	brokers[2].members.Kill()
+
+	// A group coordinator leaves: its partitions move to the other.
+	if err := coords[1].Close(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	w.waitFor(t, "coordinator 8's partitions move to 7", 5*time.Second, func(img *metadata.Image) bool {
+		for _, a := range img.Assignments(controllerv1.CoordinatorKind_COORDINATOR_KIND_GROUP) {
+			if a.GetOwner() != 7 {
+				return false
+			}
+		}
+		return true
+	})
+
+	// Broker 1 comes back (new incarnation): a follower, out of the ISR,
+	// until its leader lets it back in; then the preferred-leader check
+	// moves leadership back to it.
+	brokers[1] = c.startBroker(cl, 1, 500*time.Millisecond)
+	var p0 *controllerv1.PartitionRecord
+	w.waitFor(t, "broker 1 registered again", 5*time.Second, func(img *metadata.Image) bool {
+		p0, _ = img.Partition("events", 0)
+		return img.IsLive(1) && p0.GetReplicas()[0] == 1
+	})
+	if p0.GetLeader() == 1 {
+		t.Fatalf("a returning broker must not lead before it is in sync: %v", p0)
+	}
+	leaderEpoch := brokers[p0.GetLeader()].epoch
+	ap, err := cl.AlterPartition(ctxT(t), &controllerv1.AlterPartitionRequest{BrokerId: p0.GetLeader(), BrokerEpoch: leaderEpoch,
+		Partitions: []*controllerv1.PartitionIsrChange{{Topic: "events", Partition: 0, LeaderEpoch: p0.GetLeaderEpoch(), PartitionEpoch: p0.GetPartitionEpoch(), NewIsr: append([]int32{1}, p0.GetIsr()...)}}})
+	if err != nil || ap.GetPartitions()[0].GetErrorCode() != 0 {
+		t.Fatalf("expand ISR: %v %v", ap, err)
+	}
+	w.waitFor(t, "preferred leader back", 5*time.Second, func(img *metadata.Image) bool {
+		p, _ := img.Partition("events", 0)
+		return p.GetLeader() == 1
+	})
+}
+
+func containsID(s []int32, x int32) bool {
+	for _, v := range s {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+func TestHTTP(t *testing.T) {
+	c := newCluster(t, 1, false, time.Minute)
+	ctl := c.leader()
+	reg := prometheus.NewRegistry()
+	RegisterMetrics(reg, ctl.node)
+	var serving atomic.Bool
+	srv := httptest.NewServer(HTTPHandler(reg, ctl.node, &serving))
+	defer srv.Close()
+	get := func(path string) (int, string) {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, _ := get("/healthz"); code != 503 {
+		t.Errorf("/healthz before serving: %d", code)
+	}
+	serving.Store(true)
+	if code, _ := get("/healthz"); code != 200 {
+		t.Errorf("/healthz: %d", code)
+	}
+	if code, body := get("/readyz"); code != 200 || !strings.Contains(body, "leader 1") {
+		t.Errorf("/readyz: %d %q", code, body)
+	}
+	_, body := get("/metrics")
+	for _, m := range []string{"skein_controller_raft_leader 1", "skein_controller_raft_state 2", "skein_controller_brokers_alive 0",
+		"skein_controller_offline_partitions 0", "skein_controller_under_replicated_partitions 0", "skein_controller_raft_commit_index"} {
+		if !strings.Contains(body, m) {
+			t.Errorf("/metrics lacks %q", m)
+		}
+	}
+	ctl.stop()
+	if code, _ := get("/readyz"); code != 503 {
+		t.Errorf("/readyz after shutdown: %d", code)
+	}
+}
