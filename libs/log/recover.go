@@ -24,8 +24,9 @@ import (
 //   - the leader-epoch cache is reloaded (rebuilt from the batches if its
 //     file is missing or unreadable) and truncated to the recovered log.
 //
-// After Open everything up to the LEO has been validated and fsynced, so the
-// recovery point is the LEO.
+// Open itself fsyncs nothing, so it stays cheap for a node that opens
+// thousands of logs; the recovery point stays at the checkpointed one until
+// the next flush.
 func Open(dir string, cfg Config, opts Options) (*Log, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -75,7 +76,6 @@ func (l *Log) load(st State) error {
 	now := l.now()
 
 	cut := false // a segment was cut: every later one goes
-	recovered := map[*segment]bool{}
 	for i, base := range bases {
 		if cut {
 			if err := removeSegmentFiles(l.dir, base); err != nil {
@@ -122,7 +122,6 @@ func (l *Log) load(st State) error {
 				return err
 			}
 			cut = !whole
-			recovered[s] = true
 		}
 		if s.empty() && len(l.segs) > 0 && (cut || nextBase >= 0) {
 			// An empty segment in the middle (its data was torn away):
@@ -143,7 +142,7 @@ func (l *Log) load(st State) error {
 			return err
 		}
 		l.segs = []*segment{s}
-		recovered[s], changedDir = true, true
+		changedDir = true
 	}
 	l.leo = l.active().next
 	l.lso = max(st.LogStartOffset, l.segs[0].base)
@@ -159,25 +158,17 @@ func (l *Log) load(st State) error {
 	if err := l.loadEpochs(); err != nil {
 		return err
 	}
-	// Everything up to the LEO is validated now; make what was recovered
-	// durable (the clean segments are already) so that the recovery point
-	// can be the LEO.
+	// Index files for what was rebuilt. Nothing is fsynced here: the
+	// recovery point stays where the checkpoint put it (clamped to the log),
+	// so what was validated but may not be durable is validated again by
+	// the next open, and the next flush makes it durable.
 	for _, s := range l.segs {
 		if err := s.persistIndexes(); err != nil {
 			return err
 		}
-		if recovered[s] {
-			if err := s.f.Sync(); err != nil {
-				return err
-			}
-		}
 	}
-	if changedDir {
-		if err := syncDir(l.dir); err != nil {
-			return err
-		}
-	}
-	l.rp = l.leo
+	l.dirDirty = changedDir
+	l.rp = min(max(st.RecoveryPoint, l.segs[0].base), l.leo)
 	return nil
 }
 

@@ -84,6 +84,11 @@ func (it *HeaderIter) Next() bool {
 func (it *HeaderIter) Header() (key, value []byte) { return it.k, it.v }
 
 func readVarint(b []byte) (int32, []byte, bool) {
+	// Most lengths and deltas fit one byte; skip the general decoder then.
+	if len(b) > 0 && b[0] < 0x80 {
+		u := int32(b[0])
+		return (u >> 1) ^ -(u & 1), b[1:], true
+	}
 	v, n := binary.Varint(b)
 	if n <= 0 || n > 5 || v < math.MinInt32 || v > math.MaxInt32 {
 		return 0, b, false
@@ -92,6 +97,10 @@ func readVarint(b []byte) (int32, []byte, bool) {
 }
 
 func readVarlong(b []byte) (int64, []byte, bool) {
+	if len(b) > 0 && b[0] < 0x80 {
+		u := int64(b[0])
+		return (u >> 1) ^ -(u & 1), b[1:], true
+	}
 	v, n := binary.Varint(b)
 	if n <= 0 {
 		return 0, b, false
