@@ -1,0 +1,189 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"skein/libs/errs"
+)
+
+// DefaultGateway is the gateway's default gRPC address.
+const DefaultGateway = "127.0.0.1:9090"
+
+// IO is where a command reads and writes.
+type IO struct {
+	In  io.Reader
+	Out io.Writer
+	Err io.Writer
+}
+
+// usageError is a mistake on the command line: exit status 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
+const usage = `skein is the command line of Skein, a replicated commit log.
+
+Usage:
+  skein topic create NAME [--partitions N] [--replication-factor N] [--config KEY=VALUE]...
+  skein topic list [--internal]
+  skein topic describe NAME
+  skein topic alter NAME [--partitions N] [--config KEY=VALUE]...
+  skein topic delete NAME
+  skein produce TOPIC [--key-separator SEP] [--acks 0|1|-1] [--partition N]   (records: stdin lines)
+  skein consume TOPIC [--from earliest|latest|OFFSET] [--follow] [--partition N] [--max N]
+  skein cluster
+  skein dev [--data-dir DIR] [--storage-nodes N] [--bin-dir DIR]
+
+Every command but dev talks to a gateway's gRPC API: --gateway ADDR (env
+SKEIN_GATEWAY, default 127.0.0.1:9090). Flags have environment twins
+SKEIN_<FLAG>, e.g. SKEIN_KEY_SEPARATOR. Add --json for the API's JSON output.
+`
+
+// Main runs the command line and answers the exit status.
+func Main(args []string, io IO) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprint(io.Out, usage)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	switch args[0] {
+	case "topic":
+		err = topicCmd(ctx, args[1:], io)
+	case "produce":
+		err = produceCmd(ctx, args[1:], io)
+	case "consume":
+		err = consumeCmd(ctx, args[1:], io)
+	case "cluster":
+		err = clusterCmd(ctx, args[1:], io)
+	case "dev":
+		err = devCmd(ctx, args[1:], io)
+	default:
+		err = usagef("unknown command %q", args[0])
+	}
+	var ue usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(io.Err, "skein: %v\n\n%s", err, usage)
+		return 2
+	}
+	fmt.Fprintln(io.Err, "skein:", describeErr(err))
+	return 1
+}
+
+// describeErr renders a gateway refusal as "ERROR_CODE: message".
+func describeErr(err error) string {
+	if _, ok := status.FromError(err); ok {
+		d := errs.FromStatus(err)
+		return errs.Of(d).Name + ": " + errs.Message(d)
+	}
+	return err.Error()
+}
+
+// flags is a command's flag set with the common flags and env twins.
+type flags struct {
+	*flag.FlagSet
+	gateway *string
+	json    *bool
+}
+
+func newFlags(name string, io IO, withGateway bool) *flags {
+	fs := flag.NewFlagSet("skein "+name, flag.ContinueOnError)
+	fs.SetOutput(io.Err)
+	f := &flags{FlagSet: fs}
+	if withGateway {
+		f.gateway = fs.String("gateway", DefaultGateway, "the gateway's gRPC address (env SKEIN_GATEWAY)")
+		f.json = fs.Bool("json", false, "print the API's JSON answer")
+	}
+	return f
+}
+
+// parse parses args, interleaving flags and positional arguments as users
+// type them ("topic create t --partitions 3"), then fills unset flags from
+// SKEIN_<FLAG> variables, and answers the positional arguments.
+func (f *flags) parse(args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := f.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, usageError{err.Error()}
+		}
+		args = f.Args()
+		if len(args) == 0 {
+			break
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+	given := map[string]bool{}
+	f.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
+	var err error
+	f.VisitAll(func(fl *flag.Flag) {
+		env := "SKEIN_" + strings.ToUpper(strings.ReplaceAll(fl.Name, "-", "_"))
+		if v, ok := os.LookupEnv(env); ok && !given[fl.Name] && err == nil {
+			if e := f.Set(fl.Name, v); e != nil {
+				err = usagef("%s=%q: %v", env, v, e)
+			}
+		}
+	})
+	return pos, err
+}
+
+// dial connects to the gateway.
+func (f *flags) dial() (*grpc.ClientConn, error) {
+	addr := strings.TrimPrefix(strings.TrimPrefix(*f.gateway, "grpc://"), "dns:///")
+	if strings.HasPrefix(addr, "http://") || strings.HasPrefix(addr, "https://") {
+		return nil, usagef("--gateway %s: skein talks to the gateway's gRPC address (host:port, default %s), not its REST URL", *f.gateway, DefaultGateway)
+	}
+	return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
+}
+
+// printJSON prints m as the REST API would.
+func printJSON(w io.Writer, m proto.Message) error {
+	b, err := protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}.Marshal(m)
+	if err != nil {
+		return err
+	}
+	// protojson varies its whitespace on purpose; print it stable.
+	var out bytes.Buffer
+	if err := json.Indent(&out, b, "", "  "); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(w, out.String())
+	return err
+}
+
+// timeout bounds a single unary call.
+func timeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, 30*time.Second)
+}

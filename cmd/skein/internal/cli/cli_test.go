@@ -1,0 +1,257 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/errs"
+)
+
+// fakeGateway keeps topics in memory behind the public gRPC services, enough
+// to drive the CLI end to end.
+type fakeGateway struct {
+	skeinv1.UnimplementedAdminServiceServer
+	skeinv1.UnimplementedProducerServiceServer
+	skeinv1.UnimplementedConsumerServiceServer
+
+	mu     sync.Mutex
+	topics map[string][][]*skeinv1.ConsumedRecord
+	grew   chan struct{}
+	acks   []int32
+}
+
+func (g *fakeGateway) describe(name string) *skeinv1.TopicDescription {
+	d := &skeinv1.TopicDescription{Name: name, ReplicationFactor: 1, Configs: map[string]string{"retention.ms": "604800000"}}
+	for i, p := range g.topics[name] {
+		d.Partitions = append(d.Partitions, &skeinv1.PartitionDescription{Partition: int32(i), Leader: 1, Replicas: []int32{1}, Isr: []int32{1}, HighWatermark: int64(len(p))})
+	}
+	return d
+}
+
+func (g *fakeGateway) CreateTopic(_ context.Context, req *skeinv1.CreateTopicRequest) (*skeinv1.CreateTopicResponse, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, ok := g.topics[req.GetName()]; ok {
+		return nil, errs.ToGRPC(errs.Errorf(errs.TopicAlreadyExists, "topic %q already exists", req.GetName()))
+	}
+	g.topics[req.GetName()] = make([][]*skeinv1.ConsumedRecord, max(req.GetPartitions(), 1))
+	return &skeinv1.CreateTopicResponse{Topic: g.describe(req.GetName())}, nil
+}
+
+func (g *fakeGateway) ListTopics(context.Context, *skeinv1.ListTopicsRequest) (*skeinv1.ListTopicsResponse, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := &skeinv1.ListTopicsResponse{}
+	for name, ps := range g.topics {
+		out.Topics = append(out.Topics, &skeinv1.TopicSummary{Name: name, Partitions: int32(len(ps)), ReplicationFactor: 1})
+	}
+	return out, nil
+}
+
+func (g *fakeGateway) DescribeTopic(_ context.Context, req *skeinv1.DescribeTopicRequest) (*skeinv1.DescribeTopicResponse, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, ok := g.topics[req.GetTopic()]; !ok {
+		return nil, errs.ToGRPC(errs.Errorf(errs.UnknownTopicOrPartition, "topic %q does not exist", req.GetTopic()))
+	}
+	return &skeinv1.DescribeTopicResponse{Topic: g.describe(req.GetTopic())}, nil
+}
+
+func (g *fakeGateway) ListOffsets(_ context.Context, req *skeinv1.ListOffsetsRequest) (*skeinv1.ListOffsetsResponse, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := &skeinv1.ListOffsetsResponse{}
+	for i := range g.topics[req.GetTopic()] {
+		out.Offsets = append(out.Offsets, &skeinv1.PartitionOffset{Partition: int32(i)})
+	}
+	return out, nil
+}
+
+func (g *fakeGateway) GetCluster(context.Context, *skeinv1.GetClusterRequest) (*skeinv1.GetClusterResponse, error) {
+	return &skeinv1.GetClusterResponse{ClusterId: "fake", ControllerId: 2,
+		Brokers:     []*skeinv1.BrokerInfo{{Id: 1, GrpcAddr: "127.0.0.1:1", State: "ALIVE"}},
+		Controllers: []*skeinv1.ControllerInfo{{Id: 2, Addr: "127.0.0.1:2", Leader: true}}}, nil
+}
+
+func (g *fakeGateway) ProduceStream(stream skeinv1.ProducerService_ProduceStreamServer) error {
+	for {
+		req, err := stream.Recv()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		g.mu.Lock()
+		g.acks = append(g.acks, req.GetAcks())
+		resp := &skeinv1.ProduceStreamResponse{CorrelationId: req.GetCorrelationId()}
+		for _, r := range req.GetRecords() {
+			p := r.GetPartition()
+			parts, ok := g.topics[req.GetTopic()]
+			if !ok || int(p) >= len(parts) {
+				resp.Results = append(resp.Results, &skeinv1.ProduceResult{Offset: -1, ErrorCode: skeinv1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, Message: "no such partition"})
+				continue
+			}
+			off := int64(len(parts[p]))
+			parts[p] = append(parts[p], &skeinv1.ConsumedRecord{Topic: req.GetTopic(), Partition: p, Offset: off, Key: r.Key, Value: r.Value})
+			resp.Results = append(resp.Results, &skeinv1.ProduceResult{Partition: p, Offset: off})
+		}
+		close(g.grew)
+		g.grew = make(chan struct{})
+		g.mu.Unlock()
+		if err := stream.Send(resp); err != nil {
+			return err
+		}
+	}
+}
+
+func (g *fakeGateway) read(topic string, p int32, off int64, n int) ([]*skeinv1.ConsumedRecord, int64, chan struct{}) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	recs := g.topics[topic][p]
+	end := min(int(off)+n, len(recs))
+	if int(off) > len(recs) {
+		return nil, int64(len(recs)), g.grew
+	}
+	return recs[off:end], int64(len(recs)), g.grew
+}
+
+func (g *fakeGateway) Fetch(_ context.Context, req *skeinv1.FetchRequest) (*skeinv1.FetchResponse, error) {
+	recs, hw, _ := g.read(req.GetTopic(), req.GetPartition(), req.GetOffset(), int(req.GetMaxRecords()))
+	return &skeinv1.FetchResponse{Records: recs, NextOffset: req.GetOffset() + int64(len(recs)), HighWatermark: hw, LastStableOffset: hw}, nil
+}
+
+func (g *fakeGateway) Tail(req *skeinv1.TailRequest, stream skeinv1.ConsumerService_TailServer) error {
+	off := req.GetOffset()
+	if req.Offset == nil {
+		_, off, _ = g.read(req.GetTopic(), req.GetPartition(), 0, 0)
+	}
+	for {
+		recs, hw, grew := g.read(req.GetTopic(), req.GetPartition(), off, 100)
+		if len(recs) > 0 {
+			off += int64(len(recs))
+			if err := stream.Send(&skeinv1.TailResponse{Records: recs, NextOffset: off, HighWatermark: hw}); err != nil {
+				return err
+			}
+			continue
+		}
+		select {
+		case <-grew:
+		case <-stream.Context().Done():
+			return nil
+		}
+	}
+}
+
+func startFake(t *testing.T) (*fakeGateway, string) {
+	g := &fakeGateway{topics: map[string][][]*skeinv1.ConsumedRecord{}, grew: make(chan struct{})}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer()
+	skeinv1.RegisterAdminServiceServer(s, g)
+	skeinv1.RegisterProducerServiceServer(s, g)
+	skeinv1.RegisterConsumerServiceServer(s, g)
+	go s.Serve(lis)
+	t.Cleanup(s.Stop)
+	return g, lis.Addr().String()
+}
+
+// run runs the CLI with stdin and answers its exit status and output.
+func run(t *testing.T, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := Main(args, IO{In: strings.NewReader(stdin), Out: &out, Err: &errOut})
+	return code, out.String(), errOut.String()
+}
+
+func TestTopicProduceConsume(t *testing.T) {
+	_, addr := startFake(t)
+	t.Setenv("SKEIN_GATEWAY", addr) // the env twin of --gateway
+
+	if code, out, errOut := run(t, "", "topic", "create", "orders", "--partitions", "2", "--config", "retention.ms=60000"); code != 0 || !strings.Contains(out, "created topic orders") || !strings.Contains(out, "PARTITION") {
+		t.Fatalf("create: %d %q %q", code, out, errOut)
+	}
+	if code, _, errOut := run(t, "", "topic", "create", "orders"); code != 1 || !strings.Contains(errOut, "TOPIC_ALREADY_EXISTS") {
+		t.Errorf("create twice: %d %q", code, errOut)
+	}
+	if code, out, _ := run(t, "", "topic", "list"); code != 0 || !strings.Contains(out, "orders") {
+		t.Errorf("list: %d %q", code, out)
+	}
+	if code, out, _ := run(t, "", "topic", "describe", "orders", "--json"); code != 0 || !strings.Contains(out, `"replication_factor": 1`) {
+		t.Errorf("describe --json: %d %q", code, out)
+	}
+	if code, _, errOut := run(t, "", "topic", "describe", "nope"); code != 1 || !strings.Contains(errOut, "UNKNOWN_TOPIC_OR_PARTITION") {
+		t.Errorf("describe unknown: %d %q", code, errOut)
+	}
+
+	code, _, errOut := run(t, "k1:hello\nk2:world\nk3:a:b\n", "produce", "orders", "--key-separator", ":", "--partition", "1", "--acks", "1")
+	if code != 0 {
+		t.Fatalf("produce: %d %q", code, errOut)
+	}
+	code, out, errOut := run(t, "", "consume", "orders", "--partition", "1", "--print-key")
+	if code != 0 || out != "k1\thello\nk2\tworld\nk3\ta:b\n" {
+		t.Fatalf("consume: %d %q %q", code, out, errOut)
+	}
+	if code, out, _ := run(t, "", "consume", "orders", "--partition", "1", "--from", "1", "--max", "1"); code != 0 || out != "world\n" {
+		t.Errorf("consume --from 1 --max 1: %d %q", code, out)
+	}
+	if code, out, _ := run(t, "", "consume", "orders", "--from", "latest"); code != 0 || out != "" {
+		t.Errorf("consume --from latest without --follow: %d %q", code, out)
+	}
+	if code, _, errOut := run(t, "no separator here\n", "produce", "orders", "--key-separator", ":"); code != 1 || !strings.Contains(errOut, "line 1 has no key separator") {
+		t.Errorf("a line without the separator: %d %q", code, errOut)
+	}
+	if code, _, errOut := run(t, "x\n", "produce", "orders", "--partition", "5"); code != 1 || !strings.Contains(errOut, "UNKNOWN_TOPIC_OR_PARTITION") || !strings.Contains(errOut, "1 of 1 records") {
+		t.Errorf("produce to a missing partition: %d %q", code, errOut)
+	}
+	if code, _, _ := run(t, "", "consume", "orders", "--from", "3"); code != 2 {
+		t.Errorf("--from OFFSET over several partitions must be a usage error, got %d", code)
+	}
+}
+
+func TestConsumeFollow(t *testing.T) {
+	g, addr := startFake(t)
+	run(t, "", "topic", "create", "t", "--gateway", addr)
+	go func() {
+		for i := 0; i < 3; i++ {
+			time.Sleep(30 * time.Millisecond)
+			run(t, fmt.Sprintf("v%d\n", i), "produce", "t", "--gateway", addr, "--partition", "0")
+		}
+	}()
+	code, out, errOut := run(t, "", "consume", "t", "--gateway", addr, "--follow", "--from", "latest", "--max", "3")
+	if code != 0 || out != "v0\nv1\nv2\n" {
+		t.Fatalf("follow: %d %q %q", code, out, errOut)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.acks) == 0 || g.acks[0] != -1 {
+		t.Errorf("default acks %v, want -1", g.acks)
+	}
+}
+
+func TestClusterAndUsage(t *testing.T) {
+	_, addr := startFake(t)
+	if code, out, _ := run(t, "", "cluster", "--gateway", addr); code != 0 || !strings.Contains(out, "Cluster fake") || !strings.Contains(out, "ALIVE") {
+		t.Errorf("cluster: %d %q", code, out)
+	}
+	for _, args := range [][]string{{}, {"bogus"}, {"topic"}, {"topic", "create"}, {"consume", "t", "--from", "yesterday"}, {"cluster", "--gateway", "http://127.0.0.1:8080"}} {
+		if code, _, _ := run(t, "", args...); code != 2 {
+			t.Errorf("%q: exit %d, want 2", args, code)
+		}
+	}
+	if code, out, _ := run(t, "", "help"); code != 0 || !strings.Contains(out, "skein dev") {
+		t.Errorf("help: %d", code)
+	}
+}

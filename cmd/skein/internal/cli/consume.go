@@ -1,0 +1,223 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+
+	skeinv1 "skein/gen/skein/v1"
+)
+
+// from is where consume starts: earliest, latest or an offset.
+type from struct {
+	earliest, latest bool
+	offset           int64
+}
+
+func parseFrom(s string) (from, error) {
+	switch s {
+	case "earliest", "beginning":
+		return from{earliest: true}, nil
+	case "latest", "end":
+		return from{latest: true}, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return from{}, usagef("--from %q: want earliest, latest or an offset", s)
+	}
+	return from{offset: n}, nil
+}
+
+// printer writes records, one per line, and counts toward --max.
+type printer struct {
+	mu       sync.Mutex
+	w        io.Writer
+	printKey bool
+	sep      string
+	max      int
+	n        int
+}
+
+// print writes r and reports whether --max is reached.
+func (p *printer) print(r *skeinv1.ConsumedRecord) (done bool, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.max > 0 && p.n >= p.max {
+		return true, nil
+	}
+	if p.printKey {
+		k := r.GetKey()
+		if r.KeyBytes != nil {
+			k = string(r.GetKeyBytes())
+		}
+		if _, err := io.WriteString(p.w, k+p.sep); err != nil {
+			return true, err
+		}
+	}
+	v := r.GetValue()
+	if r.ValueBytes != nil {
+		v = string(r.GetValueBytes())
+	}
+	if _, err := io.WriteString(p.w, v+"\n"); err != nil {
+		return true, err
+	}
+	p.n++
+	return p.max > 0 && p.n >= p.max, nil
+}
+
+// errMaxReached ends consumption once --max records are printed.
+var errMaxReached = errors.New("max reached")
+
+func consumeCmd(ctx context.Context, args []string, stdio IO) error {
+	f := newFlags("consume", stdio, true)
+	fromFlag := f.String("from", "earliest", "earliest, latest or an offset")
+	follow := f.Bool("follow", false, "keep printing new records as they are committed (Ctrl-C to stop)")
+	partition := f.Int("partition", -1, "only this partition (default: all)")
+	maxRecords := f.Int("max", 0, "stop after this many records (0: no limit)")
+	printKey := f.Bool("print-key", false, "print each record's key before its value")
+	sep := f.String("key-separator", "\t", "what separates key and value with --print-key")
+	readCommitted := f.Bool("read-committed", false, "skip aborted and open transactions")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("consume takes one topic, got %q", pos)
+	}
+	start, err := parseFrom(*fromFlag)
+	if err != nil {
+		return err
+	}
+	topic := pos[0]
+	iso := skeinv1.IsolationLevel_READ_UNCOMMITTED
+	if *readCommitted {
+		iso = skeinv1.IsolationLevel_READ_COMMITTED
+	}
+	conn, err := f.dial()
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+
+	dctx, cancel := timeout(ctx)
+	desc, err := skeinv1.NewAdminServiceClient(conn).DescribeTopic(dctx, &skeinv1.DescribeTopicRequest{Topic: topic})
+	cancel()
+	if err != nil {
+		return err
+	}
+	var parts []int32
+	for _, p := range desc.GetTopic().GetPartitions() {
+		if *partition < 0 || p.GetPartition() == int32(*partition) {
+			parts = append(parts, p.GetPartition())
+		}
+	}
+	if len(parts) == 0 {
+		return fmt.Errorf("topic %s has no partition %d", topic, *partition)
+	}
+	if !start.earliest && !start.latest && len(parts) > 1 {
+		return usagef("--from OFFSET needs --partition: offsets are per partition")
+	}
+	out := &printer{w: stdio.Out, printKey: *printKey, sep: *sep, max: *maxRecords}
+	cons := skeinv1.NewConsumerServiceClient(conn)
+	if *follow {
+		err = tailAll(ctx, conn, topic, parts, start, iso, out)
+	} else {
+		for _, p := range parts {
+			if err = readToEnd(ctx, cons, topic, p, start, iso, out); err != nil {
+				break
+			}
+		}
+	}
+	if errors.Is(err, errMaxReached) || (ctx.Err() != nil && *follow) {
+		return nil
+	}
+	return err
+}
+
+// readToEnd prints one partition from start to its end as of now.
+func readToEnd(ctx context.Context, cons skeinv1.ConsumerServiceClient, topic string, p int32, start from, iso skeinv1.IsolationLevel, out *printer) error {
+	req := &skeinv1.FetchRequest{Topic: topic, Partition: p, IsolationLevel: iso, MaxRecords: ptr(int32(500))}
+	switch {
+	case start.latest:
+		return nil // nothing is after the end, and we do not wait
+	case !start.earliest:
+		req.Offset = ptr(start.offset)
+	}
+	end := int64(-1)
+	for {
+		cctx, cancel := timeout(ctx)
+		resp, err := cons.Fetch(cctx, req)
+		cancel()
+		if err != nil {
+			return err
+		}
+		if end < 0 {
+			end = resp.GetHighWatermark()
+			if iso == skeinv1.IsolationLevel_READ_COMMITTED {
+				end = resp.GetLastStableOffset()
+			}
+		}
+		for _, r := range resp.GetRecords() {
+			if r.GetOffset() >= end {
+				return nil
+			}
+			if done, err := out.print(r); err != nil || done {
+				return errors.Join(err, errMaxReached)
+			}
+		}
+		if resp.GetNextOffset() >= end || (len(resp.GetRecords()) == 0 && resp.GetNextOffset() == req.GetOffset()) {
+			return nil
+		}
+		req.Offset = ptr(resp.GetNextOffset())
+	}
+}
+
+// tailAll follows every partition at once until ctx ends or --max.
+func tailAll(ctx context.Context, conn grpc.ClientConnInterface, topic string, parts []int32, start from, iso skeinv1.IsolationLevel, out *printer) error {
+	cons, admin := skeinv1.NewConsumerServiceClient(conn), skeinv1.NewAdminServiceClient(conn)
+	g, gctx := errgroup.WithContext(ctx)
+	for _, p := range parts {
+		g.Go(func() error {
+			req := &skeinv1.TailRequest{Topic: topic, Partition: p, IsolationLevel: iso}
+			switch {
+			case start.earliest:
+				req.Offset = ptr(int64(0))
+				cctx, cancel := timeout(gctx)
+				offs, err := admin.ListOffsets(cctx, &skeinv1.ListOffsetsRequest{Topic: topic, Spec: skeinv1.OffsetSpec_EARLIEST})
+				cancel()
+				if err != nil {
+					return err
+				}
+				for _, o := range offs.GetOffsets() {
+					if o.GetPartition() == p && o.GetOffset() >= 0 {
+						req.Offset = ptr(o.GetOffset())
+					}
+				}
+			case !start.latest:
+				req.Offset = ptr(start.offset)
+			}
+			stream, err := cons.Tail(gctx, req)
+			if err != nil {
+				return err
+			}
+			for {
+				resp, err := stream.Recv()
+				if err != nil {
+					return err
+				}
+				for _, r := range resp.GetRecords() {
+					if done, err := out.print(r); err != nil || done {
+						return errors.Join(err, errMaxReached)
+					}
+				}
+			}
+		})
+	}
+	return g.Wait()
+}

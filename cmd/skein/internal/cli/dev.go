@@ -1,0 +1,58 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"skein/cmd/skein/internal/devcluster"
+)
+
+func devCmd(ctx context.Context, args []string, io IO) error {
+	f := newFlags("dev", io, false)
+	dataDir := f.String("data-dir", "skein-dev", "directory for cluster.json, logs and every node's data")
+	nodes := f.Int("storage-nodes", 3, "number of storage nodes")
+	binDir := f.String("bin-dir", "", "directory holding skein-controller, skein-storage and skein-gateway (default: the skein binary's)")
+	logLevel := f.String("log-level", "info", "log level of every process")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return usagef("dev takes no arguments, got %q", pos)
+	}
+	if *binDir == "" {
+		self, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		if self, err = filepath.EvalSymlinks(self); err != nil {
+			return err
+		}
+		*binDir = filepath.Dir(self)
+	}
+	fmt.Fprintf(io.Err, "starting a cluster of 3 controllers, %d storage nodes and a gateway in %s\n", *nodes, *dataDir)
+	return devcluster.Run(ctx, devcluster.Options{
+		DataDir: *dataDir, StorageNodes: *nodes, BinDir: *binDir, LogLevel: *logLevel, Progress: io.Err,
+	}, func(c *devcluster.Cluster) {
+		gw := c.Gateway()
+		rest := "http://" + gw.HTTPAddr
+		fmt.Fprintf(io.Out, `
+Skein is running.
+  REST:    %[1]s   (OpenAPI: %[1]s/openapi.json)
+  gRPC:    %[2]s   (server reflection on)
+  cluster: %[3]s
+  logs:    %[4]s
+
+Try:
+  curl -s -X POST %[1]s/v1/topics -d '{"name": "orders", "partitions": 3}'
+  curl -s -X POST %[1]s/v1/topics/orders/records -d '{"records": [{"key": "user-1", "value": "hello"}]}'
+  curl -s '%[1]s/v1/topics/orders/partitions/0/records?offset=0'
+  echo hello | skein produce orders --gateway %[2]s
+  skein consume orders --gateway %[2]s
+
+Ctrl-C stops the cluster; run skein dev again with the same --data-dir to restart it.
+`, rest, gw.GRPCAddr, filepath.Join(*dataDir, "cluster.json"), filepath.Join(*dataDir, "logs"))
+	})
+}

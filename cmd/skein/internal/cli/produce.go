@@ -1,0 +1,170 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+
+	skeinv1 "skein/gen/skein/v1"
+)
+
+// maxLine bounds one stdin line (one record).
+const maxLine = 16 << 20
+
+// maxRecordsPerRequest bounds how many waiting lines go in one request.
+const maxRecordsPerRequest = 500
+
+// line is one stdin line and its number.
+type line struct {
+	n    int
+	text string
+}
+
+// toRecord splits a line into key and value at the first separator.
+func toRecord(l line, sep string, partition *int32) (*skeinv1.ProduceRecord, error) {
+	r := &skeinv1.ProduceRecord{Partition: partition}
+	if sep == "" {
+		r.Value = ptr(l.text)
+		return r, nil
+	}
+	k, v, ok := strings.Cut(l.text, sep)
+	if !ok {
+		return nil, fmt.Errorf("line %d has no key separator %q", l.n, sep)
+	}
+	r.Key, r.Value = ptr(k), ptr(v)
+	return r, nil
+}
+
+func produceCmd(ctx context.Context, args []string, stdio IO) error {
+	f := newFlags("produce", stdio, true)
+	sep := f.String("key-separator", "", "split each line into key and value at the first SEP (no key without it)")
+	acks := f.Int("acks", -1, "0, 1 or -1 (all in-sync replicas)")
+	partition := f.Int("partition", -1, "write every record to this partition (default: by key, sticky without one)")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("produce takes one topic, got %q", pos)
+	}
+	var part *int32
+	if *partition >= 0 {
+		part = ptr(int32(*partition))
+	}
+	conn, err := f.dial()
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := skeinv1.NewProducerServiceClient(conn).ProduceStream(sctx)
+	if err != nil {
+		return err
+	}
+
+	lines := make(chan line, maxRecordsPerRequest)
+	readErr := make(chan error, 1)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stdio.In)
+		sc.Buffer(make([]byte, 64<<10), maxLine)
+		for n := 1; sc.Scan(); n++ {
+			select {
+			case lines <- line{n, sc.Text()}:
+			case <-sctx.Done():
+				return
+			}
+		}
+		readErr <- sc.Err()
+	}()
+
+	// Answers arrive by correlation id; firstLine maps one back to its lines.
+	var mu sync.Mutex
+	firstLine := map[uint64]int{}
+	failed, sent := 0, 0
+	recvDone := make(chan error, 1)
+	go func() {
+		for {
+			resp, err := stream.Recv()
+			if errors.Is(err, io.EOF) {
+				recvDone <- nil
+				return
+			}
+			if err != nil {
+				recvDone <- err
+				return
+			}
+			mu.Lock()
+			first := firstLine[resp.GetCorrelationId()]
+			delete(firstLine, resp.GetCorrelationId())
+			for i, r := range resp.GetResults() {
+				if r.GetErrorCode() != skeinv1.ErrorCode_NONE {
+					failed++
+					fmt.Fprintf(stdio.Err, "line %d: %s: %s\n", first+i, r.GetErrorCode(), r.GetMessage())
+				}
+			}
+			mu.Unlock()
+		}
+	}()
+
+	var corr uint64
+	var sendErr error
+	for l := range lines {
+		batch := []line{l}
+	more:
+		for len(batch) < maxRecordsPerRequest {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					break more
+				}
+				batch = append(batch, l)
+			default:
+				break more
+			}
+		}
+		req := &skeinv1.ProduceStreamRequest{CorrelationId: corr, Topic: pos[0], Acks: ptr(int32(*acks))}
+		for _, l := range batch {
+			r, err := toRecord(l, *sep, part)
+			if err != nil {
+				return err
+			}
+			req.Records = append(req.Records, r)
+		}
+		mu.Lock()
+		firstLine[corr] = batch[0].n
+		sent += len(batch)
+		mu.Unlock()
+		if sendErr = stream.Send(req); sendErr != nil {
+			break
+		}
+		corr++
+	}
+	if sendErr == nil {
+		select {
+		case err := <-readErr:
+			if err != nil {
+				return fmt.Errorf("reading stdin: %w", err)
+			}
+		default:
+		}
+		sendErr = stream.CloseSend()
+	}
+	if err := <-recvDone; err != nil {
+		return err
+	}
+	if sendErr != nil && !errors.Is(sendErr, io.EOF) {
+		return sendErr
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if failed > 0 {
+		return fmt.Errorf("%d of %d records were not written", failed, sent)
+	}
+	return nil
+}

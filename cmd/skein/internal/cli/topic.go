@@ -1,0 +1,173 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	skeinv1 "skein/gen/skein/v1"
+)
+
+// configFlag collects repeated --config KEY=VALUE.
+type configFlag map[string]string
+
+func (c configFlag) String() string { return fmt.Sprint(map[string]string(c)) }
+
+func (c configFlag) Set(v string) error {
+	k, val, ok := strings.Cut(v, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("want KEY=VALUE, got %q", v)
+	}
+	c[k] = val
+	return nil
+}
+
+func topicCmd(ctx context.Context, args []string, io IO) error {
+	if len(args) == 0 {
+		return usagef("topic needs a subcommand: create, list, describe, alter or delete")
+	}
+	sub, args := args[0], args[1:]
+	f := newFlags("topic "+sub, io, true)
+	configs := configFlag{}
+	var partitions, rf *int
+	var internal *bool
+	switch sub {
+	case "create":
+		partitions = f.Int("partitions", 0, "partitions (default 1)")
+		rf = f.Int("replication-factor", 0, "replicas per partition (default min(3, live brokers))")
+		f.Var(configs, "config", "topic config KEY=VALUE (repeatable), e.g. retention.ms=60000")
+	case "alter":
+		partitions = f.Int("partitions", 0, "grow the topic to this many partitions")
+		f.Var(configs, "config", "topic config KEY=VALUE (repeatable); an empty VALUE removes the override")
+	case "list":
+		internal = f.Bool("internal", false, "include internal topics")
+	case "describe", "delete":
+	default:
+		return usagef("unknown topic subcommand %q", sub)
+	}
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	want := 1
+	if sub == "list" {
+		want = 0
+	}
+	if len(pos) != want {
+		return usagef("topic %s takes %d argument(s), got %q", sub, want, pos)
+	}
+	conn, err := f.dial()
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	admin := skeinv1.NewAdminServiceClient(conn)
+	cctx, cancel := timeout(ctx)
+	defer cancel()
+
+	switch sub {
+	case "create":
+		req := &skeinv1.CreateTopicRequest{Name: pos[0], Configs: configs}
+		if *partitions != 0 {
+			req.Partitions = ptr(int32(*partitions))
+		}
+		if *rf != 0 {
+			req.ReplicationFactor = ptr(int32(*rf))
+		}
+		resp, err := admin.CreateTopic(cctx, req)
+		if err != nil {
+			return err
+		}
+		if *f.json {
+			return printJSON(io.Out, resp.GetTopic())
+		}
+		fmt.Fprintf(io.Out, "created topic %s\n", pos[0])
+		return printTopic(io, resp.GetTopic())
+	case "list":
+		resp, err := admin.ListTopics(cctx, &skeinv1.ListTopicsRequest{IncludeInternal: *internal})
+		if err != nil {
+			return err
+		}
+		if *f.json {
+			return printJSON(io.Out, resp)
+		}
+		tw := tabwriter.NewWriter(io.Out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "TOPIC\tPARTITIONS\tREPLICATION\tINTERNAL")
+		for _, t := range resp.GetTopics() {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%v\n", t.GetName(), t.GetPartitions(), t.GetReplicationFactor(), t.GetInternal())
+		}
+		return tw.Flush()
+	case "describe":
+		resp, err := admin.DescribeTopic(cctx, &skeinv1.DescribeTopicRequest{Topic: pos[0]})
+		if err != nil {
+			return err
+		}
+		if *f.json {
+			return printJSON(io.Out, resp.GetTopic())
+		}
+		return printTopic(io, resp.GetTopic())
+	case "delete":
+		if _, err := admin.DeleteTopic(cctx, &skeinv1.DeleteTopicRequest{Topic: pos[0]}); err != nil {
+			return err
+		}
+		fmt.Fprintf(io.Out, "deleted topic %s\n", pos[0])
+		return nil
+	case "alter":
+		if *partitions == 0 && len(configs) == 0 {
+			return usagef("topic alter needs --partitions or --config")
+		}
+		var last *skeinv1.TopicDescription
+		if *partitions != 0 {
+			resp, err := admin.CreatePartitions(cctx, &skeinv1.CreatePartitionsRequest{Topic: pos[0], Count: int32(*partitions)})
+			if err != nil {
+				return err
+			}
+			last = resp.GetTopic()
+		}
+		if len(configs) > 0 {
+			resp, err := admin.AlterTopicConfigs(cctx, &skeinv1.AlterTopicConfigsRequest{Topic: pos[0], Configs: configs})
+			if err != nil {
+				return err
+			}
+			last = resp.GetTopic()
+		}
+		if *f.json {
+			return printJSON(io.Out, last)
+		}
+		return printTopic(io, last)
+	}
+	return nil
+}
+
+// printTopic shows a description: the topic, its effective configs, then a
+// row per partition.
+func printTopic(io IO, t *skeinv1.TopicDescription) error {
+	fmt.Fprintf(io.Out, "Topic: %s  id: %s  partitions: %d  replication: %d  internal: %v\n",
+		t.GetName(), t.GetTopicId(), len(t.GetPartitions()), t.GetReplicationFactor(), t.GetInternal())
+	if len(t.GetConfigs()) > 0 {
+		fmt.Fprintln(io.Out, "Configs:")
+		for _, k := range slices.Sorted(maps.Keys(t.GetConfigs())) {
+			fmt.Fprintf(io.Out, "  %s=%s\n", k, t.GetConfigs()[k])
+		}
+	}
+	tw := tabwriter.NewWriter(io.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PARTITION\tLEADER\tEPOCH\tREPLICAS\tISR\tLOG START\tHW\tLSO")
+	for _, p := range t.GetPartitions() {
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%d\t%d\t%d\n", p.GetPartition(), p.GetLeader(), p.GetLeaderEpoch(),
+			ints(p.GetReplicas()), ints(p.GetIsr()), p.GetLogStartOffset(), p.GetHighWatermark(), p.GetLastStableOffset())
+	}
+	return tw.Flush()
+}
+
+func ints(v []int32) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = fmt.Sprint(x)
+	}
+	return strings.Join(s, ",")
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,281 @@
+package devcluster
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The test binary doubles as the fake skein-controller, skein-storage and
+// skein-gateway: Start finds them as symlinks in a temporary bin directory.
+func TestMain(m *testing.M) {
+	if role, ok := fakeRoles[filepath.Base(os.Args[0])]; ok {
+		os.Exit(fakeMain(role, os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+var fakeRoles = map[string]string{"skein-controller": RoleController, "skein-storage": RoleStorage, "skein-gateway": RoleGateway}
+
+// fakeMain accepts exactly the flags of the real binary, listens on its
+// addresses, answers the gateway's readiness and cluster calls, and exits
+// on SIGTERM (unless told to ignore it).
+func fakeMain(role string, args []string) int {
+	fs := flag.NewFlagSet(role, flag.ContinueOnError)
+	for _, name := range []string{"grpc-addr", "http-addr", "log-level"} {
+		fs.String(name, "", "")
+	}
+	fs.Int("node-id", 0, "")
+	switch role {
+	case RoleController:
+		for _, name := range []string{"raft-addr", "gossip-addr", "gossip-seeds", "peers", "data-dir"} {
+			fs.String(name, "", "")
+		}
+	case RoleStorage:
+		for _, name := range []string{"gossip-addr", "gossip-seeds", "controllers", "data-dir", "rack"} {
+			fs.String(name, "", "")
+		}
+	case RoleGateway:
+		fs.String("controllers", "", "")
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	fmt.Println("ARGS", strings.Join(args, " "))
+	if os.Getenv("FAKE_CRASH") == role {
+		fmt.Println("crashing on purpose")
+		return 3
+	}
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	if os.Getenv("FAKE_IGNORE_TERM") == role {
+		signal.Ignore(syscall.SIGTERM)
+	}
+	grpcLis, err := net.Listen("tcp", fs.Lookup("grpc-addr").Value.String())
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	defer grpcLis.Close()
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {})
+	mux.HandleFunc("/v1/cluster", func(w http.ResponseWriter, _ *http.Request) {
+		n, _ := strconv.Atoi(os.Getenv("FAKE_BROKERS"))
+		var brokers []map[string]any
+		for i := 1; i <= n; i++ {
+			brokers = append(brokers, map[string]any{"id": i, "state": "ALIVE"})
+		}
+		json.NewEncoder(w).Encode(map[string]any{"brokers": brokers})
+	})
+	httpLis, err := net.Listen("tcp", fs.Lookup("http-addr").Value.String())
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	go http.Serve(httpLis, mux)
+	<-term
+	fmt.Println("stopping on SIGTERM")
+	return 0
+}
+
+func fakeBinDir(t *testing.T) string {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for name := range fakeRoles {
+		if err := os.Symlink(self, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func readFile(t *testing.T, dir string) File {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dir, "cluster.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f File
+	if err := json.Unmarshal(raw, &f); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+func opts(t *testing.T, dataDir, binDir string) Options {
+	return Options{DataDir: dataDir, BinDir: binDir, StorageNodes: 2, StartTimeout: 20 * time.Second, StopGrace: 2 * time.Second}
+}
+
+// Start, cluster.json, stop on SIGTERM, and a restart on the same data
+// directory that reuses every recorded port.
+func TestStartStopOnSignalAndRestart(t *testing.T) {
+	t.Setenv("FAKE_BROKERS", "2")
+	bin, data := fakeBinDir(t), t.TempDir()
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	started := make(chan *Cluster, 1)
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, opts(t, data, bin), func(c *Cluster) { started <- c }) }()
+	var c *Cluster
+	select {
+	case c = <-started:
+	case err := <-done:
+		t.Fatalf("Run: %v", err)
+	}
+
+	f := readFile(t, data)
+	if len(f.Processes) != 6 {
+		t.Fatalf("cluster.json lists %d processes, want 3 controllers, 2 storage nodes, 1 gateway", len(f.Processes))
+	}
+	counts := map[string]int{}
+	addrs := map[string]bool{}
+	for _, p := range f.Processes {
+		counts[p.Role]++
+		if p.PID <= 0 || !alive(p.PID) {
+			t.Errorf("%s: pid %d not running", p.name(), p.PID)
+		}
+		for _, a := range []string{p.GRPCAddr, p.HTTPAddr, p.RaftAddr, p.GossipAddr} {
+			if a == "" {
+				continue
+			}
+			if !strings.HasPrefix(a, "127.0.0.1:") || addrs[a] {
+				t.Errorf("%s: address %q not a fresh loopback address", p.name(), a)
+			}
+			addrs[a] = true
+		}
+		if (p.Role == RoleGateway) != (p.DataDir == "") {
+			t.Errorf("%s: data_dir %q", p.name(), p.DataDir)
+		}
+		if p.Role == RoleController && (p.RaftAddr == "" || p.GossipAddr == "") {
+			t.Errorf("%s lacks raft or gossip address", p.name())
+		}
+	}
+	if counts[RoleController] != 3 || counts[RoleStorage] != 2 || counts[RoleGateway] != 1 {
+		t.Errorf("roles %v", counts)
+	}
+	// The flags each process got.
+	ctrl1, st2 := c.find(RoleController, 1), c.find(RoleStorage, 2)
+	log, _ := os.ReadFile(ctrl1.Log)
+	wantPeers := fmt.Sprintf("--peers 1=%s=%s,2=%s=%s,3=%s=%s", ctrl1.RaftAddr, ctrl1.GRPCAddr,
+		c.find(RoleController, 2).RaftAddr, c.find(RoleController, 2).GRPCAddr, c.find(RoleController, 3).RaftAddr, c.find(RoleController, 3).GRPCAddr)
+	if !strings.Contains(string(log), wantPeers) {
+		t.Errorf("controller-1 args lack %q:\n%s", wantPeers, log)
+	}
+	log, _ = os.ReadFile(st2.Log)
+	if !strings.Contains(string(log), "--node-id 2 ") || !strings.Contains(string(log), "--controllers "+ctrl1.GRPCAddr+",") || !strings.Contains(string(log), "--data-dir "+filepath.Join(data, "storage-2")) {
+		t.Errorf("storage-2 args:\n%s", log)
+	}
+
+	// SIGTERM to this process (as Ctrl-C or a supervisor would) stops all.
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run after SIGTERM: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not stop on SIGTERM")
+	}
+	for _, p := range f.Processes {
+		if alive(p.PID) {
+			t.Errorf("%s (pid %d) still running after stop", p.name(), p.PID)
+		}
+		if log, _ := os.ReadFile(p.Log); !strings.Contains(string(log), "stopping on SIGTERM") {
+			t.Errorf("%s was not stopped with SIGTERM:\n%s", p.name(), log)
+		}
+	}
+
+	// Restart on the same directory: the same ports, new pids.
+	c2, err := Start(context.Background(), opts(t, data, bin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Stop()
+	f2 := readFile(t, data)
+	for i, p := range f2.Processes {
+		q := f.Processes[i]
+		if p.name() != q.name() || p.GRPCAddr != q.GRPCAddr || p.HTTPAddr != q.HTTPAddr || p.RaftAddr != q.RaftAddr || p.GossipAddr != q.GossipAddr || p.DataDir != q.DataDir {
+			t.Errorf("restart moved %s: %+v, was %+v", p.name(), p, q)
+		}
+		if p.PID == q.PID {
+			t.Errorf("%s kept pid %d", p.name(), p.PID)
+		}
+	}
+	// While it runs, a second cluster on the same directory is refused.
+	if _, err := Start(context.Background(), opts(t, data, bin)); err == nil || !strings.Contains(err.Error(), "still running") {
+		t.Errorf("a second start on a live data directory: %v", err)
+	}
+}
+
+// A process that ignores SIGTERM is killed after the grace period.
+func TestStopKillsAfterGrace(t *testing.T) {
+	t.Setenv("FAKE_BROKERS", "1")
+	t.Setenv("FAKE_IGNORE_TERM", RoleGateway)
+	o := opts(t, t.TempDir(), fakeBinDir(t))
+	o.StorageNodes, o.StopGrace = 1, 300*time.Millisecond
+	c, err := Start(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := c.Gateway()
+	start := time.Now()
+	if err := c.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if alive(gw.PID) {
+		t.Fatal("the gateway survived Stop")
+	}
+	if d := time.Since(start); d < 300*time.Millisecond {
+		t.Errorf("killed after %v, before the grace period", d)
+	}
+	if !strings.Contains(gw.err.Error(), "killed") {
+		t.Errorf("gateway exit: %v, want killed", gw.err)
+	}
+}
+
+// A process that dies while the cluster starts fails Start with its log,
+// and nothing is left running.
+func TestStartFailsWhenAProcessDies(t *testing.T) {
+	t.Setenv("FAKE_BROKERS", "1")
+	t.Setenv("FAKE_CRASH", RoleStorage)
+	data := t.TempDir()
+	o := opts(t, data, fakeBinDir(t))
+	o.StorageNodes = 1
+	_, err := Start(context.Background(), o)
+	if err == nil || !strings.Contains(err.Error(), "storage-1 exited") || !strings.Contains(err.Error(), "crashing on purpose") {
+		t.Fatalf("Start: %v", err)
+	}
+	for _, p := range readFile(t, data).Processes {
+		if alive(p.PID) {
+			t.Errorf("%s still running after a failed start", p.name())
+		}
+	}
+}
+
+func TestMissingBinaries(t *testing.T) {
+	_, err := Start(context.Background(), Options{DataDir: t.TempDir(), BinDir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Fatalf("Start without binaries: %v", err)
+	}
+}
