@@ -49,7 +49,6 @@ type Log struct {
 	// are the writer's own.
 	wmu       sync.Mutex
 	cfg       Config
-	epochs    epochCache
 	validator record.RecordIter // scratch for Append's record validation
 	scratch   []byte            // scratch for scans
 	lastFlush time.Time
@@ -57,14 +56,17 @@ type Log struct {
 	failed    error // a write or fsync failed: refuse further writes
 
 	// mu guards what readers see: segs and every published segment's
-	// mutable fields, leo, lso and rp. The writer takes it for writing only
-	// to publish a change; readers hold it for reading across their file
-	// reads, so a segment is never closed or truncated under a reader.
+	// mutable fields, leo, lso, rp and the epoch cache. Only the writer
+	// (holding wmu) changes them, taking mu for writing just to publish;
+	// so the writer may read them without mu. Readers hold mu for reading
+	// across their file reads, so a segment is never closed or truncated
+	// under a reader.
 	mu     sync.RWMutex
 	segs   []*segment // ascending base offsets; the last is active; never empty while open
 	leo    Offset     // log end offset: the next offset to assign
 	lso    Offset     // log start offset; segs[0].base <= lso <= leo
 	rp     Offset     // recovery point; rp <= leo
+	epochs epochCache // epoch -> start offset; every start offset < leo
 	closed bool
 }
 
@@ -142,15 +144,15 @@ func (l *Log) SetConfig(cfg Config) {
 
 // Epochs returns the leader-epoch cache.
 func (l *Log) Epochs() []EpochEntry {
-	l.wmu.Lock()
-	defer l.wmu.Unlock()
+	l.mu.RLock()
+	defer l.mu.RUnlock()
 	return slices.Clone(l.epochs.entries)
 }
 
 // LatestEpoch is the newest epoch in the cache, or UndefinedEpoch.
 func (l *Log) LatestEpoch() Epoch {
-	l.wmu.Lock()
-	defer l.wmu.Unlock()
+	l.mu.RLock()
+	defer l.mu.RUnlock()
 	if e, ok := l.epochs.latest(); ok {
 		return e.Epoch
 	}
@@ -162,12 +164,21 @@ func (l *Log) LatestEpoch() Epoch {
 // the next epoch, or the LEO for the latest one); UndefinedEpoch and
 // UndefinedOffset when the log cannot say.
 func (l *Log) EndOffsetFor(requested Epoch) (Epoch, Offset) {
-	l.wmu.Lock()
-	defer l.wmu.Unlock()
-	return l.epochs.endOffsetFor(requested, l.LEO())
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.epochs.endOffsetFor(requested, l.leo)
 }
 
 func (l *Log) active() *segment { return l.segs[len(l.segs)-1] }
+
+// updateEpochs changes the epoch cache where readers can see it. The epoch
+// file is saved before the batches that need it are written, so it is never
+// behind the log; open truncates it when it is ahead.
+func (l *Log) updateEpochs(f func(c *epochCache) bool) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return f(&l.epochs)
+}
 
 // checkWritable is called with wmu held.
 func (l *Log) checkWritable() error {
@@ -247,7 +258,7 @@ func (l *Log) Append(records []byte, epoch Epoch) (AppendInfo, error) {
 		next = b.NextOffset()
 	}
 	info.LastOffset = next - 1
-	if l.epochs.assign(epoch, info.FirstOffset) {
+	if l.updateEpochs(func(c *epochCache) bool { return c.assign(epoch, info.FirstOffset) }) {
 		if err := l.epochs.save(l.dir); err != nil {
 			return AppendInfo{}, l.ioError("saving the leader-epoch cache", err)
 		}
@@ -290,11 +301,14 @@ func (l *Log) AppendAsFollower(records []byte) (AppendInfo, error) {
 		return AppendInfo{}, errs.Errorf(errs.InvalidRecord, "no record batch to append")
 	}
 	info.LastOffset = next - 1
-	changed := false
-	it = record.NewBatchIter(records)
-	for it.Next() {
-		changed = l.epochs.assign(it.Batch().PartitionLeaderEpoch(), it.Batch().BaseOffset()) || changed
-	}
+	changed := l.updateEpochs(func(c *epochCache) bool {
+		changed := false
+		it := record.NewBatchIter(records)
+		for it.Next() {
+			changed = c.assign(it.Batch().PartitionLeaderEpoch(), it.Batch().BaseOffset()) || changed
+		}
+		return changed
+	})
 	if changed {
 		if err := l.epochs.save(l.dir); err != nil {
 			return AppendInfo{}, l.ioError("saving the leader-epoch cache", err)
@@ -362,7 +376,9 @@ func (l *Log) maybeRoll(size, firstMaxTS int64, firstOffset Offset) error {
 // roll closes the active segment's indexes and starts a new one at the LEO.
 func (l *Log) roll() error {
 	s := l.active()
+	l.mu.Lock()
 	s.noteTime() // the final time entry: the segment's max timestamp
+	l.mu.Unlock()
 	if err := s.persistIndexes(); err != nil {
 		return l.ioError("writing indexes", err)
 	}
@@ -544,7 +560,7 @@ func (l *Log) Truncate(offset Offset) error {
 	if err := s.persistIndexes(); err != nil {
 		return l.ioError("writing indexes", err)
 	}
-	if l.epochs.truncateFromEnd(l.leo) {
+	if l.updateEpochs(func(c *epochCache) bool { return c.truncateFromEnd(l.leo) }) {
 		if err := l.epochs.save(l.dir); err != nil {
 			return l.ioError("saving the leader-epoch cache", err)
 		}
@@ -635,7 +651,7 @@ func (l *Log) deleteSegmentsLocked(deletable func(s, next *segment) bool) (int, 
 		}
 	}
 	l.dirDirty = true
-	if l.epochs.truncateFromStart(l.lso) {
+	if l.updateEpochs(func(c *epochCache) bool { return c.truncateFromStart(l.lso) }) {
 		if err := l.epochs.save(l.dir); err != nil {
 			return n, l.ioError("saving the leader-epoch cache", err)
 		}
