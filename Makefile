@@ -11,7 +11,7 @@ PKGS    := $(foreach m,$(filter-out tools,$(MODULES)),skein/$(m)/...)
 CMDS    := $(sort $(dir $(wildcard services/*/cmd/*/main.go) $(wildcard cmd/*/main.go)))
 FUZZTIME ?= 20s
 
-.PHONY: all build test test-short fuzz proto check lint fmt vet gen-fresh breaking tools clean
+.PHONY: all build test test-short test-integration fuzz proto check lint fmt vet gen-fresh breaking tools clean
 
 all: build
 
@@ -24,11 +24,16 @@ build:
 	  CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o bin/ ./$$d; \
 	done
 
-## test: every test of every module with the race detector, then a short fuzz run per target
-test: test-short fuzz
+## test: every test of every module with the race detector, the real-process
+## cluster tests (kill -9, SIGSTOP, restarts) against fresh binaries, then a
+## short fuzz run per target
+test: test-short test-integration fuzz
 
 test-short:
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+
+test-integration: build
+	$(GO) test -tags integration -count=1 -timeout 20m skein/tests/...
 
 ## fuzz: each `func FuzzX` in the tree for $(FUZZTIME) (seed corpus committed under testdata/fuzz)
 fuzz:

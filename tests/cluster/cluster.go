@@ -1,0 +1,241 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Proc is one Skein process.
+type Proc struct {
+	Role     string
+	ID       int
+	GRPCAddr string
+	HTTPAddr string
+	DataDir  string
+	args     []string
+	bin      string
+	logPath  string
+	cmd      *exec.Cmd
+	done     chan struct{}
+}
+
+// Cluster is a set of processes started by a test and stopped by its cleanup.
+type Cluster struct {
+	t           testing.TB
+	BinDir      string
+	Dir         string
+	Controllers []*Proc
+	Storage     []*Proc
+}
+
+// Options size the cluster.
+type Options struct {
+	StorageNodes int
+	// Extra flags for every storage node (e.g. --replica-lag-max=2s).
+	StorageFlags []string
+}
+
+// BinDir finds the binaries: $SKEIN_BIN_DIR, else bin/ at the repository root.
+func BinDir(t testing.TB) string {
+	if d := os.Getenv("SKEIN_BIN_DIR"); d != "" {
+		return d
+	}
+	wd, _ := os.Getwd()
+	for d := wd; d != "/"; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.work")); err == nil {
+			return filepath.Join(d, "bin")
+		}
+	}
+	t.Fatalf("cannot find the repository root from %s", wd)
+	return ""
+}
+
+// FreeAddr reserves a loopback port by listening on :0.
+func FreeAddr(t testing.TB) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// Start launches 3 controllers and the storage nodes and waits until every
+// storage node is registered and ready.
+func Start(t testing.TB, opts Options) *Cluster {
+	t.Helper()
+	if opts.StorageNodes == 0 {
+		opts.StorageNodes = 3
+	}
+	c := &Cluster{t: t, BinDir: BinDir(t), Dir: t.TempDir()}
+	for _, b := range []string{"skein-controller", "skein-storage"} {
+		if _, err := os.Stat(filepath.Join(c.BinDir, b)); err != nil {
+			t.Fatalf("%s not built (run `make build`): %v", b, err)
+		}
+	}
+	t.Cleanup(c.Stop)
+
+	type ctl struct{ grpc, http, raft, gossip string }
+	ctls := make([]ctl, 3)
+	var peers, grpcs []string
+	for i := range ctls {
+		ctls[i] = ctl{FreeAddr(t), FreeAddr(t), FreeAddr(t), FreeAddr(t)}
+		peers = append(peers, fmt.Sprintf("%d=%s=%s", i+1, ctls[i].raft, ctls[i].grpc))
+		grpcs = append(grpcs, ctls[i].grpc)
+	}
+	seed := ctls[0].gossip
+	for i, a := range ctls {
+		p := &Proc{Role: "controller", ID: i + 1, GRPCAddr: a.grpc, HTTPAddr: a.http, DataDir: filepath.Join(c.Dir, fmt.Sprintf("controller-%d", i+1)), bin: "skein-controller"}
+		p.args = []string{
+			"--node-id", fmt.Sprint(i + 1), "--grpc-addr", a.grpc, "--http-addr", a.http, "--raft-addr", a.raft,
+			"--gossip-addr", a.gossip, "--gossip-seeds", seed, "--peers", strings.Join(peers, ","), "--data-dir", p.DataDir, "--log-level", "debug",
+		}
+		c.Controllers = append(c.Controllers, p)
+		c.start(p)
+	}
+	for i := 0; i < opts.StorageNodes; i++ {
+		p := &Proc{Role: "storage", ID: i + 1, GRPCAddr: FreeAddr(t), HTTPAddr: FreeAddr(t), DataDir: filepath.Join(c.Dir, fmt.Sprintf("storage-%d", i+1)), bin: "skein-storage"}
+		p.args = append([]string{
+			"--node-id", fmt.Sprint(i + 1), "--grpc-addr", p.GRPCAddr, "--http-addr", p.HTTPAddr, "--gossip-addr", FreeAddr(t),
+			"--gossip-seeds", seed, "--controllers", strings.Join(grpcs, ","), "--data-dir", p.DataDir, "--log-level", "debug",
+		}, opts.StorageFlags...)
+		c.Storage = append(c.Storage, p)
+		c.start(p)
+	}
+	for _, p := range c.Storage {
+		c.WaitReady(p, 60*time.Second)
+	}
+	return c
+}
+
+// ControllerAddrs lists the controllers' gRPC addresses.
+func (c *Cluster) ControllerAddrs() []string {
+	var out []string
+	for _, p := range c.Controllers {
+		out = append(out, p.GRPCAddr)
+	}
+	return out
+}
+
+func (c *Cluster) start(p *Proc) {
+	c.t.Helper()
+	p.logPath = filepath.Join(c.Dir, fmt.Sprintf("%s-%d.log", p.Role, p.ID))
+	f, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	p.cmd = exec.Command(filepath.Join(c.BinDir, p.bin), p.args...)
+	p.cmd.Stdout, p.cmd.Stderr = f, f
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := p.cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	p.done = make(chan struct{})
+	go func() {
+		p.cmd.Wait()
+		f.Close()
+		close(p.done)
+	}()
+}
+
+// WaitReady polls the process's /readyz.
+func (c *Cluster) WaitReady(p *Proc, d time.Duration) {
+	c.t.Helper()
+	client := http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		resp, err := client.Get("http://" + p.HTTPAddr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		select {
+		case <-p.done:
+			c.t.Fatalf("%s-%d exited before ready; log:\n%s", p.Role, p.ID, c.Tail(p, 40))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	c.t.Fatalf("%s-%d not ready after %v; log:\n%s", p.Role, p.ID, d, c.Tail(p, 40))
+}
+
+// Kill sends SIGKILL and waits for the process to die.
+func (c *Cluster) Kill(p *Proc) {
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+// Pause stops the process (SIGSTOP); Resume continues it.
+func (c *Cluster) Pause(p *Proc)  { _ = p.cmd.Process.Signal(syscall.SIGSTOP) }
+func (c *Cluster) Resume(p *Proc) { _ = p.cmd.Process.Signal(syscall.SIGCONT) }
+
+// Restart starts a stopped process again on the same addresses and data.
+func (c *Cluster) Restart(p *Proc) {
+	c.t.Helper()
+	select {
+	case <-p.done:
+	default:
+		c.t.Fatalf("%s-%d is still running", p.Role, p.ID)
+	}
+	c.start(p)
+}
+
+// Stop terminates every process: SIGTERM, then SIGKILL after a grace period.
+func (c *Cluster) Stop() {
+	all := append(append([]*Proc{}, c.Storage...), c.Controllers...)
+	for _, p := range all {
+		if p.cmd != nil && p.cmd.Process != nil {
+			_ = p.cmd.Process.Signal(syscall.SIGCONT)
+			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, p := range all {
+		if p.done == nil {
+			continue
+		}
+		select {
+		case <-p.done:
+		case <-ctx.Done():
+			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			<-p.done
+		}
+	}
+	if c.t.Failed() {
+		for _, p := range all {
+			c.t.Logf("---- %s-%d log tail ----\n%s", p.Role, p.ID, c.Tail(p, 30))
+		}
+	}
+}
+
+// Tail returns the last n lines of a process's log.
+func (c *Cluster) Tail(p *Proc, n int) string {
+	b, _ := os.ReadFile(p.logPath)
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// StorageByID returns storage node id.
+func (c *Cluster) StorageByID(id int32) *Proc {
+	for _, p := range c.Storage {
+		if int32(p.ID) == id {
+			return p
+		}
+	}
+	c.t.Fatalf("no storage node %d", id)
+	return nil
+}
