@@ -38,27 +38,33 @@ type CompactStats struct {
 //
 // Each rewritten segment is written to <base>.log.cleaned, fsynced, and
 // swapped in by rename while readers are held off, so a reader sees either
-// the old segment or the new one. Compaction holds the writer lock: appends
-// wait until it is done.
+// the old segment or the new one. Appends go on while compaction reads and
+// writes; they wait only for each swap. Truncation, deletion and Close wait
+// for compaction to finish.
 func (l *Log) Compact(now time.Time) (CompactStats, error) {
-	l.wmu.Lock()
-	defer l.wmu.Unlock()
+	l.cmu.Lock()
+	defer l.cmu.Unlock()
 	var st CompactStats
-	if err := l.checkWritable(); err != nil {
+	l.wmu.Lock()
+	err := l.checkWritable()
+	cfg := l.cfg
+	var closed []*segment
+	if len(l.segs) > 1 {
+		closed = slices.Clone(l.segs[:len(l.segs)-1])
+	}
+	l.wmu.Unlock()
+	if err != nil || cfg.CleanupPolicy&CleanupCompact == 0 || len(closed) == 0 {
 		return st, err
 	}
-	if l.cfg.CleanupPolicy&CleanupCompact == 0 || len(l.segs) < 2 {
-		return st, nil
-	}
-	closed := slices.Clone(l.segs[:len(l.segs)-1])
 
 	// The newest offset of every key in the closed segments.
 	latest := map[string]Offset{}
 	var it record.RecordIter
+	var scratch []byte
 	for _, s := range closed {
 		st.BytesBefore += s.size
 		var ierr error
-		_, buf, err := scan(s.f, 0, s.size, false, l.scratch, func(b record.Batch, _ int64) bool {
+		_, scratch, err = scan(s.f, 0, s.size, false, scratch, func(b record.Batch, _ int64) bool {
 			if b.IsControl() || b.IsTransactional() {
 				return true
 			}
@@ -73,7 +79,6 @@ func (l *Log) Compact(now time.Time) (CompactStats, error) {
 			ierr = it.Err()
 			return ierr == nil
 		})
-		l.scratch = buf
 		if err == nil {
 			err = ierr
 		}
@@ -82,9 +87,10 @@ func (l *Log) Compact(now time.Time) (CompactStats, error) {
 		}
 	}
 
-	horizon := now.UnixMilli() - l.cfg.DeleteRetentionMS
+	horizon := now.UnixMilli() - cfg.DeleteRetentionMS
+	c := cleaner{latest: latest, indexInterval: cfg.IndexIntervalBytes, scratch: scratch}
 	for i, s := range closed {
-		ns, removed, err := l.cleanSegment(s, latest, s.maxTS >= 0 && s.maxTS < horizon)
+		ns, removed, err := c.clean(s, s.maxTS >= 0 && s.maxTS < horizon)
 		if err != nil {
 			return st, l.compactError(err)
 		}
@@ -108,26 +114,40 @@ func (l *Log) compactError(err error) error {
 	if e := errs.Of(err); e != errs.UnknownServerError {
 		return err
 	}
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
 	return l.ioError("compacting", err)
 }
 
-// cleanSegment writes the surviving batches of s to <base>.log.cleaned and
-// returns the new segment, or nil when nothing in s would change.
-func (l *Log) cleanSegment(s *segment, latest map[string]Offset, dropTombstones bool) (*segment, int, error) {
-	keep := func(b record.Batch, r *record.Record, off Offset) bool {
+// cleaner is one compaction pass's state.
+type cleaner struct {
+	latest        map[string]Offset
+	indexInterval int64
+	scratch       []byte
+	it            record.RecordIter
+	builder       *record.Builder
+	out           []byte
+	headers       []record.Header
+}
+
+// clean writes the surviving batches of s to <base>.log.cleaned and returns
+// the new segment, or nil when nothing in s would change.
+func (c *cleaner) clean(s *segment, dropTombstones bool) (*segment, int, error) {
+	keep := func(r *record.Record, off Offset) bool {
 		if r.Key == nil {
 			return true
 		}
-		if latest[string(r.Key)] != off {
+		if c.latest[string(r.Key)] != off {
 			return false
 		}
 		return r.Value != nil || !dropTombstones
 	}
 	// First pass: is there anything to remove at all?
-	var it record.RecordIter
+	it := &c.it
 	removed := 0
 	var ierr error
-	_, buf, err := scan(s.f, 0, s.size, false, l.scratch, func(b record.Batch, _ int64) bool {
+	var err error
+	_, c.scratch, err = scan(s.f, 0, s.size, false, c.scratch, func(b record.Batch, _ int64) bool {
 		if b.IsControl() || b.IsTransactional() {
 			return true
 		}
@@ -135,14 +155,13 @@ func (l *Log) cleanSegment(s *segment, latest map[string]Offset, dropTombstones 
 			return false
 		}
 		for it.Next() {
-			if !keep(b, it.Record(), it.Offset()) {
+			if !keep(it.Record(), it.Offset()) {
 				removed++
 			}
 		}
 		ierr = it.Err()
 		return ierr == nil
 	})
-	l.scratch = buf
 	if err == nil {
 		err = ierr
 	}
@@ -163,21 +182,16 @@ func (l *Log) cleanSegment(s *segment, latest map[string]Offset, dropTombstones 
 		return nil, 0, err
 	}
 	w := bufio.NewWriterSize(f, 1<<20)
-	var (
-		builder *record.Builder
-		out     []byte
-		headers []record.Header
-		werr    error
-	)
+	var werr error
 	emit := func(b record.Batch) bool {
 		if _, werr = w.Write(b); werr != nil {
 			return false
 		}
-		ns.noteBatch(b, ns.size, l.cfg.IndexIntervalBytes)
+		ns.noteBatch(b, ns.size, c.indexInterval)
 		ns.size += int64(len(b))
 		return true
 	}
-	_, buf, err = scan(s.f, 0, s.size, false, l.scratch, func(b record.Batch, _ int64) bool {
+	_, c.scratch, err = scan(s.f, 0, s.size, false, c.scratch, func(b record.Batch, _ int64) bool {
 		if b.IsControl() || b.IsTransactional() {
 			return emit(b)
 		}
@@ -188,21 +202,22 @@ func (l *Log) cleanSegment(s *segment, latest map[string]Offset, dropTombstones 
 			BaseOffset: b.BaseOffset(), PartitionLeaderEpoch: b.PartitionLeaderEpoch(), Compression: b.Compression(),
 			LogAppendTime: b.LogAppendTime(), ProducerID: b.ProducerID(), ProducerEpoch: b.ProducerEpoch(), BaseSequence: b.BaseSequence(),
 		}
-		if builder == nil {
-			builder = record.NewBuilder(opts)
+		if c.builder == nil {
+			c.builder = record.NewBuilder(opts)
 		} else {
-			builder.Reset(opts)
+			c.builder.Reset(opts)
 		}
+		builder := c.builder
 		builder.SetBaseTimestamp(b.BaseTimestamp())
 		all := true
 		for it.Next() {
 			r := it.Record()
-			if !keep(b, r, it.Offset()) {
+			if !keep(r, it.Offset()) {
 				all = false
 				continue
 			}
-			headers = r.AppendHeaders(headers[:0])
-			builder.AppendRaw(r.OffsetDelta, r.TimestampDelta, r.Key, r.Value, headers)
+			c.headers = r.AppendHeaders(c.headers[:0])
+			builder.AppendRaw(r.OffsetDelta, r.TimestampDelta, r.Key, r.Value, c.headers)
 		}
 		if ierr = it.Err(); ierr != nil {
 			return false
@@ -213,12 +228,11 @@ func (l *Log) cleanSegment(s *segment, latest map[string]Offset, dropTombstones 
 		builder.OverrideLastOffsetDelta(b.LastOffsetDelta())
 		builder.OverrideMaxTimestamp(b.MaxTimestamp())
 		var nb record.Batch
-		if nb, out, ierr = builder.Build(out[:0]); ierr != nil {
+		if nb, c.out, ierr = builder.Build(c.out[:0]); ierr != nil {
 			return false
 		}
 		return emit(nb)
 	})
-	l.scratch = buf
 	for _, e := range []error{err, ierr, werr} {
 		if e != nil {
 			return fail(e)
@@ -234,8 +248,16 @@ func (l *Log) cleanSegment(s *segment, latest map[string]Offset, dropTombstones 
 	return ns, removed, nil
 }
 
-// swap replaces closed segment i (s) with its cleaned version ns.
+// swap replaces closed segment i (s) with its cleaned version ns. Closed
+// segments only change under cmu, which the caller holds, so s is still at i.
 func (l *Log) swap(i int, s, ns *segment) error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if err := l.checkWritable(); err != nil {
+		ns.f.Close()
+		os.Remove(s.path(logSuffix + cleanedSuffix))
+		return err
+	}
 	l.mu.Lock()
 	// Drop the old indexes first: a crash after the rename then finds a
 	// .log without indexes, which open rebuilds, never a stale index.

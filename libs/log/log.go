@@ -44,6 +44,12 @@ type Log struct {
 	dir string
 	now func() time.Time
 
+	// cmu is held by whatever removes or rewrites closed segments:
+	// compaction (for its whole run, while appends go on), truncation,
+	// deletion, Close. Taken before wmu. Closed segments do not change
+	// without it, so compaction may read them without wmu.
+	cmu sync.Mutex
+
 	// wmu is the writer lock: every method that changes the log holds it for
 	// its whole run, so there is one writer at a time. The fields below it
 	// are the writer's own.
@@ -471,6 +477,8 @@ func cmpOffset(a, b Offset) int {
 // Close flushes and closes the log; it writes the active segment's indexes so
 // that the next Open need not rebuild them. Methods called after Close fail.
 func (l *Log) Close() error {
+	l.cmu.Lock()
+	defer l.cmu.Unlock()
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
 	if l.closed {
@@ -503,6 +511,8 @@ func (l *Log) Close() error {
 // deleted; the epoch cache and recovery point are truncated with the log.
 // An offset below the log start offset empties the log and restarts it there.
 func (l *Log) Truncate(offset Offset) error {
+	l.cmu.Lock()
+	defer l.cmu.Unlock()
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
 	if err := l.checkWritable(); err != nil {
@@ -571,6 +581,8 @@ func (l *Log) Truncate(offset Offset) error {
 // TruncateFullyAndStartAt empties the log and restarts it at offset, for a
 // follower whose LEO is below the leader's log start offset.
 func (l *Log) TruncateFullyAndStartAt(offset Offset) error {
+	l.cmu.Lock()
+	defer l.cmu.Unlock()
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
 	if err := l.checkWritable(); err != nil {
@@ -609,6 +621,8 @@ func (l *Log) truncateFullyLocked(offset Offset) error {
 // DeleteRecords; the caller checks offset <= HW) and deletes the segments
 // that lie wholly below it.
 func (l *Log) DeleteRecordsBefore(offset Offset) error {
+	l.cmu.Lock()
+	defer l.cmu.Unlock()
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
 	if err := l.checkWritable(); err != nil {

@@ -17,6 +17,8 @@ import (
 //
 // The storage node calls it periodically with its clock.
 func (l *Log) DeleteExpired(now time.Time) (int, error) {
+	l.cmu.Lock()
+	defer l.cmu.Unlock()
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
 	if err := l.checkWritable(); err != nil {
