@@ -430,3 +430,28 @@ func TestAdmin(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Records waiting for a topic that is deleted fail at once rather than at
+// the delivery timeout.
+func TestDeletedTopicFailsQueuedRecords(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 1, nil)
+	cl.Controller.SetLeader("t", 0, -1)
+	p := c.NewProducer()
+	defer p.Close(ctx(t))
+	done := make(chan client.Result, 1)
+	p.Produce(ctx(t), client.Record{Topic: "t", Value: []byte("v")}, func(r client.Result) { done <- r })
+	time.Sleep(50 * time.Millisecond)
+	if err := c.DeleteTopic(ctx(t), "t"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-done:
+		if errs.Of(r.Err) != errs.UnknownTopicOrPartition {
+			t.Fatalf("result %+v", r)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the record still waits for a deleted topic")
+	}
+}

@@ -506,6 +506,11 @@ func (p *Producer) collect(now time.Time) (sends []*brokerRequest, wakeAt time.T
 			ps.pid, ps.renew = -1, true // the batch may or may not be in the log: never reuse its sequences
 		case now.Before(b.retryAt):
 			soon(b.retryAt)
+		case m.PartitionCount(b.tp.Topic) == 0:
+			failed, failErrs = append(failed, b), append(failErrs, errs.Errorf(errs.UnknownTopicOrPartition, "topic %q was deleted", b.tp.Topic))
+			ps.retry = nil
+			p.retries--
+			ps.pid, ps.renew = -1, true
 		default:
 			if route(ps, b) {
 				ps.retry = nil
@@ -523,6 +528,13 @@ func (p *Producer) collect(now time.Time) (sends []*brokerRequest, wakeAt time.T
 			continue
 		}
 		if _, _, ok := m.Leader(tp.Topic, tp.Partition); !ok {
+			if _, found := m.Partition(tp.Topic, tp.Partition); !found && m.PartitionCount(tp.Topic) == 0 {
+				// The topic was deleted: nothing will ever lead it again.
+				for ab := p.acc.Pop(tp); ab != nil; ab = p.acc.Pop(tp) {
+					failed, failErrs = append(failed, p.wrap(ab)), append(failErrs, errs.Errorf(errs.UnknownTopicOrPartition, "topic %q was deleted", tp.Topic))
+				}
+				delete(p.parts, tp)
+			}
 			continue // a metadata change wakes us; Expire bounds the wait
 		}
 		if p.cfg.idempotent && ps.pid < 0 {

@@ -113,8 +113,8 @@ func (s *Admin) await(ctx context.Context, cond func(*client.Metadata) bool) (*c
 
 // ListTopics lists topics, internal ones only when asked.
 func (s *Admin) ListTopics(ctx context.Context, req *skeinv1.ListTopicsRequest) (*skeinv1.ListTopicsResponse, error) {
-	if err := s.c.WaitReady(ctx); err != nil {
-		return nil, errs.Errorf(errs.LeaderNotAvailable, "the gateway has no cluster metadata yet")
+	if err := waitReady(ctx, s.c); err != nil {
+		return nil, err
 	}
 	m := s.c.Metadata()
 	out := &skeinv1.ListTopicsResponse{Topics: []*skeinv1.TopicSummary{}}

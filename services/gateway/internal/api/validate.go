@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -53,8 +54,8 @@ func knownTopic(ctx context.Context, c *client.Client, topic string) (*client.Me
 	if err := ValidateTopicName(topic); err != nil {
 		return nil, 0, err
 	}
-	if err := c.WaitReady(ctx); err != nil {
-		return nil, 0, errs.Errorf(errs.LeaderNotAvailable, "the gateway has no cluster metadata yet")
+	if err := waitReady(ctx, c); err != nil {
+		return nil, 0, err
 	}
 	m := c.Metadata()
 	n := m.PartitionCount(topic)
@@ -62,6 +63,20 @@ func knownTopic(ctx context.Context, c *client.Client, topic string) (*client.Me
 		return nil, 0, errs.Errorf(errs.UnknownTopicOrPartition, "topic %q does not exist", topic)
 	}
 	return m, n, nil
+}
+
+// readyWait bounds how long a call waits for the gateway's first metadata
+// before it is refused: a gateway that cannot reach any controller answers
+// 503 instead of hanging.
+const readyWait = 5 * time.Second
+
+func waitReady(ctx context.Context, c *client.Client) error {
+	wctx, cancel := context.WithTimeout(ctx, readyWait)
+	defer cancel()
+	if err := c.WaitReady(wctx); err != nil {
+		return errs.Errorf(errs.LeaderNotAvailable, "the gateway has no cluster metadata from the controllers yet")
+	}
+	return nil
 }
 
 // checkPartition refuses a partition outside [0, n).

@@ -23,6 +23,10 @@ import (
 	"skein/services/gateway/internal/api"
 )
 
+// DeliveryTimeout bounds how long a produce through the gateway waits for
+// its records' results, retries included.
+const DeliveryTimeout = 30 * time.Second
+
 // Config configures a Gateway.
 type Config struct {
 	GRPCAddr    string // e.g. 127.0.0.1:9090; port 0 picks one
@@ -89,7 +93,9 @@ func New(cfg Config) (*Gateway, error) {
 		grpc.ChainUnaryInterceptor(unaryErr), grpc.ChainStreamInterceptor(streamErr),
 		grpc.MaxRecvMsgSize(client.MaxMessageSize), grpc.MaxSendMsgSize(client.MaxMessageSize))
 	g.grpc = grpc.NewServer(opts...)
-	g.producer = api.NewProducer(g.client, g.log, cfg.ProducerOptions...)
+	// An HTTP caller should not wait Kafka's two minutes for a record.
+	popts := append([]client.ProducerOption{client.WithDeliveryTimeout(DeliveryTimeout)}, cfg.ProducerOptions...)
+	g.producer = api.NewProducer(g.client, g.log, popts...)
 	skeinv1.RegisterAdminServiceServer(g.grpc, api.NewAdmin(g.client, g.log))
 	skeinv1.RegisterProducerServiceServer(g.grpc, g.producer)
 	skeinv1.RegisterConsumerServiceServer(g.grpc, api.NewConsumer(g.client, g.log))

@@ -150,6 +150,10 @@ func TestHealthReadinessOpenAPIAndMetrics(t *testing.T) {
 	if code, _ = get2(t, e2.base+"/healthz"); code != 200 {
 		t.Errorf("/healthz without metadata: %d", code)
 	}
+	// Calls are refused as unavailable rather than left hanging.
+	if code, body := e2.do("GET", "/v1/topics", ""); code != http.StatusServiceUnavailable || body["error_code"] != "LEADER_NOT_AVAILABLE" {
+		t.Errorf("a call without metadata: %d %v", code, body)
+	}
 }
 
 func get2(t *testing.T, url string) (int, string) {
