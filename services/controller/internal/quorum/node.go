@@ -57,6 +57,9 @@ type Node struct {
 	trans  *raft.NetworkTransport
 	byID   map[int32]Peer
 	closed sync.Once
+	// startIndex is the last log index on disk when the node opened: until
+	// it is applied, the image lags what this node already acknowledged.
+	startIndex uint64
 
 	mu      sync.Mutex // guards machine and hub
 	machine *fsm.Machine
@@ -143,6 +146,10 @@ func Open(cfg Config) (*Node, error) {
 	}
 	n.trans = trans
 
+	if n.startIndex, err = store.LastIndex(); err != nil {
+		n.closeStores()
+		return nil, err
+	}
 	existing, err := raft.HasExistingState(store, store, snaps)
 	if err != nil {
 		n.closeStores()
@@ -206,6 +213,26 @@ func (n *Node) Leader() (Peer, bool) {
 	}
 	p, ok := n.byID[int32(i)]
 	return p, ok
+}
+
+// CaughtUp reports whether this node's image is as recent as the cluster's
+// commit it knows of: a leader is known, everything known committed is
+// applied, and so is everything that was in the log when the node started
+// (after a restart the commit index is only learnt from the leader, so an
+// empty image must not pass for the cluster's state).
+func (n *Node) CaughtUp() bool {
+	if _, ok := n.Leader(); !ok {
+		return false
+	}
+	applied := n.raft.AppliedIndex()
+	return applied >= n.raft.CommitIndex() && applied >= n.startIndex
+}
+
+// Settled is CaughtUp without the start-index condition: the entries past
+// it may have been truncated by a new leader and never come back.
+func (n *Node) Settled() bool {
+	_, ok := n.Leader()
+	return ok && n.raft.AppliedIndex() >= n.raft.CommitIndex()
 }
 
 // State is the Raft state: Follower, Candidate, Leader or Shutdown.

@@ -32,8 +32,9 @@ type Server struct {
 	live     *liveness.Loop
 	log      *slog.Logger
 	dialOpts []grpc.DialOption
-	// LeaderWait bounds how long a call waits for a leader to be known.
-	leaderWait time.Duration
+	// leaderWait bounds how long a call waits for a leader to be known;
+	// catchUpWait how long a watcher waits for this controller to catch up.
+	leaderWait, catchUpWait time.Duration
 
 	mu    sync.Mutex // guards conns
 	conns map[string]*grpc.ClientConn
@@ -51,9 +52,9 @@ func New(node *quorum.Node, live *liveness.Loop, logger *slog.Logger, dialOpts .
 	return &Server{
 		node: node, live: live, log: logger.With("component", "grpc"),
 		dialOpts:   append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, dialOpts...),
-		leaderWait: 3 * time.Second,
-		conns:      map[string]*grpc.ClientConn{},
-		done:       make(chan struct{}),
+		leaderWait: 3 * time.Second, catchUpWait: 5 * time.Second,
+		conns: map[string]*grpc.ClientConn{},
+		done:  make(chan struct{}),
 	}
 }
 
@@ -307,10 +308,72 @@ func (s *Server) FindCoordinator(ctx context.Context, req *controllerv1.FindCoor
 	return &controllerv1.FindCoordinatorResponse{Partition: owner.Partition, NodeId: owner.NodeID, GrpcAddr: owner.GRPCAddr, CoordinatorEpoch: owner.Epoch}, nil
 }
 
+// waitCaughtUp holds a watcher until this controller's image is caught up —
+// on a follower: holds at least the version the leader holds, asked over
+// gRPC; on the leader: everything committed and everything in its log at
+// startup is applied — and is not older than the version the watcher
+// already holds. So a watcher never moves backwards by switching to a
+// lagging or just restarted controller, and never takes an empty image for
+// the cluster's state. After the wait, a settled controller serves anyway
+// (the watcher's version is then from another history); one still catching
+// up answers NOT_CONTROLLER, so the watcher tries another.
+func (s *Server) waitCaughtUp(ctx context.Context, known uint64) error {
+	deadline := time.Now().Add(s.catchUpWait)
+	target, asked := known, false
+	for {
+		leader := s.node.IsLeader()
+		if !leader && !asked {
+			if v, ok := s.leaderVersion(ctx); ok {
+				target, asked = max(target, v), true
+			}
+		}
+		var version uint64
+		s.node.Read(func(img *md.Image) { version = uint64(img.Version()) })
+		if s.node.CaughtUp() && version >= target && (leader || asked) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			if s.node.Settled() {
+				return nil
+			}
+			return errs.Errorf(errs.NotController, "controller %d is catching up", s.node.ID())
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.done:
+			return errs.Errorf(errs.NotController, "controller %d is shutting down", s.node.ID())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// leaderVersion asks the leader for the metadata version it holds.
+func (s *Server) leaderVersion(ctx context.Context) (uint64, bool) {
+	leader, ok := s.node.Leader()
+	if !ok || leader.ID == s.node.ID() {
+		return 0, false
+	}
+	c, err := s.client(leader.GRPCAddr)
+	if err != nil {
+		return 0, false
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	d, err := c.DescribeCluster(ctx, &controllerv1.DescribeClusterRequest{})
+	if err != nil {
+		return 0, false
+	}
+	return d.GetVersion(), true
+}
+
 // WatchMetadata streams the image (unless the watcher's known version can be
 // carried forward by deltas), then every committed change; a watcher that
 // falls behind its bounded buffer is sent a new image.
 func (s *Server) WatchMetadata(req *controllerv1.WatchMetadataRequest, stream grpc.ServerStreamingServer[controllerv1.WatchMetadataResponse]) error {
+	if err := s.waitCaughtUp(stream.Context(), req.GetKnownVersion()); err != nil {
+		return errs.ToGRPC(err)
+	}
 	sub, img := s.node.Subscribe(req.GetKnownVersion())
 	defer sub.Close()
 	send := func(m *controllerv1.WatchMetadataResponse) error { return stream.Send(m) }
