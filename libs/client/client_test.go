@@ -455,3 +455,32 @@ func TestDeletedTopicFailsQueuedRecords(t *testing.T) {
 		t.Fatal("the record still waits for a deleted topic")
 	}
 }
+
+// Batches compressed with each of Kafka's codecs reach the log compressed
+// and come back out of Fetch as the records that went in.
+func TestCompressionRoundTrip(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	c := newClient(t, cl)
+	for _, codec := range []record.Compression{record.Gzip, record.Snappy, record.LZ4, record.Zstd} {
+		topic := "c-" + codec.String()
+		createTopic(t, c, topic, 1, nil)
+		p := c.NewProducer(client.WithCompression(codec), client.WithLinger(20*time.Millisecond))
+		var recs []client.Record
+		for i := 0; i < 50; i++ {
+			recs = append(recs, client.Record{Topic: topic, Key: []byte(fmt.Sprint(i)), Value: []byte(fmt.Sprintf("value %d, repeated repeated repeated", i))})
+		}
+		for _, r := range p.ProduceSync(ctx(t), recs...) {
+			if r.Err != nil {
+				t.Fatalf("%s: %v", codec, r.Err)
+			}
+		}
+		p.Close(ctx(t))
+		if b := cl.Storage[1].Batches(topic, 0); len(b) == 0 || b[0].Compression() != codec {
+			t.Fatalf("%s: stored batches are not compressed with it", codec)
+		}
+		res, err := c.Fetch(ctx(t), client.FetchRequest{Topic: topic, Partition: 0, Offset: 0})
+		if err != nil || len(res.Records) != 50 || string(res.Records[49].Value) != "value 49, repeated repeated repeated" || string(res.Records[7].Key) != "7" {
+			t.Fatalf("%s: fetched %d records, %v", codec, len(res.Records), err)
+		}
+	}
+}

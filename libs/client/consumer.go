@@ -191,9 +191,9 @@ func decodeFetch(req FetchRequest, pr *storagev1.PartitionFetchResult) (*FetchRe
 		if err := b.Verify(); err != nil {
 			return nil, err
 		}
-		if int64(b.NextOffset()) <= req.Offset {
-			continue // wholly before the asked offset
-		}
+		// Batches before the asked offset still count for read_committed:
+		// an abort marker there closes a transaction of the aborted list.
+		before := int64(b.NextOffset()) <= req.Offset
 		if readCommitted {
 			for len(aborted) > 0 && aborted[0].GetFirstOffset() <= int64(b.LastOffset()) {
 				abortedPIDs[aborted[0].GetProducerId()] = true
@@ -209,6 +209,9 @@ func decodeFetch(req FetchRequest, pr *storagev1.PartitionFetchResult) (*FetchRe
 				}
 			}
 			out.NextOffset = max(out.NextOffset, int64(b.NextOffset()))
+			continue
+		}
+		if before {
 			continue
 		}
 		if readCommitted && b.IsTransactional() && abortedPIDs[b.ProducerID()] {

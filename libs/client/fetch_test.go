@@ -1,0 +1,85 @@
+package client
+
+import (
+	"fmt"
+	"testing"
+
+	storagev1 "skein/gen/skein/storage/v1"
+	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/record"
+)
+
+// log builds batches at consecutive offsets: "d" a plain record, "tN" a
+// transactional record of producer N, "aN"/"cN" producer N's abort/commit marker.
+func buildLog(t *testing.T, steps ...string) []byte {
+	t.Helper()
+	var buf []byte
+	for i, s := range steps {
+		var pid int64
+		fmt.Sscanf(s[1:], "%d", &pid)
+		var b record.Batch
+		var err error
+		switch s[0] {
+		case 'd':
+			bld := record.NewBuilder(record.DefaultBatchOptions())
+			bld.Append(1000, nil, []byte(fmt.Sprintf("d@%d", i)))
+			b, buf, err = bld.Build(buf)
+		case 't':
+			opts := record.DefaultBatchOptions()
+			opts.Transactional, opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = true, pid, 0, int32(i)
+			bld := record.NewBuilder(opts)
+			bld.Append(1000, nil, []byte(fmt.Sprintf("t%d@%d", pid, i)))
+			b, buf, err = bld.Build(buf)
+		case 'a', 'c':
+			typ := record.ControlAbort
+			if s[0] == 'c' {
+				typ = record.ControlCommit
+			}
+			b, buf, err = record.BuildMarker(buf, pid, 0, record.Marker{Type: typ}, 1000)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.SetBaseOffset(record.Offset(i))
+	}
+	return buf
+}
+
+func TestDecodeFetchIsolation(t *testing.T) {
+	data := buildLog(t, "d", "t5", "t6", "a5", "d", "t6", "c6", "t5", "d")
+	aborted := []*storagev1.AbortedTransaction{{ProducerId: 5, FirstOffset: 1}}
+	for _, tc := range []struct {
+		name       string
+		iso        skeinv1.IsolationLevel
+		offset     int64
+		maxRecords int
+		want       string
+		next       int64
+	}{
+		{"read_uncommitted sees every data record, never a marker", skeinv1.IsolationLevel_READ_UNCOMMITTED, 0, 0, "[d@0 t5@1 t6@2 d@4 t6@5 t5@7 d@8]", 9},
+		{"read_committed drops the aborted transaction up to its marker", skeinv1.IsolationLevel_READ_COMMITTED, 0, 0, "[d@0 t6@2 d@4 t6@5 t5@7 d@8]", 9},
+		{"from an offset inside the log", skeinv1.IsolationLevel_READ_COMMITTED, 4, 0, "[d@4 t6@5 t5@7 d@8]", 9},
+		{"max records stops early", skeinv1.IsolationLevel_READ_UNCOMMITTED, 0, 2, "[d@0 t5@1]", 2},
+		{"control batches at the end still advance", skeinv1.IsolationLevel_READ_COMMITTED, 6, 1, "[t5@7]", 8},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := decodeFetch(FetchRequest{Topic: "t", Offset: tc.offset, MaxRecords: tc.maxRecords, Isolation: tc.iso},
+				&storagev1.PartitionFetchResult{Records: data, AbortedTransactions: aborted, HighWatermark: 9})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, r := range res.Records {
+				got = append(got, string(r.Value))
+			}
+			if fmt.Sprint(got) != tc.want || res.NextOffset != tc.next {
+				t.Errorf("got %v next %d, want %s next %d", got, res.NextOffset, tc.want, tc.next)
+			}
+		})
+	}
+	// A fetch cut mid-batch (max_bytes) ends cleanly at the last whole batch.
+	res, err := decodeFetch(FetchRequest{Topic: "t"}, &storagev1.PartitionFetchResult{Records: data[:len(data)-5]})
+	if err != nil || len(res.Records) != 6 || res.NextOffset != 8 {
+		t.Fatalf("partial tail: %v records, next %d, %v", len(res.Records), res.NextOffset, err)
+	}
+}
