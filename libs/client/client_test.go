@@ -484,3 +484,19 @@ func TestCompressionRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// When the controller serving the watch goes away, the client moves to
+// another one and keeps following changes.
+func TestWatchFailsOverToAnotherController(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	first, stopFirst := clienttest.ServeController(t, cl.Controller)
+	c := newClient(t, cl, first, cl.ControllerAddr)
+	createTopic(t, c, "before", 1, nil)
+	stopFirst()
+	if _, err := c.CreateTopic(ctx(t), client.TopicSpec{Name: "after", Partitions: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitMetadata(ctx(t), func(m *client.Metadata) bool { return m.PartitionCount("after") == 2 }); err != nil {
+		t.Fatalf("no metadata after the watched controller stopped: %v", err)
+	}
+}

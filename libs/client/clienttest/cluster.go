@@ -36,6 +36,22 @@ func Start(t testing.TB, n int) *Cluster {
 	return c
 }
 
+// ServeController serves ctrl on one more loopback port (a second
+// "controller" of the same quorum) and answers its address and a function
+// that stops that server, breaking its watch streams.
+func ServeController(t testing.TB, ctrl *Controller) (addr string, stop func()) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer(telemetry.GRPCServerOptions(nil)...)
+	controllerv1.RegisterControllerServiceServer(s, ctrl)
+	go s.Serve(lis)
+	t.Cleanup(s.Stop)
+	return lis.Addr().String(), s.Stop
+}
+
 // serve starts a gRPC server (with the same tracing as the real services)
 // on a fresh loopback port.
 func serve(t testing.TB, register func(*grpc.Server)) string {
