@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	skeinv1 "skein/gen/skein/v1"
@@ -22,14 +23,20 @@ const (
 type Consumer struct {
 	skeinv1.UnimplementedConsumerServiceServer
 
-	c   *client.Client
-	log *slog.Logger
+	c        *client.Client
+	log      *slog.Logger
+	drain    sync.Once
+	draining chan struct{} // closed by Drain
 }
 
 // NewConsumer serves ConsumerService through c.
 func NewConsumer(c *client.Client, log *slog.Logger) *Consumer {
-	return &Consumer{c: c, log: log}
+	return &Consumer{c: c, log: log, draining: make(chan struct{})}
 }
+
+// Drain ends every Tail stream (cleanly, as if the caller had stopped), so a
+// graceful stop does not wait for followers that never leave.
+func (s *Consumer) Drain() { s.drain.Do(func() { close(s.draining) }) }
 
 // startOffset resolves an absent offset to the log start (Fetch) or the
 // high watermark / last stable offset (Tail).
@@ -103,7 +110,15 @@ func (s *Consumer) Fetch(ctx context.Context, req *skeinv1.FetchRequest) (*skein
 // Tail streams records from an offset (default: the end) as they are
 // committed, until the caller goes away.
 func (s *Consumer) Tail(req *skeinv1.TailRequest, stream skeinv1.ConsumerService_TailServer) error {
-	ctx := stream.Context()
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	go func() {
+		select {
+		case <-s.draining:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	_, n, err := knownTopic(ctx, s.c, req.GetTopic())
 	if err != nil {
 		return err

@@ -24,12 +24,19 @@ type Producer struct {
 	mu        sync.Mutex
 	producers map[int]*client.Producer // by acks; guarded by mu
 	closed    bool                     // guarded by mu
+
+	drain    sync.Once
+	draining chan struct{} // closed by Drain
 }
+
+// Drain makes every ProduceStream stop taking requests, answer what it took
+// and end, so a graceful stop does not wait for sessions that never close.
+func (s *Producer) Drain() { s.drain.Do(func() { close(s.draining) }) }
 
 // NewProducer serves ProducerService through c; opts apply to every
 // producer it starts.
 func NewProducer(c *client.Client, log *slog.Logger, opts ...client.ProducerOption) *Producer {
-	return &Producer{c: c, log: log, opts: opts, producers: map[int]*client.Producer{}}
+	return &Producer{c: c, log: log, opts: opts, producers: map[int]*client.Producer{}, draining: make(chan struct{})}
 }
 
 // Close flushes and stops the shared producers.
@@ -198,13 +205,39 @@ func (s *Producer) ProduceStream(stream skeinv1.ProducerService_ProduceStreamSer
 			sendErr = stream.Send(resp)
 		}
 	}
-	for {
-		req, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return nil
+	type received struct {
+		req *skeinv1.ProduceStreamRequest
+		err error
+	}
+	// Recv runs apart so that Drain can end the session while it blocks; it
+	// returns once the handler does and the stream is torn down.
+	reqs := make(chan received)
+	go func() {
+		for {
+			req, err := stream.Recv()
+			select {
+			case reqs <- received{req, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
 		}
-		if err != nil {
-			return err
+	}()
+	for {
+		var req *skeinv1.ProduceStreamRequest
+		select {
+		case r := <-reqs:
+			if errors.Is(r.err, io.EOF) {
+				return nil
+			}
+			if r.err != nil {
+				return r.err
+			}
+			req = r.req
+		case <-s.draining:
+			return nil
 		}
 		p, err := s.prepare(ctx, req.GetTopic(), req.Acks, nil, req.GetRecords())
 		if err != nil {

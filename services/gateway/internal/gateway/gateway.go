@@ -50,6 +50,7 @@ type Gateway struct {
 	log      *slog.Logger
 	client   *client.Client
 	producer *api.Producer
+	consumer *api.Consumer
 	grpcLis  net.Listener
 	httpLis  net.Listener
 	loopLis  *bufconn.Listener
@@ -98,7 +99,8 @@ func New(cfg Config) (*Gateway, error) {
 	g.producer = api.NewProducer(g.client, g.log, popts...)
 	skeinv1.RegisterAdminServiceServer(g.grpc, api.NewAdmin(g.client, g.log))
 	skeinv1.RegisterProducerServiceServer(g.grpc, g.producer)
-	skeinv1.RegisterConsumerServiceServer(g.grpc, api.NewConsumer(g.client, g.log))
+	g.consumer = api.NewConsumer(g.client, g.log)
+	skeinv1.RegisterConsumerServiceServer(g.grpc, g.consumer)
 	g.health = health.NewServer()
 	healthpb.RegisterHealthServer(g.grpc, g.health)
 	reflection.Register(g.grpc)
@@ -182,6 +184,8 @@ func (g *Gateway) shutdown() {
 	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.ShutdownGrace)
 	defer cancel()
 	_ = g.http.Shutdown(ctx)
+	g.consumer.Drain()
+	g.producer.Drain()
 	stopped := make(chan struct{})
 	go func() {
 		g.grpc.GracefulStop()

@@ -567,3 +567,61 @@ func TestProduceIsOneTrace(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// Shutdown ends open Tail and ProduceStream sessions cleanly instead of
+// waiting out the grace period for callers that never leave.
+func TestGracefulShutdownEndsStreams(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	g, err := New(Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Controllers: []string{cl.ControllerAddr}, ShutdownGrace: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Serve(ctx) }()
+	e := &env{t: t, cluster: cl, gw: g, base: "http://" + g.HTTPAddr()}
+	e.waitReady()
+	e.mustDo("POST", "/v1/topics", `{"name": "s", "replication_factor": 1}`)
+
+	conn := dialGRPC(t, g.GRPCAddr())
+	sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer scancel()
+	tail, err := skeinv1.NewConsumerServiceClient(conn).Tail(sctx, &skeinv1.TailRequest{Topic: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := skeinv1.NewProducerServiceClient(conn).ProduceStream(sctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := "v"
+	if err := ps.Send(&skeinv1.ProduceStreamRequest{CorrelationId: 1, Topic: "s", Records: []*skeinv1.ProduceRecord{{Value: &v}}}); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := ps.Recv(); err != nil || resp.GetCorrelationId() != 1 {
+		t.Fatalf("first answer %v %v", resp, err)
+	}
+	if resp, err := tail.Recv(); err != nil || len(resp.GetRecords()) != 1 {
+		t.Fatalf("tail %v %v", resp, err)
+	}
+
+	start := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Serve: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve waited on open streams")
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("shutdown took %v", d)
+	}
+	if _, err := tail.Recv(); err != io.EOF {
+		t.Errorf("tail after shutdown: %v, want a clean end", err)
+	}
+	if _, err := ps.Recv(); err != io.EOF {
+		t.Errorf("produce stream after shutdown: %v, want a clean end", err)
+	}
+}
