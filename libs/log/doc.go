@@ -16,9 +16,12 @@
 //     one batch even when it is larger than maxBytes, and only batches whose
 //     last offset is below the caller's bound (the HW or LSO).
 //   - Concurrency: one writer at a time (every mutating method takes the
-//     writer lock for its whole run) and any number of concurrent readers;
-//     readers never see bytes past what a finished append published, nor a
-//     half-swapped compacted segment.
+//     writer lock for its whole run; compaction takes it only to swap each
+//     cleaned segment in, so appends go on during a pass) and any number of
+//     concurrent readers; readers never see bytes past what a finished
+//     append published, nor a half-swapped compacted segment. No goroutines
+//     are started: retention, compaction and flush.ms run when the caller
+//     calls DeleteExpired, Compact and FlushIfDue with its clock.
 //   - Durability: by default nothing is fsynced per append (replication is the
 //     durability, as in Kafka); flush.messages / flush.ms fsync, and the
 //     recovery point says what is known to be on disk. Open re-validates

@@ -72,7 +72,7 @@ type Log struct {
 	leo    Offset     // log end offset: the next offset to assign
 	lso    Offset     // log start offset; segs[0].base <= lso <= leo
 	rp     Offset     // recovery point; rp <= leo
-	epochs epochCache // epoch -> start offset; every start offset < leo
+	epochs epochCache // epoch -> start offset; every start offset <= leo
 	closed bool
 }
 
