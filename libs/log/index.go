@@ -41,13 +41,15 @@ type timeEntry struct {
 }
 
 // floorPos is the position of the last indexed batch whose base offset is at
-// most rel, or 0: where a scan for rel starts.
-func floorPos(idx []indexEntry, rel uint32) int64 {
+// most rel, or 0: where a scan for rel starts. It also returns the relative
+// base offset the batch there must have, so that a reader can tell a
+// damaged index from a good one (and scan from 0 instead).
+func floorPos(idx []indexEntry, rel uint32) (int64, uint32) {
 	i := sort.Search(len(idx), func(i int) bool { return idx[i].rel > rel })
 	if i == 0 {
-		return 0
+		return 0, 0
 	}
-	return int64(idx[i-1].pos)
+	return int64(idx[i-1].pos), idx[i-1].rel
 }
 
 // floorTime is the relative offset of the last time entry with ts <= target,

@@ -59,13 +59,20 @@ func (l *Log) ReadInto(dst []byte, offset Offset, maxBytes int, maxOffset Offset
 	i := sort.Search(len(l.segs), func(i int) bool { return l.segs[i].base > offset }) - 1
 	for i = max(i, 0); i < len(l.segs); i++ {
 		s := l.segs[i]
-		pos := floorPos(s.index, uint32(max(0, offset-s.base)))
-		for pos < s.size {
+		pos, rel := floorPos(s.index, uint32(max(0, offset-s.base)))
+		for first := true; pos < s.size; first = false {
 			h, err := readHeader(s.f, pos, dst)
 			if err != nil {
 				return res, errs.Errorf(errs.KafkaStorageError, "reading %s at %d: %v", s.path(logSuffix), pos, err)
 			}
-			if _, _, err := record.PeekSize(h); err != nil {
+			_, _, err = record.PeekSize(h)
+			if first && pos != 0 && (err != nil || h.BaseOffset() != s.base+Offset(rel)) {
+				// The index entry does not point at the batch it names (a
+				// damaged index open could not tell): scan from the start.
+				pos = 0
+				continue
+			}
+			if err != nil {
 				return res, errs.Errorf(errs.CorruptMessage, "stored batch at %s:%d: %v", s.path(logSuffix), pos, err)
 			}
 			if h.LastOffset() >= offset {
@@ -139,7 +146,11 @@ func (l *Log) OffsetForTimestamp(ts int64) (TimestampOffset, bool, error) {
 		}
 		pos := int64(0)
 		if rel, ok := floorTime(s.times, ts); ok {
-			pos = floorPos(s.index, rel)
+			var want uint32
+			pos, want = floorPos(s.index, rel)
+			if h, err := readHeader(s.f, pos, buf); err != nil || h.BaseOffset() != s.base+Offset(want) {
+				pos = 0 // a damaged index: scan the whole segment
+			}
 		}
 		for pos < s.size {
 			h, err := readHeader(s.f, pos, buf)
