@@ -622,3 +622,23 @@ func TestReadAllocations(t *testing.T) {
 		t.Fatalf("%v allocations per read", allocs)
 	}
 }
+
+func TestLogAppendTime(t *testing.T) {
+	c := &clock{t: time.UnixMilli(9000)}
+	cfg := DefaultConfig()
+	cfg.LogAppendTime = true
+	l := openLog(t, t.TempDir(), cfg, State{}, c)
+	defer l.Close()
+	info, err := l.Append(valuesBatch(t, 0, 2, 5, 100), 0)
+	if err != nil || info.LogAppendTime != 9000 || info.MaxTimestamp != 9000 {
+		t.Fatalf("%+v %v", info, err)
+	}
+	res, _ := l.Read(0, 100, NoMaxOffset)
+	b := record.Batch(res.Records)
+	if !b.LogAppendTime() || b.MaxTimestamp() != 9000 || b.Verify() != nil {
+		t.Fatalf("stored batch: logAppendTime=%v max=%d", b.LogAppendTime(), b.MaxTimestamp())
+	}
+	if got, ok, err := l.OffsetForTimestamp(5000); err != nil || !ok || got.Offset != 0 || got.Timestamp != 9000 {
+		t.Fatalf("%+v %v %v", got, ok, err)
+	}
+}

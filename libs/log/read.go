@@ -168,9 +168,6 @@ func (l *Log) OffsetForTimestamp(ts int64) (TimestampOffset, bool, error) {
 				}
 				for it.Next() {
 					rts := it.Timestamp()
-					if b.LogAppendTime() {
-						rts = b.MaxTimestamp()
-					}
 					if rts >= ts && it.Offset() >= l.lso {
 						return TimestampOffset{Offset: it.Offset(), Timestamp: rts}, true, nil
 					}

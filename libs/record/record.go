@@ -181,14 +181,16 @@ type RecordIter struct {
 	// 0 means DefaultMaxDecompressed.
 	MaxDecompressed int
 
-	buf     []byte // decompression scratch, reused
-	src     []byte
-	left    int32
-	rec     Record
-	err     error
-	base    Offset
-	baseTS  int64
-	scanned int32
+	buf       []byte // decompression scratch, reused
+	src       []byte
+	left      int32
+	rec       Record
+	err       error
+	base      Offset
+	baseTS    int64
+	maxTS     int64 // every record's timestamp when logAppend
+	logAppend bool
+	scanned   int32
 }
 
 // Reset starts iterating over b's records, decompressing them first when b
@@ -200,6 +202,7 @@ func (it *RecordIter) Reset(b Batch) error {
 		return it.err
 	}
 	it.base, it.baseTS = b.BaseOffset(), b.BaseTimestamp()
+	it.maxTS, it.logAppend = b.MaxTimestamp(), b.LogAppendTime()
 	it.left = b.RecordCount()
 	if it.left < 0 {
 		it.err = errs.Errorf(errs.CorruptMessage, "negative record count %d", it.left)
@@ -256,9 +259,15 @@ func (it *RecordIter) Record() *Record { return &it.rec }
 // Offset is the current record's offset.
 func (it *RecordIter) Offset() Offset { return it.base + Offset(it.rec.OffsetDelta) }
 
-// Timestamp is the current record's timestamp (create time; for a batch with
-// log append time, Kafka readers use the batch's MaxTimestamp instead).
-func (it *RecordIter) Timestamp() int64 { return it.baseTS + it.rec.TimestampDelta }
+// Timestamp is the current record's timestamp: its create time, or for a
+// batch stamped with log append time the batch's MaxTimestamp, as Kafka's
+// readers take it.
+func (it *RecordIter) Timestamp() int64 {
+	if it.logAppend {
+		return it.maxTS
+	}
+	return it.baseTS + it.rec.TimestampDelta
+}
 
 // Err is the error that ended the iteration, if any.
 func (it *RecordIter) Err() error { return it.err }

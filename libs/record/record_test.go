@@ -453,3 +453,17 @@ func TestEmptyBatchKeepsOffsets(t *testing.T) {
 		t.Fatalf("%d records", len(got))
 	}
 }
+
+func TestLogAppendTimeTimestamps(t *testing.T) {
+	b := build(t, DefaultBatchOptions(), sampleRecords()[:2])
+	b.SetMaxTimestamp(true, 42)
+	var it RecordIter
+	if err := it.Reset(b); err != nil {
+		t.Fatal(err)
+	}
+	for it.Next() {
+		if it.Timestamp() != 42 {
+			t.Fatalf("record timestamp %d under log append time", it.Timestamp())
+		}
+	}
+}
