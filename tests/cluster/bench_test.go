@@ -67,7 +67,9 @@ func BenchmarkProduceRF3AcksAll(b *testing.B) {
 				}
 				t0 := time.Now()
 				if _, _, _, err := cl.ProduceOnce(context.Background(), "bench", int32(i%partitions), batch, -1); err != nil {
-					failures.Add(1)
+					if failures.Add(1) <= 3 {
+						b.Logf("produce failed: %v", err)
+					}
 					continue
 				}
 				mine = append(mine, time.Since(t0))

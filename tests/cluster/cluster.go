@@ -97,7 +97,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 		p := &Proc{Role: "controller", ID: i + 1, GRPCAddr: a.grpc, HTTPAddr: a.http, DataDir: filepath.Join(c.Dir, fmt.Sprintf("controller-%d", i+1)), bin: "skein-controller"}
 		p.args = []string{
 			"--node-id", fmt.Sprint(i + 1), "--grpc-addr", a.grpc, "--http-addr", a.http, "--raft-addr", a.raft,
-			"--gossip-addr", a.gossip, "--gossip-seeds", seed, "--peers", strings.Join(peers, ","), "--data-dir", p.DataDir, "--log-level", "debug",
+			"--gossip-addr", a.gossip, "--gossip-seeds", seed, "--peers", strings.Join(peers, ","), "--data-dir", p.DataDir, "--log-level", "info",
 		}
 		c.Controllers = append(c.Controllers, p)
 		c.start(p)
@@ -173,6 +173,18 @@ func (c *Cluster) WaitReady(p *Proc, d time.Duration) {
 func (c *Cluster) Kill(p *Proc) {
 	_ = p.cmd.Process.Signal(syscall.SIGKILL)
 	<-p.done
+}
+
+// Terminate sends SIGTERM and waits (up to d) for a graceful exit.
+func (c *Cluster) Terminate(p *Proc, d time.Duration) {
+	c.t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(d):
+		c.t.Errorf("%s-%d did not exit within %v of SIGTERM; log:\n%s", p.Role, p.ID, d, c.Tail(p, 30))
+		c.Kill(p)
+	}
 }
 
 // Pause stops the process (SIGSTOP); Resume continues it.

@@ -91,9 +91,13 @@ func TestBadInputOverGRPC(t *testing.T) {
 		t.Fatalf("stale leader epoch: %v", r)
 	}
 	// Fetch outside the log.
-	resp, err := leader.Fetch(context.Background(), &storagev1.FetchRequest{Partitions: []*storagev1.PartitionFetch{{Topic: "t", Partition: 0, FetchOffset: 1000, CurrentLeaderEpoch: -1}}})
+	start := time.Now()
+	resp, err := leader.Fetch(context.Background(), &storagev1.FetchRequest{MaxWaitMs: 10000, Partitions: []*storagev1.PartitionFetch{{Topic: "t", Partition: 0, FetchOffset: 1000, CurrentLeaderEpoch: -1}}})
 	if err != nil || resp.GetPartitions()[0].GetErrorCode() != skeinv1.ErrorCode_OFFSET_OUT_OF_RANGE {
 		t.Fatalf("fetch beyond the log: %v %v", resp, err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("an out-of-range fetch waited %v instead of answering at once", took)
 	}
 }
 

@@ -136,13 +136,23 @@ func (s *Server) Fetch(ctx context.Context, req *storagev1.FetchRequest) (*stora
 	need := max(1, int(req.GetMinBytes()))
 	for {
 		resp, total, chans := s.fetchOnce(req)
-		if total >= need || wait <= 0 || len(chans) == 0 || time.Now().After(deadline) {
+		// As Kafka: an error in any partition answers at once.
+		if total >= need || wait <= 0 || len(chans) < len(req.GetPartitions()) || hasError(resp) || time.Now().After(deadline) {
 			return resp, nil
 		}
 		if !waitAny(ctx, chans, time.Until(deadline)) {
 			return s.fetchOnceResp(req), nil
 		}
 	}
+}
+
+func hasError(resp *storagev1.FetchResponse) bool {
+	for _, p := range resp.GetPartitions() {
+		if p.GetErrorCode() != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Server) fetchOnceResp(req *storagev1.FetchRequest) *storagev1.FetchResponse {
