@@ -4,12 +4,17 @@ package log
 //
 //	go test -run '^$' -bench . -benchtime 2s ./log/
 //
+// BenchmarkAppend and BenchmarkRead run the log and the raw file one after
+// the other; BenchmarkPaired* interleave them, which is the fairer comparison
+// on a shared machine.
+//
 // Batches are 16 records of 1 KiB values, uncompressed (~16.7 KB).
 
 import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 func benchBatch(b *testing.B) []byte {
@@ -137,4 +142,117 @@ func BenchmarkRead(b *testing.B) {
 			}
 		}
 	})
+}
+
+// The paired benchmarks alternate the log and the raw file within each
+// iteration, timing each side, so that load from elsewhere on the machine
+// hits both alike; they report each side's MB/s and log/raw as a percentage.
+func BenchmarkPairedAppend(b *testing.B) {
+	for _, fsync := range []bool{false, true} {
+		name := "nosync"
+		if fsync {
+			name = "fsync"
+		}
+		b.Run(name, func(b *testing.B) {
+			batch := benchBatch(b)
+			cfg := DefaultConfig()
+			cfg.SegmentBytes = 64 << 20
+			if fsync {
+				cfg.FlushMessages = 1
+			}
+			l := openLog(b, b.TempDir(), cfg, State{}, &clock{t: t0})
+			defer l.Close()
+			f, err := os.Create(filepath.Join(b.TempDir(), "raw"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer f.Close()
+			var logT, rawT time.Duration
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				start := time.Now()
+				if _, err := l.Append(batch, 0); err != nil {
+					b.Fatal(err)
+				}
+				mid := time.Now()
+				if _, err := f.Write(batch); err != nil {
+					b.Fatal(err)
+				}
+				if fsync {
+					if err := f.Sync(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				logT, rawT = logT+mid.Sub(start), rawT+time.Since(mid)
+				if i%rewindEvery == rewindEvery-1 {
+					b.StopTimer()
+					l.DeleteRecordsBefore(l.LEO())
+					f.Truncate(0)
+					f.Seek(0, 0)
+					b.StartTimer()
+				}
+			}
+			reportPair(b, int64(len(batch))*int64(b.N), logT, rawT)
+		})
+	}
+}
+
+func BenchmarkPairedRead(b *testing.B) {
+	const perRead = 64
+	batch := benchBatch(b)
+	chunk := perRead * len(batch)
+	cfg := DefaultConfig()
+	cfg.SegmentBytes = int64(16 * chunk)
+	dir := b.TempDir()
+	l := openLog(b, dir, cfg, State{}, &clock{t: t0})
+	defer l.Close()
+	for range rewindEvery {
+		if _, err := l.Append(batch, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// The raw side reads the same kind of bytes: the segment files, in order.
+	var files []*os.File
+	for _, base := range l.SegmentBases() {
+		f, err := os.Open(filepath.Join(dir, segmentName(base)+logSuffix))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		files = append(files, f)
+	}
+	// It reads half the log ahead of the log's reader, so that neither side
+	// finds the other's bytes in the CPU cache.
+	logBuf, rawBuf := make([]byte, 0, chunk+len(batch)), make([]byte, chunk)
+	var logT, rawT time.Duration
+	off, pos, fi := Offset(0), int64(0), len(files)/2
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		res, err := l.ReadInto(logBuf[:0], off, chunk, NoMaxOffset)
+		if err != nil || len(res.Records) != chunk {
+			b.Fatalf("read %d bytes: %v", len(res.Records), err)
+		}
+		mid := time.Now()
+		if _, err := files[fi].ReadAt(rawBuf, pos); err != nil {
+			b.Fatal(err)
+		}
+		logT, rawT = logT+mid.Sub(start), rawT+time.Since(mid)
+		if off = res.NextOffset; off >= l.LEO() {
+			off = 0
+		}
+		if pos += int64(chunk); pos >= cfg.SegmentBytes {
+			pos, fi = 0, (fi+1)%len(files)
+		}
+	}
+	reportPair(b, int64(chunk)*int64(b.N), logT, rawT)
+}
+
+func reportPair(b *testing.B, bytes int64, logT, rawT time.Duration) {
+	mb := float64(bytes) / 1e6
+	b.ReportMetric(mb/logT.Seconds(), "log-MB/s")
+	b.ReportMetric(mb/rawT.Seconds(), "raw-MB/s")
+	b.ReportMetric(100*rawT.Seconds()/logT.Seconds(), "log/raw-%")
 }
