@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc"
 
 	storagev1 "skein/gen/skein/storage/v1"
+	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/errs"
 	"skein/libs/record"
 	"skein/services/storage/internal/partition"
@@ -207,6 +208,15 @@ func (m *Manager) stream(ctx context.Context, th *thread) error {
 			tp := partition.TP{Topic: r.GetTopic(), Partition: r.GetPartition()}
 			x, ok := parts[tp]
 			if !ok {
+				continue
+			}
+			if code := r.GetErrorCode(); code == skeinv1.ErrorCode_OFFSET_OUT_OF_RANGE && x.fs.FetchOffset < record.Offset(r.GetLogStartOffset()) {
+				// Retention on the leader passed this follower: restart at the
+				// leader's log start.
+				if err := x.p.ResetToLeaderStart(x.fs.CurrentLeaderEpoch, x.fs.FetchOffset, record.Offset(r.GetLogStartOffset())); err != nil {
+					m.log.Error("resetting follower log", "partition", tp, "err", err)
+					backoff = true
+				}
 				continue
 			}
 			if code := r.GetErrorCode(); code != 0 {

@@ -98,6 +98,23 @@ func (l *memLog) Truncate(offset record.Offset) error {
 	return nil
 }
 
+func (l *memLog) TruncateFullyAndStartAt(offset record.Offset) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.batches, l.epochs, l.start = nil, nil, offset
+	return nil
+}
+
+// deleteBefore drops whole batches below offset (retention).
+func (l *memLog) deleteBefore(offset record.Offset) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for len(l.batches) > 0 && l.batches[0].NextOffset() <= offset {
+		l.batches = l.batches[1:]
+	}
+	l.start = offset
+}
+
 func (l *memLog) EndOffsetFor(epoch record.Epoch) (record.Epoch, record.Offset) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

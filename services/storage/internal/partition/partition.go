@@ -27,6 +27,8 @@ type Log interface {
 	Read(offset record.Offset, maxBytes int, maxOffset record.Offset) ([]byte, error)
 	// Truncate removes every record at or above offset.
 	Truncate(offset record.Offset) error
+	// TruncateFullyAndStartAt empties the log and restarts it at offset.
+	TruncateFullyAndStartAt(offset record.Offset) error
 	// EndOffsetFor answers the largest epoch <= epoch and where it ends.
 	EndOffsetFor(epoch record.Epoch) (record.Epoch, record.Offset)
 	// LatestEpoch is the epoch of the last batch, -1 for an empty log.

@@ -86,6 +86,24 @@ func (p *Partition) ServeFollower(f FollowerFetch) (FollowerFetchResult, error) 
 	return res, nil
 }
 
+// ResetToLeaderStart handles a follower whose fetch offset fell below the
+// leader's log start (retention deleted what it still needed): its log is
+// emptied and restarts at the leader's log start offset, as Kafka does.
+func (p *Partition) ResetToLeaderStart(epoch int32, fetchOffset, leaderStart record.Offset) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.role != Follower || p.st.LeaderEpoch != epoch || p.log.LogEndOffset() != fetchOffset || fetchOffset >= leaderStart {
+		return nil
+	}
+	if err := p.log.TruncateFullyAndStartAt(leaderStart); err != nil {
+		return errs.Errorf(errs.KafkaStorageError, "%s-%d: restart log at %d: %v", p.cfg.Topic, p.cfg.Partition, leaderStart, err)
+	}
+	p.producers.TruncateTo(0)
+	p.aborted = nil
+	p.hw = leaderStart
+	return nil
+}
+
 // FollowerState is where this follower fetches from next.
 type FollowerState struct {
 	Leader             int32

@@ -430,3 +430,29 @@ func TestConsumerFetchBelowHWOnly(t *testing.T) {
 		t.Fatalf("fetch from follower: %v", err)
 	}
 }
+
+func TestFollowerBehindLeaderLogStartRestartsThere(t *testing.T) {
+	c := newCluster(t, 1)
+	c.cut[3] = true
+	for i := 0; i < 5; i++ {
+		c.replicas[1].Produce(context.Background(), AcksLeader, -1, plain(t, fmt.Sprint(i)))
+	}
+	c.replicate()
+	// Retention on the leader removes offsets 0..2 that follower 3 never got.
+	c.logs[1].deleteBefore(3)
+	c.cut[3] = false
+	if err := c.fetch(3); !errors.Is(err, errs.OffsetOutOfRange) {
+		t.Fatalf("fetch below the leader's log start: %v", err)
+	}
+	fs, _ := c.replicas[3].FollowerState()
+	if err := c.replicas[3].ResetToLeaderStart(fs.CurrentLeaderEpoch, fs.FetchOffset, 3); err != nil {
+		t.Fatal(err)
+	}
+	c.replicate()
+	if got := c.logs[3].values(); !slices.Equal(got, []string{"3", "4"}) {
+		t.Fatalf("follower log after restart at the leader's start: %v", got)
+	}
+	if s := c.replicas[3].Snapshot(); s.Start != 3 || s.LEO != 5 {
+		t.Fatalf("follower start %d LEO %d", s.Start, s.LEO)
+	}
+}

@@ -40,3 +40,7 @@ func (a logAdapter) OffsetForTimestamp(ts int64) (record.Offset, int64, bool) {
 	}
 	return r.Offset, r.Timestamp, true
 }
+
+func (a logAdapter) TruncateFullyAndStartAt(offset record.Offset) error {
+	return a.l.TruncateFullyAndStartAt(offset)
+}
