@@ -57,9 +57,7 @@ func TestThreeMembers(t *testing.T) {
 	waitEvent(t, a, EventJoin, "groupcoord-3", 5*time.Second)
 	waitEvent(t, b, EventJoin, "groupcoord-3", 5*time.Second)
 	waitEvent(t, c, EventJoin, "storage-2", 5*time.Second)
-	if got := len(a.Members()); got != 3 {
-		t.Errorf("a sees %d members, want 3", got)
-	}
+	waitMembers(t, a, 3)
 
 	// A meta change reaches the others as an update.
 	if err := b.UpdateMeta(Meta{Role: RoleStorage, ID: 2, GRPCAddr: "127.0.0.1:9999", Incarnation: "i2"}); err != nil {
@@ -93,8 +91,17 @@ func TestThreeMembers(t *testing.T) {
 	for range b.Events() {
 		// Close closes the channel; draining ends.
 	}
-	if got := len(a.Members()); got != 1 {
-		t.Errorf("a sees %d members after the others went, want 1", got)
+	waitMembers(t, a, 1)
+}
+
+func waitMembers(t *testing.T, n *Node, want int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(n.Members()) != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s sees %v, want %d members", n.Name(), n.Members(), want)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

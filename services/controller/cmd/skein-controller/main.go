@@ -1,15 +1,3 @@
-// Command skein-controller runs one member of Skein's metadata quorum: a
-// hashicorp/raft voter holding the cluster metadata (brokers, topics,
-// partitions, ISR, configs, coordinator ownership, producer-id blocks) and
-// serving ControllerService over gRPC, with /metrics, /healthz and /readyz
-// over HTTP.
-//
-//	skein-controller [flags]                run a controller (every flag has a SKEIN_* env twin)
-//	skein-controller healthcheck [--http-addr host:port]
-//	                                        exit 0 if /healthz answers 200, 1 otherwise
-//
-// SIGTERM or SIGINT stops it gracefully: gRPC drains, the gossip cluster is
-// told it leaves, leadership is handed over, Raft shuts down.
 package main
 
 import (
@@ -39,7 +27,7 @@ func main() {
 // without a shell.
 func healthcheck(args []string, getenv func(string) string, stderr io.Writer) int {
 	fs := newFlags("healthcheck", getenv, stderr)
-	addr := fs.str("http-addr", "SKEIN_HTTP_ADDR", "127.0.0.1:9193", "the controller's HTTP address")
+	addr := fs.str("http-addr", "SKEIN_HTTP_ADDR", "127.0.0.1:9111", "the controller's HTTP address")
 	timeout := fs.dur("timeout", "SKEIN_HEALTHCHECK_TIMEOUT", 2*time.Second, "how long to wait for the answer")
 	if err := fs.parse(args); err != nil {
 		fmt.Fprintln(stderr, err)

@@ -22,6 +22,16 @@ import (
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
+// gossipTimings are FastTimings with more patience per probe: these tests
+// run beside others on two cores, where a 100 ms probe timeout declares
+// live members dead. Deaths are still seen in about 1.5-2.5 s.
+func gossipTimings() membership.Timings {
+	t := membership.FastTimings()
+	t.ProbeTimeout = 300 * time.Millisecond
+	t.SuspicionMult = 4
+	return t
+}
+
 func freeAddrs(t *testing.T, n int) []string {
 	t.Helper()
 	var out []string
@@ -79,7 +89,7 @@ func (c *cluster) start(id int32) *controller {
 	p := c.peers[id-1]
 	node, err := quorum.Open(quorum.Config{
 		NodeID: id, Peers: c.peers, DataDir: filepath.Join(c.dir, fmt.Sprint(id)),
-		HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond, LeaderLeaseTimeout: 150 * time.Millisecond,
+		HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond, LeaderLeaseTimeout: 250 * time.Millisecond,
 		Logger: quiet,
 	})
 	if err != nil {
@@ -99,7 +109,7 @@ func (c *cluster) start(id int32) *controller {
 			seeds = []string{c.seed}
 		}
 		c.mu.Unlock()
-		ctl.members, err = membership.Start(membership.Config{BindAddr: "127.0.0.1:0", Seeds: seeds, Logger: quiet,
+		ctl.members, err = membership.Start(membership.Config{BindAddr: "127.0.0.1:0", Seeds: seeds, Logger: quiet, Timings: gossipTimings(),
 			Meta: membership.Meta{Role: membership.RoleController, ID: id, GRPCAddr: p.GRPCAddr}})
 		if err != nil {
 			c.t.Fatal(err)
@@ -216,7 +226,7 @@ func (c *cluster) startBroker(ctl controllerv1.ControllerServiceClient, id int32
 		c.mu.Lock()
 		seed := c.seed
 		c.mu.Unlock()
-		b.members, err = membership.Start(membership.Config{BindAddr: "127.0.0.1:0", Seeds: []string{seed}, Logger: quiet,
+		b.members, err = membership.Start(membership.Config{BindAddr: "127.0.0.1:0", Seeds: []string{seed}, Logger: quiet, Timings: gossipTimings(),
 			Meta: membership.Meta{Role: membership.RoleStorage, ID: id, Incarnation: b.incarnation}})
 		if err != nil {
 			c.t.Fatal(err)

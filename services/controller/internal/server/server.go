@@ -198,6 +198,9 @@ func (s *Server) BrokerHeartbeat(ctx context.Context, req *controllerv1.BrokerHe
 		case b.GetBrokerEpoch() != epoch:
 			return nil, errs.Errorf(errs.StaleBrokerEpoch, "broker %d epoch %d is not the current %d", id, epoch, b.GetBrokerEpoch())
 		}
+		if err := ctx.Err(); err != nil {
+			return nil, err // the broker gave up on this heartbeat: it must not extend the session
+		}
 		s.live.Heartbeat(id, epoch)
 		if req.GetWantShutdown() {
 			s.live.ShuttingDown(id, epoch)

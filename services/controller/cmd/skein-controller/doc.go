@@ -1,0 +1,13 @@
+// Command skein-controller runs one member of Skein's metadata quorum: a
+// hashicorp/raft voter holding the cluster metadata (brokers, topics,
+// partitions, ISR, configs, coordinator ownership, producer-id blocks) and
+// serving ControllerService over gRPC, with /metrics, /healthz and /readyz
+// over HTTP.
+//
+//	skein-controller [flags]                run a controller (every flag has a SKEIN_* env twin)
+//	skein-controller healthcheck [--http-addr host:port]
+//	                                        exit 0 if /healthz answers 200, 1 otherwise
+//
+// SIGTERM or SIGINT stops it gracefully: gRPC drains, the gossip cluster is
+// told it leaves, leadership is handed over, Raft shuts down.
+package main
