@@ -33,7 +33,7 @@ test-short:
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
 
 test-integration: build
-	$(GO) test -tags integration -count=1 -timeout 20m skein/tests/...
+	$(GO) test -tags integration -count=1 -timeout 20m skein/tests/... skein/services/controller/cmd/skein-controller/
 
 ## fuzz: each `func FuzzX` in the tree for $(FUZZTIME) (seed corpus committed under testdata/fuzz)
 fuzz:

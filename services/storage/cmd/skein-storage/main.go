@@ -22,10 +22,10 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	storagev1 "skein/gen/skein/storage/v1"
+	"skein/libs/checkpoint"
 	"skein/libs/membership"
 	"skein/libs/metadata"
 	"skein/libs/telemetry"
-	"skein/services/storage/internal/checkpoints"
 	"skein/services/storage/internal/controllerlink"
 	"skein/services/storage/internal/fetcher"
 	"skein/services/storage/internal/replica"
@@ -106,7 +106,7 @@ func run(c config) error {
 	}
 	defer shutdownTracing(context.Background())
 
-	ckpt, err := checkpoints.Open(filepath.Join(c.dataDir, "checkpoints"))
+	ckpt, err := checkpoint.OpenBadger(filepath.Join(c.dataDir, "checkpoints"))
 	if err != nil {
 		return err
 	}
@@ -176,7 +176,7 @@ func run(c config) error {
 
 	gossip, err := membership.Start(membership.Config{
 		BindAddr: c.gossipAddr, Seeds: splitList(c.gossipSeeds), Logger: log, Timings: membership.FastTimings(),
-		Meta: membership.Meta{Role: membership.RoleStorage, ID: int32(c.nodeID), GRPCAddr: c.grpcAddr, HTTPAddr: c.httpAddr},
+		Meta: membership.Meta{Role: membership.RoleStorage, ID: int32(c.nodeID), GRPCAddr: c.grpcAddr, HTTPAddr: c.httpAddr, Incarnation: link.Incarnation()},
 	})
 	if err != nil {
 		return err

@@ -71,6 +71,10 @@ func (l *Link) Close() {
 	}
 }
 
+// Incarnation is this process's registration id; gossip carries it too, so a
+// late death notice about an earlier process cannot fence this one.
+func (l *Link) Incarnation() string { return l.incarnation }
+
 // BrokerEpoch is the epoch of the current registration (0 before one).
 func (l *Link) BrokerEpoch() int64 { return l.epoch.Load() }
 

@@ -3,6 +3,7 @@ package replica
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -14,31 +15,13 @@ import (
 	"time"
 
 	controllerv1 "skein/gen/skein/controller/v1"
+	"skein/libs/checkpoint"
 	"skein/libs/errs"
 	plog "skein/libs/log"
 	"skein/libs/metadata"
-	"skein/libs/record"
 	"skein/services/storage/internal/partition"
 	"skein/services/storage/internal/producer"
 )
-
-// Checkpoint is what survives a restart besides the log itself.
-type Checkpoint struct {
-	HW             int64
-	LogStartOffset int64
-	RecoveryPoint  int64
-}
-
-// Checkpoints stores checkpoints and producer-state snapshots by partition
-// directory name.
-type Checkpoints interface {
-	Get(key string) (Checkpoint, bool, error)
-	Put(key string, c Checkpoint) error
-	GetProducers(key string) ([]byte, bool, error)
-	PutProducers(key string, snapshot []byte) error
-	// Delete removes both.
-	Delete(key string) error
-}
 
 // Fetchers is the follower side (package fetcher).
 type Fetchers interface {
@@ -70,7 +53,7 @@ type Manager struct {
 	log      *slog.Logger
 	proposer partition.ISRProposer
 	fetchers Fetchers
-	ckpt     Checkpoints
+	ckpt     checkpoint.Store
 	now      func() time.Time
 
 	isrShrinks, isrExpands atomic.Int64
@@ -85,11 +68,14 @@ type hosted struct {
 	p       *partition.Partition
 	log     *plog.Log
 	topicID string
-	key     string // directory name, also the checkpoint key
+	key     string // directory name
+	tp      partition.TP
 }
 
+func producersKey(dir string) string { return "producers/" + dir }
+
 // New returns a manager with nothing hosted yet.
-func New(cfg Config, log *slog.Logger, proposer partition.ISRProposer, fetchers Fetchers, ckpt Checkpoints) *Manager {
+func New(cfg Config, log *slog.Logger, proposer partition.ISRProposer, fetchers Fetchers, ckpt checkpoint.Store) *Manager {
 	if cfg.ReplicaLagMax <= 0 {
 		cfg.ReplicaLagMax = 10 * time.Second
 	}
@@ -226,29 +212,39 @@ func dirName(tp partition.TP, topicID string) string {
 
 func (m *Manager) openLocked(tp partition.TP, topicID string, lcfg plog.Config, pcfg partition.Config) (*hosted, error) {
 	key := dirName(tp, topicID)
-	ck, _, err := m.ckpt.Get(key)
+	dir := filepath.Join(m.cfg.DataDir, "logs", key)
+	var ck checkpoint.Offsets
+	// A checkpoint speaks for this directory only if the directory exists: a
+	// topic deleted and created again while the node was down has the same
+	// name but a new directory.
+	if _, err := os.Stat(dir); err == nil {
+		all, err := m.ckpt.LoadOffsets()
+		if err != nil {
+			return nil, err
+		}
+		ck = all[checkpoint.Partition{Topic: tp.Topic, Partition: tp.Partition}]
+	} else if err := m.ckpt.Delete(producersKey(key)); err != nil {
+		return nil, err
+	}
+	l, err := plog.Open(dir, lcfg, plog.Options{State: plog.State{LogStartOffset: ck.LogStartOffset, RecoveryPoint: ck.RecoveryPoint}})
 	if err != nil {
 		return nil, err
 	}
-	l, err := plog.Open(filepath.Join(m.cfg.DataDir, "logs", key), lcfg, plog.Options{State: plog.State{LogStartOffset: record.Offset(ck.LogStartOffset), RecoveryPoint: record.Offset(ck.RecoveryPoint)}})
-	if err != nil {
-		return nil, err
-	}
-	h := &hosted{log: l, topicID: topicID, key: key,
-		p: partition.New(pcfg, logAdapter{l}, record.Offset(ck.HW), producer.New(), m.proposer, m.now)}
+	h := &hosted{log: l, topicID: topicID, key: key, tp: tp,
+		p: partition.New(pcfg, logAdapter{l}, ck.HighWatermark, producer.New(), m.proposer, m.now)}
 	if err := m.restoreProducers(h); err != nil {
 		l.Close()
 		return nil, fmt.Errorf("replaying producer state of %s: %w", tp, err)
 	}
 	m.hosted[tp] = h
-	m.log.Info("hosting replica", "partition", tp, "leo", l.LEO(), "hw", ck.HW)
+	m.log.Info("hosting replica", "partition", tp, "leo", l.LEO(), "hw", ck.HighWatermark)
 	return h, nil
 }
 
 // restoreProducers loads the latest producer snapshot, if any, and replays
 // the log after it.
 func (m *Manager) restoreProducers(h *hosted) error {
-	raw, ok, err := m.ckpt.GetProducers(h.key)
+	raw, ok, err := m.ckpt.Get(producersKey(h.key))
 	if err != nil || !ok {
 		return h.p.Recover(h.log.LogStartOffset())
 	}
@@ -264,7 +260,7 @@ func (m *Manager) snapshotProducers(list []*hosted) {
 	for _, h := range list {
 		raw, err := json.Marshal(h.p.SnapshotProducers())
 		if err == nil {
-			err = m.ckpt.PutProducers(h.key, raw)
+			err = m.ckpt.Put(producersKey(h.key), raw)
 		}
 		if err != nil {
 			m.log.Error("producer snapshot failed", "dir", h.key, "err", err)
@@ -283,7 +279,7 @@ func (m *Manager) removeLocked(tp partition.TP, h *hosted, deleteData bool) {
 		if err := os.RemoveAll(h.log.Dir()); err != nil {
 			m.log.Warn("removing log directory", "partition", tp, "err", err)
 		}
-		if err := m.ckpt.Delete(h.key); err != nil {
+		if err := errors.Join(m.ckpt.DeletePartition(checkpoint.Partition{Topic: tp.Topic, Partition: tp.Partition}), m.ckpt.Delete(producersKey(h.key))); err != nil {
 			m.log.Warn("removing checkpoint", "partition", tp, "err", err)
 		}
 		m.log.Info("removed replica", "partition", tp)
@@ -345,14 +341,17 @@ func (m *Manager) Run(ctx context.Context) {
 	}
 }
 
+// checkpoint saves every replica's HW, recovery point and log start offset
+// in one durable write.
 func (m *Manager) checkpoint(list []*hosted) {
+	all := make(map[checkpoint.Partition]checkpoint.Offsets, len(list))
 	for _, h := range list {
-		s := h.p.Snapshot()
 		st := h.log.State()
-		c := Checkpoint{HW: int64(s.HW), LogStartOffset: int64(st.LogStartOffset), RecoveryPoint: int64(st.RecoveryPoint)}
-		if err := m.ckpt.Put(h.key, c); err != nil {
-			m.log.Error("checkpoint failed", "dir", h.key, "err", err)
-		}
+		all[checkpoint.Partition{Topic: h.tp.Topic, Partition: h.tp.Partition}] = checkpoint.Offsets{
+			HighWatermark: h.p.Snapshot().HW, RecoveryPoint: st.RecoveryPoint, LogStartOffset: st.LogStartOffset}
+	}
+	if err := m.ckpt.SaveOffsets(all); err != nil {
+		m.log.Error("checkpoint failed", "err", err)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	controllerv1 "skein/gen/skein/controller/v1"
 	storagev1 "skein/gen/skein/storage/v1"
 	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/checkpoint"
 	"skein/libs/errs"
 	"skein/libs/metadata"
 	"skein/libs/record"
@@ -24,45 +25,6 @@ import (
 	"skein/services/storage/internal/replica"
 	"skein/services/storage/internal/server"
 )
-
-// memCheckpoints is an in-memory replica.Checkpoints.
-type memCheckpoints struct {
-	mu sync.Mutex
-	m  map[string]replica.Checkpoint
-	p  map[string][]byte
-}
-
-func (c *memCheckpoints) Get(k string) (replica.Checkpoint, bool, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	v, ok := c.m[k]
-	return v, ok, nil
-}
-func (c *memCheckpoints) Put(k string, v replica.Checkpoint) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.m[k] = v
-	return nil
-}
-func (c *memCheckpoints) GetProducers(k string) ([]byte, bool, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	v, ok := c.p[k]
-	return v, ok, nil
-}
-func (c *memCheckpoints) PutProducers(k string, v []byte) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.p[k] = v
-	return nil
-}
-func (c *memCheckpoints) Delete(k string) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.m, k)
-	delete(c.p, k)
-	return nil
-}
 
 // fakeController holds the metadata, commits ISR changes and pushes every
 // version to the nodes, as WatchMetadata would.
@@ -136,7 +98,7 @@ func startNodes(t *testing.T) (*fakeController, []*node) {
 			cc, ok := conns[b]
 			return cc, ok
 		}, log)
-		n.mgr = replica.New(replica.Config{Self: id, DataDir: t.TempDir(), ReplicaLagMax: 2 * time.Second, Tick: 50 * time.Millisecond}, log, proposer{t, fc}, n.fet, &memCheckpoints{m: map[string]replica.Checkpoint{}, p: map[string][]byte{}})
+		n.mgr = replica.New(replica.Config{Self: id, DataDir: t.TempDir(), ReplicaLagMax: 2 * time.Second, Tick: 50 * time.Millisecond}, log, proposer{t, fc}, n.fet, checkpoint.NewMemory())
 		n.srv = grpc.NewServer()
 		storagev1.RegisterStorageServiceServer(n.srv, server.New(n.mgr, log, nil))
 		go n.srv.Serve(lis)
