@@ -106,7 +106,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 		p := &Proc{Role: "storage", ID: i + 1, GRPCAddr: FreeAddr(t), HTTPAddr: FreeAddr(t), DataDir: filepath.Join(c.Dir, fmt.Sprintf("storage-%d", i+1)), bin: "skein-storage"}
 		p.args = append([]string{
 			"--node-id", fmt.Sprint(i + 1), "--grpc-addr", p.GRPCAddr, "--http-addr", p.HTTPAddr, "--gossip-addr", FreeAddr(t),
-			"--gossip-seeds", seed, "--controllers", strings.Join(grpcs, ","), "--data-dir", p.DataDir, "--log-level", "debug",
+			"--gossip-seeds", seed, "--controllers", strings.Join(grpcs, ","), "--data-dir", p.DataDir, "--log-level", "info",
 		}, opts.StorageFlags...)
 		c.Storage = append(c.Storage, p)
 		c.start(p)
