@@ -52,6 +52,7 @@ Usage:
   skein consume TOPIC [--from earliest|latest|OFFSET] [--follow] [--partition N] [--max N]
   skein cluster
   skein dev [--data-dir DIR] [--storage-nodes N] [--bin-dir DIR]
+            [--gateway-http-addr 127.0.0.1:8080] [--gateway-grpc-addr 127.0.0.1:9090]
 
 Every command but dev talks to a gateway's gRPC API: --gateway ADDR (env
 SKEIN_GATEWAY, default 127.0.0.1:9090). Flags have environment twins

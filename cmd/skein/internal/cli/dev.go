@@ -15,6 +15,8 @@ func devCmd(ctx context.Context, args []string, io IO) error {
 	nodes := f.Int("storage-nodes", 3, "number of storage nodes")
 	binDir := f.String("bin-dir", "", "directory holding skein-controller, skein-storage and skein-gateway (default: the skein binary's)")
 	logLevel := f.String("log-level", "info", "log level of every process")
+	gwHTTP := f.String("gateway-http-addr", "127.0.0.1:8080", "the gateway's REST address (empty: a free port)")
+	gwGRPC := f.String("gateway-grpc-addr", "127.0.0.1:9090", "the gateway's gRPC address (empty: a free port)")
 	pos, err := f.parse(args)
 	if err != nil {
 		return err
@@ -35,6 +37,7 @@ func devCmd(ctx context.Context, args []string, io IO) error {
 	fmt.Fprintf(io.Err, "starting a cluster of 3 controllers, %d storage nodes and a gateway in %s\n", *nodes, *dataDir)
 	return devcluster.Run(ctx, devcluster.Options{
 		DataDir: *dataDir, StorageNodes: *nodes, BinDir: *binDir, LogLevel: *logLevel, Progress: io.Err,
+		GatewayHTTPAddr: *gwHTTP, GatewayGRPCAddr: *gwGRPC,
 	}, func(c *devcluster.Cluster) {
 		gw := c.Gateway()
 		rest := "http://" + gw.HTTPAddr
@@ -46,9 +49,10 @@ Skein is running.
   logs:    %[4]s
 
 Try:
-  curl -s -X POST %[1]s/v1/topics -d '{"name": "orders", "partitions": 3}'
+  curl -s -X POST %[1]s/v1/topics -d '{"name": "orders", "partitions": 3, "replication_factor": 3}'
   curl -s -X POST %[1]s/v1/topics/orders/records -d '{"records": [{"key": "user-1", "value": "hello"}]}'
-  curl -s '%[1]s/v1/topics/orders/partitions/0/records?offset=0'
+  curl -s '%[1]s/v1/topics/orders/partitions/2/records?offset=0'   # key user-1 lands on partition 2 of 3
+  curl -s %[1]s/v1/topics/orders
   echo hello | skein produce orders --gateway %[2]s
   skein consume orders --gateway %[2]s
 

@@ -55,6 +55,12 @@ type Options struct {
 	LogLevel string
 	// Progress receives a line per step; nil discards them.
 	Progress io.Writer
+	// GatewayGRPCAddr and GatewayHTTPAddr pin the gateway's addresses
+	// (skein dev pins API.md's 127.0.0.1:9090 and 127.0.0.1:8080, so the
+	// README's examples work as printed). Empty picks a free port, or
+	// reuses the one in cluster.json. The gateway keeps no state, so a
+	// restart may move it.
+	GatewayGRPCAddr, GatewayHTTPAddr string
 }
 
 // Process is one supervised process, as cluster.json records it.
@@ -166,6 +172,13 @@ func plan(o Options) ([]*Process, error) {
 		}
 		return ports.fresh()
 	}
+	// pinned is an address the caller chose: it must be free now.
+	pinned := func(want, what string) (string, error) {
+		if err := ports.reuse(want); err != nil {
+			return "", fmt.Errorf("devcluster: the gateway's %s address %s: %w (is another skein dev or gateway running? choose another with --gateway-%s-addr)", what, want, err, what)
+		}
+		return want, nil
+	}
 	var procs []*Process
 	add := func(role string, id int, withData, raft, gossip bool) error {
 		p := &Process{Role: role, ID: id}
@@ -174,10 +187,22 @@ func plan(o Options) ([]*Process, error) {
 			old = &Process{}
 		}
 		var err error
-		if p.GRPCAddr, err = addr(old.GRPCAddr); err != nil {
+		switch {
+		case role == RoleGateway && o.GatewayGRPCAddr != "":
+			p.GRPCAddr, err = pinned(o.GatewayGRPCAddr, "grpc")
+		default:
+			p.GRPCAddr, err = addr(old.GRPCAddr)
+		}
+		if err != nil {
 			return err
 		}
-		if p.HTTPAddr, err = addr(old.HTTPAddr); err != nil {
+		switch {
+		case role == RoleGateway && o.GatewayHTTPAddr != "":
+			p.HTTPAddr, err = pinned(o.GatewayHTTPAddr, "http")
+		default:
+			p.HTTPAddr, err = addr(old.HTTPAddr)
+		}
+		if err != nil {
 			return err
 		}
 		if raft {

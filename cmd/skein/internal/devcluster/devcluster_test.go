@@ -279,3 +279,52 @@ func TestMissingBinaries(t *testing.T) {
 		t.Fatalf("Start without binaries: %v", err)
 	}
 }
+
+// Pinned gateway addresses (skein dev's 127.0.0.1:8080/9090) are used as
+// given, win over the ones cluster.json recorded, and a taken one fails
+// Start at once, naming the flag that moves it.
+func TestPinnedGatewayAddresses(t *testing.T) {
+	t.Setenv("FAKE_BROKERS", "1")
+	bin, data := fakeBinDir(t), t.TempDir()
+	free := func() string {
+		var pp portPicker
+		a, err := pp.fresh()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	o := opts(t, data, bin)
+	o.StorageNodes = 1
+	c, err := Start(context.Background(), o) // free ports, recorded
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Stop()
+
+	o.GatewayHTTPAddr, o.GatewayGRPCAddr = free(), free()
+	c, err = Start(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	if gw := c.Gateway(); gw.HTTPAddr != o.GatewayHTTPAddr || gw.GRPCAddr != o.GatewayGRPCAddr {
+		t.Errorf("gateway on http %s grpc %s, want the pinned %s and %s", gw.HTTPAddr, gw.GRPCAddr, o.GatewayHTTPAddr, o.GatewayGRPCAddr)
+	}
+	for _, p := range readFile(t, data).Processes {
+		if p.Role == RoleGateway && (p.HTTPAddr != o.GatewayHTTPAddr || p.GRPCAddr != o.GatewayGRPCAddr) {
+			t.Errorf("cluster.json records the gateway at %s / %s", p.HTTPAddr, p.GRPCAddr)
+		}
+	}
+
+	// The running gateway holds its HTTP address: a second cluster pinned
+	// to it is refused before anything starts.
+	o2 := opts(t, t.TempDir(), bin)
+	o2.StorageNodes, o2.GatewayHTTPAddr = 1, o.GatewayHTTPAddr
+	if _, err := Start(context.Background(), o2); err == nil || !strings.Contains(err.Error(), "--gateway-http-addr") {
+		t.Errorf("Start with a taken gateway address: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(o2.DataDir, "cluster.json")); err == nil {
+		t.Error("a refused start wrote cluster.json")
+	}
+}

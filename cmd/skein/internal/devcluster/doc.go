@@ -6,7 +6,9 @@
 // Contract:
 //   - Start picks free loopback ports, or reuses those recorded in
 //     DIR/cluster.json from an earlier run, so a restart on the same data
-//     directory finds its data and its peers where they were.
+//     directory finds its data and its peers where they were. The gateway's
+//     addresses may be pinned instead (skein dev pins 127.0.0.1:8080 and
+//     127.0.0.1:9090); a pinned address that is taken fails Start at once.
 //   - Start returns once the gateway's /readyz is 200 and its /v1/cluster
 //     shows every storage node ALIVE; if a process exits first or the wait
 //     times out, everything started is stopped and the error names the
