@@ -47,6 +47,18 @@ func BenchmarkProduceRF3AcksAll(b *testing.B) {
 		return out
 	}
 	batch := build()
+	// Each partition's leader may learn of the topic a moment after the client.
+	for p := int32(0); p < partitions; p++ {
+		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			_, _, _, err := cl.ProduceOnce(context.Background(), "bench", p, batch, -1)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				b.Fatalf("partition %d not writable: %v", p, err)
+			}
+		}
+	}
 	var next atomic.Int64
 	var mu sync.Mutex
 	var lat []time.Duration

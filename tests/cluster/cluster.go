@@ -202,27 +202,30 @@ func (c *Cluster) Restart(p *Proc) {
 	c.start(p)
 }
 
-// Stop terminates every process: SIGTERM, then SIGKILL after a grace period.
+// Stop terminates every process, storage nodes before the controllers they
+// report to: SIGTERM, then SIGKILL after a grace period.
 func (c *Cluster) Stop() {
 	all := append(append([]*Proc{}, c.Storage...), c.Controllers...)
-	for _, p := range all {
-		if p.cmd != nil && p.cmd.Process != nil {
-			_ = p.cmd.Process.Signal(syscall.SIGCONT)
-			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	for _, group := range [][]*Proc{c.Storage, c.Controllers} {
+		for _, p := range group {
+			if p.cmd != nil && p.cmd.Process != nil {
+				_ = p.cmd.Process.Signal(syscall.SIGCONT)
+				_ = p.cmd.Process.Signal(syscall.SIGTERM)
+			}
 		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for _, p := range all {
-		if p.done == nil {
-			continue
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		for _, p := range group {
+			if p.done == nil {
+				continue
+			}
+			select {
+			case <-p.done:
+			case <-ctx.Done():
+				_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+				<-p.done
+			}
 		}
-		select {
-		case <-p.done:
-		case <-ctx.Done():
-			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-			<-p.done
-		}
+		cancel()
 	}
 	if c.t.Failed() {
 		for _, p := range all {

@@ -205,12 +205,16 @@ func run(c config) error {
 	sctx, cancel := context.WithTimeout(context.Background(), c.shutdownWait)
 	defer cancel()
 	if remaining, err := link.ControlledShutdown(sctx); err != nil {
+		// No controller to hand leadership to: stop now; the others fence
+		// this node when its session lapses.
 		log.Warn("controlled shutdown failed", "err", err)
-	} else if remaining > 0 {
-		log.Warn("controlled shutdown left partitions led here", "partitions", remaining)
+	} else {
+		if remaining > 0 {
+			log.Warn("controlled shutdown left partitions led here", "partitions", remaining)
+		}
+		// Let the new leadership reach this node before it stops serving.
+		waitFor(sctx, func() bool { return mgr.Stats().Leading <= int(remaining) })
 	}
-	// Let the new leadership reach this node before it stops serving.
-	waitFor(sctx, func() bool { return mgr.Stats().Leading == 0 })
 	done := make(chan struct{})
 	go func() { srv.GracefulStop(); close(done) }()
 	select {

@@ -46,6 +46,14 @@ func code(err error) skeinv1.ErrorCode { return skeinv1.ErrorCode(errs.CodeOf(er
 // Produce appends to every partition of the request concurrently and answers
 // each when it is acknowledged per acks.
 func (s *Server) Produce(ctx context.Context, req *storagev1.ProduceRequest) (*storagev1.ProduceResponse, error) {
+	return s.produce(ctx, req, false)
+}
+
+// produce serves Produce and each request of a ProduceStream. On a stream
+// (traceFromRecords) each partition's span joins the trace named by its
+// records' traceparent header, linked to the stream's span, since the
+// stream's own context belongs to whoever opened it.
+func (s *Server) produce(ctx context.Context, req *storagev1.ProduceRequest, traceFromRecords bool) (*storagev1.ProduceResponse, error) {
 	acks := int(req.GetAcks())
 	if acks != partition.AcksNone && acks != partition.AcksLeader && acks != partition.AcksAll {
 		return nil, errs.ToGRPC(errs.Errorf(errs.InvalidRequiredAcks, "acks=%d: must be 0, 1 or -1", acks))
@@ -62,16 +70,23 @@ func (s *Server) Produce(ctx context.Context, req *storagev1.ProduceRequest) (*s
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out.Partitions[i] = s.producePartition(ctx, acks, pp)
+			out.Partitions[i] = s.producePartition(ctx, acks, pp, traceFromRecords)
 		}()
 	}
 	wg.Wait()
 	return out, nil
 }
 
-func (s *Server) producePartition(ctx context.Context, acks int, pp *storagev1.PartitionProduce) *storagev1.PartitionProduceResult {
+func (s *Server) producePartition(ctx context.Context, acks int, pp *storagev1.PartitionProduce, traceFromRecords bool) *storagev1.PartitionProduceResult {
 	tp := partition.TP{Topic: pp.GetTopic(), Partition: pp.GetPartition()}
-	ctx, span := tracer.Start(ctx, "storage.append", trace.WithAttributes(attribute.String("topic", tp.Topic), attribute.Int("partition", int(tp.Partition)), attribute.Int("acks", acks)))
+	opts := []trace.SpanStartOption{trace.WithAttributes(attribute.String("topic", tp.Topic), attribute.Int("partition", int(tp.Partition)), attribute.Int("acks", acks))}
+	if traceFromRecords {
+		if sc := recordsSpanContext(pp.GetRecords()); sc.IsValid() {
+			opts = append(opts, trace.WithLinks(trace.LinkFromContext(ctx)))
+			ctx = trace.ContextWithRemoteSpanContext(ctx, sc) // keeps ctx's deadline and cancellation
+		}
+	}
+	ctx, span := tracer.Start(ctx, "storage.append", opts...)
 	defer span.End()
 	start := time.Now()
 	res := &storagev1.PartitionProduceResult{Topic: tp.Topic, Partition: tp.Partition, BaseOffset: -1, LogAppendTimeMs: -1}
@@ -110,7 +125,7 @@ func (s *Server) ProduceStream(stream storagev1.StorageService_ProduceStreamServ
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			resp, err := s.Produce(ctx, req.GetRequest())
+			resp, err := s.produce(ctx, req.GetRequest(), true)
 			if err != nil {
 				resp = &storagev1.ProduceResponse{}
 				for _, pp := range req.GetRequest().GetPartitions() {
