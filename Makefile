@@ -11,7 +11,7 @@ PKGS    := $(foreach m,$(filter-out tools,$(MODULES)),skein/$(m)/...)
 CMDS    := $(sort $(dir $(wildcard services/*/cmd/*/main.go) $(wildcard cmd/*/main.go)))
 FUZZTIME ?= 20s
 
-.PHONY: all build test test-short test-integration fuzz proto check lint fmt vet gen-fresh breaking tools clean
+.PHONY: all build run test test-short test-integration fuzz proto check lint fmt vet gen-fresh breaking tools clean
 
 all: build
 
@@ -23,6 +23,11 @@ build:
 	  echo "build $$d"; \
 	  CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o bin/ ./$$d; \
 	done
+
+## run: build, then a local cluster in .data/dev (3 controllers, 3 storage
+## nodes, the gateway on 127.0.0.1:8080 REST / 9090 gRPC) until Ctrl-C
+run: build
+	bin/skein dev --data-dir .data/dev
 
 ## test: every test of every module with the race detector, the real-process
 ## cluster tests (kill -9, SIGSTOP, restarts) against fresh binaries, then a
