@@ -456,3 +456,41 @@ func TestFollowerBehindLeaderLogStartRestartsThere(t *testing.T) {
 		t.Fatalf("follower start %d LEO %d", s.Start, s.LEO)
 	}
 }
+
+// Links that drop and delay answers: a dropped answer is simply fetched
+// again (the fetch offset is the acknowledgement, so nothing is counted
+// twice), and an answer delayed past a leader change is ignored.
+func TestDroppedAndDelayedAnswers(t *testing.T) {
+	c := newCluster(t, 1)
+	leader := c.replicas[1]
+	leader.Produce(context.Background(), AcksLeader, -1, plain(t, "a"))
+
+	// Dropped: follower 2's answer is lost on the way back.
+	fs, _ := c.replicas[2].FollowerState()
+	if _, err := leader.ServeFollower(FollowerFetch{ReplicaID: 2, FetchOffset: fs.FetchOffset, LastFetchedEpoch: fs.LastFetchedEpoch, CurrentLeaderEpoch: fs.CurrentLeaderEpoch, MaxBytes: 1 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	c.replicate()
+	if got := c.logs[2].values(); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("after a dropped answer follower 2 has %v", got)
+	}
+
+	// Delayed: follower 3 fetched from leader 1 at epoch 0; the answer
+	// arrives after 2 became leader at epoch 1 and 3 already follows it.
+	leader.Produce(context.Background(), AcksLeader, -1, plain(t, "b-uncommitted"))
+	fs3, _ := c.replicas[3].FollowerState()
+	late, err := leader.ServeFollower(FollowerFetch{ReplicaID: 3, FetchOffset: fs3.FetchOffset, LastFetchedEpoch: fs3.LastFetchedEpoch, CurrentLeaderEpoch: fs3.CurrentLeaderEpoch, MaxBytes: 1 << 20})
+	if err != nil || len(late.Records) == 0 {
+		t.Fatalf("leader answer: %v %v", late, err)
+	}
+	c.cut[1] = true
+	c.elect(2, []int32{2, 3})
+	c.replicas[2].Produce(context.Background(), AcksLeader, -1, plain(t, "c"))
+	if err := c.replicas[3].ApplyFetched(fs3.CurrentLeaderEpoch, fs3.FetchOffset, late); err != nil {
+		t.Fatal(err)
+	}
+	c.replicate()
+	if got := c.logs[3].values(); !slices.Equal(got, []string{"a", "c"}) {
+		t.Fatalf("follower 3 applied a stale answer: %v", got)
+	}
+}
