@@ -93,3 +93,51 @@ gen-fresh: $(BUF)
 
 clean:
 	rm -rf bin
+
+## ---- containers, tracing and load (issue 7) ----
+DOCKER        ?= docker
+IMAGE_TAG     ?= dev
+IMAGES        := controller storage gateway
+# The published Jaeger v2 image name; `make jaeger-image` builds a local image
+# with this tag from tools/jaeger when it is not present (nothing is pulled).
+JAEGER_IMAGE  := jaegertracing/jaeger:2.13.0
+JAEGER_MODVER := v2.13.0
+
+.PHONY: images jaeger-image compose-test
+
+## images: one FROM scratch image per service, skein/<service>:$(IMAGE_TAG),
+## each built from a context that holds only its binary (and an empty /data).
+## The legacy builder (DOCKER_BUILDKIT=0) needs no buildx plugin.
+images: build
+	@for s in $(IMAGES); do \
+	  ctx=$$(mktemp -d); \
+	  cp bin/skein-$$s deploy/$$s.Dockerfile "$$ctx"/; mkdir "$$ctx/data"; \
+	  echo "image skein/$$s:$(IMAGE_TAG)"; \
+	  out=$$(DOCKER_BUILDKIT=0 $(DOCKER) build -q -f "$$ctx/$$s.Dockerfile" -t skein/$$s:$(IMAGE_TAG) "$$ctx" 2>&1) \
+	    || { echo "$$out" >&2; rm -rf "$$ctx"; exit 1; }; \
+	  rm -rf "$$ctx"; \
+	done
+
+## jaeger-image: $(JAEGER_IMAGE) built here (static binary from the Go module
+## proxy, FROM scratch) unless an image with that tag is already present.
+## Cold: ~2 min of downloads and ~4 min of compiling on 2 cores, 2.4 GB peak.
+jaeger-image:
+	@if $(DOCKER) image inspect $(JAEGER_IMAGE) >/dev/null 2>&1; then \
+	  echo "$(JAEGER_IMAGE) is present"; exit 0; fi; \
+	$(MAKE) --no-print-directory bin/jaeger; \
+	ctx=$$(mktemp -d); trap 'rm -rf "$$ctx"' EXIT; \
+	cp bin/jaeger "$$ctx/jaeger-linux"; cp deploy/jaeger.Dockerfile "$$ctx/Dockerfile"; \
+	echo "image $(JAEGER_IMAGE)"; \
+	out=$$(DOCKER_BUILDKIT=0 $(DOCKER) build -q -t $(JAEGER_IMAGE) "$$ctx" 2>&1) || { echo "$$out" >&2; exit 1; }
+
+# Jaeger's own module, outside go.work (its dependencies stay out of ours).
+bin/jaeger: tools/jaeger/go.mod tools/jaeger/go.sum
+	@mkdir -p bin
+	GOWORK=off CGO_ENABLED=0 $(GO) -C tools/jaeger build -trimpath \
+	  -ldflags='-s -w -X github.com/jaegertracing/jaeger/internal/version.latestVersion=$(JAEGER_MODVER)' \
+	  -o $(CURDIR)/bin/jaeger github.com/jaegertracing/jaeger/cmd/jaeger
+
+## compose-test: the docker-compose.yml cluster end to end (failover, ISR
+## shrink/expand on a network cut, a produce's trace in Jaeger); needs Docker
+compose-test: images jaeger-image
+	$(GO) test -tags compose -count=1 -v -timeout 15m skein/tests/compose/...

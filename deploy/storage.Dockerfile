@@ -1,0 +1,11 @@
+# skein-storage (a storage node) as a FROM scratch image: the static
+# binary (CGO_ENABLED=0) and an empty /data owned by the unprivileged user it
+# runs as, so a named volume mounted there is writable. `make images` builds
+# it from a context holding only bin/skein-storage and that empty directory.
+FROM scratch
+COPY --chown=65532:65532 data /data
+COPY skein-storage /skein-storage
+USER 65532:65532
+ENV SKEIN_DATA_DIR=/data
+EXPOSE 9201 9301 7946 7946/udp
+ENTRYPOINT ["/skein-storage"]

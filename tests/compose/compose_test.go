@@ -1,0 +1,733 @@
+//go:build compose
+
+package compose
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// project is the compose project name: containers, the network and the
+// volumes are all prefixed with it, so the test never touches a cluster a
+// user started from the same file.
+const project = "skeintest"
+
+var images = []string{"skein/controller:dev", "skein/storage:dev", "skein/gateway:dev", "jaegertracing/jaeger:2.13.0"}
+
+func TestCompose(t *testing.T) {
+	start := time.Now()
+	c := newCluster(t)
+	c.up()
+	t.Logf("cluster up and serving in %v", time.Since(start).Round(time.Second))
+
+	topic := "orders"
+	c.createTopic(topic, 3, 2)
+	leader, isr := c.waitISR(topic, 3, 60*time.Second, nil)
+	t.Logf("topic %s: leader %d, isr %v", topic, leader, isr)
+
+	phase(t, "produce and consume through the gateway", func() {
+		var acked []produced
+		for i := range 20 {
+			p, err := c.produce(topic, fmt.Sprintf("hello-%02d", i))
+			if err != nil {
+				t.Fatalf("produce %d: %v", i, err)
+			}
+			acked = append(acked, p)
+		}
+		c.checkReadBack(topic, acked)
+	})
+
+	phase(t, "one produce's trace in Jaeger spans the gateway, the leader and both followers", func() {
+		c.checkTrace()
+	})
+
+	var killed string
+	phase(t, "docker kill the partition leader under acks=all produces", func() {
+		killed = c.killLeaderUnderLoad(topic)
+	})
+
+	phase(t, "the killed node restarts and rejoins the ISR", func() {
+		c.docker(60*time.Second, "start", killed)
+		c.waitISR(topic, 3, 90*time.Second, nil)
+	})
+
+	phase(t, "a follower cut off the network leaves the ISR and rejoins", func() {
+		c.partitionFollower(topic)
+	})
+	t.Logf("whole test %v (before docker compose down -v)", time.Since(start).Round(time.Second))
+}
+
+func phase(t *testing.T, name string, f func()) {
+	t.Helper()
+	start := time.Now()
+	t.Logf("--- %s", name)
+	f()
+	t.Logf("--- %s: done in %v", name, time.Since(start).Round(100*time.Millisecond))
+}
+
+type cluster struct {
+	t        *testing.T
+	compose  []string // "docker compose" or "docker-compose"
+	v2       bool
+	file     string
+	env      []string
+	rest     string // http://127.0.0.1:PORT of the gateway's REST API
+	jaeger   string // http://127.0.0.1:PORT of Jaeger's query API
+	http     *http.Client
+	deadline time.Time // waits give up before the test binary's -timeout
+}
+
+func newCluster(t *testing.T) *cluster {
+	docker, err := exec.LookPath("docker")
+	if err != nil {
+		t.Fatalf("the compose test needs Docker, and no docker command is on PATH: %v", err)
+	}
+	if out, err := exec.Command(docker, "info", "--format", "{{.ServerVersion}}").CombinedOutput(); err != nil {
+		t.Fatalf("the compose test needs a running Docker engine; `docker info` failed: %v\n%s", err, out)
+	}
+	c := &cluster{t: t, http: &http.Client{Timeout: 45 * time.Second}}
+	if out, err := exec.Command(docker, "compose", "version").CombinedOutput(); err == nil {
+		c.compose, c.v2 = []string{docker, "compose"}, true
+	} else if dc, err2 := exec.LookPath("docker-compose"); err2 == nil {
+		c.compose = []string{dc}
+	} else {
+		t.Fatalf("the compose test needs Docker Compose: neither `docker compose` (%v: %s) nor docker-compose (%v) is available", err, bytes.TrimSpace(out), err2)
+	}
+	for _, im := range images {
+		if out, err := exec.Command(docker, "image", "inspect", "--format", "{{.Id}}", im).CombinedOutput(); err != nil {
+			t.Fatalf("image %s is missing (%s): run `make images jaeger-image` first (`make compose-test` does)", im, bytes.TrimSpace(out))
+		}
+	}
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.file = filepath.Join(root, "docker-compose.yml")
+	restPort, grpcPort, jaegerPort := freePort(t), freePort(t), freePort(t)
+	c.env = append(os.Environ(), "SKEIN_REST_PORT="+restPort, "SKEIN_GRPC_PORT="+grpcPort, "JAEGER_QUERY_PORT="+jaegerPort)
+	c.rest, c.jaeger = "http://127.0.0.1:"+restPort, "http://127.0.0.1:"+jaegerPort
+
+	c.deadline = time.Now().Add(10 * time.Minute)
+	if d, ok := t.Deadline(); ok {
+		c.deadline = d.Add(-60 * time.Second)
+		// Past -timeout the test binary panics and no Cleanup runs: take the
+		// cluster down just before that ourselves.
+		alarm := time.AfterFunc(time.Until(d.Add(-30*time.Second)), func() {
+			fmt.Fprintln(os.Stderr, "compose test: the -timeout is near; docker compose down -v")
+			c.down()
+		})
+		t.Cleanup(func() { alarm.Stop() })
+	}
+	// A run that was killed may have left the project behind.
+	c.down()
+	t.Cleanup(c.down)
+	t.Cleanup(func() {
+		if t.Failed() {
+			out, _ := c.composeOut(2*time.Minute, "logs", "--no-color", "--tail=60")
+			t.Logf("docker compose logs (last lines per service):\n%s", out)
+		}
+	})
+	t.Logf("compose: %s, project %s, REST %s, Jaeger %s", strings.Join(c.compose, " "), project, c.rest, c.jaeger)
+	return c
+}
+
+func freePort(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+}
+
+// composeOut runs docker compose -p project -f file args... and returns its
+// combined output.
+func (c *cluster) composeOut(timeout time.Duration, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	full := append(append(slices.Clone(c.compose[1:]), "-p", project, "-f", c.file), args...)
+	cmd := exec.CommandContext(ctx, c.compose[0], full...)
+	cmd.Env = c.env
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func (c *cluster) composeRun(timeout time.Duration, args ...string) string {
+	c.t.Helper()
+	out, err := c.composeOut(timeout, args...)
+	if err != nil {
+		c.t.Fatalf("%s %s: %v\n%s", strings.Join(c.compose, " "), strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+func (c *cluster) down() {
+	if out, err := c.composeOut(3*time.Minute, "down", "-v", "--remove-orphans", "-t", "5"); err != nil {
+		fmt.Fprintf(os.Stderr, "compose test: docker compose down -v: %v\n%s", err, out)
+	}
+}
+
+func (c *cluster) docker(timeout time.Duration, args ...string) string {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "docker", args...).CombinedOutput()
+	if err != nil {
+		c.t.Fatalf("docker %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// up starts the project and waits for every health check, then for the
+// cluster to know its three storage nodes.
+func (c *cluster) up() {
+	if c.v2 {
+		c.composeRun(5*time.Minute, "up", "-d", "--wait")
+	} else {
+		// Compose v1 has no --wait; it does gate each service on its
+		// dependencies' health, and the loop below waits for the rest.
+		c.composeRun(5*time.Minute, "up", "-d")
+	}
+	ids := strings.Fields(c.composeRun(time.Minute, "ps", "-q"))
+	if len(ids) != 8 {
+		c.t.Fatalf("want 8 containers (jaeger, 3 controllers, 3 storage nodes, gateway), got %d: %v", len(ids), ids)
+	}
+	c.eventually(2*time.Minute, "every container healthy", func() error {
+		for _, id := range ids {
+			st := c.docker(time.Minute, "inspect", "--format", "{{.Name}} {{.State.Status}} {{if .State.Health}}{{.State.Health.Status}}{{else}}none{{end}}", id)
+			if f := strings.Fields(st); len(f) != 3 || f[1] != "running" || (f[2] != "healthy" && f[2] != "none") {
+				return fmt.Errorf("%s", st)
+			}
+		}
+		return nil
+	})
+	c.eventually(2*time.Minute, "the gateway sees 3 live brokers", func() error {
+		var cl struct {
+			Brokers []struct {
+				ID    int32  `json:"id"`
+				State string `json:"state"`
+			} `json:"brokers"`
+		}
+		if err := c.getJSON("/v1/cluster", &cl); err != nil {
+			return err
+		}
+		alive := 0
+		for _, b := range cl.Brokers {
+			if b.State == "ALIVE" {
+				alive++
+			}
+		}
+		if alive != 3 {
+			return fmt.Errorf("brokers %+v", cl.Brokers)
+		}
+		return nil
+	})
+}
+
+// eventually retries f every 250ms until it succeeds, failing the test after
+// timeout (or at the test's own deadline).
+func (c *cluster) eventually(timeout time.Duration, what string, f func() error) {
+	c.t.Helper()
+	end := time.Now().Add(timeout)
+	if end.After(c.deadline) {
+		end = c.deadline
+	}
+	var err error
+	for {
+		if err = f(); err == nil {
+			return
+		}
+		if time.Now().After(end) {
+			c.t.Fatalf("waited %v for %s: %v", timeout, what, err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// ---- the REST API ----
+
+// jnum reads a protobuf JSON integer, which may be a number or a string.
+type jnum int64
+
+func (n *jnum) UnmarshalJSON(b []byte) error {
+	v, err := strconv.ParseInt(strings.Trim(string(b), `"`), 10, 64)
+	*n = jnum(v)
+	return err
+}
+
+func (c *cluster) do(method, path string, body any, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, c.rest+path, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, bytes.TrimSpace(b))
+	}
+	if out != nil {
+		return json.Unmarshal(b, out)
+	}
+	return nil
+}
+
+func (c *cluster) getJSON(path string, out any) error { return c.do("GET", path, nil, out) }
+
+func (c *cluster) createTopic(name string, rf, minISR int) {
+	c.t.Helper()
+	body := map[string]any{"name": name, "partitions": 1, "replication_factor": rf,
+		"configs": map[string]string{"min.insync.replicas": strconv.Itoa(minISR)}}
+	c.eventually(30*time.Second, "topic "+name+" created", func() error {
+		err := c.do("POST", "/v1/topics", body, nil)
+		if err != nil && strings.Contains(err.Error(), "TOPIC_ALREADY_EXISTS") {
+			return nil
+		}
+		return err
+	})
+}
+
+type partitionDesc struct {
+	Partition int32   `json:"partition"`
+	Leader    int32   `json:"leader"`
+	Replicas  []int32 `json:"replicas"`
+	ISR       []int32 `json:"isr"`
+	HW        jnum    `json:"high_watermark"`
+}
+
+func (c *cluster) describe(topic string) (partitionDesc, error) {
+	var d struct {
+		Partitions []partitionDesc `json:"partitions"`
+	}
+	if err := c.getJSON("/v1/topics/"+topic, &d); err != nil {
+		return partitionDesc{}, err
+	}
+	if len(d.Partitions) != 1 {
+		return partitionDesc{}, fmt.Errorf("topic %s has %d partitions", topic, len(d.Partitions))
+	}
+	return d.Partitions[0], nil
+}
+
+// waitISR waits until partition 0 of topic has a leader and an ISR of want
+// members satisfying ok (if given), and returns them.
+func (c *cluster) waitISR(topic string, want int, timeout time.Duration, ok func([]int32) bool) (int32, []int32) {
+	c.t.Helper()
+	var p partitionDesc
+	c.eventually(timeout, fmt.Sprintf("%s to have a leader and an ISR of %d", topic, want), func() (err error) {
+		if p, err = c.describe(topic); err != nil {
+			return err
+		}
+		if p.Leader < 0 || len(p.ISR) != want || (ok != nil && !ok(p.ISR)) {
+			return fmt.Errorf("leader %d, isr %v", p.Leader, p.ISR)
+		}
+		return nil
+	})
+	return p.Leader, p.ISR
+}
+
+type produced struct {
+	value  string
+	offset int64
+}
+
+// produce writes one record to partition 0 with acks=all.
+func (c *cluster) produce(topic, value string) (produced, error) {
+	var resp struct {
+		Results []struct {
+			Offset    jnum   `json:"offset"`
+			ErrorCode string `json:"error_code"`
+			Message   string `json:"message"`
+		} `json:"results"`
+	}
+	body := map[string]any{"acks": -1, "records": []map[string]any{{"value": value, "partition": 0}}}
+	if err := c.do("POST", "/v1/topics/"+topic+"/records", body, &resp); err != nil {
+		return produced{}, err
+	}
+	if len(resp.Results) != 1 {
+		return produced{}, fmt.Errorf("%d results for 1 record", len(resp.Results))
+	}
+	if r := resp.Results[0]; r.ErrorCode != "NONE" || r.Offset < 0 {
+		return produced{}, fmt.Errorf("%s: %s (offset %d)", r.ErrorCode, r.Message, r.Offset)
+	}
+	return produced{value, int64(resp.Results[0].Offset)}, nil
+}
+
+// readAll reads partition 0 from offset 0 up to its high watermark.
+func (c *cluster) readAll(topic string) (map[int64]string, int64) {
+	c.t.Helper()
+	got := map[int64]string{}
+	next := int64(0)
+	for {
+		var f struct {
+			Records []struct {
+				Offset jnum   `json:"offset"`
+				Value  string `json:"value"`
+			} `json:"records"`
+			Next jnum `json:"next_offset"`
+			HW   jnum `json:"high_watermark"`
+		}
+		path := fmt.Sprintf("/v1/topics/%s/partitions/0/records?offset=%d&max_records=500&max_wait_ms=200", topic, next)
+		c.eventually(30*time.Second, "a fetch", func() error { return c.getJSON(path, &f) })
+		for _, r := range f.Records {
+			got[int64(r.Offset)] = r.Value
+		}
+		if int64(f.Next) > next {
+			next = int64(f.Next)
+		}
+		if next >= int64(f.HW) {
+			return got, next
+		}
+	}
+}
+
+// checkReadBack reads the partition back and checks every acknowledged
+// record is there, at its offset, exactly once.
+func (c *cluster) checkReadBack(topic string, acked []produced) {
+	c.t.Helper()
+	got, end := c.readAll(topic)
+	count := map[string]int{}
+	for _, v := range got {
+		count[v]++
+	}
+	lost := 0
+	for _, p := range acked {
+		if got[p.offset] != p.value {
+			lost++
+			if lost <= 10 {
+				c.t.Errorf("acknowledged %q at offset %d; the log has %q there", p.value, p.offset, got[p.offset])
+			}
+		}
+		if count[p.value] > 1 {
+			c.t.Errorf("acknowledged %q is in the log %d times", p.value, count[p.value])
+		}
+	}
+	if lost > 0 {
+		c.t.Fatalf("%d of %d acknowledged records lost", lost, len(acked))
+	}
+	c.t.Logf("read back %d records (up to offset %d): all %d acknowledged ones at their offsets, once", len(got), end, len(acked))
+}
+
+// ---- containers ----
+
+// container is the container id of a compose service.
+func (c *cluster) container(service string) string {
+	c.t.Helper()
+	id := strings.TrimSpace(c.composeRun(time.Minute, "ps", "-q", service))
+	if id == "" {
+		c.t.Fatalf("no container for service %s", service)
+	}
+	return id
+}
+
+func storageService(broker int32) string { return fmt.Sprintf("storage-%d", broker) }
+
+// loader produces acks=all records one request at a time until stopped,
+// keeping what was acknowledged and what failed.
+type loader struct {
+	mu     sync.Mutex
+	acked  []produced
+	failed []string
+	stop   chan struct{}
+	done   chan struct{}
+}
+
+func (c *cluster) startLoad(topic, prefix string) *loader {
+	l := &loader{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		for i := 0; ; i++ {
+			select {
+			case <-l.stop:
+				return
+			default:
+			}
+			v := fmt.Sprintf("%s-%06d", prefix, i)
+			t0 := time.Now()
+			p, err := c.produce(topic, v)
+			l.mu.Lock()
+			if err != nil {
+				l.failed = append(l.failed, fmt.Sprintf("%s at %s after %v: %v", v, t0.Format("15:04:05.000"), time.Since(t0).Round(time.Millisecond), err))
+			} else {
+				l.acked = append(l.acked, p)
+			}
+			l.mu.Unlock()
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	return l
+}
+
+func (l *loader) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.acked)
+}
+
+func (l *loader) finish() ([]produced, []string) {
+	close(l.stop)
+	<-l.done
+	return l.acked, l.failed
+}
+
+// killLeaderUnderLoad docker-kills the partition leader while acks=all
+// produces run, and checks that they keep succeeding and that every
+// acknowledged record survives. It returns the killed container.
+func (c *cluster) killLeaderUnderLoad(topic string) string {
+	c.t.Helper()
+	p, err := c.describe(topic)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	old := p.Leader
+	id := c.container(storageService(old))
+	l := c.startLoad(topic, "failover")
+	c.eventually(30*time.Second, "acks=all produces before the kill", func() error {
+		if n := l.count(); n < 50 {
+			return fmt.Errorf("%d acknowledged", n)
+		}
+		return nil
+	})
+	before := l.count()
+	c.docker(time.Minute, "kill", id)
+	killedAt := time.Now()
+	c.t.Logf("docker kill %s (leader, broker %d) after %d acknowledged produces", storageService(old), old, before)
+	newLeader, isr := c.waitISR(topic, 2, 60*time.Second, func(isr []int32) bool { return !slices.Contains(isr, old) })
+	c.t.Logf("new leader %d after %v, isr %v", newLeader, time.Since(killedAt).Round(time.Millisecond), isr)
+	c.eventually(60*time.Second, "acks=all produces after the kill", func() error {
+		if n := l.count(); n < before+100 || time.Since(killedAt) < 5*time.Second {
+			return fmt.Errorf("%d acknowledged after the kill", n-before)
+		}
+		return nil
+	})
+	acked, failed := l.finish()
+	c.t.Logf("%d acks=all produces acknowledged (%d after the kill), %d failed", len(acked), len(acked)-before, len(failed))
+	for _, f := range failed {
+		c.t.Errorf("produce failed: %s", f)
+	}
+	c.checkReadBack(topic, acked)
+	return id
+}
+
+// partitionFollower cuts a follower off the compose network, checks it
+// leaves the ISR while acks=all produces go on, reconnects it and checks it
+// rejoins.
+func (c *cluster) partitionFollower(topic string) {
+	c.t.Helper()
+	p, err := c.describe(topic)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	var follower int32 = -1
+	for _, r := range p.ISR {
+		if r != p.Leader {
+			follower = r
+			break
+		}
+	}
+	if follower < 0 {
+		c.t.Fatalf("no follower in isr %v (leader %d)", p.ISR, p.Leader)
+	}
+	svc := storageService(follower)
+	id := c.container(svc)
+	var nets map[string]struct {
+		Aliases   []string `json:"Aliases"`
+		IPAddress string   `json:"IPAddress"`
+	}
+	if err := json.Unmarshal([]byte(c.docker(time.Minute, "inspect", "--format", "{{json .NetworkSettings.Networks}}", id)), &nets); err != nil || len(nets) != 1 {
+		c.t.Fatalf("networks of %s: %v %v", svc, nets, err)
+	}
+	var network string
+	var aliases []string
+	var ip string
+	for n, v := range nets {
+		network, aliases, ip = n, v.Aliases, v.IPAddress
+	}
+
+	l := c.startLoad(topic, "partition")
+	c.docker(time.Minute, "network", "disconnect", network, id)
+	cutAt := time.Now()
+	c.t.Logf("docker network disconnect %s %s (follower %d, leader %d, %s)", network, svc, follower, p.Leader, ip)
+	_, isr := c.waitISR(topic, 2, 60*time.Second, func(isr []int32) bool { return !slices.Contains(isr, follower) })
+	c.t.Logf("isr %v without %d after %v", isr, follower, time.Since(cutAt).Round(time.Millisecond))
+	n := l.count()
+	c.eventually(30*time.Second, "acks=all produces with the follower cut off", func() error {
+		if got := l.count(); got < n+20 {
+			return fmt.Errorf("%d acknowledged since the ISR shrank", got-n)
+		}
+		return nil
+	})
+
+	args := []string{"network", "connect"}
+	for _, a := range aliases {
+		args = append(args, "--alias", a) // the service name, which the others dial
+	}
+	c.docker(time.Minute, append(args, network, id)...)
+	backAt := time.Now()
+	newIP := c.docker(time.Minute, "inspect", "--format", "{{(index .NetworkSettings.Networks \""+network+"\").IPAddress}}", id)
+	c.t.Logf("docker network connect %s %s (%s)", network, svc, newIP)
+	_, isr = c.waitISR(topic, 3, 90*time.Second, nil)
+	c.t.Logf("isr %v with %d again after %v", isr, follower, time.Since(backAt).Round(time.Millisecond))
+
+	acked, failed := l.finish()
+	c.t.Logf("%d acks=all produces acknowledged across the cut, %d failed", len(acked), len(failed))
+	for _, f := range failed {
+		c.t.Errorf("produce failed: %s", f)
+	}
+	c.checkReadBack(topic, acked)
+}
+
+// ---- Jaeger ----
+
+type jaegerTrace struct {
+	TraceID string `json:"traceID"`
+	Spans   []struct {
+		SpanID        string `json:"spanID"`
+		OperationName string `json:"operationName"`
+		ProcessID     string `json:"processID"`
+	} `json:"spans"`
+	Processes map[string]struct {
+		ServiceName string `json:"serviceName"`
+		Tags        []struct {
+			Key   string `json:"key"`
+			Value any    `json:"value"`
+		} `json:"tags"`
+	} `json:"processes"`
+}
+
+// who is "service/instance" of a span's process.
+func (tr *jaegerTrace) who(processID string) string {
+	p := tr.Processes[processID]
+	inst := ""
+	for _, tag := range p.Tags {
+		if tag.Key == "service.instance.id" {
+			inst = fmt.Sprint(tag.Value)
+		}
+	}
+	return p.ServiceName + "/" + inst
+}
+
+// checkTrace produces one record to a fresh topic and finds its trace in
+// Jaeger: spans from the gateway, storage.append from the leader and
+// replica.append from both followers.
+func (c *cluster) checkTrace() {
+	c.t.Helper()
+	topic := fmt.Sprintf("traced-%d", time.Now().UnixNano())
+	c.createTopic(topic, 3, 2)
+	leader, isr := c.waitISR(topic, 3, 60*time.Second, nil)
+	if _, err := c.produce(topic, "follow me"); err != nil {
+		c.t.Fatal(err)
+	}
+	want := map[string]string{fmt.Sprintf("skein-storage/%d", leader): "storage.append"}
+	for _, r := range isr {
+		if r != leader {
+			want[fmt.Sprintf("skein-storage/%d", r)] = "replica.append"
+		}
+	}
+	q := url.Values{"service": {"skein-storage"}, "operation": {"storage.append"}, "tags": {`{"topic":"` + topic + `"}`},
+		"lookback": {"1h"}, "limit": {"20"}}
+	var found *jaegerTrace
+	c.eventually(90*time.Second, "the produce's trace in Jaeger", func() error {
+		var res struct {
+			Data []jaegerTrace `json:"data"`
+		}
+		if err := getJSON(c.http, c.jaeger+"/api/traces?"+q.Encode(), &res); err != nil {
+			return err
+		}
+		if len(res.Data) == 0 {
+			return fmt.Errorf("no trace with a storage.append span for topic %s yet", topic)
+		}
+		var missing []string
+		for i := range res.Data {
+			tr := &res.Data[i]
+			seen := map[string]bool{}
+			gateway := false
+			for _, s := range tr.Spans {
+				w := tr.who(s.ProcessID)
+				seen[w+" "+s.OperationName] = true
+				gateway = gateway || strings.HasPrefix(w, "skein-gateway/")
+			}
+			missing = missing[:0]
+			if !gateway {
+				missing = append(missing, "a skein-gateway span")
+			}
+			for w, op := range want {
+				if !seen[w+" "+op] {
+					missing = append(missing, w+" "+op)
+				}
+			}
+			if len(missing) == 0 {
+				found = tr
+				return nil
+			}
+		}
+		return fmt.Errorf("trace(s) lack %v", missing)
+	})
+	// Jaeger finds the same trace when asked for the gateway's traces.
+	gq := url.Values{"service": {"skein-gateway"}, "lookback": {"1h"}, "limit": {"500"}}
+	c.eventually(30*time.Second, "the trace among skein-gateway's", func() error {
+		var res struct {
+			Data []jaegerTrace `json:"data"`
+		}
+		if err := getJSON(c.http, c.jaeger+"/api/traces?"+gq.Encode(), &res); err != nil {
+			return err
+		}
+		for _, tr := range res.Data {
+			if tr.TraceID == found.TraceID {
+				return nil
+			}
+		}
+		return fmt.Errorf("trace %s is not among the %d answered for service=skein-gateway", found.TraceID, len(res.Data))
+	})
+	var lines []string
+	for _, s := range found.Spans {
+		lines = append(lines, found.who(s.ProcessID)+" "+s.OperationName)
+	}
+	slices.Sort(lines)
+	c.t.Logf("trace %s (leader %d, isr %v): %d spans:\n  %s", found.TraceID, leader, isr, len(found.Spans), strings.Join(lines, "\n  "))
+}
+
+func getJSON(hc *http.Client, u string, out any) error {
+	resp, err := hc.Get(u)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s: %s", u, resp.Status, bytes.TrimSpace(b))
+	}
+	return json.Unmarshal(b, out)
+}

@@ -1,0 +1,23 @@
+// Package compose tests docker-compose.yml end to end: the cluster of three
+// controllers, three storage nodes, the gateway and Jaeger, started from the
+// skein/*:dev images with Docker Compose, driven only through the ports the
+// file publishes on 127.0.0.1.
+//
+// The test is behind the build tag compose and needs Docker with Compose
+// (`docker compose` or `docker-compose`); it fails, not skips, without them.
+// Run it with the images built first:
+//
+//	make compose-test
+//
+// which is `make images jaeger-image` followed by
+// `go test -tags compose -count=1 -v skein/tests/compose/...`.
+//
+// It creates a topic (RF 3, min.insync.replicas 2), produces and consumes
+// through the gateway's REST port, finds one produce's trace in Jaeger with
+// spans from the gateway, the storage leader and both followers, docker-kills
+// the partition leader while acks=all produces go on and checks nothing
+// acknowledged was lost, restarts it, then cuts a follower off the compose
+// network and checks it leaves the ISR and rejoins once reconnected.
+// `docker compose down -v` runs at the end whatever happens, and also shortly
+// before the test binary's -timeout.
+package compose
