@@ -102,8 +102,9 @@ IMAGES        := controller storage gateway
 # with this tag from tools/jaeger when it is not present (nothing is pulled).
 JAEGER_IMAGE  := jaegertracing/jaeger:2.13.0
 JAEGER_MODVER := v2.13.0
+BENCH_ARGS    ?=
 
-.PHONY: images jaeger-image compose-test
+.PHONY: images jaeger-image compose-test bench
 
 ## images: one FROM scratch image per service, skein/<service>:$(IMAGE_TAG),
 ## each built from a context that holds only its binary (and an empty /data).
@@ -141,3 +142,9 @@ bin/jaeger: tools/jaeger/go.mod tools/jaeger/go.sum
 ## shrink/expand on a network cut, a produce's trace in Jaeger); needs Docker
 compose-test: images jaeger-image
 	$(GO) test -tags compose -count=1 -v -timeout 15m skein/tests/compose/...
+
+## bench: skein-bench against a running cluster (BENCH_ARGS); see docs/BENCHMARKS.md
+bench:
+	@mkdir -p bin
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/ ./loadtest/cmd/skein-bench
+	bin/skein-bench $(BENCH_ARGS)
