@@ -143,7 +143,8 @@ func run(c config) error {
 		// flow-control windows cost ~40% of stream throughput here.
 		grpc.InitialWindowSize(8<<20), grpc.InitialConnWindowSize(32<<20),
 		grpc.MaxRecvMsgSize(64<<20), grpc.MaxSendMsgSize(64<<20))...)
-	storagev1.RegisterStorageServiceServer(srv, server.New(mgr, log, server.NewMetrics(reg)))
+	storageSrv := server.New(mgr, log, server.NewMetrics(reg))
+	storagev1.RegisterStorageServiceServer(srv, storageSrv)
 	reflection.Register(srv)
 	lis, err := net.Listen("tcp", c.grpcAddr)
 	if err != nil {
@@ -215,6 +216,11 @@ func run(c config) error {
 		// Let the new leadership reach this node before it stops serving.
 		waitFor(sctx, func() bool { return mgr.Stats().Leading <= int(remaining) })
 	}
+	// Our own replication streams to other leaders go first; then the
+	// streams peers hold open to us are ended, so the graceful stop only
+	// waits for requests in flight.
+	fetchers.Close()
+	storageSrv.Drain()
 	done := make(chan struct{})
 	go func() { srv.GracefulStop(); close(done) }()
 	select {
@@ -223,7 +229,6 @@ func run(c config) error {
 		srv.Stop()
 	}
 	cancelBG()
-	fetchers.Close()
 	mgr.Close()
 	if err := gossip.Close(2 * time.Second); err != nil && !errors.Is(err, context.Canceled) {
 		log.Warn("leaving gossip", "err", err)

@@ -32,11 +32,19 @@ type Server struct {
 	metrics  *Metrics
 	// MaxWaitCap bounds any long poll.
 	maxWaitCap time.Duration
+	// draining is closed by Drain: long-lived streams end so that a
+	// graceful stop does not wait on peers' replication streams.
+	draining  chan struct{}
+	drainOnce sync.Once
 }
+
+// Drain ends replication and produce streams at their next round and cuts
+// long polls short, ahead of grpc.Server.GracefulStop.
+func (s *Server) Drain() { s.drainOnce.Do(func() { close(s.draining) }) }
 
 // New returns the gRPC shell over replicas.
 func New(replicas Replicas, log *slog.Logger, metrics *Metrics) *Server {
-	return &Server{replicas: replicas, log: log, metrics: metrics, maxWaitCap: 30 * time.Second}
+	return &Server{replicas: replicas, log: log, metrics: metrics, maxWaitCap: 30 * time.Second, draining: make(chan struct{})}
 }
 
 var tracer = otel.Tracer("skein/storage")
@@ -117,10 +125,32 @@ func (s *Server) ProduceStream(stream storagev1.StorageService_ProduceStreamServ
 	var sendMu sync.Mutex
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	reqs := make(chan *storagev1.ProduceStreamRequest)
+	go func() {
+		defer close(reqs)
+		for {
+			req, err := stream.Recv()
+			if err != nil {
+				return // client closed or went away; in-flight answers are dropped with the stream
+			}
+			select {
+			case reqs <- req:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
 	for {
-		req, err := stream.Recv()
-		if err != nil {
-			return nil // client closed or went away; in-flight answers are dropped with the stream
+		var req *storagev1.ProduceStreamRequest
+		select {
+		case <-s.draining:
+			wg.Wait() // answer what was accepted, then end the stream
+			return errs.ToGRPC(errs.Errorf(errs.NotLeaderOrFollower, "broker is shutting down"))
+		case r, ok := <-reqs:
+			if !ok {
+				return nil
+			}
+			req = r
 		}
 		wg.Add(1)
 		go func() {
@@ -155,7 +185,7 @@ func (s *Server) Fetch(ctx context.Context, req *storagev1.FetchRequest) (*stora
 		if total >= need || wait <= 0 || len(chans) < len(req.GetPartitions()) || hasError(resp) || time.Now().After(deadline) {
 			return resp, nil
 		}
-		if !waitAny(ctx, chans, time.Until(deadline)) {
+		if !waitAny(ctx, s.draining, chans, time.Until(deadline)) {
 			return s.fetchOnceResp(req), nil
 		}
 	}
@@ -220,26 +250,35 @@ func (s *Server) fetchOnce(req *storagev1.FetchRequest) (*storagev1.FetchRespons
 	return resp, total, chans
 }
 
-// waitAny blocks until one of chans is closed (true), d passes or ctx ends (false).
-func waitAny(ctx context.Context, chans []<-chan struct{}, d time.Duration) bool {
+// waitAny blocks until one of chans is closed (true), or d passes, ctx
+// ends or the server drains (false).
+func waitAny(ctx context.Context, draining <-chan struct{}, chans []<-chan struct{}, d time.Duration) bool {
 	if d <= 0 {
 		return false
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
-	cases := make([]reflect.SelectCase, 0, len(chans)+2)
-	cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())}, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(t.C)})
+	cases := make([]reflect.SelectCase, 0, len(chans)+3)
+	cases = append(cases,
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(t.C)},
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(draining)})
 	for _, c := range chans {
 		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(c)})
 	}
 	i, _, _ := reflect.Select(cases)
-	return i >= 2
+	return i >= 3
 }
 
 // Replicate serves one follower's fetch stream.
 func (s *Server) Replicate(stream storagev1.StorageService_ReplicateServer) error {
 	ctx := stream.Context()
 	for {
+		select {
+		case <-s.draining:
+			return errs.ToGRPC(errs.Errorf(errs.NotLeaderOrFollower, "broker is shutting down"))
+		default:
+		}
 		req, err := stream.Recv()
 		if err != nil {
 			return nil
@@ -248,7 +287,7 @@ func (s *Server) Replicate(stream storagev1.StorageService_ReplicateServer) erro
 		deadline := time.Now().Add(wait)
 		for {
 			resp, total, chans := s.replicateOnce(req)
-			if total > 0 || wait <= 0 || len(chans) == 0 || time.Now().After(deadline) || !waitAny(ctx, chans, time.Until(deadline)) {
+			if total > 0 || wait <= 0 || len(chans) == 0 || time.Now().After(deadline) || !waitAny(ctx, s.draining, chans, time.Until(deadline)) {
 				if ctx.Err() != nil {
 					return nil
 				}
