@@ -69,7 +69,7 @@ done
 curl -sf "http://127.0.0.1:$REST_PORT/readyz" >/dev/null || { echo "the cluster did not become ready; see $OUT/skein-dev.log" >&2; exit 1; }
 
 G=(--gateway "127.0.0.1:$GRPC_PORT" --rest "http://127.0.0.1:$REST_PORT" --progress 0)
-T=(--partitions "$PARTITIONS" --replication-factor 3 --config min.insync.replicas=2 --record-size 1024 --acks -1)
+T=(--partitions "$PARTITIONS" --replication-factor 3 --config min.insync.replicas=2 --record-size 1024 --acks -1 --warmup 2s)
 STREAM=(--transport grpc-stream --batch 10 --in-flight 16 --concurrency 1)
 RESTB1=(--transport rest --batch 1 --concurrency 32)
 RESTB50=(--transport rest --batch 50 --concurrency 4)

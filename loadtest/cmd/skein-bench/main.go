@@ -177,6 +177,7 @@ func produce(ctx context.Context, args []string) error {
 	size := fs.Int("record-size", 1024, "value bytes per record")
 	num := fs.Int64("num-records", 0, "records to produce (0: run for --duration)")
 	dur := fs.Duration("duration", 0, "how long to produce (default 10s when --num-records is 0)")
+	warmup := fs.Duration("warmup", 0, "produce this long first, at the same rate, without counting it")
 	rate := fs.Float64("throughput", -1, "records/s over all workers (-1: as fast as acknowledged)")
 	acks := fs.Int("acks", -1, "0, 1 or -1 (all)")
 	batch := fs.Int("batch", 1, "records per request")
@@ -191,7 +192,7 @@ func produce(ctx context.Context, args []string) error {
 		Transport: *c.transport, Endpoints: ep,
 		Topic:      bench.Topic{Name: *c.topic, Create: *create, Partitions: *partitions, ReplicationFactor: *rf, Configs: configs},
 		RecordSize: *size, NumRecords: *num, Duration: *dur, Rate: *rate, Acks: *acks, Batch: *batch,
-		Concurrency: *conc, InFlight: *inflight, Progress: *c.progress, Log: os.Stderr,
+		Concurrency: *conc, InFlight: *inflight, Warmup: *warmup, Progress: *c.progress, Log: os.Stderr,
 	})
 	if err != nil {
 		return err

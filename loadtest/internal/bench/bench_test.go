@@ -189,6 +189,21 @@ func TestRateLimitedProduce(t *testing.T) {
 	}
 }
 
+func TestWarmupIsNotCounted(t *testing.T) {
+	g, addr := serveFakeGateway(t)
+	sum, err := Produce(context.Background(), ProduceConfig{Transport: GRPCStream, Endpoints: Endpoints{Gateway: addr}, Topic: Topic{Name: "t"},
+		RecordSize: 30, NumRecords: 50, Rate: 2000, Warmup: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.mu.Lock()
+	sent := len(g.logs[0]) + len(g.logs[1])
+	g.mu.Unlock()
+	if sum.Records != 50 || sum.Latency.Count != 50 || sent < 50+100 {
+		t.Errorf("summary counts %d records (%d latencies); the gateway got %d, want 50 plus ~200 of warm-up", sum.Records, sum.Latency.Count, sent)
+	}
+}
+
 func TestProduceOverREST(t *testing.T) {
 	var mu sync.Mutex
 	var got []string

@@ -39,8 +39,11 @@ type ProduceConfig struct {
 	Batch       int // records per request
 	Concurrency int // workers (a stream or connection each)
 	InFlight    int // unanswered requests per stream (grpc-stream) or in all (direct)
-	Progress    time.Duration
-	Log         io.Writer // progress lines
+	// Warmup is produced at the same rate before the measured run and not
+	// counted: first connections, producer ids, the batching steady state.
+	Warmup   time.Duration
+	Progress time.Duration
+	Log      io.Writer // progress lines
 }
 
 func (c *ProduceConfig) defaults() error {
@@ -87,7 +90,8 @@ func openAdmin(ctx context.Context, transport string, ep Endpoints, topic string
 }
 
 // ensureTopic creates the topic when asked (an existing one is fine) and
-// answers its partition count once the cluster serves it.
+// answers its partition count once every partition has a leader and all its
+// replicas in sync, so that a run does not time a fresh topic's start-up.
 func ensureTopic(ctx context.Context, a admin, t Topic) (int, error) {
 	if t.Create {
 		if err := a.createTopic(ctx, t.Name, t.Partitions, t.ReplicationFactor, t.Configs); err != nil && !alreadyExists(err) {
@@ -96,11 +100,22 @@ func ensureTopic(ctx context.Context, a admin, t Topic) (int, error) {
 	}
 	var lastErr error
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		n, err := a.partitions(ctx, t.Name)
-		if err == nil && n > 0 {
-			return n, nil
+		ps, err := a.partitions(ctx, t.Name)
+		if err != nil {
+			lastErr = err
+			continue
 		}
-		lastErr = err
+		lastErr = fmt.Errorf("no partitions yet")
+		ready := len(ps) > 0
+		for i, p := range ps {
+			if p.leader < 0 || p.isr < p.replicas {
+				ready, lastErr = false, fmt.Errorf("partition %d: leader %d, %d of %d replicas in sync", i, p.leader, p.isr, p.replicas)
+				break
+			}
+		}
+		if ready {
+			return len(ps), nil
+		}
 	}
 	return 0, fmt.Errorf("topic %s: %v", t.Name, lastErr)
 }
@@ -163,17 +178,31 @@ func Produce(ctx context.Context, cfg ProduceConfig) (Summary, error) {
 		}
 	}
 
+	if cfg.Warmup > 0 {
+		wctx, cancel := context.WithTimeout(ctx, cfg.Warmup)
+		produceLoad(ctx, wctx, cfg, senders, nParts, 0, newStats())
+		cancel()
+	}
 	runCtx := ctx
 	if cfg.Duration > 0 {
 		var cancel context.CancelFunc
 		runCtx, cancel = context.WithTimeout(ctx, cfg.Duration)
 		defer cancel()
 	}
-	pacer := rate.New(cfg.Rate)
 	st := newStats()
 	stop := make(chan struct{})
 	go st.progress(cfg.Log, cfg.Progress, "produced", stop)
+	produceLoad(ctx, runCtx, cfg, senders, nParts, cfg.NumRecords, st)
+	close(stop)
+	acks := cfg.Acks
+	return st.summary(Summary{Mode: "produce", Transport: cfg.Transport, Topic: cfg.Topic.Name, Acks: &acks, RecordSize: cfg.RecordSize,
+		Batch: cfg.Batch, Concurrency: cfg.Concurrency, InFlight: cfg.InFlight, TargetRate: max(cfg.Rate, 0)}), nil
+}
 
+// produceLoad runs the workers until runCtx ends or num records (if > 0)
+// were sent, and waits for every answer; requests are bound to ctx.
+func produceLoad(ctx, runCtx context.Context, cfg ProduceConfig, senders []sender, nParts int, num int64, st *stats) {
+	pacer := rate.New(cfg.Rate)
 	var claimed atomic.Int64
 	var inflight sync.WaitGroup
 	var workers sync.WaitGroup
@@ -185,12 +214,12 @@ func Produce(ctx context.Context, cfg ProduceConfig) (Summary, error) {
 			part := int32(w % nParts)
 			for runCtx.Err() == nil {
 				n := int64(cfg.Batch)
-				if cfg.NumRecords > 0 {
+				if num > 0 {
 					got := claimed.Add(n)
-					if got-n >= cfg.NumRecords {
+					if got-n >= num {
 						return
 					}
-					n = min(n, cfg.NumRecords-(got-n))
+					n = min(n, num-(got-n))
 				}
 				due, err := pacer.Wait(runCtx, int(n))
 				if err != nil {
@@ -217,10 +246,6 @@ func Produce(ctx context.Context, cfg ProduceConfig) (Summary, error) {
 	}
 	workers.Wait()
 	inflight.Wait()
-	close(stop)
-	acks := cfg.Acks
-	return st.summary(Summary{Mode: "produce", Transport: cfg.Transport, Topic: cfg.Topic.Name, Acks: &acks, RecordSize: cfg.RecordSize,
-		Batch: cfg.Batch, Concurrency: cfg.Concurrency, InFlight: cfg.InFlight, TargetRate: max(cfg.Rate, 0)}), nil
 }
 
 // ConsumeConfig is one consume run: a worker per partition reading from

@@ -52,9 +52,16 @@ type fetcher interface {
 // admin creates topics and looks them up.
 type admin interface {
 	createTopic(ctx context.Context, name string, partitions, rf int, configs map[string]string) error
-	partitions(ctx context.Context, topic string) (int, error)
+	// partitions answers the topic's partitions: leader (-1: none), how
+	// many replicas and how many of them are in sync.
+	partitions(ctx context.Context, topic string) ([]partState, error)
 	// offsets answers each partition's earliest or latest offset.
 	offsets(ctx context.Context, topic string, latest bool) (map[int32]int64, error)
+}
+
+type partState struct {
+	leader        int32
+	replicas, isr int
 }
 
 func alreadyExists(err error) bool {
@@ -152,12 +159,16 @@ func (g *gatewayGRPC) createTopic(ctx context.Context, name string, partitions, 
 	return err
 }
 
-func (g *gatewayGRPC) partitions(ctx context.Context, topic string) (int, error) {
+func (g *gatewayGRPC) partitions(ctx context.Context, topic string) ([]partState, error) {
 	resp, err := g.adm.DescribeTopic(ctx, &skeinv1.DescribeTopicRequest{Topic: topic})
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return len(resp.GetTopic().GetPartitions()), nil
+	var out []partState
+	for _, p := range resp.GetTopic().GetPartitions() {
+		out = append(out, partState{leader: p.GetLeader(), replicas: len(p.GetReplicas()), isr: len(p.GetIsr())})
+	}
+	return out, nil
 }
 
 func (g *gatewayGRPC) offsets(ctx context.Context, topic string, latest bool) (map[int32]int64, error) {
@@ -415,14 +426,22 @@ func (r *restClient) createTopic(ctx context.Context, name string, partitions, r
 	return r.do(ctx, "POST", "/v1/topics", b, nil)
 }
 
-func (r *restClient) partitions(ctx context.Context, topic string) (int, error) {
+func (r *restClient) partitions(ctx context.Context, topic string) ([]partState, error) {
 	var d struct {
-		Partitions []json.RawMessage `json:"partitions"`
+		Partitions []struct {
+			Leader   int32   `json:"leader"`
+			Replicas []int32 `json:"replicas"`
+			ISR      []int32 `json:"isr"`
+		} `json:"partitions"`
 	}
 	if err := r.do(ctx, "GET", "/v1/topics/"+topic, nil, &d); err != nil {
-		return 0, err
+		return nil, err
 	}
-	return len(d.Partitions), nil
+	var out []partState
+	for _, p := range d.Partitions {
+		out = append(out, partState{leader: p.Leader, replicas: len(p.Replicas), isr: len(p.ISR)})
+	}
+	return out, nil
 }
 
 func (r *restClient) offsets(ctx context.Context, topic string, latest bool) (map[int32]int64, error) {
@@ -532,20 +551,26 @@ func (d *direct) createTopic(ctx context.Context, name string, partitions, rf in
 	return err
 }
 
-func (d *direct) partitions(ctx context.Context, topic string) (int, error) {
-	m, err := d.c.WaitMetadata(ctx, func(m *client.Metadata) bool { return m.PartitionCount(topic) > 0 })
-	if err != nil {
-		return 0, err
-	}
-	return int(m.PartitionCount(topic)), nil
-}
-
-func (d *direct) offsets(ctx context.Context, topic string, latest bool) (map[int32]int64, error) {
-	n, err := d.partitions(ctx, topic)
+func (d *direct) partitions(ctx context.Context, topic string) ([]partState, error) {
+	wctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	m, err := d.c.WaitMetadata(wctx, func(m *client.Metadata) bool { return m.PartitionCount(topic) > 0 })
 	if err != nil {
 		return nil, err
 	}
-	parts := make([]int32, n)
+	var out []partState
+	for _, p := range m.Partitions(topic) {
+		out = append(out, partState{leader: p.GetLeader(), replicas: len(p.GetReplicas()), isr: len(p.GetIsr())})
+	}
+	return out, nil
+}
+
+func (d *direct) offsets(ctx context.Context, topic string, latest bool) (map[int32]int64, error) {
+	ps, err := d.partitions(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	parts := make([]int32, len(ps))
 	for i := range parts {
 		parts[i] = int32(i)
 	}
