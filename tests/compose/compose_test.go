@@ -13,11 +13,13 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -133,6 +135,18 @@ func newCluster(t *testing.T) *cluster {
 		})
 		t.Cleanup(func() { alarm.Stop() })
 	}
+	// Ctrl-C or SIGTERM ends the test binary without Cleanup: take the
+	// cluster down first.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		if _, ok := <-sigs; ok {
+			fmt.Fprintln(os.Stderr, "compose test: interrupted; docker compose down -v")
+			c.down()
+			os.Exit(1)
+		}
+	}()
+	t.Cleanup(func() { signal.Stop(sigs); close(sigs) })
 	// A run that was killed may have left the project behind.
 	c.down()
 	t.Cleanup(c.down)
