@@ -92,9 +92,12 @@ run consume-rest consume "${G[@]}" --transport rest --topic bench-stream --idle-
 half() { jq -r '(.records_per_s / 2 | floor)' "$OUT/$1.json"; }
 HALF_STREAM=$(half produce-stream)
 HALF_REST=$(half produce-rest-b1)
-"$BENCH" consume "${G[@]}" --transport grpc --topic bench-half --from latest --duration 24s --idle-timeout 30s --max-wait 100ms --json >"$OUT/consume-e2e-half.json" 2>/dev/null &
+# The topic exists (and is in sync) before the tailing consumer starts, so
+# that it reads only what is produced while it tails.
+"$BENCH" produce "${G[@]}" "${T[@]}" "${STREAM[@]}" --topic bench-half --num-records 10 --warmup 0s --json >/dev/null
+"$BENCH" consume "${G[@]}" --transport grpc --topic bench-half --from latest --duration 28s --idle-timeout 30s --max-wait 100ms --json >"$OUT/consume-e2e-half.json" 2>/dev/null &
 CONS=$!
-sleep 1
+sleep 2
 run half-stream produce "${G[@]}" "${T[@]}" "${STREAM[@]}" --topic bench-half --throughput "$HALF_STREAM" --duration "$DURATION"
 wait $CONS || true
 run half-rest produce "${G[@]}" "${T[@]}" "${RESTB1[@]}" --topic bench-half-rest --throughput "$HALF_REST" --duration "$DURATION"
