@@ -30,9 +30,10 @@ run: build
 	bin/skein dev --data-dir .data/dev
 
 ## test: every test of every module with the race detector, the real-process
-## cluster tests (kill -9, SIGSTOP, restarts) against fresh binaries, then a
-## short fuzz run per target
-test: test-short test-integration fuzz
+## cluster tests (kill -9, SIGSTOP, restarts) against fresh binaries, the
+## docker-compose cluster test (images built here; Jaeger from the Go module
+## proxy on first use), then a short fuzz run per target
+test: test-short test-integration compose-test fuzz
 
 test-short:
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
