@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"skein/libs/cliflag"
 	"skein/libs/errs"
 )
 
@@ -145,18 +146,10 @@ func (f *flags) parse(args []string) ([]string, error) {
 		pos = append(pos, args[0])
 		args = args[1:]
 	}
-	given := map[string]bool{}
-	f.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
-	var err error
-	f.VisitAll(func(fl *flag.Flag) {
-		env := "SKEIN_" + strings.ToUpper(strings.ReplaceAll(fl.Name, "-", "_"))
-		if v, ok := os.LookupEnv(env); ok && !given[fl.Name] && err == nil {
-			if e := f.Set(fl.Name, v); e != nil {
-				err = usagef("%s=%q: %v", env, v, e)
-			}
-		}
-	})
-	return pos, err
+	if err := cliflag.FillFromEnv(f.FlagSet, os.Getenv); err != nil {
+		return pos, usagef("%v", err)
+	}
+	return pos, nil
 }
 
 // dial connects to the gateway.

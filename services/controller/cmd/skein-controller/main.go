@@ -4,11 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
+
+	"skein/libs/cliflag"
 )
 
 func main() {
@@ -33,17 +34,5 @@ func healthcheck(args []string, getenv func(string) string, stderr io.Writer) in
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	c := &http.Client{Timeout: *timeout}
-	resp, err := c.Get("http://" + *addr + "/healthz")
-	if err != nil {
-		fmt.Fprintln(stderr, "unhealthy:", err)
-		return 1
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		fmt.Fprintf(stderr, "unhealthy: %s %s\n", resp.Status, body)
-		return 1
-	}
-	return 0
+	return cliflag.Healthcheck(*addr, *timeout, stderr)
 }

@@ -18,8 +18,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
@@ -27,6 +25,7 @@ import (
 	"syscall"
 	"time"
 
+	"skein/libs/cliflag"
 	"skein/libs/telemetry"
 	"skein/services/gateway/internal/gateway"
 )
@@ -41,22 +40,6 @@ func main() {
 	}
 }
 
-// envTwins sets every flag not given on the command line from SKEIN_<NAME>.
-func envTwins(fs *flag.FlagSet) error {
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	var err error
-	fs.VisitAll(func(f *flag.Flag) {
-		env := "SKEIN_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v, ok := os.LookupEnv(env); ok && !given[f.Name] && err == nil {
-			if e := fs.Set(f.Name, v); e != nil {
-				err = fmt.Errorf("%s=%q: %w", env, v, e)
-			}
-		}
-	})
-	return err
-}
-
 func run(args []string) error {
 	fs := flag.NewFlagSet("skein-gateway", flag.ContinueOnError)
 	grpcAddr := fs.String("grpc-addr", "127.0.0.1:9090", "gRPC listen address")
@@ -64,10 +47,7 @@ func run(args []string) error {
 	controllers := fs.String("controllers", "", "comma-separated controller gRPC addresses")
 	nodeID := fs.Int("node-id", 0, "this gateway's id, as the controllers see it")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if err := envTwins(fs); err != nil {
+	if err := cliflag.Parse(fs, args, os.Getenv); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -111,31 +91,10 @@ func run(args []string) error {
 func healthcheck(args []string) int {
 	fs := flag.NewFlagSet("skein-gateway healthcheck", flag.ContinueOnError)
 	httpAddr := fs.String("http-addr", "127.0.0.1:8080", "the gateway's HTTP address")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if err := envTwins(fs); err != nil {
+	timeout := fs.Duration("timeout", 3*time.Second, "how long to wait for the answer")
+	if err := cliflag.Parse(fs, args, os.Getenv); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	host, port, err := net.SplitHostPort(*httpAddr)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "healthcheck:", err)
-		return 2
-	}
-	if host == "" || host == "0.0.0.0" || host == "::" {
-		host = "127.0.0.1" // a wildcard listen address is reached on loopback
-	}
-	cl := &http.Client{Timeout: 3 * time.Second}
-	resp, err := cl.Get("http://" + net.JoinHostPort(host, port) + "/healthz")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "healthcheck:", err)
-		return 1
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		fmt.Fprintln(os.Stderr, "healthcheck: /healthz answered", resp.Status)
-		return 1
-	}
-	return 0
+	return cliflag.Healthcheck(*httpAddr, *timeout, os.Stderr)
 }

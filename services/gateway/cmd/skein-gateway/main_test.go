@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -27,31 +26,6 @@ func TestHealthcheck(t *testing.T) {
 	t.Setenv("SKEIN_HTTP_ADDR", addr(ok))
 	if code := healthcheck(nil); code != 0 {
 		t.Errorf("address from SKEIN_HTTP_ADDR: exit %d", code)
-	}
-}
-
-func TestEnvTwinsFillOnlyUnsetFlags(t *testing.T) {
-	fs := flag.NewFlagSet("t", flag.ContinueOnError)
-	grpcAddr := fs.String("grpc-addr", "default", "")
-	ctrls := fs.String("controllers", "", "")
-	node := fs.Int("node-id", 0, "")
-	t.Setenv("SKEIN_GRPC_ADDR", "from-env")
-	t.Setenv("SKEIN_CONTROLLERS", "a:1,b:2")
-	t.Setenv("SKEIN_NODE_ID", "7")
-	if err := fs.Parse([]string{"--grpc-addr", "from-flag"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := envTwins(fs); err != nil {
-		t.Fatal(err)
-	}
-	if *grpcAddr != "from-flag" || *ctrls != "a:1,b:2" || *node != 7 {
-		t.Errorf("grpc-addr %q controllers %q node-id %d", *grpcAddr, *ctrls, *node)
-	}
-	t.Setenv("SKEIN_NODE_ID", "seven")
-	fs2 := flag.NewFlagSet("t", flag.ContinueOnError)
-	fs2.Int("node-id", 0, "")
-	if err := envTwins(fs2); err == nil {
-		t.Error("a bad env value must be refused")
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 
 	storagev1 "skein/gen/skein/storage/v1"
 	"skein/libs/checkpoint"
+	"skein/libs/cliflag"
 	"skein/libs/membership"
 	"skein/libs/metadata"
 	"skein/libs/telemetry"
@@ -64,7 +65,7 @@ func main() {
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.DurationVar(&c.replicaLagMax, "replica-lag-max", 10*time.Second, "replica.lag.time.max.ms: a follower behind this long leaves the ISR")
 	fs.DurationVar(&c.shutdownWait, "shutdown-wait", 10*time.Second, "how long SIGTERM waits for leadership to move and requests to finish")
-	if err := parseWithEnv(fs, os.Args[1:]); err != nil {
+	if err := cliflag.Parse(fs, os.Args[1:], os.Getenv); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
@@ -72,24 +73,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "skein-storage:", err)
 		os.Exit(1)
 	}
-}
-
-// parseWithEnv gives every flag an environment twin: --grpc-addr reads
-// SKEIN_GRPC_ADDR unless the flag is given on the command line.
-func parseWithEnv(fs *flag.FlagSet, args []string) error {
-	var bad error
-	fs.VisitAll(func(f *flag.Flag) {
-		env := "SKEIN_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v, ok := os.LookupEnv(env); ok {
-			if err := f.Value.Set(v); err != nil && bad == nil {
-				bad = fmt.Errorf("%s=%q: %v", env, v, err)
-			}
-		}
-	})
-	if bad != nil {
-		return bad
-	}
-	return fs.Parse(args)
 }
 
 func run(c config) error {
@@ -262,23 +245,14 @@ func splitList(s string) []string {
 	return out
 }
 
-// healthcheck GETs /healthz and exits 0 when it answers 200: Docker health
-// checks need no shell in a FROM scratch image.
+// healthcheck GETs the node's /healthz: Docker health checks need no shell
+// in a FROM scratch image.
 func healthcheck(args []string) int {
 	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
 	addr := fs.String("http-addr", "127.0.0.1:9301", "the node's HTTP address")
-	if err := parseWithEnv(fs, args); err != nil {
+	timeout := fs.Duration("timeout", 2*time.Second, "how long to wait for the answer")
+	if err := cliflag.Parse(fs, args, os.Getenv); err != nil {
 		return 2
 	}
-	client := http.Client{Timeout: 2 * time.Second}
-	resp, err := client.Get("http://" + *addr + "/healthz")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 1
-	}
-	return 0
+	return cliflag.Healthcheck(*addr, *timeout, os.Stderr)
 }

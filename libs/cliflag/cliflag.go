@@ -1,0 +1,78 @@
+// Package cliflag is what every Skein binary does the same way on its command
+// line: each flag has an environment twin (--grpc-addr is also
+// SKEIN_GRPC_ADDR; the command line wins), and a `healthcheck` subcommand
+// asks a running process's /healthz, so container health checks need no
+// shell in a FROM scratch image.
+package cliflag
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// EnvName is a flag's environment twin: SKEIN_ and the name in upper snake case.
+func EnvName(flagName string) string {
+	return "SKEIN_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// Parse parses args, then sets every flag not given on the command line from
+// its environment twin, read through getenv (os.Getenv in main; tests pass
+// their own). A twin whose value the flag refuses is an error naming it.
+func Parse(fs *flag.FlagSet, args []string, getenv func(string) string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	return FillFromEnv(fs, getenv)
+}
+
+// FillFromEnv sets every flag of an already parsed set that the command line
+// did not give from its environment twin.
+func FillFromEnv(fs *flag.FlagSet, getenv func(string) string) error {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if given[f.Name] || err != nil {
+			return
+		}
+		env := EnvName(f.Name)
+		if v := getenv(env); v != "" {
+			if e := fs.Set(f.Name, v); e != nil {
+				err = fmt.Errorf("%s=%q: %w", env, v, e)
+			}
+		}
+	})
+	return err
+}
+
+// Healthcheck GETs http://addr/healthz and answers the exit code: 0 when it
+// answers 200, 1 otherwise (the reason goes to stderr), 2 for a bad address.
+// A wildcard listen address is reached on loopback.
+func Healthcheck(addr string, timeout time.Duration, stderr io.Writer) int {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		fmt.Fprintln(stderr, "healthcheck:", err)
+		return 2
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	c := &http.Client{Timeout: timeout}
+	resp, err := c.Get("http://" + net.JoinHostPort(host, port) + "/healthz")
+	if err != nil {
+		fmt.Fprintln(stderr, "unhealthy:", err)
+		return 1
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		fmt.Fprintf(stderr, "unhealthy: %s %s\n", resp.Status, strings.TrimSpace(string(body)))
+		return 1
+	}
+	return 0
+}
