@@ -15,6 +15,7 @@ import (
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/errs"
 	"skein/libs/record"
+	"skein/services/storage/internal/batchtrace"
 	"skein/services/storage/internal/partition"
 )
 
@@ -89,7 +90,7 @@ func (s *Server) producePartition(ctx context.Context, acks int, pp *storagev1.P
 	tp := partition.TP{Topic: pp.GetTopic(), Partition: pp.GetPartition()}
 	opts := []trace.SpanStartOption{trace.WithAttributes(attribute.String("topic", tp.Topic), attribute.Int("partition", int(tp.Partition)), attribute.Int("acks", acks))}
 	if traceFromRecords {
-		if sc := recordsSpanContext(pp.GetRecords()); sc.IsValid() {
+		if sc := batchtrace.First(pp.GetRecords()); sc.IsValid() {
 			opts = append(opts, trace.WithLinks(trace.LinkFromContext(ctx)))
 			ctx = trace.ContextWithRemoteSpanContext(ctx, sc) // keeps ctx's deadline and cancellation
 		}

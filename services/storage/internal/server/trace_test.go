@@ -14,6 +14,7 @@ import (
 	storagev1 "skein/gen/skein/storage/v1"
 	"skein/libs/errs"
 	"skein/libs/record"
+	"skein/services/storage/internal/batchtrace"
 	"skein/services/storage/internal/partition"
 )
 
@@ -39,18 +40,18 @@ func batchWith(t *testing.T, c record.Compression, headers ...record.Header) []b
 
 func TestRecordsSpanContext(t *testing.T) {
 	const tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-	sc := recordsSpanContext(batchWith(t, record.None, record.Header{Key: "h", Value: []byte("x")}, record.Header{Key: traceHeader, Value: []byte(tp)}))
+	sc := batchtrace.First(batchWith(t, record.None, record.Header{Key: "h", Value: []byte("x")}, record.Header{Key: batchtrace.Header, Value: []byte(tp)}))
 	if !sc.IsValid() || sc.TraceID().String() != "0af7651916cd43dd8448eb211c80319c" || sc.SpanID().String() != "b7ad6b7169203331" || !sc.IsRemote() {
 		t.Errorf("span context %+v from %s", sc, tp)
 	}
 	for name, batches := range map[string][]byte{
 		"no header":  batchWith(t, record.None),
-		"bad header": batchWith(t, record.None, record.Header{Key: traceHeader, Value: []byte("nonsense")}),
-		"compressed": batchWith(t, record.Gzip, record.Header{Key: traceHeader, Value: []byte(tp)}),
+		"bad header": batchWith(t, record.None, record.Header{Key: batchtrace.Header, Value: []byte("nonsense")}),
+		"compressed": batchWith(t, record.Gzip, record.Header{Key: batchtrace.Header, Value: []byte(tp)}),
 		"empty":      nil,
-		"torn":       batchWith(t, record.None, record.Header{Key: traceHeader, Value: []byte(tp)})[:30],
+		"torn":       batchWith(t, record.None, record.Header{Key: batchtrace.Header, Value: []byte(tp)})[:30],
 	} {
-		if sc := recordsSpanContext(batches); sc.IsValid() {
+		if sc := batchtrace.First(batches); sc.IsValid() {
 			t.Errorf("%s: got a span context %+v", name, sc)
 		}
 	}
@@ -70,7 +71,7 @@ func TestStreamProduceSpanJoinsRecordsTrace(t *testing.T) {
 	producer := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1, 2, 3}, SpanID: trace.SpanID{4, 5, 6}, TraceFlags: trace.FlagsSampled})
 	header := "00-" + producer.TraceID().String() + "-" + producer.SpanID().String() + "-01"
 	req := &storagev1.ProduceRequest{Acks: -1, Partitions: []*storagev1.PartitionProduce{{Topic: "t", Partition: 0,
-		Records: batchWith(t, record.None, record.Header{Key: traceHeader, Value: []byte(header)})}}}
+		Records: batchWith(t, record.None, record.Header{Key: batchtrace.Header, Value: []byte(header)})}}}
 
 	streamCtx, stream := tp.Tracer("test").Start(context.Background(), "ProduceStream")
 	if _, err := s.produce(streamCtx, req, true); err != nil {
