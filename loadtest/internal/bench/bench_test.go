@@ -199,8 +199,11 @@ func TestWarmupIsNotCounted(t *testing.T) {
 	g.mu.Lock()
 	sent := len(g.logs[0]) + len(g.logs[1])
 	g.mu.Unlock()
-	if sum.Records != 50 || sum.Latency.Count != 50 || sent < 50+100 {
-		t.Errorf("summary counts %d records (%d latencies); the gateway got %d, want 50 plus ~200 of warm-up", sum.Records, sum.Latency.Count, sent)
+	// The warm-up is time-based (100 ms at 2000/s, ~200 records on an idle
+	// box, fewer on a loaded one): what matters is that some were sent and
+	// none of them counted.
+	if sum.Records != 50 || sum.Latency.Count != 50 || sent <= 50 {
+		t.Errorf("summary counts %d records (%d latencies); the gateway got %d, want 50 plus the warm-up's", sum.Records, sum.Latency.Count, sent)
 	}
 }
 

@@ -181,6 +181,8 @@ func TestRESTRefusals(t *testing.T) {
 	}{
 		{"topic name with a space", "POST", "/v1/topics", `{"name": "bad name"}`, 400, "INVALID_TOPIC_EXCEPTION"},
 		{"topic name with a slash", "POST", "/v1/topics", `{"name": "a/b"}`, 400, "INVALID_TOPIC_EXCEPTION"},
+		{"escaped slash in a topic path", "GET", "/v1/topics/a%2Fb", "", 400, "INVALID_TOPIC_EXCEPTION"},
+		{"escaped slash in a produce path", "POST", "/v1/topics/a%2Fb/records", `{"records": [{"value": "x"}]}`, 400, "INVALID_TOPIC_EXCEPTION"},
 		{"topic name .", "POST", "/v1/topics", `{"name": "."}`, 400, "INVALID_TOPIC_EXCEPTION"},
 		{"topic name ..", "POST", "/v1/topics", `{"name": ".."}`, 400, "INVALID_TOPIC_EXCEPTION"},
 		{"empty topic name", "POST", "/v1/topics", `{"name": ""}`, 400, "INVALID_TOPIC_EXCEPTION"},

@@ -65,6 +65,10 @@ func newRESTMux(ctx context.Context, conn *grpc.ClientConn) (*runtime.ServeMux, 
 		}),
 		runtime.WithErrorHandler(errorHandler),
 		runtime.WithRoutingErrorHandler(routingErrorHandler),
+		// Routes match the path as sent: an escaped slash stays inside its
+		// parameter, so /v1/topics/a%2Fb reaches the topic handlers (and is
+		// refused as an invalid topic name) instead of matching no route.
+		runtime.WithUnescapingMode(runtime.UnescapingModeAllExceptSlash),
 	)
 	for _, register := range []func(context.Context, *runtime.ServeMux, *grpc.ClientConn) error{
 		skeinv1.RegisterAdminServiceHandler,
