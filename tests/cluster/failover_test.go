@@ -215,7 +215,7 @@ func TestRollingRestartLosesNothing(t *testing.T) {
 		if tail := c.Tail(p, 200); strings.Contains(tail, "controlled shutdown failed") || strings.Contains(tail, "controlled shutdown left partitions") {
 			t.Errorf("broker %d did not hand its leaderships away:\n%s", p.ID, tail)
 		}
-		cl.WaitFor("leadership away from the stopped node", 2*time.Second, func(*metadata.Image) bool {
+		cl.WaitFor("leadership away from the stopped node", 10*time.Second, func(*metadata.Image) bool {
 			l, _ := cl.Leader("rolling", 0)
 			return l >= 0 && l != int32(p.ID)
 		})
