@@ -2,13 +2,17 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -59,14 +63,49 @@ func BinDir(t testing.TB) string {
 	return ""
 }
 
-// FreeAddr reserves a loopback port by listening on :0.
+var (
+	portsMu   sync.Mutex
+	handedOut = map[string]bool{}
+)
+
+// PickAddr answers a loopback address free now and never answered before in
+// this process. Its port lies below the kernel's ephemeral range: a port the
+// kernel hands to listen(":0") or to an outgoing connection could be taken
+// again before the process the test starts binds it.
+func PickAddr() (string, error) {
+	lo, hi := 10000, 32768
+	if raw, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(raw)); len(f) == 2 {
+			if a, err := strconv.Atoi(f[0]); err == nil && a-lo >= 2000 {
+				hi = a
+			}
+		}
+	}
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for range 1000 {
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(lo+rand.IntN(hi-lo)))
+		if handedOut[addr] {
+			continue
+		}
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		l.Close()
+		handedOut[addr] = true
+		return addr, nil
+	}
+	return "", errors.New("no free loopback port")
+}
+
+// FreeAddr is PickAddr for a test.
 func FreeAddr(t testing.TB) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := PickAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
 // Start launches 3 controllers and the storage nodes and waits until every
@@ -153,6 +192,13 @@ func (c *Cluster) WaitReady(p *Proc, d time.Duration) {
 	client := http.Client{Timeout: time.Second}
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
+		// A process that died does not count as ready even if something
+		// else answers on its address.
+		select {
+		case <-p.done:
+			c.t.Fatalf("%s-%d exited before ready; log:\n%s", p.Role, p.ID, c.Tail(p, 40))
+		default:
+		}
 		resp, err := client.Get("http://" + p.HTTPAddr + "/readyz")
 		if err == nil {
 			resp.Body.Close()

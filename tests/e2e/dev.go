@@ -5,16 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"skein/tests/cluster"
 )
 
 // Dev is a `skein dev` cluster run as a child process.
@@ -76,29 +75,9 @@ func BinDir() (string, error) {
 	return filepath.Join(root, "bin"), nil
 }
 
-// FreeAddr answers a loopback address free now, with a port below the
-// kernel's ephemeral range so no outgoing connection takes it before the
-// gateway listens on it (skein dev picks its own ports the same way).
-func FreeAddr() (string, error) {
-	lo, hi := 10000, 32768
-	if raw, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(raw)); len(f) == 2 {
-			if a, err := strconv.Atoi(f[0]); err == nil && a-lo >= 2000 {
-				hi = a
-			}
-		}
-	}
-	for range 1000 {
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(lo+rand.IntN(hi-lo)))
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			continue
-		}
-		l.Close()
-		return addr, nil
-	}
-	return "", errors.New("no free loopback port")
-}
+// FreeAddr answers a loopback address free now, below the kernel's
+// ephemeral range and never handed out before in this process.
+func FreeAddr() (string, error) { return cluster.PickAddr() }
 
 // readyLine is what skein dev prints on stdout once the cluster serves.
 const readyLine = "Skein is running."
