@@ -47,12 +47,15 @@ func TestProcesses(t *testing.T) {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
 	dir := t.TempDir()
+	// Every reserved port stays held until all are picked, so the kernel
+	// cannot hand the same one out twice.
+	var held []net.Listener
 	addr := func() string {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer l.Close()
+		held = append(held, l)
 		return l.Addr().String()
 	}
 	procs := make([]*proc, 3)
@@ -61,6 +64,9 @@ func TestProcesses(t *testing.T) {
 		p := &proc{id: i + 1, grpc: addr(), http: addr(), raft: addr(), gossip: addr()}
 		procs[i] = p
 		peers = append(peers, fmt.Sprintf("%d=%s=%s", p.id, p.raft, p.grpc))
+	}
+	for _, l := range held {
+		l.Close()
 	}
 	start := func(p *proc) {
 		t.Helper()
