@@ -7,4 +7,14 @@ replace (
 	skein/libs => ../../libs
 )
 
-require pgregory.net/rapid v1.3.0
+require (
+	pgregory.net/rapid v1.3.0
+	skein/libs v0.0.0-00010101000000-000000000000
+)
+
+require (
+	golang.org/x/sys v0.49.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c // indirect
+	google.golang.org/grpc v1.85.0 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
+)
