@@ -72,6 +72,8 @@ type Member struct {
 	Addr  string // gossip address, host:port
 	Meta  Meta
 	State State
+
+	since time.Time // when this node saw State begin
 }
 
 // EventType is what happened to a member.
@@ -127,8 +129,26 @@ type Timings struct {
 	// TCPTimeout bounds joins and push-pull exchanges.
 	TCPTimeout time.Duration
 	// DeadNodeReclaimTime: after this, a dead member's name may come back at
-	// another address (a restarted process on a new port).
+	// another address (a restarted process on a new port or IP).
 	DeadNodeReclaimTime time.Duration
+	// GossipToTheDeadTime: how long updates are still gossiped to a member
+	// declared dead. memberlist probes and push-pulls only live members, so
+	// after this the two sides of a healed partition never talk again by
+	// themselves: the reconnect loop (below) is what brings them back.
+	GossipToTheDeadTime time.Duration
+	// ReconnectInterval is the first pause of the reconnect loop: while a
+	// member is held dead (for less than ReconnectTimeout) or fewer members
+	// are alive than expected, this node joins the seeds and the dead
+	// members' last addresses again, doubling the pause up to
+	// ReconnectMaxInterval. One exchange that lifts a partition needs two
+	// rounds (the first makes each side refute the other's death notice, the
+	// second carries the refutation), so a healed partition is whole again
+	// within about 2 × ReconnectMaxInterval.
+	ReconnectInterval    time.Duration
+	ReconnectMaxInterval time.Duration
+	// ReconnectTimeout: a member dead for longer is given up on (a
+	// decommissioned node is not dialled forever).
+	ReconnectTimeout time.Duration
 }
 
 // FastTimings detects a killed member in about 1-2 s on loopback or a LAN:
@@ -142,9 +162,13 @@ func FastTimings() Timings {
 		SuspicionMaxTimeoutMult: 2,
 		GossipInterval:          50 * time.Millisecond,
 		GossipNodes:             4,
-		PushPullInterval:        10 * time.Second,
+		PushPullInterval:        5 * time.Second,
 		TCPTimeout:              time.Second,
 		DeadNodeReclaimTime:     time.Second,
+		GossipToTheDeadTime:     6 * time.Second,
+		ReconnectInterval:       time.Second,
+		ReconnectMaxInterval:    4 * time.Second,
+		ReconnectTimeout:        24 * time.Hour,
 	}
 }
 
@@ -156,15 +180,22 @@ type Config struct {
 	BindAddr string
 	// AdvertiseAddr is the host:port others reach this member at; default BindAddr.
 	AdvertiseAddr string
-	// Seeds are members to join; unreachable ones are retried in the
-	// background every RetryJoinInterval until one answers.
-	Seeds             []string
-	RetryJoinInterval time.Duration // default 1 s
-	Meta              Meta
+	// Seeds are members to join, as host:port; names are resolved again on
+	// every attempt, so a seed that comes back at another IP is found.
+	// Unreachable ones are retried by the reconnect loop.
+	Seeds []string
+	// ExpectedMembers, when set, answers how many members (this one
+	// included) should be alive; while fewer are, the reconnect loop joins
+	// the seeds again. A controller expects its peers, for instance.
+	ExpectedMembers func() int
+	Meta            Meta
 	// Timings default to FastTimings when ProbeInterval is zero.
 	Timings Timings
 	// Logger receives memberlist's warnings and errors; default slog.Default().
 	Logger *slog.Logger
+	// Transport carries gossip; default memberlist's UDP+TCP transport on
+	// BindAddr. Fault-injection tests pass one that can cut links.
+	Transport memberlist.Transport
 }
 
 // Node is this process's membership in the gossip cluster.
@@ -176,7 +207,10 @@ type Node struct {
 	metaMu sync.Mutex // guards meta
 	meta   []byte
 
-	addr string // our gossip address, read once at Start
+	addr     string   // our gossip address, read once at Start
+	seeds    []string // the configured seeds, this node's own address removed
+	expected func() int
+	timings  Timings
 
 	mu      sync.Mutex        // guards members
 	members map[string]Member // every other member ever seen, by name, in its last known state
@@ -201,25 +235,29 @@ func Start(cfg Config) (*Node, error) {
 	if cfg.Timings.ProbeInterval == 0 {
 		cfg.Timings = FastTimings()
 	}
-	if cfg.RetryJoinInterval <= 0 {
-		cfg.RetryJoinInterval = time.Second
-	}
+	cfg.Timings = cfg.Timings.withDefaults()
 	meta, err := encodeMeta(cfg.Meta, false)
 	if err != nil {
 		return nil, err
 	}
-	host, port, err := splitHostPort(cfg.BindAddr)
-	if err != nil {
-		return nil, fmt.Errorf("membership: bind address: %w", err)
+	var host string
+	var port int
+	if cfg.Transport == nil {
+		var err error
+		if host, port, err = splitHostPort(cfg.BindAddr); err != nil {
+			return nil, fmt.Errorf("membership: bind address: %w", err)
+		}
 	}
 	n := &Node{
-		name:    cfg.NodeName,
-		logger:  cfg.Logger.With("component", "membership"),
-		meta:    meta,
-		members: map[string]Member{},
-		queue:   newQueue(),
-		events:  make(chan Event),
-		stop:    make(chan struct{}),
+		name:     cfg.NodeName,
+		logger:   cfg.Logger.With("component", "membership"),
+		meta:     meta,
+		members:  map[string]Member{},
+		queue:    newQueue(),
+		events:   make(chan Event),
+		stop:     make(chan struct{}),
+		expected: cfg.ExpectedMembers,
+		timings:  cfg.Timings,
 	}
 	mc := memberlist.DefaultLANConfig()
 	mc.Name = cfg.NodeName
@@ -237,7 +275,8 @@ func Start(cfg Config) (*Node, error) {
 	mc.GossipInterval, mc.GossipNodes = t.GossipInterval, t.GossipNodes
 	mc.PushPullInterval, mc.TCPTimeout = t.PushPullInterval, t.TCPTimeout
 	mc.DeadNodeReclaimTime = t.DeadNodeReclaimTime
-	mc.GossipToTheDeadTime = 10 * t.ProbeInterval * time.Duration(max(1, t.SuspicionMult))
+	mc.GossipToTheDeadTime = t.GossipToTheDeadTime
+	mc.Transport = cfg.Transport
 	mc.Delegate = delegate{n}
 	mc.Events = eventDelegate{n}
 	mc.Logger = log.New(logWriter{n.logger}, "", 0)
@@ -253,15 +292,32 @@ func Start(cfg Config) (*Node, error) {
 	// memberlist hands out pointers to nodes it keeps changing under its own
 	// lock; read ours once, before anyone knows us.
 	n.addr = list.LocalNode().Address()
-	seeds := slices.DeleteFunc(slices.Clone(cfg.Seeds), func(s string) bool { return s == "" || s == n.Addr() })
-	if len(seeds) > 0 {
-		if _, err := list.Join(seeds); err != nil {
-			n.logger.Warn("joining seeds failed; retrying in the background", "seeds", seeds, "err", err)
-			n.wg.Add(1)
-			go n.retryJoin(seeds, cfg.RetryJoinInterval)
+	n.seeds = slices.DeleteFunc(slices.Clone(cfg.Seeds), func(s string) bool { return s == "" || s == n.Addr() })
+	if len(n.seeds) > 0 {
+		if _, err := list.Join(n.seeds); err != nil {
+			n.logger.Warn("joining seeds failed; retrying in the background", "seeds", n.seeds, "err", err)
 		}
 	}
+	n.wg.Add(1)
+	go n.reconnect()
 	return n, nil
+}
+
+func (t Timings) withDefaults() Timings {
+	f := FastTimings()
+	if t.GossipToTheDeadTime <= 0 {
+		t.GossipToTheDeadTime = 10 * t.ProbeInterval * time.Duration(max(1, t.SuspicionMult))
+	}
+	if t.ReconnectInterval <= 0 {
+		t.ReconnectInterval = f.ReconnectInterval
+	}
+	if t.ReconnectMaxInterval < t.ReconnectInterval {
+		t.ReconnectMaxInterval = max(t.ReconnectInterval, f.ReconnectMaxInterval)
+	}
+	if t.ReconnectTimeout <= 0 {
+		t.ReconnectTimeout = f.ReconnectTimeout
+	}
+	return t
 }
 
 func splitHostPort(addr string) (string, int, error) {
@@ -279,23 +335,74 @@ func splitHostPort(addr string) (string, int, error) {
 	return host, port, nil
 }
 
-func (n *Node) retryJoin(seeds []string, every time.Duration) {
+// reconnect is the loop that heals partitions, as Serf's reconnector does:
+// memberlist stops talking to a member GossipToTheDeadTime after declaring
+// it dead, so without this two sides of a healed cut would stay apart for
+// good. While something is missing it joins the seeds (resolved again) and
+// the dead members' last addresses, backing off from ReconnectInterval to
+// ReconnectMaxInterval; when nothing is missing it checks every
+// ReconnectInterval.
+func (n *Node) reconnect() {
 	defer n.wg.Done()
-	t := time.NewTicker(every)
-	defer t.Stop()
+	pause := n.timings.ReconnectInterval
+	var lastWarn time.Time
 	for {
 		select {
 		case <-n.stop:
 			return
-		case <-t.C:
+		case <-time.After(pause):
 		}
-		if n.list.NumMembers() > 1 {
-			return // someone found us
+		targets, why := n.missing(time.Now())
+		if len(targets) == 0 {
+			pause = n.timings.ReconnectInterval
+			continue
 		}
-		if _, err := n.list.Join(seeds); err == nil {
-			return
+		joined, err := n.list.Join(targets)
+		switch {
+		case joined > 0:
+			n.logger.Debug("gossip reconnect exchanged state", "why", why, "answered", joined, "tried", len(targets))
+		case time.Since(lastWarn) >= time.Minute:
+			// One line a minute while cut off, not one per attempt.
+			lastWarn = time.Now()
+			n.logger.Warn("gossip reconnect: nobody answered; retrying", "why", why, "tried", targets, "err", err)
+		}
+		pause = min(2*pause, n.timings.ReconnectMaxInterval)
+	}
+}
+
+// missing answers whom to join now, and why: the seeds when fewer members
+// are alive than expected (or than the seeds promise), plus every member
+// held dead for less than ReconnectTimeout.
+func (n *Node) missing(now time.Time) (targets []string, why string) {
+	alive := 1
+	var dead []string
+	n.mu.Lock()
+	for _, m := range n.members {
+		switch {
+		case m.State == StateAlive:
+			alive++
+		case m.State == StateDead && now.Sub(m.since) < n.timings.ReconnectTimeout:
+			dead = append(dead, m.Addr)
 		}
 	}
+	n.mu.Unlock()
+	want := 0
+	if n.expected != nil {
+		want = n.expected()
+	}
+	if len(n.seeds) > 0 && alive == 1 {
+		want = max(want, 2) // seeded, yet alone
+	}
+	if alive < want {
+		targets = append(targets, n.seeds...)
+		why = fmt.Sprintf("%d of %d members alive", alive, want)
+	}
+	if len(dead) > 0 {
+		slices.Sort(dead)
+		targets = append(targets, dead...)
+		why = strings.TrimPrefix(why+fmt.Sprintf("; %d members held dead", len(dead)), "; ")
+	}
+	return slices.Compact(targets), why
 }
 
 // Name is this member's node name.
@@ -419,7 +526,7 @@ func (n *Node) notify(t EventType, m *memberlist.Node) {
 		return
 	}
 	meta, leaving := decodeMeta(m.Meta)
-	mem := Member{Name: m.Name, Addr: m.Address(), Meta: meta, State: StateAlive}
+	mem := Member{Name: m.Name, Addr: m.Address(), Meta: meta, State: StateAlive, since: time.Now()}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	prev, known := n.members[m.Name]

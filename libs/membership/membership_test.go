@@ -113,7 +113,9 @@ func TestRetryJoin(t *testing.T) {
 	}
 	seedAddr := l.Addr().String()
 	l.Close()
-	n, err := Start(Config{BindAddr: "127.0.0.1:0", Seeds: []string{seedAddr}, RetryJoinInterval: 100 * time.Millisecond,
+	timings := FastTimings()
+	timings.ReconnectInterval, timings.ReconnectMaxInterval = 100*time.Millisecond, 100*time.Millisecond
+	n, err := Start(Config{BindAddr: "127.0.0.1:0", Seeds: []string{seedAddr}, Timings: timings,
 		Meta: Meta{Role: RoleGateway, ID: 1}, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)

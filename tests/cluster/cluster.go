@@ -248,6 +248,24 @@ func (c *Cluster) Restart(p *Proc) {
 	c.start(p)
 }
 
+// RestartAt starts a stopped process again on the same data but at new
+// gRPC, HTTP and gossip addresses (a container rescheduled elsewhere).
+func (c *Cluster) RestartAt(p *Proc) {
+	c.t.Helper()
+	p.GRPCAddr, p.HTTPAddr = FreeAddr(c.t), FreeAddr(c.t)
+	for i := 0; i+1 < len(p.args); i++ {
+		switch p.args[i] {
+		case "--grpc-addr":
+			p.args[i+1] = p.GRPCAddr
+		case "--http-addr":
+			p.args[i+1] = p.HTTPAddr
+		case "--gossip-addr":
+			p.args[i+1] = FreeAddr(c.t)
+		}
+	}
+	c.Restart(p)
+}
+
 // Stop terminates every process, storage nodes before the controllers they
 // report to: SIGTERM, then SIGKILL after a grace period.
 func (c *Cluster) Stop() {

@@ -190,6 +190,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		},
 		LeaderImbalanceCheckInterval: c.imbalanceInterval,
 		Logger:                       logger,
+		Registerer:                   reg,
 	}, node)
 
 	var members *membership.Node
@@ -199,7 +200,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		t.ProbeInterval, t.ProbeTimeout, t.SuspicionMult = c.gossipProbe, c.gossipProbeT, c.gossipSuspicion
 		members, err = membership.Start(membership.Config{
 			BindAddr: c.gossipAddr, AdvertiseAddr: c.gossipAdv, Seeds: splitList(c.gossipSeeds), Timings: t, Logger: logger,
-			Meta: membership.Meta{Role: membership.RoleController, ID: int32(c.nodeID), GRPCAddr: self.GRPCAddr, HTTPAddr: c.httpAddr, RaftAddr: self.RaftAddr},
+			// Every voter should be in gossip: fewer alive makes this
+			// controller join its seeds again (a healed partition).
+			ExpectedMembers: func() int { return len(peers) },
+			Meta:            membership.Meta{Role: membership.RoleController, ID: int32(c.nodeID), GRPCAddr: self.GRPCAddr, HTTPAddr: c.httpAddr, RaftAddr: self.RaftAddr},
 		})
 		if err != nil {
 			return err

@@ -3,8 +3,11 @@ package liveness
 import (
 	"context"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	controllerv1 "skein/gen/skein/controller/v1"
 	"skein/libs/errs"
@@ -30,6 +33,8 @@ type Config struct {
 	// leadership back (default 10 s).
 	LeaderImbalanceCheckInterval time.Duration
 	Logger                       *slog.Logger
+	// Registerer receives the fence and unfence counters (optional).
+	Registerer prometheus.Registerer
 }
 
 // Loop is the reconciler's shell.
@@ -40,6 +45,8 @@ type Loop struct {
 
 	mu sync.Mutex // guards t
 	t  *Tracker
+
+	fences, unfences *prometheus.CounterVec
 }
 
 // New returns a loop; Run starts it.
@@ -53,7 +60,26 @@ func New(cfg Config, node Node) *Loop {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Loop{cfg: cfg, node: node, log: cfg.Logger.With("component", "liveness"), t: NewTracker(cfg.Settings)}
+	l := &Loop{cfg: cfg, node: node, log: cfg.Logger.With("component", "liveness"), t: NewTracker(cfg.Settings),
+		fences: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "skein_controller_broker_fences_total",
+			Help: "Fence commands this controller committed as leader, per broker."}, []string{"broker"}),
+		unfences: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "skein_controller_broker_unfences_total",
+			Help: "Commands this controller committed as leader that unfenced a broker (a heartbeat or a registration), per broker."}, []string{"broker"}),
+	}
+	if cfg.Registerer != nil {
+		cfg.Registerer.MustRegister(l.fences, l.unfences)
+	}
+	return l
+}
+
+// Unfenced counts a committed command that unfenced the broker.
+func (l *Loop) Unfenced(id int32) { l.unfences.WithLabelValues(strconv.Itoa(int(id))).Inc() }
+
+// HeldDown reports whether gossip holds this incarnation of the broker dead.
+func (l *Loop) HeldDown(id int32, incarnation string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.t.HeldDown(id, incarnation)
 }
 
 // Heartbeat records a broker's heartbeat (the gRPC shell calls it).
@@ -142,6 +168,9 @@ func (l *Loop) propose(ctx context.Context, cmd *controllerv1.Command) {
 	switch {
 	case err == nil:
 		l.log.Info("proposed", "command", fsm.Describe(cmd))
+		if f := cmd.GetFenceBroker(); f != nil {
+			l.fences.WithLabelValues(strconv.Itoa(int(f.GetBrokerId()))).Inc()
+		}
 	case errs.Of(err) == errs.StaleBrokerEpoch:
 		// The broker re-registered meanwhile: nothing to fence.
 	default:

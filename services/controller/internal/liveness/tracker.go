@@ -87,10 +87,18 @@ func (t *Tracker) Heartbeat(id int32, epoch int64, now time.Time) {
 // no longer unfence it.
 func (t *Tracker) ShuttingDown(id int32, epoch int64) { t.shuttingDown[id] = epoch }
 
+// HeldDown reports whether gossip holds this incarnation of the broker dead
+// or gone. Registering or unfencing it now would only be undone by the next
+// Plan, a fence and an unfence per round for as long as the partition lasts.
+func (t *Tracker) HeldDown(id int32, incarnation string) bool {
+	inc, ok := t.down[id]
+	return ok && (inc == "" || inc == incarnation)
+}
+
 // MayUnfence reports whether a heartbeat from this incarnation may unfence
 // it: not while gossip holds it dead, not after it asked to shut down.
 func (t *Tracker) MayUnfence(id int32, epoch int64, incarnation string) bool {
-	if inc, ok := t.down[id]; ok && (inc == "" || inc == incarnation) {
+	if t.HeldDown(id, incarnation) {
 		return false
 	}
 	if e, ok := t.shuttingDown[id]; ok && e == epoch {
@@ -128,7 +136,7 @@ func (t *Tracker) Plan(img *metadata.Image, now time.Time) []*controllerv1.Comma
 	}
 	for _, b := range img.LiveBrokers() {
 		id := b.GetId()
-		if inc, ok := t.down[id]; ok && (inc == "" || inc == b.GetIncarnationId()) {
+		if t.HeldDown(id, b.GetIncarnationId()) {
 			out = append(out, fence(b, "gossip declared it dead or gone"))
 			continue
 		}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -54,6 +55,7 @@ type controller struct {
 	srv     *Server
 	gs      *grpc.Server
 	members *membership.Node
+	reg     *prometheus.Registry
 	cancel  context.CancelFunc
 	done    chan struct{}
 	stopped bool
@@ -95,12 +97,13 @@ func (c *cluster) start(id int32) *controller {
 	if err != nil {
 		c.t.Fatal(err)
 	}
+	reg := prometheus.NewRegistry()
 	live := liveness.New(liveness.Config{
 		Settings: liveness.Settings{SessionTimeout: c.session, CoordinatorGrace: 3 * time.Second,
 			ConsumerOffsetsPartitions: 3, TransactionStatePartitions: 3, InternalTopicMinBrokers: 3, ClusterID: "test"},
-		Tick: 50 * time.Millisecond, LeaderImbalanceCheckInterval: 500 * time.Millisecond, Logger: quiet,
+		Tick: 50 * time.Millisecond, LeaderImbalanceCheckInterval: 500 * time.Millisecond, Logger: quiet, Registerer: reg,
 	}, node)
-	ctl := &controller{id: id, node: node, done: make(chan struct{})}
+	ctl := &controller{id: id, node: node, reg: reg, done: make(chan struct{})}
 	var events <-chan membership.Event
 	if c.gossip {
 		var seeds []string
@@ -261,4 +264,26 @@ func (b *broker) kill() {
 	if b.members != nil {
 		b.members.Kill()
 	}
+}
+
+// counter reads a counter of ctl's registry for one broker label (0 when absent).
+func (ctl *controller) counter(t *testing.T, name string, broker int32) float64 {
+	t.Helper()
+	mfs, err := ctl.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "broker" && l.GetValue() == fmt.Sprint(broker) {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }

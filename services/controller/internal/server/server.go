@@ -178,8 +178,27 @@ func propose[T proto.Message](s *Server, ctx context.Context, cmd *controllerv1.
 
 func (s *Server) RegisterBroker(ctx context.Context, req *controllerv1.RegisterBrokerRequest) (*controllerv1.RegisterBrokerResponse, error) {
 	return onLeader(s, ctx, req, controllerv1.ControllerServiceClient.RegisterBroker, func(ctx context.Context) (*controllerv1.RegisterBrokerResponse, error) {
+		id := req.GetBrokerId()
+		if s.live.HeldDown(id, req.GetIncarnationId()) {
+			// Accepting would unfence it, and the liveness loop would fence
+			// it again within a tick: a Raft write and a metadata delta to
+			// every watcher twice a second for as long as gossip cannot
+			// reach the node. It registers once gossip sees it alive.
+			return nil, errs.Errorf(errs.BrokerNotAvailable,
+				"broker %d (incarnation %s) is held dead by gossip: the controllers cannot reach its gossip address; it may register once they can (retry with backoff)",
+				id, req.GetIncarnationId())
+		}
+		var wasFenced bool
+		s.node.Read(func(img *md.Image) {
+			if b, ok := img.Broker(md.BrokerID(id)); ok {
+				wasFenced = b.GetFenced()
+			}
+		})
 		resp, err := propose[*controllerv1.RegisterBrokerResponse](s, ctx, &controllerv1.Command{Command: &controllerv1.Command_RegisterBroker{RegisterBroker: req}})
 		if err == nil {
+			if wasFenced {
+				s.live.Unfenced(id)
+			}
 			s.live.Heartbeat(req.GetBrokerId(), resp.GetBrokerEpoch())
 			s.log.InfoContext(ctx, "broker registered", "broker", req.GetBrokerId(), "epoch", resp.GetBrokerEpoch(), "addr", req.GetGrpcAddr())
 		}
@@ -217,6 +236,7 @@ func (s *Server) BrokerHeartbeat(ctx context.Context, req *controllerv1.BrokerHe
 				UnfenceBroker: &controllerv1.UnfenceBrokerCommand{BrokerId: id, BrokerEpoch: epoch}}}); err != nil {
 				return nil, err
 			}
+			s.live.Unfenced(id)
 			s.log.InfoContext(ctx, "broker unfenced by its heartbeat", "broker", id, "epoch", epoch)
 			return &controllerv1.BrokerHeartbeatResponse{}, nil
 		}

@@ -475,3 +475,68 @@ func TestHTTP(t *testing.T) {
 		t.Errorf("/readyz after shutdown: %d", code)
 	}
 }
+
+// A broker whose gRPC reaches the controllers while gossip holds it dead (a
+// partition of the gossip network only, or the moments after a heal) is
+// refused registration with a retriable BROKER_NOT_AVAILABLE instead of being
+// registered and fenced again every tick: one fence for the episode, and one
+// unfence once gossip sees it alive again.
+func TestRegistrationRefusedWhileGossipHoldsDead(t *testing.T) {
+	c := newCluster(t, 1, true, 2*time.Second)
+	ctl := c.leader()
+	cl := c.client(ctl)
+	b := c.startBroker(cl, 4, 250*time.Millisecond)
+	defer b.kill()
+	w := watch(t, cl)
+	w.waitFor(t, "broker 4 live", 5*time.Second, func(img *metadata.Image) bool { return img.IsLive(4) })
+
+	if err := b.members.Kill(); err != nil { // gossip only; heartbeats go on
+		t.Fatal(err)
+	}
+	w.waitFor(t, "broker 4 fenced", 10*time.Second, func(img *metadata.Image) bool { return !img.IsLive(4) })
+	register := func() error {
+		_, err := cl.RegisterBroker(ctxT(t), &controllerv1.RegisterBrokerRequest{BrokerId: 4, GrpcAddr: "127.0.0.1:20004", IncarnationId: b.incarnation})
+		return errs.FromStatus(err)
+	}
+	for range 10 {
+		err := register()
+		if errs.Of(err) != errs.BrokerNotAvailable || !errs.IsRetriable(err) || !strings.Contains(err.Error(), "held dead by gossip") {
+			t.Fatalf("registration while gossip holds it dead answered %v, want retriable BROKER_NOT_AVAILABLE", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond)
+	w.mu.Lock()
+	live := w.img.IsLive(4)
+	w.mu.Unlock()
+	if live {
+		t.Fatal("broker 4 unfenced while gossip holds it dead")
+	}
+	if f, u := ctl.counter(t, "skein_controller_broker_fences_total", 4), ctl.counter(t, "skein_controller_broker_unfences_total", 4); f != 1 || u != 0 {
+		t.Fatalf("during the episode: %v fences, %v unfences of broker 4, want 1 and 0", f, u)
+	}
+
+	// Gossip reaches it again (same incarnation): it registers, once.
+	close(b.stopHB)
+	<-b.hbDone
+	var err error
+	c.mu.Lock()
+	seed := c.seed
+	c.mu.Unlock()
+	b.members, err = membership.Start(membership.Config{BindAddr: "127.0.0.1:0", Seeds: []string{seed}, Logger: quiet, Timings: gossipTimings(),
+		Meta: membership.Meta{Role: membership.RoleStorage, ID: 4, Incarnation: b.incarnation}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for err := register(); err != nil; err = register() {
+		if time.Now().After(deadline) {
+			t.Fatalf("registration after gossip came back: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	w.waitFor(t, "broker 4 live again", 5*time.Second, func(img *metadata.Image) bool { return img.IsLive(4) })
+	if f, u := ctl.counter(t, "skein_controller_broker_fences_total", 4), ctl.counter(t, "skein_controller_broker_unfences_total", 4); f != 1 || u != 1 {
+		t.Fatalf("whole episode: %v fences, %v unfences of broker 4, want 1 and 1", f, u)
+	}
+}

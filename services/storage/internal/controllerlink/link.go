@@ -97,8 +97,14 @@ func (l *Link) call(ctx context.Context, fn func(controllerv1.ControllerServiceC
 	return last
 }
 
-// Register registers the broker, retrying until ctx ends.
+// Register registers the broker, retrying until ctx ends. A refusal (the
+// controllers cannot reach this node's gossip yet, after a partition) backs
+// off from 300 ms to 5 s, and is logged once per distinct answer and then at
+// most every 30 s, not once per attempt.
 func (l *Link) Register(ctx context.Context) error {
+	pause := 300 * time.Millisecond
+	var lastMsg string
+	var lastLog time.Time
 	for {
 		var resp *controllerv1.RegisterBrokerResponse
 		err := l.call(ctx, func(c controllerv1.ControllerServiceClient) error {
@@ -115,12 +121,16 @@ func (l *Link) Register(ctx context.Context) error {
 			l.log.Info("registered with the controller", "broker_epoch", resp.GetBrokerEpoch())
 			return nil
 		}
-		l.log.Warn("broker registration failed; retrying", "err", err)
+		if msg := err.Error(); msg != lastMsg || time.Since(lastLog) >= 30*time.Second {
+			lastMsg, lastLog = msg, time.Now()
+			l.log.Warn("broker registration failed; retrying with backoff", "err", err, "next_try_in", pause)
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(300 * time.Millisecond):
+		case <-time.After(pause):
 		}
+		pause = min(2*pause, 5*time.Second)
 	}
 }
 
