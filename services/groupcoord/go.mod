@@ -9,7 +9,7 @@ replace (
 
 require (
 	pgregory.net/rapid v1.3.0
-	skein/libs v0.0.0-00010101000000-000000000000
+	skein/libs v0.0.0
 )
 
 require (
