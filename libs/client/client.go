@@ -14,7 +14,7 @@ import (
 
 	controllerv1 "skein/gen/skein/controller/v1"
 	"skein/libs/errs"
-	"skein/libs/telemetry"
+	"skein/libs/grpcopt"
 )
 
 // MaxMessageSize bounds one gRPC message the client sends or receives.
@@ -179,7 +179,7 @@ func (c *Client) dialOptions() []grpc.DialOption {
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		// Fetch answers carry up to max_bytes of batches per partition.
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize)),
-	}, telemetry.GRPCDialOptions()...)
+	}, grpcopt.Dial()...)
 	return append(opts, c.cfg.DialOptions...)
 }
 

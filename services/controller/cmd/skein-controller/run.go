@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	controllerv1 "skein/gen/skein/controller/v1"
+	"skein/libs/grpcopt"
 	"skein/libs/membership"
 	"skein/libs/telemetry"
 	"skein/services/controller/internal/liveness"
@@ -211,8 +212,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		events = members.Events()
 	}
 
-	srv := server.New(node, live, logger, telemetry.GRPCDialOptions()...)
-	gs := grpc.NewServer(telemetry.GRPCServerOptions(telemetry.NewGRPCMetrics(reg))...)
+	srv := server.New(node, live, logger, grpcopt.Dial()...)
+	gs := grpc.NewServer(grpcopt.Server(telemetry.NewGRPCMetrics(reg))...)
 	controllerv1.RegisterControllerServiceServer(gs, srv)
 	reflection.Register(gs)
 	var serving atomic.Bool

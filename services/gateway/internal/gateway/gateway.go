@@ -19,6 +19,7 @@ import (
 
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/client"
+	"skein/libs/grpcopt"
 	"skein/libs/telemetry"
 	"skein/services/gateway/internal/api"
 )
@@ -90,7 +91,7 @@ func New(cfg Config) (*Gateway, error) {
 	}
 
 	unaryErr, streamErr := api.ErrorInterceptors()
-	opts := append(telemetry.GRPCServerOptions(telemetry.NewGRPCMetrics(cfg.Registry)),
+	opts := append(grpcopt.Server(telemetry.NewGRPCMetrics(cfg.Registry)),
 		grpc.ChainUnaryInterceptor(unaryErr), grpc.ChainStreamInterceptor(streamErr),
 		grpc.MaxRecvMsgSize(client.MaxMessageSize), grpc.MaxSendMsgSize(client.MaxMessageSize))
 	g.grpc = grpc.NewServer(opts...)
@@ -112,7 +113,7 @@ func New(cfg Config) (*Gateway, error) {
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return g.loopLis.DialContext(ctx) }),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(client.MaxMessageSize), grpc.MaxCallSendMsgSize(client.MaxMessageSize)),
-	}, telemetry.GRPCDialOptions()...)
+	}, grpcopt.Dial()...)
 	if g.loop, err = grpc.NewClient("passthrough:///gateway-loopback", dial...); err != nil {
 		return nil, err
 	}

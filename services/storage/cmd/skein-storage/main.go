@@ -25,6 +25,7 @@ import (
 	storagev1 "skein/gen/skein/storage/v1"
 	"skein/libs/checkpoint"
 	"skein/libs/cliflag"
+	"skein/libs/grpcopt"
 	"skein/libs/membership"
 	"skein/libs/metadata"
 	"skein/libs/telemetry"
@@ -105,7 +106,7 @@ func run(c config) error {
 	}
 	defer link.Close()
 
-	conns := controllerlink.NewConns(append(telemetry.GRPCDialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+	conns := controllerlink.NewConns(append(grpcopt.Dial(), grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithInitialWindowSize(8<<20), grpc.WithInitialConnWindowSize(32<<20))...)
 	defer conns.Close()
 
@@ -122,7 +123,7 @@ func run(c config) error {
 
 	reg := telemetry.NewRegistry()
 	reg.MustRegister(replica.NewCollector(mgr))
-	srv := grpc.NewServer(append(telemetry.GRPCServerOptions(telemetry.NewGRPCMetrics(reg)),
+	srv := grpc.NewServer(append(grpcopt.Server(telemetry.NewGRPCMetrics(reg)),
 		// Replication streams carry megabytes per round: the default dynamic
 		// flow-control windows cost ~40% of stream throughput here.
 		grpc.InitialWindowSize(8<<20), grpc.InitialConnWindowSize(32<<20),

@@ -15,8 +15,8 @@ import (
 
 	controllerv1 "skein/gen/skein/controller/v1"
 	"skein/libs/errs"
+	"skein/libs/grpcopt"
 	"skein/libs/metadata"
-	"skein/libs/telemetry"
 	"skein/services/storage/internal/partition"
 )
 
@@ -54,7 +54,7 @@ func New(cfg Config, log *slog.Logger) (*Link, error) {
 	_, _ = rand.Read(id[:])
 	l := &Link{cfg: cfg, log: log, incarnation: hex.EncodeToString(id[:])}
 	for _, addr := range cfg.Controllers {
-		cc, err := grpc.NewClient(addr, append(telemetry.GRPCDialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+		cc, err := grpc.NewClient(addr, append(grpcopt.Dial(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 		if err != nil {
 			l.Close()
 			return nil, fmt.Errorf("controller %s: %w", addr, err)
