@@ -500,3 +500,82 @@ func TestWatchFailsOverToAnotherController(t *testing.T) {
 		t.Fatalf("no metadata after the watched controller stopped: %v", err)
 	}
 }
+
+// A batch in flight to a leader that stops answering (paused, cut off) is
+// resent to the new leader as soon as the metadata names it, without
+// waiting for the request timeout; the old leader's late answer is ignored.
+func TestInFlightBatchFailsOverOnLeaderChange(t *testing.T) {
+	cl := clienttest.Start(t, 2)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 1, nil)
+	if l, _, _ := cl.Controller.Leader("t", 0); l != 1 {
+		t.Fatalf("leader %d, want 1", l)
+	}
+	p := c.NewProducer(client.WithLinger(-1), client.WithRequestTimeout(30*time.Second))
+	defer p.Close(ctx(t))
+	if r := p.ProduceSync(ctx(t), client.Record{Topic: "t", Value: []byte("before")})[0]; r.Err != nil || r.Offset != 0 {
+		t.Fatalf("first produce %+v", r)
+	}
+	// broker 2 follows: give it the first batch so offsets continue.
+	cl.Storage[2].CopyLog(cl.Storage[1], "t", 0)
+
+	release := cl.Storage[1].Stall()
+	defer release()
+	done := make(chan client.Result, 1)
+	p.Produce(ctx(t), client.Record{Topic: "t", Value: []byte("during")}, func(r client.Result) { done <- r })
+	time.Sleep(200 * time.Millisecond) // the batch is in flight to the stalled leader
+	moved := time.Now()
+	cl.Controller.SetLeader("t", 0, 2)
+	var r client.Result
+	select {
+	case r = <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no answer 5 s after the leader changed: the batch waited for the stalled leader")
+	}
+	t.Logf("acknowledged by the new leader %v after the change", time.Since(moved).Round(time.Millisecond))
+	if r.Err != nil || r.Offset != 1 {
+		t.Fatalf("result %+v, want offset 1 from the new leader", r)
+	}
+	release() // the old leader now refuses (not the leader); that answer is stale
+	if r := p.ProduceSync(ctx(t), client.Record{Topic: "t", Value: []byte("after")})[0]; r.Err != nil || r.Offset != 2 {
+		t.Fatalf("produce after the failover %+v", r)
+	}
+	if n := len(cl.Storage[2].Batches("t", 0)); n != 3 {
+		t.Errorf("new leader holds %d batches, want 3", n)
+	}
+}
+
+// A long poll parked on a leader that stops answering ends when the
+// metadata names a new leader, and the fetch is answered by the new one.
+func TestFetchFollowsLeaderChangeDuringLongPoll(t *testing.T) {
+	cl := clienttest.Start(t, 2)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 1, nil)
+	p := c.NewProducer(client.WithLinger(-1))
+	defer p.Close(ctx(t))
+	if r := p.ProduceSync(ctx(t), client.Record{Topic: "t", Value: []byte("v")})[0]; r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	cl.Storage[2].CopyLog(cl.Storage[1], "t", 0)
+	release := cl.Storage[1].Stall()
+	defer release()
+	got := make(chan error, 1)
+	var res *client.FetchResult
+	go func() {
+		var err error
+		res, err = c.Fetch(ctx(t), client.FetchRequest{Topic: "t", Partition: 0, Offset: 0, MaxWait: 10 * time.Second})
+		got <- err
+	}()
+	time.Sleep(200 * time.Millisecond)
+	moved := time.Now()
+	cl.Controller.SetLeader("t", 0, 2)
+	select {
+	case err := <-got:
+		if err != nil || len(res.Records) != 1 || string(res.Records[0].Value) != "v" {
+			t.Fatalf("fetch %+v %v", res, err)
+		}
+		t.Logf("answered by the new leader %v after the change", time.Since(moved).Round(time.Millisecond))
+	case <-time.After(3 * time.Second):
+		t.Fatal("the fetch still waits on the stalled leader 3 s after the leader changed")
+	}
+}

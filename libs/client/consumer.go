@@ -3,6 +3,7 @@ package client
 import (
 	"cmp"
 	"context"
+	"errors"
 	"slices"
 	"sort"
 	"sync"
@@ -136,6 +137,12 @@ func (c *Client) fetchOnce(ctx context.Context, req FetchRequest, maxBytes int32
 	if err != nil {
 		return nil, err
 	}
+	// A long poll parked on a leader that the metadata replaces (paused, cut
+	// off, fenced) would wait out max_wait or the connection's death: end it
+	// when the leader moves, and ask the new one.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go c.cancelOnLeaderChange(ctx, cancel, req.Topic, req.Partition, bc.id, epoch)
 	resp, err := bc.st.Fetch(ctx, &storagev1.FetchRequest{
 		MaxWaitMs:      int32(req.MaxWait / time.Millisecond),
 		MinBytes:       1,
@@ -147,6 +154,9 @@ func (c *Client) fetchOnce(ctx context.Context, req FetchRequest, maxBytes int32
 		}},
 	})
 	if err != nil {
+		if cause := context.Cause(ctx); errors.Is(cause, errLeaderMoved) {
+			return nil, errs.Errorf(errs.NotLeaderOrFollower, "%s-%d: %v", req.Topic, req.Partition, cause)
+		}
 		return nil, errs.FromStatus(err)
 	}
 	var pr *storagev1.PartitionFetchResult
@@ -162,6 +172,25 @@ func (c *Client) fetchOnce(ctx context.Context, req FetchRequest, maxBytes int32
 		return nil, errs.Errorf(errs.ForCode(errs.Code(code)), "%s", pr.GetErrorMessage())
 	}
 	return decodeFetch(req, pr)
+}
+
+var errLeaderMoved = errors.New("the partition's leader changed during the fetch")
+
+// cancelOnLeaderChange cancels a fetch to leader (at epoch) when the metadata
+// names another leader or a newer epoch, until ctx ends.
+func (c *Client) cancelOnLeaderChange(ctx context.Context, cancel context.CancelCauseFunc, topic string, partition, leader, epoch int32) {
+	for {
+		changed := c.metadataChanged()
+		if l, e, ok := c.Metadata().Leader(topic, partition); ok && (l != leader || e > epoch) {
+			cancel(errLeaderMoved)
+			return
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // decodeFetch turns a partition's fetched batches into records: from

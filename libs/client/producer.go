@@ -147,8 +147,13 @@ type sendBatch struct {
 	data     []byte
 	pid      int64
 	deadline time.Time
-	attempts int
+	attempts int // sends so far; an answer to an earlier one is stale
 	retryAt  time.Time
+	// leader and leaderEpoch: where the current attempt went. When the
+	// metadata names another leader or a newer epoch, the attempt is
+	// abandoned and the batch resent to the new leader at once.
+	leader      int32
+	leaderEpoch int32
 }
 
 // NewProducer starts a producer on c.
@@ -382,9 +387,17 @@ func withTraceparent(ctx context.Context, headers []record.Header) []record.Head
 
 // brokerRequest is what goes to one broker in one round.
 type brokerRequest struct {
-	broker  int32
-	batches []*sendBatch
-	req     *storagev1.ProduceRequest
+	broker   int32
+	batches  []sentBatch
+	req      *storagev1.ProduceRequest
+	deadline time.Time // the earliest delivery deadline among the batches
+}
+
+// sentBatch is one attempt of a batch: the answer settles the batch only if
+// no later attempt replaced it.
+type sentBatch struct {
+	b       *sendBatch
+	attempt int
 }
 
 // run is the sender: it moves ready batches to their leaders and wakes on
@@ -483,14 +496,41 @@ func (p *Producer) collect(now time.Time) (sends []*brokerRequest, wakeAt time.T
 			byBroker[leader] = br
 			sends = append(sends, br)
 		}
-		br.batches = append(br.batches, b)
+		b.attempts++
+		b.leader, b.leaderEpoch = leader, epoch
+		br.batches = append(br.batches, sentBatch{b, b.attempts})
 		br.req.Partitions = append(br.req.Partitions, &storagev1.PartitionProduce{
 			Topic: b.tp.Topic, Partition: b.tp.Partition, CurrentLeaderEpoch: epoch, Records: b.data,
 		})
-		b.attempts++
+		if br.deadline.IsZero() || b.deadline.Before(br.deadline) {
+			br.deadline = b.deadline
+		}
 		ps.inflight = b
 		p.inflight++
 		return true
+	}
+
+	// A batch in flight to a leader the metadata has replaced (a paused,
+	// cut-off or fenced node) would wait for that node's answer, up to the
+	// request timeout. Resend it to the new leader now: it keeps its
+	// producer id and sequence, so a new leader that already has it (the old
+	// one replicated it before the change) answers it as a duplicate with
+	// its offsets, never writing it twice. The old leader's late answer is
+	// ignored (see complete).
+	for _, ps := range p.parts {
+		b := ps.inflight
+		if b == nil {
+			continue
+		}
+		if leader, epoch, ok := m.Leader(b.tp.Topic, b.tp.Partition); ok && (leader != b.leader || epoch > b.leaderEpoch) {
+			p.c.log.Debug("leader changed: resending the batch in flight to the new leader", "topic", b.tp.Topic, "partition", b.tp.Partition,
+				"old_leader", b.leader, "old_epoch", b.leaderEpoch, "new_leader", leader, "new_epoch", epoch)
+			ps.inflight = nil
+			p.inflight--
+			b.retryAt = now
+			ps.retry = b
+			p.retries++
+		}
 	}
 
 	for _, ps := range p.parts {
@@ -596,7 +636,9 @@ func (p *Producer) wrap(ab *accumulator.Batch) *sendBatch {
 	return &sendBatch{tp: ab.TP, recs: ab.Records, pid: -1, deadline: ab.Created.Add(p.cfg.deliveryTimeout)}
 }
 
-// send hands one broker's batches to its stream.
+// send hands one broker's batches to its stream. The wait for the answer
+// is the request timeout (plus a margin for the storage node's own acks=all
+// wait to answer first), but never past the batches' delivery deadline.
 func (p *Producer) send(br *brokerRequest) {
 	bc, err := p.c.broker(br.broker)
 	if err != nil {
@@ -608,7 +650,11 @@ func (p *Producer) send(br *brokerRequest) {
 		p.complete(br.batches, nil, nil)
 		return
 	}
-	bc.produce(br.req, p.cfg.requestTimeout+5*time.Second, func(resp *storagev1.ProduceResponse, err error) {
+	wait := p.cfg.requestTimeout + 5*time.Second
+	if left := time.Until(br.deadline); left < wait {
+		wait = max(left, 10*time.Millisecond)
+	}
+	bc.produce(br.req, wait, func(resp *storagev1.ProduceResponse, err error) {
 		p.complete(br.batches, resp, err)
 	})
 }
@@ -616,7 +662,7 @@ func (p *Producer) send(br *brokerRequest) {
 // complete settles the batches of one request: delivered, to be retried, or
 // failed. resp is nil with err set when the request failed as a whole, and
 // nil with err nil under AcksNone.
-func (p *Producer) complete(batches []*sendBatch, resp *storagev1.ProduceResponse, err error) {
+func (p *Producer) complete(batches []sentBatch, resp *storagev1.ProduceResponse, err error) {
 	type tp = accumulator.TP
 	results := map[tp]*storagev1.PartitionProduceResult{}
 	for _, r := range resp.GetPartitions() {
@@ -630,8 +676,15 @@ func (p *Producer) complete(batches []*sendBatch, resp *storagev1.ProduceRespons
 	}
 	var out []outcome
 	p.mu.Lock()
-	for _, b := range batches {
+	for _, sb := range batches {
+		b := sb.b
 		ps := p.part(b.tp)
+		if ps.inflight != b || b.attempts != sb.attempt {
+			// A stale answer: this attempt was abandoned when the leader
+			// changed, and the batch was resent (or is waiting to be).
+			p.c.log.Debug("ignoring the answer of an abandoned attempt", "topic", b.tp.Topic, "partition", b.tp.Partition, "attempt", sb.attempt)
+			continue
+		}
 		ps.inflight = nil
 		p.inflight--
 		res := results[b.tp]

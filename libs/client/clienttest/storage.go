@@ -2,6 +2,7 @@ package clienttest
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -44,6 +45,40 @@ type Storage struct {
 	fetches []*storagev1.FetchRequest
 	streams int
 	refused map[string]int // produce refusals by error name
+	stalled chan struct{}  // non-nil while Stall holds requests; closed to release them
+}
+
+// Stall holds every produce and fetch request this node receives from now
+// on unanswered and unprocessed, as a paused (SIGSTOP) or cut-off node
+// would, until the returned release is called; then they run as usual.
+func (s *Storage) Stall() (release func()) {
+	ch := make(chan struct{})
+	s.mu.Lock()
+	s.stalled = ch
+	s.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			s.stalled = nil
+			s.mu.Unlock()
+			close(ch)
+		})
+	}
+}
+
+// waitStall blocks while the node is stalled, or until ctx ends.
+func (s *Storage) waitStall(ctx context.Context) {
+	s.mu.Lock()
+	ch := s.stalled
+	s.mu.Unlock()
+	if ch == nil {
+		return
+	}
+	select {
+	case <-ch:
+	case <-ctx.Done():
+	}
 }
 
 // NewStorage returns node id, serving what ctrl's metadata says it leads.
@@ -59,6 +94,26 @@ func (s *Storage) FailNext(topic string, partition int32, err error, n int) {
 	for i := 0; i < n; i++ {
 		s.fail[tp{topic, partition}] = append(s.fail[tp{topic, partition}], err)
 	}
+}
+
+// CopyLog makes this node's copy of a partition equal to from's, producer
+// sequences included, as replication would before a leader change.
+func (s *Storage) CopyLog(from *Storage, topic string, partition int32) {
+	from.mu.Lock()
+	src := from.logLocked(tp{topic, partition})
+	batches := slices.Clone(src.batches)
+	logStart, leo := src.logStart, src.leo
+	seqs := map[int64][]writtenBatch{}
+	for pid, w := range src.seqs {
+		seqs[pid] = slices.Clone(w)
+	}
+	from.mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	dst := s.logLocked(tp{topic, partition})
+	dst.batches, dst.logStart, dst.leo, dst.seqs = batches, logStart, leo, seqs
+	close(dst.grew)
+	dst.grew = make(chan struct{})
 }
 
 // Batches returns copies of the batches a partition holds on this node.
@@ -229,6 +284,7 @@ func (s *Storage) ProduceStream(stream storagev1.StorageService_ProduceStreamSer
 		if err != nil {
 			return nil
 		}
+		s.waitStall(stream.Context())
 		resp := s.produce(req.GetRequest())
 		if req.GetRequest().GetAcks() == 0 {
 			continue
@@ -241,6 +297,10 @@ func (s *Storage) ProduceStream(stream storagev1.StorageService_ProduceStreamSer
 
 // Fetch answers batches from the fetch offset, long-polling at the log end.
 func (s *Storage) Fetch(ctx context.Context, req *storagev1.FetchRequest) (*storagev1.FetchResponse, error) {
+	s.waitStall(ctx)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	s.fetches = append(s.fetches, req)
 	s.mu.Unlock()
