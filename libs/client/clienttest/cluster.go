@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc"
 
 	controllerv1 "skein/gen/skein/controller/v1"
+	groupv1 "skein/gen/skein/group/v1"
 	storagev1 "skein/gen/skein/storage/v1"
 	"skein/libs/telemetry"
 )
@@ -39,7 +40,7 @@ func Start(t testing.TB, n int) *Cluster {
 // ServeController serves ctrl on one more loopback port (a second
 // "controller" of the same quorum) and answers its address and a function
 // that stops that server, breaking its watch streams.
-func ServeController(t testing.TB, ctrl *Controller) (addr string, stop func()) {
+func ServeController(t testing.TB, ctrl controllerv1.ControllerServiceServer) (addr string, stop func()) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -79,4 +80,14 @@ func (c *Cluster) Leader(topic string, partition int32) *Storage {
 // String names the cluster's addresses, for failure messages.
 func (c *Cluster) String() string {
 	return fmt.Sprintf("controller %s, storage %v", c.ControllerAddr, c.StorageAddr)
+}
+
+// StartGroupCoordinator serves a fake group coordinator, registered with the
+// controller as coordinator id, and answers it with its address.
+func (c *Cluster) StartGroupCoordinator(t testing.TB, id int32) (*GroupCoordinator, string) {
+	t.Helper()
+	gc := NewGroupCoordinator(c.Controller)
+	addr := serve(t, func(s *grpc.Server) { groupv1.RegisterGroupCoordinatorServiceServer(s, gc) })
+	c.Controller.AddGroupCoordinator(id, addr)
+	return gc, addr
 }

@@ -32,6 +32,8 @@ type Controller struct {
 	addr       string
 	paused     bool                                  // deltas wait in held
 	held       []*controllerv1.WatchMetadataResponse // guarded by mu
+	coords     map[int32]*controllerv1.CoordinatorRecord
+	coordFor   map[string]int32 // FindCoordinator overrides by key
 }
 
 // NewController returns a controller with an empty image.
@@ -44,6 +46,8 @@ func NewController(clusterID string) *Controller {
 		partitions: map[string][]*controllerv1.PartitionRecord{},
 		nextPID:    1000,
 		watchers:   map[chan *controllerv1.WatchMetadataResponse]bool{},
+		coords:     map[int32]*controllerv1.CoordinatorRecord{},
+		coordFor:   map[string]int32{},
 	}
 }
 
@@ -78,6 +82,9 @@ func (c *Controller) imageLocked() *controllerv1.MetadataImage {
 	for _, name := range slices.Sorted(maps.Keys(c.topics)) {
 		im.Topics = append(im.Topics, c.topics[name])
 		im.Partitions = append(im.Partitions, c.partitions[name]...)
+	}
+	for _, id := range slices.Sorted(maps.Keys(c.coords)) {
+		im.Coordinators = append(im.Coordinators, c.coords[id])
 	}
 	return im
 }

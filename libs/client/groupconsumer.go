@@ -1,0 +1,508 @@
+package client
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	groupv1 "skein/gen/skein/group/v1"
+	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/errs"
+)
+
+// TopicPartition names one partition of a topic.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}
+
+// Auto offset reset policies: where a partition with no committed offset
+// (or one out of range) starts.
+const (
+	ResetEarliest = "earliest"
+	ResetLatest   = "latest"
+)
+
+// GroupConsumerConfig configures a GroupConsumer. Group and Topics are
+// required; zero values of the rest take the coordinator's or the defaults.
+type GroupConsumerConfig struct {
+	Group  string
+	Topics []string
+	// InstanceID makes the member static: Close leaves with epoch -2 and a
+	// restart with the same id within the session timeout takes its
+	// partitions back without a rebalance.
+	InstanceID string
+	// MemberID is the member id to join with; a fresh random one when empty.
+	MemberID string
+	// SessionTimeout and RebalanceTimeout: 0 takes the coordinator's defaults.
+	SessionTimeout   time.Duration
+	RebalanceTimeout time.Duration
+	// Assignor is the server assignor the member prefers: "range" or
+	// "uniform"; "" for the group's.
+	Assignor string
+	// AutoOffsetReset is ResetEarliest or ResetLatest (the default).
+	AutoOffsetReset string
+	Isolation       skeinv1.IsolationLevel
+	// MaxRecords caps the records of one Poll (default 500).
+	MaxRecords int
+	// MaxWait is how long a Poll long-polls for records (default 500 ms); it
+	// is cut short when a heartbeat falls due.
+	MaxWait time.Duration
+	// OnAssigned is called from Poll with the partitions the member starts
+	// consuming; OnRevoked with those it gives up (the positions are then
+	// committed: commit-on-revoke); OnLost with those taken from it after
+	// it was fenced or expired (nothing is committed: another member may
+	// own them). OnLost nil falls back to OnRevoked.
+	OnAssigned func(context.Context, []TopicPartition)
+	OnRevoked  func(context.Context, []TopicPartition)
+	OnLost     func(context.Context, []TopicPartition)
+}
+
+// partState is the consumer's view of one owned partition.
+type partState struct {
+	pos       int64 // the next offset to hand out; -1 until resolved
+	committed int64 // the last offset this member committed or found committed; -1 none
+}
+
+// GroupConsumer is a member of a consumer group, as Kafka's consumer under
+// the KIP-848 protocol: the coordinator assigns partitions; Poll heartbeats
+// on the interval the coordinator answers, reconciles the assignment
+// (revoked partitions are committed, then dropped, and the drop confirmed
+// by an immediate heartbeat; assigned ones start at their committed offset
+// or at AutoOffsetReset) and fetches from the partitions it owns.
+//
+// Poll, Commit, CommitSync and Close must be called from one goroutine, and
+// Poll often enough that heartbeats keep within the session timeout: a
+// member that stops polling is expired and its partitions move on. The
+// positions Poll advances past every record it returns; CommitSync commits
+// them, so records processed before a commit are not read again by the
+// group after a rebalance or a restart (at-least-once otherwise).
+type GroupConsumer struct {
+	c      *Client
+	groups *Groups
+	cfg    GroupConsumerConfig
+
+	memberID string
+	epoch    int32 // 0: not joined
+	interval time.Duration
+	nextHB   time.Time
+	owned    map[TopicPartition]*partState
+	closed   bool
+}
+
+// NewGroupConsumer makes a group consumer; it joins on the first Poll.
+func (c *Client) NewGroupConsumer(cfg GroupConsumerConfig) (*GroupConsumer, error) {
+	if cfg.Group == "" {
+		return nil, errs.Errorf(errs.InvalidGroupID, "no group id")
+	}
+	if len(cfg.Topics) == 0 {
+		return nil, errs.Errorf(errs.InvalidRequest, "a group consumer needs at least one topic")
+	}
+	switch cfg.AutoOffsetReset {
+	case "":
+		cfg.AutoOffsetReset = ResetLatest
+	case ResetEarliest, ResetLatest:
+	default:
+		return nil, errs.Errorf(errs.InvalidRequest, "auto offset reset %q: want earliest or latest", cfg.AutoOffsetReset)
+	}
+	if cfg.MaxRecords <= 0 {
+		cfg.MaxRecords = 500
+	}
+	if cfg.MaxWait <= 0 {
+		cfg.MaxWait = 500 * time.Millisecond
+	}
+	if cfg.MemberID == "" {
+		cfg.MemberID = NewMemberID()
+	}
+	return &GroupConsumer{c: c, groups: c.Groups(), cfg: cfg, memberID: cfg.MemberID, owned: map[TopicPartition]*partState{}}, nil
+}
+
+// NewMemberID answers a fresh random member id (32 hex digits). Members
+// name themselves so that a retried join is the same member, not a second.
+func NewMemberID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// MemberID is the member's id.
+func (g *GroupConsumer) MemberID() string { return g.memberID }
+
+// MemberEpoch is the member's epoch; 0 before it joined.
+func (g *GroupConsumer) MemberEpoch() int32 { return g.epoch }
+
+// Assignment answers the partitions the member owns, sorted.
+func (g *GroupConsumer) Assignment() []TopicPartition {
+	return sortTPs(slices.Collect(maps.Keys(g.owned)))
+}
+
+// Position answers where the member reads a partition next (-1: not yet
+// known, or not owned).
+func (g *GroupConsumer) Position(tp TopicPartition) int64 {
+	if ps := g.owned[tp]; ps != nil {
+		return ps.pos
+	}
+	return -1
+}
+
+func sortTPs(tps []TopicPartition) []TopicPartition {
+	slices.SortFunc(tps, func(a, b TopicPartition) int {
+		if c := cmp.Compare(a.Topic, b.Topic); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Partition, b.Partition)
+	})
+	return tps
+}
+
+// ToTopicPartitions groups partitions by topic, in the coordinator's form.
+func ToTopicPartitions(tps []TopicPartition) []*groupv1.TopicPartitions {
+	out := []*groupv1.TopicPartitions{}
+	for _, tp := range sortTPs(slices.Clone(tps)) {
+		if n := len(out); n > 0 && out[n-1].Topic == tp.Topic {
+			out[n-1].Partitions = append(out[n-1].Partitions, tp.Partition)
+			continue
+		}
+		out = append(out, &groupv1.TopicPartitions{Topic: tp.Topic, Partitions: []int32{tp.Partition}})
+	}
+	return out
+}
+
+// FromTopicPartitions flattens the coordinator's form, sorted.
+func FromTopicPartitions(tps []*groupv1.TopicPartitions) []TopicPartition {
+	var out []TopicPartition
+	for _, t := range tps {
+		for _, p := range t.GetPartitions() {
+			out = append(out, TopicPartition{t.GetTopic(), p})
+		}
+	}
+	return sortTPs(out)
+}
+
+var errClosed = errors.New("the group consumer is closed")
+
+// Poll heartbeats when one is due, reconciles the assignment, and answers
+// records of the owned partitions: at most MaxRecords, waiting up to MaxWait
+// when there are none. It answers no records and no error when the member
+// owns nothing yet.
+func (g *GroupConsumer) Poll(ctx context.Context) ([]ConsumedRecord, error) {
+	if g.closed {
+		return nil, errClosed
+	}
+	if err := g.maybeHeartbeat(ctx); err != nil {
+		return nil, err
+	}
+	if err := g.resolvePositions(ctx); err != nil {
+		return nil, err
+	}
+	wait := min(g.cfg.MaxWait, max(time.Until(g.nextHB), 0))
+	if len(g.owned) == 0 {
+		return nil, sleep(ctx, wait)
+	}
+	return g.fetch(ctx, wait)
+}
+
+// maybeHeartbeat heartbeats when one is due (or the member has not joined),
+// again at once while partitions are being revoked, so that a revocation
+// is confirmed in the same Poll.
+func (g *GroupConsumer) maybeHeartbeat(ctx context.Context) error {
+	for range 4 {
+		if g.epoch > 0 && time.Now().Before(g.nextHB) {
+			return nil
+		}
+		revoked, err := g.heartbeat(ctx)
+		if err != nil {
+			return err
+		}
+		if !revoked && g.epoch > 0 {
+			return nil
+		}
+	}
+	return nil
+}
+
+// heartbeat sends one heartbeat (a join at epoch 0) and reconciles its
+// answer; revoked says partitions were given up and should be confirmed.
+func (g *GroupConsumer) heartbeat(ctx context.Context) (revoked bool, err error) {
+	req := &groupv1.ConsumerGroupHeartbeatRequest{
+		GroupId: g.cfg.Group, MemberId: g.memberID, MemberEpoch: g.epoch, InstanceId: g.cfg.InstanceID,
+		OwnedPartitions: ToTopicPartitions(slices.Collect(maps.Keys(g.owned))),
+	}
+	if g.epoch == 0 {
+		req.SubscribedTopics = g.cfg.Topics
+		req.ServerAssignor = g.cfg.Assignor
+		req.SessionTimeoutMs = int32(g.cfg.SessionTimeout / time.Millisecond)
+		req.RebalanceTimeoutMs = int32(g.cfg.RebalanceTimeout / time.Millisecond)
+	}
+	resp, err := g.groups.Heartbeat(ctx, req)
+	switch errs.Of(err) {
+	case errs.None:
+	case errs.UnknownMemberID, errs.FencedMemberEpoch:
+		// The group no longer counts us in (expired, fenced): what we own
+		// may be someone else's now. Drop it uncommitted and rejoin.
+		g.c.log.InfoContext(ctx, "group member fenced, rejoining", "group", g.cfg.Group, "member", g.memberID, "err", err)
+		g.lose(ctx)
+		g.epoch = 0
+		return true, nil
+	default:
+		return false, err
+	}
+	g.epoch = resp.GetMemberEpoch()
+	g.interval = time.Duration(resp.GetHeartbeatIntervalMs()) * time.Millisecond
+	if g.interval <= 0 {
+		g.interval = time.Second
+	}
+	g.nextHB = time.Now().Add(g.interval)
+	return g.reconcile(ctx, FromTopicPartitions(resp.GetAssignment())), nil
+}
+
+// reconcile moves the owned set to the answered assignment: revoked
+// partitions are committed and dropped, new ones start unresolved.
+func (g *GroupConsumer) reconcile(ctx context.Context, assignment []TopicPartition) (revoked bool) {
+	want := map[TopicPartition]bool{}
+	for _, tp := range assignment {
+		want[tp] = true
+	}
+	var gone, added []TopicPartition
+	for tp := range g.owned {
+		if !want[tp] {
+			gone = append(gone, tp)
+		}
+	}
+	for _, tp := range assignment {
+		if g.owned[tp] == nil {
+			added = append(added, tp)
+		}
+	}
+	if len(gone) > 0 {
+		gone = sortTPs(gone)
+		if g.cfg.OnRevoked != nil {
+			g.cfg.OnRevoked(ctx, gone)
+		}
+		if err := g.commitPositions(ctx, gone); err != nil {
+			g.c.log.WarnContext(ctx, "commit on revoke failed", "group", g.cfg.Group, "partitions", gone, "err", err)
+		}
+		for _, tp := range gone {
+			delete(g.owned, tp)
+		}
+	}
+	if len(added) > 0 {
+		for _, tp := range added {
+			g.owned[tp] = &partState{pos: -1, committed: -1}
+		}
+		if g.cfg.OnAssigned != nil {
+			g.cfg.OnAssigned(ctx, added)
+		}
+	}
+	return len(gone) > 0
+}
+
+// lose drops every owned partition without committing.
+func (g *GroupConsumer) lose(ctx context.Context) {
+	if len(g.owned) == 0 {
+		return
+	}
+	lost := g.Assignment()
+	g.owned = map[TopicPartition]*partState{}
+	switch {
+	case g.cfg.OnLost != nil:
+		g.cfg.OnLost(ctx, lost)
+	case g.cfg.OnRevoked != nil:
+		g.cfg.OnRevoked(ctx, lost)
+	}
+}
+
+// resolvePositions gives every owned partition without a position its
+// committed offset, or the AutoOffsetReset one.
+func (g *GroupConsumer) resolvePositions(ctx context.Context) error {
+	var todo []TopicPartition
+	for tp, ps := range g.owned {
+		if ps.pos < 0 {
+			todo = append(todo, tp)
+		}
+	}
+	if len(todo) == 0 {
+		return nil
+	}
+	offs, err := g.groups.FetchOffsets(ctx, g.cfg.Group, ToTopicPartitions(todo))
+	if err != nil {
+		return err
+	}
+	for _, o := range offs {
+		if ps := g.owned[TopicPartition{o.GetTopic(), o.GetPartition()}]; ps != nil && o.GetOffset() >= 0 && o.GetErrorCode() == skeinv1.ErrorCode_NONE {
+			ps.pos, ps.committed = o.GetOffset(), o.GetOffset()
+		}
+	}
+	return g.resetPositions(ctx, func(ps *partState) bool { return ps.pos < 0 })
+}
+
+// resetPositions moves the partitions that need it to AutoOffsetReset.
+func (g *GroupConsumer) resetPositions(ctx context.Context, need func(*partState) bool) error {
+	spec := LatestOffset
+	if g.cfg.AutoOffsetReset == ResetEarliest {
+		spec = EarliestOffset
+	}
+	byTopic := map[string][]int32{}
+	for tp, ps := range g.owned {
+		if need(ps) {
+			byTopic[tp.Topic] = append(byTopic[tp.Topic], tp.Partition)
+		}
+	}
+	for topic, parts := range byTopic {
+		offs, err := g.c.ListOffsets(ctx, topic, parts, spec, g.cfg.Isolation)
+		if err != nil {
+			return err
+		}
+		for _, o := range offs {
+			if o.Err != nil {
+				return o.Err
+			}
+			g.owned[TopicPartition{topic, o.Partition}].pos = o.Offset
+		}
+	}
+	return nil
+}
+
+// fetch reads every owned partition at once; the first answer with records
+// ends the others' long polls.
+func (g *GroupConsumer) fetch(ctx context.Context, wait time.Duration) ([]ConsumedRecord, error) {
+	fctx, cancel := context.WithTimeout(ctx, wait+DefaultRequestTimeout)
+	defer cancel()
+	type answer struct {
+		tp  TopicPartition
+		res *FetchResult
+		err error
+	}
+	tps := g.Assignment()
+	answers := make([]answer, len(tps))
+	var wg sync.WaitGroup
+	for i, tp := range tps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := g.c.Fetch(fctx, FetchRequest{Topic: tp.Topic, Partition: tp.Partition, Offset: g.owned[tp].pos,
+				MaxRecords: g.cfg.MaxRecords, MaxWait: wait, Isolation: g.cfg.Isolation})
+			answers[i] = answer{tp, res, err}
+			if err == nil && len(res.Records) > 0 {
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	var out []ConsumedRecord
+	var firstErr error
+	failed, outOfRange := 0, false
+	for _, a := range answers {
+		ps := g.owned[a.tp]
+		switch {
+		case a.err == nil:
+			take := a.res.Records[:min(len(a.res.Records), g.cfg.MaxRecords-len(out))]
+			out = append(out, take...)
+			switch {
+			case len(take) == len(a.res.Records):
+				ps.pos = a.res.NextOffset
+			case len(take) > 0:
+				ps.pos = take[len(take)-1].Offset + 1
+			}
+		case errs.Of(a.err) == errs.OffsetOutOfRange:
+			g.c.log.InfoContext(ctx, "position out of range, resetting", "partition", a.tp, "offset", ps.pos, "reset", g.cfg.AutoOffsetReset)
+			ps.pos, outOfRange = -2, true
+		case ctx.Err() == nil && errors.Is(a.err, context.Canceled), errs.Of(a.err) == errs.RequestTimedOut && ctx.Err() == nil:
+			// cut short by another partition's answer
+		default:
+			failed++
+			firstErr = cmp.Or(firstErr, a.err)
+		}
+	}
+	if outOfRange {
+		if err := g.resetPositions(ctx, func(ps *partState) bool { return ps.pos == -2 }); err != nil {
+			return out, err
+		}
+	}
+	if failed == len(tps) {
+		return nil, firstErr
+	}
+	return out, nil
+}
+
+// Commit commits the given offsets (the next offset to read, as Kafka) of
+// partitions the member owns, at its epoch. It answers the first
+// partition's refusal, if any (STALE_MEMBER_EPOCH for a partition the member
+// no longer owns, say); the others are committed.
+func (g *GroupConsumer) Commit(ctx context.Context, offsets map[TopicPartition]int64) error {
+	if len(offsets) == 0 {
+		return nil
+	}
+	req := &groupv1.OffsetCommitRequest{GroupId: g.cfg.Group, MemberId: g.memberID, MemberEpoch: g.epoch}
+	for _, tp := range sortTPs(slices.Collect(maps.Keys(offsets))) {
+		req.Offsets = append(req.Offsets, &groupv1.PartitionOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: offsets[tp]})
+	}
+	results, err := g.groups.CommitOffsets(ctx, req)
+	if err != nil {
+		return err
+	}
+	var first error
+	for _, r := range results {
+		tp := TopicPartition{r.GetTopic(), r.GetPartition()}
+		if err := codeErr(r.GetErrorCode(), r.GetErrorMessage()); err != nil {
+			first = cmp.Or(first, err)
+			continue
+		}
+		if ps := g.owned[tp]; ps != nil {
+			ps.committed = offsets[tp]
+		}
+	}
+	return first
+}
+
+// CommitSync commits the position of every owned partition that moved since
+// its last commit.
+func (g *GroupConsumer) CommitSync(ctx context.Context) error {
+	return g.commitPositions(ctx, g.Assignment())
+}
+
+func (g *GroupConsumer) commitPositions(ctx context.Context, tps []TopicPartition) error {
+	offsets := map[TopicPartition]int64{}
+	for _, tp := range tps {
+		if ps := g.owned[tp]; ps != nil && ps.pos >= 0 && ps.pos != ps.committed {
+			offsets[tp] = ps.pos
+		}
+	}
+	return g.Commit(ctx, offsets)
+}
+
+// Close gives up every partition (OnRevoked, then their positions are
+// committed) and leaves the group: with epoch -1, or -2 for a static member,
+// whose partitions then wait for it for its session timeout.
+func (g *GroupConsumer) Close(ctx context.Context) error {
+	if g.closed {
+		return nil
+	}
+	g.closed = true
+	defer g.groups.Close()
+	if g.epoch <= 0 {
+		return nil
+	}
+	var first error
+	if all := g.Assignment(); len(all) > 0 {
+		if g.cfg.OnRevoked != nil {
+			g.cfg.OnRevoked(ctx, all)
+		}
+		first = g.commitPositions(ctx, all)
+	}
+	epoch := int32(-1)
+	if g.cfg.InstanceID != "" {
+		epoch = -2
+	}
+	_, err := g.groups.Heartbeat(ctx, &groupv1.ConsumerGroupHeartbeatRequest{
+		GroupId: g.cfg.Group, MemberId: g.memberID, MemberEpoch: epoch, InstanceId: g.cfg.InstanceID})
+	g.owned = map[TopicPartition]*partState{}
+	g.epoch = 0
+	return cmp.Or(first, err)
+}

@@ -1,0 +1,254 @@
+package client_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	groupv1 "skein/gen/skein/group/v1"
+	"skein/libs/client"
+	"skein/libs/client/clienttest"
+	"skein/libs/errs"
+)
+
+func produceN(t *testing.T, c *client.Client, topic string, partitions int32, perPartition int) {
+	t.Helper()
+	p := c.NewProducer()
+	defer p.Close(ctx(t))
+	var recs []client.Record
+	for part := range partitions {
+		for i := range perPartition {
+			recs = append(recs, client.Record{Topic: topic, Partition: ptr(part), Value: fmt.Appendf(nil, "%d-%d", part, i)})
+		}
+	}
+	for _, r := range p.ProduceSync(ctx(t), recs...) {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+}
+
+func newMember(t *testing.T, c *client.Client, group string, cfg client.GroupConsumerConfig) *client.GroupConsumer {
+	t.Helper()
+	cfg.Group = group
+	if cfg.Topics == nil {
+		cfg.Topics = []string{"t"}
+	}
+	if cfg.AutoOffsetReset == "" {
+		cfg.AutoOffsetReset = client.ResetEarliest
+	}
+	if cfg.MaxWait == 0 {
+		cfg.MaxWait = 50 * time.Millisecond
+	}
+	gc, err := c.NewGroupConsumer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gc
+}
+
+// consumed records what members read, by partition and offset.
+type consumed map[client.TopicPartition][]int64
+
+func (c consumed) poll(t *testing.T, gc *client.GroupConsumer) {
+	t.Helper()
+	recs, err := gc.Poll(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		tp := client.TopicPartition{Topic: r.Topic, Partition: r.Partition}
+		c[tp] = append(c[tp], r.Offset)
+	}
+	if err := gc.CommitSync(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Two members split six partitions 3/3; the first gives three up only after
+// committing them, and every record is read exactly once.
+func TestGroupConsumerHandoffIsExactlyOnce(t *testing.T) {
+	cl := clienttest.Start(t, 2)
+	gcoord, _ := cl.StartGroupCoordinator(t, 1)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 6, nil)
+	produceN(t, c, "t", 6, 20)
+
+	var assigned, revoked []client.TopicPartition
+	a := newMember(t, c, "g", client.GroupConsumerConfig{MaxRecords: 7,
+		OnAssigned: func(_ context.Context, tps []client.TopicPartition) { assigned = append(assigned, tps...) },
+		OnRevoked:  func(_ context.Context, tps []client.TopicPartition) { revoked = append(revoked, tps...) },
+	})
+	seen := consumed{}
+	for range 3 {
+		seen.poll(t, a)
+	}
+	if len(a.Assignment()) != 6 || len(assigned) != 6 {
+		t.Fatalf("alone, a owns %v (assigned %v)", a.Assignment(), assigned)
+	}
+	b := newMember(t, c, "g", client.GroupConsumerConfig{MaxRecords: 7})
+	deadline := time.Now().Add(10 * time.Second)
+	for len(a.Assignment()) != 3 || len(b.Assignment()) != 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no 3/3 split: a %v, b %v", a.Assignment(), b.Assignment())
+		}
+		seen.poll(t, a)
+		seen.poll(t, b)
+	}
+	if len(revoked) != 3 {
+		t.Errorf("revoked %v, want 3 partitions", revoked)
+	}
+	for _, tp := range a.Assignment() {
+		if slices.Contains(b.Assignment(), tp) {
+			t.Errorf("%v owned by both", tp)
+		}
+	}
+	for total(seen) < 120 && time.Now().Before(deadline) {
+		seen.poll(t, a)
+		seen.poll(t, b)
+	}
+	for p := range int32(6) {
+		got := seen[client.TopicPartition{Topic: "t", Partition: p}]
+		want := make([]int64, 20)
+		for i := range want {
+			want[i] = int64(i)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("partition %d read %v, want each of 0..19 once", p, got)
+		}
+		if off := gcoord.Committed("g", "t", p); off != 20 {
+			t.Errorf("partition %d committed %d, want 20", p, off)
+		}
+	}
+	for _, m := range []*client.GroupConsumer{a, b} {
+		if err := m.Close(ctx(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ms := gcoord.Members("g"); len(ms) != 0 {
+		t.Errorf("members after both closed: %v", ms)
+	}
+}
+
+func total(c consumed) int {
+	n := 0
+	for _, offs := range c {
+		n += len(offs)
+	}
+	return n
+}
+
+// A member that closes commits its positions; the next one starts there.
+// Without a commit, AutoOffsetReset decides.
+func TestGroupConsumerResumesAtCommittedOffsets(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	cl.StartGroupCoordinator(t, 1)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 1, nil)
+	produceN(t, c, "t", 1, 10)
+
+	latest := newMember(t, c, "g-latest", client.GroupConsumerConfig{AutoOffsetReset: client.ResetLatest})
+	if recs, err := latest.Poll(ctx(t)); err != nil || len(recs) != 0 {
+		t.Fatalf("latest reads %d records, %v; want none", len(recs), err)
+	}
+	if pos := latest.Position(client.TopicPartition{Topic: "t"}); pos != 10 {
+		t.Errorf("latest starts at %d, want 10", pos)
+	}
+
+	a := newMember(t, c, "g", client.GroupConsumerConfig{MaxRecords: 4})
+	recs, err := a.Poll(ctx(t))
+	if err != nil || len(recs) != 4 || recs[0].Offset != 0 {
+		t.Fatalf("first poll %v %v", recs, err)
+	}
+	if err := a.Close(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	b := newMember(t, c, "g", client.GroupConsumerConfig{})
+	recs, err = b.Poll(ctx(t))
+	if err != nil || len(recs) != 6 || recs[0].Offset != 4 {
+		t.Fatalf("after a closed, b reads %v %v; want offsets 4..9", recs, err)
+	}
+}
+
+// A member the coordinator expired loses its partitions uncommitted and
+// rejoins on its next poll.
+func TestGroupConsumerRejoinsAfterExpiry(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	gcoord, _ := cl.StartGroupCoordinator(t, 1)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 2, nil)
+	var lost []client.TopicPartition
+	a := newMember(t, c, "g", client.GroupConsumerConfig{
+		OnLost: func(_ context.Context, tps []client.TopicPartition) { lost = append(lost, tps...) },
+	})
+	if _, err := a.Poll(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if len(a.Assignment()) != 2 {
+		t.Fatalf("owns %v", a.Assignment())
+	}
+	gcoord.Expire("g", a.MemberID())
+	time.Sleep(250 * time.Millisecond) // the next heartbeat falls due
+	if _, err := a.Poll(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if len(lost) != 2 {
+		t.Errorf("lost %v, want both partitions", lost)
+	}
+	for range 3 {
+		if _, err := a.Poll(ctx(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(a.Assignment()) != 2 || a.MemberEpoch() <= 0 {
+		t.Errorf("after rejoining: owns %v at epoch %d", a.Assignment(), a.MemberEpoch())
+	}
+}
+
+// A coordinator that says the group lives elsewhere makes the client look
+// the coordinator up again and retry there.
+func TestGroupsFollowTheCoordinator(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	first, _ := cl.StartGroupCoordinator(t, 1)
+	second, _ := cl.StartGroupCoordinator(t, 2)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 1, nil)
+	groups := c.Groups()
+	defer groups.Close()
+	join := &groupv1.ConsumerGroupHeartbeatRequest{GroupId: "g", MemberId: "m1", SubscribedTopics: []string{"t"}}
+	if _, err := groups.Heartbeat(ctx(t), join); err != nil {
+		t.Fatal(err)
+	}
+	if len(first.Members("g")) != 1 {
+		t.Fatalf("the first coordinator holds %v", first.Members("g"))
+	}
+	// The group moves: the old owner refuses, the controller names the new one.
+	first.FailNext(errs.Errorf(errs.NotCoordinator, "moved"), 1)
+	cl.Controller.SetCoordinatorFor("g", 2)
+	join.MemberId = "m2"
+	if _, err := groups.Heartbeat(ctx(t), join); err != nil {
+		t.Fatal(err)
+	}
+	if len(second.Members("g")) != 1 {
+		t.Errorf("the second coordinator holds %v after the move", second.Members("g"))
+	}
+	// Loading is retried in place.
+	second.FailNext(errs.Errorf(errs.CoordinatorLoadInProgress, "loading"), 2)
+	if _, err := groups.Describe(ctx(t), "g"); err != nil {
+		t.Errorf("describe while loading: %v", err)
+	}
+	// Refusals that are the caller's are answered at once.
+	_, err := groups.Heartbeat(ctx(t), &groupv1.ConsumerGroupHeartbeatRequest{GroupId: "g", MemberId: "nobody", MemberEpoch: 3})
+	if errs.Of(err) != errs.UnknownMemberID {
+		t.Errorf("heartbeat of an unknown member: %v", err)
+	}
+	if err := groups.Delete(ctx(t), "g"); errs.Of(err) != errs.NonEmptyGroup {
+		t.Errorf("delete of a group with members: %v", err)
+	}
+	list, err := groups.List(ctx(t))
+	if err != nil || len(list) != 1 || list[0].GetGroupId() != "g" {
+		t.Errorf("list %v %v", list, err)
+	}
+}

@@ -1,0 +1,323 @@
+package client
+
+import (
+	"context"
+	"slices"
+	"sync"
+
+	"google.golang.org/grpc"
+
+	controllerv1 "skein/gen/skein/controller/v1"
+	groupv1 "skein/gen/skein/group/v1"
+	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/errs"
+)
+
+// Coordinator is the FindCoordinator answer: the node that owns a key's
+// partition of the coordinator's internal topic.
+type Coordinator struct {
+	Partition int32
+	NodeID    int32
+	Addr      string
+	Epoch     int32
+}
+
+// FindCoordinator asks the controller which coordinator owns a group id
+// (kind GROUP) or transactional id (kind TRANSACTION).
+func (c *Client) FindCoordinator(ctx context.Context, kind controllerv1.CoordinatorKind, key string) (Coordinator, error) {
+	var resp *controllerv1.FindCoordinatorResponse
+	err := c.callController(ctx, func(ctx context.Context, cl controllerv1.ControllerServiceClient) error {
+		var err error
+		resp, err = cl.FindCoordinator(ctx, &controllerv1.FindCoordinatorRequest{Kind: kind, Key: key})
+		return err
+	})
+	if err != nil {
+		return Coordinator{}, err
+	}
+	return Coordinator{Partition: resp.GetPartition(), NodeID: resp.GetNodeId(), Addr: resp.GetGrpcAddr(), Epoch: resp.GetCoordinatorEpoch()}, nil
+}
+
+// coordinatorErr reports whether err says the group lives elsewhere or its
+// coordinator cannot serve it yet: look it up again and retry.
+func coordinatorErr(err error) bool {
+	switch errs.Of(err) {
+	case errs.NotCoordinator, errs.CoordinatorNotAvailable, errs.CoordinatorLoadInProgress,
+		errs.NetworkException, errs.RequestTimedOut:
+		return true
+	}
+	return false
+}
+
+// Groups reaches the group coordinators: it finds the one that owns a group
+// (cached per group, looked up again on NOT_COORDINATOR and its kin) and
+// calls GroupCoordinatorService there, retrying with backoff while the
+// group moves or its new owner loads it. It is safe for concurrent use.
+type Groups struct {
+	c *Client
+
+	mu     sync.Mutex
+	conns  map[string]*grpc.ClientConn // by address; guarded by mu
+	owners map[string]string           // group id -> coordinator address; guarded by mu
+}
+
+// Groups returns a new handle on the group coordinators; Close it when done.
+func (c *Client) Groups() *Groups {
+	return &Groups{c: c, conns: map[string]*grpc.ClientConn{}, owners: map[string]string{}}
+}
+
+// Close closes the coordinator connections.
+func (g *Groups) Close() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, cc := range g.conns {
+		cc.Close()
+	}
+	g.conns = map[string]*grpc.ClientConn{}
+	return nil
+}
+
+func (g *Groups) conn(addr string) (groupv1.GroupCoordinatorServiceClient, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	cc, ok := g.conns[addr]
+	if !ok {
+		var err error
+		if cc, err = grpc.NewClient(addr, g.c.dialOptions()...); err != nil {
+			return nil, err
+		}
+		g.conns[addr] = cc
+	}
+	return groupv1.NewGroupCoordinatorServiceClient(cc), nil
+}
+
+// owner answers the cached coordinator address of a group, asking the
+// controller when there is none.
+func (g *Groups) owner(ctx context.Context, group string) (string, error) {
+	g.mu.Lock()
+	addr, ok := g.owners[group]
+	g.mu.Unlock()
+	if ok {
+		return addr, nil
+	}
+	co, err := g.c.FindCoordinator(ctx, controllerv1.CoordinatorKind_COORDINATOR_KIND_GROUP, group)
+	if err != nil {
+		return "", err
+	}
+	if co.Addr == "" {
+		return "", errs.Errorf(errs.CoordinatorNotAvailable, "no coordinator address for group %q", group)
+	}
+	g.mu.Lock()
+	g.owners[group] = co.Addr
+	g.mu.Unlock()
+	return co.Addr, nil
+}
+
+func (g *Groups) forget(group, addr string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.owners[group] == addr {
+		delete(g.owners, group)
+	}
+}
+
+// maxCoordinatorAttempts bounds the retries of one call: enough for a
+// coordinator failover (gossip notices, the controller moves ownership, the
+// new owner loads the group) at the client's backoff.
+const maxCoordinatorAttempts = 30
+
+// call runs fn against the group's coordinator. fn answers the call's error,
+// including one carried in the answer's body; errors that say the group
+// lives elsewhere (or is loading) forget the cached owner and retry with
+// backoff until ctx ends.
+func (g *Groups) call(ctx context.Context, group string, fn func(context.Context, groupv1.GroupCoordinatorServiceClient) error) error {
+	for attempt := 0; ; attempt++ {
+		addr, err := g.owner(ctx, group)
+		if err == nil {
+			var cl groupv1.GroupCoordinatorServiceClient
+			if cl, err = g.conn(addr); err == nil {
+				err = fn(ctx, cl)
+			}
+			if err != nil {
+				err = errs.FromStatus(err)
+				if coordinatorErr(err) {
+					g.forget(group, addr)
+				}
+			}
+		}
+		if err == nil || !coordinatorErr(err) || ctx.Err() != nil || attempt >= maxCoordinatorAttempts {
+			return err
+		}
+		g.c.log.DebugContext(ctx, "group coordinator call failed, retrying", "group", group, "err", err)
+		if sleep(ctx, g.c.backoff(attempt)) != nil {
+			return err
+		}
+	}
+}
+
+// codeErr turns an answer's error code into an error (nil for NONE).
+func codeErr(code skeinv1.ErrorCode, msg string) error {
+	if code == skeinv1.ErrorCode_NONE {
+		return nil
+	}
+	return errs.Errorf(errs.ForCode(errs.Code(code)), "%s", msg)
+}
+
+// Heartbeat sends a ConsumerGroupHeartbeat (a join with epoch 0, a leave with
+// -1 or -2) to the group's coordinator.
+func (g *Groups) Heartbeat(ctx context.Context, req *groupv1.ConsumerGroupHeartbeatRequest) (*groupv1.ConsumerGroupHeartbeatResponse, error) {
+	var resp *groupv1.ConsumerGroupHeartbeatResponse
+	err := g.call(ctx, req.GetGroupId(), func(ctx context.Context, cl groupv1.GroupCoordinatorServiceClient) error {
+		var err error
+		if resp, err = cl.ConsumerGroupHeartbeat(ctx, req); err != nil {
+			return err
+		}
+		return codeErr(resp.GetErrorCode(), resp.GetErrorMessage())
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// CommitOffsets commits offsets and answers the per-partition results. A
+// call whose every partition says the group lives elsewhere is retried at
+// the new owner.
+func (g *Groups) CommitOffsets(ctx context.Context, req *groupv1.OffsetCommitRequest) ([]*groupv1.PartitionResult, error) {
+	var resp *groupv1.OffsetCommitResponse
+	err := g.call(ctx, req.GetGroupId(), func(ctx context.Context, cl groupv1.GroupCoordinatorServiceClient) error {
+		var err error
+		if resp, err = cl.OffsetCommit(ctx, req); err != nil {
+			return err
+		}
+		return allMoved(resp.GetPartitions())
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp.GetPartitions(), nil
+}
+
+// allMoved answers the first result's error when every result says the
+// group lives elsewhere: the whole call is to be retried.
+func allMoved(rs []*groupv1.PartitionResult) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	for _, r := range rs {
+		if !coordinatorErr(codeErr(r.GetErrorCode(), "")) {
+			return nil
+		}
+	}
+	return codeErr(rs[0].GetErrorCode(), rs[0].GetErrorMessage())
+}
+
+// FetchOffsets answers a group's committed offsets of the given partitions
+// (nil: every partition with a committed offset). An offset of -1 means
+// none is committed.
+func (g *Groups) FetchOffsets(ctx context.Context, group string, partitions []*groupv1.TopicPartitions) ([]*groupv1.CommittedOffset, error) {
+	var resp *groupv1.OffsetFetchResponse
+	err := g.call(ctx, group, func(ctx context.Context, cl groupv1.GroupCoordinatorServiceClient) error {
+		var err error
+		if resp, err = cl.OffsetFetch(ctx, &groupv1.OffsetFetchRequest{GroupId: group, Partitions: partitions}); err != nil {
+			return err
+		}
+		if err := codeErr(resp.GetErrorCode(), "offset fetch of group "+group); err != nil {
+			return err
+		}
+		for _, o := range resp.GetOffsets() {
+			if err := codeErr(o.GetErrorCode(), "offset fetch of group "+group); coordinatorErr(err) {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp.GetOffsets(), nil
+}
+
+// Describe describes one group; a group the coordinator does not hold is
+// GROUP_ID_NOT_FOUND.
+func (g *Groups) Describe(ctx context.Context, group string) (*groupv1.GroupDescription, error) {
+	var d *groupv1.GroupDescription
+	err := g.call(ctx, group, func(ctx context.Context, cl groupv1.GroupCoordinatorServiceClient) error {
+		resp, err := cl.DescribeGroups(ctx, &groupv1.DescribeGroupsRequest{GroupIds: []string{group}})
+		if err != nil {
+			return err
+		}
+		for _, gd := range resp.GetGroups() {
+			if gd.GetGroupId() == group {
+				d = gd
+				return codeErr(gd.GetErrorCode(), "group "+group)
+			}
+		}
+		return errs.Errorf(errs.GroupIDNotFound, "group %q does not exist", group)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// Delete deletes an empty group and its committed offsets (NON_EMPTY_GROUP
+// while it has members).
+func (g *Groups) Delete(ctx context.Context, group string) error {
+	return g.call(ctx, group, func(ctx context.Context, cl groupv1.GroupCoordinatorServiceClient) error {
+		resp, err := cl.DeleteGroups(ctx, &groupv1.DeleteGroupsRequest{GroupIds: []string{group}})
+		if err != nil {
+			return err
+		}
+		for _, r := range resp.GetGroups() {
+			if r.GetGroupId() == group {
+				return codeErr(r.GetErrorCode(), r.GetErrorMessage())
+			}
+		}
+		return errs.Errorf(errs.GroupIDNotFound, "group %q does not exist", group)
+	})
+}
+
+// List lists the groups of every live group coordinator in the metadata,
+// sorted by group id. A coordinator that cannot be reached fails the call.
+func (g *Groups) List(ctx context.Context) ([]*groupv1.GroupListing, error) {
+	if err := g.c.WaitReady(ctx); err != nil {
+		return nil, err
+	}
+	var addrs []string
+	for _, co := range g.c.Metadata().Coordinators() {
+		if co.GetKind() == controllerv1.CoordinatorKind_COORDINATOR_KIND_GROUP && co.GetAlive() && co.GetGrpcAddr() != "" {
+			addrs = append(addrs, co.GetGrpcAddr())
+		}
+	}
+	if len(addrs) == 0 {
+		return nil, errs.Errorf(errs.CoordinatorNotAvailable, "no live group coordinator in the metadata")
+	}
+	seen := map[string]*groupv1.GroupListing{}
+	for _, addr := range addrs {
+		cl, err := g.conn(addr)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := cl.ListGroups(ctx, &groupv1.ListGroupsRequest{})
+		if err != nil {
+			return nil, errs.FromStatus(err)
+		}
+		for _, l := range resp.GetGroups() {
+			seen[l.GetGroupId()] = l
+		}
+	}
+	out := make([]*groupv1.GroupListing, 0, len(seen))
+	for _, l := range seen {
+		out = append(out, l)
+	}
+	slices.SortFunc(out, func(a, b *groupv1.GroupListing) int {
+		if a.GetGroupId() < b.GetGroupId() {
+			return -1
+		}
+		if a.GetGroupId() > b.GetGroupId() {
+			return 1
+		}
+		return 0
+	})
+	return out, nil
+}
