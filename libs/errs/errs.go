@@ -97,6 +97,7 @@ var (
 	BrokerIDNotRegistered        = def(102, "BROKER_ID_NOT_REGISTERED", false, codes.NotFound, "the broker id is not registered")
 	FencedMemberEpoch            = def(110, "FENCED_MEMBER_EPOCH", false, codes.Aborted, "the member epoch is fenced; rejoin with epoch 0")
 	UnreleasedInstanceID         = def(111, "UNRELEASED_INSTANCE_ID", false, codes.Aborted, "the instance id is still held by a member")
+	UnsupportedAssignor          = def(112, "UNSUPPORTED_ASSIGNOR", false, codes.InvalidArgument, "the server assignor is not supported")
 	StaleMemberEpoch             = def(113, "STALE_MEMBER_EPOCH", false, codes.Aborted, "the member epoch is older than the member's current one")
 	TransactionAbortable         = def(118, "TRANSACTION_ABORTABLE", false, codes.Aborted, "the transaction must be aborted")
 )

@@ -97,6 +97,7 @@ const (
 	ErrorCode_BROKER_ID_NOT_REGISTERED         ErrorCode = 102
 	ErrorCode_FENCED_MEMBER_EPOCH              ErrorCode = 110
 	ErrorCode_UNRELEASED_INSTANCE_ID           ErrorCode = 111
+	ErrorCode_UNSUPPORTED_ASSIGNOR             ErrorCode = 112
 	ErrorCode_STALE_MEMBER_EPOCH               ErrorCode = 113
 	ErrorCode_TRANSACTION_ABORTABLE            ErrorCode = 118
 )
@@ -171,6 +172,7 @@ var (
 		102: "BROKER_ID_NOT_REGISTERED",
 		110: "FENCED_MEMBER_EPOCH",
 		111: "UNRELEASED_INSTANCE_ID",
+		112: "UNSUPPORTED_ASSIGNOR",
 		113: "STALE_MEMBER_EPOCH",
 		118: "TRANSACTION_ABORTABLE",
 	}
@@ -242,6 +244,7 @@ var (
 		"BROKER_ID_NOT_REGISTERED":         102,
 		"FENCED_MEMBER_EPOCH":              110,
 		"UNRELEASED_INSTANCE_ID":           111,
+		"UNSUPPORTED_ASSIGNOR":             112,
 		"STALE_MEMBER_EPOCH":               113,
 		"TRANSACTION_ABORTABLE":            118,
 	}
@@ -278,7 +281,7 @@ var File_skein_v1_errors_proto protoreflect.FileDescriptor
 
 const file_skein_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x15skein/v1/errors.proto\x12\bskein.v1*\xc0\x0e\n" +
+	"\x15skein/v1/errors.proto\x12\bskein.v1*\xda\x0e\n" +
 	"\tErrorCode\x12\b\n" +
 	"\x04NONE\x10\x00\x12!\n" +
 	"\x14UNKNOWN_SERVER_ERROR\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x12\x17\n" +
@@ -347,7 +350,8 @@ const file_skein_v1_errors_proto_rawDesc = "" +
 	"\x1dDUPLICATE_BROKER_REGISTRATION\x10e\x12\x1c\n" +
 	"\x18BROKER_ID_NOT_REGISTERED\x10f\x12\x17\n" +
 	"\x13FENCED_MEMBER_EPOCH\x10n\x12\x1a\n" +
-	"\x16UNRELEASED_INSTANCE_ID\x10o\x12\x16\n" +
+	"\x16UNRELEASED_INSTANCE_ID\x10o\x12\x18\n" +
+	"\x14UNSUPPORTED_ASSIGNOR\x10p\x12\x16\n" +
 	"\x12STALE_MEMBER_EPOCH\x10q\x12\x19\n" +
 	"\x15TRANSACTION_ABORTABLE\x10vBx\n" +
 	"\fcom.skein.v1B\vErrorsProtoP\x01Z\x1askein/gen/skein/v1;skeinv1\xa2\x02\x03SXX\xaa\x02\bSkein.V1\xca\x02\bSkein\\V1\xe2\x02\x14Skein\\V1\\GPBMetadata\xea\x02\tSkein::V1b\x06proto3"

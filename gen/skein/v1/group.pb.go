@@ -536,6 +536,9 @@ func (x *FetchGroupRecordsResponse) GetAssignment() []*TopicPartitions {
 	return nil
 }
 
+// CommitOffsetsRequest commits as a member: the member id and its current
+// epoch. With no member id and a negative epoch it is an administrative
+// commit (resetting offsets), allowed only while the group has no members.
 type CommitOffsetsRequest struct {
 	state         protoimpl.MessageState  `protogen:"open.v1"`
 	Group         string                  `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
@@ -1329,6 +1332,86 @@ func (x *GroupMember) GetAssignment() []*TopicPartitions {
 	return nil
 }
 
+type DeleteGroupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteGroupRequest) Reset() {
+	*x = DeleteGroupRequest{}
+	mi := &file_skein_v1_group_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteGroupRequest) ProtoMessage() {}
+
+func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_v1_group_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteGroupRequest.ProtoReflect.Descriptor instead.
+func (*DeleteGroupRequest) Descriptor() ([]byte, []int) {
+	return file_skein_v1_group_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *DeleteGroupRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+type DeleteGroupResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteGroupResponse) Reset() {
+	*x = DeleteGroupResponse{}
+	mi := &file_skein_v1_group_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteGroupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteGroupResponse) ProtoMessage() {}
+
+func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_v1_group_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteGroupResponse.ProtoReflect.Descriptor instead.
+func (*DeleteGroupResponse) Descriptor() ([]byte, []int) {
+	return file_skein_v1_group_proto_rawDescGZIP(), []int{22}
+}
+
 type ConsumeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Kind:
@@ -1342,7 +1425,7 @@ type ConsumeRequest struct {
 
 func (x *ConsumeRequest) Reset() {
 	*x = ConsumeRequest{}
-	mi := &file_skein_v1_group_proto_msgTypes[21]
+	mi := &file_skein_v1_group_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1354,7 +1437,7 @@ func (x *ConsumeRequest) String() string {
 func (*ConsumeRequest) ProtoMessage() {}
 
 func (x *ConsumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_group_proto_msgTypes[21]
+	mi := &file_skein_v1_group_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1367,7 +1450,7 @@ func (x *ConsumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeRequest.ProtoReflect.Descriptor instead.
 func (*ConsumeRequest) Descriptor() ([]byte, []int) {
-	return file_skein_v1_group_proto_rawDescGZIP(), []int{21}
+	return file_skein_v1_group_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ConsumeRequest) GetKind() isConsumeRequest_Kind {
@@ -1426,7 +1509,7 @@ type ConsumeResponse struct {
 
 func (x *ConsumeResponse) Reset() {
 	*x = ConsumeResponse{}
-	mi := &file_skein_v1_group_proto_msgTypes[22]
+	mi := &file_skein_v1_group_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1438,7 +1521,7 @@ func (x *ConsumeResponse) String() string {
 func (*ConsumeResponse) ProtoMessage() {}
 
 func (x *ConsumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_group_proto_msgTypes[22]
+	mi := &file_skein_v1_group_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1451,7 +1534,7 @@ func (x *ConsumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeResponse.ProtoReflect.Descriptor instead.
 func (*ConsumeResponse) Descriptor() ([]byte, []int) {
-	return file_skein_v1_group_proto_rawDescGZIP(), []int{22}
+	return file_skein_v1_group_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ConsumeResponse) GetKind() isConsumeResponse_Kind {
@@ -1634,7 +1717,10 @@ const file_skein_v1_group_proto_rawDesc = "" +
 	"\x06topics\x18\x04 \x03(\tR\x06topics\x129\n" +
 	"\n" +
 	"assignment\x18\x05 \x03(\v2\x19.skein.v1.TopicPartitionsR\n" +
-	"assignment\"\x8e\x01\n" +
+	"assignment\"*\n" +
+	"\x12DeleteGroupRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\"\x15\n" +
+	"\x13DeleteGroupResponse\"\x8e\x01\n" +
 	"\x0eConsumeRequest\x12:\n" +
 	"\tsubscribe\x18\x01 \x01(\v2\x1a.skein.v1.JoinGroupRequestH\x00R\tsubscribe\x128\n" +
 	"\x06commit\x18\x02 \x01(\v2\x1e.skein.v1.CommitOffsetsRequestH\x00R\x06commitB\x06\n" +
@@ -1646,7 +1732,7 @@ const file_skein_v1_group_proto_rawDesc = "" +
 	"assignment\x18\x03 \x01(\v2\x1b.skein.v1.HeartbeatResponseH\x00R\n" +
 	"assignment\x12?\n" +
 	"\tcommitted\x18\x04 \x01(\v2\x1f.skein.v1.CommitOffsetsResponseH\x00R\tcommittedB\x06\n" +
-	"\x04kind2\xbb\x05\n" +
+	"\x04kind2\x87\x06\n" +
 	"\fGroupService\x12D\n" +
 	"\tJoinGroup\x12\x1a.skein.v1.JoinGroupRequest\x1a\x1b.skein.v1.JoinGroupResponse\x12D\n" +
 	"\tHeartbeat\x12\x1a.skein.v1.HeartbeatRequest\x1a\x1b.skein.v1.HeartbeatResponse\x12\\\n" +
@@ -1658,7 +1744,8 @@ const file_skein_v1_group_proto_rawDesc = "" +
 	"LeaveGroup\x12\x1b.skein.v1.LeaveGroupRequest\x1a\x1c.skein.v1.LeaveGroupResponse\x12G\n" +
 	"\n" +
 	"ListGroups\x12\x1b.skein.v1.ListGroupsRequest\x1a\x1c.skein.v1.ListGroupsResponse\x12P\n" +
-	"\rDescribeGroup\x12\x1e.skein.v1.DescribeGroupRequest\x1a\x1f.skein.v1.DescribeGroupResponse\x12B\n" +
+	"\rDescribeGroup\x12\x1e.skein.v1.DescribeGroupRequest\x1a\x1f.skein.v1.DescribeGroupResponse\x12J\n" +
+	"\vDeleteGroup\x12\x1c.skein.v1.DeleteGroupRequest\x1a\x1d.skein.v1.DeleteGroupResponse\x12B\n" +
 	"\aConsume\x12\x18.skein.v1.ConsumeRequest\x1a\x19.skein.v1.ConsumeResponse(\x010\x01Bw\n" +
 	"\fcom.skein.v1B\n" +
 	"GroupProtoP\x01Z\x1askein/gen/skein/v1;skeinv1\xa2\x02\x03SXX\xaa\x02\bSkein.V1\xca\x02\bSkein\\V1\xe2\x02\x14Skein\\V1\\GPBMetadata\xea\x02\tSkein::V1b\x06proto3"
@@ -1675,7 +1762,7 @@ func file_skein_v1_group_proto_rawDescGZIP() []byte {
 	return file_skein_v1_group_proto_rawDescData
 }
 
-var file_skein_v1_group_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_skein_v1_group_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_skein_v1_group_proto_goTypes = []any{
 	(*JoinGroupRequest)(nil),          // 0: skein.v1.JoinGroupRequest
 	(*JoinGroupResponse)(nil),         // 1: skein.v1.JoinGroupResponse
@@ -1698,31 +1785,33 @@ var file_skein_v1_group_proto_goTypes = []any{
 	(*DescribeGroupRequest)(nil),      // 18: skein.v1.DescribeGroupRequest
 	(*DescribeGroupResponse)(nil),     // 19: skein.v1.DescribeGroupResponse
 	(*GroupMember)(nil),               // 20: skein.v1.GroupMember
-	(*ConsumeRequest)(nil),            // 21: skein.v1.ConsumeRequest
-	(*ConsumeResponse)(nil),           // 22: skein.v1.ConsumeResponse
-	(*TopicPartitions)(nil),           // 23: skein.v1.TopicPartitions
-	(IsolationLevel)(0),               // 24: skein.v1.IsolationLevel
-	(Encoding)(0),                     // 25: skein.v1.Encoding
-	(*ConsumedRecord)(nil),            // 26: skein.v1.ConsumedRecord
-	(ErrorCode)(0),                    // 27: skein.v1.ErrorCode
+	(*DeleteGroupRequest)(nil),        // 21: skein.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),       // 22: skein.v1.DeleteGroupResponse
+	(*ConsumeRequest)(nil),            // 23: skein.v1.ConsumeRequest
+	(*ConsumeResponse)(nil),           // 24: skein.v1.ConsumeResponse
+	(*TopicPartitions)(nil),           // 25: skein.v1.TopicPartitions
+	(IsolationLevel)(0),               // 26: skein.v1.IsolationLevel
+	(Encoding)(0),                     // 27: skein.v1.Encoding
+	(*ConsumedRecord)(nil),            // 28: skein.v1.ConsumedRecord
+	(ErrorCode)(0),                    // 29: skein.v1.ErrorCode
 }
 var file_skein_v1_group_proto_depIdxs = []int32{
-	23, // 0: skein.v1.JoinGroupResponse.assignment:type_name -> skein.v1.TopicPartitions
-	23, // 1: skein.v1.HeartbeatResponse.assignment:type_name -> skein.v1.TopicPartitions
-	24, // 2: skein.v1.FetchGroupRecordsRequest.isolation_level:type_name -> skein.v1.IsolationLevel
+	25, // 0: skein.v1.JoinGroupResponse.assignment:type_name -> skein.v1.TopicPartitions
+	25, // 1: skein.v1.HeartbeatResponse.assignment:type_name -> skein.v1.TopicPartitions
+	26, // 2: skein.v1.FetchGroupRecordsRequest.isolation_level:type_name -> skein.v1.IsolationLevel
 	5,  // 3: skein.v1.FetchGroupRecordsRequest.positions:type_name -> skein.v1.TopicPartitionOffset
-	25, // 4: skein.v1.FetchGroupRecordsRequest.encoding:type_name -> skein.v1.Encoding
-	26, // 5: skein.v1.FetchGroupRecordsResponse.records:type_name -> skein.v1.ConsumedRecord
+	27, // 4: skein.v1.FetchGroupRecordsRequest.encoding:type_name -> skein.v1.Encoding
+	28, // 5: skein.v1.FetchGroupRecordsResponse.records:type_name -> skein.v1.ConsumedRecord
 	5,  // 6: skein.v1.FetchGroupRecordsResponse.positions:type_name -> skein.v1.TopicPartitionOffset
-	23, // 7: skein.v1.FetchGroupRecordsResponse.assignment:type_name -> skein.v1.TopicPartitions
+	25, // 7: skein.v1.FetchGroupRecordsResponse.assignment:type_name -> skein.v1.TopicPartitions
 	5,  // 8: skein.v1.CommitOffsetsRequest.offsets:type_name -> skein.v1.TopicPartitionOffset
 	9,  // 9: skein.v1.CommitOffsetsResponse.results:type_name -> skein.v1.PartitionCommitResult
-	27, // 10: skein.v1.PartitionCommitResult.error_code:type_name -> skein.v1.ErrorCode
+	29, // 10: skein.v1.PartitionCommitResult.error_code:type_name -> skein.v1.ErrorCode
 	12, // 11: skein.v1.GetOffsetsResponse.offsets:type_name -> skein.v1.CommittedOffset
 	17, // 12: skein.v1.ListGroupsResponse.groups:type_name -> skein.v1.GroupSummary
 	20, // 13: skein.v1.DescribeGroupResponse.members:type_name -> skein.v1.GroupMember
 	12, // 14: skein.v1.DescribeGroupResponse.offsets:type_name -> skein.v1.CommittedOffset
-	23, // 15: skein.v1.GroupMember.assignment:type_name -> skein.v1.TopicPartitions
+	25, // 15: skein.v1.GroupMember.assignment:type_name -> skein.v1.TopicPartitions
 	0,  // 16: skein.v1.ConsumeRequest.subscribe:type_name -> skein.v1.JoinGroupRequest
 	7,  // 17: skein.v1.ConsumeRequest.commit:type_name -> skein.v1.CommitOffsetsRequest
 	1,  // 18: skein.v1.ConsumeResponse.joined:type_name -> skein.v1.JoinGroupResponse
@@ -1737,18 +1826,20 @@ var file_skein_v1_group_proto_depIdxs = []int32{
 	13, // 27: skein.v1.GroupService.LeaveGroup:input_type -> skein.v1.LeaveGroupRequest
 	15, // 28: skein.v1.GroupService.ListGroups:input_type -> skein.v1.ListGroupsRequest
 	18, // 29: skein.v1.GroupService.DescribeGroup:input_type -> skein.v1.DescribeGroupRequest
-	21, // 30: skein.v1.GroupService.Consume:input_type -> skein.v1.ConsumeRequest
-	1,  // 31: skein.v1.GroupService.JoinGroup:output_type -> skein.v1.JoinGroupResponse
-	3,  // 32: skein.v1.GroupService.Heartbeat:output_type -> skein.v1.HeartbeatResponse
-	6,  // 33: skein.v1.GroupService.FetchGroupRecords:output_type -> skein.v1.FetchGroupRecordsResponse
-	8,  // 34: skein.v1.GroupService.CommitOffsets:output_type -> skein.v1.CommitOffsetsResponse
-	11, // 35: skein.v1.GroupService.GetOffsets:output_type -> skein.v1.GetOffsetsResponse
-	14, // 36: skein.v1.GroupService.LeaveGroup:output_type -> skein.v1.LeaveGroupResponse
-	16, // 37: skein.v1.GroupService.ListGroups:output_type -> skein.v1.ListGroupsResponse
-	19, // 38: skein.v1.GroupService.DescribeGroup:output_type -> skein.v1.DescribeGroupResponse
-	22, // 39: skein.v1.GroupService.Consume:output_type -> skein.v1.ConsumeResponse
-	31, // [31:40] is the sub-list for method output_type
-	22, // [22:31] is the sub-list for method input_type
+	21, // 30: skein.v1.GroupService.DeleteGroup:input_type -> skein.v1.DeleteGroupRequest
+	23, // 31: skein.v1.GroupService.Consume:input_type -> skein.v1.ConsumeRequest
+	1,  // 32: skein.v1.GroupService.JoinGroup:output_type -> skein.v1.JoinGroupResponse
+	3,  // 33: skein.v1.GroupService.Heartbeat:output_type -> skein.v1.HeartbeatResponse
+	6,  // 34: skein.v1.GroupService.FetchGroupRecords:output_type -> skein.v1.FetchGroupRecordsResponse
+	8,  // 35: skein.v1.GroupService.CommitOffsets:output_type -> skein.v1.CommitOffsetsResponse
+	11, // 36: skein.v1.GroupService.GetOffsets:output_type -> skein.v1.GetOffsetsResponse
+	14, // 37: skein.v1.GroupService.LeaveGroup:output_type -> skein.v1.LeaveGroupResponse
+	16, // 38: skein.v1.GroupService.ListGroups:output_type -> skein.v1.ListGroupsResponse
+	19, // 39: skein.v1.GroupService.DescribeGroup:output_type -> skein.v1.DescribeGroupResponse
+	22, // 40: skein.v1.GroupService.DeleteGroup:output_type -> skein.v1.DeleteGroupResponse
+	24, // 41: skein.v1.GroupService.Consume:output_type -> skein.v1.ConsumeResponse
+	32, // [32:42] is the sub-list for method output_type
+	22, // [22:32] is the sub-list for method input_type
 	22, // [22:22] is the sub-list for extension type_name
 	22, // [22:22] is the sub-list for extension extendee
 	0,  // [0:22] is the sub-list for field type_name
@@ -1763,11 +1854,11 @@ func file_skein_v1_group_proto_init() {
 	file_skein_v1_records_proto_init()
 	file_skein_v1_group_proto_msgTypes[0].OneofWrappers = []any{}
 	file_skein_v1_group_proto_msgTypes[4].OneofWrappers = []any{}
-	file_skein_v1_group_proto_msgTypes[21].OneofWrappers = []any{
+	file_skein_v1_group_proto_msgTypes[23].OneofWrappers = []any{
 		(*ConsumeRequest_Subscribe)(nil),
 		(*ConsumeRequest_Commit)(nil),
 	}
-	file_skein_v1_group_proto_msgTypes[22].OneofWrappers = []any{
+	file_skein_v1_group_proto_msgTypes[24].OneofWrappers = []any{
 		(*ConsumeResponse_Joined)(nil),
 		(*ConsumeResponse_Records)(nil),
 		(*ConsumeResponse_Assignment)(nil),
@@ -1779,7 +1870,7 @@ func file_skein_v1_group_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skein_v1_group_proto_rawDesc), len(file_skein_v1_group_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   23,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -27,6 +27,7 @@ const (
 	GroupService_LeaveGroup_FullMethodName        = "/skein.v1.GroupService/LeaveGroup"
 	GroupService_ListGroups_FullMethodName        = "/skein.v1.GroupService/ListGroups"
 	GroupService_DescribeGroup_FullMethodName     = "/skein.v1.GroupService/DescribeGroup"
+	GroupService_DeleteGroup_FullMethodName       = "/skein.v1.GroupService/DeleteGroup"
 	GroupService_Consume_FullMethodName           = "/skein.v1.GroupService/Consume"
 )
 
@@ -53,6 +54,9 @@ type GroupServiceClient interface {
 	ListGroups(ctx context.Context, in *ListGroupsRequest, opts ...grpc.CallOption) (*ListGroupsResponse, error)
 	// DescribeGroup shows state, epoch, members with their assignment, and lag.
 	DescribeGroup(ctx context.Context, in *DescribeGroupRequest, opts ...grpc.CallOption) (*DescribeGroupResponse, error)
+	// DeleteGroup deletes a group that has no members, with its committed
+	// offsets (NON_EMPTY_GROUP while it has members).
+	DeleteGroup(ctx context.Context, in *DeleteGroupRequest, opts ...grpc.CallOption) (*DeleteGroupResponse, error)
 	// Consume is the streaming form: subscribe, then receive records and
 	// assignment changes, and send commits on the same stream.
 	Consume(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ConsumeRequest, ConsumeResponse], error)
@@ -146,6 +150,16 @@ func (c *groupServiceClient) DescribeGroup(ctx context.Context, in *DescribeGrou
 	return out, nil
 }
 
+func (c *groupServiceClient) DeleteGroup(ctx context.Context, in *DeleteGroupRequest, opts ...grpc.CallOption) (*DeleteGroupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteGroupResponse)
+	err := c.cc.Invoke(ctx, GroupService_DeleteGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *groupServiceClient) Consume(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ConsumeRequest, ConsumeResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &GroupService_ServiceDesc.Streams[0], GroupService_Consume_FullMethodName, cOpts...)
@@ -182,6 +196,9 @@ type GroupServiceServer interface {
 	ListGroups(context.Context, *ListGroupsRequest) (*ListGroupsResponse, error)
 	// DescribeGroup shows state, epoch, members with their assignment, and lag.
 	DescribeGroup(context.Context, *DescribeGroupRequest) (*DescribeGroupResponse, error)
+	// DeleteGroup deletes a group that has no members, with its committed
+	// offsets (NON_EMPTY_GROUP while it has members).
+	DeleteGroup(context.Context, *DeleteGroupRequest) (*DeleteGroupResponse, error)
 	// Consume is the streaming form: subscribe, then receive records and
 	// assignment changes, and send commits on the same stream.
 	Consume(grpc.BidiStreamingServer[ConsumeRequest, ConsumeResponse]) error
@@ -218,6 +235,9 @@ func (UnimplementedGroupServiceServer) ListGroups(context.Context, *ListGroupsRe
 }
 func (UnimplementedGroupServiceServer) DescribeGroup(context.Context, *DescribeGroupRequest) (*DescribeGroupResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DescribeGroup not implemented")
+}
+func (UnimplementedGroupServiceServer) DeleteGroup(context.Context, *DeleteGroupRequest) (*DeleteGroupResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteGroup not implemented")
 }
 func (UnimplementedGroupServiceServer) Consume(grpc.BidiStreamingServer[ConsumeRequest, ConsumeResponse]) error {
 	return status.Error(codes.Unimplemented, "method Consume not implemented")
@@ -387,6 +407,24 @@ func _GroupService_DescribeGroup_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _GroupService_DeleteGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GroupServiceServer).DeleteGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GroupService_DeleteGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GroupServiceServer).DeleteGroup(ctx, req.(*DeleteGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _GroupService_Consume_Handler(srv interface{}, stream grpc.ServerStream) error {
 	return srv.(GroupServiceServer).Consume(&grpc.GenericServerStream[ConsumeRequest, ConsumeResponse]{ServerStream: stream})
 }
@@ -432,6 +470,10 @@ var GroupService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DescribeGroup",
 			Handler:    _GroupService_DescribeGroup_Handler,
+		},
+		{
+			MethodName: "DeleteGroup",
+			Handler:    _GroupService_DeleteGroup_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
