@@ -15,6 +15,7 @@ import (
 	controllerv1 "skein/gen/skein/controller/v1"
 	"skein/libs/errs"
 	"skein/libs/grpcopt"
+	"skein/libs/metadata"
 )
 
 // MaxMessageSize bounds one gRPC message the client sends or receives.
@@ -225,6 +226,11 @@ func (c *Client) controller(i int) (controllerv1.ControllerServiceClient, string
 // when a controller cannot be reached or is not the active one. Other
 // refusals are answered as they are, as errs rows.
 func (c *Client) callController(ctx context.Context, fn func(context.Context, controllerv1.ControllerServiceClient) error) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultAPITimeout)
+		defer cancel()
+	}
 	c.ctrlMu.Lock()
 	start := c.ctrlNext
 	c.ctrlMu.Unlock()
@@ -234,7 +240,14 @@ func (c *Client) callController(ctx context.Context, fn func(context.Context, co
 		i := start + attempt
 		cl, addr, err := c.controller(i)
 		if err == nil {
-			err = errs.FromStatus(fn(ctx, cl))
+			// A controller cut off or paused does not refuse: it says
+			// nothing. Bound each attempt so the call moves on to the next.
+			actx, cancel := context.WithTimeout(ctx, ControllerAttemptTimeout)
+			err = errs.FromStatus(fn(actx, cl))
+			if err != nil && actx.Err() != nil && ctx.Err() == nil {
+				err = errs.Errorf(errs.NetworkException, "controller %s did not answer within %v", addr, ControllerAttemptTimeout)
+			}
+			cancel()
 			if err == nil {
 				c.ctrlMu.Lock()
 				c.ctrlNext = i % n
@@ -258,6 +271,16 @@ func (c *Client) callController(ctx context.Context, fn func(context.Context, co
 		}
 	}
 }
+
+var errSilentController = errors.New("the controller sent nothing, not even a heartbeat, for " + metadata.WatchSilence.String())
+
+// Admin calls' bounds: a call without a deadline gets DefaultAPITimeout
+// (Kafka's default.api.timeout.ms), and each attempt at one controller gets
+// ControllerAttemptTimeout before the call moves to the next controller.
+const (
+	DefaultAPITimeout        = 60 * time.Second
+	ControllerAttemptTimeout = 2 * time.Second
+)
 
 // watch follows WatchMetadata until Close, moving to the next controller
 // with backoff whenever a stream ends.
@@ -284,12 +307,17 @@ func (c *Client) watchOnce(i int) (got bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	ctx, cancel := context.WithCancel(c.ctx)
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(c.ctx)
+	defer cancel(nil)
 	var known uint64
 	if m := c.meta.Load(); m != nil {
 		known = m.Version()
 	}
+	// A controller in contact with its quorum sends at least an empty delta
+	// every metadata.WatchHeartbeat; one that says nothing for WatchSilence
+	// is cut off (or paused) and its metadata may be stale: move to another.
+	silent := time.AfterFunc(metadata.WatchSilence, func() { cancel(errSilentController) })
+	defer silent.Stop()
 	stream, err := cl.WatchMetadata(ctx, &controllerv1.WatchMetadataRequest{KnownVersion: known, NodeId: c.cfg.NodeID})
 	if err != nil {
 		return false, errs.FromStatus(err)
@@ -297,8 +325,12 @@ func (c *Client) watchOnce(i int) (got bool, err error) {
 	for {
 		msg, err := stream.Recv()
 		if err != nil {
+			if cause := context.Cause(ctx); errors.Is(cause, errSilentController) {
+				return got, cause
+			}
 			return got, errs.FromStatus(err)
 		}
+		silent.Reset(metadata.WatchSilence)
 		got = true
 		switch u := msg.GetUpdate().(type) {
 		case *controllerv1.WatchMetadataResponse_Image:
@@ -308,8 +340,8 @@ func (c *Client) watchOnce(i int) (got bool, err error) {
 			if cur == nil {
 				return got, errors.New("metadata delta before any image")
 			}
-			if u.Delta.GetVersion() < cur.Version() {
-				continue // a replay of what we hold
+			if u.Delta.GetVersion() < cur.Version() || (len(u.Delta.GetRecords()) == 0 && u.Delta.GetVersion() == cur.Version()) {
+				continue // a replay of what we hold, or the controller's heartbeat
 			}
 			next, err := cur.Apply(u.Delta)
 			if err != nil {

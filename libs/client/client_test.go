@@ -579,3 +579,27 @@ func TestFetchFollowsLeaderChangeDuringLongPoll(t *testing.T) {
 		t.Fatal("the fetch still waits on the stalled leader 3 s after the leader changed")
 	}
 }
+
+// A controller cut off from its quorum keeps its connections but falls
+// silent: the metadata watch moves to another controller within
+// metadata.WatchSilence, and admin calls move on after one attempt's
+// timeout instead of waiting for the caller's deadline.
+func TestSilentControllerIsLeftBehind(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	silent, _ := clienttest.ServeController(t, clienttest.CutOff{Controller: cl.Controller})
+	c := newClient(t, cl, silent, cl.ControllerAddr)
+
+	start := time.Now()
+	if _, err := c.CreateTopic(ctx(t), client.TopicSpec{Name: "t", Partitions: 2}); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	t.Logf("create answered after %v (one attempt at the silent controller)", took.Round(time.Millisecond))
+	if took > client.ControllerAttemptTimeout+2*time.Second {
+		t.Errorf("create took %v; the silent controller should cost one attempt of %v", took, client.ControllerAttemptTimeout)
+	}
+	if _, err := c.WaitMetadata(ctx(t), func(m *client.Metadata) bool { return m.PartitionCount("t") == 2 }); err != nil {
+		t.Fatalf("the watch never left the silent controller: %v", err)
+	}
+	t.Logf("the new topic reached the metadata %v after the create began", time.Since(start).Round(time.Millisecond))
+}

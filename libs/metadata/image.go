@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -347,3 +348,13 @@ func compareStrings(a, b string) int {
 	}
 	return 0
 }
+
+// The WatchMetadata stream's liveness contract. A quiet stream is
+// ambiguous: no change, or a controller cut off from the quorum whose
+// metadata has gone stale. A controller in contact with its quorum sends an
+// empty delta at the version the watcher holds every WatchHeartbeat; a
+// watcher that hears nothing for WatchSilence moves to another controller.
+const (
+	WatchHeartbeat = time.Second
+	WatchSilence   = 3 * WatchHeartbeat
+)

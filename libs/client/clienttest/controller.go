@@ -6,12 +6,14 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
 	controllerv1 "skein/gen/skein/controller/v1"
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/errs"
+	"skein/libs/metadata"
 	"skein/libs/topicconfig"
 )
 
@@ -188,12 +190,20 @@ func (c *Controller) WatchMetadata(req *controllerv1.WatchMetadataRequest, strea
 	if err := stream.Send(&controllerv1.WatchMetadataResponse{Update: &controllerv1.WatchMetadataResponse_Image{Image: im}}); err != nil {
 		return err
 	}
+	sent := im.GetVersion()
+	heartbeat := time.NewTicker(metadata.WatchHeartbeat)
+	defer heartbeat.Stop()
 	for {
 		select {
+		case <-heartbeat.C: // as a controller in contact with its quorum does
+			if err := stream.Send(&controllerv1.WatchMetadataResponse{Update: &controllerv1.WatchMetadataResponse_Delta{Delta: &controllerv1.MetadataDelta{Version: sent}}}); err != nil {
+				return err
+			}
 		case d, ok := <-ch:
 			if !ok {
 				return errs.ToGRPC(errs.Errorf(errs.RequestTimedOut, "watcher fell behind"))
 			}
+			sent = d.GetDelta().GetVersion()
 			if err := stream.Send(d); err != nil {
 				return err
 			}
@@ -413,4 +423,35 @@ func (c *Controller) ElectLeaders(_ context.Context, req *controllerv1.ElectLead
 		return nil, errs.ToGRPC(errs.Errorf(errs.UnknownTopicOrPartition, "no such topic"))
 	}
 	return resp, nil
+}
+
+// CutOff is a controller of the same quorum that has been cut off from the
+// rest: it accepts connections, sends a watcher its image once and then
+// nothing (no changes, no heartbeats), and leaves admin calls unanswered.
+type CutOff struct {
+	*Controller
+}
+
+// WatchMetadata sends the image and then falls silent.
+func (c CutOff) WatchMetadata(req *controllerv1.WatchMetadataRequest, stream controllerv1.ControllerService_WatchMetadataServer) error {
+	c.mu.Lock()
+	im := c.imageLocked()
+	c.mu.Unlock()
+	if err := stream.Send(&controllerv1.WatchMetadataResponse{Update: &controllerv1.WatchMetadataResponse_Image{Image: im}}); err != nil {
+		return err
+	}
+	<-stream.Context().Done()
+	return stream.Context().Err()
+}
+
+// CreateTopics never answers.
+func (c CutOff) CreateTopics(ctx context.Context, _ *controllerv1.CreateTopicsRequest) (*controllerv1.CreateTopicsResponse, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// DescribeCluster never answers.
+func (c CutOff) DescribeCluster(ctx context.Context, _ *controllerv1.DescribeClusterRequest) (*controllerv1.DescribeClusterResponse, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
 }

@@ -201,6 +201,19 @@ func (n *Node) Peers() []Peer { return n.cfg.Peers }
 // IsLeader reports whether this node is the Raft leader now.
 func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
 
+// InContact reports whether this node's metadata is current: it leads (a
+// leader cut off from the quorum steps down within its lease), or it heard
+// from the leader within the last d.
+func (n *Node) InContact(d time.Duration) bool {
+	switch n.raft.State() {
+	case raft.Leader:
+		return true
+	case raft.Follower:
+		return time.Since(n.raft.LastContact()) < d
+	}
+	return false
+}
+
 // Leader answers the leader's id and gRPC address, if one is known.
 func (n *Node) Leader() (Peer, bool) {
 	_, id := n.raft.LeaderWithID()

@@ -399,15 +399,37 @@ func (s *Server) WatchMetadata(req *controllerv1.WatchMetadataRequest, stream gr
 	}
 	sub, img := s.node.Subscribe(req.GetKnownVersion())
 	defer sub.Close()
-	send := func(m *controllerv1.WatchMetadataResponse) error { return stream.Send(m) }
+	var sent uint64 // the version the watcher holds after what was sent
+	send := func(m *controllerv1.WatchMetadataResponse) error {
+		if im := m.GetImage(); im != nil {
+			sent = im.GetVersion()
+		} else if d := m.GetDelta(); d != nil && d.GetVersion() > sent {
+			sent = d.GetVersion()
+		}
+		return stream.Send(m)
+	}
 	if img != nil {
 		if err := send(&controllerv1.WatchMetadataResponse{Update: &controllerv1.WatchMetadataResponse_Image{Image: img}}); err != nil {
 			return err
 		}
+	} else {
+		sent = req.GetKnownVersion()
 	}
 	ctx := stream.Context()
+	// While in contact with the quorum, say so to a quiet watcher (see
+	// md.WatchHeartbeat): a cut-off controller falls silent and its watchers
+	// move to another.
+	heartbeat := time.NewTicker(md.WatchHeartbeat)
+	defer heartbeat.Stop()
 	for {
 		select {
+		case <-heartbeat.C:
+			if !s.node.InContact(2 * md.WatchHeartbeat) {
+				continue
+			}
+			if err := send(&controllerv1.WatchMetadataResponse{Update: &controllerv1.WatchMetadataResponse_Delta{Delta: &controllerv1.MetadataDelta{Version: sent}}}); err != nil {
+				return err
+			}
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-s.done:

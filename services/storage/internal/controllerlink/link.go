@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -186,8 +187,12 @@ func (l *Link) Watch(ctx context.Context, onImage func(*metadata.Image)) {
 }
 
 func (l *Link) watchOnce(ctx context.Context, c controllerv1.ControllerServiceClient, im **metadata.Image, onImage func(*metadata.Image)) error {
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	sctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	// A controller cut off from its quorum stops its one-second heartbeats:
+	// after metadata.WatchSilence of nothing, follow another controller.
+	silent := time.AfterFunc(metadata.WatchSilence, func() { cancel(errSilentController) })
+	defer silent.Stop()
 	stream, err := c.WatchMetadata(sctx, &controllerv1.WatchMetadataRequest{NodeId: l.cfg.BrokerID})
 	if err != nil {
 		return err
@@ -195,7 +200,14 @@ func (l *Link) watchOnce(ctx context.Context, c controllerv1.ControllerServiceCl
 	for {
 		msg, err := stream.Recv()
 		if err != nil {
+			if cause := context.Cause(sctx); errors.Is(cause, errSilentController) {
+				return cause
+			}
 			return err
+		}
+		silent.Reset(metadata.WatchSilence)
+		if d := msg.GetDelta(); d != nil && len(d.GetRecords()) == 0 && *im != nil && d.GetVersion() == uint64((*im).Version()) {
+			continue // the controller's heartbeat: nothing changed
 		}
 		switch u := msg.GetUpdate().(type) {
 		case *controllerv1.WatchMetadataResponse_Image:
@@ -217,6 +229,8 @@ func (l *Link) watchOnce(ctx context.Context, c controllerv1.ControllerServiceCl
 		onImage((*im).Clone())
 	}
 }
+
+var errSilentController = errors.New("the controller sent nothing, not even a heartbeat, for " + metadata.WatchSilence.String())
 
 // ProposeISR implements partition.ISRProposer with AlterPartition.
 func (l *Link) ProposeISR(ctx context.Context, topic string, part int32, leaderEpoch, partitionEpoch int32, isr []int32) (partition.State, error) {
