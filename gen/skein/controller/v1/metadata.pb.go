@@ -741,11 +741,15 @@ func (x *PartitionRecord) GetPartitionEpoch() int32 {
 }
 
 type CoordinatorRecord struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            int32                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	Kind          CoordinatorKind        `protobuf:"varint,2,opt,name=kind,proto3,enum=skein.controller.v1.CoordinatorKind" json:"kind,omitempty"`
-	GrpcAddr      string                 `protobuf:"bytes,3,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
-	Alive         bool                   `protobuf:"varint,4,opt,name=alive,proto3" json:"alive,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Id       int32                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Kind     CoordinatorKind        `protobuf:"varint,2,opt,name=kind,proto3,enum=skein.controller.v1.CoordinatorKind" json:"kind,omitempty"`
+	GrpcAddr string                 `protobuf:"bytes,3,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
+	Alive    bool                   `protobuf:"varint,4,opt,name=alive,proto3" json:"alive,omitempty"`
+	// The process start's id from its gossip meta. A new incarnation of a live
+	// coordinator bumps the coordinator epoch of every partition it owns: the
+	// restarted process starts its producer sequences afresh.
+	Incarnation   string `protobuf:"bytes,5,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -808,16 +812,29 @@ func (x *CoordinatorRecord) GetAlive() bool {
 	return false
 }
 
+func (x *CoordinatorRecord) GetIncarnation() string {
+	if x != nil {
+		return x.Incarnation
+	}
+	return ""
+}
+
 type CoordinatorAssignmentRecord struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Kind      CoordinatorKind        `protobuf:"varint,1,opt,name=kind,proto3,enum=skein.controller.v1.CoordinatorKind" json:"kind,omitempty"`
 	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
 	// Coordinator node id, -1 when no coordinator of the kind is alive.
 	Owner int32 `protobuf:"varint,3,opt,name=owner,proto3" json:"owner,omitempty"`
-	// Bumped on every change of owner; fences a stale owner.
+	// Bumped on every change of owner (and restart of the owner); fences a
+	// stale owner.
 	CoordinatorEpoch int32 `protobuf:"varint,4,opt,name=coordinator_epoch,json=coordinatorEpoch,proto3" json:"coordinator_epoch,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The producer id every successive owner writes the partition through,
+	// with producer epoch = coordinator_epoch: the storage node refuses a
+	// stale owner's writes. Allocated once, with the record; unset only in
+	// records written before it existed.
+	ProducerId    *int64 `protobuf:"varint,5,opt,name=producer_id,json=producerId,proto3,oneof" json:"producer_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CoordinatorAssignmentRecord) Reset() {
@@ -874,6 +891,13 @@ func (x *CoordinatorAssignmentRecord) GetOwner() int32 {
 func (x *CoordinatorAssignmentRecord) GetCoordinatorEpoch() int32 {
 	if x != nil {
 		return x.CoordinatorEpoch
+	}
+	return 0
+}
+
+func (x *CoordinatorAssignmentRecord) GetProducerId() int64 {
+	if x != nil && x.ProducerId != nil {
+		return *x.ProducerId
 	}
 	return 0
 }
@@ -980,17 +1004,21 @@ const file_skein_controller_v1_metadata_proto_rawDesc = "" +
 	"\x03isr\x18\x05 \x03(\x05R\x03isr\x12\x16\n" +
 	"\x06leader\x18\x06 \x01(\x05R\x06leader\x12!\n" +
 	"\fleader_epoch\x18\a \x01(\x05R\vleaderEpoch\x12'\n" +
-	"\x0fpartition_epoch\x18\b \x01(\x05R\x0epartitionEpoch\"\x90\x01\n" +
+	"\x0fpartition_epoch\x18\b \x01(\x05R\x0epartitionEpoch\"\xb2\x01\n" +
 	"\x11CoordinatorRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x128\n" +
 	"\x04kind\x18\x02 \x01(\x0e2$.skein.controller.v1.CoordinatorKindR\x04kind\x12\x1b\n" +
 	"\tgrpc_addr\x18\x03 \x01(\tR\bgrpcAddr\x12\x14\n" +
-	"\x05alive\x18\x04 \x01(\bR\x05alive\"\xb8\x01\n" +
+	"\x05alive\x18\x04 \x01(\bR\x05alive\x12 \n" +
+	"\vincarnation\x18\x05 \x01(\tR\vincarnation\"\xee\x01\n" +
 	"\x1bCoordinatorAssignmentRecord\x128\n" +
 	"\x04kind\x18\x01 \x01(\x0e2$.skein.controller.v1.CoordinatorKindR\x04kind\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x14\n" +
 	"\x05owner\x18\x03 \x01(\x05R\x05owner\x12+\n" +
-	"\x11coordinator_epoch\x18\x04 \x01(\x05R\x10coordinatorEpoch\"=\n" +
+	"\x11coordinator_epoch\x18\x04 \x01(\x05R\x10coordinatorEpoch\x12$\n" +
+	"\vproducer_id\x18\x05 \x01(\x03H\x00R\n" +
+	"producerId\x88\x01\x01B\x0e\n" +
+	"\f_producer_id\"=\n" +
 	"\x11ProducerIdsRecord\x12(\n" +
 	"\x10next_producer_id\x18\x01 \x01(\x03R\x0enextProducerId*q\n" +
 	"\x0fCoordinatorKind\x12 \n" +
@@ -1067,6 +1095,7 @@ func file_skein_controller_v1_metadata_proto_init() {
 		(*MetadataRecord_CoordinatorAssignment)(nil),
 		(*MetadataRecord_ProducerIds)(nil),
 	}
+	file_skein_controller_v1_metadata_proto_msgTypes[8].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -10,28 +10,37 @@ import (
 	"skein/libs/metadata"
 )
 
-// coordinatorChange records a coordinator process joining, moving or dying,
-// then reassigns its kind's internal partitions.
+// coordinatorChange records a coordinator process joining, moving, dying or
+// restarting, then reassigns its kind's internal partitions. A live
+// coordinator seen with a new incarnation is a new process: the partitions
+// it owns get a new coordinator epoch, as if they had moved, so the new
+// process writes them under a new producer epoch from sequence 0.
 func (t *tx) coordinatorChange(c *controllerv1.CoordinatorChangeCommand) error {
 	rec := c.GetCoordinator()
 	if _, ok := metadata.InternalTopic(rec.GetKind()); !ok || rec.GetId() < 0 {
 		return errs.Errorf(errs.InvalidRequest, "coordinator without a kind or with a negative id")
 	}
+	restarted := int32(-1)
 	if old, ok := t.img.Coordinator(rec.GetKind(), rec.GetId()); !ok || !proto.Equal(old, rec) {
+		if ok && old.GetAlive() && rec.GetAlive() && old.GetIncarnation() != rec.GetIncarnation() {
+			restarted = rec.GetId()
+		}
 		if err := t.put(metadata.CoordinatorRecord(rec)); err != nil {
 			return err
 		}
 	}
-	return t.rebalanceCoordinators(rec.GetKind())
+	return t.rebalanceCoordinators(rec.GetKind(), restarted)
 }
 
 // rebalanceCoordinators gives every partition of the kind's internal topic a
 // live owner, spread evenly (counts differ by at most one), moving as few
 // partitions as it can: an owner keeps what it has up to its share; what a
 // dead owner held, and the excess of the overloaded, goes to the least
-// loaded. Every change of owner bumps the partition's coordinator epoch.
-// With no live coordinator of the kind, owners become -1.
-func (t *tx) rebalanceCoordinators(kind controllerv1.CoordinatorKind) error {
+// loaded. Every change of owner bumps the partition's coordinator epoch, and
+// so does a restart of the owner (restarted, -1 for none). With no live
+// coordinator of the kind, owners become -1. Each partition gets a producer
+// id once, from the producer id space, which all its owners write through.
+func (t *tx) rebalanceCoordinators(kind controllerv1.CoordinatorKind, restarted int32) error {
 	topic, _ := metadata.InternalTopic(kind)
 	n := int(t.img.PartitionCount(topic))
 	if n == 0 {
@@ -91,18 +100,32 @@ func (t *tx) rebalanceCoordinators(kind controllerv1.CoordinatorKind) error {
 		}
 	}
 	var recs []*controllerv1.MetadataRecord
+	nextPID := t.img.NextProducerID()
 	for p := range n {
 		a, ok := t.img.Assignment(kind, int32(p))
+		next := &controllerv1.CoordinatorAssignmentRecord{Kind: kind, Partition: int32(p), Owner: owner[p]}
 		switch {
 		case !ok:
-			epoch := int32(0)
 			if owner[p] >= 0 {
-				epoch = 1
+				next.CoordinatorEpoch = 1
 			}
-			recs = append(recs, metadata.AssignmentRecord(&controllerv1.CoordinatorAssignmentRecord{Kind: kind, Partition: int32(p), Owner: owner[p], CoordinatorEpoch: epoch}))
-		case a.GetOwner() != owner[p]:
-			recs = append(recs, metadata.AssignmentRecord(&controllerv1.CoordinatorAssignmentRecord{Kind: kind, Partition: int32(p), Owner: owner[p], CoordinatorEpoch: a.GetCoordinatorEpoch() + 1}))
+		case a.GetOwner() != owner[p] || (owner[p] >= 0 && owner[p] == restarted):
+			next.CoordinatorEpoch = a.GetCoordinatorEpoch() + 1
+		case a.ProducerId == nil:
+			next.CoordinatorEpoch = a.GetCoordinatorEpoch() // written before producer ids: give it one
+		default:
+			continue
 		}
+		if ok && a.ProducerId != nil {
+			next.ProducerId = proto.Int64(a.GetProducerId())
+		} else {
+			next.ProducerId = proto.Int64(nextPID)
+			nextPID++
+		}
+		recs = append(recs, metadata.AssignmentRecord(next))
+	}
+	if nextPID != t.img.NextProducerID() {
+		recs = append(recs, metadata.ProducerIDsRecord(nextPID))
 	}
 	return t.put(recs...)
 }

@@ -30,13 +30,13 @@ import (
 //	elect-leaders preferred|unclean [t/0 ...] [t]
 //	allocate-producer-ids [node=1] [count=N] [epoch=N]
 //	create-internal-topics offsets=N txn=N
-//	coordinator group|txn ID [addr=A] [alive=false]
+//	coordinator group|txn ID [addr=A] [alive=false] [inc=INCARNATION]
 //	expect-error CODE                 (the last command, or one of its items, failed with CODE)
 //	expect partition t/0 [leader=1] [isr=1,3] [replicas=..] [leader_epoch=N] [partition_epoch=N]
 //	expect broker 2 [fenced=true] [epoch=N]
 //	expect topic t [partitions=N] [k=v]      expect no-topic t
 //	expect leaders t 1,2,3            (leaders of t's partitions in order)
-//	expect assignment group/0 owner=7 [epoch=N]
+//	expect assignment group/0 owner=7 [epoch=N] [pid=P]
 //	expect owners group 7,7,8,8       (owners of every partition in order)
 //	expect producer-ids first=N count=N
 //	expect offline=N | under-replicated=N
@@ -331,7 +331,8 @@ func (s *scenario) command(f []string) *controllerv1.Command {
 			ConsumerOffsetsPartitions: int32(s.int(args["offsets"])), TransactionStatePartitions: int32(s.int(args["txn"]))}}}
 	case "coordinator":
 		id := int32(s.int(f[2]))
-		rec := &controllerv1.CoordinatorRecord{Id: id, Kind: kind(f[1]), GrpcAddr: cmpOr(args["addr"], "127.0.0.1:"+f[2]), Alive: args["alive"] != "false"}
+		rec := &controllerv1.CoordinatorRecord{Id: id, Kind: kind(f[1]), GrpcAddr: cmpOr(args["addr"], "127.0.0.1:"+f[2]), Alive: args["alive"] != "false",
+			Incarnation: args["inc"]}
 		return &controllerv1.Command{Command: &controllerv1.Command_CoordinatorChange{CoordinatorChange: &controllerv1.CoordinatorChangeCommand{Coordinator: rec}}}
 	}
 	s.fatalf("unknown command %q", f[0])
@@ -429,6 +430,9 @@ func (s *scenario) expect(f []string) {
 		}
 		if v, ok := args["epoch"]; ok && a.GetCoordinatorEpoch() != int32(s.int(v)) {
 			s.fatalf("epoch: got %d", a.GetCoordinatorEpoch())
+		}
+		if v, ok := args["pid"]; ok && (a.ProducerId == nil || a.GetProducerId() != s.int(v)) {
+			s.fatalf("producer id: got %v", a.ProducerId)
 		}
 	case "owners":
 		var got []int32

@@ -290,7 +290,7 @@ func (t *tx) createInternalTopics(c *controllerv1.CreateInternalTopicsCommand) e
 		if _, err := t.addTopic(name, it.n, rf, configs, true); err != nil {
 			return err
 		}
-		if err := t.rebalanceCoordinators(it.kind); err != nil {
+		if err := t.rebalanceCoordinators(it.kind, -1); err != nil {
 			return err
 		}
 	}

@@ -40,8 +40,8 @@ type coordKey struct {
 }
 
 type gossipCoord struct {
-	addr  string
-	alive bool
+	addr, incarnation string
+	alive             bool
 }
 
 // Tracker holds what the reconciler knows beyond the image. It is not safe
@@ -124,7 +124,7 @@ func (t *Tracker) Gossip(ev membership.Event) {
 		if m.Role == membership.RoleTransactionCoordinator {
 			kind = controllerv1.CoordinatorKind_COORDINATOR_KIND_TRANSACTION
 		}
-		t.coords[coordKey{kind, m.ID}] = gossipCoord{addr: m.GRPCAddr, alive: !gone}
+		t.coords[coordKey{kind, m.ID}] = gossipCoord{addr: m.GRPCAddr, incarnation: m.Incarnation, alive: !gone}
 	}
 }
 
@@ -168,9 +168,9 @@ func fence(b *controllerv1.BrokerRecord, reason string) *controllerv1.Command {
 
 func (t *Tracker) planCoordinators(img *metadata.Image, now time.Time) []*controllerv1.Command {
 	var out []*controllerv1.Command
-	change := func(kind controllerv1.CoordinatorKind, id int32, addr string, alive bool) {
+	change := func(kind controllerv1.CoordinatorKind, id int32, addr, inc string, alive bool) {
 		out = append(out, &controllerv1.Command{Command: &controllerv1.Command_CoordinatorChange{CoordinatorChange: &controllerv1.CoordinatorChangeCommand{
-			Coordinator: &controllerv1.CoordinatorRecord{Id: id, Kind: kind, GrpcAddr: addr, Alive: alive}}}})
+			Coordinator: &controllerv1.CoordinatorRecord{Id: id, Kind: kind, GrpcAddr: addr, Alive: alive, Incarnation: inc}}}})
 	}
 	keys := make([]coordKey, 0, len(t.coords))
 	for k := range t.coords {
@@ -185,21 +185,23 @@ func (t *Tracker) planCoordinators(img *metadata.Image, now time.Time) []*contro
 	for _, k := range keys {
 		g := t.coords[k]
 		rec, ok := img.Coordinator(k.kind, k.id)
-		addr := g.addr
+		addr, inc := g.addr, g.incarnation
 		if !g.alive && ok {
-			addr = rec.GetGrpcAddr() // a dead member's last address is what the image should keep
+			// A dead member's last address and incarnation are what the
+			// image should keep.
+			addr, inc = rec.GetGrpcAddr(), rec.GetIncarnation()
 		}
 		if !ok && !g.alive {
 			continue
 		}
-		if !ok || rec.GetAlive() != g.alive || rec.GetGrpcAddr() != addr {
-			change(k.kind, k.id, addr, g.alive)
+		if !ok || rec.GetAlive() != g.alive || rec.GetGrpcAddr() != addr || rec.GetIncarnation() != inc {
+			change(k.kind, k.id, addr, inc, g.alive)
 		}
 	}
 	if now.Sub(t.leaderSince) > t.s.CoordinatorGrace {
 		for _, rec := range img.Coordinators() {
 			if _, seen := t.coords[coordKey{rec.GetKind(), rec.GetId()}]; !seen && rec.GetAlive() {
-				change(rec.GetKind(), rec.GetId(), rec.GetGrpcAddr(), false)
+				change(rec.GetKind(), rec.GetId(), rec.GetGrpcAddr(), rec.GetIncarnation(), false)
 			}
 		}
 	}

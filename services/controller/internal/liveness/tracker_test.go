@@ -147,6 +147,32 @@ func TestCoordinatorsAndInternalTopics(t *testing.T) {
 		t.Fatalf("want coordinator 7 marked dead, got %v", cmds)
 	}
 	c.apply(cmds[0])
+	// Back with a new incarnation, then restarted (another incarnation while
+	// alive): each is a change, and the restart bumps the epochs of what it
+	// owns.
+	back := coordEvent(membership.EventJoin, membership.RoleGroupCoordinator, 7, "g7")
+	back.Member.Meta.Incarnation = "i1"
+	tr.Gossip(back)
+	for _, cmd := range tr.Plan(c.img(), now) {
+		c.apply(cmd)
+	}
+	a0, _ := c.img().Assignment(controllerv1.CoordinatorKind_COORDINATOR_KIND_GROUP, 0)
+	back.Type, back.Member.Meta.Incarnation = membership.EventUpdate, "i2"
+	tr.Gossip(back)
+	cmds = tr.Plan(c.img(), now)
+	if len(cmds) != 1 || cmds[0].GetCoordinatorChange().GetCoordinator().GetIncarnation() != "i2" {
+		t.Fatalf("want the new incarnation recorded, got %v", cmds)
+	}
+	c.apply(cmds[0])
+	if a1, _ := c.img().Assignment(controllerv1.CoordinatorKind_COORDINATOR_KIND_GROUP, 0); a1.GetCoordinatorEpoch() != a0.GetCoordinatorEpoch()+1 ||
+		a1.GetOwner() != 7 || a1.GetProducerId() != a0.GetProducerId() {
+		t.Fatalf("after a restart: %v, before %v", a1, a0)
+	}
+	back.Type = membership.EventDead
+	tr.Gossip(back)
+	for _, cmd := range tr.Plan(c.img(), now) {
+		c.apply(cmd)
+	}
 	// A new leader that never heard of transaction coordinator 7 marks it
 	// dead only after the grace period.
 	tr2 := NewTracker(settings)
