@@ -16,7 +16,15 @@ type Metadata struct {
 	version      uint64
 	brokers      map[int32]*controllerv1.BrokerRecord
 	topics       map[string]*topicMeta
-	coordinators map[int32]*controllerv1.CoordinatorRecord
+	coordinators map[coordKey]*controllerv1.CoordinatorRecord
+	// assignments: the owner of every internal-topic partition, by kind.
+	assignments map[controllerv1.CoordinatorKind]map[int32]*controllerv1.CoordinatorAssignmentRecord
+}
+
+// coordKey names a coordinator process: ids are per kind.
+type coordKey struct {
+	kind controllerv1.CoordinatorKind
+	id   int32
 }
 
 // topicMeta is one topic: its record (nil while only partitions are known)
@@ -30,7 +38,8 @@ func emptyMetadata() *Metadata {
 	return &Metadata{
 		brokers:      map[int32]*controllerv1.BrokerRecord{},
 		topics:       map[string]*topicMeta{},
-		coordinators: map[int32]*controllerv1.CoordinatorRecord{},
+		coordinators: map[coordKey]*controllerv1.CoordinatorRecord{},
+		assignments:  map[controllerv1.CoordinatorKind]map[int32]*controllerv1.CoordinatorAssignmentRecord{},
 	}
 }
 
@@ -48,7 +57,10 @@ func MetadataFromImage(im *controllerv1.MetadataImage) *Metadata {
 		m.putPartition(p)
 	}
 	for _, c := range im.GetCoordinators() {
-		m.coordinators[c.GetId()] = c
+		m.coordinators[coordKey{c.GetKind(), c.GetId()}] = c
+	}
+	for _, a := range im.GetCoordinatorAssignments() {
+		m.putAssignment(a)
 	}
 	return m
 }
@@ -66,7 +78,9 @@ func (m *Metadata) Apply(delta *controllerv1.MetadataDelta) (*Metadata, error) {
 		brokers:      maps.Clone(m.brokers),
 		topics:       maps.Clone(m.topics),
 		coordinators: maps.Clone(m.coordinators),
+		assignments:  maps.Clone(m.assignments),
 	}
+	copiedKinds := map[controllerv1.CoordinatorKind]bool{} // assignment maps already copied
 	copied := map[string]bool{} // topics already copied for this delta
 	own := func(name string) *topicMeta {
 		t := n.topics[name]
@@ -100,12 +114,33 @@ func (m *Metadata) Apply(delta *controllerv1.MetadataDelta) (*Metadata, error) {
 			own(v.Partition.GetTopic())
 			n.putPartition(v.Partition)
 		case *controllerv1.MetadataRecord_Coordinator:
-			n.coordinators[v.Coordinator.GetId()] = v.Coordinator
+			n.coordinators[coordKey{v.Coordinator.GetKind(), v.Coordinator.GetId()}] = v.Coordinator
 		case *controllerv1.MetadataRecord_RemovedCoordinator:
-			delete(n.coordinators, v.RemovedCoordinator)
+			for k := range n.coordinators {
+				if k.id == v.RemovedCoordinator {
+					delete(n.coordinators, k)
+				}
+			}
+		case *controllerv1.MetadataRecord_CoordinatorAssignment:
+			kind := v.CoordinatorAssignment.GetKind()
+			if !copiedKinds[kind] {
+				n.assignments[kind] = maps.Clone(n.assignments[kind])
+				copiedKinds[kind] = true
+			}
+			n.putAssignment(v.CoordinatorAssignment)
 		}
 	}
 	return n, nil
+}
+
+// putAssignment stores a in its kind's map, which the caller owns.
+func (m *Metadata) putAssignment(a *controllerv1.CoordinatorAssignmentRecord) {
+	byPart := m.assignments[a.GetKind()]
+	if byPart == nil {
+		byPart = map[int32]*controllerv1.CoordinatorAssignmentRecord{}
+		m.assignments[a.GetKind()] = byPart
+	}
+	byPart[a.GetPartition()] = a
 }
 
 // putPartition stores p in its topic, which the caller owns (or just built).
@@ -225,9 +260,28 @@ func (m *Metadata) Available(topic string) []int32 {
 	return out
 }
 
-// Coordinators lists group and transaction coordinators by id.
+// Coordinators lists group and transaction coordinators by kind, then id.
 func (m *Metadata) Coordinators() []*controllerv1.CoordinatorRecord {
 	out := slices.Collect(maps.Values(m.coordinators))
-	slices.SortFunc(out, func(a, b *controllerv1.CoordinatorRecord) int { return int(a.GetId() - b.GetId()) })
+	slices.SortFunc(out, func(a, b *controllerv1.CoordinatorRecord) int {
+		if a.GetKind() != b.GetKind() {
+			return int(a.GetKind() - b.GetKind())
+		}
+		return int(a.GetId() - b.GetId())
+	})
+	return out
+}
+
+// Coordinator answers a coordinator process of a kind.
+func (m *Metadata) Coordinator(kind controllerv1.CoordinatorKind, id int32) (*controllerv1.CoordinatorRecord, bool) {
+	c, ok := m.coordinators[coordKey{kind, id}]
+	return c, ok
+}
+
+// CoordinatorAssignments lists the owners of a kind's internal-topic
+// partitions, by partition.
+func (m *Metadata) CoordinatorAssignments(kind controllerv1.CoordinatorKind) []*controllerv1.CoordinatorAssignmentRecord {
+	out := slices.Collect(maps.Values(m.assignments[kind]))
+	slices.SortFunc(out, func(a, b *controllerv1.CoordinatorAssignmentRecord) int { return int(a.GetPartition() - b.GetPartition()) })
 	return out
 }

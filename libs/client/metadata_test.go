@@ -80,3 +80,42 @@ func TestMetadataApply(t *testing.T) {
 		t.Error("a delta behind the snapshot must be refused")
 	}
 }
+
+func TestMetadataCoordinators(t *testing.T) {
+	group, txn := controllerv1.CoordinatorKind_COORDINATOR_KIND_GROUP, controllerv1.CoordinatorKind_COORDINATOR_KIND_TRANSACTION
+	base := MetadataFromImage(&controllerv1.MetadataImage{
+		Version:      1,
+		Coordinators: []*controllerv1.CoordinatorRecord{{Id: 1, Kind: group, GrpcAddr: "g1"}, {Id: 1, Kind: txn, GrpcAddr: "t1"}},
+		CoordinatorAssignments: []*controllerv1.CoordinatorAssignmentRecord{
+			{Kind: group, Partition: 1, Owner: 1, CoordinatorEpoch: 1}, {Kind: group, Partition: 0, Owner: 1, CoordinatorEpoch: 1}},
+	})
+	if c, ok := base.Coordinator(txn, 1); !ok || c.GetGrpcAddr() != "t1" {
+		t.Fatalf("one id, two kinds: %v %v", c, ok)
+	}
+	next, err := base.Apply(&controllerv1.MetadataDelta{Version: 2, Records: []*controllerv1.MetadataRecord{
+		{Record: &controllerv1.MetadataRecord_CoordinatorAssignment{CoordinatorAssignment: &controllerv1.CoordinatorAssignmentRecord{Kind: group, Partition: 1, Owner: 2, CoordinatorEpoch: 2}}},
+		{Record: &controllerv1.MetadataRecord_Coordinator{Coordinator: &controllerv1.CoordinatorRecord{Id: 2, Kind: group, GrpcAddr: "g2"}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	render := func(m *Metadata) string {
+		s := ""
+		for _, a := range m.CoordinatorAssignments(group) {
+			s += fmt.Sprintf("%d:%d@%d ", a.GetPartition(), a.GetOwner(), a.GetCoordinatorEpoch())
+		}
+		for _, c := range m.Coordinators() {
+			s += fmt.Sprintf("%v/%d ", c.GetKind(), c.GetId())
+		}
+		return s
+	}
+	if got, want := render(next), "0:1@1 1:2@2 COORDINATOR_KIND_GROUP/1 COORDINATOR_KIND_GROUP/2 COORDINATOR_KIND_TRANSACTION/1 "; got != want {
+		t.Errorf("after the delta: %q, want %q", got, want)
+	}
+	if got, want := render(base), "0:1@1 1:1@1 COORDINATOR_KIND_GROUP/1 COORDINATOR_KIND_TRANSACTION/1 "; got != want {
+		t.Errorf("Apply changed the old snapshot: %q, want %q", got, want)
+	}
+	if len(next.CoordinatorAssignments(txn)) != 0 {
+		t.Error("no transaction assignments were given")
+	}
+}
