@@ -1,0 +1,331 @@
+//go:build integration
+
+package fault
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	skeinv1 "skein/gen/skein/v1"
+	"skein/tests/e2e"
+)
+
+// devCluster starts a `skein dev` cluster of its own for one test and stops
+// it when the test ends.
+type devCluster struct {
+	t    *testing.T
+	dev  *e2e.Dev
+	http *http.Client
+}
+
+func startDev(t *testing.T) *devCluster {
+	t.Helper()
+	bin, err := e2e.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	d, err := e2e.StartDev(bin, dir, 90*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &devCluster{t: t, dev: d, http: &http.Client{Timeout: 45 * time.Second}}
+	t.Cleanup(func() {
+		// Nothing may stay paused, or the stop would wait for it.
+		for _, p := range c.processes() {
+			_ = syscall.Kill(p.PID, syscall.SIGCONT)
+		}
+		if t.Failed() {
+			t.Logf("skein dev logs:\n%s", d.LogTails(25))
+		}
+		if err := d.Stop(60 * time.Second); err != nil {
+			t.Errorf("stopping skein dev: %v", err)
+		}
+	})
+	return c
+}
+
+func (c *devCluster) processes() []e2e.Process {
+	ps, err := c.dev.Processes()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return ps
+}
+
+// storagePID answers the pid of storage node id.
+func (c *devCluster) storagePID(id int32) int {
+	for _, p := range c.processes() {
+		if p.Role == "storage" && int32(p.ID) == id {
+			return p.PID
+		}
+	}
+	c.t.Fatalf("no storage node %d in cluster.json", id)
+	return 0
+}
+
+// do sends a REST call and decodes a 2xx answer into out.
+func (c *devCluster) do(ctx context.Context, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.dev.BaseURL+path, rd)
+	if err != nil {
+		return err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, bytes.TrimSpace(b))
+	}
+	if out != nil {
+		return json.Unmarshal(b, out)
+	}
+	return nil
+}
+
+// num is a JSON number that may come as a string (64-bit integers).
+type num int64
+
+func (n *num) UnmarshalJSON(b []byte) error {
+	v, err := strconv.ParseInt(strings.Trim(string(b), `"`), 10, 64)
+	*n = num(v)
+	return err
+}
+
+type partitionDesc struct {
+	Partition int32   `json:"partition"`
+	Leader    int32   `json:"leader"`
+	ISR       []int32 `json:"isr"`
+}
+
+func (c *devCluster) describe(topic string) []partitionDesc {
+	var d struct {
+		Partitions []partitionDesc `json:"partitions"`
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.do(ctx, "GET", "/v1/topics/"+topic, nil, &d); err != nil {
+		c.t.Logf("describe %s: %v", topic, err)
+		return nil
+	}
+	return d.Partitions
+}
+
+// eventually retries f every 200 ms until it succeeds or timeout passes.
+func (c *devCluster) eventually(timeout time.Duration, what string, f func() error) {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("%s: not within %v: %v", what, timeout, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// createTopic creates a topic and waits until every partition has a full ISR.
+func (c *devCluster) createTopic(name string, partitions, rf int, minISR int) []partitionDesc {
+	c.t.Helper()
+	body := map[string]any{"name": name, "partitions": partitions, "replication_factor": rf,
+		"configs": map[string]string{"min.insync.replicas": strconv.Itoa(minISR)}}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.do(ctx, "POST", "/v1/topics", body, nil); err != nil {
+		c.t.Fatal(err)
+	}
+	var ps []partitionDesc
+	c.eventually(30*time.Second, "topic "+name+" fully in sync", func() error {
+		ps = c.describe(name)
+		if len(ps) != partitions {
+			return fmt.Errorf("%d partitions", len(ps))
+		}
+		for _, p := range ps {
+			if p.Leader < 0 || len(p.ISR) != rf {
+				return fmt.Errorf("partition %d: leader %d isr %v", p.Partition, p.Leader, p.ISR)
+			}
+		}
+		return nil
+	})
+	return ps
+}
+
+// restProducer produces one record per request to partition p with
+// acks=all until stop closes, recording each outcome in h.
+func (c *devCluster) restProducer(h *History, topic string, p int32, prefix string, stop <-chan struct{}, wg *sync.WaitGroup) {
+	defer wg.Done()
+	for seq := 0; ; seq++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		v := fmt.Sprintf("%s-%d", prefix, seq)
+		var resp struct {
+			Results []struct {
+				Offset    num    `json:"offset"`
+				ErrorCode string `json:"error_code"`
+				Message   string `json:"message"`
+			} `json:"results"`
+		}
+		body := map[string]any{"acks": -1, "records": []map[string]any{{"value": v, "partition": p}}}
+		ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+		start := time.Now()
+		err := c.do(ctx, "POST", "/v1/topics/"+topic+"/records", body, &resp)
+		cancel()
+		switch {
+		case err != nil:
+			h.Failed(fmt.Sprintf("%s at %s after %v: %v", v, start.Format("15:04:05.000"), time.Since(start).Round(time.Millisecond), err))
+		case len(resp.Results) != 1 || resp.Results[0].ErrorCode != "NONE":
+			h.Failed(fmt.Sprintf("%s at %s after %v: %+v", v, start.Format("15:04:05.000"), time.Since(start).Round(time.Millisecond), resp.Results))
+		default:
+			h.Acked(p, v, int64(resp.Results[0].Offset), time.Now())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// streamProducer produces over the gateway's gRPC ProduceStream, one request
+// of one record to partition p in flight at a time, until stop closes.
+func (c *devCluster) streamProducer(h *History, topic string, p int32, prefix string, stop <-chan struct{}, wg *sync.WaitGroup) {
+	defer wg.Done()
+	cc, err := grpc.NewClient(c.dev.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		h.Failed(fmt.Sprintf("%s: dial: %v", prefix, err))
+		return
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stream grpc.BidiStreamingClient[skeinv1.ProduceStreamRequest, skeinv1.ProduceStreamResponse]
+	acks := int32(-1)
+	for seq := 0; ; seq++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		if stream == nil {
+			if stream, err = skeinv1.NewProducerServiceClient(cc).ProduceStream(ctx); err != nil {
+				h.Failed(fmt.Sprintf("%s: open stream: %v", prefix, err))
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+		}
+		v := fmt.Sprintf("%s-%d", prefix, seq)
+		start := time.Now()
+		err := stream.Send(&skeinv1.ProduceStreamRequest{CorrelationId: uint64(seq), Topic: topic, Acks: &acks,
+			Records: []*skeinv1.ProduceRecord{{Value: &v, Partition: &p}}})
+		var resp *skeinv1.ProduceStreamResponse
+		if err == nil {
+			resp, err = stream.Recv()
+		}
+		switch {
+		case err != nil:
+			h.Failed(fmt.Sprintf("%s at %s after %v: stream: %v", v, start.Format("15:04:05.000"), time.Since(start).Round(time.Millisecond), err))
+			stream = nil
+		case len(resp.GetResults()) != 1 || resp.GetResults()[0].GetErrorCode() != skeinv1.ErrorCode_NONE:
+			h.Failed(fmt.Sprintf("%s at %s after %v: %v", v, start.Format("15:04:05.000"), time.Since(start).Round(time.Millisecond), resp.GetResults()))
+		default:
+			h.Acked(p, v, resp.GetResults()[0].GetOffset(), time.Now())
+		}
+	}
+}
+
+// tail follows partition p from offset 0 with long polls until stop
+// closes, recording when records arrive.
+func (c *devCluster) tail(h *History, topic string, p int32, stop <-chan struct{}, wg *sync.WaitGroup) {
+	defer wg.Done()
+	next := int64(0)
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		var f struct {
+			Records []json.RawMessage `json:"records"`
+			Next    num               `json:"next_offset"`
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := c.do(ctx, "GET", fmt.Sprintf("/v1/topics/%s/partitions/%d/records?offset=%d&max_records=1000&max_wait_ms=1000", topic, p, next), nil, &f)
+		cancel()
+		if err != nil {
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		if len(f.Records) > 0 {
+			h.Read(p, time.Now())
+		}
+		if int64(f.Next) > next {
+			next = int64(f.Next)
+		}
+	}
+}
+
+// readAll reads partition p from offset 0 to its high watermark.
+func (c *devCluster) readAll(topic string, p int32) map[int64]string {
+	c.t.Helper()
+	out := map[int64]string{}
+	next := int64(0)
+	for {
+		var f struct {
+			Records []struct {
+				Offset num    `json:"offset"`
+				Value  string `json:"value"`
+			} `json:"records"`
+			Next num `json:"next_offset"`
+			HW   num `json:"high_watermark"`
+		}
+		path := fmt.Sprintf("/v1/topics/%s/partitions/%d/records?offset=%d&max_records=2000", topic, p, next)
+		c.eventually(30*time.Second, "a fetch", func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			return c.do(ctx, "GET", path, nil, &f)
+		})
+		for _, r := range f.Records {
+			if _, dup := out[int64(r.Offset)]; dup {
+				c.t.Errorf("partition %d: offset %d answered twice", p, r.Offset)
+			}
+			out[int64(r.Offset)] = r.Value
+		}
+		if int64(f.Next) > next {
+			next = int64(f.Next)
+		}
+		if next >= int64(f.HW) {
+			return out
+		}
+	}
+}
+
+func TestMain(m *testing.M) { os.Exit(m.Run()) }
