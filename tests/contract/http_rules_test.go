@@ -37,6 +37,8 @@ var apiEndpoints = []string{
 	"DELETE /v1/groups/{group}/members/{member_id}",
 	"GET /v1/groups",
 	"GET /v1/groups/{group}",
+	// Beyond the API document: deleting an empty group, for `skein group delete`.
+	"DELETE /v1/groups/{group}",
 	"POST /v1/producers",
 	"POST /v1/transactions/{transactional_id}/offsets",
 	"POST /v1/transactions/{transactional_id}:commit",
