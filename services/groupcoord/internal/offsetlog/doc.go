@@ -1,0 +1,23 @@
+// Package offsetlog is the record format of the __consumer_offsets topic:
+// what the group coordinator writes and what it reads back when it takes a
+// partition over. The topic is compacted, so every record is keyed and the
+// newest record of a key is the state of that key; a record with no value (a
+// tombstone) deletes the key.
+//
+// Keys and values start with a big-endian int16: in keys the record type,
+// in values the value's version. Strings are an int16 byte length and the
+// UTF-8 bytes (Kafka's STRING); integers are big-endian.
+//
+//	record          key                                         value (version 1)
+//	--------------  ------------------------------------------  ------------------------------------------
+//	offset commit   int16 1 | group STRING | topic STRING |      int16 1 | offset int64 | leader_epoch int32 |
+//	                partition int32                             metadata STRING | commit_time_ms int64
+//	group metadata  int16 2 | group STRING                      int16 1 | JSON of the group's snapshot
+//	                                                            (groupJSON: epochs, assignor, members)
+//	either          (as above)                                  none: tombstone (offset or group deleted)
+//
+// Type numbers follow Kafka's (0 and 1 offset keys, 2 group metadata); type 0
+// is not written and is read as an offset key too. A value whose version is
+// unknown, or bytes that do not parse, are an error (CORRUPT_MESSAGE), never
+// a panic: the loader reports them and skips the record.
+package offsetlog

@@ -1,0 +1,255 @@
+package offsetlog
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"math"
+	"time"
+
+	"skein/libs/errs"
+	"skein/services/groupcoord/internal/assign"
+	"skein/services/groupcoord/internal/group"
+)
+
+// Record types, the int16 at the start of a key.
+const (
+	typeOffsetV0 int16 = 0
+	typeOffset   int16 = 1
+	typeGroup    int16 = 2
+)
+
+// valueVersion is the version written at the start of every value.
+const valueVersion int16 = 1
+
+// MaxMetadata is the most bytes of metadata an offset commit may carry
+// (Kafka's offset.metadata.max.bytes).
+const MaxMetadata = 4096
+
+// Key is a decoded record key: an offset key when Topic is set, a group
+// metadata key otherwise.
+type Key struct {
+	Group     string
+	Topic     string
+	Partition int32
+}
+
+// IsOffset reports whether k is an offset key.
+func (k Key) IsOffset() bool { return k.Topic != "" }
+
+// Offset is a committed offset: the value of an offset key.
+type Offset struct {
+	Offset      int64
+	LeaderEpoch int32 // -1 when unknown
+	Metadata    string
+	CommitTime  time.Time // millisecond precision
+}
+
+// GroupKey encodes the group metadata key of a group.
+func GroupKey(groupID string) []byte {
+	b := binary.BigEndian.AppendUint16(nil, uint16(typeGroup))
+	return appendString(b, groupID)
+}
+
+// OffsetKey encodes the offset key of (group, topic, partition).
+func OffsetKey(groupID, topic string, partition int32) []byte {
+	b := binary.BigEndian.AppendUint16(nil, uint16(typeOffset))
+	b = appendString(b, groupID)
+	b = appendString(b, topic)
+	return binary.BigEndian.AppendUint32(b, uint32(partition))
+}
+
+// DecodeKey decodes a record key.
+func DecodeKey(b []byte) (Key, error) {
+	r := reader{b: b}
+	typ := r.int16()
+	var k Key
+	switch typ {
+	case typeOffsetV0, typeOffset:
+		k.Group, k.Topic, k.Partition = r.string(), r.string(), r.int32()
+		if r.err == nil && k.Topic == "" {
+			return Key{}, corrupt("offset key with an empty topic")
+		}
+	case typeGroup:
+		k.Group = r.string()
+	default:
+		if r.err == nil {
+			return Key{}, corrupt("key of unknown type %d", typ)
+		}
+	}
+	if err := r.done(); err != nil {
+		return Key{}, err
+	}
+	return k, nil
+}
+
+// EncodeOffset encodes an offset value.
+func EncodeOffset(o Offset) []byte {
+	b := binary.BigEndian.AppendUint16(nil, uint16(valueVersion))
+	b = binary.BigEndian.AppendUint64(b, uint64(o.Offset))
+	b = binary.BigEndian.AppendUint32(b, uint32(o.LeaderEpoch))
+	b = appendString(b, o.Metadata)
+	return binary.BigEndian.AppendUint64(b, uint64(o.CommitTime.UnixMilli()))
+}
+
+// DecodeOffset decodes an offset value.
+func DecodeOffset(b []byte) (Offset, error) {
+	r := reader{b: b}
+	if v := r.int16(); r.err == nil && v != valueVersion {
+		return Offset{}, corrupt("offset value of unknown version %d", v)
+	}
+	o := Offset{Offset: r.int64(), LeaderEpoch: r.int32(), Metadata: r.string()}
+	o.CommitTime = time.UnixMilli(r.int64())
+	if err := r.done(); err != nil {
+		return Offset{}, err
+	}
+	if o.Offset < 0 {
+		return Offset{}, corrupt("negative committed offset %d", o.Offset)
+	}
+	return o, nil
+}
+
+// groupJSON is the group value's JSON: the group.Snapshot with stable field
+// names and durations in milliseconds, independent of Go field names.
+type groupJSON struct {
+	Epoch           int32            `json:"epoch"`
+	AssignmentEpoch int32            `json:"assignment_epoch"`
+	Assignor        string           `json:"assignor"`
+	Topics          map[string]int32 `json:"topics,omitempty"`
+	Members         []memberJSON     `json:"members"`
+}
+
+type memberJSON struct {
+	ID                 string             `json:"id"`
+	InstanceID         string             `json:"instance_id,omitempty"`
+	Rack               string             `json:"rack,omitempty"`
+	Topics             []string           `json:"topics"`
+	Assignor           string             `json:"assignor,omitempty"`
+	SessionTimeoutMs   int64              `json:"session_timeout_ms"`
+	RebalanceTimeoutMs int64              `json:"rebalance_timeout_ms"`
+	Epoch              int32              `json:"epoch"`
+	PreviousEpoch      int32              `json:"previous_epoch"`
+	StaticLeft         bool               `json:"static_left,omitempty"`
+	Assigned           map[string][]int32 `json:"assigned,omitempty"`
+	Revoking           map[string][]int32 `json:"revoking,omitempty"`
+	Target             map[string][]int32 `json:"target,omitempty"`
+}
+
+// EncodeGroup encodes a group metadata value.
+func EncodeGroup(s group.Snapshot) []byte {
+	g := groupJSON{Epoch: int32(s.Epoch), AssignmentEpoch: int32(s.AssignmentEpoch), Assignor: s.Assignor, Topics: s.Topics,
+		Members: make([]memberJSON, 0, len(s.Members))}
+	for _, m := range s.Members {
+		g.Members = append(g.Members, memberJSON{ID: string(m.ID), InstanceID: m.InstanceID, Rack: m.Rack, Topics: m.Topics,
+			Assignor: m.Assignor, SessionTimeoutMs: m.SessionTimeout.Milliseconds(), RebalanceTimeoutMs: m.RebalanceTimeout.Milliseconds(),
+			Epoch: int32(m.Epoch), PreviousEpoch: int32(m.PreviousEpoch), StaticLeft: m.StaticLeft,
+			Assigned: m.Assigned, Revoking: m.Revoking, Target: m.Target})
+	}
+	body, err := json.Marshal(g)
+	if err != nil {
+		// Plain structs of strings, ints and maps of them always marshal.
+		panic("offsetlog: " + err.Error())
+	}
+	return append(binary.BigEndian.AppendUint16(nil, uint16(valueVersion)), body...)
+}
+
+// DecodeGroup decodes a group metadata value of group groupID. It checks
+// the format only; group.Restore checks the group's invariants.
+func DecodeGroup(groupID string, b []byte) (group.Snapshot, error) {
+	r := reader{b: b}
+	if v := r.int16(); r.err != nil {
+		return group.Snapshot{}, r.err
+	} else if v != valueVersion {
+		return group.Snapshot{}, corrupt("group value of unknown version %d", v)
+	}
+	var g groupJSON
+	if err := json.Unmarshal(r.b, &g); err != nil {
+		return group.Snapshot{}, corrupt("group value of %q: %v", groupID, err)
+	}
+	if g.Topics == nil {
+		g.Topics = map[string]int32{}
+	}
+	s := group.Snapshot{GroupID: groupID, Epoch: group.Epoch(g.Epoch), AssignmentEpoch: group.Epoch(g.AssignmentEpoch),
+		Assignor: g.Assignor, Topics: g.Topics, Members: make([]group.MemberSnapshot, 0, len(g.Members))}
+	for _, m := range g.Members {
+		s.Members = append(s.Members, group.MemberSnapshot{ID: group.MemberID(m.ID), InstanceID: m.InstanceID, Rack: m.Rack,
+			Topics: m.Topics, Assignor: m.Assignor, SessionTimeout: millis(m.SessionTimeoutMs), RebalanceTimeout: millis(m.RebalanceTimeoutMs),
+			Epoch: group.Epoch(m.Epoch), PreviousEpoch: group.Epoch(m.PreviousEpoch), StaticLeft: m.StaticLeft,
+			Assigned: assign.Of(m.Assigned), Revoking: assign.Of(m.Revoking), Target: assign.Of(m.Target)})
+	}
+	return s, nil
+}
+
+func millis(ms int64) time.Duration {
+	if ms < 0 || ms > math.MaxInt64/int64(time.Millisecond) {
+		return 0 // group.Restore refuses a non-positive timeout
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+func appendString(b []byte, s string) []byte {
+	if len(s) > math.MaxInt16 {
+		s = s[:math.MaxInt16] // callers bound ids and metadata far below this
+	}
+	b = binary.BigEndian.AppendUint16(b, uint16(len(s)))
+	return append(b, s...)
+}
+
+func corrupt(format string, args ...any) error {
+	return errs.Errorf(errs.CorruptMessage, "__consumer_offsets record: "+format, args...)
+}
+
+// reader reads big-endian fields; the first short read sets err and every
+// later read answers zero.
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) take(n int) []byte {
+	if r.err != nil {
+		return nil
+	}
+	if n < 0 || len(r.b) < n {
+		r.err = corrupt("truncated: want %d bytes, have %d", n, len(r.b))
+		return nil
+	}
+	out := r.b[:n]
+	r.b = r.b[n:]
+	return out
+}
+
+func (r *reader) int16() int16 {
+	if b := r.take(2); b != nil {
+		return int16(binary.BigEndian.Uint16(b))
+	}
+	return 0
+}
+
+func (r *reader) int32() int32 {
+	if b := r.take(4); b != nil {
+		return int32(binary.BigEndian.Uint32(b))
+	}
+	return 0
+}
+
+func (r *reader) int64() int64 {
+	if b := r.take(8); b != nil {
+		return int64(binary.BigEndian.Uint64(b))
+	}
+	return 0
+}
+
+func (r *reader) string() string {
+	n := r.int16()
+	if r.err == nil && n < 0 {
+		r.err = corrupt("negative string length %d", n)
+	}
+	return string(r.take(int(n)))
+}
+
+func (r *reader) done() error {
+	if r.err == nil && len(r.b) > 0 {
+		r.err = corrupt("%d bytes after the last field", len(r.b))
+	}
+	return r.err
+}

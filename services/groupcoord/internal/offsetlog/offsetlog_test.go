@@ -1,0 +1,153 @@
+package offsetlog
+
+import (
+	"bytes"
+	"reflect"
+	"testing"
+	"time"
+
+	"skein/libs/errs"
+	"skein/services/groupcoord/internal/assign"
+	"skein/services/groupcoord/internal/group"
+)
+
+func TestKeys(t *testing.T) {
+	for _, k := range []Key{
+		{Group: "g"},
+		{Group: ""},
+		{Group: "app", Topic: "orders", Partition: 7},
+		{Group: "ünïcode", Topic: "t", Partition: 0},
+	} {
+		var b []byte
+		if k.IsOffset() {
+			b = OffsetKey(k.Group, k.Topic, k.Partition)
+		} else {
+			b = GroupKey(k.Group)
+		}
+		got, err := DecodeKey(b)
+		if err != nil || got != k {
+			t.Errorf("%+v: decoded %+v, %v", k, got, err)
+		}
+	}
+	// Distinct keys never collide: a group key is never an offset key.
+	if bytes.Equal(GroupKey("a"), OffsetKey("a", "", 0)) {
+		t.Error("group and offset keys collide")
+	}
+}
+
+func TestOffsetValue(t *testing.T) {
+	o := Offset{Offset: 42, LeaderEpoch: -1, Metadata: "m", CommitTime: time.UnixMilli(1_700_000_000_123)}
+	got, err := DecodeOffset(EncodeOffset(o))
+	if err != nil || !got.CommitTime.Equal(o.CommitTime) || got.Offset != 42 || got.LeaderEpoch != -1 || got.Metadata != "m" {
+		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+}
+
+func TestGroupValue(t *testing.T) {
+	g := group.New(group.DefaultConfig(), "app")
+	now := time.Unix(1000, 0)
+	g.SetTopics(map[string]int32{"orders": 4, "other": 1})
+	if _, _, err := g.Heartbeat(group.HeartbeatRequest{MemberID: "m-1", InstanceID: "i-1", Rack: "r", Topics: []string{"orders"}}, now); err != nil {
+		t.Fatal(err)
+	}
+	resp, _, err := g.Heartbeat(group.HeartbeatRequest{MemberID: "m-2", Topics: []string{"orders", "other"}, Assignor: "range",
+		SessionTimeout: 10 * time.Second}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// m-1 is asked to revoke: the snapshot has all three partition sets.
+	g.Heartbeat(group.HeartbeatRequest{MemberID: "m-1", MemberEpoch: 1, Owned: assign.Of(map[string][]int32{"orders": {0, 1, 2, 3}})}, now)
+	_ = resp
+	snap := g.Snapshot()
+	back, err := DecodeGroup("app", EncodeGroup(snap))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, snap) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", back, snap)
+	}
+	r, err := group.Restore(group.DefaultConfig(), back, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(r.Snapshot(), snap) {
+		t.Fatalf("restored group differs:\n got %+v\nwant %+v", r.Snapshot(), snap)
+	}
+	// An empty group too.
+	empty := group.New(group.DefaultConfig(), "e").Snapshot()
+	if back, err := DecodeGroup("e", EncodeGroup(empty)); err != nil || !reflect.DeepEqual(back, empty) {
+		t.Fatalf("empty group: %+v, %v", back, err)
+	}
+}
+
+func TestBadBytes(t *testing.T) {
+	valid := EncodeOffset(Offset{Offset: 1, Metadata: "x"})
+	for name, b := range map[string][]byte{
+		"nil":              nil,
+		"one byte":         {0},
+		"unknown key type": {0, 9, 0, 1, 'g'},
+		"short string":     {0, 2, 0, 5, 'g'},
+		"negative length":  {0, 2, 0xff, 0xff},
+		"trailing bytes":   append(GroupKey("g"), 1),
+		"empty topic":      OffsetKey("g", "", 1),
+		"short partition":  OffsetKey("g", "t", 1)[:len(OffsetKey("g", "t", 1))-1],
+	} {
+		if _, err := DecodeKey(b); errs.Of(err) != errs.CorruptMessage {
+			t.Errorf("key %s: %v", name, err)
+		}
+	}
+	for name, b := range map[string][]byte{
+		"nil":             nil,
+		"version 9":       append([]byte{0, 9}, valid[2:]...),
+		"truncated":       valid[:len(valid)-1],
+		"negative offset": EncodeOffset(Offset{Offset: -5}),
+	} {
+		if _, err := DecodeOffset(b); errs.Of(err) != errs.CorruptMessage {
+			t.Errorf("offset %s: %v", name, err)
+		}
+	}
+	for name, b := range map[string][]byte{
+		"nil":       nil,
+		"version 0": {0, 0, '{', '}'},
+		"not json":  {0, 1, 'x'},
+		"bad type":  append([]byte{0, 1}, `{"members": 3}`...),
+	} {
+		if _, err := DecodeGroup("g", b); errs.Of(err) != errs.CorruptMessage {
+			t.Errorf("group %s: %v", name, err)
+		}
+	}
+}
+
+// FuzzDecode: no input makes a decoder panic, and whatever decodes encodes
+// back to something that decodes the same.
+func FuzzDecode(f *testing.F) {
+	f.Add(GroupKey("g"))
+	f.Add(OffsetKey("g", "t", 3))
+	f.Add(EncodeOffset(Offset{Offset: 9, LeaderEpoch: 2, Metadata: "meta"}))
+	f.Add(EncodeGroup(group.New(group.DefaultConfig(), "g").Snapshot()))
+	f.Add([]byte{0, 1, '{', '"', 'm', 'e', 'm', 'b', 'e', 'r', 's', '"', ':', '[', '{', '}', ']', '}'})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if k, err := DecodeKey(b); err == nil {
+			var again []byte
+			if k.IsOffset() {
+				again = OffsetKey(k.Group, k.Topic, k.Partition)
+			} else {
+				again = GroupKey(k.Group)
+			}
+			if k2, err := DecodeKey(again); err != nil || k2 != k {
+				t.Fatalf("key %+v re-encoded decodes to %+v, %v", k, k2, err)
+			}
+		}
+		if o, err := DecodeOffset(b); err == nil {
+			if o2, err := DecodeOffset(EncodeOffset(o)); err != nil || o2.Offset != o.Offset || o2.Metadata != o.Metadata {
+				t.Fatalf("offset %+v re-encoded decodes to %+v, %v", o, o2, err)
+			}
+		}
+		if s, err := DecodeGroup("g", b); err == nil {
+			if _, err := DecodeGroup("g", EncodeGroup(s)); err != nil {
+				t.Fatalf("group %+v re-encoded does not decode: %v", s, err)
+			}
+			_, _ = group.Restore(group.DefaultConfig(), s, time.Unix(0, 0)) // must not panic
+		}
+	})
+}
