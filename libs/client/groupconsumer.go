@@ -131,11 +131,17 @@ func NewMemberID() string {
 	return hex.EncodeToString(b[:])
 }
 
+// Group is the group's id.
+func (g *GroupConsumer) Group() string { return g.cfg.Group }
+
 // MemberID is the member's id.
 func (g *GroupConsumer) MemberID() string { return g.memberID }
 
 // MemberEpoch is the member's epoch; 0 before it joined.
 func (g *GroupConsumer) MemberEpoch() int32 { return g.epoch }
+
+// HeartbeatInterval is the interval the coordinator last answered.
+func (g *GroupConsumer) HeartbeatInterval() time.Duration { return g.interval }
 
 // Assignment answers the partitions the member owns, sorted.
 func (g *GroupConsumer) Assignment() []TopicPartition {
@@ -369,55 +375,90 @@ func (g *GroupConsumer) resetPositions(ctx context.Context, need func(*partState
 	return nil
 }
 
-// fetch reads every owned partition at once; the first answer with records
-// ends the others' long polls.
-func (g *GroupConsumer) fetch(ctx context.Context, wait time.Duration) ([]ConsumedRecord, error) {
+// FetchAnswer is one partition's part of FetchAny.
+type FetchAnswer struct {
+	Request FetchRequest
+	Records []ConsumedRecord
+	// Next is where the partition's next fetch starts: past the records
+	// answered, or Request.Offset when there were none.
+	Next int64
+	// Err is the partition's failure (OFFSET_OUT_OF_RANGE, say); nil for a
+	// fetch cut short because another partition answered first.
+	Err error
+}
+
+// FetchAny reads several partitions at once, each long-polling up to its
+// MaxWait; the first answer with records ends the other long polls, so the
+// call answers as soon as any partition has data. At most maxRecords
+// records come back in all (0: no cap), in request order. Answers are in
+// request order.
+func (c *Client) FetchAny(ctx context.Context, reqs []FetchRequest, maxRecords int) []FetchAnswer {
+	var wait time.Duration
+	for _, r := range reqs {
+		wait = max(wait, r.MaxWait)
+	}
 	fctx, cancel := context.WithTimeout(ctx, wait+DefaultRequestTimeout)
 	defer cancel()
-	type answer struct {
-		tp  TopicPartition
-		res *FetchResult
-		err error
-	}
-	tps := g.Assignment()
-	answers := make([]answer, len(tps))
+	answers := make([]FetchAnswer, len(reqs))
 	var wg sync.WaitGroup
-	for i, tp := range tps {
+	for i, req := range reqs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := g.c.Fetch(fctx, FetchRequest{Topic: tp.Topic, Partition: tp.Partition, Offset: g.owned[tp].pos,
-				MaxRecords: g.cfg.MaxRecords, MaxWait: wait, Isolation: g.cfg.Isolation})
-			answers[i] = answer{tp, res, err}
-			if err == nil && len(res.Records) > 0 {
-				cancel()
+			res, err := c.Fetch(fctx, req)
+			answers[i] = FetchAnswer{Request: req, Next: req.Offset, Err: err}
+			if err == nil {
+				answers[i].Records, answers[i].Next = res.Records, res.NextOffset
+				if len(res.Records) > 0 {
+					cancel()
+				}
 			}
 		}()
 	}
 	wg.Wait()
+	n := 0
+	for i := range answers {
+		a := &answers[i]
+		cut := errors.Is(a.Err, context.Canceled) || errs.Of(a.Err) == errs.RequestTimedOut
+		if a.Err != nil && cut && ctx.Err() == nil {
+			a.Err = nil // cut short by another partition's answer
+		}
+		if maxRecords > 0 && n+len(a.Records) > maxRecords {
+			a.Records = a.Records[:maxRecords-n]
+			if len(a.Records) > 0 {
+				a.Next = a.Records[len(a.Records)-1].Offset + 1
+			} else {
+				a.Next = a.Request.Offset
+			}
+		}
+		n += len(a.Records)
+	}
+	return answers
+}
+
+// fetch reads every owned partition at once.
+func (g *GroupConsumer) fetch(ctx context.Context, wait time.Duration) ([]ConsumedRecord, error) {
+	var reqs []FetchRequest
+	for _, tp := range g.Assignment() {
+		reqs = append(reqs, FetchRequest{Topic: tp.Topic, Partition: tp.Partition, Offset: g.owned[tp].pos,
+			MaxRecords: g.cfg.MaxRecords, MaxWait: wait, Isolation: g.cfg.Isolation})
+	}
 	var out []ConsumedRecord
 	var firstErr error
 	failed, outOfRange := 0, false
-	for _, a := range answers {
-		ps := g.owned[a.tp]
+	for _, a := range g.c.FetchAny(ctx, reqs, g.cfg.MaxRecords) {
+		ps := g.owned[TopicPartition{a.Request.Topic, a.Request.Partition}]
 		switch {
-		case a.err == nil:
-			take := a.res.Records[:min(len(a.res.Records), g.cfg.MaxRecords-len(out))]
-			out = append(out, take...)
-			switch {
-			case len(take) == len(a.res.Records):
-				ps.pos = a.res.NextOffset
-			case len(take) > 0:
-				ps.pos = take[len(take)-1].Offset + 1
-			}
-		case errs.Of(a.err) == errs.OffsetOutOfRange:
-			g.c.log.InfoContext(ctx, "position out of range, resetting", "partition", a.tp, "offset", ps.pos, "reset", g.cfg.AutoOffsetReset)
+		case a.Err == nil:
+			out = append(out, a.Records...)
+			ps.pos = a.Next
+		case errs.Of(a.Err) == errs.OffsetOutOfRange:
+			g.c.log.InfoContext(ctx, "position out of range, resetting", "topic", a.Request.Topic, "partition", a.Request.Partition,
+				"offset", ps.pos, "reset", g.cfg.AutoOffsetReset)
 			ps.pos, outOfRange = -2, true
-		case ctx.Err() == nil && errors.Is(a.err, context.Canceled), errs.Of(a.err) == errs.RequestTimedOut && ctx.Err() == nil:
-			// cut short by another partition's answer
 		default:
 			failed++
-			firstErr = cmp.Or(firstErr, a.err)
+			firstErr = cmp.Or(firstErr, a.Err)
 		}
 	}
 	if outOfRange {
@@ -425,7 +466,7 @@ func (g *GroupConsumer) fetch(ctx context.Context, wait time.Duration) ([]Consum
 			return out, err
 		}
 	}
-	if failed == len(tps) {
+	if failed == len(reqs) {
 		return nil, firstErr
 	}
 	return out, nil

@@ -1,6 +1,7 @@
 // Package api implements the public gRPC services of skein.v1 that the
-// gateway serves — AdminService, ProducerService and ConsumerService — on top
-// of libs/client. The REST API is the same services through grpc-gateway.
+// gateway serves — AdminService, ProducerService, ConsumerService and
+// GroupService — on top of libs/client. The REST API is the same services
+// through grpc-gateway.
 //
 // Contract:
 //   - Every input is validated here before it reaches the cluster: topic
@@ -13,6 +14,9 @@
 //     error_code.
 //   - Produce answers one result per record, in request order. Records carry
 //     the producing span's W3C traceparent as a header.
+//   - GroupService keeps no member state (see Group): the coordinator holds
+//     membership and assignments; a member's positions travel in its
+//     requests. Consumed records open a span in their producer's trace.
 //   - Fetched keys, values and header values come back as text when they are
 //     valid UTF-8 under Encoding TEXT, as bytes otherwise or under BYTES.
 package api

@@ -52,6 +52,7 @@ type Gateway struct {
 	client   *client.Client
 	producer *api.Producer
 	consumer *api.Consumer
+	group    *api.Group
 	grpcLis  net.Listener
 	httpLis  net.Listener
 	loopLis  *bufconn.Listener
@@ -102,6 +103,8 @@ func New(cfg Config) (*Gateway, error) {
 	skeinv1.RegisterProducerServiceServer(g.grpc, g.producer)
 	g.consumer = api.NewConsumer(g.client, g.log)
 	skeinv1.RegisterConsumerServiceServer(g.grpc, g.consumer)
+	g.group = api.NewGroup(g.client, g.log)
+	skeinv1.RegisterGroupServiceServer(g.grpc, g.group)
 	g.health = health.NewServer()
 	healthpb.RegisterHealthServer(g.grpc, g.health)
 	reflection.Register(g.grpc)
@@ -186,6 +189,7 @@ func (g *Gateway) shutdown() {
 	defer cancel()
 	_ = g.http.Shutdown(ctx)
 	g.consumer.Drain()
+	g.group.Drain()
 	g.producer.Drain()
 	stopped := make(chan struct{})
 	go func() {
@@ -206,6 +210,9 @@ func (g *Gateway) shutdown() {
 func (g *Gateway) closeAll() {
 	if g.loop != nil {
 		g.loop.Close()
+	}
+	if g.group != nil {
+		g.group.Close()
 	}
 	if g.client != nil {
 		g.client.Close()

@@ -226,7 +226,6 @@ func TestRESTRefusals(t *testing.T) {
 		{"non-numeric offset", "GET", "/v1/topics/t/partitions/0/records?offset=abc", "", 400, "INVALID_REQUEST"},
 		{"unknown isolation level", "GET", "/v1/topics/t/partitions/0/records?isolation_level=SOMETIMES", "", 400, "INVALID_REQUEST"},
 		{"bad offsets spec", "GET", "/v1/topics/t/offsets?spec=SOON", "", 400, "INVALID_REQUEST"},
-		{"group routes are absent", "GET", "/v1/groups", "", 404, "INVALID_REQUEST"},
 		{"transaction routes are absent", "POST", "/v1/producers", `{}`, 404, "INVALID_REQUEST"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -457,12 +456,12 @@ func TestGRPCReflectionListsTheServices(t *testing.T) {
 	for _, s := range resp.GetListServicesResponse().GetService() {
 		got[s.GetName()] = true
 	}
-	for _, want := range []string{"skein.v1.AdminService", "skein.v1.ProducerService", "skein.v1.ConsumerService", "grpc.health.v1.Health"} {
+	for _, want := range []string{"skein.v1.AdminService", "skein.v1.ProducerService", "skein.v1.ConsumerService", "skein.v1.GroupService", "grpc.health.v1.Health"} {
 		if !got[want] {
 			t.Errorf("reflection lacks %s: %v", want, got)
 		}
 	}
-	for _, absent := range []string{"skein.v1.GroupService", "skein.v1.TransactionService"} {
+	for _, absent := range []string{"skein.v1.TransactionService"} {
 		if got[absent] {
 			t.Errorf("%s is registered before its issue", absent)
 		}

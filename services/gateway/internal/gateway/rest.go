@@ -74,6 +74,7 @@ func newRESTMux(ctx context.Context, conn *grpc.ClientConn) (*runtime.ServeMux, 
 		skeinv1.RegisterAdminServiceHandler,
 		skeinv1.RegisterProducerServiceHandler,
 		skeinv1.RegisterConsumerServiceHandler,
+		skeinv1.RegisterGroupServiceHandler,
 	} {
 		if err := register(ctx, mux, conn); err != nil {
 			return nil, err

@@ -1,0 +1,195 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+
+	groupv1 "skein/gen/skein/group/v1"
+	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/client"
+	"skein/libs/errs"
+)
+
+// consumePoll is how long one round of a Consume stream long-polls.
+const consumePoll = 500 * time.Millisecond
+
+// Consume is the streaming form of a group member: the first message
+// subscribes (a join), then the server streams records and assignment
+// changes while the client sends commits on the same stream. The stream is
+// the member's session: the gateway heartbeats for it on the coordinator's
+// interval, and on revocation commits the positions of the records it
+// streamed from the revoked partitions before giving them up; when the
+// stream ends the member leaves the group.
+func (s *Group) Consume(stream skeinv1.GroupService_ConsumeServer) error {
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	go func() {
+		select {
+		case <-s.draining:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	first, err := stream.Recv()
+	if errors.Is(err, io.EOF) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	sub := first.GetSubscribe()
+	if sub == nil {
+		return errs.Errorf(errs.InvalidRequest, "the first message of a Consume stream subscribes")
+	}
+	join, err := s.joinRequest(ctx, sub)
+	if err != nil {
+		return err
+	}
+	changed := false
+	mark := func(context.Context, []client.TopicPartition) { changed = true }
+	gc, err := s.c.NewGroupConsumer(client.GroupConsumerConfig{
+		Group: join.GetGroupId(), Topics: join.GetSubscribedTopics(), InstanceID: join.GetInstanceId(), MemberID: join.GetMemberId(),
+		SessionTimeout: time.Duration(join.GetSessionTimeoutMs()) * time.Millisecond, Assignor: join.GetServerAssignor(),
+		AutoOffsetReset: resetOf(join.GetMemberId()), MaxRecords: DefaultMaxRecords, MaxWait: consumePoll,
+		OnAssigned: mark, OnRevoked: mark, OnLost: mark,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		lctx, lcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer lcancel()
+		if err := gc.Close(lctx); err != nil {
+			s.log.WarnContext(ctx, "leaving the group at the end of a Consume stream", "group", join.GetGroupId(), "member", gc.MemberID(), "err", err)
+		}
+	}()
+
+	commits := make(chan *skeinv1.CommitOffsetsRequest, 64)
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			m, err := stream.Recv()
+			if err == nil && m.GetCommit() == nil {
+				err = errs.Errorf(errs.InvalidRequest, "after subscribing, a Consume stream carries only commits")
+			}
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			select {
+			case commits <- m.GetCommit():
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+
+	joined := false
+	for {
+		select {
+		case err := <-recvErr:
+			if errors.Is(err, io.EOF) || ctx.Err() != nil {
+				return nil
+			}
+			return err
+		case c := <-commits:
+			if err := stream.Send(&skeinv1.ConsumeResponse{Kind: &skeinv1.ConsumeResponse_Committed{Committed: s.streamCommit(ctx, gc, c)}}); err != nil {
+				return err
+			}
+			continue
+		default:
+		}
+		recs, err := gc.Poll(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		assignment := toAssignment(client.ToTopicPartitions(gc.Assignment()))
+		switch {
+		case !joined:
+			joined, changed = true, false
+			if err := stream.Send(&skeinv1.ConsumeResponse{Kind: &skeinv1.ConsumeResponse_Joined{Joined: &skeinv1.JoinGroupResponse{
+				MemberId: gc.MemberID(), MemberEpoch: gc.MemberEpoch(), HeartbeatIntervalMs: int32(gc.HeartbeatInterval() / time.Millisecond),
+				Assignment: assignment}}}); err != nil {
+				return err
+			}
+		case changed:
+			changed = false
+			if err := stream.Send(&skeinv1.ConsumeResponse{Kind: &skeinv1.ConsumeResponse_Assignment{Assignment: &skeinv1.HeartbeatResponse{
+				MemberEpoch: gc.MemberEpoch(), Assignment: assignment, HeartbeatIntervalMs: int32(gc.HeartbeatInterval() / time.Millisecond)}}}); err != nil {
+				return err
+			}
+		}
+		if len(recs) == 0 {
+			continue
+		}
+		traceConsumed(ctx, join.GetGroupId(), recs)
+		out := &skeinv1.FetchGroupRecordsResponse{MemberEpoch: gc.MemberEpoch(), Assignment: assignment}
+		for _, r := range recs {
+			out.Records = append(out.Records, toConsumed(r, skeinv1.Encoding_TEXT))
+		}
+		for _, tp := range gc.Assignment() {
+			out.Positions = append(out.Positions, &skeinv1.TopicPartitionOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: gc.Position(tp)})
+		}
+		if err := stream.Send(&skeinv1.ConsumeResponse{Kind: &skeinv1.ConsumeResponse_Records{Records: out}}); err != nil {
+			return err
+		}
+	}
+}
+
+// streamCommit commits a stream member's offsets at its current epoch and
+// answers per partition; a bad offset is refused in its result, not by
+// ending the stream.
+func (s *Group) streamCommit(ctx context.Context, gc *client.GroupConsumer, req *skeinv1.CommitOffsetsRequest) *skeinv1.CommitOffsetsResponse {
+	out := &skeinv1.CommitOffsetsResponse{}
+	creq := &groupv1.OffsetCommitRequest{GroupId: req.GetGroup(), MemberId: gc.MemberID(), MemberEpoch: gc.MemberEpoch()}
+	for _, o := range req.GetOffsets() {
+		var err error
+		switch {
+		case o.GetOffset() < 0:
+			err = errs.Errorf(errs.InvalidRequest, "offset %d is negative", o.GetOffset())
+		case len(o.GetMetadata()) > MaxOffsetMetadata:
+			err = errs.Errorf(errs.OffsetMetadataTooLarge, "metadata is %d bytes, more than %d", len(o.GetMetadata()), MaxOffsetMetadata)
+		case !containsTP(gc.Assignment(), o.GetTopic(), o.GetPartition()):
+			err = errs.Errorf(errs.StaleMemberEpoch, "member %s does not own %s:%d", gc.MemberID(), o.GetTopic(), o.GetPartition())
+		}
+		if err != nil {
+			out.Results = append(out.Results, &skeinv1.PartitionCommitResult{Topic: o.GetTopic(), Partition: o.GetPartition(),
+				ErrorCode: skeinv1.ErrorCode(errs.CodeOf(err)), Message: errs.Message(err)})
+			continue
+		}
+		creq.Offsets = append(creq.Offsets, &groupv1.PartitionOffset{Topic: o.GetTopic(), Partition: o.GetPartition(), Offset: o.GetOffset(), Metadata: o.GetMetadata()})
+	}
+	if creq.GroupId == "" {
+		creq.GroupId = gc.Group()
+	}
+	if len(creq.Offsets) == 0 {
+		return out
+	}
+	results, err := s.groups.CommitOffsets(ctx, creq)
+	if err != nil {
+		for _, o := range creq.Offsets {
+			out.Results = append(out.Results, &skeinv1.PartitionCommitResult{Topic: o.GetTopic(), Partition: o.GetPartition(),
+				ErrorCode: skeinv1.ErrorCode(errs.CodeOf(err)), Message: errs.Message(err)})
+		}
+		return out
+	}
+	for _, r := range results {
+		out.Results = append(out.Results, &skeinv1.PartitionCommitResult{Topic: r.GetTopic(), Partition: r.GetPartition(),
+			ErrorCode: r.GetErrorCode(), Message: r.GetErrorMessage()})
+	}
+	return out
+}
+
+func containsTP(tps []client.TopicPartition, topic string, partition int32) bool {
+	for _, tp := range tps {
+		if tp.Topic == topic && tp.Partition == partition {
+			return true
+		}
+	}
+	return false
+}

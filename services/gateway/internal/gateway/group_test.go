@@ -1,0 +1,472 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/status"
+
+	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/client/clienttest"
+)
+
+// groupEnv is a fake cluster with a group coordinator and two gateways in
+// front of it.
+type groupEnv struct {
+	*env
+	other *env // a second gateway on the same cluster
+	coord *clienttest.GroupCoordinator
+}
+
+func startGroups(t *testing.T) *groupEnv {
+	t.Helper()
+	e := start(t)
+	coord, _ := e.cluster.StartGroupCoordinator(t, 1)
+	g2, err := New(Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Controllers: []string{e.cluster.ControllerAddr}, ShutdownGrace: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g2.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	other := &env{t: t, cluster: e.cluster, gw: g2, base: "http://" + g2.HTTPAddr()}
+	e.waitReady()
+	other.waitReady()
+	return &groupEnv{env: e, other: other, coord: coord}
+}
+
+// produce writes n records to each partition of a topic.
+func (e *env) produce(topic string, partitions, n int) {
+	e.t.Helper()
+	var recs []string
+	for p := range partitions {
+		for i := range n {
+			recs = append(recs, fmt.Sprintf(`{"value": "%d-%d", "partition": %d}`, p, i, p))
+		}
+	}
+	e.mustDo("POST", "/v1/topics/"+topic+"/records", `{"records": [`+strings.Join(recs, ",")+`]}`)
+}
+
+type member struct {
+	id        string
+	epoch     int
+	positions []any // as the last answer gave them
+}
+
+func (m *member) path(group string) string { return "/v1/groups/" + group + "/members/" + m.id }
+
+func asInt(v any) int {
+	switch x := v.(type) {
+	case float64:
+		return int(x)
+	case string:
+		n, _ := strconv.Atoi(x)
+		return n
+	}
+	return -1
+}
+
+// partitionsOf flattens an assignment answer.
+func partitionsOf(assignment any) []int {
+	var out []int
+	for _, a := range assignment.([]any) {
+		for _, p := range a.(map[string]any)["partitions"].([]any) {
+			out = append(out, asInt(p))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// fetch is one member fetch that echoes the last positions; it answers the
+// records read as partition -> offsets, and the assignment.
+func (e *env) fetch(group string, m *member, seen map[int][]int) []int {
+	e.t.Helper()
+	body := map[string]any{"member_epoch": m.epoch, "max_records": 7}
+	if m.positions != nil {
+		body["positions"] = m.positions
+	}
+	raw, _ := json.Marshal(body)
+	out := e.mustDo("POST", m.path(group)+"/records", string(raw))
+	m.epoch = asInt(out["member_epoch"])
+	m.positions = out["positions"].([]any)
+	for _, r := range out["records"].([]any) {
+		rec := r.(map[string]any)
+		p := asInt(rec["partition"])
+		seen[p] = append(seen[p], asInt(rec["offset"]))
+	}
+	return partitionsOf(out["assignment"])
+}
+
+func (e *env) join(group, body string) *member {
+	e.t.Helper()
+	out := e.mustDo("POST", "/v1/groups/"+group+"/members", body)
+	id, _ := out["member_id"].(string)
+	if id == "" || asInt(out["member_epoch"]) <= 0 || asInt(out["heartbeat_interval_ms"]) <= 0 {
+		e.t.Fatalf("join answered %v", out)
+	}
+	return &member{id: id, epoch: asInt(out["member_epoch"])}
+}
+
+// Two members over REST, each call going to one of two gateways in turn:
+// the second member's arrival moves three partitions, which the first
+// commits as it gives them up, and every record is read exactly once.
+func TestGroupOverRESTAnyGatewayExactlyOnce(t *testing.T) {
+	e := startGroups(t)
+	e.mustDo("POST", "/v1/topics", `{"name": "t", "partitions": 6, "replication_factor": 1}`)
+	e.produce("t", 6, 10)
+	gws := []*env{e.env, e.other}
+	call := 0
+	next := func() *env { call++; return gws[call%2] }
+
+	seen := map[int][]int{}
+	a := next().join("g", `{"topics": ["t"], "auto_offset_reset": "earliest"}`)
+	if got := next().fetch("g", a, seen); len(got) != 6 {
+		t.Fatalf("alone, a holds %v", got)
+	}
+	b := next().join("g", `{"topics": ["t"], "auto_offset_reset": "earliest", "assignor": "uniform"}`)
+	var pa, pb []int
+	deadline := time.Now().Add(10 * time.Second)
+	for len(pa) != 3 || len(pb) != 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no 3/3 split: a %v, b %v", pa, pb)
+		}
+		pa = next().fetch("g", a, seen)
+		pb = next().fetch("g", b, seen)
+	}
+	for _, p := range pa {
+		if slices.Contains(pb, p) {
+			t.Fatalf("partition %d owned by both: a %v, b %v", p, pa, pb)
+		}
+	}
+	for total := 0; total < 60 && time.Now().Before(deadline); {
+		next().fetch("g", a, seen)
+		next().fetch("g", b, seen)
+		total = 0
+		for _, offs := range seen {
+			total += len(offs)
+		}
+	}
+	for p := range 6 {
+		if want := []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}; !slices.Equal(seen[p], want) {
+			t.Errorf("partition %d read %v, want each of 0..9 once", p, seen[p])
+		}
+	}
+
+	// Commit what was read, then describe: lag 0 everywhere.
+	for _, m := range []*member{a, b} {
+		var offs []string
+		for _, pos := range m.positions {
+			p := pos.(map[string]any)
+			offs = append(offs, fmt.Sprintf(`{"topic": "t", "partition": %d, "offset": %d, "metadata": "m"}`, asInt(p["partition"]), asInt(p["offset"])))
+		}
+		res := next().mustDo("POST", "/v1/groups/g/offsets", fmt.Sprintf(`{"member_id": %q, "member_epoch": %d, "offsets": [%s]}`, m.id, m.epoch, strings.Join(offs, ",")))
+		if len(res["results"].([]any)) != 3 {
+			t.Errorf("commit answered %v", res)
+		}
+	}
+	e.produce("t", 6, 1)
+	d := next().mustDo("GET", "/v1/groups/g", "")
+	if d["state"] != "STABLE" || len(d["members"].([]any)) != 2 || asInt(d["total_lag"]) != 6 || len(d["offsets"].([]any)) != 6 {
+		t.Errorf("describe %v", d)
+	}
+	offs := next().mustDo("GET", "/v1/groups/g/offsets", "")
+	for _, o := range offs["offsets"].([]any) {
+		m := o.(map[string]any)
+		if asInt(m["offset"]) != 10 || asInt(m["high_watermark"]) != 11 || asInt(m["lag"]) != 1 || m["metadata"] != "m" {
+			t.Errorf("committed offset %v", m)
+		}
+	}
+	list := next().mustDo("GET", "/v1/groups", "")
+	if gs := list["groups"].([]any); len(gs) != 1 || gs[0].(map[string]any)["group"] != "g" || asInt(gs[0].(map[string]any)["members"]) != 2 {
+		t.Errorf("list %v", list)
+	}
+
+	// b leaves: a takes everything back through heartbeats alone.
+	next().mustDo("DELETE", b.path("g"), "")
+	for len(pa) != 6 && time.Now().Before(deadline) {
+		out := next().mustDo("POST", a.path("g")+"/heartbeat", fmt.Sprintf(`{"member_epoch": %d}`, a.epoch))
+		a.epoch, pa = asInt(out["member_epoch"]), partitionsOf(out["assignment"])
+	}
+	if len(pa) != 6 {
+		t.Errorf("after b left a holds %v", pa)
+	}
+	next().mustDo("DELETE", a.path("g"), "")
+	next().mustDo("DELETE", "/v1/groups/g", "")
+	if code, body := next().do("GET", "/v1/groups/g", ""); code != 404 || body["error_code"] != "GROUP_ID_NOT_FOUND" {
+		t.Errorf("describe after delete: %d %v", code, body)
+	}
+}
+
+// Every refusal has its status and code, and changes nothing.
+func TestGroupRefusals(t *testing.T) {
+	e := startGroups(t)
+	e.mustDo("POST", "/v1/topics", `{"name": "t", "partitions": 2, "replication_factor": 1}`)
+	a := e.join("g", `{"topics": ["t"], "auto_offset_reset": "earliest"}`)
+	e.fetch("g", a, map[int][]int{})
+	b := e.join("g", `{"topics": ["t"]}`)
+	// Settle to one partition each.
+	for range 20 {
+		pa := e.fetch("g", a, map[int][]int{})
+		pb := e.fetch("g", b, map[int][]int{})
+		if len(pa) == 1 && len(pb) == 1 {
+			break
+		}
+	}
+	owned := map[string]int{}
+	for id, ps := range e.coord.Members("g") {
+		if len(ps) != 1 {
+			t.Fatalf("members %v", e.coord.Members("g"))
+		}
+		owned[id] = int(ps[0])
+	}
+	mine, theirs := owned[a.id], owned[b.id]
+	e.mustDo("POST", "/v1/groups/g/offsets", fmt.Sprintf(`{"member_id": %q, "member_epoch": %d, "offsets": [{"topic": "t", "partition": %d, "offset": 0}]}`, a.id, a.epoch, mine))
+	commits := e.coord.Commits()
+	members := e.coord.Members("g")
+
+	commit := func(member string, epoch int, offsets string) string {
+		return fmt.Sprintf(`{"member_id": %q, "member_epoch": %d, "offsets": [%s]}`, member, epoch, offsets)
+	}
+	off := func(p int, meta string) string {
+		return fmt.Sprintf(`{"topic": "t", "partition": %d, "offset": 5, "metadata": %q}`, p, meta)
+	}
+	big := strings.Repeat("x", 4097)
+	for _, tc := range []struct {
+		name, method, path, body string
+		status                   int
+		code                     string
+	}{
+		{"join with no topics", "POST", "/v1/groups/g/members", `{"topics": []}`, 400, "INVALID_REQUEST"},
+		{"join with an unknown assignor", "POST", "/v1/groups/g/members", `{"topics": ["t"], "assignor": "roundrobin"}`, 400, "UNSUPPORTED_ASSIGNOR"},
+		{"join with a zero session timeout", "POST", "/v1/groups/g/members", `{"topics": ["t"], "session_timeout_ms": 0}`, 400, "INVALID_SESSION_TIMEOUT"},
+		{"join with a negative session timeout", "POST", "/v1/groups/g/members", `{"topics": ["t"], "session_timeout_ms": -5}`, 400, "INVALID_SESSION_TIMEOUT"},
+		{"join with a session timeout below the coordinator's bound", "POST", "/v1/groups/g/members", `{"topics": ["t"], "session_timeout_ms": 10}`, 400, "INVALID_SESSION_TIMEOUT"},
+		{"join with a bad auto_offset_reset", "POST", "/v1/groups/g/members", `{"topics": ["t"], "auto_offset_reset": "middle"}`, 400, "INVALID_REQUEST"},
+		{"join an unknown topic", "POST", "/v1/groups/g/members", `{"topics": ["nope"]}`, 404, "UNKNOWN_TOPIC_OR_PARTITION"},
+		{"join a bad topic name", "POST", "/v1/groups/g/members", `{"topics": ["a b"]}`, 400, "INVALID_TOPIC_EXCEPTION"},
+		{"heartbeat in an unknown group", "POST", "/v1/groups/nope/members/" + a.id + "/heartbeat", `{"member_epoch": 1}`, 404, "UNKNOWN_MEMBER_ID"},
+		{"heartbeat of an unknown member", "POST", "/v1/groups/g/members/nobody/heartbeat", `{"member_epoch": 1}`, 404, "UNKNOWN_MEMBER_ID"},
+		{"heartbeat at a stale epoch", "POST", a.path("g") + "/heartbeat", fmt.Sprintf(`{"member_epoch": %d}`, a.epoch+7), 409, "FENCED_MEMBER_EPOCH"},
+		{"heartbeat at epoch 0", "POST", a.path("g") + "/heartbeat", `{"member_epoch": 0}`, 400, "INVALID_REQUEST"},
+		{"fetch of an unknown member", "POST", "/v1/groups/g/members/nobody/records", `{"member_epoch": 1}`, 404, "UNKNOWN_MEMBER_ID"},
+		{"fetch at a stale epoch", "POST", a.path("g") + "/records", fmt.Sprintf(`{"member_epoch": %d}`, a.epoch+7), 409, "FENCED_MEMBER_EPOCH"},
+		{"fetch with max_records 0", "POST", a.path("g") + "/records", fmt.Sprintf(`{"member_epoch": %d, "max_records": 0}`, a.epoch), 400, "INVALID_REQUEST"},
+		{"fetch at a negative position", "POST", a.path("g") + "/records", fmt.Sprintf(`{"member_epoch": %d, "positions": [{"topic": "t", "partition": %d, "offset": -1}]}`, a.epoch, mine), 400, "OFFSET_OUT_OF_RANGE"},
+		{"commit of an unknown member", "POST", "/v1/groups/g/offsets", commit("nobody", 1, off(mine, "")), 404, "UNKNOWN_MEMBER_ID"},
+		{"commit in an unknown group", "POST", "/v1/groups/nope/offsets", commit(a.id, a.epoch, off(mine, "")), 404, "UNKNOWN_MEMBER_ID"},
+		{"commit at a stale epoch", "POST", "/v1/groups/g/offsets", commit(a.id, a.epoch+7, off(mine, "")), 409, "STALE_MEMBER_EPOCH"},
+		{"commit of another member's partition", "POST", "/v1/groups/g/offsets", commit(a.id, a.epoch, off(mine, "")+","+off(theirs, "")), 409, "STALE_MEMBER_EPOCH"},
+		{"commit with metadata over 4096 bytes", "POST", "/v1/groups/g/offsets", commit(a.id, a.epoch, off(mine, big)), 400, "OFFSET_METADATA_TOO_LARGE"},
+		{"commit of nothing", "POST", "/v1/groups/g/offsets", commit(a.id, a.epoch, ""), 400, "INVALID_REQUEST"},
+		{"commit of a negative offset", "POST", "/v1/groups/g/offsets", commit(a.id, a.epoch, `{"topic": "t", "partition": 0, "offset": -3}`), 400, "INVALID_REQUEST"},
+		{"commit of a partition out of range", "POST", "/v1/groups/g/offsets", commit(a.id, a.epoch, off(9, "")), 404, "UNKNOWN_TOPIC_OR_PARTITION"},
+		{"reset of a group with members", "POST", "/v1/groups/g/offsets", commit("", -1, off(mine, "")), 409, "NON_EMPTY_GROUP"},
+		{"describe an unknown group", "GET", "/v1/groups/nope", "", 404, "GROUP_ID_NOT_FOUND"},
+		{"offsets of an unknown group", "GET", "/v1/groups/nope/offsets", "", 404, "GROUP_ID_NOT_FOUND"},
+		{"delete a group with members", "DELETE", "/v1/groups/g", "", 409, "NON_EMPTY_GROUP"},
+		{"leave of an unknown member", "DELETE", "/v1/groups/g/members/nobody", "", 404, "UNKNOWN_MEMBER_ID"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := e.do(tc.method, tc.path, tc.body)
+			if code != tc.status || body["error_code"] != tc.code {
+				t.Fatalf("%d %v, want %d %s", code, body, tc.status, tc.code)
+			}
+			if msg, _ := body["message"].(string); msg == "" {
+				t.Errorf("no message in %v", body)
+			}
+			if got := e.coord.Members("g"); !equalMembers(got, members) {
+				t.Errorf("members changed: %v, were %v", got, members)
+			}
+			if e.coord.Commits() != commits {
+				t.Errorf("a commit reached the coordinator")
+			}
+			if off := e.coord.Committed("g", "t", int32(mine)); off != 0 {
+				t.Errorf("committed offset moved to %d", off)
+			}
+		})
+	}
+
+	// The same over gRPC: the code and the Kafka name in ErrorInfo.
+	cl := skeinv1.NewGroupServiceClient(dialGRPC(t, e.other.gw.GRPCAddr()))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	grpcWant := func(name string, err error, want string) {
+		t.Helper()
+		st := status.Convert(err)
+		var reason string
+		for _, d := range st.Details() {
+			if info, ok := d.(*errdetails.ErrorInfo); ok {
+				reason = info.Reason
+			}
+		}
+		if reason != want {
+			t.Errorf("%s over gRPC: %v (%s), want %s", name, st.Code(), reason, want)
+		}
+	}
+	_, err := cl.JoinGroup(ctx, &skeinv1.JoinGroupRequest{Group: "g"})
+	grpcWant("join with no topics", err, "INVALID_REQUEST")
+	_, err = cl.JoinGroup(ctx, &skeinv1.JoinGroupRequest{Group: "g", Topics: []string{"t"}, Assignor: "sticky"})
+	grpcWant("unknown assignor", err, "UNSUPPORTED_ASSIGNOR")
+	_, err = cl.JoinGroup(ctx, &skeinv1.JoinGroupRequest{Group: "", Topics: []string{"t"}})
+	grpcWant("empty group id", err, "INVALID_GROUP_ID")
+	_, err = cl.Heartbeat(ctx, &skeinv1.HeartbeatRequest{Group: "g", MemberId: "nobody", MemberEpoch: 1})
+	grpcWant("unknown member", err, "UNKNOWN_MEMBER_ID")
+	_, err = cl.CommitOffsets(ctx, &skeinv1.CommitOffsetsRequest{Group: "g", MemberId: a.id, MemberEpoch: int32(a.epoch),
+		Offsets: []*skeinv1.TopicPartitionOffset{{Topic: "t", Partition: int32(theirs), Offset: 1}}})
+	grpcWant("unowned partition", err, "STALE_MEMBER_EPOCH")
+	_, err = cl.CommitOffsets(ctx, &skeinv1.CommitOffsetsRequest{Group: "g", MemberId: a.id, MemberEpoch: int32(a.epoch),
+		Offsets: []*skeinv1.TopicPartitionOffset{{Topic: "t", Partition: int32(mine), Offset: 1, Metadata: big}}})
+	grpcWant("metadata too large", err, "OFFSET_METADATA_TOO_LARGE")
+	if e.coord.Commits() != commits || e.coord.Committed("g", "t", int32(mine)) != 0 {
+		t.Errorf("a refused gRPC commit changed offsets")
+	}
+}
+
+func equalMembers(a, b map[string][]int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if !slices.Equal(v, b[k]) {
+			return false
+		}
+	}
+	return true
+}
+
+// An empty group's offsets can be reset (a commit with no member id and
+// epoch -1), and the next member starts there.
+func TestGroupResetOffsetsOfAnEmptyGroup(t *testing.T) {
+	e := startGroups(t)
+	e.mustDo("POST", "/v1/topics", `{"name": "t", "replication_factor": 1}`)
+	e.produce("t", 1, 5)
+	e.mustDo("POST", "/v1/groups/g/offsets", `{"member_id": "", "member_epoch": -1, "offsets": [{"topic": "t", "partition": 0, "offset": 3}]}`)
+	m := e.join("g", `{"topics": ["t"], "auto_offset_reset": "earliest"}`)
+	seen := map[int][]int{}
+	e.fetch("g", m, seen)
+	if !slices.Equal(seen[0], []int{3, 4}) {
+		t.Errorf("after the reset to 3 the member read %v", seen[0])
+	}
+}
+
+// Consume over gRPC: subscribe, get records and the assignment, commit on
+// the stream; the consumed records join their producer's trace.
+func TestGroupConsumeStream(t *testing.T) {
+	e := startGroups(t)
+	e.mustDo("POST", "/v1/topics", `{"name": "t", "partitions": 2, "replication_factor": 1}`)
+	spans.Reset()
+	e.produce("t", 2, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	stream, err := skeinv1.NewGroupServiceClient(dialGRPC(t, e.gw.GRPCAddr())).Consume(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&skeinv1.ConsumeRequest{Kind: &skeinv1.ConsumeRequest_Subscribe{Subscribe: &skeinv1.JoinGroupRequest{
+		Group: "s", Topics: []string{"t"}, AutoOffsetReset: "earliest"}}}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := stream.Recv()
+	if err != nil || resp.GetJoined() == nil || resp.GetJoined().GetMemberId() == "" {
+		t.Fatalf("first answer %v %v", resp, err)
+	}
+	got := map[int32]int64{}
+	for n := 0; n < 6; {
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range resp.GetRecords().GetRecords() {
+			got[r.GetPartition()] = r.GetOffset() + 1
+			n++
+		}
+	}
+	if got[0] != 3 || got[1] != 3 {
+		t.Fatalf("read up to %v", got)
+	}
+	var offs []*skeinv1.TopicPartitionOffset
+	for p, o := range got {
+		offs = append(offs, &skeinv1.TopicPartitionOffset{Topic: "t", Partition: p, Offset: o})
+	}
+	offs = append(offs, &skeinv1.TopicPartitionOffset{Topic: "t", Partition: 0, Offset: 1, Metadata: strings.Repeat("x", 5000)})
+	if err := stream.Send(&skeinv1.ConsumeRequest{Kind: &skeinv1.ConsumeRequest_Commit{Commit: &skeinv1.CommitOffsetsRequest{Group: "s", Offsets: offs}}}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := resp.GetCommitted()
+		if c == nil {
+			continue
+		}
+		if len(c.GetResults()) != 3 {
+			t.Fatalf("commit results %v", c)
+		}
+		codes := map[skeinv1.ErrorCode]int{}
+		for _, r := range c.GetResults() {
+			codes[r.GetErrorCode()]++
+		}
+		if codes[skeinv1.ErrorCode_NONE] != 2 || codes[skeinv1.ErrorCode_OFFSET_METADATA_TOO_LARGE] != 1 {
+			t.Errorf("commit results %v", c)
+		}
+		break
+	}
+	if e.coord.Committed("s", "t", 0) != 3 || e.coord.Committed("s", "t", 1) != 3 {
+		t.Errorf("committed %d %d", e.coord.Committed("s", "t", 0), e.coord.Committed("s", "t", 1))
+	}
+	if err := stream.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := stream.Recv(); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(e.coord.Members("s")) != 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if ms := e.coord.Members("s"); len(ms) != 0 {
+		t.Errorf("the member did not leave when the stream ended: %v", ms)
+	}
+
+	// Each consumed record's produce trace holds a consume span.
+	produceTraces := map[string]bool{}
+	consumeTraces := map[string]bool{}
+	for _, s := range spans.GetSpans() {
+		switch s.Name {
+		case "skein.v1.ProducerService/Produce":
+			produceTraces[s.SpanContext.TraceID().String()] = true
+		case "skein.consume":
+			consumeTraces[s.SpanContext.TraceID().String()] = true
+			if len(s.Links) != 1 {
+				t.Errorf("consume span links %v", s.Links)
+			}
+		}
+	}
+	if len(produceTraces) == 0 {
+		t.Fatal("no produce span")
+	}
+	for tr := range produceTraces {
+		if !consumeTraces[tr] {
+			t.Errorf("produce trace %s has no consume span", tr)
+		}
+	}
+}
