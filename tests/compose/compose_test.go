@@ -68,8 +68,12 @@ func TestCompose(t *testing.T) {
 		c.waitISR(topic, 3, 90*time.Second, nil)
 	})
 
-	phase(t, "a follower cut off the network leaves the ISR and rejoins", func() {
+	phase(t, "a follower cut off the network for a minute leaves the ISR and comes back by itself", func() {
 		c.partitionFollower(topic)
+	})
+
+	phase(t, "the Raft leader cut off for a minute rejoins the quorum and gossip", func() {
+		c.partitionController()
 	})
 	t.Logf("whole test %v (before docker compose down -v)", time.Since(start).Round(time.Second))
 }
@@ -552,9 +556,91 @@ func (c *cluster) killLeaderUnderLoad(topic string) string {
 	return id
 }
 
-// partitionFollower cuts a follower off the compose network, checks it
-// leaves the ISR while acks=all produces go on, reconnects it and checks it
-// rejoins.
+// cutLength is how long the partition phases keep a node off the network:
+// far longer than gossip keeps talking to a member it declared dead, so the
+// node comes back only if the reconnect loop works.
+const cutLength = 60 * time.Second
+
+// disconnect takes a container off the compose network and returns the
+// function that puts it back under the same aliases.
+func (c *cluster) disconnect(svc string) (reconnect func()) {
+	c.t.Helper()
+	id := c.container(svc)
+	var nets map[string]struct {
+		Aliases   []string `json:"Aliases"`
+		IPAddress string   `json:"IPAddress"`
+	}
+	if err := json.Unmarshal([]byte(c.docker(time.Minute, "inspect", "--format", "{{json .NetworkSettings.Networks}}", id)), &nets); err != nil || len(nets) != 1 {
+		c.t.Fatalf("networks of %s: %v %v", svc, nets, err)
+	}
+	var network, ip string
+	var aliases []string
+	for n, v := range nets {
+		network, aliases, ip = n, v.Aliases, v.IPAddress
+	}
+	c.docker(time.Minute, "network", "disconnect", network, id)
+	c.t.Logf("docker network disconnect %s %s (%s)", network, svc, ip)
+	return func() {
+		args := []string{"network", "connect"}
+		for _, a := range aliases {
+			args = append(args, "--alias", a) // the service name, which the others dial
+		}
+		c.docker(time.Minute, append(args, network, id)...)
+		newIP := c.docker(time.Minute, "inspect", "--format", "{{(index .NetworkSettings.Networks \""+network+"\").IPAddress}}", id)
+		c.t.Logf("docker network connect %s %s (%s)", network, svc, newIP)
+	}
+}
+
+// brokerState answers the broker's state as the gateway's /v1/cluster says.
+func (c *cluster) brokerState(id int32) (string, error) {
+	var cl struct {
+		Brokers []struct {
+			ID    int32  `json:"id"`
+			State string `json:"state"`
+		} `json:"brokers"`
+	}
+	if err := c.getJSON("/v1/cluster", &cl); err != nil {
+		return "", err
+	}
+	for _, b := range cl.Brokers {
+		if b.ID == id {
+			return b.State, nil
+		}
+	}
+	return "", fmt.Errorf("broker %d not in %+v", id, cl.Brokers)
+}
+
+// fenceCommands counts, in every controller's log since since, the
+// commands that fenced broker id and those that unfenced it (a heartbeat or
+// a registration).
+func (c *cluster) fenceCommands(id int32, since time.Time) (fences, unfences int) {
+	c.t.Helper()
+	for i := 1; i <= 3; i++ {
+		logs := c.docker(time.Minute, "logs", "--since", since.UTC().Format(time.RFC3339Nano), c.container(fmt.Sprintf("controller-%d", i)))
+		for _, line := range strings.Split(logs, "\n") {
+			var l struct {
+				Msg     string `json:"msg"`
+				Command string `json:"command"`
+				Broker  *int32 `json:"broker"`
+			}
+			if json.Unmarshal([]byte(line), &l) != nil {
+				continue
+			}
+			switch {
+			case l.Msg == "proposed" && strings.HasPrefix(l.Command, fmt.Sprintf("fence broker %d ", id)):
+				fences++
+			case (l.Msg == "broker unfenced by its heartbeat" || l.Msg == "broker registered") && l.Broker != nil && *l.Broker == id:
+				unfences++
+			}
+		}
+	}
+	return fences, unfences
+}
+
+// partitionFollower cuts a follower off the compose network for cutLength
+// while acks=all produces go on, and checks it leaves the ISR, comes back
+// by itself — ALIVE and in the ISR within 30 s of the heal, and staying so —
+// at the cost of a few fence/unfence commands, with nothing acknowledged lost.
 func (c *cluster) partitionFollower(topic string) {
 	c.t.Helper()
 	p, err := c.describe(topic)
@@ -571,26 +657,10 @@ func (c *cluster) partitionFollower(topic string) {
 	if follower < 0 {
 		c.t.Fatalf("no follower in isr %v (leader %d)", p.ISR, p.Leader)
 	}
-	svc := storageService(follower)
-	id := c.container(svc)
-	var nets map[string]struct {
-		Aliases   []string `json:"Aliases"`
-		IPAddress string   `json:"IPAddress"`
-	}
-	if err := json.Unmarshal([]byte(c.docker(time.Minute, "inspect", "--format", "{{json .NetworkSettings.Networks}}", id)), &nets); err != nil || len(nets) != 1 {
-		c.t.Fatalf("networks of %s: %v %v", svc, nets, err)
-	}
-	var network string
-	var aliases []string
-	var ip string
-	for n, v := range nets {
-		network, aliases, ip = n, v.Aliases, v.IPAddress
-	}
-
 	l := c.startLoad(topic, "partition")
-	c.docker(time.Minute, "network", "disconnect", network, id)
 	cutAt := time.Now()
-	c.t.Logf("docker network disconnect %s %s (follower %d, leader %d, %s)", network, svc, follower, p.Leader, ip)
+	reconnect := c.disconnect(storageService(follower))
+	c.t.Logf("follower %d cut off (leader %d)", follower, p.Leader)
 	_, isr := c.waitISR(topic, 2, 60*time.Second, func(isr []int32) bool { return !slices.Contains(isr, follower) })
 	c.t.Logf("isr %v without %d after %v", isr, follower, time.Since(cutAt).Round(time.Millisecond))
 	n := l.count()
@@ -600,17 +670,33 @@ func (c *cluster) partitionFollower(topic string) {
 		}
 		return nil
 	})
+	time.Sleep(time.Until(cutAt.Add(cutLength)))
 
-	args := []string{"network", "connect"}
-	for _, a := range aliases {
-		args = append(args, "--alias", a) // the service name, which the others dial
+	reconnect()
+	healAt := time.Now()
+	c.eventually(30*time.Second, fmt.Sprintf("broker %d ALIVE and in the ISR after the heal", follower), func() error {
+		st, err := c.brokerState(follower)
+		if err != nil {
+			return err
+		}
+		if d, err := c.describe(topic); err != nil || st != "ALIVE" || !slices.Contains(d.ISR, follower) {
+			return fmt.Errorf("state %s, isr %v (%v)", st, d.ISR, err)
+		}
+		return nil
+	})
+	c.t.Logf("broker %d ALIVE and in the ISR %v after the heal (cut for %v)", follower, time.Since(healAt).Round(time.Millisecond), healAt.Sub(cutAt).Round(time.Second))
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
+		st, err := c.brokerState(follower)
+		d, err2 := c.describe(topic)
+		if err != nil || err2 != nil || st != "ALIVE" || !slices.Contains(d.ISR, follower) {
+			c.t.Fatalf("broker %d did not stay back: state %s, isr %v (%v %v)", follower, st, d.ISR, err, err2)
+		}
 	}
-	c.docker(time.Minute, append(args, network, id)...)
-	backAt := time.Now()
-	newIP := c.docker(time.Minute, "inspect", "--format", "{{(index .NetworkSettings.Networks \""+network+"\").IPAddress}}", id)
-	c.t.Logf("docker network connect %s %s (%s)", network, svc, newIP)
-	_, isr = c.waitISR(topic, 3, 90*time.Second, nil)
-	c.t.Logf("isr %v with %d again after %v", isr, follower, time.Since(backAt).Round(time.Millisecond))
+	fences, unfences := c.fenceCommands(follower, cutAt)
+	c.t.Logf("the episode cost %d fence and %d unfence/registration commands for broker %d", fences, unfences, follower)
+	if fences > 3 || unfences > 3 {
+		c.t.Errorf("a %v cut cost %d fences and %d unfences of broker %d; want a few at most", cutLength, fences, unfences, follower)
+	}
 
 	acked, failed := l.finish()
 	c.t.Logf("%d acks=all produces acknowledged across the cut, %d failed", len(acked), len(failed))
@@ -618,6 +704,91 @@ func (c *cluster) partitionFollower(topic string) {
 		c.t.Errorf("produce failed: %s", f)
 	}
 	c.checkReadBack(topic, acked)
+}
+
+type controllerDesc struct {
+	ID     int32 `json:"id"`
+	Leader bool  `json:"leader"`
+}
+
+// raftLeader answers the controller the gateway's /v1/cluster names leader.
+func (c *cluster) raftLeader() (int32, error) {
+	var cl struct {
+		Controllers []controllerDesc `json:"controllers"`
+	}
+	if err := c.getJSON("/v1/cluster", &cl); err != nil {
+		return 0, err
+	}
+	for _, ct := range cl.Controllers {
+		if ct.Leader {
+			return ct.ID, nil
+		}
+	}
+	return 0, fmt.Errorf("no leader among %+v", cl.Controllers)
+}
+
+// partitionController cuts the Raft leader off for cutLength, heals, and
+// checks it rejoined the quorum by cutting another controller: the quorum
+// left (the rejoined one and the third) still creates topics, and gossip
+// knows the brokers again (no broker is fenced when the rejoined controller
+// is among those that decide).
+func (c *cluster) partitionController() {
+	c.t.Helper()
+	var first int32
+	c.eventually(30*time.Second, "a Raft leader", func() (err error) { first, err = c.raftLeader(); return err })
+	l := c.startLoad("orders", "ctlcut")
+	cutAt := time.Now()
+	reconnect := c.disconnect(fmt.Sprintf("controller-%d", first))
+	c.eventually(45*time.Second, "a new Raft leader among the other two", func() error {
+		id, err := c.raftLeader()
+		if err == nil && id == first {
+			err = fmt.Errorf("controller %d still named leader", id)
+		}
+		return err
+	})
+	c.t.Logf("controller %d cut off; new leader after %v", first, time.Since(cutAt).Round(time.Millisecond))
+	time.Sleep(time.Until(cutAt.Add(cutLength)))
+	reconnect()
+	healAt := time.Now()
+	// Back in gossip: the rejoined controller logs the others' joins.
+	c.eventually(30*time.Second, fmt.Sprintf("controller %d sees the cluster in gossip again", first), func() error {
+		logs := c.docker(time.Minute, "logs", "--since", healAt.UTC().Format(time.RFC3339Nano), c.container(fmt.Sprintf("controller-%d", first)))
+		seen := map[string]bool{}
+		for _, line := range strings.Split(logs, "\n") {
+			var e struct {
+				Msg, Event, Member string
+			}
+			if json.Unmarshal([]byte(line), &e) == nil && e.Msg == "gossip" && e.Event == "join" {
+				seen[e.Member] = true
+			}
+		}
+		if len(seen) < 5 {
+			return fmt.Errorf("joins seen since the heal: %v", seen)
+		}
+		return nil
+	})
+	c.t.Logf("controller %d back in gossip %v after the heal", first, time.Since(healAt).Round(time.Millisecond))
+
+	// Back in Raft: cut the current leader (not the rejoined one); the
+	// quorum that remains needs the rejoined controller.
+	var second int32
+	c.eventually(30*time.Second, "a Raft leader", func() (err error) { second, err = c.raftLeader(); return err })
+	if second == first {
+		second = first%3 + 1
+	}
+	reconnect2 := c.disconnect(fmt.Sprintf("controller-%d", second))
+	c.createTopic("after-controller-cut", 3, 2)
+	c.waitISR("after-controller-cut", 3, 60*time.Second, nil)
+	c.t.Logf("with controller %d cut off, the quorum with rejoined controller %d created a topic", second, first)
+	for id := int32(1); id <= 3; id++ {
+		if st, err := c.brokerState(id); err != nil || st != "ALIVE" {
+			c.t.Errorf("broker %d is %s (%v) with the rejoined controller in the quorum", id, st, err)
+		}
+	}
+	reconnect2()
+	acked, failed := l.finish()
+	c.t.Logf("%d acks=all produces acknowledged across the controller cuts, %d failed", len(acked), len(failed))
+	c.checkReadBack("orders", acked)
 }
 
 // ---- Jaeger ----
