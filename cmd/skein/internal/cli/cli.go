@@ -51,6 +51,12 @@ Usage:
   skein topic delete NAME
   skein produce TOPIC [--key-separator SEP] [--acks 0|1|-1] [--partition N]   (records: stdin lines)
   skein consume TOPIC [--from earliest|latest|OFFSET] [--follow] [--partition N] [--max N]
+  skein consume TOPIC --group G [--from earliest|latest] [--max N] [--idle DURATION]
+                [--session-timeout DURATION] [--instance-id ID] [--assignor range|uniform]
+  skein group list
+  skein group describe GROUP
+  skein group reset-offsets GROUP --topic T (--to-earliest | --to-latest | --to-offset N | --to-timestamp MS)
+  skein group delete GROUP
   skein cluster
   skein dev [--data-dir DIR] [--storage-nodes N] [--bin-dir DIR]
             [--gateway-http-addr 127.0.0.1:8080] [--gateway-grpc-addr 127.0.0.1:9090]
@@ -79,6 +85,8 @@ func Main(args []string, io IO) int {
 		err = produceCmd(ctx, args[1:], io)
 	case "consume":
 		err = consumeCmd(ctx, args[1:], io)
+	case "group":
+		err = groupCmd(ctx, args[1:], io)
 	case "cluster":
 		err = clusterCmd(ctx, args[1:], io)
 	case "dev":

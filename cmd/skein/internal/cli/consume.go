@@ -7,6 +7,7 @@ import (
 	"io"
 	"strconv"
 	"sync"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
@@ -83,6 +84,11 @@ func consumeCmd(ctx context.Context, args []string, stdio IO) error {
 	printKey := f.Bool("print-key", false, "print each record's key before its value")
 	sep := f.String("key-separator", "\t", "what separates key and value with --print-key")
 	readCommitted := f.Bool("read-committed", false, "skip aborted and open transactions")
+	group := f.String("group", "", "consume as a member of this consumer group, committing what is printed")
+	sessionTimeout := f.Duration("session-timeout", 0, "with --group: the member's session timeout (default: the coordinator's)")
+	instanceID := f.String("instance-id", "", "with --group: a static member's instance id")
+	assignor := f.String("assignor", "", "with --group: range or uniform (default: the group's)")
+	idle := f.Duration("idle", 0, "with --group: stop after this long without a record (0: run until Ctrl-C or --max)")
 	pos, err := f.parse(args)
 	if err != nil {
 		return err
@@ -104,6 +110,25 @@ func consumeCmd(ctx context.Context, args []string, stdio IO) error {
 		return err
 	}
 	defer conn.Close()
+	out := &printer{w: stdio.Out, printKey: *printKey, sep: *sep, max: *maxRecords}
+	if *group != "" {
+		switch {
+		case *partition >= 0 || *follow:
+			return usagef("--group consumes the partitions the group assigns, until Ctrl-C: no --partition or --follow")
+		case !start.earliest && !start.latest:
+			return usagef("--group starts at the committed offsets; --from can only be earliest or latest (for partitions with none)")
+		case *readCommitted:
+			return usagef("--group reads uncommitted records only for now")
+		}
+		sub := &skeinv1.JoinGroupRequest{Group: *group, Topics: []string{topic}, InstanceId: *instanceID, Assignor: *assignor, AutoOffsetReset: "earliest"}
+		if start.latest {
+			sub.AutoOffsetReset = "latest"
+		}
+		if *sessionTimeout > 0 {
+			sub.SessionTimeoutMs = ptr(int32(*sessionTimeout / time.Millisecond))
+		}
+		return groupConsume(ctx, conn, sub, out, stdio.Err, *idle)
+	}
 
 	dctx, cancel := timeout(ctx)
 	desc, err := skeinv1.NewAdminServiceClient(conn).DescribeTopic(dctx, &skeinv1.DescribeTopicRequest{Topic: topic})
@@ -123,7 +148,6 @@ func consumeCmd(ctx context.Context, args []string, stdio IO) error {
 	if !start.earliest && !start.latest && len(parts) > 1 {
 		return usagef("--from OFFSET needs --partition: offsets are per partition")
 	}
-	out := &printer{w: stdio.Out, printKey: *printKey, sep: *sep, max: *maxRecords}
 	cons := skeinv1.NewConsumerServiceClient(conn)
 	if *follow {
 		err = tailAll(ctx, conn, topic, parts, start, iso, out)

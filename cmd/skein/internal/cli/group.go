@@ -1,0 +1,350 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"google.golang.org/grpc"
+
+	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/errs"
+)
+
+func groupCmd(ctx context.Context, args []string, stdio IO) error {
+	if len(args) == 0 {
+		return usagef("group needs a subcommand: list, describe, reset-offsets or delete")
+	}
+	sub, args := args[0], args[1:]
+	f := newFlags("group "+sub, stdio, true)
+	var topic *string
+	var toEarliest, toLatest *bool
+	var toOffset, toTimestamp *int64
+	switch sub {
+	case "reset-offsets":
+		topic = f.String("topic", "", "the topic whose offsets to reset (required)")
+		toEarliest = f.Bool("to-earliest", false, "reset to each partition's log start")
+		toLatest = f.Bool("to-latest", false, "reset to each partition's end")
+		toOffset = f.Int64("to-offset", -1, "reset every partition to this offset (kept within the partition's log)")
+		toTimestamp = f.Int64("to-timestamp", -1, "reset to the first offset at or after this time (ms since the epoch)")
+	case "list", "describe", "delete":
+	default:
+		return usagef("unknown group subcommand %q", sub)
+	}
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	want := 1
+	if sub == "list" {
+		want = 0
+	}
+	if len(pos) != want {
+		return usagef("group %s takes %d argument(s), got %q", sub, want, pos)
+	}
+	conn, err := f.dial()
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	groups := skeinv1.NewGroupServiceClient(conn)
+	cctx, cancel := timeout(ctx)
+	defer cancel()
+
+	switch sub {
+	case "list":
+		resp, err := groups.ListGroups(cctx, &skeinv1.ListGroupsRequest{})
+		if err != nil {
+			return err
+		}
+		if *f.json {
+			return printJSON(stdio.Out, resp)
+		}
+		tw := tabwriter.NewWriter(stdio.Out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "GROUP\tSTATE\tMEMBERS")
+		for _, g := range resp.GetGroups() {
+			fmt.Fprintf(tw, "%s\t%s\t%d\n", g.GetGroup(), g.GetState(), g.GetMembers())
+		}
+		return tw.Flush()
+	case "describe":
+		resp, err := groups.DescribeGroup(cctx, &skeinv1.DescribeGroupRequest{Group: pos[0]})
+		if err != nil {
+			return err
+		}
+		if *f.json {
+			return printJSON(stdio.Out, resp)
+		}
+		return printGroup(stdio.Out, resp)
+	case "delete":
+		if err := mustBeEmpty(cctx, groups, pos[0], "deleted"); err != nil {
+			return err
+		}
+		if _, err := groups.DeleteGroup(cctx, &skeinv1.DeleteGroupRequest{Group: pos[0]}); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdio.Out, "deleted group %s\n", pos[0])
+		return nil
+	}
+
+	// reset-offsets
+	chosen := 0
+	for _, set := range []bool{*toEarliest, *toLatest, *toOffset >= 0, *toTimestamp >= 0} {
+		if set {
+			chosen++
+		}
+	}
+	if chosen != 1 {
+		return usagef("reset-offsets takes exactly one of --to-earliest, --to-latest, --to-offset N, --to-timestamp MS")
+	}
+	if *topic == "" {
+		return usagef("reset-offsets needs --topic")
+	}
+	if err := mustBeEmpty(cctx, groups, pos[0], "reset"); err != nil {
+		return err
+	}
+	offsets, err := resetTargets(cctx, skeinv1.NewAdminServiceClient(conn), *topic, *toEarliest, *toLatest, *toOffset, *toTimestamp)
+	if err != nil {
+		return err
+	}
+	resp, err := groups.CommitOffsets(cctx, &skeinv1.CommitOffsetsRequest{Group: pos[0], MemberId: "", MemberEpoch: -1, Offsets: offsets})
+	if err != nil {
+		return err
+	}
+	if *f.json {
+		return printJSON(stdio.Out, resp)
+	}
+	tw := tabwriter.NewWriter(stdio.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TOPIC\tPARTITION\tNEW OFFSET")
+	for _, o := range offsets {
+		fmt.Fprintf(tw, "%s\t%d\t%d\n", o.GetTopic(), o.GetPartition(), o.GetOffset())
+	}
+	return tw.Flush()
+}
+
+// mustBeEmpty refuses, with a message saying what to do, to change a group
+// that has members. A group that does not exist yet is empty.
+func mustBeEmpty(ctx context.Context, groups skeinv1.GroupServiceClient, group, verb string) error {
+	d, err := groups.DescribeGroup(ctx, &skeinv1.DescribeGroupRequest{Group: group})
+	if err != nil {
+		if errs.Of(errs.FromStatus(err)) == errs.GroupIDNotFound && verb == "reset" {
+			return nil
+		}
+		return err
+	}
+	if n := len(d.GetMembers()); n > 0 {
+		return fmt.Errorf("group %s has %d member(s) (state %s): it can be %s only while it has none; stop its consumers first", group, n, d.GetState(), verb)
+	}
+	return nil
+}
+
+// resetTargets answers the offset to reset each partition of topic to.
+func resetTargets(ctx context.Context, admin skeinv1.AdminServiceClient, topic string, earliest, latest bool, offset, ts int64) ([]*skeinv1.TopicPartitionOffset, error) {
+	list := func(spec skeinv1.OffsetSpec, ts int64) (map[int32]int64, error) {
+		resp, err := admin.ListOffsets(ctx, &skeinv1.ListOffsetsRequest{Topic: topic, Spec: spec, TimestampMs: ts})
+		if err != nil {
+			return nil, err
+		}
+		out := map[int32]int64{}
+		for _, o := range resp.GetOffsets() {
+			if o.GetErrorCode() != skeinv1.ErrorCode_NONE {
+				return nil, fmt.Errorf("partition %d: %s: %s", o.GetPartition(), o.GetErrorCode(), o.GetMessage())
+			}
+			out[o.GetPartition()] = o.GetOffset()
+		}
+		return out, nil
+	}
+	starts, err := list(skeinv1.OffsetSpec_EARLIEST, 0)
+	if err != nil {
+		return nil, err
+	}
+	ends, err := list(skeinv1.OffsetSpec_LATEST, 0)
+	if err != nil {
+		return nil, err
+	}
+	var byTime map[int32]int64
+	if ts >= 0 && !earliest && !latest && offset < 0 {
+		if byTime, err = list(skeinv1.OffsetSpec_TIMESTAMP, ts); err != nil {
+			return nil, err
+		}
+	}
+	var parts []int32
+	for p := range ends {
+		parts = append(parts, p)
+	}
+	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
+	var out []*skeinv1.TopicPartitionOffset
+	for _, p := range parts {
+		var o int64
+		switch {
+		case earliest:
+			o = starts[p]
+		case latest:
+			o = ends[p]
+		case offset >= 0:
+			o = min(max(offset, starts[p]), ends[p])
+		default:
+			o = byTime[p]
+			if o < 0 { // no record at or after the time: the end, as Kafka
+				o = ends[p]
+			}
+		}
+		out = append(out, &skeinv1.TopicPartitionOffset{Topic: topic, Partition: p, Offset: o})
+	}
+	return out, nil
+}
+
+func printGroup(w io.Writer, d *skeinv1.DescribeGroupResponse) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "group %s  state %s  epoch %d  assignor %s  total lag %d\n\n", d.GetGroup(), d.GetState(), d.GetGroupEpoch(), d.GetAssignor(), d.GetTotalLag())
+	fmt.Fprintln(tw, "MEMBER\tINSTANCE\tEPOCH\tTOPICS\tASSIGNMENT")
+	for _, m := range d.GetMembers() {
+		var parts []string
+		for _, a := range m.GetAssignment() {
+			parts = append(parts, fmt.Sprintf("%s:%v", a.GetTopic(), a.GetPartitions()))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", m.GetMemberId(), m.GetInstanceId(), m.GetMemberEpoch(), strings.Join(m.GetTopics(), ","), strings.Join(parts, " "))
+	}
+	fmt.Fprintln(tw, "\nTOPIC\tPARTITION\tCOMMITTED\tEND\tLAG")
+	for _, o := range d.GetOffsets() {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\n", o.GetTopic(), o.GetPartition(), o.GetOffset(), o.GetHighWatermark(), o.GetLag())
+	}
+	return tw.Flush()
+}
+
+// groupConsume consumes as a member of a group through the gateway's Consume
+// stream, printing records and committing what it printed after each batch.
+// It stops at --max, after --idle with no records, or on Ctrl-C; then it
+// commits, and leaves the group by ending the stream.
+func groupConsume(ctx context.Context, conn grpc.ClientConnInterface, sub *skeinv1.JoinGroupRequest, out *printer, errw io.Writer, idle time.Duration) error {
+	// The stream outlives ctx (Ctrl-C) long enough to commit and leave.
+	sctx, scancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer scancel()
+	stream, err := skeinv1.NewGroupServiceClient(conn).Consume(sctx)
+	if err != nil {
+		return err
+	}
+	if err := stream.Send(&skeinv1.ConsumeRequest{Kind: &skeinv1.ConsumeRequest_Subscribe{Subscribe: sub}}); err != nil {
+		return err
+	}
+	type msg struct {
+		resp *skeinv1.ConsumeResponse
+		err  error
+	}
+	recv := make(chan msg)
+	go func() {
+		for {
+			resp, err := stream.Recv()
+			select {
+			case recv <- msg{resp, err}:
+			case <-sctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	type tp struct {
+		topic     string
+		partition int32
+	}
+	next := map[tp]int64{}      // the offset after the last printed record
+	committed := map[tp]int64{} // what was sent for commit
+	pending := 0                // commits sent and not yet answered
+	commit := func() error {
+		var offs []*skeinv1.TopicPartitionOffset
+		for p, o := range next {
+			if committed[p] != o {
+				offs = append(offs, &skeinv1.TopicPartitionOffset{Topic: p.topic, Partition: p.partition, Offset: o})
+				committed[p] = o
+			}
+		}
+		if len(offs) == 0 {
+			return nil
+		}
+		pending++
+		return stream.Send(&skeinv1.ConsumeRequest{Kind: &skeinv1.ConsumeRequest_Commit{Commit: &skeinv1.CommitOffsetsRequest{Group: sub.GetGroup(), Offsets: offs}}})
+	}
+	finish := func() error {
+		if err := commit(); err != nil {
+			return err
+		}
+		deadline := time.After(10 * time.Second)
+		for pending > 0 {
+			select {
+			case m := <-recv:
+				if m.err != nil {
+					return m.err
+				}
+				if c := m.resp.GetCommitted(); c != nil {
+					pending--
+					if err := commitErr(c); err != nil {
+						return err
+					}
+				}
+			case <-deadline:
+				return errors.New("the gateway did not answer the last commit within 10 s")
+			}
+		}
+		return stream.CloseSend()
+	}
+	var idleC <-chan time.Time
+	resetIdle := func() {
+		if idle > 0 {
+			idleC = time.After(idle)
+		}
+	}
+	resetIdle()
+	for {
+		select {
+		case <-ctx.Done():
+			return finish()
+		case <-idleC:
+			return finish()
+		case m := <-recv:
+			if m.err != nil {
+				return m.err
+			}
+			switch {
+			case m.resp.GetCommitted() != nil:
+				pending--
+				if err := commitErr(m.resp.GetCommitted()); err != nil {
+					fmt.Fprintln(errw, "skein: commit:", err)
+				}
+			case m.resp.GetRecords() != nil:
+				recs := m.resp.GetRecords().GetRecords()
+				if len(recs) > 0 {
+					resetIdle()
+				}
+				for _, r := range recs {
+					done, err := out.print(r)
+					if err != nil {
+						return err
+					}
+					next[tp{r.GetTopic(), r.GetPartition()}] = r.GetOffset() + 1
+					if done {
+						return finish()
+					}
+				}
+				if err := commit(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+}
+
+// commitErr answers the first refused partition of a commit answer.
+func commitErr(c *skeinv1.CommitOffsetsResponse) error {
+	for _, r := range c.GetResults() {
+		if r.GetErrorCode() != skeinv1.ErrorCode_NONE {
+			return fmt.Errorf("%s:%d: %s: %s", r.GetTopic(), r.GetPartition(), r.GetErrorCode(), r.GetMessage())
+		}
+	}
+	return nil
+}

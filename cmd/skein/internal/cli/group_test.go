@@ -1,0 +1,182 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+
+	"google.golang.org/grpc"
+
+	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/errs"
+)
+
+// fakeGroups is GroupService with one group "g" whose member count tests set.
+type fakeGroups struct {
+	skeinv1.UnimplementedGroupServiceServer
+
+	mu        sync.Mutex
+	members   int
+	exists    bool
+	commits   []*skeinv1.CommitOffsetsRequest
+	deleted   bool
+	subscribe *skeinv1.JoinGroupRequest
+}
+
+func (f *fakeGroups) ListGroups(context.Context, *skeinv1.ListGroupsRequest) (*skeinv1.ListGroupsResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return &skeinv1.ListGroupsResponse{Groups: []*skeinv1.GroupSummary{{Group: "g", State: "STABLE", Members: int32(f.members)}}}, nil
+}
+
+func (f *fakeGroups) DescribeGroup(_ context.Context, req *skeinv1.DescribeGroupRequest) (*skeinv1.DescribeGroupResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if req.GetGroup() != "g" || !f.exists {
+		return nil, errs.ToGRPC(errs.Errorf(errs.GroupIDNotFound, "group %q does not exist", req.GetGroup()))
+	}
+	d := &skeinv1.DescribeGroupResponse{Group: "g", State: "STABLE", GroupEpoch: 4, Assignor: "uniform", TotalLag: 7,
+		Offsets: []*skeinv1.CommittedOffset{{Topic: "t", Partition: 0, Offset: 3, HighWatermark: 10, Lag: 7}}}
+	for range f.members {
+		d.Members = append(d.Members, &skeinv1.GroupMember{MemberId: "m1", MemberEpoch: 4, Topics: []string{"t"},
+			Assignment: []*skeinv1.TopicPartitions{{Topic: "t", Partitions: []int32{0}}}})
+	}
+	if f.members == 0 {
+		d.State = "EMPTY"
+	}
+	return d, nil
+}
+
+func (f *fakeGroups) CommitOffsets(_ context.Context, req *skeinv1.CommitOffsetsRequest) (*skeinv1.CommitOffsetsResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.commits = append(f.commits, req)
+	out := &skeinv1.CommitOffsetsResponse{}
+	for _, o := range req.GetOffsets() {
+		out.Results = append(out.Results, &skeinv1.PartitionCommitResult{Topic: o.GetTopic(), Partition: o.GetPartition()})
+	}
+	return out, nil
+}
+
+func (f *fakeGroups) DeleteGroup(context.Context, *skeinv1.DeleteGroupRequest) (*skeinv1.DeleteGroupResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.deleted = true
+	return &skeinv1.DeleteGroupResponse{}, nil
+}
+
+// Consume answers the join, then five records of partition 0, then commits.
+func (f *fakeGroups) Consume(stream skeinv1.GroupService_ConsumeServer) error {
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.subscribe = first.GetSubscribe()
+	f.mu.Unlock()
+	assignment := []*skeinv1.TopicPartitions{{Topic: "t", Partitions: []int32{0}}}
+	if err := stream.Send(&skeinv1.ConsumeResponse{Kind: &skeinv1.ConsumeResponse_Joined{Joined: &skeinv1.JoinGroupResponse{MemberId: "m", MemberEpoch: 1, Assignment: assignment}}}); err != nil {
+		return err
+	}
+	recs := &skeinv1.FetchGroupRecordsResponse{MemberEpoch: 1, Assignment: assignment}
+	for i := range 5 {
+		v := string(rune('a' + i))
+		recs.Records = append(recs.Records, &skeinv1.ConsumedRecord{Topic: "t", Partition: 0, Offset: int64(i), Value: &v})
+	}
+	if err := stream.Send(&skeinv1.ConsumeResponse{Kind: &skeinv1.ConsumeResponse_Records{Records: recs}}); err != nil {
+		return err
+	}
+	for {
+		m, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		resp, _ := f.CommitOffsets(stream.Context(), m.GetCommit())
+		if err := stream.Send(&skeinv1.ConsumeResponse{Kind: &skeinv1.ConsumeResponse_Committed{Committed: resp}}); err != nil {
+			return err
+		}
+	}
+}
+
+func startFakeGroups(t *testing.T) (*fakeGroups, string) {
+	g := &fakeGateway{topics: map[string][][]*skeinv1.ConsumedRecord{"t": make([][]*skeinv1.ConsumedRecord, 2)}, grew: make(chan struct{})}
+	f := &fakeGroups{exists: true}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer()
+	skeinv1.RegisterAdminServiceServer(s, g)
+	skeinv1.RegisterGroupServiceServer(s, f)
+	go s.Serve(lis)
+	t.Cleanup(s.Stop)
+	return f, lis.Addr().String()
+}
+
+func TestGroupCommands(t *testing.T) {
+	f, addr := startFakeGroups(t)
+	f.members = 2
+	code, out, errOut := run(t, "", "group", "list", "--gateway", addr)
+	if code != 0 || !strings.Contains(out, "g") || !strings.Contains(out, "STABLE") {
+		t.Errorf("list: %d %q %q", code, out, errOut)
+	}
+	code, out, _ = run(t, "", "group", "describe", "g", "--gateway", addr)
+	if code != 0 || !strings.Contains(out, "total lag 7") || !strings.Contains(out, "t:[0]") {
+		t.Errorf("describe: %d %q", code, out)
+	}
+	if code, _, errOut := run(t, "", "group", "describe", "nope", "--gateway", addr); code != 1 || !strings.Contains(errOut, "GROUP_ID_NOT_FOUND") {
+		t.Errorf("describe of an unknown group: %d %q", code, errOut)
+	}
+
+	// A group with members is neither reset nor deleted, with a clear error.
+	code, _, errOut = run(t, "", "group", "reset-offsets", "g", "--topic", "t", "--to-earliest", "--gateway", addr)
+	if code != 1 || !strings.Contains(errOut, "has 2 member(s)") || len(f.commits) != 0 {
+		t.Errorf("reset of a busy group: %d %q, commits %v", code, errOut, f.commits)
+	}
+	code, _, errOut = run(t, "", "group", "delete", "g", "--gateway", addr)
+	if code != 1 || !strings.Contains(errOut, "has 2 member(s)") || f.deleted {
+		t.Errorf("delete of a busy group: %d %q", code, errOut)
+	}
+	if code, _, _ := run(t, "", "group", "reset-offsets", "g", "--topic", "t", "--to-earliest", "--to-latest", "--gateway", addr); code != 2 {
+		t.Errorf("two targets: exit %d, want 2", code)
+	}
+
+	f.members = 0
+	code, out, errOut = run(t, "", "group", "reset-offsets", "g", "--topic", "t", "--to-offset", "0", "--gateway", addr)
+	if code != 0 || len(f.commits) != 1 || !strings.Contains(out, "NEW OFFSET") {
+		t.Fatalf("reset of an empty group: %d %q %q", code, out, errOut)
+	}
+	c := f.commits[0]
+	if c.GetMemberId() != "" || c.GetMemberEpoch() != -1 || len(c.GetOffsets()) != 2 {
+		t.Errorf("reset committed %v", c)
+	}
+	if code, out, _ := run(t, "", "group", "delete", "g", "--gateway", addr); code != 0 || !f.deleted || !strings.Contains(out, "deleted group g") {
+		t.Errorf("delete of an empty group: %d %q", code, out)
+	}
+}
+
+// consume --group prints what the group assigns, commits what it printed
+// and ends the stream (leaving the group) at --max.
+func TestConsumeAsGroupMember(t *testing.T) {
+	f, addr := startFakeGroups(t)
+	code, out, errOut := run(t, "", "consume", "t", "--group", "g", "--max", "3", "--from", "latest", "--gateway", addr)
+	if code != 0 || out != "a\nb\nc\n" {
+		t.Fatalf("consume --group: %d %q %q", code, out, errOut)
+	}
+	if s := f.subscribe; s.GetGroup() != "g" || s.GetAutoOffsetReset() != "latest" || s.GetTopics()[0] != "t" {
+		t.Errorf("subscribed with %v", s)
+	}
+	if n := len(f.commits); n != 1 || f.commits[0].GetOffsets()[0].GetOffset() != 3 {
+		t.Errorf("commits %v, want one of offset 3", f.commits)
+	}
+	if code, _, _ := run(t, "", "consume", "t", "--group", "g", "--partition", "1", "--gateway", addr); code != 2 {
+		t.Errorf("--group with --partition: exit %d, want 2", code)
+	}
+}
