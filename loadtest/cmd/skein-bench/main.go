@@ -3,6 +3,7 @@
 //
 //	skein-bench produce [flags]   produce load; records/s, MiB/s, latency percentiles
 //	skein-bench consume [flags]   fetch throughput and end-to-end latency
+//	                              (--group G --members N: as a consumer group)
 //	skein-bench disk [flags]      raw limit: sequential writes with an fsync every N bytes
 //	skein-bench tcp [flags]       raw limit: loopback TCP stream throughput and round trips
 //
@@ -209,6 +210,9 @@ func consume(ctx context.Context, args []string) error {
 	idle := fs.Duration("idle-timeout", 5*time.Second, "stop when no partition has had a new record for this long")
 	maxRecs := fs.Int("max-records", 2000, "records per fetch")
 	maxWait := fs.Duration("max-wait", 500*time.Millisecond, "long-poll per fetch")
+	group := fs.String("group", "", "consume as this consumer group through the gateway's GroupService (gRPC), with --members members")
+	members := fs.Int("members", 1, "with --group: members, each on its own connection")
+	commitEvery := fs.Duration("commit-interval", time.Second, "with --group: how often each member commits its positions")
 	_ = fs.Parse(args)
 	if *from != "earliest" && *from != "latest" {
 		return fmt.Errorf("--from %q: want earliest or latest", *from)
@@ -216,6 +220,17 @@ func consume(ctx context.Context, args []string) error {
 	ep, err := c.endpoints()
 	if err != nil {
 		return err
+	}
+	if *group != "" {
+		sum, err := bench.GroupConsume(ctx, bench.GroupConsumeConfig{
+			Endpoints: ep, Topic: *c.topic, Group: *group, Members: *members, FromLatest: *from == "latest",
+			NumRecords: *num, Duration: *dur, IdleTimeout: *idle, MaxRecords: *maxRecs, MaxWait: *maxWait,
+			CommitInterval: *commitEvery, Progress: *c.progress, Log: os.Stderr,
+		})
+		if err != nil {
+			return err
+		}
+		return emit(*c.json, sum)
 	}
 	sum, err := bench.Consume(ctx, bench.ConsumeConfig{
 		Transport: *c.transport, Endpoints: ep, Topic: *c.topic, FromLatest: *from == "latest",

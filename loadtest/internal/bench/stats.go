@@ -142,6 +142,7 @@ type Summary struct {
 	Mode        string  `json:"mode"`
 	Transport   string  `json:"transport"`
 	Topic       string  `json:"topic"`
+	Group       string  `json:"group,omitempty"`
 	Acks        *int    `json:"acks,omitempty"`
 	RecordSize  int     `json:"record_size,omitempty"`
 	Batch       int     `json:"batch,omitempty"`
