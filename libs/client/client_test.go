@@ -603,3 +603,36 @@ func TestSilentControllerIsLeftBehind(t *testing.T) {
 	}
 	t.Logf("the new topic reached the metadata %v after the create began", time.Since(start).Round(time.Millisecond))
 }
+
+// A failed record says whether it may be in the log: never sent, or refused
+// by the leader before the append, is definitely not written; an attempt
+// that got no answer (a stalled leader) or NOT_ENOUGH_REPLICAS_AFTER_APPEND
+// may have written it.
+func TestFailedRecordsTellWhetherTheyMayBeWritten(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 1, nil)
+	st := cl.Storage[1]
+	p := c.NewProducer(client.WithLinger(-1), client.WithDeliveryTimeout(500*time.Millisecond))
+	defer p.Close(ctx(t))
+	produce := func() client.Result { return p.ProduceSync(ctx(t), client.Record{Topic: "t", Value: []byte("v")})[0] }
+
+	st.FailNext("t", 0, errs.Errorf(errs.InvalidRecord, "bad"), 1)
+	if r := produce(); errs.Of(r.Err) != errs.InvalidRecord || r.MaybeWritten {
+		t.Errorf("refused before the append: %+v, want INVALID_RECORD and not maybe-written", r)
+	}
+	st.FailNext("t", 0, errs.NotEnoughReplicasAfterAppend, 100)
+	if r := produce(); r.Err == nil || !r.MaybeWritten {
+		t.Errorf("appended without enough replicas until the deadline: %+v, want maybe-written", r)
+	}
+	st.ClearFailures("t", 0)
+	release := st.Stall()
+	if r := produce(); errs.Of(r.Err) != errs.RequestTimedOut || !r.MaybeWritten {
+		t.Errorf("no answer from a stalled leader: %+v, want REQUEST_TIMED_OUT and maybe-written", r)
+	}
+	release()
+	cl.Controller.SetLeader("t", 0, -1) // offline: nothing is ever sent
+	if r := produce(); errs.Of(r.Err) != errs.RequestTimedOut || r.MaybeWritten {
+		t.Errorf("never sent: %+v, want REQUEST_TIMED_OUT and not maybe-written", r)
+	}
+}

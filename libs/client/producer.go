@@ -107,6 +107,11 @@ type Result struct {
 	Timestamp int64
 	// Err is nil or wraps a row of libs/errs.
 	Err error
+	// MaybeWritten, with Err set, says the producer gave up without a
+	// definite answer (a timeout, a broken connection, an append that did
+	// not reach min.insync.replicas): the record may be in the log. When it
+	// is false the record is definitely not in the log.
+	MaybeWritten bool
 }
 
 // Producer sends records to the cluster. It is safe for concurrent use.
@@ -149,6 +154,9 @@ type sendBatch struct {
 	deadline time.Time
 	attempts int // sends so far; an answer to an earlier one is stale
 	retryAt  time.Time
+	// maybeWritten: some attempt ended without a definite answer, so the
+	// batch may be in the log whatever later attempts say.
+	maybeWritten bool
 	// leader and leaderEpoch: where the current attempt went. When the
 	// metadata names another leader or a newer epoch, the attempt is
 	// abandoned and the batch resent to the new leader at once.
@@ -528,6 +536,7 @@ func (p *Producer) collect(now time.Time) (sends []*brokerRequest, wakeAt time.T
 			ps.inflight = nil
 			p.inflight--
 			b.retryAt = now
+			b.maybeWritten = true // the old leader may have appended it
 			ps.retry = b
 			p.retries++
 		}
@@ -697,6 +706,9 @@ func (p *Producer) complete(batches []sentBatch, resp *storagev1.ProduceResponse
 		case res.GetErrorCode() != skeinv1.ErrorCode_NONE && res.GetErrorCode() != skeinv1.ErrorCode_DUPLICATE_SEQUENCE_NUMBER:
 			berr = errs.Errorf(errs.ForCode(errs.Code(res.GetErrorCode())), "%s", res.GetErrorMessage())
 		}
+		if berr != nil && !definite(berr, res != nil) {
+			b.maybeWritten = true
+		}
 		if berr != nil && errs.IsRetriable(berr) && now.Before(b.deadline) && !p.stopped {
 			b.retryAt = now.Add(p.c.backoff(b.attempts - 1))
 			ps.retry = b
@@ -736,6 +748,21 @@ func (p *Producer) complete(batches []sentBatch, resp *storagev1.ProduceResponse
 
 func (p *Producer) deliverErr(b *sendBatch, err error) {
 	for _, r := range b.recs {
-		r.Token.(func(Result))(Result{Partition: b.tp.Partition, Offset: -1, Timestamp: r.Timestamp, Err: err})
+		r.Token.(func(Result))(Result{Partition: b.tp.Partition, Offset: -1, Timestamp: r.Timestamp, Err: err, MaybeWritten: b.maybeWritten})
 	}
+}
+
+// definite reports whether a failed attempt is known not to have written
+// the batch: the leader answered it (answered is true) with a refusal made
+// before the append. A whole request that failed (timeout, broken stream)
+// and the refusals that come after the append are not definite.
+func definite(err error, answered bool) bool {
+	if !answered {
+		return false
+	}
+	switch errs.Of(err) {
+	case errs.NotEnoughReplicasAfterAppend, errs.RequestTimedOut:
+		return false
+	}
+	return true
 }

@@ -21,6 +21,64 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// ProduceOutcome tells a caller whether a record that was not acknowledged
+// may still be in the log, so it knows whether a retry can duplicate it.
+type ProduceOutcome int32
+
+const (
+	// Acknowledged (or, with acks=0, sent).
+	ProduceOutcome_WRITTEN ProduceOutcome = 0
+	// Definitely not in the log: refused before it was appended, or never
+	// sent. A retry cannot duplicate it.
+	ProduceOutcome_NOT_WRITTEN ProduceOutcome = 1
+	// No definite answer: the request timed out, the connection broke, or the
+	// leader appended it without reaching min.insync.replicas. It may be in the
+	// log; a blind retry may write it twice (use an idempotent producer id and
+	// sequence to retry safely).
+	ProduceOutcome_UNKNOWN ProduceOutcome = 2
+)
+
+// Enum value maps for ProduceOutcome.
+var (
+	ProduceOutcome_name = map[int32]string{
+		0: "WRITTEN",
+		1: "NOT_WRITTEN",
+		2: "UNKNOWN",
+	}
+	ProduceOutcome_value = map[string]int32{
+		"WRITTEN":     0,
+		"NOT_WRITTEN": 1,
+		"UNKNOWN":     2,
+	}
+)
+
+func (x ProduceOutcome) Enum() *ProduceOutcome {
+	p := new(ProduceOutcome)
+	*p = x
+	return p
+}
+
+func (x ProduceOutcome) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ProduceOutcome) Descriptor() protoreflect.EnumDescriptor {
+	return file_skein_v1_producer_proto_enumTypes[0].Descriptor()
+}
+
+func (ProduceOutcome) Type() protoreflect.EnumType {
+	return &file_skein_v1_producer_proto_enumTypes[0]
+}
+
+func (x ProduceOutcome) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ProduceOutcome.Descriptor instead.
+func (ProduceOutcome) EnumDescriptor() ([]byte, []int) {
+	return file_skein_v1_producer_proto_rawDescGZIP(), []int{0}
+}
+
 type ProduceRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -175,10 +233,14 @@ type ProduceResult struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Partition int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
 	// -1 when the record was not written, or with acks=0.
-	Offset        int64     `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
-	TimestampMs   int64     `protobuf:"varint,3,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
-	ErrorCode     ErrorCode `protobuf:"varint,4,opt,name=error_code,json=errorCode,proto3,enum=skein.v1.ErrorCode" json:"error_code,omitempty"`
-	Message       string    `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
+	Offset      int64     `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	TimestampMs int64     `protobuf:"varint,3,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
+	ErrorCode   ErrorCode `protobuf:"varint,4,opt,name=error_code,json=errorCode,proto3,enum=skein.v1.ErrorCode" json:"error_code,omitempty"`
+	Message     string    `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
+	// What is known of the record: WRITTEN with error_code NONE; with an
+	// error, NOT_WRITTEN (safe to retry: it is not in the log) or UNKNOWN
+	// (the producer gave up without a definite answer: it may be in the log).
+	Outcome       ProduceOutcome `protobuf:"varint,6,opt,name=outcome,proto3,enum=skein.v1.ProduceOutcome" json:"outcome,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -246,6 +308,13 @@ func (x *ProduceResult) GetMessage() string {
 		return x.Message
 	}
 	return ""
+}
+
+func (x *ProduceResult) GetOutcome() ProduceOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return ProduceOutcome_WRITTEN
 }
 
 type ProduceStreamRequest struct {
@@ -391,14 +460,15 @@ const file_skein_v1_producer_proto_rawDesc = "" +
 	"\x0f_producer_epochB\x10\n" +
 	"\x0e_base_sequence\"D\n" +
 	"\x0fProduceResponse\x121\n" +
-	"\aresults\x18\x01 \x03(\v2\x17.skein.v1.ProduceResultR\aresults\"\xb6\x01\n" +
+	"\aresults\x18\x01 \x03(\v2\x17.skein.v1.ProduceResultR\aresults\"\xea\x01\n" +
 	"\rProduceResult\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12!\n" +
 	"\ftimestamp_ms\x18\x03 \x01(\x03R\vtimestampMs\x122\n" +
 	"\n" +
 	"error_code\x18\x04 \x01(\x0e2\x13.skein.v1.ErrorCodeR\terrorCode\x12\x18\n" +
-	"\amessage\x18\x05 \x01(\tR\amessage\"\xa8\x01\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage\x122\n" +
+	"\aoutcome\x18\x06 \x01(\x0e2\x18.skein.v1.ProduceOutcomeR\aoutcome\"\xa8\x01\n" +
 	"\x14ProduceStreamRequest\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x04R\rcorrelationId\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x17\n" +
@@ -407,7 +477,11 @@ const file_skein_v1_producer_proto_rawDesc = "" +
 	"\x05_acks\"q\n" +
 	"\x15ProduceStreamResponse\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x04R\rcorrelationId\x121\n" +
-	"\aresults\x18\x02 \x03(\v2\x17.skein.v1.ProduceResultR\aresults2\xa7\x01\n" +
+	"\aresults\x18\x02 \x03(\v2\x17.skein.v1.ProduceResultR\aresults*;\n" +
+	"\x0eProduceOutcome\x12\v\n" +
+	"\aWRITTEN\x10\x00\x12\x0f\n" +
+	"\vNOT_WRITTEN\x10\x01\x12\v\n" +
+	"\aUNKNOWN\x10\x022\xa7\x01\n" +
 	"\x0fProducerService\x12>\n" +
 	"\aProduce\x12\x18.skein.v1.ProduceRequest\x1a\x19.skein.v1.ProduceResponse\x12T\n" +
 	"\rProduceStream\x12\x1e.skein.v1.ProduceStreamRequest\x1a\x1f.skein.v1.ProduceStreamResponse(\x010\x01Bz\n" +
@@ -425,31 +499,34 @@ func file_skein_v1_producer_proto_rawDescGZIP() []byte {
 	return file_skein_v1_producer_proto_rawDescData
 }
 
+var file_skein_v1_producer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_skein_v1_producer_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_skein_v1_producer_proto_goTypes = []any{
-	(*ProduceRequest)(nil),        // 0: skein.v1.ProduceRequest
-	(*ProduceResponse)(nil),       // 1: skein.v1.ProduceResponse
-	(*ProduceResult)(nil),         // 2: skein.v1.ProduceResult
-	(*ProduceStreamRequest)(nil),  // 3: skein.v1.ProduceStreamRequest
-	(*ProduceStreamResponse)(nil), // 4: skein.v1.ProduceStreamResponse
-	(*ProduceRecord)(nil),         // 5: skein.v1.ProduceRecord
-	(ErrorCode)(0),                // 6: skein.v1.ErrorCode
+	(ProduceOutcome)(0),           // 0: skein.v1.ProduceOutcome
+	(*ProduceRequest)(nil),        // 1: skein.v1.ProduceRequest
+	(*ProduceResponse)(nil),       // 2: skein.v1.ProduceResponse
+	(*ProduceResult)(nil),         // 3: skein.v1.ProduceResult
+	(*ProduceStreamRequest)(nil),  // 4: skein.v1.ProduceStreamRequest
+	(*ProduceStreamResponse)(nil), // 5: skein.v1.ProduceStreamResponse
+	(*ProduceRecord)(nil),         // 6: skein.v1.ProduceRecord
+	(ErrorCode)(0),                // 7: skein.v1.ErrorCode
 }
 var file_skein_v1_producer_proto_depIdxs = []int32{
-	5, // 0: skein.v1.ProduceRequest.records:type_name -> skein.v1.ProduceRecord
-	2, // 1: skein.v1.ProduceResponse.results:type_name -> skein.v1.ProduceResult
-	6, // 2: skein.v1.ProduceResult.error_code:type_name -> skein.v1.ErrorCode
-	5, // 3: skein.v1.ProduceStreamRequest.records:type_name -> skein.v1.ProduceRecord
-	2, // 4: skein.v1.ProduceStreamResponse.results:type_name -> skein.v1.ProduceResult
-	0, // 5: skein.v1.ProducerService.Produce:input_type -> skein.v1.ProduceRequest
-	3, // 6: skein.v1.ProducerService.ProduceStream:input_type -> skein.v1.ProduceStreamRequest
-	1, // 7: skein.v1.ProducerService.Produce:output_type -> skein.v1.ProduceResponse
-	4, // 8: skein.v1.ProducerService.ProduceStream:output_type -> skein.v1.ProduceStreamResponse
-	7, // [7:9] is the sub-list for method output_type
-	5, // [5:7] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	6, // 0: skein.v1.ProduceRequest.records:type_name -> skein.v1.ProduceRecord
+	3, // 1: skein.v1.ProduceResponse.results:type_name -> skein.v1.ProduceResult
+	7, // 2: skein.v1.ProduceResult.error_code:type_name -> skein.v1.ErrorCode
+	0, // 3: skein.v1.ProduceResult.outcome:type_name -> skein.v1.ProduceOutcome
+	6, // 4: skein.v1.ProduceStreamRequest.records:type_name -> skein.v1.ProduceRecord
+	3, // 5: skein.v1.ProduceStreamResponse.results:type_name -> skein.v1.ProduceResult
+	1, // 6: skein.v1.ProducerService.Produce:input_type -> skein.v1.ProduceRequest
+	4, // 7: skein.v1.ProducerService.ProduceStream:input_type -> skein.v1.ProduceStreamRequest
+	2, // 8: skein.v1.ProducerService.Produce:output_type -> skein.v1.ProduceResponse
+	5, // 9: skein.v1.ProducerService.ProduceStream:output_type -> skein.v1.ProduceStreamResponse
+	8, // [8:10] is the sub-list for method output_type
+	6, // [6:8] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_skein_v1_producer_proto_init() }
@@ -466,13 +543,14 @@ func file_skein_v1_producer_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skein_v1_producer_proto_rawDesc), len(file_skein_v1_producer_proto_rawDesc)),
-			NumEnums:      0,
+			NumEnums:      1,
 			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_skein_v1_producer_proto_goTypes,
 		DependencyIndexes: file_skein_v1_producer_proto_depIdxs,
+		EnumInfos:         file_skein_v1_producer_proto_enumTypes,
 		MessageInfos:      file_skein_v1_producer_proto_msgTypes,
 	}.Build()
 	File_skein_v1_producer_proto = out.File

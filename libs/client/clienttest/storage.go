@@ -96,6 +96,13 @@ func (s *Storage) FailNext(topic string, partition int32, err error, n int) {
 	}
 }
 
+// ClearFailures drops what FailNext queued for a partition and was not used.
+func (s *Storage) ClearFailures(topic string, partition int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.fail, tp{topic, partition})
+}
+
 // CopyLog makes this node's copy of a partition equal to from's, producer
 // sequences included, as replication would before a leader change.
 func (s *Storage) CopyLog(from *Storage, topic string, partition int32) {

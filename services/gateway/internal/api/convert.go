@@ -104,6 +104,10 @@ func toResult(r client.Result) *skeinv1.ProduceResult {
 		out.ErrorCode = skeinv1.ErrorCode(errs.CodeOf(r.Err))
 		out.Message = errs.Message(r.Err)
 		out.Offset = -1
+		out.Outcome = skeinv1.ProduceOutcome_NOT_WRITTEN
+		if r.MaybeWritten {
+			out.Outcome = skeinv1.ProduceOutcome_UNKNOWN
+		}
 	}
 	return out
 }

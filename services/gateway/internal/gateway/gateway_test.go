@@ -19,6 +19,7 @@ import (
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 
 	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/client"
 	"skein/libs/client/clienttest"
 	"skein/libs/errs"
 	"skein/libs/telemetry"
@@ -46,11 +47,21 @@ type env struct {
 // start runs fake controller + two storage nodes and a gateway in front.
 func start(t *testing.T, controllers ...string) *env {
 	t.Helper()
+	return startWith(t, nil, controllers...)
+}
+
+// startWith is start with the gateway's config changed by mod first.
+func startWith(t *testing.T, mod func(*Config), controllers ...string) *env {
+	t.Helper()
 	cl := clienttest.Start(t, 2)
 	if len(controllers) == 0 {
 		controllers = []string{cl.ControllerAddr}
 	}
-	g, err := New(Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Controllers: controllers, ShutdownGrace: 2 * time.Second})
+	cfg := Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Controllers: controllers, ShutdownGrace: 2 * time.Second}
+	if mod != nil {
+		mod(&cfg)
+	}
+	g, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,9 +270,24 @@ func TestStorageRefusalsArePerRecord(t *testing.T) {
 	res := out["results"].([]any)
 	for i, r := range res {
 		m := r.(map[string]any)
-		if m["error_code"] != "MESSAGE_TOO_LARGE" || m["offset"] != "-1" || m["message"] == "" {
+		if m["error_code"] != "MESSAGE_TOO_LARGE" || m["offset"] != "-1" || m["message"] == "" || m["outcome"] != "NOT_WRITTEN" {
 			t.Errorf("result %d: %v", i, m)
 		}
+	}
+}
+
+// A record appended by the leader but not by enough replicas until the
+// delivery timeout may be in the log: its outcome is UNKNOWN.
+func TestUnknownOutcome(t *testing.T) {
+	e := startWith(t, func(c *Config) {
+		c.ProducerOptions = append(c.ProducerOptions, client.WithDeliveryTimeout(time.Second))
+	})
+	e.waitReady()
+	e.mustDo("POST", "/v1/topics", `{"name": "t", "replication_factor": 1}`)
+	e.cluster.Leader("t", 0).FailNext("t", 0, errs.NotEnoughReplicasAfterAppend, 1_000_000)
+	out := e.mustDo("POST", "/v1/topics/t/records", `{"records": [{"value": "c"}]}`)
+	if m := out["results"].([]any)[0].(map[string]any); m["error_code"] == "NONE" || m["outcome"] != "UNKNOWN" {
+		t.Errorf("after NOT_ENOUGH_REPLICAS_AFTER_APPEND to the end: %v, want outcome UNKNOWN", m)
 	}
 }
 
@@ -295,7 +321,7 @@ func TestJSONConventions(t *testing.T) {
 	}
 	for i, r := range res {
 		m := r.(map[string]any)
-		if m["offset"] != fmt.Sprint(i) || m["partition"] != 0.0 || m["error_code"] != "NONE" || m["message"] != "" {
+		if m["offset"] != fmt.Sprint(i) || m["partition"] != 0.0 || m["error_code"] != "NONE" || m["message"] != "" || m["outcome"] != "WRITTEN" {
 			t.Errorf("result %d: %v (one per record, in order, zero values present)", i, m)
 		}
 	}
