@@ -123,3 +123,35 @@ func TestLoggerCarriesTraceID(t *testing.T) {
 		t.Error("an unknown level must be refused")
 	}
 }
+
+// Without an exporter nothing is recorded, yet spans carry valid trace
+// context to propagate; with one, a child of an unsampled remote parent is
+// still recorded, in the parent's trace.
+func TestSamplingWithAndWithoutExporter(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
+	shutdown, err := Tracing(context.Background(), TracingConfig{ServiceName: "quiet"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, span := otel.Tracer("t").Start(context.Background(), "unexported")
+	if span.IsRecording() || !span.SpanContext().IsValid() {
+		t.Errorf("no exporter: recording %v, valid context %v; want a valid, unrecorded span", span.IsRecording(), span.SpanContext().IsValid())
+	}
+	parent := oteltrace.SpanContextFromContext(ctx)
+	span.End()
+	shutdown(context.Background())
+
+	exp := tracetest.NewInMemoryExporter()
+	shutdown, err = Tracing(context.Background(), TracingConfig{ServiceName: "exporting", Exporter: exp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shutdown(context.Background())
+	_, child := otel.Tracer("t").Start(oteltrace.ContextWithRemoteSpanContext(context.Background(), parent), "joins")
+	child.End()
+	spans := exp.GetSpans()
+	if len(spans) != 1 || spans[0].SpanContext.TraceID() != parent.TraceID() {
+		t.Fatalf("exported %d spans; want the child in trace %s", len(spans), parent.TraceID())
+	}
+}

@@ -30,8 +30,10 @@ type TracingConfig struct {
 // Baggage propagators, and returns a function that flushes and stops it.
 //
 // Spans are exported over OTLP/gRPC when OTEL_EXPORTER_OTLP_ENDPOINT (or
-// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set and dropped otherwise; either way
-// trace context is created and propagated, so a later hop that does export
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set. Without an exporter nothing is
+// recorded (spans cost nothing but their ids), yet trace context is still
+// created and propagated; a process with an exporter samples every span
+// whatever its parent's sampled flag says, so a later hop that does export
 // still joins the trace.
 func Tracing(ctx context.Context, cfg TracingConfig) (shutdown func(context.Context) error, err error) {
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
@@ -57,12 +59,13 @@ func Tracing(ctx context.Context, cfg TracingConfig) (shutdown func(context.Cont
 		return nil, err
 	}
 	opts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
-	if exp != nil {
-		if cfg.Exporter != nil {
-			opts = append(opts, sdktrace.WithSyncer(exp)) // tests read spans as soon as they end
-		} else {
-			opts = append(opts, sdktrace.WithBatcher(exp))
-		}
+	switch {
+	case exp == nil:
+		opts = append(opts, sdktrace.WithSampler(sdktrace.NeverSample()))
+	case cfg.Exporter != nil:
+		opts = append(opts, sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithSyncer(exp)) // tests read spans as soon as they end
+	default:
+		opts = append(opts, sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithBatcher(exp))
 	}
 	tp := sdktrace.NewTracerProvider(opts...)
 	otel.SetTracerProvider(tp)
