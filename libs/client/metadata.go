@@ -81,7 +81,7 @@ func (m *Metadata) Apply(delta *controllerv1.MetadataDelta) (*Metadata, error) {
 		assignments:  maps.Clone(m.assignments),
 	}
 	copiedKinds := map[controllerv1.CoordinatorKind]bool{} // assignment maps already copied
-	copied := map[string]bool{} // topics already copied for this delta
+	copied := map[string]bool{}                            // topics already copied for this delta
 	own := func(name string) *topicMeta {
 		t := n.topics[name]
 		switch {
@@ -282,6 +282,8 @@ func (m *Metadata) Coordinator(kind controllerv1.CoordinatorKind, id int32) (*co
 // partitions, by partition.
 func (m *Metadata) CoordinatorAssignments(kind controllerv1.CoordinatorKind) []*controllerv1.CoordinatorAssignmentRecord {
 	out := slices.Collect(maps.Values(m.assignments[kind]))
-	slices.SortFunc(out, func(a, b *controllerv1.CoordinatorAssignmentRecord) int { return int(a.GetPartition() - b.GetPartition()) })
+	slices.SortFunc(out, func(a, b *controllerv1.CoordinatorAssignmentRecord) int {
+		return int(a.GetPartition() - b.GetPartition())
+	})
 	return out
 }
