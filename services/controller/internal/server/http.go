@@ -50,6 +50,7 @@ func RegisterMetrics(reg prometheus.Registerer, node *quorum.Node) {
 func HTTPHandler(reg *prometheus.Registry, node *quorum.Node, serving *atomic.Bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", telemetry.MetricsHandler(reg))
+	telemetry.Profiling(mux)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		if !serving.Load() {
 			http.Error(w, "not serving", http.StatusServiceUnavailable)

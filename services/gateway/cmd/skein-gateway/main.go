@@ -18,6 +18,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
@@ -25,6 +27,7 @@ import (
 	"syscall"
 	"time"
 
+	"skein/libs/client"
 	"skein/libs/cliflag"
 	"skein/libs/telemetry"
 	"skein/services/gateway/internal/gateway"
@@ -47,11 +50,17 @@ func run(args []string) error {
 	controllers := fs.String("controllers", "", "comma-separated controller gRPC addresses")
 	nodeID := fs.Int("node-id", 0, "this gateway's id, as the controllers see it")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	batchSize := fs.Int("batch-size", gateway.DefaultBatchSize, "batch.size: bytes per partition batch sent to a storage node")
+	linger := fs.Duration("linger", gateway.DefaultLinger, "linger.ms: how long a partition batch waits to fill (negative: send at once)")
+	debugAddr := fs.String("debug-addr", "", "serves /debug/pprof here when set (an operations address: keep it on loopback, never the public API port)")
 	if err := cliflag.Parse(fs, args, os.Getenv); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *batchSize <= 0 {
+		return fmt.Errorf("--batch-size %d: want a positive number of bytes", *batchSize)
 	}
 	var ctrls []string
 	for _, a := range strings.Split(*controllers, ",") {
@@ -79,9 +88,22 @@ func run(args []string) error {
 	}()
 	g, err := gateway.New(gateway.Config{
 		GRPCAddr: *grpcAddr, HTTPAddr: *httpAddr, Controllers: ctrls, NodeID: int32(*nodeID), Logger: log,
+		ProducerOptions: []client.ProducerOption{client.WithBatchSize(*batchSize), client.WithLinger(*linger)},
 	})
 	if err != nil {
 		return err
+	}
+	if *debugAddr != "" {
+		lis, err := net.Listen("tcp", *debugAddr)
+		if err != nil {
+			return fmt.Errorf("--debug-addr: %w", err)
+		}
+		mux := http.NewServeMux()
+		telemetry.Profiling(mux)
+		dbg := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = dbg.Serve(lis) }()
+		defer dbg.Close()
+		log.Info("profiles on /debug/pprof", "addr", lis.Addr().String())
 	}
 	return g.Serve(ctx)
 }

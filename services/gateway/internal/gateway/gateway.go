@@ -24,6 +24,16 @@ import (
 	"skein/services/gateway/internal/api"
 )
 
+// The gateway's batching defaults. It funnels many callers' records into
+// each partition's batches, so it batches larger than Kafka's 16 KiB
+// default: a partition has one batch in flight, and while it is out the
+// next one fills. 256 KiB stays well below a topic's default
+// max.message.bytes (1 MiB); linger only matters when the load is light.
+const (
+	DefaultBatchSize = 256 << 10
+	DefaultLinger    = 5 * time.Millisecond
+)
+
 // DeliveryTimeout bounds how long a produce through the gateway waits for
 // its records' results, retries included.
 const DeliveryTimeout = 30 * time.Second
@@ -97,7 +107,8 @@ func New(cfg Config) (*Gateway, error) {
 		grpc.MaxRecvMsgSize(client.MaxMessageSize), grpc.MaxSendMsgSize(client.MaxMessageSize))
 	g.grpc = grpc.NewServer(opts...)
 	// An HTTP caller should not wait Kafka's two minutes for a record.
-	popts := append([]client.ProducerOption{client.WithDeliveryTimeout(DeliveryTimeout)}, cfg.ProducerOptions...)
+	popts := append([]client.ProducerOption{client.WithDeliveryTimeout(DeliveryTimeout),
+		client.WithBatchSize(DefaultBatchSize), client.WithLinger(DefaultLinger)}, cfg.ProducerOptions...)
 	g.producer = api.NewProducer(g.client, g.log, popts...)
 	skeinv1.RegisterAdminServiceServer(g.grpc, api.NewAdmin(g.client, g.log))
 	skeinv1.RegisterProducerServiceServer(g.grpc, g.producer)
