@@ -16,6 +16,7 @@ import (
 type stats struct {
 	mu       sync.Mutex
 	start    time.Time
+	cpu0     cpuSample // this process's CPU time at start
 	last     time.Time // the last record counted
 	records  int64
 	bytes    int64
@@ -28,7 +29,7 @@ type stats struct {
 }
 
 func newStats() *stats {
-	return &stats{start: time.Now(), lat: *hist.New(), e2e: *hist.New(), wLat: *hist.New(), wE2E: *hist.New()}
+	return &stats{start: time.Now(), cpu0: sampleCPU(), lat: *hist.New(), e2e: *hist.New(), wLat: *hist.New(), wE2E: *hist.New()}
 }
 
 // ok counts n records of bytes in all that took lat each.
@@ -163,6 +164,9 @@ type Summary struct {
 	// EndToEnd (consume): from the send time stamped in each value to its
 	// arrival at this consumer.
 	EndToEnd *Latency `json:"end_to_end_ms,omitempty"`
+	// CPU is this load generator's own user+system time over the measured
+	// run (absent where the platform does not say).
+	CPU *CPU `json:"load_generator_cpu,omitempty"`
 }
 
 func (s *stats) summary(sum Summary) Summary {
@@ -183,6 +187,7 @@ func (s *stats) summary(sum Summary) Summary {
 		e := latencyOf(&s.e2e)
 		sum.EndToEnd = &e
 	}
+	sum.CPU = cpuSince(s.cpu0, s.records)
 	return sum
 }
 
@@ -204,6 +209,9 @@ func (s Summary) String() string {
 	out += fmt.Sprintf("\n  latency ms: mean %.2f p50 %.2f p95 %.2f p99 %.2f p99.9 %.2f max %.2f", l.Mean, l.P50, l.P95, l.P99, l.P999, l.Max)
 	if e := s.EndToEnd; e != nil {
 		out += fmt.Sprintf("\n  end-to-end ms: mean %.2f p50 %.2f p95 %.2f p99 %.2f p99.9 %.2f max %.2f", e.Mean, e.P50, e.P95, e.P99, e.P999, e.Max)
+	}
+	if c := s.CPU; c != nil {
+		out += fmt.Sprintf("\n  load generator CPU: %.2fs (user %.2f + sys %.2f), %.2f cores, %.1f µs/record", c.Sec, c.UserSec, c.SysSec, c.Cores, c.PerRecordUS)
 	}
 	if s.FirstError != "" {
 		out += "\n  first error: " + s.FirstError
