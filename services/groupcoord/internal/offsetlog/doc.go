@@ -14,10 +14,15 @@
 //	                partition int32                             metadata STRING | commit_time_ms int64
 //	group metadata  int16 2 | group STRING                      int16 1 | JSON of the group's snapshot
 //	                                                            (groupJSON: epochs, assignor, members)
+//	owner           int16 3 | partition int32 (of this topic)   int16 1 | coordinator int32 | epoch int32 |
+//	                                                            time_ms int64
 //	either          (as above)                                  none: tombstone (offset or group deleted)
 //
 // Type numbers follow Kafka's (0 and 1 offset keys, 2 group metadata); type 0
-// is not written and is read as an offset key too. A value whose version is
+// is not written and is read as an offset key too. The owner record is
+// Skein's: the first record a coordinator writes when it takes a partition
+// over, under its new producer epoch, so the storage node fences the
+// previous owner before the new one reads the log. A value whose version is
 // unknown, or bytes that do not parse, are an error (CORRUPT_MESSAGE), never
 // a panic: the loader reports them and skips the record.
 package offsetlog

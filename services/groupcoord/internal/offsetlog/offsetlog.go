@@ -16,6 +16,7 @@ const (
 	typeOffsetV0 int16 = 0
 	typeOffset   int16 = 1
 	typeGroup    int16 = 2
+	typeOwner    int16 = 3
 )
 
 // valueVersion is the version written at the start of every value.
@@ -25,16 +26,69 @@ const valueVersion int16 = 1
 // (Kafka's offset.metadata.max.bytes).
 const MaxMetadata = 4096
 
-// Key is a decoded record key: an offset key when Topic is set, a group
-// metadata key otherwise.
+// Kind is the kind of a record.
+type Kind int8
+
+// The kinds of records.
+const (
+	KindOffset Kind = iota + 1
+	KindGroup
+	KindOwner
+)
+
+// Key is a decoded record key. Offset keys have Group, Topic and Partition;
+// group keys Group; owner keys Partition (of __consumer_offsets).
 type Key struct {
+	Kind      Kind
 	Group     string
 	Topic     string
 	Partition int32
 }
 
-// IsOffset reports whether k is an offset key.
-func (k Key) IsOffset() bool { return k.Topic != "" }
+// Owner is the value of an owner key: the coordinator that took the
+// partition over at this epoch wrote it as its first record, to fence
+// writes of older epochs.
+type Owner struct {
+	Coordinator int32
+	Epoch       int32
+	Time        time.Time // millisecond precision
+}
+
+// OwnerKey encodes the owner key of a __consumer_offsets partition.
+func OwnerKey(partition int32) []byte {
+	b := binary.BigEndian.AppendUint16(nil, uint16(typeOwner))
+	return binary.BigEndian.AppendUint32(b, uint32(partition))
+}
+
+// EncodeOwner encodes an owner value.
+func EncodeOwner(o Owner) []byte {
+	b := binary.BigEndian.AppendUint16(nil, uint16(valueVersion))
+	b = binary.BigEndian.AppendUint32(b, uint32(o.Coordinator))
+	b = binary.BigEndian.AppendUint32(b, uint32(o.Epoch))
+	return binary.BigEndian.AppendUint64(b, uint64(o.Time.UnixMilli()))
+}
+
+// DecodeOwner decodes an owner value.
+func DecodeOwner(b []byte) (Owner, error) {
+	r := reader{b: b}
+	if v := r.int16(); r.err == nil && v != valueVersion {
+		return Owner{}, corrupt("owner value of unknown version %d", v)
+	}
+	o := Owner{Coordinator: r.int32(), Epoch: r.int32()}
+	o.Time = time.UnixMilli(r.int64())
+	return o, r.done()
+}
+
+// Encode encodes k (the inverse of DecodeKey).
+func (k Key) Encode() []byte {
+	switch k.Kind {
+	case KindOffset:
+		return OffsetKey(k.Group, k.Topic, k.Partition)
+	case KindOwner:
+		return OwnerKey(k.Partition)
+	}
+	return GroupKey(k.Group)
+}
 
 // Offset is a committed offset: the value of an offset key.
 type Offset struct {
@@ -65,12 +119,17 @@ func DecodeKey(b []byte) (Key, error) {
 	var k Key
 	switch typ {
 	case typeOffsetV0, typeOffset:
+		k.Kind = KindOffset
 		k.Group, k.Topic, k.Partition = r.string(), r.string(), r.int32()
 		if r.err == nil && k.Topic == "" {
 			return Key{}, corrupt("offset key with an empty topic")
 		}
 	case typeGroup:
+		k.Kind = KindGroup
 		k.Group = r.string()
+	case typeOwner:
+		k.Kind = KindOwner
+		k.Partition = r.int32()
 	default:
 		if r.err == nil {
 			return Key{}, corrupt("key of unknown type %d", typ)

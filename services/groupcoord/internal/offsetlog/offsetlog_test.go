@@ -13,18 +13,13 @@ import (
 
 func TestKeys(t *testing.T) {
 	for _, k := range []Key{
-		{Group: "g"},
-		{Group: ""},
-		{Group: "app", Topic: "orders", Partition: 7},
-		{Group: "ünïcode", Topic: "t", Partition: 0},
+		{Kind: KindGroup, Group: "g"},
+		{Kind: KindGroup, Group: ""},
+		{Kind: KindOffset, Group: "app", Topic: "orders", Partition: 7},
+		{Kind: KindOffset, Group: "ünïcode", Topic: "t", Partition: 0},
+		{Kind: KindOwner, Partition: 11},
 	} {
-		var b []byte
-		if k.IsOffset() {
-			b = OffsetKey(k.Group, k.Topic, k.Partition)
-		} else {
-			b = GroupKey(k.Group)
-		}
-		got, err := DecodeKey(b)
+		got, err := DecodeKey(k.Encode())
 		if err != nil || got != k {
 			t.Errorf("%+v: decoded %+v, %v", k, got, err)
 		}
@@ -40,6 +35,16 @@ func TestOffsetValue(t *testing.T) {
 	got, err := DecodeOffset(EncodeOffset(o))
 	if err != nil || !got.CommitTime.Equal(o.CommitTime) || got.Offset != 42 || got.LeaderEpoch != -1 || got.Metadata != "m" {
 		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+}
+
+func TestOwnerValue(t *testing.T) {
+	o := Owner{Coordinator: 3, Epoch: 9, Time: time.UnixMilli(1_700_000_000_123)}
+	if got, err := DecodeOwner(EncodeOwner(o)); err != nil || got.Coordinator != 3 || got.Epoch != 9 || !got.Time.Equal(o.Time) {
+		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+	if _, err := DecodeOwner(EncodeOwner(o)[:5]); errs.Of(err) != errs.CorruptMessage {
+		t.Fatalf("truncated: %v", err)
 	}
 }
 
@@ -123,18 +128,14 @@ func TestBadBytes(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	f.Add(GroupKey("g"))
 	f.Add(OffsetKey("g", "t", 3))
+	f.Add(OwnerKey(2))
+	f.Add(EncodeOwner(Owner{Coordinator: 1, Epoch: 2}))
 	f.Add(EncodeOffset(Offset{Offset: 9, LeaderEpoch: 2, Metadata: "meta"}))
 	f.Add(EncodeGroup(group.New(group.DefaultConfig(), "g").Snapshot()))
 	f.Add([]byte{0, 1, '{', '"', 'm', 'e', 'm', 'b', 'e', 'r', 's', '"', ':', '[', '{', '}', ']', '}'})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if k, err := DecodeKey(b); err == nil {
-			var again []byte
-			if k.IsOffset() {
-				again = OffsetKey(k.Group, k.Topic, k.Partition)
-			} else {
-				again = GroupKey(k.Group)
-			}
-			if k2, err := DecodeKey(again); err != nil || k2 != k {
+			if k2, err := DecodeKey(k.Encode()); err != nil || k2 != k {
 				t.Fatalf("key %+v re-encoded decodes to %+v, %v", k, k2, err)
 			}
 		}
@@ -143,6 +144,7 @@ func FuzzDecode(f *testing.F) {
 				t.Fatalf("offset %+v re-encoded decodes to %+v, %v", o, o2, err)
 			}
 		}
+		_, _ = DecodeOwner(b)
 		if s, err := DecodeGroup("g", b); err == nil {
 			if _, err := DecodeGroup("g", EncodeGroup(s)); err != nil {
 				t.Fatalf("group %+v re-encoded does not decode: %v", s, err)

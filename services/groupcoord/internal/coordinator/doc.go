@@ -1,0 +1,46 @@
+// Package coordinator is the group coordinator's shell around the pure
+// group state machine (package group): it owns the __consumer_offsets
+// partitions the controller gives this node, loads every group on them from
+// the log, feeds the groups their events and the time, writes the effects
+// back to the log and answers only once a write is acknowledged.
+//
+// # Ownership
+//
+// The controller's metadata says which partitions of __consumer_offsets
+// this node owns, at which coordinator epoch, and the producer id every
+// owner of a partition writes through (View, from OnMetadata). A group
+// belongs to partition metadata.CoordinatorPartition(group id, partitions),
+// Kafka's rule, the one the controller's FindCoordinator answers by.
+//
+//   - A partition newly owned is loaded: the coordinator first writes a
+//     marker record under producer epoch = coordinator epoch, sequence 0
+//     (acks=all), which makes the storage node refuse any later write of an
+//     older epoch — a previous owner that is paused or cut off — and then
+//     reads the partition from its start up to past its own marker, so it
+//     sees every write the previous owner had appended before the fence.
+//     Calls for its groups answer COORDINATOR_LOAD_IN_PROGRESS meanwhile.
+//   - A partition no longer owned (or owned at a new epoch) is dropped at
+//     once: its groups answer NOT_COORDINATOR, a write in flight is cut
+//     short and answered NOT_COORDINATOR.
+//   - A write refused with INVALID_PRODUCER_EPOCH means a newer owner fenced
+//     this one: the partition is dropped before the metadata says so.
+//
+// # Writes
+//
+// One write at a time per partition (writeMu): an event is applied to its
+// group, its effects are written as one batch under the partition's
+// producer id and epoch with the next sequence, and the answer waits for
+// the acknowledgement. If the write fails, the group is restored from the
+// last snapshot written (or dropped if none was), so memory never holds what
+// the log does not. A write whose outcome is unknown (a timeout, a retriable
+// error to the end) is kept as pending and sent again, with the same
+// sequence, before anything else is written to the partition; once it is
+// known to be in the log its records are applied as the loader would.
+//
+// # Time
+//
+// One goroutine per owned partition loads it, then ticks its groups at
+// group.NextDeadline and applies topic metadata changes (SetTopics). Every
+// goroutine is owned: a dropped partition's goroutine is cancelled, Close
+// waits for all of them.
+package coordinator

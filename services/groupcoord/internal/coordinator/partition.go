@@ -1,0 +1,624 @@
+package coordinator
+
+import (
+	"context"
+	"maps"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"skein/libs/errs"
+	"skein/services/groupcoord/internal/assign"
+	"skein/services/groupcoord/internal/group"
+	"skein/services/groupcoord/internal/offsetlog"
+)
+
+type partState int
+
+const (
+	loading partState = iota
+	serving
+	failed // a write left the partition in a state only a new owner can fix
+)
+
+// partition is one owned partition of __consumer_offsets and its groups.
+type partition struct {
+	c   *Coordinator
+	id  int32
+	own Ownership
+
+	ctx    context.Context // ends when the partition is dropped
+	cancel context.CancelFunc
+	topics chan struct{} // a topic metadata change to apply; capacity 1
+	wakeCh chan struct{} // a deadline may have moved; capacity 1
+
+	// writeMu serialises events that write, and the writes: the log holds
+	// them in the order they were applied.
+	writeMu sync.Mutex
+	seq     int32         // the next batch's base sequence; guarded by writeMu
+	pending *pendingBatch // a batch whose outcome is unknown; guarded by writeMu
+
+	mu     sync.Mutex
+	state  partState              // guarded by mu
+	groups map[string]*groupState // guarded by mu; only while serving
+}
+
+// pendingBatch is a write whose outcome is unknown: it is sent again with
+// the same identity before anything else.
+type pendingBatch struct {
+	id      Identity
+	recs    []KV
+	changes []pendingChange
+}
+
+type pendingChange struct {
+	groupID string
+	ch      change
+}
+
+// groupState is one group: its state machine, the last snapshot written,
+// and its committed offsets (only acknowledged ones).
+type groupState struct {
+	g       *group.Group
+	written *group.Snapshot // nil: no group metadata record in the log
+	offsets map[assign.TopicPartition]offsetlog.Offset
+}
+
+// change is what one event writes for one group.
+type change struct {
+	snapshot *group.Snapshot
+	offsets  map[assign.TopicPartition]offsetlog.Offset
+	deleted  bool // tombstones for the group and every offset it has
+}
+
+func (ch change) empty() bool { return ch.snapshot == nil && len(ch.offsets) == 0 && !ch.deleted }
+
+func newPartition(c *Coordinator, id int32, own Ownership) *partition {
+	ctx, cancel := context.WithCancel(c.ctx)
+	return &partition{c: c, id: id, own: own, ctx: ctx, cancel: cancel,
+		topics: make(chan struct{}, 1), wakeCh: make(chan struct{}, 1)}
+}
+
+func (p *partition) drop() { p.cancel() }
+
+func (p *partition) topicsChanged() { signal(p.topics) }
+func (p *partition) wake()          { signal(p.wakeCh) }
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// ready answers nil while the partition serves, else why it does not.
+func (p *partition) ready() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.readyLocked()
+}
+
+func (p *partition) readyLocked() error {
+	switch {
+	case p.ctx.Err() != nil || p.state == failed:
+		return p.notCoordinator()
+	case p.state == loading:
+		return errs.Errorf(errs.CoordinatorLoadInProgress, "coordinator %d is loading partition %d", p.c.cfg.NodeID, p.id)
+	}
+	return nil
+}
+
+func (p *partition) notCoordinator() error {
+	return errs.Errorf(errs.NotCoordinator, "coordinator %d no longer owns partition %d at epoch %d", p.c.cfg.NodeID, p.id, p.own.Epoch)
+}
+
+func (p *partition) identity() Identity {
+	return Identity{ProducerID: p.own.ProducerID, Epoch: int16(p.own.Epoch), Sequence: p.seq}
+}
+
+// run loads the partition, then ticks its groups and applies topic changes
+// until the partition is dropped.
+func (p *partition) run() {
+	start := time.Now()
+	for attempt := 0; ; attempt++ {
+		err := p.load()
+		if err == nil {
+			break
+		}
+		if p.ctx.Err() != nil {
+			return
+		}
+		if fenced(err) {
+			p.c.logger.Warn("a newer owner fenced this one while loading", "partition", p.id, "epoch", p.own.Epoch, "err", err)
+			p.c.metrics.fenced.Inc()
+			p.c.dropFenced(p)
+			return
+		}
+		p.c.logger.Warn("loading partition failed, retrying", "partition", p.id, "err", err)
+		if !sleepCtx(p.ctx, backoff(attempt)) {
+			return
+		}
+	}
+	p.c.metrics.loads.Inc()
+	p.c.metrics.loadSeconds.Observe(time.Since(start).Seconds())
+	p.mu.Lock()
+	n := len(p.groups)
+	p.mu.Unlock()
+	p.c.logger.Info("partition loaded", "partition", p.id, "epoch", p.own.Epoch, "groups", n, "took", time.Since(start).Round(time.Millisecond))
+	p.applyTopics()
+
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		next := p.nextDeadline()
+		wait := time.Hour
+		if !next.IsZero() {
+			wait = max(next.Sub(p.c.cfg.Now()), 0)
+		}
+		p.writeMu.Lock()
+		if p.pending != nil {
+			wait = min(wait, 200*time.Millisecond) // settle it even if no call comes
+		}
+		p.writeMu.Unlock()
+		timer.Reset(wait)
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-p.topics:
+			p.applyTopics()
+		case <-p.wakeCh:
+		case <-timer.C:
+			p.tick()
+		}
+	}
+}
+
+// load fences the previous owner with an owner record, then reads the
+// partition up to past that record and rebuilds every group.
+func (p *partition) load() error {
+	p.writeMu.Lock()
+	defer p.writeMu.Unlock()
+	// Sequence 0 of the new epoch: a retry after an unknown outcome sends the
+	// same batch again, which the storage node answers as a duplicate.
+	p.seq = 0
+	p.pending = nil
+	rec := KV{Key: offsetlog.OwnerKey(p.id), Value: offsetlog.EncodeOwner(offsetlog.Owner{Coordinator: p.c.cfg.NodeID, Epoch: p.own.Epoch, Time: p.c.cfg.Now()})}
+	ctx, cancel := context.WithTimeout(p.ctx, p.c.cfg.WriteTimeout)
+	marker, err := p.c.log.Produce(ctx, p.id, p.identity(), []KV{rec})
+	cancel()
+	if err != nil {
+		return err
+	}
+	p.seq = 1
+
+	st := newLoadState()
+	for offset := int64(0); offset <= marker; {
+		ctx, cancel := context.WithTimeout(p.ctx, p.c.cfg.WriteTimeout)
+		recs, next, _, err := p.c.log.Fetch(ctx, p.id, offset)
+		cancel()
+		if err != nil {
+			return err
+		}
+		for _, e := range recs {
+			if err := st.apply(e.KV); err != nil {
+				p.c.logger.Error("skipping a record of __consumer_offsets that does not decode", "partition", p.id, "offset", e.Offset, "err", err)
+			}
+		}
+		if next <= offset && len(recs) == 0 {
+			// Nothing readable yet below our own acknowledged record: the
+			// leader's view is moving; ask again shortly.
+			if !sleepCtx(p.ctx, 50*time.Millisecond) {
+				return p.ctx.Err()
+			}
+		}
+		offset = max(offset, next)
+	}
+	groups := map[string]*groupState{}
+	now := p.c.cfg.Now()
+	for _, id := range st.groupIDs() {
+		gs := &groupState{offsets: st.offsets[id]}
+		if gs.offsets == nil {
+			gs.offsets = map[assign.TopicPartition]offsetlog.Offset{}
+		}
+		if snap, ok := st.snaps[id]; ok {
+			g, err := group.Restore(p.c.cfg.Group, snap, now)
+			if err != nil {
+				p.c.logger.Error("group snapshot does not restore: the group starts empty", "group", id, "err", err)
+			} else {
+				gs.g, gs.written = g, &snap
+			}
+		}
+		if gs.g == nil {
+			gs.g = group.New(p.c.cfg.Group, id)
+		}
+		groups[id] = gs
+	}
+	p.mu.Lock()
+	p.groups, p.state = groups, serving
+	p.mu.Unlock()
+	return nil
+}
+
+// loadState folds records into the newest state per key.
+type loadState struct {
+	snaps   map[string]group.Snapshot
+	offsets map[string]map[assign.TopicPartition]offsetlog.Offset
+}
+
+func newLoadState() *loadState {
+	return &loadState{snaps: map[string]group.Snapshot{}, offsets: map[string]map[assign.TopicPartition]offsetlog.Offset{}}
+}
+
+func (st *loadState) apply(r KV) error {
+	k, err := offsetlog.DecodeKey(r.Key)
+	if err != nil {
+		return err
+	}
+	switch k.Kind {
+	case offsetlog.KindGroup:
+		if r.Value == nil {
+			delete(st.snaps, k.Group)
+			return nil
+		}
+		s, err := offsetlog.DecodeGroup(k.Group, r.Value)
+		if err != nil {
+			return err
+		}
+		st.snaps[k.Group] = s
+	case offsetlog.KindOffset:
+		tp := assign.TopicPartition{Topic: k.Topic, Partition: k.Partition}
+		if r.Value == nil {
+			delete(st.offsets[k.Group], tp)
+			if len(st.offsets[k.Group]) == 0 {
+				delete(st.offsets, k.Group)
+			}
+			return nil
+		}
+		o, err := offsetlog.DecodeOffset(r.Value)
+		if err != nil {
+			return err
+		}
+		if st.offsets[k.Group] == nil {
+			st.offsets[k.Group] = map[assign.TopicPartition]offsetlog.Offset{}
+		}
+		st.offsets[k.Group][tp] = o
+	}
+	return nil
+}
+
+func (st *loadState) groupIDs() []string {
+	ids := slices.Collect(maps.Keys(st.snaps))
+	for id := range st.offsets {
+		if _, ok := st.snaps[id]; !ok {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// encode renders a group's change as records: a group record, offset
+// records, or tombstones for the group and its offsets.
+func encode(groupID string, ch change, known map[assign.TopicPartition]offsetlog.Offset) []KV {
+	var recs []KV
+	if ch.deleted {
+		for _, tp := range slices.SortedFunc(maps.Keys(known), compareTP) {
+			recs = append(recs, KV{Key: offsetlog.OffsetKey(groupID, tp.Topic, tp.Partition)})
+		}
+		return append(recs, KV{Key: offsetlog.GroupKey(groupID)})
+	}
+	for _, tp := range slices.SortedFunc(maps.Keys(ch.offsets), compareTP) {
+		recs = append(recs, KV{Key: offsetlog.OffsetKey(groupID, tp.Topic, tp.Partition), Value: offsetlog.EncodeOffset(ch.offsets[tp])})
+	}
+	if ch.snapshot != nil {
+		recs = append(recs, KV{Key: offsetlog.GroupKey(groupID), Value: offsetlog.EncodeGroup(*ch.snapshot)})
+	}
+	return recs
+}
+
+func compareTP(a, b assign.TopicPartition) int {
+	if a.Topic != b.Topic {
+		if a.Topic < b.Topic {
+			return -1
+		}
+		return 1
+	}
+	return int(a.Partition - b.Partition)
+}
+
+// errNoGroup: an event for a group the partition does not hold.
+var errNoGroup = errs.Errorf(errs.GroupIDNotFound, "no such group")
+
+// update runs one event: fn applies it to the group (under mu) and answers
+// the change to write; update writes it and, once acknowledged, applies it
+// to the durable view (written snapshot, offsets). On a failed write the
+// group is restored from its last written snapshot. With create, a group
+// the partition does not hold starts empty (and is kept only if the event
+// succeeds).
+func (p *partition) update(groupID string, create bool, fn func(gs *groupState, now time.Time) (change, error)) error {
+	p.writeMu.Lock()
+	defer p.writeMu.Unlock()
+	if err := p.settle(); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	if err := p.readyLocked(); err != nil {
+		p.mu.Unlock()
+		return err
+	}
+	gs, known := p.groups[groupID]
+	if !known {
+		if !create {
+			p.mu.Unlock()
+			return errNoGroup
+		}
+		gs = &groupState{g: group.New(p.c.cfg.Group, groupID), offsets: map[assign.TopicPartition]offsetlog.Offset{}}
+		gs.g.SetTopics(p.c.topics())
+	}
+	before := gs.g.Epoch()
+	ch, err := fn(gs, p.c.cfg.Now())
+	if err != nil {
+		p.mu.Unlock()
+		return err
+	}
+	recs := encode(groupID, ch, gs.offsets)
+	if !known {
+		if len(recs) == 0 {
+			p.mu.Unlock()
+			return nil // nothing to keep of a group that never reached the log
+		}
+		p.groups[groupID] = gs
+	}
+	p.mu.Unlock()
+	if gs.g.Epoch() != before {
+		p.c.metrics.rebalances.Inc()
+	}
+	defer p.wake()
+	if len(recs) == 0 {
+		return nil
+	}
+	if err := p.write(recs, []pendingChange{{groupID, ch}}); err != nil {
+		p.mu.Lock()
+		p.rollback(groupID, gs)
+		p.mu.Unlock()
+		return err
+	}
+	p.mu.Lock()
+	p.acknowledged(groupID, gs, ch, false)
+	p.mu.Unlock()
+	return nil
+}
+
+// acknowledged applies a written change to a group's durable view; with
+// restore (a pending batch found written later) the group is rebuilt from
+// the snapshot too. mu held.
+func (p *partition) acknowledged(groupID string, gs *groupState, ch change, restore bool) {
+	if ch.deleted {
+		if p.groups[groupID] == gs {
+			delete(p.groups, groupID)
+		}
+		return
+	}
+	maps.Copy(gs.offsets, ch.offsets)
+	if ch.snapshot != nil {
+		gs.written = ch.snapshot
+		if restore {
+			if g, err := group.Restore(p.c.cfg.Group, *ch.snapshot, p.c.cfg.Now()); err == nil {
+				gs.g = g
+			}
+		}
+	}
+}
+
+// rollback restores a group whose write failed to its last written state.
+// mu held.
+func (p *partition) rollback(groupID string, gs *groupState) {
+	if p.groups[groupID] != gs {
+		return
+	}
+	if gs.written == nil && len(gs.offsets) == 0 {
+		delete(p.groups, groupID) // it never reached the log
+		return
+	}
+	gs.g = group.New(p.c.cfg.Group, groupID)
+	if gs.written != nil {
+		g, err := group.Restore(p.c.cfg.Group, *gs.written, p.c.cfg.Now())
+		if err == nil {
+			gs.g = g
+		}
+	}
+	p.topicsChanged() // the restored group may predate a topic change
+}
+
+// write appends recs as the partition's next batch; writeMu held and
+// nothing pending.
+func (p *partition) write(recs []KV, changes []pendingChange) error {
+	id := p.identity()
+	err := p.produce(id, recs)
+	switch {
+	case err == nil:
+		p.seq = addSeq(p.seq, len(recs))
+		return nil
+	case p.ctx.Err() != nil:
+		return p.notCoordinator()
+	case fenced(err):
+		p.c.logger.Warn("a newer owner fenced this one: dropping the partition", "partition", p.id, "epoch", p.own.Epoch, "err", err)
+		p.c.metrics.fenced.Inc()
+		p.c.dropFenced(p)
+		return p.notCoordinator()
+	case errs.IsRetriable(err):
+		p.pending = &pendingBatch{id: id, recs: recs, changes: changes}
+		return err
+	case errs.Of(err) == errs.OutOfOrderSequenceNumber:
+		p.fail(err)
+		return p.notCoordinator()
+	}
+	return err // not appended: the sequence is still free
+}
+
+// settle resolves a pending batch: sent again with the same identity, it is
+// in the log once acknowledged (written then, or now), and its changes are
+// applied as the loader would. writeMu held.
+func (p *partition) settle() error {
+	b := p.pending
+	if b == nil {
+		return nil
+	}
+	err := p.produce(b.id, b.recs)
+	switch {
+	case err == nil:
+		p.pending = nil
+		p.seq = addSeq(b.id.Sequence, len(b.recs))
+		p.mu.Lock()
+		for _, pc := range b.changes {
+			gs := p.groups[pc.groupID]
+			if gs == nil {
+				gs = &groupState{g: group.New(p.c.cfg.Group, pc.groupID), offsets: map[assign.TopicPartition]offsetlog.Offset{}}
+				p.groups[pc.groupID] = gs
+			}
+			p.acknowledged(pc.groupID, gs, pc.ch, true)
+		}
+		p.mu.Unlock()
+		p.topicsChanged()
+		return nil
+	case p.ctx.Err() != nil:
+		return p.notCoordinator()
+	case fenced(err):
+		p.c.metrics.fenced.Inc()
+		p.c.dropFenced(p)
+		return p.notCoordinator()
+	case errs.IsRetriable(err):
+		return err
+	case errs.Of(err) == errs.OutOfOrderSequenceNumber:
+		p.fail(err)
+		return p.notCoordinator()
+	}
+	p.pending = nil // refused outright: it never reached the log
+	return nil
+}
+
+func (p *partition) produce(id Identity, recs []KV) error {
+	ctx, cancel := context.WithTimeout(p.ctx, p.c.cfg.WriteTimeout)
+	defer cancel()
+	start := time.Now()
+	_, err := p.c.log.Produce(ctx, p.id, id, recs)
+	p.c.metrics.writeSeconds.Observe(time.Since(start).Seconds())
+	if err != nil && ctx.Err() != nil && p.ctx.Err() == nil && !errs.IsRetriable(err) {
+		// Cut short by the timeout: the outcome is unknown.
+		err = errs.Errorf(errs.RequestTimedOut, "write to partition %d: %v", p.id, err)
+	}
+	return err
+}
+
+// fail stops serving a partition whose producer state no longer matches
+// the storage node's; a new owner (or this one after a restart) recovers it.
+func (p *partition) fail(err error) {
+	p.c.logger.Error("partition's producer sequence is out of step with the log: not serving it until ownership moves", "partition", p.id, "err", err)
+	p.mu.Lock()
+	p.state = failed
+	p.mu.Unlock()
+}
+
+// fenced reports whether a write was refused because a newer owner wrote
+// with a higher producer epoch.
+func fenced(err error) bool {
+	switch errs.Of(err) {
+	case errs.InvalidProducerEpoch, errs.ProducerFenced:
+		return true
+	}
+	return false
+}
+
+// addSeq advances a sequence by n, wrapping from MaxInt32 to 0 as the
+// storage node does.
+func addSeq(s int32, n int) int32 {
+	if v := int64(s) + int64(n); v <= math.MaxInt32 {
+		return int32(v)
+	} else {
+		return int32(v - math.MaxInt32 - 1)
+	}
+}
+
+// applyTopics passes the current topic partition counts to every group.
+func (p *partition) applyTopics() {
+	topics := p.c.topics()
+	for _, id := range p.groupIDs() {
+		err := p.update(id, false, func(gs *groupState, _ time.Time) (change, error) {
+			return change{snapshot: gs.g.SetTopics(topics).Snapshot}, nil
+		})
+		if err != nil && err != errNoGroup && p.ctx.Err() == nil {
+			p.c.logger.Warn("applying topic metadata to a group failed", "group", id, "err", err)
+			p.topicsChanged()
+		}
+	}
+}
+
+// tick runs Tick on every group whose deadline has come.
+func (p *partition) tick() {
+	now := p.c.cfg.Now()
+	p.mu.Lock()
+	var due []string
+	for id, gs := range p.groups {
+		if d := gs.g.NextDeadline(); !d.IsZero() && !d.After(now) {
+			due = append(due, id)
+		}
+	}
+	p.mu.Unlock()
+	p.writeMu.Lock()
+	if err := p.settle(); err != nil && p.ctx.Err() == nil {
+		p.c.logger.Warn("a write of unknown outcome is still unresolved", "partition", p.id, "err", err)
+	}
+	p.writeMu.Unlock()
+	slices.Sort(due)
+	for _, id := range due {
+		err := p.update(id, false, func(gs *groupState, now time.Time) (change, error) {
+			eff := gs.g.Tick(now)
+			for _, r := range eff.Removed {
+				p.c.logger.Info("member removed", "group", id, "member", r.Member, "instance_id", r.InstanceID, "reason", r.Reason)
+			}
+			return change{snapshot: eff.Snapshot}, nil
+		})
+		if err != nil && err != errNoGroup && p.ctx.Err() == nil {
+			p.c.logger.Warn("ticking a group failed", "group", id, "err", err)
+		}
+	}
+}
+
+func (p *partition) nextDeadline() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var next time.Time
+	for _, gs := range p.groups {
+		if d := gs.g.NextDeadline(); !d.IsZero() && (next.IsZero() || d.Before(next)) {
+			next = d
+		}
+	}
+	return next
+}
+
+func (p *partition) groupIDs() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Sorted(maps.Keys(p.groups))
+}
+
+func backoff(attempt int) time.Duration {
+	d := 100 * time.Millisecond
+	for i := 0; i < attempt && d < 2*time.Second; i++ {
+		d *= 2
+	}
+	return min(d, 2*time.Second)
+}
+
+// sleepCtx waits d; false when ctx ended first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

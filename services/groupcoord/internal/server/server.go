@@ -1,0 +1,183 @@
+// Package server is the gRPC edge of the group coordinator: it turns
+// GroupCoordinatorService requests into calls of package coordinator and
+// its answers and domain errors (libs/errs rows) into responses. Errors go
+// where the proto has room for them — a heartbeat's or offset fetch's
+// error_code, a code per partition or per group — and are gRPC statuses
+// (errs.ToGRPC) only where it has none.
+package server
+
+import (
+	"context"
+	"time"
+
+	groupv1 "skein/gen/skein/group/v1"
+	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/errs"
+	"skein/services/groupcoord/internal/assign"
+	"skein/services/groupcoord/internal/coordinator"
+	"skein/services/groupcoord/internal/group"
+)
+
+// Server implements groupv1.GroupCoordinatorServiceServer.
+type Server struct {
+	groupv1.UnimplementedGroupCoordinatorServiceServer
+	c *coordinator.Coordinator
+}
+
+// New returns the service over c.
+func New(c *coordinator.Coordinator) *Server { return &Server{c: c} }
+
+// code answers an error's ErrorCode and message (NONE and "" for nil).
+func code(err error) (skeinv1.ErrorCode, string) {
+	if err == nil {
+		return skeinv1.ErrorCode_NONE, ""
+	}
+	return skeinv1.ErrorCode(errs.CodeOf(err)), errs.Message(err)
+}
+
+func partitionsOf(tps []*groupv1.TopicPartitions) assign.Partitions {
+	m := map[string][]int32{}
+	for _, tp := range tps {
+		m[tp.GetTopic()] = append(m[tp.GetTopic()], tp.GetPartitions()...)
+	}
+	return assign.Of(m)
+}
+
+func protoPartitions(p assign.Partitions) []*groupv1.TopicPartitions {
+	out := []*groupv1.TopicPartitions{}
+	var last *groupv1.TopicPartitions
+	for _, tp := range p.List() {
+		if last == nil || last.Topic != tp.Topic {
+			last = &groupv1.TopicPartitions{Topic: tp.Topic}
+			out = append(out, last)
+		}
+		last.Partitions = append(last.Partitions, tp.Partition)
+	}
+	return out
+}
+
+func millis(ms int32) time.Duration { return time.Duration(ms) * time.Millisecond }
+
+// ConsumerGroupHeartbeat joins, heartbeats or leaves.
+func (s *Server) ConsumerGroupHeartbeat(ctx context.Context, req *groupv1.ConsumerGroupHeartbeatRequest) (*groupv1.ConsumerGroupHeartbeatResponse, error) {
+	if req.GetRebalanceTimeoutMs() < 0 {
+		return heartbeatErr(errs.Errorf(errs.InvalidRequest, "negative rebalance timeout %d ms", req.GetRebalanceTimeoutMs())), nil
+	}
+	if req.GetSessionTimeoutMs() < 0 {
+		return heartbeatErr(errs.Errorf(errs.InvalidSessionTimeout, "negative session timeout %d ms", req.GetSessionTimeoutMs())), nil
+	}
+	resp, err := s.c.Heartbeat(ctx, req.GetGroupId(), group.HeartbeatRequest{
+		MemberID:         group.MemberID(req.GetMemberId()),
+		MemberEpoch:      group.Epoch(req.GetMemberEpoch()),
+		InstanceID:       req.GetInstanceId(),
+		Rack:             req.GetRackId(),
+		RebalanceTimeout: millis(req.GetRebalanceTimeoutMs()),
+		SessionTimeout:   millis(req.GetSessionTimeoutMs()),
+		Topics:           req.GetSubscribedTopics(),
+		Assignor:         req.GetServerAssignor(),
+		Owned:            partitionsOf(req.GetOwnedPartitions()), // never nil: proto3 cannot say "not reported"
+	})
+	if err != nil {
+		return heartbeatErr(err), nil
+	}
+	return &groupv1.ConsumerGroupHeartbeatResponse{
+		MemberId: string(resp.MemberID), MemberEpoch: int32(resp.MemberEpoch),
+		HeartbeatIntervalMs: int32(resp.HeartbeatInterval / time.Millisecond),
+		Assignment:          protoPartitions(resp.Assignment),
+	}, nil
+}
+
+func heartbeatErr(err error) *groupv1.ConsumerGroupHeartbeatResponse {
+	c, msg := code(err)
+	return &groupv1.ConsumerGroupHeartbeatResponse{ErrorCode: c, ErrorMessage: msg}
+}
+
+// OffsetCommit commits offsets; every partition gets its own code.
+func (s *Server) OffsetCommit(ctx context.Context, req *groupv1.OffsetCommitRequest) (*groupv1.OffsetCommitResponse, error) {
+	commits := make([]coordinator.Commit, len(req.GetOffsets()))
+	for i, o := range req.GetOffsets() {
+		commits[i] = coordinator.Commit{Topic: o.GetTopic(), Partition: o.GetPartition(), Offset: o.GetOffset(),
+			LeaderEpoch: o.GetLeaderEpoch(), Metadata: o.GetMetadata()}
+	}
+	results := s.c.CommitOffsets(ctx, req.GetGroupId(), group.MemberID(req.GetMemberId()), group.Epoch(req.GetMemberEpoch()), commits)
+	resp := &groupv1.OffsetCommitResponse{Partitions: make([]*groupv1.PartitionResult, len(commits))}
+	for i, cm := range commits {
+		c, msg := code(results[i])
+		resp.Partitions[i] = &groupv1.PartitionResult{Topic: cm.Topic, Partition: cm.Partition, ErrorCode: c, ErrorMessage: msg}
+	}
+	return resp, nil
+}
+
+// OffsetFetch answers committed offsets (-1 where none is).
+func (s *Server) OffsetFetch(ctx context.Context, req *groupv1.OffsetFetchRequest) (*groupv1.OffsetFetchResponse, error) {
+	var tps []assign.TopicPartition
+	for _, tp := range req.GetPartitions() {
+		for _, p := range tp.GetPartitions() {
+			tps = append(tps, assign.TopicPartition{Topic: tp.GetTopic(), Partition: p})
+		}
+	}
+	got, err := s.c.FetchOffsets(ctx, req.GetGroupId(), tps)
+	if err != nil {
+		c, _ := code(err)
+		return &groupv1.OffsetFetchResponse{ErrorCode: c}, nil
+	}
+	resp := &groupv1.OffsetFetchResponse{Offsets: make([]*groupv1.CommittedOffset, len(got))}
+	for i, o := range got {
+		resp.Offsets[i] = &groupv1.CommittedOffset{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata}
+	}
+	return resp, nil
+}
+
+var errNoTxn = errs.Errorf(errs.InvalidRequest, "transactional offset commits are not served yet")
+
+// TxnOffsetCommit is refused: transactions are not served yet.
+func (s *Server) TxnOffsetCommit(context.Context, *groupv1.TxnOffsetCommitRequest) (*groupv1.TxnOffsetCommitResponse, error) {
+	return nil, errs.ToGRPC(errNoTxn)
+}
+
+// CompleteTxnOffsets is refused: transactions are not served yet.
+func (s *Server) CompleteTxnOffsets(context.Context, *groupv1.CompleteTxnOffsetsRequest) (*groupv1.CompleteTxnOffsetsResponse, error) {
+	return nil, errs.ToGRPC(errNoTxn)
+}
+
+// ListGroups lists the groups this coordinator serves.
+func (s *Server) ListGroups(ctx context.Context, _ *groupv1.ListGroupsRequest) (*groupv1.ListGroupsResponse, error) {
+	resp := &groupv1.ListGroupsResponse{}
+	for _, l := range s.c.ListGroups(ctx) {
+		resp.Groups = append(resp.Groups, &groupv1.GroupListing{GroupId: l.GroupID, State: string(l.State), Members: int32(l.Members)})
+	}
+	return resp, nil
+}
+
+// DescribeGroups describes groups, each with its own code.
+func (s *Server) DescribeGroups(ctx context.Context, req *groupv1.DescribeGroupsRequest) (*groupv1.DescribeGroupsResponse, error) {
+	resp := &groupv1.DescribeGroupsResponse{}
+	for _, id := range req.GetGroupIds() {
+		d, err := s.c.DescribeGroup(ctx, id)
+		if err != nil {
+			c, _ := code(err)
+			resp.Groups = append(resp.Groups, &groupv1.GroupDescription{GroupId: id, ErrorCode: c, State: string(group.Dead)})
+			continue
+		}
+		gd := &groupv1.GroupDescription{GroupId: id, State: string(d.State), GroupEpoch: int32(d.Epoch),
+			AssignmentEpoch: int32(d.AssignmentEpoch), Assignor: d.Assignor}
+		for _, m := range d.Members {
+			gd.Members = append(gd.Members, &groupv1.MemberDescription{MemberId: string(m.ID), InstanceId: m.InstanceID,
+				MemberEpoch: int32(m.Epoch), SubscribedTopics: m.Topics,
+				Assignment:       protoPartitions(m.Assigned.Union(m.Revoking)),
+				TargetAssignment: protoPartitions(m.Target)})
+		}
+		resp.Groups = append(resp.Groups, gd)
+	}
+	return resp, nil
+}
+
+// DeleteGroups deletes empty groups, each with its own code.
+func (s *Server) DeleteGroups(ctx context.Context, req *groupv1.DeleteGroupsRequest) (*groupv1.DeleteGroupsResponse, error) {
+	resp := &groupv1.DeleteGroupsResponse{}
+	for _, id := range req.GetGroupIds() {
+		c, msg := code(s.c.DeleteGroup(ctx, id))
+		resp.Groups = append(resp.Groups, &groupv1.GroupResult{GroupId: id, ErrorCode: c, ErrorMessage: msg})
+	}
+	return resp, nil
+}

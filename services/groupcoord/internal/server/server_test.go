@@ -1,0 +1,115 @@
+package server
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	groupv1 "skein/gen/skein/group/v1"
+	skeinv1 "skein/gen/skein/v1"
+	"skein/services/groupcoord/internal/coordinator"
+)
+
+// appendLog accepts every write and reads them back.
+type appendLog struct {
+	mu   sync.Mutex
+	recs map[int32][]coordinator.Entry
+}
+
+func (l *appendLog) Produce(_ context.Context, p int32, _ coordinator.Identity, recs []coordinator.KV) (int64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range recs {
+		l.recs[p] = append(l.recs[p], coordinator.Entry{Offset: int64(len(l.recs[p])), KV: r})
+	}
+	return int64(len(l.recs[p]) - 1), nil
+}
+
+func (l *appendLog) Fetch(_ context.Context, p int32, off int64) ([]coordinator.Entry, int64, int64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	end := int64(len(l.recs[p]))
+	if off >= end {
+		return nil, end, end, nil
+	}
+	return append([]coordinator.Entry(nil), l.recs[p][off:]...), end, end, nil
+}
+
+func (l *appendLog) HighWatermarks(context.Context, string, []int32) (map[int32]int64, error) {
+	return nil, nil
+}
+
+func newServer(t *testing.T) *Server {
+	c := coordinator.New(coordinator.Config{NodeID: 1, NewMemberID: func() string { return "m-1" }},
+		&appendLog{recs: map[int32][]coordinator.Entry{}}, nil)
+	t.Cleanup(c.Close)
+	c.OnMetadata(coordinator.View{Partitions: 1, Owned: map[int32]coordinator.Ownership{0: {Epoch: 1, ProducerID: 7}},
+		Topics: map[string]int32{"orders": 2}})
+	s := New(c)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp, _ := s.OffsetFetch(context.Background(), &groupv1.OffsetFetchRequest{GroupId: "app"})
+		if resp.GetErrorCode() == skeinv1.ErrorCode_NONE {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not loaded: %v", resp.GetErrorCode())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestServer(t *testing.T) {
+	s := newServer(t)
+	ctx := context.Background()
+	hb, err := s.ConsumerGroupHeartbeat(ctx, &groupv1.ConsumerGroupHeartbeatRequest{GroupId: "app", SubscribedTopics: []string{"orders"}})
+	if err != nil || hb.GetErrorCode() != skeinv1.ErrorCode_NONE || hb.GetMemberId() != "m-1" || hb.GetMemberEpoch() != 1 ||
+		len(hb.GetAssignment()) != 1 || len(hb.GetAssignment()[0].GetPartitions()) != 2 || hb.GetHeartbeatIntervalMs() != 5000 {
+		t.Fatalf("join: %v %v", hb, err)
+	}
+	// Errors travel in error_code.
+	for name, req := range map[string]*groupv1.ConsumerGroupHeartbeatRequest{
+		"UNKNOWN_MEMBER_ID":       {GroupId: "app", MemberId: "x", MemberEpoch: 1},
+		"FENCED_MEMBER_EPOCH":     {GroupId: "app", MemberId: "m-1", MemberEpoch: 9},
+		"INVALID_SESSION_TIMEOUT": {GroupId: "app", MemberId: "m-1", MemberEpoch: 1, SessionTimeoutMs: 1},
+		"INVALID_GROUP_ID":        {SubscribedTopics: []string{"orders"}},
+	} {
+		resp, err := s.ConsumerGroupHeartbeat(ctx, req)
+		if err != nil || resp.GetErrorCode().String() != name || resp.GetErrorMessage() == "" {
+			t.Errorf("%s: %v %v", name, resp, err)
+		}
+	}
+	cr, err := s.OffsetCommit(ctx, &groupv1.OffsetCommitRequest{GroupId: "app", MemberId: "m-1", MemberEpoch: 1, Offsets: []*groupv1.PartitionOffset{
+		{Topic: "orders", Partition: 1, Offset: 5, Metadata: "meta"}, {Topic: "orders", Partition: 7, Offset: 1}}})
+	if err != nil || cr.GetPartitions()[0].GetErrorCode() != skeinv1.ErrorCode_NONE ||
+		cr.GetPartitions()[1].GetErrorCode() != skeinv1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION {
+		t.Fatalf("commit: %v %v", cr, err)
+	}
+	fr, err := s.OffsetFetch(ctx, &groupv1.OffsetFetchRequest{GroupId: "app", Partitions: []*groupv1.TopicPartitions{{Topic: "orders", Partitions: []int32{0, 1}}}})
+	if err != nil || len(fr.GetOffsets()) != 2 || fr.GetOffsets()[0].GetOffset() != -1 || fr.GetOffsets()[1].GetOffset() != 5 || fr.GetOffsets()[1].GetMetadata() != "meta" {
+		t.Fatalf("fetch: %v %v", fr, err)
+	}
+	dr, _ := s.DescribeGroups(ctx, &groupv1.DescribeGroupsRequest{GroupIds: []string{"app", "nope"}})
+	if g := dr.GetGroups(); len(g) != 2 || g[0].GetState() != "Stable" || len(g[0].GetMembers()) != 1 ||
+		g[1].GetErrorCode() != skeinv1.ErrorCode_GROUP_ID_NOT_FOUND {
+		t.Fatalf("describe: %v", dr)
+	}
+	lr, _ := s.ListGroups(ctx, &groupv1.ListGroupsRequest{})
+	if len(lr.GetGroups()) != 1 || lr.GetGroups()[0].GetMembers() != 1 {
+		t.Fatalf("list: %v", lr)
+	}
+	del, _ := s.DeleteGroups(ctx, &groupv1.DeleteGroupsRequest{GroupIds: []string{"app"}})
+	if del.GetGroups()[0].GetErrorCode() != skeinv1.ErrorCode_NON_EMPTY_GROUP {
+		t.Fatalf("delete: %v", del)
+	}
+	if _, err := s.TxnOffsetCommit(ctx, &groupv1.TxnOffsetCommitRequest{}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("txn offset commit: %v", err)
+	}
+	if _, err := s.CompleteTxnOffsets(ctx, &groupv1.CompleteTxnOffsetsRequest{}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("complete txn offsets: %v", err)
+	}
+}
