@@ -24,6 +24,7 @@ import (
 const (
 	RoleController = "controller"
 	RoleStorage    = "storage"
+	RoleGroupCoord = "groupcoord"
 	RoleGateway    = "gateway"
 
 	// Controllers is the size of the metadata quorum.
@@ -35,6 +36,7 @@ const (
 var binaries = map[string]string{
 	RoleController: "skein-controller",
 	RoleStorage:    "skein-storage",
+	RoleGroupCoord: "skein-groupcoord",
 	RoleGateway:    "skein-gateway",
 }
 
@@ -44,7 +46,10 @@ type Options struct {
 	DataDir string
 	// StorageNodes is the number of storage nodes (default 3).
 	StorageNodes int
-	// BinDir holds skein-controller, skein-storage and skein-gateway.
+	// GroupCoordinators is the number of group coordinators (default 2).
+	GroupCoordinators int
+	// BinDir holds skein-controller, skein-storage, skein-groupcoord and
+	// skein-gateway.
 	BinDir string
 	// StartTimeout bounds the wait for readiness (default 2 minutes).
 	StartTimeout time.Duration
@@ -121,6 +126,9 @@ func (o *Options) defaults() error {
 	}
 	if o.StorageNodes <= 0 {
 		o.StorageNodes = 3
+	}
+	if o.GroupCoordinators <= 0 {
+		o.GroupCoordinators = 2
 	}
 	if o.StartTimeout <= 0 {
 		o.StartTimeout = 2 * time.Minute
@@ -232,6 +240,11 @@ func plan(o Options) ([]*Process, error) {
 			return nil, err
 		}
 	}
+	for id := 1; id <= o.GroupCoordinators; id++ {
+		if err := add(RoleGroupCoord, id, false, false, true); err != nil {
+			return nil, err
+		}
+	}
 	if err := add(RoleGateway, 1, false, false, false); err != nil {
 		return nil, err
 	}
@@ -256,6 +269,9 @@ func args(p *Process, procs []*Process, logLevel string) []string {
 	case RoleStorage:
 		a = append(a, "--gossip-addr", p.GossipAddr, "--gossip-seeds", strings.Join(seeds, ","),
 			"--controllers", strings.Join(ctrlGRPC, ","), "--data-dir", p.DataDir)
+	case RoleGroupCoord:
+		a = append(a, "--gossip-addr", p.GossipAddr, "--gossip-seeds", strings.Join(seeds, ","),
+			"--controllers", strings.Join(ctrlGRPC, ","))
 	case RoleGateway:
 		a = append(a, "--controllers", strings.Join(ctrlGRPC, ","))
 	}
@@ -333,7 +349,8 @@ func (c *Cluster) writeFile() error {
 	return os.Rename(tmp, filepath.Join(c.opts.DataDir, fileName))
 }
 
-// waitReady polls the gateway until it is ready and sees every storage node.
+// waitReady polls the gateway until it is ready and sees every storage
+// node, and every group coordinator until the controllers list it.
 func (c *Cluster) waitReady(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.StartTimeout)
 	defer cancel()
@@ -365,11 +382,34 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 			last = err.Error()
 			continue
 		}
-		if alive >= c.opts.StorageNodes {
-			return nil
+		if alive < c.opts.StorageNodes {
+			last = fmt.Sprintf("%d of %d storage nodes alive", alive, c.opts.StorageNodes)
+			continue
 		}
-		last = fmt.Sprintf("%d of %d storage nodes alive", alive, c.opts.StorageNodes)
+		if p := c.unready(hc, RoleGroupCoord); p != nil {
+			last = p.name() + " is not ready (not yet in the controllers' metadata)"
+			continue
+		}
+		return nil
 	}
+}
+
+// unready answers the first process of a role whose /readyz is not 200.
+func (c *Cluster) unready(hc *http.Client, role string) *Process {
+	for _, p := range c.procs {
+		if p.Role != role {
+			continue
+		}
+		resp, err := hc.Get("http://" + p.HTTPAddr + "/readyz")
+		if err != nil {
+			return p
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return p
+		}
+	}
+	return nil
 }
 
 func aliveBrokers(hc *http.Client, gw string) (int, error) {
@@ -398,11 +438,12 @@ func aliveBrokers(hc *http.Client, gw string) (int, error) {
 	return n, nil
 }
 
-// Stop terminates every process: SIGTERM tier by tier (gateway, storage,
-// controllers), SIGKILL after the grace period. It is safe to call twice.
+// Stop terminates every process: SIGTERM tier by tier (gateway, group
+// coordinators, storage, controllers), SIGKILL after the grace period. It
+// is safe to call twice.
 func (c *Cluster) Stop() error {
 	c.stopOnce.Do(func() {
-		for _, role := range []string{RoleGateway, RoleStorage, RoleController} {
+		for _, role := range []string{RoleGateway, RoleGroupCoord, RoleStorage, RoleController} {
 			var tier []*Process
 			for _, p := range c.procs {
 				if p.Role == role && p.cmd != nil {

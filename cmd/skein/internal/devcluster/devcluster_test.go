@@ -17,8 +17,8 @@ import (
 	"time"
 )
 
-// The test binary doubles as the fake skein-controller, skein-storage and
-// skein-gateway: Start finds them as symlinks in a temporary bin directory.
+// The test binary doubles as the fake skein-controller, skein-storage,
+// skein-groupcoord and skein-gateway: Start finds them as symlinks in a temporary bin directory.
 func TestMain(m *testing.M) {
 	if role, ok := fakeRoles[filepath.Base(os.Args[0])]; ok {
 		os.Exit(fakeMain(role, os.Args[1:]))
@@ -26,7 +26,8 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-var fakeRoles = map[string]string{"skein-controller": RoleController, "skein-storage": RoleStorage, "skein-gateway": RoleGateway}
+var fakeRoles = map[string]string{"skein-controller": RoleController, "skein-storage": RoleStorage, "skein-groupcoord": RoleGroupCoord,
+	"skein-gateway": RoleGateway}
 
 // fakeMain accepts exactly the flags of the real binary, listens on its
 // addresses, answers the gateway's readiness and cluster calls, and exits
@@ -44,6 +45,10 @@ func fakeMain(role string, args []string) int {
 		}
 	case RoleStorage:
 		for _, name := range []string{"gossip-addr", "gossip-seeds", "controllers", "data-dir", "rack"} {
+			fs.String(name, "", "")
+		}
+	case RoleGroupCoord:
+		for _, name := range []string{"gossip-addr", "gossip-seeds", "controllers"} {
 			fs.String(name, "", "")
 		}
 	case RoleGateway:
@@ -143,8 +148,8 @@ func TestStartStopOnSignalAndRestart(t *testing.T) {
 	}
 
 	f := readFile(t, data)
-	if len(f.Processes) != 6 {
-		t.Fatalf("cluster.json lists %d processes, want 3 controllers, 2 storage nodes, 1 gateway", len(f.Processes))
+	if len(f.Processes) != 8 {
+		t.Fatalf("cluster.json lists %d processes, want 3 controllers, 2 storage nodes, 2 group coordinators, 1 gateway", len(f.Processes))
 	}
 	counts := map[string]int{}
 	addrs := map[string]bool{}
@@ -162,14 +167,14 @@ func TestStartStopOnSignalAndRestart(t *testing.T) {
 			}
 			addrs[a] = true
 		}
-		if (p.Role == RoleGateway) != (p.DataDir == "") {
+		if (p.Role == RoleGateway || p.Role == RoleGroupCoord) != (p.DataDir == "") {
 			t.Errorf("%s: data_dir %q", p.name(), p.DataDir)
 		}
 		if p.Role == RoleController && (p.RaftAddr == "" || p.GossipAddr == "") {
 			t.Errorf("%s lacks raft or gossip address", p.name())
 		}
 	}
-	if counts[RoleController] != 3 || counts[RoleStorage] != 2 || counts[RoleGateway] != 1 {
+	if counts[RoleController] != 3 || counts[RoleStorage] != 2 || counts[RoleGroupCoord] != 2 || counts[RoleGateway] != 1 {
 		t.Errorf("roles %v", counts)
 	}
 	// The flags each process got.
@@ -183,6 +188,12 @@ func TestStartStopOnSignalAndRestart(t *testing.T) {
 	log, _ = os.ReadFile(st2.Log)
 	if !strings.Contains(string(log), "--node-id 2 ") || !strings.Contains(string(log), "--controllers "+ctrl1.GRPCAddr+",") || !strings.Contains(string(log), "--data-dir "+filepath.Join(data, "storage-2")) {
 		t.Errorf("storage-2 args:\n%s", log)
+	}
+	gc2 := c.find(RoleGroupCoord, 2)
+	log, _ = os.ReadFile(gc2.Log)
+	if !strings.Contains(string(log), "--node-id 2 ") || !strings.Contains(string(log), "--gossip-addr "+gc2.GossipAddr) ||
+		!strings.Contains(string(log), "--gossip-seeds "+ctrl1.GossipAddr+",") || !strings.Contains(string(log), "--controllers "+ctrl1.GRPCAddr+",") {
+		t.Errorf("groupcoord-2 args:\n%s", log)
 	}
 
 	// SIGTERM to this process (as Ctrl-C or a supervisor would) stops all.
