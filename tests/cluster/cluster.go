@@ -39,6 +39,9 @@ type Cluster struct {
 	Dir         string
 	Controllers []*Proc
 	Storage     []*Proc
+	GroupCoords []*Proc
+
+	gossipSeed string
 }
 
 // Options size the cluster.
@@ -132,6 +135,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 		grpcs = append(grpcs, ctls[i].grpc)
 	}
 	seed := ctls[0].gossip
+	c.gossipSeed = seed
 	for i, a := range ctls {
 		p := &Proc{Role: "controller", ID: i + 1, GRPCAddr: a.grpc, HTTPAddr: a.http, DataDir: filepath.Join(c.Dir, fmt.Sprintf("controller-%d", i+1)), bin: "skein-controller"}
 		p.args = []string{
@@ -154,6 +158,45 @@ func Start(t testing.TB, opts Options) *Cluster {
 		c.WaitReady(p, 60*time.Second)
 	}
 	return c
+}
+
+// StartGroupCoordinators launches n group coordinators (ids from 1, extra
+// flags for each) and waits until the controllers list every one of them.
+func (c *Cluster) StartGroupCoordinators(n int, flags ...string) {
+	c.t.Helper()
+	var started []*Proc
+	for i := 0; i < n; i++ {
+		started = append(started, c.startGroupCoordinator(flags))
+	}
+	for _, p := range started {
+		c.WaitReady(p, 60*time.Second)
+	}
+}
+
+// StartGroupCoordinator launches one more group coordinator with extra
+// flags (a flag given again overrides the default, --controllers say) and
+// waits until the controllers list it.
+func (c *Cluster) StartGroupCoordinator(flags ...string) *Proc {
+	c.t.Helper()
+	p := c.startGroupCoordinator(flags)
+	c.WaitReady(p, 60*time.Second)
+	return p
+}
+
+func (c *Cluster) startGroupCoordinator(flags []string) *Proc {
+	c.t.Helper()
+	if _, err := os.Stat(filepath.Join(c.BinDir, "skein-groupcoord")); err != nil {
+		c.t.Fatalf("skein-groupcoord not built (run `make build`): %v", err)
+	}
+	id := len(c.GroupCoords) + 1
+	p := &Proc{Role: "groupcoord", ID: id, GRPCAddr: FreeAddr(c.t), HTTPAddr: FreeAddr(c.t), bin: "skein-groupcoord"}
+	p.args = append([]string{
+		"--node-id", fmt.Sprint(id), "--grpc-addr", p.GRPCAddr, "--http-addr", p.HTTPAddr, "--gossip-addr", FreeAddr(c.t),
+		"--gossip-seeds", c.gossipSeed, "--controllers", strings.Join(c.ControllerAddrs(), ","), "--log-level", "info",
+	}, flags...)
+	c.GroupCoords = append(c.GroupCoords, p)
+	c.start(p)
+	return p
 }
 
 // ControllerAddrs lists the controllers' gRPC addresses.
@@ -266,11 +309,12 @@ func (c *Cluster) RestartAt(p *Proc) {
 	c.Restart(p)
 }
 
-// Stop terminates every process, storage nodes before the controllers they
-// report to: SIGTERM, then SIGKILL after a grace period.
+// Stop terminates every process, group coordinators first, then storage
+// nodes before the controllers they report to: SIGTERM, then SIGKILL after
+// a grace period.
 func (c *Cluster) Stop() {
-	all := append(append([]*Proc{}, c.Storage...), c.Controllers...)
-	for _, group := range [][]*Proc{c.Storage, c.Controllers} {
+	all := append(append(append([]*Proc{}, c.GroupCoords...), c.Storage...), c.Controllers...)
+	for _, group := range [][]*Proc{c.GroupCoords, c.Storage, c.Controllers} {
 		for _, p := range group {
 			if p.cmd != nil && p.cmd.Process != nil {
 				_ = p.cmd.Process.Signal(syscall.SIGCONT)
