@@ -98,7 +98,7 @@ clean:
 ## ---- containers, tracing and load (issue 7) ----
 DOCKER        ?= docker
 IMAGE_TAG     ?= dev
-IMAGES        := controller storage gateway
+IMAGES        := controller storage groupcoord gateway
 # The published Jaeger v2 image name; `make jaeger-image` builds a local image
 # with this tag from tools/jaeger when it is not present (nothing is pulled).
 JAEGER_IMAGE  := jaegertracing/jaeger:2.13.0

@@ -226,8 +226,8 @@ func (c *cluster) up() {
 		c.composeRun(5*time.Minute, "up", "-d")
 	}
 	ids := strings.Fields(c.composeRun(time.Minute, "ps", "-q"))
-	if len(ids) != 8 {
-		c.t.Fatalf("want 8 containers (jaeger, 3 controllers, 3 storage nodes, gateway), got %d: %v", len(ids), ids)
+	if len(ids) != 10 {
+		c.t.Fatalf("want 10 containers (jaeger, 3 controllers, 3 storage nodes, 2 group coordinators, gateway), got %d: %v", len(ids), ids)
 	}
 	c.eventually(2*time.Minute, "every container healthy", func() error {
 		for _, id := range ids {

@@ -1,5 +1,6 @@
 // Package compose tests docker-compose.yml end to end: the cluster of three
-// controllers, three storage nodes, the gateway and Jaeger, started from the
+// controllers, three storage nodes, two group coordinators, the gateway and
+// Jaeger, started from the
 // skein/*:dev images with Docker Compose, driven only through the ports the
 // file publishes on 127.0.0.1.
 //
