@@ -149,3 +149,26 @@ bench:
 	@mkdir -p bin
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/ ./loadtest/cmd/skein-bench
 	bin/skein-bench $(BENCH_ARGS)
+
+## ---- Skein beside NATS JetStream on this machine ----
+.PHONY: bench-compare
+
+## bench-compare: a 3-server JetStream cluster, then a `skein dev` cluster, the
+## same workloads on each, one table (loadtest/bench-compare.sh; docs/BENCHMARKS.md).
+## BENCH_MSGS=N for a shorter run. Not part of `make test`.
+bench-compare: build bin/nats-server bin/nats
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/ ./loadtest/cmd/skein-bench
+	loadtest/bench-compare.sh
+
+# nats-server and natscli, each in its own module outside go.work (versions
+# pinned in tools/nats/*/go.mod), built from the Go module proxy on first
+# use: ~2.5 min cold on 2 cores.
+bin/nats-server: tools/nats/server/go.mod tools/nats/server/go.sum
+	@mkdir -p bin
+	GOWORK=off CGO_ENABLED=0 $(GO) -C tools/nats/server build -trimpath -ldflags='-s -w' \
+	  -o $(CURDIR)/bin/nats-server github.com/nats-io/nats-server/v2
+
+bin/nats: tools/nats/cli/go.mod tools/nats/cli/go.sum
+	@mkdir -p bin
+	GOWORK=off CGO_ENABLED=0 $(GO) -C tools/nats/cli build -trimpath -ldflags='-s -w' \
+	  -o $(CURDIR)/bin/nats github.com/nats-io/natscli/nats

@@ -1,0 +1,394 @@
+#!/usr/bin/env bash
+# Skein beside NATS JetStream on this machine, one after the other: a
+# 3-server JetStream cluster (file storage, R3) and a `skein dev` cluster
+# (3 controllers, 3 storage nodes, the group coordinators and the gateway;
+# topics RF=3, acks=all, min.insync.replicas=2, 3 partitions), 1 KiB values
+# everywhere. For each workload it prints both systems' figures, Skein ÷
+# JetStream, latency percentiles where the tool gives them, and the CPU
+# seconds per million records of every server process and of the load
+# generator (utime+stime from /proc before and after the workload). A
+# markdown table at the end; the same as JSON in $BENCH_COMPARE_JSON.
+#
+#   make bench-compare                   # builds everything first
+#   BENCH_MSGS=50000 loadtest/bench-compare.sh
+#
+# Knobs (environment): BENCH_MSGS (200000 records per produce and consume
+# workload), BENCH_FSYNC_MSGS (BENCH_MSGS; the fsync-per-ack workloads),
+# BENCH_IDLE_SECS (10), BENCH_COMPARE_JSON (.data/bench-compare/<UTC time>.json;
+# the markdown table goes beside it as .md), BENCH_KEEP=1 keeps the temporary
+# directory (data and logs; it is always kept after a failure), NATS_PORT
+# (14222: client ports NATS_PORT..+2, routes +2000, monitoring +4000),
+# GRPC_PORT / REST_PORT (19090 / 18080, the Skein gateway). Everything listens
+# on 127.0.0.1 only. Needs bin/ built (make build, bin/skein-bench,
+# bin/nats-server, bin/nats: `make bench-compare` does it), jq and curl.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+MSGS=${BENCH_MSGS:-200000}
+FSYNC_MSGS=${BENCH_FSYNC_MSGS:-$MSGS}
+IDLE_SECS=${BENCH_IDLE_SECS:-10}
+NATS_PORT=${NATS_PORT:-14222}
+GRPC_PORT=${GRPC_PORT:-19090}
+REST_PORT=${REST_PORT:-18080}
+STAMP=$(date -u +%Y%m%dT%H%M%SZ)
+OUT_JSON=${BENCH_COMPARE_JSON:-.data/bench-compare/$STAMP.json}
+OUT_MD=${OUT_JSON%.json}.md
+WARM=1000 # records produced into every stream/topic before it is measured
+HZ=$(getconf CLK_TCK)
+
+for b in nats-server nats skein skein-controller skein-storage skein-gateway skein-bench; do
+  [[ -x bin/$b ]] || { echo "bin/$b is missing: run make bench-compare" >&2; exit 1; }
+done
+for c in jq curl; do command -v "$c" >/dev/null || { echo "$c is needed" >&2; exit 1; }; done
+for p in "$NATS_PORT" $((NATS_PORT + 1)) $((NATS_PORT + 2)) $((NATS_PORT + 2000)) $((NATS_PORT + 2001)) \
+  $((NATS_PORT + 2002)) $((NATS_PORT + 4000)) $((NATS_PORT + 4001)) $((NATS_PORT + 4002)) "$GRPC_PORT" "$REST_PORT"; do
+  if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+    echo "127.0.0.1:$p is taken; set NATS_PORT, GRPC_PORT or REST_PORT" >&2
+    exit 1
+  fi
+done
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/skein-bench-compare.XXXXXX")
+RESULTS=$WORK/results.jsonl
+: >"$RESULTS"
+mkdir -p "$(dirname "$OUT_JSON")"
+
+# ---- processes, and stopping them whatever happens ----
+NATS_PIDS=()
+DEV_PID=
+stop_nats() {
+  local p
+  for p in "${NATS_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in "${NATS_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+  NATS_PIDS=()
+}
+stop_skein() {
+  if [[ -n $DEV_PID ]]; then
+    kill -TERM "$DEV_PID" 2>/dev/null || true
+    wait "$DEV_PID" 2>/dev/null || true
+    DEV_PID=
+  fi
+}
+cleanup() {
+  local rc=$?
+  stop_nats
+  stop_skein
+  if [[ $rc -ne 0 || ${BENCH_KEEP:-0} == 1 ]]; then
+    echo "data and logs kept in $WORK" >&2
+  else
+    rm -rf "$WORK"
+  fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# ---- CPU accounting from /proc (no forks between samples: a forked
+# command's CPU would land in this shell's children's time) ----
+# PROC_NAMES[i] runs as PROC_PIDS[i]: the servers of the cluster under test.
+PROC_NAMES=()
+PROC_PIDS=()
+# ticks_of PID VAR: utime+stime of PID in clock ticks.
+ticks_of() {
+  local line f
+  read -r line <"/proc/$1/stat" || { printf -v "$2" 0; return; }
+  read -r -a f <<<"${line##*) }"
+  printf -v "$2" '%s' $((f[11] + f[12]))
+}
+# children_ticks VAR: cutime+cstime of this shell: every child it has waited for.
+children_ticks() {
+  local line f
+  read -r line <"/proc/$BASHPID/stat"
+  read -r -a f <<<"${line##*) }"
+  printf -v "$1" '%s' $((f[13] + f[14]))
+}
+declare -a T0 T1
+snapshot() { # snapshot ARRAY: every server's ticks now
+  local -n arr=$1
+  local i t
+  arr=()
+  for i in "${!PROC_PIDS[@]}"; do
+    ticks_of "${PROC_PIDS[$i]}" t
+    arr[i]=$t
+  done
+}
+
+LOAD_WARNED=0
+loadavg() {
+  local l
+  read -r l _ </proc/loadavg
+  LOAD=$l
+  if awk -v l="$l" 'BEGIN { exit !(l > 1.0) }'; then
+    echo "    load average $l before this run (above 1.0: the machine is busy; the figures are not an idle machine's)"
+    LOAD_WARNED=1
+  else
+    echo "    load average $l before this run"
+  fi
+}
+
+# record SYSTEM WORKLOAD RECORDS WALL_S LOADGEN_TICKS METRICS_JSON: one result line,
+# with CPU per million records for every server and the load generator.
+record() {
+  local system=$1 workload=$2 records=$3 wall=$4 gen=$5 metrics=$6 i cpu='{}'
+  for i in "${!PROC_NAMES[@]}"; do
+    cpu=$(jq -c --arg k "${PROC_NAMES[$i]}" --argjson v $((T1[i] - T0[i])) '. + {($k): $v}' <<<"$cpu")
+  done
+  jq -c -n --arg system "$system" --arg workload "$workload" --argjson records "$records" \
+    --argjson wall "$wall" --argjson gen "$gen" --argjson ticks "$cpu" --argjson hz "$HZ" \
+    --argjson m "$metrics" --argjson load "$LOAD" '
+    def perM: if $records > 0 then (. / $hz / $records * 1e6 * 100 | round / 100) else null end;
+    {system: $system, workload: $workload, records: $records, wall_s: $wall, load_before: $load} + $m + {
+      cpu_s: (($ticks | map_values(. / $hz)) + {"load-generator": ($gen / $hz)}),
+      cpu_s_per_million: (($ticks | map_values(perM)) + {"load-generator": ($gen | perM)}),
+      server_cpu_s_per_million: ([$ticks[]] | add | perM),
+      server_cpu_cores: ([$ticks[]] | add / $hz / $wall * 1000 | round / 1000)
+    }' | tee -a "$RESULTS" | jq -r '"    \(.records) records, \(.per_s // 0 | round)/s\(if (.errors // 0) > 0 then ", \(.errors) ERRORS (\(.first_error // ""))" else "" end)\(if .p50_ms then ", latency ms p50 \(.p50_ms) p99 \(.p99_ms)" else "" end); CPU s per million records: \(.cpu_s_per_million | to_entries | map("\(.key) \(.value)") | join(", "))"'
+}
+
+# measure SYSTEM WORKLOAD RECORDS PARSER OUT CMD...: runs CMD in the
+# foreground with its stdout in OUT, every server's CPU sampled around it;
+# PARSER OUT prints the metrics JSON ({per_s, p50_ms, p99_ms, records?}).
+measure() {
+  local system=$1 workload=$2 records=$3 parser=$4 out=$5 g0 g1 s0 s1 m
+  shift 5
+  echo
+  echo "=== $system $workload: ${*#"$ROOT"/}"
+  loadavg
+  snapshot T0
+  children_ticks g0
+  s0=$EPOCHREALTIME
+  "$@" >"$out" 2>"$out.err" || { echo "failed: $*" >&2; cat "$out.err" >&2; exit 1; }
+  s1=$EPOCHREALTIME
+  children_ticks g1
+  snapshot T1
+  m=$("$parser" "$out")
+  if [[ $records == from-output ]]; then records=$(jq '.records' <<<"$m"); fi
+  record "$system" "$workload" "$records" "$(awk -v a="$s0" -v b="$s1" 'BEGIN { printf "%.3f", b - a }')" $((g1 - g0)) "$m"
+}
+
+# idle SYSTEM: no load for IDLE_SECS; CPU as a share of one core.
+idle() {
+  echo
+  echo "=== $1 idle for ${IDLE_SECS}s"
+  loadavg
+  snapshot T0
+  sleep "$IDLE_SECS"
+  snapshot T1
+  local i cpu='{}'
+  for i in "${!PROC_NAMES[@]}"; do
+    cpu=$(jq -c --arg k "${PROC_NAMES[$i]}" --argjson v $((T1[i] - T0[i])) '. + {($k): $v}' <<<"$cpu")
+  done
+  jq -c -n --arg system "$1" --argjson ticks "$cpu" --argjson hz "$HZ" --argjson s "$IDLE_SECS" --argjson load "$LOAD" '
+    {system: $system, workload: "idle", wall_s: $s, load_before: $load,
+     cpu_s: ($ticks | map_values(. / $hz)),
+     core_percent: ($ticks | map_values(. / $hz / $s * 1000 | round / 10)),
+     server_core_percent: ([$ticks[]] | add / $hz / $s * 1000 | round / 10)}' |
+    tee -a "$RESULTS" | jq -r '"    \(.server_core_percent)% of one core in all: \(.core_percent | to_entries | map("\(.key) \(.value)%") | join(", "))"'
+}
+
+# ---- parsers: one JSON object of metrics from a tool's output ----
+# nats bench --csv: the MsgsPerSec column; latencies (pub only) are per batch
+# of async publishes, from the first publish to the last acknowledgement.
+parse_nats() {
+  awk -F, 'NR == 2 { printf "{\"per_s\": %s, \"mib_per_s\": %.2f", $5, $6 / 1048576;
+                     if (NF >= 14) printf ", \"p50_ms\": %.2f, \"p99_ms\": %.2f, \"max_ms\": %.2f", $11 / 1000, $13 / 1000, $10 / 1000;
+                     print "}" }' "$1.csv"
+}
+parse_skein() {
+  jq -c '{records, per_s: (.records_per_s | round), mib_per_s: (.mib_per_s * 100 | round / 100),
+          p50_ms: (.latency_ms.p50 * 100 | round / 100), p99_ms: (.latency_ms.p99 * 100 | round / 100),
+          max_ms: (.latency_ms.max * 100 | round / 100), errors, first_error,
+          load_generator_self_cpu_s: (.load_generator_cpu.total_s * 100 | round / 100)}' "$1"
+}
+
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), Linux $(uname -r)"
+echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (work tree modified)')"
+VERSIONS="nats-server $(bin/nats-server --version | awk '{print $2}'), natscli $(bin/nats --version)"
+echo "$VERSIONS"
+echo "records per workload: $MSGS ($FSYNC_MSGS with an fsync per ack), 1 KiB each; temporary directory $WORK"
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
+echo "load average at start: $LOAD_START"
+
+# ================= NATS JetStream =================
+# start_nats DIR SYNC: three servers, one cluster; SYNC is the jetstream
+# sync_interval ("" for the default: fsync every 2 minutes, as shipped).
+start_nats() {
+  local dir=$1 sync=$2 i
+  mkdir -p "$dir"
+  PROC_NAMES=()
+  PROC_PIDS=()
+  for i in 1 2 3; do
+    cat >"$dir/n$i.conf" <<EOF
+server_name: "n$i"
+listen: "127.0.0.1:$((NATS_PORT + i - 1))"
+http: "127.0.0.1:$((NATS_PORT + 4000 + i - 1))"
+jetstream {
+  store_dir: "$dir/data/n$i"
+  max_memory_store: 1G
+  max_file_store: 8G
+  ${sync:+sync_interval: $sync}
+}
+cluster {
+  name: "skein-bench-compare"
+  listen: "127.0.0.1:$((NATS_PORT + 2000 + i - 1))"
+  routes: [
+    "nats-route://127.0.0.1:$((NATS_PORT + 2000))"
+    "nats-route://127.0.0.1:$((NATS_PORT + 2001))"
+    "nats-route://127.0.0.1:$((NATS_PORT + 2002))"
+  ]
+}
+EOF
+    bin/nats-server -c "$dir/n$i.conf" >"$dir/n$i.log" 2>&1 &
+    NATS_PIDS+=($!)
+    PROC_NAMES+=("nats-server-$i")
+    PROC_PIDS+=($!)
+  done
+  local ok=0
+  for _ in $(seq 120); do
+    ok=1
+    for i in 0 1 2; do
+      curl -sf "http://127.0.0.1:$((NATS_PORT + 4000 + i))/healthz" >/dev/null 2>&1 || ok=0
+    done
+    [[ $ok == 1 ]] && bin/nats -s "$NATS_URL" account info >/dev/null 2>&1 && break
+    ok=0
+    sleep 0.5
+  done
+  [[ $ok == 1 ]] || { echo "the JetStream cluster did not become ready; logs in $dir" >&2; exit 1; }
+}
+NATS_URL="nats://127.0.0.1:$NATS_PORT"
+NB=(bin/nats -s "$NATS_URL" bench js)
+NSTREAM=(--size 1KiB --no-progress --stream benchstream)
+
+echo
+echo "##### NATS JetStream: 3 servers, file storage, R3"
+start_nats "$WORK/nats" ""
+# The stream, created and warmed up before anything is measured.
+"${NB[@]}" pub async bench.data "${NSTREAM[@]}" --create --replicas 3 --storage file --msgs "$WARM" >/dev/null 2>&1
+sleep 2
+idle jetstream
+measure jetstream produce-async "$MSGS" parse_nats "$WORK/js-pub" \
+  "${NB[@]}" pub async bench.data "${NSTREAM[@]}" --msgs "$MSGS" --csv "$WORK/js-pub.csv"
+measure jetstream consume "$MSGS" parse_nats "$WORK/js-ordered" \
+  "${NB[@]}" ordered "${NSTREAM[@]}" --msgs "$MSGS" --csv "$WORK/js-ordered.csv"
+stop_nats
+
+echo
+echo "##### NATS JetStream again, sync_interval: always (an fsync before every ack)"
+start_nats "$WORK/nats-fsync" always
+"${NB[@]}" pub async bench.data "${NSTREAM[@]}" --create --replicas 3 --storage file --msgs "$WARM" >/dev/null 2>&1
+measure jetstream produce-fsync "$FSYNC_MSGS" parse_nats "$WORK/js-pub-fsync" \
+  "${NB[@]}" pub async bench.data "${NSTREAM[@]}" --msgs "$FSYNC_MSGS" --csv "$WORK/js-pub-fsync.csv"
+stop_nats
+
+# ================= Skein =================
+echo
+echo "##### Skein: bin/skein dev (3 controllers, 3 storage nodes, group coordinators, gateway)"
+DATA=$WORK/skein
+bin/skein dev --data-dir "$DATA" --gateway-grpc-addr "127.0.0.1:$GRPC_PORT" \
+  --gateway-http-addr "127.0.0.1:$REST_PORT" >"$WORK/skein-dev.log" 2>&1 &
+DEV_PID=$!
+for _ in $(seq 120); do
+  curl -sf "http://127.0.0.1:$REST_PORT/readyz" >/dev/null 2>&1 && [[ -s $DATA/cluster.json ]] && break
+  sleep 0.5
+done
+curl -sf "http://127.0.0.1:$REST_PORT/readyz" >/dev/null || { echo "the Skein cluster did not become ready; see $WORK/skein-dev.log" >&2; exit 1; }
+PROC_NAMES=()
+PROC_PIDS=()
+while read -r name pid; do
+  PROC_NAMES+=("$name")
+  PROC_PIDS+=("$pid")
+done < <(jq -r '.processes[] | "\(.role)-\(.id) \(.pid)"' "$DATA/cluster.json")
+echo "processes: ${PROC_NAMES[*]}"
+
+G=(bin/skein-bench produce --gateway "127.0.0.1:$GRPC_PORT" --rest "http://127.0.0.1:$REST_PORT" --progress 0 --json
+  --partitions 3 --replication-factor 3 --config min.insync.replicas=2 --record-size 1024 --acks -1)
+C=(bin/skein-bench consume --gateway "127.0.0.1:$GRPC_PORT" --rest "http://127.0.0.1:$REST_PORT" --progress 0 --json)
+STREAM=(--transport grpc-stream --batch 10 --in-flight 16 --concurrency 1)
+STREAM4=(--transport grpc-stream --batch 10 --in-flight 16 --concurrency 4)
+DIRECT=(--transport direct --cluster-json "$DATA/cluster.json" --batch 10 --in-flight 16 --concurrency 1)
+# Every topic created, in sync and warmed up before anything is measured.
+warm() { "${G[@]}" --topic "$1" "${@:2}" --num-records "$WARM" >/dev/null 2>>"$WORK/warmup.err"; }
+warm bench-async "${STREAM[@]}"
+warm bench-async4 "${STREAM4[@]}"
+warm bench-direct "${DIRECT[@]}"
+warm bench-fsync "${STREAM[@]}" --config flush.messages=1
+warm bench-half "${STREAM[@]}"
+sleep 2 # let the warm-up's last replication rounds and leader moves settle
+idle skein
+measure skein produce-async from-output parse_skein "$WORK/sk-async.json" \
+  "${G[@]}" "${STREAM[@]}" --topic bench-async --num-records "$MSGS"
+measure skein produce-async-4-streams from-output parse_skein "$WORK/sk-async4.json" \
+  "${G[@]}" "${STREAM4[@]}" --topic bench-async4 --num-records "$MSGS"
+measure skein produce-direct from-output parse_skein "$WORK/sk-direct.json" \
+  "${G[@]}" "${DIRECT[@]}" --topic bench-direct --num-records "$MSGS"
+measure skein produce-fsync from-output parse_skein "$WORK/sk-fsync.json" \
+  "${G[@]}" "${STREAM[@]}" --config flush.messages=1 --topic bench-fsync --num-records "$FSYNC_MSGS"
+measure skein consume from-output parse_skein "$WORK/sk-consume-grpc.json" \
+  "${C[@]}" --transport grpc --topic bench-async --num-records "$MSGS"
+measure skein consume-rest from-output parse_skein "$WORK/sk-consume-rest.json" \
+  "${C[@]}" --transport rest --topic bench-async --num-records "$MSGS"
+HALF=$(jq -r 'select(.system == "skein" and .workload == "produce-async") | .per_s / 2 | floor' "$RESULTS")
+measure skein produce-half-rate from-output parse_skein "$WORK/sk-half.json" \
+  "${G[@]}" "${STREAM[@]}" --topic bench-half --throughput "$HALF" --num-records $((MSGS / 2))
+stop_skein
+
+# ================= the table =================
+# Rows: workload, its label, the JetStream workload it is compared with.
+ROWS='[
+  ["produce-async", "produce, async / pipelined: JetStream `js pub async` (batches of 500); Skein gateway gRPC ProduceStream, 10 records × 16 in flight", "produce-async"],
+  ["produce-async-4-streams", "same, Skein with 4 streams", "produce-async"],
+  ["produce-direct", "same, Skein straight to the storage nodes (libs/client, 10 records × 16 in flight)", "produce-async"],
+  ["produce-fsync", "produce, fsync before every ack: JetStream `sync_interval: always`; Skein `flush.messages=1`, gRPC stream", "produce-fsync"],
+  ["consume", "consume, catch-up: JetStream ordered consumer; Skein gateway gRPC Fetch (3 partitions, 2000 per fetch)", "consume"],
+  ["consume-rest", "same, Skein REST", "consume"],
+  ["produce-half-rate", "produce at a fixed rate, half of Skein'"'"'s async peak (Skein gRPC stream)", null],
+  ["idle", "idle cluster, CPU for '"$IDLE_SECS"' s", "idle"]
+]'
+jq -s --argjson rows "$ROWS" --arg msgs "$MSGS" --arg fsync_msgs "$FSYNC_MSGS" --arg load_start "$LOAD_START" \
+  --arg load_end "$(cut -d' ' -f1-3 /proc/loadavg)" --arg versions "$VERSIONS" --arg commit "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" \
+  --arg date "$(date -u +%Y-%m-%dT%H:%M:%SZ)" --arg nproc "$(nproc)" '
+  . as $all |
+  def find($sys; $w): first($all[] | select(.system == $sys and .workload == $w)) // null;
+  {date: $date, commit: $commit, nproc: ($nproc | tonumber), versions: $versions,
+   load_average_start: $load_start, load_average_end: $load_end,
+   records_per_workload: ($msgs | tonumber), records_per_fsync_workload: ($fsync_msgs | tonumber),
+   rows: [$rows[] | . as [$w, $lbl, $ref] |
+     ({workload: $w, label: $lbl, jetstream: (if $ref then find("jetstream"; $ref) else null end),
+       skein: find("skein"; $w), jetstream_is_row: ($ref == $w)}) |
+     .ratio = (if .workload == "idle" then
+                 (if .jetstream and .skein and .jetstream.server_core_percent > 0 then (.skein.server_core_percent / .jetstream.server_core_percent * 100 | round / 100) else null end)
+               elif .jetstream and .skein then (.skein.per_s / .jetstream.per_s * 100 | round / 100) else null end)]}
+' "$RESULTS" >"$OUT_JSON"
+
+jq -r '
+  def n: tostring | explode | reverse | [_nwise(3)] | map(reverse | implode) | reverse | join(",");
+  def lat: if . and .p50_ms then "\(.p50_ms) / \(.p99_ms)" else "" end;
+  def cpu: if . == null then "" else "\(.server_cpu_s_per_million)" end;
+  def gen: if . == null then "" else "\(.cpu_s_per_million["load-generator"])" end;
+  def procs: if . == null then "" else (.cpu_s_per_million // .core_percent | to_entries | map("\(.key) \(.value)") | join(", ")) end;
+  "| workload | JetStream | Skein | Skein ÷ JetStream | JetStream p50 / p99 ms | Skein p50 / p99 ms | JetStream server CPU s/M | Skein server CPU s/M | JetStream load gen. CPU s/M | Skein load gen. CPU s/M | load avg before (JetStream / Skein) |",
+  "|---|---:|---:|---:|---|---|---:|---:|---:|---:|---|",
+  (.rows[] |
+    if .workload == "idle" then
+      "| \(.label) | \(.jetstream.server_core_percent // "")% of a core | \(.skein.server_core_percent // "")% of a core | \(.ratio // "") | | | | | | | \(.jetstream.load_before // "") / \(.skein.load_before // "") |"
+    else
+      "| \(.label) | \(if .jetstream then (if .jetstream_is_row then "" else "(" end) + (.jetstream.per_s | round | n) + " msg/s" + (if .jetstream_is_row then "" else ")" end) else "" end) | \(if .skein then (.skein.per_s | n) + " rec/s" else "" end) | \(.ratio // "") | \(if .jetstream_is_row then (.jetstream | lat) else "" end) | \(.skein | lat) | \(if .jetstream_is_row then (.jetstream | cpu) else "" end) | \(.skein | cpu) | \(if .jetstream_is_row then (.jetstream | gen) else "" end) | \(.skein | gen) | \(if .jetstream_is_row then "\(.jetstream.load_before) / " else "" end)\(.skein.load_before // "") |"
+    end),
+  "",
+  "CPU per process (seconds per million records; idle: % of one core):",
+  "",
+  "| workload | system | per process |",
+  "|---|---|---|",
+  (.rows[] | . as $r |
+    (if .jetstream_is_row and .jetstream then "| \($r.workload) | JetStream | \(.jetstream | procs) |" else empty end),
+    (if .skein then "| \($r.workload) | Skein | \(.skein | procs) |" else empty end))
+' "$OUT_JSON" | tee "$OUT_MD"
+
+echo
+echo "JetStream latencies are per batch of 500 async publishes (first publish to last ack); Skein's per record,"
+echo "from send (or, at a fixed rate, from when it was due) to ack; consume latency is the fetch round trip."
+echo "load average: $LOAD_START at start, $(cut -d' ' -f1-3 /proc/loadavg) at the end"
+echo "JSON: $OUT_JSON; table: $OUT_MD"
+if [[ $LOAD_WARNED == 1 ]]; then
+  echo "warning: the load average was above 1.0 before some runs: other work shared the machine, so these figures understate both systems and their ratio is noisy" >&2
+fi
