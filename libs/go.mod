@@ -3,6 +3,7 @@ module skein/libs
 go 1.26.0
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/dgraph-io/badger/v4 v4.9.6
 	github.com/hashicorp/memberlist v0.7.0
 	github.com/klauspost/compress v1.20.4
