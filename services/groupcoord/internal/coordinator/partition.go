@@ -145,7 +145,7 @@ func (p *partition) run() {
 	p.mu.Lock()
 	n := len(p.groups)
 	p.mu.Unlock()
-	p.c.logger.Info("partition loaded", "partition", p.id, "epoch", p.own.Epoch, "groups", n, "took", time.Since(start).Round(time.Millisecond))
+	p.c.logger.Info("partition loaded", "partition", p.id, "epoch", p.own.Epoch, "groups", n, "took", time.Since(start).Round(time.Millisecond).String())
 	p.applyTopics()
 
 	timer := time.NewTimer(time.Hour)
