@@ -11,7 +11,7 @@
 // default), its unary gRPC Produce (grpc) or REST (rest), or straight to the
 // storage nodes through libs/client (direct). A progress line goes to stderr
 // every second while it runs; the summary goes to stdout, as JSON with
-// --json. Every produced value starts with its send time, which consume
+// --json, and includes skein-bench's own CPU time over the measured run. Every produced value starts with its send time, which consume
 // turns into end-to-end latency. See docs/BENCHMARKS.md.
 package main
 
