@@ -132,6 +132,7 @@ type Producer struct {
 	stopped  bool                               // the sender is gone: no more retries; guarded by mu
 	idle     chan struct{}                      // closed and replaced when all is delivered; guarded by mu
 	pid      int64                              // the producer's id, shared by its partitions; -1 until taken; guarded by mu
+	bld      *record.Builder                    // encodes batches; guarded by mu
 }
 
 // partitionState is the producer's state for one partition. At most one
@@ -190,6 +191,7 @@ func (c *Client) NewProducer(opts ...ProducerOption) *Producer {
 		parts:  map[accumulator.TP]*partitionState{},
 		idle:   make(chan struct{}),
 		pid:    -1,
+		bld:    record.NewBuilder(record.DefaultBatchOptions()),
 	}
 	go p.run()
 	return p
@@ -610,11 +612,15 @@ func (p *Producer) collect(now time.Time) (sends []*brokerRequest, wakeAt time.T
 		if p.cfg.idempotent {
 			opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = ps.pid, 0, ps.nextSeq
 		}
-		bld := record.NewBuilder(opts)
+		// One builder serves every batch (its record buffer is reused); the
+		// batch itself goes into a buffer of its exact uncompressed size.
+		bld := p.bld
+		bld.Reset(opts)
+		bld.Grow(ab.Bytes)
 		for _, r := range ab.Records {
 			bld.Append(r.Timestamp, r.Key, r.Value, r.Headers...)
 		}
-		data, _, err := bld.Build(nil)
+		data, _, err := bld.Build(make([]byte, 0, ab.Bytes+record.HeaderSize))
 		if err != nil {
 			failed, failErrs = append(failed, b), append(failErrs, err)
 			continue

@@ -3,6 +3,7 @@ package record
 import (
 	"encoding/binary"
 	"math"
+	"slices"
 )
 
 // BatchOptions are the header fields a batch is built with.
@@ -54,6 +55,10 @@ func NewBuilder(opts BatchOptions) *Builder {
 func (b *Builder) Reset(opts BatchOptions) {
 	*b = Builder{opts: opts, recs: b.recs[:0], lastDelta: -1}
 }
+
+// Grow reserves room for n more bytes of encoded records, so a caller that
+// knows the batch's size appends without the buffer growing step by step.
+func (b *Builder) Grow(n int) { b.recs = slices.Grow(b.recs, n) }
 
 // Len is the number of records appended.
 func (b *Builder) Len() int { return int(b.n) }

@@ -3,6 +3,7 @@ package topicconfig
 import (
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Config is the typed form of a topic's configuration, for the keys Skein
@@ -25,14 +26,17 @@ type Config struct {
 	UncleanLeaderElection bool
 }
 
-// Defaults is the Config of a topic with no overrides.
-func Defaults() Config {
+// Defaults is the Config of a topic with no overrides. It is parsed from
+// the key table once: producers ask for it per record.
+func Defaults() Config { return defaults() }
+
+var defaults = sync.OnceValue(func() Config {
 	c, err := Parse(nil)
 	if err != nil {
 		panic(err) // the table's defaults are valid; TestDefaultsValid holds it
 	}
 	return c
-}
+})
 
 // Parse validates overrides (see Validate) and returns the effective Config.
 func Parse(overrides map[string]string) (Config, error) {
