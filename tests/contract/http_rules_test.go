@@ -3,6 +3,7 @@ package contract
 import (
 	"encoding/json"
 	"os"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -15,34 +16,54 @@ import (
 	_ "skein/gen/skein/v1"
 )
 
-// Every REST endpoint of ../shared/API.md, as "METHOD path".
-var apiEndpoints = []string{
-	"GET /v1/cluster",
-	"POST /v1/topics",
-	"GET /v1/topics",
-	"GET /v1/topics/{topic}",
-	"DELETE /v1/topics/{topic}",
-	"POST /v1/topics/{topic}/partitions",
-	"POST /v1/topics/{topic}/configs",
-	"GET /v1/topics/{topic}/offsets",
-	"POST /v1/leaders:elect",
-	"POST /v1/topics/{topic}/records",
-	"POST /v1/topics/{topic}/partitions/{partition}/records",
-	"GET /v1/topics/{topic}/partitions/{partition}/records",
-	"POST /v1/groups/{group}/members",
-	"POST /v1/groups/{group}/members/{member_id}/heartbeat",
-	"POST /v1/groups/{group}/members/{member_id}/records",
-	"POST /v1/groups/{group}/offsets",
-	"GET /v1/groups/{group}/offsets",
-	"DELETE /v1/groups/{group}/members/{member_id}",
-	"GET /v1/groups",
-	"GET /v1/groups/{group}",
-	// Beyond the API document: deleting an empty group, for `skein group delete`.
-	"DELETE /v1/groups/{group}",
-	"POST /v1/producers",
-	"POST /v1/transactions/{transactional_id}/offsets",
-	"POST /v1/transactions/{transactional_id}:commit",
-	"POST /v1/transactions/{transactional_id}:abort",
+const apiDoc = "../../docs/API.md"
+
+// route is one REST route docs/API.md documents: a heading
+//
+//	### `METHOD /path` (Service.Method)
+//
+// followed by the section's text up to the next heading.
+type route struct {
+	endpoint string // "METHOD /path"
+	selector string // "skein.v1.Service.Method"
+	body     string // the section below the heading
+}
+
+var routeHeading = regexp.MustCompile("^### `(GET|POST|DELETE|PUT|PATCH) (/[^`]*)` \\(([A-Za-z]+\\.[A-Za-z]+)\\)\\s*$")
+
+// loadRoutes reads every route heading of docs/API.md.
+func loadRoutes(t *testing.T) []route {
+	t.Helper()
+	raw, err := os.ReadFile(apiDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []route
+	var cur *route
+	for _, line := range strings.Split(string(raw), "\n") {
+		if strings.HasPrefix(line, "#") {
+			if cur != nil {
+				out = append(out, *cur)
+				cur = nil
+			}
+			if m := routeHeading.FindStringSubmatch(line); m != nil {
+				cur = &route{endpoint: m[1] + " " + m[2], selector: "skein.v1." + m[3]}
+			} else if strings.HasPrefix(line, "### `") && strings.Contains(line, " /") {
+				t.Errorf("docs/API.md heading %q looks like a route but is not \"### `METHOD /path` (Service.Method)\"", line)
+			}
+			continue
+		}
+		if cur != nil {
+			cur.body += line + "\n"
+		}
+	}
+	if cur != nil {
+		out = append(out, *cur)
+	}
+	if len(out) == 0 {
+		t.Fatalf("docs/API.md documents no route")
+	}
+	return out
 }
 
 type rule struct {
@@ -93,20 +114,27 @@ func loadRules(t *testing.T) map[string]string {
 	return out
 }
 
-func TestHTTPRulesCoverAPI(t *testing.T) {
+// The routes of docs/API.md are exactly the REST mapping, each with the RPC
+// the mapping names, and every mapped selector is an RPC of the protos.
+func TestHTTPRulesMatchAPIDoc(t *testing.T) {
 	rules := loadRules(t)
-	for _, ep := range apiEndpoints {
-		if _, ok := rules[ep]; !ok {
-			t.Errorf("API.md endpoint %s has no REST mapping", ep)
+	documented := map[string]bool{}
+	for _, r := range loadRoutes(t) {
+		if documented[r.endpoint] {
+			t.Errorf("docs/API.md documents %s twice", r.endpoint)
+		}
+		documented[r.endpoint] = true
+		sel, ok := rules[r.endpoint]
+		switch {
+		case !ok:
+			t.Errorf("docs/API.md documents %s, which http.yaml does not map", r.endpoint)
+		case sel != r.selector:
+			t.Errorf("docs/API.md says %s is %s; http.yaml maps it to %s", r.endpoint, r.selector, sel)
 		}
 	}
-	want := map[string]bool{}
-	for _, ep := range apiEndpoints {
-		want[ep] = true
-	}
 	for ep, sel := range rules {
-		if !want[ep] {
-			t.Errorf("%s (%s) is mapped but not in API.md", ep, sel)
+		if !documented[ep] {
+			t.Errorf("%s (%s) is mapped in http.yaml but not documented in docs/API.md", ep, sel)
 		}
 		d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(sel))
 		if err != nil {
@@ -115,6 +143,58 @@ func TestHTTPRulesCoverAPI(t *testing.T) {
 		}
 		if _, ok := d.(protoreflect.MethodDescriptor); !ok {
 			t.Errorf("%s is not an RPC", sel)
+		}
+	}
+}
+
+var curlLine = regexp.MustCompile(`curl\s[^\n]*`)
+
+// curlMatches reports whether a curl command line calls method on a URL whose
+// path fits the route's template ({param} matches one path segment).
+func curlMatches(cmd, method, template string) bool {
+	m := "GET"
+	if x := regexp.MustCompile(`-X\s+([A-Z]+)`).FindStringSubmatch(cmd); x != nil {
+		m = x[1]
+	}
+	if m != method {
+		return false
+	}
+	pat := regexp.QuoteMeta(template)
+	pat = regexp.MustCompile(`\\\{[a-z_]+\\\}`).ReplaceAllString(pat, `[^/?'" ]+`)
+	return regexp.MustCompile(`https?://[^/\s'"]+` + pat + `([?'"\s]|$)`).MatchString(cmd)
+}
+
+// Every documented route has a curl example of that route in its section.
+func TestEveryRouteHasACurlExample(t *testing.T) {
+	for _, r := range loadRoutes(t) {
+		method, path, _ := strings.Cut(r.endpoint, " ")
+		found := false
+		for _, cmd := range curlLine.FindAllString(strings.ReplaceAll(r.body, "\\\n", " "), -1) {
+			if curlMatches(cmd, method, path) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			t.Errorf("docs/API.md: the section of %s has no curl example calling it", r.endpoint)
+		}
+	}
+}
+
+func TestCurlMatches(t *testing.T) {
+	for _, c := range []struct {
+		cmd, method, path string
+		want              bool
+	}{
+		{"curl -s http://localhost:8080/v1/topics/orders", "GET", "/v1/topics/{topic}", true},
+		{"curl -s 'http://localhost:8080/v1/topics/orders/offsets?spec=EARLIEST'", "GET", "/v1/topics/{topic}/offsets", true},
+		{"curl -s http://localhost:8080/v1/topics/orders/offsets", "GET", "/v1/topics/{topic}", false},
+		{"curl -s -X DELETE http://localhost:8080/v1/topics/orders", "GET", "/v1/topics/{topic}", false},
+		{"curl -s -X POST http://localhost:8080/v1/transactions/t:commit -d '{}'", "POST", "/v1/transactions/{transactional_id}:commit", true},
+		{"curl -s -X POST http://localhost:8080/v1/transactions/t:abort -d '{}'", "POST", "/v1/transactions/{transactional_id}:commit", false},
+	} {
+		if got := curlMatches(c.cmd, c.method, c.path); got != c.want {
+			t.Errorf("curlMatches(%q, %s, %s) = %v, want %v", c.cmd, c.method, c.path, got, c.want)
 		}
 	}
 }
@@ -150,7 +230,7 @@ func TestEveryUnaryRPCIsMapped(t *testing.T) {
 	}
 }
 
-// The generated OpenAPI document describes the same paths.
+// The generated OpenAPI document describes every documented route.
 func TestOpenAPIHasEveryPath(t *testing.T) {
 	var doc struct {
 		Paths map[string]map[string]json.RawMessage `json:"paths"`
@@ -158,15 +238,15 @@ func TestOpenAPIHasEveryPath(t *testing.T) {
 	if err := json.Unmarshal(openapi.JSON, &doc); err != nil {
 		t.Fatal(err)
 	}
-	for _, ep := range apiEndpoints {
-		method, path, _ := strings.Cut(ep, " ")
+	for _, r := range loadRoutes(t) {
+		method, path, _ := strings.Cut(r.endpoint, " ")
 		ops, ok := doc.Paths[path]
 		if !ok {
 			t.Errorf("openapi lacks path %s", path)
 			continue
 		}
 		if _, ok := ops[strings.ToLower(method)]; !ok {
-			t.Errorf("openapi lacks %s", ep)
+			t.Errorf("openapi lacks %s", r.endpoint)
 		}
 	}
 }
