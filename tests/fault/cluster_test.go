@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/history"
 	"skein/tests/e2e"
 )
 
@@ -181,8 +182,9 @@ func (c *devCluster) createTopic(name string, partitions, rf int, minISR int) []
 }
 
 // restProducer produces one record per request to partition p with
-// acks=all until stop closes, recording each outcome in h.
-func (c *devCluster) restProducer(h *History, topic string, p int32, prefix string, stop <-chan struct{}, wg *sync.WaitGroup) {
+// acks=all until stop closes, recording each outcome in h (the producer is
+// named prefix).
+func (c *devCluster) restProducer(h *history.Recorder, topic string, p int32, prefix string, stop <-chan struct{}, wg *sync.WaitGroup) {
 	defer wg.Done()
 	for seq := 0; ; seq++ {
 		select {
@@ -196,6 +198,7 @@ func (c *devCluster) restProducer(h *History, topic string, p int32, prefix stri
 				Offset    num    `json:"offset"`
 				ErrorCode string `json:"error_code"`
 				Message   string `json:"message"`
+				Outcome   string `json:"outcome"`
 			} `json:"results"`
 		}
 		body := map[string]any{"acks": -1, "records": []map[string]any{{"value": v, "partition": p}}}
@@ -203,13 +206,19 @@ func (c *devCluster) restProducer(h *History, topic string, p int32, prefix stri
 		start := time.Now()
 		err := c.do(ctx, "POST", "/v1/topics/"+topic+"/records", body, &resp)
 		cancel()
+		end := time.Now()
 		switch {
 		case err != nil:
-			h.Failed(fmt.Sprintf("%s at %s after %v: %v", v, start.Format("15:04:05.000"), time.Since(start).Round(time.Millisecond), err))
-		case len(resp.Results) != 1 || resp.Results[0].ErrorCode != "NONE":
-			h.Failed(fmt.Sprintf("%s at %s after %v: %+v", v, start.Format("15:04:05.000"), time.Since(start).Round(time.Millisecond), resp.Results))
+			h.Failed(prefix, p, v, history.Unknown, err.Error(), start, end)
+		case len(resp.Results) != 1:
+			h.Failed(prefix, p, v, history.Unknown, fmt.Sprintf("%d results: %+v", len(resp.Results), resp.Results), start, end)
 		default:
-			h.Acked(p, v, int64(resp.Results[0].Offset), time.Now())
+			r := resp.Results[0]
+			if o := history.OutcomeOf(r.Outcome, r.ErrorCode); o != history.Written {
+				h.Failed(prefix, p, v, o, r.ErrorCode+": "+r.Message, start, end)
+			} else {
+				h.Acked(prefix, p, v, int64(r.Offset), start, end)
+			}
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -217,11 +226,11 @@ func (c *devCluster) restProducer(h *History, topic string, p int32, prefix stri
 
 // streamProducer produces over the gateway's gRPC ProduceStream, one request
 // of one record to partition p in flight at a time, until stop closes.
-func (c *devCluster) streamProducer(h *History, topic string, p int32, prefix string, stop <-chan struct{}, wg *sync.WaitGroup) {
+func (c *devCluster) streamProducer(h *history.Recorder, topic string, p int32, prefix string, stop <-chan struct{}, wg *sync.WaitGroup) {
 	defer wg.Done()
 	cc, err := grpc.NewClient(c.dev.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
-		h.Failed(fmt.Sprintf("%s: dial: %v", prefix, err))
+		c.t.Logf("%s: dial: %v", prefix, err)
 		return
 	}
 	defer cc.Close()
@@ -237,7 +246,6 @@ func (c *devCluster) streamProducer(h *History, topic string, p int32, prefix st
 		}
 		if stream == nil {
 			if stream, err = skeinv1.NewProducerServiceClient(cc).ProduceStream(ctx); err != nil {
-				h.Failed(fmt.Sprintf("%s: open stream: %v", prefix, err))
 				time.Sleep(100 * time.Millisecond)
 				continue
 			}
@@ -250,21 +258,23 @@ func (c *devCluster) streamProducer(h *History, topic string, p int32, prefix st
 		if err == nil {
 			resp, err = stream.Recv()
 		}
+		end := time.Now()
 		switch {
 		case err != nil:
-			h.Failed(fmt.Sprintf("%s at %s after %v: stream: %v", v, start.Format("15:04:05.000"), time.Since(start).Round(time.Millisecond), err))
+			h.SendErr(prefix, p, v, fmt.Errorf("stream: %w", err), start, end)
 			stream = nil
-		case len(resp.GetResults()) != 1 || resp.GetResults()[0].GetErrorCode() != skeinv1.ErrorCode_NONE:
-			h.Failed(fmt.Sprintf("%s at %s after %v: %v", v, start.Format("15:04:05.000"), time.Since(start).Round(time.Millisecond), resp.GetResults()))
+		case len(resp.GetResults()) != 1:
+			h.Failed(prefix, p, v, history.Unknown, fmt.Sprintf("%d results: %v", len(resp.GetResults()), resp.GetResults()), start, end)
 		default:
-			h.Acked(p, v, resp.GetResults()[0].GetOffset(), time.Now())
+			h.SendResult(prefix, v, resp.GetResults()[0], start, end)
 		}
 	}
 }
 
 // tail follows partition p from offset 0 with long polls until stop
-// closes, recording when records arrive.
-func (c *devCluster) tail(h *History, topic string, p int32, stop <-chan struct{}, wg *sync.WaitGroup) {
+// closes, recording every poll that answered as the standalone consumer
+// "tail".
+func (c *devCluster) tail(h *history.Recorder, topic string, p int32, stop <-chan struct{}, wg *sync.WaitGroup) {
 	defer wg.Done()
 	next := int64(0)
 	for {
@@ -274,19 +284,25 @@ func (c *devCluster) tail(h *History, topic string, p int32, stop <-chan struct{
 		default:
 		}
 		var f struct {
-			Records []json.RawMessage `json:"records"`
-			Next    num               `json:"next_offset"`
+			Records []struct {
+				Offset num    `json:"offset"`
+				Value  string `json:"value"`
+			} `json:"records"`
+			Next num `json:"next_offset"`
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		start := time.Now()
 		err := c.do(ctx, "GET", fmt.Sprintf("/v1/topics/%s/partitions/%d/records?offset=%d&max_records=1000&max_wait_ms=1000", topic, p, next), nil, &f)
 		cancel()
 		if err != nil {
 			time.Sleep(50 * time.Millisecond)
 			continue
 		}
-		if len(f.Records) > 0 {
-			h.Read(p, time.Now())
+		poll := history.Poll{Consumer: "tail", Invoke: start, Complete: time.Now()}
+		for _, r := range f.Records {
+			poll.Records = append(poll.Records, history.Record{Partition: p, Offset: int64(r.Offset), Value: r.Value})
 		}
+		h.Poll(poll)
 		if int64(f.Next) > next {
 			next = int64(f.Next)
 		}
@@ -326,6 +342,20 @@ func (c *devCluster) readAll(topic string, p int32) map[int64]string {
 			return out
 		}
 	}
+}
+
+// audit checks what the clients saw against the final read of the topic
+// with libs/history: any anomaly fails the test; the table is logged
+// either way.
+func audit(t *testing.T, h *history.Recorder, log history.Log) *history.Result {
+	t.Helper()
+	res := history.Check(h.History(), log, history.Options{})
+	if res.Valid() {
+		t.Logf("audit:\n%s", res)
+	} else {
+		t.Errorf("audit:\n%s", res)
+	}
+	return res
 }
 
 func TestMain(m *testing.M) { os.Exit(m.Run()) }

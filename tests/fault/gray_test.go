@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"skein/libs/history"
 )
 
 // ackBound is what the test holds a paused leader's writers to: the
@@ -34,7 +36,7 @@ func TestPausedLeaderDoesNotStallWriters(t *testing.T) {
 			victimParts = append(victimParts, p.Partition)
 		}
 	}
-	h := NewHistory()
+	h := history.NewRecorder()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for _, p := range parts {
@@ -76,30 +78,29 @@ func TestPausedLeaderDoesNotStallWriters(t *testing.T) {
 	close(stop)
 	wg.Wait()
 
+	hist := h.History()
 	for _, p := range parts {
-		gap := LongestGap(h.AckTimes(p.Partition), stopAt, contAt)
+		gap := history.LongestGap(hist.AckTimes(p.Partition), stopAt, contAt)
 		t.Logf("partition %d (leader %d before): longest gap between acknowledgements during the pause %v", p.Partition, p.Leader, gap.Round(time.Millisecond))
 		if gap > ackBound {
 			t.Errorf("partition %d: no acknowledgement for %v during the pause (bound %v)", p.Partition, gap.Round(time.Millisecond), ackBound)
 		}
 	}
-	if gap := LongestGap(h.ReadTimes(0), stopAt, contAt); gap > ackBound {
+	if gap := history.LongestGap(hist.ReadTimes(0), stopAt, contAt); gap > ackBound {
 		t.Errorf("the tailing consumer received nothing for %v during the pause (bound %v)", gap.Round(time.Millisecond), ackBound)
 	} else {
 		t.Logf("tailing consumer of partition 0: longest gap between deliveries during the pause %v", gap.Round(time.Millisecond))
 	}
-	fails := h.Fails()
+	fails := hist.Unacknowledged()
 	t.Logf("%d writes not acknowledged", len(fails))
 	for i, f := range fails {
 		if i < 10 {
 			t.Logf("  %s", f)
 		}
 	}
-	total := 0
+	log := history.Log{}
 	for _, p := range parts {
-		log := c.readAll(topic, p.Partition)
-		h.CheckLog(t, p.Partition, log)
-		total += h.AckCount(p.Partition)
+		log[p.Partition] = c.readAll(topic, p.Partition)
 	}
-	t.Logf("audit: %d acknowledged records, all at their offsets, none twice", total)
+	audit(t, h, log)
 }

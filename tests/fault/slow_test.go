@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"skein/libs/history"
 )
 
 // pulse pauses pid for on, then lets it run for off, until stop closes.
@@ -39,7 +41,7 @@ func TestSlowNodeIsNotDead(t *testing.T) {
 	if follower == leader {
 		follower = parts[0].ISR[1]
 	}
-	h := NewHistory()
+	h := history.NewRecorder()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -68,7 +70,7 @@ func TestSlowNodeIsNotDead(t *testing.T) {
 		close(pulses)
 		<-done
 		to := time.Now()
-		gap := LongestGap(h.AckTimes(0), from, to)
+		gap := history.LongestGap(h.History().AckTimes(0), from, to)
 		p := c.describe(topic)[0]
 		t.Logf("slow %s (storage-%d, 300 ms paused every second for 10 s): %d acknowledgements, longest gap %v; after: leader %d, isr %v",
 			victim.role, victim.id, h.AckCount(0)-before, gap.Round(time.Millisecond), p.Leader, p.ISR)
@@ -84,6 +86,5 @@ func TestSlowNodeIsNotDead(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
-	h.CheckLog(t, 0, c.readAll(topic, 0))
-	t.Logf("audit: %d acknowledged, all at their offsets, none twice; %d writes not acknowledged", h.AckCount(0), len(h.Fails()))
+	audit(t, h, history.Log{0: c.readAll(topic, 0)})
 }
