@@ -26,7 +26,8 @@ const (
 )
 
 // TraceparentHeader is the record header that carries the producing span's
-// W3C trace context into the log (DESIGN §7).
+// W3C trace context into the log, so replication and consumption can join
+// the producer's trace.
 const TraceparentHeader = "traceparent"
 
 // Producer defaults (Kafka's, but for the delivery timeout, which is the

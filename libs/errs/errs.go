@@ -26,9 +26,9 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Name + ": " + e.Desc }
 
-// The table. Numbers are Kafka's; the gRPC and HTTP statuses follow API.md:
-// 400 bad input, 404 unknown thing, 409 conflict or stale epoch, 503 when the
-// cluster cannot serve it now.
+// The table. Numbers are Kafka's; the gRPC and HTTP statuses follow the
+// gateway's error rules (docs/API.md): 400 bad input, 404 unknown thing, 409
+// conflict or stale epoch, 503 when the cluster cannot serve it now.
 var (
 	UnknownServerError           = def(-1, "UNKNOWN_SERVER_ERROR", false, codes.Internal, "the server hit an unexpected error")
 	None                         = def(0, "NONE", false, codes.OK, "no error")
@@ -113,8 +113,9 @@ func def(code Code, name string, retriable bool, g codes.Code, desc string) *Err
 	return e
 }
 
-// httpFor follows API.md's rules: 400 bad input, 404 unknown, 409 conflict or
-// stale epoch, 503 when the cluster cannot serve it now.
+// httpFor follows the gateway's error rules (docs/API.md): 400 bad input,
+// 404 unknown, 409 conflict or stale epoch, 503 when the cluster cannot serve
+// it now.
 func httpFor(c codes.Code) int {
 	switch c {
 	case codes.OK:

@@ -19,7 +19,7 @@ import (
 	"skein/libs/errs"
 )
 
-// badInput is one malformed request and the answer API.md documents for it.
+// badInput is one malformed request and the answer docs/API.md documents for it.
 type badInput struct {
 	name         string
 	method, path string
@@ -28,7 +28,7 @@ type badInput struct {
 	errorCode    string
 }
 
-// TestBadInputREST sends every kind of bad input API.md names to the live
+// TestBadInputREST sends every kind of bad input docs/API.md names to the live
 // cluster and checks the documented status and error document for each,
 // that nothing of it was written or created, and that the cluster still
 // serves afterwards.
@@ -188,7 +188,7 @@ func checkStillServes(ctx context.Context, t *testing.T, c *REST, topic string) 
 	}
 }
 
-// checkErrorDocument checks API.md's error answer: the status, a JSON body
+// checkErrorDocument checks the error answer of docs/API.md: the status, a JSON body
 // with exactly "code" (the gRPC code of the error), "error_code" and a
 // non-empty "message".
 func checkErrorDocument(t *testing.T, resp *Response, wantStatus int, wantCode string) {

@@ -11,11 +11,11 @@ import (
 	"time"
 )
 
-// The REST documents of API.md, decoded the way a client that reads the
+// The REST documents of docs/API.md, decoded the way a client that reads the
 // document (not the protos) would: snake_case names, 64-bit integers as
 // numbers or strings, binary fields as base64.
 
-// Int64 accepts a JSON number or a JSON string holding one, as API.md
+// Int64 accepts a JSON number or a JSON string holding one, as docs/API.md
 // allows for 64-bit integers.
 type Int64 int64
 
@@ -113,7 +113,7 @@ type TopicDescription struct {
 	Partitions []PartitionInfo   `json:"partitions"`
 }
 
-// ErrorBody is API.md's error document. The pointers tell a missing field
+// ErrorBody is the REST error document of docs/API.md. The pointers tell a missing field
 // from a zero one.
 type ErrorBody struct {
 	Code      *int    `json:"code"`

@@ -208,7 +208,7 @@ func checkFetched(t *testing.T, topic string, recs []rec, acks []ack, fetched ma
 				el.Errorf("record %d (%v): key in bytes form %v, value in bytes form %v (value %q)", seq, enc, g.keyAsBytes, g.valueAsBytes, g.value)
 			}
 			// The user's headers, in order, then the traceparent the gateway
-			// adds to join the producer's trace (DESIGN §7).
+			// adds to join the producer's trace.
 			if len(g.headers) < len(r.headers) {
 				el.Errorf("record %d: %d headers, produced %d", seq, len(g.headers), len(r.headers))
 				continue

@@ -61,10 +61,10 @@ type Options struct {
 	// Progress receives a line per step; nil discards them.
 	Progress io.Writer
 	// GatewayGRPCAddr and GatewayHTTPAddr pin the gateway's addresses
-	// (skein dev pins API.md's 127.0.0.1:9090 and 127.0.0.1:8080, so the
-	// README's examples work as printed). Empty picks a free port, or
-	// reuses the one in cluster.json. The gateway keeps no state, so a
-	// restart may move it.
+	// (skein dev pins the gateway's defaults, 127.0.0.1:9090 and
+	// 127.0.0.1:8080, so the README's examples work as printed). Empty picks
+	// a free port, or reuses the one in cluster.json. The gateway keeps no
+	// state, so a restart may move it.
 	GatewayGRPCAddr, GatewayHTTPAddr string
 }
 

@@ -6,7 +6,7 @@ package main
 //
 // Three skein-controller processes with the default Raft and session
 // timings on loopback; fake brokers (gossip + heartbeats over gRPC) in the
-// test. It measures what the issue asks for: broker kill -> new leaders in
+// test. It measures the failover times: broker kill -> new leaders in
 // the metadata, and controller leader kill -9 -> a new leader known; then
 // restarts everything from the same data directories.
 

@@ -11,7 +11,7 @@ import (
 	"skein/libs/errs"
 )
 
-// Fetch defaults (API.md).
+// Fetch defaults, as documented in docs/API.md.
 const (
 	DefaultMaxRecords = 500
 	DefaultMaxBytes   = 1 << 20

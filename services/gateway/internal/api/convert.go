@@ -31,7 +31,7 @@ func textOrBytes(field string, text *string, raw []byte, rawSet bool) ([]byte, e
 }
 
 // toClientRecord converts one produce record, adding the producing span's
-// traceparent header so the record joins the trace (DESIGN §7).
+// traceparent header so the record joins the producer's trace.
 func toClientRecord(ctx context.Context, topic string, i int, pr *skeinv1.ProduceRecord, now int64) (client.Record, error) {
 	key, err := textOrBytes("key", pr.Key, pr.KeyBytes, pr.KeyBytes != nil)
 	if err != nil {

@@ -178,7 +178,7 @@ func get2(t *testing.T, url string) (int, string) {
 }
 
 // Every bad input is answered with its documented HTTP status and error
-// code, in the error body of API.md.
+// code, in the REST error body (docs/API.md).
 func TestRESTRefusals(t *testing.T) {
 	e := start(t)
 	e.waitReady()

@@ -16,7 +16,7 @@ import (
 	"skein/libs/errs"
 )
 
-// errorBody is the REST error document of API.md.
+// errorBody is the REST error document (docs/API.md).
 type errorBody struct {
 	Code      int32  `json:"code"`
 	ErrorCode string `json:"error_code"`

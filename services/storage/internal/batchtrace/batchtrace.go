@@ -1,6 +1,6 @@
 // Package batchtrace reads the producer's trace context out of record
-// batches: the gateway stamps each record with a W3C `traceparent` header
-// (DESIGN §7), so the leader's append and the followers' appends can join the
+// batches: the gateway stamps each record with a W3C `traceparent` header,
+// so the leader's append and the followers' appends can join the
 // producer's trace even on long-lived streams whose gRPC context belongs to
 // no single produce.
 //
