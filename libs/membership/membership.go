@@ -277,6 +277,9 @@ func Start(cfg Config) (*Node, error) {
 	mc.DeadNodeReclaimTime = t.DeadNodeReclaimTime
 	mc.GossipToTheDeadTime = t.GossipToTheDeadTime
 	mc.Transport = cfg.Transport
+	// Gossip messages are a few hundred bytes on a LAN: compressing each
+	// one (LZW) cost more CPU than anything else an idle controller did.
+	mc.EnableCompression = false
 	mc.Delegate = delegate{n}
 	mc.Events = eventDelegate{n}
 	mc.Logger = log.New(logWriter{n.logger}, "", 0)
