@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	storagev1 "skein/gen/skein/storage/v1"
@@ -59,14 +60,19 @@ func (c *Client) ProduceBatch(ctx context.Context, topic string, partition int32
 	if limit := maxMessageBytes(m, topic); len(data) > limit {
 		return nil, errs.Errorf(errs.MessageTooLarge, "a batch of %d bytes is above max.message.bytes %d of topic %q", len(data), limit, topic)
 	}
-	res, err := c.produceOnce(ctx, topic, partition, acks, id.TransactionalID, data)
+	res, answered, err := c.produceOnce(ctx, topic, partition, acks, id.TransactionalID, data)
+	maybe := err != nil && !definite(err, answered)
 	for attempt := 0; err != nil && errs.IsRetriable(err) && ctx.Err() == nil; attempt++ {
 		if c.waitRetry(ctx, attempt, err) != nil {
 			break
 		}
-		res, err = c.produceOnce(ctx, topic, partition, acks, id.TransactionalID, data)
+		res, answered, err = c.produceOnce(ctx, topic, partition, acks, id.TransactionalID, data)
+		maybe = maybe || (err != nil && !definite(err, answered))
 	}
 	if err != nil {
+		if maybe {
+			return nil, &UncertainError{err}
+		}
 		return nil, err
 	}
 	out := make([]Result, len(recs))
@@ -84,10 +90,12 @@ func (c *Client) ProduceBatch(ctx context.Context, topic string, partition int32
 
 // produceOnce sends one batch to the partition's leader over its stream and
 // waits for the answer.
-func (c *Client) produceOnce(ctx context.Context, topic string, partition int32, acks int, txnID string, data []byte) (*storagev1.PartitionProduceResult, error) {
+// produceOnce sends data once; answered says an error is the leader's own
+// answer for the partition (not a failed or unanswered request).
+func (c *Client) produceOnce(ctx context.Context, topic string, partition int32, acks int, txnID string, data []byte) (_ *storagev1.PartitionProduceResult, answered bool, _ error) {
 	bc, epoch, err := c.leaderOf(topic, partition)
 	if err != nil {
-		return nil, err
+		return nil, true, err // nothing was sent
 	}
 	timeout := DefaultRequestTimeout
 	if dl, ok := ctx.Deadline(); ok {
@@ -99,7 +107,7 @@ func (c *Client) produceOnce(ctx context.Context, topic string, partition int32,
 	}
 	if acks == AcksNone {
 		bc.produce(req, 0, nil)
-		return &storagev1.PartitionProduceResult{Topic: topic, Partition: partition, BaseOffset: -1}, nil
+		return &storagev1.PartitionProduceResult{Topic: topic, Partition: partition, BaseOffset: -1}, true, nil
 	}
 	type answer struct {
 		resp *storagev1.ProduceResponse
@@ -111,21 +119,37 @@ func (c *Client) produceOnce(ctx context.Context, topic string, partition int32,
 	select {
 	case a = <-ch:
 	case <-ctx.Done():
-		return nil, errs.Errorf(errs.RequestTimedOut, "produce to %s-%d: %v", topic, partition, ctx.Err())
+		return nil, false, errs.Errorf(errs.RequestTimedOut, "produce to %s-%d: %v", topic, partition, ctx.Err())
 	}
 	if a.err != nil {
-		return nil, a.err
+		return nil, false, a.err
 	}
 	for _, r := range a.resp.GetPartitions() {
 		if r.GetTopic() == topic && r.GetPartition() == partition {
 			switch r.GetErrorCode() {
 			case skeinv1.ErrorCode_NONE, skeinv1.ErrorCode_DUPLICATE_SEQUENCE_NUMBER:
-				return r, nil
+				return r, true, nil
 			}
-			return nil, errs.Errorf(errs.ForCode(errs.Code(r.GetErrorCode())), "%s", r.GetErrorMessage())
+			return nil, true, errs.Errorf(errs.ForCode(errs.Code(r.GetErrorCode())), "%s", r.GetErrorMessage())
 		}
 	}
-	return nil, errs.Errorf(errs.UnknownServerError, "no answer for %s-%d in the produce response", topic, partition)
+	return nil, false, errs.Errorf(errs.UnknownServerError, "no answer for %s-%d in the produce response", topic, partition)
+}
+
+// UncertainError is a failed produce that may nonetheless have written its
+// records: some attempt ended without a definite answer (see
+// Result.MaybeWritten). It wraps the last error, so errs.Of sees its row.
+type UncertainError struct{ Err error }
+
+func (e *UncertainError) Error() string {
+	return e.Err.Error() + " (the records may have been written)"
+}
+func (e *UncertainError) Unwrap() error { return e.Err }
+
+// MaybeWritten reports whether err says the records may be in the log.
+func MaybeWritten(err error) bool {
+	var u *UncertainError
+	return errors.As(err, &u)
 }
 
 // SingleRecordBatchSize is the size of a batch holding only r: what must

@@ -636,3 +636,26 @@ func TestFailedRecordsTellWhetherTheyMayBeWritten(t *testing.T) {
 		t.Errorf("never sent: %+v, want REQUEST_TIMED_OUT and not maybe-written", r)
 	}
 }
+
+// ProduceBatch says whether a failure may have written the batch: a
+// refusal before the append is definite; a request left unanswered is not.
+func TestProduceBatchTellsWhetherItMayBeWritten(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 1, nil)
+	st := cl.Storage[1]
+	recs := []client.Record{{Value: []byte("v")}}
+	st.FailNext("t", 0, errs.Errorf(errs.InvalidRecord, "bad"), 1)
+	_, err := c.ProduceBatch(ctx(t), "t", 0, client.AcksAll, client.BatchIdentity{ProducerID: 7}, recs)
+	if errs.Of(err) != errs.InvalidRecord || client.MaybeWritten(err) {
+		t.Errorf("refused before the append: %v (maybe written %v)", err, client.MaybeWritten(err))
+	}
+	release := st.Stall()
+	defer release()
+	short, cancel := context.WithTimeout(ctx(t), 300*time.Millisecond)
+	defer cancel()
+	_, err = c.ProduceBatch(short, "t", 0, client.AcksAll, client.BatchIdentity{ProducerID: 7}, recs)
+	if err == nil || !client.MaybeWritten(err) {
+		t.Errorf("unanswered: %v (maybe written %v), want maybe written", err, client.MaybeWritten(err))
+	}
+}

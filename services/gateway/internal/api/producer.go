@@ -137,7 +137,7 @@ func (s *Producer) Produce(ctx context.Context, req *skeinv1.ProduceRequest) (*s
 		if err != nil {
 			results = make([]client.Result, len(p.records))
 			for i := range results {
-				results[i] = client.Result{Partition: req.GetPartition(), Offset: -1, Err: err}
+				results[i] = client.Result{Partition: req.GetPartition(), Offset: -1, Err: err, MaybeWritten: client.MaybeWritten(err)}
 			}
 		}
 	default:
