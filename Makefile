@@ -95,7 +95,7 @@ gen-fresh: $(BUF)
 clean:
 	rm -rf bin
 
-## ---- containers, tracing and load (issue 7) ----
+## ---- containers, tracing and load ----
 DOCKER        ?= docker
 IMAGE_TAG     ?= dev
 IMAGES        := controller storage groupcoord gateway

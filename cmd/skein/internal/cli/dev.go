@@ -34,7 +34,7 @@ func devCmd(ctx context.Context, args []string, io IO) error {
 		}
 		*binDir = filepath.Dir(self)
 	}
-	fmt.Fprintf(io.Err, "starting a cluster of 3 controllers, %d storage nodes and a gateway in %s\n", *nodes, *dataDir)
+	fmt.Fprintf(io.Err, "starting a cluster of 3 controllers, %d storage nodes, 2 group coordinators and a gateway in %s\n", *nodes, *dataDir)
 	return devcluster.Run(ctx, devcluster.Options{
 		DataDir: *dataDir, StorageNodes: *nodes, BinDir: *binDir, LogLevel: *logLevel, Progress: io.Err,
 		GatewayHTTPAddr: *gwHTTP, GatewayGRPCAddr: *gwGRPC,

@@ -10,8 +10,8 @@
 //   - Every REST error is {"code": <grpc code>, "error_code": "<Kafka name>",
 //     "message": "…"} with the HTTP status of the libs/errs row.
 //   - /readyz is 200 once metadata from a controller has arrived, 503 before.
-//   - Only AdminService, ProducerService and ConsumerService are served;
-//     the group and transaction services are absent, not stubbed.
+//   - AdminService, ProducerService, ConsumerService and GroupService are
+//     served; TransactionService is planned and absent, not stubbed.
 //   - Serve stops on context end: it stops accepting, lets in-flight calls
 //     finish (bounded by Config.ShutdownGrace) and flushes producers.
 package gateway

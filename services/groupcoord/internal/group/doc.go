@@ -55,9 +55,9 @@
 //     member id is registered with another instance id.
 //   - INVALID_SESSION_TIMEOUT: a session timeout outside Config's bounds.
 //   - INVALID_REQUEST: no member id (the shell assigns one on a join), an
-//     empty subscription on a join, an unknown server assignor (the errs
-//     table has no UNSUPPORTED_ASSIGNOR row yet), -2 from a dynamic member,
-//     an epoch below -2.
+//     empty subscription on a join, -2 from a dynamic member, an epoch
+//     below -2.
+//   - UNSUPPORTED_ASSIGNOR: an unknown server assignor.
 //   - GROUP_MAX_SIZE_REACHED: a join beyond Config.MaxSize.
 //   - STALE_MEMBER_EPOCH: an offset commit with an epoch other than the
 //     member's current one (strict, as Kafka's consumer protocol; a member

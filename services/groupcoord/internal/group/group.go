@@ -123,7 +123,7 @@ func (g *Group) validate(req HeartbeatRequest, old *member) (settings, error) {
 	}
 	if req.Assignor != "" {
 		if g.assignorNamed(req.Assignor) == nil {
-			return s, errs.Errorf(errs.InvalidRequest, "unsupported server assignor %q", req.Assignor)
+			return s, errs.Errorf(errs.UnsupportedAssignor, "unsupported server assignor %q", req.Assignor)
 		}
 		s.assignor = req.Assignor
 	}
