@@ -181,10 +181,10 @@ func (c *devCluster) createTopic(name string, partitions, rf int, minISR int) []
 	return ps
 }
 
-// restProducer produces one record per request to partition p with
-// acks=all until stop closes, recording each outcome in h (the producer is
-// named prefix).
-func (c *devCluster) restProducer(h *history.Recorder, topic string, p int32, prefix string, stop <-chan struct{}, wg *sync.WaitGroup) {
+// restProducer produces one record to each partition of parts per request
+// with acks=all until stop closes, recording each outcome in h (the
+// producer is named prefix).
+func (c *devCluster) restProducer(h *history.Recorder, topic string, parts []int32, prefix string, stop <-chan struct{}, wg *sync.WaitGroup) {
 	defer wg.Done()
 	for seq := 0; ; seq++ {
 		select {
@@ -192,7 +192,6 @@ func (c *devCluster) restProducer(h *history.Recorder, topic string, p int32, pr
 			return
 		default:
 		}
-		v := fmt.Sprintf("%s-%d", prefix, seq)
 		var resp struct {
 			Results []struct {
 				Offset    num    `json:"offset"`
@@ -201,23 +200,33 @@ func (c *devCluster) restProducer(h *history.Recorder, topic string, p int32, pr
 				Outcome   string `json:"outcome"`
 			} `json:"results"`
 		}
-		body := map[string]any{"acks": -1, "records": []map[string]any{{"value": v, "partition": p}}}
+		var values []string
+		var records []map[string]any
+		for _, p := range parts {
+			v := fmt.Sprintf("%s-%d-p%d", prefix, seq, p)
+			values = append(values, v)
+			records = append(records, map[string]any{"value": v, "partition": p})
+		}
+		body := map[string]any{"acks": -1, "records": records}
 		ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 		start := time.Now()
 		err := c.do(ctx, "POST", "/v1/topics/"+topic+"/records", body, &resp)
 		cancel()
 		end := time.Now()
-		switch {
-		case err != nil:
-			h.Failed(prefix, p, v, history.Unknown, err.Error(), start, end)
-		case len(resp.Results) != 1:
-			h.Failed(prefix, p, v, history.Unknown, fmt.Sprintf("%d results: %+v", len(resp.Results), resp.Results), start, end)
-		default:
-			r := resp.Results[0]
-			if o := history.OutcomeOf(r.Outcome, r.ErrorCode); o != history.Written {
-				h.Failed(prefix, p, v, o, r.ErrorCode+": "+r.Message, start, end)
-			} else {
-				h.Acked(prefix, p, v, int64(r.Offset), start, end)
+		for i, p := range parts {
+			v := values[i]
+			switch {
+			case err != nil:
+				h.Failed(prefix, p, v, history.Unknown, err.Error(), start, end)
+			case len(resp.Results) != len(parts):
+				h.Failed(prefix, p, v, history.Unknown, fmt.Sprintf("%d results for %d records: %+v", len(resp.Results), len(parts), resp.Results), start, end)
+			default:
+				r := resp.Results[i]
+				if o := history.OutcomeOf(r.Outcome, r.ErrorCode); o != history.Written {
+					h.Failed(prefix, p, v, o, r.ErrorCode+": "+r.Message, start, end)
+				} else {
+					h.Acked(prefix, p, v, int64(r.Offset), start, end)
+				}
 			}
 		}
 		time.Sleep(5 * time.Millisecond)

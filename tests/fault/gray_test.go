@@ -39,10 +39,18 @@ func TestPausedLeaderDoesNotStallWriters(t *testing.T) {
 	h := history.NewRecorder()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
+	healthy := int32(-1) // a partition another node leads
 	for _, p := range parts {
 		wg.Add(1)
-		go c.restProducer(h, topic, p.Partition, fmt.Sprintf("rest%d", p.Partition), stop, &wg)
+		go c.restProducer(h, topic, []int32{p.Partition}, fmt.Sprintf("rest%d", p.Partition), stop, &wg)
+		if p.Leader != victim && healthy < 0 {
+			healthy = p.Partition
+		}
 	}
+	// One request, records for a stalled and a healthy partition: the
+	// healthy records must not be held back past the failover.
+	wg.Add(1)
+	go c.restProducer(h, topic, []int32{0, healthy}, "mixed", stop, &wg)
 	wg.Add(2)
 	go c.streamProducer(h, topic, 0, "stream0", stop, &wg)
 	go c.tail(h, topic, 0, stop, &wg)
@@ -85,6 +93,16 @@ func TestPausedLeaderDoesNotStallWriters(t *testing.T) {
 		if gap > ackBound {
 			t.Errorf("partition %d: no acknowledgement for %v during the pause (bound %v)", p.Partition, gap.Round(time.Millisecond), ackBound)
 		}
+	}
+	var slowest time.Duration
+	for _, sd := range hist.Sends {
+		if sd.Producer == "mixed" && sd.Partition == healthy && sd.Complete.After(stopAt) && sd.Invoke.Before(contAt) {
+			slowest = max(slowest, sd.Complete.Sub(sd.Invoke))
+		}
+	}
+	t.Logf("requests with records for partitions 0 (stalled) and %d (led by another node) in flight during the pause: slowest answered in %v", healthy, slowest.Round(time.Millisecond))
+	if slowest > ackBound {
+		t.Errorf("a request with records for a healthy partition waited %v during the pause (bound %v)", slowest.Round(time.Millisecond), ackBound)
 	}
 	if gap := history.LongestGap(hist.ReadTimes(0), stopAt, contAt); gap > ackBound {
 		t.Errorf("the tailing consumer received nothing for %v during the pause (bound %v)", gap.Round(time.Millisecond), ackBound)

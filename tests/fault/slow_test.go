@@ -45,7 +45,7 @@ func TestSlowNodeIsNotDead(t *testing.T) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go c.restProducer(h, topic, 0, "rest", stop, &wg)
+	go c.restProducer(h, topic, []int32{0}, "rest", stop, &wg)
 	go c.tail(h, topic, 0, stop, &wg)
 	c.eventually(20*time.Second, "acknowledgements before the pulses", func() error {
 		if n := h.AckCount(0); n < 50 {
