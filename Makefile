@@ -33,13 +33,20 @@ run: build
 ## cluster tests (kill -9, SIGSTOP, restarts) against fresh binaries, the
 ## docker-compose cluster test (images built here; Jaeger from the Go module
 ## proxy on first use), then a short fuzz run per target
-test: test-short test-integration compose-test fuzz
+test: test-short test-integration test-python compose-test fuzz
 
 test-short:
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
 
 test-integration: build
 	$(GO) test -tags integration -count=1 -timeout 20m skein/tests/... skein/services/controller/cmd/skein-controller/
+
+## test-python: a Python client generated from proto/skein/v1 with Debian's
+## protoc and gRPC plugin (apt-get installs them when missing) against a
+## `skein dev` cluster (tests/python/run.sh)
+.PHONY: test-python
+test-python: build
+	tests/python/run.sh
 
 ## fuzz: each `func FuzzX` in the tree for $(FUZZTIME) (seed corpus committed under testdata/fuzz)
 fuzz:
