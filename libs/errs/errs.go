@@ -90,6 +90,7 @@ var (
 	ElectionNotNeeded            = def(84, "ELECTION_NOT_NEEDED", false, codes.FailedPrecondition, "the leader is already the preferred one")
 	InvalidRecord                = def(87, "INVALID_RECORD", false, codes.InvalidArgument, "a record in the batch is invalid")
 	UnstableOffsetCommit         = def(88, "UNSTABLE_OFFSET_COMMIT", true, codes.Unavailable, "an offset commit of this group is pending in a transaction")
+	ThrottlingQuotaExceeded      = def(89, "THROTTLING_QUOTA_EXCEEDED", true, codes.ResourceExhausted, "a budget of the server is used up for now; retry after a back-off")
 	ProducerFenced               = def(90, "PRODUCER_FENCED", false, codes.Aborted, "a newer producer with the same transactional id is active")
 	InvalidUpdateVersion         = def(95, "INVALID_UPDATE_VERSION", false, codes.Aborted, "the partition epoch in the request is not the current one")
 	UnknownTopicID               = def(100, "UNKNOWN_TOPIC_ID", true, codes.NotFound, "this topic id does not exist")

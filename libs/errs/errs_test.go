@@ -38,6 +38,7 @@ func TestKafkaNumbers(t *testing.T) {
 		{ProducerFenced, 90, "PRODUCER_FENCED"},
 		{InvalidUpdateVersion, 95, "INVALID_UPDATE_VERSION"},
 		{StaleMemberEpoch, 113, "STALE_MEMBER_EPOCH"},
+		{ThrottlingQuotaExceeded, 89, "THROTTLING_QUOTA_EXCEEDED"},
 	} {
 		if tc.row.Code != tc.code || tc.row.Name != tc.name {
 			t.Errorf("%s = %d, want %s = %d", tc.row.Name, tc.row.Code, tc.name, tc.code)
@@ -69,6 +70,7 @@ func TestHTTPStatuses(t *testing.T) {
 		{ProducerFenced, http.StatusConflict},
 		{NotEnoughReplicas, http.StatusServiceUnavailable},
 		{LeaderNotAvailable, http.StatusServiceUnavailable},
+		{ThrottlingQuotaExceeded, http.StatusTooManyRequests},
 		{UnknownServerError, http.StatusInternalServerError},
 	} {
 		if tc.row.HTTP != tc.http {

@@ -54,6 +54,7 @@ var definite = map[string]bool{
 	"PRODUCER_FENCED":              true,
 	"INVALID_TXN_STATE":            true,
 	"INVALID_PRODUCER_ID_MAPPING":  true,
+	"THROTTLING_QUOTA_EXCEEDED":    true, // a gateway or storage budget refused it before sending or appending
 }
 
 // ErrorOutcome classifies one produce attempt's error code by its Kafka

@@ -90,6 +90,7 @@ const (
 	ErrorCode_ELECTION_NOT_NEEDED              ErrorCode = 84
 	ErrorCode_INVALID_RECORD                   ErrorCode = 87
 	ErrorCode_UNSTABLE_OFFSET_COMMIT           ErrorCode = 88
+	ErrorCode_THROTTLING_QUOTA_EXCEEDED        ErrorCode = 89
 	ErrorCode_PRODUCER_FENCED                  ErrorCode = 90
 	ErrorCode_INVALID_UPDATE_VERSION           ErrorCode = 95
 	ErrorCode_UNKNOWN_TOPIC_ID                 ErrorCode = 100
@@ -165,6 +166,7 @@ var (
 		84:  "ELECTION_NOT_NEEDED",
 		87:  "INVALID_RECORD",
 		88:  "UNSTABLE_OFFSET_COMMIT",
+		89:  "THROTTLING_QUOTA_EXCEEDED",
 		90:  "PRODUCER_FENCED",
 		95:  "INVALID_UPDATE_VERSION",
 		100: "UNKNOWN_TOPIC_ID",
@@ -237,6 +239,7 @@ var (
 		"ELECTION_NOT_NEEDED":              84,
 		"INVALID_RECORD":                   87,
 		"UNSTABLE_OFFSET_COMMIT":           88,
+		"THROTTLING_QUOTA_EXCEEDED":        89,
 		"PRODUCER_FENCED":                  90,
 		"INVALID_UPDATE_VERSION":           95,
 		"UNKNOWN_TOPIC_ID":                 100,
@@ -281,7 +284,7 @@ var File_skein_v1_errors_proto protoreflect.FileDescriptor
 
 const file_skein_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x15skein/v1/errors.proto\x12\bskein.v1*\xda\x0e\n" +
+	"\x15skein/v1/errors.proto\x12\bskein.v1*\xf9\x0e\n" +
 	"\tErrorCode\x12\b\n" +
 	"\x04NONE\x10\x00\x12!\n" +
 	"\x14UNKNOWN_SERVER_ERROR\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x12\x17\n" +
@@ -343,7 +346,8 @@ const file_skein_v1_errors_proto_rawDesc = "" +
 	"\x1eELIGIBLE_LEADERS_NOT_AVAILABLE\x10S\x12\x17\n" +
 	"\x13ELECTION_NOT_NEEDED\x10T\x12\x12\n" +
 	"\x0eINVALID_RECORD\x10W\x12\x1a\n" +
-	"\x16UNSTABLE_OFFSET_COMMIT\x10X\x12\x13\n" +
+	"\x16UNSTABLE_OFFSET_COMMIT\x10X\x12\x1d\n" +
+	"\x19THROTTLING_QUOTA_EXCEEDED\x10Y\x12\x13\n" +
 	"\x0fPRODUCER_FENCED\x10Z\x12\x1a\n" +
 	"\x16INVALID_UPDATE_VERSION\x10_\x12\x14\n" +
 	"\x10UNKNOWN_TOPIC_ID\x10d\x12!\n" +
