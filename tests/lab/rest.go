@@ -1,0 +1,232 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"skein/libs/history"
+	"skein/tests/e2e"
+)
+
+// apiError is a REST answer that was not 2xx.
+type apiError struct {
+	Status    int
+	ErrorCode string `json:"error_code"`
+	Message   string `json:"message"`
+}
+
+func (e *apiError) Error() string {
+	return fmt.Sprintf("HTTP %d %s: %s", e.Status, e.ErrorCode, e.Message)
+}
+
+// do sends a REST call to the gateway and decodes a 2xx answer into out.
+func (l *lab) do(ctx context.Context, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, l.dev.BaseURL+path, rd)
+	if err != nil {
+		return err
+	}
+	resp, err := l.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode/100 != 2 {
+		e := &apiError{Status: resp.StatusCode}
+		if json.Unmarshal(b, e) != nil || e.ErrorCode == "" {
+			e.Message = string(bytes.TrimSpace(b))
+		}
+		return e
+	}
+	if out != nil {
+		return json.Unmarshal(b, out)
+	}
+	return nil
+}
+
+// call is do bounded by d.
+func (l *lab) call(d time.Duration, method, path string, body, out any) error {
+	ctx, cancel := context.WithTimeout(l.ctx, d)
+	defer cancel()
+	return l.do(ctx, method, path, body, out)
+}
+
+type partitionDesc struct {
+	Partition int32     `json:"partition"`
+	Leader    int32     `json:"leader"`
+	Epoch     int32     `json:"leader_epoch"`
+	Replicas  []int32   `json:"replicas"`
+	ISR       []int32   `json:"isr"`
+	HW        e2e.Int64 `json:"high_watermark"`
+}
+
+// describe answers the partitions of topic.
+func (l *lab) describe(topic string) ([]partitionDesc, error) {
+	var d struct {
+		Partitions []partitionDesc `json:"partitions"`
+	}
+	if err := l.call(10*time.Second, "GET", "/v1/topics/"+topic, nil, &d); err != nil {
+		return nil, err
+	}
+	return d.Partitions, nil
+}
+
+// partition answers partition p of topic.
+func (l *lab) partition(topic string, p int32) (partitionDesc, error) {
+	ps, err := l.describe(topic)
+	if err != nil {
+		return partitionDesc{}, err
+	}
+	for _, d := range ps {
+		if d.Partition == p {
+			return d, nil
+		}
+	}
+	return partitionDesc{}, fmt.Errorf("topic %s has no partition %d", topic, p)
+}
+
+// createTopic creates a topic of RF 3 and waits until every partition has
+// a leader and a full ISR.
+func (l *lab) createTopic(name string, partitions int, configs map[string]string) ([]partitionDesc, error) {
+	body := map[string]any{"name": name, "partitions": partitions, "replication_factor": 3, "configs": configs}
+	if err := l.call(30*time.Second, "POST", "/v1/topics", body, nil); err != nil {
+		return nil, err
+	}
+	var ps []partitionDesc
+	err := l.waitFor(30*time.Second, "topic "+name+" in sync", func() error {
+		var err error
+		if ps, err = l.describe(name); err != nil {
+			return err
+		}
+		if len(ps) != partitions {
+			return fmt.Errorf("%d partitions", len(ps))
+		}
+		for _, p := range ps {
+			if p.Leader < 0 || len(p.ISR) != 3 {
+				return fmt.Errorf("partition %d: leader %d, ISR %v", p.Partition, p.Leader, p.ISR)
+			}
+		}
+		return nil
+	})
+	return ps, err
+}
+
+type produceResult struct {
+	Partition int32     `json:"partition"`
+	Offset    e2e.Int64 `json:"offset"`
+	ErrorCode string    `json:"error_code"`
+	Message   string    `json:"message"`
+	Outcome   string    `json:"outcome"`
+}
+
+// produce sends values to partition p of topic with acks in one request
+// and records each record's outcome in h as producer. It answers the
+// error codes of the records that failed ("" for those written).
+func (l *lab) produce(h *history.Recorder, producer, topic string, p int32, acks int, values []string, timeout time.Duration) []string {
+	var records []map[string]any
+	for _, v := range values {
+		records = append(records, map[string]any{"value": v, "partition": p})
+	}
+	var resp struct {
+		Results []produceResult `json:"results"`
+	}
+	start := time.Now()
+	err := l.call(timeout, "POST", "/v1/topics/"+topic+"/records", map[string]any{"acks": acks, "records": records}, &resp)
+	end := time.Now()
+	codes := make([]string, len(values))
+	for i, v := range values {
+		switch {
+		case err != nil:
+			o := history.ErrOutcome(err)
+			code := "TIMEOUT_OR_CONNECTION"
+			if e, ok := err.(*apiError); ok {
+				o, code = history.ErrorOutcome(e.ErrorCode), e.ErrorCode
+			}
+			h.Failed(producer, p, v, o, code+": "+err.Error(), start, end)
+			codes[i] = code
+		case len(resp.Results) != len(values):
+			h.Failed(producer, p, v, history.Unknown, fmt.Sprintf("UNKNOWN: %d results for %d records", len(resp.Results), len(values)), start, end)
+			codes[i] = "UNKNOWN"
+		default:
+			r := resp.Results[i]
+			if o := history.OutcomeOf(r.Outcome, r.ErrorCode); o != history.Written {
+				h.Failed(producer, p, v, o, r.ErrorCode+": "+r.Message, start, end)
+				codes[i] = r.ErrorCode
+			} else {
+				h.Acked(producer, p, v, int64(r.Offset), start, end)
+			}
+		}
+	}
+	return codes
+}
+
+// readAll reads partition p of topic from its start to its high watermark.
+func (l *lab) readAll(topic string, p int32) (map[int64]string, error) {
+	out := map[int64]string{}
+	next := int64(0)
+	for {
+		var f struct {
+			Records []struct {
+				Offset e2e.Int64 `json:"offset"`
+				Value  string    `json:"value"`
+			} `json:"records"`
+			Next e2e.Int64 `json:"next_offset"`
+			HW   e2e.Int64 `json:"high_watermark"`
+		}
+		path := fmt.Sprintf("/v1/topics/%s/partitions/%d/records?offset=%d&max_records=2000", topic, p, next)
+		if err := l.waitFor(20*time.Second, "a fetch", func() error { return l.call(10*time.Second, "GET", path, nil, &f) }); err != nil {
+			return nil, err
+		}
+		for _, r := range f.Records {
+			out[int64(r.Offset)] = r.Value
+		}
+		if int64(f.Next) > next {
+			next = int64(f.Next)
+		}
+		if next >= int64(f.HW) {
+			return out, nil
+		}
+	}
+}
+
+// followers answers the replicas of d other than its leader.
+func (d partitionDesc) followers() []int32 {
+	var out []int32
+	for _, r := range d.Replicas {
+		if r != d.Leader {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func nodes(ids []int32) string {
+	ids = slices.Clone(ids)
+	slices.Sort(ids)
+	s := ""
+	for i, id := range ids {
+		if i > 0 {
+			s += ", "
+		}
+		s += "storage-" + strconv.Itoa(int(id))
+	}
+	return s
+}
