@@ -13,7 +13,8 @@
 //   - servers that accept those pings, and ping their clients in turn;
 //   - one process-wide buffer pool with a tier for every power of two from
 //     256 B to 8 MiB that does not zero the buffers it reuses (see
-//     bufferPool).
+//     bufferPool), used by the transport and, through the protobuf codec
+//     this package registers for the whole process, by marshalling.
 //
 // Tracing comes with them (telemetry's stats handlers).
 package grpcopt
