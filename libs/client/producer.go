@@ -378,10 +378,10 @@ func maxMessageBytes(m *Metadata, topic string) int {
 }
 
 // withTraceparent adds the W3C traceparent of ctx's span to headers unless
-// there is no span or the caller set one.
+// the span is not sampled or the caller set one.
 func withTraceparent(ctx context.Context, headers []record.Header) []record.Header {
-	if !trace.SpanContextFromContext(ctx).IsValid() {
-		return headers
+	if !trace.SpanContextFromContext(ctx).IsSampled() {
+		return headers // nothing records this trace (see telemetry.Sampled)
 	}
 	for _, h := range headers {
 		if h.Key == TraceparentHeader {

@@ -140,6 +140,16 @@ func TestSamplingWithAndWithoutExporter(t *testing.T) {
 	}
 	parent := oteltrace.SpanContextFromContext(ctx)
 	span.End()
+	if Sampled(ctx) {
+		t.Error("no exporter: a root span reports sampled")
+	}
+	// A caller that samples its own trace keeps it sampled through here.
+	sampledParent := parent.WithTraceFlags(oteltrace.FlagsSampled)
+	cctx, child := otel.Tracer("t").Start(oteltrace.ContextWithRemoteSpanContext(context.Background(), sampledParent), "child")
+	if !Sampled(cctx) || child.SpanContext().TraceID() != parent.TraceID() {
+		t.Error("no exporter: the child of a sampled remote parent is not sampled in its trace")
+	}
+	child.End()
 	shutdown(context.Background())
 
 	exp := tracetest.NewInMemoryExporter()
@@ -148,7 +158,7 @@ func TestSamplingWithAndWithoutExporter(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer shutdown(context.Background())
-	_, child := otel.Tracer("t").Start(oteltrace.ContextWithRemoteSpanContext(context.Background(), parent), "joins")
+	_, child = otel.Tracer("t").Start(oteltrace.ContextWithRemoteSpanContext(context.Background(), parent), "joins")
 	child.End()
 	spans := exp.GetSpans()
 	if len(spans) != 1 || spans[0].SpanContext.TraceID() != parent.TraceID() {

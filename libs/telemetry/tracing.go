@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 )
 
@@ -30,11 +31,10 @@ type TracingConfig struct {
 // Baggage propagators, and returns a function that flushes and stops it.
 //
 // Spans are exported over OTLP/gRPC when OTEL_EXPORTER_OTLP_ENDPOINT (or
-// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set. Without an exporter nothing is
-// recorded (spans cost nothing but their ids), yet trace context is still
-// created and propagated; a process with an exporter samples every span
-// whatever its parent's sampled flag says, so a later hop that does export
-// still joins the trace.
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set, and then every span is sampled.
+// Without an exporter a span is sampled only when its parent is (a caller
+// that traces its own requests): the rest cost nothing but their ids, and
+// Sampled tells writers not to stamp their context into records.
 func Tracing(ctx context.Context, cfg TracingConfig) (shutdown func(context.Context) error, err error) {
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 
@@ -61,7 +61,7 @@ func Tracing(ctx context.Context, cfg TracingConfig) (shutdown func(context.Cont
 	opts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
 	switch {
 	case exp == nil:
-		opts = append(opts, sdktrace.WithSampler(sdktrace.NeverSample()))
+		opts = append(opts, sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.NeverSample())))
 	case cfg.Exporter != nil:
 		opts = append(opts, sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithSyncer(exp)) // tests read spans as soon as they end
 	default:
@@ -87,4 +87,11 @@ func GRPCServerOptions(m *GRPCMetrics) []grpc.ServerOption {
 // caller's trace context.
 func GRPCDialOptions() []grpc.DialOption {
 	return []grpc.DialOption{grpc.WithStatsHandler(otelgrpc.NewClientHandler())}
+}
+
+// Sampled reports whether ctx carries a sampled span: one whose context is
+// worth carrying into the records it writes (the traceparent header), so
+// that replication and consumption join its trace.
+func Sampled(ctx context.Context) bool {
+	return trace.SpanContextFromContext(ctx).IsSampled()
 }

@@ -10,7 +10,8 @@
 //
 // Every flag has an environment twin SKEIN_<FLAG> (upper snake case), used
 // when the flag is not given: SKEIN_GRPC_ADDR, SKEIN_HTTP_ADDR,
-// SKEIN_CONTROLLERS, SKEIN_NODE_ID, SKEIN_LOG_LEVEL.
+// SKEIN_CONTROLLERS, SKEIN_NODE_ID, SKEIN_MAX_REQUEST_BYTES,
+// SKEIN_MAX_INFLIGHT_PRODUCE_BYTES, SKEIN_LOG_LEVEL, ...
 package main
 
 import (
@@ -18,6 +19,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -52,6 +54,8 @@ func run(args []string) error {
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	batchSize := fs.Int("batch-size", gateway.DefaultBatchSize, "batch.size: bytes per partition batch sent to a storage node")
 	linger := fs.Duration("linger", gateway.DefaultLinger, "linger.ms: how long a partition batch waits to fill (negative: send at once)")
+	maxRequestBytes := fs.Int64("max-request-bytes", gateway.DefaultMaxRequestBytes, "largest REST body and gRPC message accepted; a larger REST body is answered 413 RECORD_LIST_TOO_LARGE before it is read")
+	maxInflight := fs.Int64("max-inflight-produce-bytes", gateway.DefaultMaxInflightProduceBytes, "buffer.memory: produce request bytes held at once by all callers; beyond it, 429 / RESOURCE_EXHAUSTED THROTTLING_QUOTA_EXCEEDED")
 	debugAddr := fs.String("debug-addr", "", "serves /debug/pprof here when set (an operations address: keep it on loopback, never the public API port)")
 	if err := cliflag.Parse(fs, args, os.Getenv); err != nil {
 		return err
@@ -61,6 +65,12 @@ func run(args []string) error {
 	}
 	if *batchSize <= 0 {
 		return fmt.Errorf("--batch-size %d: want a positive number of bytes", *batchSize)
+	}
+	if *maxRequestBytes <= 0 || *maxRequestBytes > math.MaxInt32-(64<<10) {
+		return fmt.Errorf("--max-request-bytes %d: want a positive number of bytes below 2 GiB", *maxRequestBytes)
+	}
+	if *maxInflight <= 0 {
+		return fmt.Errorf("--max-inflight-produce-bytes %d: want a positive number of bytes", *maxInflight)
 	}
 	var ctrls []string
 	for _, a := range strings.Split(*controllers, ",") {
@@ -89,6 +99,7 @@ func run(args []string) error {
 	g, err := gateway.New(gateway.Config{
 		GRPCAddr: *grpcAddr, HTTPAddr: *httpAddr, Controllers: ctrls, NodeID: int32(*nodeID), Logger: log,
 		ProducerOptions: []client.ProducerOption{client.WithBatchSize(*batchSize), client.WithLinger(*linger)},
+		MaxRequestBytes: *maxRequestBytes, MaxInflightProduceBytes: *maxInflight,
 	})
 	if err != nil {
 		return err

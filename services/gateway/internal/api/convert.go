@@ -6,12 +6,12 @@ import (
 	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/trace"
 
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/client"
 	"skein/libs/errs"
 	"skein/libs/record"
+	"skein/libs/telemetry"
 )
 
 // textOrBytes picks the one form a produce request may use for a field.
@@ -32,7 +32,7 @@ func textOrBytes(field string, text *string, raw []byte, rawSet bool) ([]byte, e
 
 // toClientRecord converts one produce record, adding the producing span's
 // traceparent header so the record joins the producer's trace.
-func toClientRecord(ctx context.Context, topic string, i int, pr *skeinv1.ProduceRecord, now int64) (client.Record, error) {
+func toClientRecord(tp string, topic string, i int, pr *skeinv1.ProduceRecord, now int64) (client.Record, error) {
 	key, err := textOrBytes("key", pr.Key, pr.KeyBytes, pr.KeyBytes != nil)
 	if err != nil {
 		return client.Record{}, errs.Errorf(errs.InvalidRequest, "record %d: %s", i, errs.Message(err))
@@ -57,16 +57,16 @@ func toClientRecord(ctx context.Context, topic string, i int, pr *skeinv1.Produc
 		hasTrace = hasTrace || h.GetKey() == client.TraceparentHeader
 		r.Headers = append(r.Headers, record.Header{Key: h.GetKey(), Value: v})
 	}
-	if !hasTrace {
-		if tp := traceparent(ctx); tp != "" {
-			r.Headers = append(r.Headers, record.Header{Key: client.TraceparentHeader, Value: []byte(tp)})
-		}
+	if !hasTrace && tp != "" {
+		r.Headers = append(r.Headers, record.Header{Key: client.TraceparentHeader, Value: []byte(tp)})
 	}
 	return r, nil
 }
 
+// traceparent answers the W3C traceparent of ctx's span when it is sampled
+// (see telemetry.Sampled), else "".
 func traceparent(ctx context.Context) string {
-	if !trace.SpanContextFromContext(ctx).IsValid() {
+	if !telemetry.Sampled(ctx) {
 		return ""
 	}
 	c := propagation.MapCarrier{}

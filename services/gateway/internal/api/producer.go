@@ -7,9 +7,12 @@ import (
 	"log/slog"
 	"sync"
 
+	"google.golang.org/protobuf/proto"
+
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/client"
 	"skein/libs/errs"
+	"skein/services/gateway/internal/budget"
 )
 
 // Producer is ProducerService. Unary produces share one producer per acks
@@ -27,6 +30,31 @@ type Producer struct {
 
 	drain    sync.Once
 	draining chan struct{} // closed by Drain
+
+	budget *budget.Budget             // nil: no budget
+	exempt func(context.Context) bool // calls already charged elsewhere
+}
+
+// SetBudget charges every Produce call and every ProduceStream request its
+// size against b while it is served, refusing what does not fit with
+// THROTTLING_QUOTA_EXCEEDED; calls for which exempt answers true (REST's,
+// charged as bodies) are not charged again. Call it before serving.
+func (s *Producer) SetBudget(b *budget.Budget, exempt func(context.Context) bool) {
+	s.budget, s.exempt = b, exempt
+}
+
+// charge holds size bytes of the budget for the call in ctx; ok is false
+// when they do not fit now.
+func (s *Producer) charge(ctx context.Context, size int) (h *budget.Hold, ok bool) {
+	if s.budget == nil || (s.exempt != nil && s.exempt(ctx)) {
+		return nil, true
+	}
+	h = s.budget.Hold()
+	if !h.Grow(int64(size)) {
+		s.budget.Throttled("grpc")
+		return nil, false
+	}
+	return h, true
 }
 
 // Drain makes every ProduceStream stop taking requests, answer what it took
@@ -95,9 +123,10 @@ func (s *Producer) prepare(ctx context.Context, topic string, acks *int32, route
 	}
 	limit := m.MaxMessageBytes(topic)
 	now := nowMs()
+	tp := traceparent(ctx) // once per request, not per record
 	out := &prepared{acks: a, records: make([]client.Record, 0, len(recs))}
 	for i, pr := range recs {
-		r, err := toClientRecord(ctx, topic, i, pr, now)
+		r, err := toClientRecord(tp, topic, i, pr, now)
 		if err != nil {
 			return nil, err
 		}
@@ -122,6 +151,12 @@ func (s *Producer) prepare(ctx context.Context, topic string, acks *int32, route
 
 // Produce writes records and answers one result per record, in order.
 func (s *Producer) Produce(ctx context.Context, req *skeinv1.ProduceRequest) (*skeinv1.ProduceResponse, error) {
+	size := proto.Size(req)
+	hold, ok := s.charge(ctx, size)
+	if !ok {
+		return nil, s.budget.Status(int64(size))
+	}
+	defer hold.Release()
 	p, err := s.prepare(ctx, req.GetTopic(), req.Acks, req.Partition, req.GetRecords())
 	if err != nil {
 		return nil, err
@@ -239,8 +274,19 @@ func (s *Producer) ProduceStream(stream skeinv1.ProducerService_ProduceStreamSer
 		case <-s.draining:
 			return nil
 		}
-		p, err := s.prepare(ctx, req.GetTopic(), req.Acks, nil, req.GetRecords())
+		// A request the budget cannot take now is answered like one that
+		// fails validation (nothing sent; retriable); the stream goes on.
+		size := proto.Size(req)
+		hold, ok := s.charge(ctx, size)
+		var p *prepared
+		var err error
+		if ok {
+			p, err = s.prepare(ctx, req.GetTopic(), req.Acks, nil, req.GetRecords())
+		} else {
+			err = s.budget.Error(int64(size))
+		}
 		if err != nil {
+			hold.Release()
 			n := max(len(req.GetRecords()), 1)
 			resp := &skeinv1.ProduceStreamResponse{CorrelationId: req.GetCorrelationId()}
 			for i := 0; i < n; i++ {
@@ -268,6 +314,7 @@ func (s *Producer) ProduceStream(stream skeinv1.ProducerService_ProduceStreamSer
 			defer pending.Done()
 			left.Wait()
 			send(&skeinv1.ProduceStreamResponse{CorrelationId: corr, Results: results})
+			hold.Release()
 		}(req.GetCorrelationId())
 	}
 }

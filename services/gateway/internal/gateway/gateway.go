@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"skein/libs/grpcopt"
 	"skein/libs/telemetry"
 	"skein/services/gateway/internal/api"
+	"skein/services/gateway/internal/budget"
 )
 
 // The gateway's batching defaults. It funnels many callers' records into
@@ -53,6 +55,13 @@ type Config struct {
 	ShutdownGrace time.Duration
 	// ProducerOptions apply to every producer the gateway starts.
 	ProducerOptions []client.ProducerOption
+	// MaxRequestBytes bounds one REST body and one gRPC message the gateway
+	// receives (default DefaultMaxRequestBytes).
+	MaxRequestBytes int64
+	// MaxInflightProduceBytes is the budget of produce request bytes the
+	// gateway holds at once, all callers together (default
+	// DefaultMaxInflightProduceBytes).
+	MaxInflightProduceBytes int64
 }
 
 // Gateway is a running gateway's listeners and servers.
@@ -61,6 +70,7 @@ type Gateway struct {
 	log      *slog.Logger
 	client   *client.Client
 	producer *api.Producer
+	inflight *budget.Budget
 	consumer *api.Consumer
 	group    *api.Group
 	grpcLis  net.Listener
@@ -83,6 +93,12 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.ShutdownGrace <= 0 {
 		cfg.ShutdownGrace = 10 * time.Second
 	}
+	if cfg.MaxRequestBytes <= 0 {
+		cfg.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if cfg.MaxInflightProduceBytes <= 0 {
+		cfg.MaxInflightProduceBytes = DefaultMaxInflightProduceBytes
+	}
 	g := &Gateway{cfg: cfg, log: cfg.Logger}
 	ok := false
 	defer func() {
@@ -104,12 +120,18 @@ func New(cfg Config) (*Gateway, error) {
 	unaryErr, streamErr := api.ErrorInterceptors()
 	opts := append(grpcopt.Server(telemetry.NewGRPCMetrics(cfg.Registry)),
 		grpc.ChainUnaryInterceptor(unaryErr), grpc.ChainStreamInterceptor(streamErr),
-		grpc.MaxRecvMsgSize(client.MaxMessageSize), grpc.MaxSendMsgSize(client.MaxMessageSize))
+		// A message above the limit is refused by gRPC before it is
+		// allocated (RESOURCE_EXHAUSTED). The slack lets REST's loopback
+		// calls through: a REST body within the limit is no larger as
+		// protobuf, save the path fields (topic, partition) it adds.
+		grpc.MaxRecvMsgSize(int(min(cfg.MaxRequestBytes+grpcSlack, math.MaxInt32))), grpc.MaxSendMsgSize(client.MaxMessageSize))
 	g.grpc = grpc.NewServer(opts...)
 	// An HTTP caller should not wait Kafka's two minutes for a record.
 	popts := append([]client.ProducerOption{client.WithDeliveryTimeout(DeliveryTimeout),
 		client.WithBatchSize(DefaultBatchSize), client.WithLinger(DefaultLinger)}, cfg.ProducerOptions...)
+	g.inflight = budget.New(cfg.MaxInflightProduceBytes, cfg.Registry)
 	g.producer = api.NewProducer(g.client, g.log, popts...)
+	g.producer.SetBudget(g.inflight, fromLoopback)
 	skeinv1.RegisterAdminServiceServer(g.grpc, api.NewAdmin(g.client, g.log))
 	skeinv1.RegisterProducerServiceServer(g.grpc, g.producer)
 	g.consumer = api.NewConsumer(g.client, g.log)
@@ -131,7 +153,8 @@ func New(cfg Config) (*Gateway, error) {
 	if g.loop, err = grpc.NewClient("passthrough:///gateway-loopback", dial...); err != nil {
 		return nil, err
 	}
-	mux, err := newRESTMux(context.Background(), g.loop)
+	rl := restLimits{maxBody: cfg.MaxRequestBytes, budget: g.inflight}
+	mux, err := newRESTMux(context.Background(), g.loop, rl)
 	if err != nil {
 		return nil, err
 	}
@@ -144,7 +167,7 @@ func New(cfg Config) (*Gateway, error) {
 		}
 	}
 	g.http = &http.Server{
-		Handler:           newHTTPHandler(mux, ready, telemetry.MetricsHandler(cfg.Registry)),
+		Handler:           newHTTPHandler(mux, rl, ready, telemetry.MetricsHandler(cfg.Registry)),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	ok = true

@@ -14,6 +14,7 @@ import (
 	"skein/gen/openapi"
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/errs"
+	"skein/services/gateway/internal/budget"
 )
 
 // errorBody is the REST error document (docs/API.md).
@@ -43,6 +44,9 @@ func errorHandler(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w
 	if row == errs.UnknownServerError && st.Code() != codes.Internal && st.Code() != codes.Unknown {
 		httpStatus = runtime.HTTPStatusFromCode(st.Code())
 	}
+	if row == errs.ThrottlingQuotaExceeded {
+		w.Header().Set("Retry-After", budget.RetryAfterHeader())
+	}
 	writeError(w, httpStatus, errorBody{Code: int32(code), ErrorCode: row.Name, Message: st.Message()})
 }
 
@@ -57,13 +61,20 @@ func routingErrorHandler(_ context.Context, _ *runtime.ServeMux, _ runtime.Marsh
 }
 
 // newRESTMux maps the REST API onto the gRPC services reached through conn.
-func newRESTMux(ctx context.Context, conn *grpc.ClientConn) (*runtime.ServeMux, error) {
+// A body that rl cut short is answered as its limit says (413 or 429).
+func newRESTMux(ctx context.Context, conn *grpc.ClientConn, rl restLimits) (*runtime.ServeMux, error) {
 	mux := runtime.NewServeMux(
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.JSONPb{
 			MarshalOptions:   protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true},
 			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
 		}),
-		runtime.WithErrorHandler(errorHandler),
+		runtime.WithErrorHandler(func(ctx context.Context, mux *runtime.ServeMux, m runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
+			if l, hit := bodyLimitHit(r.Context()); hit {
+				rl.writeLimitHit(w, l)
+				return
+			}
+			errorHandler(ctx, mux, m, w, r, err)
+		}),
 		runtime.WithRoutingErrorHandler(routingErrorHandler),
 		// Routes match the path as sent: an escaped slash stays inside its
 		// parameter, so /v1/topics/a%2Fb reaches the topic handlers (and is
@@ -83,8 +94,8 @@ func newRESTMux(ctx context.Context, conn *grpc.ClientConn) (*runtime.ServeMux, 
 	return mux, nil
 }
 
-// newHTTPHandler is the whole HTTP surface.
-func newHTTPHandler(api http.Handler, ready func() bool, metrics http.Handler) http.Handler {
+// newHTTPHandler is the whole HTTP surface; rl bounds the API's bodies.
+func newHTTPHandler(api http.Handler, rl restLimits, ready func() bool, metrics http.Handler) http.Handler {
 	h := http.NewServeMux()
 	h.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -104,6 +115,6 @@ func newHTTPHandler(api http.Handler, ready func() bool, metrics http.Handler) h
 		_, _ = w.Write([]byte(`{"status":"ready"}` + "\n"))
 	})
 	h.Handle("GET /metrics", metrics)
-	h.Handle("/", api)
+	h.Handle("/", rl.wrap(api))
 	return h
 }
