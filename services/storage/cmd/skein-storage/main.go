@@ -46,6 +46,7 @@ type config struct {
 	logLevel      string
 	replicaLagMax time.Duration
 	shutdownWait  time.Duration
+	maxInflight   int64
 }
 
 func main() {
@@ -65,8 +66,13 @@ func main() {
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.DurationVar(&c.replicaLagMax, "replica-lag-max", 10*time.Second, "replica.lag.time.max.ms: a follower behind this long leaves the ISR")
 	fs.DurationVar(&c.shutdownWait, "shutdown-wait", 10*time.Second, "how long SIGTERM waits for leadership to move and requests to finish")
+	fs.Int64Var(&c.maxInflight, "max-inflight-produce-bytes", server.DefaultMaxInflightProduceBytes, "record bytes of produce requests served at once, acks=all waits included; beyond it a produce is refused with THROTTLING_QUOTA_EXCEEDED (retriable)")
 	if err := cliflag.Parse(fs, os.Args[1:], os.Getenv); err != nil {
 		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	if c.maxInflight <= 0 {
+		fmt.Fprintf(os.Stderr, "skein-storage: --max-inflight-produce-bytes %d: want a positive number of bytes\n", c.maxInflight)
 		os.Exit(2)
 	}
 	if err := run(c); err != nil {
@@ -128,6 +134,7 @@ func run(c config) error {
 		grpc.InitialWindowSize(8<<20), grpc.InitialConnWindowSize(32<<20),
 		grpc.MaxRecvMsgSize(64<<20), grpc.MaxSendMsgSize(64<<20))...)
 	storageSrv := server.New(mgr, log, server.NewMetrics(reg))
+	storageSrv.LimitInflightProduce(c.maxInflight)
 	storagev1.RegisterStorageServiceServer(srv, storageSrv)
 	reflection.Register(srv)
 	lis, err := net.Listen("tcp", c.grpcAddr)

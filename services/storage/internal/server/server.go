@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"reflect"
 	"sync"
@@ -37,6 +38,65 @@ type Server struct {
 	// graceful stop does not wait on peers' replication streams.
 	draining  chan struct{}
 	drainOnce sync.Once
+
+	// inflight bounds the record bytes of produce requests being served,
+	// acks=all waits in purgatory included (0: no bound).
+	inflightMax  int64
+	inflightMu   sync.Mutex
+	inflightUsed int64 // guarded by inflightMu
+}
+
+// The bounds a storage node puts on what its callers make it hold.
+const (
+	// DefaultMaxInflightProduceBytes is the record bytes of produce requests
+	// a node serves at once (Kafka's queued.max.request.bytes idea): beyond
+	// it a produce is refused with THROTTLING_QUOTA_EXCEEDED before it is
+	// appended, and the producer retries.
+	DefaultMaxInflightProduceBytes = 256 << 20
+	// MinProduceCharge is the least a produce request is charged: it also
+	// holds a goroutine and, under acks=all, a waiter in purgatory.
+	MinProduceCharge = 4 << 10
+	// MaxFetchBytes caps any fetch or replica fetch answer (Kafka's
+	// fetch.max.bytes), so a caller's max_bytes cannot make the node read
+	// more than that per request; it stays below the 64 MiB gRPC message
+	// limit with room for one whole oversized batch.
+	MaxFetchBytes = 50 << 20
+)
+
+// LimitInflightProduce sets the bound on record bytes of produce requests
+// served at once (n <= 0: none). Call it before serving.
+func (s *Server) LimitInflightProduce(n int64) { s.inflightMax = n }
+
+// acquire charges a produce request of size record bytes; false when it
+// does not fit now. A request larger than the whole bound may pass alone.
+func (s *Server) acquire(size int) (charge int64, ok bool) {
+	if s.inflightMax <= 0 {
+		return 0, true
+	}
+	charge = min(max(int64(size), MinProduceCharge), s.inflightMax)
+	s.inflightMu.Lock()
+	defer s.inflightMu.Unlock()
+	if s.inflightUsed+charge > s.inflightMax {
+		return 0, false
+	}
+	s.inflightUsed += charge
+	return charge, true
+}
+
+func (s *Server) release(charge int64) {
+	if charge == 0 {
+		return
+	}
+	s.inflightMu.Lock()
+	defer s.inflightMu.Unlock()
+	s.inflightUsed -= charge
+}
+
+// InflightProduceBytes is what produce requests hold of the bound now.
+func (s *Server) InflightProduceBytes() int64 {
+	s.inflightMu.Lock()
+	defer s.inflightMu.Unlock()
+	return s.inflightUsed
 }
 
 // Drain ends replication and produce streams at their next round and cuts
@@ -45,7 +105,8 @@ func (s *Server) Drain() { s.drainOnce.Do(func() { close(s.draining) }) }
 
 // New returns the gRPC shell over replicas.
 func New(replicas Replicas, log *slog.Logger, metrics *Metrics) *Server {
-	return &Server{replicas: replicas, log: log, metrics: metrics, maxWaitCap: 30 * time.Second, draining: make(chan struct{})}
+	return &Server{replicas: replicas, log: log, metrics: metrics, maxWaitCap: 30 * time.Second, draining: make(chan struct{}),
+		inflightMax: DefaultMaxInflightProduceBytes}
 }
 
 var tracer = otel.Tracer("skein/storage")
@@ -74,6 +135,22 @@ func (s *Server) produce(ctx context.Context, req *storagev1.ProduceRequest, tra
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	out := &storagev1.ProduceResponse{Partitions: make([]*storagev1.PartitionProduceResult, len(req.GetPartitions()))}
+	size := 0
+	for _, pp := range req.GetPartitions() {
+		size += len(pp.GetRecords())
+	}
+	charge, ok := s.acquire(size)
+	if !ok {
+		// Nothing is appended; the producer retries after a back-off.
+		msg := fmt.Sprintf("the node serves its limit of in-flight produce bytes (%d, --max-inflight-produce-bytes); this request has %d", s.inflightMax, size)
+		for i, pp := range req.GetPartitions() {
+			out.Partitions[i] = &storagev1.PartitionProduceResult{Topic: pp.GetTopic(), Partition: pp.GetPartition(), BaseOffset: -1, LogAppendTimeMs: -1,
+				ErrorCode: skeinv1.ErrorCode_THROTTLING_QUOTA_EXCEEDED, ErrorMessage: msg}
+			s.metrics.produced(pp.GetTopic(), skeinv1.ErrorCode_THROTTLING_QUOTA_EXCEEDED, len(pp.GetRecords()), 0)
+		}
+		return out, nil
+	}
+	defer s.release(charge)
 	var wg sync.WaitGroup
 	for i, pp := range req.GetPartitions() {
 		wg.Add(1)
@@ -207,10 +284,7 @@ func (s *Server) fetchOnceResp(req *storagev1.FetchRequest) *storagev1.FetchResp
 }
 
 func (s *Server) fetchOnce(req *storagev1.FetchRequest) (*storagev1.FetchResponse, int, []<-chan struct{}) {
-	maxBytes := int(req.GetMaxBytes())
-	if maxBytes == 0 {
-		maxBytes = 50 << 20
-	}
+	maxBytes := answerBytes(req.GetMaxBytes(), MaxFetchBytes)
 	readCommitted := req.GetIsolationLevel() == skeinv1.IsolationLevel_READ_COMMITTED
 	resp := &storagev1.FetchResponse{}
 	total := 0
@@ -249,6 +323,15 @@ func (s *Server) fetchOnce(req *storagev1.FetchRequest) (*storagev1.FetchRespons
 	}
 	s.metrics.fetched(total)
 	return resp, total, chans
+}
+
+// answerBytes is the size bound of one fetch answer: what the caller asked
+// (dflt when it asked for none), never above MaxFetchBytes.
+func answerBytes(asked int32, dflt int) int {
+	if asked <= 0 {
+		return min(dflt, MaxFetchBytes)
+	}
+	return min(int(asked), MaxFetchBytes)
 }
 
 // waitAny blocks until one of chans is closed (true), or d passes, ctx
@@ -308,10 +391,7 @@ func (s *Server) replicateOnce(req *storagev1.ReplicateRequest) (*storagev1.Repl
 	resp := &storagev1.ReplicateResponse{}
 	total := 0
 	var chans []<-chan struct{}
-	maxBytes := int(req.GetMaxBytes())
-	if maxBytes <= 0 {
-		maxBytes = 16 << 20
-	}
+	maxBytes := answerBytes(req.GetMaxBytes(), 16<<20)
 	for _, st := range req.GetPartitions() {
 		tp := partition.TP{Topic: st.GetTopic(), Partition: st.GetPartition()}
 		r := &storagev1.ReplicaFetchResult{Topic: tp.Topic, Partition: tp.Partition, HighWatermark: -1, LogStartOffset: -1}
