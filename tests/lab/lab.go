@@ -24,6 +24,9 @@ type Options struct {
 	Out io.Writer
 	// Verbose also prints the audit's whole table.
 	Verbose bool
+	// Short leaves out the slow part of a demo: min-isr does not wait out
+	// the gateway's 30 s delivery timeout.
+	Short bool
 	// KeepData keeps the cluster's data and logs after the run (they are
 	// kept anyway when the demo fails).
 	KeepData bool
@@ -103,7 +106,7 @@ func startLab(ctx context.Context, o *Options) (*lab, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &lab{ctx: ctx, o: o, dir: dir, hc: &http.Client{Timeout: 30 * time.Second}, start: time.Now()}
+	l := &lab{ctx: ctx, o: o, dir: dir, hc: &http.Client{Timeout: 60 * time.Second}, start: time.Now()}
 	fmt.Fprintf(o.Out, "starting a cluster (3 controllers, 3 storage nodes, 2 group coordinators, a gateway) in %s\n", dir)
 	dev, err := e2e.StartDev(o.BinDir, dir, 60*time.Second)
 	if err != nil {

@@ -11,7 +11,13 @@ import (
 	"strconv"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	storagev1 "skein/gen/skein/storage/v1"
+	"skein/libs/errs"
 	"skein/libs/history"
+	"skein/libs/record"
 	"skein/tests/e2e"
 )
 
@@ -229,4 +235,73 @@ func nodes(ids []int32) string {
 		s += "storage-" + strconv.Itoa(int(id))
 	}
 	return s
+}
+
+// produceToLeader sends values to partition p of topic as one batch with
+// acks straight to the leader's storage node over gRPC, once, without the
+// gateway's retries, and records the outcome in h. It answers the leader's
+// error code ("" when written).
+func (l *lab) produceToLeader(h *history.Recorder, producer, topic string, p int32, leader int32, acks int32, values []string) string {
+	b := record.NewBuilder(record.DefaultBatchOptions())
+	now := time.Now().UnixMilli()
+	for _, v := range values {
+		b.Append(now, nil, []byte(v))
+	}
+	batch, _, err := b.Build(nil)
+	start := time.Now()
+	if err == nil {
+		err = l.storageProduce(leader, &storagev1.ProduceRequest{Acks: acks, TimeoutMs: 5000, Partitions: []*storagev1.PartitionProduce{
+			{Topic: topic, Partition: p, CurrentLeaderEpoch: -1, Records: batch}}}, func(r *storagev1.PartitionProduceResult) {
+			for i, v := range values {
+				h.Acked(producer, p, v, r.GetBaseOffset()+int64(i), start, time.Now())
+			}
+		})
+	}
+	if err != nil {
+		code := errs.Of(err).Name
+		for _, v := range values {
+			h.Failed(producer, p, v, history.ErrOutcome(err), code+": "+errs.Message(err), start, time.Now())
+		}
+		return code
+	}
+	return ""
+}
+
+// storageProduce sends req to storage node id and calls ok with the
+// partition's result when it is written; an error is the leader's refusal
+// (a libs/errs row) or the call's failure.
+func (l *lab) storageProduce(id int32, req *storagev1.ProduceRequest, ok func(*storagev1.PartitionProduceResult)) error {
+	ps, err := l.dev.Processes()
+	if err != nil {
+		return err
+	}
+	addr := ""
+	for _, p := range ps {
+		if p.Role == "storage" && int32(p.ID) == id {
+			addr = p.GRPCAddr
+		}
+	}
+	if addr == "" {
+		return fmt.Errorf("no storage node %d in cluster.json", id)
+	}
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(l.ctx, 10*time.Second)
+	defer cancel()
+	resp, err := storagev1.NewStorageServiceClient(cc).Produce(ctx, req)
+	if err != nil {
+		return errs.FromStatus(err)
+	}
+	if len(resp.GetPartitions()) != 1 {
+		return fmt.Errorf("%d partition results", len(resp.GetPartitions()))
+	}
+	r := resp.GetPartitions()[0]
+	if r.GetErrorCode() != 0 {
+		return errs.Errorf(errs.ForCode(errs.Code(r.GetErrorCode())), "%s", r.GetErrorMessage())
+	}
+	ok(r)
+	return nil
 }
