@@ -179,3 +179,16 @@ bin/nats: tools/nats/cli/go.mod tools/nats/cli/go.sum
 	@mkdir -p bin
 	GOWORK=off CGO_ENABLED=0 $(GO) -C tools/nats/cli build -trimpath -ldflags='-s -w' \
 	  -o $(CURDIR)/bin/nats github.com/nats-io/natscli/nats
+
+## ---- lab demos ----
+LAB_DEMOS := demo-acks1-loss demo-acks-all demo-min-isr demo-group demo-unclean
+.PHONY: $(LAB_DEMOS)
+
+## demo-*: one lab demo (tests/lab): a `skein dev` cluster of its own on free
+## loopback ports, one fault with real processes, an audit of what the clients
+## were told, a report in plain words; the cluster is always stopped.
+## LAB_ARGS='-v' prints the history checker's whole table. Each under a minute.
+LAB_ARGS ?=
+$(LAB_DEMOS): build
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/ ./tests/lab/cmd/skein-lab
+	bin/skein-lab $(LAB_ARGS) $(@:demo-%=%)
