@@ -121,8 +121,25 @@ func leaderCrash(ctx context.Context, o *Options, acks int, window time.Duration
 	}); err != nil {
 		return nil, err
 	}
+	// Every replica has what was acknowledged so far once the high
+	// watermark (the lowest log end over the ISR) passes it.
+	target := maxAckedOffset(h) + 1
+	caughtUp := time.Now()
+	if err := l.waitFor(20*time.Second, "the followers copying the first records", func() error {
+		d, err := l.partition(topic, 0)
+		if err != nil {
+			return err
+		}
+		if int64(d.HW) < target {
+			return fmt.Errorf("high watermark %d, want %d", d.HW, target)
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
 	before := h.AckCount(0)
-	l.stepf("a producer sends records with %s, 5 per request: %d acknowledged so far, and the followers copy them as they come", acksName, before)
+	l.stepf("a producer sends records with %s, 5 per request: %d acknowledged so far; the high watermark passed offset %d %v later, so all three replicas have the first %d",
+		acksName, before, target-1, time.Since(caughtUp).Round(time.Millisecond), target)
 
 	if err := l.signal(syscall.SIGSTOP, followers...); err != nil {
 		return nil, err
@@ -213,4 +230,14 @@ func leaderCrash(ctx context.Context, o *Options, acks int, window time.Duration
 	}
 	fmt.Fprintln(o.Out, "Why: acks=all answers only once every in-sync replica has a record (and refuses when fewer than min.insync.replicas are in sync). A record that reached the leader while the followers were paused could not be acknowledged, so every acknowledged record was on the follower that was elected. The requests caught by the crash were re-sent by the gateway to the new leader under the same producer id and sequence numbers, or answered with an error: a failed send is visible, a lost acknowledged one is not possible here.")
 	return out, nil
+}
+
+// maxAckedOffset answers the highest acknowledged offset of partition 0
+// (-1 when none).
+func maxAckedOffset(h *history.Recorder) int64 {
+	top := int64(-1)
+	for _, s := range h.History().Acks(0) {
+		top = max(top, s.Offset)
+	}
+	return top
 }
