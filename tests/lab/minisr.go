@@ -150,8 +150,12 @@ func runMinISR(ctx context.Context, o *Options) (out *Outcome, err error) {
 	res := l.audit(h, history.Log{0: log})
 	out = &Outcome{Acknowledged: res.Acknowledged, Lost: res.Count(history.LostWrite), Failed: failedCounts(h.History()), Audit: res, Attempts: 1}
 	fmt.Fprintln(o.Out)
-	fmt.Fprintf(o.Out, "REFUSED: %d acks=all records with NOT_ENOUGH_REPLICAS; none of them is in the log (they were refused before the append). %d acks=1 records were acknowledged meanwhile; %d acknowledged records lost.\n",
-		out.FailedWith("NOT_ENOUGH_REPLICAS"), ok, out.Lost)
+	inLog := "none of them is in the log (they were refused before the append)"
+	if n := res.Count(history.FailedWritten); n > 0 {
+		inLog = fmt.Sprintf("yet %d records answered as not written are in the log", n)
+	}
+	fmt.Fprintf(o.Out, "REFUSED: %d acks=all records with NOT_ENOUGH_REPLICAS; %s. %d acks=1 records were acknowledged meanwhile; %d acknowledged records lost.\n",
+		out.FailedWith("NOT_ENOUGH_REPLICAS"), inLog, ok, out.Lost)
 	if !o.Short {
 		fmt.Fprintf(o.Out, "Through the gateway, acks=all waited %v and was answered %s: its producer kept retrying the leader's NOT_ENOUGH_REPLICAS until the delivery timeout, as Kafka's producer does.\n",
 			rest.took.Round(100*time.Millisecond), summarize(rest.codes))

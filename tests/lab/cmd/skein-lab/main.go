@@ -23,8 +23,9 @@ func main() {
 	binDir := fs.String("bin-dir", "", "directory holding skein and the service binaries (default: this binary's)")
 	verbose := fs.Bool("v", false, "print the history checker's whole table")
 	keep := fs.Bool("keep", false, "keep the cluster's data and logs")
+	short := fs.Bool("short", false, "leave out the slow part of a demo (min-isr: the gateway's 30 s delivery timeout)")
 	fs.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: skein-lab [-v] [-keep] [-bin-dir DIR] DEMO\n\ndemos:\n")
+		fmt.Fprintf(os.Stderr, "usage: skein-lab [-v] [-keep] [-short] [-bin-dir DIR] DEMO\n\ndemos:\n")
 		for _, d := range lab.Demos {
 			fmt.Fprintf(os.Stderr, "  %-11s %s\n", d.Name, d.What)
 		}
@@ -51,7 +52,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	start := time.Now()
-	_, err := lab.Run(ctx, fs.Arg(0), lab.Options{BinDir: *binDir, Out: os.Stdout, Verbose: *verbose, KeepData: *keep})
+	_, err := lab.Run(ctx, fs.Arg(0), lab.Options{BinDir: *binDir, Out: os.Stdout, Verbose: *verbose, Short: *short, KeepData: *keep})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "skein-lab %s: %v\n", fs.Arg(0), err)
 		os.Exit(1)
