@@ -244,7 +244,9 @@ func (c *Client) callController(ctx context.Context, fn func(context.Context, co
 			// nothing. Bound each attempt so the call moves on to the next.
 			actx, cancel := context.WithTimeout(ctx, ControllerAttemptTimeout)
 			err = errs.FromStatus(fn(actx, cl))
-			if err != nil && actx.Err() != nil && ctx.Err() == nil {
+			// The attempt's deadline may reach us as the server's
+			// DEADLINE_EXCEEDED a moment before our own timer fires.
+			if err != nil && (actx.Err() != nil || errs.Of(err) == errs.RequestTimedOut) && ctx.Err() == nil {
 				err = errs.Errorf(errs.NetworkException, "controller %s did not answer within %v", addr, ControllerAttemptTimeout)
 			}
 			cancel()

@@ -659,3 +659,124 @@ func TestProduceBatchTellsWhetherItMayBeWritten(t *testing.T) {
 		t.Errorf("unanswered: %v (maybe written %v), want maybe written", err, client.MaybeWritten(err))
 	}
 }
+
+// values reads back the values of a partition's batches on a fake node, in
+// log order.
+func values(t *testing.T, st *clienttest.Storage, topic string) []string {
+	t.Helper()
+	var out []string
+	for _, b := range st.Batches(topic, 0) {
+		var it record.RecordIter
+		if err := it.Reset(b); err != nil {
+			t.Fatal(err)
+		}
+		for it.Next() {
+			out = append(out, string(it.Record().Value))
+		}
+	}
+	return out
+}
+
+// produceAsync queues one record per value (each its own batch) and waits
+// for all results.
+func produceAsync(t *testing.T, p *client.Producer, topic string, vals ...string) []client.Result {
+	t.Helper()
+	out := make([]client.Result, len(vals))
+	done := make(chan struct{}, len(vals))
+	for i, v := range vals {
+		p.Produce(ctx(t), client.Record{Topic: topic, Partition: ptr(int32(0)), Value: []byte(v)}, func(r client.Result) { out[i] = r; done <- struct{}{} })
+	}
+	for range vals {
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no result within 10 s")
+		}
+	}
+	return out
+}
+
+// Up to five batches of a partition go out before the first is answered,
+// and they land in the order they were made, under consecutive sequences.
+func TestPipelinedBatchesLandInOrder(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 1, nil)
+	p := c.NewProducer(client.WithLinger(-1), client.WithBatchSize(1))
+	defer p.Close(ctx(t))
+	st := cl.Storage[1]
+	release := st.Stall()
+	var vals []string
+	for i := range 12 {
+		vals = append(vals, fmt.Sprintf("v%02d", i))
+	}
+	go func() { time.Sleep(300 * time.Millisecond); release() }()
+	res := produceAsync(t, p, "t", vals...)
+	for i, r := range res {
+		if r.Err != nil || r.Offset != int64(i) {
+			t.Fatalf("record %d: %+v", i, r)
+		}
+	}
+	if got := values(t, st, "t"); fmt.Sprint(got) != fmt.Sprint(vals) {
+		t.Fatalf("log %v, produced %v", got, vals)
+	}
+	b := st.Batches("t", 0)
+	for i := 1; i < len(b); i++ {
+		if b[i].ProducerID() != b[0].ProducerID() || b[i].BaseSequence() != b[i-1].BaseSequence()+1 {
+			t.Fatalf("batch %d: pid %d seq %d after pid %d seq %d", i, b[i].ProducerID(), b[i].BaseSequence(), b[i-1].ProducerID(), b[i-1].BaseSequence())
+		}
+	}
+}
+
+// A definite refusal in the middle of a pipeline fails that batch alone: the
+// batches behind it, refused as out of order, are re-encoded under a fresh
+// producer id and land, in order, once each.
+func TestPipelineSurvivesARefusalInTheMiddle(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 1, nil)
+	p := c.NewProducer(client.WithLinger(-1), client.WithBatchSize(1))
+	defer p.Close(ctx(t))
+	st := cl.Storage[1]
+	if r := produceAsync(t, p, "t", "first")[0]; r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	release := st.Stall()
+	st.FailNext("t", 0, errs.Errorf(errs.InvalidRecord, "bad"), 1)
+	go func() { time.Sleep(300 * time.Millisecond); release() }()
+	res := produceAsync(t, p, "t", "refused", "a", "b", "c", "d")
+	if errs.Of(res[0].Err) != errs.InvalidRecord || res[0].MaybeWritten {
+		t.Fatalf("refused batch: %+v", res[0])
+	}
+	for i, r := range res[1:] {
+		if r.Err != nil || r.Offset != int64(i+1) {
+			t.Fatalf("record %d behind the refusal: %+v", i, r)
+		}
+	}
+	if got := values(t, st, "t"); fmt.Sprint(got) != "[first a b c d]" {
+		t.Fatalf("log %v", got)
+	}
+}
+
+// Several batches in flight to a leader that stops answering all move to
+// the new leader, in their order, when the metadata changes.
+func TestPipelineFailsOverInOrder(t *testing.T) {
+	cl := clienttest.Start(t, 2)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 1, nil)
+	p := c.NewProducer(client.WithLinger(-1), client.WithBatchSize(1), client.WithRequestTimeout(30*time.Second))
+	defer p.Close(ctx(t))
+	release := cl.Storage[1].Stall()
+	defer release()
+	go func() { time.Sleep(300 * time.Millisecond); cl.Controller.SetLeader("t", 0, 2) }()
+	vals := []string{"a", "b", "c", "d", "e", "f", "g"}
+	res := produceAsync(t, p, "t", vals...)
+	for i, r := range res {
+		if r.Err != nil || r.Offset != int64(i) {
+			t.Fatalf("record %d: %+v", i, r)
+		}
+	}
+	if got := values(t, cl.Storage[2], "t"); fmt.Sprint(got) != fmt.Sprint(vals) {
+		t.Fatalf("new leader's log %v", got)
+	}
+}

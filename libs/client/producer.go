@@ -1,7 +1,9 @@
 package client
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -48,6 +50,7 @@ type producerConfig struct {
 	deliveryTimeout time.Duration
 	requestTimeout  time.Duration
 	idempotent      bool
+	maxInFlight     int
 }
 
 // ProducerOption changes a producer's configuration.
@@ -79,6 +82,15 @@ func WithDeliveryTimeout(d time.Duration) ProducerOption {
 func WithRequestTimeout(d time.Duration) ProducerOption {
 	return func(c *producerConfig) { c.requestTimeout = d }
 }
+
+// WithMaxInFlight sets how many batches of one partition may await their
+// answer at once (Kafka's max.in.flight.requests.per.connection; default 5,
+// the most the storage nodes' duplicate detection covers). A producer that
+// is not idempotent keeps one, so a retry cannot reorder its batches.
+func WithMaxInFlight(n int) ProducerOption { return func(c *producerConfig) { c.maxInFlight = n } }
+
+// DefaultMaxInFlight is the default of WithMaxInFlight.
+const DefaultMaxInFlight = 5
 
 // WithIdempotence turns the idempotent producer on (the default under
 // AcksAll) or off.
@@ -134,25 +146,63 @@ type Producer struct {
 	idle     chan struct{}                      // closed and replaced when all is delivered; guarded by mu
 	pid      int64                              // the producer's id, shared by its partitions; -1 until taken; guarded by mu
 	bld      *record.Builder                    // encodes batches; guarded by mu
+	order    uint64                             // order of the last batch made; guarded by mu
 }
 
-// partitionState is the producer's state for one partition. At most one
-// batch is in flight per partition, so batches land in order and a retried
-// batch keeps its sequence numbers.
+// partitionState is the producer's state for one partition. Up to
+// maxInFlight batches are out at once, sent in order on one stream, which
+// the storage node appends in order. When any attempt fails or is
+// abandoned the partition recovers: nothing new is sent, the unsettled
+// batches are resent one at a time in their original order (an earlier
+// batch is never overtaken by a later one's retry), and pipelining resumes
+// once none is left.
 type partitionState struct {
-	pid      int64 // the idempotent producer id used here; -1 until taken
-	renew    bool  // a batch failed: the next one needs a fresh producer id
-	nextSeq  int32 // base sequence of the next new batch
-	inflight *sendBatch
-	retry    *sendBatch // a failed batch waiting to be resent, before any new one
+	pid     int64 // the idempotent producer id used here; -1 until taken
+	renew   bool  // a batch failed: the next one needs a fresh producer id
+	nextSeq int32 // base sequence of the next new batch
+	// inflight are the batches sent and not yet answered, oldest first.
+	inflight []*sendBatch
+	// retry are the batches to send again, oldest first, before anything new.
+	retry      []*sendBatch
+	recovering bool
+}
+
+// requeue puts b among the batches to resend, keeping them oldest first.
+func (ps *partitionState) requeue(b *sendBatch) {
+	i, _ := slices.BinarySearchFunc(ps.retry, b.order, func(x *sendBatch, o uint64) int { return cmp.Compare(x.order, o) })
+	ps.retry = slices.Insert(ps.retry, i, b)
+	ps.recovering = true
+}
+
+// unsettledBefore reports whether a batch made before b is still in flight
+// or waiting to be resent.
+func (ps *partitionState) unsettledBefore(b *sendBatch) bool {
+	for _, x := range ps.inflight {
+		if x.order < b.order {
+			return true
+		}
+	}
+	return len(ps.retry) > 0 && ps.retry[0].order < b.order
+}
+
+// settleCheck ends recovery once nothing is unsettled.
+func (ps *partitionState) settleCheck() {
+	if len(ps.inflight) == 0 && len(ps.retry) == 0 {
+		ps.recovering = false
+	}
 }
 
 // sendBatch is a batch encoded once and resent byte-for-byte.
 type sendBatch struct {
-	tp       accumulator.TP
-	recs     []accumulator.Record // Token is the record's func(Result)
-	data     []byte
-	pid      int64
+	tp    accumulator.TP
+	recs  []accumulator.Record // Token is the record's func(Result)
+	order uint64               // when it was made: its place among its partition's batches
+	data  []byte
+	pid   int64
+	// reencode: the batch must get a fresh producer id and sequence before
+	// it is sent again (its old sequence can no longer be appended).
+	reencode bool
+	size     int // uncompressed encoded size, for the encoding buffer
 	deadline time.Time
 	attempts int // sends so far; an answer to an earlier one is stale
 	retryAt  time.Time
@@ -175,6 +225,7 @@ func (c *Client) NewProducer(opts ...ProducerOption) *Producer {
 		deliveryTimeout: DefaultDeliveryTimeout,
 		requestTimeout:  DefaultRequestTimeout,
 		idempotent:      true,
+		maxInFlight:     DefaultMaxInFlight,
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -182,6 +233,10 @@ func (c *Client) NewProducer(opts ...ProducerOption) *Producer {
 	if cfg.acks != AcksAll {
 		cfg.idempotent = false
 	}
+	if !cfg.idempotent || cfg.maxInFlight < 1 {
+		cfg.maxInFlight = 1
+	}
+	cfg.maxInFlight = min(cfg.maxInFlight, DefaultMaxInFlight)
 	p := &Producer{
 		c:      c,
 		cfg:    cfg,
@@ -474,11 +529,11 @@ func (p *Producer) collect(now time.Time) (sends []*brokerRequest, wakeAt time.T
 			failed, failErrs = append(failed, p.wrap(b)), append(failErrs, why)
 		}
 		for _, ps := range p.parts {
-			if ps.retry != nil {
-				failed, failErrs = append(failed, ps.retry), append(failErrs, why)
-				ps.retry = nil
+			for _, b := range ps.retry {
+				failed, failErrs = append(failed, b), append(failErrs, why)
 				p.retries--
 			}
+			ps.retry = nil
 		}
 		return nil, time.Time{}, nil, true
 	}
@@ -495,16 +550,25 @@ func (p *Producer) collect(now time.Time) (sends []*brokerRequest, wakeAt time.T
 	}
 
 	m := p.c.Metadata()
-	byBroker := map[int32]*brokerRequest{}
+	byBroker := map[int32][]*brokerRequest{}
 	route := func(ps *partitionState, b *sendBatch) bool {
 		leader, epoch, ok := m.Leader(b.tp.Topic, b.tp.Partition)
 		if !ok {
 			return false
 		}
-		br := byBroker[leader]
+		// A request carries one batch per partition: a partition's second
+		// batch of the round goes in the broker's next request, which the
+		// stream delivers after the first.
+		var br *brokerRequest
+		for _, r := range byBroker[leader] {
+			if !slices.ContainsFunc(r.batches, func(x sentBatch) bool { return x.b.tp == b.tp }) {
+				br = r
+				break
+			}
+		}
 		if br == nil {
 			br = &brokerRequest{broker: leader, req: &storagev1.ProduceRequest{Acks: int32(p.cfg.acks), TimeoutMs: int32(p.cfg.requestTimeout / time.Millisecond)}}
-			byBroker[leader] = br
+			byBroker[leader] = append(byBroker[leader], br)
 			sends = append(sends, br)
 		}
 		b.attempts++
@@ -516,7 +580,7 @@ func (p *Producer) collect(now time.Time) (sends []*brokerRequest, wakeAt time.T
 		if br.deadline.IsZero() || b.deadline.Before(br.deadline) {
 			br.deadline = b.deadline
 		}
-		ps.inflight = b
+		ps.inflight = append(ps.inflight, b)
 		p.inflight++
 		return true
 	}
@@ -529,54 +593,79 @@ func (p *Producer) collect(now time.Time) (sends []*brokerRequest, wakeAt time.T
 	// its offsets, never writing it twice. The old leader's late answer is
 	// ignored (see complete).
 	for _, ps := range p.parts {
-		b := ps.inflight
-		if b == nil {
+		moved := slices.ContainsFunc(ps.inflight, func(b *sendBatch) bool {
+			leader, epoch, ok := m.Leader(b.tp.Topic, b.tp.Partition)
+			return ok && (leader != b.leader || epoch > b.leaderEpoch)
+		})
+		if !moved {
 			continue
 		}
-		if leader, epoch, ok := m.Leader(b.tp.Topic, b.tp.Partition); ok && (leader != b.leader || epoch > b.leaderEpoch) {
+		for _, b := range ps.inflight {
 			p.c.log.Debug("leader changed: resending the batch in flight to the new leader", "topic", b.tp.Topic, "partition", b.tp.Partition,
-				"old_leader", b.leader, "old_epoch", b.leaderEpoch, "new_leader", leader, "new_epoch", epoch)
-			ps.inflight = nil
-			p.inflight--
+				"old_leader", b.leader, "old_epoch", b.leaderEpoch)
 			b.retryAt = now
 			b.maybeWritten = true // the old leader may have appended it
-			ps.retry = b
+			ps.requeue(b)
+			p.inflight--
 			p.retries++
 		}
+		ps.inflight = nil
 	}
 
 	for _, ps := range p.parts {
-		b := ps.retry
-		if b == nil || ps.inflight != nil {
-			continue
-		}
-		switch {
-		case !now.Before(b.deadline):
-			failed, failErrs = append(failed, b), append(failErrs, timedOut(b))
-			ps.retry = nil
-			p.retries--
-			ps.pid, ps.renew = -1, true // the batch may or may not be in the log: never reuse its sequences
-		case now.Before(b.retryAt):
-			soon(b.retryAt)
-		case m.PartitionCount(b.tp.Topic) == 0:
-			failed, failErrs = append(failed, b), append(failErrs, errs.Errorf(errs.UnknownTopicOrPartition, "topic %q was deleted", b.tp.Topic))
-			ps.retry = nil
-			p.retries--
-			ps.pid, ps.renew = -1, true
-		default:
-			if route(ps, b) {
-				ps.retry = nil
+		// Resends go one at a time: the next only once the previous is
+		// answered.
+		for len(ps.retry) > 0 && len(ps.inflight) == 0 {
+			b := ps.retry[0]
+			if !now.Before(b.deadline) {
+				failed, failErrs = append(failed, b), append(failErrs, timedOut(b))
+				ps.retry = ps.retry[1:]
 				p.retries--
-			} else {
-				soon(b.deadline)
+				// Later batches keep their sequences: if this one is not in
+				// the log they are refused as out of order and re-encoded
+				// (see complete); if it is, they follow it.
+				continue
 			}
+			if m.PartitionCount(b.tp.Topic) == 0 {
+				for _, x := range ps.retry {
+					failed, failErrs = append(failed, x), append(failErrs, errs.Errorf(errs.UnknownTopicOrPartition, "topic %q was deleted", b.tp.Topic))
+					p.retries--
+				}
+				ps.retry = nil
+				ps.pid, ps.renew = -1, true
+				break
+			}
+			if now.Before(b.retryAt) {
+				soon(b.retryAt)
+				break
+			}
+			if b.reencode {
+				var wait <-chan struct{}
+				if wait = p.ensurePID(ps); wait != nil {
+					pidWait = wait
+					break
+				}
+				if err := p.encode(ps, b); err != nil {
+					failed, failErrs = append(failed, b), append(failErrs, err)
+					ps.retry = ps.retry[1:]
+					p.retries--
+					continue
+				}
+			}
+			if !route(ps, b) {
+				soon(b.deadline)
+				break
+			}
+			ps.retry = ps.retry[1:]
+			p.retries--
 		}
+		ps.settleCheck()
 	}
 
 	flush := p.flushers > 0 || p.closing
 	for _, tp := range p.acc.Ready(now, flush) {
 		ps := p.part(tp)
-		if ps.inflight != nil || ps.retry != nil {
+		if ps.recovering || len(ps.inflight) >= p.cfg.maxInFlight {
 			continue
 		}
 		if _, _, ok := m.Leader(tp.Topic, tp.Partition); !ok {
@@ -589,46 +678,16 @@ func (p *Producer) collect(now time.Time) (sends []*brokerRequest, wakeAt time.T
 			}
 			continue // a metadata change wakes us; Expire bounds the wait
 		}
-		if p.cfg.idempotent && ps.pid < 0 {
-			if p.pid >= 0 && !ps.renew {
-				ps.pid = p.pid
-			} else {
-				id, ok, wait := p.c.pids.tryTake()
-				if !ok {
-					pidWait = wait
-					continue
-				}
-				ps.pid, ps.renew = id, false
-				if p.pid < 0 {
-					p.pid = id
-				}
-			}
-			ps.nextSeq = 0
+		if wait := p.ensurePID(ps); wait != nil {
+			pidWait = wait
+			continue
 		}
 		ab := p.acc.Pop(tp)
 		b := p.wrap(ab)
-		b.pid = ps.pid
-		opts := record.DefaultBatchOptions()
-		opts.Compression = p.cfg.compression
-		if p.cfg.idempotent {
-			opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = ps.pid, 0, ps.nextSeq
-		}
-		// One builder serves every batch (its record buffer is reused); the
-		// batch itself goes into a buffer of its exact uncompressed size.
-		bld := p.bld
-		bld.Reset(opts)
-		bld.Grow(ab.Bytes)
-		for _, r := range ab.Records {
-			bld.Append(r.Timestamp, r.Key, r.Value, r.Headers...)
-		}
-		data, _, err := bld.Build(make([]byte, 0, ab.Bytes+record.HeaderSize))
-		if err != nil {
+		b.size = ab.Bytes
+		if err := p.encode(ps, b); err != nil {
 			failed, failErrs = append(failed, b), append(failErrs, err)
 			continue
-		}
-		b.data = data
-		if p.cfg.idempotent {
-			ps.nextSeq = int32((int64(ps.nextSeq) + int64(len(ab.Records))) & 0x7fffffff) // wraps as Kafka's
 		}
 		route(ps, b)
 	}
@@ -649,7 +708,57 @@ func (p *Producer) part(tp accumulator.TP) *partitionState {
 
 // wrap turns an accumulator batch into a batch to send.
 func (p *Producer) wrap(ab *accumulator.Batch) *sendBatch {
-	return &sendBatch{tp: ab.TP, recs: ab.Records, pid: -1, deadline: ab.Created.Add(p.cfg.deliveryTimeout)}
+	p.order++
+	return &sendBatch{tp: ab.TP, recs: ab.Records, order: p.order, pid: -1, deadline: ab.Created.Add(p.cfg.deliveryTimeout)}
+}
+
+// ensurePID gives ps a producer id when the producer is idempotent and ps
+// has none (or must renew it), answering a channel to wait on when no id
+// can be had yet.
+func (p *Producer) ensurePID(ps *partitionState) <-chan struct{} {
+	if !p.cfg.idempotent || ps.pid >= 0 {
+		return nil
+	}
+	if p.pid >= 0 && !ps.renew {
+		ps.pid = p.pid
+	} else {
+		id, ok, wait := p.c.pids.tryTake()
+		if !ok {
+			return wait
+		}
+		ps.pid, ps.renew = id, false
+		if p.pid < 0 {
+			p.pid = id
+		}
+	}
+	ps.nextSeq = 0
+	return nil
+}
+
+// encode builds b's bytes under ps's producer id and next sequence.
+func (p *Producer) encode(ps *partitionState, b *sendBatch) error {
+	opts := record.DefaultBatchOptions()
+	opts.Compression = p.cfg.compression
+	if p.cfg.idempotent {
+		opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = ps.pid, 0, ps.nextSeq
+	}
+	// One builder serves every batch (its record buffer is reused); the
+	// batch itself goes into a buffer of its exact uncompressed size.
+	bld := p.bld
+	bld.Reset(opts)
+	bld.Grow(b.size)
+	for _, r := range b.recs {
+		bld.Append(r.Timestamp, r.Key, r.Value, r.Headers...)
+	}
+	data, _, err := bld.Build(make([]byte, 0, b.size+record.HeaderSize))
+	if err != nil {
+		return err
+	}
+	b.data, b.pid, b.reencode = data, ps.pid, false
+	if p.cfg.idempotent {
+		ps.nextSeq = int32((int64(ps.nextSeq) + int64(len(b.recs))) & 0x7fffffff) // wraps as Kafka's
+	}
+	return nil
 }
 
 // send hands one broker's batches to its stream. The wait for the answer
@@ -695,13 +804,14 @@ func (p *Producer) complete(batches []sentBatch, resp *storagev1.ProduceResponse
 	for _, sb := range batches {
 		b := sb.b
 		ps := p.part(b.tp)
-		if ps.inflight != b || b.attempts != sb.attempt {
+		i := slices.Index(ps.inflight, b)
+		if i < 0 || b.attempts != sb.attempt {
 			// A stale answer: this attempt was abandoned when the leader
 			// changed, and the batch was resent (or is waiting to be).
 			p.c.log.Debug("ignoring the answer of an abandoned attempt", "topic", b.tp.Topic, "partition", b.tp.Partition, "attempt", sb.attempt)
 			continue
 		}
-		ps.inflight = nil
+		ps.inflight = slices.Delete(ps.inflight, i, i+1)
 		p.inflight--
 		res := results[b.tp]
 		berr := err
@@ -716,16 +826,34 @@ func (p *Producer) complete(batches []sentBatch, resp *storagev1.ProduceResponse
 		if berr != nil && !definite(berr, res != nil) {
 			b.maybeWritten = true
 		}
-		if berr != nil && errs.IsRetriable(berr) && now.Before(b.deadline) && !p.stopped {
+		retriable := errs.IsRetriable(berr)
+		if errs.Of(berr) == errs.OutOfOrderSequenceNumber && p.cfg.idempotent {
+			// Refused before the append. Behind an earlier batch that is
+			// still open, it only arrived first: resend it as it is.
+			// Otherwise the batch before it failed and is not in the log,
+			// so this sequence can never be appended: give it a fresh one.
+			retriable = true
+			if !ps.unsettledBefore(b) {
+				b.reencode = true
+				if b.pid == ps.pid {
+					ps.pid, ps.renew = -1, true
+				}
+			}
+		}
+		if berr != nil && retriable && now.Before(b.deadline) && !p.stopped {
 			b.retryAt = now.Add(p.c.backoff(b.attempts - 1))
-			ps.retry = b
+			ps.requeue(b)
 			p.retries++
 			p.c.log.Debug("produce will be retried", "topic", b.tp.Topic, "partition", b.tp.Partition, "attempt", b.attempts, "err", berr)
 			continue
 		}
-		if berr != nil && p.cfg.idempotent && b.pid == ps.pid {
-			ps.pid, ps.renew = -1, true // a fresh producer id: the failed sequences are never reused
+		if berr != nil {
+			if p.cfg.idempotent && b.pid == ps.pid {
+				ps.pid, ps.renew = -1, true // a fresh producer id: the failed sequences are never reused
+			}
+			ps.recovering = true // batches after it must settle before anything new goes out
 		}
+		ps.settleCheck()
 		out = append(out, outcome{b, res, berr})
 	}
 	p.noteIdleLocked()

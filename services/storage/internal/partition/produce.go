@@ -30,12 +30,36 @@ type ProduceResult struct {
 // ISR member has them (the HW passes them) or ctx ends. Validation happens
 // before anything is written: a refused produce leaves the log unchanged.
 func (p *Partition) Produce(ctx context.Context, acks int, leaderEpoch int32, batches []byte) (ProduceResult, error) {
+	pend, err := p.Append(acks, leaderEpoch, batches)
+	if err != nil {
+		return pend.Result, err
+	}
+	return p.Await(ctx, pend)
+}
+
+// Pending is a produce that Append has written and Await waits for.
+type Pending struct {
+	Result ProduceResult
+	w      *waiter // nil: nothing to wait for (acks 0 or 1, or already answered)
+}
+
+// Append is Produce's first half: it validates and appends the batches now,
+// in the caller's goroutine — so a stream's requests for one partition are
+// appended in the order they arrived — and answers what Await waits for.
+func (p *Partition) Append(acks int, leaderEpoch int32, batches []byte) (Pending, error) {
 	if acks != AcksNone && acks != AcksLeader && acks != AcksAll {
-		return ProduceResult{}, errs.Errorf(errs.InvalidRequiredAcks, "acks=%d: must be 0, 1 or -1", acks)
+		return Pending{}, errs.Errorf(errs.InvalidRequiredAcks, "acks=%d: must be 0, 1 or -1", acks)
 	}
 	res, w, err := p.append(acks, leaderEpoch, batches)
-	if err != nil || w == nil {
-		return res, err
+	return Pending{Result: res, w: w}, err
+}
+
+// Await is Produce's second half: for acks=all it waits until every ISR
+// member has the batches (the HW passes them) or ctx ends.
+func (p *Partition) Await(ctx context.Context, pend Pending) (ProduceResult, error) {
+	res, w := pend.Result, pend.w
+	if w == nil {
+		return res, nil
 	}
 	select {
 	case err := <-w.done:

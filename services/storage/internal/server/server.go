@@ -124,17 +124,26 @@ func (s *Server) Produce(ctx context.Context, req *storagev1.ProduceRequest) (*s
 // records' traceparent header, linked to the stream's span, since the
 // stream's own context belongs to whoever opened it.
 func (s *Server) produce(ctx context.Context, req *storagev1.ProduceRequest, traceFromRecords bool) (*storagev1.ProduceResponse, error) {
+	return s.startProduce(ctx, req, traceFromRecords)()
+}
+
+// startProduce validates req and appends every partition's batch now, in
+// the caller's goroutine, so the requests of one stream are appended in the
+// order they arrived (a producer pipelining several batches of a partition
+// relies on it); the function it answers waits for the acknowledgements per
+// acks and returns the response.
+func (s *Server) startProduce(ctx context.Context, req *storagev1.ProduceRequest, traceFromRecords bool) (wait func() (*storagev1.ProduceResponse, error)) {
 	acks := int(req.GetAcks())
 	if acks != partition.AcksNone && acks != partition.AcksLeader && acks != partition.AcksAll {
-		return nil, errs.ToGRPC(errs.Errorf(errs.InvalidRequiredAcks, "acks=%d: must be 0, 1 or -1", acks))
+		err := errs.ToGRPC(errs.Errorf(errs.InvalidRequiredAcks, "acks=%d: must be 0, 1 or -1", acks))
+		return func() (*storagev1.ProduceResponse, error) { return nil, err }
 	}
 	timeout := time.Duration(req.GetTimeoutMs()) * time.Millisecond
 	if timeout <= 0 {
 		timeout = partition.ProduceTimeout
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	out := &storagev1.ProduceResponse{Partitions: make([]*storagev1.PartitionProduceResult, len(req.GetPartitions()))}
+	answer := func() (*storagev1.ProduceResponse, error) { return out, nil }
 	size := 0
 	for _, pp := range req.GetPartitions() {
 		size += len(pp.GetRecords())
@@ -148,22 +157,43 @@ func (s *Server) produce(ctx context.Context, req *storagev1.ProduceRequest, tra
 				ErrorCode: skeinv1.ErrorCode_THROTTLING_QUOTA_EXCEEDED, ErrorMessage: msg}
 			s.metrics.produced(pp.GetTopic(), skeinv1.ErrorCode_THROTTLING_QUOTA_EXCEEDED, len(pp.GetRecords()), 0)
 		}
+		return answer
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	pending := make([]*partitionProduce, len(req.GetPartitions()))
+	for i, pp := range req.GetPartitions() {
+		pending[i] = s.appendPartition(ctx, acks, pp, traceFromRecords)
+	}
+	return func() (*storagev1.ProduceResponse, error) {
+		defer cancel()
+		defer s.release(charge)
+		var wg sync.WaitGroup
+		for i, pp := range pending {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				out.Partitions[i] = s.awaitPartition(pp)
+			}()
+		}
+		wg.Wait()
 		return out, nil
 	}
-	defer s.release(charge)
-	var wg sync.WaitGroup
-	for i, pp := range req.GetPartitions() {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out.Partitions[i] = s.producePartition(ctx, acks, pp, traceFromRecords)
-		}()
-	}
-	wg.Wait()
-	return out, nil
 }
 
-func (s *Server) producePartition(ctx context.Context, acks int, pp *storagev1.PartitionProduce, traceFromRecords bool) *storagev1.PartitionProduceResult {
+// partitionProduce is one partition's produce between its append and its
+// acknowledgement.
+type partitionProduce struct {
+	ctx   context.Context
+	span  trace.Span
+	start time.Time
+	tp    partition.TP
+	n     int // record bytes
+	p     *partition.Partition
+	pend  partition.Pending
+	err   error
+}
+
+func (s *Server) appendPartition(ctx context.Context, acks int, pp *storagev1.PartitionProduce, traceFromRecords bool) *partitionProduce {
 	tp := partition.TP{Topic: pp.GetTopic(), Partition: pp.GetPartition()}
 	opts := []trace.SpanStartOption{trace.WithAttributes(attribute.String("topic", tp.Topic), attribute.Int("partition", int(tp.Partition)), attribute.Int("acks", acks))}
 	if traceFromRecords {
@@ -173,31 +203,40 @@ func (s *Server) producePartition(ctx context.Context, acks int, pp *storagev1.P
 		}
 	}
 	ctx, span := tracer.Start(ctx, "storage.append", opts...)
-	defer span.End()
-	start := time.Now()
-	res := &storagev1.PartitionProduceResult{Topic: tp.Topic, Partition: tp.Partition, BaseOffset: -1, LogAppendTimeMs: -1}
-	p, err := s.replicas.Get(tp)
+	x := &partitionProduce{ctx: ctx, span: span, start: time.Now(), tp: tp, n: len(pp.GetRecords())}
+	x.p, x.err = s.replicas.Get(tp)
+	if x.err == nil {
+		x.pend, x.err = x.p.Append(acks, pp.GetCurrentLeaderEpoch(), pp.GetRecords())
+	}
+	return x
+}
+
+func (s *Server) awaitPartition(x *partitionProduce) *storagev1.PartitionProduceResult {
+	defer x.span.End()
+	r, err := x.pend.Result, x.err
 	if err == nil {
-		var r partition.ProduceResult
-		r, err = p.Produce(ctx, acks, pp.GetCurrentLeaderEpoch(), pp.GetRecords())
-		res.BaseOffset, res.LogStartOffset, res.LeaderEpoch = int64(r.BaseOffset), int64(r.LogStartOffset), r.LeaderEpoch
-		if err == nil {
-			span.SetAttributes(attribute.Int64("base_offset", int64(r.BaseOffset)), attribute.Int64("last_offset", int64(r.LastOffset)))
-		}
+		r, err = x.p.Await(x.ctx, x.pend)
 	}
-	if err != nil {
+	res := &storagev1.PartitionProduceResult{Topic: x.tp.Topic, Partition: x.tp.Partition, BaseOffset: int64(r.BaseOffset), LogAppendTimeMs: -1,
+		LogStartOffset: int64(r.LogStartOffset), LeaderEpoch: r.LeaderEpoch}
+	if x.p == nil {
+		res.BaseOffset = -1
+	}
+	if err == nil {
+		x.span.SetAttributes(attribute.Int64("base_offset", int64(r.BaseOffset)), attribute.Int64("last_offset", int64(r.LastOffset)))
+	} else {
 		res.ErrorCode, res.ErrorMessage = code(err), errs.Message(err)
-		span.SetAttributes(attribute.String("error_code", errs.Of(err).Name))
+		x.span.SetAttributes(attribute.String("error_code", errs.Of(err).Name))
 		if errs.Of(err) == errs.UnknownServerError {
-			s.log.Error("produce failed", "partition", tp, "err", err)
+			s.log.Error("produce failed", "partition", x.tp, "err", err)
 		}
 	}
-	s.metrics.produced(tp.Topic, res.ErrorCode, len(pp.GetRecords()), time.Since(start))
+	s.metrics.produced(x.tp.Topic, res.ErrorCode, x.n, time.Since(x.start))
 	return res
 }
 
-// ProduceStream answers each request as it completes, by correlation id;
-// requests run concurrently.
+// ProduceStream appends requests in the order they arrive and answers each
+// as it is acknowledged, by correlation id.
 func (s *Server) ProduceStream(stream storagev1.StorageService_ProduceStreamServer) error {
 	ctx := stream.Context()
 	var sendMu sync.Mutex
@@ -230,10 +269,13 @@ func (s *Server) ProduceStream(stream storagev1.StorageService_ProduceStreamServ
 			}
 			req = r
 		}
+		// Append now, in arrival order; wait for the acknowledgements
+		// concurrently.
+		wait := s.startProduce(ctx, req.GetRequest(), true)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			resp, err := s.produce(ctx, req.GetRequest(), true)
+			resp, err := wait()
 			if err != nil {
 				resp = &storagev1.ProduceResponse{}
 				for _, pp := range req.GetRequest().GetPartitions() {
