@@ -189,3 +189,34 @@ func (c *REST) Do(ctx context.Context, method, path string, body any) (*Response
 	}
 	return &Response{Status: resp.StatusCode, ContentType: resp.Header.Get("Content-Type"), Body: raw}, nil
 }
+
+// APIError is a REST answer that was not 2xx, with the error body's fields.
+type APIError struct {
+	Status    int
+	ErrorCode string `json:"error_code"`
+	Message   string `json:"message"`
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("HTTP %d %s: %s", e.Status, e.ErrorCode, e.Message)
+}
+
+// Call sends a request (body as in Do) and decodes a 2xx answer into out
+// (unless out is nil); any other answer is an *APIError.
+func (c *REST) Call(ctx context.Context, method, path string, body, out any) error {
+	resp, err := c.Do(ctx, method, path, body)
+	if err != nil {
+		return err
+	}
+	if resp.Status/100 != 2 {
+		e := &APIError{Status: resp.Status}
+		if json.Unmarshal(resp.Body, e) != nil || e.ErrorCode == "" {
+			e.Message = string(bytes.TrimSpace(resp.Body))
+		}
+		return e
+	}
+	if out != nil {
+		return resp.Decode(out)
+	}
+	return nil
+}

@@ -3,15 +3,11 @@
 package fault
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -79,46 +75,14 @@ func (c *devCluster) storagePID(id int32) int {
 	return 0
 }
 
-// do sends a REST call and decodes a 2xx answer into out.
+// do sends a REST call and decodes a 2xx answer into out; any other
+// answer is an *e2e.APIError.
 func (c *devCluster) do(ctx context.Context, method, path string, body, out any) error {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.dev.BaseURL+path, rd)
-	if err != nil {
-		return err
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, bytes.TrimSpace(b))
-	}
-	if out != nil {
-		return json.Unmarshal(b, out)
-	}
-	return nil
+	return (&e2e.REST{Base: c.dev.BaseURL, HC: c.http}).Call(ctx, method, path, body, out)
 }
 
 // num is a JSON number that may come as a string (64-bit integers).
-type num int64
-
-func (n *num) UnmarshalJSON(b []byte) error {
-	v, err := strconv.ParseInt(strings.Trim(string(b), `"`), 10, 64)
-	*n = num(v)
-	return err
-}
+type num = e2e.Int64
 
 type partitionDesc struct {
 	Partition int32   `json:"partition"`

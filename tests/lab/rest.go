@@ -1,12 +1,8 @@
 package lab
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"slices"
 	"strconv"
 	"time"
@@ -21,51 +17,10 @@ import (
 	"skein/tests/e2e"
 )
 
-// apiError is a REST answer that was not 2xx.
-type apiError struct {
-	Status    int
-	ErrorCode string `json:"error_code"`
-	Message   string `json:"message"`
-}
-
-func (e *apiError) Error() string {
-	return fmt.Sprintf("HTTP %d %s: %s", e.Status, e.ErrorCode, e.Message)
-}
-
-// do sends a REST call to the gateway and decodes a 2xx answer into out.
+// do sends a REST call to the gateway and decodes a 2xx answer into out;
+// any other answer is an *e2e.APIError.
 func (l *lab) do(ctx context.Context, method, path string, body, out any) error {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, l.dev.BaseURL+path, rd)
-	if err != nil {
-		return err
-	}
-	resp, err := l.hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode/100 != 2 {
-		e := &apiError{Status: resp.StatusCode}
-		if json.Unmarshal(b, e) != nil || e.ErrorCode == "" {
-			e.Message = string(bytes.TrimSpace(b))
-		}
-		return e
-	}
-	if out != nil {
-		return json.Unmarshal(b, out)
-	}
-	return nil
+	return (&e2e.REST{Base: l.dev.BaseURL, HC: l.hc}).Call(ctx, method, path, body, out)
 }
 
 // call is do bounded by d.
@@ -163,7 +118,7 @@ func (l *lab) produce(h *history.Recorder, producer, topic string, p int32, acks
 		case err != nil:
 			o := history.ErrOutcome(err)
 			code := "TIMEOUT_OR_CONNECTION"
-			if e, ok := err.(*apiError); ok {
+			if e, ok := err.(*e2e.APIError); ok {
 				o, code = history.ErrorOutcome(e.ErrorCode), e.ErrorCode
 			}
 			h.Failed(producer, p, v, o, code+": "+err.Error(), start, end)
