@@ -34,6 +34,9 @@ import (
 	"skein/services/storage/internal/server"
 )
 
+// maxMessage bounds every gRPC message a storage node sends or receives.
+const maxMessage = 64 << 20
+
 type config struct {
 	nodeID        int
 	grpcAddr      string
@@ -111,8 +114,14 @@ func run(c config) error {
 	}
 	defer link.Close()
 
+	// Replica fetch answers reach 16 MiB (fetcher.Config.MaxBytes) plus a
+	// whole first batch, and any fetch answer up to MaxFetchBytes: receive
+	// what the peers' servers may send (gRPC's default of 4 MiB would
+	// refuse such an answer every time, and the follower would never
+	// catch up).
 	conns := controllerlink.NewConns(append(grpcopt.Dial(), grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithInitialWindowSize(8<<20), grpc.WithInitialConnWindowSize(32<<20))...)
+		grpc.WithInitialWindowSize(8<<20), grpc.WithInitialConnWindowSize(32<<20),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage), grpc.MaxCallSendMsgSize(maxMessage)))...)
 	defer conns.Close()
 
 	var mgr *replica.Manager
@@ -132,7 +141,7 @@ func run(c config) error {
 		// Replication streams carry megabytes per round: the default dynamic
 		// flow-control windows cost ~40% of stream throughput here.
 		grpc.InitialWindowSize(8<<20), grpc.InitialConnWindowSize(32<<20),
-		grpc.MaxRecvMsgSize(64<<20), grpc.MaxSendMsgSize(64<<20))...)
+		grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(maxMessage))...)
 	storageSrv := server.New(mgr, log, server.NewMetrics(reg))
 	storageSrv.LimitInflightProduce(c.maxInflight)
 	storagev1.RegisterStorageServiceServer(srv, storageSrv)
