@@ -76,3 +76,15 @@ func Healthcheck(addr string, timeout time.Duration, stderr io.Writer) int {
 	}
 	return 0
 }
+
+// SplitList splits a comma-separated flag value (addresses, seeds),
+// trimming spaces and dropping empty items.
+func SplitList(s string) []string {
+	var out []string
+	for _, x := range strings.Split(s, ",") {
+		if x = strings.TrimSpace(x); x != "" {
+			out = append(out, x)
+		}
+	}
+	return out
+}

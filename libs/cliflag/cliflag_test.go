@@ -1,6 +1,7 @@
 package cliflag
 
 import (
+	"fmt"
 	"bytes"
 	"flag"
 	"io"
@@ -58,5 +59,13 @@ func TestHealthcheck(t *testing.T) {
 	}
 	if code := Healthcheck("no-port", time.Second, io.Discard); code != 2 {
 		t.Errorf("bad address: exit %d", code)
+	}
+}
+
+func TestSplitList(t *testing.T) {
+	for in, want := range map[string]string{"": "[]", "a": "[a]", " a , b,,c ": "[a b c]", ",,": "[]"} {
+		if got := fmt.Sprint(SplitList(in)); got != want {
+			t.Errorf("SplitList(%q) = %s, want %s", in, got, want)
+		}
 	}
 }

@@ -89,10 +89,10 @@ func (b *Builder) AppendRaw(offsetDelta int32, timestampDelta int64, key, value 
 	b.nextOffsetDelta = offsetDelta + 1
 	b.n++
 
-	bodyLen := 1 + varintLen(timestampDelta) + varintLen(int64(offsetDelta)) +
-		bytesLen(key) + bytesLen(value) + varintLen(int64(len(headers)))
+	bodyLen := 1 + VarintLen(timestampDelta) + VarintLen(int64(offsetDelta)) +
+		BytesLen(key) + BytesLen(value) + VarintLen(int64(len(headers)))
 	for _, h := range headers {
-		bodyLen += varintLen(int64(len(h.Key))) + len(h.Key) + bytesLen(h.Value)
+		bodyLen += VarintLen(int64(len(h.Key))) + len(h.Key) + BytesLen(h.Value)
 	}
 	r := b.recs
 	r = binary.AppendVarint(r, int64(bodyLen))
@@ -166,7 +166,8 @@ func (b *Builder) Build(dst []byte) (Batch, []byte, error) {
 	return Batch(h), dst, nil
 }
 
-func varintLen(v int64) int {
+// VarintLen is the size of v as a zig-zag varint, as record fields encode it.
+func VarintLen(v int64) int {
 	u := uint64(v<<1) ^ uint64(v>>63)
 	n := 1
 	for u >= 0x80 {
@@ -176,11 +177,13 @@ func varintLen(v int64) int {
 	return n
 }
 
-func bytesLen(b []byte) int {
+// BytesLen is the encoded size of a record's key, value or header value:
+// its varint length (-1 for nil) and its bytes.
+func BytesLen(b []byte) int {
 	if b == nil {
 		return 1
 	}
-	return varintLen(int64(len(b))) + len(b)
+	return VarintLen(int64(len(b))) + len(b)
 }
 
 func appendBytes(dst, b []byte) []byte {

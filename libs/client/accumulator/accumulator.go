@@ -77,12 +77,12 @@ func New(cfg Config) *Accumulator {
 // RecordSize is the encoded size of r as the record at offsetDelta of a batch
 // whose base timestamp is baseTS (Kafka's DefaultRecord.sizeInBytes).
 func RecordSize(r *Record, offsetDelta int32, baseTS int64) int {
-	body := 1 + varintLen(r.Timestamp-baseTS) + varintLen(int64(offsetDelta)) +
-		bytesLen(r.Key) + bytesLen(r.Value) + varintLen(int64(len(r.Headers)))
+	body := 1 + record.VarintLen(r.Timestamp-baseTS) + record.VarintLen(int64(offsetDelta)) +
+		record.BytesLen(r.Key) + record.BytesLen(r.Value) + record.VarintLen(int64(len(r.Headers)))
 	for _, h := range r.Headers {
-		body += varintLen(int64(len(h.Key))) + len(h.Key) + bytesLen(h.Value)
+		body += record.VarintLen(int64(len(h.Key))) + len(h.Key) + record.BytesLen(h.Value)
 	}
-	return varintLen(int64(body)) + body
+	return record.VarintLen(int64(body)) + body
 }
 
 // SingleBatchSize is the size of a batch holding only r: what Kafka checks
@@ -219,21 +219,4 @@ func (a *Accumulator) Oldest() (t time.Time, ok bool) {
 		}
 	}
 	return t, ok
-}
-
-func varintLen(v int64) int {
-	u := uint64(v<<1) ^ uint64(v>>63)
-	n := 1
-	for u >= 0x80 {
-		u >>= 7
-		n++
-	}
-	return n
-}
-
-func bytesLen(b []byte) int {
-	if b == nil {
-		return 1
-	}
-	return varintLen(int64(len(b))) + len(b)
 }

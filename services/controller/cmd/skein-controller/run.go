@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	controllerv1 "skein/gen/skein/controller/v1"
+	"skein/libs/cliflag"
 	"skein/libs/grpcopt"
 	"skein/libs/membership"
 	"skein/libs/telemetry"
@@ -200,7 +200,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		t := membership.FastTimings()
 		t.ProbeInterval, t.ProbeTimeout, t.SuspicionMult = c.gossipProbe, c.gossipProbeT, c.gossipSuspicion
 		members, err = membership.Start(membership.Config{
-			BindAddr: c.gossipAddr, AdvertiseAddr: c.gossipAdv, Seeds: splitList(c.gossipSeeds), Timings: t, Logger: logger,
+			BindAddr: c.gossipAddr, AdvertiseAddr: c.gossipAdv, Seeds: cliflag.SplitList(c.gossipSeeds), Timings: t, Logger: logger,
 			// Every voter should be in gossip: fewer alive makes this
 			// controller join its seeds again (a healed partition).
 			ExpectedMembers: func() int { return len(peers) },
@@ -268,14 +268,4 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	_ = hs.Shutdown(shCtx)
 	logger.Info("controller stopped")
 	return errors.Join(serveErr, closeErr)
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, x := range strings.Split(s, ",") {
-		if x = strings.TrimSpace(x); x != "" {
-			out = append(out, x)
-		}
-	}
-	return out
 }

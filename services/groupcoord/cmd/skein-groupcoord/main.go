@@ -15,7 +15,6 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -93,7 +92,7 @@ func run(c config) error {
 		return err
 	}
 	log = log.With("node_id", c.nodeID)
-	controllers := splitList(c.controllers)
+	controllers := cliflag.SplitList(c.controllers)
 	if len(controllers) == 0 {
 		return errors.New("--controllers: no controller address")
 	}
@@ -150,7 +149,7 @@ func run(c config) error {
 	defer httpSrv.Close()
 
 	gossip, err := membership.Start(membership.Config{
-		BindAddr: c.gossipAddr, AdvertiseAddr: c.gossipAdvertise, Seeds: splitList(c.gossipSeeds), Logger: log, Timings: membership.FastTimings(),
+		BindAddr: c.gossipAddr, AdvertiseAddr: c.gossipAdvertise, Seeds: cliflag.SplitList(c.gossipSeeds), Logger: log, Timings: membership.FastTimings(),
 		Meta: membership.Meta{Role: membership.RoleGroupCoordinator, ID: int32(c.nodeID), GRPCAddr: c.grpcAddr, HTTPAddr: c.httpAddr, Incarnation: incarnation},
 	})
 	if err != nil {
@@ -225,16 +224,6 @@ func serveHTTP(addr string, reg *prometheus.Registry, coord *coordinator.Coordin
 		}
 	}()
 	return srv, nil
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, x := range strings.Split(s, ",") {
-		if x = strings.TrimSpace(x); x != "" {
-			out = append(out, x)
-		}
-	}
-	return out
 }
 
 // healthcheck GETs the coordinator's /healthz: Docker health checks need no
