@@ -1,9 +1,9 @@
 package cliflag
 
 import (
-	"fmt"
 	"bytes"
 	"flag"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
