@@ -255,3 +255,22 @@ func TestClusterAndUsage(t *testing.T) {
 		t.Errorf("help: %d", code)
 	}
 }
+
+// Lines that together pass a gateway's 4 MiB message limit (the fake's, as
+// gRPC's default) go in several requests, each well within it.
+func TestProduceSplitsLargeInput(t *testing.T) {
+	g, addr := startFake(t)
+	t.Setenv("SKEIN_GATEWAY", addr)
+	if code, _, errOut := run(t, "", "topic", "create", "big"); code != 0 {
+		t.Fatalf("create: %d %q", code, errOut)
+	}
+	line := strings.Repeat("x", 600_000) + "\n"
+	if code, _, errOut := run(t, strings.Repeat(line, 20), "produce", "big"); code != 0 {
+		t.Fatalf("produce 20 lines of 600 kB: %d %q", code, errOut)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if n := len(g.topics["big"][0]); n != 20 {
+		t.Errorf("%d records written, want 20", n)
+	}
+}

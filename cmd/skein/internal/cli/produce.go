@@ -18,6 +18,11 @@ const maxLine = 16 << 20
 // maxRecordsPerRequest bounds how many waiting lines go in one request.
 const maxRecordsPerRequest = 500
 
+// maxRequestBytes stops adding lines to a request once they reach it, well
+// within the gateway's message limit (--max-request-bytes, 4 MiB by
+// default); a line alone may pass it.
+const maxRequestBytes = 1 << 20
+
 // line is one stdin line and its number.
 type line struct {
 	n    int
@@ -115,15 +120,15 @@ func produceCmd(ctx context.Context, args []string, stdio IO) error {
 	var corr uint64
 	var sendErr error
 	for l := range lines {
-		batch := []line{l}
+		batch, size := []line{l}, len(l.text)
 	more:
-		for len(batch) < maxRecordsPerRequest {
+		for len(batch) < maxRecordsPerRequest && size < maxRequestBytes {
 			select {
 			case l, ok := <-lines:
 				if !ok {
 					break more
 				}
-				batch = append(batch, l)
+				batch, size = append(batch, l), size+len(l.text)
 			default:
 				break more
 			}
