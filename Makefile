@@ -71,8 +71,22 @@ proto: $(BUF)
 	$(BUF) generate
 	$(BUF) generate --template buf.gen.gateway.yaml --path proto/skein/v1
 
-## check: formatting, vet, buf lint and breaking, generated code fresh
-check: fmt vet lint breaking gen-fresh
+## check: formatting, vet, buf lint and breaking, generated code fresh, and
+## the pure cores free of gRPC
+check: fmt vet lint breaking gen-fresh pure
+
+# The pure cores: state machines, math and the error table, which the gRPC
+# and disk shells wrap. None may depend on a gRPC package, even indirectly.
+PURE := skein/libs/errs skein/libs/record skein/libs/topicconfig \
+	skein/services/storage/internal/isr skein/services/storage/internal/producer \
+	skein/services/groupcoord/internal/assign skein/services/groupcoord/internal/group
+
+.PHONY: pure
+pure:
+	@for p in $(PURE); do \
+	  if $(GO) list -deps $$p | grep -q '^google.golang.org/grpc'; then \
+	    echo "$$p depends on gRPC:"; $(GO) list -deps $$p | grep '^google.golang.org/grpc' | head -5; exit 1; fi; \
+	done; echo "pure cores import no gRPC"
 
 fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); \

@@ -9,6 +9,7 @@ import (
 
 	storagev1 "skein/gen/skein/storage/v1"
 	"skein/libs/errs"
+	"skein/libs/rpcerr"
 )
 
 // brokerConn is the connection to one storage node, and its one pipelined
@@ -94,7 +95,7 @@ func (b *brokerConn) produce(req *storagev1.ProduceRequest, timeout time.Duratio
 		if err != nil {
 			cancel()
 			if cb != nil {
-				cb(nil, errs.Errorf(errs.NetworkException, "produce stream to broker %d: %v", b.id, errs.FromStatus(err)))
+				cb(nil, errs.Errorf(errs.NetworkException, "produce stream to broker %d: %v", b.id, rpcerr.FromStatus(err)))
 			}
 			return
 		}
@@ -132,7 +133,7 @@ func (b *brokerConn) receive(s *produceStream) {
 	for {
 		resp, err := s.s.Recv()
 		if err != nil {
-			ferr := errs.FromStatus(err)
+			ferr := rpcerr.FromStatus(err)
 			if errs.Of(ferr) == errs.UnknownServerError || ferr == err {
 				ferr = errs.Errorf(errs.NetworkException, "produce stream to broker %d: %v", b.id, err)
 			}

@@ -16,6 +16,7 @@ import (
 	"skein/libs/errs"
 	"skein/libs/grpcopt"
 	"skein/libs/metadata"
+	"skein/libs/rpcerr"
 )
 
 // MaxMessageSize bounds one gRPC message the client sends or receives.
@@ -243,7 +244,7 @@ func (c *Client) callController(ctx context.Context, fn func(context.Context, co
 			// A controller cut off or paused does not refuse: it says
 			// nothing. Bound each attempt so the call moves on to the next.
 			actx, cancel := context.WithTimeout(ctx, ControllerAttemptTimeout)
-			err = errs.FromStatus(fn(actx, cl))
+			err = rpcerr.FromStatus(fn(actx, cl))
 			// The attempt's deadline may reach us as the server's
 			// DEADLINE_EXCEEDED a moment before our own timer fires.
 			if err != nil && (actx.Err() != nil || errs.Of(err) == errs.RequestTimedOut) && ctx.Err() == nil {
@@ -322,7 +323,7 @@ func (c *Client) watchOnce(i int) (got bool, err error) {
 	defer silent.Stop()
 	stream, err := cl.WatchMetadata(ctx, &controllerv1.WatchMetadataRequest{KnownVersion: known, NodeId: c.cfg.NodeID})
 	if err != nil {
-		return false, errs.FromStatus(err)
+		return false, rpcerr.FromStatus(err)
 	}
 	for {
 		msg, err := stream.Recv()
@@ -330,7 +331,7 @@ func (c *Client) watchOnce(i int) (got bool, err error) {
 			if cause := context.Cause(ctx); errors.Is(cause, errSilentController) {
 				return got, cause
 			}
-			return got, errs.FromStatus(err)
+			return got, rpcerr.FromStatus(err)
 		}
 		silent.Reset(metadata.WatchSilence)
 		got = true

@@ -13,6 +13,7 @@ import (
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/errs"
 	"skein/libs/record"
+	"skein/libs/rpcerr"
 )
 
 // Offset specs for ListOffsets, as Kafka's ListOffsets timestamps.
@@ -157,7 +158,7 @@ func (c *Client) fetchOnce(ctx context.Context, req FetchRequest, maxBytes int32
 		if cause := context.Cause(ctx); errors.Is(cause, errLeaderMoved) {
 			return nil, errs.Errorf(errs.NotLeaderOrFollower, "%s-%d: %v", req.Topic, req.Partition, cause)
 		}
-		return nil, errs.FromStatus(err)
+		return nil, rpcerr.FromStatus(err)
 	}
 	var pr *storagev1.PartitionFetchResult
 	for _, r := range resp.GetPartitions() {
@@ -345,7 +346,7 @@ func (c *Client) ListOffsets(ctx context.Context, topic string, partitions []int
 				mu.Lock()
 				defer mu.Unlock()
 				for _, lp := range parts {
-					results[lp.GetPartition()] = &PartitionOffset{Partition: lp.GetPartition(), Offset: -1, Err: errs.FromStatus(err)}
+					results[lp.GetPartition()] = &PartitionOffset{Partition: lp.GetPartition(), Offset: -1, Err: rpcerr.FromStatus(err)}
 				}
 				for _, r := range resp.GetPartitions() {
 					po := &PartitionOffset{Partition: r.GetPartition(), Offset: r.GetOffset(), Timestamp: r.GetTimestamp(), LeaderEpoch: r.GetLeaderEpoch()}

@@ -21,7 +21,7 @@
 //     CreatePartitions, AlterConfigs, ElectLeaders, DescribeCluster.
 //
 // Errors are rows of libs/errs (wrapped with a message): a peer's gRPC
-// status is turned back into its row with errs.FromStatus, per-partition
+// status is turned back into its row with rpcerr.FromStatus, per-partition
 // error codes with errs.ForCode.
 //
 // The metadata cache here (metadata.go) is a minimal one built from

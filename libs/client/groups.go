@@ -11,6 +11,7 @@ import (
 	groupv1 "skein/gen/skein/group/v1"
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/errs"
+	"skein/libs/rpcerr"
 )
 
 // Coordinator is the FindCoordinator answer: the node that owns a key's
@@ -138,7 +139,7 @@ func (g *Groups) call(ctx context.Context, group string, fn func(context.Context
 				err = fn(ctx, cl)
 			}
 			if err != nil {
-				err = errs.FromStatus(err)
+				err = rpcerr.FromStatus(err)
 				if coordinatorErr(err) {
 					g.forget(group, addr)
 				}
@@ -300,7 +301,7 @@ func (g *Groups) List(ctx context.Context) ([]*groupv1.GroupListing, error) {
 		}
 		resp, err := cl.ListGroups(ctx, &groupv1.ListGroupsRequest{})
 		if err != nil {
-			return nil, errs.FromStatus(err)
+			return nil, rpcerr.FromStatus(err)
 		}
 		for _, l := range resp.GetGroups() {
 			seen[l.GetGroupId()] = l

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
-
-	"google.golang.org/grpc/codes"
 )
 
 // Code is a Kafka-compatible error code. The numbers are the wire values of the
@@ -19,7 +17,7 @@ type Error struct {
 	Code      Code
 	Name      string // Kafka's name, e.g. "NOT_LEADER_OR_FOLLOWER"
 	Retriable bool   // a client may retry after refreshing metadata / backing off
-	GRPC      codes.Code
+	GRPC      GRPCCode
 	HTTP      int
 	Desc      string
 }
@@ -30,82 +28,82 @@ func (e *Error) Error() string { return e.Name + ": " + e.Desc }
 // gateway's error rules (docs/API.md): 400 bad input, 404 unknown thing, 409
 // conflict or stale epoch, 503 when the cluster cannot serve it now.
 var (
-	UnknownServerError           = def(-1, "UNKNOWN_SERVER_ERROR", false, codes.Internal, "the server hit an unexpected error")
-	None                         = def(0, "NONE", false, codes.OK, "no error")
-	OffsetOutOfRange             = def(1, "OFFSET_OUT_OF_RANGE", false, codes.OutOfRange, "the requested offset is outside the range the partition holds")
-	CorruptMessage               = def(2, "CORRUPT_MESSAGE", true, codes.InvalidArgument, "the record batch failed its CRC or length check")
-	UnknownTopicOrPartition      = def(3, "UNKNOWN_TOPIC_OR_PARTITION", true, codes.NotFound, "this topic or partition does not exist")
-	InvalidFetchSize             = def(4, "INVALID_FETCH_SIZE", false, codes.InvalidArgument, "the fetch size is invalid")
-	LeaderNotAvailable           = def(5, "LEADER_NOT_AVAILABLE", true, codes.Unavailable, "the partition has no leader right now")
-	NotLeaderOrFollower          = def(6, "NOT_LEADER_OR_FOLLOWER", true, codes.FailedPrecondition, "this node is not the leader or a follower of the partition")
-	RequestTimedOut              = def(7, "REQUEST_TIMED_OUT", true, codes.DeadlineExceeded, "the request timed out")
-	BrokerNotAvailable           = def(8, "BROKER_NOT_AVAILABLE", true, codes.Unavailable, "the broker is not available")
-	ReplicaNotAvailable          = def(9, "REPLICA_NOT_AVAILABLE", true, codes.Unavailable, "the replica is not available")
-	MessageTooLarge              = def(10, "MESSAGE_TOO_LARGE", false, codes.InvalidArgument, "the record batch is larger than the topic's max.message.bytes")
-	OffsetMetadataTooLarge       = def(12, "OFFSET_METADATA_TOO_LARGE", false, codes.InvalidArgument, "the committed offset's metadata is too large")
-	NetworkException             = def(13, "NETWORK_EXCEPTION", true, codes.Unavailable, "the server disconnected before answering")
-	CoordinatorLoadInProgress    = def(14, "COORDINATOR_LOAD_IN_PROGRESS", true, codes.Unavailable, "the coordinator is loading its state")
-	CoordinatorNotAvailable      = def(15, "COORDINATOR_NOT_AVAILABLE", true, codes.Unavailable, "the coordinator is not available")
-	NotCoordinator               = def(16, "NOT_COORDINATOR", true, codes.FailedPrecondition, "this is not the coordinator for the key")
-	InvalidTopic                 = def(17, "INVALID_TOPIC_EXCEPTION", false, codes.InvalidArgument, "the topic name is invalid")
-	RecordListTooLarge           = def(18, "RECORD_LIST_TOO_LARGE", false, codes.InvalidArgument, "the request holds more bytes than allowed")
-	NotEnoughReplicas            = def(19, "NOT_ENOUGH_REPLICAS", true, codes.Unavailable, "fewer in-sync replicas than min.insync.replicas")
-	NotEnoughReplicasAfterAppend = def(20, "NOT_ENOUGH_REPLICAS_AFTER_APPEND", true, codes.Unavailable, "the batch was written but the in-sync replicas fell below min.insync.replicas")
-	InvalidRequiredAcks          = def(21, "INVALID_REQUIRED_ACKS", false, codes.InvalidArgument, "acks must be 0, 1 or -1")
-	IllegalGeneration            = def(22, "ILLEGAL_GENERATION", false, codes.FailedPrecondition, "the generation is not the group's current one")
-	InvalidGroupID               = def(24, "INVALID_GROUP_ID", false, codes.InvalidArgument, "the group id is invalid")
-	UnknownMemberID              = def(25, "UNKNOWN_MEMBER_ID", false, codes.NotFound, "the member is not in the group")
-	InvalidSessionTimeout        = def(26, "INVALID_SESSION_TIMEOUT", false, codes.InvalidArgument, "the session timeout is outside the allowed range")
-	RebalanceInProgress          = def(27, "REBALANCE_IN_PROGRESS", false, codes.Aborted, "the group is rebalancing")
-	InvalidTimestamp             = def(32, "INVALID_TIMESTAMP", false, codes.InvalidArgument, "the timestamp is invalid")
-	TopicAlreadyExists           = def(36, "TOPIC_ALREADY_EXISTS", false, codes.AlreadyExists, "the topic already exists")
-	InvalidPartitions            = def(37, "INVALID_PARTITIONS", false, codes.InvalidArgument, "the number of partitions is invalid")
-	InvalidReplicationFactor     = def(38, "INVALID_REPLICATION_FACTOR", false, codes.InvalidArgument, "the replication factor is invalid or above the live brokers")
-	InvalidReplicaAssignment     = def(39, "INVALID_REPLICA_ASSIGNMENT", false, codes.InvalidArgument, "the replica assignment is invalid")
-	InvalidConfig                = def(40, "INVALID_CONFIG", false, codes.InvalidArgument, "the configuration is invalid")
-	NotController                = def(41, "NOT_CONTROLLER", true, codes.Unavailable, "this is not the active controller")
-	InvalidRequest               = def(42, "INVALID_REQUEST", false, codes.InvalidArgument, "the request is malformed")
-	PolicyViolation              = def(44, "POLICY_VIOLATION", false, codes.InvalidArgument, "the request breaks a policy")
-	OutOfOrderSequenceNumber     = def(45, "OUT_OF_ORDER_SEQUENCE_NUMBER", false, codes.FailedPrecondition, "the producer's sequence number is not the next expected one")
-	DuplicateSequenceNumber      = def(46, "DUPLICATE_SEQUENCE_NUMBER", false, codes.AlreadyExists, "the batch was already written")
-	InvalidProducerEpoch         = def(47, "INVALID_PRODUCER_EPOCH", false, codes.FailedPrecondition, "the producer epoch is older than the current one")
-	InvalidTxnState              = def(48, "INVALID_TXN_STATE", false, codes.FailedPrecondition, "the transaction is in the wrong state for this operation")
-	InvalidProducerIDMapping     = def(49, "INVALID_PRODUCER_ID_MAPPING", false, codes.FailedPrecondition, "the producer id does not match the transactional id")
-	InvalidTransactionTimeout    = def(50, "INVALID_TRANSACTION_TIMEOUT", false, codes.InvalidArgument, "the transaction timeout is outside the allowed range")
-	ConcurrentTransactions       = def(51, "CONCURRENT_TRANSACTIONS", true, codes.Aborted, "another transaction of this producer is still completing")
-	TransactionCoordinatorFenced = def(52, "TRANSACTION_COORDINATOR_FENCED", false, codes.Aborted, "a newer transaction coordinator owns this transactional id")
-	KafkaStorageError            = def(56, "KAFKA_STORAGE_ERROR", true, codes.Unavailable, "the replica's disk failed")
-	UnknownProducerID            = def(59, "UNKNOWN_PRODUCER_ID", false, codes.FailedPrecondition, "the producer id is not known to this partition")
-	NonEmptyGroup                = def(68, "NON_EMPTY_GROUP", false, codes.FailedPrecondition, "the group still has members")
-	GroupIDNotFound              = def(69, "GROUP_ID_NOT_FOUND", false, codes.NotFound, "the group does not exist")
-	FencedLeaderEpoch            = def(74, "FENCED_LEADER_EPOCH", true, codes.Aborted, "the leader epoch in the request is older than the replica's")
-	UnknownLeaderEpoch           = def(75, "UNKNOWN_LEADER_EPOCH", true, codes.Unavailable, "the leader epoch in the request is newer than the replica's")
-	UnsupportedCompressionType   = def(76, "UNSUPPORTED_COMPRESSION_TYPE", false, codes.InvalidArgument, "the compression codec is not supported")
-	StaleBrokerEpoch             = def(77, "STALE_BROKER_EPOCH", false, codes.Aborted, "the broker epoch is not the broker's current one")
-	OffsetNotAvailable           = def(78, "OFFSET_NOT_AVAILABLE", true, codes.Unavailable, "the leader's high watermark has not caught up yet")
-	PreferredLeaderNotAvailable  = def(80, "PREFERRED_LEADER_NOT_AVAILABLE", true, codes.Unavailable, "the preferred leader is not available")
-	GroupMaxSizeReached          = def(81, "GROUP_MAX_SIZE_REACHED", false, codes.ResourceExhausted, "the group is full")
-	FencedInstanceID             = def(82, "FENCED_INSTANCE_ID", false, codes.Aborted, "another member joined with the same instance id")
-	EligibleLeadersNotAvailable  = def(83, "ELIGIBLE_LEADERS_NOT_AVAILABLE", true, codes.Unavailable, "no eligible leader is available")
-	ElectionNotNeeded            = def(84, "ELECTION_NOT_NEEDED", false, codes.FailedPrecondition, "the leader is already the preferred one")
-	InvalidRecord                = def(87, "INVALID_RECORD", false, codes.InvalidArgument, "a record in the batch is invalid")
-	UnstableOffsetCommit         = def(88, "UNSTABLE_OFFSET_COMMIT", true, codes.Unavailable, "an offset commit of this group is pending in a transaction")
-	ThrottlingQuotaExceeded      = def(89, "THROTTLING_QUOTA_EXCEEDED", true, codes.ResourceExhausted, "a budget of the server is used up for now; retry after a back-off")
-	ProducerFenced               = def(90, "PRODUCER_FENCED", false, codes.Aborted, "a newer producer with the same transactional id is active")
-	InvalidUpdateVersion         = def(95, "INVALID_UPDATE_VERSION", false, codes.Aborted, "the partition epoch in the request is not the current one")
-	UnknownTopicID               = def(100, "UNKNOWN_TOPIC_ID", true, codes.NotFound, "this topic id does not exist")
-	DuplicateBrokerRegistration  = def(101, "DUPLICATE_BROKER_REGISTRATION", false, codes.AlreadyExists, "another live broker holds this id")
-	BrokerIDNotRegistered        = def(102, "BROKER_ID_NOT_REGISTERED", false, codes.NotFound, "the broker id is not registered")
-	FencedMemberEpoch            = def(110, "FENCED_MEMBER_EPOCH", false, codes.Aborted, "the member epoch is fenced; rejoin with epoch 0")
-	UnreleasedInstanceID         = def(111, "UNRELEASED_INSTANCE_ID", false, codes.Aborted, "the instance id is still held by a member")
-	UnsupportedAssignor          = def(112, "UNSUPPORTED_ASSIGNOR", false, codes.InvalidArgument, "the server assignor is not supported")
-	StaleMemberEpoch             = def(113, "STALE_MEMBER_EPOCH", false, codes.Aborted, "the member epoch is older than the member's current one")
-	TransactionAbortable         = def(118, "TRANSACTION_ABORTABLE", false, codes.Aborted, "the transaction must be aborted")
+	UnknownServerError           = def(-1, "UNKNOWN_SERVER_ERROR", false, GRPCInternal, "the server hit an unexpected error")
+	None                         = def(0, "NONE", false, GRPCOK, "no error")
+	OffsetOutOfRange             = def(1, "OFFSET_OUT_OF_RANGE", false, GRPCOutOfRange, "the requested offset is outside the range the partition holds")
+	CorruptMessage               = def(2, "CORRUPT_MESSAGE", true, GRPCInvalidArgument, "the record batch failed its CRC or length check")
+	UnknownTopicOrPartition      = def(3, "UNKNOWN_TOPIC_OR_PARTITION", true, GRPCNotFound, "this topic or partition does not exist")
+	InvalidFetchSize             = def(4, "INVALID_FETCH_SIZE", false, GRPCInvalidArgument, "the fetch size is invalid")
+	LeaderNotAvailable           = def(5, "LEADER_NOT_AVAILABLE", true, GRPCUnavailable, "the partition has no leader right now")
+	NotLeaderOrFollower          = def(6, "NOT_LEADER_OR_FOLLOWER", true, GRPCFailedPrecondition, "this node is not the leader or a follower of the partition")
+	RequestTimedOut              = def(7, "REQUEST_TIMED_OUT", true, GRPCDeadlineExceeded, "the request timed out")
+	BrokerNotAvailable           = def(8, "BROKER_NOT_AVAILABLE", true, GRPCUnavailable, "the broker is not available")
+	ReplicaNotAvailable          = def(9, "REPLICA_NOT_AVAILABLE", true, GRPCUnavailable, "the replica is not available")
+	MessageTooLarge              = def(10, "MESSAGE_TOO_LARGE", false, GRPCInvalidArgument, "the record batch is larger than the topic's max.message.bytes")
+	OffsetMetadataTooLarge       = def(12, "OFFSET_METADATA_TOO_LARGE", false, GRPCInvalidArgument, "the committed offset's metadata is too large")
+	NetworkException             = def(13, "NETWORK_EXCEPTION", true, GRPCUnavailable, "the server disconnected before answering")
+	CoordinatorLoadInProgress    = def(14, "COORDINATOR_LOAD_IN_PROGRESS", true, GRPCUnavailable, "the coordinator is loading its state")
+	CoordinatorNotAvailable      = def(15, "COORDINATOR_NOT_AVAILABLE", true, GRPCUnavailable, "the coordinator is not available")
+	NotCoordinator               = def(16, "NOT_COORDINATOR", true, GRPCFailedPrecondition, "this is not the coordinator for the key")
+	InvalidTopic                 = def(17, "INVALID_TOPIC_EXCEPTION", false, GRPCInvalidArgument, "the topic name is invalid")
+	RecordListTooLarge           = def(18, "RECORD_LIST_TOO_LARGE", false, GRPCInvalidArgument, "the request holds more bytes than allowed")
+	NotEnoughReplicas            = def(19, "NOT_ENOUGH_REPLICAS", true, GRPCUnavailable, "fewer in-sync replicas than min.insync.replicas")
+	NotEnoughReplicasAfterAppend = def(20, "NOT_ENOUGH_REPLICAS_AFTER_APPEND", true, GRPCUnavailable, "the batch was written but the in-sync replicas fell below min.insync.replicas")
+	InvalidRequiredAcks          = def(21, "INVALID_REQUIRED_ACKS", false, GRPCInvalidArgument, "acks must be 0, 1 or -1")
+	IllegalGeneration            = def(22, "ILLEGAL_GENERATION", false, GRPCFailedPrecondition, "the generation is not the group's current one")
+	InvalidGroupID               = def(24, "INVALID_GROUP_ID", false, GRPCInvalidArgument, "the group id is invalid")
+	UnknownMemberID              = def(25, "UNKNOWN_MEMBER_ID", false, GRPCNotFound, "the member is not in the group")
+	InvalidSessionTimeout        = def(26, "INVALID_SESSION_TIMEOUT", false, GRPCInvalidArgument, "the session timeout is outside the allowed range")
+	RebalanceInProgress          = def(27, "REBALANCE_IN_PROGRESS", false, GRPCAborted, "the group is rebalancing")
+	InvalidTimestamp             = def(32, "INVALID_TIMESTAMP", false, GRPCInvalidArgument, "the timestamp is invalid")
+	TopicAlreadyExists           = def(36, "TOPIC_ALREADY_EXISTS", false, GRPCAlreadyExists, "the topic already exists")
+	InvalidPartitions            = def(37, "INVALID_PARTITIONS", false, GRPCInvalidArgument, "the number of partitions is invalid")
+	InvalidReplicationFactor     = def(38, "INVALID_REPLICATION_FACTOR", false, GRPCInvalidArgument, "the replication factor is invalid or above the live brokers")
+	InvalidReplicaAssignment     = def(39, "INVALID_REPLICA_ASSIGNMENT", false, GRPCInvalidArgument, "the replica assignment is invalid")
+	InvalidConfig                = def(40, "INVALID_CONFIG", false, GRPCInvalidArgument, "the configuration is invalid")
+	NotController                = def(41, "NOT_CONTROLLER", true, GRPCUnavailable, "this is not the active controller")
+	InvalidRequest               = def(42, "INVALID_REQUEST", false, GRPCInvalidArgument, "the request is malformed")
+	PolicyViolation              = def(44, "POLICY_VIOLATION", false, GRPCInvalidArgument, "the request breaks a policy")
+	OutOfOrderSequenceNumber     = def(45, "OUT_OF_ORDER_SEQUENCE_NUMBER", false, GRPCFailedPrecondition, "the producer's sequence number is not the next expected one")
+	DuplicateSequenceNumber      = def(46, "DUPLICATE_SEQUENCE_NUMBER", false, GRPCAlreadyExists, "the batch was already written")
+	InvalidProducerEpoch         = def(47, "INVALID_PRODUCER_EPOCH", false, GRPCFailedPrecondition, "the producer epoch is older than the current one")
+	InvalidTxnState              = def(48, "INVALID_TXN_STATE", false, GRPCFailedPrecondition, "the transaction is in the wrong state for this operation")
+	InvalidProducerIDMapping     = def(49, "INVALID_PRODUCER_ID_MAPPING", false, GRPCFailedPrecondition, "the producer id does not match the transactional id")
+	InvalidTransactionTimeout    = def(50, "INVALID_TRANSACTION_TIMEOUT", false, GRPCInvalidArgument, "the transaction timeout is outside the allowed range")
+	ConcurrentTransactions       = def(51, "CONCURRENT_TRANSACTIONS", true, GRPCAborted, "another transaction of this producer is still completing")
+	TransactionCoordinatorFenced = def(52, "TRANSACTION_COORDINATOR_FENCED", false, GRPCAborted, "a newer transaction coordinator owns this transactional id")
+	KafkaStorageError            = def(56, "KAFKA_STORAGE_ERROR", true, GRPCUnavailable, "the replica's disk failed")
+	UnknownProducerID            = def(59, "UNKNOWN_PRODUCER_ID", false, GRPCFailedPrecondition, "the producer id is not known to this partition")
+	NonEmptyGroup                = def(68, "NON_EMPTY_GROUP", false, GRPCFailedPrecondition, "the group still has members")
+	GroupIDNotFound              = def(69, "GROUP_ID_NOT_FOUND", false, GRPCNotFound, "the group does not exist")
+	FencedLeaderEpoch            = def(74, "FENCED_LEADER_EPOCH", true, GRPCAborted, "the leader epoch in the request is older than the replica's")
+	UnknownLeaderEpoch           = def(75, "UNKNOWN_LEADER_EPOCH", true, GRPCUnavailable, "the leader epoch in the request is newer than the replica's")
+	UnsupportedCompressionType   = def(76, "UNSUPPORTED_COMPRESSION_TYPE", false, GRPCInvalidArgument, "the compression codec is not supported")
+	StaleBrokerEpoch             = def(77, "STALE_BROKER_EPOCH", false, GRPCAborted, "the broker epoch is not the broker's current one")
+	OffsetNotAvailable           = def(78, "OFFSET_NOT_AVAILABLE", true, GRPCUnavailable, "the leader's high watermark has not caught up yet")
+	PreferredLeaderNotAvailable  = def(80, "PREFERRED_LEADER_NOT_AVAILABLE", true, GRPCUnavailable, "the preferred leader is not available")
+	GroupMaxSizeReached          = def(81, "GROUP_MAX_SIZE_REACHED", false, GRPCResourceExhausted, "the group is full")
+	FencedInstanceID             = def(82, "FENCED_INSTANCE_ID", false, GRPCAborted, "another member joined with the same instance id")
+	EligibleLeadersNotAvailable  = def(83, "ELIGIBLE_LEADERS_NOT_AVAILABLE", true, GRPCUnavailable, "no eligible leader is available")
+	ElectionNotNeeded            = def(84, "ELECTION_NOT_NEEDED", false, GRPCFailedPrecondition, "the leader is already the preferred one")
+	InvalidRecord                = def(87, "INVALID_RECORD", false, GRPCInvalidArgument, "a record in the batch is invalid")
+	UnstableOffsetCommit         = def(88, "UNSTABLE_OFFSET_COMMIT", true, GRPCUnavailable, "an offset commit of this group is pending in a transaction")
+	ThrottlingQuotaExceeded      = def(89, "THROTTLING_QUOTA_EXCEEDED", true, GRPCResourceExhausted, "a budget of the server is used up for now; retry after a back-off")
+	ProducerFenced               = def(90, "PRODUCER_FENCED", false, GRPCAborted, "a newer producer with the same transactional id is active")
+	InvalidUpdateVersion         = def(95, "INVALID_UPDATE_VERSION", false, GRPCAborted, "the partition epoch in the request is not the current one")
+	UnknownTopicID               = def(100, "UNKNOWN_TOPIC_ID", true, GRPCNotFound, "this topic id does not exist")
+	DuplicateBrokerRegistration  = def(101, "DUPLICATE_BROKER_REGISTRATION", false, GRPCAlreadyExists, "another live broker holds this id")
+	BrokerIDNotRegistered        = def(102, "BROKER_ID_NOT_REGISTERED", false, GRPCNotFound, "the broker id is not registered")
+	FencedMemberEpoch            = def(110, "FENCED_MEMBER_EPOCH", false, GRPCAborted, "the member epoch is fenced; rejoin with epoch 0")
+	UnreleasedInstanceID         = def(111, "UNRELEASED_INSTANCE_ID", false, GRPCAborted, "the instance id is still held by a member")
+	UnsupportedAssignor          = def(112, "UNSUPPORTED_ASSIGNOR", false, GRPCInvalidArgument, "the server assignor is not supported")
+	StaleMemberEpoch             = def(113, "STALE_MEMBER_EPOCH", false, GRPCAborted, "the member epoch is older than the member's current one")
+	TransactionAbortable         = def(118, "TRANSACTION_ABORTABLE", false, GRPCAborted, "the transaction must be aborted")
 )
 
 var byCode = map[Code]*Error{}
 
-func def(code Code, name string, retriable bool, g codes.Code, desc string) *Error {
+func def(code Code, name string, retriable bool, g GRPCCode, desc string) *Error {
 	e := &Error{Code: code, Name: name, Retriable: retriable, GRPC: g, HTTP: httpFor(g), Desc: desc}
 	if _, dup := byCode[code]; dup {
 		panic(fmt.Sprintf("errs: code %d defined twice", code)) // init-time programming error
@@ -117,21 +115,21 @@ func def(code Code, name string, retriable bool, g codes.Code, desc string) *Err
 // httpFor follows the gateway's error rules (docs/API.md): 400 bad input,
 // 404 unknown, 409 conflict or stale epoch, 503 when the cluster cannot serve
 // it now.
-func httpFor(c codes.Code) int {
+func httpFor(c GRPCCode) int {
 	switch c {
-	case codes.OK:
+	case GRPCOK:
 		return http.StatusOK
-	case codes.InvalidArgument, codes.OutOfRange:
+	case GRPCInvalidArgument, GRPCOutOfRange:
 		return http.StatusBadRequest
-	case codes.NotFound:
+	case GRPCNotFound:
 		return http.StatusNotFound
-	case codes.AlreadyExists, codes.Aborted, codes.FailedPrecondition:
+	case GRPCAlreadyExists, GRPCAborted, GRPCFailedPrecondition:
 		return http.StatusConflict
-	case codes.Unavailable:
+	case GRPCUnavailable:
 		return http.StatusServiceUnavailable
-	case codes.DeadlineExceeded:
+	case GRPCDeadlineExceeded:
 		return http.StatusGatewayTimeout
-	case codes.ResourceExhausted:
+	case GRPCResourceExhausted:
 		return http.StatusTooManyRequests
 	default:
 		return http.StatusInternalServerError

@@ -2,6 +2,7 @@ package history
 
 import (
 	"skein/libs/errs"
+	"skein/libs/rpcerr"
 
 	skeinv1 "skein/gen/skein/v1"
 )
@@ -83,7 +84,7 @@ func ErrOutcome(err error) Outcome {
 	}
 	row := errs.Of(err)
 	if row == errs.UnknownServerError {
-		row = errs.Of(errs.FromStatus(err))
+		row = errs.Of(rpcerr.FromStatus(err))
 	}
 	return ErrorOutcome(row.Name)
 }

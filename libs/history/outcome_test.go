@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"skein/libs/errs"
+	"skein/libs/rpcerr"
 
 	skeinv1 "skein/gen/skein/v1"
 )
@@ -54,8 +55,8 @@ func TestErrOutcome(t *testing.T) {
 		{nil, Written},
 		{errs.Errorf(errs.NotEnoughReplicas, "isr 1 < 2"), NotWritten},
 		{fmt.Errorf("produce: %w", errs.InvalidRecord), NotWritten},
-		{errs.ToGRPC(errs.Errorf(errs.NotEnoughReplicas, "isr 1 < 2")), NotWritten},
-		{errs.ToGRPC(errs.NotEnoughReplicasAfterAppend), Unknown},
+		{rpcerr.ToGRPC(errs.Errorf(errs.NotEnoughReplicas, "isr 1 < 2")), NotWritten},
+		{rpcerr.ToGRPC(errs.NotEnoughReplicasAfterAppend), Unknown},
 		{errs.Errorf(errs.NotEnoughReplicasAfterAppend, "appended"), Unknown},
 		{errs.RequestTimedOut, Unknown},
 		{context.DeadlineExceeded, Unknown},

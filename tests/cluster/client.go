@@ -15,6 +15,7 @@ import (
 	"skein/libs/errs"
 	"skein/libs/metadata"
 	"skein/libs/record"
+	"skein/libs/rpcerr"
 )
 
 // Client is a minimal Skein client for cluster tests: it follows the
@@ -111,7 +112,7 @@ func (c *Client) Image() *metadata.Image {
 func (c *Client) Controller(fn func(controllerv1.ControllerServiceClient) error) error {
 	var err error
 	for _, cc := range c.controllers {
-		if err = errs.FromStatus(fn(controllerv1.NewControllerServiceClient(cc))); err == nil || !errs.IsRetriable(err) {
+		if err = rpcerr.FromStatus(fn(controllerv1.NewControllerServiceClient(cc))); err == nil || !errs.IsRetriable(err) {
 			return err
 		}
 	}
@@ -234,7 +235,7 @@ func (c *Client) ProduceOnce(ctx context.Context, topic string, partition int32,
 		{Topic: topic, Partition: partition, CurrentLeaderEpoch: -1, Records: batch},
 	}})
 	if err != nil {
-		return -1, -1, leader, errs.FromStatus(err)
+		return -1, -1, leader, rpcerr.FromStatus(err)
 	}
 	r := resp.GetPartitions()[0]
 	if r.GetErrorCode() != 0 {

@@ -17,6 +17,7 @@ import (
 
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/errs"
+	"skein/libs/rpcerr"
 )
 
 // badInput is one malformed request and the answer docs/API.md documents for it.
@@ -289,7 +290,7 @@ func TestBadInputGRPC(t *testing.T) {
 			}
 			var reason string
 			for _, det := range st.Details() {
-				if info, ok := det.(*errdetails.ErrorInfo); ok && info.GetDomain() == errs.Domain {
+				if info, ok := det.(*errdetails.ErrorInfo); ok && info.GetDomain() == rpcerr.Domain {
 					reason = info.GetReason()
 				}
 			}

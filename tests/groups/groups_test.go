@@ -19,6 +19,7 @@ import (
 	"skein/libs/errs"
 	"skein/libs/metadata"
 	"skein/libs/record"
+	"skein/libs/rpcerr"
 	"skein/tests/cluster"
 )
 
@@ -78,7 +79,7 @@ func (e *env) find(group string) (*controllerv1.FindCoordinatorResponse, error) 
 		resp, err = cc.FindCoordinator(ctx, &controllerv1.FindCoordinatorRequest{Kind: groupKind, Key: group})
 		return err
 	})
-	return resp, errs.FromStatus(err)
+	return resp, rpcerr.FromStatus(err)
 }
 
 func (e *env) conn(addr string) groupv1.GroupCoordinatorServiceClient {
@@ -115,7 +116,7 @@ func (e *env) call(group string, d time.Duration, fn func(ctx context.Context, c
 			code, err = fn(ctx, e.conn(co.GetGrpcAddr()))
 			cancel()
 			if err != nil {
-				code = skeinv1.ErrorCode(errs.CodeOf(errs.FromStatus(err)))
+				code = skeinv1.ErrorCode(errs.CodeOf(rpcerr.FromStatus(err)))
 			}
 		}
 		if !moved(code) || time.Now().After(deadline) {

@@ -14,6 +14,7 @@ import (
 	"skein/libs/errs"
 	"skein/libs/history"
 	"skein/libs/record"
+	"skein/libs/rpcerr"
 	"skein/tests/e2e"
 )
 
@@ -248,7 +249,7 @@ func (l *lab) storageProduce(id int32, req *storagev1.ProduceRequest, ok func(*s
 	defer cancel()
 	resp, err := storagev1.NewStorageServiceClient(cc).Produce(ctx, req)
 	if err != nil {
-		return errs.FromStatus(err)
+		return rpcerr.FromStatus(err)
 	}
 	if len(resp.GetPartitions()) != 1 {
 		return fmt.Errorf("%d partition results", len(resp.GetPartitions()))

@@ -14,6 +14,7 @@ import (
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/errs"
 	"skein/libs/metadata"
+	"skein/libs/rpcerr"
 	"skein/libs/topicconfig"
 )
 
@@ -201,7 +202,7 @@ func (c *Controller) WatchMetadata(req *controllerv1.WatchMetadataRequest, strea
 			}
 		case d, ok := <-ch:
 			if !ok {
-				return errs.ToGRPC(errs.Errorf(errs.RequestTimedOut, "watcher fell behind"))
+				return rpcerr.ToGRPC(errs.Errorf(errs.RequestTimedOut, "watcher fell behind"))
 			}
 			sent = d.GetDelta().GetVersion()
 			if err := stream.Send(d); err != nil {
@@ -420,7 +421,7 @@ func (c *Controller) ElectLeaders(_ context.Context, req *controllerv1.ElectLead
 		}
 	}
 	if len(want) > 0 && len(resp.Results) == 0 {
-		return nil, errs.ToGRPC(errs.Errorf(errs.UnknownTopicOrPartition, "no such topic"))
+		return nil, rpcerr.ToGRPC(errs.Errorf(errs.UnknownTopicOrPartition, "no such topic"))
 	}
 	return resp, nil
 }

@@ -13,6 +13,7 @@ import (
 	groupv1 "skein/gen/skein/group/v1"
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/errs"
+	"skein/libs/rpcerr"
 )
 
 // GroupCoordinator is a fake group coordinator that owns every group it is
@@ -129,7 +130,7 @@ func (g *GroupCoordinator) failed() error {
 	}
 	err := g.fail[0]
 	g.fail = g.fail[1:]
-	return errs.ToGRPC(err)
+	return rpcerr.ToGRPC(err)
 }
 
 // expireLocked removes members whose session ended.
@@ -580,13 +581,13 @@ func (c *Controller) FindCoordinator(_ context.Context, req *controllerv1.FindCo
 	if !ok {
 		ids := slices.Sorted(maps.Keys(c.coords))
 		if len(ids) == 0 {
-			return nil, errs.ToGRPC(errs.Errorf(errs.CoordinatorNotAvailable, "no coordinator"))
+			return nil, rpcerr.ToGRPC(errs.Errorf(errs.CoordinatorNotAvailable, "no coordinator"))
 		}
 		id = ids[0]
 	}
 	r := c.coords[id]
 	if r == nil {
-		return nil, errs.ToGRPC(errs.Errorf(errs.CoordinatorNotAvailable, "no coordinator %d", id))
+		return nil, rpcerr.ToGRPC(errs.Errorf(errs.CoordinatorNotAvailable, "no coordinator %d", id))
 	}
 	return &controllerv1.FindCoordinatorResponse{NodeId: id, GrpcAddr: r.GetGrpcAddr(), CoordinatorEpoch: 1}, nil
 }

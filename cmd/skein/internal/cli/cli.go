@@ -22,6 +22,7 @@ import (
 
 	"skein/libs/cliflag"
 	"skein/libs/errs"
+	"skein/libs/rpcerr"
 )
 
 // DefaultGateway is the gateway's default gRPC address.
@@ -111,7 +112,7 @@ func Main(args []string, io IO) int {
 // describeErr renders a gateway refusal as "ERROR_CODE: message".
 func describeErr(err error) string {
 	if _, ok := status.FromError(err); ok {
-		d := errs.FromStatus(err)
+		d := rpcerr.FromStatus(err)
 		return errs.Of(d).Name + ": " + errs.Message(d)
 	}
 	return err.Error()

@@ -15,6 +15,7 @@ import (
 
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/errs"
+	"skein/libs/rpcerr"
 )
 
 // fakeGateway keeps topics in memory behind the public gRPC services, enough
@@ -42,7 +43,7 @@ func (g *fakeGateway) CreateTopic(_ context.Context, req *skeinv1.CreateTopicReq
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if _, ok := g.topics[req.GetName()]; ok {
-		return nil, errs.ToGRPC(errs.Errorf(errs.TopicAlreadyExists, "topic %q already exists", req.GetName()))
+		return nil, rpcerr.ToGRPC(errs.Errorf(errs.TopicAlreadyExists, "topic %q already exists", req.GetName()))
 	}
 	g.topics[req.GetName()] = make([][]*skeinv1.ConsumedRecord, max(req.GetPartitions(), 1))
 	return &skeinv1.CreateTopicResponse{Topic: g.describe(req.GetName())}, nil
@@ -62,7 +63,7 @@ func (g *fakeGateway) DescribeTopic(_ context.Context, req *skeinv1.DescribeTopi
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if _, ok := g.topics[req.GetTopic()]; !ok {
-		return nil, errs.ToGRPC(errs.Errorf(errs.UnknownTopicOrPartition, "topic %q does not exist", req.GetTopic()))
+		return nil, rpcerr.ToGRPC(errs.Errorf(errs.UnknownTopicOrPartition, "topic %q does not exist", req.GetTopic()))
 	}
 	return &skeinv1.DescribeTopicResponse{Topic: g.describe(req.GetTopic())}, nil
 }

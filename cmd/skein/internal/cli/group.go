@@ -14,6 +14,7 @@ import (
 
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/errs"
+	"skein/libs/rpcerr"
 )
 
 func groupCmd(ctx context.Context, args []string, stdio IO) error {
@@ -131,7 +132,7 @@ func groupCmd(ctx context.Context, args []string, stdio IO) error {
 func mustBeEmpty(ctx context.Context, groups skeinv1.GroupServiceClient, group, verb string) error {
 	d, err := groups.DescribeGroup(ctx, &skeinv1.DescribeGroupRequest{Group: group})
 	if err != nil {
-		if errs.Of(errs.FromStatus(err)) == errs.GroupIDNotFound && verb == "reset" {
+		if errs.Of(rpcerr.FromStatus(err)) == errs.GroupIDNotFound && verb == "reset" {
 			return nil
 		}
 		return err

@@ -13,6 +13,7 @@ import (
 
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/errs"
+	"skein/libs/rpcerr"
 )
 
 // fakeGroups is GroupService with one group "g" whose member count tests set.
@@ -37,7 +38,7 @@ func (f *fakeGroups) DescribeGroup(_ context.Context, req *skeinv1.DescribeGroup
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if req.GetGroup() != "g" || !f.exists {
-		return nil, errs.ToGRPC(errs.Errorf(errs.GroupIDNotFound, "group %q does not exist", req.GetGroup()))
+		return nil, rpcerr.ToGRPC(errs.Errorf(errs.GroupIDNotFound, "group %q does not exist", req.GetGroup()))
 	}
 	d := &skeinv1.DescribeGroupResponse{Group: "g", State: "STABLE", GroupEpoch: 4, Assignor: "uniform", TotalLag: 7,
 		Offsets: []*skeinv1.CommittedOffset{{Topic: "t", Partition: 0, Offset: 3, HighWatermark: 10, Lag: 7}}}

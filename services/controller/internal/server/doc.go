@@ -10,7 +10,7 @@
 //
 // Reads — DescribeCluster, FindCoordinator, WatchMetadata — are served from
 // the local image of whichever controller is asked. Domain errors become
-// gRPC statuses only here (errs.ToGRPC); batched requests answer per item.
+// gRPC statuses only here (rpcerr.ToGRPC); batched requests answer per item.
 //
 // The package also serves HTTP: /metrics (Prometheus), /healthz (200 while
 // serving) and /readyz (200 while a Raft leader is known).

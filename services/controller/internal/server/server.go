@@ -17,6 +17,7 @@ import (
 	controllerv1 "skein/gen/skein/controller/v1"
 	"skein/libs/errs"
 	md "skein/libs/metadata"
+	"skein/libs/rpcerr"
 	"skein/services/controller/internal/liveness"
 	"skein/services/controller/internal/quorum"
 )
@@ -134,25 +135,25 @@ func onLeader[Req, Resp any](s *Server, ctx context.Context, req Req, remote rem
 			if errs.Of(err) == errs.NotController && retry() {
 				continue
 			}
-			return resp, errs.ToGRPC(err)
+			return resp, rpcerr.ToGRPC(err)
 		}
 		if wasForwarded(ctx) {
-			return zero, errs.ToGRPC(errs.Errorf(errs.NotController, "controller %d is not the leader", s.node.ID()))
+			return zero, rpcerr.ToGRPC(errs.Errorf(errs.NotController, "controller %d is not the leader", s.node.ID()))
 		}
 		leader, ok := s.waitLeader(ctx)
 		if !ok {
-			return zero, errs.ToGRPC(errs.Errorf(errs.NotController, "no controller leader is known"))
+			return zero, rpcerr.ToGRPC(errs.Errorf(errs.NotController, "no controller leader is known"))
 		}
 		if leader.ID == s.node.ID() {
 			continue // elected meanwhile
 		}
 		c, err := s.client(leader.GRPCAddr)
 		if err != nil {
-			return zero, errs.ToGRPC(errs.Errorf(errs.NetworkException, "dialing leader %d: %v", leader.ID, err))
+			return zero, rpcerr.ToGRPC(errs.Errorf(errs.NetworkException, "dialing leader %d: %v", leader.ID, err))
 		}
 		out := metadata.AppendToOutgoingContext(ctx, forwardedKey, strconv.Itoa(int(s.node.ID())))
 		resp, err := remote(c, out, req)
-		if err != nil && errs.Of(errs.FromStatus(err)) == errs.NotController && retry() {
+		if err != nil && errs.Of(rpcerr.FromStatus(err)) == errs.NotController && retry() {
 			continue
 		}
 		if err != nil && status.Code(err) == codes.Unavailable /* the leader went away */ && retry() {
@@ -320,13 +321,13 @@ func (s *Server) DescribeCluster(ctx context.Context, _ *controllerv1.DescribeCl
 
 func (s *Server) FindCoordinator(ctx context.Context, req *controllerv1.FindCoordinatorRequest) (*controllerv1.FindCoordinatorResponse, error) {
 	if _, ok := md.InternalTopic(req.GetKind()); !ok {
-		return nil, errs.ToGRPC(errs.Errorf(errs.InvalidRequest, "coordinator kind %v", req.GetKind()))
+		return nil, rpcerr.ToGRPC(errs.Errorf(errs.InvalidRequest, "coordinator kind %v", req.GetKind()))
 	}
 	var owner md.CoordinatorOwner
 	var ok bool
 	s.node.Read(func(img *md.Image) { owner, ok = img.CoordinatorFor(req.GetKind(), req.GetKey()) })
 	if !ok {
-		return nil, errs.ToGRPC(errs.Errorf(errs.CoordinatorNotAvailable, "no live %v coordinator owns key %q (partition %d)", req.GetKind(), req.GetKey(), owner.Partition))
+		return nil, rpcerr.ToGRPC(errs.Errorf(errs.CoordinatorNotAvailable, "no live %v coordinator owns key %q (partition %d)", req.GetKind(), req.GetKey(), owner.Partition))
 	}
 	return &controllerv1.FindCoordinatorResponse{Partition: owner.Partition, NodeId: owner.NodeID, GrpcAddr: owner.GRPCAddr, CoordinatorEpoch: owner.Epoch}, nil
 }
@@ -395,7 +396,7 @@ func (s *Server) leaderVersion(ctx context.Context) (uint64, bool) {
 // falls behind its bounded buffer is sent a new image.
 func (s *Server) WatchMetadata(req *controllerv1.WatchMetadataRequest, stream grpc.ServerStreamingServer[controllerv1.WatchMetadataResponse]) error {
 	if err := s.waitCaughtUp(stream.Context(), req.GetKnownVersion()); err != nil {
-		return errs.ToGRPC(err)
+		return rpcerr.ToGRPC(err)
 	}
 	sub, img := s.node.Subscribe(req.GetKnownVersion())
 	defer sub.Close()
@@ -433,7 +434,7 @@ func (s *Server) WatchMetadata(req *controllerv1.WatchMetadataRequest, stream gr
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-s.done:
-			return errs.ToGRPC(errs.Errorf(errs.NotController, "controller %d is shutting down", s.node.ID()))
+			return rpcerr.ToGRPC(errs.Errorf(errs.NotController, "controller %d is shutting down", s.node.ID()))
 		case <-sub.Resync():
 			s.log.Info("watcher fell behind: sending a new image", "node", req.GetNodeId())
 			if err := send(&controllerv1.WatchMetadataResponse{Update: &controllerv1.WatchMetadataResponse_Image{Image: sub.Image()}}); err != nil {

@@ -19,6 +19,7 @@ import (
 	"skein/libs/errs"
 	"skein/libs/membership"
 	"skein/libs/metadata"
+	"skein/libs/rpcerr"
 )
 
 // watcher keeps a metadata image up to date from a WatchMetadata stream, as
@@ -170,7 +171,7 @@ func TestForwardingAndFailover(t *testing.T) {
 	})
 }
 
-func code(err error) string { return errs.Of(errs.FromStatus(err)).Name }
+func code(err error) string { return errs.Of(rpcerr.FromStatus(err)).Name }
 
 // Bad input is answered with its error code and the controller stays up.
 func TestBadInputOverGRPC(t *testing.T) {
@@ -496,7 +497,7 @@ func TestRegistrationRefusedWhileGossipHoldsDead(t *testing.T) {
 	w.waitFor(t, "broker 4 fenced", 10*time.Second, func(img *metadata.Image) bool { return !img.IsLive(4) })
 	register := func() error {
 		_, err := cl.RegisterBroker(ctxT(t), &controllerv1.RegisterBrokerRequest{BrokerId: 4, GrpcAddr: "127.0.0.1:20004", IncarnationId: b.incarnation})
-		return errs.FromStatus(err)
+		return rpcerr.FromStatus(err)
 	}
 	for range 10 {
 		err := register()

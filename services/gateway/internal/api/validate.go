@@ -9,6 +9,7 @@ import (
 
 	"skein/libs/client"
 	"skein/libs/errs"
+	"skein/libs/rpcerr"
 )
 
 // MaxTopicNameLength is Kafka's limit.
@@ -92,10 +93,10 @@ func checkPartition(topic string, partition, n int32) error {
 func ErrorInterceptors() (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
 	unary := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		resp, err := h(ctx, req)
-		return resp, errs.ToGRPC(err)
+		return resp, rpcerr.ToGRPC(err)
 	}
 	stream := func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-		return errs.ToGRPC(h(srv, ss))
+		return rpcerr.ToGRPC(h(srv, ss))
 	}
 	return unary, stream
 }

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"skein/libs/errs"
+	"skein/libs/rpcerr"
 )
 
 // MinCharge is the least a request is charged, whatever its size: a request
@@ -164,7 +165,7 @@ func (b *Budget) Error(size int64) error {
 // Status is the refusal as a gRPC status: RESOURCE_EXHAUSTED with the
 // THROTTLING_QUOTA_EXCEEDED ErrorInfo and a RetryInfo of RetryAfter.
 func (b *Budget) Status(size int64) error {
-	st := errs.Status(b.Error(size))
+	st := rpcerr.Status(b.Error(size))
 	if withRetry, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(RetryAfter)}); err == nil {
 		st = withRetry
 	}

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"skein/libs/errs"
+	"skein/libs/rpcerr"
 )
 
 func TestHoldChargesAtLeastMinAndAtMostTheLimit(t *testing.T) {
@@ -99,7 +100,7 @@ func TestRefusal(t *testing.T) {
 			retry = r
 		}
 	}
-	if st.Code() != codes.ResourceExhausted || errs.Of(errs.FromStatus(st.Err())) != errs.ThrottlingQuotaExceeded || retry.GetRetryDelay().AsDuration() != RetryAfter {
+	if st.Code() != codes.ResourceExhausted || errs.Of(rpcerr.FromStatus(st.Err())) != errs.ThrottlingQuotaExceeded || retry.GetRetryDelay().AsDuration() != RetryAfter {
 		t.Errorf("Status: %v, retry %v", st, retry)
 	}
 	if RetryAfterHeader() != "1" {

@@ -16,6 +16,7 @@ import (
 
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/errs"
+	"skein/libs/rpcerr"
 	"skein/services/gateway/internal/budget"
 )
 
@@ -189,7 +190,7 @@ func TestProduceBudgetIs429(t *testing.T) {
 			retry = r
 		}
 	}
-	if st.Code() != codes.ResourceExhausted || errs.Of(errs.FromStatus(err)) != errs.ThrottlingQuotaExceeded || retry == nil || retry.GetRetryDelay().AsDuration() != budget.RetryAfter {
+	if st.Code() != codes.ResourceExhausted || errs.Of(rpcerr.FromStatus(err)) != errs.ThrottlingQuotaExceeded || retry == nil || retry.GetRetryDelay().AsDuration() != budget.RetryAfter {
 		t.Errorf("gRPC Produce over the budget: %v (retry info %v), want RESOURCE_EXHAUSTED THROTTLING_QUOTA_EXCEEDED with a retry delay", err, retry)
 	}
 	stream, err := prod.ProduceStream(ctx)

@@ -14,6 +14,7 @@ import (
 	"skein/gen/openapi"
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/errs"
+	"skein/libs/rpcerr"
 	"skein/services/gateway/internal/budget"
 )
 
@@ -36,7 +37,7 @@ func writeError(w http.ResponseWriter, httpStatus int, body errorBody) {
 // values), the row its gRPC code reads as: InvalidArgument is INVALID_REQUEST.
 func errorHandler(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, _ *http.Request, err error) {
 	st := status.Convert(err)
-	row := errs.Of(errs.FromStatus(err))
+	row := errs.Of(rpcerr.FromStatus(err))
 	code, httpStatus := st.Code(), row.HTTP
 	if st.Code() == codes.Canceled {
 		httpStatus = 499 // the client went away; nginx's convention

@@ -3,7 +3,7 @@
 // its answers and domain errors (libs/errs rows) into responses. Errors go
 // where the proto has room for them — a heartbeat's or offset fetch's
 // error_code, a code per partition or per group — and are gRPC statuses
-// (errs.ToGRPC) only where it has none.
+// (rpcerr.ToGRPC) only where it has none.
 package server
 
 import (
@@ -13,6 +13,7 @@ import (
 	groupv1 "skein/gen/skein/group/v1"
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/errs"
+	"skein/libs/rpcerr"
 	"skein/services/groupcoord/internal/assign"
 	"skein/services/groupcoord/internal/coordinator"
 	"skein/services/groupcoord/internal/group"
@@ -132,12 +133,12 @@ var errNoTxn = errs.Errorf(errs.InvalidRequest, "transactional offset commits ar
 
 // TxnOffsetCommit is refused: transactions are not served yet.
 func (s *Server) TxnOffsetCommit(context.Context, *groupv1.TxnOffsetCommitRequest) (*groupv1.TxnOffsetCommitResponse, error) {
-	return nil, errs.ToGRPC(errNoTxn)
+	return nil, rpcerr.ToGRPC(errNoTxn)
 }
 
 // CompleteTxnOffsets is refused: transactions are not served yet.
 func (s *Server) CompleteTxnOffsets(context.Context, *groupv1.CompleteTxnOffsetsRequest) (*groupv1.CompleteTxnOffsetsResponse, error) {
-	return nil, errs.ToGRPC(errNoTxn)
+	return nil, rpcerr.ToGRPC(errNoTxn)
 }
 
 // ListGroups lists the groups this coordinator serves.

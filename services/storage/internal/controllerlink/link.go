@@ -18,6 +18,7 @@ import (
 	"skein/libs/errs"
 	"skein/libs/grpcopt"
 	"skein/libs/metadata"
+	"skein/libs/rpcerr"
 	"skein/services/storage/internal/partition"
 )
 
@@ -85,7 +86,7 @@ func (l *Link) call(ctx context.Context, fn func(controllerv1.ControllerServiceC
 	var last error
 	for i := 0; i < len(l.conns); i++ {
 		idx := (int(l.next.Load()) + i) % len(l.conns)
-		err := errs.FromStatus(fn(controllerv1.NewControllerServiceClient(l.conns[idx])))
+		err := rpcerr.FromStatus(fn(controllerv1.NewControllerServiceClient(l.conns[idx])))
 		if err == nil || !errs.IsRetriable(err) {
 			l.next.Store(int64(idx))
 			return err

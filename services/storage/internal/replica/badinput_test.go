@@ -14,6 +14,7 @@ import (
 	"skein/libs/errs"
 	"skein/libs/metadata"
 	"skein/libs/record"
+	"skein/libs/rpcerr"
 )
 
 // Every bad produce over gRPC is answered with its code, the node keeps
@@ -70,7 +71,7 @@ func TestBadInputOverGRPC(t *testing.T) {
 	}
 	// acks outside {0, 1, -1} refuses the whole request.
 	_, err := leader.Produce(context.Background(), &storagev1.ProduceRequest{Acks: 5, Partitions: []*storagev1.PartitionProduce{{Topic: "t", Records: good, CurrentLeaderEpoch: -1}}})
-	if status.Code(err) != codes.InvalidArgument || errs.Of(errs.FromStatus(err)) != errs.InvalidRequiredAcks {
+	if status.Code(err) != codes.InvalidArgument || errs.Of(rpcerr.FromStatus(err)) != errs.InvalidRequiredAcks {
 		t.Errorf("acks=5: %v", err)
 	}
 	if got := leo(t, nodes[0]); got != before {

@@ -16,6 +16,7 @@ import (
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/errs"
 	"skein/libs/record"
+	"skein/libs/rpcerr"
 	"skein/services/storage/internal/batchtrace"
 	"skein/services/storage/internal/partition"
 )
@@ -135,7 +136,7 @@ func (s *Server) produce(ctx context.Context, req *storagev1.ProduceRequest, tra
 func (s *Server) startProduce(ctx context.Context, req *storagev1.ProduceRequest, traceFromRecords bool) (wait func() (*storagev1.ProduceResponse, error)) {
 	acks := int(req.GetAcks())
 	if acks != partition.AcksNone && acks != partition.AcksLeader && acks != partition.AcksAll {
-		err := errs.ToGRPC(errs.Errorf(errs.InvalidRequiredAcks, "acks=%d: must be 0, 1 or -1", acks))
+		err := rpcerr.ToGRPC(errs.Errorf(errs.InvalidRequiredAcks, "acks=%d: must be 0, 1 or -1", acks))
 		return func() (*storagev1.ProduceResponse, error) { return nil, err }
 	}
 	timeout := time.Duration(req.GetTimeoutMs()) * time.Millisecond
@@ -262,7 +263,7 @@ func (s *Server) ProduceStream(stream storagev1.StorageService_ProduceStreamServ
 		select {
 		case <-s.draining:
 			wg.Wait() // answer what was accepted, then end the stream
-			return errs.ToGRPC(errs.Errorf(errs.NotLeaderOrFollower, "broker is shutting down"))
+			return rpcerr.ToGRPC(errs.Errorf(errs.NotLeaderOrFollower, "broker is shutting down"))
 		case r, ok := <-reqs:
 			if !ok {
 				return nil
@@ -280,7 +281,7 @@ func (s *Server) ProduceStream(stream storagev1.StorageService_ProduceStreamServ
 				resp = &storagev1.ProduceResponse{}
 				for _, pp := range req.GetRequest().GetPartitions() {
 					resp.Partitions = append(resp.Partitions, &storagev1.PartitionProduceResult{Topic: pp.GetTopic(), Partition: pp.GetPartition(), BaseOffset: -1,
-						ErrorCode: code(errs.FromStatus(err)), ErrorMessage: errs.Message(errs.FromStatus(err))})
+						ErrorCode: code(rpcerr.FromStatus(err)), ErrorMessage: errs.Message(rpcerr.FromStatus(err))})
 				}
 			}
 			sendMu.Lock()
@@ -294,7 +295,7 @@ func (s *Server) ProduceStream(stream storagev1.StorageService_ProduceStreamServ
 // max_wait_ms for any fetched partition's HW to move.
 func (s *Server) Fetch(ctx context.Context, req *storagev1.FetchRequest) (*storagev1.FetchResponse, error) {
 	if req.GetMaxBytes() < 0 || req.GetMaxWaitMs() < 0 {
-		return nil, errs.ToGRPC(errs.Errorf(errs.InvalidRequest, "max_bytes and max_wait_ms must not be negative"))
+		return nil, rpcerr.ToGRPC(errs.Errorf(errs.InvalidRequest, "max_bytes and max_wait_ms must not be negative"))
 	}
 	wait := min(time.Duration(req.GetMaxWaitMs())*time.Millisecond, s.maxWaitCap)
 	deadline := time.Now().Add(wait)
@@ -402,7 +403,7 @@ func (s *Server) Replicate(stream storagev1.StorageService_ReplicateServer) erro
 	for {
 		select {
 		case <-s.draining:
-			return errs.ToGRPC(errs.Errorf(errs.NotLeaderOrFollower, "broker is shutting down"))
+			return rpcerr.ToGRPC(errs.Errorf(errs.NotLeaderOrFollower, "broker is shutting down"))
 		default:
 		}
 		req, err := stream.Recv()

@@ -1,4 +1,8 @@
-package errs
+// Package rpcerr is the gRPC edge of the error table (package errs): the one
+// mapping from a domain error to a gRPC status, which carries the Kafka name
+// in an ErrorInfo detail, and back. Pure packages return errs rows and never
+// import it; servers and clients call it where a call crosses the wire.
+package rpcerr
 
 import (
 	"context"
@@ -7,6 +11,8 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"skein/libs/errs"
 )
 
 // Domain is the ErrorInfo domain that marks a status as carrying a Skein code.
@@ -21,17 +27,17 @@ func Status(err error) *status.Status {
 	if err == nil {
 		return status.New(codes.OK, "")
 	}
-	if s, ok := status.FromError(err); ok && Of(err) == UnknownServerError {
+	if s, ok := status.FromError(err); ok && errs.Of(err) == errs.UnknownServerError {
 		return s
 	}
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
-		err = Errorf(RequestTimedOut, "%v", err)
+		err = errs.Errorf(errs.RequestTimedOut, "%v", err)
 	case errors.Is(err, context.Canceled):
 		return status.New(codes.Canceled, err.Error())
 	}
-	row := Of(err)
-	s := status.New(row.GRPC, Message(err))
+	row := errs.Of(err)
+	s := status.New(codes.Code(row.GRPC), errs.Message(err))
 	if withInfo, e := s.WithDetails(&errdetails.ErrorInfo{Reason: row.Name, Domain: Domain}); e == nil {
 		s = withInfo
 	}
@@ -58,20 +64,20 @@ func FromStatus(err error) error {
 	}
 	for _, d := range s.Details() {
 		if info, ok := d.(*errdetails.ErrorInfo); ok && info.Domain == Domain {
-			if row := ForName(info.Reason); row != nil {
-				return Errorf(row, "%s", s.Message())
+			if row := errs.ForName(info.Reason); row != nil {
+				return errs.Errorf(row, "%s", s.Message())
 			}
 		}
 	}
 	switch s.Code() {
 	case codes.Unavailable:
-		return Errorf(NetworkException, "%s", s.Message())
+		return errs.Errorf(errs.NetworkException, "%s", s.Message())
 	case codes.DeadlineExceeded:
-		return Errorf(RequestTimedOut, "%s", s.Message())
+		return errs.Errorf(errs.RequestTimedOut, "%s", s.Message())
 	case codes.InvalidArgument:
-		return Errorf(InvalidRequest, "%s", s.Message())
+		return errs.Errorf(errs.InvalidRequest, "%s", s.Message())
 	case codes.Canceled:
 		return context.Canceled
 	}
-	return Errorf(UnknownServerError, "%s: %s", s.Code(), s.Message())
+	return errs.Errorf(errs.UnknownServerError, "%s: %s", s.Code(), s.Message())
 }
