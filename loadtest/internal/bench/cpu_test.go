@@ -20,14 +20,11 @@ func burn(t *testing.T, d time.Duration) uint64 {
 			return x
 		}
 	}
-	t.Skip("the machine is too busy to give this test 100 ms of CPU in 20 s")
+	t.Fatalf("the process was not given %v of CPU in 20 s of wall time", d)
 	return x
 }
 
 func TestSummaryReportsOwnCPU(t *testing.T) {
-	if runtime.GOOS == "windows" || runtime.GOOS == "plan9" {
-		t.Skip("no getrusage")
-	}
 	st := newStats()
 	_ = burn(t, 100*time.Millisecond)
 	st.ok(1000, 1000*1024, time.Millisecond)
