@@ -41,6 +41,7 @@ func (c *Client) ProduceBatch(ctx context.Context, topic string, partition int32
 		return nil, errs.Errorf(errs.UnknownTopicOrPartition, "topic %q has %d partitions, no partition %d", topic, n, partition)
 	}
 	opts := record.DefaultBatchOptions()
+	opts.Compression = codecFor(m, topic, record.None)
 	opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = id.ProducerID, id.ProducerEpoch, id.BaseSequence
 	opts.Transactional = id.TransactionalID != ""
 	bld := record.NewBuilder(opts)

@@ -780,3 +780,45 @@ func TestPipelineFailsOverInOrder(t *testing.T) {
 		t.Fatalf("new leader's log %v", got)
 	}
 }
+
+// A topic's compression.type decides the codec its batches are stored with;
+// "producer" (the default) keeps the producer's.
+func TestTopicCompressionType(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	c := newClient(t, cl)
+	p := c.NewProducer(client.WithLinger(-1), client.WithCompression(record.Snappy))
+	defer p.Close(ctx(t))
+	for _, tc := range []struct {
+		config string
+		want   record.Compression
+	}{{"producer", record.Snappy}, {"", record.Snappy}, {"uncompressed", record.None}, {"gzip", record.Gzip}, {"snappy", record.Snappy}, {"lz4", record.LZ4}, {"zstd", record.Zstd}} {
+		topic := "t-" + tc.config
+		var configs map[string]string
+		if tc.config != "" {
+			configs = map[string]string{"compression.type": tc.config}
+		}
+		createTopic(t, c, topic, 1, configs)
+		v := fmt.Sprintf("value for %s, long enough to compress: %0100d", tc.config, 0)
+		if r := p.ProduceSync(ctx(t), client.Record{Topic: topic, Value: []byte(v)})[0]; r.Err != nil {
+			t.Fatalf("%s: %v", topic, r.Err)
+		}
+		if _, err := c.ProduceBatch(ctx(t), topic, 0, client.AcksAll, client.BatchIdentity{ProducerID: 99}, []client.Record{{Value: []byte(v)}}); err != nil {
+			t.Fatalf("%s: batch: %v", topic, err)
+		}
+		// ProduceBatch has no codec of its own: uncompressed unless the
+		// topic names one.
+		wantBatch := tc.want
+		if tc.config == "producer" || tc.config == "" {
+			wantBatch = record.None
+		}
+		bs := cl.Storage[1].Batches(topic, 0)
+		if len(bs) != 2 || bs[0].Compression() != tc.want || bs[1].Compression() != wantBatch {
+			t.Errorf("compression.type %q: stored %d batches with %v / %v, want %v / %v", tc.config, len(bs), bs[0].Compression(), bs[len(bs)-1].Compression(), tc.want, wantBatch)
+			continue
+		}
+		res, err := c.Fetch(ctx(t), client.FetchRequest{Topic: topic, Partition: 0, Offset: 0})
+		if err != nil || len(res.Records) != 2 || string(res.Records[1].Value) != v {
+			t.Errorf("compression.type %q: read back %+v %v", tc.config, res, err)
+		}
+	}
+}

@@ -420,6 +420,22 @@ func (p *Producer) topicMetadata(ctx context.Context, topic string) (*Metadata, 
 	return m, nil
 }
 
+// codecFor answers the codec a batch of topic is encoded with: the topic's
+// compression.type when it names one ("uncompressed" included), else (the
+// default, "producer") the producer's own. Kafka's brokers recompress to a
+// named codec; Skein's clients encode with it in the first place, so the
+// leader stores the bytes it receives.
+func codecFor(m *Metadata, topic string, producer record.Compression) record.Compression {
+	if t, ok := m.Topic(topic); ok {
+		if name := t.GetConfigs()["compression.type"]; name != "" && name != "producer" {
+			if c, err := record.ParseCompression(name); err == nil {
+				return c
+			}
+		}
+	}
+	return producer
+}
+
 // maxMessageBytes is the topic's max.message.bytes.
 func maxMessageBytes(m *Metadata, topic string) int {
 	if t, ok := m.Topic(topic); ok {
@@ -738,7 +754,7 @@ func (p *Producer) ensurePID(ps *partitionState) <-chan struct{} {
 // encode builds b's bytes under ps's producer id and next sequence.
 func (p *Producer) encode(ps *partitionState, b *sendBatch) error {
 	opts := record.DefaultBatchOptions()
-	opts.Compression = p.cfg.compression
+	opts.Compression = codecFor(p.c.Metadata(), b.tp.Topic, p.cfg.compression)
 	if p.cfg.idempotent {
 		opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = ps.pid, 0, ps.nextSeq
 	}

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"skein/libs/client"
+	"skein/libs/record"
 	"skein/libs/cliflag"
 	"skein/libs/telemetry"
 	"skein/services/gateway/internal/gateway"
@@ -54,6 +55,7 @@ func run(args []string) error {
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	batchSize := fs.Int("batch-size", gateway.DefaultBatchSize, "batch.size: bytes per partition batch sent to a storage node")
 	linger := fs.Duration("linger", gateway.DefaultLinger, "linger.ms: how long a partition batch waits to fill (negative: send at once)")
+	compression := fs.String("compression", "none", "codec of the gateway's batches for topics whose compression.type is producer: none, gzip, snappy, lz4 or zstd")
 	maxRequestBytes := fs.Int64("max-request-bytes", gateway.DefaultMaxRequestBytes, "largest REST body and gRPC message accepted; a larger REST body is answered 413 RECORD_LIST_TOO_LARGE before it is read")
 	maxInflight := fs.Int64("max-inflight-produce-bytes", gateway.DefaultMaxInflightProduceBytes, "buffer.memory: produce request bytes held at once by all callers; beyond it, 429 / RESOURCE_EXHAUSTED THROTTLING_QUOTA_EXCEEDED")
 	debugAddr := fs.String("debug-addr", "", "serves /debug/pprof here when set (an operations address: keep it on loopback, never the public API port)")
@@ -65,6 +67,10 @@ func run(args []string) error {
 	}
 	if *batchSize <= 0 {
 		return fmt.Errorf("--batch-size %d: want a positive number of bytes", *batchSize)
+	}
+	codec, err := record.ParseCompression(*compression)
+	if err != nil {
+		return fmt.Errorf("--compression: %w", err)
 	}
 	if *maxRequestBytes <= 0 || *maxRequestBytes > math.MaxInt32-(64<<10) {
 		return fmt.Errorf("--max-request-bytes %d: want a positive number of bytes below 2 GiB", *maxRequestBytes)
@@ -98,7 +104,7 @@ func run(args []string) error {
 	}()
 	g, err := gateway.New(gateway.Config{
 		GRPCAddr: *grpcAddr, HTTPAddr: *httpAddr, Controllers: ctrls, NodeID: int32(*nodeID), Logger: log,
-		ProducerOptions: []client.ProducerOption{client.WithBatchSize(*batchSize), client.WithLinger(*linger)},
+		ProducerOptions: []client.ProducerOption{client.WithBatchSize(*batchSize), client.WithLinger(*linger), client.WithCompression(codec)},
 		MaxRequestBytes: *maxRequestBytes, MaxInflightProduceBytes: *maxInflight,
 	})
 	if err != nil {

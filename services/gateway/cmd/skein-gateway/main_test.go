@@ -35,3 +35,18 @@ func TestRunRefusesMissingControllers(t *testing.T) {
 		t.Errorf("run without controllers: %v", err)
 	}
 }
+
+func TestRunRefusesBadProducerFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--compression", "brotli"}, "--compression"},
+		{[]string{"--batch-size", "0"}, "--batch-size"},
+	} {
+		args := append([]string{"--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--controllers", "127.0.0.1:1"}, tc.args...)
+		if err := run(args); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("run %v: %v, want an error naming %s", tc.args, err, tc.want)
+		}
+	}
+}
