@@ -30,8 +30,8 @@ import (
 	"time"
 
 	"skein/libs/client"
-	"skein/libs/record"
 	"skein/libs/cliflag"
+	"skein/libs/record"
 	"skein/libs/telemetry"
 	"skein/services/gateway/internal/gateway"
 )
