@@ -696,9 +696,9 @@ func produceAsync(t *testing.T, p *client.Producer, topic string, vals ...string
 	return out
 }
 
-// Up to five batches of a partition go out before the first is answered,
-// and they land in the order they were made, under consecutive sequences.
-func TestPipelinedBatchesLandInOrder(t *testing.T) {
+// Batches queued behind a stalled leader land, once it answers, in the
+// order they were made, under consecutive sequences of one producer id.
+func TestQueuedBatchesLandInOrder(t *testing.T) {
 	cl := clienttest.Start(t, 1)
 	c := newClient(t, cl)
 	createTopic(t, c, "t", 1, nil)
@@ -728,10 +728,10 @@ func TestPipelinedBatchesLandInOrder(t *testing.T) {
 	}
 }
 
-// A definite refusal in the middle of a pipeline fails that batch alone: the
-// batches behind it, refused as out of order, are re-encoded under a fresh
-// producer id and land, in order, once each.
-func TestPipelineSurvivesARefusalInTheMiddle(t *testing.T) {
+// A definite refusal in the middle of a run of batches fails that batch
+// alone: the batches behind it land under a fresh producer id, in order,
+// once each.
+func TestRunSurvivesARefusalInTheMiddle(t *testing.T) {
 	cl := clienttest.Start(t, 1)
 	c := newClient(t, cl)
 	createTopic(t, c, "t", 1, nil)
@@ -758,9 +758,9 @@ func TestPipelineSurvivesARefusalInTheMiddle(t *testing.T) {
 	}
 }
 
-// Several batches in flight to a leader that stops answering all move to
-// the new leader, in their order, when the metadata changes.
-func TestPipelineFailsOverInOrder(t *testing.T) {
+// Batches in flight and queued for a leader that stops answering all move
+// to the new leader, in their order, when the metadata changes.
+func TestQueuedBatchesFailOverInOrder(t *testing.T) {
 	cl := clienttest.Start(t, 2)
 	c := newClient(t, cl)
 	createTopic(t, c, "t", 1, nil)
@@ -820,5 +820,38 @@ func TestTopicCompressionType(t *testing.T) {
 		if err != nil || len(res.Records) != 2 || string(res.Records[1].Value) != v {
 			t.Errorf("compression.type %q: read back %+v %v", tc.config, res, err)
 		}
+	}
+}
+
+// A topic deleted while one of its batches is in flight and more are
+// queued: every record gets a result and Flush returns.
+func TestDeletedTopicWithABatchInFlight(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 1, nil)
+	p := c.NewProducer(client.WithLinger(-1), client.WithBatchSize(1), client.WithDeliveryTimeout(3*time.Second))
+	defer p.Close(ctx(t))
+	release := cl.Storage[1].Stall()
+	results := make(chan client.Result, 3)
+	for _, v := range []string{"a", "b", "c"} {
+		p.Produce(ctx(t), client.Record{Topic: "t", Partition: ptr(int32(0)), Value: []byte(v)}, func(r client.Result) { results <- r })
+	}
+	time.Sleep(100 * time.Millisecond) // "a" in flight, "b" and "c" queued
+	if err := c.DeleteTopic(ctx(t), "t"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	release()
+	for range 3 {
+		select {
+		case <-results:
+		case <-time.After(10 * time.Second):
+			t.Fatal("a record got no result after its topic was deleted")
+		}
+	}
+	fctx, cancel := context.WithTimeout(ctx(t), 5*time.Second)
+	defer cancel()
+	if err := p.Flush(fctx); err != nil {
+		t.Fatalf("flush after the deletion: %v", err)
 	}
 }

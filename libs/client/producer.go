@@ -50,7 +50,6 @@ type producerConfig struct {
 	deliveryTimeout time.Duration
 	requestTimeout  time.Duration
 	idempotent      bool
-	maxInFlight     int
 }
 
 // ProducerOption changes a producer's configuration.
@@ -83,14 +82,17 @@ func WithRequestTimeout(d time.Duration) ProducerOption {
 	return func(c *producerConfig) { c.requestTimeout = d }
 }
 
-// WithMaxInFlight sets how many batches of one partition may await their
-// answer at once (Kafka's max.in.flight.requests.per.connection; default 5,
-// the most the storage nodes' duplicate detection covers). A producer that
-// is not idempotent keeps one, so a retry cannot reorder its batches.
-func WithMaxInFlight(n int) ProducerOption { return func(c *producerConfig) { c.maxInFlight = n } }
-
-// DefaultMaxInFlight is the default of WithMaxInFlight.
-const DefaultMaxInFlight = 5
+// maxInFlight is how many batches of one partition may await their answer
+// at once. It stays at one until three gaps are closed: a storage node
+// answers a request only once all its partitions are acknowledged, so a
+// partition's answers can come back out of order and more than the node's
+// five-batch duplicate window could be appended behind an unanswered batch;
+// a node accepts any sequence from a producer id it does not know yet, so
+// the first batch of an id must settle before the next goes out; and a
+// batch refused before the append can be overtaken by the next one on the
+// node. The recovery below (in-order, one-at-a-time resends, re-encoding
+// behind a definite gap) is written for several in flight.
+const maxInFlight = 1
 
 // WithIdempotence turns the idempotent producer on (the default under
 // AcksAll) or off.
@@ -154,8 +156,8 @@ type Producer struct {
 // the storage node appends in order. When any attempt fails or is
 // abandoned the partition recovers: nothing new is sent, the unsettled
 // batches are resent one at a time in their original order (an earlier
-// batch is never overtaken by a later one's retry), and pipelining resumes
-// once none is left.
+// batch is never overtaken by a later one's retry), and new batches go out
+// again once none is left.
 type partitionState struct {
 	pid     int64 // the idempotent producer id used here; -1 until taken
 	renew   bool  // a batch failed: the next one needs a fresh producer id
@@ -225,7 +227,6 @@ func (c *Client) NewProducer(opts ...ProducerOption) *Producer {
 		deliveryTimeout: DefaultDeliveryTimeout,
 		requestTimeout:  DefaultRequestTimeout,
 		idempotent:      true,
-		maxInFlight:     DefaultMaxInFlight,
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -233,10 +234,6 @@ func (c *Client) NewProducer(opts ...ProducerOption) *Producer {
 	if cfg.acks != AcksAll {
 		cfg.idempotent = false
 	}
-	if !cfg.idempotent || cfg.maxInFlight < 1 {
-		cfg.maxInFlight = 1
-	}
-	cfg.maxInFlight = min(cfg.maxInFlight, DefaultMaxInFlight)
 	p := &Producer{
 		c:      c,
 		cfg:    cfg,
@@ -681,7 +678,7 @@ func (p *Producer) collect(now time.Time) (sends []*brokerRequest, wakeAt time.T
 	flush := p.flushers > 0 || p.closing
 	for _, tp := range p.acc.Ready(now, flush) {
 		ps := p.part(tp)
-		if ps.recovering || len(ps.inflight) >= p.cfg.maxInFlight {
+		if ps.recovering || len(ps.inflight) >= maxInFlight {
 			continue
 		}
 		if _, _, ok := m.Leader(tp.Topic, tp.Partition); !ok {
@@ -690,7 +687,9 @@ func (p *Producer) collect(now time.Time) (sends []*brokerRequest, wakeAt time.T
 				for ab := p.acc.Pop(tp); ab != nil; ab = p.acc.Pop(tp) {
 					failed, failErrs = append(failed, p.wrap(ab)), append(failErrs, errs.Errorf(errs.UnknownTopicOrPartition, "topic %q was deleted", tp.Topic))
 				}
-				delete(p.parts, tp)
+				if len(ps.inflight) == 0 && len(ps.retry) == 0 {
+					delete(p.parts, tp) // answers still due find their state
+				}
 			}
 			continue // a metadata change wakes us; Expire bounds the wait
 		}
