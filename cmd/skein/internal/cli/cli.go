@@ -136,6 +136,23 @@ func newFlags(name string, io IO, withGateway bool) *flags {
 	return f
 }
 
+// parseSub parses a subcommand's args and checks its positional arguments:
+// none for list, exactly one (the topic or group name) for the others.
+func (f *flags) parseSub(cmd, sub string, args []string) ([]string, error) {
+	pos, err := f.parse(args)
+	if err != nil {
+		return nil, err
+	}
+	want := 1
+	if sub == "list" {
+		want = 0
+	}
+	if len(pos) != want {
+		return nil, usagef("%s %s takes %d argument(s), got %q", cmd, sub, want, pos)
+	}
+	return pos, nil
+}
+
 // parse parses args, interleaving flags and positional arguments as users
 // type them ("topic create t --partitions 3"), then fills unset flags from
 // SKEIN_<FLAG> variables, and answers the positional arguments.

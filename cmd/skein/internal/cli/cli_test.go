@@ -247,7 +247,7 @@ func TestClusterAndUsage(t *testing.T) {
 	if code, out, _ := run(t, "", "cluster", "--gateway", addr); code != 0 || !strings.Contains(out, "Cluster fake") || !strings.Contains(out, "ALIVE") {
 		t.Errorf("cluster: %d %q", code, out)
 	}
-	for _, args := range [][]string{{}, {"bogus"}, {"topic"}, {"topic", "create"}, {"consume", "t", "--from", "yesterday"}, {"cluster", "--gateway", "http://127.0.0.1:8080"}} {
+	for _, args := range [][]string{{}, {"bogus"}, {"topic"}, {"topic", "create"}, {"topic", "list", "extra"}, {"group", "describe"}, {"group", "list", "extra"}, {"consume", "t", "--from", "yesterday"}, {"cluster", "--gateway", "http://127.0.0.1:8080"}} {
 		if code, _, _ := run(t, "", args...); code != 2 {
 			t.Errorf("%q: exit %d, want 2", args, code)
 		}

@@ -37,16 +37,9 @@ func groupCmd(ctx context.Context, args []string, stdio IO) error {
 	default:
 		return usagef("unknown group subcommand %q", sub)
 	}
-	pos, err := f.parse(args)
+	pos, err := f.parseSub("group", sub, args)
 	if err != nil {
 		return err
-	}
-	want := 1
-	if sub == "list" {
-		want = 0
-	}
-	if len(pos) != want {
-		return usagef("group %s takes %d argument(s), got %q", sub, want, pos)
 	}
 	conn, err := f.dial()
 	if err != nil {

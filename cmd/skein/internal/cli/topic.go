@@ -48,16 +48,9 @@ func topicCmd(ctx context.Context, args []string, io IO) error {
 	default:
 		return usagef("unknown topic subcommand %q", sub)
 	}
-	pos, err := f.parse(args)
+	pos, err := f.parseSub("topic", sub, args)
 	if err != nil {
 		return err
-	}
-	want := 1
-	if sub == "list" {
-		want = 0
-	}
-	if len(pos) != want {
-		return usagef("topic %s takes %d argument(s), got %q", sub, want, pos)
 	}
 	conn, err := f.dial()
 	if err != nil {
