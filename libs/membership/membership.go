@@ -373,9 +373,9 @@ func (n *Node) reconnect() {
 	}
 }
 
-// missing answers whom to join now, and why: the seeds when fewer members
-// are alive than expected (or than the seeds promise), plus every member
-// held dead for less than ReconnectTimeout.
+// missing answers whom to join now, and why: every member held dead for
+// less than ReconnectTimeout (its last address), then the seeds when fewer
+// members are alive than expected (or than the seeds promise).
 func (n *Node) missing(now time.Time) (targets []string, why string) {
 	alive := 1
 	var dead []string
@@ -396,16 +396,21 @@ func (n *Node) missing(now time.Time) (targets []string, why string) {
 	if len(n.seeds) > 0 && alive == 1 {
 		want = max(want, 2) // seeded, yet alone
 	}
-	if alive < want {
-		targets = append(targets, n.seeds...)
-		why = fmt.Sprintf("%d of %d members alive", alive, want)
-	}
+	// The dead members' last addresses come first: they are addresses, not
+	// names. Seeds are names, and right after a heal the resolver may still
+	// be unreachable (Docker's embedded DNS was, for half a minute once);
+	// memberlist tries the targets in order, each name waiting out its
+	// lookup, so names first could delay the rejoin by that long.
 	if len(dead) > 0 {
 		slices.Sort(dead)
-		targets = append(targets, dead...)
-		why = strings.TrimPrefix(why+fmt.Sprintf("; %d members held dead", len(dead)), "; ")
+		targets = append(targets, slices.Compact(dead)...)
+		why = fmt.Sprintf("%d members held dead", len(dead))
 	}
-	return slices.Compact(targets), why
+	if alive < want {
+		targets = append(targets, n.seeds...)
+		why = strings.TrimPrefix(why+fmt.Sprintf("; %d of %d members alive", alive, want), "; ")
+	}
+	return targets, why
 }
 
 // Name is this member's node name.
