@@ -42,48 +42,55 @@ func TestCompose(t *testing.T) {
 	leader, isr := c.waitISR(topic, 3, 60*time.Second, nil)
 	t.Logf("topic %s: leader %d, isr %v", topic, leader, isr)
 
-	phase(t, "produce and consume through the gateway", func() {
+	phase(t, "basic", "produce and consume through the gateway", func() {
 		var acked []produced
 		for i := range 20 {
 			p, err := c.produce(topic, fmt.Sprintf("hello-%02d", i))
 			if err != nil {
-				t.Fatalf("produce %d: %v", i, err)
+				c.fatalf("produce %d: %v", i, err)
 			}
 			acked = append(acked, p)
 		}
 		c.checkReadBack(topic, acked)
 	})
 
-	phase(t, "one produce's trace in Jaeger spans the gateway, the leader and both followers", func() {
+	phase(t, "trace", "one produce's trace in Jaeger spans the gateway, the leader and both followers", func() {
 		c.checkTrace()
 	})
 
 	var killed string
-	phase(t, "docker kill the partition leader under acks=all produces", func() {
+	phase(t, "kill", "docker kill the partition leader under acks=all produces", func() {
 		killed = c.killLeaderUnderLoad(topic)
 	})
 
-	phase(t, "the killed node restarts and rejoins the ISR", func() {
+	phase(t, "kill", "the killed node restarts and rejoins the ISR", func() {
 		c.docker(60*time.Second, "start", killed)
 		c.waitISR(topic, 3, 90*time.Second, nil)
 	})
 
-	phase(t, "the partition leader cut off the network: acks=all produces resume after the election", func() {
+	phase(t, "cutleader", "the partition leader cut off the network: acks=all produces resume after the election", func() {
 		c.cutLeaderUnderLoad(topic)
 	})
 
-	phase(t, "a follower cut off the network for a minute leaves the ISR and comes back by itself", func() {
+	phase(t, "cutfollower", "a follower cut off the network for a minute leaves the ISR and comes back by itself", func() {
 		c.partitionFollower(topic)
 	})
 
-	phase(t, "the Raft leader cut off for a minute rejoins the quorum and gossip", func() {
+	phase(t, "cutcontroller", "the Raft leader cut off for a minute rejoins the quorum and gossip", func() {
 		c.partitionController()
 	})
 	t.Logf("whole test %v (before docker compose down -v)", time.Since(start).Round(time.Second))
 }
 
-func phase(t *testing.T, name string, f func()) {
+// phase runs one step of the test. SKEIN_COMPOSE_PHASES (a comma-separated
+// list of keys: basic, trace, kill, cutleader, cutfollower, cutcontroller)
+// runs only those, to repeat one scenario while debugging it; unset, all run.
+func phase(t *testing.T, key, name string, f func()) {
 	t.Helper()
+	if only := os.Getenv("SKEIN_COMPOSE_PHASES"); only != "" && !slices.Contains(strings.Split(only, ","), key) {
+		t.Logf("--- %s: skipped (SKEIN_COMPOSE_PHASES=%s)", name, only)
+		return
+	}
 	start := time.Now()
 	t.Logf("--- %s", name)
 	f()
@@ -100,6 +107,23 @@ type cluster struct {
 	jaeger   string // http://127.0.0.1:PORT of Jaeger's query API
 	http     *http.Client
 	deadline time.Time // waits give up before the test binary's -timeout
+
+	failures []string // what failed, repeated after the logs at the end
+}
+
+// fatalf and errorf fail the test as t.Fatalf and t.Errorf do and keep the
+// message, so that it is printed once more after the containers' logs: a CI
+// log cut to its last lines still says what failed.
+func (c *cluster) fatalf(format string, args ...any) {
+	c.t.Helper()
+	c.failures = append(c.failures, fmt.Sprintf(format, args...))
+	c.t.Fatalf(format, args...)
+}
+
+func (c *cluster) errorf(format string, args ...any) {
+	c.t.Helper()
+	c.failures = append(c.failures, fmt.Sprintf(format, args...))
+	c.t.Errorf(format, args...)
 }
 
 func newCluster(t *testing.T) *cluster {
@@ -162,6 +186,7 @@ func newCluster(t *testing.T) *cluster {
 		if t.Failed() {
 			out, _ := c.composeOut(2*time.Minute, "logs", "--no-color", "--tail=60")
 			t.Logf("docker compose logs (last lines per service):\n%s", out)
+			t.Logf("compose test failed:\n\t%s", strings.Join(c.failures, "\n\t"))
 		}
 	})
 	t.Logf("compose: %s, project %s, REST %s, Jaeger %s", strings.Join(c.compose, " "), project, c.rest, c.jaeger)
@@ -193,7 +218,7 @@ func (c *cluster) composeRun(timeout time.Duration, args ...string) string {
 	c.t.Helper()
 	out, err := c.composeOut(timeout, args...)
 	if err != nil {
-		c.t.Fatalf("%s %s: %v\n%s", strings.Join(c.compose, " "), strings.Join(args, " "), err, out)
+		c.fatalf("%s %s: %v\n%s", strings.Join(c.compose, " "), strings.Join(args, " "), err, out)
 	}
 	return out
 }
@@ -210,7 +235,7 @@ func (c *cluster) docker(timeout time.Duration, args ...string) string {
 	defer cancel()
 	out, err := exec.CommandContext(ctx, "docker", args...).CombinedOutput()
 	if err != nil {
-		c.t.Fatalf("docker %s: %v\n%s", strings.Join(args, " "), err, out)
+		c.fatalf("docker %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return strings.TrimSpace(string(out))
 }
@@ -227,7 +252,7 @@ func (c *cluster) up() {
 	}
 	ids := strings.Fields(c.composeRun(time.Minute, "ps", "-q"))
 	if len(ids) != 10 {
-		c.t.Fatalf("want 10 containers (jaeger, 3 controllers, 3 storage nodes, 2 group coordinators, gateway), got %d: %v", len(ids), ids)
+		c.fatalf("want 10 containers (jaeger, 3 controllers, 3 storage nodes, 2 group coordinators, gateway), got %d: %v", len(ids), ids)
 	}
 	c.eventually(2*time.Minute, "every container healthy", func() error {
 		for _, id := range ids {
@@ -275,7 +300,7 @@ func (c *cluster) eventually(timeout time.Duration, what string, f func() error)
 			return
 		}
 		if time.Now().After(end) {
-			c.t.Fatalf("waited %v for %s: %v", timeout, what, err)
+			c.fatalf("waited %v for %s: %v", timeout, what, err)
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
@@ -447,15 +472,15 @@ func (c *cluster) checkReadBack(topic string, acked []produced) {
 		if got[p.offset] != p.value {
 			lost++
 			if lost <= 10 {
-				c.t.Errorf("acknowledged %q at offset %d; the log has %q there", p.value, p.offset, got[p.offset])
+				c.errorf("acknowledged %q at offset %d; the log has %q there", p.value, p.offset, got[p.offset])
 			}
 		}
 		if count[p.value] > 1 {
-			c.t.Errorf("acknowledged %q is in the log %d times", p.value, count[p.value])
+			c.errorf("acknowledged %q is in the log %d times", p.value, count[p.value])
 		}
 	}
 	if lost > 0 {
-		c.t.Fatalf("%d of %d acknowledged records lost", lost, len(acked))
+		c.fatalf("%d of %d acknowledged records lost", lost, len(acked))
 	}
 	c.t.Logf("read back %d records (up to offset %d): all %d acknowledged ones at their offsets, once", len(got), end, len(acked))
 }
@@ -467,7 +492,7 @@ func (c *cluster) container(service string) string {
 	c.t.Helper()
 	id := strings.TrimSpace(c.composeRun(time.Minute, "ps", "-q", service))
 	if id == "" {
-		c.t.Fatalf("no container for service %s", service)
+		c.fatalf("no container for service %s", service)
 	}
 	return id
 }
@@ -529,7 +554,7 @@ func (c *cluster) killLeaderUnderLoad(topic string) string {
 	c.t.Helper()
 	p, err := c.describe(topic)
 	if err != nil {
-		c.t.Fatal(err)
+		c.fatalf("%v", err)
 	}
 	old := p.Leader
 	id := c.container(storageService(old))
@@ -555,7 +580,7 @@ func (c *cluster) killLeaderUnderLoad(topic string) string {
 	acked, failed := l.finish()
 	c.t.Logf("%d acks=all produces acknowledged (%d after the kill), %d failed", len(acked), len(acked)-before, len(failed))
 	for _, f := range failed {
-		c.t.Errorf("produce failed: %s", f)
+		c.errorf("produce failed: %s", f)
 	}
 	c.checkReadBack(topic, acked)
 	return id
@@ -576,7 +601,7 @@ func (c *cluster) disconnect(svc string) (reconnect func()) {
 		IPAddress string   `json:"IPAddress"`
 	}
 	if err := json.Unmarshal([]byte(c.docker(time.Minute, "inspect", "--format", "{{json .NetworkSettings.Networks}}", id)), &nets); err != nil || len(nets) != 1 {
-		c.t.Fatalf("networks of %s: %v %v", svc, nets, err)
+		c.fatalf("networks of %s: %v %v", svc, nets, err)
 	}
 	var network, ip string
 	var aliases []string
@@ -650,7 +675,7 @@ func (c *cluster) partitionFollower(topic string) {
 	c.t.Helper()
 	p, err := c.describe(topic)
 	if err != nil {
-		c.t.Fatal(err)
+		c.fatalf("%v", err)
 	}
 	var follower int32 = -1
 	for _, r := range p.ISR {
@@ -660,7 +685,7 @@ func (c *cluster) partitionFollower(topic string) {
 		}
 	}
 	if follower < 0 {
-		c.t.Fatalf("no follower in isr %v (leader %d)", p.ISR, p.Leader)
+		c.fatalf("no follower in isr %v (leader %d)", p.ISR, p.Leader)
 	}
 	l := c.startLoad(topic, "partition")
 	cutAt := time.Now()
@@ -694,19 +719,19 @@ func (c *cluster) partitionFollower(topic string) {
 		st, err := c.brokerState(follower)
 		d, err2 := c.describe(topic)
 		if err != nil || err2 != nil || st != "ALIVE" || !slices.Contains(d.ISR, follower) {
-			c.t.Fatalf("broker %d did not stay back: state %s, isr %v (%v %v)", follower, st, d.ISR, err, err2)
+			c.fatalf("broker %d did not stay back: state %s, isr %v (%v %v)", follower, st, d.ISR, err, err2)
 		}
 	}
 	fences, unfences := c.fenceCommands(follower, cutAt)
 	c.t.Logf("the episode cost %d fence and %d unfence/registration commands for broker %d", fences, unfences, follower)
 	if fences > 3 || unfences > 3 {
-		c.t.Errorf("a %v cut cost %d fences and %d unfences of broker %d; want a few at most", cutLength, fences, unfences, follower)
+		c.errorf("a %v cut cost %d fences and %d unfences of broker %d; want a few at most", cutLength, fences, unfences, follower)
 	}
 
 	acked, failed := l.finish()
 	c.t.Logf("%d acks=all produces acknowledged across the cut, %d failed", len(acked), len(failed))
 	for _, f := range failed {
-		c.t.Errorf("produce failed: %s", f)
+		c.errorf("produce failed: %s", f)
 	}
 	c.checkReadBack(topic, acked)
 }
@@ -724,7 +749,7 @@ func (c *cluster) cutLeaderUnderLoad(topic string) {
 	c.t.Helper()
 	p, err := c.describe(topic)
 	if err != nil {
-		c.t.Fatal(err)
+		c.fatalf("%v", err)
 	}
 	l := c.startLoad(topic, "leadercut")
 	c.eventually(30*time.Second, "acks=all produces before the cut", func() error {
@@ -752,10 +777,10 @@ func (c *cluster) cutLeaderUnderLoad(topic string) {
 	}
 	c.t.Logf("leader %d cut off for 20 s: longest gap between acknowledgements %v; %d acknowledged, %d failed", p.Leader, gap.Round(time.Millisecond), len(acked), len(failed))
 	if gap > cutLeaderBound {
-		c.t.Errorf("no acknowledgement for %v after the leader was cut off (bound %v)", gap.Round(time.Millisecond), cutLeaderBound)
+		c.errorf("no acknowledgement for %v after the leader was cut off (bound %v)", gap.Round(time.Millisecond), cutLeaderBound)
 	}
 	for _, f := range failed {
-		c.t.Errorf("produce failed: %s", f)
+		c.errorf("produce failed: %s", f)
 	}
 	c.checkReadBack(topic, acked)
 }
@@ -802,8 +827,10 @@ func (c *cluster) partitionController() {
 	})
 	c.t.Logf("controller %d cut off; new leader after %v", first, time.Since(cutAt).Round(time.Millisecond))
 	time.Sleep(time.Until(cutAt.Add(cutLength)))
-	reconnect()
+	// The reconnect loop may rejoin before `docker network connect` has
+	// returned: read the logs from the moment the heal began.
 	healAt := time.Now()
+	reconnect()
 	// Back in gossip: the rejoined controller logs the others' joins.
 	c.eventually(30*time.Second, fmt.Sprintf("controller %d sees the cluster in gossip again", first), func() error {
 		logs := c.docker(time.Minute, "logs", "--since", healAt.UTC().Format(time.RFC3339Nano), c.container(fmt.Sprintf("controller-%d", first)))
@@ -836,7 +863,7 @@ func (c *cluster) partitionController() {
 	c.t.Logf("with controller %d cut off, the quorum with rejoined controller %d created a topic", second, first)
 	for id := int32(1); id <= 3; id++ {
 		if st, err := c.brokerState(id); err != nil || st != "ALIVE" {
-			c.t.Errorf("broker %d is %s (%v) with the rejoined controller in the quorum", id, st, err)
+			c.errorf("broker %d is %s (%v) with the rejoined controller in the quorum", id, st, err)
 		}
 	}
 	reconnect2()
@@ -884,7 +911,7 @@ func (c *cluster) checkTrace() {
 	c.createTopic(topic, 3, 2)
 	leader, isr := c.waitISR(topic, 3, 60*time.Second, nil)
 	if _, err := c.produce(topic, "follow me"); err != nil {
-		c.t.Fatal(err)
+		c.fatalf("%v", err)
 	}
 	want := map[string]string{fmt.Sprintf("skein-storage/%d", leader): "storage.append"}
 	for _, r := range isr {

@@ -18,7 +18,12 @@
 // spans from the gateway, the storage leader and both followers, docker-kills
 // the partition leader while acks=all produces go on and checks nothing
 // acknowledged was lost, restarts it, then cuts a follower off the compose
-// network and checks it leaves the ISR and rejoins once reconnected.
+// network and checks it leaves the ISR and rejoins once reconnected, and
+// cuts the Raft leader off for a minute and checks it rejoins gossip and the
+// quorum. SKEIN_COMPOSE_PHASES=cutcontroller (or basic, trace, kill,
+// cutleader, cutfollower; comma-separated) runs only those steps. When the
+// test fails it prints the containers' last log lines and then, once more,
+// what failed.
 // `docker compose down -v` runs at the end whatever happens, and also shortly
 // before the test binary's -timeout.
 package compose
