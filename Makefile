@@ -89,7 +89,8 @@ check: fmt vet lint breaking gen-fresh pure
 # and disk shells wrap. None may depend on a gRPC package, even indirectly.
 PURE := skein/libs/errs skein/libs/record skein/libs/topicconfig \
 	skein/services/storage/internal/isr skein/services/storage/internal/producer \
-	skein/services/groupcoord/internal/assign skein/services/groupcoord/internal/group
+	skein/services/groupcoord/internal/assign skein/services/groupcoord/internal/group \
+	skein/services/txncoord/internal/txn
 
 .PHONY: pure
 pure:
