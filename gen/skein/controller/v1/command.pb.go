@@ -47,6 +47,7 @@ type Command struct {
 	//	*Command_AllocateProducerIds
 	//	*Command_CreateInternalTopics
 	//	*Command_CoordinatorChange
+	//	*Command_MoveLeader
 	Command       isCommand_Command `protobuf_oneof:"command"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -215,6 +216,15 @@ func (x *Command) GetCoordinatorChange() *CoordinatorChangeCommand {
 	return nil
 }
 
+func (x *Command) GetMoveLeader() *MoveLeaderCommand {
+	if x != nil {
+		if x, ok := x.Command.(*Command_MoveLeader); ok {
+			return x.MoveLeader
+		}
+	}
+	return nil
+}
+
 type isCommand_Command interface {
 	isCommand_Command()
 }
@@ -275,6 +285,10 @@ type Command_CoordinatorChange struct {
 	CoordinatorChange *CoordinatorChangeCommand `protobuf:"bytes,14,opt,name=coordinator_change,json=coordinatorChange,proto3,oneof"`
 }
 
+type Command_MoveLeader struct {
+	MoveLeader *MoveLeaderCommand `protobuf:"bytes,15,opt,name=move_leader,json=moveLeader,proto3,oneof"`
+}
+
 func (*Command_Bootstrap) isCommand_Command() {}
 
 func (*Command_RegisterBroker) isCommand_Command() {}
@@ -302,6 +316,8 @@ func (*Command_AllocateProducerIds) isCommand_Command() {}
 func (*Command_CreateInternalTopics) isCommand_Command() {}
 
 func (*Command_CoordinatorChange) isCommand_Command() {}
+
+func (*Command_MoveLeader) isCommand_Command() {}
 
 // BootstrapCommand names the cluster; applied once, later ones are no-ops.
 type BootstrapCommand struct {
@@ -410,6 +426,98 @@ func (x *FenceBrokerCommand) GetReason() string {
 	return ""
 }
 
+// MoveLeaderCommand takes leadership of one partition away from a leader
+// that a majority of its replicas cannot reach although the controller still
+// hears from it (cut off from its followers, not from the controllers). It
+// applies only while `leader` still leads at `leader_epoch`: the leader
+// leaves the ISR and the first live ISR member among `candidates`, in replica
+// order, leads at the next leader epoch. Without such a candidate it does
+// nothing.
+type MoveLeaderCommand struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Topic       string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition   int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Leader      int32                  `protobuf:"varint,3,opt,name=leader,proto3" json:"leader,omitempty"`
+	LeaderEpoch int32                  `protobuf:"varint,4,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	// The replicas that reported the leader unreachable.
+	Candidates    []int32 `protobuf:"varint,5,rep,packed,name=candidates,proto3" json:"candidates,omitempty"`
+	Reason        string  `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MoveLeaderCommand) Reset() {
+	*x = MoveLeaderCommand{}
+	mi := &file_skein_controller_v1_command_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MoveLeaderCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MoveLeaderCommand) ProtoMessage() {}
+
+func (x *MoveLeaderCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_controller_v1_command_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MoveLeaderCommand.ProtoReflect.Descriptor instead.
+func (*MoveLeaderCommand) Descriptor() ([]byte, []int) {
+	return file_skein_controller_v1_command_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *MoveLeaderCommand) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *MoveLeaderCommand) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *MoveLeaderCommand) GetLeader() int32 {
+	if x != nil {
+		return x.Leader
+	}
+	return 0
+}
+
+func (x *MoveLeaderCommand) GetLeaderEpoch() int32 {
+	if x != nil {
+		return x.LeaderEpoch
+	}
+	return 0
+}
+
+func (x *MoveLeaderCommand) GetCandidates() []int32 {
+	if x != nil {
+		return x.Candidates
+	}
+	return nil
+}
+
+func (x *MoveLeaderCommand) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // UnfenceBrokerCommand unfences a registered broker that heartbeats again.
 type UnfenceBrokerCommand struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -421,7 +529,7 @@ type UnfenceBrokerCommand struct {
 
 func (x *UnfenceBrokerCommand) Reset() {
 	*x = UnfenceBrokerCommand{}
-	mi := &file_skein_controller_v1_command_proto_msgTypes[3]
+	mi := &file_skein_controller_v1_command_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -433,7 +541,7 @@ func (x *UnfenceBrokerCommand) String() string {
 func (*UnfenceBrokerCommand) ProtoMessage() {}
 
 func (x *UnfenceBrokerCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_controller_v1_command_proto_msgTypes[3]
+	mi := &file_skein_controller_v1_command_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -446,7 +554,7 @@ func (x *UnfenceBrokerCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnfenceBrokerCommand.ProtoReflect.Descriptor instead.
 func (*UnfenceBrokerCommand) Descriptor() ([]byte, []int) {
-	return file_skein_controller_v1_command_proto_rawDescGZIP(), []int{3}
+	return file_skein_controller_v1_command_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *UnfenceBrokerCommand) GetBrokerId() int32 {
@@ -475,7 +583,7 @@ type CreateInternalTopicsCommand struct {
 
 func (x *CreateInternalTopicsCommand) Reset() {
 	*x = CreateInternalTopicsCommand{}
-	mi := &file_skein_controller_v1_command_proto_msgTypes[4]
+	mi := &file_skein_controller_v1_command_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -487,7 +595,7 @@ func (x *CreateInternalTopicsCommand) String() string {
 func (*CreateInternalTopicsCommand) ProtoMessage() {}
 
 func (x *CreateInternalTopicsCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_controller_v1_command_proto_msgTypes[4]
+	mi := &file_skein_controller_v1_command_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -500,7 +608,7 @@ func (x *CreateInternalTopicsCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateInternalTopicsCommand.ProtoReflect.Descriptor instead.
 func (*CreateInternalTopicsCommand) Descriptor() ([]byte, []int) {
-	return file_skein_controller_v1_command_proto_rawDescGZIP(), []int{4}
+	return file_skein_controller_v1_command_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CreateInternalTopicsCommand) GetConsumerOffsetsPartitions() int32 {
@@ -529,7 +637,7 @@ type CoordinatorChangeCommand struct {
 
 func (x *CoordinatorChangeCommand) Reset() {
 	*x = CoordinatorChangeCommand{}
-	mi := &file_skein_controller_v1_command_proto_msgTypes[5]
+	mi := &file_skein_controller_v1_command_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -541,7 +649,7 @@ func (x *CoordinatorChangeCommand) String() string {
 func (*CoordinatorChangeCommand) ProtoMessage() {}
 
 func (x *CoordinatorChangeCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_controller_v1_command_proto_msgTypes[5]
+	mi := &file_skein_controller_v1_command_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -554,7 +662,7 @@ func (x *CoordinatorChangeCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CoordinatorChangeCommand.ProtoReflect.Descriptor instead.
 func (*CoordinatorChangeCommand) Descriptor() ([]byte, []int) {
-	return file_skein_controller_v1_command_proto_rawDescGZIP(), []int{5}
+	return file_skein_controller_v1_command_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CoordinatorChangeCommand) GetCoordinator() *CoordinatorRecord {
@@ -568,7 +676,8 @@ var File_skein_controller_v1_command_proto protoreflect.FileDescriptor
 
 const file_skein_controller_v1_command_proto_rawDesc = "" +
 	"\n" +
-	"!skein/controller/v1/command.proto\x12\x13skein.controller.v1\x1a$skein/controller/v1/controller.proto\x1a\"skein/controller/v1/metadata.proto\"\xe0\t\n" +
+	"!skein/controller/v1/command.proto\x12\x13skein.controller.v1\x1a$skein/controller/v1/controller.proto\x1a\"skein/controller/v1/metadata.proto\"\xab\n" +
+	"\n" +
 	"\aCommand\x12E\n" +
 	"\tbootstrap\x18\x01 \x01(\v2%.skein.controller.v1.BootstrapCommandH\x00R\tbootstrap\x12U\n" +
 	"\x0fregister_broker\x18\x02 \x01(\v2*.skein.controller.v1.RegisterBrokerRequestH\x00R\x0eregisterBroker\x12R\n" +
@@ -584,7 +693,9 @@ const file_skein_controller_v1_command_proto_rawDesc = "" +
 	"\relect_leaders\x18\v \x01(\v2(.skein.controller.v1.ElectLeadersRequestH\x00R\felectLeaders\x12e\n" +
 	"\x15allocate_producer_ids\x18\f \x01(\v2/.skein.controller.v1.AllocateProducerIdsRequestH\x00R\x13allocateProducerIds\x12h\n" +
 	"\x16create_internal_topics\x18\r \x01(\v20.skein.controller.v1.CreateInternalTopicsCommandH\x00R\x14createInternalTopics\x12^\n" +
-	"\x12coordinator_change\x18\x0e \x01(\v2-.skein.controller.v1.CoordinatorChangeCommandH\x00R\x11coordinatorChangeB\t\n" +
+	"\x12coordinator_change\x18\x0e \x01(\v2-.skein.controller.v1.CoordinatorChangeCommandH\x00R\x11coordinatorChange\x12I\n" +
+	"\vmove_leader\x18\x0f \x01(\v2&.skein.controller.v1.MoveLeaderCommandH\x00R\n" +
+	"moveLeaderB\t\n" +
 	"\acommand\"1\n" +
 	"\x10BootstrapCommand\x12\x1d\n" +
 	"\n" +
@@ -592,7 +703,16 @@ const file_skein_controller_v1_command_proto_rawDesc = "" +
 	"\x12FenceBrokerCommand\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"V\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xba\x01\n" +
+	"\x11MoveLeaderCommand\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
+	"\x06leader\x18\x03 \x01(\x05R\x06leader\x12!\n" +
+	"\fleader_epoch\x18\x04 \x01(\x05R\vleaderEpoch\x12\x1e\n" +
+	"\n" +
+	"candidates\x18\x05 \x03(\x05R\n" +
+	"candidates\x12\x16\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason\"V\n" +
 	"\x14UnfenceBrokerCommand\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\"\x9f\x01\n" +
@@ -615,46 +735,48 @@ func file_skein_controller_v1_command_proto_rawDescGZIP() []byte {
 	return file_skein_controller_v1_command_proto_rawDescData
 }
 
-var file_skein_controller_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_skein_controller_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_skein_controller_v1_command_proto_goTypes = []any{
 	(*Command)(nil),                     // 0: skein.controller.v1.Command
 	(*BootstrapCommand)(nil),            // 1: skein.controller.v1.BootstrapCommand
 	(*FenceBrokerCommand)(nil),          // 2: skein.controller.v1.FenceBrokerCommand
-	(*UnfenceBrokerCommand)(nil),        // 3: skein.controller.v1.UnfenceBrokerCommand
-	(*CreateInternalTopicsCommand)(nil), // 4: skein.controller.v1.CreateInternalTopicsCommand
-	(*CoordinatorChangeCommand)(nil),    // 5: skein.controller.v1.CoordinatorChangeCommand
-	(*RegisterBrokerRequest)(nil),       // 6: skein.controller.v1.RegisterBrokerRequest
-	(*ControlledShutdownRequest)(nil),   // 7: skein.controller.v1.ControlledShutdownRequest
-	(*CreateTopicsRequest)(nil),         // 8: skein.controller.v1.CreateTopicsRequest
-	(*DeleteTopicsRequest)(nil),         // 9: skein.controller.v1.DeleteTopicsRequest
-	(*CreatePartitionsRequest)(nil),     // 10: skein.controller.v1.CreatePartitionsRequest
-	(*AlterConfigsRequest)(nil),         // 11: skein.controller.v1.AlterConfigsRequest
-	(*AlterPartitionRequest)(nil),       // 12: skein.controller.v1.AlterPartitionRequest
-	(*ElectLeadersRequest)(nil),         // 13: skein.controller.v1.ElectLeadersRequest
-	(*AllocateProducerIdsRequest)(nil),  // 14: skein.controller.v1.AllocateProducerIdsRequest
-	(*CoordinatorRecord)(nil),           // 15: skein.controller.v1.CoordinatorRecord
+	(*MoveLeaderCommand)(nil),           // 3: skein.controller.v1.MoveLeaderCommand
+	(*UnfenceBrokerCommand)(nil),        // 4: skein.controller.v1.UnfenceBrokerCommand
+	(*CreateInternalTopicsCommand)(nil), // 5: skein.controller.v1.CreateInternalTopicsCommand
+	(*CoordinatorChangeCommand)(nil),    // 6: skein.controller.v1.CoordinatorChangeCommand
+	(*RegisterBrokerRequest)(nil),       // 7: skein.controller.v1.RegisterBrokerRequest
+	(*ControlledShutdownRequest)(nil),   // 8: skein.controller.v1.ControlledShutdownRequest
+	(*CreateTopicsRequest)(nil),         // 9: skein.controller.v1.CreateTopicsRequest
+	(*DeleteTopicsRequest)(nil),         // 10: skein.controller.v1.DeleteTopicsRequest
+	(*CreatePartitionsRequest)(nil),     // 11: skein.controller.v1.CreatePartitionsRequest
+	(*AlterConfigsRequest)(nil),         // 12: skein.controller.v1.AlterConfigsRequest
+	(*AlterPartitionRequest)(nil),       // 13: skein.controller.v1.AlterPartitionRequest
+	(*ElectLeadersRequest)(nil),         // 14: skein.controller.v1.ElectLeadersRequest
+	(*AllocateProducerIdsRequest)(nil),  // 15: skein.controller.v1.AllocateProducerIdsRequest
+	(*CoordinatorRecord)(nil),           // 16: skein.controller.v1.CoordinatorRecord
 }
 var file_skein_controller_v1_command_proto_depIdxs = []int32{
 	1,  // 0: skein.controller.v1.Command.bootstrap:type_name -> skein.controller.v1.BootstrapCommand
-	6,  // 1: skein.controller.v1.Command.register_broker:type_name -> skein.controller.v1.RegisterBrokerRequest
-	3,  // 2: skein.controller.v1.Command.unfence_broker:type_name -> skein.controller.v1.UnfenceBrokerCommand
+	7,  // 1: skein.controller.v1.Command.register_broker:type_name -> skein.controller.v1.RegisterBrokerRequest
+	4,  // 2: skein.controller.v1.Command.unfence_broker:type_name -> skein.controller.v1.UnfenceBrokerCommand
 	2,  // 3: skein.controller.v1.Command.fence_broker:type_name -> skein.controller.v1.FenceBrokerCommand
-	7,  // 4: skein.controller.v1.Command.controlled_shutdown:type_name -> skein.controller.v1.ControlledShutdownRequest
-	8,  // 5: skein.controller.v1.Command.create_topics:type_name -> skein.controller.v1.CreateTopicsRequest
-	9,  // 6: skein.controller.v1.Command.delete_topics:type_name -> skein.controller.v1.DeleteTopicsRequest
-	10, // 7: skein.controller.v1.Command.create_partitions:type_name -> skein.controller.v1.CreatePartitionsRequest
-	11, // 8: skein.controller.v1.Command.alter_configs:type_name -> skein.controller.v1.AlterConfigsRequest
-	12, // 9: skein.controller.v1.Command.alter_partition:type_name -> skein.controller.v1.AlterPartitionRequest
-	13, // 10: skein.controller.v1.Command.elect_leaders:type_name -> skein.controller.v1.ElectLeadersRequest
-	14, // 11: skein.controller.v1.Command.allocate_producer_ids:type_name -> skein.controller.v1.AllocateProducerIdsRequest
-	4,  // 12: skein.controller.v1.Command.create_internal_topics:type_name -> skein.controller.v1.CreateInternalTopicsCommand
-	5,  // 13: skein.controller.v1.Command.coordinator_change:type_name -> skein.controller.v1.CoordinatorChangeCommand
-	15, // 14: skein.controller.v1.CoordinatorChangeCommand.coordinator:type_name -> skein.controller.v1.CoordinatorRecord
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	8,  // 4: skein.controller.v1.Command.controlled_shutdown:type_name -> skein.controller.v1.ControlledShutdownRequest
+	9,  // 5: skein.controller.v1.Command.create_topics:type_name -> skein.controller.v1.CreateTopicsRequest
+	10, // 6: skein.controller.v1.Command.delete_topics:type_name -> skein.controller.v1.DeleteTopicsRequest
+	11, // 7: skein.controller.v1.Command.create_partitions:type_name -> skein.controller.v1.CreatePartitionsRequest
+	12, // 8: skein.controller.v1.Command.alter_configs:type_name -> skein.controller.v1.AlterConfigsRequest
+	13, // 9: skein.controller.v1.Command.alter_partition:type_name -> skein.controller.v1.AlterPartitionRequest
+	14, // 10: skein.controller.v1.Command.elect_leaders:type_name -> skein.controller.v1.ElectLeadersRequest
+	15, // 11: skein.controller.v1.Command.allocate_producer_ids:type_name -> skein.controller.v1.AllocateProducerIdsRequest
+	5,  // 12: skein.controller.v1.Command.create_internal_topics:type_name -> skein.controller.v1.CreateInternalTopicsCommand
+	6,  // 13: skein.controller.v1.Command.coordinator_change:type_name -> skein.controller.v1.CoordinatorChangeCommand
+	3,  // 14: skein.controller.v1.Command.move_leader:type_name -> skein.controller.v1.MoveLeaderCommand
+	16, // 15: skein.controller.v1.CoordinatorChangeCommand.coordinator:type_name -> skein.controller.v1.CoordinatorRecord
+	16, // [16:16] is the sub-list for method output_type
+	16, // [16:16] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_skein_controller_v1_command_proto_init() }
@@ -679,6 +801,7 @@ func file_skein_controller_v1_command_proto_init() {
 		(*Command_AllocateProducerIds)(nil),
 		(*Command_CreateInternalTopics)(nil),
 		(*Command_CoordinatorChange)(nil),
+		(*Command_MoveLeader)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -686,7 +809,7 @@ func file_skein_controller_v1_command_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skein_controller_v1_command_proto_rawDesc), len(file_skein_controller_v1_command_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

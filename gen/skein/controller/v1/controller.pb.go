@@ -209,8 +209,11 @@ type BrokerHeartbeatRequest struct {
 	// The metadata version the broker has applied.
 	AppliedVersion uint64 `protobuf:"varint,3,opt,name=applied_version,json=appliedVersion,proto3" json:"applied_version,omitempty"`
 	WantShutdown   bool   `protobuf:"varint,4,opt,name=want_shutdown,json=wantShutdown,proto3" json:"want_shutdown,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Partitions whose leader this broker, as their follower, has not had an
+	// answer from for a while (replication stream broken or silent).
+	UnreachableLeaders []*UnreachableLeader `protobuf:"bytes,5,rep,name=unreachable_leaders,json=unreachableLeaders,proto3" json:"unreachable_leaders,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *BrokerHeartbeatRequest) Reset() {
@@ -271,6 +274,92 @@ func (x *BrokerHeartbeatRequest) GetWantShutdown() bool {
 	return false
 }
 
+func (x *BrokerHeartbeatRequest) GetUnreachableLeaders() []*UnreachableLeader {
+	if x != nil {
+		return x.UnreachableLeaders
+	}
+	return nil
+}
+
+// UnreachableLeader names a partition's leader, at the leader epoch the
+// follower knows, that the follower cannot reach.
+type UnreachableLeader struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Topic       string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition   int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Leader      int32                  `protobuf:"varint,3,opt,name=leader,proto3" json:"leader,omitempty"`
+	LeaderEpoch int32                  `protobuf:"varint,4,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	// How long without an answer, in milliseconds.
+	SilentMs      int64 `protobuf:"varint,5,opt,name=silent_ms,json=silentMs,proto3" json:"silent_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnreachableLeader) Reset() {
+	*x = UnreachableLeader{}
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnreachableLeader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnreachableLeader) ProtoMessage() {}
+
+func (x *UnreachableLeader) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnreachableLeader.ProtoReflect.Descriptor instead.
+func (*UnreachableLeader) Descriptor() ([]byte, []int) {
+	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *UnreachableLeader) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *UnreachableLeader) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *UnreachableLeader) GetLeader() int32 {
+	if x != nil {
+		return x.Leader
+	}
+	return 0
+}
+
+func (x *UnreachableLeader) GetLeaderEpoch() int32 {
+	if x != nil {
+		return x.LeaderEpoch
+	}
+	return 0
+}
+
+func (x *UnreachableLeader) GetSilentMs() int64 {
+	if x != nil {
+		return x.SilentMs
+	}
+	return 0
+}
+
 type BrokerHeartbeatResponse struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Fenced         bool                   `protobuf:"varint,1,opt,name=fenced,proto3" json:"fenced,omitempty"`
@@ -281,7 +370,7 @@ type BrokerHeartbeatResponse struct {
 
 func (x *BrokerHeartbeatResponse) Reset() {
 	*x = BrokerHeartbeatResponse{}
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[3]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -293,7 +382,7 @@ func (x *BrokerHeartbeatResponse) String() string {
 func (*BrokerHeartbeatResponse) ProtoMessage() {}
 
 func (x *BrokerHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[3]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -306,7 +395,7 @@ func (x *BrokerHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BrokerHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*BrokerHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{3}
+	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *BrokerHeartbeatResponse) GetFenced() bool {
@@ -333,7 +422,7 @@ type ControlledShutdownRequest struct {
 
 func (x *ControlledShutdownRequest) Reset() {
 	*x = ControlledShutdownRequest{}
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[4]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -345,7 +434,7 @@ func (x *ControlledShutdownRequest) String() string {
 func (*ControlledShutdownRequest) ProtoMessage() {}
 
 func (x *ControlledShutdownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[4]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -358,7 +447,7 @@ func (x *ControlledShutdownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlledShutdownRequest.ProtoReflect.Descriptor instead.
 func (*ControlledShutdownRequest) Descriptor() ([]byte, []int) {
-	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{4}
+	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ControlledShutdownRequest) GetBrokerId() int32 {
@@ -385,7 +474,7 @@ type ControlledShutdownResponse struct {
 
 func (x *ControlledShutdownResponse) Reset() {
 	*x = ControlledShutdownResponse{}
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[5]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -397,7 +486,7 @@ func (x *ControlledShutdownResponse) String() string {
 func (*ControlledShutdownResponse) ProtoMessage() {}
 
 func (x *ControlledShutdownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[5]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -410,7 +499,7 @@ func (x *ControlledShutdownResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlledShutdownResponse.ProtoReflect.Descriptor instead.
 func (*ControlledShutdownResponse) Descriptor() ([]byte, []int) {
-	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{5}
+	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ControlledShutdownResponse) GetRemainingLeaderships() int32 {
@@ -428,7 +517,7 @@ type DescribeClusterRequest struct {
 
 func (x *DescribeClusterRequest) Reset() {
 	*x = DescribeClusterRequest{}
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[6]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -440,7 +529,7 @@ func (x *DescribeClusterRequest) String() string {
 func (*DescribeClusterRequest) ProtoMessage() {}
 
 func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[6]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -453,7 +542,7 @@ func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterRequest.ProtoReflect.Descriptor instead.
 func (*DescribeClusterRequest) Descriptor() ([]byte, []int) {
-	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{6}
+	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{7}
 }
 
 type DescribeClusterResponse struct {
@@ -470,7 +559,7 @@ type DescribeClusterResponse struct {
 
 func (x *DescribeClusterResponse) Reset() {
 	*x = DescribeClusterResponse{}
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[7]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -482,7 +571,7 @@ func (x *DescribeClusterResponse) String() string {
 func (*DescribeClusterResponse) ProtoMessage() {}
 
 func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[7]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -495,7 +584,7 @@ func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterResponse.ProtoReflect.Descriptor instead.
 func (*DescribeClusterResponse) Descriptor() ([]byte, []int) {
-	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{7}
+	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DescribeClusterResponse) GetClusterId() string {
@@ -552,7 +641,7 @@ type ControllerNode struct {
 
 func (x *ControllerNode) Reset() {
 	*x = ControllerNode{}
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[8]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -564,7 +653,7 @@ func (x *ControllerNode) String() string {
 func (*ControllerNode) ProtoMessage() {}
 
 func (x *ControllerNode) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[8]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -577,7 +666,7 @@ func (x *ControllerNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControllerNode.ProtoReflect.Descriptor instead.
 func (*ControllerNode) Descriptor() ([]byte, []int) {
-	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{8}
+	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ControllerNode) GetId() int32 {
@@ -619,7 +708,7 @@ type CreateTopicsRequest struct {
 
 func (x *CreateTopicsRequest) Reset() {
 	*x = CreateTopicsRequest{}
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[9]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -631,7 +720,7 @@ func (x *CreateTopicsRequest) String() string {
 func (*CreateTopicsRequest) ProtoMessage() {}
 
 func (x *CreateTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[9]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -644,7 +733,7 @@ func (x *CreateTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicsRequest.ProtoReflect.Descriptor instead.
 func (*CreateTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{9}
+	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CreateTopicsRequest) GetTopics() []*CreatableTopic {
@@ -674,7 +763,7 @@ type CreatableTopic struct {
 
 func (x *CreatableTopic) Reset() {
 	*x = CreatableTopic{}
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[10]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -686,7 +775,7 @@ func (x *CreatableTopic) String() string {
 func (*CreatableTopic) ProtoMessage() {}
 
 func (x *CreatableTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[10]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -699,7 +788,7 @@ func (x *CreatableTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatableTopic.ProtoReflect.Descriptor instead.
 func (*CreatableTopic) Descriptor() ([]byte, []int) {
-	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{10}
+	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CreatableTopic) GetName() string {
@@ -739,7 +828,7 @@ type CreateTopicsResponse struct {
 
 func (x *CreateTopicsResponse) Reset() {
 	*x = CreateTopicsResponse{}
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[11]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -751,7 +840,7 @@ func (x *CreateTopicsResponse) String() string {
 func (*CreateTopicsResponse) ProtoMessage() {}
 
 func (x *CreateTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[11]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -764,7 +853,7 @@ func (x *CreateTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicsResponse.ProtoReflect.Descriptor instead.
 func (*CreateTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{11}
+	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CreateTopicsResponse) GetTopics() []*TopicResult {
@@ -786,7 +875,7 @@ type TopicResult struct {
 
 func (x *TopicResult) Reset() {
 	*x = TopicResult{}
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[12]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -798,7 +887,7 @@ func (x *TopicResult) String() string {
 func (*TopicResult) ProtoMessage() {}
 
 func (x *TopicResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[12]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -811,7 +900,7 @@ func (x *TopicResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicResult.ProtoReflect.Descriptor instead.
 func (*TopicResult) Descriptor() ([]byte, []int) {
-	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{12}
+	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TopicResult) GetName() string {
@@ -851,7 +940,7 @@ type DeleteTopicsRequest struct {
 
 func (x *DeleteTopicsRequest) Reset() {
 	*x = DeleteTopicsRequest{}
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[13]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -863,7 +952,7 @@ func (x *DeleteTopicsRequest) String() string {
 func (*DeleteTopicsRequest) ProtoMessage() {}
 
 func (x *DeleteTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[13]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -876,7 +965,7 @@ func (x *DeleteTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{13}
+	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeleteTopicsRequest) GetNames() []string {
@@ -895,7 +984,7 @@ type DeleteTopicsResponse struct {
 
 func (x *DeleteTopicsResponse) Reset() {
 	*x = DeleteTopicsResponse{}
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[14]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -907,7 +996,7 @@ func (x *DeleteTopicsResponse) String() string {
 func (*DeleteTopicsResponse) ProtoMessage() {}
 
 func (x *DeleteTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[14]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -920,7 +1009,7 @@ func (x *DeleteTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{14}
+	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeleteTopicsResponse) GetTopics() []*TopicResult {
@@ -939,7 +1028,7 @@ type CreatePartitionsRequest struct {
 
 func (x *CreatePartitionsRequest) Reset() {
 	*x = CreatePartitionsRequest{}
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[15]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -951,7 +1040,7 @@ func (x *CreatePartitionsRequest) String() string {
 func (*CreatePartitionsRequest) ProtoMessage() {}
 
 func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[15]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -964,7 +1053,7 @@ func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsRequest.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{15}
+	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CreatePartitionsRequest) GetTopics() []*PartitionCount {
@@ -984,7 +1073,7 @@ type PartitionCount struct {
 
 func (x *PartitionCount) Reset() {
 	*x = PartitionCount{}
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[16]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -996,7 +1085,7 @@ func (x *PartitionCount) String() string {
 func (*PartitionCount) ProtoMessage() {}
 
 func (x *PartitionCount) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[16]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1009,7 +1098,7 @@ func (x *PartitionCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionCount.ProtoReflect.Descriptor instead.
 func (*PartitionCount) Descriptor() ([]byte, []int) {
-	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{16}
+	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PartitionCount) GetName() string {
@@ -1035,7 +1124,7 @@ type CreatePartitionsResponse struct {
 
 func (x *CreatePartitionsResponse) Reset() {
 	*x = CreatePartitionsResponse{}
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[17]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1047,7 +1136,7 @@ func (x *CreatePartitionsResponse) String() string {
 func (*CreatePartitionsResponse) ProtoMessage() {}
 
 func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[17]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1060,7 +1149,7 @@ func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsResponse.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsResponse) Descriptor() ([]byte, []int) {
-	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{17}
+	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CreatePartitionsResponse) GetTopics() []*TopicResult {
@@ -1082,7 +1171,7 @@ type AlterConfigsRequest struct {
 
 func (x *AlterConfigsRequest) Reset() {
 	*x = AlterConfigsRequest{}
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[18]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1094,7 +1183,7 @@ func (x *AlterConfigsRequest) String() string {
 func (*AlterConfigsRequest) ProtoMessage() {}
 
 func (x *AlterConfigsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[18]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1107,7 +1196,7 @@ func (x *AlterConfigsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsRequest.ProtoReflect.Descriptor instead.
 func (*AlterConfigsRequest) Descriptor() ([]byte, []int) {
-	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{18}
+	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AlterConfigsRequest) GetTopic() string {
@@ -1140,7 +1229,7 @@ type AlterConfigsResponse struct {
 
 func (x *AlterConfigsResponse) Reset() {
 	*x = AlterConfigsResponse{}
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[19]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1152,7 +1241,7 @@ func (x *AlterConfigsResponse) String() string {
 func (*AlterConfigsResponse) ProtoMessage() {}
 
 func (x *AlterConfigsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[19]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1165,7 +1254,7 @@ func (x *AlterConfigsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterConfigsResponse.ProtoReflect.Descriptor instead.
 func (*AlterConfigsResponse) Descriptor() ([]byte, []int) {
-	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{19}
+	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *AlterConfigsResponse) GetResult() *TopicResult {
@@ -1186,7 +1275,7 @@ type AlterPartitionRequest struct {
 
 func (x *AlterPartitionRequest) Reset() {
 	*x = AlterPartitionRequest{}
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[20]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1198,7 +1287,7 @@ func (x *AlterPartitionRequest) String() string {
 func (*AlterPartitionRequest) ProtoMessage() {}
 
 func (x *AlterPartitionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[20]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1211,7 +1300,7 @@ func (x *AlterPartitionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterPartitionRequest.ProtoReflect.Descriptor instead.
 func (*AlterPartitionRequest) Descriptor() ([]byte, []int) {
-	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{20}
+	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *AlterPartitionRequest) GetBrokerId() int32 {
@@ -1248,7 +1337,7 @@ type PartitionIsrChange struct {
 
 func (x *PartitionIsrChange) Reset() {
 	*x = PartitionIsrChange{}
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[21]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1260,7 +1349,7 @@ func (x *PartitionIsrChange) String() string {
 func (*PartitionIsrChange) ProtoMessage() {}
 
 func (x *PartitionIsrChange) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[21]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1273,7 +1362,7 @@ func (x *PartitionIsrChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionIsrChange.ProtoReflect.Descriptor instead.
 func (*PartitionIsrChange) Descriptor() ([]byte, []int) {
-	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{21}
+	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PartitionIsrChange) GetTopic() string {
@@ -1320,7 +1409,7 @@ type AlterPartitionResponse struct {
 
 func (x *AlterPartitionResponse) Reset() {
 	*x = AlterPartitionResponse{}
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[22]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1332,7 +1421,7 @@ func (x *AlterPartitionResponse) String() string {
 func (*AlterPartitionResponse) ProtoMessage() {}
 
 func (x *AlterPartitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[22]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1345,7 +1434,7 @@ func (x *AlterPartitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterPartitionResponse.ProtoReflect.Descriptor instead.
 func (*AlterPartitionResponse) Descriptor() ([]byte, []int) {
-	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{22}
+	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AlterPartitionResponse) GetPartitions() []*AlterPartitionResult {
@@ -1369,7 +1458,7 @@ type AlterPartitionResult struct {
 
 func (x *AlterPartitionResult) Reset() {
 	*x = AlterPartitionResult{}
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[23]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1381,7 +1470,7 @@ func (x *AlterPartitionResult) String() string {
 func (*AlterPartitionResult) ProtoMessage() {}
 
 func (x *AlterPartitionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[23]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1394,7 +1483,7 @@ func (x *AlterPartitionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterPartitionResult.ProtoReflect.Descriptor instead.
 func (*AlterPartitionResult) Descriptor() ([]byte, []int) {
-	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{23}
+	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AlterPartitionResult) GetTopic() string {
@@ -1443,7 +1532,7 @@ type ElectLeadersRequest struct {
 
 func (x *ElectLeadersRequest) Reset() {
 	*x = ElectLeadersRequest{}
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[24]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1455,7 +1544,7 @@ func (x *ElectLeadersRequest) String() string {
 func (*ElectLeadersRequest) ProtoMessage() {}
 
 func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[24]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1468,7 +1557,7 @@ func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersRequest.ProtoReflect.Descriptor instead.
 func (*ElectLeadersRequest) Descriptor() ([]byte, []int) {
-	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{24}
+	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ElectLeadersRequest) GetType() ElectionType {
@@ -1496,7 +1585,7 @@ type TopicPartitions struct {
 
 func (x *TopicPartitions) Reset() {
 	*x = TopicPartitions{}
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[25]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1508,7 +1597,7 @@ func (x *TopicPartitions) String() string {
 func (*TopicPartitions) ProtoMessage() {}
 
 func (x *TopicPartitions) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[25]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1521,7 +1610,7 @@ func (x *TopicPartitions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicPartitions.ProtoReflect.Descriptor instead.
 func (*TopicPartitions) Descriptor() ([]byte, []int) {
-	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{25}
+	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TopicPartitions) GetTopic() string {
@@ -1547,7 +1636,7 @@ type ElectLeadersResponse struct {
 
 func (x *ElectLeadersResponse) Reset() {
 	*x = ElectLeadersResponse{}
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[26]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1559,7 +1648,7 @@ func (x *ElectLeadersResponse) String() string {
 func (*ElectLeadersResponse) ProtoMessage() {}
 
 func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[26]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1572,7 +1661,7 @@ func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersResponse.ProtoReflect.Descriptor instead.
 func (*ElectLeadersResponse) Descriptor() ([]byte, []int) {
-	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{26}
+	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ElectLeadersResponse) GetResults() []*ElectionResult {
@@ -1595,7 +1684,7 @@ type ElectionResult struct {
 
 func (x *ElectionResult) Reset() {
 	*x = ElectionResult{}
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[27]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1607,7 +1696,7 @@ func (x *ElectionResult) String() string {
 func (*ElectionResult) ProtoMessage() {}
 
 func (x *ElectionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[27]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1620,7 +1709,7 @@ func (x *ElectionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectionResult.ProtoReflect.Descriptor instead.
 func (*ElectionResult) Descriptor() ([]byte, []int) {
-	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{27}
+	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ElectionResult) GetTopic() string {
@@ -1670,7 +1759,7 @@ type AllocateProducerIdsRequest struct {
 
 func (x *AllocateProducerIdsRequest) Reset() {
 	*x = AllocateProducerIdsRequest{}
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[28]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1682,7 +1771,7 @@ func (x *AllocateProducerIdsRequest) String() string {
 func (*AllocateProducerIdsRequest) ProtoMessage() {}
 
 func (x *AllocateProducerIdsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[28]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1695,7 +1784,7 @@ func (x *AllocateProducerIdsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateProducerIdsRequest.ProtoReflect.Descriptor instead.
 func (*AllocateProducerIdsRequest) Descriptor() ([]byte, []int) {
-	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{28}
+	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *AllocateProducerIdsRequest) GetNodeId() int32 {
@@ -1729,7 +1818,7 @@ type AllocateProducerIdsResponse struct {
 
 func (x *AllocateProducerIdsResponse) Reset() {
 	*x = AllocateProducerIdsResponse{}
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[29]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1741,7 +1830,7 @@ func (x *AllocateProducerIdsResponse) String() string {
 func (*AllocateProducerIdsResponse) ProtoMessage() {}
 
 func (x *AllocateProducerIdsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[29]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1754,7 +1843,7 @@ func (x *AllocateProducerIdsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateProducerIdsResponse.ProtoReflect.Descriptor instead.
 func (*AllocateProducerIdsResponse) Descriptor() ([]byte, []int) {
-	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{29}
+	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *AllocateProducerIdsResponse) GetFirstProducerId() int64 {
@@ -1783,7 +1872,7 @@ type WatchMetadataRequest struct {
 
 func (x *WatchMetadataRequest) Reset() {
 	*x = WatchMetadataRequest{}
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[30]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1795,7 +1884,7 @@ func (x *WatchMetadataRequest) String() string {
 func (*WatchMetadataRequest) ProtoMessage() {}
 
 func (x *WatchMetadataRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[30]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1808,7 +1897,7 @@ func (x *WatchMetadataRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchMetadataRequest.ProtoReflect.Descriptor instead.
 func (*WatchMetadataRequest) Descriptor() ([]byte, []int) {
-	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{30}
+	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *WatchMetadataRequest) GetKnownVersion() uint64 {
@@ -1838,7 +1927,7 @@ type WatchMetadataResponse struct {
 
 func (x *WatchMetadataResponse) Reset() {
 	*x = WatchMetadataResponse{}
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[31]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1850,7 +1939,7 @@ func (x *WatchMetadataResponse) String() string {
 func (*WatchMetadataResponse) ProtoMessage() {}
 
 func (x *WatchMetadataResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[31]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1863,7 +1952,7 @@ func (x *WatchMetadataResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchMetadataResponse.ProtoReflect.Descriptor instead.
 func (*WatchMetadataResponse) Descriptor() ([]byte, []int) {
-	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{31}
+	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *WatchMetadataResponse) GetUpdate() isWatchMetadataResponse_Update {
@@ -1918,7 +2007,7 @@ type FindCoordinatorRequest struct {
 
 func (x *FindCoordinatorRequest) Reset() {
 	*x = FindCoordinatorRequest{}
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[32]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1930,7 +2019,7 @@ func (x *FindCoordinatorRequest) String() string {
 func (*FindCoordinatorRequest) ProtoMessage() {}
 
 func (x *FindCoordinatorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[32]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1943,7 +2032,7 @@ func (x *FindCoordinatorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindCoordinatorRequest.ProtoReflect.Descriptor instead.
 func (*FindCoordinatorRequest) Descriptor() ([]byte, []int) {
-	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{32}
+	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *FindCoordinatorRequest) GetKind() CoordinatorKind {
@@ -1972,7 +2061,7 @@ type FindCoordinatorResponse struct {
 
 func (x *FindCoordinatorResponse) Reset() {
 	*x = FindCoordinatorResponse{}
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[33]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1984,7 +2073,7 @@ func (x *FindCoordinatorResponse) String() string {
 func (*FindCoordinatorResponse) ProtoMessage() {}
 
 func (x *FindCoordinatorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_controller_v1_controller_proto_msgTypes[33]
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1997,7 +2086,7 @@ func (x *FindCoordinatorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindCoordinatorResponse.ProtoReflect.Descriptor instead.
 func (*FindCoordinatorResponse) Descriptor() ([]byte, []int) {
-	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{33}
+	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *FindCoordinatorResponse) GetPartition() int32 {
@@ -2041,12 +2130,19 @@ const file_skein_controller_v1_controller_proto_rawDesc = "" +
 	"\thttp_addr\x18\x05 \x01(\tR\bhttpAddr\"U\n" +
 	"\x16RegisterBrokerResponse\x12!\n" +
 	"\fbroker_epoch\x18\x01 \x01(\x03R\vbrokerEpoch\x12\x18\n" +
-	"\aversion\x18\x02 \x01(\x04R\aversion\"\xa6\x01\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\"\xff\x01\n" +
 	"\x16BrokerHeartbeatRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\x12'\n" +
 	"\x0fapplied_version\x18\x03 \x01(\x04R\x0eappliedVersion\x12#\n" +
-	"\rwant_shutdown\x18\x04 \x01(\bR\fwantShutdown\"Z\n" +
+	"\rwant_shutdown\x18\x04 \x01(\bR\fwantShutdown\x12W\n" +
+	"\x13unreachable_leaders\x18\x05 \x03(\v2&.skein.controller.v1.UnreachableLeaderR\x12unreachableLeaders\"\x9f\x01\n" +
+	"\x11UnreachableLeader\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
+	"\x06leader\x18\x03 \x01(\x05R\x06leader\x12!\n" +
+	"\fleader_epoch\x18\x04 \x01(\x05R\vleaderEpoch\x12\x1b\n" +
+	"\tsilent_ms\x18\x05 \x01(\x03R\bsilentMs\"Z\n" +
 	"\x17BrokerHeartbeatResponse\x12\x16\n" +
 	"\x06fenced\x18\x01 \x01(\bR\x06fenced\x12'\n" +
 	"\x0fshould_shutdown\x18\x02 \x01(\bR\x0eshouldShutdown\"[\n" +
@@ -2207,108 +2303,110 @@ func file_skein_controller_v1_controller_proto_rawDescGZIP() []byte {
 }
 
 var file_skein_controller_v1_controller_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_skein_controller_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_skein_controller_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_skein_controller_v1_controller_proto_goTypes = []any{
 	(ElectionType)(0),                   // 0: skein.controller.v1.ElectionType
 	(*RegisterBrokerRequest)(nil),       // 1: skein.controller.v1.RegisterBrokerRequest
 	(*RegisterBrokerResponse)(nil),      // 2: skein.controller.v1.RegisterBrokerResponse
 	(*BrokerHeartbeatRequest)(nil),      // 3: skein.controller.v1.BrokerHeartbeatRequest
-	(*BrokerHeartbeatResponse)(nil),     // 4: skein.controller.v1.BrokerHeartbeatResponse
-	(*ControlledShutdownRequest)(nil),   // 5: skein.controller.v1.ControlledShutdownRequest
-	(*ControlledShutdownResponse)(nil),  // 6: skein.controller.v1.ControlledShutdownResponse
-	(*DescribeClusterRequest)(nil),      // 7: skein.controller.v1.DescribeClusterRequest
-	(*DescribeClusterResponse)(nil),     // 8: skein.controller.v1.DescribeClusterResponse
-	(*ControllerNode)(nil),              // 9: skein.controller.v1.ControllerNode
-	(*CreateTopicsRequest)(nil),         // 10: skein.controller.v1.CreateTopicsRequest
-	(*CreatableTopic)(nil),              // 11: skein.controller.v1.CreatableTopic
-	(*CreateTopicsResponse)(nil),        // 12: skein.controller.v1.CreateTopicsResponse
-	(*TopicResult)(nil),                 // 13: skein.controller.v1.TopicResult
-	(*DeleteTopicsRequest)(nil),         // 14: skein.controller.v1.DeleteTopicsRequest
-	(*DeleteTopicsResponse)(nil),        // 15: skein.controller.v1.DeleteTopicsResponse
-	(*CreatePartitionsRequest)(nil),     // 16: skein.controller.v1.CreatePartitionsRequest
-	(*PartitionCount)(nil),              // 17: skein.controller.v1.PartitionCount
-	(*CreatePartitionsResponse)(nil),    // 18: skein.controller.v1.CreatePartitionsResponse
-	(*AlterConfigsRequest)(nil),         // 19: skein.controller.v1.AlterConfigsRequest
-	(*AlterConfigsResponse)(nil),        // 20: skein.controller.v1.AlterConfigsResponse
-	(*AlterPartitionRequest)(nil),       // 21: skein.controller.v1.AlterPartitionRequest
-	(*PartitionIsrChange)(nil),          // 22: skein.controller.v1.PartitionIsrChange
-	(*AlterPartitionResponse)(nil),      // 23: skein.controller.v1.AlterPartitionResponse
-	(*AlterPartitionResult)(nil),        // 24: skein.controller.v1.AlterPartitionResult
-	(*ElectLeadersRequest)(nil),         // 25: skein.controller.v1.ElectLeadersRequest
-	(*TopicPartitions)(nil),             // 26: skein.controller.v1.TopicPartitions
-	(*ElectLeadersResponse)(nil),        // 27: skein.controller.v1.ElectLeadersResponse
-	(*ElectionResult)(nil),              // 28: skein.controller.v1.ElectionResult
-	(*AllocateProducerIdsRequest)(nil),  // 29: skein.controller.v1.AllocateProducerIdsRequest
-	(*AllocateProducerIdsResponse)(nil), // 30: skein.controller.v1.AllocateProducerIdsResponse
-	(*WatchMetadataRequest)(nil),        // 31: skein.controller.v1.WatchMetadataRequest
-	(*WatchMetadataResponse)(nil),       // 32: skein.controller.v1.WatchMetadataResponse
-	(*FindCoordinatorRequest)(nil),      // 33: skein.controller.v1.FindCoordinatorRequest
-	(*FindCoordinatorResponse)(nil),     // 34: skein.controller.v1.FindCoordinatorResponse
-	nil,                                 // 35: skein.controller.v1.CreatableTopic.ConfigsEntry
-	nil,                                 // 36: skein.controller.v1.AlterConfigsRequest.ConfigsEntry
-	(*BrokerRecord)(nil),                // 37: skein.controller.v1.BrokerRecord
-	(*CoordinatorRecord)(nil),           // 38: skein.controller.v1.CoordinatorRecord
-	(v1.ErrorCode)(0),                   // 39: skein.v1.ErrorCode
-	(*PartitionRecord)(nil),             // 40: skein.controller.v1.PartitionRecord
-	(*MetadataImage)(nil),               // 41: skein.controller.v1.MetadataImage
-	(*MetadataDelta)(nil),               // 42: skein.controller.v1.MetadataDelta
-	(CoordinatorKind)(0),                // 43: skein.controller.v1.CoordinatorKind
+	(*UnreachableLeader)(nil),           // 4: skein.controller.v1.UnreachableLeader
+	(*BrokerHeartbeatResponse)(nil),     // 5: skein.controller.v1.BrokerHeartbeatResponse
+	(*ControlledShutdownRequest)(nil),   // 6: skein.controller.v1.ControlledShutdownRequest
+	(*ControlledShutdownResponse)(nil),  // 7: skein.controller.v1.ControlledShutdownResponse
+	(*DescribeClusterRequest)(nil),      // 8: skein.controller.v1.DescribeClusterRequest
+	(*DescribeClusterResponse)(nil),     // 9: skein.controller.v1.DescribeClusterResponse
+	(*ControllerNode)(nil),              // 10: skein.controller.v1.ControllerNode
+	(*CreateTopicsRequest)(nil),         // 11: skein.controller.v1.CreateTopicsRequest
+	(*CreatableTopic)(nil),              // 12: skein.controller.v1.CreatableTopic
+	(*CreateTopicsResponse)(nil),        // 13: skein.controller.v1.CreateTopicsResponse
+	(*TopicResult)(nil),                 // 14: skein.controller.v1.TopicResult
+	(*DeleteTopicsRequest)(nil),         // 15: skein.controller.v1.DeleteTopicsRequest
+	(*DeleteTopicsResponse)(nil),        // 16: skein.controller.v1.DeleteTopicsResponse
+	(*CreatePartitionsRequest)(nil),     // 17: skein.controller.v1.CreatePartitionsRequest
+	(*PartitionCount)(nil),              // 18: skein.controller.v1.PartitionCount
+	(*CreatePartitionsResponse)(nil),    // 19: skein.controller.v1.CreatePartitionsResponse
+	(*AlterConfigsRequest)(nil),         // 20: skein.controller.v1.AlterConfigsRequest
+	(*AlterConfigsResponse)(nil),        // 21: skein.controller.v1.AlterConfigsResponse
+	(*AlterPartitionRequest)(nil),       // 22: skein.controller.v1.AlterPartitionRequest
+	(*PartitionIsrChange)(nil),          // 23: skein.controller.v1.PartitionIsrChange
+	(*AlterPartitionResponse)(nil),      // 24: skein.controller.v1.AlterPartitionResponse
+	(*AlterPartitionResult)(nil),        // 25: skein.controller.v1.AlterPartitionResult
+	(*ElectLeadersRequest)(nil),         // 26: skein.controller.v1.ElectLeadersRequest
+	(*TopicPartitions)(nil),             // 27: skein.controller.v1.TopicPartitions
+	(*ElectLeadersResponse)(nil),        // 28: skein.controller.v1.ElectLeadersResponse
+	(*ElectionResult)(nil),              // 29: skein.controller.v1.ElectionResult
+	(*AllocateProducerIdsRequest)(nil),  // 30: skein.controller.v1.AllocateProducerIdsRequest
+	(*AllocateProducerIdsResponse)(nil), // 31: skein.controller.v1.AllocateProducerIdsResponse
+	(*WatchMetadataRequest)(nil),        // 32: skein.controller.v1.WatchMetadataRequest
+	(*WatchMetadataResponse)(nil),       // 33: skein.controller.v1.WatchMetadataResponse
+	(*FindCoordinatorRequest)(nil),      // 34: skein.controller.v1.FindCoordinatorRequest
+	(*FindCoordinatorResponse)(nil),     // 35: skein.controller.v1.FindCoordinatorResponse
+	nil,                                 // 36: skein.controller.v1.CreatableTopic.ConfigsEntry
+	nil,                                 // 37: skein.controller.v1.AlterConfigsRequest.ConfigsEntry
+	(*BrokerRecord)(nil),                // 38: skein.controller.v1.BrokerRecord
+	(*CoordinatorRecord)(nil),           // 39: skein.controller.v1.CoordinatorRecord
+	(v1.ErrorCode)(0),                   // 40: skein.v1.ErrorCode
+	(*PartitionRecord)(nil),             // 41: skein.controller.v1.PartitionRecord
+	(*MetadataImage)(nil),               // 42: skein.controller.v1.MetadataImage
+	(*MetadataDelta)(nil),               // 43: skein.controller.v1.MetadataDelta
+	(CoordinatorKind)(0),                // 44: skein.controller.v1.CoordinatorKind
 }
 var file_skein_controller_v1_controller_proto_depIdxs = []int32{
-	37, // 0: skein.controller.v1.DescribeClusterResponse.brokers:type_name -> skein.controller.v1.BrokerRecord
-	9,  // 1: skein.controller.v1.DescribeClusterResponse.controllers:type_name -> skein.controller.v1.ControllerNode
-	38, // 2: skein.controller.v1.DescribeClusterResponse.coordinators:type_name -> skein.controller.v1.CoordinatorRecord
-	11, // 3: skein.controller.v1.CreateTopicsRequest.topics:type_name -> skein.controller.v1.CreatableTopic
-	35, // 4: skein.controller.v1.CreatableTopic.configs:type_name -> skein.controller.v1.CreatableTopic.ConfigsEntry
-	13, // 5: skein.controller.v1.CreateTopicsResponse.topics:type_name -> skein.controller.v1.TopicResult
-	39, // 6: skein.controller.v1.TopicResult.error_code:type_name -> skein.v1.ErrorCode
-	13, // 7: skein.controller.v1.DeleteTopicsResponse.topics:type_name -> skein.controller.v1.TopicResult
-	17, // 8: skein.controller.v1.CreatePartitionsRequest.topics:type_name -> skein.controller.v1.PartitionCount
-	13, // 9: skein.controller.v1.CreatePartitionsResponse.topics:type_name -> skein.controller.v1.TopicResult
-	36, // 10: skein.controller.v1.AlterConfigsRequest.configs:type_name -> skein.controller.v1.AlterConfigsRequest.ConfigsEntry
-	13, // 11: skein.controller.v1.AlterConfigsResponse.result:type_name -> skein.controller.v1.TopicResult
-	22, // 12: skein.controller.v1.AlterPartitionRequest.partitions:type_name -> skein.controller.v1.PartitionIsrChange
-	24, // 13: skein.controller.v1.AlterPartitionResponse.partitions:type_name -> skein.controller.v1.AlterPartitionResult
-	39, // 14: skein.controller.v1.AlterPartitionResult.error_code:type_name -> skein.v1.ErrorCode
-	40, // 15: skein.controller.v1.AlterPartitionResult.state:type_name -> skein.controller.v1.PartitionRecord
-	0,  // 16: skein.controller.v1.ElectLeadersRequest.type:type_name -> skein.controller.v1.ElectionType
-	26, // 17: skein.controller.v1.ElectLeadersRequest.partitions:type_name -> skein.controller.v1.TopicPartitions
-	28, // 18: skein.controller.v1.ElectLeadersResponse.results:type_name -> skein.controller.v1.ElectionResult
-	39, // 19: skein.controller.v1.ElectionResult.error_code:type_name -> skein.v1.ErrorCode
-	41, // 20: skein.controller.v1.WatchMetadataResponse.image:type_name -> skein.controller.v1.MetadataImage
-	42, // 21: skein.controller.v1.WatchMetadataResponse.delta:type_name -> skein.controller.v1.MetadataDelta
-	43, // 22: skein.controller.v1.FindCoordinatorRequest.kind:type_name -> skein.controller.v1.CoordinatorKind
-	1,  // 23: skein.controller.v1.ControllerService.RegisterBroker:input_type -> skein.controller.v1.RegisterBrokerRequest
-	3,  // 24: skein.controller.v1.ControllerService.BrokerHeartbeat:input_type -> skein.controller.v1.BrokerHeartbeatRequest
-	5,  // 25: skein.controller.v1.ControllerService.ControlledShutdown:input_type -> skein.controller.v1.ControlledShutdownRequest
-	7,  // 26: skein.controller.v1.ControllerService.DescribeCluster:input_type -> skein.controller.v1.DescribeClusterRequest
-	10, // 27: skein.controller.v1.ControllerService.CreateTopics:input_type -> skein.controller.v1.CreateTopicsRequest
-	14, // 28: skein.controller.v1.ControllerService.DeleteTopics:input_type -> skein.controller.v1.DeleteTopicsRequest
-	16, // 29: skein.controller.v1.ControllerService.CreatePartitions:input_type -> skein.controller.v1.CreatePartitionsRequest
-	19, // 30: skein.controller.v1.ControllerService.AlterConfigs:input_type -> skein.controller.v1.AlterConfigsRequest
-	21, // 31: skein.controller.v1.ControllerService.AlterPartition:input_type -> skein.controller.v1.AlterPartitionRequest
-	25, // 32: skein.controller.v1.ControllerService.ElectLeaders:input_type -> skein.controller.v1.ElectLeadersRequest
-	29, // 33: skein.controller.v1.ControllerService.AllocateProducerIds:input_type -> skein.controller.v1.AllocateProducerIdsRequest
-	31, // 34: skein.controller.v1.ControllerService.WatchMetadata:input_type -> skein.controller.v1.WatchMetadataRequest
-	33, // 35: skein.controller.v1.ControllerService.FindCoordinator:input_type -> skein.controller.v1.FindCoordinatorRequest
-	2,  // 36: skein.controller.v1.ControllerService.RegisterBroker:output_type -> skein.controller.v1.RegisterBrokerResponse
-	4,  // 37: skein.controller.v1.ControllerService.BrokerHeartbeat:output_type -> skein.controller.v1.BrokerHeartbeatResponse
-	6,  // 38: skein.controller.v1.ControllerService.ControlledShutdown:output_type -> skein.controller.v1.ControlledShutdownResponse
-	8,  // 39: skein.controller.v1.ControllerService.DescribeCluster:output_type -> skein.controller.v1.DescribeClusterResponse
-	12, // 40: skein.controller.v1.ControllerService.CreateTopics:output_type -> skein.controller.v1.CreateTopicsResponse
-	15, // 41: skein.controller.v1.ControllerService.DeleteTopics:output_type -> skein.controller.v1.DeleteTopicsResponse
-	18, // 42: skein.controller.v1.ControllerService.CreatePartitions:output_type -> skein.controller.v1.CreatePartitionsResponse
-	20, // 43: skein.controller.v1.ControllerService.AlterConfigs:output_type -> skein.controller.v1.AlterConfigsResponse
-	23, // 44: skein.controller.v1.ControllerService.AlterPartition:output_type -> skein.controller.v1.AlterPartitionResponse
-	27, // 45: skein.controller.v1.ControllerService.ElectLeaders:output_type -> skein.controller.v1.ElectLeadersResponse
-	30, // 46: skein.controller.v1.ControllerService.AllocateProducerIds:output_type -> skein.controller.v1.AllocateProducerIdsResponse
-	32, // 47: skein.controller.v1.ControllerService.WatchMetadata:output_type -> skein.controller.v1.WatchMetadataResponse
-	34, // 48: skein.controller.v1.ControllerService.FindCoordinator:output_type -> skein.controller.v1.FindCoordinatorResponse
-	36, // [36:49] is the sub-list for method output_type
-	23, // [23:36] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	4,  // 0: skein.controller.v1.BrokerHeartbeatRequest.unreachable_leaders:type_name -> skein.controller.v1.UnreachableLeader
+	38, // 1: skein.controller.v1.DescribeClusterResponse.brokers:type_name -> skein.controller.v1.BrokerRecord
+	10, // 2: skein.controller.v1.DescribeClusterResponse.controllers:type_name -> skein.controller.v1.ControllerNode
+	39, // 3: skein.controller.v1.DescribeClusterResponse.coordinators:type_name -> skein.controller.v1.CoordinatorRecord
+	12, // 4: skein.controller.v1.CreateTopicsRequest.topics:type_name -> skein.controller.v1.CreatableTopic
+	36, // 5: skein.controller.v1.CreatableTopic.configs:type_name -> skein.controller.v1.CreatableTopic.ConfigsEntry
+	14, // 6: skein.controller.v1.CreateTopicsResponse.topics:type_name -> skein.controller.v1.TopicResult
+	40, // 7: skein.controller.v1.TopicResult.error_code:type_name -> skein.v1.ErrorCode
+	14, // 8: skein.controller.v1.DeleteTopicsResponse.topics:type_name -> skein.controller.v1.TopicResult
+	18, // 9: skein.controller.v1.CreatePartitionsRequest.topics:type_name -> skein.controller.v1.PartitionCount
+	14, // 10: skein.controller.v1.CreatePartitionsResponse.topics:type_name -> skein.controller.v1.TopicResult
+	37, // 11: skein.controller.v1.AlterConfigsRequest.configs:type_name -> skein.controller.v1.AlterConfigsRequest.ConfigsEntry
+	14, // 12: skein.controller.v1.AlterConfigsResponse.result:type_name -> skein.controller.v1.TopicResult
+	23, // 13: skein.controller.v1.AlterPartitionRequest.partitions:type_name -> skein.controller.v1.PartitionIsrChange
+	25, // 14: skein.controller.v1.AlterPartitionResponse.partitions:type_name -> skein.controller.v1.AlterPartitionResult
+	40, // 15: skein.controller.v1.AlterPartitionResult.error_code:type_name -> skein.v1.ErrorCode
+	41, // 16: skein.controller.v1.AlterPartitionResult.state:type_name -> skein.controller.v1.PartitionRecord
+	0,  // 17: skein.controller.v1.ElectLeadersRequest.type:type_name -> skein.controller.v1.ElectionType
+	27, // 18: skein.controller.v1.ElectLeadersRequest.partitions:type_name -> skein.controller.v1.TopicPartitions
+	29, // 19: skein.controller.v1.ElectLeadersResponse.results:type_name -> skein.controller.v1.ElectionResult
+	40, // 20: skein.controller.v1.ElectionResult.error_code:type_name -> skein.v1.ErrorCode
+	42, // 21: skein.controller.v1.WatchMetadataResponse.image:type_name -> skein.controller.v1.MetadataImage
+	43, // 22: skein.controller.v1.WatchMetadataResponse.delta:type_name -> skein.controller.v1.MetadataDelta
+	44, // 23: skein.controller.v1.FindCoordinatorRequest.kind:type_name -> skein.controller.v1.CoordinatorKind
+	1,  // 24: skein.controller.v1.ControllerService.RegisterBroker:input_type -> skein.controller.v1.RegisterBrokerRequest
+	3,  // 25: skein.controller.v1.ControllerService.BrokerHeartbeat:input_type -> skein.controller.v1.BrokerHeartbeatRequest
+	6,  // 26: skein.controller.v1.ControllerService.ControlledShutdown:input_type -> skein.controller.v1.ControlledShutdownRequest
+	8,  // 27: skein.controller.v1.ControllerService.DescribeCluster:input_type -> skein.controller.v1.DescribeClusterRequest
+	11, // 28: skein.controller.v1.ControllerService.CreateTopics:input_type -> skein.controller.v1.CreateTopicsRequest
+	15, // 29: skein.controller.v1.ControllerService.DeleteTopics:input_type -> skein.controller.v1.DeleteTopicsRequest
+	17, // 30: skein.controller.v1.ControllerService.CreatePartitions:input_type -> skein.controller.v1.CreatePartitionsRequest
+	20, // 31: skein.controller.v1.ControllerService.AlterConfigs:input_type -> skein.controller.v1.AlterConfigsRequest
+	22, // 32: skein.controller.v1.ControllerService.AlterPartition:input_type -> skein.controller.v1.AlterPartitionRequest
+	26, // 33: skein.controller.v1.ControllerService.ElectLeaders:input_type -> skein.controller.v1.ElectLeadersRequest
+	30, // 34: skein.controller.v1.ControllerService.AllocateProducerIds:input_type -> skein.controller.v1.AllocateProducerIdsRequest
+	32, // 35: skein.controller.v1.ControllerService.WatchMetadata:input_type -> skein.controller.v1.WatchMetadataRequest
+	34, // 36: skein.controller.v1.ControllerService.FindCoordinator:input_type -> skein.controller.v1.FindCoordinatorRequest
+	2,  // 37: skein.controller.v1.ControllerService.RegisterBroker:output_type -> skein.controller.v1.RegisterBrokerResponse
+	5,  // 38: skein.controller.v1.ControllerService.BrokerHeartbeat:output_type -> skein.controller.v1.BrokerHeartbeatResponse
+	7,  // 39: skein.controller.v1.ControllerService.ControlledShutdown:output_type -> skein.controller.v1.ControlledShutdownResponse
+	9,  // 40: skein.controller.v1.ControllerService.DescribeCluster:output_type -> skein.controller.v1.DescribeClusterResponse
+	13, // 41: skein.controller.v1.ControllerService.CreateTopics:output_type -> skein.controller.v1.CreateTopicsResponse
+	16, // 42: skein.controller.v1.ControllerService.DeleteTopics:output_type -> skein.controller.v1.DeleteTopicsResponse
+	19, // 43: skein.controller.v1.ControllerService.CreatePartitions:output_type -> skein.controller.v1.CreatePartitionsResponse
+	21, // 44: skein.controller.v1.ControllerService.AlterConfigs:output_type -> skein.controller.v1.AlterConfigsResponse
+	24, // 45: skein.controller.v1.ControllerService.AlterPartition:output_type -> skein.controller.v1.AlterPartitionResponse
+	28, // 46: skein.controller.v1.ControllerService.ElectLeaders:output_type -> skein.controller.v1.ElectLeadersResponse
+	31, // 47: skein.controller.v1.ControllerService.AllocateProducerIds:output_type -> skein.controller.v1.AllocateProducerIdsResponse
+	33, // 48: skein.controller.v1.ControllerService.WatchMetadata:output_type -> skein.controller.v1.WatchMetadataResponse
+	35, // 49: skein.controller.v1.ControllerService.FindCoordinator:output_type -> skein.controller.v1.FindCoordinatorResponse
+	37, // [37:50] is the sub-list for method output_type
+	24, // [24:37] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_skein_controller_v1_controller_proto_init() }
@@ -2317,7 +2415,7 @@ func file_skein_controller_v1_controller_proto_init() {
 		return
 	}
 	file_skein_controller_v1_metadata_proto_init()
-	file_skein_controller_v1_controller_proto_msgTypes[31].OneofWrappers = []any{
+	file_skein_controller_v1_controller_proto_msgTypes[32].OneofWrappers = []any{
 		(*WatchMetadataResponse_Image)(nil),
 		(*WatchMetadataResponse_Delta)(nil),
 	}
@@ -2327,7 +2425,7 @@ func file_skein_controller_v1_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skein_controller_v1_controller_proto_rawDesc), len(file_skein_controller_v1_controller_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   36,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

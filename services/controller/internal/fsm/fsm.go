@@ -104,6 +104,8 @@ func (t *tx) dispatch(cmd *controllerv1.Command) (proto.Message, error) {
 		return nil, t.createInternalTopics(c.CreateInternalTopics)
 	case *controllerv1.Command_CoordinatorChange:
 		return nil, t.coordinatorChange(c.CoordinatorChange)
+	case *controllerv1.Command_MoveLeader:
+		return nil, t.moveLeader(c.MoveLeader)
 	}
 	return nil, errs.Errorf(errs.InvalidRequest, "empty or unknown command %T", cmd.GetCommand())
 }
@@ -124,6 +126,9 @@ func Describe(cmd *controllerv1.Command) string {
 	switch c := cmd.GetCommand().(type) {
 	case *controllerv1.Command_FenceBroker:
 		return fmt.Sprintf("fence broker %d epoch %d (%s)", c.FenceBroker.GetBrokerId(), c.FenceBroker.GetBrokerEpoch(), c.FenceBroker.GetReason())
+	case *controllerv1.Command_MoveLeader:
+		m := c.MoveLeader
+		return fmt.Sprintf("move leadership of %s/%d away from broker %d at leader epoch %d (%s)", m.GetTopic(), m.GetPartition(), m.GetLeader(), m.GetLeaderEpoch(), m.GetReason())
 	case *controllerv1.Command_UnfenceBroker:
 		return fmt.Sprintf("unfence broker %d epoch %d", c.UnfenceBroker.GetBrokerId(), c.UnfenceBroker.GetBrokerEpoch())
 	case nil:

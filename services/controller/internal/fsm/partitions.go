@@ -142,6 +142,38 @@ func (t *tx) electFor(p *controllerv1.PartitionRecord, unclean bool) (*controlle
 	return np, true
 }
 
+// moveLeader takes leadership away from a live leader its followers cannot
+// reach: only while it still leads at the epoch the command names (a later
+// election or restart makes the command moot), and only to a live ISR
+// member among the candidates, so a committed record is never lost — every
+// ISR member holds everything below the high watermark. The old leader
+// leaves the ISR too: left in it, it would hold the high watermark back
+// until the new leader's lag check removed it. Anything else is a no-op,
+// not an error: the command comes from the reconciler, which proposes
+// again from the next image if it still applies.
+func (t *tx) moveLeader(c *controllerv1.MoveLeaderCommand) error {
+	p, ok := t.img.Partition(c.GetTopic(), c.GetPartition())
+	if !ok || p.GetLeader() != c.GetLeader() || p.GetLeaderEpoch() != c.GetLeaderEpoch() {
+		return nil
+	}
+	next := int32(metadata.NoLeader)
+	for _, r := range p.GetReplicas() {
+		if r != c.GetLeader() && contains(p.GetIsr(), r) && contains(c.GetCandidates(), r) && t.img.IsLive(metadata.BrokerID(r)) {
+			next = r
+			break
+		}
+	}
+	if next < 0 {
+		return nil
+	}
+	np := proto.CloneOf(p)
+	np.Isr = slices.DeleteFunc(slices.Clone(p.GetIsr()), func(r int32) bool { return r == c.GetLeader() })
+	np.Leader = next
+	np.LeaderEpoch++
+	np.PartitionEpoch++
+	return t.put(metadata.PartitionRecord(np))
+}
+
 // alterPartition applies a leader's ISR changes, each fenced by the leader
 // epoch and partition epoch the leader based it on.
 func (t *tx) alterPartition(r *controllerv1.AlterPartitionRequest) (proto.Message, error) {

@@ -317,6 +317,13 @@ func (s *scenario) command(f []string) *controllerv1.Command {
 			}
 		}
 		return &controllerv1.Command{Command: &controllerv1.Command_ElectLeaders{ElectLeaders: req}}
+	case "move-leader": // move-leader t/0 from=1 epoch=0 candidates=2,3
+		topic, part, _ := strings.Cut(f[1], "/")
+		c := &controllerv1.MoveLeaderCommand{Topic: topic, Partition: int32(s.int(part)), Leader: int32(s.int(args["from"])), LeaderEpoch: int32(s.int(args["epoch"])), Reason: "scenario"}
+		for _, x := range strings.Split(args["candidates"], ",") {
+			c.Candidates = append(c.Candidates, int32(s.int(x)))
+		}
+		return &controllerv1.Command{Command: &controllerv1.Command_MoveLeader{MoveLeader: c}}
 	case "allocate-producer-ids":
 		req := &controllerv1.AllocateProducerIdsRequest{NodeId: int32(s.int(cmpOr(args["node"], "0")))}
 		if v, ok := args["count"]; ok {

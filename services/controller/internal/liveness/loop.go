@@ -46,7 +46,7 @@ type Loop struct {
 	mu sync.Mutex // guards t
 	t  *Tracker
 
-	fences, unfences *prometheus.CounterVec
+	fences, unfences, moves *prometheus.CounterVec
 }
 
 // New returns a loop; Run starts it.
@@ -65,9 +65,11 @@ func New(cfg Config, node Node) *Loop {
 			Help: "Fence commands this controller committed as leader, per broker."}, []string{"broker"}),
 		unfences: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "skein_controller_broker_unfences_total",
 			Help: "Commands this controller committed as leader that unfenced a broker (a heartbeat or a registration), per broker."}, []string{"broker"}),
+		moves: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "skein_controller_leader_moves_total",
+			Help: "Partition leaderships this controller, as leader, moved away from a live broker that a majority of the partition's replicas reported unreachable, per broker."}, []string{"broker"}),
 	}
 	if cfg.Registerer != nil {
-		cfg.Registerer.MustRegister(l.fences, l.unfences)
+		cfg.Registerer.MustRegister(l.fences, l.unfences, l.moves)
 	}
 	return l
 }
@@ -87,6 +89,14 @@ func (l *Loop) Heartbeat(id int32, epoch int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.t.Heartbeat(id, epoch, time.Now())
+}
+
+// UnreachableLeaders records the leaders a broker's heartbeat says it
+// cannot reach as their follower.
+func (l *Loop) UnreachableLeaders(id int32, epoch int64, refs []*controllerv1.UnreachableLeader) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.t.UnreachableLeaders(id, epoch, refs, time.Now())
 }
 
 // ShuttingDown records a broker's controlled shutdown.
@@ -170,6 +180,9 @@ func (l *Loop) propose(ctx context.Context, cmd *controllerv1.Command) {
 		l.log.Info("proposed", "command", fsm.Describe(cmd))
 		if f := cmd.GetFenceBroker(); f != nil {
 			l.fences.WithLabelValues(strconv.Itoa(int(f.GetBrokerId()))).Inc()
+		}
+		if m := cmd.GetMoveLeader(); m != nil {
+			l.moves.WithLabelValues(strconv.Itoa(int(m.GetLeader()))).Inc()
 		}
 	case errs.Of(err) == errs.StaleBrokerEpoch:
 		// The broker re-registered meanwhile: nothing to fence.

@@ -3,6 +3,7 @@ package liveness
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	controllerv1 "skein/gen/skein/controller/v1"
@@ -27,6 +28,10 @@ type Settings struct {
 	InternalTopicMinBrokers    int
 	// ClusterID names the cluster at bootstrap.
 	ClusterID string
+	// LeaderReportTTL: how long a follower's report that it cannot reach a
+	// leader counts after the heartbeat that carried it (default 2 s; the
+	// reports come with every heartbeat).
+	LeaderReportTTL time.Duration
 }
 
 type session struct {
@@ -55,6 +60,15 @@ type Tracker struct {
 	down         map[int32]string
 	shuttingDown map[int32]int64 // broker -> epoch that asked for a controlled shutdown
 	coords       map[coordKey]gossipCoord
+	// unreachable: by reporting broker, the leaders it said it cannot reach
+	// in its latest heartbeat.
+	unreachable map[int32]leaderReport
+}
+
+type leaderReport struct {
+	epoch int64 // the reporter's broker epoch
+	at    time.Time
+	refs  []*controllerv1.UnreachableLeader
 }
 
 // NewTracker returns a tracker with nothing seen yet.
@@ -65,6 +79,7 @@ func NewTracker(s Settings) *Tracker {
 		down:         map[int32]string{},
 		shuttingDown: map[int32]int64{},
 		coords:       map[coordKey]gossipCoord{},
+		unreachable:  map[int32]leaderReport{},
 	}
 }
 
@@ -73,6 +88,18 @@ func NewTracker(s Settings) *Tracker {
 func (t *Tracker) BecameLeader(now time.Time) {
 	t.leaderSince = now
 	clear(t.sessions)
+	clear(t.unreachable)
+}
+
+// UnreachableLeaders records, from one broker's heartbeat, the partition
+// leaders it cannot reach as their follower (none: it reaches them all).
+// Each heartbeat replaces the broker's previous report.
+func (t *Tracker) UnreachableLeaders(id int32, epoch int64, refs []*controllerv1.UnreachableLeader, now time.Time) {
+	if len(refs) == 0 {
+		delete(t.unreachable, id)
+		return
+	}
+	t.unreachable[id] = leaderReport{epoch: epoch, at: now, refs: refs}
 }
 
 // Heartbeat records a broker's heartbeat.
@@ -152,11 +179,82 @@ func (t *Tracker) Plan(img *metadata.Image, now time.Time) []*controllerv1.Comma
 		}
 	}
 	out = append(out, t.planCoordinators(img, now)...)
+	out = append(out, t.planLeaderMoves(img, now)...)
 	_, haveOffsets := img.Topic(metadata.ConsumerOffsetsTopic)
 	_, haveTxn := img.Topic(metadata.TransactionStateTopic)
 	if (!haveOffsets || !haveTxn) && len(img.LiveBrokers()) >= max(1, t.s.InternalTopicMinBrokers) {
 		out = append(out, &controllerv1.Command{Command: &controllerv1.Command_CreateInternalTopics{CreateInternalTopics: &controllerv1.CreateInternalTopicsCommand{
 			ConsumerOffsetsPartitions: t.s.ConsumerOffsetsPartitions, TransactionStatePartitions: t.s.TransactionStatePartitions}}})
+	}
+	return out
+}
+
+// planLeaderMoves answers a MoveLeader for every partition whose leader a
+// majority of its replicas report unreachable while the controller still
+// hears from it: cut off from its followers but not from the controllers,
+// such a leader is neither fenced by its session nor declared dead by
+// gossip (the controllers still answer its probes), yet its followers
+// cannot replicate and, most likely, its clients cannot reach it either.
+// A majority of the whole replica set must agree, so that one follower cut
+// off by itself cannot take leadership away from a healthy leader; only a
+// live, fresh report naming the partition's current leader and leader epoch
+// counts, and only a reporter in the ISR may take over (MoveLeader checks
+// that again when applied).
+func (t *Tracker) planLeaderMoves(img *metadata.Image, now time.Time) []*controllerv1.Command {
+	ttl := t.s.LeaderReportTTL
+	if ttl <= 0 {
+		ttl = 2 * time.Second
+	}
+	type key struct {
+		topic             string
+		partition, leader int32
+		epoch             int32
+	}
+	reporters := map[key][]int32{}
+	for id, r := range t.unreachable {
+		b, ok := img.Broker(metadata.BrokerID(id))
+		if !ok || b.GetFenced() || b.GetBrokerEpoch() != r.epoch || now.Sub(r.at) > ttl {
+			continue
+		}
+		for _, ref := range r.refs {
+			k := key{ref.GetTopic(), ref.GetPartition(), ref.GetLeader(), ref.GetLeaderEpoch()}
+			reporters[k] = append(reporters[k], id)
+		}
+	}
+	keys := make([]key, 0, len(reporters))
+	for k := range reporters {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b key) int {
+		if a.topic != b.topic {
+			return strings.Compare(a.topic, b.topic)
+		}
+		return int(a.partition - b.partition)
+	})
+	var out []*controllerv1.Command
+	for _, k := range keys {
+		p, ok := img.Partition(k.topic, k.partition)
+		if !ok || p.GetLeader() != k.leader || p.GetLeaderEpoch() != k.epoch || !img.IsLive(metadata.BrokerID(k.leader)) {
+			continue
+		}
+		var agree, candidates []int32
+		for _, r := range reporters[k] {
+			if r == k.leader || !slices.Contains(p.GetReplicas(), r) {
+				continue
+			}
+			agree = append(agree, r)
+			if slices.Contains(p.GetIsr(), r) {
+				candidates = append(candidates, r)
+			}
+		}
+		if 2*len(agree) <= len(p.GetReplicas()) || len(candidates) == 0 {
+			continue
+		}
+		slices.Sort(agree)
+		slices.Sort(candidates)
+		out = append(out, &controllerv1.Command{Command: &controllerv1.Command_MoveLeader{MoveLeader: &controllerv1.MoveLeaderCommand{
+			Topic: k.topic, Partition: k.partition, Leader: k.leader, LeaderEpoch: k.epoch, Candidates: candidates,
+			Reason: fmt.Sprintf("replicas %v of %v cannot reach it", agree, p.GetReplicas())}}})
 	}
 	return out
 }

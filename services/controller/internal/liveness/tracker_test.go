@@ -214,3 +214,98 @@ func TestBootstrapAndPreferred(t *testing.T) {
 		t.Error("broker 1 is back in the ISR: leadership should move back")
 	}
 }
+
+// moves lists the MoveLeader commands of a plan as "topic/partition from->candidates".
+func moves(cmds []*controllerv1.Command) []*controllerv1.MoveLeaderCommand {
+	var out []*controllerv1.MoveLeaderCommand
+	for _, c := range cmds {
+		if m := c.GetMoveLeader(); m != nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func TestLeaderUnreachableFromItsFollowers(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	ref := func(leader, epoch int32) []*controllerv1.UnreachableLeader {
+		return []*controllerv1.UnreachableLeader{{Topic: "t", Partition: 0, Leader: leader, LeaderEpoch: epoch, SilentMs: 1500}}
+	}
+	for _, tc := range []struct {
+		name string
+		rf   int32
+		// isr, when set, is the partition's ISR (the leader, broker 1, in it).
+		isr     []int32
+		reports map[int32][]*controllerv1.UnreachableLeader
+		age     time.Duration // how old the reports are at Plan
+		fence   int32         // a broker fenced before Plan
+		want    []int32       // candidates of the MoveLeader; nil: no move
+	}{
+		{name: "both followers of three report", rf: 3, reports: map[int32][]*controllerv1.UnreachableLeader{2: ref(1, 0), 3: ref(1, 0)}, want: []int32{2, 3}},
+		{name: "one follower of three is a minority", rf: 3, reports: map[int32][]*controllerv1.UnreachableLeader{2: ref(1, 0)}},
+		{name: "the leader's own report does not count", rf: 3, reports: map[int32][]*controllerv1.UnreachableLeader{1: ref(1, 0), 2: ref(1, 0)}},
+		{name: "a report for an older leader epoch", rf: 3, reports: map[int32][]*controllerv1.UnreachableLeader{2: ref(1, 0), 3: ref(1, 7)}},
+		{name: "a report naming another leader", rf: 3, reports: map[int32][]*controllerv1.UnreachableLeader{2: ref(1, 0), 3: ref(2, 0)}},
+		{name: "stale reports", rf: 3, reports: map[int32][]*controllerv1.UnreachableLeader{2: ref(1, 0), 3: ref(1, 0)}, age: 3 * time.Second},
+		{name: "a fenced reporter", rf: 3, reports: map[int32][]*controllerv1.UnreachableLeader{2: ref(1, 0), 3: ref(1, 0)}, fence: 3},
+		{name: "an out-of-sync reporter counts but may not lead", rf: 3, isr: []int32{1, 2}, reports: map[int32][]*controllerv1.UnreachableLeader{2: ref(1, 0), 3: ref(1, 0)}, want: []int32{2}},
+		{name: "only out-of-sync reporters", rf: 3, isr: []int32{1}, reports: map[int32][]*controllerv1.UnreachableLeader{2: ref(1, 0), 3: ref(1, 0)}},
+		{name: "two of two is no majority without the leader", rf: 2, reports: map[int32][]*controllerv1.UnreachableLeader{2: ref(1, 0)}},
+		{name: "three of five", rf: 5, reports: map[int32][]*controllerv1.UnreachableLeader{2: ref(1, 0), 4: ref(1, 0), 5: ref(1, 0)}, want: []int32{2, 4, 5}},
+		{name: "two of five", rf: 5, reports: map[int32][]*controllerv1.UnreachableLeader{2: ref(1, 0), 4: ref(1, 0)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			brokers := []int32{1, 2, 3, 4, 5}[:tc.rf]
+			c := newCluster(t, brokers...)
+			c.apply(&controllerv1.Command{Command: &controllerv1.Command_CreateTopics{CreateTopics: &controllerv1.CreateTopicsRequest{
+				Topics: []*controllerv1.CreatableTopic{{Name: "t", Partitions: 1, ReplicationFactor: tc.rf}}}}})
+			if tc.isr != nil {
+				p, _ := c.img().Partition("t", 0)
+				b1, _ := c.img().Broker(1)
+				c.apply(&controllerv1.Command{Command: &controllerv1.Command_AlterPartition{AlterPartition: &controllerv1.AlterPartitionRequest{BrokerId: 1, BrokerEpoch: b1.GetBrokerEpoch(),
+					Partitions: []*controllerv1.PartitionIsrChange{{Topic: "t", Partition: 0, LeaderEpoch: p.GetLeaderEpoch(), PartitionEpoch: p.GetPartitionEpoch(), NewIsr: tc.isr}}}}})
+			}
+			if p, _ := c.img().Partition("t", 0); p.GetLeader() != 1 {
+				t.Fatalf("leader %d, want 1", p.GetLeader())
+			}
+			tr := NewTracker(settings)
+			tr.BecameLeader(t0)
+			for id, refs := range tc.reports {
+				b, _ := c.img().Broker(metadata.BrokerID(id))
+				tr.Heartbeat(id, b.GetBrokerEpoch(), t0)
+				tr.UnreachableLeaders(id, b.GetBrokerEpoch(), refs, t0)
+			}
+			if tc.fence != 0 {
+				b, _ := c.img().Broker(metadata.BrokerID(tc.fence))
+				c.apply(&controllerv1.Command{Command: &controllerv1.Command_FenceBroker{FenceBroker: &controllerv1.FenceBrokerCommand{BrokerId: tc.fence, BrokerEpoch: b.GetBrokerEpoch()}}})
+			}
+			got := moves(tr.Plan(c.img(), t0.Add(tc.age)))
+			if tc.want == nil {
+				if len(got) != 0 {
+					t.Fatalf("moved: %v", got)
+				}
+				return
+			}
+			if len(got) != 1 || got[0].GetLeader() != 1 || got[0].GetLeaderEpoch() != 0 || !slices.Equal(got[0].GetCandidates(), tc.want) {
+				t.Fatalf("moves %v, want one from broker 1 at epoch 0 to %v", got, tc.want)
+			}
+			// Applied, the partition has a new leader; the same reports no
+			// longer match it.
+			c.apply(&controllerv1.Command{Command: &controllerv1.Command_MoveLeader{MoveLeader: got[0]}})
+			p, _ := c.img().Partition("t", 0)
+			if p.GetLeader() != tc.want[0] || slices.Contains(p.GetIsr(), 1) || p.GetLeaderEpoch() != 1 {
+				t.Fatalf("after the move: leader %d isr %v epoch %d", p.GetLeader(), p.GetIsr(), p.GetLeaderEpoch())
+			}
+			if again := moves(tr.Plan(c.img(), t0)); len(again) != 0 {
+				t.Fatalf("moved again: %v", again)
+			}
+			// A heartbeat without reports withdraws them.
+			for id := range tc.reports {
+				tr.UnreachableLeaders(id, 0, nil, t0)
+			}
+			if len(tr.unreachable) != 0 {
+				t.Fatalf("reports left: %v", tr.unreachable)
+			}
+		})
+	}
+}

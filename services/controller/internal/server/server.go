@@ -222,6 +222,7 @@ func (s *Server) BrokerHeartbeat(ctx context.Context, req *controllerv1.BrokerHe
 			return nil, err // the broker gave up on this heartbeat: it must not extend the session
 		}
 		s.live.Heartbeat(id, epoch)
+		s.live.UnreachableLeaders(id, epoch, req.GetUnreachableLeaders())
 		if req.GetWantShutdown() {
 			s.live.ShuttingDown(id, epoch)
 			r, err := propose[*controllerv1.ControlledShutdownResponse](s, ctx, &controllerv1.Command{Command: &controllerv1.Command_ControlledShutdown{

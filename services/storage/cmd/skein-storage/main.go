@@ -7,11 +7,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -21,6 +23,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/reflection"
 
+	controllerv1 "skein/gen/skein/controller/v1"
 	storagev1 "skein/gen/skein/storage/v1"
 	"skein/libs/checkpoint"
 	"skein/libs/cliflag"
@@ -194,7 +197,7 @@ func run(c config) error {
 		return err
 	}
 	bg, cancelBG := context.WithCancel(context.Background())
-	go link.Heartbeat(bg)
+	go link.Heartbeat(bg, unreachableLeaders(fetchers, log))
 	go link.Watch(bg, func(im *metadata.Image) {
 		mgr.OnImage(im)
 		ready.Store(true)
@@ -268,4 +271,32 @@ func healthcheck(args []string) int {
 		return 2
 	}
 	return cliflag.Healthcheck(*addr, *timeout, os.Stderr)
+}
+
+// unreachableLeaders answers, for each heartbeat, the partitions whose
+// leader this node's fetchers have not heard from, and logs when the set of
+// such leaders changes.
+func unreachableLeaders(f *fetcher.Manager, log *slog.Logger) func() []*controllerv1.UnreachableLeader {
+	var last []int32 // leaders reported in the previous heartbeat
+	return func() []*controllerv1.UnreachableLeader {
+		silent := f.Unreachable(time.Now())
+		out := make([]*controllerv1.UnreachableLeader, 0, len(silent))
+		var leaders []int32
+		for _, s := range silent {
+			out = append(out, &controllerv1.UnreachableLeader{Topic: s.TP.Topic, Partition: s.TP.Partition, Leader: s.Leader, LeaderEpoch: s.LeaderEpoch, SilentMs: s.For.Milliseconds()})
+			if !slices.Contains(leaders, s.Leader) {
+				leaders = append(leaders, s.Leader)
+			}
+		}
+		slices.Sort(leaders)
+		if !slices.Equal(leaders, last) {
+			if len(leaders) > 0 {
+				log.Warn("leaders not answering replica fetches: reporting them to the controller", "leaders", leaders, "partitions", len(out))
+			} else {
+				log.Info("every leader answers replica fetches again")
+			}
+			last = leaders
+		}
+		return out
+	}
 }

@@ -137,8 +137,10 @@ func (l *Link) Register(ctx context.Context) error {
 }
 
 // Heartbeat renews the session until ctx ends; a fenced answer (the
-// controller declared this incarnation dead) registers again.
-func (l *Link) Heartbeat(ctx context.Context) {
+// controller declared this incarnation dead) registers again. Each
+// heartbeat carries what unreachable answers (may be nil): the partitions
+// whose leader this broker, as follower, cannot reach.
+func (l *Link) Heartbeat(ctx context.Context, unreachable func() []*controllerv1.UnreachableLeader) {
 	t := time.NewTicker(l.cfg.HeartbeatInterval)
 	defer t.Stop()
 	for {
@@ -148,11 +150,15 @@ func (l *Link) Heartbeat(ctx context.Context) {
 		case <-t.C:
 		}
 		var resp *controllerv1.BrokerHeartbeatResponse
+		req := &controllerv1.BrokerHeartbeatRequest{BrokerId: l.cfg.BrokerID, BrokerEpoch: l.epoch.Load(), AppliedVersion: l.applied.Load()}
+		if unreachable != nil {
+			req.UnreachableLeaders = unreachable()
+		}
 		err := l.call(ctx, func(c controllerv1.ControllerServiceClient) error {
 			hctx, cancel := context.WithTimeout(ctx, l.cfg.HeartbeatInterval*2)
 			defer cancel()
 			var err error
-			resp, err = c.BrokerHeartbeat(hctx, &controllerv1.BrokerHeartbeatRequest{BrokerId: l.cfg.BrokerID, BrokerEpoch: l.epoch.Load(), AppliedVersion: l.applied.Load()})
+			resp, err = c.BrokerHeartbeat(hctx, req)
 			return err
 		})
 		switch {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -26,6 +27,14 @@ type Config struct {
 	PartitionMaxBytes int
 	// Backoff after a failed round or a broken stream.
 	Backoff time.Duration
+	// Silence is how much longer than MaxWait a round may go unanswered
+	// before the stream is given up and dialled again (default 1 s): a
+	// leader that is paused or cut off does not close the stream, it just
+	// says nothing, and keepalive would take several seconds to notice.
+	Silence time.Duration
+	// ReportAfter: a leader not heard from for this long is reported as
+	// unreachable for its partitions by Unreachable (default 1.5 s).
+	ReportAfter time.Duration
 }
 
 // Dialer returns a connection to a broker, or false when its address is
@@ -47,6 +56,9 @@ type Manager struct {
 
 type thread struct {
 	leader int32
+	// heard: when the leader last answered a round (unix nanoseconds), or
+	// when this thread last had nothing to fetch.
+	heard  atomic.Int64
 	mu     sync.Mutex
 	parts  map[partition.TP]*partition.Partition
 	wake   chan struct{}
@@ -67,6 +79,12 @@ func New(cfg Config, dial Dialer, log *slog.Logger) *Manager {
 	if cfg.Backoff <= 0 {
 		cfg.Backoff = 100 * time.Millisecond
 	}
+	if cfg.Silence <= 0 {
+		cfg.Silence = time.Second
+	}
+	if cfg.ReportAfter <= 0 {
+		cfg.ReportAfter = 1500 * time.Millisecond
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Manager{cfg: cfg, dial: dial, log: log, threads: map[int32]*thread{}, ctx: ctx, cancel: cancel}
 }
@@ -84,6 +102,7 @@ func (m *Manager) Follow(tp partition.TP, p *partition.Partition, leader int32) 
 	if !ok {
 		ctx, cancel := context.WithCancel(m.ctx)
 		th = &thread{leader: leader, parts: map[partition.TP]*partition.Partition{}, wake: make(chan struct{}, 1), cancel: cancel}
+		th.heard.Store(time.Now().UnixNano())
 		m.threads[leader] = th
 		m.wg.Add(1)
 		go func() {
@@ -101,6 +120,40 @@ func (m *Manager) Unfollow(tp partition.TP) {
 	for _, th := range m.threads {
 		th.remove(tp)
 	}
+}
+
+// Silent is a partition whose leader has not answered this follower for a
+// while.
+type Silent struct {
+	TP          partition.TP
+	Leader      int32
+	LeaderEpoch int32
+	For         time.Duration
+}
+
+// Unreachable lists the partitions whose leader has not answered a fetch
+// round (or could not even be dialled) for Config.ReportAfter, with the
+// leader epoch this follower knows. The broker's heartbeat carries the list
+// to the controller, which moves leadership away from a leader a majority
+// of its replicas cannot reach.
+func (m *Manager) Unreachable(now time.Time) []Silent {
+	m.mu.Lock()
+	threads := make([]*thread, 0, len(m.threads))
+	for _, th := range m.threads {
+		threads = append(threads, th)
+	}
+	m.mu.Unlock()
+	var out []Silent
+	for _, th := range threads {
+		silent := now.Sub(time.Unix(0, th.heard.Load()))
+		if silent < m.cfg.ReportAfter {
+			continue
+		}
+		for tp, x := range th.snapshot() {
+			out = append(out, Silent{TP: tp, Leader: th.leader, LeaderEpoch: x.fs.CurrentLeaderEpoch, For: silent})
+		}
+	}
+	return out
 }
 
 // Close stops every fetcher and waits for them.
@@ -177,6 +230,9 @@ func (m *Manager) stream(ctx context.Context, th *thread) error {
 	for {
 		parts := th.snapshot()
 		if len(parts) == 0 {
+			// Nothing to fetch is nothing to report either; the silence of
+			// the next partition followed counts from now.
+			th.heard.Store(time.Now().UnixNano())
 			select {
 			case <-ctx.Done():
 				return nil
@@ -196,13 +252,21 @@ func (m *Manager) stream(ctx context.Context, th *thread) error {
 				LastFetchedEpoch: int32(x.fs.LastFetchedEpoch), CurrentLeaderEpoch: x.fs.CurrentLeaderEpoch, LogStartOffset: int64(x.fs.LogStartOffset),
 			})
 		}
+		// A silent leader does not end the stream: give the round MaxWait
+		// and Silence, then give up on the stream.
+		watchdog := time.AfterFunc(m.cfg.MaxWait+m.cfg.Silence, cancel)
 		if err := stream.Send(req); err != nil {
+			watchdog.Stop()
 			return err
 		}
 		resp, err := stream.Recv()
+		if !watchdog.Stop() && err != nil {
+			return errs.Errorf(errs.RequestTimedOut, "leader %d answered no fetch round within %v", th.leader, m.cfg.MaxWait+m.cfg.Silence)
+		}
 		if err != nil {
 			return err
 		}
+		th.heard.Store(time.Now().UnixNano())
 		backoff := false
 		for _, r := range resp.GetPartitions() {
 			tp := partition.TP{Topic: r.GetTopic(), Partition: r.GetPartition()}
