@@ -69,7 +69,11 @@ func TestCompose(t *testing.T) {
 	})
 
 	phase(t, "cutleader", "the partition leader cut off the network: acks=all produces resume after the election", func() {
-		c.cutLeaderUnderLoad(topic)
+		c.cutLeaderUnderLoad(topic, false)
+	})
+
+	phase(t, "cutpartial", "the partition leader cut off from its followers and the gateway, not from the controllers: leadership moves", func() {
+		c.cutLeaderUnderLoad(topic, true)
 	})
 
 	phase(t, "cutfollower", "a follower cut off the network for a minute leaves the ISR and comes back by itself", func() {
@@ -183,6 +187,16 @@ func newCluster(t *testing.T) *cluster {
 	c.down()
 	t.Cleanup(c.down)
 	t.Cleanup(func() {
+		if dir := os.Getenv("SKEIN_COMPOSE_LOGS"); dir != "" {
+			// Every service's whole log, for reading a run afterwards.
+			if err := os.MkdirAll(dir, 0o755); err == nil {
+				for _, svc := range strings.Fields(c.composeRunQuiet("config", "--services")) {
+					out, _ := c.composeOut(2*time.Minute, "logs", "--no-color", "--no-log-prefix", svc)
+					_ = os.WriteFile(filepath.Join(dir, svc+".log"), []byte(out), 0o644)
+				}
+				t.Logf("services' logs written to %s", dir)
+			}
+		}
 		if t.Failed() {
 			out, _ := c.composeOut(2*time.Minute, "logs", "--no-color", "--tail=60")
 			t.Logf("docker compose logs (last lines per service):\n%s", out)
@@ -219,6 +233,15 @@ func (c *cluster) composeRun(timeout time.Duration, args ...string) string {
 	out, err := c.composeOut(timeout, args...)
 	if err != nil {
 		c.fatalf("%s %s: %v\n%s", strings.Join(c.compose, " "), strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// composeRunQuiet answers a compose command's output, or "" on failure.
+func (c *cluster) composeRunQuiet(args ...string) string {
+	out, err := c.composeOut(time.Minute, args...)
+	if err != nil {
+		return ""
 	}
 	return out
 }
@@ -621,6 +644,56 @@ func (c *cluster) disconnect(svc string) (reconnect func()) {
 	}
 }
 
+// followers lists the partition's replicas other than its leader.
+func followers(p partitionDesc) []string {
+	var out []string
+	for _, r := range p.Replicas {
+		if r != p.Leader {
+			out = append(out, storageService(r))
+		}
+	}
+	return out
+}
+
+// cutFromPeers cuts svc off from the named services only: blackhole routes
+// to their addresses inside svc's network namespace (entered with nsenter
+// from the host, since the images hold nothing but their binary), so svc's
+// packets to them — and its answers to theirs — go nowhere while every
+// other service, the controllers among them, still reaches svc. It returns
+// the function that removes the routes.
+func (c *cluster) cutFromPeers(svc string, names []string) (heal func()) {
+	c.t.Helper()
+	pid := c.docker(time.Minute, "inspect", "--format", "{{.State.Pid}}", c.container(svc))
+	var ips []string
+	for _, n := range names {
+		ip := c.docker(time.Minute, "inspect", "--format", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", c.container(n))
+		ips = append(ips, ip)
+	}
+	route := func(op, ip string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, "nsenter", "-t", pid, "-n", "ip", "route", op, "blackhole", ip+"/32").CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("nsenter -t %s -n ip route %s blackhole %s/32 (needs root, nsenter and iproute2): %v: %s", pid, op, ip, err, bytes.TrimSpace(out))
+		}
+		return nil
+	}
+	for _, ip := range ips {
+		if err := route("add", ip); err != nil {
+			c.fatalf("%v", err)
+		}
+	}
+	c.t.Logf("%s cut off from %v (%v); the controllers still reach it", svc, names, ips)
+	return func() {
+		for _, ip := range ips {
+			if err := route("del", ip); err != nil {
+				c.errorf("%v", err)
+			}
+		}
+		c.t.Logf("%s reaches %v again", svc, names)
+	}
+}
+
 // brokerState answers the broker's state as the gateway's /v1/cluster says.
 func (c *cluster) brokerState(id int32) (string, error) {
 	var cl struct {
@@ -741,17 +814,29 @@ func (c *cluster) partitionFollower(topic string) {
 // trip; with slack for a loaded machine (the goal is 2 s).
 const cutLeaderBound = 5 * time.Second
 
-// cutLeaderUnderLoad cuts the partition leader off the network for 20 s
-// while acks=all produces run: the longest time without an acknowledgement
+// cutLeaderUnderLoad cuts the partition leader off the network for 20 s —
+// or, partial, off from its followers and the gateway only, so that the
+// controllers and gossip still see it alive — while acks=all produces run: the longest time without an acknowledgement
 // stays within cutLeaderBound, nothing acknowledged is lost, and the node
 // is back in the ISR after the heal.
-func (c *cluster) cutLeaderUnderLoad(topic string) {
+func (c *cluster) cutLeaderUnderLoad(topic string, partial bool) {
 	c.t.Helper()
-	p, err := c.describe(topic)
-	if err != nil {
-		c.fatalf("%v", err)
+	// The periodic preferred-leader election moves leadership back to the
+	// first replica once it is in the ISR again (after an earlier phase):
+	// wait for it, so that the broker cut off is the leader.
+	var p partitionDesc
+	c.eventually(30*time.Second, "the preferred replica to lead", func() (err error) {
+		p, err = c.describe(topic)
+		if err == nil && (len(p.Replicas) == 0 || p.Leader != p.Replicas[0] || len(p.ISR) != len(p.Replicas)) {
+			err = fmt.Errorf("leader %d, replicas %v, isr %v", p.Leader, p.Replicas, p.ISR)
+		}
+		return err
+	})
+	prefix := "leadercut"
+	if partial {
+		prefix = "partialcut"
 	}
-	l := c.startLoad(topic, "leadercut")
+	l := c.startLoad(topic, prefix)
 	c.eventually(30*time.Second, "acks=all produces before the cut", func() error {
 		if n := l.count(); n < 50 {
 			return fmt.Errorf("%d acknowledged", n)
@@ -759,10 +844,30 @@ func (c *cluster) cutLeaderUnderLoad(topic string) {
 		return nil
 	})
 	cutAt := time.Now()
-	reconnect := c.disconnect(storageService(p.Leader))
-	time.Sleep(20 * time.Second)
-	reconnect()
+	var heal func()
+	if partial {
+		heal = c.cutFromPeers(storageService(p.Leader), append(followers(p), "gateway"))
+	} else {
+		heal = c.disconnect(storageService(p.Leader))
+	}
+	c.eventually(30*time.Second, "a new leader", func() error {
+		d, err := c.describe(topic)
+		if err == nil && d.Leader == p.Leader {
+			err = fmt.Errorf("broker %d still leads (isr %v)", d.Leader, d.ISR)
+		}
+		return err
+	})
+	c.t.Logf("new leader after %v", time.Since(cutAt).Round(time.Millisecond))
+	if partial {
+		// The controllers still hear from the old leader: it is moved, not
+		// fenced.
+		if st, err := c.brokerState(p.Leader); err != nil || st != "ALIVE" {
+			c.errorf("broker %d is %s (%v); a leader the controllers still reach should stay registered", p.Leader, st, err)
+		}
+	}
+	time.Sleep(time.Until(cutAt.Add(20 * time.Second)))
 	healAt := time.Now()
+	heal()
 	c.waitISR(topic, 3, 60*time.Second, nil)
 	acked, failed := l.finish()
 	gap, prev := time.Duration(0), cutAt
@@ -775,7 +880,7 @@ func (c *cluster) cutLeaderUnderLoad(topic string) {
 			break
 		}
 	}
-	c.t.Logf("leader %d cut off for 20 s: longest gap between acknowledgements %v; %d acknowledged, %d failed", p.Leader, gap.Round(time.Millisecond), len(acked), len(failed))
+	c.t.Logf("leader %d cut off (partial: %v) for 20 s: longest gap between acknowledgements %v; %d acknowledged, %d failed", p.Leader, partial, gap.Round(time.Millisecond), len(acked), len(failed))
 	if gap > cutLeaderBound {
 		c.errorf("no acknowledgement for %v after the leader was cut off (bound %v)", gap.Round(time.Millisecond), cutLeaderBound)
 	}

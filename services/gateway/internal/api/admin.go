@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	controllerv1 "skein/gen/skein/controller/v1"
@@ -161,14 +162,29 @@ func (s *Admin) offsets(ctx context.Context, topic string) map[int32]partitionOf
 			out[o.Partition] = po
 		}
 	}
-	if offs, err := s.c.ListOffsets(ctx, topic, nil, client.EarliestOffset, skeinv1.IsolationLevel_READ_UNCOMMITTED); err == nil {
-		set(offs, func(p *partitionOffsets, v int64) { p.logStart = v })
+	// The three lookups go out together: one round trip, and a leader that
+	// does not answer costs the deadline once, not three times.
+	queries := []struct {
+		at    int64
+		iso   skeinv1.IsolationLevel
+		field func(*partitionOffsets, int64)
+	}{
+		{client.EarliestOffset, skeinv1.IsolationLevel_READ_UNCOMMITTED, func(p *partitionOffsets, v int64) { p.logStart = v }},
+		{client.LatestOffset, skeinv1.IsolationLevel_READ_UNCOMMITTED, func(p *partitionOffsets, v int64) { p.hw = v }},
+		{client.LatestOffset, skeinv1.IsolationLevel_READ_COMMITTED, func(p *partitionOffsets, v int64) { p.lso = v }},
 	}
-	if offs, err := s.c.ListOffsets(ctx, topic, nil, client.LatestOffset, skeinv1.IsolationLevel_READ_UNCOMMITTED); err == nil {
-		set(offs, func(p *partitionOffsets, v int64) { p.hw = v })
+	results := make([][]client.PartitionOffset, len(queries))
+	var wg sync.WaitGroup
+	for i, q := range queries {
+		wg.Go(func() {
+			if offs, err := s.c.ListOffsets(ctx, topic, nil, q.at, q.iso); err == nil {
+				results[i] = offs
+			}
+		})
 	}
-	if offs, err := s.c.ListOffsets(ctx, topic, nil, client.LatestOffset, skeinv1.IsolationLevel_READ_COMMITTED); err == nil {
-		set(offs, func(p *partitionOffsets, v int64) { p.lso = v })
+	wg.Wait()
+	for i, q := range queries {
+		set(results[i], q.field)
 	}
 	return out
 }
@@ -197,16 +213,26 @@ func (s *Admin) describe(m *client.Metadata, topic string, offs map[int32]partit
 	return d
 }
 
+// describeOffsetsTimeout bounds the offset lookups of a topic description:
+// a partition whose leader has not answered by then shows -1.
+const describeOffsetsTimeout = 2 * time.Second
+
 // DescribeTopic shows configs and per-partition state, offsets from the
 // leaders (-1 where a leader did not answer).
 func (s *Admin) DescribeTopic(ctx context.Context, req *skeinv1.DescribeTopicRequest) (*skeinv1.DescribeTopicResponse, error) {
+	if _, _, err := knownTopic(ctx, s.c, req.GetTopic()); err != nil {
+		return nil, err
+	}
+	octx, cancel := context.WithTimeout(ctx, describeOffsetsTimeout)
+	offs := s.offsets(octx, req.GetTopic())
+	cancel()
+	// The leaders as they are now, not as they were before a leader that
+	// did not answer made the lookups wait.
 	m, _, err := knownTopic(ctx, s.c, req.GetTopic())
 	if err != nil {
 		return nil, err
 	}
-	octx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	return &skeinv1.DescribeTopicResponse{Topic: s.describe(m, req.GetTopic(), s.offsets(octx, req.GetTopic()))}, nil
+	return &skeinv1.DescribeTopicResponse{Topic: s.describe(m, req.GetTopic(), offs)}, nil
 }
 
 // DeleteTopic deletes a topic and answers once this gateway no longer sees it.
