@@ -17,13 +17,16 @@
 // through the gateway's REST port, finds one produce's trace in Jaeger with
 // spans from the gateway, the storage leader and both followers, docker-kills
 // the partition leader while acks=all produces go on and checks nothing
-// acknowledged was lost, restarts it, then cuts a follower off the compose
+// acknowledged was lost, restarts it, cuts the leader off the network and
+// then off from its followers and the gateway only (blackhole routes entered
+// with nsenter and ip: the test needs root), then cuts a follower off the compose
 // network and checks it leaves the ISR and rejoins once reconnected, and
 // cuts the Raft leader off for a minute and checks it rejoins gossip and the
 // quorum. SKEIN_COMPOSE_PHASES=cutcontroller (or basic, trace, kill,
-// cutleader, cutfollower; comma-separated) runs only those steps. When the
+// cutleader, cutpartial, cutfollower; comma-separated) runs only those steps. When the
 // test fails it prints the containers' last log lines and then, once more,
-// what failed.
+// what failed. SKEIN_COMPOSE_LOGS=DIR writes every service's whole log
+// there at the end.
 // `docker compose down -v` runs at the end whatever happens, and also shortly
 // before the test binary's -timeout.
 package compose
