@@ -195,6 +195,13 @@ func identity(req *skeinv1.ProduceRequest) (client.BatchIdentity, error) {
 	if req.Partition == nil {
 		return client.BatchIdentity{}, errs.Errorf(errs.InvalidRequest, "producer_id, base_sequence and transactional_id need the partition route /v1/topics/{topic}/partitions/{partition}/records")
 	}
+	if req.GetTransactionalId() != "" {
+		// Written as a transactional batch, the records would sit in a
+		// transaction that nothing can commit or abort, and the partition's
+		// last stable offset would stop there for every read_committed
+		// consumer. Refused until a transaction coordinator begins it.
+		return client.BatchIdentity{}, errs.Errorf(errs.InvalidTxnState, "no transaction is open for transactional id %q: this cluster runs no transaction coordinator, so transactional produces are refused (produce without transactional_id for an idempotent write)", req.GetTransactionalId())
+	}
 	if req.ProducerId == nil || req.ProducerEpoch == nil || req.BaseSequence == nil {
 		return client.BatchIdentity{}, errs.Errorf(errs.InvalidRequest, "an idempotent produce needs producer_id, producer_epoch and base_sequence together")
 	}
@@ -208,7 +215,6 @@ func identity(req *skeinv1.ProduceRequest) (client.BatchIdentity, error) {
 	}
 	return client.BatchIdentity{
 		ProducerID: *req.ProducerId, ProducerEpoch: int16(*req.ProducerEpoch), BaseSequence: *req.BaseSequence,
-		TransactionalID: req.GetTransactionalId(),
 	}, nil
 }
 

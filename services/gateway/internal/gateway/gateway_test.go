@@ -225,6 +225,7 @@ func TestRESTRefusals(t *testing.T) {
 		{"key and key_bytes", "POST", "/v1/topics/t/records", `{"records": [{"key": "k", "key_bytes": "aw=="}]}`, 400, "INVALID_REQUEST"},
 		{"negative timestamp", "POST", "/v1/topics/t/records", `{"records": [{"value": "v", "timestamp_ms": -3}]}`, 400, "INVALID_TIMESTAMP"},
 		{"producer id off the partition route", "POST", "/v1/topics/t/records", `{"producer_id": 5, "producer_epoch": 0, "base_sequence": 0, "records": [{"value": "v"}]}`, 400, "INVALID_REQUEST"},
+		{"transactional produce without a coordinator", "POST", "/v1/topics/t/partitions/0/records", `{"transactional_id": "tx", "producer_id": 5, "producer_epoch": 0, "base_sequence": 0, "records": [{"value": "v"}]}`, 409, "INVALID_TXN_STATE"},
 		{"producer id without sequence", "POST", "/v1/topics/t/partitions/0/records", `{"producer_id": 5, "records": [{"value": "v"}]}`, 400, "INVALID_REQUEST"},
 		{"malformed JSON", "POST", "/v1/topics", `{"name": `, 400, "INVALID_REQUEST"},
 		{"not JSON at all", "POST", "/v1/topics/t/records", `acks=1`, 400, "INVALID_REQUEST"},
