@@ -159,10 +159,14 @@ func (l *Loop) Run(ctx context.Context, events <-chan membership.Event) {
 		l.node.Read(func(img *metadata.Image) {
 			l.mu.Lock()
 			cmds = l.t.Plan(img, time.Now())
+			var preferred []*controllerv1.TopicPartitions
+			if elect {
+				preferred = l.t.PreferredElections(img, time.Now())
+			}
 			l.mu.Unlock()
-			if elect && PreferredElectionNeeded(img) {
+			if len(preferred) > 0 {
 				cmds = append(cmds, &controllerv1.Command{Command: &controllerv1.Command_ElectLeaders{ElectLeaders: &controllerv1.ElectLeadersRequest{
-					Type: controllerv1.ElectionType_ELECTION_TYPE_PREFERRED}}})
+					Type: controllerv1.ElectionType_ELECTION_TYPE_PREFERRED, Partitions: preferred}}})
 			}
 		})
 		for _, cmd := range cmds {
@@ -183,6 +187,9 @@ func (l *Loop) propose(ctx context.Context, cmd *controllerv1.Command) {
 		}
 		if m := cmd.GetMoveLeader(); m != nil {
 			l.moves.WithLabelValues(strconv.Itoa(int(m.GetLeader()))).Inc()
+			l.mu.Lock()
+			l.t.Moved(m.GetLeader(), time.Now())
+			l.mu.Unlock()
 		}
 	case errs.Of(err) == errs.StaleBrokerEpoch:
 		// The broker re-registered meanwhile: nothing to fence.

@@ -1,6 +1,7 @@
 package liveness
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -32,6 +33,12 @@ type Settings struct {
 	// leader counts after the heartbeat that carried it (default 2 s; the
 	// reports come with every heartbeat).
 	LeaderReportTTL time.Duration
+	// MoveHoldoff: after leadership was moved away from a broker its
+	// followers could not reach, the preferred-leader election leaves that
+	// broker's preferred partitions alone for this long (default 5 min), so
+	// a node that can fetch but not be fetched from does not get its
+	// leaderships back every check interval only to lose them again.
+	MoveHoldoff time.Duration
 }
 
 type session struct {
@@ -63,6 +70,8 @@ type Tracker struct {
 	// unreachable: by reporting broker, the leaders it said it cannot reach
 	// in its latest heartbeat.
 	unreachable map[int32]leaderReport
+	// moved: brokers leadership was moved away from, with when.
+	moved map[int32]time.Time
 }
 
 type leaderReport struct {
@@ -80,8 +89,12 @@ func NewTracker(s Settings) *Tracker {
 		shuttingDown: map[int32]int64{},
 		coords:       map[coordKey]gossipCoord{},
 		unreachable:  map[int32]leaderReport{},
+		moved:        map[int32]time.Time{},
 	}
 }
+
+// Moved records that leadership was moved away from broker at now.
+func (t *Tracker) Moved(broker int32, now time.Time) { t.moved[broker] = now }
 
 // BecameLeader starts every broker's session afresh at now: heartbeats went
 // to the previous leader until then.
@@ -198,8 +211,9 @@ func (t *Tracker) Plan(img *metadata.Image, now time.Time) []*controllerv1.Comma
 // A majority of the whole replica set must agree, so that one follower cut
 // off by itself cannot take leadership away from a healthy leader; only a
 // live, fresh report naming the partition's current leader and leader epoch
-// counts, and only a reporter in the ISR may take over (MoveLeader checks
-// that again when applied).
+// counts, and only reporters in the ISR count: a replica out of it — the
+// old leader after a move, cut off from the new one, among them — neither
+// votes nor takes over (MoveLeader checks the ISR again when applied).
 func (t *Tracker) planLeaderMoves(img *metadata.Image, now time.Time) []*controllerv1.Command {
 	ttl := t.s.LeaderReportTTL
 	if ttl <= 0 {
@@ -229,7 +243,7 @@ func (t *Tracker) planLeaderMoves(img *metadata.Image, now time.Time) []*control
 		if a.topic != b.topic {
 			return strings.Compare(a.topic, b.topic)
 		}
-		return int(a.partition - b.partition)
+		return cmp.Compare(a.partition, b.partition)
 	})
 	var out []*controllerv1.Command
 	for _, k := range keys {
@@ -237,24 +251,19 @@ func (t *Tracker) planLeaderMoves(img *metadata.Image, now time.Time) []*control
 		if !ok || p.GetLeader() != k.leader || p.GetLeaderEpoch() != k.epoch || !img.IsLive(metadata.BrokerID(k.leader)) {
 			continue
 		}
-		var agree, candidates []int32
+		var candidates []int32
 		for _, r := range reporters[k] {
-			if r == k.leader || !slices.Contains(p.GetReplicas(), r) {
-				continue
-			}
-			agree = append(agree, r)
-			if slices.Contains(p.GetIsr(), r) {
+			if r != k.leader && slices.Contains(p.GetIsr(), r) {
 				candidates = append(candidates, r)
 			}
 		}
-		if 2*len(agree) <= len(p.GetReplicas()) || len(candidates) == 0 {
+		if 2*len(candidates) <= len(p.GetReplicas()) {
 			continue
 		}
-		slices.Sort(agree)
 		slices.Sort(candidates)
 		out = append(out, &controllerv1.Command{Command: &controllerv1.Command_MoveLeader{MoveLeader: &controllerv1.MoveLeaderCommand{
 			Topic: k.topic, Partition: k.partition, Leader: k.leader, LeaderEpoch: k.epoch, Candidates: candidates,
-			Reason: fmt.Sprintf("replicas %v of %v cannot reach it", agree, p.GetReplicas())}}})
+			Reason: fmt.Sprintf("ISR members %v of replicas %v cannot reach it", candidates, p.GetReplicas())}}})
 	}
 	return out
 }
@@ -306,16 +315,30 @@ func (t *Tracker) planCoordinators(img *metadata.Image, now time.Time) []*contro
 	return out
 }
 
-// PreferredElectionNeeded reports whether some partition is led by another
-// than its preferred replica while that replica is a live ISR member.
-func PreferredElectionNeeded(img *metadata.Image) bool {
+// PreferredElections answers the partitions led by another than their
+// preferred replica while that replica is a live ISR member — except
+// where leadership was moved away from that replica less than MoveHoldoff
+// ago — grouped by topic; nil when there are none.
+func (t *Tracker) PreferredElections(img *metadata.Image, now time.Time) []*controllerv1.TopicPartitions {
+	holdoff := t.s.MoveHoldoff
+	if holdoff <= 0 {
+		holdoff = 5 * time.Minute
+	}
+	var out []*controllerv1.TopicPartitions
 	for _, tp := range img.Topics() {
+		var ps []int32
 		for _, p := range img.Partitions(tp.GetName()) {
 			pref := p.GetReplicas()[0]
+			if at, ok := t.moved[pref]; ok && now.Sub(at) < holdoff {
+				continue
+			}
 			if p.GetLeader() != pref && slices.Contains(p.GetIsr(), pref) && img.IsLive(metadata.BrokerID(pref)) {
-				return true
+				ps = append(ps, p.GetPartition())
 			}
 		}
+		if len(ps) > 0 {
+			out = append(out, &controllerv1.TopicPartitions{Topic: tp.GetName(), Partitions: ps})
+		}
 	}
-	return false
+	return out
 }

@@ -197,21 +197,30 @@ func TestBootstrapAndPreferred(t *testing.T) {
 	c := newCluster(t, 1, 2)
 	c.apply(&controllerv1.Command{Command: &controllerv1.Command_CreateTopics{CreateTopics: &controllerv1.CreateTopicsRequest{
 		Topics: []*controllerv1.CreatableTopic{{Name: "t", Partitions: 1, ReplicationFactor: 2}}}}})
-	if PreferredElectionNeeded(c.img()) {
+	if len(tr.PreferredElections(c.img(), time.Now())) != 0 {
 		t.Error("a fresh topic is led by its preferred replicas")
 	}
 	b1, _ := c.img().Broker(1)
 	c.apply(&controllerv1.Command{Command: &controllerv1.Command_FenceBroker{FenceBroker: &controllerv1.FenceBrokerCommand{BrokerId: 1, BrokerEpoch: b1.GetBrokerEpoch()}}})
 	c.apply(&controllerv1.Command{Command: &controllerv1.Command_UnfenceBroker{UnfenceBroker: &controllerv1.UnfenceBrokerCommand{BrokerId: 1, BrokerEpoch: b1.GetBrokerEpoch()}}})
-	if PreferredElectionNeeded(c.img()) {
+	if len(tr.PreferredElections(c.img(), time.Now())) != 0 {
 		t.Error("broker 1 is not back in the ISR yet")
 	}
 	p, _ := c.img().Partition("t", 0)
 	b2, _ := c.img().Broker(2)
 	c.apply(&controllerv1.Command{Command: &controllerv1.Command_AlterPartition{AlterPartition: &controllerv1.AlterPartitionRequest{BrokerId: 2, BrokerEpoch: b2.GetBrokerEpoch(),
 		Partitions: []*controllerv1.PartitionIsrChange{{Topic: "t", Partition: 0, LeaderEpoch: p.GetLeaderEpoch(), PartitionEpoch: p.GetPartitionEpoch(), NewIsr: []int32{1, 2}}}}}})
-	if !PreferredElectionNeeded(c.img()) {
-		t.Error("broker 1 is back in the ISR: leadership should move back")
+	if got := tr.PreferredElections(c.img(), time.Now()); len(got) != 1 || got[0].GetTopic() != "t" || !slices.Equal(got[0].GetPartitions(), []int32{0}) {
+		t.Errorf("broker 1 is back in the ISR: leadership should move back; got %v", got)
+	}
+	// Unless leadership was moved away from broker 1 a moment ago: a node
+	// its followers could not reach does not get it back at once.
+	tr.Moved(1, time.Now())
+	if got := tr.PreferredElections(c.img(), time.Now()); len(got) != 0 {
+		t.Errorf("preferred election right after a move: %v", got)
+	}
+	if got := tr.PreferredElections(c.img(), time.Now().Add(6*time.Minute)); len(got) != 1 {
+		t.Errorf("no preferred election once the hold-off passed: %v", got)
 	}
 }
 
@@ -239,16 +248,20 @@ func TestLeaderUnreachableFromItsFollowers(t *testing.T) {
 		reports map[int32][]*controllerv1.UnreachableLeader
 		age     time.Duration // how old the reports are at Plan
 		fence   int32         // a broker fenced before Plan
-		want    []int32       // candidates of the MoveLeader; nil: no move
+		// staleIncarnation: this reporter's report carries a broker epoch
+		// that is not its current one.
+		staleIncarnation int32
+		want             []int32 // candidates of the MoveLeader; nil: no move
 	}{
 		{name: "both followers of three report", rf: 3, reports: map[int32][]*controllerv1.UnreachableLeader{2: ref(1, 0), 3: ref(1, 0)}, want: []int32{2, 3}},
 		{name: "one follower of three is a minority", rf: 3, reports: map[int32][]*controllerv1.UnreachableLeader{2: ref(1, 0)}},
 		{name: "the leader's own report does not count", rf: 3, reports: map[int32][]*controllerv1.UnreachableLeader{1: ref(1, 0), 2: ref(1, 0)}},
-		{name: "a report for an older leader epoch", rf: 3, reports: map[int32][]*controllerv1.UnreachableLeader{2: ref(1, 0), 3: ref(1, 7)}},
+		{name: "a report for another leader epoch", rf: 3, reports: map[int32][]*controllerv1.UnreachableLeader{2: ref(1, 0), 3: ref(1, 7)}},
 		{name: "a report naming another leader", rf: 3, reports: map[int32][]*controllerv1.UnreachableLeader{2: ref(1, 0), 3: ref(2, 0)}},
+		{name: "a report from an older incarnation of the reporter", rf: 3, reports: map[int32][]*controllerv1.UnreachableLeader{2: ref(1, 0), 3: ref(1, 0)}, staleIncarnation: 3},
 		{name: "stale reports", rf: 3, reports: map[int32][]*controllerv1.UnreachableLeader{2: ref(1, 0), 3: ref(1, 0)}, age: 3 * time.Second},
 		{name: "a fenced reporter", rf: 3, reports: map[int32][]*controllerv1.UnreachableLeader{2: ref(1, 0), 3: ref(1, 0)}, fence: 3},
-		{name: "an out-of-sync reporter counts but may not lead", rf: 3, isr: []int32{1, 2}, reports: map[int32][]*controllerv1.UnreachableLeader{2: ref(1, 0), 3: ref(1, 0)}, want: []int32{2}},
+		{name: "an out-of-sync reporter does not count", rf: 3, isr: []int32{1, 2}, reports: map[int32][]*controllerv1.UnreachableLeader{2: ref(1, 0), 3: ref(1, 0)}},
 		{name: "only out-of-sync reporters", rf: 3, isr: []int32{1}, reports: map[int32][]*controllerv1.UnreachableLeader{2: ref(1, 0), 3: ref(1, 0)}},
 		{name: "two of two is no majority without the leader", rf: 2, reports: map[int32][]*controllerv1.UnreachableLeader{2: ref(1, 0)}},
 		{name: "three of five", rf: 5, reports: map[int32][]*controllerv1.UnreachableLeader{2: ref(1, 0), 4: ref(1, 0), 5: ref(1, 0)}, want: []int32{2, 4, 5}},
@@ -272,8 +285,12 @@ func TestLeaderUnreachableFromItsFollowers(t *testing.T) {
 			tr.BecameLeader(t0)
 			for id, refs := range tc.reports {
 				b, _ := c.img().Broker(metadata.BrokerID(id))
-				tr.Heartbeat(id, b.GetBrokerEpoch(), t0)
-				tr.UnreachableLeaders(id, b.GetBrokerEpoch(), refs, t0)
+				epoch := b.GetBrokerEpoch()
+				if id == tc.staleIncarnation {
+					epoch--
+				}
+				tr.Heartbeat(id, epoch, t0)
+				tr.UnreachableLeaders(id, epoch, refs, t0)
 			}
 			if tc.fence != 0 {
 				b, _ := c.img().Broker(metadata.BrokerID(tc.fence))
@@ -298,6 +315,26 @@ func TestLeaderUnreachableFromItsFollowers(t *testing.T) {
 			}
 			if again := moves(tr.Plan(c.img(), t0)); len(again) != 0 {
 				t.Fatalf("moved again: %v", again)
+			}
+			// The old leader, cut off from the new one and out of the ISR,
+			// reports it together with one follower: no majority of the ISR.
+			old, _ := c.img().Broker(1)
+			tr.UnreachableLeaders(1, old.GetBrokerEpoch(), ref(p.GetLeader(), p.GetLeaderEpoch()), t0)
+			tr.UnreachableLeaders(tc.want[len(tc.want)-1], 0, nil, t0)
+			if other := tc.want[len(tc.want)-1]; other != p.GetLeader() {
+				ob, _ := c.img().Broker(metadata.BrokerID(other))
+				tr.UnreachableLeaders(other, ob.GetBrokerEpoch(), ref(p.GetLeader(), p.GetLeaderEpoch()), t0)
+			}
+			if again := moves(tr.Plan(c.img(), t0)); len(again) != 0 && tc.rf == 3 {
+				t.Fatalf("the ex-leader's report moved the new leader: %v", again)
+			}
+			// A new controller leader forgets every report.
+			tr.BecameLeader(t0)
+			if len(tr.unreachable) != 0 {
+				t.Fatalf("reports kept across a leader change: %v", tr.unreachable)
+			}
+			for id, refs := range tc.reports {
+				tr.UnreachableLeaders(id, 0, refs, t0)
 			}
 			// A heartbeat without reports withdraws them.
 			for id := range tc.reports {

@@ -27,13 +27,9 @@ type Config struct {
 	PartitionMaxBytes int
 	// Backoff after a failed round or a broken stream.
 	Backoff time.Duration
-	// Silence is how much longer than MaxWait a round may go unanswered
-	// before the stream is given up and dialled again (default 1 s): a
-	// leader that is paused or cut off does not close the stream, it just
-	// says nothing, and keepalive would take several seconds to notice.
-	Silence time.Duration
-	// ReportAfter: a leader not heard from for this long is reported as
-	// unreachable for its partitions by Unreachable (default 1.5 s).
+	// ReportAfter: a leader that has left a fetch round unanswered for
+	// MaxWait plus this long (or could not be reached for as long) is
+	// reported unreachable for its partitions by Unreachable (default 1 s).
 	ReportAfter time.Duration
 }
 
@@ -56,9 +52,14 @@ type Manager struct {
 
 type thread struct {
 	leader int32
-	// heard: when the leader last answered a round (unix nanoseconds), or
-	// when this thread last had nothing to fetch.
-	heard  atomic.Int64
+	// waiting: since when (unix nanoseconds) this thread has been waiting
+	// for an answer from the leader — from the first round sent (or the
+	// first failure to reach it) after the last answer; 0 after an answer.
+	// The follower's own time applying an answer does not count.
+	waiting atomic.Int64
+	// asked: the partitions, with their leader epochs, of the last round
+	// sent, for Unreachable, which must not wait on a partition's lock.
+	asked  atomic.Pointer[[]Silent]
 	mu     sync.Mutex
 	parts  map[partition.TP]*partition.Partition
 	wake   chan struct{}
@@ -79,11 +80,8 @@ func New(cfg Config, dial Dialer, log *slog.Logger) *Manager {
 	if cfg.Backoff <= 0 {
 		cfg.Backoff = 100 * time.Millisecond
 	}
-	if cfg.Silence <= 0 {
-		cfg.Silence = time.Second
-	}
 	if cfg.ReportAfter <= 0 {
-		cfg.ReportAfter = 1500 * time.Millisecond
+		cfg.ReportAfter = time.Second
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Manager{cfg: cfg, dial: dial, log: log, threads: map[int32]*thread{}, ctx: ctx, cancel: cancel}
@@ -102,7 +100,6 @@ func (m *Manager) Follow(tp partition.TP, p *partition.Partition, leader int32) 
 	if !ok {
 		ctx, cancel := context.WithCancel(m.ctx)
 		th = &thread{leader: leader, parts: map[partition.TP]*partition.Partition{}, wake: make(chan struct{}, 1), cancel: cancel}
-		th.heard.Store(time.Now().UnixNano())
 		m.threads[leader] = th
 		m.wg.Add(1)
 		go func() {
@@ -131,11 +128,13 @@ type Silent struct {
 	For         time.Duration
 }
 
-// Unreachable lists the partitions whose leader has not answered a fetch
-// round (or could not even be dialled) for Config.ReportAfter, with the
-// leader epoch this follower knows. The broker's heartbeat carries the list
-// to the controller, which moves leadership away from a leader a majority
-// of its replicas cannot reach.
+// Unreachable lists the partitions of the last round sent to each leader
+// that has left the rounds unanswered (or could not be reached) for
+// MaxWait + ReportAfter, with the leader epochs this follower knew. The
+// broker's heartbeat carries the list to the controller, which moves
+// leadership away from a leader a majority of its replicas cannot reach.
+// It reads only what each round published: no partition lock, so a
+// partition stalled on its disk does not hold the heartbeat back.
 func (m *Manager) Unreachable(now time.Time) []Silent {
 	m.mu.Lock()
 	threads := make([]*thread, 0, len(m.threads))
@@ -145,12 +144,18 @@ func (m *Manager) Unreachable(now time.Time) []Silent {
 	m.mu.Unlock()
 	var out []Silent
 	for _, th := range threads {
-		silent := now.Sub(time.Unix(0, th.heard.Load()))
-		if silent < m.cfg.ReportAfter {
+		since := th.waiting.Load()
+		if since == 0 {
 			continue
 		}
-		for tp, x := range th.snapshot() {
-			out = append(out, Silent{TP: tp, Leader: th.leader, LeaderEpoch: x.fs.CurrentLeaderEpoch, For: silent})
+		silent := now.Sub(time.Unix(0, since)) - m.cfg.MaxWait
+		asked := th.asked.Load()
+		if silent < m.cfg.ReportAfter || asked == nil {
+			continue
+		}
+		for _, s := range *asked {
+			s.For = silent
+			out = append(out, s)
 		}
 	}
 	return out
@@ -206,6 +211,7 @@ func (m *Manager) run(ctx context.Context, th *thread) {
 			return
 		}
 		if err != nil {
+			th.waiting.CompareAndSwap(0, time.Now().UnixNano())
 			m.log.Debug("replication stream to leader ended", "leader", th.leader, "err", err)
 		}
 		select {
@@ -230,9 +236,9 @@ func (m *Manager) stream(ctx context.Context, th *thread) error {
 	for {
 		parts := th.snapshot()
 		if len(parts) == 0 {
-			// Nothing to fetch is nothing to report either; the silence of
-			// the next partition followed counts from now.
-			th.heard.Store(time.Now().UnixNano())
+			// Nothing asked is nothing to report.
+			th.waiting.Store(0)
+			th.asked.Store(nil)
 			select {
 			case <-ctx.Done():
 				return nil
@@ -246,27 +252,24 @@ func (m *Manager) stream(ctx context.Context, th *thread) error {
 			ReplicaId: m.cfg.Self, BrokerEpoch: m.cfg.BrokerEpoch(),
 			MaxWaitMs: int32(m.cfg.MaxWait / time.Millisecond), MaxBytes: int32(m.cfg.MaxBytes),
 		}
+		asked := make([]Silent, 0, len(parts))
 		for tp, x := range parts {
 			req.Partitions = append(req.Partitions, &storagev1.ReplicaFetchState{
 				Topic: tp.Topic, Partition: tp.Partition, FetchOffset: int64(x.fs.FetchOffset),
 				LastFetchedEpoch: int32(x.fs.LastFetchedEpoch), CurrentLeaderEpoch: x.fs.CurrentLeaderEpoch, LogStartOffset: int64(x.fs.LogStartOffset),
 			})
+			asked = append(asked, Silent{TP: tp, Leader: th.leader, LeaderEpoch: x.fs.CurrentLeaderEpoch})
 		}
-		// A silent leader does not end the stream: give the round MaxWait
-		// and Silence, then give up on the stream.
-		watchdog := time.AfterFunc(m.cfg.MaxWait+m.cfg.Silence, cancel)
+		th.asked.Store(&asked)
+		th.waiting.CompareAndSwap(0, time.Now().UnixNano())
 		if err := stream.Send(req); err != nil {
-			watchdog.Stop()
 			return err
 		}
 		resp, err := stream.Recv()
-		if !watchdog.Stop() && err != nil {
-			return errs.Errorf(errs.RequestTimedOut, "leader %d answered no fetch round within %v", th.leader, m.cfg.MaxWait+m.cfg.Silence)
-		}
 		if err != nil {
 			return err
 		}
-		th.heard.Store(time.Now().UnixNano())
+		th.waiting.Store(0)
 		backoff := false
 		for _, r := range resp.GetPartitions() {
 			tp := partition.TP{Topic: r.GetTopic(), Partition: r.GetPartition()}
