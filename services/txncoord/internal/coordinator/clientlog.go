@@ -1,0 +1,97 @@
+package coordinator
+
+import (
+	"context"
+
+	controllerv1 "skein/gen/skein/controller/v1"
+	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/client"
+	"skein/libs/errs"
+	"skein/libs/metadata"
+)
+
+// ClientLog is the Log over libs/client, on __transaction_state.
+type ClientLog struct {
+	C *client.Client
+}
+
+// Produce implements Log: one acks=all batch under the coordinator's own
+// producer identity.
+func (l ClientLog) Produce(ctx context.Context, partition int32, id Identity, recs []KV) (int64, error) {
+	rs := make([]client.Record, len(recs))
+	for i, r := range recs {
+		rs[i] = client.Record{Key: r.Key, Value: r.Value}
+	}
+	res, err := l.C.ProduceBatch(ctx, metadata.TransactionStateTopic, partition, client.AcksAll,
+		client.BatchIdentity{ProducerID: id.ProducerID, ProducerEpoch: id.Epoch, BaseSequence: id.Sequence}, rs)
+	if err != nil {
+		return -1, err
+	}
+	return res[len(res)-1].Offset, nil
+}
+
+// Fetch implements Log.
+func (l ClientLog) Fetch(ctx context.Context, partition int32, offset int64) ([]Entry, int64, int64, error) {
+	req := client.FetchRequest{Topic: metadata.TransactionStateTopic, Partition: partition, Offset: offset, MaxBytes: 4 << 20}
+	res, err := l.C.Fetch(ctx, req)
+	if errs.Of(err) == errs.OffsetOutOfRange {
+		// Below the log start (deleted records): start there.
+		var start []client.PartitionOffset
+		if start, err = l.C.ListOffsets(ctx, req.Topic, []int32{partition}, client.EarliestOffset, skeinv1.IsolationLevel_READ_UNCOMMITTED); err == nil {
+			if err = start[0].Err; err == nil && start[0].Offset > offset {
+				req.Offset = start[0].Offset
+				res, err = l.C.Fetch(ctx, req)
+			} else if err == nil {
+				err = errs.Errorf(errs.OffsetOutOfRange, "offset %d of %s-%d is out of range, log start %d", offset, req.Topic, partition, start[0].Offset)
+			}
+		}
+	}
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	out := make([]Entry, len(res.Records))
+	for i, r := range res.Records {
+		out[i] = Entry{Offset: r.Offset, KV: KV{Key: r.Key, Value: r.Value}}
+	}
+	return out, res.NextOffset, res.HighWatermark, nil
+}
+
+// ViewOf answers what transaction coordinator self (of the given
+// incarnation) may serve according to m: the partitions of
+// __transaction_state assigned to it, once the metadata records this very
+// process (its incarnation) as the live coordinator — so a restarted
+// process never writes under the epoch its previous incarnation held — and
+// only assignments with a producer id.
+func ViewOf(m *client.Metadata, self int32, incarnation string) View {
+	v := View{Partitions: m.PartitionCount(metadata.TransactionStateTopic), OffsetsPartitions: m.PartitionCount(metadata.ConsumerOffsetsTopic),
+		Owned: map[int32]Ownership{}, Topics: map[string]int32{}}
+	for _, t := range m.Topics() {
+		v.Topics[t.GetName()] = m.PartitionCount(t.GetName())
+	}
+	kind := controllerv1.CoordinatorKind_COORDINATOR_KIND_TRANSACTION
+	me, ok := m.Coordinator(kind, self)
+	if !ok || !me.GetAlive() || me.GetIncarnation() != incarnation {
+		return v
+	}
+	v.Registered = true
+	for _, a := range m.CoordinatorAssignments(kind) {
+		if a.GetOwner() == self && a.ProducerId != nil && a.GetPartition() < v.Partitions {
+			v.Owned[a.GetPartition()] = Ownership{Epoch: a.GetCoordinatorEpoch(), ProducerID: a.GetProducerId()}
+		}
+	}
+	return v
+}
+
+// Follow feeds c every metadata change of cl until ctx ends.
+func Follow(ctx context.Context, cl *client.Client, c *Coordinator, self int32, incarnation string) {
+	var version uint64
+	first := true
+	for {
+		m, err := cl.WaitMetadata(ctx, func(m *client.Metadata) bool { return first || m.Version() != version })
+		if err != nil {
+			return
+		}
+		first, version = false, m.Version()
+		c.OnMetadata(ViewOf(m, self, incarnation))
+	}
+}

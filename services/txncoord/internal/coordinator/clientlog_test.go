@@ -1,0 +1,47 @@
+package coordinator
+
+import (
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	controllerv1 "skein/gen/skein/controller/v1"
+	"skein/libs/client"
+)
+
+func TestViewOf(t *testing.T) {
+	txnKind := controllerv1.CoordinatorKind_COORDINATOR_KIND_TRANSACTION
+	group := controllerv1.CoordinatorKind_COORDINATOR_KIND_GROUP
+	image := func(inc string, alive bool) *client.Metadata {
+		return client.MetadataFromImage(&controllerv1.MetadataImage{
+			Version: 1,
+			Topics: []*controllerv1.TopicRecord{{Name: "__transaction_state", TopicId: "s"}, {Name: "__consumer_offsets", TopicId: "o"},
+				{Name: "orders", TopicId: "x"}},
+			Partitions: []*controllerv1.PartitionRecord{
+				{Topic: "__transaction_state", Partition: 0}, {Topic: "__transaction_state", Partition: 1}, {Topic: "__transaction_state", Partition: 2},
+				{Topic: "__consumer_offsets", Partition: 0}, {Topic: "__consumer_offsets", Partition: 1},
+				{Topic: "orders", Partition: 0}, {Topic: "orders", Partition: 1}},
+			Coordinators: []*controllerv1.CoordinatorRecord{
+				{Id: 1, Kind: txnKind, Alive: alive, Incarnation: inc},
+				{Id: 1, Kind: group, Alive: true, Incarnation: "group"}},
+			CoordinatorAssignments: []*controllerv1.CoordinatorAssignmentRecord{
+				{Kind: txnKind, Partition: 0, Owner: 1, CoordinatorEpoch: 3, ProducerId: proto.Int64(40)},
+				{Kind: txnKind, Partition: 1, Owner: 2, CoordinatorEpoch: 1, ProducerId: proto.Int64(41)},
+				{Kind: txnKind, Partition: 2, Owner: 1, CoordinatorEpoch: 1}, // no producer id yet
+				{Kind: group, Partition: 1, Owner: 1, CoordinatorEpoch: 1, ProducerId: proto.Int64(50)},
+			},
+		})
+	}
+	v := ViewOf(image("me", true), 1, "me")
+	if !v.Registered || v.Partitions != 3 || v.OffsetsPartitions != 2 || len(v.Owned) != 1 || v.Owned[0] != (Ownership{Epoch: 3, ProducerID: 40}) ||
+		v.Topics["orders"] != 2 {
+		t.Fatalf("view: %+v", v)
+	}
+	// Another incarnation of this id (a newer process, or the metadata has
+	// not seen this one yet), or a dead record: nothing is served.
+	for _, m := range []*client.Metadata{image("other", true), image("me", false)} {
+		if v := ViewOf(m, 1, "me"); v.Registered || len(v.Owned) != 0 {
+			t.Errorf("view of a record not this process's: %+v", v)
+		}
+	}
+}
