@@ -581,9 +581,15 @@ func (x *EndTxnRequest) GetCommitted() bool {
 }
 
 type EndTxnResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ErrorCode     v1.ErrorCode           `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=skein.v1.ErrorCode" json:"error_code,omitempty"`
-	ErrorMessage  string                 `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	ErrorCode    v1.ErrorCode           `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=skein.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage string                 `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// The producer id and epoch of the producer's next transaction: every
+	// EndTxn bumps the epoch (the markers are written at the bumped one, so a
+	// late produce of the ended transaction is refused), and an exhausted
+	// epoch moves to a new producer id at epoch 0.
+	ProducerId    int64 `protobuf:"varint,3,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerEpoch int32 `protobuf:"varint,4,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -630,6 +636,20 @@ func (x *EndTxnResponse) GetErrorMessage() string {
 		return x.ErrorMessage
 	}
 	return ""
+}
+
+func (x *EndTxnResponse) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *EndTxnResponse) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
 }
 
 type DescribeTransactionsRequest struct {
@@ -878,11 +898,14 @@ const file_skein_txn_v1_coordinator_proto_rawDesc = "" +
 	"\vproducer_id\x18\x02 \x01(\x03R\n" +
 	"producerId\x12%\n" +
 	"\x0eproducer_epoch\x18\x03 \x01(\x05R\rproducerEpoch\x12\x1c\n" +
-	"\tcommitted\x18\x04 \x01(\bR\tcommitted\"i\n" +
+	"\tcommitted\x18\x04 \x01(\bR\tcommitted\"\xb1\x01\n" +
 	"\x0eEndTxnResponse\x122\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x13.skein.v1.ErrorCodeR\terrorCode\x12#\n" +
-	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\"J\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12\x1f\n" +
+	"\vproducer_id\x18\x03 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x04 \x01(\x05R\rproducerEpoch\"J\n" +
 	"\x1bDescribeTransactionsRequest\x12+\n" +
 	"\x11transactional_ids\x18\x01 \x03(\tR\x10transactionalIds\"h\n" +
 	"\x1cDescribeTransactionsResponse\x12H\n" +
