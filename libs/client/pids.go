@@ -44,6 +44,13 @@ func (p *pidPool) tryTake() (int64, bool, <-chan struct{}) {
 	return 0, false, p.done
 }
 
+// AllocateProducerID answers a producer id no other producer has had, from
+// a block the controller allocated to this client (a new block when the
+// current one is used up).
+func (c *Client) AllocateProducerID(ctx context.Context) (int64, error) {
+	return c.pids.take(ctx)
+}
+
 // take waits for an id.
 func (p *pidPool) take(ctx context.Context) (int64, error) {
 	for {
