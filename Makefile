@@ -130,7 +130,7 @@ clean:
 ## ---- containers, tracing and load ----
 DOCKER        ?= docker
 IMAGE_TAG     ?= dev
-IMAGES        := controller storage groupcoord gateway
+IMAGES        := controller storage groupcoord txncoord gateway
 # The published Jaeger v2 image name; `make jaeger-image` builds a local image
 # with this tag from tools/jaeger when it is not present (nothing is pulled).
 JAEGER_IMAGE  := jaegertracing/jaeger:2.13.0

@@ -40,6 +40,7 @@ type Cluster struct {
 	Controllers []*Proc
 	Storage     []*Proc
 	GroupCoords []*Proc
+	TxnCoords   []*Proc
 
 	gossipSeed string
 }
@@ -183,6 +184,30 @@ func (c *Cluster) StartGroupCoordinator(flags ...string) *Proc {
 	return p
 }
 
+// StartTxnCoordinators launches n transaction coordinators (ids from 1,
+// extra flags for each) and waits until the controllers list every one.
+func (c *Cluster) StartTxnCoordinators(n int, flags ...string) {
+	c.t.Helper()
+	var started []*Proc
+	for i := 0; i < n; i++ {
+		if _, err := os.Stat(filepath.Join(c.BinDir, "skein-txncoord")); err != nil {
+			c.t.Fatalf("skein-txncoord not built (run `make build`): %v", err)
+		}
+		id := len(c.TxnCoords) + 1
+		p := &Proc{Role: "txncoord", ID: id, GRPCAddr: FreeAddr(c.t), HTTPAddr: FreeAddr(c.t), bin: "skein-txncoord"}
+		p.args = append([]string{
+			"--node-id", fmt.Sprint(id), "--grpc-addr", p.GRPCAddr, "--http-addr", p.HTTPAddr, "--gossip-addr", FreeAddr(c.t),
+			"--gossip-seeds", c.gossipSeed, "--controllers", strings.Join(c.ControllerAddrs(), ","), "--log-level", "info",
+		}, flags...)
+		c.TxnCoords = append(c.TxnCoords, p)
+		c.start(p)
+		started = append(started, p)
+	}
+	for _, p := range started {
+		c.WaitReady(p, 60*time.Second)
+	}
+}
+
 func (c *Cluster) startGroupCoordinator(flags []string) *Proc {
 	c.t.Helper()
 	if _, err := os.Stat(filepath.Join(c.BinDir, "skein-groupcoord")); err != nil {
@@ -309,12 +334,12 @@ func (c *Cluster) RestartAt(p *Proc) {
 	c.Restart(p)
 }
 
-// Stop terminates every process, group coordinators first, then storage
+// Stop terminates every process, group and transaction coordinators first, then storage
 // nodes before the controllers they report to: SIGTERM, then SIGKILL after
 // a grace period.
 func (c *Cluster) Stop() {
-	all := append(append(append([]*Proc{}, c.GroupCoords...), c.Storage...), c.Controllers...)
-	for _, group := range [][]*Proc{c.GroupCoords, c.Storage, c.Controllers} {
+	all := append(append(append(append([]*Proc{}, c.GroupCoords...), c.TxnCoords...), c.Storage...), c.Controllers...)
+	for _, group := range [][]*Proc{append(append([]*Proc{}, c.GroupCoords...), c.TxnCoords...), c.Storage, c.Controllers} {
 		for _, p := range group {
 			if p.cmd != nil && p.cmd.Process != nil {
 				_ = p.cmd.Process.Signal(syscall.SIGCONT)

@@ -29,7 +29,7 @@ import (
 // user started from the same file.
 const project = "skeintest"
 
-var images = []string{"skein/controller:dev", "skein/storage:dev", "skein/gateway:dev", "jaegertracing/jaeger:2.13.0"}
+var images = []string{"skein/controller:dev", "skein/storage:dev", "skein/groupcoord:dev", "skein/txncoord:dev", "skein/gateway:dev", "jaegertracing/jaeger:2.13.0"}
 
 func TestCompose(t *testing.T) {
 	start := time.Now()
@@ -274,8 +274,8 @@ func (c *cluster) up() {
 		c.composeRun(5*time.Minute, "up", "-d")
 	}
 	ids := strings.Fields(c.composeRun(time.Minute, "ps", "-q"))
-	if len(ids) != 10 {
-		c.fatalf("want 10 containers (jaeger, 3 controllers, 3 storage nodes, 2 group coordinators, gateway), got %d: %v", len(ids), ids)
+	if len(ids) != 12 {
+		c.fatalf("want 12 containers (jaeger, 3 controllers, 3 storage nodes, 2 group and 2 transaction coordinators, gateway), got %d: %v", len(ids), ids)
 	}
 	c.eventually(2*time.Minute, "every container healthy", func() error {
 		for _, id := range ids {

@@ -25,6 +25,7 @@ const (
 	RoleController = "controller"
 	RoleStorage    = "storage"
 	RoleGroupCoord = "groupcoord"
+	RoleTxnCoord   = "txncoord"
 	RoleGateway    = "gateway"
 
 	// Controllers is the size of the metadata quorum.
@@ -37,6 +38,7 @@ var binaries = map[string]string{
 	RoleController: "skein-controller",
 	RoleStorage:    "skein-storage",
 	RoleGroupCoord: "skein-groupcoord",
+	RoleTxnCoord:   "skein-txncoord",
 	RoleGateway:    "skein-gateway",
 }
 
@@ -48,8 +50,10 @@ type Options struct {
 	StorageNodes int
 	// GroupCoordinators is the number of group coordinators (default 2).
 	GroupCoordinators int
-	// BinDir holds skein-controller, skein-storage, skein-groupcoord and
-	// skein-gateway.
+	// TxnCoordinators is the number of transaction coordinators (default 2).
+	TxnCoordinators int
+	// BinDir holds skein-controller, skein-storage, skein-groupcoord,
+	// skein-txncoord and skein-gateway.
 	BinDir string
 	// StartTimeout bounds the wait for readiness (default 2 minutes).
 	StartTimeout time.Duration
@@ -129,6 +133,9 @@ func (o *Options) defaults() error {
 	}
 	if o.GroupCoordinators <= 0 {
 		o.GroupCoordinators = 2
+	}
+	if o.TxnCoordinators <= 0 {
+		o.TxnCoordinators = 2
 	}
 	if o.StartTimeout <= 0 {
 		o.StartTimeout = 2 * time.Minute
@@ -245,6 +252,11 @@ func plan(o Options) ([]*Process, error) {
 			return nil, err
 		}
 	}
+	for id := 1; id <= o.TxnCoordinators; id++ {
+		if err := add(RoleTxnCoord, id, false, false, true); err != nil {
+			return nil, err
+		}
+	}
 	if err := add(RoleGateway, 1, false, false, false); err != nil {
 		return nil, err
 	}
@@ -269,7 +281,7 @@ func args(p *Process, procs []*Process, logLevel string) []string {
 	case RoleStorage:
 		a = append(a, "--gossip-addr", p.GossipAddr, "--gossip-seeds", strings.Join(seeds, ","),
 			"--controllers", strings.Join(ctrlGRPC, ","), "--data-dir", p.DataDir)
-	case RoleGroupCoord:
+	case RoleGroupCoord, RoleTxnCoord:
 		a = append(a, "--gossip-addr", p.GossipAddr, "--gossip-seeds", strings.Join(seeds, ","),
 			"--controllers", strings.Join(ctrlGRPC, ","))
 	case RoleGateway:
@@ -390,6 +402,10 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 			last = p.name() + " is not ready (not yet in the controllers' metadata)"
 			continue
 		}
+		if p := c.unready(hc, RoleTxnCoord); p != nil {
+			last = p.name() + " is not ready (not yet in the controllers' metadata)"
+			continue
+		}
 		return nil
 	}
 }
@@ -439,11 +455,11 @@ func aliveBrokers(hc *http.Client, gw string) (int, error) {
 }
 
 // Stop terminates every process: SIGTERM tier by tier (gateway, group
-// coordinators, storage, controllers), SIGKILL after the grace period. It
+// and transaction coordinators, storage, controllers), SIGKILL after the grace period. It
 // is safe to call twice.
 func (c *Cluster) Stop() error {
 	c.stopOnce.Do(func() {
-		for _, role := range []string{RoleGateway, RoleGroupCoord, RoleStorage, RoleController} {
+		for _, role := range []string{RoleGateway, RoleGroupCoord, RoleTxnCoord, RoleStorage, RoleController} {
 			var tier []*Process
 			for _, p := range c.procs {
 				if p.Role == role && p.cmd != nil {

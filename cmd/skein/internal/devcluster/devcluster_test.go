@@ -18,7 +18,7 @@ import (
 )
 
 // The test binary doubles as the fake skein-controller, skein-storage,
-// skein-groupcoord and skein-gateway: Start finds them as symlinks in a temporary bin directory.
+// skein-groupcoord, skein-txncoord and skein-gateway: Start finds them as symlinks in a temporary bin directory.
 func TestMain(m *testing.M) {
 	if role, ok := fakeRoles[filepath.Base(os.Args[0])]; ok {
 		os.Exit(fakeMain(role, os.Args[1:]))
@@ -27,7 +27,7 @@ func TestMain(m *testing.M) {
 }
 
 var fakeRoles = map[string]string{"skein-controller": RoleController, "skein-storage": RoleStorage, "skein-groupcoord": RoleGroupCoord,
-	"skein-gateway": RoleGateway}
+	"skein-txncoord": RoleTxnCoord, "skein-gateway": RoleGateway}
 
 // fakeMain accepts exactly the flags of the real binary, listens on its
 // addresses, answers the gateway's readiness and cluster calls, and exits
@@ -47,7 +47,7 @@ func fakeMain(role string, args []string) int {
 		for _, name := range []string{"gossip-addr", "gossip-seeds", "controllers", "data-dir", "rack"} {
 			fs.String(name, "", "")
 		}
-	case RoleGroupCoord:
+	case RoleGroupCoord, RoleTxnCoord:
 		for _, name := range []string{"gossip-addr", "gossip-seeds", "controllers"} {
 			fs.String(name, "", "")
 		}
@@ -148,8 +148,8 @@ func TestStartStopOnSignalAndRestart(t *testing.T) {
 	}
 
 	f := readFile(t, data)
-	if len(f.Processes) != 8 {
-		t.Fatalf("cluster.json lists %d processes, want 3 controllers, 2 storage nodes, 2 group coordinators, 1 gateway", len(f.Processes))
+	if len(f.Processes) != 10 {
+		t.Fatalf("cluster.json lists %d processes, want 3 controllers, 2 storage nodes, 2 group and 2 transaction coordinators, 1 gateway", len(f.Processes))
 	}
 	counts := map[string]int{}
 	addrs := map[string]bool{}
@@ -167,14 +167,14 @@ func TestStartStopOnSignalAndRestart(t *testing.T) {
 			}
 			addrs[a] = true
 		}
-		if (p.Role == RoleGateway || p.Role == RoleGroupCoord) != (p.DataDir == "") {
+		if (p.Role == RoleGateway || p.Role == RoleGroupCoord || p.Role == RoleTxnCoord) != (p.DataDir == "") {
 			t.Errorf("%s: data_dir %q", p.name(), p.DataDir)
 		}
 		if p.Role == RoleController && (p.RaftAddr == "" || p.GossipAddr == "") {
 			t.Errorf("%s lacks raft or gossip address", p.name())
 		}
 	}
-	if counts[RoleController] != 3 || counts[RoleStorage] != 2 || counts[RoleGroupCoord] != 2 || counts[RoleGateway] != 1 {
+	if counts[RoleController] != 3 || counts[RoleStorage] != 2 || counts[RoleGroupCoord] != 2 || counts[RoleTxnCoord] != 2 || counts[RoleGateway] != 1 {
 		t.Errorf("roles %v", counts)
 	}
 	// The flags each process got.

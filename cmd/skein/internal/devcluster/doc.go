@@ -1,7 +1,8 @@
 // Package devcluster supervises a whole Skein cluster on this machine as
 // separate processes on 127.0.0.1: three controllers (skein-controller), N
-// storage nodes (skein-storage), M group coordinators (skein-groupcoord) and
-// one gateway (skein-gateway), found in a bin directory. It is what `skein
+// storage nodes (skein-storage), M group coordinators (skein-groupcoord), K
+// transaction coordinators (skein-txncoord) and one gateway (skein-gateway),
+// found in a bin directory. It is what `skein
 // dev` runs.
 //
 // Contract:
