@@ -306,7 +306,12 @@ func (x *CommitTransactionRequest) GetProducerEpoch() int32 {
 }
 
 type CommitTransactionResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The producer id and epoch to use for the next transaction: every commit
+	// or abort bumps the epoch, so a late produce of the ended transaction is
+	// refused (an exhausted epoch moves to a new producer id).
+	ProducerId    int64 `protobuf:"varint,1,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerEpoch int32 `protobuf:"varint,2,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -339,6 +344,20 @@ func (x *CommitTransactionResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use CommitTransactionResponse.ProtoReflect.Descriptor instead.
 func (*CommitTransactionResponse) Descriptor() ([]byte, []int) {
 	return file_skein_v1_transaction_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *CommitTransactionResponse) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *CommitTransactionResponse) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
 }
 
 type AbortTransactionRequest struct {
@@ -402,7 +421,10 @@ func (x *AbortTransactionRequest) GetProducerEpoch() int32 {
 }
 
 type AbortTransactionResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// As in CommitTransactionResponse.
+	ProducerId    int64 `protobuf:"varint,1,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerEpoch int32 `protobuf:"varint,2,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -437,6 +459,20 @@ func (*AbortTransactionResponse) Descriptor() ([]byte, []int) {
 	return file_skein_v1_transaction_proto_rawDescGZIP(), []int{7}
 }
 
+func (x *AbortTransactionResponse) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *AbortTransactionResponse) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
 var File_skein_v1_transaction_proto protoreflect.FileDescriptor
 
 const file_skein_v1_transaction_proto_rawDesc = "" +
@@ -463,14 +499,20 @@ const file_skein_v1_transaction_proto_rawDesc = "" +
 	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x1f\n" +
 	"\vproducer_id\x18\x02 \x01(\x03R\n" +
 	"producerId\x12%\n" +
-	"\x0eproducer_epoch\x18\x03 \x01(\x05R\rproducerEpoch\"\x1b\n" +
-	"\x19CommitTransactionResponse\"\x8c\x01\n" +
+	"\x0eproducer_epoch\x18\x03 \x01(\x05R\rproducerEpoch\"c\n" +
+	"\x19CommitTransactionResponse\x12\x1f\n" +
+	"\vproducer_id\x18\x01 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch\"\x8c\x01\n" +
 	"\x17AbortTransactionRequest\x12)\n" +
 	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x1f\n" +
 	"\vproducer_id\x18\x02 \x01(\x03R\n" +
 	"producerId\x12%\n" +
-	"\x0eproducer_epoch\x18\x03 \x01(\x05R\rproducerEpoch\"\x1a\n" +
-	"\x18AbortTransactionResponse2\xe8\x02\n" +
+	"\x0eproducer_epoch\x18\x03 \x01(\x05R\rproducerEpoch\"b\n" +
+	"\x18AbortTransactionResponse\x12\x1f\n" +
+	"\vproducer_id\x18\x01 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch2\xe8\x02\n" +
 	"\x12TransactionService\x12M\n" +
 	"\fInitProducer\x12\x1d.skein.v1.InitProducerRequest\x1a\x1e.skein.v1.InitProducerResponse\x12J\n" +
 	"\vSendOffsets\x12\x1c.skein.v1.SendOffsetsRequest\x1a\x1d.skein.v1.SendOffsetsResponse\x12\\\n" +

@@ -21,6 +21,7 @@ type Producer struct {
 	skeinv1.UnimplementedProducerServiceServer
 
 	c    *client.Client
+	txns *client.Transactions // for transactional produces
 	log  *slog.Logger
 	opts []client.ProducerOption
 
@@ -64,7 +65,7 @@ func (s *Producer) Drain() { s.drain.Do(func() { close(s.draining) }) }
 // NewProducer serves ProducerService through c; opts apply to every
 // producer it starts.
 func NewProducer(c *client.Client, log *slog.Logger, opts ...client.ProducerOption) *Producer {
-	return &Producer{c: c, log: log, opts: opts, producers: map[int]*client.Producer{}, draining: make(chan struct{})}
+	return &Producer{c: c, txns: c.Transactions(), log: log, opts: opts, producers: map[int]*client.Producer{}, draining: make(chan struct{})}
 }
 
 // Close flushes and stops the shared producers.
@@ -168,6 +169,16 @@ func (s *Producer) Produce(ctx context.Context, req *skeinv1.ProduceRequest) (*s
 		if err != nil {
 			return nil, err
 		}
+		if id.TransactionalID != "" {
+			// The partition joins the producer's open transaction (opening
+			// one) before its records are written, so the coordinator ends
+			// the transaction there too; a fenced or unknown producer is
+			// refused here and nothing is written.
+			if err = s.txns.AddPartitions(ctx, id.TransactionalID, id.ProducerID, id.ProducerEpoch,
+				[]client.TopicPartition{{Topic: req.GetTopic(), Partition: req.GetPartition()}}); err != nil {
+				return nil, err
+			}
+		}
 		results, err = s.c.ProduceBatch(ctx, req.GetTopic(), req.GetPartition(), p.acks, id, p.records)
 		if err != nil {
 			results = make([]client.Result, len(p.records))
@@ -195,13 +206,6 @@ func identity(req *skeinv1.ProduceRequest) (client.BatchIdentity, error) {
 	if req.Partition == nil {
 		return client.BatchIdentity{}, errs.Errorf(errs.InvalidRequest, "producer_id, base_sequence and transactional_id need the partition route /v1/topics/{topic}/partitions/{partition}/records")
 	}
-	if req.GetTransactionalId() != "" {
-		// Written as a transactional batch, the records would sit in a
-		// transaction that nothing can commit or abort, and the partition's
-		// last stable offset would stop there for every read_committed
-		// consumer. Refused until a transaction coordinator begins it.
-		return client.BatchIdentity{}, errs.Errorf(errs.InvalidTxnState, "no transaction is open for transactional id %q: this cluster runs no transaction coordinator, so transactional produces are refused (produce without transactional_id for an idempotent write)", req.GetTransactionalId())
-	}
 	if req.ProducerId == nil || req.ProducerEpoch == nil || req.BaseSequence == nil {
 		return client.BatchIdentity{}, errs.Errorf(errs.InvalidRequest, "an idempotent produce needs producer_id, producer_epoch and base_sequence together")
 	}
@@ -213,8 +217,12 @@ func identity(req *skeinv1.ProduceRequest) (client.BatchIdentity, error) {
 	case *req.BaseSequence < 0:
 		return client.BatchIdentity{}, errs.Errorf(errs.OutOfOrderSequenceNumber, "base_sequence %d is negative", *req.BaseSequence)
 	}
+	if len(req.GetTransactionalId()) > MaxTransactionalIDLength {
+		return client.BatchIdentity{}, errs.Errorf(errs.InvalidRequest, "the transactional id is %d bytes long, more than %d", len(req.GetTransactionalId()), MaxTransactionalIDLength)
+	}
 	return client.BatchIdentity{
 		ProducerID: *req.ProducerId, ProducerEpoch: int16(*req.ProducerEpoch), BaseSequence: *req.BaseSequence,
+		TransactionalID: req.GetTransactionalId(),
 	}, nil
 }
 

@@ -73,6 +73,7 @@ type Gateway struct {
 	inflight *budget.Budget
 	consumer *api.Consumer
 	group    *api.Group
+	txn      *api.Transaction
 	grpcLis  net.Listener
 	httpLis  net.Listener
 	loopLis  *bufconn.Listener
@@ -138,6 +139,8 @@ func New(cfg Config) (*Gateway, error) {
 	skeinv1.RegisterConsumerServiceServer(g.grpc, g.consumer)
 	g.group = api.NewGroup(g.client, g.log)
 	skeinv1.RegisterGroupServiceServer(g.grpc, g.group)
+	g.txn = api.NewTransaction(g.client, g.log)
+	skeinv1.RegisterTransactionServiceServer(g.grpc, g.txn)
 	g.health = health.NewServer()
 	healthpb.RegisterHealthServer(g.grpc, g.health)
 	reflection.Register(g.grpc)
@@ -247,6 +250,9 @@ func (g *Gateway) closeAll() {
 	}
 	if g.group != nil {
 		g.group.Close()
+	}
+	if g.txn != nil {
+		g.txn.Close()
 	}
 	if g.client != nil {
 		g.client.Close()

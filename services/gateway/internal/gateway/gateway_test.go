@@ -225,7 +225,14 @@ func TestRESTRefusals(t *testing.T) {
 		{"key and key_bytes", "POST", "/v1/topics/t/records", `{"records": [{"key": "k", "key_bytes": "aw=="}]}`, 400, "INVALID_REQUEST"},
 		{"negative timestamp", "POST", "/v1/topics/t/records", `{"records": [{"value": "v", "timestamp_ms": -3}]}`, 400, "INVALID_TIMESTAMP"},
 		{"producer id off the partition route", "POST", "/v1/topics/t/records", `{"producer_id": 5, "producer_epoch": 0, "base_sequence": 0, "records": [{"value": "v"}]}`, 400, "INVALID_REQUEST"},
-		{"transactional produce without a coordinator", "POST", "/v1/topics/t/partitions/0/records", `{"transactional_id": "tx", "producer_id": 5, "producer_epoch": 0, "base_sequence": 0, "records": [{"value": "v"}]}`, 409, "INVALID_TXN_STATE"},
+		{"transactional id too long", "POST", "/v1/topics/t/partitions/0/records", `{"transactional_id": "` + strings.Repeat("x", 256) + `", "producer_id": 5, "producer_epoch": 0, "base_sequence": 0, "records": [{"value": "v"}]}`, 400, "INVALID_REQUEST"},
+		{"transaction timeout without a transactional id", "POST", "/v1/producers", `{"transaction_timeout_ms": 5000}`, 400, "INVALID_REQUEST"},
+		{"zero transaction timeout", "POST", "/v1/producers", `{"transactional_id": "tx", "transaction_timeout_ms": 0}`, 400, "INVALID_TRANSACTION_TIMEOUT"},
+		{"commit with a negative producer id", "POST", "/v1/transactions/tx:commit", `{"producer_id": -1, "producer_epoch": 0}`, 400, "INVALID_REQUEST"},
+		{"abort with an epoch out of range", "POST", "/v1/transactions/tx:abort", `{"producer_id": 1, "producer_epoch": 40000}`, 409, "INVALID_PRODUCER_EPOCH"},
+		{"offsets for no group", "POST", "/v1/transactions/tx/offsets", `{"producer_id": 1, "producer_epoch": 0, "group": "", "offsets": [{"topic": "t", "partition": 0, "offset": 1}]}`, 400, "INVALID_GROUP_ID"},
+		{"no offsets", "POST", "/v1/transactions/tx/offsets", `{"producer_id": 1, "producer_epoch": 0, "group": "g", "offsets": []}`, 400, "INVALID_REQUEST"},
+		{"negative transactional offset", "POST", "/v1/transactions/tx/offsets", `{"producer_id": 1, "producer_epoch": 0, "group": "g", "offsets": [{"topic": "t", "partition": 0, "offset": -4}]}`, 400, "INVALID_REQUEST"},
 		{"producer id without sequence", "POST", "/v1/topics/t/partitions/0/records", `{"producer_id": 5, "records": [{"value": "v"}]}`, 400, "INVALID_REQUEST"},
 		{"malformed JSON", "POST", "/v1/topics", `{"name": `, 400, "INVALID_REQUEST"},
 		{"not JSON at all", "POST", "/v1/topics/t/records", `acks=1`, 400, "INVALID_REQUEST"},
@@ -238,7 +245,6 @@ func TestRESTRefusals(t *testing.T) {
 		{"non-numeric offset", "GET", "/v1/topics/t/partitions/0/records?offset=abc", "", 400, "INVALID_REQUEST"},
 		{"unknown isolation level", "GET", "/v1/topics/t/partitions/0/records?isolation_level=SOMETIMES", "", 400, "INVALID_REQUEST"},
 		{"bad offsets spec", "GET", "/v1/topics/t/offsets?spec=SOON", "", 400, "INVALID_REQUEST"},
-		{"transaction routes are absent", "POST", "/v1/producers", `{}`, 404, "INVALID_REQUEST"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, body := e.do(tc.method, tc.path, tc.body)
@@ -483,14 +489,9 @@ func TestGRPCReflectionListsTheServices(t *testing.T) {
 	for _, s := range resp.GetListServicesResponse().GetService() {
 		got[s.GetName()] = true
 	}
-	for _, want := range []string{"skein.v1.AdminService", "skein.v1.ProducerService", "skein.v1.ConsumerService", "skein.v1.GroupService", "grpc.health.v1.Health"} {
+	for _, want := range []string{"skein.v1.AdminService", "skein.v1.ProducerService", "skein.v1.ConsumerService", "skein.v1.GroupService", "skein.v1.TransactionService", "grpc.health.v1.Health"} {
 		if !got[want] {
 			t.Errorf("reflection lacks %s: %v", want, got)
-		}
-	}
-	for _, absent := range []string{"skein.v1.TransactionService"} {
-		if got[absent] {
-			t.Errorf("%s is registered before its issue", absent)
 		}
 	}
 }
@@ -651,5 +652,23 @@ func TestGracefulShutdownEndsStreams(t *testing.T) {
 	}
 	if _, err := ps.Recv(); err != io.EOF {
 		t.Errorf("produce stream after shutdown: %v, want a clean end", err)
+	}
+}
+
+// POST /v1/producers without a transactional id gives an idempotent
+// producer a fresh id at epoch 0, another on every call.
+func TestInitProducerIdempotent(t *testing.T) {
+	e := start(t)
+	e.waitReady()
+	seen := map[any]bool{}
+	for range 3 {
+		code, body := e.do("POST", "/v1/producers", `{}`)
+		if code != 200 || body["producer_id"] == nil || seen[body["producer_id"]] {
+			t.Fatalf("%d %v (seen %v)", code, body, seen)
+		}
+		if ep, ok := body["producer_epoch"].(float64); ok && ep != 0 {
+			t.Fatalf("epoch %v, want 0", ep)
+		}
+		seen[body["producer_id"]] = true
 	}
 }

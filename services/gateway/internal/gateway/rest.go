@@ -87,6 +87,7 @@ func newRESTMux(ctx context.Context, conn *grpc.ClientConn, rl restLimits) (*run
 		skeinv1.RegisterProducerServiceHandler,
 		skeinv1.RegisterConsumerServiceHandler,
 		skeinv1.RegisterGroupServiceHandler,
+		skeinv1.RegisterTransactionServiceHandler,
 	} {
 		if err := register(ctx, mux, conn); err != nil {
 			return nil, err

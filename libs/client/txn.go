@@ -1,0 +1,228 @@
+package client
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+
+	controllerv1 "skein/gen/skein/controller/v1"
+	groupv1 "skein/gen/skein/group/v1"
+	txnv1 "skein/gen/skein/txn/v1"
+	"skein/libs/errs"
+	"skein/libs/rpcerr"
+)
+
+// Transactions reaches the transaction coordinators: it finds the one that
+// owns a transactional id (cached per id, looked up again when the answer
+// says it lives elsewhere or its owner is loading) and calls
+// TransactionCoordinatorService there, retrying with backoff while the id
+// moves, and retrying CONCURRENT_TRANSACTIONS (the previous transaction is
+// still completing) until ctx ends. It is safe for concurrent use.
+type Transactions struct {
+	c *Client
+
+	mu     sync.Mutex
+	conns  map[string]*grpc.ClientConn // by address; guarded by mu
+	owners map[string]string           // transactional id -> coordinator address; guarded by mu
+}
+
+// Transactions returns a new handle on the transaction coordinators; Close
+// it when done.
+func (c *Client) Transactions() *Transactions {
+	return &Transactions{c: c, conns: map[string]*grpc.ClientConn{}, owners: map[string]string{}}
+}
+
+// Close closes the coordinator connections.
+func (t *Transactions) Close() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, cc := range t.conns {
+		cc.Close()
+	}
+	t.conns = map[string]*grpc.ClientConn{}
+	return nil
+}
+
+func (t *Transactions) conn(addr string) (txnv1.TransactionCoordinatorServiceClient, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	cc, ok := t.conns[addr]
+	if !ok {
+		var err error
+		if cc, err = grpc.NewClient(addr, t.c.dialOptions()...); err != nil {
+			return nil, err
+		}
+		t.conns[addr] = cc
+	}
+	return txnv1.NewTransactionCoordinatorServiceClient(cc), nil
+}
+
+func (t *Transactions) owner(ctx context.Context, id string) (string, error) {
+	t.mu.Lock()
+	addr, ok := t.owners[id]
+	t.mu.Unlock()
+	if ok {
+		return addr, nil
+	}
+	co, err := t.c.FindCoordinator(ctx, controllerv1.CoordinatorKind_COORDINATOR_KIND_TRANSACTION, id)
+	if err != nil {
+		return "", err
+	}
+	if co.Addr == "" {
+		return "", errs.Errorf(errs.CoordinatorNotAvailable, "no coordinator address for transactional id %q", id)
+	}
+	t.mu.Lock()
+	t.owners[id] = co.Addr
+	t.mu.Unlock()
+	return co.Addr, nil
+}
+
+func (t *Transactions) forget(id, addr string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.owners[id] == addr {
+		delete(t.owners, id)
+	}
+}
+
+// call runs fn against the id's coordinator; fn answers the call's error,
+// including one carried in the answer.
+func (t *Transactions) call(ctx context.Context, id string, fn func(context.Context, txnv1.TransactionCoordinatorServiceClient) error) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultAPITimeout)
+		defer cancel()
+	}
+	for attempt := 0; ; attempt++ {
+		addr, err := t.owner(ctx, id)
+		if err == nil {
+			var cl txnv1.TransactionCoordinatorServiceClient
+			if cl, err = t.conn(addr); err == nil {
+				err = fn(ctx, cl)
+			}
+			if err != nil {
+				err = rpcerr.FromStatus(err)
+				if coordinatorErr(err) {
+					t.forget(id, addr)
+				}
+			}
+		}
+		retry := coordinatorErr(err) || errs.Of(err) == errs.ConcurrentTransactions
+		if err == nil || !retry || ctx.Err() != nil {
+			return err
+		}
+		t.c.log.DebugContext(ctx, "transaction coordinator call failed, retrying", "transactional_id", id, "err", err)
+		if sleep(ctx, min(t.c.backoff(attempt), time.Second)) != nil {
+			return err
+		}
+	}
+}
+
+// InitProducerID answers the producer id and epoch of a transactional id:
+// a new id gets a fresh producer id; a known one gets its epoch bumped,
+// which fences every older producer of the id and aborts the transaction
+// one of them left open. An empty id is an idempotent producer: a fresh
+// producer id at epoch 0 from this client's block. timeout is the
+// transaction timeout (0: the coordinator's default of 1 minute).
+func (t *Transactions) InitProducerID(ctx context.Context, id string, timeout time.Duration) (int64, int16, error) {
+	if id == "" {
+		pid, err := t.c.AllocateProducerID(ctx)
+		return pid, 0, err
+	}
+	if timeout <= 0 {
+		timeout = time.Minute
+	}
+	var resp *txnv1.InitProducerIdResponse
+	err := t.call(ctx, id, func(ctx context.Context, cl txnv1.TransactionCoordinatorServiceClient) error {
+		var err error
+		resp, err = cl.InitProducerId(ctx, &txnv1.InitProducerIdRequest{TransactionalId: id, TransactionTimeoutMs: int32(timeout / time.Millisecond), ProducerId: -1, ProducerEpoch: -1})
+		if err != nil {
+			return err
+		}
+		return codeErr(resp.GetErrorCode(), resp.GetErrorMessage())
+	})
+	if err != nil {
+		return -1, -1, err
+	}
+	return resp.GetProducerId(), int16(resp.GetProducerEpoch()), nil
+}
+
+// AddPartitions adds partitions to the id's open transaction (opening one
+// if none is), answering the first partition's refusal.
+func (t *Transactions) AddPartitions(ctx context.Context, id string, pid int64, epoch int16, parts []TopicPartition) error {
+	byTopic := map[string]*txnv1.TopicPartitions{}
+	var req txnv1.AddPartitionsToTxnRequest
+	req.TransactionalId, req.ProducerId, req.ProducerEpoch = id, pid, int32(epoch)
+	for _, p := range parts {
+		tp, ok := byTopic[p.Topic]
+		if !ok {
+			tp = &txnv1.TopicPartitions{Topic: p.Topic}
+			byTopic[p.Topic] = tp
+			req.Partitions = append(req.Partitions, tp)
+		}
+		tp.Partitions = append(tp.Partitions, p.Partition)
+	}
+	return t.call(ctx, id, func(ctx context.Context, cl txnv1.TransactionCoordinatorServiceClient) error {
+		resp, err := cl.AddPartitionsToTxn(ctx, &req)
+		if err != nil {
+			return err
+		}
+		for _, r := range resp.GetPartitions() {
+			if err := codeErr(r.GetErrorCode(), r.GetErrorMessage()); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// AddOffsets adds a group's offsets to the id's open transaction; the
+// offsets themselves go to the group's coordinator with TxnCommitOffsets.
+func (t *Transactions) AddOffsets(ctx context.Context, id string, pid int64, epoch int16, group string) error {
+	return t.call(ctx, id, func(ctx context.Context, cl txnv1.TransactionCoordinatorServiceClient) error {
+		resp, err := cl.AddOffsetsToTxn(ctx, &txnv1.AddOffsetsToTxnRequest{TransactionalId: id, ProducerId: pid, ProducerEpoch: int32(epoch), GroupId: group})
+		if err != nil {
+			return err
+		}
+		return codeErr(resp.GetErrorCode(), resp.GetErrorMessage())
+	})
+}
+
+// End commits or aborts the id's open transaction and answers the producer
+// id and epoch of the producer's next transaction (every end bumps the
+// epoch).
+func (t *Transactions) End(ctx context.Context, id string, pid int64, epoch int16, commit bool) (int64, int16, error) {
+	var resp *txnv1.EndTxnResponse
+	err := t.call(ctx, id, func(ctx context.Context, cl txnv1.TransactionCoordinatorServiceClient) error {
+		var err error
+		resp, err = cl.EndTxn(ctx, &txnv1.EndTxnRequest{TransactionalId: id, ProducerId: pid, ProducerEpoch: int32(epoch), Committed: commit})
+		if err != nil {
+			return err
+		}
+		return codeErr(resp.GetErrorCode(), resp.GetErrorMessage())
+	})
+	if err != nil {
+		return -1, -1, err
+	}
+	return resp.GetProducerId(), int16(resp.GetProducerEpoch()), nil
+}
+
+// TxnCommitOffsets records a transaction's offsets for a group at the
+// group's coordinator; they become the group's committed offsets only when
+// the transaction commits. It answers the per-partition results.
+func (g *Groups) TxnCommitOffsets(ctx context.Context, req *groupv1.TxnOffsetCommitRequest) ([]*groupv1.PartitionResult, error) {
+	var resp *groupv1.TxnOffsetCommitResponse
+	err := g.call(ctx, req.GetGroupId(), func(ctx context.Context, cl groupv1.GroupCoordinatorServiceClient) error {
+		var err error
+		if resp, err = cl.TxnOffsetCommit(ctx, req); err != nil {
+			return err
+		}
+		return allMoved(resp.GetPartitions())
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp.GetPartitions(), nil
+}

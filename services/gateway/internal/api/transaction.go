@@ -1,0 +1,180 @@
+package api
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	groupv1 "skein/gen/skein/group/v1"
+	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/client"
+	"skein/libs/errs"
+)
+
+// MaxTransactionalIDLength bounds a transactional id.
+const MaxTransactionalIDLength = 255
+
+// Transaction is TransactionService: producer ids for idempotent and
+// transactional producers, a transaction's consumed offsets, its commit and
+// abort — each a call to the transaction coordinator that owns the
+// transactional id (and, for offsets, to the group's coordinator). It keeps
+// no state: any gateway serves any call.
+type Transaction struct {
+	skeinv1.UnimplementedTransactionServiceServer
+
+	c      *client.Client
+	txns   *client.Transactions
+	groups *client.Groups
+	log    *slog.Logger
+}
+
+// NewTransaction serves TransactionService through c.
+func NewTransaction(c *client.Client, log *slog.Logger) *Transaction {
+	return &Transaction{c: c, txns: c.Transactions(), groups: c.Groups(), log: log}
+}
+
+// Close closes the coordinator connections.
+func (s *Transaction) Close() error {
+	s.groups.Close()
+	return s.txns.Close()
+}
+
+func validateTransactionalID(id string) error {
+	switch {
+	case id == "":
+		return errs.Errorf(errs.InvalidRequest, "the transactional id is empty")
+	case len(id) > MaxTransactionalIDLength:
+		return errs.Errorf(errs.InvalidRequest, "the transactional id is %d bytes long, more than %d", len(id), MaxTransactionalIDLength)
+	}
+	return nil
+}
+
+func validateProducer(pid int64, epoch int32) error {
+	switch {
+	case pid < 0:
+		return errs.Errorf(errs.InvalidRequest, "producer_id %d is negative", pid)
+	case epoch < 0 || epoch > 32767:
+		return errs.Errorf(errs.InvalidProducerEpoch, "producer_epoch %d is outside [0, 32767]", epoch)
+	}
+	return nil
+}
+
+// InitProducer answers a producer id and epoch. Without a transactional id
+// it is a fresh id for an idempotent producer; with one, the epoch is
+// bumped, which fences every older producer of the id and aborts the
+// transaction one of them left open.
+func (s *Transaction) InitProducer(ctx context.Context, req *skeinv1.InitProducerRequest) (*skeinv1.InitProducerResponse, error) {
+	var timeout time.Duration
+	if req.TransactionTimeoutMs != nil {
+		if req.GetTransactionTimeoutMs() <= 0 {
+			return nil, errs.Errorf(errs.InvalidTransactionTimeout, "transaction_timeout_ms %d is not positive", req.GetTransactionTimeoutMs())
+		}
+		timeout = time.Duration(req.GetTransactionTimeoutMs()) * time.Millisecond
+	}
+	if id := req.GetTransactionalId(); id != "" {
+		if err := validateTransactionalID(id); err != nil {
+			return nil, err
+		}
+	} else if req.TransactionTimeoutMs != nil {
+		return nil, errs.Errorf(errs.InvalidRequest, "transaction_timeout_ms needs a transactional_id")
+	}
+	if err := waitReady(ctx, s.c); err != nil {
+		return nil, err
+	}
+	pid, epoch, err := s.txns.InitProducerID(ctx, req.GetTransactionalId(), timeout)
+	if err != nil {
+		return nil, err
+	}
+	return &skeinv1.InitProducerResponse{ProducerId: pid, ProducerEpoch: int32(epoch)}, nil
+}
+
+// SendOffsets puts a group's consumed offsets into the open transaction:
+// they become the group's committed offsets when the transaction commits,
+// and are dropped when it aborts.
+func (s *Transaction) SendOffsets(ctx context.Context, req *skeinv1.SendOffsetsRequest) (*skeinv1.SendOffsetsResponse, error) {
+	if err := validateTransactionalID(req.GetTransactionalId()); err != nil {
+		return nil, err
+	}
+	if err := validateProducer(req.GetProducerId(), req.GetProducerEpoch()); err != nil {
+		return nil, err
+	}
+	if err := validateGroupID(req.GetGroup()); err != nil {
+		return nil, err
+	}
+	if len(req.GetOffsets()) == 0 {
+		return nil, errs.Errorf(errs.InvalidRequest, "offsets is empty")
+	}
+	if err := waitReady(ctx, s.c); err != nil {
+		return nil, err
+	}
+	creq := &groupv1.TxnOffsetCommitRequest{TransactionalId: req.GetTransactionalId(), GroupId: req.GetGroup(),
+		ProducerId: req.GetProducerId(), ProducerEpoch: req.GetProducerEpoch()}
+	seen := map[client.TopicPartition]bool{}
+	for _, o := range req.GetOffsets() {
+		tp := client.TopicPartition{Topic: o.GetTopic(), Partition: o.GetPartition()}
+		if _, n, err := knownTopic(ctx, s.c, tp.Topic); err != nil {
+			return nil, err
+		} else if err := checkPartition(tp.Topic, tp.Partition, n); err != nil {
+			return nil, err
+		}
+		if seen[tp] {
+			return nil, errs.Errorf(errs.InvalidRequest, "offsets names %s:%d twice", tp.Topic, tp.Partition)
+		}
+		seen[tp] = true
+		if o.GetOffset() < 0 {
+			return nil, errs.Errorf(errs.InvalidRequest, "offset %d of %s:%d is negative", o.GetOffset(), tp.Topic, tp.Partition)
+		}
+		if len(o.GetMetadata()) > MaxOffsetMetadata {
+			return nil, errs.Errorf(errs.OffsetMetadataTooLarge, "metadata of %s:%d is %d bytes, more than %d", tp.Topic, tp.Partition, len(o.GetMetadata()), MaxOffsetMetadata)
+		}
+		creq.Offsets = append(creq.Offsets, &groupv1.PartitionOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: o.GetOffset(), Metadata: o.GetMetadata()})
+	}
+	// The group joins the transaction first, so that the coordinator will
+	// complete its offsets whichever way the transaction ends.
+	if err := s.txns.AddOffsets(ctx, req.GetTransactionalId(), req.GetProducerId(), int16(req.GetProducerEpoch()), req.GetGroup()); err != nil {
+		return nil, err
+	}
+	results, err := s.groups.TxnCommitOffsets(ctx, creq)
+	if err != nil {
+		return nil, err
+	}
+	out := &skeinv1.SendOffsetsResponse{}
+	for _, r := range results {
+		out.Results = append(out.Results, &skeinv1.PartitionCommitResult{Topic: r.GetTopic(), Partition: r.GetPartition(),
+			ErrorCode: r.GetErrorCode(), Message: r.GetErrorMessage()})
+	}
+	return out, nil
+}
+
+// CommitTransaction commits the open transaction and answers the producer
+// id and epoch of the producer's next one.
+func (s *Transaction) CommitTransaction(ctx context.Context, req *skeinv1.CommitTransactionRequest) (*skeinv1.CommitTransactionResponse, error) {
+	pid, epoch, err := s.end(ctx, req.GetTransactionalId(), req.GetProducerId(), req.GetProducerEpoch(), true)
+	if err != nil {
+		return nil, err
+	}
+	return &skeinv1.CommitTransactionResponse{ProducerId: pid, ProducerEpoch: int32(epoch)}, nil
+}
+
+// AbortTransaction aborts the open transaction and answers the producer id
+// and epoch of the producer's next one.
+func (s *Transaction) AbortTransaction(ctx context.Context, req *skeinv1.AbortTransactionRequest) (*skeinv1.AbortTransactionResponse, error) {
+	pid, epoch, err := s.end(ctx, req.GetTransactionalId(), req.GetProducerId(), req.GetProducerEpoch(), false)
+	if err != nil {
+		return nil, err
+	}
+	return &skeinv1.AbortTransactionResponse{ProducerId: pid, ProducerEpoch: int32(epoch)}, nil
+}
+
+func (s *Transaction) end(ctx context.Context, id string, pid int64, epoch int32, commit bool) (int64, int16, error) {
+	if err := validateTransactionalID(id); err != nil {
+		return -1, -1, err
+	}
+	if err := validateProducer(pid, epoch); err != nil {
+		return -1, -1, err
+	}
+	if err := waitReady(ctx, s.c); err != nil {
+		return -1, -1, err
+	}
+	return s.txns.End(ctx, id, pid, int16(epoch), commit)
+}

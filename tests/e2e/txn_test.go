@@ -1,0 +1,159 @@
+//go:build integration
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	skeinv1 "skein/gen/skein/v1"
+)
+
+// written reports whether every record of a produce was written.
+func written(pr ProduceResponse) bool {
+	for _, r := range pr.Results {
+		if r.ErrorCode != "" && r.ErrorCode != "NONE" {
+			return false
+		}
+	}
+	return len(pr.Results) > 0
+}
+
+type producerIdentity struct {
+	ProducerID    Int64 `json:"producer_id"`
+	ProducerEpoch int32 `json:"producer_epoch"`
+}
+
+// committedValues reads a partition from 0 as read_committed (or not) sees
+// it and answers the values and the offset the read ends at.
+func committedValues(ctx context.Context, t *testing.T, c *REST, topic string, partition int32, committed bool) ([]string, int64) {
+	t.Helper()
+	iso := "READ_UNCOMMITTED"
+	if committed {
+		iso = "READ_COMMITTED"
+	}
+	var fr FetchResponse
+	path := fmt.Sprintf("/v1/topics/%s/partitions/%d/records?offset=0&max_records=1000&isolation_level=%s", topic, partition, iso)
+	if err := c.Call(ctx, "GET", path, nil, &fr); err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	var out []string
+	for _, r := range fr.Records {
+		if r.Value != nil {
+			out = append(out, *r.Value)
+		}
+	}
+	if committed {
+		return out, int64(fr.LastStableOffset)
+	}
+	return out, int64(fr.HighWatermark)
+}
+
+// A transactional producer over REST, as a curl user would drive it: a
+// producer id and epoch from POST /v1/producers, produces carrying the
+// transactional id, :commit and :abort; read_committed readers see the
+// committed records only, at the commit.
+func TestTransactionsOverREST(t *testing.T) {
+	d := devCluster(t)
+	c := restClient(d)
+	ctx := testCtx(t, 2*time.Minute)
+	const topic, txid = "e2e-txn", "e2e-billing"
+	createTopic(ctx, t, c, topic, 2, 3, map[string]string{"min.insync.replicas": "2"})
+
+	var id producerIdentity
+	if err := c.Call(ctx, "POST", "/v1/producers", map[string]any{"transactional_id": txid, "transaction_timeout_ms": 60000}, &id); err != nil {
+		t.Fatal(err)
+	}
+	produce := func(id producerIdentity, partition int32, seq int, values ...string) (ProduceResponse, error) {
+		var recs []map[string]any
+		for _, v := range values {
+			recs = append(recs, map[string]any{"value": v})
+		}
+		var pr ProduceResponse
+		err := c.Call(ctx, "POST", fmt.Sprintf("/v1/topics/%s/partitions/%d/records", topic, partition), map[string]any{
+			"transactional_id": txid, "producer_id": id.ProducerID, "producer_epoch": id.ProducerEpoch, "base_sequence": seq, "records": recs}, &pr)
+		return pr, err
+	}
+	if pr, err := produce(id, 0, 0, "a", "b"); err != nil || !written(pr) {
+		t.Fatalf("transactional produce: %v %+v", err, pr)
+	}
+	if pr, err := produce(id, 1, 0, "c"); err != nil || !written(pr) {
+		t.Fatalf("transactional produce: %v %+v", err, pr)
+	}
+	if got, lso := committedValues(ctx, t, c, topic, 0, true); len(got) != 0 || lso != 0 {
+		t.Fatalf("read_committed before the commit: %v, LSO %d", got, lso)
+	}
+	var next producerIdentity
+	if err := c.Call(ctx, "POST", "/v1/transactions/"+txid+":commit", id, &next); err != nil {
+		t.Fatal(err)
+	}
+	if next.ProducerEpoch <= id.ProducerEpoch && next.ProducerID == id.ProducerID {
+		t.Fatalf("epoch after the commit %d, before %d", next.ProducerEpoch, id.ProducerEpoch)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		a, _ := committedValues(ctx, t, c, topic, 0, true)
+		b, _ := committedValues(ctx, t, c, topic, 1, true)
+		if slices.Equal(a, []string{"a", "b"}) && slices.Equal(b, []string{"c"}) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("read_committed after the commit: %v and %v", a, b)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	// A late produce of the committed transaction's epoch is refused.
+	if _, err := produce(id, 0, 2, "late"); err == nil {
+		t.Errorf("a produce of the ended transaction's epoch was accepted")
+	} else if e, ok := err.(*APIError); !ok || (e.ErrorCode != "PRODUCER_FENCED" && e.ErrorCode != "INVALID_PRODUCER_EPOCH") {
+		t.Errorf("a produce of the ended transaction's epoch: %v, want PRODUCER_FENCED", err)
+	}
+
+	// The next transaction, aborted: never visible to read_committed.
+	if pr, err := produce(next, 1, 0, "x"); err != nil || !written(pr) {
+		t.Fatalf("transactional produce: %v %+v", err, pr)
+	}
+	var afterAbort producerIdentity
+	if err := c.Call(ctx, "POST", "/v1/transactions/"+txid+":abort", next, &afterAbort); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		got, lso := committedValues(ctx, t, c, topic, 1, true)
+		all, hw := committedValues(ctx, t, c, topic, 1, false)
+		if slices.Equal(got, []string{"c"}) && lso == hw && slices.Contains(all, "x") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the abort: read_committed %v (LSO %d), read_uncommitted %v (HW %d)", got, lso, all, hw)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	// The abort retried (its answer lost) answers the same next identity.
+	var again producerIdentity
+	if err := c.Call(ctx, "POST", "/v1/transactions/"+txid+":abort", next, &again); err != nil || again != afterAbort {
+		t.Errorf("the abort retried: %+v %v, want %+v", again, err, afterAbort)
+	}
+	// A commit with nothing in the transaction is refused.
+	if err := c.Call(ctx, "POST", "/v1/transactions/"+txid+":commit", afterAbort, nil); err == nil {
+		t.Errorf("a commit of an empty transaction was accepted")
+	} else if e, ok := err.(*APIError); !ok || e.ErrorCode != "INVALID_TXN_STATE" {
+		t.Errorf("a commit of an empty transaction: %v, want INVALID_TXN_STATE", err)
+	}
+
+	// The same over gRPC: InitProducer for an idempotent producer.
+	tc := skeinv1.NewTransactionServiceClient(grpcConn(t, d))
+	r1, err := tc.InitProducer(ctx, &skeinv1.InitProducerRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := tc.InitProducer(ctx, &skeinv1.InitProducerRequest{})
+	if err != nil || r2.GetProducerId() == r1.GetProducerId() || r1.GetProducerEpoch() != 0 {
+		t.Fatalf("two idempotent producers: %v and %v (%v)", r1, r2, err)
+	}
+}
