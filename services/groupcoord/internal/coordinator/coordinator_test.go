@@ -81,7 +81,7 @@ func commit(c *Coordinator, groupID string, m group.MemberID, e group.Epoch, top
 
 func committed(t *testing.T, c *Coordinator, groupID, topic string, p int32) int64 {
 	t.Helper()
-	got, err := c.FetchOffsets(context.Background(), groupID, []assign.TopicPartition{{Topic: topic, Partition: p}})
+	got, err := c.FetchOffsets(context.Background(), groupID, []assign.TopicPartition{{Topic: topic, Partition: p}}, false)
 	if err != nil {
 		t.Fatalf("fetch offsets of %s: %v", groupID, err)
 	}

@@ -37,6 +37,28 @@
 // sequence, before anything else is written to the partition; once it is
 // known to be in the log its records are applied as the loader would.
 //
+// # Transactional offsets
+//
+// TxnCommitOffsets (TxnOffsetCommit) writes a transaction's offsets as
+// pending offset records of (group, producer id), through the same
+// per-partition write path as every other record; they are in the group's
+// group.TxnOffsets once acknowledged and never answered by FetchOffsets
+// (with require_stable, a partition with pending offsets answers
+// UNSTABLE_OFFSET_COMMIT). The group coordinator does not see the markers
+// the storage nodes append, so the transaction coordinator tells it: after
+// the markers of a transaction are written (every partition of the
+// transaction, and the __consumer_offsets partition of every group in it),
+// and before it writes COMPLETE_COMMIT or COMPLETE_ABORT, it calls
+// CompleteTxnOffsets for each group of the transaction with the markers'
+// producer id and epoch and the decision, retrying until one answers OK.
+// A commit writes the pending offsets as offset commit records and
+// tombstones the pending records, in one batch; an abort only tombstones
+// them. A completion with nothing to apply (a retry, a failover in
+// between, a group that does not exist here) answers OK and writes
+// nothing. The loader rebuilds pending offsets like every other key, so a
+// completion after a failover applies them. DeleteGroup tombstones them
+// with the group, as Kafka drops a deleted group's pending offsets.
+//
 // # Time
 //
 // One goroutine per owned partition loads it, then ticks its groups at

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"maps"
+	"math"
 	"slices"
 	"time"
 
@@ -73,14 +74,7 @@ func (c *Coordinator) CommitOffsets(ctx context.Context, groupID string, member 
 	err = p.update(groupID, admin, func(gs *groupState, now time.Time) (change, error) {
 		ch := change{offsets: map[assign.TopicPartition]offsetlog.Offset{}}
 		for i, cm := range commits {
-			switch n, ok := topics[cm.Topic]; {
-			case len(cm.Metadata) > offsetlog.MaxMetadata:
-				out[i] = errs.Errorf(errs.OffsetMetadataTooLarge, "offset metadata of %d bytes: at most %d", len(cm.Metadata), offsetlog.MaxMetadata)
-			case !ok || cm.Partition < 0 || cm.Partition >= n:
-				out[i] = errs.Errorf(errs.UnknownTopicOrPartition, "no partition %s:%d", cm.Topic, cm.Partition)
-			case cm.Offset < 0:
-				out[i] = errs.Errorf(errs.InvalidRequest, "negative offset %d for %s:%d", cm.Offset, cm.Topic, cm.Partition)
-			default:
+			if out[i] = checkCommit(topics, cm); out[i] == nil {
 				out[i] = gs.g.CanCommit(member, epoch, cm.Topic, cm.Partition)
 			}
 			if out[i] == nil {
@@ -103,18 +97,137 @@ func (c *Coordinator) CommitOffsets(ctx context.Context, groupID string, member 
 	return out
 }
 
-// Committed is a committed offset; Offset is -1 when none is.
+// checkCommit validates one partition's offset against the topics.
+func checkCommit(topics map[string]int32, cm Commit) error {
+	switch n, ok := topics[cm.Topic]; {
+	case len(cm.Metadata) > offsetlog.MaxMetadata:
+		return errs.Errorf(errs.OffsetMetadataTooLarge, "offset metadata of %d bytes: at most %d", len(cm.Metadata), offsetlog.MaxMetadata)
+	case !ok || cm.Partition < 0 || cm.Partition >= n:
+		return errs.Errorf(errs.UnknownTopicOrPartition, "no partition %s:%d", cm.Topic, cm.Partition)
+	case cm.Offset < 0:
+		return errs.Errorf(errs.InvalidRequest, "negative offset %d for %s:%d", cm.Offset, cm.Topic, cm.Partition)
+	}
+	return nil
+}
+
+// TxnCommit is a TxnOffsetCommit: offsets a producer's transaction commits
+// to a group.
+type TxnCommit struct {
+	TransactionalID string
+	GroupID         string
+	ProducerID      int64
+	ProducerEpoch   int32
+	Commits         []Commit
+}
+
+// TxnCommitOffsets records a transaction's offsets as pending for (group,
+// producer id): written to the log, not visible to FetchOffsets until
+// CompleteTxnOffsets commits them (see group.TxnOffsets.Commit for the
+// epoch rules). It answers an error per commit (the partition's own
+// refusal: its topic or partition does not exist, a negative offset,
+// metadata too large; the valid ones are recorded) and an error for the
+// request as a whole (an empty group id, a group another coordinator owns,
+// an empty transactional id or offset list, a producer id or epoch out of
+// range or fenced, a failed write), which applies to every commit the
+// first does not refuse.
+//
+// No member id or epoch comes with it, so, as Kafka's TxnOffsetCommit
+// without member fields, it is accepted whether or not the group has
+// members, and for a group that does not exist yet (the group then exists,
+// Empty, holding only the pending offsets).
+func (c *Coordinator) TxnCommitOffsets(ctx context.Context, req TxnCommit) ([]error, error) {
+	out := make([]error, len(req.Commits))
+	switch {
+	case len(req.Commits) == 0:
+		return out, errs.Errorf(errs.InvalidRequest, "no offsets to commit")
+	case req.TransactionalID == "":
+		return out, errs.Errorf(errs.InvalidRequest, "empty transactional id")
+	case req.ProducerID < 0 || req.ProducerEpoch < 0 || req.ProducerEpoch > math.MaxInt16:
+		return out, errs.Errorf(errs.InvalidRequest, "producer id %d, epoch %d", req.ProducerID, req.ProducerEpoch)
+	case req.ProducerEpoch > group.MaxTxnEpoch:
+		return out, errs.Errorf(errs.InvalidProducerEpoch, "producer epoch %d is never handed to a producer", req.ProducerEpoch)
+	}
+	p, err := c.partitionFor(req.GroupID)
+	if err != nil {
+		return out, err
+	}
+	topics := c.topics()
+	offsets := map[assign.TopicPartition]offsetlog.Offset{}
+	err = p.update(req.GroupID, true, func(gs *groupState, now time.Time) (change, error) {
+		for i, cm := range req.Commits {
+			if out[i] = checkCommit(topics, cm); out[i] == nil {
+				offsets[assign.TopicPartition{Topic: cm.Topic, Partition: cm.Partition}] = offsetlog.Offset{
+					Offset: cm.Offset, LeaderEpoch: cm.LeaderEpoch, Metadata: cm.Metadata, CommitTime: now}
+			}
+		}
+		if len(offsets) == 0 {
+			return change{}, nil
+		}
+		tch, err := gs.txns.Commit(req.ProducerID, int16(req.ProducerEpoch), offsets)
+		if err != nil {
+			return change{}, err
+		}
+		return change{txn: &tch}, nil
+	})
+	return out, err
+}
+
+// CompleteTxnOffsets ends a transaction's offsets in a group, once the
+// transaction coordinator has written the transaction's markers: at the
+// markers' producer id and epoch, committed or not. With committed, the
+// producer's pending offsets older than epoch become the group's committed
+// offsets; either way they are dropped (see group.TxnOffsets.Complete for
+// the epoch rule). It answers nil when there is nothing to complete (a
+// retry, a group with nothing pending, a group that does not exist), and
+// an error only when the request should be retried (NOT_COORDINATOR,
+// COORDINATOR_LOAD_IN_PROGRESS, a failed write) or is malformed (an empty
+// group id, a producer id or epoch out of range).
+func (c *Coordinator) CompleteTxnOffsets(ctx context.Context, groupID string, pid int64, epoch int32, committed bool) error {
+	if pid < 0 || epoch < 0 || epoch > math.MaxInt16 {
+		return errs.Errorf(errs.InvalidRequest, "producer id %d, epoch %d", pid, epoch)
+	}
+	p, err := c.partitionFor(groupID)
+	if err != nil {
+		return err
+	}
+	err = p.update(groupID, false, func(gs *groupState, _ time.Time) (change, error) {
+		tch, err := gs.txns.Complete(pid, int16(epoch), committed)
+		if err != nil {
+			return change{}, err
+		}
+		if !tch.Writes() {
+			if top, ok := gs.txns.Epoch(pid); ok {
+				c.logger.Info("a completion older than the producer's pending offsets leaves them", "group", groupID,
+					"producer_id", pid, "epoch", epoch, "pending_epoch", top)
+			}
+			gs.txns.Apply(tch) // only remembers the completion's epoch
+			return change{}, nil
+		}
+		return change{offsets: tch.Commit, txn: &tch}, nil
+	})
+	if err == errNoGroup {
+		return nil // nothing pending: nothing to do
+	}
+	return err
+}
+
+// Committed is a committed offset; Offset is -1 when none is. Err, when
+// not nil, is the partition's refusal (UNSTABLE_OFFSET_COMMIT).
 type Committed struct {
 	Topic       string
 	Partition   int32
 	Offset      int64
 	LeaderEpoch int32
 	Metadata    string
+	Err         error
 }
 
 // FetchOffsets answers a group's committed offsets of the given partitions,
-// or of every partition with one when tps is empty.
-func (c *Coordinator) FetchOffsets(ctx context.Context, groupID string, tps []assign.TopicPartition) ([]Committed, error) {
+// or of every partition with one when tps is empty. Offsets pending in a
+// transaction are never answered; with requireStable a partition that has
+// some answers UNSTABLE_OFFSET_COMMIT (retriable) instead of its committed
+// offset.
+func (c *Coordinator) FetchOffsets(ctx context.Context, groupID string, tps []assign.TopicPartition, requireStable bool) ([]Committed, error) {
 	p, err := c.partitionFor(groupID)
 	if err != nil {
 		return nil, err
@@ -125,14 +238,20 @@ func (c *Coordinator) FetchOffsets(ctx context.Context, groupID string, tps []as
 		return nil, err
 	}
 	var offsets map[assign.TopicPartition]offsetlog.Offset
+	var txns *group.TxnOffsets
 	if gs := p.groups[groupID]; gs != nil {
-		offsets = gs.offsets
+		offsets, txns = gs.offsets, &gs.txns
 	}
 	if len(tps) == 0 {
 		tps = slices.SortedFunc(maps.Keys(offsets), compareTP)
 	}
 	out := make([]Committed, 0, len(tps))
 	for _, tp := range tps {
+		if requireStable && txns != nil && txns.Has(tp) {
+			out = append(out, Committed{Topic: tp.Topic, Partition: tp.Partition, Offset: -1, LeaderEpoch: -1,
+				Err: errs.Errorf(errs.UnstableOffsetCommit, "group %q has an offset of %s pending in a transaction", groupID, tp)})
+			continue
+		}
 		o, ok := offsets[tp]
 		if !ok {
 			out = append(out, Committed{Topic: tp.Topic, Partition: tp.Partition, Offset: -1, LeaderEpoch: -1})

@@ -58,21 +58,33 @@ type pendingChange struct {
 }
 
 // groupState is one group: its state machine, the last snapshot written,
-// and its committed offsets (only acknowledged ones).
+// its committed offsets and its transactions' pending offsets (only
+// acknowledged ones).
 type groupState struct {
 	g       *group.Group
 	written *group.Snapshot // nil: no group metadata record in the log
 	offsets map[assign.TopicPartition]offsetlog.Offset
+	txns    group.TxnOffsets
+}
+
+// durable reports whether the log holds anything of the group.
+func (gs *groupState) durable() bool {
+	return gs.written != nil || len(gs.offsets) > 0 || !gs.txns.Empty()
 }
 
 // change is what one event writes for one group.
 type change struct {
 	snapshot *group.Snapshot
 	offsets  map[assign.TopicPartition]offsetlog.Offset
-	deleted  bool // tombstones for the group and every offset it has
+	deleted  bool // tombstones for the group, every offset and every pending offset it has
+	// txn: pending offsets a transaction puts or drops (its committed
+	// offsets are in offsets).
+	txn *group.TxnChange
 }
 
-func (ch change) empty() bool { return ch.snapshot == nil && len(ch.offsets) == 0 && !ch.deleted }
+func (ch change) empty() bool {
+	return ch.snapshot == nil && len(ch.offsets) == 0 && !ch.deleted && (ch.txn == nil || !ch.txn.Writes())
+}
 
 func newPartition(c *Coordinator, id int32, own Ownership) *partition {
 	ctx, cancel := context.WithCancel(c.ctx)
@@ -221,6 +233,9 @@ func (p *partition) load() error {
 		if gs.offsets == nil {
 			gs.offsets = map[assign.TopicPartition]offsetlog.Offset{}
 		}
+		for pk, po := range st.pending[id] {
+			gs.txns.Load(pk.pid, pk.tp, po)
+		}
 		if snap, ok := st.snaps[id]; ok {
 			g, err := group.Restore(p.c.cfg.Group, snap, now)
 			if err != nil {
@@ -244,10 +259,17 @@ func (p *partition) load() error {
 type loadState struct {
 	snaps   map[string]group.Snapshot
 	offsets map[string]map[assign.TopicPartition]offsetlog.Offset
+	pending map[string]map[pendingKey]offsetlog.Pending
+}
+
+type pendingKey struct {
+	pid int64
+	tp  assign.TopicPartition
 }
 
 func newLoadState() *loadState {
-	return &loadState{snaps: map[string]group.Snapshot{}, offsets: map[string]map[assign.TopicPartition]offsetlog.Offset{}}
+	return &loadState{snaps: map[string]group.Snapshot{}, offsets: map[string]map[assign.TopicPartition]offsetlog.Offset{},
+		pending: map[string]map[pendingKey]offsetlog.Pending{}}
 }
 
 func (st *loadState) apply(r KV) error {
@@ -283,33 +305,61 @@ func (st *loadState) apply(r KV) error {
 			st.offsets[k.Group] = map[assign.TopicPartition]offsetlog.Offset{}
 		}
 		st.offsets[k.Group][tp] = o
+	case offsetlog.KindPending:
+		pk := pendingKey{pid: k.ProducerID, tp: assign.TopicPartition{Topic: k.Topic, Partition: k.Partition}}
+		if r.Value == nil {
+			delete(st.pending[k.Group], pk)
+			if len(st.pending[k.Group]) == 0 {
+				delete(st.pending, k.Group)
+			}
+			return nil
+		}
+		po, err := offsetlog.DecodePending(r.Value)
+		if err != nil {
+			return err
+		}
+		if st.pending[k.Group] == nil {
+			st.pending[k.Group] = map[pendingKey]offsetlog.Pending{}
+		}
+		st.pending[k.Group][pk] = po
 	}
 	return nil
 }
 
 func (st *loadState) groupIDs() []string {
 	ids := slices.Collect(maps.Keys(st.snaps))
-	for id := range st.offsets {
-		if _, ok := st.snaps[id]; !ok {
-			ids = append(ids, id)
-		}
-	}
+	ids = slices.AppendSeq(ids, maps.Keys(st.offsets))
+	ids = slices.AppendSeq(ids, maps.Keys(st.pending))
 	slices.Sort(ids)
-	return ids
+	return slices.Compact(ids)
 }
 
 // encode renders a group's change as records: a group record, offset
-// records, or tombstones for the group and its offsets.
-func encode(groupID string, ch change, known map[assign.TopicPartition]offsetlog.Offset) []KV {
+// records, pending offset records and their tombstones, or tombstones for
+// the group, its offsets and its pending offsets (gs: what the log holds).
+func encode(groupID string, ch change, gs *groupState) []KV {
 	var recs []KV
 	if ch.deleted {
-		for _, tp := range slices.SortedFunc(maps.Keys(known), compareTP) {
+		for _, tp := range slices.SortedFunc(maps.Keys(gs.offsets), compareTP) {
 			recs = append(recs, KV{Key: offsetlog.OffsetKey(groupID, tp.Topic, tp.Partition)})
+		}
+		for _, pid := range gs.txns.Producers() {
+			for _, tp := range slices.SortedFunc(maps.Keys(gs.txns.Pending(pid)), compareTP) {
+				recs = append(recs, KV{Key: offsetlog.PendingKey(groupID, pid, tp.Topic, tp.Partition)})
+			}
 		}
 		return append(recs, KV{Key: offsetlog.GroupKey(groupID)})
 	}
 	for _, tp := range slices.SortedFunc(maps.Keys(ch.offsets), compareTP) {
 		recs = append(recs, KV{Key: offsetlog.OffsetKey(groupID, tp.Topic, tp.Partition), Value: offsetlog.EncodeOffset(ch.offsets[tp])})
+	}
+	if t := ch.txn; t != nil {
+		for _, tp := range slices.SortedFunc(maps.Keys(t.Put), compareTP) {
+			recs = append(recs, KV{Key: offsetlog.PendingKey(groupID, t.ProducerID, tp.Topic, tp.Partition), Value: offsetlog.EncodePending(t.Put[tp])})
+		}
+		for _, tp := range t.Drop {
+			recs = append(recs, KV{Key: offsetlog.PendingKey(groupID, t.ProducerID, tp.Topic, tp.Partition)})
+		}
 	}
 	if ch.snapshot != nil {
 		recs = append(recs, KV{Key: offsetlog.GroupKey(groupID), Value: offsetlog.EncodeGroup(*ch.snapshot)})
@@ -362,7 +412,7 @@ func (p *partition) update(groupID string, create bool, fn func(gs *groupState, 
 		p.mu.Unlock()
 		return err
 	}
-	recs := encode(groupID, ch, gs.offsets)
+	recs := encode(groupID, ch, gs)
 	if !known {
 		if len(recs) == 0 {
 			p.mu.Unlock()
@@ -401,6 +451,13 @@ func (p *partition) acknowledged(groupID string, gs *groupState, ch change, rest
 		return
 	}
 	maps.Copy(gs.offsets, ch.offsets)
+	if ch.txn != nil {
+		gs.txns.Apply(*ch.txn)
+		if !gs.durable() && len(gs.g.Describe().Members) == 0 && p.groups[groupID] == gs {
+			// An aborted transaction was all the log had of the group.
+			delete(p.groups, groupID)
+		}
+	}
 	if ch.snapshot != nil {
 		gs.written = ch.snapshot
 		if restore {
@@ -417,7 +474,7 @@ func (p *partition) rollback(groupID string, gs *groupState) {
 	if p.groups[groupID] != gs {
 		return
 	}
-	if gs.written == nil && len(gs.offsets) == 0 {
+	if !gs.durable() {
 		delete(p.groups, groupID) // it never reached the log
 		return
 	}

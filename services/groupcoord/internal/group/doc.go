@@ -15,6 +15,8 @@
 //     New/Restore and whenever topic metadata changes.
 //   - CanCommit(member, epoch, topic, partition): OffsetCommit validation.
 //   - Delete(): DeleteGroups, for an empty group.
+//   - TxnOffsets.Commit and TxnOffsets.Complete: TxnOffsetCommit and
+//     CompleteTxnOffsets (see Transactional offsets).
 //
 // # Epochs and reconciliation
 //
@@ -79,6 +81,33 @@
 // timeout) starts afresh at now: heartbeats went to the previous
 // coordinator. Heartbeat times are not durable, so a heartbeat that changes
 // nothing durable answers no snapshot.
+//
+// # Transactional offsets
+//
+// TxnOffsets, beside a Group, holds the group's transactional offset
+// commits: per producer id, the offsets its open transaction committed
+// (TxnOffsetCommit), pending until the transaction coordinator completes
+// the transaction here (CompleteTxnOffsets, at the markers' epoch). Each
+// pending offset carries the producer epoch of its TxnOffsetCommit, and a
+// completion at epoch E applies exactly the producer's pending offsets of
+// an epoch below E: the transaction coordinator bumps the epoch at every
+// end and writes the markers at the bumped epoch, so a transaction that
+// committed offsets at epoch e completes at an epoch above e, and its
+// producer's next transaction runs at (and commits offsets at) the
+// completion's epoch or later. So a late or retried completion of an
+// older transaction finds only offsets of epoch >= its own and leaves
+// them, and a completion never applies offsets of a transaction that
+// started after it. A TxnOffsetCommit below the epoch of the producer's
+// pending offsets, or below a completion already seen, is PRODUCER_FENCED;
+// one above replaces the producer's older pending offsets. Commit and
+// Complete answer a TxnChange to write and Apply once written, as the
+// group's Effects.
+//
+// The memory of completions is not durable (the pending offsets are): after
+// a failover a TxnOffsetCommit delayed past the end of its transaction is
+// accepted again, and its offsets stay pending until the producer's next
+// TxnOffsetCommit to the group replaces them (its next transaction with
+// offsets for the group starts with one) or a completion drops them.
 //
 // A Group is not safe for concurrent use: one goroutine (or one mutex) owns it.
 package group

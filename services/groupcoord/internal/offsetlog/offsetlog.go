@@ -17,6 +17,7 @@ const (
 	typeOffset   int16 = 1
 	typeGroup    int16 = 2
 	typeOwner    int16 = 3
+	typePending  int16 = 4
 )
 
 // valueVersion is the version written at the start of every value.
@@ -34,15 +35,18 @@ const (
 	KindOffset Kind = iota + 1
 	KindGroup
 	KindOwner
+	KindPending
 )
 
 // Key is a decoded record key. Offset keys have Group, Topic and Partition;
-// group keys Group; owner keys Partition (of __consumer_offsets).
+// pending keys those and ProducerID; group keys Group; owner keys Partition
+// (of __consumer_offsets).
 type Key struct {
-	Kind      Kind
-	Group     string
-	Topic     string
-	Partition int32
+	Kind       Kind
+	Group      string
+	ProducerID int64
+	Topic      string
+	Partition  int32
 }
 
 // Owner is the value of an owner key: the coordinator that took the
@@ -86,17 +90,18 @@ func (k Key) Encode() []byte {
 		return OffsetKey(k.Group, k.Topic, k.Partition)
 	case KindOwner:
 		return OwnerKey(k.Partition)
+	case KindPending:
+		return PendingKey(k.Group, k.ProducerID, k.Topic, k.Partition)
 	}
 	return GroupKey(k.Group)
 }
 
 // Offset is a committed offset: the value of an offset key.
-type Offset struct {
-	Offset      int64
-	LeaderEpoch int32 // -1 when unknown
-	Metadata    string
-	CommitTime  time.Time // millisecond precision
-}
+type Offset = group.Offset
+
+// Pending is an offset a transaction committed, not the group's yet: the
+// value of a pending key.
+type Pending = group.PendingOffset
 
 // GroupKey encodes the group metadata key of a group.
 func GroupKey(groupID string) []byte {
@@ -108,6 +113,16 @@ func GroupKey(groupID string) []byte {
 func OffsetKey(groupID, topic string, partition int32) []byte {
 	b := binary.BigEndian.AppendUint16(nil, uint16(typeOffset))
 	b = appendString(b, groupID)
+	b = appendString(b, topic)
+	return binary.BigEndian.AppendUint32(b, uint32(partition))
+}
+
+// PendingKey encodes the key of a transaction's pending offset of
+// (group, producer id, topic, partition).
+func PendingKey(groupID string, producerID int64, topic string, partition int32) []byte {
+	b := binary.BigEndian.AppendUint16(nil, uint16(typePending))
+	b = appendString(b, groupID)
+	b = binary.BigEndian.AppendUint64(b, uint64(producerID))
 	b = appendString(b, topic)
 	return binary.BigEndian.AppendUint32(b, uint32(partition))
 }
@@ -130,6 +145,15 @@ func DecodeKey(b []byte) (Key, error) {
 	case typeOwner:
 		k.Kind = KindOwner
 		k.Partition = r.int32()
+	case typePending:
+		k.Kind = KindPending
+		k.Group, k.ProducerID, k.Topic, k.Partition = r.string(), r.int64(), r.string(), r.int32()
+		if r.err == nil && k.Topic == "" {
+			return Key{}, corrupt("pending offset key with an empty topic")
+		}
+		if r.err == nil && k.ProducerID < 0 {
+			return Key{}, corrupt("pending offset key with producer id %d", k.ProducerID)
+		}
 	default:
 		if r.err == nil {
 			return Key{}, corrupt("key of unknown type %d", typ)
@@ -165,6 +189,37 @@ func DecodeOffset(b []byte) (Offset, error) {
 		return Offset{}, corrupt("negative committed offset %d", o.Offset)
 	}
 	return o, nil
+}
+
+// EncodePending encodes a pending offset value.
+func EncodePending(p Pending) []byte {
+	b := binary.BigEndian.AppendUint16(nil, uint16(valueVersion))
+	b = binary.BigEndian.AppendUint16(b, uint16(p.Epoch))
+	b = binary.BigEndian.AppendUint64(b, uint64(p.Offset.Offset))
+	b = binary.BigEndian.AppendUint32(b, uint32(p.LeaderEpoch))
+	b = appendString(b, p.Metadata)
+	return binary.BigEndian.AppendUint64(b, uint64(p.CommitTime.UnixMilli()))
+}
+
+// DecodePending decodes a pending offset value.
+func DecodePending(b []byte) (Pending, error) {
+	r := reader{b: b}
+	if v := r.int16(); r.err == nil && v != valueVersion {
+		return Pending{}, corrupt("pending offset value of unknown version %d", v)
+	}
+	p := Pending{Epoch: r.int16()}
+	p.Offset.Offset, p.LeaderEpoch, p.Metadata = r.int64(), r.int32(), r.string()
+	p.CommitTime = time.UnixMilli(r.int64())
+	if err := r.done(); err != nil {
+		return Pending{}, err
+	}
+	if p.Epoch < 0 {
+		return Pending{}, corrupt("pending offset of negative producer epoch %d", p.Epoch)
+	}
+	if p.Offset.Offset < 0 {
+		return Pending{}, corrupt("negative pending offset %d", p.Offset.Offset)
+	}
+	return p, nil
 }
 
 // groupJSON is the group value's JSON: the group.Snapshot with stable field

@@ -18,6 +18,8 @@ func TestKeys(t *testing.T) {
 		{Kind: KindOffset, Group: "app", Topic: "orders", Partition: 7},
 		{Kind: KindOffset, Group: "ünïcode", Topic: "t", Partition: 0},
 		{Kind: KindOwner, Partition: 11},
+		{Kind: KindPending, Group: "app", ProducerID: 1 << 40, Topic: "orders", Partition: 3},
+		{Kind: KindPending, Group: "", ProducerID: 0, Topic: "t", Partition: 0},
 	} {
 		got, err := DecodeKey(k.Encode())
 		if err != nil || got != k {
@@ -27,6 +29,33 @@ func TestKeys(t *testing.T) {
 	// Distinct keys never collide: a group key is never an offset key.
 	if bytes.Equal(GroupKey("a"), OffsetKey("a", "", 0)) {
 		t.Error("group and offset keys collide")
+	}
+	// A pending offset never shares a key with the committed one, nor
+	// with another producer's.
+	if bytes.Equal(PendingKey("a", 1, "t", 0), OffsetKey("a", "t", 0)) || bytes.Equal(PendingKey("a", 1, "t", 0), PendingKey("a", 2, "t", 0)) {
+		t.Error("pending keys collide")
+	}
+	// The layout of the doc's table: type 4, group, producer id, topic, partition.
+	want := []byte{0, 4, 0, 1, 'g', 0, 0, 0, 0, 0, 0, 0, 9, 0, 1, 't', 0, 0, 0, 2}
+	if got := PendingKey("g", 9, "t", 2); !bytes.Equal(got, want) {
+		t.Errorf("pending key %v, want %v", got, want)
+	}
+}
+
+func TestPendingValue(t *testing.T) {
+	p := Pending{Epoch: 12, Offset: Offset{Offset: 42, LeaderEpoch: 3, Metadata: "meta", CommitTime: time.UnixMilli(1_700_000_000_123)}}
+	b := EncodePending(p)
+	got, err := DecodePending(b)
+	if err != nil || got.Epoch != 12 || got.Offset.Offset != 42 || got.LeaderEpoch != 3 || got.Metadata != "meta" || !got.CommitTime.Equal(p.CommitTime) {
+		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+	// The layout of the doc's table: version 1, then the producer epoch.
+	if !bytes.Equal(b[:4], []byte{0, 1, 0, 12}) || len(b) != 2+2+8+4+2+4+8 {
+		t.Fatalf("layout: %v", b)
+	}
+	// Not an offset value, nor the other way round.
+	if _, err := DecodeOffset(b); err == nil {
+		t.Error("a pending value decodes as an offset value")
 	}
 }
 
@@ -96,6 +125,9 @@ func TestBadBytes(t *testing.T) {
 		"trailing bytes":   append(GroupKey("g"), 1),
 		"empty topic":      OffsetKey("g", "", 1),
 		"short partition":  OffsetKey("g", "t", 1)[:len(OffsetKey("g", "t", 1))-1],
+		"pending no topic": PendingKey("g", 1, "", 1),
+		"pending neg pid":  PendingKey("g", -1, "t", 1),
+		"pending short":    PendingKey("g", 1, "t", 1)[:9],
 	} {
 		if _, err := DecodeKey(b); errs.Of(err) != errs.CorruptMessage {
 			t.Errorf("key %s: %v", name, err)
@@ -109,6 +141,19 @@ func TestBadBytes(t *testing.T) {
 	} {
 		if _, err := DecodeOffset(b); errs.Of(err) != errs.CorruptMessage {
 			t.Errorf("offset %s: %v", name, err)
+		}
+	}
+	validPending := EncodePending(Pending{Epoch: 1, Offset: Offset{Offset: 1, Metadata: "x"}})
+	for name, b := range map[string][]byte{
+		"nil":             nil,
+		"version 2":       append([]byte{0, 2}, validPending[2:]...),
+		"truncated":       validPending[:len(validPending)-1],
+		"trailing":        append(validPending, 0),
+		"negative offset": EncodePending(Pending{Epoch: 1, Offset: Offset{Offset: -1}}),
+		"negative epoch":  EncodePending(Pending{Epoch: -1, Offset: Offset{Offset: 1}}),
+	} {
+		if _, err := DecodePending(b); errs.Of(err) != errs.CorruptMessage {
+			t.Errorf("pending %s: %v", name, err)
 		}
 	}
 	for name, b := range map[string][]byte{
@@ -129,6 +174,8 @@ func FuzzDecode(f *testing.F) {
 	f.Add(GroupKey("g"))
 	f.Add(OffsetKey("g", "t", 3))
 	f.Add(OwnerKey(2))
+	f.Add(PendingKey("g", 5, "t", 1))
+	f.Add(EncodePending(Pending{Epoch: 3, Offset: Offset{Offset: 9, LeaderEpoch: 2, Metadata: "meta"}}))
 	f.Add(EncodeOwner(Owner{Coordinator: 1, Epoch: 2}))
 	f.Add(EncodeOffset(Offset{Offset: 9, LeaderEpoch: 2, Metadata: "meta"}))
 	f.Add(EncodeGroup(group.New(group.DefaultConfig(), "g").Snapshot()))
@@ -142,6 +189,11 @@ func FuzzDecode(f *testing.F) {
 		if o, err := DecodeOffset(b); err == nil {
 			if o2, err := DecodeOffset(EncodeOffset(o)); err != nil || o2.Offset != o.Offset || o2.Metadata != o.Metadata {
 				t.Fatalf("offset %+v re-encoded decodes to %+v, %v", o, o2, err)
+			}
+		}
+		if p, err := DecodePending(b); err == nil {
+			if p2, err := DecodePending(EncodePending(p)); err != nil || p2.Epoch != p.Epoch || p2.Offset.Offset != p.Offset.Offset || p2.Metadata != p.Metadata {
+				t.Fatalf("pending %+v re-encoded decodes to %+v, %v", p, p2, err)
 			}
 		}
 		_, _ = DecodeOwner(b)

@@ -117,28 +117,57 @@ func (s *Server) OffsetFetch(ctx context.Context, req *groupv1.OffsetFetchReques
 			tps = append(tps, assign.TopicPartition{Topic: tp.GetTopic(), Partition: p})
 		}
 	}
-	got, err := s.c.FetchOffsets(ctx, req.GetGroupId(), tps)
+	got, err := s.c.FetchOffsets(ctx, req.GetGroupId(), tps, req.GetRequireStable())
 	if err != nil {
 		c, _ := code(err)
 		return &groupv1.OffsetFetchResponse{ErrorCode: c}, nil
 	}
 	resp := &groupv1.OffsetFetchResponse{Offsets: make([]*groupv1.CommittedOffset, len(got))}
 	for i, o := range got {
-		resp.Offsets[i] = &groupv1.CommittedOffset{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata}
+		c, _ := code(o.Err)
+		resp.Offsets[i] = &groupv1.CommittedOffset{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset, LeaderEpoch: o.LeaderEpoch,
+			Metadata: o.Metadata, ErrorCode: c}
 	}
 	return resp, nil
 }
 
-var errNoTxn = errs.Errorf(errs.InvalidRequest, "transactional offset commits are not served yet")
-
-// TxnOffsetCommit is refused: transactions are not served yet.
-func (s *Server) TxnOffsetCommit(context.Context, *groupv1.TxnOffsetCommitRequest) (*groupv1.TxnOffsetCommitResponse, error) {
-	return nil, rpcerr.ToGRPC(errNoTxn)
+// TxnOffsetCommit records a transaction's offsets as pending. Every
+// partition gets its own code: its own refusal, else the request's (the
+// whole request refused: NOT_COORDINATOR, PRODUCER_FENCED, ...). A request
+// with no offsets has no partition to carry a code and is a gRPC status
+// (INVALID_REQUEST).
+func (s *Server) TxnOffsetCommit(ctx context.Context, req *groupv1.TxnOffsetCommitRequest) (*groupv1.TxnOffsetCommitResponse, error) {
+	commits := make([]coordinator.Commit, len(req.GetOffsets()))
+	for i, o := range req.GetOffsets() {
+		commits[i] = coordinator.Commit{Topic: o.GetTopic(), Partition: o.GetPartition(), Offset: o.GetOffset(),
+			LeaderEpoch: o.GetLeaderEpoch(), Metadata: o.GetMetadata()}
+	}
+	results, err := s.c.TxnCommitOffsets(ctx, coordinator.TxnCommit{TransactionalID: req.GetTransactionalId(), GroupID: req.GetGroupId(),
+		ProducerID: req.GetProducerId(), ProducerEpoch: req.GetProducerEpoch(), Commits: commits})
+	if err != nil && len(commits) == 0 {
+		return nil, rpcerr.ToGRPC(err)
+	}
+	resp := &groupv1.TxnOffsetCommitResponse{Partitions: make([]*groupv1.PartitionResult, len(commits))}
+	for i, cm := range commits {
+		perr := results[i]
+		if perr == nil {
+			perr = err
+		}
+		c, msg := code(perr)
+		resp.Partitions[i] = &groupv1.PartitionResult{Topic: cm.Topic, Partition: cm.Partition, ErrorCode: c, ErrorMessage: msg}
+	}
+	return resp, nil
 }
 
-// CompleteTxnOffsets is refused: transactions are not served yet.
-func (s *Server) CompleteTxnOffsets(context.Context, *groupv1.CompleteTxnOffsetsRequest) (*groupv1.CompleteTxnOffsetsResponse, error) {
-	return nil, rpcerr.ToGRPC(errNoTxn)
+// CompleteTxnOffsets commits or aborts a transaction's pending offsets in
+// a group. The response has no room for a code: a refusal is a gRPC status
+// carrying the error row (rpcerr), OK means the transaction's offsets in
+// the group are complete (or were already).
+func (s *Server) CompleteTxnOffsets(ctx context.Context, req *groupv1.CompleteTxnOffsetsRequest) (*groupv1.CompleteTxnOffsetsResponse, error) {
+	if err := s.c.CompleteTxnOffsets(ctx, req.GetGroupId(), req.GetProducerId(), req.GetProducerEpoch(), req.GetCommitted()); err != nil {
+		return nil, rpcerr.ToGRPC(err)
+	}
+	return &groupv1.CompleteTxnOffsetsResponse{}, nil
 }
 
 // ListGroups lists the groups this coordinator serves.

@@ -11,6 +11,8 @@ import (
 
 	groupv1 "skein/gen/skein/group/v1"
 	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/errs"
+	"skein/libs/rpcerr"
 	"skein/services/groupcoord/internal/coordinator"
 )
 
@@ -106,10 +108,84 @@ func TestServer(t *testing.T) {
 	if del.GetGroups()[0].GetErrorCode() != skeinv1.ErrorCode_NON_EMPTY_GROUP {
 		t.Fatalf("delete: %v", del)
 	}
-	if _, err := s.TxnOffsetCommit(ctx, &groupv1.TxnOffsetCommitRequest{}); status.Code(err) != codes.InvalidArgument {
-		t.Fatalf("txn offset commit: %v", err)
+}
+
+// TestTxnOffsets: the transactional offset RPCs and their codes.
+func TestTxnOffsets(t *testing.T) {
+	s := newServer(t)
+	ctx := context.Background()
+	tc, err := s.TxnOffsetCommit(ctx, &groupv1.TxnOffsetCommitRequest{TransactionalId: "tx", GroupId: "app", ProducerId: 7, ProducerEpoch: 3,
+		Offsets: []*groupv1.PartitionOffset{{Topic: "orders", Partition: 0, Offset: 10, Metadata: "m"}, {Topic: "orders", Partition: 1, Offset: -1},
+			{Topic: "nope", Partition: 0, Offset: 1}}})
+	if err != nil || len(tc.GetPartitions()) != 3 || tc.GetPartitions()[0].GetErrorCode() != skeinv1.ErrorCode_NONE ||
+		tc.GetPartitions()[0].GetTopic() != "orders" ||
+		tc.GetPartitions()[1].GetErrorCode() != skeinv1.ErrorCode_INVALID_REQUEST ||
+		tc.GetPartitions()[2].GetErrorCode() != skeinv1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION {
+		t.Fatalf("txn offset commit: %v %v", tc, err)
 	}
-	if _, err := s.CompleteTxnOffsets(ctx, &groupv1.CompleteTxnOffsetsRequest{}); status.Code(err) != codes.InvalidArgument {
-		t.Fatalf("complete txn offsets: %v", err)
+	fetch := func(stable bool) *groupv1.CommittedOffset {
+		t.Helper()
+		fr, err := s.OffsetFetch(ctx, &groupv1.OffsetFetchRequest{GroupId: "app", RequireStable: stable,
+			Partitions: []*groupv1.TopicPartitions{{Topic: "orders", Partitions: []int32{0}}}})
+		if err != nil || fr.GetErrorCode() != skeinv1.ErrorCode_NONE || len(fr.GetOffsets()) != 1 {
+			t.Fatalf("fetch: %v %v", fr, err)
+		}
+		return fr.GetOffsets()[0]
+	}
+	if o := fetch(false); o.GetOffset() != -1 || o.GetErrorCode() != skeinv1.ErrorCode_NONE {
+		t.Fatalf("a pending offset is visible: %v", o)
+	}
+	if o := fetch(true); o.GetErrorCode() != skeinv1.ErrorCode_UNSTABLE_OFFSET_COMMIT {
+		t.Fatalf("require_stable: %v", o)
+	}
+	// Whole-request refusals go to every partition.
+	for name, req := range map[string]*groupv1.TxnOffsetCommitRequest{
+		"PRODUCER_FENCED":        {TransactionalId: "tx", GroupId: "app", ProducerId: 7, ProducerEpoch: 2},
+		"INVALID_GROUP_ID":       {TransactionalId: "tx", ProducerId: 7, ProducerEpoch: 3},
+		"INVALID_REQUEST":        {GroupId: "app", ProducerId: 7, ProducerEpoch: 3},
+		"INVALID_PRODUCER_EPOCH": {TransactionalId: "tx", GroupId: "app", ProducerId: 7, ProducerEpoch: 32767},
+	} {
+		req.Offsets = []*groupv1.PartitionOffset{{Topic: "orders", Partition: 0, Offset: 1}, {Topic: "orders", Partition: 1, Offset: 1}}
+		resp, err := s.TxnOffsetCommit(ctx, req)
+		if err != nil || len(resp.GetPartitions()) != 2 {
+			t.Fatalf("%s: %v %v", name, resp, err)
+		}
+		for _, p := range resp.GetPartitions() {
+			if p.GetErrorCode().String() != name || p.GetErrorMessage() == "" {
+				t.Errorf("%s: %v", name, p)
+			}
+		}
+	}
+	// No offsets: no partition to carry the code.
+	if _, err := s.TxnOffsetCommit(ctx, &groupv1.TxnOffsetCommitRequest{TransactionalId: "tx", GroupId: "app", ProducerId: 7, ProducerEpoch: 3}); status.Code(err) != codes.InvalidArgument ||
+		errs.Of(rpcerr.FromStatus(err)) != errs.InvalidRequest {
+		t.Fatalf("no offsets: %v", err)
+	}
+	// Completion: refusals are statuses carrying the row.
+	for name, tc := range map[string]struct {
+		req  *groupv1.CompleteTxnOffsetsRequest
+		want *errs.Error
+	}{
+		"empty group id": {&groupv1.CompleteTxnOffsetsRequest{ProducerId: 7, ProducerEpoch: 4}, errs.InvalidGroupID},
+		"bad epoch":      {&groupv1.CompleteTxnOffsetsRequest{GroupId: "app", ProducerId: 7, ProducerEpoch: -1}, errs.InvalidRequest},
+		"bad producer":   {&groupv1.CompleteTxnOffsetsRequest{GroupId: "app", ProducerId: -1, ProducerEpoch: 4}, errs.InvalidRequest},
+	} {
+		if _, err := s.CompleteTxnOffsets(ctx, tc.req); errs.Of(rpcerr.FromStatus(err)) != tc.want {
+			t.Errorf("complete, %s: %v, want %s", name, err, tc.want.Name)
+		}
+	}
+	if o := fetch(true); o.GetErrorCode() != skeinv1.ErrorCode_UNSTABLE_OFFSET_COMMIT {
+		t.Fatalf("a refused completion applied: %v", o)
+	}
+	for range 2 { // the second is a retry: OK, nothing to do
+		if _, err := s.CompleteTxnOffsets(ctx, &groupv1.CompleteTxnOffsetsRequest{GroupId: "app", ProducerId: 7, ProducerEpoch: 4, Committed: true}); err != nil {
+			t.Fatalf("complete: %v", err)
+		}
+	}
+	if o := fetch(true); o.GetErrorCode() != skeinv1.ErrorCode_NONE || o.GetOffset() != 10 || o.GetMetadata() != "m" {
+		t.Fatalf("after the commit: %v", o)
+	}
+	if _, err := s.CompleteTxnOffsets(ctx, &groupv1.CompleteTxnOffsetsRequest{GroupId: "unknown", ProducerId: 7, ProducerEpoch: 4}); err != nil {
+		t.Fatalf("complete of an unknown group: %v", err)
 	}
 }
