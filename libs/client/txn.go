@@ -226,3 +226,15 @@ func (g *Groups) TxnCommitOffsets(ctx context.Context, req *groupv1.TxnOffsetCom
 	}
 	return resp.GetPartitions(), nil
 }
+
+// CompleteTxnOffsets tells a group's coordinator that a transaction of the
+// producer ended: committed, its pending offsets (written with an epoch
+// below epoch) become the group's committed offsets; aborted, they are
+// dropped. Repeating it is harmless. The transaction coordinator calls it
+// for every group of a transaction, after the markers.
+func (g *Groups) CompleteTxnOffsets(ctx context.Context, group string, pid int64, epoch int16, commit bool) error {
+	return g.call(ctx, group, func(ctx context.Context, cl groupv1.GroupCoordinatorServiceClient) error {
+		_, err := cl.CompleteTxnOffsets(ctx, &groupv1.CompleteTxnOffsetsRequest{GroupId: group, ProducerId: pid, ProducerEpoch: int32(epoch), Committed: commit})
+		return err
+	})
+}

@@ -157,3 +157,102 @@ func TestTransactionsOverREST(t *testing.T) {
 		t.Fatalf("two idempotent producers: %v and %v (%v)", r1, r2, err)
 	}
 }
+
+// groupOffset answers a group's committed offset of a partition (-1: none).
+func groupOffset(ctx context.Context, t *testing.T, c *REST, group, topic string, partition int32) int64 {
+	t.Helper()
+	var out struct {
+		Offsets []struct {
+			Topic     string `json:"topic"`
+			Partition int32  `json:"partition"`
+			Offset    Int64  `json:"offset"`
+		} `json:"offsets"`
+	}
+	resp, err := c.Do(ctx, "GET", "/v1/groups/"+group+"/offsets", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Status == 404 {
+		return -1
+	}
+	if err := resp.Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range out.Offsets {
+		if o.Topic == topic && o.Partition == partition {
+			return int64(o.Offset)
+		}
+	}
+	return -1
+}
+
+// Consume-process-produce: a group's consumed offsets sent inside a
+// transaction become its committed offsets when the transaction commits,
+// and are dropped when it aborts.
+func TestTransactionalOffsetsOverREST(t *testing.T) {
+	d := devCluster(t)
+	c := restClient(d)
+	ctx := testCtx(t, 2*time.Minute)
+	const in, out, txid, group = "e2e-txn-in", "e2e-txn-out", "e2e-copier", "e2e-copiers"
+	createTopic(ctx, t, c, in, 1, 3, map[string]string{"min.insync.replicas": "2"})
+	createTopic(ctx, t, c, out, 1, 3, map[string]string{"min.insync.replicas": "2"})
+	if err := c.Call(ctx, "POST", "/v1/topics/"+in+"/records", map[string]any{"records": []map[string]any{{"value": "1"}, {"value": "2"}, {"value": "3"}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var id producerIdentity
+	if err := c.Call(ctx, "POST", "/v1/producers", map[string]any{"transactional_id": txid}, &id); err != nil {
+		t.Fatal(err)
+	}
+	send := func(id producerIdentity, seq int, offset int64, values ...string) {
+		t.Helper()
+		var recs []map[string]any
+		for _, v := range values {
+			recs = append(recs, map[string]any{"value": v})
+		}
+		var pr ProduceResponse
+		if err := c.Call(ctx, "POST", "/v1/topics/"+out+"/partitions/0/records", map[string]any{
+			"transactional_id": txid, "producer_id": id.ProducerID, "producer_epoch": id.ProducerEpoch, "base_sequence": seq, "records": recs}, &pr); err != nil || !written(pr) {
+			t.Fatalf("produce: %v %+v", err, pr)
+		}
+		if err := c.Call(ctx, "POST", "/v1/transactions/"+txid+"/offsets", map[string]any{
+			"producer_id": id.ProducerID, "producer_epoch": id.ProducerEpoch, "group": group,
+			"offsets": []map[string]any{{"topic": in, "partition": 0, "offset": offset}}}, nil); err != nil {
+			t.Fatalf("send offsets: %v", err)
+		}
+	}
+	// Copy the first two records; the offsets are pending until the commit.
+	send(id, 0, 2, "copy-1", "copy-2")
+	if off := groupOffset(ctx, t, c, group, in, 0); off != -1 {
+		t.Fatalf("committed offset %d before the commit, want none", off)
+	}
+	var next producerIdentity
+	if err := c.Call(ctx, "POST", "/v1/transactions/"+txid+":commit", id, &next); err != nil {
+		t.Fatal(err)
+	}
+	waitOffset := func(want int64) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			off := groupOffset(ctx, t, c, group, in, 0)
+			if off == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("committed offset %d, want %d", off, want)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	waitOffset(2)
+	// The third, aborted: the offset stays at 2 and the copy is invisible.
+	send(next, 0, 3, "copy-3")
+	if err := c.Call(ctx, "POST", "/v1/transactions/"+txid+":abort", next, nil); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	waitOffset(2)
+	got, _ := committedValues(ctx, t, c, out, 0, true)
+	if !slices.Equal(got, []string{"copy-1", "copy-2"}) {
+		t.Fatalf("read_committed output %v, want copy-1 copy-2", got)
+	}
+}

@@ -110,13 +110,23 @@ func run(c config) error {
 	}
 	defer cl.Close()
 
+	groupCoordinators := cl.Groups()
+	defer groupCoordinators.Close()
 	reg := telemetry.NewRegistry()
 	coord := coordinator.New(coordinator.Config{
 		NodeID:             int32(c.nodeID),
 		Txn:                txn.Config{MaxTimeout: c.maxTimeout, IDExpiration: c.idExpiration},
 		WriteTimeout:       c.writeTimeout,
 		AllocateProducerID: cl.AllocateProducerID,
-		Logger:             log,
+		CompleteGroupOffsets: func(ctx context.Context, groups []string, pid int64, epoch int16, commit bool) error {
+			for _, g := range groups {
+				if err := groupCoordinators.CompleteTxnOffsets(ctx, g, pid, epoch, commit); err != nil {
+					return fmt.Errorf("group %q: %w", g, err)
+				}
+			}
+			return nil
+		},
+		Logger: log,
 	}, coordinator.ClientLog{C: cl}, markers{cl}, coordinator.NewMetrics(reg))
 
 	srv := grpc.NewServer(grpcopt.Server(telemetry.NewGRPCMetrics(reg))...)

@@ -102,7 +102,12 @@ type Config struct {
 	// AllocateProducerID answers a fresh producer id (from the blocks the
 	// controller hands out).
 	AllocateProducerID func(ctx context.Context) (int64, error)
-	Logger             *slog.Logger
+	// CompleteGroupOffsets, after a transaction's markers are written, tells
+	// the coordinator of each of its groups to apply (commit) or drop its
+	// pending offsets, with the markers' epoch; nil: nothing is told (a
+	// transaction's offsets then stay pending).
+	CompleteGroupOffsets func(ctx context.Context, groups []string, producerID int64, epoch int16, commit bool) error
+	Logger               *slog.Logger
 }
 
 // Coordinator serves the transactional ids of the __transaction_state

@@ -678,7 +678,7 @@ func (p *partition) finish(id string) {
 }
 
 // writeMarkers writes m to its partitions and to the __consumer_offsets
-// partition of each of its groups.
+// partition of each of its groups, then completes the groups' offsets.
 func (p *partition) writeMarkers(m txn.Markers) error {
 	parts := slices.Clone(m.Partitions)
 	if len(m.Groups) > 0 {
@@ -696,6 +696,12 @@ func (p *partition) writeMarkers(m txn.Markers) error {
 	defer cancel()
 	start := time.Now()
 	err := p.c.markers.WriteMarkers(ctx, m.ProducerID, m.ProducerEpoch, m.Commit, p.own.Epoch, parts)
+	if err == nil && len(m.Groups) > 0 && p.c.cfg.CompleteGroupOffsets != nil {
+		// The groups' pending offsets follow the decision; the COMPLETE
+		// state is written only after they did, so a coordinator taking
+		// over repeats this (harmless) rather than skip it.
+		err = p.c.cfg.CompleteGroupOffsets(ctx, m.Groups, m.ProducerID, m.ProducerEpoch, m.Commit)
+	}
 	p.c.metrics.markerSeconds.Observe(time.Since(start).Seconds())
 	return err
 }
