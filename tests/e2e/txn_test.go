@@ -146,6 +146,33 @@ func TestTransactionsOverREST(t *testing.T) {
 		t.Errorf("a commit of an empty transaction: %v, want INVALID_TXN_STATE", err)
 	}
 
+	// A group's lag counts up to the last stable offset: records of an open
+	// transaction are not yet readable for a read_committed member.
+	if err := c.Call(ctx, "POST", "/v1/groups/e2e-lag/offsets", map[string]any{"member_epoch": -1,
+		"offsets": []map[string]any{{"topic": topic, "partition": 0, "offset": 0}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, stable := committedValues(ctx, t, c, topic, 0, true)
+	if pr, err := produce(afterAbort, 0, 0, "open-1", "open-2"); err != nil || !written(pr) {
+		t.Fatalf("transactional produce: %v %+v", err, pr)
+	}
+	var lag struct {
+		Offsets []struct {
+			HighWatermark Int64 `json:"high_watermark"`
+			Lag           Int64 `json:"lag"`
+		} `json:"offsets"`
+	}
+	if err := c.Call(ctx, "GET", "/v1/groups/e2e-lag/offsets", nil, &lag); err != nil || len(lag.Offsets) != 1 {
+		t.Fatalf("group offsets: %+v %v", lag, err)
+	}
+	if int64(lag.Offsets[0].Lag) != stable || int64(lag.Offsets[0].HighWatermark) != stable+2 {
+		t.Errorf("with a transaction open: lag %d, high watermark %d; want lag %d (the LSO) and high watermark %d",
+			lag.Offsets[0].Lag, lag.Offsets[0].HighWatermark, stable, stable+2)
+	}
+	if err := c.Call(ctx, "POST", "/v1/transactions/"+txid+":abort", afterAbort, nil); err != nil {
+		t.Fatal(err)
+	}
+
 	// The same over gRPC: InitProducer for an idempotent producer.
 	tc := skeinv1.NewTransactionServiceClient(grpcConn(t, d))
 	r1, err := tc.InitProducer(ctx, &skeinv1.InitProducerRequest{})

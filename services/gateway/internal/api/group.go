@@ -609,7 +609,7 @@ func (s *Group) ListGroups(ctx context.Context, _ *skeinv1.ListGroupsRequest) (*
 }
 
 // committedWithLag answers a group's committed offsets with each
-// partition's high watermark (or LSO) and lag.
+// partition's high watermark and the lag behind its last stable offset.
 func (s *Group) committedWithLag(ctx context.Context, group string) ([]*skeinv1.CommittedOffset, int64, error) {
 	offs, err := s.groups.FetchOffsets(ctx, group, nil)
 	if err != nil {
@@ -621,7 +621,7 @@ func (s *Group) committedWithLag(ctx context.Context, group string) ([]*skeinv1.
 			byTopic[o.GetTopic()] = append(byTopic[o.GetTopic()], o.GetPartition())
 		}
 	}
-	hw := map[client.TopicPartition]int64{}
+	hw, lso := map[client.TopicPartition]int64{}, map[client.TopicPartition]int64{}
 	for topic, parts := range byTopic {
 		if s.c.Metadata().PartitionCount(topic) == 0 {
 			continue // deleted since
@@ -635,6 +635,18 @@ func (s *Group) committedWithLag(ctx context.Context, group string) ([]*skeinv1.
 				hw[client.TopicPartition{Topic: topic, Partition: r.Partition}] = r.Offset
 			}
 		}
+		// Lag counts what a read_committed member can still read: up to
+		// the last stable offset, which an open transaction holds below
+		// the high watermark (without one they are equal).
+		res, err = s.c.ListOffsets(ctx, topic, parts, client.LatestOffset, skeinv1.IsolationLevel_READ_COMMITTED)
+		if err != nil {
+			return nil, 0, err
+		}
+		for _, r := range res {
+			if r.Err == nil {
+				lso[client.TopicPartition{Topic: topic, Partition: r.Partition}] = r.Offset
+			}
+		}
 	}
 	out := []*skeinv1.CommittedOffset{}
 	var total int64
@@ -643,8 +655,13 @@ func (s *Group) committedWithLag(ctx context.Context, group string) ([]*skeinv1.
 			continue
 		}
 		co := &skeinv1.CommittedOffset{Topic: o.GetTopic(), Partition: o.GetPartition(), Offset: o.GetOffset(), Metadata: o.GetMetadata(), HighWatermark: -1}
-		if h, ok := hw[client.TopicPartition{Topic: o.GetTopic(), Partition: o.GetPartition()}]; ok {
-			co.HighWatermark, co.Lag = h, max(h-o.GetOffset(), 0)
+		tp := client.TopicPartition{Topic: o.GetTopic(), Partition: o.GetPartition()}
+		if h, ok := hw[tp]; ok {
+			stable, ok := lso[tp]
+			if !ok {
+				stable = h
+			}
+			co.HighWatermark, co.Lag = h, max(stable-o.GetOffset(), 0)
 			total += co.Lag
 		}
 		out = append(out, co)

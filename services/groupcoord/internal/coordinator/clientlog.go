@@ -56,9 +56,12 @@ func (l ClientLog) Fetch(ctx context.Context, partition int32, offset int64) ([]
 	return out, res.NextOffset, res.HighWatermark, nil
 }
 
-// HighWatermarks implements Log.
+// HighWatermarks implements Log with the last stable offsets: the lag
+// metrics count what a read_committed member can still read (an open
+// transaction holds the LSO below the high watermark; without one they are
+// equal).
 func (l ClientLog) HighWatermarks(ctx context.Context, topic string, partitions []int32) (map[int32]int64, error) {
-	res, err := l.C.ListOffsets(ctx, topic, partitions, client.LatestOffset, skeinv1.IsolationLevel_READ_UNCOMMITTED)
+	res, err := l.C.ListOffsets(ctx, topic, partitions, client.LatestOffset, skeinv1.IsolationLevel_READ_COMMITTED)
 	if err != nil {
 		return nil, err
 	}
