@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Installs what the Python client test needs from Debian's packages: protoc,
-# the gRPC plugins (grpc_python_plugin among them) and the gRPC and protobuf
-# runtimes for /usr/bin/python3. Does nothing, quickly, when all of them are
+# the well-known types it imports (google/protobuf/*.proto, in
+# libprotobuf-dev: apt installs them only as a recommendation of protoc, which
+# a machine set up without recommends lacks), the gRPC plugins
+# (grpc_python_plugin among them) and the gRPC and protobuf runtimes for
+# /usr/bin/python3. Does nothing, quickly, when all of them are
 # installed already; otherwise runs apt-get update once, then apt-get install.
 # Needs root, or sudo.
 set -euo pipefail
 
-PKGS=(protobuf-compiler protobuf-compiler-grpc python3-grpcio python3-protobuf)
+PKGS=(protobuf-compiler protobuf-compiler-grpc libprotobuf-dev python3-grpcio python3-protobuf)
 
 missing=()
 for p in "${PKGS[@]}"; do
