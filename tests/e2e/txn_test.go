@@ -5,7 +5,11 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -281,5 +285,65 @@ func TestTransactionalOffsetsOverREST(t *testing.T) {
 	got, _ := committedValues(ctx, t, c, out, 0, true)
 	if !slices.Equal(got, []string{"copy-1", "copy-2"}) {
 		t.Fatalf("read_committed output %v, want copy-1 copy-2", got)
+	}
+}
+
+// skein produce --transactional-id writes all of stdin in one transaction:
+// read_committed readers see every line once it commits; a bad line writes
+// nothing.
+func TestTransactionalProduceCLI(t *testing.T) {
+	d := devCluster(t)
+	c := restClient(d)
+	ctx := testCtx(t, time.Minute)
+	const topic = "e2e-txn-cli"
+	createTopic(ctx, t, c, topic, 3, 3, map[string]string{"min.insync.replicas": "2"})
+	bin, err := BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	skein := func(stdin string, args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, filepath.Join(bin, "skein"), args...)
+		cmd.Env = append(os.Environ(), "SKEIN_GATEWAY="+d.GRPCAddr)
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	var lines []string
+	for i := range 30 {
+		lines = append(lines, fmt.Sprintf("user-%d:event-%d", i%7, i))
+	}
+	out, err := skein(strings.Join(lines, "\n")+"\n", "produce", topic, "--transactional-id", "e2e-cli-tx", "--key-separator", ":")
+	t.Logf("$ skein produce %s --transactional-id e2e-cli-tx --key-separator :\n%s", topic, out)
+	if err != nil || !strings.Contains(out, "committed 30 records") {
+		t.Fatalf("transactional produce: %v: %s", err, out)
+	}
+	var got []string
+	for p := range int32(3) {
+		vals, _ := committedValues(ctx, t, c, topic, p, true)
+		got = append(got, vals...)
+	}
+	slices.Sort(got)
+	var want []string
+	for i := range 30 {
+		want = append(want, fmt.Sprintf("event-%d", i))
+	}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("read_committed sees %d records %v, want the 30 lines", len(got), got)
+	}
+	// A line without the separator: nothing is written.
+	if out, err := skein("user-1:fine\nno separator\n", "produce", topic, "--transactional-id", "e2e-cli-tx", "--key-separator", ":"); err == nil || !strings.Contains(out, "line 2 has no key separator") {
+		t.Errorf("a bad line: %v: %s", err, out)
+	}
+	if out, err := skein("x\n", "produce", topic, "--transactional-id", "e2e-cli-tx", "--acks", "1"); err == nil || !strings.Contains(out, "acks") {
+		t.Errorf("--acks 1 with a transactional id: %v: %s", err, out)
+	}
+	var all []string
+	for p := range int32(3) {
+		vals, _ := committedValues(ctx, t, c, topic, p, false)
+		all = append(all, vals...)
+	}
+	if len(all) != 30 {
+		t.Errorf("the refused runs wrote something: %d records in the topic", len(all))
 	}
 }

@@ -51,6 +51,7 @@ Usage:
   skein topic alter NAME [--partitions N] [--config KEY=VALUE]...
   skein topic delete NAME
   skein produce TOPIC [--key-separator SEP] [--acks 0|1|-1] [--partition N]   (records: stdin lines)
+                [--transactional-id ID]   (all lines in one transaction, committed at the end)
   skein consume TOPIC [--from earliest|latest|OFFSET] [--follow] [--partition N] [--max N]
   skein consume TOPIC --group G [--from earliest|latest] [--max N] [--idle DURATION]
                 [--session-timeout DURATION] [--instance-id ID] [--assignor range|uniform]

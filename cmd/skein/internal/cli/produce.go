@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"strings"
 	"sync"
+	"time"
 
 	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/client/partitioner"
 )
 
 // maxLine bounds one stdin line (one record).
@@ -49,12 +52,19 @@ func produceCmd(ctx context.Context, args []string, stdio IO) error {
 	sep := f.String("key-separator", "", "split each line into key and value at the first SEP (no key without it)")
 	acks := f.Int("acks", -1, "0, 1 or -1 (all in-sync replicas)")
 	partition := f.Int("partition", -1, "write every record to this partition (default: by key, sticky without one)")
+	txid := f.String("transactional-id", "", "write every line in one transaction of this transactional id, committed at the end of input (aborted on any error)")
 	pos, err := f.parse(args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
 		return usagef("produce takes one topic, got %q", pos)
+	}
+	if *txid != "" {
+		if *acks != -1 {
+			return usagef("--transactional-id writes with acks=all; --acks %d does not go with it", *acks)
+		}
+		return transactionalProduce(ctx, f, stdio, pos[0], *txid, *sep, int32(*partition))
 	}
 	var part *int32
 	if *partition >= 0 {
@@ -171,5 +181,104 @@ func produceCmd(ctx context.Context, args []string, stdio IO) error {
 	if failed > 0 {
 		return fmt.Errorf("%d of %d records were not written", failed, sent)
 	}
+	return nil
+}
+
+// transactionalProduce writes every stdin line in one transaction: a
+// producer id and epoch for the transactional id (which fences any older
+// instance of it), the records of each partition in order under that
+// identity, then a commit at the end of input. Any failure, or an
+// interrupt, aborts the transaction: read_committed consumers see all the
+// lines or none.
+func transactionalProduce(ctx context.Context, f *flags, stdio IO, topic, txid, sep string, partition int32) error {
+	conn, err := f.dial()
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	admin := skeinv1.NewAdminServiceClient(conn)
+	prod := skeinv1.NewProducerServiceClient(conn)
+	txns := skeinv1.NewTransactionServiceClient(conn)
+
+	d, err := admin.DescribeTopic(ctx, &skeinv1.DescribeTopicRequest{Topic: topic})
+	if err != nil {
+		return err
+	}
+	n := int32(len(d.GetTopic().GetPartitions()))
+	if partition >= n {
+		return fmt.Errorf("topic %s has %d partitions, no partition %d", topic, n, partition)
+	}
+	// Every line first: the transaction goes out only once the input is
+	// whole, so a bad line aborts nothing and writes nothing.
+	byPartition := map[int32][]*skeinv1.ProduceRecord{}
+	var order []int32
+	sticky := partition
+	if sticky < 0 {
+		sticky = rand.Int32N(n)
+	}
+	sc := bufio.NewScanner(stdio.In)
+	sc.Buffer(make([]byte, 64<<10), maxLine)
+	lines := 0
+	for i := 1; sc.Scan(); i++ {
+		r, err := toRecord(line{i, sc.Text()}, sep, nil)
+		if err != nil {
+			return err
+		}
+		p := partition
+		if p < 0 {
+			p = sticky
+			if r.Key != nil {
+				p = partitioner.ForKey([]byte(r.GetKey()), n)
+			}
+		}
+		if _, ok := byPartition[p]; !ok {
+			order = append(order, p)
+		}
+		byPartition[p] = append(byPartition[p], r)
+		lines++
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("reading stdin: %w", err)
+	}
+	if lines == 0 {
+		return nil
+	}
+
+	id, err := txns.InitProducer(ctx, &skeinv1.InitProducerRequest{TransactionalId: txid})
+	if err != nil {
+		return err
+	}
+	abort := func(cause error) error {
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if _, err := txns.AbortTransaction(actx, &skeinv1.AbortTransactionRequest{TransactionalId: txid, ProducerId: id.GetProducerId(), ProducerEpoch: id.GetProducerEpoch()}); err != nil {
+			return fmt.Errorf("%w (and the abort failed: %v)", cause, err)
+		}
+		return fmt.Errorf("%w: transaction aborted, nothing of it is visible to read_committed consumers", cause)
+	}
+	for _, p := range order {
+		recs := byPartition[p]
+		for seq := 0; seq < len(recs); seq += maxRecordsPerRequest {
+			chunk := recs[seq:min(seq+maxRecordsPerRequest, len(recs))]
+			resp, err := prod.Produce(ctx, &skeinv1.ProduceRequest{Topic: topic, Partition: ptr(p), Acks: ptr(int32(-1)), Records: chunk,
+				TransactionalId: txid, ProducerId: ptr(id.GetProducerId()), ProducerEpoch: ptr(id.GetProducerEpoch()), BaseSequence: ptr(int32(seq))})
+			if err != nil {
+				return abort(err)
+			}
+			for _, r := range resp.GetResults() {
+				if r.GetErrorCode() != skeinv1.ErrorCode_NONE {
+					return abort(fmt.Errorf("partition %d: %s: %s", p, r.GetErrorCode(), r.GetMessage()))
+				}
+			}
+		}
+	}
+	if ctx.Err() != nil {
+		return abort(ctx.Err())
+	}
+	if _, err := txns.CommitTransaction(ctx, &skeinv1.CommitTransactionRequest{TransactionalId: txid, ProducerId: id.GetProducerId(), ProducerEpoch: id.GetProducerEpoch()}); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdio.Err, "committed %d records on %d partitions in one transaction (transactional id %s, producer %d epoch %d)\n",
+		lines, len(order), txid, id.GetProducerId(), id.GetProducerEpoch())
 	return nil
 }
