@@ -208,10 +208,20 @@ func (g *GroupConsumer) Poll(ctx context.Context) ([]ConsumedRecord, error) {
 		return nil, err
 	}
 	wait := min(g.cfg.MaxWait, max(time.Until(g.nextHB), 0))
-	if len(g.owned) == 0 {
-		return nil, sleep(ctx, wait)
+	if !g.anyPositioned() {
+		return nil, sleep(ctx, wait) // nothing owned, or no position known yet
 	}
 	return g.fetch(ctx, wait)
+}
+
+// anyPositioned reports whether some owned partition can be fetched.
+func (g *GroupConsumer) anyPositioned() bool {
+	for _, ps := range g.owned {
+		if ps.pos >= 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // maybeHeartbeat heartbeats when one is due (or the member has not joined),
@@ -336,16 +346,37 @@ func (g *GroupConsumer) resolvePositions(ctx context.Context) error {
 	if len(todo) == 0 {
 		return nil
 	}
-	offs, err := g.groups.FetchOffsets(ctx, g.cfg.Group, ToTopicPartitions(todo))
+	// A read_committed member asks for stable offsets, as Kafka's consumer
+	// does: a partition whose offset is pending in a transaction answers
+	// UNSTABLE_OFFSET_COMMIT and waits (unfetched) for a later Poll, rather
+	// than starting before what the transaction will commit.
+	stable := g.cfg.Isolation == skeinv1.IsolationLevel_READ_COMMITTED
+	offs, err := g.groups.fetchOffsets(ctx, g.cfg.Group, ToTopicPartitions(todo), stable)
 	if err != nil {
 		return err
 	}
+	unstable := map[*partState]bool{}
 	for _, o := range offs {
-		if ps := g.owned[TopicPartition{o.GetTopic(), o.GetPartition()}]; ps != nil && o.GetOffset() >= 0 && o.GetErrorCode() == skeinv1.ErrorCode_NONE {
+		ps := g.owned[TopicPartition{o.GetTopic(), o.GetPartition()}]
+		switch {
+		case ps == nil:
+		case o.GetErrorCode() == skeinv1.ErrorCode_UNSTABLE_OFFSET_COMMIT:
+			unstable[ps] = true
+		case o.GetOffset() >= 0 && o.GetErrorCode() == skeinv1.ErrorCode_NONE:
 			ps.pos, ps.committed = o.GetOffset(), o.GetOffset()
 		}
 	}
-	return g.resetPositions(ctx, func(ps *partState) bool { return ps.pos < 0 })
+	return g.resetPositions(ctx, func(ps *partState) bool { return ps.pos < 0 && !unstable[ps] })
+}
+
+// SeekToCommitted makes every owned partition start again, at the next
+// Poll, from the group's committed offset (or AutoOffsetReset): what a
+// consume-process-produce loop does after its transaction aborted, so
+// that the records the transaction consumed are read again.
+func (g *GroupConsumer) SeekToCommitted() {
+	for _, ps := range g.owned {
+		ps.pos = -1
+	}
 }
 
 // resetPositions moves the partitions that need it to AutoOffsetReset.
@@ -440,6 +471,9 @@ func (c *Client) FetchAny(ctx context.Context, reqs []FetchRequest, maxRecords i
 func (g *GroupConsumer) fetch(ctx context.Context, wait time.Duration) ([]ConsumedRecord, error) {
 	var reqs []FetchRequest
 	for _, tp := range g.Assignment() {
+		if g.owned[tp].pos < 0 {
+			continue // its offset is pending in a transaction
+		}
 		reqs = append(reqs, FetchRequest{Topic: tp.Topic, Partition: tp.Partition, Offset: g.owned[tp].pos,
 			MaxRecords: g.cfg.MaxRecords, MaxWait: wait, Isolation: g.cfg.Isolation})
 	}

@@ -216,10 +216,16 @@ func allMoved(rs []*groupv1.PartitionResult) error {
 // (nil: every partition with a committed offset). An offset of -1 means
 // none is committed.
 func (g *Groups) FetchOffsets(ctx context.Context, group string, partitions []*groupv1.TopicPartitions) ([]*groupv1.CommittedOffset, error) {
+	return g.fetchOffsets(ctx, group, partitions, false)
+}
+
+// fetchOffsets is FetchOffsets; requireStable makes a partition whose
+// offset is pending in a transaction answer UNSTABLE_OFFSET_COMMIT.
+func (g *Groups) fetchOffsets(ctx context.Context, group string, partitions []*groupv1.TopicPartitions, requireStable bool) ([]*groupv1.CommittedOffset, error) {
 	var resp *groupv1.OffsetFetchResponse
 	err := g.call(ctx, group, func(ctx context.Context, cl groupv1.GroupCoordinatorServiceClient) error {
 		var err error
-		if resp, err = cl.OffsetFetch(ctx, &groupv1.OffsetFetchRequest{GroupId: group, Partitions: partitions}); err != nil {
+		if resp, err = cl.OffsetFetch(ctx, &groupv1.OffsetFetchRequest{GroupId: group, Partitions: partitions, RequireStable: requireStable}); err != nil {
 			return err
 		}
 		if err := codeErr(resp.GetErrorCode(), "offset fetch of group "+group); err != nil {

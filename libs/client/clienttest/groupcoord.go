@@ -45,6 +45,7 @@ type fakeGroup struct {
 	assignor string
 	members  map[string]*fakeMember
 	offsets  map[tp]*groupv1.CommittedOffset
+	pending  map[int64]map[tp]int64 // transactional offsets by producer id
 }
 
 type fakeMember struct {
@@ -454,6 +455,9 @@ func (g *GroupCoordinator) OffsetFetch(_ context.Context, req *groupv1.OffsetFet
 		if gr != nil && gr.offsets[p] != nil {
 			o = gr.offsets[p]
 		}
+		if req.GetRequireStable() && gr != nil && gr.hasPending(p) {
+			o = &groupv1.CommittedOffset{Topic: p.topic, Partition: p.partition, Offset: -1, ErrorCode: skeinv1.ErrorCode_UNSTABLE_OFFSET_COMMIT}
+		}
 		out.Offsets = append(out.Offsets, o)
 	}
 	return out, nil
@@ -558,9 +562,14 @@ func (c *Controller) partitionCount(topic string) int32 {
 
 // AddGroupCoordinator registers a live group coordinator at addr.
 func (c *Controller) AddGroupCoordinator(id int32, addr string) {
+	c.addCoordinator(id, controllerv1.CoordinatorKind_COORDINATOR_KIND_GROUP, addr)
+}
+
+// addCoordinator registers a live coordinator of a kind at addr.
+func (c *Controller) addCoordinator(id int32, kind controllerv1.CoordinatorKind, addr string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	r := &controllerv1.CoordinatorRecord{Id: id, Kind: controllerv1.CoordinatorKind_COORDINATOR_KIND_GROUP, GrpcAddr: addr, Alive: true}
+	r := &controllerv1.CoordinatorRecord{Id: id, Kind: kind, GrpcAddr: addr, Alive: true}
 	c.coords[id] = r
 	c.publishLocked(&controllerv1.MetadataRecord{Record: &controllerv1.MetadataRecord_Coordinator{Coordinator: r}})
 }
@@ -572,14 +581,19 @@ func (c *Controller) SetCoordinatorFor(key string, id int32) {
 	c.coordFor[key] = id
 }
 
-// FindCoordinator answers the coordinator set for the key, else the group
-// coordinator with the lowest id.
+// FindCoordinator answers the coordinator set for the key, else the
+// coordinator of the asked kind with the lowest id.
 func (c *Controller) FindCoordinator(_ context.Context, req *controllerv1.FindCoordinatorRequest) (*controllerv1.FindCoordinatorResponse, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	id, ok := c.coordFor[req.GetKey()]
 	if !ok {
-		ids := slices.Sorted(maps.Keys(c.coords))
+		var ids []int32
+		for _, cid := range slices.Sorted(maps.Keys(c.coords)) {
+			if k := req.GetKind(); k == controllerv1.CoordinatorKind_COORDINATOR_KIND_UNSPECIFIED || c.coords[cid].GetKind() == k {
+				ids = append(ids, cid)
+			}
+		}
 		if len(ids) == 0 {
 			return nil, rpcerr.ToGRPC(errs.Errorf(errs.CoordinatorNotAvailable, "no coordinator"))
 		}
@@ -590,4 +604,57 @@ func (c *Controller) FindCoordinator(_ context.Context, req *controllerv1.FindCo
 		return nil, rpcerr.ToGRPC(errs.Errorf(errs.CoordinatorNotAvailable, "no coordinator %d", id))
 	}
 	return &controllerv1.FindCoordinatorResponse{NodeId: id, GrpcAddr: r.GetGrpcAddr(), CoordinatorEpoch: 1}, nil
+}
+
+// TxnOffsetCommit keeps a transaction's offsets pending until the
+// transaction coordinator completes the transaction (Groups of a
+// TxnCoordinator).
+func (g *GroupCoordinator) TxnOffsetCommit(_ context.Context, req *groupv1.TxnOffsetCommitRequest) (*groupv1.TxnOffsetCommitResponse, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err := g.failed(); err != nil {
+		return nil, err
+	}
+	gr := g.groups[req.GetGroupId()]
+	if gr == nil {
+		gr = &fakeGroup{members: map[string]*fakeMember{}, offsets: map[tp]*groupv1.CommittedOffset{}}
+		g.groups[req.GetGroupId()] = gr
+	}
+	if gr.pending == nil {
+		gr.pending = map[int64]map[tp]int64{}
+	}
+	if gr.pending[req.GetProducerId()] == nil {
+		gr.pending[req.GetProducerId()] = map[tp]int64{}
+	}
+	out := &groupv1.TxnOffsetCommitResponse{}
+	for _, o := range req.GetOffsets() {
+		gr.pending[req.GetProducerId()][tp{o.GetTopic(), o.GetPartition()}] = o.GetOffset()
+		out.Partitions = append(out.Partitions, &groupv1.PartitionResult{Topic: o.GetTopic(), Partition: o.GetPartition()})
+	}
+	return out, nil
+}
+
+// completeTxn commits or drops a producer's pending offsets.
+func (g *GroupCoordinator) completeTxn(group string, pid int64, commit bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	gr := g.groups[group]
+	if gr == nil {
+		return
+	}
+	if commit {
+		for p, off := range gr.pending[pid] {
+			gr.offsets[p] = &groupv1.CommittedOffset{Topic: p.topic, Partition: p.partition, Offset: off}
+		}
+	}
+	delete(gr.pending, pid)
+}
+
+func (gr *fakeGroup) hasPending(p tp) bool {
+	for _, offs := range gr.pending {
+		if _, ok := offs[p]; ok {
+			return true
+		}
+	}
+	return false
 }

@@ -2,6 +2,7 @@ package clienttest
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -24,7 +25,8 @@ type partitionLog struct {
 	logStart int64
 	leo      int64
 	grew     chan struct{}            // closed and replaced when the log grows
-	seqs     map[int64][]writtenBatch // per producer id, its batches in order
+	seqs     map[int64][]writtenBatch // per producer id, its batches in order (of its epoch)
+	epochs   map[int64]int16          // per producer id, its epoch
 }
 
 type writtenBatch struct {
@@ -114,11 +116,12 @@ func (s *Storage) CopyLog(from *Storage, topic string, partition int32) {
 	for pid, w := range src.seqs {
 		seqs[pid] = slices.Clone(w)
 	}
+	epochs := maps.Clone(src.epochs)
 	from.mu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	dst := s.logLocked(tp{topic, partition})
-	dst.batches, dst.logStart, dst.leo, dst.seqs = batches, logStart, leo, seqs
+	dst.batches, dst.logStart, dst.leo, dst.seqs, dst.epochs = batches, logStart, leo, seqs, epochs
 	close(dst.grew)
 	dst.grew = make(chan struct{})
 }
@@ -164,7 +167,7 @@ func (s *Storage) ProduceStreams() int {
 func (s *Storage) logLocked(k tp) *partitionLog {
 	l := s.logs[k]
 	if l == nil {
-		l = &partitionLog{grew: make(chan struct{}), seqs: map[int64][]writtenBatch{}}
+		l = &partitionLog{grew: make(chan struct{}), seqs: map[int64][]writtenBatch{}, epochs: map[int64]int16{}}
 		s.logs[k] = l
 	}
 	return l
@@ -248,6 +251,12 @@ func (s *Storage) append(pp *storagev1.PartitionProduce) (int64, error) {
 	first := int64(-1)
 	for _, b := range batches {
 		if pid := b.ProducerID(); pid >= 0 {
+			if e, ok := l.epochs[pid]; ok && b.ProducerEpoch() < e {
+				return -1, errs.Errorf(errs.InvalidProducerEpoch, "producer %d: epoch %d is older than the current %d", pid, b.ProducerEpoch(), e)
+			} else if !ok || b.ProducerEpoch() > e {
+				l.epochs[pid] = b.ProducerEpoch()
+				delete(l.seqs, pid) // a new epoch starts its sequences at 0
+			}
 			seqs := l.seqs[pid]
 			for _, w := range seqs {
 				if w.baseSeq == b.BaseSequence() && w.lastSeq == b.LastSequence() {

@@ -1,0 +1,230 @@
+package clienttest
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+
+	"google.golang.org/grpc"
+
+	controllerv1 "skein/gen/skein/controller/v1"
+	txnv1 "skein/gen/skein/txn/v1"
+	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/errs"
+	"skein/libs/rpcerr"
+)
+
+// TxnCoordinator is a fake transaction coordinator that owns every
+// transactional id. It keeps each id's producer id, epoch and open
+// transaction in memory with the real one's checks (PRODUCER_FENCED for an
+// older epoch, INVALID_PRODUCER_ID_MAPPING for another producer id,
+// INVALID_TXN_STATE for an end with nothing in the transaction) and bumps
+// the epoch at every InitProducerId and EndTxn. It writes no markers; a
+// committed transaction's offsets go to Groups, when set.
+type TxnCoordinator struct {
+	txnv1.UnimplementedTransactionCoordinatorServiceServer
+
+	ctrl *Controller
+	// Groups, when set, gets a transaction's pending offsets applied or
+	// dropped at its end.
+	Groups *GroupCoordinator
+
+	mu    sync.Mutex
+	ids   map[string]*fakeTxn
+	fail  []error
+	calls []string // "init", "add", "offsets", "end"
+	adds  [][]string
+}
+
+type fakeTxn struct {
+	pid     int64
+	epoch   int16
+	open    bool
+	parts   map[tp]bool
+	groups  map[string]bool
+	timeout int32
+}
+
+// NewTxnCoordinator returns a coordinator that takes producer ids from ctrl.
+func NewTxnCoordinator(ctrl *Controller) *TxnCoordinator {
+	return &TxnCoordinator{ctrl: ctrl, ids: map[string]*fakeTxn{}}
+}
+
+// StartTxnCoordinator serves a fake transaction coordinator, registered
+// with the controller as coordinator id, and answers it with its address.
+func (c *Cluster) StartTxnCoordinator(t testing.TB, id int32) (*TxnCoordinator, string) {
+	t.Helper()
+	tc := NewTxnCoordinator(c.Controller)
+	addr := serve(t, func(s *grpc.Server) { txnv1.RegisterTransactionCoordinatorServiceServer(s, tc) })
+	c.Controller.addCoordinator(id, controllerv1.CoordinatorKind_COORDINATOR_KIND_TRANSACTION, addr)
+	return tc, addr
+}
+
+// FailNext makes the next n calls answer err (a gRPC status of its row).
+func (tc *TxnCoordinator) FailNext(err error, n int) {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	for range n {
+		tc.fail = append(tc.fail, err)
+	}
+}
+
+// Fence bumps an id's epoch, as a new instance of the producer would
+// (aborting its open transaction).
+func (tc *TxnCoordinator) Fence(id string) {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	if x := tc.ids[id]; x != nil {
+		x.epoch++
+		tc.endLocked(id, x, false)
+	}
+}
+
+// Calls answers the calls served so far, by kind: "init", "add" (one per
+// AddPartitionsToTxn), "offsets", "end".
+func (tc *TxnCoordinator) Calls() []string {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	return slices.Clone(tc.calls)
+}
+
+// Adds answers the partitions of each AddPartitionsToTxn, as "topic-p".
+func (tc *TxnCoordinator) Adds() [][]string {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	return slices.Clone(tc.adds)
+}
+
+// Identity answers an id's producer id and epoch and whether a transaction
+// is open.
+func (tc *TxnCoordinator) Identity(id string) (int64, int16, bool) {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	if x := tc.ids[id]; x != nil {
+		return x.pid, x.epoch, x.open
+	}
+	return -1, -1, false
+}
+
+func (tc *TxnCoordinator) failed(call string) error {
+	tc.calls = append(tc.calls, call)
+	if len(tc.fail) > 0 {
+		err := tc.fail[0]
+		tc.fail = tc.fail[1:]
+		return rpcerr.ToGRPC(err)
+	}
+	return nil
+}
+
+// check answers the error for a request naming pid and epoch.
+func (tc *TxnCoordinator) check(id string, pid int64, epoch int32) (*fakeTxn, error) {
+	x := tc.ids[id]
+	switch {
+	case x == nil || x.pid != pid:
+		return nil, errs.Errorf(errs.InvalidProducerIDMapping, "transactional id %q has another producer id", id)
+	case int16(epoch) < x.epoch:
+		return nil, errs.Errorf(errs.ProducerFenced, "epoch %d is older than %d", epoch, x.epoch)
+	case int16(epoch) > x.epoch:
+		return nil, errs.Errorf(errs.InvalidProducerEpoch, "epoch %d is newer than %d", epoch, x.epoch)
+	}
+	return x, nil
+}
+
+func (tc *TxnCoordinator) endLocked(id string, x *fakeTxn, commit bool) {
+	if tc.Groups != nil {
+		for g := range x.groups {
+			tc.Groups.completeTxn(g, x.pid, commit)
+		}
+	}
+	x.open, x.parts, x.groups = false, map[tp]bool{}, map[string]bool{}
+}
+
+// InitProducerId gives a new id a producer id at epoch 0 and bumps a known
+// one's epoch, aborting its open transaction.
+func (tc *TxnCoordinator) InitProducerId(_ context.Context, req *txnv1.InitProducerIdRequest) (*txnv1.InitProducerIdResponse, error) {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	if err := tc.failed("init"); err != nil {
+		return nil, err
+	}
+	id := req.GetTransactionalId()
+	x := tc.ids[id]
+	if x == nil {
+		tc.ctrl.mu.Lock()
+		pid := tc.ctrl.nextPID
+		tc.ctrl.nextPID++
+		tc.ctrl.mu.Unlock()
+		x = &fakeTxn{pid: pid, parts: map[tp]bool{}, groups: map[string]bool{}}
+		tc.ids[id] = x
+	} else {
+		x.epoch++
+		tc.endLocked(id, x, false)
+	}
+	x.timeout = req.GetTransactionTimeoutMs()
+	return &txnv1.InitProducerIdResponse{ProducerId: x.pid, ProducerEpoch: int32(x.epoch)}, nil
+}
+
+// AddPartitionsToTxn opens a transaction or adds to the open one.
+func (tc *TxnCoordinator) AddPartitionsToTxn(_ context.Context, req *txnv1.AddPartitionsToTxnRequest) (*txnv1.AddPartitionsToTxnResponse, error) {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	if err := tc.failed("add"); err != nil {
+		return nil, err
+	}
+	x, err := tc.check(req.GetTransactionalId(), req.GetProducerId(), req.GetProducerEpoch())
+	resp := &txnv1.AddPartitionsToTxnResponse{}
+	var names []string
+	for _, t := range req.GetPartitions() {
+		for _, p := range t.GetPartitions() {
+			r := &txnv1.PartitionResult{Topic: t.GetTopic(), Partition: p}
+			if err != nil {
+				r.ErrorCode, r.ErrorMessage = skeinv1.ErrorCode(errs.CodeOf(err)), errs.Message(err)
+			} else {
+				x.open = true
+				x.parts[tp{t.GetTopic(), p}] = true
+			}
+			names = append(names, t.GetTopic()+"-"+strconv.Itoa(int(p)))
+			resp.Partitions = append(resp.Partitions, r)
+		}
+	}
+	tc.adds = append(tc.adds, names)
+	return resp, nil
+}
+
+// AddOffsetsToTxn adds a group to the open transaction (opening one).
+func (tc *TxnCoordinator) AddOffsetsToTxn(_ context.Context, req *txnv1.AddOffsetsToTxnRequest) (*txnv1.AddOffsetsToTxnResponse, error) {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	if err := tc.failed("offsets"); err != nil {
+		return nil, err
+	}
+	x, err := tc.check(req.GetTransactionalId(), req.GetProducerId(), req.GetProducerEpoch())
+	if err != nil {
+		return &txnv1.AddOffsetsToTxnResponse{ErrorCode: skeinv1.ErrorCode(errs.CodeOf(err)), ErrorMessage: errs.Message(err)}, nil
+	}
+	x.open = true
+	x.groups[req.GetGroupId()] = true
+	return &txnv1.AddOffsetsToTxnResponse{}, nil
+}
+
+// EndTxn ends the open transaction and answers the bumped epoch.
+func (tc *TxnCoordinator) EndTxn(_ context.Context, req *txnv1.EndTxnRequest) (*txnv1.EndTxnResponse, error) {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	if err := tc.failed("end"); err != nil {
+		return nil, err
+	}
+	id := req.GetTransactionalId()
+	x, err := tc.check(id, req.GetProducerId(), req.GetProducerEpoch())
+	if err == nil && !x.open {
+		err = errs.Errorf(errs.InvalidTxnState, "transactional id %q has nothing in its transaction", id)
+	}
+	if err != nil {
+		return &txnv1.EndTxnResponse{ErrorCode: skeinv1.ErrorCode(errs.CodeOf(err)), ErrorMessage: errs.Message(err)}, nil
+	}
+	tc.endLocked(id, x, req.GetCommitted())
+	x.epoch++
+	return &txnv1.EndTxnResponse{ProducerId: x.pid, ProducerEpoch: int32(x.epoch)}, nil
+}
