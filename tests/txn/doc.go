@@ -5,7 +5,12 @@
 // for them after an abort, a late produce of an ended transaction is
 // refused, a new instance of a transactional id fences the old one and
 // aborts its transaction, a hung transaction is aborted at its timeout, and
-// a transaction survives the loss of its coordinator.
+// a transaction survives the loss of its coordinator. TestCopierExactlyOnce
+// is Kafka's transactions system test: a consume-process-produce copier
+// (libs/client's GroupConsumer and TransactionalProducer, in a process of
+// its own) copies a topic exactly once while storage leaders, the
+// transaction coordinator and the copier are killed (SKEIN_TXN_FULL=1:
+// 100,000 records and three kills of each kind).
 //
 //	make build && go test -tags integration -count=1 skein/tests/txn/
 package txn
