@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -853,5 +854,118 @@ func TestDeletedTopicWithABatchInFlight(t *testing.T) {
 	defer cancel()
 	if err := p.Flush(fctx); err != nil {
 		t.Fatalf("flush after the deletion: %v", err)
+	}
+}
+
+// produceMany sends n one-record batches to a partition and answers a
+// channel of their results in produce order once all are in.
+func produceMany(t *testing.T, p *client.Producer, topic string, partition int32, prefix string, n int) <-chan []client.Result {
+	t.Helper()
+	results := make([]client.Result, n)
+	var wg sync.WaitGroup
+	wg.Add(n)
+	for i := range n {
+		p.Produce(ctx(t), client.Record{Topic: topic, Partition: ptr(partition), Value: []byte(fmt.Sprintf("%s-%03d", prefix, i))}, func(r client.Result) {
+			results[i] = r
+			wg.Done()
+		})
+	}
+	done := make(chan []client.Result, 1)
+	go func() { wg.Wait(); done <- results }()
+	return done
+}
+
+// checkInOrder fails unless every result is written, at consecutive
+// offsets from first.
+func checkInOrder(t *testing.T, rs []client.Result, first int64) {
+	t.Helper()
+	for i, r := range rs {
+		if r.Err != nil || r.Offset != first+int64(i) {
+			t.Fatalf("record %d: %+v, want offset %d", i, r, first+int64(i))
+		}
+	}
+}
+
+// The first batch under a producer id goes out alone: a node that does not
+// know the id takes any sequence from it, so nothing may overtake it.
+func TestFirstBatchOfAProducerIDGoesOutAlone(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 1, nil)
+	release := cl.Storage[1].HoldAnswers("t", 0)
+	defer release()
+	p := c.NewProducer(client.WithBatchSize(1), client.WithLinger(-1))
+	defer p.Close(ctx(t))
+	first := produceMany(t, p, "t", 0, "first", 1)
+	time.Sleep(100 * time.Millisecond)
+	var rest []<-chan []client.Result
+	for i := range 9 { // each produce wakes the sender
+		rest = append(rest, produceMany(t, p, "t", 0, fmt.Sprint("r", i), 1))
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := len(cl.Storage[1].Batches("t", 0)); n != 1 {
+		t.Fatalf("%d batches out before the first was answered, want 1", n)
+	}
+	release()
+	for i, ch := range append([]<-chan []client.Result{first}, rest...) {
+		select {
+		case rs := <-ch:
+			checkInOrder(t, rs, int64(i))
+		case <-time.After(10 * time.Second):
+			t.Fatal("not all answered")
+		}
+	}
+	if span := cl.Storage[1].MaxOpenSpan("t", 0); span > 5 {
+		t.Errorf("up to %d batches appended from an unanswered one, want at most 5", span)
+	}
+}
+
+// Once the id is known, up to five batches of a partition are out at once,
+// counted from the oldest unanswered one — even when later ones are
+// answered first (their request did not carry the slow partition): every
+// batch that may be resent stays within the node's duplicate window.
+func TestInFlightBatchesStayWithinFiveOfTheOldestOpen(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 2, nil)
+	p := c.NewProducer(client.WithBatchSize(1), client.WithLinger(-1))
+	defer p.Close(ctx(t))
+	for part := range int32(2) {
+		if r := p.ProduceSync(ctx(t), client.Record{Topic: "t", Partition: ptr(part), Value: []byte("first")})[0]; r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	// Partition 1's answers are held: a request carrying a batch of each
+	// partition holds partition 0's batch too, while partition 0's later
+	// requests are answered.
+	release := cl.Storage[1].HoldAnswers("t", 1)
+	defer release()
+	done1 := produceMany(t, p, "t", 1, "slow", 3)
+	done0 := produceMany(t, p, "t", 0, "fast", 40)
+	time.Sleep(500 * time.Millisecond)
+	if span := cl.Storage[1].MaxOpenSpan("t", 0); span > 5 {
+		t.Fatalf("partition 0: %d batches appended from an unanswered one, want at most 5", span)
+	}
+	release()
+	for _, d := range []struct {
+		ch    <-chan []client.Result
+		first int64
+	}{{done0, 1}, {done1, 1}} {
+		select {
+		case rs := <-d.ch:
+			checkInOrder(t, rs, d.first)
+		case <-time.After(10 * time.Second):
+			t.Fatal("not all answered")
+		}
+	}
+	for part := range int32(2) {
+		if span := cl.Storage[1].MaxOpenSpan("t", part); span > 5 {
+			t.Errorf("partition %d: up to %d batches appended from an unanswered one, want at most 5", part, span)
+		}
+	}
+	// Pipelining happened: several of partition 0's batches were out at once.
+	if span := cl.Storage[1].MaxOpenSpan("t", 0); span < 2 {
+		t.Errorf("partition 0 never had two batches out at once (span %d): no pipelining", span)
 	}
 }

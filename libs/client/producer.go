@@ -82,17 +82,19 @@ func WithRequestTimeout(d time.Duration) ProducerOption {
 	return func(c *producerConfig) { c.requestTimeout = d }
 }
 
-// maxInFlight is how many batches of one partition may await their answer
-// at once. It stays at one until three gaps are closed: a storage node
-// answers a request only once all its partitions are acknowledged, so a
-// partition's answers can come back out of order and more than the node's
-// five-batch duplicate window could be appended behind an unanswered batch;
-// a node accepts any sequence from a producer id it does not know yet, so
-// the first batch of an id must settle before the next goes out; and a
-// batch refused before the append can be overtaken by the next one on the
-// node. The recovery below (in-order, one-at-a-time resends, re-encoding
-// behind a definite gap) is written for several in flight.
-const maxInFlight = 1
+// maxInFlight is how many batches of one partition may be out at once,
+// counted from the oldest one not yet settled (answered, or failed for
+// good): a later batch answered early still counts while an earlier one is
+// open. A storage node answers a request once all its partitions are
+// acknowledged, so one partition's answers can come back out of order;
+// counting from the oldest open batch keeps every batch that may have to be
+// resent within the node's duplicate window (the last five batches of a
+// producer id), so a resend is recognised, never written twice. The first
+// batch under a producer id goes out alone: a node that does not know the
+// id yet accepts any sequence from it, so a later batch must not arrive
+// before the first is in. Kafka's max.in.flight.requests.per.connection
+// with idempotence is five for the same window.
+const maxInFlight = 5
 
 // WithIdempotence turns the idempotent producer on (the default under
 // AcksAll) or off.
@@ -167,6 +169,35 @@ type partitionState struct {
 	// retry are the batches to send again, oldest first, before anything new.
 	retry      []*sendBatch
 	recovering bool
+	// window are the new batches sent under pid, oldest first, from the
+	// oldest one not yet settled: what maxInFlight counts.
+	window []*sendBatch
+	// acked: a batch under pid has been acknowledged here, so the node
+	// knows the id and later batches may follow before earlier answers.
+	acked bool
+}
+
+// canSend reports whether a new batch may go out: not while recovering,
+// and within maxInFlight of the oldest batch not yet settled (one until a
+// batch under the producer id is acknowledged).
+func (ps *partitionState) canSend() bool {
+	if ps.recovering {
+		return false
+	}
+	// Settled batches at the front leave the window: neither in flight nor
+	// waiting to be resent.
+	for len(ps.window) > 0 {
+		b := ps.window[0]
+		if slices.Contains(ps.inflight, b) || slices.Contains(ps.retry, b) {
+			break
+		}
+		ps.window = ps.window[1:]
+	}
+	limit := maxInFlight
+	if !ps.acked {
+		limit = 1
+	}
+	return len(ps.window) < limit && len(ps.inflight) < limit
 }
 
 // requeue puts b among the batches to resend, keeping them oldest first.
@@ -678,7 +709,7 @@ func (p *Producer) collect(now time.Time) (sends []*brokerRequest, wakeAt time.T
 	flush := p.flushers > 0 || p.closing
 	for _, tp := range p.acc.Ready(now, flush) {
 		ps := p.part(tp)
-		if ps.recovering || len(ps.inflight) >= maxInFlight {
+		if !ps.canSend() {
 			continue
 		}
 		if _, _, ok := m.Leader(tp.Topic, tp.Partition); !ok {
@@ -704,7 +735,9 @@ func (p *Producer) collect(now time.Time) (sends []*brokerRequest, wakeAt time.T
 			failed, failErrs = append(failed, b), append(failErrs, err)
 			continue
 		}
-		route(ps, b)
+		if route(ps, b) {
+			ps.window = append(ps.window, b)
+		}
 	}
 	if t, ok := p.acc.NextReady(now); ok {
 		soon(t)
@@ -747,6 +780,7 @@ func (p *Producer) ensurePID(ps *partitionState) <-chan struct{} {
 		}
 	}
 	ps.nextSeq = 0
+	ps.window, ps.acked = nil, false // a new id: its first batch goes out alone
 	return nil
 }
 
@@ -867,6 +901,9 @@ func (p *Producer) complete(batches []sentBatch, resp *storagev1.ProduceResponse
 				ps.pid, ps.renew = -1, true // a fresh producer id: the failed sequences are never reused
 			}
 			ps.recovering = true // batches after it must settle before anything new goes out
+		}
+		if berr == nil && b.pid == ps.pid {
+			ps.acked = true
 		}
 		ps.settleCheck()
 		out = append(out, outcome{b, res, berr})

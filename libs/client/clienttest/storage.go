@@ -34,6 +34,14 @@ type writtenBatch struct {
 	baseOffset       int64
 }
 
+// openSpan tracks, for one partition, the batches appended and whether
+// their request was answered yet, and the widest run of batches appended
+// from the oldest unanswered one.
+type openSpan struct {
+	answered []bool // per appended batch (of any producer), in append order
+	max      int
+}
+
 // Storage is a fake storage node.
 type Storage struct {
 	storagev1.UnimplementedStorageServiceServer
@@ -46,8 +54,88 @@ type Storage struct {
 	fail    map[tp][]error
 	fetches []*storagev1.FetchRequest
 	streams int
-	refused map[string]int // produce refusals by error name
-	stalled chan struct{}  // non-nil while Stall holds requests; closed to release them
+	refused map[string]int       // produce refusals by error name
+	stalled chan struct{}        // non-nil while Stall holds requests; closed to release them
+	held    map[tp]chan struct{} // HoldAnswers: answers of requests with the partition wait for the close
+	spans   map[tp]*openSpan
+}
+
+// MaxOpenSpan answers the most batches of the partition that were ever
+// appended from its oldest batch whose answer was not yet sent, that one
+// included: how far a producer ran ahead of an unanswered batch.
+func (s *Storage) MaxOpenSpan(topic string, partition int32) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sp := s.spans[tp{topic, partition}]; sp != nil {
+		return sp.max
+	}
+	return 0
+}
+
+// noteAppendedLocked records a request's appended batches as unanswered and
+// answers their indexes per partition. mu held.
+func (s *Storage) noteAppendedLocked(k tp) int {
+	if s.spans == nil {
+		s.spans = map[tp]*openSpan{}
+	}
+	sp := s.spans[k]
+	if sp == nil {
+		sp = &openSpan{}
+		s.spans[k] = sp
+	}
+	sp.answered = append(sp.answered, false)
+	i := len(sp.answered) - 1
+	oldest := slices.Index(sp.answered, false)
+	sp.max = max(sp.max, len(sp.answered)-oldest)
+	return i
+}
+
+// noteAnswered marks batches answered.
+func (s *Storage) noteAnswered(idx map[tp][]int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, is := range idx {
+		for _, i := range is {
+			s.spans[k].answered[i] = true
+		}
+	}
+}
+
+// HoldAnswers makes this node append the batches of every request that
+// carries the partition at once but hold the request's answer until the
+// returned release is called, while later requests on the same stream are
+// answered — as a real node answers a request only once its slowest
+// partition is acknowledged, so one partition's answers can return out of
+// order.
+func (s *Storage) HoldAnswers(topic string, partition int32) (release func()) {
+	ch := make(chan struct{})
+	s.mu.Lock()
+	if s.held == nil {
+		s.held = map[tp]chan struct{}{}
+	}
+	s.held[tp{topic, partition}] = ch
+	s.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			delete(s.held, tp{topic, partition})
+			s.mu.Unlock()
+			close(ch)
+		})
+	}
+}
+
+// holdFor answers the hold channel of the first held partition req carries.
+func (s *Storage) holdFor(req *storagev1.ProduceRequest) chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, pp := range req.GetPartitions() {
+		if ch, ok := s.held[tp{pp.GetTopic(), pp.GetPartition()}]; ok {
+			return ch
+		}
+	}
+	return nil
 }
 
 // Stall holds every produce and fetch request this node receives from now
@@ -190,10 +278,20 @@ func (s *Storage) leads(topic string, partition, clientEpoch int32) error {
 	return nil
 }
 
-func (s *Storage) produce(req *storagev1.ProduceRequest) *storagev1.ProduceResponse {
+func (s *Storage) produce(req *storagev1.ProduceRequest) (*storagev1.ProduceResponse, map[tp][]int) {
 	resp := &storagev1.ProduceResponse{}
+	idx := map[tp][]int{}
 	for _, pp := range req.GetPartitions() {
+		k := tp{pp.GetTopic(), pp.GetPartition()}
+		s.mu.Lock()
+		before := len(s.logLocked(k).batches)
+		s.mu.Unlock()
 		base, err := s.append(pp)
+		s.mu.Lock()
+		if err == nil && len(s.logLocked(k).batches) > before {
+			idx[k] = append(idx[k], s.noteAppendedLocked(k))
+		}
+		s.mu.Unlock()
 		r := &storagev1.PartitionProduceResult{Topic: pp.GetTopic(), Partition: pp.GetPartition(), BaseOffset: base, LogAppendTimeMs: -1}
 		if err != nil {
 			r.ErrorCode, r.ErrorMessage, r.BaseOffset = skeinv1.ErrorCode(errs.CodeOf(err)), errs.Message(err), -1
@@ -203,7 +301,7 @@ func (s *Storage) produce(req *storagev1.ProduceRequest) *storagev1.ProduceRespo
 		}
 		resp.Partitions = append(resp.Partitions, r)
 	}
-	return resp
+	return resp, idx
 }
 
 // Refused counts the produce attempts this node refused with the named error.
@@ -286,7 +384,9 @@ func (s *Storage) append(pp *storagev1.PartitionProduce) (int64, error) {
 
 // Produce appends batches and answers per partition.
 func (s *Storage) Produce(_ context.Context, req *storagev1.ProduceRequest) (*storagev1.ProduceResponse, error) {
-	return s.produce(req), nil
+	resp, idx := s.produce(req)
+	s.noteAnswered(idx)
+	return resp, nil
 }
 
 // ProduceStream answers each request by correlation id; acks=0 requests get
@@ -295,17 +395,38 @@ func (s *Storage) ProduceStream(stream storagev1.StorageService_ProduceStreamSer
 	s.mu.Lock()
 	s.streams++
 	s.mu.Unlock()
+	var sendMu sync.Mutex
+	send := func(m *storagev1.ProduceStreamResponse) error {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		return stream.Send(m)
+	}
 	for {
 		req, err := stream.Recv()
 		if err != nil {
 			return nil
 		}
 		s.waitStall(stream.Context())
-		resp := s.produce(req.GetRequest())
+		hold := s.holdFor(req.GetRequest())
+		resp, idx := s.produce(req.GetRequest())
 		if req.GetRequest().GetAcks() == 0 {
+			s.noteAnswered(idx)
 			continue
 		}
-		if err := stream.Send(&storagev1.ProduceStreamResponse{CorrelationId: req.GetCorrelationId(), Response: resp}); err != nil {
+		m := &storagev1.ProduceStreamResponse{CorrelationId: req.GetCorrelationId(), Response: resp}
+		if hold != nil {
+			go func() {
+				select {
+				case <-hold:
+					s.noteAnswered(idx)
+					_ = send(m)
+				case <-stream.Context().Done():
+				}
+			}()
+			continue
+		}
+		s.noteAnswered(idx)
+		if err := send(m); err != nil {
 			return err
 		}
 	}
