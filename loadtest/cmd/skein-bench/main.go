@@ -108,7 +108,7 @@ type common struct {
 
 func commonFlags(fs *flag.FlagSet, defTransport string) common {
 	return common{
-		transport:   fs.String("transport", defTransport, "grpc-stream (gateway ProduceStream), grpc (gateway unary), rest (gateway REST) or direct (storage nodes through libs/client)"),
+		transport:   fs.String("transport", defTransport, "grpc-stream (gateway ProduceStream), grpc (gateway unary), rest (gateway REST), direct (storage nodes through libs/client) or txn (produce only: direct, a transactional producer per worker)"),
 		gateway:     fs.String("gateway", envOr("SKEIN_GATEWAY", "127.0.0.1:9090"), "gateway gRPC address (env SKEIN_GATEWAY)"),
 		rest:        fs.String("rest", envOr("SKEIN_REST", "http://127.0.0.1:8080"), "gateway REST base URL (env SKEIN_REST)"),
 		controllers: fs.String("controllers", os.Getenv("SKEIN_CONTROLLERS"), "controller gRPC addresses, for --transport direct (env SKEIN_CONTROLLERS)"),
@@ -133,7 +133,7 @@ func (c common) endpoints() (bench.Endpoints, error) {
 			ctrls = append(ctrls, a)
 		}
 	}
-	if len(ctrls) == 0 && *c.transport == bench.Direct {
+	if len(ctrls) == 0 && (*c.transport == bench.Direct || *c.transport == bench.Txn) {
 		b, err := os.ReadFile(*c.clusterJSON)
 		if err != nil {
 			return bench.Endpoints{}, fmt.Errorf("--transport direct needs --controllers, or a skein dev cluster.json: %w", err)
@@ -184,6 +184,7 @@ func produce(ctx context.Context, args []string) error {
 	batch := fs.Int("batch", 1, "records per request")
 	conc := fs.Int("concurrency", 1, "workers: a ProduceStream or connection each")
 	inflight := fs.Int("in-flight", 32, "unanswered requests per stream (grpc-stream) or in all (direct)")
+	txnRecords := fs.Int("txn-records", 100, "with --transport txn: records per transaction")
 	_ = fs.Parse(args)
 	ep, err := c.endpoints()
 	if err != nil {
@@ -193,7 +194,7 @@ func produce(ctx context.Context, args []string) error {
 		Transport: *c.transport, Endpoints: ep,
 		Topic:      bench.Topic{Name: *c.topic, Create: *create, Partitions: *partitions, ReplicationFactor: *rf, Configs: configs},
 		RecordSize: *size, NumRecords: *num, Duration: *dur, Rate: *rate, Acks: *acks, Batch: *batch,
-		Concurrency: *conc, InFlight: *inflight, Warmup: *warmup, Progress: *c.progress, Log: os.Stderr,
+		Concurrency: *conc, InFlight: *inflight, TxnRecords: *txnRecords, Warmup: *warmup, Progress: *c.progress, Log: os.Stderr,
 	})
 	if err != nil {
 		return err

@@ -281,3 +281,30 @@ func TestDirectProduceAndConsume(t *testing.T) {
 		t.Errorf("consume: %+v", cs)
 	}
 }
+
+// A transactional producer per worker, committing every TxnRecords records,
+// against the in-process fake cluster.
+func TestTxnProduce(t *testing.T) {
+	c := clienttest.Start(t, 3)
+	tc, _ := c.StartTxnCoordinator(t, 1)
+	ep := Endpoints{Controllers: []string{c.ControllerAddr}}
+	sum, err := Produce(context.Background(), ProduceConfig{Transport: Txn, Endpoints: ep, Topic: Topic{Name: "x", Create: true, Partitions: 3, ReplicationFactor: 3},
+		RecordSize: 100, NumRecords: 1000, Batch: 10, Concurrency: 2, TxnRecords: 100, Acks: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Records != 1000 || sum.Errors != 0 {
+		t.Fatalf("produce: %+v", sum)
+	}
+	ends := 0
+	for _, call := range tc.Calls() {
+		if call == "end" {
+			ends++
+		}
+	}
+	// 100 per transaction, and each worker's last one, partly full,
+	// committed at close.
+	if ends < 10 || ends > 12 {
+		t.Errorf("%d transactions ended, want 10 to 12 (1000 records, 100 per transaction, 2 workers)", ends)
+	}
+}

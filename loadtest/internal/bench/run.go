@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,6 +40,8 @@ type ProduceConfig struct {
 	Batch       int // records per request
 	Concurrency int // workers (a stream or connection each)
 	InFlight    int // unanswered requests per stream (grpc-stream) or in all (direct)
+	// TxnRecords: with transport txn, records per transaction (100).
+	TxnRecords int
 	// Warmup is produced at the same rate before the measured run and not
 	// counted: first connections, producer ids, the batching steady state.
 	Warmup   time.Duration
@@ -53,6 +56,9 @@ func (c *ProduceConfig) defaults() error {
 	c.Batch = max(c.Batch, 1)
 	c.Concurrency = max(c.Concurrency, 1)
 	c.InFlight = max(c.InFlight, 1)
+	if c.TxnRecords <= 0 {
+		c.TxnRecords = 100
+	}
 	c.Topic.Partitions = max(c.Topic.Partitions, 1)
 	if c.NumRecords <= 0 && c.Duration <= 0 {
 		c.Duration = 10 * time.Second
@@ -73,7 +79,7 @@ func openAdmin(ctx context.Context, transport string, ep Endpoints, topic string
 	case REST:
 		r := newREST(ep.REST, topic, -1, 1)
 		return r, r.close, nil
-	case Direct:
+	case Direct, Txn:
 		d, err := newDirect(ctx, ep.Controllers, topic, -1, 1)
 		if err != nil {
 			return nil, nil, err
@@ -86,7 +92,7 @@ func openAdmin(ctx context.Context, transport string, ep Endpoints, topic string
 		}
 		return g, g.close, nil
 	}
-	return nil, nil, fmt.Errorf("unknown transport %q: want %s, %s, %s or %s", transport, GRPCStream, GRPC, REST, Direct)
+	return nil, nil, fmt.Errorf("unknown transport %q: want %s, %s, %s, %s or %s", transport, GRPCStream, GRPC, REST, Direct, Txn)
 }
 
 // ensureTopic creates the topic when asked (an existing one is fine) and
@@ -175,6 +181,20 @@ func Produce(ctx context.Context, cfg ProduceConfig) (Summary, error) {
 		closers = append(closers, d.close)
 		for i := range senders {
 			senders[i] = d
+		}
+	case Txn:
+		c, err := newTxnClient(ctx, cfg.Endpoints.Controllers)
+		if err != nil {
+			return Summary{}, err
+		}
+		closers = append(closers, func() error { c.Close(); return nil })
+		for i := range senders {
+			ts, err := newTxnSender(ctx, c, cfg.Topic.Name, fmt.Sprintf("skein-bench-%d-%d", os.Getpid(), i), cfg.TxnRecords)
+			if err != nil {
+				return Summary{}, err
+			}
+			closers = append([]func() error{ts.close}, closers...) // before the client closes
+			senders[i] = ts
 		}
 	}
 

@@ -28,6 +28,7 @@ const (
 	GRPC       = "grpc"        // the gateway's unary Produce / Fetch
 	REST       = "rest"        // the gateway's REST API
 	Direct     = "direct"      // straight to the storage nodes through libs/client
+	Txn        = "txn"         // the same, a transactional producer per worker
 )
 
 // Endpoints says where the cluster is.
@@ -587,4 +588,84 @@ func (d *direct) offsets(ctx context.Context, topic string, latest bool) (map[in
 		out[o.Partition] = o.Offset
 	}
 	return out, nil
+}
+
+// ---- a transactional producer per worker, straight to the storage nodes ----
+
+func newTxnClient(ctx context.Context, controllers []string) (*client.Client, error) {
+	c, err := client.New(client.Config{Controllers: controllers})
+	if err != nil {
+		return nil, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := c.WaitReady(wctx); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("no metadata from controllers %v: %w", controllers, err)
+	}
+	return c, nil
+}
+
+// txnSender is one worker's transactional producer: each send writes its
+// records in the open transaction (beginning one), and every perTxn records
+// the transaction commits. A send is counted once its records are in the
+// transaction; a failed commit fails the send that triggered it.
+type txnSender struct {
+	p      *client.TransactionalProducer
+	topic  string
+	perTxn int
+	n      int // records in the open transaction
+}
+
+func newTxnSender(ctx context.Context, c *client.Client, topic, id string, perTxn int) (*txnSender, error) {
+	p, err := c.NewTransactionalProducer(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("transactional producer %s: %w", id, err)
+	}
+	return &txnSender{p: p, topic: topic, perTxn: perTxn}, nil
+}
+
+// send is synchronous: the worker loop calls it one at a time.
+func (t *txnSender) send(ctx context.Context, partition int32, values [][]byte, done func(int, error)) {
+	if t.n == 0 {
+		if err := t.p.Begin(); err != nil {
+			done(len(values), err)
+			return
+		}
+	}
+	recs := make([]client.Record, len(values))
+	for i, v := range values {
+		recs[i] = client.Record{Topic: t.topic, Value: v}
+		if partition >= 0 {
+			p := partition
+			recs[i].Partition = &p
+		}
+	}
+	if _, err := t.p.Send(ctx, recs...); err != nil {
+		_ = t.p.Abort(ctx)
+		t.n = 0
+		done(len(values), err)
+		return
+	}
+	t.n += len(values)
+	if t.n >= t.perTxn {
+		t.n = 0
+		if err := t.p.Commit(ctx); err != nil {
+			_ = t.p.Abort(ctx)
+			done(len(values), err)
+			return
+		}
+	}
+	done(0, nil)
+}
+
+// close commits what is open and stops the producer.
+func (t *txnSender) close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var err error
+	if t.n > 0 {
+		err = t.p.Commit(ctx)
+	}
+	return errors.Join(err, t.p.Close())
 }
