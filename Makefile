@@ -11,7 +11,7 @@ PKGS    := $(foreach m,$(filter-out tools,$(MODULES)),skein/$(m)/...)
 CMDS    := $(sort $(dir $(wildcard services/*/cmd/*/main.go) $(wildcard cmd/*/main.go)))
 FUZZTIME ?= 20s
 
-.PHONY: all build run test test-short test-integration fuzz proto check lint fmt vet gen-fresh breaking tools clean
+.PHONY: all build run test test-short test-integration fuzz proto check lint fmt vet gen-fresh breaking tools clean verify
 
 all: build
 
@@ -204,6 +204,19 @@ bin/nats: tools/nats/cli/go.mod tools/nats/cli/go.sum
 	@mkdir -p bin
 	GOWORK=off CGO_ENABLED=0 $(GO) -C tools/nats/cli build -trimpath -ldflags='-s -w' \
 	  -o $(CURDIR)/bin/nats github.com/nats-io/natscli/nats
+
+## ---- fault schedule ----
+
+## verify: the seeded fault-schedule runner (tests/verify): a `skein dev`
+## cluster of its own, acks=all producers and a consumer group through the
+## gateway, SIGKILL/restart and SIGSTOP faults one after another for 5 minutes,
+## then the history audit and a table per fault kind; exits non-zero on any
+## anomaly. VERIFY_ARGS='--seed N' replays a schedule, '--duration 2m' shortens it.
+## `make test-integration` runs a short version (each kind once, seed 1).
+VERIFY_ARGS ?=
+verify: build
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/ ./tests/verify/cmd/skein-verify
+	bin/skein-verify --duration 5m $(VERIFY_ARGS)
 
 ## ---- lab demos ----
 LAB_DEMOS := demo-acks1-loss demo-acks-all demo-min-isr demo-group demo-unclean
