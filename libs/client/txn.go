@@ -109,16 +109,26 @@ func (t *Transactions) call(ctx context.Context, id string, fn func(context.Cont
 				}
 			}
 		}
-		retry := coordinatorErr(err) || errs.Of(err) == errs.ConcurrentTransactions
-		if err == nil || !retry || ctx.Err() != nil {
+		concurrent := errs.Of(err) == errs.ConcurrentTransactions
+		if err == nil || !(concurrent || coordinatorErr(err)) || ctx.Err() != nil {
 			return err
 		}
 		t.c.log.DebugContext(ctx, "transaction coordinator call failed, retrying", "transactional_id", id, "err", err)
-		if sleep(ctx, min(t.c.backoff(attempt), time.Second)) != nil {
+		wait := min(t.c.backoff(attempt), time.Second)
+		if concurrent {
+			// The previous transaction is completing (its markers and the
+			// COMPLETE state, a few milliseconds): ask again soon, as
+			// Kafka's producer does, rather than at the retry backoff.
+			wait = min(concurrentBackoff<<min(attempt, 5), 100*time.Millisecond)
+		}
+		if sleep(ctx, wait) != nil {
 			return err
 		}
 	}
 }
+
+// concurrentBackoff is the first wait after CONCURRENT_TRANSACTIONS.
+const concurrentBackoff = 2 * time.Millisecond
 
 // InitProducerID answers the producer id and epoch of a transactional id:
 // a new id gets a fresh producer id; a known one gets its epoch bumped,
