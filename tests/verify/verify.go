@@ -76,7 +76,9 @@ type Fault struct {
 	// acknowledgements on one partition, or between commits of the
 	// transactional producer.
 	Unavailable time.Duration
-	Err         error // the fault could not be applied or the cluster did not heal
+	// AckGap and CommitGap are its two parts.
+	AckGap, CommitGap time.Duration
+	Err               error // the fault could not be applied or the cluster did not heal
 }
 
 // Row is one line of the table: every fault of one kind.
@@ -316,9 +318,10 @@ func Run(ctx context.Context, o Options) (rep *Report, err error) {
 	for i := range rep.Faults {
 		f := &rep.Faults[i]
 		for p := range int32(r.parts) {
-			f.Unavailable = max(f.Unavailable, history.LongestGap(hist.AckTimes(p), f.Start, f.End))
+			f.AckGap = max(f.AckGap, history.LongestGap(hist.AckTimes(p), f.Start, f.End))
 		}
-		f.Unavailable = max(f.Unavailable, history.LongestGap(commits, f.Start, f.End))
+		f.CommitGap = history.LongestGap(commits, f.Start, f.End)
+		f.Unavailable = max(f.AckGap, f.CommitGap)
 	}
 	if exited := r.c.exitedUnasked(); len(exited) > 0 {
 		rep.Problems = append(rep.Problems, "exited on their own: "+strings.Join(exited, ", "))
@@ -331,6 +334,11 @@ func Run(ctx context.Context, o Options) (rep *Report, err error) {
 		fmt.Fprintf(o.Out, "\nthe transactional producer:\n%s", rep.TxnAudit)
 	}
 	fmt.Fprintf(o.Out, "\nseed %d, %d faults in %v\n%s", o.Seed, len(rep.Faults), time.Since(r.start).Round(time.Second), rep.Table())
+	fmt.Fprintf(o.Out, "\nfaults (unavailable: longest gap between acknowledgements of one partition / between transaction commits):\n")
+	for i, f := range rep.Faults {
+		fmt.Fprintf(o.Out, "%3d. at %5.1fs %-16s %s; healed after %.1fs; unavailable %.1fs / %.1fs\n", i+1, f.Start.Sub(r.start).Seconds(), f.Kind, f.What,
+			f.End.Sub(f.Start).Seconds(), f.AckGap.Seconds(), f.CommitGap.Seconds())
+	}
 	for _, p := range rep.Problems {
 		fmt.Fprintf(o.Out, "problem: %s\n", p)
 	}
