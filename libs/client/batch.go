@@ -61,13 +61,16 @@ func (c *Client) ProduceBatch(ctx context.Context, topic string, partition int32
 	if limit := maxMessageBytes(m, topic); len(data) > limit {
 		return nil, errs.Errorf(errs.MessageTooLarge, "a batch of %d bytes is above max.message.bytes %d of topic %q", len(data), limit, topic)
 	}
-	res, answered, err := c.produceOnce(ctx, topic, partition, acks, id.TransactionalID, data)
+	// With a producer id a resend is answered as a duplicate, never written
+	// twice: an attempt may be abandoned when the leader changes.
+	failover := id.ProducerID >= 0
+	res, answered, err := c.produceOnce(ctx, topic, partition, acks, id.TransactionalID, data, failover)
 	maybe := err != nil && !definite(err, answered)
 	for attempt := 0; err != nil && errs.IsRetriable(err) && ctx.Err() == nil; attempt++ {
 		if c.waitRetry(ctx, attempt, err) != nil {
 			break
 		}
-		res, answered, err = c.produceOnce(ctx, topic, partition, acks, id.TransactionalID, data)
+		res, answered, err = c.produceOnce(ctx, topic, partition, acks, id.TransactionalID, data, failover)
 		maybe = maybe || (err != nil && !definite(err, answered))
 	}
 	if err != nil {
@@ -90,10 +93,12 @@ func (c *Client) ProduceBatch(ctx context.Context, topic string, partition int32
 }
 
 // produceOnce sends one batch to the partition's leader over its stream and
-// waits for the answer.
-// produceOnce sends data once; answered says an error is the leader's own
-// answer for the partition (not a failed or unanswered request).
-func (c *Client) produceOnce(ctx context.Context, topic string, partition int32, acks int, txnID string, data []byte) (_ *storagev1.PartitionProduceResult, answered bool, _ error) {
+// waits for the answer; answered says an error is the leader's own answer
+// for the partition (not a failed or unanswered request). With failover,
+// the wait ends as soon as the metadata names another leader (or a newer
+// leader epoch): a paused or cut-off leader would otherwise hold the batch
+// for the whole request timeout.
+func (c *Client) produceOnce(ctx context.Context, topic string, partition int32, acks int, txnID string, data []byte, failover bool) (_ *storagev1.PartitionProduceResult, answered bool, _ error) {
 	bc, epoch, err := c.leaderOf(topic, partition)
 	if err != nil {
 		return nil, true, err // nothing was sent
@@ -117,10 +122,20 @@ func (c *Client) produceOnce(ctx context.Context, topic string, partition int32,
 	ch := make(chan answer, 1)
 	bc.produce(req, timeout+5*time.Second, func(resp *storagev1.ProduceResponse, err error) { ch <- answer{resp, err} })
 	var a answer
-	select {
-	case a = <-ch:
-	case <-ctx.Done():
-		return nil, false, errs.Errorf(errs.RequestTimedOut, "produce to %s-%d: %v", topic, partition, ctx.Err())
+	changed := c.metadataChanged()
+wait:
+	for {
+		select {
+		case a = <-ch:
+			break wait
+		case <-ctx.Done():
+			return nil, false, errs.Errorf(errs.RequestTimedOut, "produce to %s-%d: %v", topic, partition, ctx.Err())
+		case <-changed:
+			changed = c.metadataChanged()
+			if l, e, ok := c.Metadata().Leader(topic, partition); failover && ok && (l != bc.id || e > epoch) {
+				return nil, false, errs.Errorf(errs.NotLeaderOrFollower, "%s-%d: leadership moved from broker %d (epoch %d) to %d (epoch %d) while the batch was in flight", topic, partition, bc.id, epoch, l, e)
+			}
+		}
 	}
 	if a.err != nil {
 		return nil, false, a.err

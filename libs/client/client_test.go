@@ -969,3 +969,39 @@ func TestInFlightBatchesStayWithinFiveOfTheOldestOpen(t *testing.T) {
 		t.Errorf("partition 0 never had two batches out at once (span %d): no pipelining", span)
 	}
 }
+
+// ProduceBatch (the coordinators' and the gateway's transactional writes)
+// stops waiting for a leader the metadata replaced and resends to the new
+// one under the same identity.
+func TestProduceBatchFailsOverOnLeaderChange(t *testing.T) {
+	cl := clienttest.Start(t, 2)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 1, nil)
+	id := client.BatchIdentity{ProducerID: 77, ProducerEpoch: 0, BaseSequence: 0}
+	if _, err := c.ProduceBatch(ctx(t), "t", 0, client.AcksAll, id, []client.Record{{Value: []byte("before")}}); err != nil {
+		t.Fatal(err)
+	}
+	cl.Storage[2].CopyLog(cl.Storage[1], "t", 0)
+	release := cl.Storage[1].Stall()
+	defer release()
+	done := make(chan error, 1)
+	var res []client.Result
+	go func() {
+		var err error
+		id.BaseSequence = 1
+		res, err = c.ProduceBatch(ctx(t), "t", 0, client.AcksAll, id, []client.Record{{Value: []byte("during")}})
+		done <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // in flight to the stalled leader
+	moved := time.Now()
+	cl.Controller.SetLeader("t", 0, 2)
+	select {
+	case err := <-done:
+		if err != nil || len(res) != 1 || res[0].Offset != 1 {
+			t.Fatalf("after the leader change: %v %+v, want offset 1", err, res)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no answer 5 s after the leader changed: the batch waited for the stalled leader")
+	}
+	t.Logf("written by the new leader %v after the change", time.Since(moved).Round(time.Millisecond))
+}

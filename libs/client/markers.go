@@ -50,14 +50,23 @@ func (c *Client) WriteTxnMarkers(ctx context.Context, m TxnMarker, partitions []
 		}
 		for bc, parts := range byBroker {
 			wg.Go(func() {
-				resp, err := bc.st.WriteTxnMarkers(ctx, &storagev1.WriteTxnMarkersRequest{Markers: []*storagev1.TxnMarker{{
+				// Give up on a leader the metadata replaced (paused, cut off)
+				// rather than wait for its answer: a marker written twice is
+				// harmless.
+				bctx, cancel := c.whileLeading(ctx, bc.id, parts)
+				defer cancel()
+				resp, err := bc.st.WriteTxnMarkers(bctx, &storagev1.WriteTxnMarkersRequest{Markers: []*storagev1.TxnMarker{{
 					ProducerId: m.ProducerID, ProducerEpoch: int32(m.ProducerEpoch), Committed: m.Commit, CoordinatorEpoch: m.CoordinatorEpoch, Partitions: parts,
 				}}})
 				mu.Lock()
 				defer mu.Unlock()
 				if err != nil {
+					err = rpcerr.FromStatus(err)
+					if bctx.Err() != nil && ctx.Err() == nil {
+						err = errs.Errorf(errs.NotLeaderOrFollower, "broker %d no longer leads every partition of the request", bc.id)
+					}
 					for _, p := range parts {
-						failed[TopicPartition{p.GetTopic(), p.GetPartition()}] = rpcerr.FromStatus(err)
+						failed[TopicPartition{p.GetTopic(), p.GetPartition()}] = err
 					}
 					return
 				}
@@ -101,4 +110,28 @@ func (c *Client) WriteTxnMarkers(ctx context.Context, m TxnMarker, partitions []
 		return errs.Errorf(errs.Of(final[0]), "transaction markers refused: %v", final)
 	}
 	return nil
+}
+
+// whileLeading answers a context that ends with ctx, or as soon as the
+// metadata names another leader than broker for any of parts.
+func (c *Client) whileLeading(ctx context.Context, broker int32, parts []*storagev1.TopicPartition) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		for {
+			changed := c.metadataChanged()
+			m := c.Metadata()
+			for _, p := range parts {
+				if l, _, ok := m.Leader(p.GetTopic(), p.GetPartition()); ok && l != broker {
+					cancel()
+					return
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-changed:
+			}
+		}
+	}()
+	return ctx, cancel
 }
