@@ -9,8 +9,8 @@
 // is Kafka's transactions system test: a consume-process-produce copier
 // (libs/client's GroupConsumer and TransactionalProducer, in a process of
 // its own) copies a topic exactly once while storage leaders, the
-// transaction coordinator and the copier are killed (SKEIN_TXN_FULL=1:
-// 100,000 records and three kills of each kind).
+// transaction coordinator and the copier are killed: 100,000 records and
+// three kills of each kind (SKEIN_TXN_QUICK=1: 30,000 and two).
 //
 //	make build && go test -tags integration -count=1 skein/tests/txn/
 package txn
