@@ -38,8 +38,12 @@ test: test-short test-integration test-python compose-test fuzz
 test-short:
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
 
+## test-integration: the real-process tests, one package at a time (-p 1):
+## each starts whole clusters on free loopback ports, and two starting at
+## once on two cores can pick the same port before either binds it (and slow
+## each other past the fault tests' time bounds).
 test-integration: build
-	$(GO) test -tags integration -count=1 -timeout 20m skein/tests/... skein/services/controller/cmd/skein-controller/
+	$(GO) test -tags integration -count=1 -p 1 -timeout 30m skein/tests/... skein/services/controller/cmd/skein-controller/
 
 ## test-python: a Python client generated from proto/skein/v1 with Debian's
 ## protoc and gRPC plugin (apt-get installs them when missing) against a
