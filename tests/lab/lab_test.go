@@ -45,7 +45,6 @@ func runDemo(t *testing.T, name string, short bool) *Outcome {
 // The acks=all leader crash loses no acknowledged record, and the audit
 // finds no anomaly.
 func TestDemoAcksAll(t *testing.T) {
-	t.Parallel()
 	out := runDemo(t, "acks-all", false)
 	if out.Acknowledged < 200 {
 		t.Errorf("%d acknowledged, want at least 200", out.Acknowledged)
@@ -59,7 +58,6 @@ func TestDemoAcksAll(t *testing.T) {
 // NOT_ENOUGH_REPLICAS while acks=1 is acknowledged, and nothing refused
 // reaches the log.
 func TestDemoMinISR(t *testing.T) {
-	t.Parallel()
 	out := runDemo(t, "min-isr", true)
 	// Three batches of 5 go straight to the leader; the first may still
 	// meet a leader that has not yet applied the shrink.

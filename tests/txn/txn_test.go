@@ -146,19 +146,26 @@ func (e *env) initProducer(id string, timeout time.Duration) *producer {
 }
 
 func (p *producer) addPartitions(parts ...int32) error {
-	resp, err := call(p.e, p.id, func(ctx context.Context, c txnv1.TransactionCoordinatorServiceClient) (*txnv1.AddPartitionsToTxnResponse, error) {
-		return c.AddPartitionsToTxn(ctx, &txnv1.AddPartitionsToTxnRequest{TransactionalId: p.id, ProducerId: p.pid, ProducerEpoch: p.epoch,
-			Partitions: []*txnv1.TopicPartitions{{Topic: topic, Partitions: parts}}})
-	})
-	if err != nil {
-		return err
-	}
-	for _, r := range resp.GetPartitions() {
-		if r.GetErrorCode() != skeinv1.ErrorCode_NONE {
-			return errs.Errorf(errs.ForCode(errs.Code(r.GetErrorCode())), "%s", r.GetErrorMessage())
+	// CONCURRENT_TRANSACTIONS: the previous transaction is still completing
+	// (its markers); ask again, as the client does.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		resp, err := call(p.e, p.id, func(ctx context.Context, c txnv1.TransactionCoordinatorServiceClient) (*txnv1.AddPartitionsToTxnResponse, error) {
+			return c.AddPartitionsToTxn(ctx, &txnv1.AddPartitionsToTxnRequest{TransactionalId: p.id, ProducerId: p.pid, ProducerEpoch: p.epoch,
+				Partitions: []*txnv1.TopicPartitions{{Topic: topic, Partitions: parts}}})
+		})
+		if err != nil {
+			return err
+		}
+		var first error
+		for _, r := range resp.GetPartitions() {
+			if r.GetErrorCode() != skeinv1.ErrorCode_NONE && first == nil {
+				first = errs.Errorf(errs.ForCode(errs.Code(r.GetErrorCode())), "%s", r.GetErrorMessage())
+			}
+		}
+		if errs.Of(first) != errs.ConcurrentTransactions || time.Now().After(deadline) {
+			return first
 		}
 	}
-	return nil
 }
 
 func (p *producer) produce(part int32, values ...string) error {
