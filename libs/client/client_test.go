@@ -352,7 +352,9 @@ func TestFetchAndListOffsets(t *testing.T) {
 	}
 
 	// The long poll waits for new data and answers as soon as it comes.
+	lateDone := make(chan struct{})
 	go func() {
+		defer close(lateDone)
 		time.Sleep(100 * time.Millisecond)
 		p.ProduceSync(context.Background(), client.Record{Topic: "t", Value: []byte("late")})
 	}()
@@ -364,6 +366,10 @@ func TestFetchAndListOffsets(t *testing.T) {
 	if d := time.Since(start); d > 3*time.Second {
 		t.Errorf("long poll answered after %v", d)
 	}
+	// The producer has its answer before leadership moves: a batch still in
+	// flight would follow the leader to broker 2, which (a fake without
+	// replication) lacks the partition's earlier batches.
+	<-lateDone
 
 	// Leadership moves: fetch follows it.
 	cl.Controller.SetLeader("t", 0, 2)
