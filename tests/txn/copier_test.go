@@ -466,7 +466,7 @@ func (s *copyStats) get() (int, int, int) {
 }
 
 // copier is one copier process: this test binary running
-// TestCopierHelperProcess.
+// copierProcess (see TestMain).
 type copier struct {
 	n       int
 	cmd     *exec.Cmd
@@ -481,7 +481,7 @@ func startCopier(t *testing.T, c *cluster.Cluster, n int, stats *copyStats) *cop
 	if err != nil {
 		t.Fatal(err)
 	}
-	cp.cmd = exec.Command(os.Args[0], "-test.run=^TestCopierHelperProcess$", "-test.timeout=15m")
+	cp.cmd = exec.Command(os.Args[0])
 	cp.cmd.Env = append(os.Environ(), "SKEIN_COPIER_HELPER=1", "SKEIN_COPIER_CONTROLLERS="+strings.Join(c.ControllerAddrs(), ","))
 	cp.cmd.Stderr = logf
 	stdout, err := cp.cmd.StdoutPipe()
@@ -534,17 +534,25 @@ func (cp *copier) tail(n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// TestCopierHelperProcess is the copier process TestCopierExactlyOnce
-// starts (and kills); it does nothing in a normal run. It copies until it
-// is killed, reporting each commit, abort and in-process restart on stdout.
-func TestCopierHelperProcess(t *testing.T) {
-	if os.Getenv("SKEIN_COPIER_HELPER") != "1" {
-		t.Skip("the copier process of TestCopierExactlyOnce")
+// TestMain runs the copier process TestCopierExactlyOnce starts (and kills)
+// when SKEIN_COPIER_HELPER is set — the test binary re-executed — and the
+// tests otherwise.
+func TestMain(m *testing.M) {
+	if os.Getenv("SKEIN_COPIER_HELPER") == "1" {
+		copierProcess()
+		return
 	}
+	os.Exit(m.Run())
+}
+
+// copierProcess copies until it is killed, reporting each commit, abort
+// and in-process restart on stdout.
+func copierProcess() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	cl, err := client.New(client.Config{Controllers: strings.Split(os.Getenv("SKEIN_COPIER_CONTROLLERS"), ","), Logger: log})
 	if err != nil {
-		t.Fatal(err)
+		fmt.Fprintln(os.Stderr, "copier:", err)
+		os.Exit(1)
 	}
 	defer cl.Close()
 	report := func(format string, args ...any) {
