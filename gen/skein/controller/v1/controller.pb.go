@@ -212,8 +212,12 @@ type BrokerHeartbeatRequest struct {
 	// Partitions whose leader this broker, as their follower, has not had an
 	// answer from for a while (replication stream broken or silent).
 	UnreachableLeaders []*UnreachableLeader `protobuf:"bytes,5,rep,name=unreachable_leaders,json=unreachableLeaders,proto3" json:"unreachable_leaders,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The broker's log directory failed (a write or fsync error, a full disk):
+	// it can neither lead nor follow until the directory is writable again and
+	// its logs are recovered. The controller fences it while this is set.
+	LogDirFailed  bool `protobuf:"varint,6,opt,name=log_dir_failed,json=logDirFailed,proto3" json:"log_dir_failed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *BrokerHeartbeatRequest) Reset() {
@@ -279,6 +283,13 @@ func (x *BrokerHeartbeatRequest) GetUnreachableLeaders() []*UnreachableLeader {
 		return x.UnreachableLeaders
 	}
 	return nil
+}
+
+func (x *BrokerHeartbeatRequest) GetLogDirFailed() bool {
+	if x != nil {
+		return x.LogDirFailed
+	}
+	return false
 }
 
 // UnreachableLeader names a partition's leader, at the leader epoch the
@@ -2130,13 +2141,14 @@ const file_skein_controller_v1_controller_proto_rawDesc = "" +
 	"\thttp_addr\x18\x05 \x01(\tR\bhttpAddr\"U\n" +
 	"\x16RegisterBrokerResponse\x12!\n" +
 	"\fbroker_epoch\x18\x01 \x01(\x03R\vbrokerEpoch\x12\x18\n" +
-	"\aversion\x18\x02 \x01(\x04R\aversion\"\xff\x01\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\"\xa5\x02\n" +
 	"\x16BrokerHeartbeatRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12!\n" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\x12'\n" +
 	"\x0fapplied_version\x18\x03 \x01(\x04R\x0eappliedVersion\x12#\n" +
 	"\rwant_shutdown\x18\x04 \x01(\bR\fwantShutdown\x12W\n" +
-	"\x13unreachable_leaders\x18\x05 \x03(\v2&.skein.controller.v1.UnreachableLeaderR\x12unreachableLeaders\"\x9f\x01\n" +
+	"\x13unreachable_leaders\x18\x05 \x03(\v2&.skein.controller.v1.UnreachableLeaderR\x12unreachableLeaders\x12$\n" +
+	"\x0elog_dir_failed\x18\x06 \x01(\bR\flogDirFailed\"\x9f\x01\n" +
 	"\x11UnreachableLeader\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +

@@ -99,6 +99,14 @@ func (l *Loop) UnreachableLeaders(id int32, epoch int64, refs []*controllerv1.Un
 	l.t.UnreachableLeaders(id, epoch, refs, time.Now())
 }
 
+// LogDirFailed records whether a broker's heartbeat says its log directory
+// failed.
+func (l *Loop) LogDirFailed(id int32, failed bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.t.LogDirFailed(id, failed)
+}
+
 // ShuttingDown records a broker's controlled shutdown.
 func (l *Loop) ShuttingDown(id int32, epoch int64) {
 	l.mu.Lock()

@@ -72,6 +72,9 @@ type Tracker struct {
 	unreachable map[int32]leaderReport
 	// moved: brokers leadership was moved away from, with when.
 	moved map[int32]time.Time
+	// logDirFailed: brokers whose latest heartbeat said their log
+	// directory failed.
+	logDirFailed map[int32]bool
 }
 
 type leaderReport struct {
@@ -90,6 +93,7 @@ func NewTracker(s Settings) *Tracker {
 		coords:       map[coordKey]gossipCoord{},
 		unreachable:  map[int32]leaderReport{},
 		moved:        map[int32]time.Time{},
+		logDirFailed: map[int32]bool{},
 	}
 }
 
@@ -123,6 +127,18 @@ func (t *Tracker) Heartbeat(id int32, epoch int64, now time.Time) {
 	}
 }
 
+// LogDirFailed records what a broker's heartbeat says of its log
+// directory. While it has failed, Plan fences the broker — out of every
+// ISR, its leaderships moved — and its heartbeats do not unfence it; the
+// first heartbeat that says the directory works again may.
+func (t *Tracker) LogDirFailed(id int32, failed bool) {
+	if failed {
+		t.logDirFailed[id] = true
+	} else {
+		delete(t.logDirFailed, id)
+	}
+}
+
 // ShuttingDown records that this incarnation asked to stop: its heartbeats
 // no longer unfence it.
 func (t *Tracker) ShuttingDown(id int32, epoch int64) { t.shuttingDown[id] = epoch }
@@ -144,7 +160,7 @@ func (t *Tracker) MayUnfence(id int32, epoch int64, incarnation string) bool {
 	if e, ok := t.shuttingDown[id]; ok && e == epoch {
 		return false
 	}
-	return true
+	return !t.logDirFailed[id]
 }
 
 // Gossip takes one membership event.
@@ -178,6 +194,10 @@ func (t *Tracker) Plan(img *metadata.Image, now time.Time) []*controllerv1.Comma
 		id := b.GetId()
 		if t.HeldDown(id, b.GetIncarnationId()) {
 			out = append(out, fence(b, "gossip declared it dead or gone"))
+			continue
+		}
+		if t.logDirFailed[id] {
+			out = append(out, fence(b, "its log directory failed"))
 			continue
 		}
 		s, ok := t.sessions[id]

@@ -112,6 +112,33 @@ func TestGossipFencesAndBlocksUnfence(t *testing.T) {
 	}
 }
 
+// A broker whose heartbeat says its log directory failed is fenced at
+// once, though its session is fresh, and stays fenced until a heartbeat
+// says the directory works again.
+func TestLogDirFailureFencesUntilRecovered(t *testing.T) {
+	c := newCluster(t, 1, 2, 3)
+	tr := NewTracker(settings)
+	now := time.Unix(1000, 0)
+	tr.BecameLeader(now)
+	b2, _ := c.img().Broker(2)
+	tr.Heartbeat(2, b2.GetBrokerEpoch(), now)
+	tr.LogDirFailed(2, true)
+	if f := fences(tr.Plan(c.img(), now.Add(100*time.Millisecond))); len(f) != 1 || f[0] != 2 {
+		t.Fatalf("want broker 2 fenced for its failed log directory, got %v", f)
+	}
+	if tr.MayUnfence(2, b2.GetBrokerEpoch(), "inc") {
+		t.Error("a broker whose log directory failed was allowed to unfence")
+	}
+	tr.LogDirFailed(2, false)
+	if !tr.MayUnfence(2, b2.GetBrokerEpoch(), "inc") {
+		t.Error("a broker whose log directory works again may unfence")
+	}
+	tr.Heartbeat(2, b2.GetBrokerEpoch(), now.Add(200*time.Millisecond))
+	if f := fences(tr.Plan(c.img(), now.Add(300*time.Millisecond))); len(f) != 0 {
+		t.Fatalf("fenced after its directory recovered: %v", f)
+	}
+}
+
 func coordEvent(typ membership.EventType, role membership.Role, id int32, addr string) membership.Event {
 	return membership.Event{Type: typ, Member: membership.Member{Name: "c", Meta: membership.Meta{Role: role, ID: id, GRPCAddr: addr}}}
 }

@@ -223,6 +223,15 @@ func (s *Server) BrokerHeartbeat(ctx context.Context, req *controllerv1.BrokerHe
 		}
 		s.live.Heartbeat(id, epoch)
 		s.live.UnreachableLeaders(id, epoch, req.GetUnreachableLeaders())
+		s.live.LogDirFailed(id, req.GetLogDirFailed())
+		if req.GetLogDirFailed() {
+			// The liveness loop fences it at its next tick; until its
+			// directory works again it stays fenced.
+			if !b.GetFenced() {
+				s.log.WarnContext(ctx, "broker reports its log directory failed", "broker", id, "epoch", epoch)
+			}
+			return &controllerv1.BrokerHeartbeatResponse{Fenced: b.GetFenced()}, nil
+		}
 		if req.GetWantShutdown() {
 			s.live.ShuttingDown(id, epoch)
 			r, err := propose[*controllerv1.ControlledShutdownResponse](s, ctx, &controllerv1.Command{Command: &controllerv1.Command_ControlledShutdown{
