@@ -183,6 +183,7 @@ type RecordIter struct {
 
 	buf       []byte // decompression scratch, reused
 	src       []byte
+	size      int // the records section's size, decompressed
 	left      int32
 	rec       Record
 	err       error
@@ -196,7 +197,7 @@ type RecordIter struct {
 // Reset starts iterating over b's records, decompressing them first when b
 // is compressed. b must have passed Verify (or come from a trusted log).
 func (it *RecordIter) Reset(b Batch) error {
-	it.err, it.src, it.left, it.scanned = nil, nil, 0, 0
+	it.err, it.src, it.left, it.scanned, it.size = nil, nil, 0, 0, 0
 	if len(b) < HeaderSize {
 		it.err = errs.Errorf(errs.CorruptMessage, "batch of %d bytes", len(b))
 		return it.err
@@ -211,6 +212,7 @@ func (it *RecordIter) Reset(b Batch) error {
 	c := b.Compression()
 	if c == None {
 		it.src = b.RecordsPayload()
+		it.size = len(it.src)
 		return nil
 	}
 	if !c.Valid() {
@@ -228,8 +230,13 @@ func (it *RecordIter) Reset(b Batch) error {
 		return err
 	}
 	it.src = it.buf
+	it.size = len(it.src)
 	return nil
 }
+
+// RecordsSize is the size of the batch's records section as Reset found it,
+// decompressed: with HeaderSize, what the batch would take uncompressed.
+func (it *RecordIter) RecordsSize() int { return it.size }
 
 // Next decodes the next record. It returns false at the end or on error.
 func (it *RecordIter) Next() bool {
