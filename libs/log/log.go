@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"skein/libs/errs"
@@ -58,8 +59,9 @@ type Log struct {
 	validator record.RecordIter // scratch for Append's record validation
 	scratch   []byte            // scratch for scans
 	lastFlush time.Time
-	dirDirty  bool  // segment files were created or removed since the last flush
-	failed    error // a write or fsync failed: refuse further writes
+	dirDirty  bool        // segment files were created or removed since the last flush
+	failed    error       // a write or fsync failed: refuse further writes
+	hasFailed atomic.Bool // failed != nil, for Failed without wmu
 
 	// mu guards what readers see: segs and every published segment's
 	// mutable fields, leo, lso, rp and the epoch cache. Only the writer
@@ -85,6 +87,10 @@ type AppendInfo struct {
 	// message.timestamp.type=LogAppendTime, -1 otherwise.
 	LogAppendTime int64
 	Bytes         int
+	// UncompressedBytes is what the batches would take with their records
+	// decompressed (Bytes for uncompressed batches); Append only, the
+	// follower does not decode records.
+	UncompressedBytes int
 }
 
 // Dir is the partition directory.
@@ -186,6 +192,10 @@ func (l *Log) updateEpochs(f func(c *epochCache) bool) bool {
 	return f(&l.epochs)
 }
 
+// Failed reports whether a write or fsync failed: the log refuses writes
+// until it is closed and opened again (which recovers it from the disk).
+func (l *Log) Failed() bool { return l.hasFailed.Load() }
+
 // checkWritable is called with wmu held.
 func (l *Log) checkWritable() error {
 	if l.closed {
@@ -203,6 +213,7 @@ func (l *Log) checkWritable() error {
 func (l *Log) ioError(op string, err error) error {
 	if l.failed == nil {
 		l.failed = err
+		l.hasFailed.Store(true)
 	}
 	return errs.Errorf(errs.KafkaStorageError, "%s in %s: %v", op, l.dir, err)
 }
@@ -223,7 +234,7 @@ func (l *Log) Append(records []byte, epoch Epoch) (AppendInfo, error) {
 		RequireKeys:     l.cfg.CleanupPolicy&CleanupCompact != 0,
 		MaxDecompressed: int(max(l.cfg.MaxMessageBytes*64, record.DefaultMaxDecompressed)),
 	}
-	n := 0
+	n, uncompressed := 0, 0
 	it := record.NewBatchIter(records)
 	for it.Next() {
 		b := it.Batch()
@@ -236,6 +247,7 @@ func (l *Log) Append(records []byte, epoch Epoch) (AppendInfo, error) {
 		if err := record.ValidateRecords(&l.validator, b, opts); err != nil {
 			return AppendInfo{}, err
 		}
+		uncompressed += record.HeaderSize + l.validator.RecordsSize()
 		n++
 	}
 	if err := it.Err(); err != nil {
@@ -245,7 +257,7 @@ func (l *Log) Append(records []byte, epoch Epoch) (AppendInfo, error) {
 		return AppendInfo{}, errs.Errorf(errs.InvalidRecord, "no record batch to append")
 	}
 
-	info := AppendInfo{FirstOffset: l.leo, MaxTimestamp: -1, LogAppendTime: -1, Bytes: len(records)}
+	info := AppendInfo{FirstOffset: l.leo, MaxTimestamp: -1, LogAppendTime: -1, Bytes: len(records), UncompressedBytes: uncompressed}
 	var now int64
 	if l.cfg.LogAppendTime {
 		now = l.now().UnixMilli()

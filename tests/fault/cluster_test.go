@@ -88,6 +88,7 @@ type partitionDesc struct {
 	Partition int32   `json:"partition"`
 	Leader    int32   `json:"leader"`
 	ISR       []int32 `json:"isr"`
+	Replicas  []int32 `json:"replicas"`
 }
 
 func (c *devCluster) describe(topic string) []partitionDesc {

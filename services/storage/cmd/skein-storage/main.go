@@ -197,7 +197,7 @@ func run(c config) error {
 		return err
 	}
 	bg, cancelBG := context.WithCancel(context.Background())
-	go link.Heartbeat(bg, unreachableLeaders(fetchers, log))
+	go link.Heartbeat(bg, unreachableLeaders(fetchers, log), mgr.LogDirFailed)
 	go link.Watch(bg, func(im *metadata.Image) {
 		mgr.OnImage(im)
 		ready.Store(true)

@@ -139,8 +139,11 @@ func (l *Link) Register(ctx context.Context) error {
 // Heartbeat renews the session until ctx ends; a fenced answer (the
 // controller declared this incarnation dead) registers again. Each
 // heartbeat carries what unreachable answers (may be nil): the partitions
-// whose leader this broker, as follower, cannot reach.
-func (l *Link) Heartbeat(ctx context.Context, unreachable func() []*controllerv1.UnreachableLeader) {
+// whose leader this broker, as follower, cannot reach; and what
+// logDirFailed answers (may be nil): whether the log directory failed.
+// While it has, the controller keeps the broker fenced, and the broker
+// waits for its directory rather than registering again.
+func (l *Link) Heartbeat(ctx context.Context, unreachable func() []*controllerv1.UnreachableLeader, logDirFailed func() bool) {
 	t := time.NewTicker(l.cfg.HeartbeatInterval)
 	defer t.Stop()
 	for {
@@ -154,6 +157,9 @@ func (l *Link) Heartbeat(ctx context.Context, unreachable func() []*controllerv1
 		if unreachable != nil {
 			req.UnreachableLeaders = unreachable()
 		}
+		if logDirFailed != nil {
+			req.LogDirFailed = logDirFailed()
+		}
 		err := l.call(ctx, func(c controllerv1.ControllerServiceClient) error {
 			hctx, cancel := context.WithTimeout(ctx, l.cfg.HeartbeatInterval*2)
 			defer cancel()
@@ -162,6 +168,9 @@ func (l *Link) Heartbeat(ctx context.Context, unreachable func() []*controllerv1
 			return err
 		})
 		switch {
+		case err == nil && resp.GetFenced() && req.GetLogDirFailed():
+			// Fenced for its own failed directory: registering again
+			// would change nothing until the directory works.
 		case errs.Of(err) == errs.StaleBrokerEpoch || errs.Of(err) == errs.BrokerIDNotRegistered || (err == nil && resp.GetFenced()):
 			l.log.Warn("broker fenced by the controller; registering again", "err", err)
 			if err := l.Register(ctx); err != nil {

@@ -45,7 +45,15 @@ type Config struct {
 	// ProducerSnapshotEvery is how often producer state is snapshotted
 	// (default 30 s), so a restart replays only the log after it.
 	ProducerSnapshotEvery time.Duration
+	// ProbeEvery is how often, while the log directory has failed, the
+	// manager tries whether it is writable again (default 1 s).
+	ProbeEvery time.Duration
 }
+
+// probeBytes is what the directory must take, written and fsynced, before
+// failed logs are opened again: a little room, so a disk that frees a few
+// bytes does not make the node fail again at its next append.
+const probeBytes = 1 << 20
 
 // Manager hosts this node's replicas.
 type Manager struct {
@@ -57,11 +65,18 @@ type Manager struct {
 	now      func() time.Time
 
 	isrShrinks, isrExpands atomic.Int64
+	// dirFailed: a log's write or fsync failed, or a log could not be
+	// opened for a storage error; heartbeats say so until every log works.
+	dirFailed atomic.Bool
+	nextProbe time.Time // Run's own
 
 	mu     sync.RWMutex
 	hosted map[partition.TP]*hosted
 	image  *metadata.Image
 	closed bool
+	// unopened: replicas the image assigns here whose log could not be
+	// opened for a storage error, retried when the directory is probed.
+	unopened map[partition.TP]error
 }
 
 type hosted struct {
@@ -82,6 +97,9 @@ func New(cfg Config, log *slog.Logger, proposer partition.ISRProposer, fetchers 
 	if cfg.Tick <= 0 {
 		cfg.Tick = 250 * time.Millisecond
 	}
+	if cfg.ProbeEvery <= 0 {
+		cfg.ProbeEvery = time.Second
+	}
 	if cfg.CheckpointEvery <= 0 {
 		cfg.CheckpointEvery = time.Second
 	}
@@ -91,7 +109,7 @@ func New(cfg Config, log *slog.Logger, proposer partition.ISRProposer, fetchers 
 	if cfg.ProducerSnapshotEvery <= 0 {
 		cfg.ProducerSnapshotEvery = 30 * time.Second
 	}
-	return &Manager{cfg: cfg, log: log, proposer: proposer, fetchers: fetchers, ckpt: ckpt, now: time.Now, hosted: map[partition.TP]*hosted{}}
+	return &Manager{cfg: cfg, log: log, proposer: proposer, fetchers: fetchers, ckpt: ckpt, now: time.Now, hosted: map[partition.TP]*hosted{}, unopened: map[partition.TP]error{}}
 }
 
 // Get answers the hosted replica of tp.
@@ -100,6 +118,9 @@ func (m *Manager) Get(tp partition.TP) (*partition.Partition, error) {
 	defer m.mu.RUnlock()
 	if h, ok := m.hosted[tp]; ok {
 		return h.p, nil
+	}
+	if err, ok := m.unopened[tp]; ok {
+		return nil, err
 	}
 	if m.image != nil {
 		if _, ok := m.image.Partition(tp.Topic, tp.Partition); ok {
@@ -146,8 +167,15 @@ func (m *Manager) OnImage(im *metadata.Image) {
 			}
 			tp := partition.TP{Topic: t.GetName(), Partition: pr.GetPartition()}
 			seen[tp] = true
-			if err := m.reconcileLocked(tp, t, pr); err != nil {
+			err := m.reconcileLocked(tp, t, pr)
+			if err != nil {
 				m.log.Error("cannot host replica", "partition", tp, "err", err)
+			}
+			if err != nil && errs.Of(err) == errs.KafkaStorageError {
+				m.unopened[tp] = err
+				m.dirFailed.Store(true)
+			} else {
+				delete(m.unopened, tp)
 			}
 		}
 	}
@@ -156,6 +184,98 @@ func (m *Manager) OnImage(im *metadata.Image) {
 			m.removeLocked(tp, h, true)
 		}
 	}
+	for tp := range m.unopened {
+		if !seen[tp] {
+			delete(m.unopened, tp)
+		}
+	}
+}
+
+// LogDirFailed reports whether the log directory has failed: a log's write
+// or fsync failed (it refuses writes until reopened) or a replica could not
+// be opened. The controller fences the node while it says so.
+func (m *Manager) LogDirFailed() bool { return m.dirFailed.Load() }
+
+// checkLogDir notices failed logs and, while there are any, probes the
+// directory every ProbeEvery; once it takes probeBytes again, every failed
+// log is closed and opened again — recovery cuts whatever a failed write
+// left — and the replicas that could not be opened are retried. The node
+// then follows the leaders as any restarted replica does.
+func (m *Manager) checkLogDir(now time.Time) {
+	failed := false
+	for _, h := range m.hostedList() {
+		if h.log.Failed() {
+			failed = true
+			break
+		}
+	}
+	if !failed && !m.dirFailed.Load() {
+		return
+	}
+	if !m.dirFailed.Swap(true) {
+		m.log.Error("log directory failed: the node leaves every ISR and leads nothing until it is writable again", "dir", m.cfg.DataDir)
+	}
+	if now.Before(m.nextProbe) {
+		return
+	}
+	m.nextProbe = now.Add(m.cfg.ProbeEvery)
+	if err := probeWritable(m.cfg.DataDir); err != nil {
+		m.log.Debug("log directory still not writable", "err", err)
+		return
+	}
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return
+	}
+	reopened := 0
+	for tp, h := range m.hosted {
+		if h.log.Failed() {
+			m.removeLocked(tp, h, false)
+			reopened++
+		}
+	}
+	im := m.image
+	m.mu.Unlock()
+	if im != nil {
+		m.OnImage(im)
+	}
+	m.mu.RLock()
+	stillFailed := len(m.unopened) > 0
+	for _, h := range m.hosted {
+		stillFailed = stillFailed || h.log.Failed()
+	}
+	m.mu.RUnlock()
+	if stillFailed {
+		m.log.Warn("log directory writable, but logs still fail to open", "dir", m.cfg.DataDir)
+		return
+	}
+	m.dirFailed.Store(false)
+	m.log.Info("log directory writable again: failed logs recovered from disk", "dir", m.cfg.DataDir, "reopened", reopened)
+}
+
+func (m *Manager) hostedList() []*hosted {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	list := make([]*hosted, 0, len(m.hosted))
+	for _, h := range m.hosted {
+		list = append(list, h)
+	}
+	return list
+}
+
+// probeWritable writes probeBytes to a file in dir, fsyncs and removes it.
+func probeWritable(dir string) error {
+	path := filepath.Join(dir, ".write-probe")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write(make([]byte, probeBytes))
+	if werr == nil {
+		werr = f.Sync()
+	}
+	return errors.Join(werr, f.Close(), os.Remove(path))
 }
 
 func (m *Manager) reconcileLocked(tp partition.TP, t *controllerv1.TopicRecord, pr *controllerv1.PartitionRecord) error {
@@ -199,11 +319,15 @@ func configsFor(tp partition.TP, mc Config, configs map[string]string, isrChange
 			minISR = n
 		}
 	}
-	return lcfg, partition.Config{
+	pcfg := partition.Config{
 		Topic: tp.Topic, Partition: tp.Partition, Self: mc.Self,
 		MinInsyncReplicas: minISR, MaxMessageBytes: int(lcfg.MaxMessageBytes), ReplicaLagMax: mc.ReplicaLagMax,
 		ISRChanged: isrChanged,
-	}, nil
+	}
+	if pcfg.Recompress, pcfg.Compression, err = storeCodec(configs); err != nil {
+		return plog.Config{}, partition.Config{}, err
+	}
+	return lcfg, pcfg, nil
 }
 
 func dirName(tp partition.TP, topicID string) string {
@@ -298,14 +422,13 @@ func (m *Manager) Run(ctx context.Context) {
 		case <-tick.C:
 		}
 		now := m.now()
-		m.mu.RLock()
-		list := make([]*hosted, 0, len(m.hosted))
-		for _, h := range m.hosted {
-			list = append(list, h)
-		}
-		m.mu.RUnlock()
+		m.checkLogDir(now)
+		list := m.hostedList()
 		for _, h := range list {
 			h.p.MaybeShrinkISR()
+			if h.log.Failed() {
+				continue // refuses writes until checkLogDir reopens it
+			}
 			if err := h.log.FlushIfDue(now); err != nil {
 				m.log.Error("flush failed", "dir", h.key, "err", err)
 			}

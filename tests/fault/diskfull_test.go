@@ -1,0 +1,201 @@
+//go:build integration
+
+package fault
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"skein/libs/history"
+)
+
+// fullDiskBound is how long writers may wait for acknowledgements after the
+// leader's disk fills: its next append fails, its heartbeat says so, the
+// controller fences it and another ISR member leads.
+const fullDiskBound = 5 * time.Second
+
+// The partition leader's log directory is a small tmpfs, filled to the
+// last byte under acks=all writes. Its next append fails with ENOSPC: the
+// producer is answered KAFKA_STORAGE_ERROR (retriable), the log refuses
+// writes, the node's heartbeat says its log directory failed and the
+// controller fences it — out of the ISR, leadership moved to a follower —
+// so writers go on within fullDiskBound. The process stays up, fenced,
+// while the disk is full. Once space is freed it recovers its logs from
+// the disk (the probe wants 1 MiB), is unfenced, catches up and is back in
+// the ISR; led from it again, the whole partition reads back with no
+// acknowledged record lost, none twice. It needs root (mount).
+func TestFullDiskMovesLeadershipAndRecovers(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test mounts a tmpfs: run it as root (make test does, on the project's machines)")
+	}
+	d := newDiskTest(t, "diskfull")
+	p := d.c.describe(d.topic)[0]
+	victim := p.Replicas[0] // the preferred replica: a preferred election makes it lead
+	t.Logf("leader storage-%d, replicas %v, isr %v: storage-%d's log directory goes on a tmpfs", p.Leader, p.Replicas, p.ISR, victim)
+
+	d.produceFor(2*time.Second, 100)
+	n := d.kill(victim)
+	logs := filepath.Join(n.dataDir, "logs")
+	mountTmpfs(t, logs, "64m")
+	from := d.restart(n)
+	d.waitHosting(n, from, 20*time.Second)
+	d.c.eventually(rejoinBound, fmt.Sprintf("storage-%d back in the ISR", victim), func() error {
+		if p := d.c.describe(d.topic); len(p) != 1 || !slices.Contains(p[0].ISR, victim) {
+			return fmt.Errorf("%+v", p)
+		}
+		return nil
+	})
+	d.leadFrom(victim)
+	d.produceFor(time.Second, 50)
+
+	filler := filepath.Join(logs, "filler")
+	fillAt := time.Now()
+	filled := fillDisk(t, filler)
+	t.Logf("storage-%d's log directory filled with %d MiB at %s", victim, filled>>20, fillAt.Format("15:04:05.000"))
+
+	var moved time.Time
+	d.c.eventually(15*time.Second, fmt.Sprintf("leadership moved off storage-%d and storage-%d out of the ISR", victim, victim), func() error {
+		if p := d.c.describe(d.topic); len(p) != 1 || p[0].Leader == victim || p[0].Leader < 0 || slices.Contains(p[0].ISR, victim) {
+			return fmt.Errorf("%+v", p)
+		}
+		moved = time.Now()
+		return nil
+	})
+	d.produceFor(2*time.Second, 100)
+	if st := d.brokerState(victim); st != "FENCED" {
+		t.Errorf("storage-%d is %s while its disk is full; want FENCED", victim, st)
+	}
+	select {
+	case <-n.exited:
+		t.Fatalf("storage-%d exited when its disk filled", victim)
+	default:
+	}
+	fullFor := time.Since(fillAt)
+	gap := history.LongestGap(d.h.History().AckTimes(0), fillAt, time.Now())
+	t.Logf("storage-%d lost leadership and the ISR %v after the disk filled; longest gap between acknowledgements %v (bound %v); still up and FENCED",
+		victim, moved.Sub(fillAt).Round(time.Millisecond), gap.Round(time.Millisecond), fullDiskBound)
+	if gap > fullDiskBound {
+		t.Errorf("no acknowledgement for %v after the leader's disk filled (bound %v)", gap.Round(time.Millisecond), fullDiskBound)
+	}
+	if !d.logSays(n, from, "log directory failed") {
+		t.Errorf("storage-%d's log does not say its log directory failed", victim)
+	}
+
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	freedAt := time.Now()
+	d.c.eventually(rejoinBound, fmt.Sprintf("storage-%d unfenced and back in the ISR", victim), func() error {
+		if st := d.brokerState(victim); st != "ALIVE" {
+			return fmt.Errorf("storage-%d %s", victim, st)
+		}
+		if p := d.c.describe(d.topic); len(p) != 1 || !slices.Contains(p[0].ISR, victim) {
+			return fmt.Errorf("%+v", p)
+		}
+		return nil
+	})
+	t.Logf("disk full for %v; after space was freed storage-%d was unfenced and back in the ISR in %v (bound %v)",
+		fullFor.Round(time.Millisecond), victim, time.Since(freedAt).Round(time.Millisecond), rejoinBound)
+	if !d.logSays(n, from, "log directory writable again") {
+		t.Errorf("storage-%d's log does not say its log directory recovered", victim)
+	}
+	d.produceFor(2*time.Second, 100)
+	d.stopClients()
+	d.leadFrom(victim)
+	d.audit(victim)
+}
+
+// mountTmpfs puts dir on a tmpfs of the given size with the contents it
+// had; the test unmounts it when it ends. The node using dir must be down.
+func mountTmpfs(t *testing.T, dir, size string) {
+	t.Helper()
+	saved := dir + ".before-tmpfs"
+	if err := os.Rename(dir, saved); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Fatalf("mount -t tmpfs on %s: %v: %s", dir, err, strings.TrimSpace(string(out)))
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", "-l", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", dir, err, strings.TrimSpace(string(out)))
+		}
+	})
+	if out, err := exec.Command("cp", "-a", saved+"/.", dir+"/").CombinedOutput(); err != nil {
+		t.Fatalf("copying %s onto the tmpfs: %v: %s", saved, err, strings.TrimSpace(string(out)))
+	}
+	if err := os.RemoveAll(saved); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fillDisk writes path until the file system it is on has no byte left:
+// 1 MiB writes, then 4 KiB, then single bytes, each until ENOSPC. It
+// answers the bytes written.
+func fillDisk(t *testing.T, path string) int64 {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var n int64
+	for _, chunk := range []int{1 << 20, 4 << 10, 1} {
+		buf := make([]byte, chunk)
+		for {
+			w, err := f.Write(buf)
+			n += int64(w)
+			if errors.Is(err, syscall.ENOSPC) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("filling %s: %v", path, err)
+			}
+		}
+	}
+	return n
+}
+
+// brokerState answers the broker's state in GET /v1/cluster.
+func (d *diskTest) brokerState(id int32) string {
+	d.t.Helper()
+	var cl struct {
+		Brokers []struct {
+			ID    int32  `json:"id"`
+			State string `json:"state"`
+		} `json:"brokers"`
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := d.c.do(ctx, "GET", "/v1/cluster", nil, &cl); err != nil {
+		return err.Error()
+	}
+	for _, b := range cl.Brokers {
+		if b.ID == id {
+			return b.State
+		}
+	}
+	return "absent"
+}
+
+// logSays reports whether the node's log, after offset from, has a line
+// whose message starts with msg.
+func (d *diskTest) logSays(n *storageNode, from int64, msg string) bool {
+	raw, err := os.ReadFile(n.logPath)
+	if err != nil || int64(len(raw)) < from {
+		return false
+	}
+	return strings.Contains(string(raw[from:]), `"msg":"`+msg)
+}
