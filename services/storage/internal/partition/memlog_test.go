@@ -43,16 +43,20 @@ func (l *memLog) noteEpochLocked(e record.Epoch, at record.Offset) {
 	}
 }
 
-func (l *memLog) AppendAsLeader(b record.Batch, epoch record.Epoch) (record.Offset, record.Offset, error) {
+func (l *memLog) AppendAsLeader(b record.Batch, epoch record.Epoch) (record.Offset, record.Offset, int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	var it record.RecordIter
+	if err := it.Reset(b); err != nil {
+		return 0, 0, 0, err
+	}
 	c := record.Batch(slices.Clone(b))
 	leo := l.leoLocked()
 	c.SetBaseOffset(leo)
 	c.SetPartitionLeaderEpoch(epoch)
 	l.noteEpochLocked(epoch, leo)
 	l.batches = append(l.batches, c)
-	return c.BaseOffset(), c.LastOffset(), nil
+	return c.BaseOffset(), c.LastOffset(), record.HeaderSize + it.RecordsSize(), nil
 }
 
 func (l *memLog) AppendAsFollower(data []byte) error {

@@ -18,8 +18,10 @@ import (
 type Log interface {
 	LogEndOffset() record.Offset
 	LogStartOffset() record.Offset
-	// AppendAsLeader assigns offsets to one batch and stamps the leader epoch.
-	AppendAsLeader(b record.Batch, epoch record.Epoch) (first, last record.Offset, err error)
+	// AppendAsLeader assigns offsets to one batch and stamps the leader
+	// epoch; uncompressed is what the batch would take with its records
+	// decompressed (the log decodes them to validate them).
+	AppendAsLeader(b record.Batch, epoch record.Epoch) (first, last record.Offset, uncompressed int, err error)
 	// AppendAsFollower appends batches that carry the leader's offsets.
 	AppendAsFollower(batches []byte) error
 	// Read returns whole batches from the one holding offset, up to maxBytes
@@ -60,6 +62,11 @@ type Config struct {
 	// MinInsyncReplicas refuses acks=all produces when the ISR is smaller.
 	MinInsyncReplicas int
 	MaxMessageBytes   int
+	// Recompress is set when the topic's compression.type names a codec
+	// (not "producer"): the leader stores producers' batches in Compression,
+	// re-encoding those that arrive in another codec.
+	Recompress  bool
+	Compression record.Compression
 	// ReplicaLagMax is replica.lag.time.max.ms.
 	ReplicaLagMax time.Duration
 	// ISRChanged, if set, is told of every ISR change this leader got

@@ -24,6 +24,13 @@ type ProduceResult struct {
 	LogAppendTime  int64 // -1: create time is kept
 	LogStartOffset record.Offset
 	LeaderEpoch    int32
+	// StoredBytes is what the batches appended take in the log;
+	// UncompressedBytes what they would take with their records
+	// decompressed. Both 0 for a duplicate (nothing appended).
+	StoredBytes, UncompressedBytes int
+	// Recompressed is the batches re-encoded to the topic's
+	// compression.type before the append.
+	Recompressed int
 }
 
 // Produce appends the batches as leader and, for acks=all, waits until every
@@ -50,8 +57,53 @@ func (p *Partition) Append(acks int, leaderEpoch int32, batches []byte) (Pending
 	if acks != AcksNone && acks != AcksLeader && acks != AcksAll {
 		return Pending{}, errs.Errorf(errs.InvalidRequiredAcks, "acks=%d: must be 0, 1 or -1", acks)
 	}
+	batches, recompressed, err := p.recompress(batches)
+	if err != nil {
+		return Pending{}, err
+	}
 	res, w, err := p.append(acks, leaderEpoch, batches)
+	if res.StoredBytes > 0 {
+		res.Recompressed = recompressed
+	}
 	return Pending{Result: res, w: w}, err
+}
+
+// recompress re-encodes, when the topic's compression.type names a codec,
+// the batches that arrive in another one (as Kafka's LogValidator does),
+// outside the replica's mutex: the CPU it takes holds up no one else. A
+// batch already in the codec is passed on as it is, without decoding.
+// Anything malformed, or too large to be accepted, is passed on unchanged
+// for validation to refuse.
+func (p *Partition) recompress(batches []byte) (_ []byte, n int, _ error) {
+	p.mu.Lock()
+	on, codec, maxBytes := p.cfg.Recompress, p.cfg.Compression, p.cfg.MaxMessageBytes
+	p.mu.Unlock()
+	if !on {
+		return batches, 0, nil
+	}
+	var out []byte
+	it := record.NewBatchIter(batches)
+	for it.Next() {
+		b := it.Batch()
+		if !record.NeedsRecompress(b, codec) || (maxBytes > 0 && b.Size() > maxBytes) {
+			if out != nil {
+				out = append(out, b...)
+			}
+			continue
+		}
+		if out == nil {
+			out = append(make([]byte, 0, len(batches)), batches[:it.Pos()-b.Size()]...)
+		}
+		var err error
+		if _, out, err = record.Recompress(out, b, codec, max(maxBytes*64, record.DefaultMaxDecompressed)); err != nil {
+			return nil, 0, err
+		}
+		n++
+	}
+	if it.Err() != nil || out == nil {
+		return batches, 0, nil
+	}
+	return out, n, nil
 }
 
 // Await is Produce's second half: for acks=all it waits until every ISR
@@ -112,7 +164,8 @@ func (p *Partition) append(acks int, leaderEpoch int32, batches []byte) (Produce
 		if x.dup != nil {
 			first, last = record.Offset(x.dup.FirstOffset), record.Offset(x.dup.LastOffset)
 		} else {
-			first, last, err = p.log.AppendAsLeader(x.b, record.Epoch(p.st.LeaderEpoch))
+			var uncompressed int
+			first, last, uncompressed, err = p.log.AppendAsLeader(x.b, record.Epoch(p.st.LeaderEpoch))
 			if err != nil {
 				// The log's own validation (records, keys on compacted topics)
 				// answers with its code; anything else is the disk failing.
@@ -122,6 +175,8 @@ func (p *Partition) append(acks int, leaderEpoch int32, batches []byte) (Produce
 				return res, nil, err
 			}
 			p.producers.Append(x.pb, int64(first), int64(last), x.b.MaxTimestamp())
+			res.StoredBytes += len(x.b)
+			res.UncompressedBytes += uncompressed
 			appended = true
 		}
 		if res.BaseOffset < 0 {

@@ -38,7 +38,7 @@ func (p *Partition) WriteMarker(ctx context.Context, producerID int64, producerE
 		p.mu.Unlock()
 		return -1, errs.Errorf(errs.InvalidProducerEpoch, "marker for producer %d epoch %d: current epoch %d", producerID, producerEpoch, e.Epoch)
 	}
-	first, _, err := p.log.AppendAsLeader(batch, record.Epoch(p.st.LeaderEpoch))
+	first, _, _, err := p.log.AppendAsLeader(batch, record.Epoch(p.st.LeaderEpoch))
 	if err != nil {
 		p.mu.Unlock()
 		return -1, errs.Errorf(errs.KafkaStorageError, "%s-%d: marker append: %v", p.cfg.Topic, p.cfg.Partition, err)

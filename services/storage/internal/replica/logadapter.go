@@ -16,9 +16,9 @@ func (a logAdapter) EndOffsetFor(e record.Epoch) (record.Epoch, record.Offset) {
 	return a.l.EndOffsetFor(e)
 }
 
-func (a logAdapter) AppendAsLeader(b record.Batch, epoch record.Epoch) (record.Offset, record.Offset, error) {
+func (a logAdapter) AppendAsLeader(b record.Batch, epoch record.Epoch) (record.Offset, record.Offset, int, error) {
 	info, err := a.l.Append(b, epoch)
-	return info.FirstOffset, info.LastOffset, err
+	return info.FirstOffset, info.LastOffset, info.UncompressedBytes, err
 }
 
 func (a logAdapter) AppendAsFollower(batches []byte) error {

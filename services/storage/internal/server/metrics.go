@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	skeinv1 "skein/gen/skein/v1"
+	"skein/services/storage/internal/partition"
 )
 
 // Metrics are the request-level series of a storage node.
@@ -14,6 +15,10 @@ type Metrics struct {
 	produceBytes    prometheus.Counter
 	produceLatency  prometheus.Histogram
 	fetchBytes      prometheus.Counter
+	// recordBytes: what a leader appended, by topic and stage; recompressed:
+	// batches it re-encoded to the topic's compression.type.
+	recordBytes  *prometheus.CounterVec
+	recompressed *prometheus.CounterVec
 }
 
 // NewMetrics registers the series on reg.
@@ -34,8 +39,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		fetchBytes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "skein_storage_fetch_bytes_total", Help: "Record batch bytes served to consumers.",
 		}),
+		recordBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "skein_storage_produce_record_bytes_total",
+			Help: "Record batch bytes this node appended as leader, by topic: stage=stored as written to the log, stage=uncompressed with their records decompressed. uncompressed / stored is the compression ratio.",
+		}, []string{"topic", "stage"}),
+		recompressed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "skein_storage_produce_recompressed_batches_total",
+			Help: "Producer batches this node, as leader, re-encoded to the topic's compression.type before appending them, by topic.",
+		}, []string{"topic"}),
 	}
-	reg.MustRegister(m.produceRequests, m.produceBytes, m.produceLatency, m.fetchBytes)
+	reg.MustRegister(m.produceRequests, m.produceBytes, m.produceLatency, m.fetchBytes, m.recordBytes, m.recompressed)
 	return m
 }
 
@@ -46,6 +59,20 @@ func (m *Metrics) produced(topic string, code skeinv1.ErrorCode, bytes int, d ti
 	m.produceRequests.WithLabelValues(topic, code.String()).Inc()
 	m.produceBytes.Add(float64(bytes))
 	m.produceLatency.Observe(d.Seconds())
+}
+
+// appended counts what a leader wrote for one partition produce.
+func (m *Metrics) appended(topic string, r partition.ProduceResult) {
+	if m == nil {
+		return
+	}
+	if r.StoredBytes > 0 {
+		m.recordBytes.WithLabelValues(topic, "stored").Add(float64(r.StoredBytes))
+		m.recordBytes.WithLabelValues(topic, "uncompressed").Add(float64(r.UncompressedBytes))
+	}
+	if r.Recompressed > 0 {
+		m.recompressed.WithLabelValues(topic).Add(float64(r.Recompressed))
+	}
 }
 
 func (m *Metrics) fetched(bytes int) {

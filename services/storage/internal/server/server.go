@@ -233,6 +233,7 @@ func (s *Server) awaitPartition(x *partitionProduce) *storagev1.PartitionProduce
 		}
 	}
 	s.metrics.produced(x.tp.Topic, res.ErrorCode, x.n, time.Since(x.start))
+	s.metrics.appended(x.tp.Topic, x.pend.Result) // appended even when the answer is an error
 	return res
 }
 
