@@ -450,9 +450,10 @@ func (p *Producer) topicMetadata(ctx context.Context, topic string) (*Metadata, 
 
 // codecFor answers the codec a batch of topic is encoded with: the topic's
 // compression.type when it names one ("uncompressed" included), else (the
-// default, "producer") the producer's own. Kafka's brokers recompress to a
-// named codec; Skein's clients encode with it in the first place, so the
-// leader stores the bytes it receives.
+// default, "producer") the producer's own. The leader would recompress a
+// batch in another codec to the named one (as Kafka's brokers do); encoding
+// with it in the first place spares it that, and it stores the bytes it
+// receives.
 func codecFor(m *Metadata, topic string, producer record.Compression) record.Compression {
 	if t, ok := m.Topic(topic); ok {
 		if name := t.GetConfigs()["compression.type"]; name != "" && name != "producer" {

@@ -3,11 +3,21 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/base64"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	storagev1 "skein/gen/skein/storage/v1"
+	"skein/libs/client"
+	"skein/libs/record"
 )
 
 // A topic's compression.type names the codec its batches are stored with:
@@ -50,6 +60,118 @@ func TestCompressionTypesRoundTrip(t *testing.T) {
 			if got := string(r.ValueBytes); got != want[i] {
 				t.Errorf("%s: record %d is %q, produced %q", topic, i, got, want[i])
 			}
+		}
+	}
+}
+
+// A producer that does not encode with the topic's compression.type (a
+// foreign client: here gzip batches sent straight to the partition leader,
+// Skein's own clients would encode lz4) has its batch recompressed by the
+// leader: the stored batch is lz4, the records read back intact through
+// libs/client, and the storage node's /metrics counts the bytes it stored
+// and what they weigh uncompressed.
+func TestCompressionLeaderRecompresses(t *testing.T) {
+	d := devCluster(t)
+	ctx := testCtx(t, 60*time.Second)
+	const topic = "e2e-recompress-lz4"
+	createTopic(ctx, t, restClient(d), topic, 1, 3, map[string]string{"compression.type": "lz4", "min.insync.replicas": "2"})
+
+	procs, err := d.Processes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var controllers []string
+	for _, p := range procs {
+		if p.Role == "controller" {
+			controllers = append(controllers, p.GRPCAddr)
+		}
+	}
+	cl, err := client.New(client.Config{Controllers: controllers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	m, err := cl.WaitMetadata(ctx, func(m *client.Metadata) bool { _, _, ok := m.Leader(topic, 0); return ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader, epoch, _ := m.Leader(topic, 0)
+	broker, _ := m.Broker(leader)
+
+	type rec struct{ key, value []byte }
+	var want []rec
+	opts := record.DefaultBatchOptions()
+	opts.Compression = record.Gzip
+	bld := record.NewBuilder(opts)
+	for i := range 20 {
+		r := rec{[]byte(fmt.Sprint("key-", i)), []byte(strings.Repeat(fmt.Sprint("value ", i, " "), 20))}
+		if i == 7 {
+			r.value = nil // a tombstone stays one
+		}
+		want = append(want, r)
+		bld.Append(time.Now().UnixMilli(), r.key, r.value, record.Header{Key: "n", Value: []byte(fmt.Sprint(i))})
+	}
+	batch, _, err := bld.Build(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := grpc.NewClient(broker.GetGrpcAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	storage := storagev1.NewStorageServiceClient(cc)
+	pr, err := storage.Produce(ctx, &storagev1.ProduceRequest{Acks: -1, TimeoutMs: 10000,
+		Partitions: []*storagev1.PartitionProduce{{Topic: topic, Partition: 0, CurrentLeaderEpoch: epoch, Records: batch}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := pr.GetPartitions()[0]; r.GetErrorCode() != 0 || r.GetBaseOffset() != 0 {
+		t.Fatalf("produce: %v", r)
+	}
+
+	fr, err := storage.Fetch(ctx, &storagev1.FetchRequest{MaxBytes: 1 << 20,
+		Partitions: []*storagev1.PartitionFetch{{Topic: topic, Partition: 0, CurrentLeaderEpoch: -1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	it := record.NewBatchIter(fr.GetPartitions()[0].GetRecords())
+	if !it.Next() {
+		t.Fatalf("no batch fetched: %v", it.Err())
+	}
+	if c := it.Batch().Compression(); c != record.LZ4 {
+		t.Fatalf("the gzip batch is stored as %s, want lz4", c)
+	}
+
+	res, err := cl.Fetch(ctx, client.FetchRequest{Topic: topic, Partition: 0, Offset: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Records) != len(want) {
+		t.Fatalf("read %d records, produced %d", len(res.Records), len(want))
+	}
+	for i, r := range res.Records {
+		if !bytes.Equal(r.Key, want[i].key) || !bytes.Equal(r.Value, want[i].value) || (r.Value == nil) != (want[i].value == nil) ||
+			len(r.Headers) != 1 || string(r.Headers[0].Value) != fmt.Sprint(i) {
+			t.Errorf("record %d: key %q value %q headers %v", i, r.Key, r.Value, r.Headers)
+		}
+	}
+
+	// The leader's /metrics: bytes stored and uncompressed for the topic,
+	// and the batch it recompressed.
+	resp, err := http.Get("http://" + broker.GetHttpAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, series := range []string{
+		`skein_storage_produce_record_bytes_total{stage="stored",topic="` + topic + `"}`,
+		`skein_storage_produce_record_bytes_total{stage="uncompressed",topic="` + topic + `"}`,
+		`skein_storage_produce_recompressed_batches_total{topic="` + topic + `"} 1`,
+	} {
+		if !strings.Contains(string(body), series) {
+			t.Errorf("/metrics of storage node %d has no %s", leader, series)
 		}
 	}
 }
