@@ -224,7 +224,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	go func() { defer close(loopDone); live.Run(loopCtx, events) }()
 	grpcDone := make(chan error, 1)
 	go func() { grpcDone <- gs.Serve(grpcLis) }()
-	go hs.Serve(httpLis)
+	httpDone := make(chan error, 1)
+	go func() {
+		if err := hs.Serve(httpLis); !errors.Is(err, http.ErrServerClosed) {
+			httpDone <- fmt.Errorf("HTTP server: %w", err)
+		}
+	}()
 	serving.Store(true)
 	logger.Info("controller serving", "grpc", grpcLis.Addr().String(), "http", httpLis.Addr().String(), "raft", self.RaftAddr,
 		"peers", quorum.FormatPeers(peers), "data_dir", c.dataDir)
@@ -236,6 +241,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	select {
 	case <-ctx.Done():
 	case serveErr = <-grpcDone:
+	case serveErr = <-httpDone:
 	}
 	logger.Info("controller stopping")
 	serving.Store(false)

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/reflection"
@@ -33,6 +34,7 @@ import (
 	"skein/libs/telemetry"
 	"skein/services/storage/internal/controllerlink"
 	"skein/services/storage/internal/fetcher"
+	"skein/services/storage/internal/isrsender"
 	"skein/services/storage/internal/replica"
 	"skein/services/storage/internal/server"
 )
@@ -136,7 +138,8 @@ func run(c config) error {
 		cc, err := conns.Get(addr)
 		return cc, err == nil
 	}, log)
-	mgr = replica.New(replica.Config{Self: int32(c.nodeID), DataDir: c.dataDir, ReplicaLagMax: c.replicaLagMax}, log, link, fetchers, ckpt)
+	isr := isrsender.New(link.AlterPartition)
+	mgr = replica.New(replica.Config{Self: int32(c.nodeID), DataDir: c.dataDir, ReplicaLagMax: c.replicaLagMax}, log, isr, fetchers, ckpt)
 
 	reg := telemetry.NewRegistry()
 	reg.MustRegister(replica.NewCollector(mgr))
@@ -153,11 +156,14 @@ func run(c config) error {
 	if err != nil {
 		return err
 	}
-	go func() {
+	// The servers: either failing stops the node with its error.
+	servers, serving := errgroup.WithContext(ctx)
+	servers.Go(func() error {
 		if err := srv.Serve(lis); err != nil {
-			log.Error("gRPC server stopped", "err", err)
+			return fmt.Errorf("gRPC server: %w", err)
 		}
-	}()
+		return nil
+	})
 
 	var ready atomic.Bool
 	mux := http.NewServeMux()
@@ -174,38 +180,59 @@ func run(c config) error {
 	httpSrv := &http.Server{Addr: c.httpAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	httpLis, err := net.Listen("tcp", c.httpAddr)
 	if err != nil {
-		return err
+		srv.Stop()
+		return errors.Join(err, servers.Wait())
 	}
-	go httpSrv.Serve(httpLis)
-	defer httpSrv.Close()
+	servers.Go(func() error {
+		if err := httpSrv.Serve(httpLis); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("HTTP server: %w", err)
+		}
+		return nil
+	})
+	stopServers := func() error {
+		srv.Stop()
+		_ = httpSrv.Close()
+		return servers.Wait()
+	}
 
 	gossip, err := membership.Start(membership.Config{
 		BindAddr: c.gossipAddr, Seeds: splitList(c.gossipSeeds), Logger: log, Timings: membership.FastTimings(),
 		Meta: membership.Meta{Role: membership.RoleStorage, ID: int32(c.nodeID), GRPCAddr: c.grpcAddr, HTTPAddr: c.httpAddr, Incarnation: link.Incarnation()},
 	})
 	if err != nil {
-		return err
+		return errors.Join(err, stopServers())
 	}
 
-	go func() {
+	go func() { // ends when gossip closes its events
 		for ev := range gossip.Events() {
 			log.Debug("gossip", "event", ev.Type.String(), "member", ev.Member.Name)
 		}
 	}()
 
-	if err := link.Register(ctx); err != nil {
-		return err
+	if err := link.Register(serving); err != nil {
+		_ = gossip.Close(2 * time.Second)
+		return errors.Join(err, stopServers())
 	}
+	// The node's own loops, each stopped by cancelBG and waited for before
+	// the replicas close.
 	bg, cancelBG := context.WithCancel(context.Background())
-	go link.Heartbeat(bg, unreachableLeaders(fetchers, log), mgr.LogDirFailed)
-	go link.Watch(bg, func(im *metadata.Image) {
-		mgr.OnImage(im)
-		ready.Store(true)
+	var loops errgroup.Group
+	loops.Go(func() error { link.Heartbeat(bg, unreachableLeaders(fetchers, log), mgr.LogDirFailed); return nil })
+	loops.Go(func() error {
+		link.Watch(bg, func(im *metadata.Image) {
+			mgr.OnImage(im)
+			ready.Store(true)
+		})
+		return nil
 	})
-	go mgr.Run(bg)
+	loops.Go(func() error { mgr.Run(bg); return nil })
+	loops.Go(func() error { isr.Run(bg); return nil })
 	log.Info("storage node serving", "grpc", c.grpcAddr, "http", c.httpAddr, "gossip", c.gossipAddr)
 
-	<-ctx.Done()
+	<-serving.Done()
+	if ctx.Err() == nil {
+		log.Error("a server failed: stopping", "err", context.Cause(serving))
+	}
 	log.Info("shutting down: moving leadership away")
 	sctx, cancel := context.WithTimeout(context.Background(), c.shutdownWait)
 	defer cancel()
@@ -233,12 +260,14 @@ func run(c config) error {
 		srv.Stop()
 	}
 	cancelBG()
+	_ = loops.Wait()
 	mgr.Close()
 	if err := gossip.Close(2 * time.Second); err != nil && !errors.Is(err, context.Canceled) {
 		log.Warn("leaving gossip", "err", err)
 	}
+	serveErr := stopServers()
 	log.Info("stopped")
-	return nil
+	return serveErr
 }
 
 func waitFor(ctx context.Context, cond func() bool) {

@@ -248,31 +248,46 @@ func (l *Link) watchOnce(ctx context.Context, c controllerv1.ControllerServiceCl
 
 var errSilentController = errors.New("the controller sent nothing, not even a heartbeat, for " + metadata.WatchSilence.String())
 
-// ProposeISR implements partition.ISRProposer with AlterPartition.
-func (l *Link) ProposeISR(ctx context.Context, topic string, part int32, leaderEpoch, partitionEpoch int32, isr []int32) (partition.State, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
+// AlterPartition sends ISR changes in one AlterPartition call (an
+// isrsender.AlterFunc). It answers each change's state and error in order;
+// a partition the controller did not answer is an error of its own.
+func (l *Link) AlterPartition(ctx context.Context, changes []partition.ISRChange) ([]partition.State, []error, error) {
+	req := &controllerv1.AlterPartitionRequest{BrokerId: l.cfg.BrokerID, BrokerEpoch: l.epoch.Load()}
+	for _, c := range changes {
+		req.Partitions = append(req.Partitions, &controllerv1.PartitionIsrChange{
+			Topic: c.Topic, Partition: c.Partition, LeaderEpoch: c.LeaderEpoch, PartitionEpoch: c.PartitionEpoch, NewIsr: c.ISR})
+	}
 	var resp *controllerv1.AlterPartitionResponse
 	err := l.call(ctx, func(c controllerv1.ControllerServiceClient) error {
 		var err error
-		resp, err = c.AlterPartition(ctx, &controllerv1.AlterPartitionRequest{
-			BrokerId: l.cfg.BrokerID, BrokerEpoch: l.epoch.Load(),
-			Partitions: []*controllerv1.PartitionIsrChange{{Topic: topic, Partition: part, LeaderEpoch: leaderEpoch, PartitionEpoch: partitionEpoch, NewIsr: isr}},
-		})
+		resp, err = c.AlterPartition(ctx, req)
 		return err
 	})
 	if err != nil {
-		return partition.State{}, err
+		return nil, nil, err
 	}
-	if len(resp.GetPartitions()) != 1 {
-		return partition.State{}, errs.Errorf(errs.UnknownServerError, "AlterPartition answered %d partitions", len(resp.GetPartitions()))
+	type tp struct {
+		topic string
+		part  int32
 	}
-	r := resp.GetPartitions()[0]
-	st := StateOf(r.GetState())
-	if code := r.GetErrorCode(); code != 0 {
-		return st, errs.Errorf(errs.ForCode(errs.Code(code)), "%s", r.GetErrorMessage())
+	byTP := make(map[tp]*controllerv1.AlterPartitionResult, len(resp.GetPartitions()))
+	for _, r := range resp.GetPartitions() {
+		byTP[tp{r.GetTopic(), r.GetPartition()}] = r
 	}
-	return st, nil
+	states, errors := make([]partition.State, len(changes)), make([]error, len(changes))
+	for i, c := range changes {
+		r, ok := byTP[tp{c.Topic, c.Partition}]
+		switch {
+		case !ok:
+			errors[i] = errs.Errorf(errs.UnknownServerError, "AlterPartition did not answer %s-%d", c.Topic, c.Partition)
+		case r.GetErrorCode() != 0:
+			states[i] = StateOf(r.GetState())
+			errors[i] = errs.Errorf(errs.ForCode(errs.Code(r.GetErrorCode())), "%s", r.GetErrorMessage())
+		default:
+			states[i] = StateOf(r.GetState())
+		}
+	}
+	return states, errors, nil
 }
 
 // StateOf converts a partition record to the replica's view.

@@ -1,7 +1,6 @@
 package partition
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"sync"
@@ -39,10 +38,23 @@ type Log interface {
 	OffsetForTimestamp(ts int64) (offset record.Offset, timestamp int64, ok bool)
 }
 
-// ISRProposer sends a leader's ISR change to the controller (AlterPartition)
-// and answers the state the controller committed.
+// ISRProposer sends a leader's ISR change to the controller (AlterPartition).
+// ProposeISR must not block and must not call done before it returns (the
+// replica holds its lock while proposing); done is called once, later, with
+// the state the controller committed, or the refusal (with the state as it
+// stands, when the controller said), or why it was not sent. A proposer that
+// stopped (the node is closing) may drop it.
 type ISRProposer interface {
-	ProposeISR(ctx context.Context, topic string, partition int32, leaderEpoch, partitionEpoch int32, isr []int32) (State, error)
+	ProposeISR(change ISRChange, done func(State, error))
+}
+
+// ISRChange is one leader's proposed ISR, at the epochs it knows.
+type ISRChange struct {
+	Topic          string
+	Partition      int32
+	LeaderEpoch    int32
+	PartitionEpoch int32
+	ISR            []int32
 }
 
 // State is the partition as the controller's metadata has it.
@@ -108,6 +120,9 @@ type Partition struct {
 	cfg  Config
 	role Role
 	st   State
+	// closed: taken out of service for good; Apply and ISR answers that
+	// arrive later change nothing.
+	closed bool
 	// 0 <= hw <= LEO. Monotonic while leader; a follower takes min(leader HW, LEO).
 	hw record.Offset
 	// leaderEpochStart is the LEO when this replica became leader of st.LeaderEpoch.
@@ -186,6 +201,9 @@ func (p *Partition) lsoLocked() record.Offset {
 func (p *Partition) Apply(st State) (becameFollower bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
 	if st.LeaderEpoch < p.st.LeaderEpoch || (st.LeaderEpoch == p.st.LeaderEpoch && st.PartitionEpoch < p.st.PartitionEpoch) {
 		return false
 	}
@@ -313,11 +331,14 @@ func (p *Partition) notifyLEOLocked() {
 	p.leoMoved = make(chan struct{})
 }
 
-// Close takes the replica out of service: it leads and follows nothing, and
-// produces waiting in purgatory are answered NOT_LEADER_OR_FOLLOWER.
+// Close takes the replica out of service for good: it leads and follows
+// nothing, produces waiting in purgatory are answered NOT_LEADER_OR_FOLLOWER,
+// and neither a later Apply nor the answer to an ISR change still in flight
+// brings it back.
 func (p *Partition) Close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.closed = true
 	p.role = None
 	p.failWaitersLocked(errs.Errorf(errs.NotLeaderOrFollower, "%s-%d: replica closed on broker %d", p.cfg.Topic, p.cfg.Partition, p.cfg.Self))
 }

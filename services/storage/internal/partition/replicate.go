@@ -1,7 +1,6 @@
 package partition
 
 import (
-	"context"
 	"slices"
 
 	"skein/libs/errs"
@@ -286,8 +285,8 @@ func toIDs(in []int32) []isr.ReplicaID {
 	return out
 }
 
-// proposeLocked sends an ISR change to the controller in the background; the
-// answer (or the metadata stream, whichever comes first) applies it.
+// proposeLocked hands an ISR change to the node's proposer; the answer (or
+// the metadata stream, whichever comes first) applies it.
 func (p *Partition) proposeLocked(next []isr.ReplicaID) {
 	if p.proposer == nil {
 		return
@@ -301,10 +300,14 @@ func (p *Partition) proposeLocked(next []isr.ReplicaID) {
 	}
 	p.pendingISR = newISR
 	isrBefore := slices.Clone(p.st.ISR)
-	topic, part, le, pe := p.cfg.Topic, p.cfg.Partition, p.st.LeaderEpoch, p.st.PartitionEpoch
-	go func() {
-		st, err := p.proposer.ProposeISR(context.Background(), topic, part, le, pe, newISR)
+	le := p.st.LeaderEpoch
+	change := ISRChange{Topic: p.cfg.Topic, Partition: p.cfg.Partition, LeaderEpoch: le, PartitionEpoch: p.st.PartitionEpoch, ISR: newISR}
+	p.proposer.ProposeISR(change, func(st State, err error) {
 		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return
+		}
 		if err != nil || st.LeaderEpoch != le {
 			// Refused or stale: forget the proposal; the next evaluation retries
 			// with whatever the metadata says now.
@@ -323,5 +326,5 @@ func (p *Partition) proposeLocked(next []isr.ReplicaID) {
 			onChange(len(newISR) < len(isrBefore))
 		}
 		p.Apply(st)
-	}()
+	})
 }

@@ -28,6 +28,8 @@ type cluster struct {
 	replicas map[int32]*Partition
 	cut      map[int32]bool
 	minISR   int
+	// held: when set, ISR proposals are not answered but sent here.
+	held chan func()
 }
 
 func newCluster(t *testing.T, minISR int) *cluster {
@@ -63,8 +65,19 @@ func (c *cluster) push() {
 	}
 }
 
-// ProposeISR is the fake controller's AlterPartition.
-func (c *cluster) ProposeISR(_ context.Context, _ string, _ int32, leaderEpoch, partitionEpoch int32, isr []int32) (State, error) {
+// ProposeISR sends the change to the fake controller from a goroutine of
+// its own, as the node's proposer answers from its own.
+func (c *cluster) ProposeISR(ch ISRChange, done func(State, error)) {
+	answer := func() { done(c.alter(ch.LeaderEpoch, ch.PartitionEpoch, ch.ISR)) }
+	if c.held != nil {
+		c.held <- answer
+		return
+	}
+	go answer()
+}
+
+// alter is the fake controller's AlterPartition.
+func (c *cluster) alter(leaderEpoch, partitionEpoch int32, isr []int32) (State, error) {
 	c.mu.Lock()
 	if leaderEpoch != c.state.LeaderEpoch {
 		st := c.state
@@ -492,5 +505,42 @@ func TestDroppedAndDelayedAnswers(t *testing.T) {
 	c.replicate()
 	if got := c.logs[3].values(); !slices.Equal(got, []string{"a", "c"}) {
 		t.Fatalf("follower 3 applied a stale answer: %v", got)
+	}
+}
+
+// A replica closed while its ISR change is at the controller stays closed
+// when the answer arrives — committed, with a newer partition epoch that
+// names it leader — and when the metadata pushes that state: it leads
+// nothing, and a produce is refused.
+func TestClosedReplicaStaysClosedWhenItsISRChangeIsAnswered(t *testing.T) {
+	c := newCluster(t, 1)
+	c.held = make(chan func(), 1)
+	c.cut[3] = true
+	c.advance(11 * time.Second)
+	leader := c.replicas[1]
+	leader.MaybeShrinkISR()
+	var answer func()
+	select {
+	case answer = <-c.held:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no ISR proposal")
+	}
+	leader.Close()
+	answer() // commits ISR [1] at partition epoch 1 and pushes it to every replica
+	c.mu.Lock()
+	st := c.state
+	c.mu.Unlock()
+	if !slices.Equal(st.ISR, []int32{1}) || st.PartitionEpoch != 1 {
+		t.Fatalf("the fake controller did not commit the change: %+v", st)
+	}
+	if s := leader.Snapshot(); s.Role != None {
+		t.Errorf("closed replica's role %v after its ISR change was answered, want None", s.Role)
+	}
+	leader.Apply(State{Leader: 1, LeaderEpoch: 1, PartitionEpoch: 2, Replicas: []int32{1, 2, 3}, ISR: []int32{1}})
+	if s := leader.Snapshot(); s.Role != None {
+		t.Errorf("closed replica's role %v after a newer leader epoch naming it, want None", s.Role)
+	}
+	if _, err := leader.Produce(context.Background(), AcksLeader, -1, plain(t, "after close")); errs.Of(err) != errs.NotLeaderOrFollower {
+		t.Errorf("produce to a closed replica: %v, want NOT_LEADER_OR_FOLLOWER", err)
 	}
 }

@@ -69,6 +69,9 @@ type Manager struct {
 	// opened for a storage error; heartbeats say so until every log works.
 	dirFailed atomic.Bool
 	nextProbe time.Time // Run's own
+	// cleanup applies retention and compaction to one log, on the
+	// cleaner's goroutine (tests replace it).
+	cleanup atomic.Pointer[func(h *hosted, now time.Time)]
 
 	mu     sync.RWMutex
 	hosted map[partition.TP]*hosted
@@ -109,7 +112,10 @@ func New(cfg Config, log *slog.Logger, proposer partition.ISRProposer, fetchers 
 	if cfg.ProducerSnapshotEvery <= 0 {
 		cfg.ProducerSnapshotEvery = 30 * time.Second
 	}
-	return &Manager{cfg: cfg, log: log, proposer: proposer, fetchers: fetchers, ckpt: ckpt, now: time.Now, hosted: map[partition.TP]*hosted{}, unopened: map[partition.TP]error{}}
+	m := &Manager{cfg: cfg, log: log, proposer: proposer, fetchers: fetchers, ckpt: ckpt, now: time.Now, hosted: map[partition.TP]*hosted{}, unopened: map[partition.TP]error{}}
+	clean := m.cleanOne
+	m.cleanup.Store(&clean)
+	return m
 }
 
 // Get answers the hosted replica of tp.
@@ -410,11 +416,17 @@ func (m *Manager) removeLocked(tp partition.TP, h *hosted, deleteData bool) {
 	}
 }
 
-// Run does the housekeeping until ctx ends.
+// Run does the housekeeping until ctx ends: ISR checks, flushes, the log
+// directory's health, producer snapshots and checkpoints every Tick, and,
+// on a goroutine of its own that Run waits for, retention and compaction
+// every RetentionEvery — a long compaction never delays an ISR check.
 func (m *Manager) Run(ctx context.Context) {
+	cleaner := make(chan struct{})
+	go func() { defer close(cleaner); m.runCleaner(ctx) }()
+	defer func() { <-cleaner }()
 	tick := time.NewTicker(m.cfg.Tick)
 	defer tick.Stop()
-	lastCkpt, lastRetention, lastSnap := m.now(), m.now(), m.now()
+	lastCkpt, lastSnap := m.now(), m.now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -433,26 +445,6 @@ func (m *Manager) Run(ctx context.Context) {
 				m.log.Error("flush failed", "dir", h.key, "err", err)
 			}
 		}
-		if now.Sub(lastRetention) >= m.cfg.RetentionEvery {
-			lastRetention = now
-			for _, h := range list {
-				policy := h.log.Config().CleanupPolicy
-				if policy&plog.CleanupDelete != 0 {
-					if n, err := h.log.DeleteExpired(now); err != nil {
-						m.log.Error("retention failed", "dir", h.key, "err", err)
-					} else if n > 0 {
-						m.log.Info("retention deleted segments", "dir", h.key, "segments", n)
-					}
-				}
-				if policy&plog.CleanupCompact != 0 {
-					if st, err := h.log.Compact(now); err != nil {
-						m.log.Error("compaction failed", "dir", h.key, "err", err)
-					} else if st.SegmentsRewritten > 0 {
-						m.log.Info("compacted", "dir", h.key, "segments", st.SegmentsRewritten, "records_removed", st.RecordsRemoved, "bytes_before", st.BytesBefore, "bytes_after", st.BytesAfter)
-					}
-				}
-			}
-		}
 		if now.Sub(lastSnap) >= m.cfg.ProducerSnapshotEvery {
 			lastSnap = now
 			m.snapshotProducers(list)
@@ -460,6 +452,50 @@ func (m *Manager) Run(ctx context.Context) {
 		if now.Sub(lastCkpt) >= m.cfg.CheckpointEvery {
 			lastCkpt = now
 			m.checkpoint(list)
+		}
+	}
+}
+
+// runCleaner applies retention and compaction to every hosted log each
+// RetentionEvery until ctx ends.
+func (m *Manager) runCleaner(ctx context.Context) {
+	tick := time.NewTicker(m.cfg.RetentionEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		clean := *m.cleanup.Load()
+		for _, h := range m.hostedList() {
+			if ctx.Err() != nil {
+				return
+			}
+			clean(h, m.now())
+		}
+	}
+}
+
+// cleanOne deletes a log's expired segments and compacts it, as its
+// cleanup.policy says.
+func (m *Manager) cleanOne(h *hosted, now time.Time) {
+	if h.log.Failed() {
+		return
+	}
+	policy := h.log.Config().CleanupPolicy
+	if policy&plog.CleanupDelete != 0 {
+		if n, err := h.log.DeleteExpired(now); err != nil {
+			m.log.Error("retention failed", "dir", h.key, "err", err)
+		} else if n > 0 {
+			m.log.Info("retention deleted segments", "dir", h.key, "segments", n)
+		}
+	}
+	if policy&plog.CleanupCompact != 0 {
+		if st, err := h.log.Compact(now); err != nil {
+			m.log.Error("compaction failed", "dir", h.key, "err", err)
+		} else if st.SegmentsRewritten > 0 {
+			m.log.Info("compacted", "dir", h.key, "segments", st.SegmentsRewritten, "records_removed", st.RecordsRemoved, "bytes_before", st.BytesBefore, "bytes_after", st.BytesAfter)
 		}
 	}
 }

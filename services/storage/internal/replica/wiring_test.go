@@ -21,6 +21,7 @@ import (
 	"skein/libs/metadata"
 	"skein/libs/record"
 	"skein/services/storage/internal/fetcher"
+	"skein/services/storage/internal/isrsender"
 	"skein/services/storage/internal/partition"
 	"skein/services/storage/internal/replica"
 	"skein/services/storage/internal/server"
@@ -59,15 +60,23 @@ type proposer struct {
 	fc *fakeController
 }
 
-func (pp proposer) ProposeISR(_ context.Context, topic string, p int32, le, pe int32, isr []int32) (partition.State, error) {
-	cur := pp.fc.partition(topic, p)
-	if cur.GetLeaderEpoch() != le || cur.GetPartitionEpoch() != pe {
-		return partition.State{}, errs.Errorf(errs.InvalidUpdateVersion, "stale")
+// alter is the fake controller's AlterPartition, sent through the node's
+// real isrsender.
+func (pp proposer) alter(_ context.Context, changes []partition.ISRChange) ([]partition.State, []error, error) {
+	states, errors := make([]partition.State, len(changes)), make([]error, len(changes))
+	for i, ch := range changes {
+		cur := pp.fc.partition(ch.Topic, ch.Partition)
+		le, pe := ch.LeaderEpoch, ch.PartitionEpoch
+		if cur.GetLeaderEpoch() != le || cur.GetPartitionEpoch() != pe {
+			errors[i] = errs.Errorf(errs.InvalidUpdateVersion, "stale")
+			continue
+		}
+		next := &controllerv1.PartitionRecord{Topic: ch.Topic, TopicId: cur.GetTopicId(), Partition: ch.Partition, Replicas: cur.GetReplicas(), Isr: ch.ISR,
+			Leader: cur.GetLeader(), LeaderEpoch: le, PartitionEpoch: pe + 1}
+		pp.fc.apply(pp.t, metadata.PartitionRecord(next))
+		states[i] = partition.State{Leader: next.Leader, LeaderEpoch: le, PartitionEpoch: pe + 1, Replicas: next.Replicas, ISR: ch.ISR}
 	}
-	next := &controllerv1.PartitionRecord{Topic: topic, TopicId: cur.GetTopicId(), Partition: p, Replicas: cur.GetReplicas(), Isr: isr,
-		Leader: cur.GetLeader(), LeaderEpoch: le, PartitionEpoch: pe + 1}
-	pp.fc.apply(pp.t, metadata.PartitionRecord(next))
-	return partition.State{Leader: next.Leader, LeaderEpoch: le, PartitionEpoch: pe + 1, Replicas: next.Replicas, ISR: isr}, nil
+	return states, errors, nil
 }
 
 type node struct {
@@ -98,7 +107,8 @@ func startNodes(t *testing.T) (*fakeController, []*node) {
 			cc, ok := conns[b]
 			return cc, ok
 		}, log)
-		n.mgr = replica.New(replica.Config{Self: id, DataDir: t.TempDir(), ReplicaLagMax: 2 * time.Second, Tick: 50 * time.Millisecond}, log, proposer{t, fc}, n.fet, checkpoint.NewMemory())
+		sender := isrsender.New(proposer{t, fc}.alter)
+		n.mgr = replica.New(replica.Config{Self: id, DataDir: t.TempDir(), ReplicaLagMax: 2 * time.Second, Tick: 50 * time.Millisecond, RetentionEvery: 50 * time.Millisecond}, log, sender, n.fet, checkpoint.NewMemory())
 		n.srv = grpc.NewServer()
 		storagev1.RegisterStorageServiceServer(n.srv, server.New(n.mgr, log, nil))
 		go n.srv.Serve(lis)
@@ -108,6 +118,7 @@ func startNodes(t *testing.T) (*fakeController, []*node) {
 		connsMu.Unlock()
 		ctx, cancel := context.WithCancel(context.Background())
 		go n.mgr.Run(ctx)
+		go sender.Run(ctx)
 		t.Cleanup(func() {
 			cancel()
 			n.fet.Close()
@@ -232,3 +243,31 @@ func TestReplicationOverGRPC(t *testing.T) {
 }
 
 func int32ToCode(e *errs.Error) skeinv1.ErrorCode { return skeinv1.ErrorCode(e.Code) }
+
+// The cleaner (retention and compaction) runs beside the ISR checks: while
+// it is stuck in a long compaction of the leader's log, a follower that
+// stops fetching still leaves the ISR after the lag.
+func TestLongCompactionDoesNotDelayISRChecks(t *testing.T) {
+	fc, nodes := startNodes(t)
+	stuck := make(chan struct{})
+	release := make(chan struct{})
+	var once sync.Once
+	replica.SetCleanup(nodes[0].mgr, func(string) {
+		once.Do(func() { close(stuck) })
+		<-release
+	})
+	t.Cleanup(func() { close(release) })
+	select {
+	case <-stuck:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cleaner never ran")
+	}
+	nodes[2].fet.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for !slices.Equal(fc.partition("t", 0).GetIsr(), []int32{1, 2}) {
+		if time.Now().After(deadline) {
+			t.Fatalf("ISR still %v 10 s after a follower stopped, while the cleaner is busy", fc.partition("t", 0).GetIsr())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
