@@ -14,7 +14,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -112,7 +111,7 @@ func run(c config) error {
 
 	link, err := controllerlink.New(controllerlink.Config{
 		BrokerID: int32(c.nodeID), GRPCAddr: c.grpcAddr, HTTPAddr: c.httpAddr, Rack: c.rack,
-		Controllers: splitList(c.controllers),
+		Controllers: cliflag.SplitList(c.controllers),
 	}, log)
 	if err != nil {
 		return err
@@ -196,7 +195,7 @@ func run(c config) error {
 	}
 
 	gossip, err := membership.Start(membership.Config{
-		BindAddr: c.gossipAddr, Seeds: splitList(c.gossipSeeds), Logger: log, Timings: membership.FastTimings(),
+		BindAddr: c.gossipAddr, Seeds: cliflag.SplitList(c.gossipSeeds), Logger: log, Timings: membership.FastTimings(),
 		Meta: membership.Meta{Role: membership.RoleStorage, ID: int32(c.nodeID), GRPCAddr: c.grpcAddr, HTTPAddr: c.httpAddr, Incarnation: link.Incarnation()},
 	})
 	if err != nil {
@@ -278,16 +277,6 @@ func waitFor(ctx context.Context, cond func() bool) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, x := range strings.Split(s, ",") {
-		if x = strings.TrimSpace(x); x != "" {
-			out = append(out, x)
-		}
-	}
-	return out
 }
 
 // healthcheck GETs the node's /healthz: Docker health checks need no shell
