@@ -4,7 +4,7 @@ import (
 	"context"
 
 	controllerv1 "skein/gen/skein/controller/v1"
-	skeinv1 "skein/gen/skein/v1"
+	controllerv1grpc "skein/gen/skein/controller/v1/controllerv1grpc"
 	"skein/libs/errs"
 )
 
@@ -23,7 +23,7 @@ func topicErr(r *controllerv1.TopicResult) error {
 	if r == nil {
 		return errs.Errorf(errs.UnknownServerError, "the controller answered no result")
 	}
-	if code := r.GetErrorCode(); code != skeinv1.ErrorCode_NONE {
+	if code := r.GetErrorCode(); code != 0 {
 		return errs.Errorf(errs.ForCode(errs.Code(code)), "%s", r.GetErrorMessage())
 	}
 	return nil
@@ -33,7 +33,7 @@ func topicErr(r *controllerv1.TopicResult) error {
 // not hold it yet: see WaitMetadata.
 func (c *Client) CreateTopic(ctx context.Context, t TopicSpec) (topicID string, err error) {
 	var resp *controllerv1.CreateTopicsResponse
-	err = c.callController(ctx, func(ctx context.Context, cl controllerv1.ControllerServiceClient) error {
+	err = c.callController(ctx, func(ctx context.Context, cl controllerv1grpc.ControllerServiceClient) error {
 		var err error
 		resp, err = cl.CreateTopics(ctx, &controllerv1.CreateTopicsRequest{Topics: []*controllerv1.CreatableTopic{{
 			Name: t.Name, Partitions: t.Partitions, ReplicationFactor: t.ReplicationFactor, Configs: t.Configs,
@@ -54,7 +54,7 @@ func (c *Client) CreateTopic(ctx context.Context, t TopicSpec) (topicID string, 
 // DeleteTopic deletes a topic.
 func (c *Client) DeleteTopic(ctx context.Context, name string) error {
 	var resp *controllerv1.DeleteTopicsResponse
-	err := c.callController(ctx, func(ctx context.Context, cl controllerv1.ControllerServiceClient) error {
+	err := c.callController(ctx, func(ctx context.Context, cl controllerv1grpc.ControllerServiceClient) error {
 		var err error
 		resp, err = cl.DeleteTopics(ctx, &controllerv1.DeleteTopicsRequest{Names: []string{name}})
 		return err
@@ -73,7 +73,7 @@ func (c *Client) DeleteTopic(ctx context.Context, name string) error {
 // CreatePartitions grows a topic to count partitions.
 func (c *Client) CreatePartitions(ctx context.Context, topic string, count int32) error {
 	var resp *controllerv1.CreatePartitionsResponse
-	err := c.callController(ctx, func(ctx context.Context, cl controllerv1.ControllerServiceClient) error {
+	err := c.callController(ctx, func(ctx context.Context, cl controllerv1grpc.ControllerServiceClient) error {
 		var err error
 		resp, err = cl.CreatePartitions(ctx, &controllerv1.CreatePartitionsRequest{Topics: []*controllerv1.PartitionCount{{Name: topic, Count: count}}})
 		return err
@@ -92,7 +92,7 @@ func (c *Client) CreatePartitions(ctx context.Context, topic string, count int32
 // AlterConfigs sets topic configs; an empty value removes the override.
 func (c *Client) AlterConfigs(ctx context.Context, topic string, configs map[string]string) error {
 	var resp *controllerv1.AlterConfigsResponse
-	err := c.callController(ctx, func(ctx context.Context, cl controllerv1.ControllerServiceClient) error {
+	err := c.callController(ctx, func(ctx context.Context, cl controllerv1grpc.ControllerServiceClient) error {
 		var err error
 		resp, err = cl.AlterConfigs(ctx, &controllerv1.AlterConfigsRequest{Topic: topic, Configs: configs})
 		return err
@@ -107,7 +107,7 @@ func (c *Client) AlterConfigs(ctx context.Context, topic string, configs map[str
 // and answers the controller's per-partition results.
 func (c *Client) ElectLeaders(ctx context.Context, typ controllerv1.ElectionType, partitions []*controllerv1.TopicPartitions) ([]*controllerv1.ElectionResult, error) {
 	var resp *controllerv1.ElectLeadersResponse
-	err := c.callController(ctx, func(ctx context.Context, cl controllerv1.ControllerServiceClient) error {
+	err := c.callController(ctx, func(ctx context.Context, cl controllerv1grpc.ControllerServiceClient) error {
 		var err error
 		resp, err = cl.ElectLeaders(ctx, &controllerv1.ElectLeadersRequest{Type: typ, Partitions: partitions})
 		return err
@@ -119,7 +119,7 @@ func (c *Client) ElectLeaders(ctx context.Context, typ controllerv1.ElectionType
 // controller sees them.
 func (c *Client) DescribeCluster(ctx context.Context) (*controllerv1.DescribeClusterResponse, error) {
 	var resp *controllerv1.DescribeClusterResponse
-	err := c.callController(ctx, func(ctx context.Context, cl controllerv1.ControllerServiceClient) error {
+	err := c.callController(ctx, func(ctx context.Context, cl controllerv1grpc.ControllerServiceClient) error {
 		var err error
 		resp, err = cl.DescribeCluster(ctx, &controllerv1.DescribeClusterRequest{})
 		return err

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	controllerv1 "skein/gen/skein/controller/v1"
+	controllerv1grpc "skein/gen/skein/controller/v1/controllerv1grpc"
 	"skein/libs/errs"
 	"skein/libs/grpcopt"
 	"skein/libs/metadata"
@@ -208,7 +209,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 }
 
 // controller returns a client for the i-th controller address (mod the list).
-func (c *Client) controller(i int) (controllerv1.ControllerServiceClient, string, error) {
+func (c *Client) controller(i int) (controllerv1grpc.ControllerServiceClient, string, error) {
 	c.ctrlMu.Lock()
 	defer c.ctrlMu.Unlock()
 	addr := c.cfg.Controllers[i%len(c.cfg.Controllers)]
@@ -220,13 +221,13 @@ func (c *Client) controller(i int) (controllerv1.ControllerServiceClient, string
 		}
 		c.ctrlConns[addr] = cc
 	}
-	return controllerv1.NewControllerServiceClient(cc), addr, nil
+	return controllerv1grpc.NewControllerServiceClient(cc), addr, nil
 }
 
 // callController runs fn against a controller, moving on to the next one
 // when a controller cannot be reached or is not the active one. Other
 // refusals are answered as they are, as errs rows.
-func (c *Client) callController(ctx context.Context, fn func(context.Context, controllerv1.ControllerServiceClient) error) error {
+func (c *Client) callController(ctx context.Context, fn func(context.Context, controllerv1grpc.ControllerServiceClient) error) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, DefaultAPITimeout)

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc"
 
 	controllerv1 "skein/gen/skein/controller/v1"
+	controllerv1grpc "skein/gen/skein/controller/v1/controllerv1grpc"
 	groupv1 "skein/gen/skein/group/v1"
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/errs"
@@ -27,7 +28,7 @@ type Coordinator struct {
 // (kind GROUP) or transactional id (kind TRANSACTION).
 func (c *Client) FindCoordinator(ctx context.Context, kind controllerv1.CoordinatorKind, key string) (Coordinator, error) {
 	var resp *controllerv1.FindCoordinatorResponse
-	err := c.callController(ctx, func(ctx context.Context, cl controllerv1.ControllerServiceClient) error {
+	err := c.callController(ctx, func(ctx context.Context, cl controllerv1grpc.ControllerServiceClient) error {
 		var err error
 		resp, err = cl.FindCoordinator(ctx, &controllerv1.FindCoordinatorRequest{Kind: kind, Key: key})
 		return err

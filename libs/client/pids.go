@@ -6,6 +6,7 @@ import (
 	"time"
 
 	controllerv1 "skein/gen/skein/controller/v1"
+	controllerv1grpc "skein/gen/skein/controller/v1/controllerv1grpc"
 	"skein/libs/errs"
 )
 
@@ -73,7 +74,7 @@ func (p *pidPool) refill(failures int) {
 	ctx, cancel := context.WithTimeout(p.c.ctx, 10*time.Second)
 	defer cancel()
 	var resp *controllerv1.AllocateProducerIdsResponse
-	err := p.c.callController(ctx, func(ctx context.Context, cl controllerv1.ControllerServiceClient) error {
+	err := p.c.callController(ctx, func(ctx context.Context, cl controllerv1grpc.ControllerServiceClient) error {
 		var err error
 		resp, err = cl.AllocateProducerIds(ctx, &controllerv1.AllocateProducerIdsRequest{NodeId: p.c.cfg.NodeID, BrokerEpoch: -1, Count: pidBlockSize})
 		return err

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	controllerv1 "skein/gen/skein/controller/v1"
+	controllerv1grpc "skein/gen/skein/controller/v1/controllerv1grpc"
 	storagev1 "skein/gen/skein/storage/v1"
 	"skein/libs/errs"
 	"skein/libs/metadata"
@@ -69,7 +70,7 @@ func (c *Client) watch(ctx context.Context) {
 	defer c.wg.Done()
 	for i := 0; ctx.Err() == nil; i++ {
 		cc := c.controllers[i%len(c.controllers)]
-		stream, err := controllerv1.NewControllerServiceClient(cc).WatchMetadata(ctx, &controllerv1.WatchMetadataRequest{NodeId: -1})
+		stream, err := controllerv1grpc.NewControllerServiceClient(cc).WatchMetadata(ctx, &controllerv1.WatchMetadataRequest{NodeId: -1})
 		if err == nil {
 			var im *metadata.Image
 			for {
@@ -109,10 +110,10 @@ func (c *Client) Image() *metadata.Image {
 
 // Controller runs fn against the controllers until one answers without a
 // transport error.
-func (c *Client) Controller(fn func(controllerv1.ControllerServiceClient) error) error {
+func (c *Client) Controller(fn func(controllerv1grpc.ControllerServiceClient) error) error {
 	var err error
 	for _, cc := range c.controllers {
-		if err = rpcerr.FromStatus(fn(controllerv1.NewControllerServiceClient(cc))); err == nil || !errs.IsRetriable(err) {
+		if err = rpcerr.FromStatus(fn(controllerv1grpc.NewControllerServiceClient(cc))); err == nil || !errs.IsRetriable(err) {
 			return err
 		}
 	}
@@ -125,7 +126,7 @@ func (c *Client) CreateTopic(name string, partitions, rf int32, configs map[stri
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var resp *controllerv1.CreateTopicsResponse
-		err := c.Controller(func(cc controllerv1.ControllerServiceClient) error {
+		err := c.Controller(func(cc controllerv1grpc.ControllerServiceClient) error {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			var err error
@@ -207,7 +208,7 @@ func (c *Client) Storage(broker int32) (storagev1.StorageServiceClient, error) {
 func (c *Client) ProducerID() int64 {
 	c.t.Helper()
 	var resp *controllerv1.AllocateProducerIdsResponse
-	err := c.Controller(func(cc controllerv1.ControllerServiceClient) error {
+	err := c.Controller(func(cc controllerv1grpc.ControllerServiceClient) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		var err error

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	controllerv1 "skein/gen/skein/controller/v1"
+	controllerv1grpc "skein/gen/skein/controller/v1/controllerv1grpc"
 	groupv1 "skein/gen/skein/group/v1"
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/errs"
@@ -72,7 +73,7 @@ func startWith(t *testing.T, coordinators func(*cluster.Cluster)) *env {
 // find asks the controllers which coordinator owns a group.
 func (e *env) find(group string) (*controllerv1.FindCoordinatorResponse, error) {
 	var resp *controllerv1.FindCoordinatorResponse
-	err := e.cl.Controller(func(cc controllerv1.ControllerServiceClient) error {
+	err := e.cl.Controller(func(cc controllerv1grpc.ControllerServiceClient) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		var err error

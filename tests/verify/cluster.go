@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	controllerv1 "skein/gen/skein/controller/v1"
+	controllerv1grpc "skein/gen/skein/controller/v1/controllerv1grpc"
 	"skein/tests/e2e"
 )
 
@@ -269,7 +270,7 @@ func (c *cluster) coordinator(kind controllerv1.CoordinatorKind, key string) (in
 			defer cc.Close()
 			ctx, cancel := context.WithTimeout(c.ctx, 3*time.Second)
 			defer cancel()
-			resp, err := controllerv1.NewControllerServiceClient(cc).FindCoordinator(ctx, &controllerv1.FindCoordinatorRequest{Kind: kind, Key: key})
+			resp, err := controllerv1grpc.NewControllerServiceClient(cc).FindCoordinator(ctx, &controllerv1.FindCoordinatorRequest{Kind: kind, Key: key})
 			if err != nil {
 				return -1, err
 			}

@@ -7,7 +7,7 @@ import (
 
 	"google.golang.org/grpc"
 
-	controllerv1 "skein/gen/skein/controller/v1"
+	controllerv1grpc "skein/gen/skein/controller/v1/controllerv1grpc"
 	groupv1 "skein/gen/skein/group/v1"
 	storagev1 "skein/gen/skein/storage/v1"
 	"skein/libs/telemetry"
@@ -26,7 +26,7 @@ type Cluster struct {
 func Start(t testing.TB, n int) *Cluster {
 	t.Helper()
 	c := &Cluster{Controller: NewController("test-cluster"), Storage: map[int32]*Storage{}, StorageAddr: map[int32]string{}}
-	c.ControllerAddr = serve(t, func(s *grpc.Server) { controllerv1.RegisterControllerServiceServer(s, c.Controller) })
+	c.ControllerAddr = serve(t, func(s *grpc.Server) { controllerv1grpc.RegisterControllerServiceServer(s, c.Controller) })
 	c.Controller.addr = c.ControllerAddr
 	for id := int32(1); id <= int32(n); id++ {
 		st := NewStorage(id, c.Controller)
@@ -40,14 +40,14 @@ func Start(t testing.TB, n int) *Cluster {
 // ServeController serves ctrl on one more loopback port (a second
 // "controller" of the same quorum) and answers its address and a function
 // that stops that server, breaking its watch streams.
-func ServeController(t testing.TB, ctrl controllerv1.ControllerServiceServer) (addr string, stop func()) {
+func ServeController(t testing.TB, ctrl controllerv1grpc.ControllerServiceServer) (addr string, stop func()) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := grpc.NewServer(telemetry.GRPCServerOptions(nil)...)
-	controllerv1.RegisterControllerServiceServer(s, ctrl)
+	controllerv1grpc.RegisterControllerServiceServer(s, ctrl)
 	go s.Serve(lis)
 	t.Cleanup(s.Stop)
 	return lis.Addr().String(), s.Stop

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	controllerv1 "skein/gen/skein/controller/v1"
+	controllerv1grpc "skein/gen/skein/controller/v1/controllerv1grpc"
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/errs"
 	"skein/libs/metadata"
@@ -20,7 +21,7 @@ import (
 
 // Controller is a fake controller quorum of one.
 type Controller struct {
-	controllerv1.UnimplementedControllerServiceServer
+	controllerv1grpc.UnimplementedControllerServiceServer
 
 	mu         sync.Mutex
 	clusterID  string
@@ -175,7 +176,7 @@ func (c *Controller) ProducerIDCalls() int {
 }
 
 // WatchMetadata sends the image, then every change.
-func (c *Controller) WatchMetadata(req *controllerv1.WatchMetadataRequest, stream controllerv1.ControllerService_WatchMetadataServer) error {
+func (c *Controller) WatchMetadata(req *controllerv1.WatchMetadataRequest, stream controllerv1grpc.ControllerService_WatchMetadataServer) error {
 	ch := make(chan *controllerv1.WatchMetadataResponse, 1024)
 	c.mu.Lock()
 	im := c.imageLocked()
@@ -240,7 +241,7 @@ func (c *Controller) DescribeCluster(context.Context, *controllerv1.DescribeClus
 }
 
 func result(name string, err error) *controllerv1.TopicResult {
-	return &controllerv1.TopicResult{Name: name, ErrorCode: skeinv1.ErrorCode(errs.CodeOf(err)), ErrorMessage: errs.Message(err)}
+	return &controllerv1.TopicResult{Name: name, ErrorCode: int32(errs.CodeOf(err)), ErrorMessage: errs.Message(err)}
 }
 
 // CreateTopics creates topics with leaders spread round-robin.
@@ -409,7 +410,7 @@ func (c *Controller) ElectLeaders(_ context.Context, req *controllerv1.ElectLead
 		for i, p := range c.partitions[name] {
 			r := &controllerv1.ElectionResult{Topic: name, Partition: p.GetPartition(), Leader: p.GetLeader()}
 			if pref := p.GetReplicas()[0]; p.GetLeader() == pref {
-				r.ErrorCode, r.ErrorMessage = skeinv1.ErrorCode_ELECTION_NOT_NEEDED, "the preferred replica already leads"
+				r.ErrorCode, r.ErrorMessage = int32(skeinv1.ErrorCode_ELECTION_NOT_NEEDED), "the preferred replica already leads"
 			} else {
 				np := proto.Clone(p).(*controllerv1.PartitionRecord)
 				np.Leader, np.LeaderEpoch, np.PartitionEpoch = pref, np.LeaderEpoch+1, np.PartitionEpoch+1
@@ -434,7 +435,7 @@ type CutOff struct {
 }
 
 // WatchMetadata sends the image and then falls silent.
-func (c CutOff) WatchMetadata(req *controllerv1.WatchMetadataRequest, stream controllerv1.ControllerService_WatchMetadataServer) error {
+func (c CutOff) WatchMetadata(req *controllerv1.WatchMetadataRequest, stream controllerv1grpc.ControllerService_WatchMetadataServer) error {
 	c.mu.Lock()
 	im := c.imageLocked()
 	c.mu.Unlock()

@@ -10,7 +10,6 @@ import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
-	v1 "skein/gen/skein/v1"
 	sync "sync"
 	unsafe "unsafe"
 )
@@ -875,11 +874,14 @@ func (x *CreateTopicsResponse) GetTopics() []*TopicResult {
 }
 
 type TopicResult struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	ErrorCode     v1.ErrorCode           `protobuf:"varint,2,opt,name=error_code,json=errorCode,proto3,enum=skein.v1.ErrorCode" json:"error_code,omitempty"`
-	ErrorMessage  string                 `protobuf:"bytes,3,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
-	TopicId       string                 `protobuf:"bytes,4,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// A skein.v1.ErrorCode number (0: none). A plain int32, wire-compatible
+	// with the enum, so these messages import nothing from skein.v1, whose
+	// Go package holds the public services.
+	ErrorCode     int32  `protobuf:"varint,2,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
+	ErrorMessage  string `protobuf:"bytes,3,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	TopicId       string `protobuf:"bytes,4,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -921,11 +923,11 @@ func (x *TopicResult) GetName() string {
 	return ""
 }
 
-func (x *TopicResult) GetErrorCode() v1.ErrorCode {
+func (x *TopicResult) GetErrorCode() int32 {
 	if x != nil {
 		return x.ErrorCode
 	}
-	return v1.ErrorCode(0)
+	return 0
 }
 
 func (x *TopicResult) GetErrorMessage() string {
@@ -1456,11 +1458,14 @@ func (x *AlterPartitionResponse) GetPartitions() []*AlterPartitionResult {
 }
 
 type AlterPartitionResult struct {
-	state        protoimpl.MessageState `protogen:"open.v1"`
-	Topic        string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	Partition    int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
-	ErrorCode    v1.ErrorCode           `protobuf:"varint,3,opt,name=error_code,json=errorCode,proto3,enum=skein.v1.ErrorCode" json:"error_code,omitempty"`
-	ErrorMessage string                 `protobuf:"bytes,4,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// A skein.v1.ErrorCode number (0: none). A plain int32, wire-compatible
+	// with the enum, so these messages import nothing from skein.v1, whose
+	// Go package holds the public services.
+	ErrorCode    int32  `protobuf:"varint,3,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
+	ErrorMessage string `protobuf:"bytes,4,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
 	// The partition as committed (or as it stands, on refusal).
 	State         *PartitionRecord `protobuf:"bytes,5,opt,name=state,proto3" json:"state,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1511,11 +1516,11 @@ func (x *AlterPartitionResult) GetPartition() int32 {
 	return 0
 }
 
-func (x *AlterPartitionResult) GetErrorCode() v1.ErrorCode {
+func (x *AlterPartitionResult) GetErrorCode() int32 {
 	if x != nil {
 		return x.ErrorCode
 	}
-	return v1.ErrorCode(0)
+	return 0
 }
 
 func (x *AlterPartitionResult) GetErrorMessage() string {
@@ -1683,12 +1688,15 @@ func (x *ElectLeadersResponse) GetResults() []*ElectionResult {
 }
 
 type ElectionResult struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
-	Leader        int32                  `protobuf:"varint,3,opt,name=leader,proto3" json:"leader,omitempty"`
-	ErrorCode     v1.ErrorCode           `protobuf:"varint,4,opt,name=error_code,json=errorCode,proto3,enum=skein.v1.ErrorCode" json:"error_code,omitempty"`
-	ErrorMessage  string                 `protobuf:"bytes,5,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Leader    int32                  `protobuf:"varint,3,opt,name=leader,proto3" json:"leader,omitempty"`
+	// A skein.v1.ErrorCode number (0: none). A plain int32, wire-compatible
+	// with the enum, so these messages import nothing from skein.v1, whose
+	// Go package holds the public services.
+	ErrorCode     int32  `protobuf:"varint,4,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
+	ErrorMessage  string `protobuf:"bytes,5,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1744,11 +1752,11 @@ func (x *ElectionResult) GetLeader() int32 {
 	return 0
 }
 
-func (x *ElectionResult) GetErrorCode() v1.ErrorCode {
+func (x *ElectionResult) GetErrorCode() int32 {
 	if x != nil {
 		return x.ErrorCode
 	}
-	return v1.ErrorCode(0)
+	return 0
 }
 
 func (x *ElectionResult) GetErrorMessage() string {
@@ -2132,7 +2140,7 @@ var File_skein_controller_v1_controller_proto protoreflect.FileDescriptor
 
 const file_skein_controller_v1_controller_proto_rawDesc = "" +
 	"\n" +
-	"$skein/controller/v1/controller.proto\x12\x13skein.controller.v1\x1a\"skein/controller/v1/metadata.proto\x1a\x15skein/v1/errors.proto\"\xa9\x01\n" +
+	"$skein/controller/v1/controller.proto\x12\x13skein.controller.v1\x1a\"skein/controller/v1/metadata.proto\"\xa9\x01\n" +
 	"\x15RegisterBrokerRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x12\n" +
@@ -2191,11 +2199,11 @@ const file_skein_controller_v1_controller_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"P\n" +
 	"\x14CreateTopicsResponse\x128\n" +
-	"\x06topics\x18\x01 \x03(\v2 .skein.controller.v1.TopicResultR\x06topics\"\x95\x01\n" +
+	"\x06topics\x18\x01 \x03(\v2 .skein.controller.v1.TopicResultR\x06topics\"\x80\x01\n" +
 	"\vTopicResult\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x122\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
-	"error_code\x18\x02 \x01(\x0e2\x13.skein.v1.ErrorCodeR\terrorCode\x12#\n" +
+	"error_code\x18\x02 \x01(\x05R\terrorCode\x12#\n" +
 	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage\x12\x19\n" +
 	"\btopic_id\x18\x04 \x01(\tR\atopicId\"+\n" +
 	"\x13DeleteTopicsRequest\x12\x14\n" +
@@ -2233,12 +2241,12 @@ const file_skein_controller_v1_controller_proto_rawDesc = "" +
 	"\x16AlterPartitionResponse\x12I\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2).skein.controller.v1.AlterPartitionResultR\n" +
-	"partitions\"\xdf\x01\n" +
+	"partitions\"\xca\x01\n" +
 	"\x14AlterPartitionResult\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
-	"\tpartition\x18\x02 \x01(\x05R\tpartition\x122\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1d\n" +
 	"\n" +
-	"error_code\x18\x03 \x01(\x0e2\x13.skein.v1.ErrorCodeR\terrorCode\x12#\n" +
+	"error_code\x18\x03 \x01(\x05R\terrorCode\x12#\n" +
 	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\x12:\n" +
 	"\x05state\x18\x05 \x01(\v2$.skein.controller.v1.PartitionRecordR\x05state\"\x92\x01\n" +
 	"\x13ElectLeadersRequest\x125\n" +
@@ -2252,13 +2260,13 @@ const file_skein_controller_v1_controller_proto_rawDesc = "" +
 	"partitions\x18\x02 \x03(\x05R\n" +
 	"partitions\"U\n" +
 	"\x14ElectLeadersResponse\x12=\n" +
-	"\aresults\x18\x01 \x03(\v2#.skein.controller.v1.ElectionResultR\aresults\"\xb5\x01\n" +
+	"\aresults\x18\x01 \x03(\v2#.skein.controller.v1.ElectionResultR\aresults\"\xa0\x01\n" +
 	"\x0eElectionResult\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
-	"\x06leader\x18\x03 \x01(\x05R\x06leader\x122\n" +
+	"\x06leader\x18\x03 \x01(\x05R\x06leader\x12\x1d\n" +
 	"\n" +
-	"error_code\x18\x04 \x01(\x0e2\x13.skein.v1.ErrorCodeR\terrorCode\x12#\n" +
+	"error_code\x18\x04 \x01(\x05R\terrorCode\x12#\n" +
 	"\rerror_message\x18\x05 \x01(\tR\ferrorMessage\"n\n" +
 	"\x1aAllocateProducerIdsRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\x12!\n" +
@@ -2285,21 +2293,7 @@ const file_skein_controller_v1_controller_proto_rawDesc = "" +
 	"\fElectionType\x12\x1d\n" +
 	"\x19ELECTION_TYPE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17ELECTION_TYPE_PREFERRED\x10\x01\x12\x19\n" +
-	"\x15ELECTION_TYPE_UNCLEAN\x10\x022\x93\v\n" +
-	"\x11ControllerService\x12i\n" +
-	"\x0eRegisterBroker\x12*.skein.controller.v1.RegisterBrokerRequest\x1a+.skein.controller.v1.RegisterBrokerResponse\x12l\n" +
-	"\x0fBrokerHeartbeat\x12+.skein.controller.v1.BrokerHeartbeatRequest\x1a,.skein.controller.v1.BrokerHeartbeatResponse\x12u\n" +
-	"\x12ControlledShutdown\x12..skein.controller.v1.ControlledShutdownRequest\x1a/.skein.controller.v1.ControlledShutdownResponse\x12l\n" +
-	"\x0fDescribeCluster\x12+.skein.controller.v1.DescribeClusterRequest\x1a,.skein.controller.v1.DescribeClusterResponse\x12c\n" +
-	"\fCreateTopics\x12(.skein.controller.v1.CreateTopicsRequest\x1a).skein.controller.v1.CreateTopicsResponse\x12c\n" +
-	"\fDeleteTopics\x12(.skein.controller.v1.DeleteTopicsRequest\x1a).skein.controller.v1.DeleteTopicsResponse\x12o\n" +
-	"\x10CreatePartitions\x12,.skein.controller.v1.CreatePartitionsRequest\x1a-.skein.controller.v1.CreatePartitionsResponse\x12c\n" +
-	"\fAlterConfigs\x12(.skein.controller.v1.AlterConfigsRequest\x1a).skein.controller.v1.AlterConfigsResponse\x12i\n" +
-	"\x0eAlterPartition\x12*.skein.controller.v1.AlterPartitionRequest\x1a+.skein.controller.v1.AlterPartitionResponse\x12c\n" +
-	"\fElectLeaders\x12(.skein.controller.v1.ElectLeadersRequest\x1a).skein.controller.v1.ElectLeadersResponse\x12x\n" +
-	"\x13AllocateProducerIds\x12/.skein.controller.v1.AllocateProducerIdsRequest\x1a0.skein.controller.v1.AllocateProducerIdsResponse\x12h\n" +
-	"\rWatchMetadata\x12).skein.controller.v1.WatchMetadataRequest\x1a*.skein.controller.v1.WatchMetadataResponse0\x01\x12l\n" +
-	"\x0fFindCoordinator\x12+.skein.controller.v1.FindCoordinatorRequest\x1a,.skein.controller.v1.FindCoordinatorResponseB\xc4\x01\n" +
+	"\x15ELECTION_TYPE_UNCLEAN\x10\x02B\xc4\x01\n" +
 	"\x17com.skein.controller.v1B\x0fControllerProtoP\x01Z*skein/gen/skein/controller/v1;controllerv1\xa2\x02\x03SCX\xaa\x02\x13Skein.Controller.V1\xca\x02\x13Skein\\Controller\\V1\xe2\x02\x1fSkein\\Controller\\V1\\GPBMetadata\xea\x02\x15Skein::Controller::V1b\x06proto3"
 
 var (
@@ -2357,11 +2351,10 @@ var file_skein_controller_v1_controller_proto_goTypes = []any{
 	nil,                                 // 37: skein.controller.v1.AlterConfigsRequest.ConfigsEntry
 	(*BrokerRecord)(nil),                // 38: skein.controller.v1.BrokerRecord
 	(*CoordinatorRecord)(nil),           // 39: skein.controller.v1.CoordinatorRecord
-	(v1.ErrorCode)(0),                   // 40: skein.v1.ErrorCode
-	(*PartitionRecord)(nil),             // 41: skein.controller.v1.PartitionRecord
-	(*MetadataImage)(nil),               // 42: skein.controller.v1.MetadataImage
-	(*MetadataDelta)(nil),               // 43: skein.controller.v1.MetadataDelta
-	(CoordinatorKind)(0),                // 44: skein.controller.v1.CoordinatorKind
+	(*PartitionRecord)(nil),             // 40: skein.controller.v1.PartitionRecord
+	(*MetadataImage)(nil),               // 41: skein.controller.v1.MetadataImage
+	(*MetadataDelta)(nil),               // 42: skein.controller.v1.MetadataDelta
+	(CoordinatorKind)(0),                // 43: skein.controller.v1.CoordinatorKind
 }
 var file_skein_controller_v1_controller_proto_depIdxs = []int32{
 	4,  // 0: skein.controller.v1.BrokerHeartbeatRequest.unreachable_leaders:type_name -> skein.controller.v1.UnreachableLeader
@@ -2371,54 +2364,25 @@ var file_skein_controller_v1_controller_proto_depIdxs = []int32{
 	12, // 4: skein.controller.v1.CreateTopicsRequest.topics:type_name -> skein.controller.v1.CreatableTopic
 	36, // 5: skein.controller.v1.CreatableTopic.configs:type_name -> skein.controller.v1.CreatableTopic.ConfigsEntry
 	14, // 6: skein.controller.v1.CreateTopicsResponse.topics:type_name -> skein.controller.v1.TopicResult
-	40, // 7: skein.controller.v1.TopicResult.error_code:type_name -> skein.v1.ErrorCode
-	14, // 8: skein.controller.v1.DeleteTopicsResponse.topics:type_name -> skein.controller.v1.TopicResult
-	18, // 9: skein.controller.v1.CreatePartitionsRequest.topics:type_name -> skein.controller.v1.PartitionCount
-	14, // 10: skein.controller.v1.CreatePartitionsResponse.topics:type_name -> skein.controller.v1.TopicResult
-	37, // 11: skein.controller.v1.AlterConfigsRequest.configs:type_name -> skein.controller.v1.AlterConfigsRequest.ConfigsEntry
-	14, // 12: skein.controller.v1.AlterConfigsResponse.result:type_name -> skein.controller.v1.TopicResult
-	23, // 13: skein.controller.v1.AlterPartitionRequest.partitions:type_name -> skein.controller.v1.PartitionIsrChange
-	25, // 14: skein.controller.v1.AlterPartitionResponse.partitions:type_name -> skein.controller.v1.AlterPartitionResult
-	40, // 15: skein.controller.v1.AlterPartitionResult.error_code:type_name -> skein.v1.ErrorCode
-	41, // 16: skein.controller.v1.AlterPartitionResult.state:type_name -> skein.controller.v1.PartitionRecord
-	0,  // 17: skein.controller.v1.ElectLeadersRequest.type:type_name -> skein.controller.v1.ElectionType
-	27, // 18: skein.controller.v1.ElectLeadersRequest.partitions:type_name -> skein.controller.v1.TopicPartitions
-	29, // 19: skein.controller.v1.ElectLeadersResponse.results:type_name -> skein.controller.v1.ElectionResult
-	40, // 20: skein.controller.v1.ElectionResult.error_code:type_name -> skein.v1.ErrorCode
-	42, // 21: skein.controller.v1.WatchMetadataResponse.image:type_name -> skein.controller.v1.MetadataImage
-	43, // 22: skein.controller.v1.WatchMetadataResponse.delta:type_name -> skein.controller.v1.MetadataDelta
-	44, // 23: skein.controller.v1.FindCoordinatorRequest.kind:type_name -> skein.controller.v1.CoordinatorKind
-	1,  // 24: skein.controller.v1.ControllerService.RegisterBroker:input_type -> skein.controller.v1.RegisterBrokerRequest
-	3,  // 25: skein.controller.v1.ControllerService.BrokerHeartbeat:input_type -> skein.controller.v1.BrokerHeartbeatRequest
-	6,  // 26: skein.controller.v1.ControllerService.ControlledShutdown:input_type -> skein.controller.v1.ControlledShutdownRequest
-	8,  // 27: skein.controller.v1.ControllerService.DescribeCluster:input_type -> skein.controller.v1.DescribeClusterRequest
-	11, // 28: skein.controller.v1.ControllerService.CreateTopics:input_type -> skein.controller.v1.CreateTopicsRequest
-	15, // 29: skein.controller.v1.ControllerService.DeleteTopics:input_type -> skein.controller.v1.DeleteTopicsRequest
-	17, // 30: skein.controller.v1.ControllerService.CreatePartitions:input_type -> skein.controller.v1.CreatePartitionsRequest
-	20, // 31: skein.controller.v1.ControllerService.AlterConfigs:input_type -> skein.controller.v1.AlterConfigsRequest
-	22, // 32: skein.controller.v1.ControllerService.AlterPartition:input_type -> skein.controller.v1.AlterPartitionRequest
-	26, // 33: skein.controller.v1.ControllerService.ElectLeaders:input_type -> skein.controller.v1.ElectLeadersRequest
-	30, // 34: skein.controller.v1.ControllerService.AllocateProducerIds:input_type -> skein.controller.v1.AllocateProducerIdsRequest
-	32, // 35: skein.controller.v1.ControllerService.WatchMetadata:input_type -> skein.controller.v1.WatchMetadataRequest
-	34, // 36: skein.controller.v1.ControllerService.FindCoordinator:input_type -> skein.controller.v1.FindCoordinatorRequest
-	2,  // 37: skein.controller.v1.ControllerService.RegisterBroker:output_type -> skein.controller.v1.RegisterBrokerResponse
-	5,  // 38: skein.controller.v1.ControllerService.BrokerHeartbeat:output_type -> skein.controller.v1.BrokerHeartbeatResponse
-	7,  // 39: skein.controller.v1.ControllerService.ControlledShutdown:output_type -> skein.controller.v1.ControlledShutdownResponse
-	9,  // 40: skein.controller.v1.ControllerService.DescribeCluster:output_type -> skein.controller.v1.DescribeClusterResponse
-	13, // 41: skein.controller.v1.ControllerService.CreateTopics:output_type -> skein.controller.v1.CreateTopicsResponse
-	16, // 42: skein.controller.v1.ControllerService.DeleteTopics:output_type -> skein.controller.v1.DeleteTopicsResponse
-	19, // 43: skein.controller.v1.ControllerService.CreatePartitions:output_type -> skein.controller.v1.CreatePartitionsResponse
-	21, // 44: skein.controller.v1.ControllerService.AlterConfigs:output_type -> skein.controller.v1.AlterConfigsResponse
-	24, // 45: skein.controller.v1.ControllerService.AlterPartition:output_type -> skein.controller.v1.AlterPartitionResponse
-	28, // 46: skein.controller.v1.ControllerService.ElectLeaders:output_type -> skein.controller.v1.ElectLeadersResponse
-	31, // 47: skein.controller.v1.ControllerService.AllocateProducerIds:output_type -> skein.controller.v1.AllocateProducerIdsResponse
-	33, // 48: skein.controller.v1.ControllerService.WatchMetadata:output_type -> skein.controller.v1.WatchMetadataResponse
-	35, // 49: skein.controller.v1.ControllerService.FindCoordinator:output_type -> skein.controller.v1.FindCoordinatorResponse
-	37, // [37:50] is the sub-list for method output_type
-	24, // [24:37] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	14, // 7: skein.controller.v1.DeleteTopicsResponse.topics:type_name -> skein.controller.v1.TopicResult
+	18, // 8: skein.controller.v1.CreatePartitionsRequest.topics:type_name -> skein.controller.v1.PartitionCount
+	14, // 9: skein.controller.v1.CreatePartitionsResponse.topics:type_name -> skein.controller.v1.TopicResult
+	37, // 10: skein.controller.v1.AlterConfigsRequest.configs:type_name -> skein.controller.v1.AlterConfigsRequest.ConfigsEntry
+	14, // 11: skein.controller.v1.AlterConfigsResponse.result:type_name -> skein.controller.v1.TopicResult
+	23, // 12: skein.controller.v1.AlterPartitionRequest.partitions:type_name -> skein.controller.v1.PartitionIsrChange
+	25, // 13: skein.controller.v1.AlterPartitionResponse.partitions:type_name -> skein.controller.v1.AlterPartitionResult
+	40, // 14: skein.controller.v1.AlterPartitionResult.state:type_name -> skein.controller.v1.PartitionRecord
+	0,  // 15: skein.controller.v1.ElectLeadersRequest.type:type_name -> skein.controller.v1.ElectionType
+	27, // 16: skein.controller.v1.ElectLeadersRequest.partitions:type_name -> skein.controller.v1.TopicPartitions
+	29, // 17: skein.controller.v1.ElectLeadersResponse.results:type_name -> skein.controller.v1.ElectionResult
+	41, // 18: skein.controller.v1.WatchMetadataResponse.image:type_name -> skein.controller.v1.MetadataImage
+	42, // 19: skein.controller.v1.WatchMetadataResponse.delta:type_name -> skein.controller.v1.MetadataDelta
+	43, // 20: skein.controller.v1.FindCoordinatorRequest.kind:type_name -> skein.controller.v1.CoordinatorKind
+	21, // [21:21] is the sub-list for method output_type
+	21, // [21:21] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_skein_controller_v1_controller_proto_init() }
@@ -2439,7 +2403,7 @@ func file_skein_controller_v1_controller_proto_init() {
 			NumEnums:      1,
 			NumMessages:   37,
 			NumExtensions: 0,
-			NumServices:   1,
+			NumServices:   0,
 		},
 		GoTypes:           file_skein_controller_v1_controller_proto_goTypes,
 		DependencyIndexes: file_skein_controller_v1_controller_proto_depIdxs,

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	controllerv1 "skein/gen/skein/controller/v1"
+	controllerv1grpc "skein/gen/skein/controller/v1/controllerv1grpc"
 )
 
 func freeAddr(t *testing.T) string {
@@ -81,7 +82,7 @@ func TestRunAndHealthcheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	cl := controllerv1.NewControllerServiceClient(conn)
+	cl := controllerv1grpc.NewControllerServiceClient(conn)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		d, err := cl.DescribeCluster(ctx, &controllerv1.DescribeClusterRequest{})

@@ -29,6 +29,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	controllerv1 "skein/gen/skein/controller/v1"
+	controllerv1grpc "skein/gen/skein/controller/v1/controllerv1grpc"
 	"skein/libs/membership"
 	"skein/libs/metadata"
 )
@@ -149,13 +150,13 @@ func TestProcesses(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	client := func(p *proc) controllerv1.ControllerServiceClient {
+	client := func(p *proc) controllerv1grpc.ControllerServiceClient {
 		conn, err := grpc.NewClient(p.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { conn.Close() })
-		return controllerv1.NewControllerServiceClient(conn)
+		return controllerv1grpc.NewControllerServiceClient(conn)
 	}
 	follower := procs[leader%3]
 	cl := client(follower)

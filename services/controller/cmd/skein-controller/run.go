@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/reflection"
 
-	controllerv1 "skein/gen/skein/controller/v1"
+	controllerv1grpc "skein/gen/skein/controller/v1/controllerv1grpc"
 	"skein/libs/cliflag"
 	"skein/libs/grpcopt"
 	"skein/libs/membership"
@@ -214,7 +214,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 
 	srv := server.New(node, live, logger, grpcopt.Dial()...)
 	gs := grpc.NewServer(grpcopt.Server(telemetry.NewGRPCMetrics(reg))...)
-	controllerv1.RegisterControllerServiceServer(gs, srv)
+	controllerv1grpc.RegisterControllerServiceServer(gs, srv)
 	reflection.Register(gs)
 	var serving atomic.Bool
 	hs := &http.Server{Handler: server.HTTPHandler(reg, node, &serving), ReadHeaderTimeout: 5 * time.Second}

@@ -125,9 +125,9 @@ func (s *scenario) apply(cmd *controllerv1.Command) {
 // itemErrors lists the per-item error codes of a reply.
 func itemErrors(reply proto.Message) []skeinv1.ErrorCode {
 	var out []skeinv1.ErrorCode
-	add := func(c skeinv1.ErrorCode) {
-		if c != skeinv1.ErrorCode_NONE {
-			out = append(out, c)
+	add := func(c int32) {
+		if c != 0 {
+			out = append(out, skeinv1.ErrorCode(c))
 		}
 	}
 	switch r := reply.(type) {
@@ -167,7 +167,7 @@ func (s *scenario) expectError(args []string) {
 	}
 	got := itemErrors(s.last.Reply)
 	if s.lastErr != nil {
-		got = append(got, code(s.lastErr))
+		got = append(got, skeinv1.ErrorCode(code(s.lastErr)))
 	}
 	if !slices.Contains(got, skeinv1.ErrorCode(want)) {
 		s.fatalf("want %s, the last command answered %v (err %v)", args[0], got, s.lastErr)

@@ -10,7 +10,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	controllerv1 "skein/gen/skein/controller/v1"
-	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/errs"
 	"skein/libs/metadata"
 	"skein/libs/topicconfig"
@@ -20,7 +19,9 @@ import (
 // cluster serves, low enough that a typo cannot build a giant image.
 const MaxPartitions = 10000
 
-func code(err error) skeinv1.ErrorCode { return skeinv1.ErrorCode(errs.CodeOf(err)) }
+// code is err's number in the error table, as the controller's results
+// carry it (a skein.v1.ErrorCode number).
+func code(err error) int32 { return int32(errs.CodeOf(err)) }
 
 func topicResult(name string, err error) *controllerv1.TopicResult {
 	return &controllerv1.TopicResult{Name: name, ErrorCode: code(err), ErrorMessage: errs.Message(err)}

@@ -89,7 +89,7 @@ func propose(t *testing.T, n *Node, cmd *controllerv1.Command, others ...*Node) 
 			t.Fatalf("propose %v: %v", cmd, err)
 		}
 		if r, ok := res.Reply.(*controllerv1.CreateTopicsResponse); ok {
-			if c := r.GetTopics()[0].GetErrorCode(); c != 0 && !(retried && c == skeinv1.ErrorCode_TOPIC_ALREADY_EXISTS) {
+			if c := r.GetTopics()[0].GetErrorCode(); c != 0 && !(retried && c == int32(skeinv1.ErrorCode_TOPIC_ALREADY_EXISTS)) {
 				t.Fatalf("create topic: %v", r)
 			}
 		}

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	controllerv1 "skein/gen/skein/controller/v1"
+	controllerv1grpc "skein/gen/skein/controller/v1/controllerv1grpc"
 	"skein/libs/membership"
 	"skein/services/controller/internal/liveness"
 	"skein/services/controller/internal/quorum"
@@ -126,7 +127,7 @@ func (c *cluster) start(id int32) *controller {
 	}
 	ctl.srv = New(node, live, quiet)
 	ctl.gs = grpc.NewServer()
-	controllerv1.RegisterControllerServiceServer(ctl.gs, ctl.srv)
+	controllerv1grpc.RegisterControllerServiceServer(ctl.gs, ctl.srv)
 	lis, err := net.Listen("tcp", p.GRPCAddr)
 	if err != nil {
 		c.t.Fatal(err)
@@ -186,17 +187,17 @@ func (c *cluster) follower() *controller {
 	return nil
 }
 
-func dial(t *testing.T, addr string) controllerv1.ControllerServiceClient {
+func dial(t *testing.T, addr string) controllerv1grpc.ControllerServiceClient {
 	t.Helper()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return controllerv1.NewControllerServiceClient(conn)
+	return controllerv1grpc.NewControllerServiceClient(conn)
 }
 
-func (c *cluster) client(ctl *controller) controllerv1.ControllerServiceClient {
+func (c *cluster) client(ctl *controller) controllerv1grpc.ControllerServiceClient {
 	return dial(c.t, c.peers[ctl.id-1].GRPCAddr)
 }
 
@@ -217,7 +218,7 @@ type broker struct {
 	hbDone      chan struct{}
 }
 
-func (c *cluster) startBroker(ctl controllerv1.ControllerServiceClient, id int32, every time.Duration) *broker {
+func (c *cluster) startBroker(ctl controllerv1grpc.ControllerServiceClient, id int32, every time.Duration) *broker {
 	c.t.Helper()
 	b := &broker{id: id, incarnation: fmt.Sprintf("inc-%d-%d", id, time.Now().UnixNano()), stopHB: make(chan struct{}), hbDone: make(chan struct{})}
 	resp, err := ctl.RegisterBroker(ctxT(c.t), &controllerv1.RegisterBrokerRequest{BrokerId: id, GrpcAddr: fmt.Sprintf("127.0.0.1:%d", 20000+id), IncarnationId: b.incarnation})

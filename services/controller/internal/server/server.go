@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	controllerv1 "skein/gen/skein/controller/v1"
+	controllerv1grpc "skein/gen/skein/controller/v1/controllerv1grpc"
 	"skein/libs/errs"
 	md "skein/libs/metadata"
 	"skein/libs/rpcerr"
@@ -27,7 +28,7 @@ const forwardedKey = "x-skein-forwarded-by"
 
 // Server implements ControllerService.
 type Server struct {
-	controllerv1.UnimplementedControllerServiceServer
+	controllerv1grpc.UnimplementedControllerServiceServer
 
 	node     *quorum.Node
 	live     *liveness.Loop
@@ -73,18 +74,18 @@ func (s *Server) Stop() {
 	})
 }
 
-func (s *Server) client(addr string) (controllerv1.ControllerServiceClient, error) {
+func (s *Server) client(addr string) (controllerv1grpc.ControllerServiceClient, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if c, ok := s.conns[addr]; ok {
-		return controllerv1.NewControllerServiceClient(c), nil
+		return controllerv1grpc.NewControllerServiceClient(c), nil
 	}
 	c, err := grpc.NewClient(addr, s.dialOpts...)
 	if err != nil {
 		return nil, err
 	}
 	s.conns[addr] = c
-	return controllerv1.NewControllerServiceClient(c), nil
+	return controllerv1grpc.NewControllerServiceClient(c), nil
 }
 
 func wasForwarded(ctx context.Context) bool {
@@ -110,7 +111,7 @@ func (s *Server) waitLeader(ctx context.Context) (quorum.Peer, bool) {
 	}
 }
 
-type remoteCall[Req, Resp any] func(controllerv1.ControllerServiceClient, context.Context, Req, ...grpc.CallOption) (Resp, error)
+type remoteCall[Req, Resp any] func(controllerv1grpc.ControllerServiceClient, context.Context, Req, ...grpc.CallOption) (Resp, error)
 
 // onLeader runs local on the leader, or forwards the call to it.
 func onLeader[Req, Resp any](s *Server, ctx context.Context, req Req, remote remoteCall[Req, Resp], local func(context.Context) (Resp, error)) (Resp, error) {
@@ -178,7 +179,7 @@ func propose[T proto.Message](s *Server, ctx context.Context, cmd *controllerv1.
 }
 
 func (s *Server) RegisterBroker(ctx context.Context, req *controllerv1.RegisterBrokerRequest) (*controllerv1.RegisterBrokerResponse, error) {
-	return onLeader(s, ctx, req, controllerv1.ControllerServiceClient.RegisterBroker, func(ctx context.Context) (*controllerv1.RegisterBrokerResponse, error) {
+	return onLeader(s, ctx, req, controllerv1grpc.ControllerServiceClient.RegisterBroker, func(ctx context.Context) (*controllerv1.RegisterBrokerResponse, error) {
 		id := req.GetBrokerId()
 		if s.live.HeldDown(id, req.GetIncarnationId()) {
 			// Accepting would unfence it, and the liveness loop would fence
@@ -208,7 +209,7 @@ func (s *Server) RegisterBroker(ctx context.Context, req *controllerv1.RegisterB
 }
 
 func (s *Server) BrokerHeartbeat(ctx context.Context, req *controllerv1.BrokerHeartbeatRequest) (*controllerv1.BrokerHeartbeatResponse, error) {
-	return onLeader(s, ctx, req, controllerv1.ControllerServiceClient.BrokerHeartbeat, func(ctx context.Context) (*controllerv1.BrokerHeartbeatResponse, error) {
+	return onLeader(s, ctx, req, controllerv1grpc.ControllerServiceClient.BrokerHeartbeat, func(ctx context.Context) (*controllerv1.BrokerHeartbeatResponse, error) {
 		id, epoch := req.GetBrokerId(), req.GetBrokerEpoch()
 		var b *controllerv1.BrokerRecord
 		s.node.Read(func(img *md.Image) { b, _ = img.Broker(md.BrokerID(id)) })
@@ -256,7 +257,7 @@ func (s *Server) BrokerHeartbeat(ctx context.Context, req *controllerv1.BrokerHe
 }
 
 func (s *Server) ControlledShutdown(ctx context.Context, req *controllerv1.ControlledShutdownRequest) (*controllerv1.ControlledShutdownResponse, error) {
-	return onLeader(s, ctx, req, controllerv1.ControllerServiceClient.ControlledShutdown, func(ctx context.Context) (*controllerv1.ControlledShutdownResponse, error) {
+	return onLeader(s, ctx, req, controllerv1grpc.ControllerServiceClient.ControlledShutdown, func(ctx context.Context) (*controllerv1.ControlledShutdownResponse, error) {
 		resp, err := propose[*controllerv1.ControlledShutdownResponse](s, ctx, &controllerv1.Command{Command: &controllerv1.Command_ControlledShutdown{ControlledShutdown: req}})
 		if err == nil {
 			s.live.ShuttingDown(req.GetBrokerId(), req.GetBrokerEpoch())
@@ -266,43 +267,43 @@ func (s *Server) ControlledShutdown(ctx context.Context, req *controllerv1.Contr
 }
 
 func (s *Server) CreateTopics(ctx context.Context, req *controllerv1.CreateTopicsRequest) (*controllerv1.CreateTopicsResponse, error) {
-	return onLeader(s, ctx, req, controllerv1.ControllerServiceClient.CreateTopics, func(ctx context.Context) (*controllerv1.CreateTopicsResponse, error) {
+	return onLeader(s, ctx, req, controllerv1grpc.ControllerServiceClient.CreateTopics, func(ctx context.Context) (*controllerv1.CreateTopicsResponse, error) {
 		return propose[*controllerv1.CreateTopicsResponse](s, ctx, &controllerv1.Command{Command: &controllerv1.Command_CreateTopics{CreateTopics: req}})
 	})
 }
 
 func (s *Server) DeleteTopics(ctx context.Context, req *controllerv1.DeleteTopicsRequest) (*controllerv1.DeleteTopicsResponse, error) {
-	return onLeader(s, ctx, req, controllerv1.ControllerServiceClient.DeleteTopics, func(ctx context.Context) (*controllerv1.DeleteTopicsResponse, error) {
+	return onLeader(s, ctx, req, controllerv1grpc.ControllerServiceClient.DeleteTopics, func(ctx context.Context) (*controllerv1.DeleteTopicsResponse, error) {
 		return propose[*controllerv1.DeleteTopicsResponse](s, ctx, &controllerv1.Command{Command: &controllerv1.Command_DeleteTopics{DeleteTopics: req}})
 	})
 }
 
 func (s *Server) CreatePartitions(ctx context.Context, req *controllerv1.CreatePartitionsRequest) (*controllerv1.CreatePartitionsResponse, error) {
-	return onLeader(s, ctx, req, controllerv1.ControllerServiceClient.CreatePartitions, func(ctx context.Context) (*controllerv1.CreatePartitionsResponse, error) {
+	return onLeader(s, ctx, req, controllerv1grpc.ControllerServiceClient.CreatePartitions, func(ctx context.Context) (*controllerv1.CreatePartitionsResponse, error) {
 		return propose[*controllerv1.CreatePartitionsResponse](s, ctx, &controllerv1.Command{Command: &controllerv1.Command_CreatePartitions{CreatePartitions: req}})
 	})
 }
 
 func (s *Server) AlterConfigs(ctx context.Context, req *controllerv1.AlterConfigsRequest) (*controllerv1.AlterConfigsResponse, error) {
-	return onLeader(s, ctx, req, controllerv1.ControllerServiceClient.AlterConfigs, func(ctx context.Context) (*controllerv1.AlterConfigsResponse, error) {
+	return onLeader(s, ctx, req, controllerv1grpc.ControllerServiceClient.AlterConfigs, func(ctx context.Context) (*controllerv1.AlterConfigsResponse, error) {
 		return propose[*controllerv1.AlterConfigsResponse](s, ctx, &controllerv1.Command{Command: &controllerv1.Command_AlterConfigs{AlterConfigs: req}})
 	})
 }
 
 func (s *Server) AlterPartition(ctx context.Context, req *controllerv1.AlterPartitionRequest) (*controllerv1.AlterPartitionResponse, error) {
-	return onLeader(s, ctx, req, controllerv1.ControllerServiceClient.AlterPartition, func(ctx context.Context) (*controllerv1.AlterPartitionResponse, error) {
+	return onLeader(s, ctx, req, controllerv1grpc.ControllerServiceClient.AlterPartition, func(ctx context.Context) (*controllerv1.AlterPartitionResponse, error) {
 		return propose[*controllerv1.AlterPartitionResponse](s, ctx, &controllerv1.Command{Command: &controllerv1.Command_AlterPartition{AlterPartition: req}})
 	})
 }
 
 func (s *Server) ElectLeaders(ctx context.Context, req *controllerv1.ElectLeadersRequest) (*controllerv1.ElectLeadersResponse, error) {
-	return onLeader(s, ctx, req, controllerv1.ControllerServiceClient.ElectLeaders, func(ctx context.Context) (*controllerv1.ElectLeadersResponse, error) {
+	return onLeader(s, ctx, req, controllerv1grpc.ControllerServiceClient.ElectLeaders, func(ctx context.Context) (*controllerv1.ElectLeadersResponse, error) {
 		return propose[*controllerv1.ElectLeadersResponse](s, ctx, &controllerv1.Command{Command: &controllerv1.Command_ElectLeaders{ElectLeaders: req}})
 	})
 }
 
 func (s *Server) AllocateProducerIds(ctx context.Context, req *controllerv1.AllocateProducerIdsRequest) (*controllerv1.AllocateProducerIdsResponse, error) {
-	return onLeader(s, ctx, req, controllerv1.ControllerServiceClient.AllocateProducerIds, func(ctx context.Context) (*controllerv1.AllocateProducerIdsResponse, error) {
+	return onLeader(s, ctx, req, controllerv1grpc.ControllerServiceClient.AllocateProducerIds, func(ctx context.Context) (*controllerv1.AllocateProducerIdsResponse, error) {
 		return propose[*controllerv1.AllocateProducerIdsResponse](s, ctx, &controllerv1.Command{Command: &controllerv1.Command_AllocateProducerIds{AllocateProducerIds: req}})
 	})
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	controllerv1 "skein/gen/skein/controller/v1"
+	controllerv1grpc "skein/gen/skein/controller/v1/controllerv1grpc"
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/errs"
 	"skein/libs/membership"
@@ -32,7 +33,7 @@ type watcher struct {
 	cancel context.CancelFunc
 }
 
-func watch(t *testing.T, c controllerv1.ControllerServiceClient) *watcher {
+func watch(t *testing.T, c controllerv1grpc.ControllerServiceClient) *watcher {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	stream, err := c.WatchMetadata(ctx, &controllerv1.WatchMetadataRequest{NodeId: 99})
@@ -100,7 +101,7 @@ func (w *watcher) waitFor(t *testing.T, what string, d time.Duration, cond func(
 	return 0
 }
 
-func createTopic(t *testing.T, c controllerv1.ControllerServiceClient, name string, partitions, rf int32) *controllerv1.TopicResult {
+func createTopic(t *testing.T, c controllerv1grpc.ControllerServiceClient, name string, partitions, rf int32) *controllerv1.TopicResult {
 	t.Helper()
 	resp, err := c.CreateTopics(ctxT(t), &controllerv1.CreateTopicsRequest{Topics: []*controllerv1.CreatableTopic{{Name: name, Partitions: partitions, ReplicationFactor: rf}}})
 	if err != nil {
@@ -113,7 +114,7 @@ func createTopic(t *testing.T, c controllerv1.ControllerServiceClient, name stri
 // while a create commits, the server retries it (as a Kafka client would)
 // and the retry finds the topic it made.
 func createdOrExisted(r *controllerv1.TopicResult) bool {
-	return r.GetErrorCode() == 0 || r.GetErrorCode() == skeinv1.ErrorCode_TOPIC_ALREADY_EXISTS
+	return r.GetErrorCode() == 0 || r.GetErrorCode() == int32(skeinv1.ErrorCode_TOPIC_ALREADY_EXISTS)
 }
 
 // Writes sent to a follower reach the leader; after the leader dies the
@@ -206,12 +207,12 @@ func TestBadInputOverGRPC(t *testing.T) {
 		skeinv1.ErrorCode_TOPIC_ALREADY_EXISTS,
 	}
 	for i, r := range resp.GetTopics() {
-		if r.GetErrorCode() != want[i] || r.GetErrorMessage() == "" {
-			t.Errorf("topic %.12q: %v %q, want %v", r.GetName(), r.GetErrorCode(), r.GetErrorMessage(), want[i])
+		if got := skeinv1.ErrorCode(r.GetErrorCode()); got != want[i] || r.GetErrorMessage() == "" {
+			t.Errorf("topic %.12q: %v %q, want %v", r.GetName(), got, r.GetErrorMessage(), want[i])
 		}
 	}
 	ac, err := cl.AlterConfigs(ctxT(t), &controllerv1.AlterConfigsRequest{Topic: "good", Configs: map[string]string{"bogus": "1"}})
-	if err != nil || ac.GetResult().GetErrorCode() != skeinv1.ErrorCode_INVALID_CONFIG {
+	if err != nil || ac.GetResult().GetErrorCode() != int32(skeinv1.ErrorCode_INVALID_CONFIG) {
 		t.Errorf("alter unknown config: %v %v", ac, err)
 	}
 
@@ -262,7 +263,7 @@ func TestBadInputOverGRPC(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, w := range []skeinv1.ErrorCode{skeinv1.ErrorCode_FENCED_LEADER_EPOCH, skeinv1.ErrorCode_INVALID_UPDATE_VERSION, skeinv1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION} {
-		if got := ap.GetPartitions()[i].GetErrorCode(); got != w {
+		if got := skeinv1.ErrorCode(ap.GetPartitions()[i].GetErrorCode()); got != w {
 			t.Errorf("alter partition item %d: %v, want %v", i, got, w)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	controllerv1 "skein/gen/skein/controller/v1"
+	controllerv1grpc "skein/gen/skein/controller/v1/controllerv1grpc"
 	"skein/libs/errs"
 	"skein/libs/grpcopt"
 	"skein/libs/metadata"
@@ -82,11 +83,11 @@ func (l *Link) BrokerEpoch() int64 { return l.epoch.Load() }
 
 // call runs fn against the controllers in turn until one answers with
 // something other than a transport failure or NOT_CONTROLLER.
-func (l *Link) call(ctx context.Context, fn func(controllerv1.ControllerServiceClient) error) error {
+func (l *Link) call(ctx context.Context, fn func(controllerv1grpc.ControllerServiceClient) error) error {
 	var last error
 	for i := 0; i < len(l.conns); i++ {
 		idx := (int(l.next.Load()) + i) % len(l.conns)
-		err := rpcerr.FromStatus(fn(controllerv1.NewControllerServiceClient(l.conns[idx])))
+		err := rpcerr.FromStatus(fn(controllerv1grpc.NewControllerServiceClient(l.conns[idx])))
 		if err == nil || !errs.IsRetriable(err) {
 			l.next.Store(int64(idx))
 			return err
@@ -109,7 +110,7 @@ func (l *Link) Register(ctx context.Context) error {
 	var lastLog time.Time
 	for {
 		var resp *controllerv1.RegisterBrokerResponse
-		err := l.call(ctx, func(c controllerv1.ControllerServiceClient) error {
+		err := l.call(ctx, func(c controllerv1grpc.ControllerServiceClient) error {
 			rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 			defer cancel()
 			var err error
@@ -160,7 +161,7 @@ func (l *Link) Heartbeat(ctx context.Context, unreachable func() []*controllerv1
 		if logDirFailed != nil {
 			req.LogDirFailed = logDirFailed()
 		}
-		err := l.call(ctx, func(c controllerv1.ControllerServiceClient) error {
+		err := l.call(ctx, func(c controllerv1grpc.ControllerServiceClient) error {
 			hctx, cancel := context.WithTimeout(ctx, l.cfg.HeartbeatInterval*2)
 			defer cancel()
 			var err error
@@ -189,7 +190,7 @@ func (l *Link) Watch(ctx context.Context, onImage func(*metadata.Image)) {
 	var im *metadata.Image
 	for ctx.Err() == nil {
 		idx := int(l.next.Load()) % len(l.conns)
-		err := l.watchOnce(ctx, controllerv1.NewControllerServiceClient(l.conns[idx]), &im, onImage)
+		err := l.watchOnce(ctx, controllerv1grpc.NewControllerServiceClient(l.conns[idx]), &im, onImage)
 		if ctx.Err() != nil {
 			return
 		}
@@ -202,7 +203,7 @@ func (l *Link) Watch(ctx context.Context, onImage func(*metadata.Image)) {
 	}
 }
 
-func (l *Link) watchOnce(ctx context.Context, c controllerv1.ControllerServiceClient, im **metadata.Image, onImage func(*metadata.Image)) error {
+func (l *Link) watchOnce(ctx context.Context, c controllerv1grpc.ControllerServiceClient, im **metadata.Image, onImage func(*metadata.Image)) error {
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	// A controller cut off from its quorum stops its one-second heartbeats:
@@ -258,7 +259,7 @@ func (l *Link) AlterPartition(ctx context.Context, changes []partition.ISRChange
 			Topic: c.Topic, Partition: c.Partition, LeaderEpoch: c.LeaderEpoch, PartitionEpoch: c.PartitionEpoch, NewIsr: c.ISR})
 	}
 	var resp *controllerv1.AlterPartitionResponse
-	err := l.call(ctx, func(c controllerv1.ControllerServiceClient) error {
+	err := l.call(ctx, func(c controllerv1grpc.ControllerServiceClient) error {
 		var err error
 		resp, err = c.AlterPartition(ctx, req)
 		return err
@@ -298,7 +299,7 @@ func StateOf(p *controllerv1.PartitionRecord) partition.State {
 // ControlledShutdown asks the controller to move leadership away, waiting up
 // to ctx for it to finish.
 func (l *Link) ControlledShutdown(ctx context.Context) (remaining int32, err error) {
-	err = l.call(ctx, func(c controllerv1.ControllerServiceClient) error {
+	err = l.call(ctx, func(c controllerv1grpc.ControllerServiceClient) error {
 		resp, err := c.ControlledShutdown(ctx, &controllerv1.ControlledShutdownRequest{BrokerId: l.cfg.BrokerID, BrokerEpoch: l.epoch.Load()})
 		remaining = resp.GetRemainingLeaderships()
 		return err

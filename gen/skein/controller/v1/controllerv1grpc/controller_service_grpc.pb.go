@@ -2,15 +2,16 @@
 // versions:
 // - protoc-gen-go-grpc v1.6.2
 // - protoc             (unknown)
-// source: skein/controller/v1/controller.proto
+// source: skein/controller/v1/controller_service.proto
 
-package controllerv1
+package controllerv1grpc
 
 import (
 	context "context"
 	grpc "google.golang.org/grpc"
 	codes "google.golang.org/grpc/codes"
 	status "google.golang.org/grpc/status"
+	v1 "skein/gen/skein/controller/v1"
 )
 
 // This is a compile-time assertion to ensure that this generated file
@@ -43,32 +44,32 @@ const (
 // request holds many, a gRPC status with the ErrorCode in an ErrorInfo otherwise.
 type ControllerServiceClient interface {
 	// RegisterBroker (re)registers a storage node and answers a new broker epoch.
-	RegisterBroker(ctx context.Context, in *RegisterBrokerRequest, opts ...grpc.CallOption) (*RegisterBrokerResponse, error)
+	RegisterBroker(ctx context.Context, in *v1.RegisterBrokerRequest, opts ...grpc.CallOption) (*v1.RegisterBrokerResponse, error)
 	// BrokerHeartbeat keeps a broker's session alive, and unfences it after registration.
-	BrokerHeartbeat(ctx context.Context, in *BrokerHeartbeatRequest, opts ...grpc.CallOption) (*BrokerHeartbeatResponse, error)
+	BrokerHeartbeat(ctx context.Context, in *v1.BrokerHeartbeatRequest, opts ...grpc.CallOption) (*v1.BrokerHeartbeatResponse, error)
 	// ControlledShutdown moves leadership away from a broker that is stopping.
-	ControlledShutdown(ctx context.Context, in *ControlledShutdownRequest, opts ...grpc.CallOption) (*ControlledShutdownResponse, error)
+	ControlledShutdown(ctx context.Context, in *v1.ControlledShutdownRequest, opts ...grpc.CallOption) (*v1.ControlledShutdownResponse, error)
 	// DescribeCluster lists brokers and controllers.
-	DescribeCluster(ctx context.Context, in *DescribeClusterRequest, opts ...grpc.CallOption) (*DescribeClusterResponse, error)
+	DescribeCluster(ctx context.Context, in *v1.DescribeClusterRequest, opts ...grpc.CallOption) (*v1.DescribeClusterResponse, error)
 	// CreateTopics creates topics, placing replicas so leaders spread evenly.
-	CreateTopics(ctx context.Context, in *CreateTopicsRequest, opts ...grpc.CallOption) (*CreateTopicsResponse, error)
+	CreateTopics(ctx context.Context, in *v1.CreateTopicsRequest, opts ...grpc.CallOption) (*v1.CreateTopicsResponse, error)
 	// DeleteTopics deletes topics.
-	DeleteTopics(ctx context.Context, in *DeleteTopicsRequest, opts ...grpc.CallOption) (*DeleteTopicsResponse, error)
+	DeleteTopics(ctx context.Context, in *v1.DeleteTopicsRequest, opts ...grpc.CallOption) (*v1.DeleteTopicsResponse, error)
 	// CreatePartitions grows topics.
-	CreatePartitions(ctx context.Context, in *CreatePartitionsRequest, opts ...grpc.CallOption) (*CreatePartitionsResponse, error)
+	CreatePartitions(ctx context.Context, in *v1.CreatePartitionsRequest, opts ...grpc.CallOption) (*v1.CreatePartitionsResponse, error)
 	// AlterConfigs validates and sets topic configs.
-	AlterConfigs(ctx context.Context, in *AlterConfigsRequest, opts ...grpc.CallOption) (*AlterConfigsResponse, error)
+	AlterConfigs(ctx context.Context, in *v1.AlterConfigsRequest, opts ...grpc.CallOption) (*v1.AlterConfigsResponse, error)
 	// AlterPartition is a leader's ISR change, fenced by leader and partition epochs.
-	AlterPartition(ctx context.Context, in *AlterPartitionRequest, opts ...grpc.CallOption) (*AlterPartitionResponse, error)
+	AlterPartition(ctx context.Context, in *v1.AlterPartitionRequest, opts ...grpc.CallOption) (*v1.AlterPartitionResponse, error)
 	// ElectLeaders runs preferred or unclean elections.
-	ElectLeaders(ctx context.Context, in *ElectLeadersRequest, opts ...grpc.CallOption) (*ElectLeadersResponse, error)
+	ElectLeaders(ctx context.Context, in *v1.ElectLeadersRequest, opts ...grpc.CallOption) (*v1.ElectLeadersResponse, error)
 	// AllocateProducerIds hands out a block of producer ids never handed out before.
-	AllocateProducerIds(ctx context.Context, in *AllocateProducerIdsRequest, opts ...grpc.CallOption) (*AllocateProducerIdsResponse, error)
+	AllocateProducerIds(ctx context.Context, in *v1.AllocateProducerIdsRequest, opts ...grpc.CallOption) (*v1.AllocateProducerIdsResponse, error)
 	// WatchMetadata streams the full image, then every committed change as a
 	// delta; a watcher that falls behind gets a new image.
-	WatchMetadata(ctx context.Context, in *WatchMetadataRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchMetadataResponse], error)
+	WatchMetadata(ctx context.Context, in *v1.WatchMetadataRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[v1.WatchMetadataResponse], error)
 	// FindCoordinator answers the coordinator that owns a group or transactional id.
-	FindCoordinator(ctx context.Context, in *FindCoordinatorRequest, opts ...grpc.CallOption) (*FindCoordinatorResponse, error)
+	FindCoordinator(ctx context.Context, in *v1.FindCoordinatorRequest, opts ...grpc.CallOption) (*v1.FindCoordinatorResponse, error)
 }
 
 type controllerServiceClient struct {
@@ -79,9 +80,9 @@ func NewControllerServiceClient(cc grpc.ClientConnInterface) ControllerServiceCl
 	return &controllerServiceClient{cc}
 }
 
-func (c *controllerServiceClient) RegisterBroker(ctx context.Context, in *RegisterBrokerRequest, opts ...grpc.CallOption) (*RegisterBrokerResponse, error) {
+func (c *controllerServiceClient) RegisterBroker(ctx context.Context, in *v1.RegisterBrokerRequest, opts ...grpc.CallOption) (*v1.RegisterBrokerResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(RegisterBrokerResponse)
+	out := new(v1.RegisterBrokerResponse)
 	err := c.cc.Invoke(ctx, ControllerService_RegisterBroker_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -89,9 +90,9 @@ func (c *controllerServiceClient) RegisterBroker(ctx context.Context, in *Regist
 	return out, nil
 }
 
-func (c *controllerServiceClient) BrokerHeartbeat(ctx context.Context, in *BrokerHeartbeatRequest, opts ...grpc.CallOption) (*BrokerHeartbeatResponse, error) {
+func (c *controllerServiceClient) BrokerHeartbeat(ctx context.Context, in *v1.BrokerHeartbeatRequest, opts ...grpc.CallOption) (*v1.BrokerHeartbeatResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(BrokerHeartbeatResponse)
+	out := new(v1.BrokerHeartbeatResponse)
 	err := c.cc.Invoke(ctx, ControllerService_BrokerHeartbeat_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -99,9 +100,9 @@ func (c *controllerServiceClient) BrokerHeartbeat(ctx context.Context, in *Broke
 	return out, nil
 }
 
-func (c *controllerServiceClient) ControlledShutdown(ctx context.Context, in *ControlledShutdownRequest, opts ...grpc.CallOption) (*ControlledShutdownResponse, error) {
+func (c *controllerServiceClient) ControlledShutdown(ctx context.Context, in *v1.ControlledShutdownRequest, opts ...grpc.CallOption) (*v1.ControlledShutdownResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(ControlledShutdownResponse)
+	out := new(v1.ControlledShutdownResponse)
 	err := c.cc.Invoke(ctx, ControllerService_ControlledShutdown_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -109,9 +110,9 @@ func (c *controllerServiceClient) ControlledShutdown(ctx context.Context, in *Co
 	return out, nil
 }
 
-func (c *controllerServiceClient) DescribeCluster(ctx context.Context, in *DescribeClusterRequest, opts ...grpc.CallOption) (*DescribeClusterResponse, error) {
+func (c *controllerServiceClient) DescribeCluster(ctx context.Context, in *v1.DescribeClusterRequest, opts ...grpc.CallOption) (*v1.DescribeClusterResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(DescribeClusterResponse)
+	out := new(v1.DescribeClusterResponse)
 	err := c.cc.Invoke(ctx, ControllerService_DescribeCluster_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -119,9 +120,9 @@ func (c *controllerServiceClient) DescribeCluster(ctx context.Context, in *Descr
 	return out, nil
 }
 
-func (c *controllerServiceClient) CreateTopics(ctx context.Context, in *CreateTopicsRequest, opts ...grpc.CallOption) (*CreateTopicsResponse, error) {
+func (c *controllerServiceClient) CreateTopics(ctx context.Context, in *v1.CreateTopicsRequest, opts ...grpc.CallOption) (*v1.CreateTopicsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(CreateTopicsResponse)
+	out := new(v1.CreateTopicsResponse)
 	err := c.cc.Invoke(ctx, ControllerService_CreateTopics_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -129,9 +130,9 @@ func (c *controllerServiceClient) CreateTopics(ctx context.Context, in *CreateTo
 	return out, nil
 }
 
-func (c *controllerServiceClient) DeleteTopics(ctx context.Context, in *DeleteTopicsRequest, opts ...grpc.CallOption) (*DeleteTopicsResponse, error) {
+func (c *controllerServiceClient) DeleteTopics(ctx context.Context, in *v1.DeleteTopicsRequest, opts ...grpc.CallOption) (*v1.DeleteTopicsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(DeleteTopicsResponse)
+	out := new(v1.DeleteTopicsResponse)
 	err := c.cc.Invoke(ctx, ControllerService_DeleteTopics_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -139,9 +140,9 @@ func (c *controllerServiceClient) DeleteTopics(ctx context.Context, in *DeleteTo
 	return out, nil
 }
 
-func (c *controllerServiceClient) CreatePartitions(ctx context.Context, in *CreatePartitionsRequest, opts ...grpc.CallOption) (*CreatePartitionsResponse, error) {
+func (c *controllerServiceClient) CreatePartitions(ctx context.Context, in *v1.CreatePartitionsRequest, opts ...grpc.CallOption) (*v1.CreatePartitionsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(CreatePartitionsResponse)
+	out := new(v1.CreatePartitionsResponse)
 	err := c.cc.Invoke(ctx, ControllerService_CreatePartitions_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -149,9 +150,9 @@ func (c *controllerServiceClient) CreatePartitions(ctx context.Context, in *Crea
 	return out, nil
 }
 
-func (c *controllerServiceClient) AlterConfigs(ctx context.Context, in *AlterConfigsRequest, opts ...grpc.CallOption) (*AlterConfigsResponse, error) {
+func (c *controllerServiceClient) AlterConfigs(ctx context.Context, in *v1.AlterConfigsRequest, opts ...grpc.CallOption) (*v1.AlterConfigsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(AlterConfigsResponse)
+	out := new(v1.AlterConfigsResponse)
 	err := c.cc.Invoke(ctx, ControllerService_AlterConfigs_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -159,9 +160,9 @@ func (c *controllerServiceClient) AlterConfigs(ctx context.Context, in *AlterCon
 	return out, nil
 }
 
-func (c *controllerServiceClient) AlterPartition(ctx context.Context, in *AlterPartitionRequest, opts ...grpc.CallOption) (*AlterPartitionResponse, error) {
+func (c *controllerServiceClient) AlterPartition(ctx context.Context, in *v1.AlterPartitionRequest, opts ...grpc.CallOption) (*v1.AlterPartitionResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(AlterPartitionResponse)
+	out := new(v1.AlterPartitionResponse)
 	err := c.cc.Invoke(ctx, ControllerService_AlterPartition_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -169,9 +170,9 @@ func (c *controllerServiceClient) AlterPartition(ctx context.Context, in *AlterP
 	return out, nil
 }
 
-func (c *controllerServiceClient) ElectLeaders(ctx context.Context, in *ElectLeadersRequest, opts ...grpc.CallOption) (*ElectLeadersResponse, error) {
+func (c *controllerServiceClient) ElectLeaders(ctx context.Context, in *v1.ElectLeadersRequest, opts ...grpc.CallOption) (*v1.ElectLeadersResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(ElectLeadersResponse)
+	out := new(v1.ElectLeadersResponse)
 	err := c.cc.Invoke(ctx, ControllerService_ElectLeaders_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -179,9 +180,9 @@ func (c *controllerServiceClient) ElectLeaders(ctx context.Context, in *ElectLea
 	return out, nil
 }
 
-func (c *controllerServiceClient) AllocateProducerIds(ctx context.Context, in *AllocateProducerIdsRequest, opts ...grpc.CallOption) (*AllocateProducerIdsResponse, error) {
+func (c *controllerServiceClient) AllocateProducerIds(ctx context.Context, in *v1.AllocateProducerIdsRequest, opts ...grpc.CallOption) (*v1.AllocateProducerIdsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(AllocateProducerIdsResponse)
+	out := new(v1.AllocateProducerIdsResponse)
 	err := c.cc.Invoke(ctx, ControllerService_AllocateProducerIds_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -189,13 +190,13 @@ func (c *controllerServiceClient) AllocateProducerIds(ctx context.Context, in *A
 	return out, nil
 }
 
-func (c *controllerServiceClient) WatchMetadata(ctx context.Context, in *WatchMetadataRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchMetadataResponse], error) {
+func (c *controllerServiceClient) WatchMetadata(ctx context.Context, in *v1.WatchMetadataRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[v1.WatchMetadataResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &ControllerService_ServiceDesc.Streams[0], ControllerService_WatchMetadata_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
-	x := &grpc.GenericClientStream[WatchMetadataRequest, WatchMetadataResponse]{ClientStream: stream}
+	x := &grpc.GenericClientStream[v1.WatchMetadataRequest, v1.WatchMetadataResponse]{ClientStream: stream}
 	if err := x.ClientStream.SendMsg(in); err != nil {
 		return nil, err
 	}
@@ -206,11 +207,11 @@ func (c *controllerServiceClient) WatchMetadata(ctx context.Context, in *WatchMe
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type ControllerService_WatchMetadataClient = grpc.ServerStreamingClient[WatchMetadataResponse]
+type ControllerService_WatchMetadataClient = grpc.ServerStreamingClient[v1.WatchMetadataResponse]
 
-func (c *controllerServiceClient) FindCoordinator(ctx context.Context, in *FindCoordinatorRequest, opts ...grpc.CallOption) (*FindCoordinatorResponse, error) {
+func (c *controllerServiceClient) FindCoordinator(ctx context.Context, in *v1.FindCoordinatorRequest, opts ...grpc.CallOption) (*v1.FindCoordinatorResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(FindCoordinatorResponse)
+	out := new(v1.FindCoordinatorResponse)
 	err := c.cc.Invoke(ctx, ControllerService_FindCoordinator_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -227,32 +228,32 @@ func (c *controllerServiceClient) FindCoordinator(ctx context.Context, in *FindC
 // request holds many, a gRPC status with the ErrorCode in an ErrorInfo otherwise.
 type ControllerServiceServer interface {
 	// RegisterBroker (re)registers a storage node and answers a new broker epoch.
-	RegisterBroker(context.Context, *RegisterBrokerRequest) (*RegisterBrokerResponse, error)
+	RegisterBroker(context.Context, *v1.RegisterBrokerRequest) (*v1.RegisterBrokerResponse, error)
 	// BrokerHeartbeat keeps a broker's session alive, and unfences it after registration.
-	BrokerHeartbeat(context.Context, *BrokerHeartbeatRequest) (*BrokerHeartbeatResponse, error)
+	BrokerHeartbeat(context.Context, *v1.BrokerHeartbeatRequest) (*v1.BrokerHeartbeatResponse, error)
 	// ControlledShutdown moves leadership away from a broker that is stopping.
-	ControlledShutdown(context.Context, *ControlledShutdownRequest) (*ControlledShutdownResponse, error)
+	ControlledShutdown(context.Context, *v1.ControlledShutdownRequest) (*v1.ControlledShutdownResponse, error)
 	// DescribeCluster lists brokers and controllers.
-	DescribeCluster(context.Context, *DescribeClusterRequest) (*DescribeClusterResponse, error)
+	DescribeCluster(context.Context, *v1.DescribeClusterRequest) (*v1.DescribeClusterResponse, error)
 	// CreateTopics creates topics, placing replicas so leaders spread evenly.
-	CreateTopics(context.Context, *CreateTopicsRequest) (*CreateTopicsResponse, error)
+	CreateTopics(context.Context, *v1.CreateTopicsRequest) (*v1.CreateTopicsResponse, error)
 	// DeleteTopics deletes topics.
-	DeleteTopics(context.Context, *DeleteTopicsRequest) (*DeleteTopicsResponse, error)
+	DeleteTopics(context.Context, *v1.DeleteTopicsRequest) (*v1.DeleteTopicsResponse, error)
 	// CreatePartitions grows topics.
-	CreatePartitions(context.Context, *CreatePartitionsRequest) (*CreatePartitionsResponse, error)
+	CreatePartitions(context.Context, *v1.CreatePartitionsRequest) (*v1.CreatePartitionsResponse, error)
 	// AlterConfigs validates and sets topic configs.
-	AlterConfigs(context.Context, *AlterConfigsRequest) (*AlterConfigsResponse, error)
+	AlterConfigs(context.Context, *v1.AlterConfigsRequest) (*v1.AlterConfigsResponse, error)
 	// AlterPartition is a leader's ISR change, fenced by leader and partition epochs.
-	AlterPartition(context.Context, *AlterPartitionRequest) (*AlterPartitionResponse, error)
+	AlterPartition(context.Context, *v1.AlterPartitionRequest) (*v1.AlterPartitionResponse, error)
 	// ElectLeaders runs preferred or unclean elections.
-	ElectLeaders(context.Context, *ElectLeadersRequest) (*ElectLeadersResponse, error)
+	ElectLeaders(context.Context, *v1.ElectLeadersRequest) (*v1.ElectLeadersResponse, error)
 	// AllocateProducerIds hands out a block of producer ids never handed out before.
-	AllocateProducerIds(context.Context, *AllocateProducerIdsRequest) (*AllocateProducerIdsResponse, error)
+	AllocateProducerIds(context.Context, *v1.AllocateProducerIdsRequest) (*v1.AllocateProducerIdsResponse, error)
 	// WatchMetadata streams the full image, then every committed change as a
 	// delta; a watcher that falls behind gets a new image.
-	WatchMetadata(*WatchMetadataRequest, grpc.ServerStreamingServer[WatchMetadataResponse]) error
+	WatchMetadata(*v1.WatchMetadataRequest, grpc.ServerStreamingServer[v1.WatchMetadataResponse]) error
 	// FindCoordinator answers the coordinator that owns a group or transactional id.
-	FindCoordinator(context.Context, *FindCoordinatorRequest) (*FindCoordinatorResponse, error)
+	FindCoordinator(context.Context, *v1.FindCoordinatorRequest) (*v1.FindCoordinatorResponse, error)
 	mustEmbedUnimplementedControllerServiceServer()
 }
 
@@ -263,43 +264,43 @@ type ControllerServiceServer interface {
 // pointer dereference when methods are called.
 type UnimplementedControllerServiceServer struct{}
 
-func (UnimplementedControllerServiceServer) RegisterBroker(context.Context, *RegisterBrokerRequest) (*RegisterBrokerResponse, error) {
+func (UnimplementedControllerServiceServer) RegisterBroker(context.Context, *v1.RegisterBrokerRequest) (*v1.RegisterBrokerResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RegisterBroker not implemented")
 }
-func (UnimplementedControllerServiceServer) BrokerHeartbeat(context.Context, *BrokerHeartbeatRequest) (*BrokerHeartbeatResponse, error) {
+func (UnimplementedControllerServiceServer) BrokerHeartbeat(context.Context, *v1.BrokerHeartbeatRequest) (*v1.BrokerHeartbeatResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method BrokerHeartbeat not implemented")
 }
-func (UnimplementedControllerServiceServer) ControlledShutdown(context.Context, *ControlledShutdownRequest) (*ControlledShutdownResponse, error) {
+func (UnimplementedControllerServiceServer) ControlledShutdown(context.Context, *v1.ControlledShutdownRequest) (*v1.ControlledShutdownResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ControlledShutdown not implemented")
 }
-func (UnimplementedControllerServiceServer) DescribeCluster(context.Context, *DescribeClusterRequest) (*DescribeClusterResponse, error) {
+func (UnimplementedControllerServiceServer) DescribeCluster(context.Context, *v1.DescribeClusterRequest) (*v1.DescribeClusterResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DescribeCluster not implemented")
 }
-func (UnimplementedControllerServiceServer) CreateTopics(context.Context, *CreateTopicsRequest) (*CreateTopicsResponse, error) {
+func (UnimplementedControllerServiceServer) CreateTopics(context.Context, *v1.CreateTopicsRequest) (*v1.CreateTopicsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateTopics not implemented")
 }
-func (UnimplementedControllerServiceServer) DeleteTopics(context.Context, *DeleteTopicsRequest) (*DeleteTopicsResponse, error) {
+func (UnimplementedControllerServiceServer) DeleteTopics(context.Context, *v1.DeleteTopicsRequest) (*v1.DeleteTopicsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteTopics not implemented")
 }
-func (UnimplementedControllerServiceServer) CreatePartitions(context.Context, *CreatePartitionsRequest) (*CreatePartitionsResponse, error) {
+func (UnimplementedControllerServiceServer) CreatePartitions(context.Context, *v1.CreatePartitionsRequest) (*v1.CreatePartitionsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreatePartitions not implemented")
 }
-func (UnimplementedControllerServiceServer) AlterConfigs(context.Context, *AlterConfigsRequest) (*AlterConfigsResponse, error) {
+func (UnimplementedControllerServiceServer) AlterConfigs(context.Context, *v1.AlterConfigsRequest) (*v1.AlterConfigsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AlterConfigs not implemented")
 }
-func (UnimplementedControllerServiceServer) AlterPartition(context.Context, *AlterPartitionRequest) (*AlterPartitionResponse, error) {
+func (UnimplementedControllerServiceServer) AlterPartition(context.Context, *v1.AlterPartitionRequest) (*v1.AlterPartitionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AlterPartition not implemented")
 }
-func (UnimplementedControllerServiceServer) ElectLeaders(context.Context, *ElectLeadersRequest) (*ElectLeadersResponse, error) {
+func (UnimplementedControllerServiceServer) ElectLeaders(context.Context, *v1.ElectLeadersRequest) (*v1.ElectLeadersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ElectLeaders not implemented")
 }
-func (UnimplementedControllerServiceServer) AllocateProducerIds(context.Context, *AllocateProducerIdsRequest) (*AllocateProducerIdsResponse, error) {
+func (UnimplementedControllerServiceServer) AllocateProducerIds(context.Context, *v1.AllocateProducerIdsRequest) (*v1.AllocateProducerIdsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AllocateProducerIds not implemented")
 }
-func (UnimplementedControllerServiceServer) WatchMetadata(*WatchMetadataRequest, grpc.ServerStreamingServer[WatchMetadataResponse]) error {
+func (UnimplementedControllerServiceServer) WatchMetadata(*v1.WatchMetadataRequest, grpc.ServerStreamingServer[v1.WatchMetadataResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchMetadata not implemented")
 }
-func (UnimplementedControllerServiceServer) FindCoordinator(context.Context, *FindCoordinatorRequest) (*FindCoordinatorResponse, error) {
+func (UnimplementedControllerServiceServer) FindCoordinator(context.Context, *v1.FindCoordinatorRequest) (*v1.FindCoordinatorResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method FindCoordinator not implemented")
 }
 func (UnimplementedControllerServiceServer) mustEmbedUnimplementedControllerServiceServer() {}
@@ -324,7 +325,7 @@ func RegisterControllerServiceServer(s grpc.ServiceRegistrar, srv ControllerServ
 }
 
 func _ControllerService_RegisterBroker_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(RegisterBrokerRequest)
+	in := new(v1.RegisterBrokerRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -336,13 +337,13 @@ func _ControllerService_RegisterBroker_Handler(srv interface{}, ctx context.Cont
 		FullMethod: ControllerService_RegisterBroker_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(ControllerServiceServer).RegisterBroker(ctx, req.(*RegisterBrokerRequest))
+		return srv.(ControllerServiceServer).RegisterBroker(ctx, req.(*v1.RegisterBrokerRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
 func _ControllerService_BrokerHeartbeat_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(BrokerHeartbeatRequest)
+	in := new(v1.BrokerHeartbeatRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -354,13 +355,13 @@ func _ControllerService_BrokerHeartbeat_Handler(srv interface{}, ctx context.Con
 		FullMethod: ControllerService_BrokerHeartbeat_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(ControllerServiceServer).BrokerHeartbeat(ctx, req.(*BrokerHeartbeatRequest))
+		return srv.(ControllerServiceServer).BrokerHeartbeat(ctx, req.(*v1.BrokerHeartbeatRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
 func _ControllerService_ControlledShutdown_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(ControlledShutdownRequest)
+	in := new(v1.ControlledShutdownRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -372,13 +373,13 @@ func _ControllerService_ControlledShutdown_Handler(srv interface{}, ctx context.
 		FullMethod: ControllerService_ControlledShutdown_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(ControllerServiceServer).ControlledShutdown(ctx, req.(*ControlledShutdownRequest))
+		return srv.(ControllerServiceServer).ControlledShutdown(ctx, req.(*v1.ControlledShutdownRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
 func _ControllerService_DescribeCluster_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(DescribeClusterRequest)
+	in := new(v1.DescribeClusterRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -390,13 +391,13 @@ func _ControllerService_DescribeCluster_Handler(srv interface{}, ctx context.Con
 		FullMethod: ControllerService_DescribeCluster_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(ControllerServiceServer).DescribeCluster(ctx, req.(*DescribeClusterRequest))
+		return srv.(ControllerServiceServer).DescribeCluster(ctx, req.(*v1.DescribeClusterRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
 func _ControllerService_CreateTopics_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(CreateTopicsRequest)
+	in := new(v1.CreateTopicsRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -408,13 +409,13 @@ func _ControllerService_CreateTopics_Handler(srv interface{}, ctx context.Contex
 		FullMethod: ControllerService_CreateTopics_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(ControllerServiceServer).CreateTopics(ctx, req.(*CreateTopicsRequest))
+		return srv.(ControllerServiceServer).CreateTopics(ctx, req.(*v1.CreateTopicsRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
 func _ControllerService_DeleteTopics_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(DeleteTopicsRequest)
+	in := new(v1.DeleteTopicsRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -426,13 +427,13 @@ func _ControllerService_DeleteTopics_Handler(srv interface{}, ctx context.Contex
 		FullMethod: ControllerService_DeleteTopics_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(ControllerServiceServer).DeleteTopics(ctx, req.(*DeleteTopicsRequest))
+		return srv.(ControllerServiceServer).DeleteTopics(ctx, req.(*v1.DeleteTopicsRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
 func _ControllerService_CreatePartitions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(CreatePartitionsRequest)
+	in := new(v1.CreatePartitionsRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -444,13 +445,13 @@ func _ControllerService_CreatePartitions_Handler(srv interface{}, ctx context.Co
 		FullMethod: ControllerService_CreatePartitions_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(ControllerServiceServer).CreatePartitions(ctx, req.(*CreatePartitionsRequest))
+		return srv.(ControllerServiceServer).CreatePartitions(ctx, req.(*v1.CreatePartitionsRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
 func _ControllerService_AlterConfigs_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(AlterConfigsRequest)
+	in := new(v1.AlterConfigsRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -462,13 +463,13 @@ func _ControllerService_AlterConfigs_Handler(srv interface{}, ctx context.Contex
 		FullMethod: ControllerService_AlterConfigs_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(ControllerServiceServer).AlterConfigs(ctx, req.(*AlterConfigsRequest))
+		return srv.(ControllerServiceServer).AlterConfigs(ctx, req.(*v1.AlterConfigsRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
 func _ControllerService_AlterPartition_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(AlterPartitionRequest)
+	in := new(v1.AlterPartitionRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -480,13 +481,13 @@ func _ControllerService_AlterPartition_Handler(srv interface{}, ctx context.Cont
 		FullMethod: ControllerService_AlterPartition_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(ControllerServiceServer).AlterPartition(ctx, req.(*AlterPartitionRequest))
+		return srv.(ControllerServiceServer).AlterPartition(ctx, req.(*v1.AlterPartitionRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
 func _ControllerService_ElectLeaders_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(ElectLeadersRequest)
+	in := new(v1.ElectLeadersRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -498,13 +499,13 @@ func _ControllerService_ElectLeaders_Handler(srv interface{}, ctx context.Contex
 		FullMethod: ControllerService_ElectLeaders_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(ControllerServiceServer).ElectLeaders(ctx, req.(*ElectLeadersRequest))
+		return srv.(ControllerServiceServer).ElectLeaders(ctx, req.(*v1.ElectLeadersRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
 func _ControllerService_AllocateProducerIds_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(AllocateProducerIdsRequest)
+	in := new(v1.AllocateProducerIdsRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -516,24 +517,24 @@ func _ControllerService_AllocateProducerIds_Handler(srv interface{}, ctx context
 		FullMethod: ControllerService_AllocateProducerIds_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(ControllerServiceServer).AllocateProducerIds(ctx, req.(*AllocateProducerIdsRequest))
+		return srv.(ControllerServiceServer).AllocateProducerIds(ctx, req.(*v1.AllocateProducerIdsRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
 func _ControllerService_WatchMetadata_Handler(srv interface{}, stream grpc.ServerStream) error {
-	m := new(WatchMetadataRequest)
+	m := new(v1.WatchMetadataRequest)
 	if err := stream.RecvMsg(m); err != nil {
 		return err
 	}
-	return srv.(ControllerServiceServer).WatchMetadata(m, &grpc.GenericServerStream[WatchMetadataRequest, WatchMetadataResponse]{ServerStream: stream})
+	return srv.(ControllerServiceServer).WatchMetadata(m, &grpc.GenericServerStream[v1.WatchMetadataRequest, v1.WatchMetadataResponse]{ServerStream: stream})
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type ControllerService_WatchMetadataServer = grpc.ServerStreamingServer[WatchMetadataResponse]
+type ControllerService_WatchMetadataServer = grpc.ServerStreamingServer[v1.WatchMetadataResponse]
 
 func _ControllerService_FindCoordinator_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(FindCoordinatorRequest)
+	in := new(v1.FindCoordinatorRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -545,7 +546,7 @@ func _ControllerService_FindCoordinator_Handler(srv interface{}, ctx context.Con
 		FullMethod: ControllerService_FindCoordinator_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(ControllerServiceServer).FindCoordinator(ctx, req.(*FindCoordinatorRequest))
+		return srv.(ControllerServiceServer).FindCoordinator(ctx, req.(*v1.FindCoordinatorRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -613,5 +614,5 @@ var ControllerService_ServiceDesc = grpc.ServiceDesc{
 			ServerStreams: true,
 		},
 	},
-	Metadata: "skein/controller/v1/controller.proto",
+	Metadata: "skein/controller/v1/controller_service.proto",
 }
