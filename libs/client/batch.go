@@ -22,6 +22,9 @@ type BatchIdentity struct {
 	// TransactionalID, when set, marks the batch transactional and travels
 	// in the produce request.
 	TransactionalID string
+	// Compression is the batch's codec when the topic's compression.type is
+	// producer (the default, none); a topic that names a codec gets that one.
+	Compression record.Compression
 }
 
 // ProduceBatch writes recs as one batch to one partition under the caller's
@@ -41,7 +44,7 @@ func (c *Client) ProduceBatch(ctx context.Context, topic string, partition int32
 		return nil, errs.Errorf(errs.UnknownTopicOrPartition, "topic %q has %d partitions, no partition %d", topic, n, partition)
 	}
 	opts := record.DefaultBatchOptions()
-	opts.Compression = codecFor(m, topic, record.None)
+	opts.Compression = codecFor(m, topic, id.Compression)
 	opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = id.ProducerID, id.ProducerEpoch, id.BaseSequence
 	opts.Transactional = id.TransactionalID != ""
 	bld := record.NewBuilder(opts)

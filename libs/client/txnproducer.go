@@ -12,13 +12,22 @@ import (
 	groupv1 "skein/gen/skein/group/v1"
 	"skein/libs/client/partitioner"
 	"skein/libs/errs"
+	"skein/libs/record"
 )
 
 // TxnOption configures a TransactionalProducer.
 type TxnOption func(*txnConfig)
 
 type txnConfig struct {
-	timeout time.Duration
+	timeout     time.Duration
+	compression record.Compression
+}
+
+// WithTxnCompression sets the codec of the producer's batches for topics
+// whose compression.type is producer (default none); a topic that names a
+// codec gets that one.
+func WithTxnCompression(codec record.Compression) TxnOption {
+	return func(c *txnConfig) { c.compression = codec }
 }
 
 // WithTransactionTimeout sets the transaction timeout the coordinator
@@ -251,7 +260,7 @@ func (p *TransactionalProducer) Send(ctx context.Context, recs ...Record) ([]Res
 	outs := make([]outcome, len(groups))
 	var wg sync.WaitGroup
 	for i, g := range groups {
-		id := BatchIdentity{ProducerID: p.pid, ProducerEpoch: p.epoch, BaseSequence: p.seq[g.tp], TransactionalID: p.id}
+		id := BatchIdentity{ProducerID: p.pid, ProducerEpoch: p.epoch, BaseSequence: p.seq[g.tp], TransactionalID: p.id, Compression: p.cfg.compression}
 		wg.Go(func() {
 			res, err := p.c.ProduceBatch(ctx, g.tp.Topic, g.tp.Partition, AcksAll, id, g.recs)
 			outs[i] = outcome{res, err}

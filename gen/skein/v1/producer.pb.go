@@ -94,8 +94,14 @@ type ProduceRequest struct {
 	BaseSequence  *int32 `protobuf:"varint,7,opt,name=base_sequence,json=baseSequence,proto3,oneof" json:"base_sequence,omitempty"`
 	// Transactional produce: joins the open transaction of this id.
 	TransactionalId string `protobuf:"bytes,8,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The codec the gateway compresses these records with when the topic's
+	// compression.type is producer: none, gzip, snappy, lz4 or zstd (default:
+	// the gateway's --compression). A topic that names a codec stores its
+	// batches in that one whatever this says. Another name is refused with
+	// UNSUPPORTED_COMPRESSION_TYPE.
+	Compression   *string `protobuf:"bytes,9,opt,name=compression,proto3,oneof" json:"compression,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ProduceRequest) Reset() {
@@ -180,6 +186,13 @@ func (x *ProduceRequest) GetBaseSequence() int32 {
 func (x *ProduceRequest) GetTransactionalId() string {
 	if x != nil {
 		return x.TransactionalId
+	}
+	return ""
+}
+
+func (x *ProduceRequest) GetCompression() string {
+	if x != nil && x.Compression != nil {
+		return *x.Compression
 	}
 	return ""
 }
@@ -324,6 +337,12 @@ type ProduceStreamRequest struct {
 	Topic         string           `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
 	Acks          *int32           `protobuf:"varint,3,opt,name=acks,proto3,oneof" json:"acks,omitempty"`
 	Records       []*ProduceRecord `protobuf:"bytes,4,rep,name=records,proto3" json:"records,omitempty"`
+	// The codec the gateway compresses this request's records with when the topic's
+	// compression.type is producer: none, gzip, snappy, lz4 or zstd (default:
+	// the gateway's --compression). A topic that names a codec stores its
+	// batches in that one whatever this says. Another name is refused with
+	// UNSUPPORTED_COMPRESSION_TYPE.
+	Compression   *string `protobuf:"bytes,5,opt,name=compression,proto3,oneof" json:"compression,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -386,6 +405,13 @@ func (x *ProduceStreamRequest) GetRecords() []*ProduceRecord {
 	return nil
 }
 
+func (x *ProduceStreamRequest) GetCompression() string {
+	if x != nil && x.Compression != nil {
+		return *x.Compression
+	}
+	return ""
+}
+
 type ProduceStreamResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	CorrelationId uint64                 `protobuf:"varint,1,opt,name=correlation_id,json=correlationId,proto3" json:"correlation_id,omitempty"`
@@ -442,7 +468,7 @@ var File_skein_v1_producer_proto protoreflect.FileDescriptor
 
 const file_skein_v1_producer_proto_rawDesc = "" +
 	"\n" +
-	"\x17skein/v1/producer.proto\x12\bskein.v1\x1a\x15skein/v1/errors.proto\x1a\x16skein/v1/records.proto\"\x88\x03\n" +
+	"\x17skein/v1/producer.proto\x12\bskein.v1\x1a\x15skein/v1/errors.proto\x1a\x16skein/v1/records.proto\"\xbf\x03\n" +
 	"\x0eProduceRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x17\n" +
 	"\x04acks\x18\x02 \x01(\x05H\x00R\x04acks\x88\x01\x01\x121\n" +
@@ -452,13 +478,15 @@ const file_skein_v1_producer_proto_rawDesc = "" +
 	"producerId\x88\x01\x01\x12*\n" +
 	"\x0eproducer_epoch\x18\x06 \x01(\x05H\x03R\rproducerEpoch\x88\x01\x01\x12(\n" +
 	"\rbase_sequence\x18\a \x01(\x05H\x04R\fbaseSequence\x88\x01\x01\x12)\n" +
-	"\x10transactional_id\x18\b \x01(\tR\x0ftransactionalIdB\a\n" +
+	"\x10transactional_id\x18\b \x01(\tR\x0ftransactionalId\x12%\n" +
+	"\vcompression\x18\t \x01(\tH\x05R\vcompression\x88\x01\x01B\a\n" +
 	"\x05_acksB\f\n" +
 	"\n" +
 	"_partitionB\x0e\n" +
 	"\f_producer_idB\x11\n" +
 	"\x0f_producer_epochB\x10\n" +
-	"\x0e_base_sequence\"D\n" +
+	"\x0e_base_sequenceB\x0e\n" +
+	"\f_compression\"D\n" +
 	"\x0fProduceResponse\x121\n" +
 	"\aresults\x18\x01 \x03(\v2\x17.skein.v1.ProduceResultR\aresults\"\xea\x01\n" +
 	"\rProduceResult\x12\x1c\n" +
@@ -468,13 +496,15 @@ const file_skein_v1_producer_proto_rawDesc = "" +
 	"\n" +
 	"error_code\x18\x04 \x01(\x0e2\x13.skein.v1.ErrorCodeR\terrorCode\x12\x18\n" +
 	"\amessage\x18\x05 \x01(\tR\amessage\x122\n" +
-	"\aoutcome\x18\x06 \x01(\x0e2\x18.skein.v1.ProduceOutcomeR\aoutcome\"\xa8\x01\n" +
+	"\aoutcome\x18\x06 \x01(\x0e2\x18.skein.v1.ProduceOutcomeR\aoutcome\"\xdf\x01\n" +
 	"\x14ProduceStreamRequest\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x04R\rcorrelationId\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x17\n" +
 	"\x04acks\x18\x03 \x01(\x05H\x00R\x04acks\x88\x01\x01\x121\n" +
-	"\arecords\x18\x04 \x03(\v2\x17.skein.v1.ProduceRecordR\arecordsB\a\n" +
-	"\x05_acks\"q\n" +
+	"\arecords\x18\x04 \x03(\v2\x17.skein.v1.ProduceRecordR\arecords\x12%\n" +
+	"\vcompression\x18\x05 \x01(\tH\x01R\vcompression\x88\x01\x01B\a\n" +
+	"\x05_acksB\x0e\n" +
+	"\f_compression\"q\n" +
 	"\x15ProduceStreamResponse\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x04R\rcorrelationId\x121\n" +
 	"\aresults\x18\x02 \x03(\v2\x17.skein.v1.ProduceResultR\aresults*;\n" +

@@ -52,21 +52,22 @@ func TestPayloadCarriesItsSendTime(t *testing.T) {
 func TestRESTBodyIsTheAPIsJSON(t *testing.T) {
 	vals := [][]byte{Payload(nil, 40, time.Now()), Payload(nil, 25, time.Now())}
 	var body struct {
-		Acks    int `json:"acks"`
-		Records []struct {
+		Acks        int    `json:"acks"`
+		Compression string `json:"compression"`
+		Records     []struct {
 			Value     string `json:"value"`
 			Partition *int32 `json:"partition"`
 		} `json:"records"`
 	}
-	if err := json.Unmarshal(restBody(-1, 2, vals), &body); err != nil {
+	if err := json.Unmarshal(restBody(-1, "", 2, vals), &body); err != nil {
 		t.Fatal(err)
 	}
-	if body.Acks != -1 || len(body.Records) != 2 || body.Records[1].Value != string(vals[1]) || *body.Records[0].Partition != 2 {
+	if body.Acks != -1 || body.Compression != "" || len(body.Records) != 2 || body.Records[1].Value != string(vals[1]) || *body.Records[0].Partition != 2 {
 		t.Errorf("body %+v", body)
 	}
 	body.Records = nil
-	if err := json.Unmarshal(restBody(1, -1, vals), &body); err != nil || body.Records[0].Partition != nil {
-		t.Errorf("no partition: %v %+v", err, body)
+	if err := json.Unmarshal(restBody(1, "lz4", -1, vals), &body); err != nil || body.Records[0].Partition != nil || body.Compression != "lz4" {
+		t.Errorf("no partition, lz4: %v %+v", err, body)
 	}
 }
 
@@ -306,5 +307,18 @@ func TestTxnProduce(t *testing.T) {
 	// committed at close.
 	if ends < 10 || ends > 12 {
 		t.Errorf("%d transactions ended, want 10 to 12 (1000 records, 100 per transaction, 2 workers)", ends)
+	}
+}
+
+func TestCompressionIsValidated(t *testing.T) {
+	for _, name := range []string{"", "none", "uncompressed", "gzip", "snappy", "lz4", "zstd"} {
+		c := ProduceConfig{Compression: name, Topic: Topic{Name: "t"}}
+		if err := c.defaults(); err != nil {
+			t.Errorf("%q: %v", name, err)
+		}
+	}
+	c := ProduceConfig{Compression: "brotli", Topic: Topic{Name: "t"}}
+	if err := c.defaults(); err == nil || !strings.Contains(err.Error(), `--compression "brotli"`) {
+		t.Errorf("brotli: %v", err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"skein/libs/record"
 	"skein/loadtest/internal/rate"
 )
 
@@ -42,6 +43,11 @@ type ProduceConfig struct {
 	InFlight    int // unanswered requests per stream (grpc-stream) or in all (direct)
 	// TxnRecords: with transport txn, records per transaction (100).
 	TxnRecords int
+	// Compression is the codec of the batches for a topic whose
+	// compression.type is producer: through the gateway it travels in each
+	// request; direct and txn producers encode with it. "" keeps the
+	// default (the gateway's, none for direct).
+	Compression string
 	// Warmup is produced at the same rate before the measured run and not
 	// counted: first connections, producer ids, the batching steady state.
 	Warmup   time.Duration
@@ -50,6 +56,11 @@ type ProduceConfig struct {
 }
 
 func (c *ProduceConfig) defaults() error {
+	if c.Compression != "" {
+		if _, err := record.ParseCompression(c.Compression); err != nil {
+			return fmt.Errorf("--compression %q: not one of none, gzip, snappy, lz4, zstd", c.Compression)
+		}
+	}
 	if c.RecordSize <= 0 {
 		c.RecordSize = 1024
 	}
@@ -80,7 +91,7 @@ func openAdmin(ctx context.Context, transport string, ep Endpoints, topic string
 		r := newREST(ep.REST, topic, -1, 1)
 		return r, r.close, nil
 	case Direct, Txn:
-		d, err := newDirect(ctx, ep.Controllers, topic, -1, 1)
+		d, err := newDirect(ctx, ep.Controllers, topic, -1, 1, record.None)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -155,6 +166,7 @@ func Produce(ctx context.Context, cfg ProduceConfig) (Summary, error) {
 		if err != nil {
 			return Summary{}, err
 		}
+		g.compression = cfg.Compression
 		closers = append(closers, g.close)
 		for i := range senders {
 			if cfg.Transport == GRPC {
@@ -169,12 +181,13 @@ func Produce(ctx context.Context, cfg ProduceConfig) (Summary, error) {
 		}
 	case REST:
 		r := newREST(cfg.Endpoints.REST, cfg.Topic.Name, cfg.Acks, cfg.Concurrency)
+		r.compression = cfg.Compression
 		closers = append(closers, r.close)
 		for i := range senders {
 			senders[i] = r
 		}
 	case Direct:
-		d, err := newDirect(ctx, cfg.Endpoints.Controllers, cfg.Topic.Name, cfg.Acks, cfg.InFlight)
+		d, err := newDirect(ctx, cfg.Endpoints.Controllers, cfg.Topic.Name, cfg.Acks, cfg.InFlight, codec(cfg.Compression))
 		if err != nil {
 			return Summary{}, err
 		}
@@ -189,7 +202,7 @@ func Produce(ctx context.Context, cfg ProduceConfig) (Summary, error) {
 		}
 		closers = append(closers, func() error { c.Close(); return nil })
 		for i := range senders {
-			ts, err := newTxnSender(ctx, c, cfg.Topic.Name, fmt.Sprintf("skein-bench-%d-%d", os.Getpid(), i), cfg.TxnRecords)
+			ts, err := newTxnSender(ctx, c, cfg.Topic.Name, fmt.Sprintf("skein-bench-%d-%d", os.Getpid(), i), cfg.TxnRecords, codec(cfg.Compression))
 			if err != nil {
 				return Summary{}, err
 			}

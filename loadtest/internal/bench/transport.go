@@ -20,6 +20,7 @@ import (
 
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/client"
+	"skein/libs/record"
 )
 
 // Transports a run can use.
@@ -111,6 +112,22 @@ type gatewayGRPC struct {
 	adm   skeinv1.AdminServiceClient
 	topic string
 	acks  int32
+	// compression, when set, goes in every produce request.
+	compression string
+}
+
+// codec is a validated --compression value for libs/client ("": none).
+func codec(name string) record.Compression {
+	c, _ := record.ParseCompression(name)
+	return c
+}
+
+// optString is s as an optional proto field: nil when empty.
+func optString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 func newGatewayGRPC(addr, topic string, acks int) (*gatewayGRPC, error) {
@@ -127,7 +144,7 @@ func (g *gatewayGRPC) close() error { return g.conn.Close() }
 // send is the unary Produce: one request in flight per worker.
 func (g *gatewayGRPC) send(ctx context.Context, partition int32, values [][]byte, done func(int, error)) {
 	acks := g.acks
-	resp, err := g.prod.Produce(ctx, &skeinv1.ProduceRequest{Topic: g.topic, Acks: &acks, Records: produceRecords(partition, values)})
+	resp, err := g.prod.Produce(ctx, &skeinv1.ProduceRequest{Topic: g.topic, Acks: &acks, Compression: optString(g.compression), Records: produceRecords(partition, values)})
 	if err != nil {
 		done(len(values), err)
 		return
@@ -195,6 +212,7 @@ type streamSender struct {
 	cancel   context.CancelFunc
 	topic    string
 	acks     int32
+	codec    *string
 	sem      chan struct{}
 	mu       sync.Mutex
 	pending  map[uint64]func(*skeinv1.ProduceStreamResponse, error)
@@ -210,7 +228,7 @@ func newStreamSender(g *gatewayGRPC, inFlight int) (*streamSender, error) {
 		cancel()
 		return nil, err
 	}
-	s := &streamSender{stream: st, cancel: cancel, topic: g.topic, acks: g.acks, sem: make(chan struct{}, max(inFlight, 1)),
+	s := &streamSender{stream: st, cancel: cancel, topic: g.topic, acks: g.acks, codec: optString(g.compression), sem: make(chan struct{}, max(inFlight, 1)),
 		pending: map[uint64]func(*skeinv1.ProduceStreamResponse, error){}, recvDone: make(chan struct{})}
 	go s.receive()
 	return s, nil
@@ -273,7 +291,7 @@ func (s *streamSender) send(ctx context.Context, partition int32, values [][]byt
 	s.pending[corr] = cb
 	s.mu.Unlock()
 	acks := s.acks
-	if err := s.stream.Send(&skeinv1.ProduceStreamRequest{CorrelationId: corr, Topic: s.topic, Acks: &acks, Records: produceRecords(partition, values)}); err != nil {
+	if err := s.stream.Send(&skeinv1.ProduceStreamRequest{CorrelationId: corr, Topic: s.topic, Acks: &acks, Compression: s.codec, Records: produceRecords(partition, values)}); err != nil {
 		// Recv reports the cause and fails what is pending, this one included.
 		return
 	}
@@ -300,6 +318,8 @@ type restClient struct {
 	hc    *http.Client
 	topic string
 	acks  int
+	// compression, when set, goes in every produce body.
+	compression string
 }
 
 func newREST(base, topic string, acks, conns int) *restClient {
@@ -337,10 +357,15 @@ func (r *restClient) do(ctx context.Context, method, path string, body []byte, o
 
 // restBody is the produce JSON; values are ASCII (Payload), so they need no
 // escaping and the body is built by hand.
-func restBody(acks int, partition int32, values [][]byte) []byte {
+func restBody(acks int, compression string, partition int32, values [][]byte) []byte {
 	var b bytes.Buffer
 	b.WriteString(`{"acks":`)
 	b.WriteString(strconv.Itoa(acks))
+	if compression != "" {
+		b.WriteString(`,"compression":"`)
+		b.WriteString(compression) // a validated codec name: no escaping
+		b.WriteByte('"')
+	}
 	b.WriteString(`,"records":[`)
 	for i, v := range values {
 		if i > 0 {
@@ -366,7 +391,7 @@ func (r *restClient) send(ctx context.Context, partition int32, values [][]byte,
 			Message   string `json:"message"`
 		} `json:"results"`
 	}
-	if err := r.do(ctx, "POST", "/v1/topics/"+r.topic+"/records", restBody(r.acks, partition, values), &resp); err != nil {
+	if err := r.do(ctx, "POST", "/v1/topics/"+r.topic+"/records", restBody(r.acks, r.compression, partition, values), &resp); err != nil {
 		done(len(values), err)
 		return
 	}
@@ -475,7 +500,7 @@ type direct struct {
 	sem   chan struct{}
 }
 
-func newDirect(ctx context.Context, controllers []string, topic string, acks, inFlight int) (*direct, error) {
+func newDirect(ctx context.Context, controllers []string, topic string, acks, inFlight int, codec record.Compression) (*direct, error) {
 	c, err := client.New(client.Config{Controllers: controllers})
 	if err != nil {
 		return nil, err
@@ -486,7 +511,7 @@ func newDirect(ctx context.Context, controllers []string, topic string, acks, in
 		c.Close()
 		return nil, fmt.Errorf("no metadata from controllers %v: %w", controllers, err)
 	}
-	return &direct{c: c, p: c.NewProducer(client.WithAcks(acks)), topic: topic, sem: make(chan struct{}, max(inFlight, 1))}, nil
+	return &direct{c: c, p: c.NewProducer(client.WithAcks(acks), client.WithCompression(codec)), topic: topic, sem: make(chan struct{}, max(inFlight, 1))}, nil
 }
 
 // send hands the records to the client's producer (which batches per
@@ -617,8 +642,8 @@ type txnSender struct {
 	n      int // records in the open transaction
 }
 
-func newTxnSender(ctx context.Context, c *client.Client, topic, id string, perTxn int) (*txnSender, error) {
-	p, err := c.NewTransactionalProducer(ctx, id)
+func newTxnSender(ctx context.Context, c *client.Client, topic, id string, perTxn int, codec record.Compression) (*txnSender, error) {
+	p, err := c.NewTransactionalProducer(ctx, id, client.WithTxnCompression(codec))
 	if err != nil {
 		return nil, fmt.Errorf("transactional producer %s: %w", id, err)
 	}

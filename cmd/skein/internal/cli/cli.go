@@ -52,6 +52,7 @@ Usage:
   skein topic delete NAME
   skein produce TOPIC [--key-separator SEP] [--acks 0|1|-1] [--partition N]   (records: stdin lines)
                 [--transactional-id ID]   (all lines in one transaction, committed at the end)
+                [--compression none|gzip|snappy|lz4|zstd]
   skein consume TOPIC [--from earliest|latest|OFFSET] [--follow] [--partition N] [--max N]
   skein consume TOPIC --group G [--from earliest|latest] [--max N] [--idle DURATION]
                 [--session-timeout DURATION] [--instance-id ID] [--assignor range|uniform]

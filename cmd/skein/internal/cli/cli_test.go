@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -29,6 +30,7 @@ type fakeGateway struct {
 	topics map[string][][]*skeinv1.ConsumedRecord
 	grew   chan struct{}
 	acks   []int32
+	codecs []string // each ProduceStream request's compression
 }
 
 func (g *fakeGateway) describe(name string) *skeinv1.TopicDescription {
@@ -95,6 +97,7 @@ func (g *fakeGateway) ProduceStream(stream skeinv1.ProducerService_ProduceStream
 		}
 		g.mu.Lock()
 		g.acks = append(g.acks, req.GetAcks())
+		g.codecs = append(g.codecs, req.GetCompression())
 		resp := &skeinv1.ProduceStreamResponse{CorrelationId: req.GetCorrelationId()}
 		for _, r := range req.GetRecords() {
 			p := r.GetPartition()
@@ -254,6 +257,34 @@ func TestClusterAndUsage(t *testing.T) {
 	}
 	if code, out, _ := run(t, "", "help"); code != 0 || !strings.Contains(out, "skein dev") {
 		t.Errorf("help: %d", code)
+	}
+}
+
+// --compression goes in every produce request; a codec that is not one is
+// a usage error (exit 2) that sends nothing.
+func TestProduceCompression(t *testing.T) {
+	g, addr := startFake(t)
+	run(t, "", "topic", "create", "t", "--gateway", addr)
+	if code, _, errOut := run(t, "a\nb\n", "produce", "t", "--gateway", addr, "--compression", "zstd"); code != 0 {
+		t.Fatalf("--compression zstd: %d %q", code, errOut)
+	}
+	if code, _, errOut := run(t, "c\n", "produce", "t", "--gateway", addr); code != 0 {
+		t.Fatalf("no --compression: %d %q", code, errOut)
+	}
+	g.mu.Lock()
+	codecs := slices.Clone(g.codecs)
+	g.mu.Unlock()
+	if len(codecs) < 2 || codecs[0] != "zstd" || codecs[len(codecs)-1] != "" {
+		t.Errorf("requests' compression %q, want zstd first and none named last", codecs)
+	}
+	code, _, errOut := run(t, "d\n", "produce", "t", "--gateway", addr, "--compression", "brotli")
+	if code != 2 || !strings.Contains(errOut, `--compression "brotli": not one of none, gzip, snappy, lz4, zstd`) {
+		t.Errorf("--compression brotli: %d %q", code, errOut)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.codecs) != len(codecs) {
+		t.Errorf("a bad --compression sent %d requests", len(g.codecs)-len(codecs))
 	}
 }
 

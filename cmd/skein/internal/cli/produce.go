@@ -13,6 +13,7 @@ import (
 
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/client/partitioner"
+	"skein/libs/record"
 )
 
 // maxLine bounds one stdin line (one record).
@@ -53,6 +54,7 @@ func produceCmd(ctx context.Context, args []string, stdio IO) error {
 	acks := f.Int("acks", -1, "0, 1 or -1 (all in-sync replicas)")
 	partition := f.Int("partition", -1, "write every record to this partition (default: by key, sticky without one)")
 	txid := f.String("transactional-id", "", "write every line in one transaction of this transactional id, committed at the end of input (aborted on any error)")
+	codec := f.String("compression", "", "codec of the batches for a topic whose compression.type is producer: none, gzip, snappy, lz4 or zstd (default: the gateway's); a topic that names a codec keeps its own")
 	pos, err := f.parse(args)
 	if err != nil {
 		return err
@@ -60,11 +62,18 @@ func produceCmd(ctx context.Context, args []string, stdio IO) error {
 	if len(pos) != 1 {
 		return usagef("produce takes one topic, got %q", pos)
 	}
+	var compression *string
+	if *codec != "" {
+		if _, err := record.ParseCompression(*codec); err != nil {
+			return usagef("--compression %q: not one of none, gzip, snappy, lz4, zstd", *codec)
+		}
+		compression = codec
+	}
 	if *txid != "" {
 		if *acks != -1 {
 			return usagef("--transactional-id writes with acks=all; --acks %d does not go with it", *acks)
 		}
-		return transactionalProduce(ctx, f, stdio, pos[0], *txid, *sep, int32(*partition))
+		return transactionalProduce(ctx, f, stdio, pos[0], *txid, *sep, int32(*partition), compression)
 	}
 	var part *int32
 	if *partition >= 0 {
@@ -143,7 +152,7 @@ func produceCmd(ctx context.Context, args []string, stdio IO) error {
 				break more
 			}
 		}
-		req := &skeinv1.ProduceStreamRequest{CorrelationId: corr, Topic: pos[0], Acks: ptr(int32(*acks))}
+		req := &skeinv1.ProduceStreamRequest{CorrelationId: corr, Topic: pos[0], Acks: ptr(int32(*acks)), Compression: compression}
 		for _, l := range batch {
 			r, err := toRecord(l, *sep, part)
 			if err != nil {
@@ -190,7 +199,7 @@ func produceCmd(ctx context.Context, args []string, stdio IO) error {
 // identity, then a commit at the end of input. Any failure, or an
 // interrupt, aborts the transaction: read_committed consumers see all the
 // lines or none.
-func transactionalProduce(ctx context.Context, f *flags, stdio IO, topic, txid, sep string, partition int32) error {
+func transactionalProduce(ctx context.Context, f *flags, stdio IO, topic, txid, sep string, partition int32, compression *string) error {
 	conn, err := f.dial()
 	if err != nil {
 		return err
@@ -261,7 +270,8 @@ func transactionalProduce(ctx context.Context, f *flags, stdio IO, topic, txid, 
 		for seq := 0; seq < len(recs); seq += maxRecordsPerRequest {
 			chunk := recs[seq:min(seq+maxRecordsPerRequest, len(recs))]
 			resp, err := prod.Produce(ctx, &skeinv1.ProduceRequest{Topic: topic, Partition: ptr(p), Acks: ptr(int32(-1)), Records: chunk,
-				TransactionalId: txid, ProducerId: ptr(id.GetProducerId()), ProducerEpoch: ptr(id.GetProducerEpoch()), BaseSequence: ptr(int32(seq))})
+				TransactionalId: txid, ProducerId: ptr(id.GetProducerId()), ProducerEpoch: ptr(id.GetProducerEpoch()), BaseSequence: ptr(int32(seq)),
+				Compression: compression})
 			if err != nil {
 				return abort(err)
 			}

@@ -12,11 +12,13 @@ import (
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/client"
 	"skein/libs/errs"
+	"skein/libs/record"
 	"skein/services/gateway/internal/budget"
 )
 
 // Producer is ProducerService. Unary produces share one producer per acks
-// value; each ProduceStream is its own idempotent producer session.
+// value and requested codec; each ProduceStream is its own idempotent
+// producer session.
 type Producer struct {
 	skeinv1.UnimplementedProducerServiceServer
 
@@ -26,8 +28,8 @@ type Producer struct {
 	opts []client.ProducerOption
 
 	mu        sync.Mutex
-	producers map[int]*client.Producer // by acks; guarded by mu
-	closed    bool                     // guarded by mu
+	producers map[producerKey]*client.Producer // guarded by mu
+	closed    bool                             // guarded by mu
 
 	drain    sync.Once
 	draining chan struct{} // closed by Drain
@@ -65,7 +67,34 @@ func (s *Producer) Drain() { s.drain.Do(func() { close(s.draining) }) }
 // NewProducer serves ProducerService through c; opts apply to every
 // producer it starts.
 func NewProducer(c *client.Client, log *slog.Logger, opts ...client.ProducerOption) *Producer {
-	return &Producer{c: c, txns: c.Transactions(), log: log, opts: opts, producers: map[int]*client.Producer{}, draining: make(chan struct{})}
+	return &Producer{c: c, txns: c.Transactions(), log: log, opts: opts, producers: map[producerKey]*client.Producer{}, draining: make(chan struct{})}
+}
+
+// producerKey tells producers apart: a request's acks and the codec it
+// asked for (noCodec: the gateway's own --compression).
+type producerKey struct {
+	acks  int
+	codec record.Compression
+}
+
+const noCodec record.Compression = -1
+
+// newProducer starts a producer for key: the gateway's options, with the
+// request's codec in place of the gateway's when it named one.
+func (s *Producer) newProducer(key producerKey) *client.Producer {
+	opts := append([]client.ProducerOption{client.WithAcks(key.acks)}, s.opts...)
+	if key.codec != noCodec {
+		opts = append(opts, client.WithCompression(key.codec))
+	}
+	return s.c.NewProducer(opts...)
+}
+
+// parseCodec reads a request's compression: noCodec when it names none.
+func parseCodec(name *string) (record.Compression, error) {
+	if name == nil || *name == "" {
+		return noCodec, nil
+	}
+	return record.ParseCompression(*name)
 }
 
 // Close flushes and stops the shared producers.
@@ -73,7 +102,7 @@ func (s *Producer) Close(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true
 	ps := s.producers
-	s.producers = map[int]*client.Producer{}
+	s.producers = map[producerKey]*client.Producer{}
 	s.mu.Unlock()
 	var errList []error
 	for _, p := range ps {
@@ -82,16 +111,16 @@ func (s *Producer) Close(ctx context.Context) error {
 	return errors.Join(errList...)
 }
 
-func (s *Producer) shared(acks int) (*client.Producer, error) {
+func (s *Producer) shared(key producerKey) (*client.Producer, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return nil, errs.Errorf(errs.BrokerNotAvailable, "the gateway is shutting down")
 	}
-	p := s.producers[acks]
+	p := s.producers[key]
 	if p == nil {
-		p = s.c.NewProducer(append([]client.ProducerOption{client.WithAcks(acks)}, s.opts...)...)
-		s.producers[acks] = p
+		p = s.newProducer(key)
+		s.producers[key] = p
 	}
 	return p, nil
 }
@@ -99,14 +128,21 @@ func (s *Producer) shared(acks int) (*client.Producer, error) {
 // prepared is a validated produce request.
 type prepared struct {
 	acks    int
+	codec   record.Compression // noCodec: the gateway's
 	records []client.Record
 }
+
+func (p *prepared) key() producerKey { return producerKey{p.acks, p.codec} }
 
 // prepare validates a produce request as a whole: topic, acks, partitions,
 // record shapes and sizes. routePartition is the partition route's
 // partition, if any.
-func (s *Producer) prepare(ctx context.Context, topic string, acks *int32, routePartition *int32, recs []*skeinv1.ProduceRecord) (*prepared, error) {
+func (s *Producer) prepare(ctx context.Context, topic string, acks *int32, compression *string, routePartition *int32, recs []*skeinv1.ProduceRecord) (*prepared, error) {
 	a, err := validateAcks(acks)
+	if err != nil {
+		return nil, err
+	}
+	codec, err := parseCodec(compression)
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +161,7 @@ func (s *Producer) prepare(ctx context.Context, topic string, acks *int32, route
 	limit := m.MaxMessageBytes(topic)
 	now := nowMs()
 	tp := traceparent(ctx) // once per request, not per record
-	out := &prepared{acks: a, records: make([]client.Record, 0, len(recs))}
+	out := &prepared{acks: a, codec: codec, records: make([]client.Record, 0, len(recs))}
 	for i, pr := range recs {
 		r, err := toClientRecord(tp, topic, i, pr, now)
 		if err != nil {
@@ -158,7 +194,7 @@ func (s *Producer) Produce(ctx context.Context, req *skeinv1.ProduceRequest) (*s
 		return nil, s.budget.Status(int64(size))
 	}
 	defer hold.Release()
-	p, err := s.prepare(ctx, req.GetTopic(), req.Acks, req.Partition, req.GetRecords())
+	p, err := s.prepare(ctx, req.GetTopic(), req.Acks, req.Compression, req.Partition, req.GetRecords())
 	if err != nil {
 		return nil, err
 	}
@@ -168,6 +204,9 @@ func (s *Producer) Produce(ctx context.Context, req *skeinv1.ProduceRequest) (*s
 		id, err := identity(req)
 		if err != nil {
 			return nil, err
+		}
+		if p.codec != noCodec {
+			id.Compression = p.codec
 		}
 		if id.TransactionalID != "" {
 			// The partition joins the producer's open transaction (opening
@@ -187,7 +226,7 @@ func (s *Producer) Produce(ctx context.Context, req *skeinv1.ProduceRequest) (*s
 			}
 		}
 	default:
-		prod, err := s.shared(p.acks)
+		prod, err := s.shared(p.key())
 		if err != nil {
 			return nil, err
 		}
@@ -227,13 +266,13 @@ func identity(req *skeinv1.ProduceRequest) (client.BatchIdentity, error) {
 }
 
 // ProduceStream is a pipelined, idempotent producer session: the stream has
-// its own producers (one per acks value, idempotent under acks=-1), and each
+// its own producers (one per acks value and codec, idempotent under acks=-1), and each
 // request is answered by correlation id as soon as all its records are.
 // A request that fails validation is answered with that error on each record
 // (or one result when it has none); the stream goes on.
 func (s *Producer) ProduceStream(stream skeinv1.ProducerService_ProduceStreamServer) error {
 	ctx := stream.Context()
-	producers := map[int]*client.Producer{}
+	producers := map[producerKey]*client.Producer{}
 	var sendMu sync.Mutex
 	var pending sync.WaitGroup
 	defer func() {
@@ -295,7 +334,7 @@ func (s *Producer) ProduceStream(stream skeinv1.ProducerService_ProduceStreamSer
 		var p *prepared
 		var err error
 		if ok {
-			p, err = s.prepare(ctx, req.GetTopic(), req.Acks, nil, req.GetRecords())
+			p, err = s.prepare(ctx, req.GetTopic(), req.Acks, req.Compression, nil, req.GetRecords())
 		} else {
 			err = s.budget.Error(int64(size))
 		}
@@ -309,10 +348,10 @@ func (s *Producer) ProduceStream(stream skeinv1.ProducerService_ProduceStreamSer
 			send(resp)
 			continue
 		}
-		prod := producers[p.acks]
+		prod := producers[p.key()]
 		if prod == nil {
-			prod = s.c.NewProducer(append([]client.ProducerOption{client.WithAcks(p.acks)}, s.opts...)...)
-			producers[p.acks] = prod
+			prod = s.newProducer(p.key())
+			producers[p.key()] = prod
 		}
 		results := make([]*skeinv1.ProduceResult, len(p.records))
 		var left sync.WaitGroup

@@ -1,0 +1,77 @@
+package gateway
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/record"
+)
+
+// A produce's compression names the codec of its batches for a topic whose
+// compression.type is producer, over REST, unary gRPC and ProduceStream; a
+// topic that names a codec keeps its own; an unknown name is refused.
+func TestProduceCompression(t *testing.T) {
+	e := start(t)
+	e.waitReady()
+	e.mustDo("POST", "/v1/topics", `{"name": "p", "replication_factor": 1, "partitions": 4}`)
+	e.mustDo("POST", "/v1/topics", `{"name": "z", "replication_factor": 1, "configs": {"compression.type": "zstd"}}`)
+	codecOf := func(topic string, partition int32) record.Compression {
+		t.Helper()
+		bs := e.cluster.Leader(topic, partition).Batches(topic, partition)
+		if len(bs) == 0 {
+			t.Fatalf("%s-%d: no batch", topic, partition)
+		}
+		return bs[len(bs)-1].Compression()
+	}
+
+	e.mustDo("POST", "/v1/topics/p/partitions/0/records", `{"compression": "gzip", "records": [{"value": "a"}]}`)
+	if c := codecOf("p", 0); c != record.Gzip {
+		t.Errorf("REST with gzip: stored as %s", c)
+	}
+	e.mustDo("POST", "/v1/topics/p/partitions/1/records", `{"records": [{"value": "a"}]}`)
+	if c := codecOf("p", 1); c != record.None {
+		t.Errorf("REST without a codec: stored as %s (the gateway's default is none)", c)
+	}
+	// An idempotent produce (the caller's producer id) too.
+	e.mustDo("POST", "/v1/topics/p/partitions/1/records", `{"compression": "snappy", "producer_id": 5, "producer_epoch": 0, "base_sequence": 0, "records": [{"value": "b"}]}`)
+	if c := codecOf("p", 1); c != record.Snappy {
+		t.Errorf("an idempotent produce with snappy: stored as %s", c)
+	}
+	e.mustDo("POST", "/v1/topics/z/records", `{"compression": "snappy", "records": [{"value": "a"}]}`)
+	if c := codecOf("z", 0); c != record.Zstd {
+		t.Errorf("a zstd topic asked for snappy: stored as %s", c)
+	}
+	code, out := e.do("POST", "/v1/topics/p/records", `{"compression": "brotli", "records": [{"value": "a"}]}`)
+	if code != 400 || out["error_code"] != "UNSUPPORTED_COMPRESSION_TYPE" {
+		t.Errorf("an unknown codec: %d %v", code, out)
+	}
+
+	conn := dialGRPC(t, e.gw.GRPCAddr())
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	prod := skeinv1.NewProducerServiceClient(conn)
+	v, lz4, zstd := "v", "lz4", "zstd"
+	resp, err := prod.Produce(ctx, &skeinv1.ProduceRequest{Topic: "p", Partition: ptr[int32](2), Compression: &lz4, Records: []*skeinv1.ProduceRecord{{Value: &v}}})
+	if err != nil || resp.GetResults()[0].GetErrorCode() != skeinv1.ErrorCode_NONE {
+		t.Fatalf("unary produce: %v %v", resp, err)
+	}
+	if c := codecOf("p", 2); c != record.LZ4 {
+		t.Errorf("unary gRPC with lz4: stored as %s", c)
+	}
+	ps, err := prod.ProduceStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ps.Send(&skeinv1.ProduceStreamRequest{CorrelationId: 1, Topic: "p", Compression: &zstd, Records: []*skeinv1.ProduceRecord{{Value: &v, Partition: ptr[int32](3)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := ps.Recv(); err != nil || r.GetResults()[0].GetErrorCode() != skeinv1.ErrorCode_NONE {
+		t.Fatalf("stream produce: %v %v", r, err)
+	}
+	if c := codecOf("p", 3); c != record.Zstd {
+		t.Errorf("ProduceStream with zstd: stored as %s", c)
+	}
+	_ = ps.CloseSend()
+}
