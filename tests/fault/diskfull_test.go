@@ -4,18 +4,16 @@ package fault
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"skein/libs/history"
+	"skein/tests/faultkit"
 )
 
 // fullDiskBound is how long writers may wait for acknowledgements after the
@@ -45,7 +43,17 @@ func TestFullDiskMovesLeadershipAndRecovers(t *testing.T) {
 	d.produceFor(2*time.Second, 100)
 	n := d.kill(victim)
 	logs := filepath.Join(n.dataDir, "logs")
-	mountTmpfs(t, logs, "64m")
+	unmount, err := faultkit.MountTmpfs(logs, "64m")
+	if unmount != nil {
+		t.Cleanup(func() {
+			if err := unmount(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 	from := d.restart(n)
 	d.waitHosting(n, from, 20*time.Second)
 	d.c.eventually(rejoinBound, fmt.Sprintf("storage-%d back in the ISR", victim), func() error {
@@ -59,7 +67,10 @@ func TestFullDiskMovesLeadershipAndRecovers(t *testing.T) {
 
 	filler := filepath.Join(logs, "filler")
 	fillAt := time.Now()
-	filled := fillDisk(t, filler)
+	filled, err := faultkit.FillDisk(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Logf("storage-%d's log directory filled with %d MiB at %s", victim, filled>>20, fillAt.Format("15:04:05.000"))
 
 	var moved time.Time
@@ -112,60 +123,6 @@ func TestFullDiskMovesLeadershipAndRecovers(t *testing.T) {
 	d.stopClients()
 	d.leadFrom(victim)
 	d.audit(victim)
-}
-
-// mountTmpfs puts dir on a tmpfs of the given size with the contents it
-// had; the test unmounts it when it ends. The node using dir must be down.
-func mountTmpfs(t *testing.T, dir, size string) {
-	t.Helper()
-	saved := dir + ".before-tmpfs"
-	if err := os.Rename(dir, saved); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Fatalf("mount -t tmpfs on %s: %v: %s", dir, err, strings.TrimSpace(string(out)))
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", "-l", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", dir, err, strings.TrimSpace(string(out)))
-		}
-	})
-	if out, err := exec.Command("cp", "-a", saved+"/.", dir+"/").CombinedOutput(); err != nil {
-		t.Fatalf("copying %s onto the tmpfs: %v: %s", saved, err, strings.TrimSpace(string(out)))
-	}
-	if err := os.RemoveAll(saved); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// fillDisk writes path until the file system it is on has no byte left:
-// 1 MiB writes, then 4 KiB, then single bytes, each until ENOSPC. It
-// answers the bytes written.
-func fillDisk(t *testing.T, path string) int64 {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var n int64
-	for _, chunk := range []int{1 << 20, 4 << 10, 1} {
-		buf := make([]byte, chunk)
-		for {
-			w, err := f.Write(buf)
-			n += int64(w)
-			if errors.Is(err, syscall.ENOSPC) {
-				break
-			}
-			if err != nil {
-				t.Fatalf("filling %s: %v", path, err)
-			}
-		}
-	}
-	return n
 }
 
 // brokerState answers the broker's state in GET /v1/cluster.

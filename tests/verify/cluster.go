@@ -248,6 +248,26 @@ func (c *cluster) raftLeader() (int, error) {
 	return -1, fmt.Errorf("no Raft leader in %+v", d.Controllers)
 }
 
+// brokerState answers a storage node's state in GET /v1/cluster (ALIVE,
+// FENCED), or what went wrong asking.
+func (c *cluster) brokerState(id int32) string {
+	var d struct {
+		Brokers []struct {
+			ID    int32  `json:"id"`
+			State string `json:"state"`
+		} `json:"brokers"`
+	}
+	if err := c.do(5*time.Second, "GET", "/v1/cluster", nil, &d); err != nil {
+		return err.Error()
+	}
+	for _, b := range d.Brokers {
+		if b.ID == id {
+			return b.State
+		}
+	}
+	return "absent"
+}
+
 // coordinator asks the controllers which coordinator node owns key.
 func (c *cluster) coordinator(kind controllerv1.CoordinatorKind, key string) (int, error) {
 	ps, err := c.dev.Processes()

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	controllerv1 "skein/gen/skein/controller/v1"
 	"skein/libs/history"
 	"skein/tests/e2e"
+	"skein/tests/faultkit"
 )
 
 // The fault kinds, in the order the table prints them.
@@ -28,10 +30,18 @@ const (
 	TxnCoordKill   = "txncoord-kill"
 	LeaderPause    = "leader-pause"
 	DoubleFailover = "double-failover"
+	DiskFull       = "disk-full"
 )
 
 // Kinds lists every fault kind.
-var Kinds = []string{LeaderKill, FollowerKill, ControllerKill, GroupCoordKill, TxnCoordKill, LeaderPause, DoubleFailover}
+var Kinds = []string{LeaderKill, FollowerKill, ControllerKill, GroupCoordKill, TxnCoordKill, LeaderPause, DoubleFailover, DiskFull}
+
+// diskNode is the storage node whose log directory is a small tmpfs the
+// disk-full fault fills; diskSize is that tmpfs's size.
+const (
+	diskNode = 3
+	diskSize = "256m"
+)
 
 // baseline names the row of what happened before the first fault.
 const baseline = "none (warm-up)"
@@ -136,6 +146,10 @@ type run struct {
 	txnH  *history.Recorder
 	parts int
 	start time.Time
+	// diskDir: storage node diskNode's log directory, on a tmpfs that
+	// unmount takes away, when the schedule has disk-full.
+	diskDir string
+	unmount func() error
 }
 
 func (r *run) say(format string, args ...any) {
@@ -155,6 +169,11 @@ func Run(ctx context.Context, o Options) (rep *Report, err error) {
 	kinds := o.Kinds
 	if len(kinds) == 0 {
 		kinds = Kinds
+		if os.Geteuid() != 0 {
+			// Filling a disk takes a tmpfs, and mounting one takes root.
+			kinds = slices.DeleteFunc(slices.Clone(kinds), func(k string) bool { return k == DiskFull })
+			fmt.Fprintf(o.Out, "skein-verify: not root, so no %s fault (it mounts a tmpfs)\n", DiskFull)
+		}
 	}
 	for _, k := range kinds {
 		if !slices.Contains(Kinds, k) {
@@ -181,6 +200,11 @@ func Run(ctx context.Context, o Options) (rep *Report, err error) {
 		if serr := r.c.stop(); serr != nil {
 			rep.Problems = append(rep.Problems, "stopping the cluster: "+serr.Error())
 		}
+		if r.unmount != nil {
+			if uerr := r.unmount(); uerr != nil {
+				rep.Problems = append(rep.Problems, uerr.Error())
+			}
+		}
 		if err != nil || !rep.Valid() || o.KeepData {
 			fmt.Fprintf(o.Out, "the cluster's data and logs are kept in %s\n", dir)
 		} else {
@@ -188,6 +212,11 @@ func Run(ctx context.Context, o Options) (rep *Report, err error) {
 		}
 	}()
 
+	if slices.Contains(kinds, DiskFull) {
+		if err := r.prepareDisk(); err != nil {
+			return rep, fmt.Errorf("putting storage-%d's log directory on a tmpfs: %w", diskNode, err)
+		}
+	}
 	if err := r.createTopic(); err != nil {
 		return rep, err
 	}
@@ -521,6 +550,23 @@ func (r *run) apply(kind string) Fault {
 			}
 			time.Sleep(pause)
 			return r.c.signal(n, syscall.SIGCONT)
+		case DiskFull:
+			f.What = fmt.Sprintf("storage-%d's log directory (a %s tmpfs) filled, full for %v", diskNode, diskSize, down)
+			filler := filepath.Join(r.diskDir, "filler")
+			r.say("%s: filling %s", kind, r.diskDir)
+			n, err := faultkit.FillDisk(filler)
+			if err != nil {
+				return err
+			}
+			err = waitFor(r.c.ctx, 15*time.Second, fmt.Sprintf("storage-%d fenced", diskNode), func() error {
+				if st := r.c.brokerState(diskNode); st != "FENCED" {
+					return fmt.Errorf("storage-%d %s", diskNode, st)
+				}
+				return nil
+			})
+			r.say("%s: %d MiB written; storage-%d fenced %v after", kind, n>>20, diskNode, time.Since(f.Start).Round(time.Millisecond))
+			time.Sleep(down)
+			return errors.Join(err, os.Remove(filler))
 		case DoubleFailover:
 			a := d.Leader
 			na, err := r.c.node("storage", int(a))
@@ -564,6 +610,46 @@ func (r *run) apply(kind string) Fault {
 		r.say("%s: healed after %v", kind, f.End.Sub(f.Start).Round(100*time.Millisecond))
 	}
 	return f
+}
+
+// prepareDisk moves storage node diskNode's log directory onto a tmpfs of
+// diskSize, before any topic exists: the node is SIGKILLed, its logs
+// copied onto the tmpfs, and it is started again.
+func (r *run) prepareDisk() error {
+	n, err := r.c.node("storage", diskNode)
+	if err != nil {
+		return err
+	}
+	ps, err := r.c.dev.Processes()
+	if err != nil {
+		return err
+	}
+	for _, p := range ps {
+		if p.Role == "storage" && p.ID == diskNode {
+			r.diskDir = filepath.Join(p.DataDir, "logs")
+		}
+	}
+	if r.diskDir == "" {
+		return fmt.Errorf("no storage-%d in cluster.json", diskNode)
+	}
+	if err := r.c.kill(n); err != nil {
+		return err
+	}
+	unmount, err := faultkit.MountTmpfs(r.diskDir, diskSize)
+	r.unmount = unmount
+	if err != nil {
+		return err
+	}
+	if err := r.c.restart(n); err != nil {
+		return err
+	}
+	r.say("storage-%d's log directory is a %s tmpfs (for %s)", diskNode, diskSize, DiskFull)
+	return waitFor(r.c.ctx, 30*time.Second, fmt.Sprintf("storage-%d alive", diskNode), func() error {
+		if st := r.c.brokerState(diskNode); st != "ALIVE" {
+			return fmt.Errorf("storage-%d %s", diskNode, st)
+		}
+		return nil
+	})
 }
 
 // newLeader waits until partition p is led by a node other than old.
