@@ -210,6 +210,27 @@ func (im *Image) Leader(topic string, partition int32) (BrokerID, bool) {
 	return BrokerID(p.GetLeader()), true
 }
 
+// LeaderAndEpoch returns a partition's leader and leader epoch; ok is false
+// when the partition is unknown or has no leader.
+func (im *Image) LeaderAndEpoch(topic string, partition int32) (leader BrokerID, epoch int32, ok bool) {
+	p, found := im.Partition(topic, partition)
+	if !found || p.GetLeader() < 0 {
+		return NoLeader, 0, false
+	}
+	return BrokerID(p.GetLeader()), p.GetLeaderEpoch(), true
+}
+
+// Available lists the partitions of a topic that have a leader, in index order.
+func (im *Image) Available(topic string) []int32 {
+	var out []int32
+	for i, p := range im.partitions[topic] {
+		if p.GetLeader() >= 0 {
+			out = append(out, int32(i))
+		}
+	}
+	return out
+}
+
 // OfflinePartitions counts partitions without a leader.
 func (im *Image) OfflinePartitions() int {
 	n := 0

@@ -105,6 +105,21 @@ func TestApplyAndLookups(t *testing.T) {
 	if l, _ := im.Leader("t", 1); l != NoLeader {
 		t.Errorf("leader t/1 = %d, want offline", l)
 	}
+	if l, e, ok := im.LeaderAndEpoch("t", 0); !ok || l != 1 || e != 0 {
+		t.Errorf("LeaderAndEpoch t/0 = %d %d %v", l, e, ok)
+	}
+	if l, _, ok := im.LeaderAndEpoch("t", 1); ok || l != NoLeader {
+		t.Errorf("LeaderAndEpoch t/1 = %d %v, want offline", l, ok)
+	}
+	if _, _, ok := im.LeaderAndEpoch("t", 2); ok {
+		t.Error("LeaderAndEpoch of an unknown partition")
+	}
+	if got := im.Available("t"); len(got) != 1 || got[0] != 0 {
+		t.Errorf("Available(t) = %v, want [0]", got)
+	}
+	if got := im.Available("nope"); len(got) != 0 {
+		t.Errorf("Available(nope) = %v", got)
+	}
 	if p, _ := im.Partition("t", 1); p.GetTopicId() != "id-t" {
 		t.Errorf("partition did not inherit the topic id: %v", p)
 	}

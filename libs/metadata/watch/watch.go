@@ -1,0 +1,139 @@
+// Package watch follows the controllers' WatchMetadata stream and keeps a
+// metadata.Image of it, moving from controller to controller when one fails
+// or falls silent. It is the gRPC shell around libs/metadata, which stays
+// free of gRPC; the Go client, the storage nodes and the cluster tests all
+// follow the metadata through it.
+//
+// Every stream starts from a fresh image (known version 0), then applies the
+// controller's deltas; an empty delta at the held version is the controller's
+// heartbeat. A stream that ends, errs, sends a delta that does not fit the
+// image, or says nothing for metadata.WatchSilence is dropped, and the
+// watcher waits Backoff and opens one on the next controller, round robin.
+package watch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	controllerv1 "skein/gen/skein/controller/v1"
+	controllerv1grpc "skein/gen/skein/controller/v1/controllerv1grpc"
+	"skein/libs/metadata"
+	"skein/libs/rpcerr"
+)
+
+// Controller is one controller to follow.
+type Controller struct {
+	Addr   string // for logs
+	Client controllerv1grpc.ControllerServiceClient
+}
+
+// Config configures Run.
+type Config struct {
+	// Controllers are followed one at a time, round robin; at least one.
+	Controllers []Controller
+	// Start is the index of the first controller to follow (mod the list).
+	Start int
+	// NodeID names the watcher to the controller (-1 or 0: anonymous).
+	NodeID int32
+	// Backoff is the wait before following the next controller; failures
+	// counts the streams in a row that delivered nothing (0 when the one
+	// that just ended delivered something). Nil: 200 ms every time.
+	Backoff func(failures int) time.Duration
+	// Logger receives the end of every stream; slog.Default when nil.
+	Logger *slog.Logger
+	// Silence is how long a stream may say nothing, not even a heartbeat,
+	// before the watcher leaves it; metadata.WatchSilence when zero.
+	Silence time.Duration
+}
+
+// ErrSilent ends a stream whose controller said nothing for Config.Silence:
+// it is cut off from its quorum (or paused), and its metadata may be stale.
+var ErrSilent = errors.New("the controller sent nothing, not even a heartbeat, for the watch silence")
+
+// Run follows the metadata until ctx ends (at once without controllers). It calls onImage, from its own
+// goroutine, with a private copy of every new version: each fresh image and
+// each delta that changed something (heartbeats do not call it). The copy
+// is the callee's to keep or modify.
+func Run(ctx context.Context, cfg Config, onImage func(*metadata.Image)) {
+	if len(cfg.Controllers) == 0 {
+		return
+	}
+	if cfg.Backoff == nil {
+		cfg.Backoff = func(int) time.Duration { return 200 * time.Millisecond }
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Silence <= 0 {
+		cfg.Silence = metadata.WatchSilence
+	}
+	failures := 0
+	for i := cfg.Start; ctx.Err() == nil; i++ {
+		ctrl := cfg.Controllers[i%len(cfg.Controllers)]
+		got, err := follow(ctx, cfg, ctrl.Client, onImage)
+		if ctx.Err() != nil {
+			return
+		}
+		if got {
+			failures = 0
+		}
+		cfg.Logger.Warn("metadata watch ended; following the next controller", "controller", ctrl.Addr, "err", err)
+		t := time.NewTimer(cfg.Backoff(failures))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		failures++
+	}
+}
+
+// follow reads one stream until it ends; got says whether anything arrived.
+func follow(ctx context.Context, cfg Config, cl controllerv1grpc.ControllerServiceClient, onImage func(*metadata.Image)) (got bool, err error) {
+	sctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	silent := time.AfterFunc(cfg.Silence, func() { cancel(ErrSilent) })
+	defer silent.Stop()
+	stream, err := cl.WatchMetadata(sctx, &controllerv1.WatchMetadataRequest{NodeId: cfg.NodeID})
+	if err != nil {
+		return false, rpcerr.FromStatus(err)
+	}
+	var im *metadata.Image // what this stream delivered so far
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			if cause := context.Cause(sctx); errors.Is(cause, ErrSilent) {
+				return got, fmt.Errorf("%w (%v)", ErrSilent, cfg.Silence)
+			}
+			return got, rpcerr.FromStatus(err)
+		}
+		silent.Reset(cfg.Silence)
+		got = true
+		switch u := msg.GetUpdate().(type) {
+		case *controllerv1.WatchMetadataResponse_Image:
+			next, err := metadata.FromProto(u.Image)
+			if err != nil {
+				return got, err
+			}
+			im = next
+		case *controllerv1.WatchMetadataResponse_Delta:
+			if im == nil {
+				return got, errors.New("metadata delta before any image")
+			}
+			v := metadata.Version(u.Delta.GetVersion())
+			if v < im.Version() || (v == im.Version() && len(u.Delta.GetRecords()) == 0) {
+				continue // a replay of what we hold, or the controller's heartbeat
+			}
+			if err := im.Apply(u.Delta); err != nil {
+				return got, err
+			}
+		default:
+			continue
+		}
+		onImage(im.Clone())
+	}
+}
