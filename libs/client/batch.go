@@ -9,6 +9,7 @@ import (
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/client/accumulator"
 	"skein/libs/errs"
+	"skein/libs/metadata"
 	"skein/libs/record"
 )
 
@@ -135,7 +136,7 @@ wait:
 			return nil, false, errs.Errorf(errs.RequestTimedOut, "produce to %s-%d: %v", topic, partition, ctx.Err())
 		case <-changed:
 			changed = c.metadataChanged()
-			if l, e, ok := c.Metadata().Leader(topic, partition); failover && ok && (l != bc.id || e > epoch) {
+			if l, e, ok := leaderOf(c.Metadata(), topic, partition); failover && ok && (l != bc.id || e > epoch) {
 				return nil, false, errs.Errorf(errs.NotLeaderOrFollower, "%s-%d: leadership moved from broker %d (epoch %d) to %d (epoch %d) while the batch was in flight", topic, partition, bc.id, epoch, l, e)
 			}
 		}
@@ -179,4 +180,11 @@ func SingleRecordBatchSize(r Record) int {
 }
 
 // MaxMessageBytes is a topic's max.message.bytes as the metadata has it.
-func (m *Metadata) MaxMessageBytes(topic string) int { return maxMessageBytes(m, topic) }
+func MaxMessageBytes(m *metadata.Image, topic string) int { return maxMessageBytes(m, topic) }
+
+// leaderOf answers a partition's leader and leader epoch; ok is false when
+// the partition is unknown or has no leader.
+func leaderOf(m *metadata.Image, topic string, partition int32) (leader, epoch int32, ok bool) {
+	l, e, ok := m.LeaderAndEpoch(topic, partition)
+	return int32(l), e, ok
+}

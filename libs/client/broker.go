@@ -9,6 +9,7 @@ import (
 
 	storagev1 "skein/gen/skein/storage/v1"
 	"skein/libs/errs"
+	"skein/libs/metadata"
 	"skein/libs/rpcerr"
 )
 
@@ -48,7 +49,7 @@ type pendingProduce struct {
 // broker returns the connection to a broker, (re)dialing when the broker's
 // address changed in the metadata.
 func (c *Client) broker(id int32) (*brokerConn, error) {
-	b, ok := c.Metadata().Broker(id)
+	b, ok := c.Metadata().Broker(metadata.BrokerID(id))
 	if !ok {
 		return nil, errs.Errorf(errs.BrokerNotAvailable, "broker %d is not in the metadata", id)
 	}

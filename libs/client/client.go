@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -12,11 +13,11 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	controllerv1 "skein/gen/skein/controller/v1"
 	controllerv1grpc "skein/gen/skein/controller/v1/controllerv1grpc"
 	"skein/libs/errs"
 	"skein/libs/grpcopt"
 	"skein/libs/metadata"
+	"skein/libs/metadata/watch"
 	"skein/libs/rpcerr"
 )
 
@@ -51,8 +52,8 @@ type Client struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	meta    atomic.Pointer[Metadata] // nil until the first image
-	ready   chan struct{}            // closed when the first image arrives
+	meta    atomic.Pointer[metadata.Image] // nil until the first image; never modified once stored
+	ready   chan struct{}                  // closed when the first image arrives
 	readyMu sync.Once
 
 	changedMu sync.Mutex
@@ -60,6 +61,7 @@ type Client struct {
 
 	ctrlMu    sync.Mutex
 	ctrlConns map[string]*grpc.ClientConn // by address; guarded by ctrlMu
+	watched   []watch.Controller          // every controller, in cfg.Controllers order
 	ctrlNext  int                         // index of the controller to try first; guarded by ctrlMu
 
 	brokerMu sync.Mutex
@@ -98,10 +100,21 @@ func New(cfg Config) (*Client, error) {
 		brokers:   map[int32]*brokerConn{},
 	}
 	c.pids.c = c
+	for i := range cfg.Controllers {
+		cl, addr, err := c.controller(i)
+		if err != nil {
+			cancel()
+			c.Close()
+			return nil, fmt.Errorf("client: controller %s: %w", addr, err)
+		}
+		c.watched = append(c.watched, watch.Controller{Addr: addr, Client: cl})
+	}
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		c.watch()
+		watch.Run(c.ctx, watch.Config{
+			Controllers: c.watched, NodeID: c.cfg.NodeID, Backoff: c.backoff, Logger: c.log,
+		}, c.setMetadata)
 	}()
 	return c, nil
 }
@@ -137,12 +150,15 @@ func (c *Client) WaitReady(ctx context.Context) error {
 	}
 }
 
-// Metadata is the current snapshot; empty before Ready.
-func (c *Client) Metadata() *Metadata {
+// Metadata is the current snapshot of the cluster metadata (libs/metadata's
+// image, as the controller holds it); empty before Ready. A snapshot is
+// never changed once returned: a later version is a new one. Callers must
+// not modify it (no Apply, no SetClusterID).
+func (c *Client) Metadata() *metadata.Image {
 	if m := c.meta.Load(); m != nil {
 		return m
 	}
-	return emptyMetadata()
+	return metadata.New("")
 }
 
 // metadataChanged returns a channel closed at the next metadata change.
@@ -152,7 +168,7 @@ func (c *Client) metadataChanged() <-chan struct{} {
 	return c.changed
 }
 
-func (c *Client) setMetadata(m *Metadata) {
+func (c *Client) setMetadata(m *metadata.Image) {
 	c.meta.Store(m)
 	c.readyMu.Do(func() { close(c.ready) })
 	c.changedMu.Lock()
@@ -163,7 +179,7 @@ func (c *Client) setMetadata(m *Metadata) {
 
 // WaitMetadata waits until cond holds for the current snapshot and returns
 // it, or until ctx ends.
-func (c *Client) WaitMetadata(ctx context.Context, cond func(*Metadata) bool) (*Metadata, error) {
+func (c *Client) WaitMetadata(ctx context.Context, cond func(*metadata.Image) bool) (*metadata.Image, error) {
 	for {
 		ch := c.metadataChanged()
 		if m := c.meta.Load(); m != nil && cond(m) {
@@ -276,8 +292,6 @@ func (c *Client) callController(ctx context.Context, fn func(context.Context, co
 	}
 }
 
-var errSilentController = errors.New("the controller sent nothing, not even a heartbeat, for " + metadata.WatchSilence.String())
-
 // Admin calls' bounds: a call without a deadline gets DefaultAPITimeout
 // (Kafka's default.api.timeout.ms), and each attempt at one controller gets
 // ControllerAttemptTimeout before the call moves to the next controller.
@@ -285,76 +299,6 @@ const (
 	DefaultAPITimeout        = 60 * time.Second
 	ControllerAttemptTimeout = 2 * time.Second
 )
-
-// watch follows WatchMetadata until Close, moving to the next controller
-// with backoff whenever a stream ends.
-func (c *Client) watch() {
-	failures := 0
-	for i := 0; c.ctx.Err() == nil; i++ {
-		got, err := c.watchOnce(i)
-		if c.ctx.Err() != nil {
-			return
-		}
-		if got {
-			failures = 0
-		}
-		c.log.Warn("metadata watch ended, reconnecting", "controller", c.cfg.Controllers[i%len(c.cfg.Controllers)], "err", err)
-		_ = sleep(c.ctx, c.backoff(failures))
-		failures++
-	}
-}
-
-// watchOnce reads one WatchMetadata stream; got says whether anything
-// arrived on it.
-func (c *Client) watchOnce(i int) (got bool, err error) {
-	cl, _, err := c.controller(i)
-	if err != nil {
-		return false, err
-	}
-	ctx, cancel := context.WithCancelCause(c.ctx)
-	defer cancel(nil)
-	var known uint64
-	if m := c.meta.Load(); m != nil {
-		known = m.Version()
-	}
-	// A controller in contact with its quorum sends at least an empty delta
-	// every metadata.WatchHeartbeat; one that says nothing for WatchSilence
-	// is cut off (or paused) and its metadata may be stale: move to another.
-	silent := time.AfterFunc(metadata.WatchSilence, func() { cancel(errSilentController) })
-	defer silent.Stop()
-	stream, err := cl.WatchMetadata(ctx, &controllerv1.WatchMetadataRequest{KnownVersion: known, NodeId: c.cfg.NodeID})
-	if err != nil {
-		return false, rpcerr.FromStatus(err)
-	}
-	for {
-		msg, err := stream.Recv()
-		if err != nil {
-			if cause := context.Cause(ctx); errors.Is(cause, errSilentController) {
-				return got, cause
-			}
-			return got, rpcerr.FromStatus(err)
-		}
-		silent.Reset(metadata.WatchSilence)
-		got = true
-		switch u := msg.GetUpdate().(type) {
-		case *controllerv1.WatchMetadataResponse_Image:
-			c.setMetadata(MetadataFromImage(u.Image))
-		case *controllerv1.WatchMetadataResponse_Delta:
-			cur := c.meta.Load()
-			if cur == nil {
-				return got, errors.New("metadata delta before any image")
-			}
-			if u.Delta.GetVersion() < cur.Version() || (len(u.Delta.GetRecords()) == 0 && u.Delta.GetVersion() == cur.Version()) {
-				continue // a replay of what we hold, or the controller's heartbeat
-			}
-			next, err := cur.Apply(u.Delta)
-			if err != nil {
-				return got, err
-			}
-			c.setMetadata(next)
-		}
-	}
-}
 
 // randIntN is the sticky partitioner's random source.
 func randIntN(n int) int { return rand.IntN(n) }

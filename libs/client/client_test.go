@@ -14,6 +14,7 @@ import (
 	"skein/libs/client/clienttest"
 	"skein/libs/client/partitioner"
 	"skein/libs/errs"
+	"skein/libs/metadata"
 	"skein/libs/record"
 )
 
@@ -55,7 +56,7 @@ func createTopic(t *testing.T, c *client.Client, name string, partitions int32, 
 	if _, err := c.CreateTopic(ctx(t), client.TopicSpec{Name: name, Partitions: partitions, ReplicationFactor: 1, Configs: configs}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.WaitMetadata(ctx(t), func(m *client.Metadata) bool { return m.PartitionCount(name) == partitions }); err != nil {
+	if _, err := c.WaitMetadata(ctx(t), func(m *metadata.Image) bool { return m.PartitionCount(name) == partitions }); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -409,7 +410,7 @@ func TestAdmin(t *testing.T) {
 	if err := c.AlterConfigs(ctx(t), "t", map[string]string{"retention.ms": "1000"}); err != nil {
 		t.Fatal(err)
 	}
-	m, err := c.WaitMetadata(ctx(t), func(m *client.Metadata) bool {
+	m, err := c.WaitMetadata(ctx(t), func(m *metadata.Image) bool {
 		tr, ok := m.Topic("t")
 		return ok && m.PartitionCount("t") == 3 && tr.GetConfigs()["retention.ms"] == "1000"
 	})
@@ -433,7 +434,7 @@ func TestAdmin(t *testing.T) {
 	if err := c.DeleteTopic(ctx(t), "t"); errs.Of(err) != errs.UnknownTopicOrPartition {
 		t.Fatalf("delete twice: %v", err)
 	}
-	if _, err := c.WaitMetadata(ctx(t), func(m *client.Metadata) bool { _, ok := m.Topic("t"); return !ok }); err != nil {
+	if _, err := c.WaitMetadata(ctx(t), func(m *metadata.Image) bool { _, ok := m.Topic("t"); return !ok }); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -503,7 +504,7 @@ func TestWatchFailsOverToAnotherController(t *testing.T) {
 	if _, err := c.CreateTopic(ctx(t), client.TopicSpec{Name: "after", Partitions: 2}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.WaitMetadata(ctx(t), func(m *client.Metadata) bool { return m.PartitionCount("after") == 2 }); err != nil {
+	if _, err := c.WaitMetadata(ctx(t), func(m *metadata.Image) bool { return m.PartitionCount("after") == 2 }); err != nil {
 		t.Fatalf("no metadata after the watched controller stopped: %v", err)
 	}
 }
@@ -605,7 +606,7 @@ func TestSilentControllerIsLeftBehind(t *testing.T) {
 	if took > client.ControllerAttemptTimeout+2*time.Second {
 		t.Errorf("create took %v; the silent controller should cost one attempt of %v", took, client.ControllerAttemptTimeout)
 	}
-	if _, err := c.WaitMetadata(ctx(t), func(m *client.Metadata) bool { return m.PartitionCount("t") == 2 }); err != nil {
+	if _, err := c.WaitMetadata(ctx(t), func(m *metadata.Image) bool { return m.PartitionCount("t") == 2 }); err != nil {
 		t.Fatalf("the watch never left the silent controller: %v", err)
 	}
 	t.Logf("the new topic reached the metadata %v after the create began", time.Since(start).Round(time.Millisecond))

@@ -100,7 +100,7 @@ func (c *Client) leaderOf(topic string, partition int32) (*brokerConn, int32, er
 	if _, ok := m.Partition(topic, partition); !ok {
 		return nil, 0, errs.Errorf(errs.UnknownTopicOrPartition, "topic %q has no partition %d", topic, partition)
 	}
-	leader, epoch, ok := m.Leader(topic, partition)
+	leader, epoch, ok := leaderOf(m, topic, partition)
 	if !ok {
 		return nil, 0, errs.Errorf(errs.LeaderNotAvailable, "%s-%d has no leader", topic, partition)
 	}
@@ -182,7 +182,7 @@ var errLeaderMoved = errors.New("the partition's leader changed during the fetch
 func (c *Client) cancelOnLeaderChange(ctx context.Context, cancel context.CancelCauseFunc, topic string, partition, leader, epoch int32) {
 	for {
 		changed := c.metadataChanged()
-		if l, e, ok := c.Metadata().Leader(topic, partition); ok && (l != leader || e > epoch) {
+		if l, e, ok := leaderOf(c.Metadata(), topic, partition); ok && (l != leader || e > epoch) {
 			cancel(errLeaderMoved)
 			return
 		}

@@ -1,9 +1,11 @@
 // Package client is Skein's smart Go client: what the gateway, the
 // coordinators and the CLI use to reach the controller and the storage nodes.
 //
-// A Client follows the controller's WatchMetadata stream (any controller of a
-// list; on error it reconnects to the next with backoff) and keeps an
-// immutable Metadata snapshot that every call routes by. On top of it:
+// A Client follows the controller's WatchMetadata stream through
+// libs/metadata/watch (any controller of a list; on an error or
+// metadata.WatchSilence of silence it moves to the next with backoff, from a
+// fresh image) and keeps the latest libs/metadata Image as an immutable
+// snapshot that every call routes by. On top of it:
 //
 //   - Producer: Kafka's producer. Records are partitioned like the Java client
 //     (package partitioner), gathered per partition (package accumulator:
@@ -23,8 +25,4 @@
 // Errors are rows of libs/errs (wrapped with a message): a peer's gRPC
 // status is turned back into its row with rpcerr.FromStatus, per-partition
 // error codes with errs.ForCode.
-//
-// The metadata cache here (metadata.go) is a minimal one built from
-// controllerv1 images and deltas; it mirrors libs/metadata's lookups so the
-// two can be merged.
 package client

@@ -121,7 +121,7 @@ func (c *Client) whileLeading(ctx context.Context, broker int32, parts []*storag
 			changed := c.metadataChanged()
 			m := c.Metadata()
 			for _, p := range parts {
-				if l, _, ok := m.Leader(p.GetTopic(), p.GetPartition()); ok && l != broker {
+				if l, _, ok := leaderOf(m, p.GetTopic(), p.GetPartition()); ok && l != broker {
 					cancel()
 					return
 				}

@@ -16,6 +16,7 @@ import (
 	"skein/libs/client/accumulator"
 	"skein/libs/client/partitioner"
 	"skein/libs/errs"
+	"skein/libs/metadata"
 	"skein/libs/record"
 	"skein/libs/topicconfig"
 )
@@ -431,7 +432,7 @@ func (p *Producer) noteIdleLocked() {
 }
 
 // topicMetadata waits for the first metadata and, briefly, for the topic.
-func (p *Producer) topicMetadata(ctx context.Context, topic string) (*Metadata, error) {
+func (p *Producer) topicMetadata(ctx context.Context, topic string) (*metadata.Image, error) {
 	if err := p.c.WaitReady(ctx); err != nil {
 		return nil, err
 	}
@@ -441,7 +442,7 @@ func (p *Producer) topicMetadata(ctx context.Context, topic string) (*Metadata, 
 	}
 	wctx, cancel := context.WithTimeout(ctx, topicWait)
 	defer cancel()
-	m, err := p.c.WaitMetadata(wctx, func(m *Metadata) bool { return m.PartitionCount(topic) > 0 })
+	m, err := p.c.WaitMetadata(wctx, func(m *metadata.Image) bool { return m.PartitionCount(topic) > 0 })
 	if err != nil {
 		return nil, errs.Errorf(errs.UnknownTopicOrPartition, "topic %q does not exist", topic)
 	}
@@ -454,7 +455,7 @@ func (p *Producer) topicMetadata(ctx context.Context, topic string) (*Metadata, 
 // batch in another codec to the named one (as Kafka's brokers do); encoding
 // with it in the first place spares it that, and it stores the bytes it
 // receives.
-func codecFor(m *Metadata, topic string, producer record.Compression) record.Compression {
+func codecFor(m *metadata.Image, topic string, producer record.Compression) record.Compression {
 	if t, ok := m.Topic(topic); ok {
 		if name := t.GetConfigs()["compression.type"]; name != "" && name != "producer" {
 			if c, err := record.ParseCompression(name); err == nil {
@@ -466,7 +467,7 @@ func codecFor(m *Metadata, topic string, producer record.Compression) record.Com
 }
 
 // maxMessageBytes is the topic's max.message.bytes.
-func maxMessageBytes(m *Metadata, topic string) int {
+func maxMessageBytes(m *metadata.Image, topic string) int {
 	if t, ok := m.Topic(topic); ok {
 		if v, ok := t.GetConfigs()["max.message.bytes"]; ok {
 			if n, err := strconv.Atoi(v); err == nil && n > 0 {
@@ -597,7 +598,7 @@ func (p *Producer) collect(now time.Time) (sends []*brokerRequest, wakeAt time.T
 	m := p.c.Metadata()
 	byBroker := map[int32][]*brokerRequest{}
 	route := func(ps *partitionState, b *sendBatch) bool {
-		leader, epoch, ok := m.Leader(b.tp.Topic, b.tp.Partition)
+		leader, epoch, ok := leaderOf(m, b.tp.Topic, b.tp.Partition)
 		if !ok {
 			return false
 		}
@@ -639,7 +640,7 @@ func (p *Producer) collect(now time.Time) (sends []*brokerRequest, wakeAt time.T
 	// ignored (see complete).
 	for _, ps := range p.parts {
 		moved := slices.ContainsFunc(ps.inflight, func(b *sendBatch) bool {
-			leader, epoch, ok := m.Leader(b.tp.Topic, b.tp.Partition)
+			leader, epoch, ok := leaderOf(m, b.tp.Topic, b.tp.Partition)
 			return ok && (leader != b.leader || epoch > b.leaderEpoch)
 		})
 		if !moved {
@@ -713,7 +714,7 @@ func (p *Producer) collect(now time.Time) (sends []*brokerRequest, wakeAt time.T
 		if !ps.canSend() {
 			continue
 		}
-		if _, _, ok := m.Leader(tp.Topic, tp.Partition); !ok {
+		if _, _, ok := leaderOf(m, tp.Topic, tp.Partition); !ok {
 			if _, found := m.Partition(tp.Topic, tp.Partition); !found && m.PartitionCount(tp.Topic) == 0 {
 				// The topic was deleted: nothing will ever lead it again.
 				for ab := p.acc.Pop(tp); ab != nil; ab = p.acc.Pop(tp) {

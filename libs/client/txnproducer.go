@@ -12,6 +12,7 @@ import (
 	groupv1 "skein/gen/skein/group/v1"
 	"skein/libs/client/partitioner"
 	"skein/libs/errs"
+	"skein/libs/metadata"
 	"skein/libs/record"
 )
 
@@ -312,7 +313,7 @@ func (p *TransactionalProducer) partitionLocked(ctx context.Context, recs []Reco
 		n := m.PartitionCount(r.Topic)
 		if n == 0 {
 			wctx, cancel := context.WithTimeout(ctx, topicWait)
-			m2, err := p.c.WaitMetadata(wctx, func(m *Metadata) bool { return m.PartitionCount(r.Topic) > 0 })
+			m2, err := p.c.WaitMetadata(wctx, func(m *metadata.Image) bool { return m.PartitionCount(r.Topic) > 0 })
 			cancel()
 			if err != nil {
 				return nil, errs.Errorf(errs.UnknownTopicOrPartition, "topic %q does not exist", r.Topic)

@@ -17,6 +17,7 @@ import (
 
 	storagev1 "skein/gen/skein/storage/v1"
 	"skein/libs/client"
+	"skein/libs/metadata"
 	"skein/libs/record"
 )
 
@@ -91,11 +92,11 @@ func TestCompressionLeaderRecompresses(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	m, err := cl.WaitMetadata(ctx, func(m *client.Metadata) bool { _, _, ok := m.Leader(topic, 0); return ok })
+	m, err := cl.WaitMetadata(ctx, func(m *metadata.Image) bool { _, _, ok := m.LeaderAndEpoch(topic, 0); return ok })
 	if err != nil {
 		t.Fatal(err)
 	}
-	leader, epoch, _ := m.Leader(topic, 0)
+	leader, epoch, _ := m.LeaderAndEpoch(topic, 0)
 	broker, _ := m.Broker(leader)
 
 	type rec struct{ key, value []byte }

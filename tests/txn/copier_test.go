@@ -99,7 +99,8 @@ func TestCopierExactlyOnce(t *testing.T) {
 			// An output partition's leader, another node than last time.
 			part, leader := int32(-1), int32(-1)
 			for q := range int32(copyParts) {
-				if l, _, ok := cl.Metadata().Leader(copyOut, q); ok && l >= 0 && (part < 0 || l != lastStorage) {
+				b, _, ok := cl.Metadata().LeaderAndEpoch(copyOut, q)
+				if l := int32(b); ok && (part < 0 || l != lastStorage) {
 					part, leader = q, l
 					if l != lastStorage {
 						break
@@ -112,9 +113,9 @@ func TestCopierExactlyOnce(t *testing.T) {
 			lastStorage = leader
 			p := c.StorageByID(leader)
 			c.Kill(p)
-			waitMetadata(t, cl, 30*time.Second, fmt.Sprintf("a new leader of %s-%d", copyOut, part), func(m *client.Metadata) bool {
-				l, _, ok := m.Leader(copyOut, part)
-				return ok && l >= 0 && l != leader
+			waitMetadata(t, cl, 30*time.Second, fmt.Sprintf("a new leader of %s-%d", copyOut, part), func(m *metadata.Image) bool {
+				l, _, ok := m.LeaderAndEpoch(copyOut, part)
+				return ok && int32(l) != leader
 			})
 			c.Restart(p)
 			c.WaitReady(p, 60*time.Second)
@@ -245,13 +246,13 @@ func setupCopy(t *testing.T, cl *client.Client) {
 		}
 	}
 	// Every coordinator partition owned before the copy starts.
-	waitMetadata(t, cl, time.Minute, "the topics and every coordinator partition owned", func(m *client.Metadata) bool {
+	waitMetadata(t, cl, time.Minute, "the topics and every coordinator partition owned", func(m *metadata.Image) bool {
 		for _, k := range []struct {
 			kind  controllerv1.CoordinatorKind
 			topic string
 		}{{txnKind, metadata.TransactionStateTopic}, {controllerv1.CoordinatorKind_COORDINATOR_KIND_GROUP, metadata.ConsumerOffsetsTopic}} {
 			n, owned := m.PartitionCount(k.topic), 0
-			for _, a := range m.CoordinatorAssignments(k.kind) {
+			for _, a := range m.Assignments(k.kind) {
 				if a.ProducerId != nil {
 					owned++
 				}
@@ -289,7 +290,7 @@ func openTxn(cl *client.Client, d time.Duration) bool {
 	return false
 }
 
-func waitMetadata(t *testing.T, cl *client.Client, d time.Duration, what string, cond func(*client.Metadata) bool) {
+func waitMetadata(t *testing.T, cl *client.Client, d time.Duration, what string, cond func(*metadata.Image) bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
@@ -302,7 +303,7 @@ func waitMetadata(t *testing.T, cl *client.Client, d time.Duration, what string,
 // that a storage node may be killed without going below min.insync.replicas.
 func waitFullISR(t *testing.T, cl *client.Client, d time.Duration) {
 	t.Helper()
-	waitMetadata(t, cl, d, "every partition's ISR full", func(m *client.Metadata) bool {
+	waitMetadata(t, cl, d, "every partition's ISR full", func(m *metadata.Image) bool {
 		for _, tp := range m.Topics() {
 			for _, p := range m.Partitions(tp.GetName()) {
 				if len(p.GetIsr()) < len(p.GetReplicas()) || p.GetLeader() < 0 {

@@ -58,10 +58,10 @@ func start(t *testing.T, flags ...string) *env {
 		t.Fatal(err)
 	}
 	// Every __transaction_state partition owned before the first call.
-	if _, err := cl.WaitMetadata(ctx, func(m *client.Metadata) bool {
+	if _, err := cl.WaitMetadata(ctx, func(m *metadata.Image) bool {
 		n := m.PartitionCount(metadata.TransactionStateTopic)
 		owned := 0
-		for _, a := range m.CoordinatorAssignments(txnKind) {
+		for _, a := range m.Assignments(txnKind) {
 			if a.ProducerId != nil {
 				owned++
 			}

@@ -20,6 +20,7 @@ import (
 
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/client"
+	"skein/libs/metadata"
 	"skein/libs/record"
 )
 
@@ -580,7 +581,7 @@ func (d *direct) createTopic(ctx context.Context, name string, partitions, rf in
 func (d *direct) partitions(ctx context.Context, topic string) ([]partState, error) {
 	wctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	m, err := d.c.WaitMetadata(wctx, func(m *client.Metadata) bool { return m.PartitionCount(topic) > 0 })
+	m, err := d.c.WaitMetadata(wctx, func(m *metadata.Image) bool { return m.PartitionCount(topic) > 0 })
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/client"
 	"skein/libs/errs"
+	"skein/libs/metadata"
 	"skein/libs/topicconfig"
 )
 
@@ -75,7 +76,7 @@ func (s *Admin) CreateTopic(ctx context.Context, req *skeinv1.CreateTopicRequest
 	if err != nil {
 		return nil, err
 	}
-	m, err := s.await(ctx, func(m *client.Metadata) bool {
+	m, err := s.await(ctx, func(m *metadata.Image) bool {
 		t, ok := m.Topic(spec.Name)
 		return ok && (id == "" || t.GetTopicId() == id) && complete(m, spec.Name, spec.Partitions)
 	})
@@ -87,7 +88,7 @@ func (s *Admin) CreateTopic(ctx context.Context, req *skeinv1.CreateTopicRequest
 }
 
 // complete reports whether the metadata holds partitions 0..n-1 of topic.
-func complete(m *client.Metadata, topic string, n int32) bool {
+func complete(m *metadata.Image, topic string, n int32) bool {
 	parts := m.Partitions(topic)
 	if int32(len(parts)) < n {
 		return false
@@ -102,7 +103,7 @@ func complete(m *client.Metadata, topic string, n int32) bool {
 
 // await waits for this gateway's metadata to show a change the controller
 // accepted.
-func (s *Admin) await(ctx context.Context, cond func(*client.Metadata) bool) (*client.Metadata, error) {
+func (s *Admin) await(ctx context.Context, cond func(*metadata.Image) bool) (*metadata.Image, error) {
 	wctx, cancel := context.WithTimeout(ctx, metadataWait)
 	defer cancel()
 	m, err := s.c.WaitMetadata(wctx, cond)
@@ -132,7 +133,7 @@ func (s *Admin) ListTopics(ctx context.Context, req *skeinv1.ListTopicsRequest) 
 	return out, nil
 }
 
-func replicationFactor(m *client.Metadata, topic string) int32 {
+func replicationFactor(m *metadata.Image, topic string) int32 {
 	for _, p := range m.Partitions(topic) {
 		if p != nil {
 			return int32(len(p.GetReplicas()))
@@ -191,7 +192,7 @@ func (s *Admin) offsets(ctx context.Context, topic string) map[int32]partitionOf
 
 // describe renders a topic from the metadata; offs nil means a new topic
 // (all offsets 0), a missing partition in offs means its leader did not answer.
-func (s *Admin) describe(m *client.Metadata, topic string, offs map[int32]partitionOffsets) *skeinv1.TopicDescription {
+func (s *Admin) describe(m *metadata.Image, topic string, offs map[int32]partitionOffsets) *skeinv1.TopicDescription {
 	t, _ := m.Topic(topic)
 	d := &skeinv1.TopicDescription{
 		Name: topic, TopicId: t.GetTopicId(), Configs: topicconfig.Effective(t.GetConfigs()),
@@ -243,7 +244,7 @@ func (s *Admin) DeleteTopic(ctx context.Context, req *skeinv1.DeleteTopicRequest
 	if err := s.c.DeleteTopic(ctx, req.GetTopic()); err != nil {
 		return nil, err
 	}
-	if _, err := s.await(ctx, func(m *client.Metadata) bool { _, ok := m.Topic(req.GetTopic()); return !ok }); err != nil {
+	if _, err := s.await(ctx, func(m *metadata.Image) bool { _, ok := m.Topic(req.GetTopic()); return !ok }); err != nil {
 		return nil, err
 	}
 	return &skeinv1.DeleteTopicResponse{Topic: req.GetTopic()}, nil
@@ -261,7 +262,7 @@ func (s *Admin) CreatePartitions(ctx context.Context, req *skeinv1.CreatePartiti
 	if err := s.c.CreatePartitions(ctx, req.GetTopic(), req.GetCount()); err != nil {
 		return nil, err
 	}
-	m, err := s.await(ctx, func(m *client.Metadata) bool { return complete(m, req.GetTopic(), req.GetCount()) })
+	m, err := s.await(ctx, func(m *metadata.Image) bool { return complete(m, req.GetTopic(), req.GetCount()) })
 	if err != nil {
 		return nil, err
 	}
@@ -293,7 +294,7 @@ func (s *Admin) AlterTopicConfigs(ctx context.Context, req *skeinv1.AlterTopicCo
 	if err := s.c.AlterConfigs(ctx, req.GetTopic(), req.GetConfigs()); err != nil {
 		return nil, err
 	}
-	m, err := s.await(ctx, func(m *client.Metadata) bool {
+	m, err := s.await(ctx, func(m *metadata.Image) bool {
 		t, ok := m.Topic(req.GetTopic())
 		if !ok {
 			return false

@@ -158,7 +158,7 @@ func (s *Producer) prepare(ctx context.Context, topic string, acks *int32, compr
 			return nil, err
 		}
 	}
-	limit := m.MaxMessageBytes(topic)
+	limit := client.MaxMessageBytes(m, topic)
 	now := nowMs()
 	tp := traceparent(ctx) // once per request, not per record
 	out := &prepared{acks: a, codec: codec, records: make([]client.Record, 0, len(recs))}

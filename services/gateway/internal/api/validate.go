@@ -9,6 +9,7 @@ import (
 
 	"skein/libs/client"
 	"skein/libs/errs"
+	"skein/libs/metadata"
 	"skein/libs/rpcerr"
 )
 
@@ -51,7 +52,7 @@ func validateAcks(acks *int32) (int, error) {
 
 // knownTopic waits for the first metadata and answers the topic's partition
 // count, or UNKNOWN_TOPIC_OR_PARTITION.
-func knownTopic(ctx context.Context, c *client.Client, topic string) (*client.Metadata, int32, error) {
+func knownTopic(ctx context.Context, c *client.Client, topic string) (*metadata.Image, int32, error) {
 	if err := ValidateTopicName(topic); err != nil {
 		return nil, 0, err
 	}

@@ -6,13 +6,13 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	controllerv1 "skein/gen/skein/controller/v1"
-	"skein/libs/client"
+	"skein/libs/metadata"
 )
 
 func TestViewOf(t *testing.T) {
 	group := controllerv1.CoordinatorKind_COORDINATOR_KIND_GROUP
-	image := func(inc string, alive bool) *client.Metadata {
-		return client.MetadataFromImage(&controllerv1.MetadataImage{
+	image := func(inc string, alive bool) *metadata.Image {
+		return fromProto(t, &controllerv1.MetadataImage{
 			Version: 1,
 			Topics:  []*controllerv1.TopicRecord{{Name: "__consumer_offsets", TopicId: "o"}, {Name: "orders", TopicId: "x"}},
 			Partitions: []*controllerv1.PartitionRecord{
@@ -35,9 +35,18 @@ func TestViewOf(t *testing.T) {
 	}
 	// Another incarnation of this id (a newer process, or the metadata has
 	// not seen this one yet), or a dead record: nothing is served.
-	for _, m := range []*client.Metadata{image("other", true), image("me", false)} {
+	for _, m := range []*metadata.Image{image("other", true), image("me", false)} {
 		if v := ViewOf(m, 1, "me"); v.Registered || len(v.Owned) != 0 {
 			t.Errorf("view of a record not this process's: %+v", v)
 		}
 	}
+}
+
+func fromProto(t *testing.T, p *controllerv1.MetadataImage) *metadata.Image {
+	t.Helper()
+	im, err := metadata.FromProto(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return im
 }

@@ -62,7 +62,7 @@ func (l ClientLog) Fetch(ctx context.Context, partition int32, offset int64) ([]
 // process (its incarnation) as the live coordinator — so a restarted
 // process never writes under the epoch its previous incarnation held — and
 // only assignments with a producer id.
-func ViewOf(m *client.Metadata, self int32, incarnation string) View {
+func ViewOf(m *metadata.Image, self int32, incarnation string) View {
 	v := View{Partitions: m.PartitionCount(metadata.TransactionStateTopic), OffsetsPartitions: m.PartitionCount(metadata.ConsumerOffsetsTopic),
 		Owned: map[int32]Ownership{}, Topics: map[string]int32{}}
 	for _, t := range m.Topics() {
@@ -74,7 +74,7 @@ func ViewOf(m *client.Metadata, self int32, incarnation string) View {
 		return v
 	}
 	v.Registered = true
-	for _, a := range m.CoordinatorAssignments(kind) {
+	for _, a := range m.Assignments(kind) {
 		if a.GetOwner() == self && a.ProducerId != nil && a.GetPartition() < v.Partitions {
 			v.Owned[a.GetPartition()] = Ownership{Epoch: a.GetCoordinatorEpoch(), ProducerID: a.GetProducerId()}
 		}
@@ -84,10 +84,10 @@ func ViewOf(m *client.Metadata, self int32, incarnation string) View {
 
 // Follow feeds c every metadata change of cl until ctx ends.
 func Follow(ctx context.Context, cl *client.Client, c *Coordinator, self int32, incarnation string) {
-	var version uint64
+	var version metadata.Version
 	first := true
 	for {
-		m, err := cl.WaitMetadata(ctx, func(m *client.Metadata) bool { return first || m.Version() != version })
+		m, err := cl.WaitMetadata(ctx, func(m *metadata.Image) bool { return first || m.Version() != version })
 		if err != nil {
 			return
 		}
