@@ -1,0 +1,177 @@
+package tlsconf
+
+import (
+	"crypto/tls"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func issue(t *testing.T, ca *CA, l Leaf) *Source {
+	t.Helper()
+	f, err := ca.Issue(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Load(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// handshake runs a TLS handshake between a client dialling serverName and
+// a server, over a pipe; it answers the client's and the server's errors.
+func handshake(client, server *tls.Config, serverName string) (error, error) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	c := client.Clone()
+	c.ServerName = serverName
+	cc, sc := tls.Client(a, c), tls.Server(b, server)
+	done := make(chan error, 1)
+	go func() { done <- sc.Handshake(); _ = sc.Close() }()
+	cerr := cc.Handshake()
+	if cerr == nil {
+		// TLS 1.3: the server's verdict on the client certificate arrives
+		// with the first read.
+		_ = cc.SetReadDeadline(time.Now().Add(2 * time.Second))
+		_, rerr := cc.Read(make([]byte, 1))
+		if rerr != nil && !strings.Contains(rerr.Error(), "EOF") && !strings.Contains(rerr.Error(), "closed") {
+			cerr = rerr
+		}
+	}
+	_ = cc.Close()
+	return cerr, <-done
+}
+
+func TestMutualTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := OpenCA(dir, "test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := issue(t, ca, Leaf{Name: "storage-1", Role: "storage", ID: "1", Hosts: []string{"127.0.0.1", "storage-1"}})
+	cli := issue(t, ca, Leaf{Name: "gateway", Role: "gateway", ID: "1"})
+	other, err := OpenCA(filepath.Join(dir, "other"), "another CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stranger := issue(t, other, Leaf{Name: "intruder", Hosts: []string{"127.0.0.1"}})
+
+	if srv.Identity() != "storage-1" || cli.Identity() != "gateway" {
+		t.Errorf("identities %q %q", srv.Identity(), cli.Identity())
+	}
+	cases := []struct {
+		name       string
+		client     *tls.Config
+		server     *tls.Config
+		serverName string
+		ok         bool
+	}{
+		{"both sides signed by the CA, by IP", cli.ClientConfig(), srv.ServerConfig(false), "127.0.0.1", true},
+		{"by DNS name", cli.ClientConfig(), srv.ServerConfig(false), "storage-1", true},
+		{"a name the server's certificate does not hold", cli.ClientConfig(), srv.ServerConfig(false), "storage-2", false},
+		{"a client without a certificate", &tls.Config{InsecureSkipVerify: true}, srv.ServerConfig(false), "127.0.0.1", false},
+		{"no certificate, where one is optional", &tls.Config{InsecureSkipVerify: true}, srv.ServerConfig(true), "127.0.0.1", true},
+		{"a client certificate from another CA", stranger.ClientConfig(), srv.ServerConfig(true), "127.0.0.1", false},
+		{"a server certificate from another CA", cli.ClientConfig(), stranger.ServerConfig(true), "127.0.0.1", false},
+	}
+	for _, tc := range cases {
+		cerr, serr := handshake(tc.client, tc.server, tc.serverName)
+		if ok := cerr == nil && serr == nil; ok != tc.ok {
+			t.Errorf("%s: client %v, server %v; want ok=%v", tc.name, cerr, serr, tc.ok)
+		}
+	}
+}
+
+// The CA is created once and found again; a reissued certificate is
+// picked up by Reload (and Changed notices it), and the configurations
+// handed out before serve it without being rebuilt.
+func TestReopenAndReload(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := OpenCA(dir, "test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := OpenCA(dir, "ignored")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !again.cert.Equal(ca.cert) {
+		t.Fatal("OpenCA made a new CA where one existed")
+	}
+	srv := issue(t, ca, Leaf{Name: "node", Hosts: []string{"127.0.0.1"}})
+	cli := issue(t, ca, Leaf{Name: "client"})
+	scfg, ccfg := srv.ServerConfig(false), cli.ClientConfig()
+	before := srv.NotAfter()
+
+	time.Sleep(10 * time.Millisecond) // a later modification time
+	if _, err := ca.Issue(Leaf{Name: "node", Hosts: []string{"127.0.0.1"}, ValidFor: 48 * time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if !srv.Changed() {
+		t.Error("Changed does not see the reissued files")
+	}
+	if err := srv.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if srv.Changed() {
+		t.Error("Changed after Reload")
+	}
+	if after := srv.NotAfter(); !after.Before(before) {
+		t.Errorf("NotAfter %v after reload, want the new (earlier) expiry, before %v", after, before)
+	}
+	if cerr, serr := handshake(ccfg, scfg, "127.0.0.1"); cerr != nil || serr != nil {
+		t.Errorf("handshake after reload: %v / %v", cerr, serr)
+	}
+}
+
+func TestBadFiles(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := OpenCA(dir, "test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, err := ca.Issue(Leaf{Name: "node"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherKey, err := ca.Issue(Leaf{Name: "other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	garbage := filepath.Join(dir, "garbage.pem")
+	if err := os.WriteFile(garbage, []byte("not a certificate"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	expired, err := ca.Issue(Leaf{Name: "old", ValidFor: -time.Hour + time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		f    Files
+		want string
+	}{
+		{"no key named", Files{Cert: good.Cert, CA: good.CA}, "missing: key"},
+		{"nothing named", Files{}, "missing: certificate, key, CA"},
+		{"a key of another certificate", Files{Cert: good.Cert, Key: otherKey.Key, CA: good.CA}, "private key does not match"},
+		{"a CA file without PEM", Files{Cert: good.Cert, Key: good.Key, CA: garbage}, "holds no PEM certificate"},
+		{"a certificate that is not PEM", Files{Cert: garbage, Key: good.Key, CA: good.CA}, "garbage.pem"},
+		{"a missing file", Files{Cert: good.Cert, Key: good.Key, CA: filepath.Join(dir, "absent.crt")}, "absent.crt"},
+		{"an expired certificate", expired, "expired"},
+	}
+	for _, tc := range cases {
+		_, err := Load(tc.f)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error with %q", tc.name, err, tc.want)
+		}
+	}
+	if _, err := ca.Issue(Leaf{}); err == nil {
+		t.Error("a certificate without a name was issued")
+	}
+}
