@@ -20,14 +20,18 @@
 package grpcopt
 
 import (
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
 
 	"skein/libs/telemetry"
+	"skein/libs/tlsconf"
 )
 
 // The schedule; see the package comment.
@@ -42,10 +46,32 @@ const (
 // pool is shared by every connection and server of the process.
 var pool = &bufferPool{}
 
-// Dial answers the dial options of an internal connection (add transport
-// credentials and message sizes as the caller needs).
+// tlsSource is the process's certificate, once UseTLS was called.
+var tlsSource atomic.Pointer[tlsconf.Source]
+
+// UseTLS makes every connection Dial's options make and every server
+// Server's options start use mutual TLS with src's certificate and CAs;
+// nil goes back to plaintext. Mains call it once, before they dial or
+// serve.
+func UseTLS(src *tlsconf.Source) { tlsSource.Store(src) }
+
+// TLS answers the process's certificate source, nil when it is plaintext.
+func TLS() *tlsconf.Source { return tlsSource.Load() }
+
+// Credentials answers the transport credentials of a connection: mutual
+// TLS after UseTLS, else plaintext.
+func Credentials() credentials.TransportCredentials {
+	if src := tlsSource.Load(); src != nil {
+		return credentials.NewTLS(src.ClientConfig())
+	}
+	return insecure.NewCredentials()
+}
+
+// Dial answers the dial options of an internal connection, its transport
+// credentials included (add message sizes as the caller needs).
 func Dial() []grpc.DialOption {
 	return append([]grpc.DialOption{
+		grpc.WithTransportCredentials(Credentials()),
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: ReconnectBaseDelay, Multiplier: 1.6, Jitter: 0.2, MaxDelay: ReconnectMaxDelay},
 			MinConnectTimeout: ConnectTimeout,
@@ -58,6 +84,24 @@ func Dial() []grpc.DialOption {
 // Server answers the server options every Skein gRPC server starts with;
 // m may be nil (no request metrics).
 func Server(m *telemetry.GRPCMetrics) []grpc.ServerOption {
+	return append(serverCreds(false), server(m)...)
+}
+
+// PublicServer is Server for the gateway's public API: with TLS a client
+// certificate is checked when one is given but not required (clients may
+// authenticate otherwise).
+func PublicServer(m *telemetry.GRPCMetrics) []grpc.ServerOption {
+	return append(serverCreds(true), server(m)...)
+}
+
+func serverCreds(optionalClientCert bool) []grpc.ServerOption {
+	if src := tlsSource.Load(); src != nil {
+		return []grpc.ServerOption{grpc.Creds(credentials.NewTLS(src.ServerConfig(optionalClientCert)))}
+	}
+	return nil
+}
+
+func server(m *telemetry.GRPCMetrics) []grpc.ServerOption {
 	return append([]grpc.ServerOption{
 		// Clients ping every KeepaliveTime; anything at least half as
 		// frequent is accepted rather than answered with GOAWAY.

@@ -15,6 +15,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -223,4 +224,15 @@ func (s *Source) Watch(ctx context.Context, interval time.Duration, onReload fun
 			onReload(err)
 		}
 	}
+}
+
+// AddFlags registers --tls-cert, --tls-key and --tls-ca on fs (each with
+// its SKEIN_TLS_* environment twin through cliflag) and answers where they
+// land. All three or none: none is plaintext.
+func AddFlags(fs *flag.FlagSet) *Files {
+	f := &Files{}
+	fs.StringVar(&f.Cert, "tls-cert", "", "PEM certificate (chain) of this process; with --tls-key and --tls-ca every gRPC connection and server of the process uses mutual TLS")
+	fs.StringVar(&f.Key, "tls-key", "", "PEM private key of --tls-cert")
+	fs.StringVar(&f.CA, "tls-ca", "", "PEM certificates of the CAs this process trusts, for its peers' certificates")
+	return f
 }
