@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	storagev1 "skein/gen/skein/storage/v1"
 	"skein/libs/errs"
 	"skein/libs/metadata"
+	"skein/libs/metadata/watch"
 	"skein/libs/record"
 	"skein/libs/rpcerr"
 )
@@ -46,7 +48,7 @@ func NewClient(t testing.TB, controllers []string) *Client {
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
 	c.wg.Add(1)
-	go c.watch(ctx)
+	go c.watch(ctx, controllers)
 	t.Cleanup(c.Close)
 	return c
 }
@@ -66,39 +68,20 @@ func (c *Client) Close() {
 	c.mu.Unlock()
 }
 
-func (c *Client) watch(ctx context.Context) {
+func (c *Client) watch(ctx context.Context, addrs []string) {
 	defer c.wg.Done()
-	for i := 0; ctx.Err() == nil; i++ {
-		cc := c.controllers[i%len(c.controllers)]
-		stream, err := controllerv1grpc.NewControllerServiceClient(cc).WatchMetadata(ctx, &controllerv1.WatchMetadataRequest{NodeId: -1})
-		if err == nil {
-			var im *metadata.Image
-			for {
-				msg, err := stream.Recv()
-				if err != nil {
-					break
-				}
-				if p := msg.GetImage(); p != nil {
-					if im, err = metadata.FromProto(p); err != nil {
-						break
-					}
-				} else if d := msg.GetDelta(); d != nil && im != nil {
-					if err := im.Apply(d); err != nil {
-						break
-					}
-				}
-				if im != nil {
-					c.mu.Lock()
-					c.image = im.Clone()
-					c.mu.Unlock()
-				}
-			}
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(100 * time.Millisecond):
-		}
+	ctrls := make([]watch.Controller, len(c.controllers))
+	for i, cc := range c.controllers {
+		ctrls[i] = watch.Controller{Addr: addrs[i], Client: controllerv1grpc.NewControllerServiceClient(cc)}
 	}
+	watch.Run(ctx, watch.Config{
+		Controllers: ctrls, NodeID: -1, Logger: slog.New(slog.DiscardHandler),
+		Backoff: func(int) time.Duration { return 100 * time.Millisecond },
+	}, func(im *metadata.Image) {
+		c.mu.Lock()
+		c.image = im
+		c.mu.Unlock()
+	})
 }
 
 // Image is the latest metadata (nil before the first).

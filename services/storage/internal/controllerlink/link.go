@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -19,6 +18,7 @@ import (
 	"skein/libs/errs"
 	"skein/libs/grpcopt"
 	"skein/libs/metadata"
+	"skein/libs/metadata/watch"
 	"skein/libs/rpcerr"
 	"skein/services/storage/internal/partition"
 )
@@ -183,71 +183,22 @@ func (l *Link) Heartbeat(ctx context.Context, unreachable func() []*controllerv1
 	}
 }
 
-// Watch follows the metadata stream until ctx ends, calling onImage with a
-// private copy of every new version. It reconnects (to the next controller)
-// on any error, asking for a fresh image.
+// Watch follows the metadata stream until ctx ends (through
+// libs/metadata/watch: a fresh image from each controller, the next one when
+// a stream fails or falls silent), calling onImage with a private copy of
+// every new version.
 func (l *Link) Watch(ctx context.Context, onImage func(*metadata.Image)) {
-	var im *metadata.Image
-	for ctx.Err() == nil {
-		idx := int(l.next.Load()) % len(l.conns)
-		err := l.watchOnce(ctx, controllerv1grpc.NewControllerServiceClient(l.conns[idx]), &im, onImage)
-		if ctx.Err() != nil {
-			return
-		}
-		l.log.Debug("metadata stream ended; reconnecting", "controller", l.cfg.Controllers[idx], "err", err)
-		l.next.Store(int64(idx + 1))
-		select {
-		case <-ctx.Done():
-		case <-time.After(200 * time.Millisecond):
-		}
+	ctrls := make([]watch.Controller, len(l.conns))
+	for i, cc := range l.conns {
+		ctrls[i] = watch.Controller{Addr: l.cfg.Controllers[i], Client: controllerv1grpc.NewControllerServiceClient(cc)}
 	}
+	watch.Run(ctx, watch.Config{
+		Controllers: ctrls, Start: int(l.next.Load()), NodeID: l.cfg.BrokerID, Logger: l.log,
+	}, func(im *metadata.Image) {
+		l.applied.Store(uint64(im.Version()))
+		onImage(im)
+	})
 }
-
-func (l *Link) watchOnce(ctx context.Context, c controllerv1grpc.ControllerServiceClient, im **metadata.Image, onImage func(*metadata.Image)) error {
-	sctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	// A controller cut off from its quorum stops its one-second heartbeats:
-	// after metadata.WatchSilence of nothing, follow another controller.
-	silent := time.AfterFunc(metadata.WatchSilence, func() { cancel(errSilentController) })
-	defer silent.Stop()
-	stream, err := c.WatchMetadata(sctx, &controllerv1.WatchMetadataRequest{NodeId: l.cfg.BrokerID})
-	if err != nil {
-		return err
-	}
-	for {
-		msg, err := stream.Recv()
-		if err != nil {
-			if cause := context.Cause(sctx); errors.Is(cause, errSilentController) {
-				return cause
-			}
-			return err
-		}
-		silent.Reset(metadata.WatchSilence)
-		if d := msg.GetDelta(); d != nil && len(d.GetRecords()) == 0 && *im != nil && d.GetVersion() == uint64((*im).Version()) {
-			continue // the controller's heartbeat: nothing changed
-		}
-		switch u := msg.GetUpdate().(type) {
-		case *controllerv1.WatchMetadataResponse_Image:
-			next, err := metadata.FromProto(u.Image)
-			if err != nil {
-				return err
-			}
-			*im = next
-		case *controllerv1.WatchMetadataResponse_Delta:
-			if *im == nil {
-				return fmt.Errorf("delta before image")
-			}
-			if err := (*im).Apply(u.Delta); err != nil {
-				*im = nil
-				return err
-			}
-		}
-		l.applied.Store(uint64((*im).Version()))
-		onImage((*im).Clone())
-	}
-}
-
-var errSilentController = errors.New("the controller sent nothing, not even a heartbeat, for " + metadata.WatchSilence.String())
 
 // AlterPartition sends ISR changes in one AlterPartition call (an
 // isrsender.AlterFunc). It answers each change's state and error in order;
