@@ -6,6 +6,7 @@
 package cliflag
 
 import (
+	"crypto/tls"
 	"flag"
 	"fmt"
 	"io"
@@ -54,6 +55,11 @@ func FillFromEnv(fs *flag.FlagSet, getenv func(string) string) error {
 // answers 200, 1 otherwise (the reason goes to stderr), 2 for a bad address.
 // A wildcard listen address is reached on loopback.
 func Healthcheck(addr string, timeout time.Duration, stderr io.Writer) int {
+	return HealthcheckTLS(addr, timeout, nil, stderr)
+}
+
+// HealthcheckTLS is Healthcheck over HTTPS with tc when tc is not nil.
+func HealthcheckTLS(addr string, timeout time.Duration, tc *tls.Config, stderr io.Writer) int {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		fmt.Fprintln(stderr, "healthcheck:", err)
@@ -63,7 +69,12 @@ func Healthcheck(addr string, timeout time.Duration, stderr io.Writer) int {
 		host = "127.0.0.1"
 	}
 	c := &http.Client{Timeout: timeout}
-	resp, err := c.Get("http://" + net.JoinHostPort(host, port) + "/healthz")
+	scheme := "http"
+	if tc != nil {
+		scheme = "https"
+		c.Transport = &http.Transport{TLSClientConfig: tc}
+	}
+	resp, err := c.Get(scheme + "://" + net.JoinHostPort(host, port) + "/healthz")
 	if err != nil {
 		fmt.Fprintln(stderr, "unhealthy:", err)
 		return 1

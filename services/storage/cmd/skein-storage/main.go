@@ -20,7 +20,6 @@ import (
 
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/reflection"
 
 	controllerv1 "skein/gen/skein/controller/v1"
@@ -31,6 +30,7 @@ import (
 	"skein/libs/membership"
 	"skein/libs/metadata"
 	"skein/libs/telemetry"
+	"skein/libs/tlsconf"
 	"skein/services/storage/internal/controllerlink"
 	"skein/services/storage/internal/fetcher"
 	"skein/services/storage/internal/isrsender"
@@ -54,6 +54,7 @@ type config struct {
 	replicaLagMax time.Duration
 	shutdownWait  time.Duration
 	maxInflight   int64
+	tls           *tlsconf.Files
 }
 
 func main() {
@@ -74,6 +75,7 @@ func main() {
 	fs.DurationVar(&c.replicaLagMax, "replica-lag-max", 10*time.Second, "replica.lag.time.max.ms: a follower behind this long leaves the ISR")
 	fs.DurationVar(&c.shutdownWait, "shutdown-wait", 10*time.Second, "how long SIGTERM waits for leadership to move and requests to finish")
 	fs.Int64Var(&c.maxInflight, "max-inflight-produce-bytes", server.DefaultMaxInflightProduceBytes, "record bytes of produce requests served at once, acks=all waits included; beyond it a produce is refused with THROTTLING_QUOTA_EXCEEDED (retriable)")
+	c.tls = tlsconf.AddFlags(fs)
 	if err := cliflag.Parse(fs, os.Args[1:], os.Getenv); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
@@ -96,6 +98,9 @@ func run(c config) error {
 	log = log.With("node_id", c.nodeID)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	if err := grpcopt.SetupTLS(ctx, *c.tls, log); err != nil {
+		return err
+	}
 
 	shutdownTracing, err := telemetry.Tracing(ctx, telemetry.TracingConfig{ServiceName: "skein-storage", InstanceID: fmt.Sprint(c.nodeID)})
 	if err != nil {
@@ -123,7 +128,7 @@ func run(c config) error {
 	// what the peers' servers may send (gRPC's default of 4 MiB would
 	// refuse such an answer every time, and the follower would never
 	// catch up).
-	conns := controllerlink.NewConns(append(grpcopt.Dial(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+	conns := controllerlink.NewConns(append(grpcopt.Dial(),
 		grpc.WithInitialWindowSize(8<<20), grpc.WithInitialConnWindowSize(32<<20),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage), grpc.MaxCallSendMsgSize(maxMessage)))...)
 	defer conns.Close()
@@ -182,6 +187,7 @@ func run(c config) error {
 		srv.Stop()
 		return errors.Join(err, servers.Wait())
 	}
+	httpLis = grpcopt.Listener(httpLis, false)
 	servers.Go(func() error {
 		if err := httpSrv.Serve(httpLis); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("HTTP server: %w", err)
@@ -285,10 +291,19 @@ func healthcheck(args []string) int {
 	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
 	addr := fs.String("http-addr", "127.0.0.1:9301", "the node's HTTP address")
 	timeout := fs.Duration("timeout", 2*time.Second, "how long to wait for the answer")
+	files := tlsconf.AddFlags(fs)
 	if err := cliflag.Parse(fs, args, os.Getenv); err != nil {
 		return 2
 	}
-	return cliflag.Healthcheck(*addr, *timeout, os.Stderr)
+	if !files.Enabled() {
+		return cliflag.Healthcheck(*addr, *timeout, os.Stderr)
+	}
+	src, err := tlsconf.Load(*files)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "healthcheck:", err)
+		return 2
+	}
+	return cliflag.HealthcheckTLS(*addr, *timeout, src.ClientConfig(), os.Stderr)
 }
 
 // unreachableLeaders answers, for each heartbeat, the partitions whose

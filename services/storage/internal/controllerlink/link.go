@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	controllerv1 "skein/gen/skein/controller/v1"
 	controllerv1grpc "skein/gen/skein/controller/v1/controllerv1grpc"
@@ -57,7 +56,7 @@ func New(cfg Config, log *slog.Logger) (*Link, error) {
 	_, _ = rand.Read(id[:])
 	l := &Link{cfg: cfg, log: log, incarnation: hex.EncodeToString(id[:])}
 	for _, addr := range cfg.Controllers {
-		cc, err := grpc.NewClient(addr, append(grpcopt.Dial(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+		cc, err := grpc.NewClient(addr, grpcopt.Dial()...)
 		if err != nil {
 			l.Close()
 			return nil, fmt.Errorf("controller %s: %w", addr, err)
