@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	controllerv1 "skein/gen/skein/controller/v1"
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/client"
 	"skein/libs/client/clienttest"
@@ -421,12 +420,28 @@ func TestAdmin(t *testing.T) {
 		t.Errorf("live brokers %v", m.LiveBrokers())
 	}
 	dc, err := c.DescribeCluster(ctx(t))
-	if err != nil || len(dc.GetBrokers()) != 2 {
-		t.Fatalf("describe cluster %v %v", dc, err)
+	if err != nil || len(dc.Brokers) != 2 || dc.ClusterID != "test-cluster" {
+		t.Fatalf("describe cluster %+v %v", dc, err)
 	}
-	res, err := c.ElectLeaders(ctx(t), controllerv1.ElectionType_ELECTION_TYPE_PREFERRED, nil)
+	for _, b := range dc.Brokers {
+		if b.Addr != cl.StorageAddr[b.ID] || b.State != client.BrokerAlive || b.State.String() != "ALIVE" {
+			t.Errorf("broker %+v, want address %s, alive", b, cl.StorageAddr[b.ID])
+		}
+	}
+	if len(dc.Controllers) != 1 || !dc.Controllers[0].Leader || dc.Controllers[0].Addr != cl.ControllerAddr {
+		t.Errorf("controllers %+v", dc.Controllers)
+	}
+	res, err := c.ElectLeaders(ctx(t), client.PreferredElection, nil)
 	if err != nil || len(res) != 3 {
 		t.Fatalf("elect: %v %v", res, err)
+	}
+	for _, r := range res { // the fake's leaders are already the preferred replicas
+		if r.Topic != "t" || errs.Of(r.Err) != errs.ElectionNotNeeded {
+			t.Errorf("election result %+v", r)
+		}
+	}
+	if _, err := c.ElectLeaders(ctx(t), client.PreferredElection, []client.TopicPartitions{{Topic: "nope"}}); errs.Of(err) != errs.UnknownTopicOrPartition {
+		t.Errorf("election on an unknown topic: %v", err)
 	}
 	if err := c.DeleteTopic(ctx(t), "t"); err != nil {
 		t.Fatal(err)

@@ -24,13 +24,56 @@ type Coordinator struct {
 	Epoch     int32
 }
 
+// CoordinatorKind names the coordinators: of consumer groups, or of
+// transactional producers.
+type CoordinatorKind int
+
+const (
+	// GroupCoordinator owns consumer groups (partitions of __consumer_offsets).
+	GroupCoordinator CoordinatorKind = iota + 1
+	// TransactionCoordinator owns transactional ids (partitions of
+	// __transaction_state).
+	TransactionCoordinator
+)
+
+// String is "GROUP" or "TRANSACTION".
+func (k CoordinatorKind) String() string {
+	switch k {
+	case GroupCoordinator:
+		return "GROUP"
+	case TransactionCoordinator:
+		return "TRANSACTION"
+	}
+	return "UNKNOWN"
+}
+
+func (k CoordinatorKind) proto() controllerv1.CoordinatorKind {
+	switch k {
+	case GroupCoordinator:
+		return controllerv1.CoordinatorKind_COORDINATOR_KIND_GROUP
+	case TransactionCoordinator:
+		return controllerv1.CoordinatorKind_COORDINATOR_KIND_TRANSACTION
+	}
+	return controllerv1.CoordinatorKind_COORDINATOR_KIND_UNSPECIFIED
+}
+
+func kindOf(k controllerv1.CoordinatorKind) CoordinatorKind {
+	switch k {
+	case controllerv1.CoordinatorKind_COORDINATOR_KIND_GROUP:
+		return GroupCoordinator
+	case controllerv1.CoordinatorKind_COORDINATOR_KIND_TRANSACTION:
+		return TransactionCoordinator
+	}
+	return 0
+}
+
 // FindCoordinator asks the controller which coordinator owns a group id
-// (kind GROUP) or transactional id (kind TRANSACTION).
-func (c *Client) FindCoordinator(ctx context.Context, kind controllerv1.CoordinatorKind, key string) (Coordinator, error) {
+// (GroupCoordinator) or transactional id (TransactionCoordinator).
+func (c *Client) FindCoordinator(ctx context.Context, kind CoordinatorKind, key string) (Coordinator, error) {
 	var resp *controllerv1.FindCoordinatorResponse
 	err := c.callController(ctx, func(ctx context.Context, cl controllerv1grpc.ControllerServiceClient) error {
 		var err error
-		resp, err = cl.FindCoordinator(ctx, &controllerv1.FindCoordinatorRequest{Kind: kind, Key: key})
+		resp, err = cl.FindCoordinator(ctx, &controllerv1.FindCoordinatorRequest{Kind: kind.proto(), Key: key})
 		return err
 	})
 	if err != nil {
@@ -101,7 +144,7 @@ func (g *Groups) owner(ctx context.Context, group string) (string, error) {
 	if ok {
 		return addr, nil
 	}
-	co, err := g.c.FindCoordinator(ctx, controllerv1.CoordinatorKind_COORDINATOR_KIND_GROUP, group)
+	co, err := g.c.FindCoordinator(ctx, GroupCoordinator, group)
 	if err != nil {
 		return "", err
 	}

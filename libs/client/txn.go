@@ -7,7 +7,6 @@ import (
 
 	"google.golang.org/grpc"
 
-	controllerv1 "skein/gen/skein/controller/v1"
 	groupv1 "skein/gen/skein/group/v1"
 	txnv1 "skein/gen/skein/txn/v1"
 	"skein/libs/errs"
@@ -66,7 +65,7 @@ func (t *Transactions) owner(ctx context.Context, id string) (string, error) {
 	if ok {
 		return addr, nil
 	}
-	co, err := t.c.FindCoordinator(ctx, controllerv1.CoordinatorKind_COORDINATOR_KIND_TRANSACTION, id)
+	co, err := t.c.FindCoordinator(ctx, TransactionCoordinator, id)
 	if err != nil {
 		return "", err
 	}

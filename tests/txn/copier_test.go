@@ -122,7 +122,7 @@ func TestCopierExactlyOnce(t *testing.T) {
 			t.Logf("%v: killed storage-%d (leader of %s-%d) and restarted it; %d records read", time.Since(copyBegan).Round(100*time.Millisecond), leader, copyOut, part, v.count())
 		case "txncoord":
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			co, err := cl.FindCoordinator(ctx, txnKind, copyTxnID)
+			co, err := cl.FindCoordinator(ctx, client.TransactionCoordinator, copyTxnID)
 			cancel()
 			if err != nil {
 				t.Fatal(err)
@@ -140,7 +140,7 @@ func TestCopierExactlyOnce(t *testing.T) {
 			eventually(t, 30*time.Second, "another transaction coordinator owning "+copyTxnID, func() error {
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 				defer cancel()
-				co, err := cl.FindCoordinator(ctx, txnKind, copyTxnID)
+				co, err := cl.FindCoordinator(ctx, client.TransactionCoordinator, copyTxnID)
 				if err != nil || co.Addr == owner.GRPCAddr {
 					return fmt.Errorf("coordinator %v, %v", co.Addr, err)
 				}

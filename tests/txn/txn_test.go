@@ -76,7 +76,7 @@ func start(t *testing.T, flags ...string) *env {
 // coordinator answers a client of the transaction coordinator that owns id.
 func (e *env) coordinator(ctx context.Context, id string) txnv1.TransactionCoordinatorServiceClient {
 	e.t.Helper()
-	co, err := e.cl.FindCoordinator(ctx, txnKind, id)
+	co, err := e.cl.FindCoordinator(ctx, client.TransactionCoordinator, id)
 	if err != nil {
 		e.t.Fatalf("find coordinator of %q: %v", id, err)
 	}
@@ -402,7 +402,7 @@ func TestTransactionSurvivesItsCoordinator(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	co, err := e.cl.FindCoordinator(ctx, txnKind, p.id)
+	co, err := e.cl.FindCoordinator(ctx, client.TransactionCoordinator, p.id)
 	cancel()
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	controllerv1 "skein/gen/skein/controller/v1"
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/client"
 	"skein/libs/errs"
@@ -35,16 +34,12 @@ func (s *Admin) GetCluster(ctx context.Context, _ *skeinv1.GetClusterRequest) (*
 	if err != nil {
 		return nil, err
 	}
-	out := &skeinv1.GetClusterResponse{ClusterId: dc.GetClusterId(), ControllerId: dc.GetControllerId()}
-	for _, b := range dc.GetBrokers() {
-		state := "ALIVE"
-		if b.GetFenced() {
-			state = "FENCED"
-		}
-		out.Brokers = append(out.Brokers, &skeinv1.BrokerInfo{Id: b.GetId(), GrpcAddr: b.GetGrpcAddr(), Rack: b.GetRack(), State: state})
+	out := &skeinv1.GetClusterResponse{ClusterId: dc.ClusterID, ControllerId: dc.ControllerID}
+	for _, b := range dc.Brokers {
+		out.Brokers = append(out.Brokers, &skeinv1.BrokerInfo{Id: b.ID, GrpcAddr: b.Addr, Rack: b.Rack, State: b.State.String()})
 	}
-	for _, c := range dc.GetControllers() {
-		out.Controllers = append(out.Controllers, &skeinv1.ControllerInfo{Id: c.GetId(), Addr: c.GetAddr(), Leader: c.GetLeader()})
+	for _, c := range dc.Controllers {
+		out.Controllers = append(out.Controllers, &skeinv1.ControllerInfo{Id: c.ID, Addr: c.Addr, Leader: c.Leader})
 	}
 	return out, nil
 }
@@ -350,18 +345,18 @@ func (s *Admin) ListOffsets(ctx context.Context, req *skeinv1.ListOffsetsRequest
 
 // ElectLeaders runs a preferred or unclean election on a topic or everywhere.
 func (s *Admin) ElectLeaders(ctx context.Context, req *skeinv1.ElectLeadersRequest) (*skeinv1.ElectLeadersResponse, error) {
-	var parts []*controllerv1.TopicPartitions
+	var parts []client.TopicPartitions
 	if req.GetTopic() != "" {
 		if _, _, err := knownTopic(ctx, s.c, req.GetTopic()); err != nil {
 			return nil, err
 		}
-		parts = []*controllerv1.TopicPartitions{{Topic: req.GetTopic()}}
+		parts = []client.TopicPartitions{{Topic: req.GetTopic()}}
 	}
-	typ := controllerv1.ElectionType_ELECTION_TYPE_PREFERRED
+	typ := client.PreferredElection
 	switch req.GetType() {
 	case skeinv1.ElectionType_PREFERRED:
 	case skeinv1.ElectionType_UNCLEAN:
-		typ = controllerv1.ElectionType_ELECTION_TYPE_UNCLEAN
+		typ = client.UncleanElection
 	default:
 		return nil, errs.Errorf(errs.InvalidRequest, "unknown election type %d", req.GetType())
 	}
@@ -372,8 +367,8 @@ func (s *Admin) ElectLeaders(ctx context.Context, req *skeinv1.ElectLeadersReque
 	out := &skeinv1.ElectLeadersResponse{Results: []*skeinv1.ElectionResult{}}
 	for _, r := range res {
 		out.Results = append(out.Results, &skeinv1.ElectionResult{
-			Topic: r.GetTopic(), Partition: r.GetPartition(), Leader: r.GetLeader(),
-			ErrorCode: skeinv1.ErrorCode(r.GetErrorCode()), Message: r.GetErrorMessage(),
+			Topic: r.Topic, Partition: r.Partition, Leader: r.Leader,
+			ErrorCode: skeinv1.ErrorCode(errs.CodeOf(r.Err)), Message: errs.Message(r.Err),
 		})
 	}
 	return out, nil
