@@ -1,12 +1,14 @@
 package membership
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log"
 	"log/slog"
 	"net"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -196,6 +198,27 @@ type Config struct {
 	// Transport carries gossip; default memberlist's UDP+TCP transport on
 	// BindAddr. Fault-injection tests pass one that can cut links.
 	Transport memberlist.Transport
+	// SecretKey, when set (16, 24 or 32 bytes), encrypts and authenticates
+	// every gossip message with AES-GCM: a member without the key is
+	// neither heard nor understood (see ReadKeyFile).
+	SecretKey []byte
+}
+
+// ReadKeyFile reads a gossip key: a file holding the key in base64 (16,
+// 24 or 32 bytes once decoded), as `skein dev --secure` writes one.
+func ReadKeyFile(path string) ([]byte, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("gossip key: %w", err)
+	}
+	key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(raw)))
+	if err != nil {
+		return nil, fmt.Errorf("gossip key %s: not base64: %w", path, err)
+	}
+	if n := len(key); n != 16 && n != 24 && n != 32 {
+		return nil, fmt.Errorf("gossip key %s: %d bytes, want 16, 24 or 32", path, n)
+	}
+	return key, nil
 }
 
 // Node is this process's membership in the gossip cluster.
@@ -275,6 +298,10 @@ func Start(cfg Config) (*Node, error) {
 	mc.GossipInterval, mc.GossipNodes = t.GossipInterval, t.GossipNodes
 	mc.PushPullInterval, mc.TCPTimeout = t.PushPullInterval, t.TCPTimeout
 	mc.DeadNodeReclaimTime = t.DeadNodeReclaimTime
+	if len(cfg.SecretKey) > 0 {
+		mc.SecretKey = cfg.SecretKey
+		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
+	}
 	mc.GossipToTheDeadTime = t.GossipToTheDeadTime
 	mc.Transport = cfg.Transport
 	// Gossip messages are a few hundred bytes on a LAN: compressing each

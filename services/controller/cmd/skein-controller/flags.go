@@ -6,6 +6,8 @@ import (
 	"io"
 	"strconv"
 	"time"
+
+	"skein/libs/tlsconf"
 )
 
 // flags is a FlagSet whose defaults come from environment twins, so every
@@ -54,6 +56,14 @@ func (f *flags) dur(name, env string, def time.Duration, usage string) *time.Dur
 		def = d
 	}
 	return f.fs.Duration(name, def, usage+" (env "+env+")")
+}
+
+// tls registers --tls-cert, --tls-key and --tls-ca.
+func (f *flags) tls() func() tlsconf.Files {
+	cert := f.str("tls-cert", "SKEIN_TLS_CERT", "", "PEM certificate (chain) of this controller; with --tls-key and --tls-ca its gRPC, HTTP and Raft listeners and every connection it makes use mutual TLS")
+	key := f.str("tls-key", "SKEIN_TLS_KEY", "", "PEM private key of --tls-cert")
+	ca := f.str("tls-ca", "SKEIN_TLS_CA", "", "PEM certificates of the CAs this controller trusts, for its peers' certificates")
+	return func() tlsconf.Files { return tlsconf.Files{Cert: *cert, Key: *key, CA: *ca} }
 }
 
 func (f *flags) parse(args []string) error {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"skein/libs/cliflag"
+	"skein/libs/tlsconf"
 )
 
 func main() {
@@ -30,9 +31,18 @@ func healthcheck(args []string, getenv func(string) string, stderr io.Writer) in
 	fs := newFlags("healthcheck", getenv, stderr)
 	addr := fs.str("http-addr", "SKEIN_HTTP_ADDR", "127.0.0.1:9111", "the controller's HTTP address")
 	timeout := fs.dur("timeout", "SKEIN_HEALTHCHECK_TIMEOUT", 2*time.Second, "how long to wait for the answer")
+	files := fs.tls()
 	if err := fs.parse(args); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
+	}
+	if f := files(); f.Enabled() {
+		src, err := tlsconf.Load(f)
+		if err != nil {
+			fmt.Fprintln(stderr, "healthcheck:", err)
+			return 1
+		}
+		return cliflag.HealthcheckTLS(*addr, *timeout, src.ClientConfig(), stderr)
 	}
 	return cliflag.Healthcheck(*addr, *timeout, stderr)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +22,7 @@ import (
 	"skein/libs/grpcopt"
 	"skein/libs/membership"
 	"skein/libs/telemetry"
+	"skein/libs/tlsconf"
 	"skein/services/controller/internal/liveness"
 	"skein/services/controller/internal/quorum"
 	"skein/services/controller/internal/server"
@@ -50,6 +52,7 @@ type config struct {
 	watchBuffer               int
 	shutdownTimeout           time.Duration
 	logLevel                  string
+	tls                       tlsconf.Files
 }
 
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
@@ -82,6 +85,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	watchBuf := f.integer("watch-buffer", "SKEIN_WATCH_BUFFER", 1024, "deltas queued per metadata watcher before it is sent a new image")
 	shutdown := f.dur("shutdown-timeout", "SKEIN_SHUTDOWN_TIMEOUT", 10*time.Second, "how long a graceful stop may take")
 	logLevel := f.str("log-level", "SKEIN_LOG_LEVEL", "info", "debug, info, warn or error")
+	tlsFiles := f.tls()
 	if err := f.parse(args); err != nil {
 		return c, err
 	}
@@ -92,7 +96,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		offsetsPartitions: *offsets, txnPartitions: *txn, internalMinBrokers: *minBrokers, coordinatorGrace: *grace,
 		raftHeartbeat: *hb, raftElect: *el, raftLease: *lease, snapshotThreshold: *snapN, snapshotInterval: *snapEvery,
 		gossipProbe: *probe, gossipProbeT: *probeT, gossipSuspicion: *susp, watchBuffer: *watchBuf,
-		shutdownTimeout: *shutdown, logLevel: *logLevel,
+		shutdownTimeout: *shutdown, logLevel: *logLevel, tls: tlsFiles(),
 	}
 	if c.peers == "" {
 		c.peers = fmt.Sprintf("%d=%s=%s", c.nodeID, c.raftAddr, c.grpcAddr)
@@ -134,6 +138,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return err
 	}
 	logger = logger.With("node", c.nodeID)
+	if err := grpcopt.SetupTLS(ctx, c.tls, logger); err != nil {
+		return err
+	}
 	stopTracing, err := telemetry.Tracing(ctx, telemetry.TracingConfig{ServiceName: "skein-controller", InstanceID: strconv.Itoa(c.nodeID)})
 	if err != nil {
 		return err
@@ -164,12 +171,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return err
 	}
 	defer httpLis.Close()
+	httpLis = grpcopt.Listener(httpLis, false)
+	var raftServerTLS, raftClientTLS *tls.Config
+	if src := grpcopt.TLS(); src != nil {
+		raftServerTLS, raftClientTLS = src.ServerConfig(false), src.ClientConfig()
+	}
 
 	node, err := quorum.Open(quorum.Config{
 		NodeID: int32(c.nodeID), RaftBindAddr: c.raftAddr, DataDir: c.dataDir, Peers: peers,
 		HeartbeatTimeout: c.raftHeartbeat, ElectionTimeout: c.raftElect, LeaderLeaseTimeout: c.raftLease,
 		SnapshotThreshold: uint64(c.snapshotThreshold), SnapshotInterval: c.snapshotInterval,
-		WatchBuffer: c.watchBuffer, Logger: logger,
+		WatchBuffer: c.watchBuffer, Logger: logger, TLSServer: raftServerTLS, TLSClient: raftClientTLS,
 	})
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package quorum
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -46,6 +47,9 @@ type Config struct {
 	// WatchBuffer bounds each watcher's queue of deltas (default 1024).
 	WatchBuffer int
 	Logger      *slog.Logger
+	// TLS, when set, puts the Raft transport on mutual TLS with these
+	// server and client configurations.
+	TLSServer, TLSClient *tls.Config
 }
 
 // Node is one controller's Raft member and metadata state.
@@ -139,7 +143,15 @@ func Open(cfg Config) (*Node, error) {
 		store.Close()
 		return nil, fmt.Errorf("quorum: raft address %q: %w", self.RaftAddr, err)
 	}
-	trans, err := raft.NewTCPTransportWithLogger(cfg.RaftBindAddr, advertise, 3, 2*time.Second, hl)
+	var trans *raft.NetworkTransport
+	if cfg.TLSServer != nil {
+		var stream *tlsStream
+		if stream, err = newTLSStream(cfg.RaftBindAddr, advertise, cfg.TLSServer, cfg.TLSClient); err == nil {
+			trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: stream, MaxPool: 3, Timeout: 2 * time.Second, Logger: hl})
+		}
+	} else {
+		trans, err = raft.NewTCPTransportWithLogger(cfg.RaftBindAddr, advertise, 3, 2*time.Second, hl)
+	}
 	if err != nil {
 		store.Close()
 		return nil, fmt.Errorf("quorum: raft transport: %w", err)
