@@ -53,6 +53,7 @@ type config struct {
 	shutdownTimeout           time.Duration
 	logLevel                  string
 	tls                       tlsconf.Files
+	gossipKeyFile             string
 }
 
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
@@ -86,6 +87,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	shutdown := f.dur("shutdown-timeout", "SKEIN_SHUTDOWN_TIMEOUT", 10*time.Second, "how long a graceful stop may take")
 	logLevel := f.str("log-level", "SKEIN_LOG_LEVEL", "info", "debug, info, warn or error")
 	tlsFiles := f.tls()
+	gossipKey := f.str("gossip-key-file", "SKEIN_GOSSIP_KEY_FILE", "", "file holding the cluster's gossip key (base64 of 16, 24 or 32 bytes): gossip is encrypted and members without it are kept out")
 	if err := f.parse(args); err != nil {
 		return c, err
 	}
@@ -96,7 +98,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		offsetsPartitions: *offsets, txnPartitions: *txn, internalMinBrokers: *minBrokers, coordinatorGrace: *grace,
 		raftHeartbeat: *hb, raftElect: *el, raftLease: *lease, snapshotThreshold: *snapN, snapshotInterval: *snapEvery,
 		gossipProbe: *probe, gossipProbeT: *probeT, gossipSuspicion: *susp, watchBuffer: *watchBuf,
-		shutdownTimeout: *shutdown, logLevel: *logLevel, tls: tlsFiles(),
+		shutdownTimeout: *shutdown, logLevel: *logLevel, tls: tlsFiles(), gossipKeyFile: *gossipKey,
 	}
 	if c.peers == "" {
 		c.peers = fmt.Sprintf("%d=%s=%s", c.nodeID, c.raftAddr, c.grpcAddr)
@@ -211,8 +213,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if c.gossipAddr != "" {
 		t := membership.FastTimings()
 		t.ProbeInterval, t.ProbeTimeout, t.SuspicionMult = c.gossipProbe, c.gossipProbeT, c.gossipSuspicion
+		var key []byte
+		if c.gossipKeyFile != "" {
+			if key, err = membership.ReadKeyFile(c.gossipKeyFile); err != nil {
+				return err
+			}
+		}
 		members, err = membership.Start(membership.Config{
-			BindAddr: c.gossipAddr, AdvertiseAddr: c.gossipAdv, Seeds: cliflag.SplitList(c.gossipSeeds), Timings: t, Logger: logger,
+			BindAddr: c.gossipAddr, AdvertiseAddr: c.gossipAdv, Seeds: cliflag.SplitList(c.gossipSeeds), Timings: t, Logger: logger, SecretKey: key,
 			// Every voter should be in gossip: fewer alive makes this
 			// controller join its seeds again (a healed partition).
 			ExpectedMembers: func() int { return len(peers) },

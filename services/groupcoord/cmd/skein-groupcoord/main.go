@@ -29,6 +29,7 @@ import (
 	"skein/libs/grpcopt"
 	"skein/libs/membership"
 	"skein/libs/telemetry"
+	"skein/libs/tlsconf"
 	"skein/services/groupcoord/internal/coordinator"
 	"skein/services/groupcoord/internal/group"
 	"skein/services/groupcoord/internal/server"
@@ -51,6 +52,8 @@ type config struct {
 	writeTimeout    time.Duration
 	lagInterval     time.Duration
 	shutdownTimeout time.Duration
+	tls             *tlsconf.Files
+	gossipKeyFile   string
 }
 
 func main() {
@@ -76,6 +79,8 @@ func main() {
 	fs.DurationVar(&c.writeTimeout, "write-timeout", 5*time.Second, "bound on one acks=all write to __consumer_offsets, retries included")
 	fs.DurationVar(&c.lagInterval, "lag-interval", 10*time.Second, "how often committed offsets are compared with high watermarks for the lag metrics")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "bound on a graceful stop (SIGTERM: drain gRPC, leave gossip)")
+	c.tls = tlsconf.AddFlags(fs)
+	fs.StringVar(&c.gossipKeyFile, "gossip-key-file", "", "file holding the cluster's gossip key (base64 of 16, 24 or 32 bytes): gossip is encrypted and members without it are kept out")
 	if err := cliflag.Parse(fs, os.Args[1:], os.Getenv); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
@@ -98,6 +103,15 @@ func run(c config) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	if err := grpcopt.SetupTLS(ctx, *c.tls, log); err != nil {
+		return err
+	}
+	var gossipKey []byte
+	if c.gossipKeyFile != "" {
+		if gossipKey, err = membership.ReadKeyFile(c.gossipKeyFile); err != nil {
+			return err
+		}
+	}
 
 	shutdownTracing, err := telemetry.Tracing(ctx, telemetry.TracingConfig{ServiceName: "skein-groupcoord", InstanceID: fmt.Sprint(c.nodeID)})
 	if err != nil {
@@ -149,7 +163,7 @@ func run(c config) error {
 	defer httpSrv.Close()
 
 	gossip, err := membership.Start(membership.Config{
-		BindAddr: c.gossipAddr, AdvertiseAddr: c.gossipAdvertise, Seeds: cliflag.SplitList(c.gossipSeeds), Logger: log, Timings: membership.FastTimings(),
+		BindAddr: c.gossipAddr, AdvertiseAddr: c.gossipAdvertise, Seeds: cliflag.SplitList(c.gossipSeeds), Logger: log, Timings: membership.FastTimings(), SecretKey: gossipKey,
 		Meta: membership.Meta{Role: membership.RoleGroupCoordinator, ID: int32(c.nodeID), GRPCAddr: c.grpcAddr, HTTPAddr: c.httpAddr, Incarnation: incarnation},
 	})
 	if err != nil {
@@ -218,6 +232,7 @@ func serveHTTP(addr string, reg *prometheus.Registry, coord *coordinator.Coordin
 	if err != nil {
 		return nil, err
 	}
+	lis = grpcopt.Listener(lis, false)
 	go func() {
 		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("HTTP server stopped", "err", err)
@@ -232,8 +247,17 @@ func healthcheck(args []string) int {
 	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
 	addr := fs.String("http-addr", "127.0.0.1:9511", "the coordinator's HTTP address")
 	timeout := fs.Duration("timeout", 2*time.Second, "how long to wait for the answer")
+	files := tlsconf.AddFlags(fs)
 	if err := cliflag.Parse(fs, args, os.Getenv); err != nil {
 		return 2
 	}
-	return cliflag.Healthcheck(*addr, *timeout, os.Stderr)
+	if !files.Enabled() {
+		return cliflag.Healthcheck(*addr, *timeout, os.Stderr)
+	}
+	src, err := tlsconf.Load(*files)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "healthcheck:", err)
+		return 2
+	}
+	return cliflag.HealthcheckTLS(*addr, *timeout, src.ClientConfig(), os.Stderr)
 }

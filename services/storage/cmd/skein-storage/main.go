@@ -55,6 +55,7 @@ type config struct {
 	shutdownWait  time.Duration
 	maxInflight   int64
 	tls           *tlsconf.Files
+	gossipKeyFile string
 }
 
 func main() {
@@ -76,6 +77,7 @@ func main() {
 	fs.DurationVar(&c.shutdownWait, "shutdown-wait", 10*time.Second, "how long SIGTERM waits for leadership to move and requests to finish")
 	fs.Int64Var(&c.maxInflight, "max-inflight-produce-bytes", server.DefaultMaxInflightProduceBytes, "record bytes of produce requests served at once, acks=all waits included; beyond it a produce is refused with THROTTLING_QUOTA_EXCEEDED (retriable)")
 	c.tls = tlsconf.AddFlags(fs)
+	fs.StringVar(&c.gossipKeyFile, "gossip-key-file", "", "file holding the cluster's gossip key (base64 of 16, 24 or 32 bytes): gossip is encrypted and members without it are kept out")
 	if err := cliflag.Parse(fs, os.Args[1:], os.Getenv); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
@@ -200,8 +202,14 @@ func run(c config) error {
 		return servers.Wait()
 	}
 
+	var gossipKey []byte
+	if c.gossipKeyFile != "" {
+		if gossipKey, err = membership.ReadKeyFile(c.gossipKeyFile); err != nil {
+			return errors.Join(err, stopServers())
+		}
+	}
 	gossip, err := membership.Start(membership.Config{
-		BindAddr: c.gossipAddr, Seeds: cliflag.SplitList(c.gossipSeeds), Logger: log, Timings: membership.FastTimings(),
+		BindAddr: c.gossipAddr, Seeds: cliflag.SplitList(c.gossipSeeds), Logger: log, Timings: membership.FastTimings(), SecretKey: gossipKey,
 		Meta: membership.Meta{Role: membership.RoleStorage, ID: int32(c.nodeID), GRPCAddr: c.grpcAddr, HTTPAddr: c.httpAddr, Incarnation: link.Incarnation()},
 	})
 	if err != nil {

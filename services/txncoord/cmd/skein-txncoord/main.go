@@ -31,6 +31,7 @@ import (
 	"skein/libs/grpcopt"
 	"skein/libs/membership"
 	"skein/libs/telemetry"
+	"skein/libs/tlsconf"
 	"skein/services/txncoord/internal/coordinator"
 	"skein/services/txncoord/internal/server"
 	"skein/services/txncoord/internal/txn"
@@ -49,6 +50,8 @@ type config struct {
 	idExpiration    time.Duration
 	writeTimeout    time.Duration
 	shutdownTimeout time.Duration
+	tls             *tlsconf.Files
+	gossipKeyFile   string
 }
 
 func main() {
@@ -70,6 +73,8 @@ func main() {
 	fs.DurationVar(&c.idExpiration, "transactional-id-expiration", d.IDExpiration, "transactional.id.expiration.ms: an idle transactional id is forgotten after this long")
 	fs.DurationVar(&c.writeTimeout, "write-timeout", 5*time.Second, "bound on one acks=all write to __transaction_state, retries included")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "bound on a graceful stop (SIGTERM: drain gRPC, leave gossip)")
+	c.tls = tlsconf.AddFlags(fs)
+	fs.StringVar(&c.gossipKeyFile, "gossip-key-file", "", "file holding the cluster's gossip key (base64 of 16, 24 or 32 bytes): gossip is encrypted and members without it are kept out")
 	if err := cliflag.Parse(fs, os.Args[1:], os.Getenv); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
@@ -92,6 +97,15 @@ func run(c config) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	if err := grpcopt.SetupTLS(ctx, *c.tls, log); err != nil {
+		return err
+	}
+	var gossipKey []byte
+	if c.gossipKeyFile != "" {
+		if gossipKey, err = membership.ReadKeyFile(c.gossipKeyFile); err != nil {
+			return err
+		}
+	}
 
 	shutdownTracing, err := telemetry.Tracing(ctx, telemetry.TracingConfig{ServiceName: "skein-txncoord", InstanceID: fmt.Sprint(c.nodeID)})
 	if err != nil {
@@ -151,7 +165,7 @@ func run(c config) error {
 	defer httpSrv.Close()
 
 	gossip, err := membership.Start(membership.Config{
-		BindAddr: c.gossipAddr, AdvertiseAddr: c.gossipAdvertise, Seeds: cliflag.SplitList(c.gossipSeeds), Logger: log, Timings: membership.FastTimings(),
+		BindAddr: c.gossipAddr, AdvertiseAddr: c.gossipAdvertise, Seeds: cliflag.SplitList(c.gossipSeeds), Logger: log, Timings: membership.FastTimings(), SecretKey: gossipKey,
 		Meta: membership.Meta{Role: membership.RoleTransactionCoordinator, ID: int32(c.nodeID), GRPCAddr: c.grpcAddr, HTTPAddr: c.httpAddr, Incarnation: incarnation},
 	})
 	if err != nil {
@@ -221,6 +235,7 @@ func serveHTTP(addr string, reg *prometheus.Registry, coord *coordinator.Coordin
 	if err != nil {
 		return nil, err
 	}
+	lis = grpcopt.Listener(lis, false)
 	go func() {
 		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("HTTP server stopped", "err", err)
@@ -235,10 +250,19 @@ func healthcheck(args []string) int {
 	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
 	addr := fs.String("http-addr", "127.0.0.1:9611", "the coordinator's HTTP address")
 	timeout := fs.Duration("timeout", 2*time.Second, "how long to wait for the answer")
+	files := tlsconf.AddFlags(fs)
 	if err := cliflag.Parse(fs, args, os.Getenv); err != nil {
 		return 2
 	}
-	return cliflag.Healthcheck(*addr, *timeout, os.Stderr)
+	if !files.Enabled() {
+		return cliflag.Healthcheck(*addr, *timeout, os.Stderr)
+	}
+	src, err := tlsconf.Load(*files)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "healthcheck:", err)
+		return 2
+	}
+	return cliflag.HealthcheckTLS(*addr, *timeout, src.ClientConfig(), os.Stderr)
 }
 
 // markers writes transaction markers through the storage nodes' leaders.
