@@ -31,8 +31,10 @@ import (
 
 	"skein/libs/client"
 	"skein/libs/cliflag"
+	"skein/libs/grpcopt"
 	"skein/libs/record"
 	"skein/libs/telemetry"
+	"skein/libs/tlsconf"
 	"skein/services/gateway/internal/gateway"
 )
 
@@ -59,6 +61,7 @@ func run(args []string) error {
 	maxRequestBytes := fs.Int64("max-request-bytes", gateway.DefaultMaxRequestBytes, "largest REST body and gRPC message accepted; a larger REST body is answered 413 RECORD_LIST_TOO_LARGE before it is read")
 	maxInflight := fs.Int64("max-inflight-produce-bytes", gateway.DefaultMaxInflightProduceBytes, "buffer.memory: produce request bytes held at once by all callers; beyond it, 429 / RESOURCE_EXHAUSTED THROTTLING_QUOTA_EXCEEDED")
 	debugAddr := fs.String("debug-addr", "", "serves /debug/pprof here when set (an operations address: keep it on loopback, never the public API port)")
+	tlsFiles := tlsconf.AddFlags(fs)
 	if err := cliflag.Parse(fs, args, os.Getenv); err != nil {
 		return err
 	}
@@ -93,6 +96,9 @@ func run(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	if err := grpcopt.SetupTLS(ctx, *tlsFiles, log); err != nil {
+		return err
+	}
 	shutdownTracing, err := telemetry.Tracing(ctx, telemetry.TracingConfig{ServiceName: "skein-gateway", InstanceID: strconv.Itoa(*nodeID)})
 	if err != nil {
 		return err
@@ -131,9 +137,18 @@ func healthcheck(args []string) int {
 	fs := flag.NewFlagSet("skein-gateway healthcheck", flag.ContinueOnError)
 	httpAddr := fs.String("http-addr", "127.0.0.1:8080", "the gateway's HTTP address")
 	timeout := fs.Duration("timeout", 3*time.Second, "how long to wait for the answer")
+	files := tlsconf.AddFlags(fs)
 	if err := cliflag.Parse(fs, args, os.Getenv); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	return cliflag.Healthcheck(*httpAddr, *timeout, os.Stderr)
+	if !files.Enabled() {
+		return cliflag.Healthcheck(*httpAddr, *timeout, os.Stderr)
+	}
+	src, err := tlsconf.Load(*files)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "healthcheck:", err)
+		return 2
+	}
+	return cliflag.HealthcheckTLS(*httpAddr, *timeout, src.ClientConfig(), os.Stderr)
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -117,9 +116,12 @@ func New(cfg Config) (*Gateway, error) {
 	if g.httpLis, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 		return nil, err
 	}
+	// With TLS (grpcopt.UseTLS) the public listeners serve HTTPS and gRPC
+	// over TLS; a client certificate is checked when given, not required.
+	g.httpLis = grpcopt.Listener(g.httpLis, true)
 
 	unaryErr, streamErr := api.ErrorInterceptors()
-	opts := append(grpcopt.Server(telemetry.NewGRPCMetrics(cfg.Registry)),
+	opts := append(grpcopt.PublicServer(telemetry.NewGRPCMetrics(cfg.Registry)),
 		grpc.ChainUnaryInterceptor(unaryErr), grpc.ChainStreamInterceptor(streamErr),
 		// A message above the limit is refused by gRPC before it is
 		// allocated (RESOURCE_EXHAUSTED). The slack lets REST's loopback
@@ -149,10 +151,14 @@ func New(cfg Config) (*Gateway, error) {
 	// through an in-memory connection.
 	g.loopLis = bufconn.Listen(1 << 20)
 	dial := append([]grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return g.loopLis.DialContext(ctx) }),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(client.MaxMessageSize), grpc.MaxCallSendMsgSize(client.MaxMessageSize)),
 	}, grpcopt.Dial()...)
+	if grpcopt.TLS() != nil {
+		// The gRPC server speaks TLS on the loopback too; the gateway's own
+		// certificate names localhost.
+		dial = append(dial, grpc.WithAuthority("localhost"))
+	}
 	if g.loop, err = grpc.NewClient("passthrough:///gateway-loopback", dial...); err != nil {
 		return nil, err
 	}
