@@ -236,3 +236,29 @@ func AddFlags(fs *flag.FlagSet) *Files {
 	fs.StringVar(&f.CA, "tls-ca", "", "PEM certificates of the CAs this process trusts, for its peers' certificates")
 	return f
 }
+
+// ClientConfigFiles builds the TLS configuration of a client that is not a
+// cluster process (the CLI, a test): it trusts the CAs in caFile and, when
+// certFile and keyFile are given, presents that certificate.
+func ClientConfigFiles(caFile, certFile, keyFile string) (*tls.Config, error) {
+	raw, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("reading the CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(raw) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", caFile)
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
+	switch {
+	case certFile != "" && keyFile != "":
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("loading %s and %s: %w", certFile, keyFile, err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	case certFile != "" || keyFile != "":
+		return nil, errors.New("a client certificate needs its key, and a key its certificate")
+	}
+	return cfg, nil
+}

@@ -175,3 +175,39 @@ func TestBadFiles(t *testing.T) {
 		t.Error("a certificate without a name was issued")
 	}
 }
+
+func TestClientConfigFiles(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := OpenCA(dir, "test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := issue(t, ca, Leaf{Name: "gateway", Hosts: []string{"127.0.0.1"}})
+	cf, err := ca.Issue(Leaf{Name: "client"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	anon, err := ClientConfigFiles(ca.CertFile(), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cerr, serr := handshake(anon, srv.ServerConfig(true), "127.0.0.1"); cerr != nil || serr != nil {
+		t.Errorf("CA only, optional client certificate: %v / %v", cerr, serr)
+	}
+	if cerr, serr := handshake(anon, srv.ServerConfig(false), "127.0.0.1"); cerr == nil && serr == nil {
+		t.Error("CA only was served where a client certificate is required")
+	}
+	withCert, err := ClientConfigFiles(ca.CertFile(), cf.Cert, cf.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cerr, serr := handshake(withCert, srv.ServerConfig(false), "127.0.0.1"); cerr != nil || serr != nil {
+		t.Errorf("with a client certificate: %v / %v", cerr, serr)
+	}
+	if _, err := ClientConfigFiles(ca.CertFile(), cf.Cert, ""); err == nil {
+		t.Error("a certificate without its key was accepted")
+	}
+	if _, err := ClientConfigFiles(filepath.Join(dir, "absent"), "", ""); err == nil {
+		t.Error("a missing CA file was accepted")
+	}
+}
