@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -23,6 +24,7 @@ import (
 	"skein/libs/cliflag"
 	"skein/libs/errs"
 	"skein/libs/rpcerr"
+	"skein/libs/tlsconf"
 )
 
 // DefaultGateway is the gateway's default gRPC address.
@@ -123,8 +125,9 @@ func describeErr(err error) string {
 // flags is a command's flag set with the common flags and env twins.
 type flags struct {
 	*flag.FlagSet
-	gateway *string
-	json    *bool
+	gateway                *string
+	json                   *bool
+	tlsCA, tlsCert, tlsKey *string
 }
 
 func newFlags(name string, io IO, withGateway bool) *flags {
@@ -134,6 +137,9 @@ func newFlags(name string, io IO, withGateway bool) *flags {
 	if withGateway {
 		f.gateway = fs.String("gateway", DefaultGateway, "the gateway's gRPC address (env SKEIN_GATEWAY)")
 		f.json = fs.Bool("json", false, "print the API's JSON answer")
+		f.tlsCA = fs.String("tls-ca", "", "CA certificate (PEM) to check a TLS gateway with; set, skein talks TLS (env SKEIN_TLS_CA; skein dev --secure prints it)")
+		f.tlsCert = fs.String("tls-cert", "", "client certificate (PEM) to present to the gateway (env SKEIN_TLS_CERT)")
+		f.tlsKey = fs.String("tls-key", "", "key of --tls-cert (env SKEIN_TLS_KEY)")
 	}
 	return f
 }
@@ -186,7 +192,17 @@ func (f *flags) dial() (*grpc.ClientConn, error) {
 	if strings.HasPrefix(addr, "http://") || strings.HasPrefix(addr, "https://") {
 		return nil, usagef("--gateway %s: skein talks to the gateway's gRPC address (host:port, default %s), not its REST URL", *f.gateway, DefaultGateway)
 	}
-	return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+	creds := insecure.NewCredentials()
+	if *f.tlsCA != "" {
+		tc, err := tlsconf.ClientConfigFiles(*f.tlsCA, *f.tlsCert, *f.tlsKey)
+		if err != nil {
+			return nil, usagef("%v", err)
+		}
+		creds = credentials.NewTLS(tc)
+	} else if *f.tlsCert != "" || *f.tlsKey != "" {
+		return nil, usagef("--tls-cert and --tls-key need --tls-ca")
+	}
+	return grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
 }
 
