@@ -60,6 +60,8 @@ func run(args []string) error {
 	compression := fs.String("compression", "none", "codec of the gateway's batches for topics whose compression.type is producer: none, gzip, snappy, lz4 or zstd")
 	maxRequestBytes := fs.Int64("max-request-bytes", gateway.DefaultMaxRequestBytes, "largest REST body and gRPC message accepted; a larger REST body is answered 413 RECORD_LIST_TOO_LARGE before it is read")
 	maxInflight := fs.Int64("max-inflight-produce-bytes", gateway.DefaultMaxInflightProduceBytes, "buffer.memory: produce request bytes held at once by all callers; beyond it, 429 / RESOURCE_EXHAUSTED THROTTLING_QUOTA_EXCEEDED")
+	consoleDemos := fs.Bool("console-demos", false, "let the console at /console/ kill, pause and resume the storage nodes --dev-cluster-file lists (a skein dev cluster; never in production)")
+	devClusterFile := fs.String("dev-cluster-file", "", "the cluster.json of the skein dev cluster this gateway belongs to (skein dev passes it); the console's demos signal only the storage pids it lists")
 	debugAddr := fs.String("debug-addr", "", "serves /debug/pprof here when set (an operations address: keep it on loopback, never the public API port)")
 	tlsFiles := tlsconf.AddFlags(fs)
 	if err := cliflag.Parse(fs, args, os.Getenv); err != nil {
@@ -112,6 +114,7 @@ func run(args []string) error {
 		GRPCAddr: *grpcAddr, HTTPAddr: *httpAddr, Controllers: ctrls, NodeID: int32(*nodeID), Logger: log,
 		ProducerOptions: []client.ProducerOption{client.WithBatchSize(*batchSize), client.WithLinger(*linger), client.WithCompression(codec)},
 		MaxRequestBytes: *maxRequestBytes, MaxInflightProduceBytes: *maxInflight,
+		ConsoleDemos: *consoleDemos, DevClusterFile: *devClusterFile,
 	})
 	if err != nil {
 		return err

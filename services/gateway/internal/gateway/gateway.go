@@ -23,6 +23,7 @@ import (
 	"skein/libs/telemetry"
 	"skein/services/gateway/internal/api"
 	"skein/services/gateway/internal/budget"
+	"skein/services/gateway/internal/console"
 )
 
 // The gateway's batching defaults. It funnels many callers' records into
@@ -61,6 +62,10 @@ type Config struct {
 	// gateway holds at once, all callers together (default
 	// DefaultMaxInflightProduceBytes).
 	MaxInflightProduceBytes int64
+	// ConsoleDemos turns on the console's demo routes, which signal the
+	// storage nodes DevClusterFile (a `skein dev` cluster.json) lists.
+	ConsoleDemos   bool
+	DevClusterFile string
 }
 
 // Gateway is a running gateway's listeners and servers.
@@ -73,6 +78,7 @@ type Gateway struct {
 	consumer *api.Consumer
 	group    *api.Group
 	txn      *api.Transaction
+	events   *console.Hub
 	grpcLis  net.Listener
 	httpLis  net.Listener
 	loopLis  *bufconn.Listener
@@ -135,7 +141,8 @@ func New(cfg Config) (*Gateway, error) {
 	g.inflight = budget.New(cfg.MaxInflightProduceBytes, cfg.Registry)
 	g.producer = api.NewProducer(g.client, g.log, popts...)
 	g.producer.SetBudget(g.inflight, fromLoopback)
-	skeinv1.RegisterAdminServiceServer(g.grpc, api.NewAdmin(g.client, g.log))
+	admin := api.NewAdmin(g.client, g.log)
+	skeinv1.RegisterAdminServiceServer(g.grpc, admin)
 	skeinv1.RegisterProducerServiceServer(g.grpc, g.producer)
 	g.consumer = api.NewConsumer(g.client, g.log)
 	skeinv1.RegisterConsumerServiceServer(g.grpc, g.consumer)
@@ -175,8 +182,11 @@ func New(cfg Config) (*Gateway, error) {
 			return false
 		}
 	}
+	handler := newHTTPHandler(mux, rl, ready, telemetry.MetricsHandler(cfg.Registry))
+	g.events = console.NewHub(console.HubConfig{Source: &consoleSource{c: g.client, admin: admin, group: g.group}, Logger: g.log})
+	console.Register(handler, g.events, &console.Demos{Enabled: cfg.ConsoleDemos, ClusterFile: cfg.DevClusterFile})
 	g.http = &http.Server{
-		Handler:           newHTTPHandler(mux, rl, ready, telemetry.MetricsHandler(cfg.Registry)),
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	ok = true
@@ -228,6 +238,9 @@ func (g *Gateway) Serve(ctx context.Context) error {
 func (g *Gateway) shutdown() {
 	g.log.Info("gateway shutting down")
 	g.health.Shutdown()
+	// Event streams never end on their own: close them first, or Shutdown
+	// would wait the whole grace period for them.
+	g.events.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.ShutdownGrace)
 	defer cancel()
 	_ = g.http.Shutdown(ctx)

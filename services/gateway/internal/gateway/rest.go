@@ -97,7 +97,7 @@ func newRESTMux(ctx context.Context, conn *grpc.ClientConn, rl restLimits) (*run
 }
 
 // newHTTPHandler is the whole HTTP surface; rl bounds the API's bodies.
-func newHTTPHandler(api http.Handler, rl restLimits, ready func() bool, metrics http.Handler) http.Handler {
+func newHTTPHandler(api http.Handler, rl restLimits, ready func() bool, metrics http.Handler) *http.ServeMux {
 	h := http.NewServeMux()
 	h.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
