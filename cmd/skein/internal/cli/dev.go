@@ -17,6 +17,7 @@ func devCmd(ctx context.Context, args []string, io IO) error {
 	logLevel := f.String("log-level", "info", "log level of every process")
 	gwHTTP := f.String("gateway-http-addr", "127.0.0.1:8080", "the gateway's REST address (empty: a free port)")
 	gwGRPC := f.String("gateway-grpc-addr", "127.0.0.1:9090", "the gateway's gRPC address (empty: a free port)")
+	demos := f.Bool("console-demos", false, "show kill / pause / resume buttons for the storage nodes in the gateway's console (/console/)")
 	pos, err := f.parse(args)
 	if err != nil {
 		return err
@@ -34,16 +35,27 @@ func devCmd(ctx context.Context, args []string, io IO) error {
 		}
 		*binDir = filepath.Dir(self)
 	}
+	absDir, err := filepath.Abs(*dataDir)
+	if err != nil {
+		return err
+	}
+	// The gateway learns its cluster's processes from cluster.json, which
+	// the console's demos (only with --console-demos) act on.
+	gwArgs := []string{"--dev-cluster-file", filepath.Join(absDir, "cluster.json")}
+	if *demos {
+		gwArgs = append(gwArgs, "--console-demos")
+	}
 	fmt.Fprintf(io.Err, "starting a cluster of 3 controllers, %d storage nodes, 2 group coordinators and a gateway in %s\n", *nodes, *dataDir)
 	return devcluster.Run(ctx, devcluster.Options{
 		DataDir: *dataDir, StorageNodes: *nodes, BinDir: *binDir, LogLevel: *logLevel, Progress: io.Err,
-		GatewayHTTPAddr: *gwHTTP, GatewayGRPCAddr: *gwGRPC,
+		GatewayHTTPAddr: *gwHTTP, GatewayGRPCAddr: *gwGRPC, GatewayArgs: gwArgs,
 	}, func(c *devcluster.Cluster) {
 		gw := c.Gateway()
 		rest := "http://" + gw.HTTPAddr
 		fmt.Fprintf(io.Out, `
 Skein is running.
   REST:    %[1]s   (OpenAPI: %[1]s/openapi.json)
+  console: %[1]s/console/
   gRPC:    %[2]s   (server reflection on)
   cluster: %[3]s
   logs:    %[4]s

@@ -70,6 +70,9 @@ type Options struct {
 	// a free port, or reuses the one in cluster.json. The gateway keeps no
 	// state, so a restart may move it.
 	GatewayGRPCAddr, GatewayHTTPAddr string
+	// GatewayArgs are added to the gateway's command line (skein dev passes
+	// --dev-cluster-file, and --console-demos when asked).
+	GatewayArgs []string
 }
 
 // Process is one supervised process, as cluster.json records it.
@@ -333,6 +336,9 @@ func (c *Cluster) launch(p *Process) error {
 	}
 	defer logf.Close() // the child holds its own descriptor
 	cmd := exec.Command(filepath.Join(c.opts.BinDir, binaries[p.Role]), args(p, c.procs, c.opts.LogLevel)...)
+	if p.Role == RoleGateway {
+		cmd.Args = append(cmd.Args, c.opts.GatewayArgs...)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group: a Ctrl-C in the terminal reaches only `skein
 	// dev`, which then stops the children in order.
