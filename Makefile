@@ -95,6 +95,7 @@ PURE := skein/libs/errs skein/libs/record skein/libs/topicconfig skein/libs/meta
 	skein/services/controller/internal/fsm \
 	skein/services/storage/internal/isr skein/services/storage/internal/producer \
 	skein/services/groupcoord/internal/assign skein/services/groupcoord/internal/group \
+	skein/services/groupcoord/internal/delivery \
 	skein/services/txncoord/internal/txn
 
 .PHONY: pure

@@ -94,6 +94,9 @@ type GroupConsumer struct {
 	nextHB   time.Time
 	owned    map[TopicPartition]*partState
 	closed   bool
+	// failed: the failed deliveries of records of owned partitions, by
+	// offset, as the last heartbeat (or this member's nacks) said.
+	failed map[TopicPartition]map[int64]int32
 }
 
 // NewGroupConsumer makes a group consumer; it joins on the first Poll.
@@ -275,6 +278,7 @@ func (g *GroupConsumer) heartbeat(ctx context.Context) (revoked bool, err error)
 		g.interval = time.Second
 	}
 	g.nextHB = time.Now().Add(g.interval)
+	g.noteDeliveries(resp.GetDeliveries())
 	return g.reconcile(ctx, FromTopicPartitions(resp.GetAssignment())), nil
 }
 

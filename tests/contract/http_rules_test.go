@@ -71,6 +71,7 @@ type rule struct {
 	Get                string `yaml:"get"`
 	Post               string `yaml:"post"`
 	Delete             string `yaml:"delete"`
+	Put                string `yaml:"put"`
 	Body               string `yaml:"body"`
 	AdditionalBindings []rule `yaml:"additional_bindings"`
 }
@@ -83,6 +84,8 @@ func (r rule) endpoint() string {
 		return "POST " + r.Post
 	case r.Delete != "":
 		return "DELETE " + r.Delete
+	case r.Put != "":
+		return "PUT " + r.Put
 	}
 	return ""
 }

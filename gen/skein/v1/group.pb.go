@@ -1418,6 +1418,7 @@ type ConsumeRequest struct {
 	//
 	//	*ConsumeRequest_Subscribe
 	//	*ConsumeRequest_Commit
+	//	*ConsumeRequest_Nack
 	Kind          isConsumeRequest_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1478,6 +1479,15 @@ func (x *ConsumeRequest) GetCommit() *CommitOffsetsRequest {
 	return nil
 }
 
+func (x *ConsumeRequest) GetNack() *NackRecordRequest {
+	if x != nil {
+		if x, ok := x.Kind.(*ConsumeRequest_Nack); ok {
+			return x.Nack
+		}
+	}
+	return nil
+}
+
 type isConsumeRequest_Kind interface {
 	isConsumeRequest_Kind()
 }
@@ -1490,9 +1500,16 @@ type ConsumeRequest_Commit struct {
 	Commit *CommitOffsetsRequest `protobuf:"bytes,2,opt,name=commit,proto3,oneof"`
 }
 
+type ConsumeRequest_Nack struct {
+	// Its group, member id and epoch are filled in by the stream.
+	Nack *NackRecordRequest `protobuf:"bytes,3,opt,name=nack,proto3,oneof"`
+}
+
 func (*ConsumeRequest_Subscribe) isConsumeRequest_Kind() {}
 
 func (*ConsumeRequest_Commit) isConsumeRequest_Kind() {}
+
+func (*ConsumeRequest_Nack) isConsumeRequest_Kind() {}
 
 type ConsumeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1502,6 +1519,7 @@ type ConsumeResponse struct {
 	//	*ConsumeResponse_Records
 	//	*ConsumeResponse_Assignment
 	//	*ConsumeResponse_Committed
+	//	*ConsumeResponse_Nacked
 	Kind          isConsumeResponse_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1580,6 +1598,15 @@ func (x *ConsumeResponse) GetCommitted() *CommitOffsetsResponse {
 	return nil
 }
 
+func (x *ConsumeResponse) GetNacked() *NackRecordResponse {
+	if x != nil {
+		if x, ok := x.Kind.(*ConsumeResponse_Nacked); ok {
+			return x.Nacked
+		}
+	}
+	return nil
+}
+
 type isConsumeResponse_Kind interface {
 	isConsumeResponse_Kind()
 }
@@ -1600,6 +1627,11 @@ type ConsumeResponse_Committed struct {
 	Committed *CommitOffsetsResponse `protobuf:"bytes,4,opt,name=committed,proto3,oneof"`
 }
 
+type ConsumeResponse_Nacked struct {
+	// The answer to a nack, with error_code set when it was refused.
+	Nacked *NackRecordResponse `protobuf:"bytes,5,opt,name=nacked,proto3,oneof"`
+}
+
 func (*ConsumeResponse_Joined) isConsumeResponse_Kind() {}
 
 func (*ConsumeResponse_Records) isConsumeResponse_Kind() {}
@@ -1607,6 +1639,432 @@ func (*ConsumeResponse_Records) isConsumeResponse_Kind() {}
 func (*ConsumeResponse_Assignment) isConsumeResponse_Kind() {}
 
 func (*ConsumeResponse_Committed) isConsumeResponse_Kind() {}
+
+func (*ConsumeResponse_Nacked) isConsumeResponse_Kind() {}
+
+type NackRecordRequest struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Group       string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	MemberId    string                 `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	MemberEpoch int32                  `protobuf:"varint,3,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
+	Topic       string                 `protobuf:"bytes,4,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition   *int32                 `protobuf:"varint,5,opt,name=partition,proto3,oneof" json:"partition,omitempty"`
+	// The offset of the record the member could not process.
+	Offset *int64 `protobuf:"varint,6,opt,name=offset,proto3,oneof" json:"offset,omitempty"`
+	// Why (at most 1024 bytes); the dead-letter record carries the last one.
+	Reason        string `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NackRecordRequest) Reset() {
+	*x = NackRecordRequest{}
+	mi := &file_skein_v1_group_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NackRecordRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NackRecordRequest) ProtoMessage() {}
+
+func (x *NackRecordRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_v1_group_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NackRecordRequest.ProtoReflect.Descriptor instead.
+func (*NackRecordRequest) Descriptor() ([]byte, []int) {
+	return file_skein_v1_group_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *NackRecordRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *NackRecordRequest) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *NackRecordRequest) GetMemberEpoch() int32 {
+	if x != nil {
+		return x.MemberEpoch
+	}
+	return 0
+}
+
+func (x *NackRecordRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *NackRecordRequest) GetPartition() int32 {
+	if x != nil && x.Partition != nil {
+		return *x.Partition
+	}
+	return 0
+}
+
+func (x *NackRecordRequest) GetOffset() int64 {
+	if x != nil && x.Offset != nil {
+		return *x.Offset
+	}
+	return 0
+}
+
+func (x *NackRecordRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type NackRecordResponse struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Offset    int64                  `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	// The failed deliveries of the record so far, this one included.
+	FailedDeliveries int32 `protobuf:"varint,4,opt,name=failed_deliveries,json=failedDeliveries,proto3" json:"failed_deliveries,omitempty"`
+	// The record went to the dead-letter topic and the group moved past it.
+	DeadLettered bool   `protobuf:"varint,5,opt,name=dead_lettered,json=deadLettered,proto3" json:"dead_lettered,omitempty"`
+	DlqTopic     string `protobuf:"bytes,6,opt,name=dlq_topic,json=dlqTopic,proto3" json:"dlq_topic,omitempty"`
+	DlqPartition int32  `protobuf:"varint,7,opt,name=dlq_partition,json=dlqPartition,proto3" json:"dlq_partition,omitempty"`
+	DlqOffset    int64  `protobuf:"varint,8,opt,name=dlq_offset,json=dlqOffset,proto3" json:"dlq_offset,omitempty"`
+	// Where the member reads the partition next: the nacked offset (it is
+	// delivered again, and what follows it), or the offset after it once
+	// dead-lettered. A REST member sends it as the partition's position.
+	NextOffset int64 `protobuf:"varint,9,opt,name=next_offset,json=nextOffset,proto3" json:"next_offset,omitempty"`
+	// Set only on a Consume stream, for a refused nack.
+	ErrorCode     ErrorCode `protobuf:"varint,10,opt,name=error_code,json=errorCode,proto3,enum=skein.v1.ErrorCode" json:"error_code,omitempty"`
+	Message       string    `protobuf:"bytes,11,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NackRecordResponse) Reset() {
+	*x = NackRecordResponse{}
+	mi := &file_skein_v1_group_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NackRecordResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NackRecordResponse) ProtoMessage() {}
+
+func (x *NackRecordResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_v1_group_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NackRecordResponse.ProtoReflect.Descriptor instead.
+func (*NackRecordResponse) Descriptor() ([]byte, []int) {
+	return file_skein_v1_group_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *NackRecordResponse) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *NackRecordResponse) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *NackRecordResponse) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *NackRecordResponse) GetFailedDeliveries() int32 {
+	if x != nil {
+		return x.FailedDeliveries
+	}
+	return 0
+}
+
+func (x *NackRecordResponse) GetDeadLettered() bool {
+	if x != nil {
+		return x.DeadLettered
+	}
+	return false
+}
+
+func (x *NackRecordResponse) GetDlqTopic() string {
+	if x != nil {
+		return x.DlqTopic
+	}
+	return ""
+}
+
+func (x *NackRecordResponse) GetDlqPartition() int32 {
+	if x != nil {
+		return x.DlqPartition
+	}
+	return 0
+}
+
+func (x *NackRecordResponse) GetDlqOffset() int64 {
+	if x != nil {
+		return x.DlqOffset
+	}
+	return 0
+}
+
+func (x *NackRecordResponse) GetNextOffset() int64 {
+	if x != nil {
+		return x.NextOffset
+	}
+	return 0
+}
+
+func (x *NackRecordResponse) GetErrorCode() ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ErrorCode_NONE
+}
+
+func (x *NackRecordResponse) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+type GetGroupConfigRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetGroupConfigRequest) Reset() {
+	*x = GetGroupConfigRequest{}
+	mi := &file_skein_v1_group_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetGroupConfigRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetGroupConfigRequest) ProtoMessage() {}
+
+func (x *GetGroupConfigRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_v1_group_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetGroupConfigRequest.ProtoReflect.Descriptor instead.
+func (*GetGroupConfigRequest) Descriptor() ([]byte, []int) {
+	return file_skein_v1_group_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *GetGroupConfigRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+type GetGroupConfigResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Configs       map[string]string      `protobuf:"bytes,2,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetGroupConfigResponse) Reset() {
+	*x = GetGroupConfigResponse{}
+	mi := &file_skein_v1_group_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetGroupConfigResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetGroupConfigResponse) ProtoMessage() {}
+
+func (x *GetGroupConfigResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_v1_group_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetGroupConfigResponse.ProtoReflect.Descriptor instead.
+func (*GetGroupConfigResponse) Descriptor() ([]byte, []int) {
+	return file_skein_v1_group_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *GetGroupConfigResponse) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *GetGroupConfigResponse) GetConfigs() map[string]string {
+	if x != nil {
+		return x.Configs
+	}
+	return nil
+}
+
+type SetGroupConfigRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Configs       map[string]string      `protobuf:"bytes,2,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetGroupConfigRequest) Reset() {
+	*x = SetGroupConfigRequest{}
+	mi := &file_skein_v1_group_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetGroupConfigRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetGroupConfigRequest) ProtoMessage() {}
+
+func (x *SetGroupConfigRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_v1_group_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetGroupConfigRequest.ProtoReflect.Descriptor instead.
+func (*SetGroupConfigRequest) Descriptor() ([]byte, []int) {
+	return file_skein_v1_group_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *SetGroupConfigRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *SetGroupConfigRequest) GetConfigs() map[string]string {
+	if x != nil {
+		return x.Configs
+	}
+	return nil
+}
+
+type SetGroupConfigResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Configs       map[string]string      `protobuf:"bytes,2,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetGroupConfigResponse) Reset() {
+	*x = SetGroupConfigResponse{}
+	mi := &file_skein_v1_group_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetGroupConfigResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetGroupConfigResponse) ProtoMessage() {}
+
+func (x *SetGroupConfigResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_v1_group_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetGroupConfigResponse.ProtoReflect.Descriptor instead.
+func (*SetGroupConfigResponse) Descriptor() ([]byte, []int) {
+	return file_skein_v1_group_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *SetGroupConfigResponse) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *SetGroupConfigResponse) GetConfigs() map[string]string {
+	if x != nil {
+		return x.Configs
+	}
+	return nil
+}
 
 var File_skein_v1_group_proto protoreflect.FileDescriptor
 
@@ -1720,19 +2178,68 @@ const file_skein_v1_group_proto_rawDesc = "" +
 	"assignment\"*\n" +
 	"\x12DeleteGroupRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\"\x15\n" +
-	"\x13DeleteGroupResponse\"\x8e\x01\n" +
+	"\x13DeleteGroupResponse\"\xc1\x01\n" +
 	"\x0eConsumeRequest\x12:\n" +
 	"\tsubscribe\x18\x01 \x01(\v2\x1a.skein.v1.JoinGroupRequestH\x00R\tsubscribe\x128\n" +
-	"\x06commit\x18\x02 \x01(\v2\x1e.skein.v1.CommitOffsetsRequestH\x00R\x06commitB\x06\n" +
-	"\x04kind\"\x91\x02\n" +
+	"\x06commit\x18\x02 \x01(\v2\x1e.skein.v1.CommitOffsetsRequestH\x00R\x06commit\x121\n" +
+	"\x04nack\x18\x03 \x01(\v2\x1b.skein.v1.NackRecordRequestH\x00R\x04nackB\x06\n" +
+	"\x04kind\"\xc9\x02\n" +
 	"\x0fConsumeResponse\x125\n" +
 	"\x06joined\x18\x01 \x01(\v2\x1b.skein.v1.JoinGroupResponseH\x00R\x06joined\x12?\n" +
 	"\arecords\x18\x02 \x01(\v2#.skein.v1.FetchGroupRecordsResponseH\x00R\arecords\x12=\n" +
 	"\n" +
 	"assignment\x18\x03 \x01(\v2\x1b.skein.v1.HeartbeatResponseH\x00R\n" +
 	"assignment\x12?\n" +
-	"\tcommitted\x18\x04 \x01(\v2\x1f.skein.v1.CommitOffsetsResponseH\x00R\tcommittedB\x06\n" +
-	"\x04kind2\x87\x06\n" +
+	"\tcommitted\x18\x04 \x01(\v2\x1f.skein.v1.CommitOffsetsResponseH\x00R\tcommitted\x126\n" +
+	"\x06nacked\x18\x05 \x01(\v2\x1c.skein.v1.NackRecordResponseH\x00R\x06nackedB\x06\n" +
+	"\x04kind\"\xf0\x01\n" +
+	"\x11NackRecordRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1b\n" +
+	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12!\n" +
+	"\fmember_epoch\x18\x03 \x01(\x05R\vmemberEpoch\x12\x14\n" +
+	"\x05topic\x18\x04 \x01(\tR\x05topic\x12!\n" +
+	"\tpartition\x18\x05 \x01(\x05H\x00R\tpartition\x88\x01\x01\x12\x1b\n" +
+	"\x06offset\x18\x06 \x01(\x03H\x01R\x06offset\x88\x01\x01\x12\x16\n" +
+	"\x06reason\x18\a \x01(\tR\x06reasonB\f\n" +
+	"\n" +
+	"_partitionB\t\n" +
+	"\a_offset\"\x82\x03\n" +
+	"\x12NackRecordResponse\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
+	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12+\n" +
+	"\x11failed_deliveries\x18\x04 \x01(\x05R\x10failedDeliveries\x12#\n" +
+	"\rdead_lettered\x18\x05 \x01(\bR\fdeadLettered\x12\x1b\n" +
+	"\tdlq_topic\x18\x06 \x01(\tR\bdlqTopic\x12#\n" +
+	"\rdlq_partition\x18\a \x01(\x05R\fdlqPartition\x12\x1d\n" +
+	"\n" +
+	"dlq_offset\x18\b \x01(\x03R\tdlqOffset\x12\x1f\n" +
+	"\vnext_offset\x18\t \x01(\x03R\n" +
+	"nextOffset\x122\n" +
+	"\n" +
+	"error_code\x18\n" +
+	" \x01(\x0e2\x13.skein.v1.ErrorCodeR\terrorCode\x12\x18\n" +
+	"\amessage\x18\v \x01(\tR\amessage\"-\n" +
+	"\x15GetGroupConfigRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\"\xb3\x01\n" +
+	"\x16GetGroupConfigResponse\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12G\n" +
+	"\aconfigs\x18\x02 \x03(\v2-.skein.v1.GetGroupConfigResponse.ConfigsEntryR\aconfigs\x1a:\n" +
+	"\fConfigsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb1\x01\n" +
+	"\x15SetGroupConfigRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12F\n" +
+	"\aconfigs\x18\x02 \x03(\v2,.skein.v1.SetGroupConfigRequest.ConfigsEntryR\aconfigs\x1a:\n" +
+	"\fConfigsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb3\x01\n" +
+	"\x16SetGroupConfigResponse\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12G\n" +
+	"\aconfigs\x18\x02 \x03(\v2-.skein.v1.SetGroupConfigResponse.ConfigsEntryR\aconfigs\x1a:\n" +
+	"\fConfigsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x012\xfa\a\n" +
 	"\fGroupService\x12D\n" +
 	"\tJoinGroup\x12\x1a.skein.v1.JoinGroupRequest\x1a\x1b.skein.v1.JoinGroupResponse\x12D\n" +
 	"\tHeartbeat\x12\x1a.skein.v1.HeartbeatRequest\x1a\x1b.skein.v1.HeartbeatResponse\x12\\\n" +
@@ -1746,7 +2253,11 @@ const file_skein_v1_group_proto_rawDesc = "" +
 	"ListGroups\x12\x1b.skein.v1.ListGroupsRequest\x1a\x1c.skein.v1.ListGroupsResponse\x12P\n" +
 	"\rDescribeGroup\x12\x1e.skein.v1.DescribeGroupRequest\x1a\x1f.skein.v1.DescribeGroupResponse\x12J\n" +
 	"\vDeleteGroup\x12\x1c.skein.v1.DeleteGroupRequest\x1a\x1d.skein.v1.DeleteGroupResponse\x12B\n" +
-	"\aConsume\x12\x18.skein.v1.ConsumeRequest\x1a\x19.skein.v1.ConsumeResponse(\x010\x01Bw\n" +
+	"\aConsume\x12\x18.skein.v1.ConsumeRequest\x1a\x19.skein.v1.ConsumeResponse(\x010\x01\x12G\n" +
+	"\n" +
+	"NackRecord\x12\x1b.skein.v1.NackRecordRequest\x1a\x1c.skein.v1.NackRecordResponse\x12S\n" +
+	"\x0eGetGroupConfig\x12\x1f.skein.v1.GetGroupConfigRequest\x1a .skein.v1.GetGroupConfigResponse\x12S\n" +
+	"\x0eSetGroupConfig\x12\x1f.skein.v1.SetGroupConfigRequest\x1a .skein.v1.SetGroupConfigResponseBw\n" +
 	"\fcom.skein.v1B\n" +
 	"GroupProtoP\x01Z\x1askein/gen/skein/v1;skeinv1\xa2\x02\x03SXX\xaa\x02\bSkein.V1\xca\x02\bSkein\\V1\xe2\x02\x14Skein\\V1\\GPBMetadata\xea\x02\tSkein::V1b\x06proto3"
 
@@ -1762,7 +2273,7 @@ func file_skein_v1_group_proto_rawDescGZIP() []byte {
 	return file_skein_v1_group_proto_rawDescData
 }
 
-var file_skein_v1_group_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_skein_v1_group_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_skein_v1_group_proto_goTypes = []any{
 	(*JoinGroupRequest)(nil),          // 0: skein.v1.JoinGroupRequest
 	(*JoinGroupResponse)(nil),         // 1: skein.v1.JoinGroupResponse
@@ -1789,60 +2300,81 @@ var file_skein_v1_group_proto_goTypes = []any{
 	(*DeleteGroupResponse)(nil),       // 22: skein.v1.DeleteGroupResponse
 	(*ConsumeRequest)(nil),            // 23: skein.v1.ConsumeRequest
 	(*ConsumeResponse)(nil),           // 24: skein.v1.ConsumeResponse
-	(*TopicPartitions)(nil),           // 25: skein.v1.TopicPartitions
-	(IsolationLevel)(0),               // 26: skein.v1.IsolationLevel
-	(Encoding)(0),                     // 27: skein.v1.Encoding
-	(*ConsumedRecord)(nil),            // 28: skein.v1.ConsumedRecord
-	(ErrorCode)(0),                    // 29: skein.v1.ErrorCode
+	(*NackRecordRequest)(nil),         // 25: skein.v1.NackRecordRequest
+	(*NackRecordResponse)(nil),        // 26: skein.v1.NackRecordResponse
+	(*GetGroupConfigRequest)(nil),     // 27: skein.v1.GetGroupConfigRequest
+	(*GetGroupConfigResponse)(nil),    // 28: skein.v1.GetGroupConfigResponse
+	(*SetGroupConfigRequest)(nil),     // 29: skein.v1.SetGroupConfigRequest
+	(*SetGroupConfigResponse)(nil),    // 30: skein.v1.SetGroupConfigResponse
+	nil,                               // 31: skein.v1.GetGroupConfigResponse.ConfigsEntry
+	nil,                               // 32: skein.v1.SetGroupConfigRequest.ConfigsEntry
+	nil,                               // 33: skein.v1.SetGroupConfigResponse.ConfigsEntry
+	(*TopicPartitions)(nil),           // 34: skein.v1.TopicPartitions
+	(IsolationLevel)(0),               // 35: skein.v1.IsolationLevel
+	(Encoding)(0),                     // 36: skein.v1.Encoding
+	(*ConsumedRecord)(nil),            // 37: skein.v1.ConsumedRecord
+	(ErrorCode)(0),                    // 38: skein.v1.ErrorCode
 }
 var file_skein_v1_group_proto_depIdxs = []int32{
-	25, // 0: skein.v1.JoinGroupResponse.assignment:type_name -> skein.v1.TopicPartitions
-	25, // 1: skein.v1.HeartbeatResponse.assignment:type_name -> skein.v1.TopicPartitions
-	26, // 2: skein.v1.FetchGroupRecordsRequest.isolation_level:type_name -> skein.v1.IsolationLevel
+	34, // 0: skein.v1.JoinGroupResponse.assignment:type_name -> skein.v1.TopicPartitions
+	34, // 1: skein.v1.HeartbeatResponse.assignment:type_name -> skein.v1.TopicPartitions
+	35, // 2: skein.v1.FetchGroupRecordsRequest.isolation_level:type_name -> skein.v1.IsolationLevel
 	5,  // 3: skein.v1.FetchGroupRecordsRequest.positions:type_name -> skein.v1.TopicPartitionOffset
-	27, // 4: skein.v1.FetchGroupRecordsRequest.encoding:type_name -> skein.v1.Encoding
-	28, // 5: skein.v1.FetchGroupRecordsResponse.records:type_name -> skein.v1.ConsumedRecord
+	36, // 4: skein.v1.FetchGroupRecordsRequest.encoding:type_name -> skein.v1.Encoding
+	37, // 5: skein.v1.FetchGroupRecordsResponse.records:type_name -> skein.v1.ConsumedRecord
 	5,  // 6: skein.v1.FetchGroupRecordsResponse.positions:type_name -> skein.v1.TopicPartitionOffset
-	25, // 7: skein.v1.FetchGroupRecordsResponse.assignment:type_name -> skein.v1.TopicPartitions
+	34, // 7: skein.v1.FetchGroupRecordsResponse.assignment:type_name -> skein.v1.TopicPartitions
 	5,  // 8: skein.v1.CommitOffsetsRequest.offsets:type_name -> skein.v1.TopicPartitionOffset
 	9,  // 9: skein.v1.CommitOffsetsResponse.results:type_name -> skein.v1.PartitionCommitResult
-	29, // 10: skein.v1.PartitionCommitResult.error_code:type_name -> skein.v1.ErrorCode
+	38, // 10: skein.v1.PartitionCommitResult.error_code:type_name -> skein.v1.ErrorCode
 	12, // 11: skein.v1.GetOffsetsResponse.offsets:type_name -> skein.v1.CommittedOffset
 	17, // 12: skein.v1.ListGroupsResponse.groups:type_name -> skein.v1.GroupSummary
 	20, // 13: skein.v1.DescribeGroupResponse.members:type_name -> skein.v1.GroupMember
 	12, // 14: skein.v1.DescribeGroupResponse.offsets:type_name -> skein.v1.CommittedOffset
-	25, // 15: skein.v1.GroupMember.assignment:type_name -> skein.v1.TopicPartitions
+	34, // 15: skein.v1.GroupMember.assignment:type_name -> skein.v1.TopicPartitions
 	0,  // 16: skein.v1.ConsumeRequest.subscribe:type_name -> skein.v1.JoinGroupRequest
 	7,  // 17: skein.v1.ConsumeRequest.commit:type_name -> skein.v1.CommitOffsetsRequest
-	1,  // 18: skein.v1.ConsumeResponse.joined:type_name -> skein.v1.JoinGroupResponse
-	6,  // 19: skein.v1.ConsumeResponse.records:type_name -> skein.v1.FetchGroupRecordsResponse
-	3,  // 20: skein.v1.ConsumeResponse.assignment:type_name -> skein.v1.HeartbeatResponse
-	8,  // 21: skein.v1.ConsumeResponse.committed:type_name -> skein.v1.CommitOffsetsResponse
-	0,  // 22: skein.v1.GroupService.JoinGroup:input_type -> skein.v1.JoinGroupRequest
-	2,  // 23: skein.v1.GroupService.Heartbeat:input_type -> skein.v1.HeartbeatRequest
-	4,  // 24: skein.v1.GroupService.FetchGroupRecords:input_type -> skein.v1.FetchGroupRecordsRequest
-	7,  // 25: skein.v1.GroupService.CommitOffsets:input_type -> skein.v1.CommitOffsetsRequest
-	10, // 26: skein.v1.GroupService.GetOffsets:input_type -> skein.v1.GetOffsetsRequest
-	13, // 27: skein.v1.GroupService.LeaveGroup:input_type -> skein.v1.LeaveGroupRequest
-	15, // 28: skein.v1.GroupService.ListGroups:input_type -> skein.v1.ListGroupsRequest
-	18, // 29: skein.v1.GroupService.DescribeGroup:input_type -> skein.v1.DescribeGroupRequest
-	21, // 30: skein.v1.GroupService.DeleteGroup:input_type -> skein.v1.DeleteGroupRequest
-	23, // 31: skein.v1.GroupService.Consume:input_type -> skein.v1.ConsumeRequest
-	1,  // 32: skein.v1.GroupService.JoinGroup:output_type -> skein.v1.JoinGroupResponse
-	3,  // 33: skein.v1.GroupService.Heartbeat:output_type -> skein.v1.HeartbeatResponse
-	6,  // 34: skein.v1.GroupService.FetchGroupRecords:output_type -> skein.v1.FetchGroupRecordsResponse
-	8,  // 35: skein.v1.GroupService.CommitOffsets:output_type -> skein.v1.CommitOffsetsResponse
-	11, // 36: skein.v1.GroupService.GetOffsets:output_type -> skein.v1.GetOffsetsResponse
-	14, // 37: skein.v1.GroupService.LeaveGroup:output_type -> skein.v1.LeaveGroupResponse
-	16, // 38: skein.v1.GroupService.ListGroups:output_type -> skein.v1.ListGroupsResponse
-	19, // 39: skein.v1.GroupService.DescribeGroup:output_type -> skein.v1.DescribeGroupResponse
-	22, // 40: skein.v1.GroupService.DeleteGroup:output_type -> skein.v1.DeleteGroupResponse
-	24, // 41: skein.v1.GroupService.Consume:output_type -> skein.v1.ConsumeResponse
-	32, // [32:42] is the sub-list for method output_type
-	22, // [22:32] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	25, // 18: skein.v1.ConsumeRequest.nack:type_name -> skein.v1.NackRecordRequest
+	1,  // 19: skein.v1.ConsumeResponse.joined:type_name -> skein.v1.JoinGroupResponse
+	6,  // 20: skein.v1.ConsumeResponse.records:type_name -> skein.v1.FetchGroupRecordsResponse
+	3,  // 21: skein.v1.ConsumeResponse.assignment:type_name -> skein.v1.HeartbeatResponse
+	8,  // 22: skein.v1.ConsumeResponse.committed:type_name -> skein.v1.CommitOffsetsResponse
+	26, // 23: skein.v1.ConsumeResponse.nacked:type_name -> skein.v1.NackRecordResponse
+	38, // 24: skein.v1.NackRecordResponse.error_code:type_name -> skein.v1.ErrorCode
+	31, // 25: skein.v1.GetGroupConfigResponse.configs:type_name -> skein.v1.GetGroupConfigResponse.ConfigsEntry
+	32, // 26: skein.v1.SetGroupConfigRequest.configs:type_name -> skein.v1.SetGroupConfigRequest.ConfigsEntry
+	33, // 27: skein.v1.SetGroupConfigResponse.configs:type_name -> skein.v1.SetGroupConfigResponse.ConfigsEntry
+	0,  // 28: skein.v1.GroupService.JoinGroup:input_type -> skein.v1.JoinGroupRequest
+	2,  // 29: skein.v1.GroupService.Heartbeat:input_type -> skein.v1.HeartbeatRequest
+	4,  // 30: skein.v1.GroupService.FetchGroupRecords:input_type -> skein.v1.FetchGroupRecordsRequest
+	7,  // 31: skein.v1.GroupService.CommitOffsets:input_type -> skein.v1.CommitOffsetsRequest
+	10, // 32: skein.v1.GroupService.GetOffsets:input_type -> skein.v1.GetOffsetsRequest
+	13, // 33: skein.v1.GroupService.LeaveGroup:input_type -> skein.v1.LeaveGroupRequest
+	15, // 34: skein.v1.GroupService.ListGroups:input_type -> skein.v1.ListGroupsRequest
+	18, // 35: skein.v1.GroupService.DescribeGroup:input_type -> skein.v1.DescribeGroupRequest
+	21, // 36: skein.v1.GroupService.DeleteGroup:input_type -> skein.v1.DeleteGroupRequest
+	23, // 37: skein.v1.GroupService.Consume:input_type -> skein.v1.ConsumeRequest
+	25, // 38: skein.v1.GroupService.NackRecord:input_type -> skein.v1.NackRecordRequest
+	27, // 39: skein.v1.GroupService.GetGroupConfig:input_type -> skein.v1.GetGroupConfigRequest
+	29, // 40: skein.v1.GroupService.SetGroupConfig:input_type -> skein.v1.SetGroupConfigRequest
+	1,  // 41: skein.v1.GroupService.JoinGroup:output_type -> skein.v1.JoinGroupResponse
+	3,  // 42: skein.v1.GroupService.Heartbeat:output_type -> skein.v1.HeartbeatResponse
+	6,  // 43: skein.v1.GroupService.FetchGroupRecords:output_type -> skein.v1.FetchGroupRecordsResponse
+	8,  // 44: skein.v1.GroupService.CommitOffsets:output_type -> skein.v1.CommitOffsetsResponse
+	11, // 45: skein.v1.GroupService.GetOffsets:output_type -> skein.v1.GetOffsetsResponse
+	14, // 46: skein.v1.GroupService.LeaveGroup:output_type -> skein.v1.LeaveGroupResponse
+	16, // 47: skein.v1.GroupService.ListGroups:output_type -> skein.v1.ListGroupsResponse
+	19, // 48: skein.v1.GroupService.DescribeGroup:output_type -> skein.v1.DescribeGroupResponse
+	22, // 49: skein.v1.GroupService.DeleteGroup:output_type -> skein.v1.DeleteGroupResponse
+	24, // 50: skein.v1.GroupService.Consume:output_type -> skein.v1.ConsumeResponse
+	26, // 51: skein.v1.GroupService.NackRecord:output_type -> skein.v1.NackRecordResponse
+	28, // 52: skein.v1.GroupService.GetGroupConfig:output_type -> skein.v1.GetGroupConfigResponse
+	30, // 53: skein.v1.GroupService.SetGroupConfig:output_type -> skein.v1.SetGroupConfigResponse
+	41, // [41:54] is the sub-list for method output_type
+	28, // [28:41] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_skein_v1_group_proto_init() }
@@ -1857,20 +2389,23 @@ func file_skein_v1_group_proto_init() {
 	file_skein_v1_group_proto_msgTypes[23].OneofWrappers = []any{
 		(*ConsumeRequest_Subscribe)(nil),
 		(*ConsumeRequest_Commit)(nil),
+		(*ConsumeRequest_Nack)(nil),
 	}
 	file_skein_v1_group_proto_msgTypes[24].OneofWrappers = []any{
 		(*ConsumeResponse_Joined)(nil),
 		(*ConsumeResponse_Records)(nil),
 		(*ConsumeResponse_Assignment)(nil),
 		(*ConsumeResponse_Committed)(nil),
+		(*ConsumeResponse_Nacked)(nil),
 	}
+	file_skein_v1_group_proto_msgTypes[25].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skein_v1_group_proto_rawDesc), len(file_skein_v1_group_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   25,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -29,6 +29,9 @@ const (
 	GroupService_DescribeGroup_FullMethodName     = "/skein.v1.GroupService/DescribeGroup"
 	GroupService_DeleteGroup_FullMethodName       = "/skein.v1.GroupService/DeleteGroup"
 	GroupService_Consume_FullMethodName           = "/skein.v1.GroupService/Consume"
+	GroupService_NackRecord_FullMethodName        = "/skein.v1.GroupService/NackRecord"
+	GroupService_GetGroupConfig_FullMethodName    = "/skein.v1.GroupService/GetGroupConfig"
+	GroupService_SetGroupConfig_FullMethodName    = "/skein.v1.GroupService/SetGroupConfig"
 )
 
 // GroupServiceClient is the client API for GroupService service.
@@ -58,8 +61,19 @@ type GroupServiceClient interface {
 	// offsets (NON_EMPTY_GROUP while it has members).
 	DeleteGroup(ctx context.Context, in *DeleteGroupRequest, opts ...grpc.CallOption) (*DeleteGroupResponse, error)
 	// Consume is the streaming form: subscribe, then receive records and
-	// assignment changes, and send commits on the same stream.
+	// assignment changes, and send commits (and nacks) on the same stream.
 	Consume(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ConsumeRequest, ConsumeResponse], error)
+	// NackRecord rejects a record the member owns: it is delivered again
+	// (the member's position on the partition goes back to it), or, after
+	// max.delivery.attempts, written to the group's dead-letter topic and the
+	// group's committed offset moves past it.
+	NackRecord(ctx context.Context, in *NackRecordRequest, opts ...grpc.CallOption) (*NackRecordResponse, error)
+	// GetGroupConfig answers a group's settings (max.delivery.attempts,
+	// dlq.topic), defaults included.
+	GetGroupConfig(ctx context.Context, in *GetGroupConfigRequest, opts ...grpc.CallOption) (*GetGroupConfigResponse, error)
+	// SetGroupConfig sets some of a group's settings ("" resets one to its
+	// default) and answers all of them.
+	SetGroupConfig(ctx context.Context, in *SetGroupConfigRequest, opts ...grpc.CallOption) (*SetGroupConfigResponse, error)
 }
 
 type groupServiceClient struct {
@@ -173,6 +187,36 @@ func (c *groupServiceClient) Consume(ctx context.Context, opts ...grpc.CallOptio
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type GroupService_ConsumeClient = grpc.BidiStreamingClient[ConsumeRequest, ConsumeResponse]
 
+func (c *groupServiceClient) NackRecord(ctx context.Context, in *NackRecordRequest, opts ...grpc.CallOption) (*NackRecordResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NackRecordResponse)
+	err := c.cc.Invoke(ctx, GroupService_NackRecord_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *groupServiceClient) GetGroupConfig(ctx context.Context, in *GetGroupConfigRequest, opts ...grpc.CallOption) (*GetGroupConfigResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetGroupConfigResponse)
+	err := c.cc.Invoke(ctx, GroupService_GetGroupConfig_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *groupServiceClient) SetGroupConfig(ctx context.Context, in *SetGroupConfigRequest, opts ...grpc.CallOption) (*SetGroupConfigResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetGroupConfigResponse)
+	err := c.cc.Invoke(ctx, GroupService_SetGroupConfig_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // GroupServiceServer is the server API for GroupService service.
 // All implementations must embed UnimplementedGroupServiceServer
 // for forward compatibility.
@@ -200,8 +244,19 @@ type GroupServiceServer interface {
 	// offsets (NON_EMPTY_GROUP while it has members).
 	DeleteGroup(context.Context, *DeleteGroupRequest) (*DeleteGroupResponse, error)
 	// Consume is the streaming form: subscribe, then receive records and
-	// assignment changes, and send commits on the same stream.
+	// assignment changes, and send commits (and nacks) on the same stream.
 	Consume(grpc.BidiStreamingServer[ConsumeRequest, ConsumeResponse]) error
+	// NackRecord rejects a record the member owns: it is delivered again
+	// (the member's position on the partition goes back to it), or, after
+	// max.delivery.attempts, written to the group's dead-letter topic and the
+	// group's committed offset moves past it.
+	NackRecord(context.Context, *NackRecordRequest) (*NackRecordResponse, error)
+	// GetGroupConfig answers a group's settings (max.delivery.attempts,
+	// dlq.topic), defaults included.
+	GetGroupConfig(context.Context, *GetGroupConfigRequest) (*GetGroupConfigResponse, error)
+	// SetGroupConfig sets some of a group's settings ("" resets one to its
+	// default) and answers all of them.
+	SetGroupConfig(context.Context, *SetGroupConfigRequest) (*SetGroupConfigResponse, error)
 	mustEmbedUnimplementedGroupServiceServer()
 }
 
@@ -241,6 +296,15 @@ func (UnimplementedGroupServiceServer) DeleteGroup(context.Context, *DeleteGroup
 }
 func (UnimplementedGroupServiceServer) Consume(grpc.BidiStreamingServer[ConsumeRequest, ConsumeResponse]) error {
 	return status.Error(codes.Unimplemented, "method Consume not implemented")
+}
+func (UnimplementedGroupServiceServer) NackRecord(context.Context, *NackRecordRequest) (*NackRecordResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method NackRecord not implemented")
+}
+func (UnimplementedGroupServiceServer) GetGroupConfig(context.Context, *GetGroupConfigRequest) (*GetGroupConfigResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetGroupConfig not implemented")
+}
+func (UnimplementedGroupServiceServer) SetGroupConfig(context.Context, *SetGroupConfigRequest) (*SetGroupConfigResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetGroupConfig not implemented")
 }
 func (UnimplementedGroupServiceServer) mustEmbedUnimplementedGroupServiceServer() {}
 func (UnimplementedGroupServiceServer) testEmbeddedByValue()                      {}
@@ -432,6 +496,60 @@ func _GroupService_Consume_Handler(srv interface{}, stream grpc.ServerStream) er
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type GroupService_ConsumeServer = grpc.BidiStreamingServer[ConsumeRequest, ConsumeResponse]
 
+func _GroupService_NackRecord_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(NackRecordRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GroupServiceServer).NackRecord(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GroupService_NackRecord_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GroupServiceServer).NackRecord(ctx, req.(*NackRecordRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GroupService_GetGroupConfig_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetGroupConfigRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GroupServiceServer).GetGroupConfig(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GroupService_GetGroupConfig_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GroupServiceServer).GetGroupConfig(ctx, req.(*GetGroupConfigRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GroupService_SetGroupConfig_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetGroupConfigRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GroupServiceServer).SetGroupConfig(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GroupService_SetGroupConfig_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GroupServiceServer).SetGroupConfig(ctx, req.(*SetGroupConfigRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // GroupService_ServiceDesc is the grpc.ServiceDesc for GroupService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -474,6 +592,18 @@ var GroupService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteGroup",
 			Handler:    _GroupService_DeleteGroup_Handler,
+		},
+		{
+			MethodName: "NackRecord",
+			Handler:    _GroupService_NackRecord_Handler,
+		},
+		{
+			MethodName: "GetGroupConfig",
+			Handler:    _GroupService_GetGroupConfig_Handler,
+		},
+		{
+			MethodName: "SetGroupConfig",
+			Handler:    _GroupService_SetGroupConfig_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

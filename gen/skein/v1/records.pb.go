@@ -279,19 +279,22 @@ func (x *ProduceRecord) GetTimestampMs() int64 {
 
 // ConsumedRecord is one record read back, with its coordinates.
 type ConsumedRecord struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
-	Offset        int64                  `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
-	TimestampMs   int64                  `protobuf:"varint,4,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
-	Key           *string                `protobuf:"bytes,5,opt,name=key,proto3,oneof" json:"key,omitempty"`
-	KeyBytes      []byte                 `protobuf:"bytes,6,opt,name=key_bytes,json=keyBytes,proto3,oneof" json:"key_bytes,omitempty"`
-	Value         *string                `protobuf:"bytes,7,opt,name=value,proto3,oneof" json:"value,omitempty"`
-	ValueBytes    []byte                 `protobuf:"bytes,8,opt,name=value_bytes,json=valueBytes,proto3,oneof" json:"value_bytes,omitempty"`
-	Headers       []*Header              `protobuf:"bytes,9,rep,name=headers,proto3" json:"headers,omitempty"`
-	LeaderEpoch   int32                  `protobuf:"varint,10,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Topic       string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition   int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Offset      int64                  `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	TimestampMs int64                  `protobuf:"varint,4,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
+	Key         *string                `protobuf:"bytes,5,opt,name=key,proto3,oneof" json:"key,omitempty"`
+	KeyBytes    []byte                 `protobuf:"bytes,6,opt,name=key_bytes,json=keyBytes,proto3,oneof" json:"key_bytes,omitempty"`
+	Value       *string                `protobuf:"bytes,7,opt,name=value,proto3,oneof" json:"value,omitempty"`
+	ValueBytes  []byte                 `protobuf:"bytes,8,opt,name=value_bytes,json=valueBytes,proto3,oneof" json:"value_bytes,omitempty"`
+	Headers     []*Header              `protobuf:"bytes,9,rep,name=headers,proto3" json:"headers,omitempty"`
+	LeaderEpoch int32                  `protobuf:"varint,10,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	// Which delivery of the record to its consumer group this is: 1 for the
+	// first, 1 + its failed deliveries (nacks) after that. 0 outside a group.
+	DeliveryAttempt int32 `protobuf:"varint,11,opt,name=delivery_attempt,json=deliveryAttempt,proto3" json:"delivery_attempt,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ConsumedRecord) Reset() {
@@ -394,6 +397,13 @@ func (x *ConsumedRecord) GetLeaderEpoch() int32 {
 	return 0
 }
 
+func (x *ConsumedRecord) GetDeliveryAttempt() int32 {
+	if x != nil {
+		return x.DeliveryAttempt
+	}
+	return 0
+}
+
 // TopicPartitions names partitions of one topic (an assignment, say).
 type TopicPartitions struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -475,7 +485,7 @@ const file_skein_v1_records_proto_rawDesc = "" +
 	"\f_value_bytesB\f\n" +
 	"\n" +
 	"_partitionB\x0f\n" +
-	"\r_timestamp_ms\"\xf8\x02\n" +
+	"\r_timestamp_ms\"\xa3\x03\n" +
 	"\x0eConsumedRecord\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -488,7 +498,8 @@ const file_skein_v1_records_proto_rawDesc = "" +
 	"valueBytes\x88\x01\x01\x12*\n" +
 	"\aheaders\x18\t \x03(\v2\x10.skein.v1.HeaderR\aheaders\x12!\n" +
 	"\fleader_epoch\x18\n" +
-	" \x01(\x05R\vleaderEpochB\x06\n" +
+	" \x01(\x05R\vleaderEpoch\x12)\n" +
+	"\x10delivery_attempt\x18\v \x01(\x05R\x0fdeliveryAttemptB\x06\n" +
 	"\x04_keyB\f\n" +
 	"\n" +
 	"_key_bytesB\b\n" +

@@ -201,7 +201,10 @@ type ConsumerGroupHeartbeatResponse struct {
 	MemberEpoch         int32                  `protobuf:"varint,4,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
 	HeartbeatIntervalMs int32                  `protobuf:"varint,5,opt,name=heartbeat_interval_ms,json=heartbeatIntervalMs,proto3" json:"heartbeat_interval_ms,omitempty"`
 	// The member's target assignment at member_epoch.
-	Assignment    []*TopicPartitions `protobuf:"bytes,6,rep,name=assignment,proto3" json:"assignment,omitempty"`
+	Assignment []*TopicPartitions `protobuf:"bytes,6,rep,name=assignment,proto3" json:"assignment,omitempty"`
+	// Failed deliveries of records of the assignment the group has not moved
+	// past: a record's delivery attempt is 1 + its failed deliveries.
+	Deliveries    []*PartitionDeliveries `protobuf:"bytes,7,rep,name=deliveries,proto3" json:"deliveries,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -278,6 +281,533 @@ func (x *ConsumerGroupHeartbeatResponse) GetAssignment() []*TopicPartitions {
 	return nil
 }
 
+func (x *ConsumerGroupHeartbeatResponse) GetDeliveries() []*PartitionDeliveries {
+	if x != nil {
+		return x.Deliveries
+	}
+	return nil
+}
+
+type PartitionDeliveries struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Records       []*FailedDelivery      `protobuf:"bytes,3,rep,name=records,proto3" json:"records,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartitionDeliveries) Reset() {
+	*x = PartitionDeliveries{}
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionDeliveries) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionDeliveries) ProtoMessage() {}
+
+func (x *PartitionDeliveries) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionDeliveries.ProtoReflect.Descriptor instead.
+func (*PartitionDeliveries) Descriptor() ([]byte, []int) {
+	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *PartitionDeliveries) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *PartitionDeliveries) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *PartitionDeliveries) GetRecords() []*FailedDelivery {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+type FailedDelivery struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Offset        int64                  `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
+	Failed        int32                  `protobuf:"varint,2,opt,name=failed,proto3" json:"failed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FailedDelivery) Reset() {
+	*x = FailedDelivery{}
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FailedDelivery) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FailedDelivery) ProtoMessage() {}
+
+func (x *FailedDelivery) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FailedDelivery.ProtoReflect.Descriptor instead.
+func (*FailedDelivery) Descriptor() ([]byte, []int) {
+	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *FailedDelivery) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *FailedDelivery) GetFailed() int32 {
+	if x != nil {
+		return x.Failed
+	}
+	return 0
+}
+
+type NackRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	GroupId       string                 `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	MemberId      string                 `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	MemberEpoch   int32                  `protobuf:"varint,3,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
+	Topic         string                 `protobuf:"bytes,4,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,5,opt,name=partition,proto3" json:"partition,omitempty"`
+	Offset        int64                  `protobuf:"varint,6,opt,name=offset,proto3" json:"offset,omitempty"`
+	Reason        string                 `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NackRequest) Reset() {
+	*x = NackRequest{}
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NackRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NackRequest) ProtoMessage() {}
+
+func (x *NackRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NackRequest.ProtoReflect.Descriptor instead.
+func (*NackRequest) Descriptor() ([]byte, []int) {
+	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *NackRequest) GetGroupId() string {
+	if x != nil {
+		return x.GroupId
+	}
+	return ""
+}
+
+func (x *NackRequest) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *NackRequest) GetMemberEpoch() int32 {
+	if x != nil {
+		return x.MemberEpoch
+	}
+	return 0
+}
+
+func (x *NackRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *NackRequest) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *NackRequest) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *NackRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type NackResponse struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	ErrorCode        v1.ErrorCode           `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=skein.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage     string                 `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	FailedDeliveries int32                  `protobuf:"varint,3,opt,name=failed_deliveries,json=failedDeliveries,proto3" json:"failed_deliveries,omitempty"`
+	DeadLettered     bool                   `protobuf:"varint,4,opt,name=dead_lettered,json=deadLettered,proto3" json:"dead_lettered,omitempty"`
+	DlqTopic         string                 `protobuf:"bytes,5,opt,name=dlq_topic,json=dlqTopic,proto3" json:"dlq_topic,omitempty"`
+	DlqPartition     int32                  `protobuf:"varint,6,opt,name=dlq_partition,json=dlqPartition,proto3" json:"dlq_partition,omitempty"`
+	DlqOffset        int64                  `protobuf:"varint,7,opt,name=dlq_offset,json=dlqOffset,proto3" json:"dlq_offset,omitempty"`
+	NextOffset       int64                  `protobuf:"varint,8,opt,name=next_offset,json=nextOffset,proto3" json:"next_offset,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *NackResponse) Reset() {
+	*x = NackResponse{}
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NackResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NackResponse) ProtoMessage() {}
+
+func (x *NackResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NackResponse.ProtoReflect.Descriptor instead.
+func (*NackResponse) Descriptor() ([]byte, []int) {
+	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *NackResponse) GetErrorCode() v1.ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return v1.ErrorCode(0)
+}
+
+func (x *NackResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *NackResponse) GetFailedDeliveries() int32 {
+	if x != nil {
+		return x.FailedDeliveries
+	}
+	return 0
+}
+
+func (x *NackResponse) GetDeadLettered() bool {
+	if x != nil {
+		return x.DeadLettered
+	}
+	return false
+}
+
+func (x *NackResponse) GetDlqTopic() string {
+	if x != nil {
+		return x.DlqTopic
+	}
+	return ""
+}
+
+func (x *NackResponse) GetDlqPartition() int32 {
+	if x != nil {
+		return x.DlqPartition
+	}
+	return 0
+}
+
+func (x *NackResponse) GetDlqOffset() int64 {
+	if x != nil {
+		return x.DlqOffset
+	}
+	return 0
+}
+
+func (x *NackResponse) GetNextOffset() int64 {
+	if x != nil {
+		return x.NextOffset
+	}
+	return 0
+}
+
+type DescribeGroupConfigRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	GroupId       string                 `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeGroupConfigRequest) Reset() {
+	*x = DescribeGroupConfigRequest{}
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeGroupConfigRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeGroupConfigRequest) ProtoMessage() {}
+
+func (x *DescribeGroupConfigRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeGroupConfigRequest.ProtoReflect.Descriptor instead.
+func (*DescribeGroupConfigRequest) Descriptor() ([]byte, []int) {
+	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *DescribeGroupConfigRequest) GetGroupId() string {
+	if x != nil {
+		return x.GroupId
+	}
+	return ""
+}
+
+type DescribeGroupConfigResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ErrorCode     v1.ErrorCode           `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=skein.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage  string                 `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	Configs       map[string]string      `protobuf:"bytes,3,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeGroupConfigResponse) Reset() {
+	*x = DescribeGroupConfigResponse{}
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeGroupConfigResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeGroupConfigResponse) ProtoMessage() {}
+
+func (x *DescribeGroupConfigResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeGroupConfigResponse.ProtoReflect.Descriptor instead.
+func (*DescribeGroupConfigResponse) Descriptor() ([]byte, []int) {
+	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *DescribeGroupConfigResponse) GetErrorCode() v1.ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return v1.ErrorCode(0)
+}
+
+func (x *DescribeGroupConfigResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *DescribeGroupConfigResponse) GetConfigs() map[string]string {
+	if x != nil {
+		return x.Configs
+	}
+	return nil
+}
+
+type AlterGroupConfigRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	GroupId       string                 `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	Configs       map[string]string      `protobuf:"bytes,2,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterGroupConfigRequest) Reset() {
+	*x = AlterGroupConfigRequest{}
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterGroupConfigRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterGroupConfigRequest) ProtoMessage() {}
+
+func (x *AlterGroupConfigRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterGroupConfigRequest.ProtoReflect.Descriptor instead.
+func (*AlterGroupConfigRequest) Descriptor() ([]byte, []int) {
+	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *AlterGroupConfigRequest) GetGroupId() string {
+	if x != nil {
+		return x.GroupId
+	}
+	return ""
+}
+
+func (x *AlterGroupConfigRequest) GetConfigs() map[string]string {
+	if x != nil {
+		return x.Configs
+	}
+	return nil
+}
+
+type AlterGroupConfigResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ErrorCode     v1.ErrorCode           `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=skein.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage  string                 `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	Configs       map[string]string      `protobuf:"bytes,3,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterGroupConfigResponse) Reset() {
+	*x = AlterGroupConfigResponse{}
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterGroupConfigResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterGroupConfigResponse) ProtoMessage() {}
+
+func (x *AlterGroupConfigResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterGroupConfigResponse.ProtoReflect.Descriptor instead.
+func (*AlterGroupConfigResponse) Descriptor() ([]byte, []int) {
+	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *AlterGroupConfigResponse) GetErrorCode() v1.ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return v1.ErrorCode(0)
+}
+
+func (x *AlterGroupConfigResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *AlterGroupConfigResponse) GetConfigs() map[string]string {
+	if x != nil {
+		return x.Configs
+	}
+	return nil
+}
+
 type OffsetCommitRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	GroupId       string                 `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
@@ -290,7 +820,7 @@ type OffsetCommitRequest struct {
 
 func (x *OffsetCommitRequest) Reset() {
 	*x = OffsetCommitRequest{}
-	mi := &file_skein_group_v1_coordinator_proto_msgTypes[3]
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -302,7 +832,7 @@ func (x *OffsetCommitRequest) String() string {
 func (*OffsetCommitRequest) ProtoMessage() {}
 
 func (x *OffsetCommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_group_v1_coordinator_proto_msgTypes[3]
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -315,7 +845,7 @@ func (x *OffsetCommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetCommitRequest.ProtoReflect.Descriptor instead.
 func (*OffsetCommitRequest) Descriptor() ([]byte, []int) {
-	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{3}
+	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *OffsetCommitRequest) GetGroupId() string {
@@ -359,7 +889,7 @@ type PartitionOffset struct {
 
 func (x *PartitionOffset) Reset() {
 	*x = PartitionOffset{}
-	mi := &file_skein_group_v1_coordinator_proto_msgTypes[4]
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -371,7 +901,7 @@ func (x *PartitionOffset) String() string {
 func (*PartitionOffset) ProtoMessage() {}
 
 func (x *PartitionOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_group_v1_coordinator_proto_msgTypes[4]
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -384,7 +914,7 @@ func (x *PartitionOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionOffset.ProtoReflect.Descriptor instead.
 func (*PartitionOffset) Descriptor() ([]byte, []int) {
-	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{4}
+	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PartitionOffset) GetTopic() string {
@@ -431,7 +961,7 @@ type OffsetCommitResponse struct {
 
 func (x *OffsetCommitResponse) Reset() {
 	*x = OffsetCommitResponse{}
-	mi := &file_skein_group_v1_coordinator_proto_msgTypes[5]
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -443,7 +973,7 @@ func (x *OffsetCommitResponse) String() string {
 func (*OffsetCommitResponse) ProtoMessage() {}
 
 func (x *OffsetCommitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_group_v1_coordinator_proto_msgTypes[5]
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -456,7 +986,7 @@ func (x *OffsetCommitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetCommitResponse.ProtoReflect.Descriptor instead.
 func (*OffsetCommitResponse) Descriptor() ([]byte, []int) {
-	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{5}
+	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *OffsetCommitResponse) GetPartitions() []*PartitionResult {
@@ -478,7 +1008,7 @@ type PartitionResult struct {
 
 func (x *PartitionResult) Reset() {
 	*x = PartitionResult{}
-	mi := &file_skein_group_v1_coordinator_proto_msgTypes[6]
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -490,7 +1020,7 @@ func (x *PartitionResult) String() string {
 func (*PartitionResult) ProtoMessage() {}
 
 func (x *PartitionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_group_v1_coordinator_proto_msgTypes[6]
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -503,7 +1033,7 @@ func (x *PartitionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionResult.ProtoReflect.Descriptor instead.
 func (*PartitionResult) Descriptor() ([]byte, []int) {
-	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{6}
+	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PartitionResult) GetTopic() string {
@@ -547,7 +1077,7 @@ type OffsetFetchRequest struct {
 
 func (x *OffsetFetchRequest) Reset() {
 	*x = OffsetFetchRequest{}
-	mi := &file_skein_group_v1_coordinator_proto_msgTypes[7]
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -559,7 +1089,7 @@ func (x *OffsetFetchRequest) String() string {
 func (*OffsetFetchRequest) ProtoMessage() {}
 
 func (x *OffsetFetchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_group_v1_coordinator_proto_msgTypes[7]
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -572,7 +1102,7 @@ func (x *OffsetFetchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetFetchRequest.ProtoReflect.Descriptor instead.
 func (*OffsetFetchRequest) Descriptor() ([]byte, []int) {
-	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{7}
+	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *OffsetFetchRequest) GetGroupId() string {
@@ -606,7 +1136,7 @@ type OffsetFetchResponse struct {
 
 func (x *OffsetFetchResponse) Reset() {
 	*x = OffsetFetchResponse{}
-	mi := &file_skein_group_v1_coordinator_proto_msgTypes[8]
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -618,7 +1148,7 @@ func (x *OffsetFetchResponse) String() string {
 func (*OffsetFetchResponse) ProtoMessage() {}
 
 func (x *OffsetFetchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_group_v1_coordinator_proto_msgTypes[8]
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -631,7 +1161,7 @@ func (x *OffsetFetchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetFetchResponse.ProtoReflect.Descriptor instead.
 func (*OffsetFetchResponse) Descriptor() ([]byte, []int) {
-	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{8}
+	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *OffsetFetchResponse) GetErrorCode() v1.ErrorCode {
@@ -663,7 +1193,7 @@ type CommittedOffset struct {
 
 func (x *CommittedOffset) Reset() {
 	*x = CommittedOffset{}
-	mi := &file_skein_group_v1_coordinator_proto_msgTypes[9]
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -675,7 +1205,7 @@ func (x *CommittedOffset) String() string {
 func (*CommittedOffset) ProtoMessage() {}
 
 func (x *CommittedOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_group_v1_coordinator_proto_msgTypes[9]
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -688,7 +1218,7 @@ func (x *CommittedOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommittedOffset.ProtoReflect.Descriptor instead.
 func (*CommittedOffset) Descriptor() ([]byte, []int) {
-	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{9}
+	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CommittedOffset) GetTopic() string {
@@ -746,7 +1276,7 @@ type TxnOffsetCommitRequest struct {
 
 func (x *TxnOffsetCommitRequest) Reset() {
 	*x = TxnOffsetCommitRequest{}
-	mi := &file_skein_group_v1_coordinator_proto_msgTypes[10]
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -758,7 +1288,7 @@ func (x *TxnOffsetCommitRequest) String() string {
 func (*TxnOffsetCommitRequest) ProtoMessage() {}
 
 func (x *TxnOffsetCommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_group_v1_coordinator_proto_msgTypes[10]
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -771,7 +1301,7 @@ func (x *TxnOffsetCommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnOffsetCommitRequest.ProtoReflect.Descriptor instead.
 func (*TxnOffsetCommitRequest) Descriptor() ([]byte, []int) {
-	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{10}
+	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TxnOffsetCommitRequest) GetTransactionalId() string {
@@ -818,7 +1348,7 @@ type TxnOffsetCommitResponse struct {
 
 func (x *TxnOffsetCommitResponse) Reset() {
 	*x = TxnOffsetCommitResponse{}
-	mi := &file_skein_group_v1_coordinator_proto_msgTypes[11]
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -830,7 +1360,7 @@ func (x *TxnOffsetCommitResponse) String() string {
 func (*TxnOffsetCommitResponse) ProtoMessage() {}
 
 func (x *TxnOffsetCommitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_group_v1_coordinator_proto_msgTypes[11]
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -843,7 +1373,7 @@ func (x *TxnOffsetCommitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnOffsetCommitResponse.ProtoReflect.Descriptor instead.
 func (*TxnOffsetCommitResponse) Descriptor() ([]byte, []int) {
-	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{11}
+	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TxnOffsetCommitResponse) GetPartitions() []*PartitionResult {
@@ -865,7 +1395,7 @@ type CompleteTxnOffsetsRequest struct {
 
 func (x *CompleteTxnOffsetsRequest) Reset() {
 	*x = CompleteTxnOffsetsRequest{}
-	mi := &file_skein_group_v1_coordinator_proto_msgTypes[12]
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -877,7 +1407,7 @@ func (x *CompleteTxnOffsetsRequest) String() string {
 func (*CompleteTxnOffsetsRequest) ProtoMessage() {}
 
 func (x *CompleteTxnOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_group_v1_coordinator_proto_msgTypes[12]
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -890,7 +1420,7 @@ func (x *CompleteTxnOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteTxnOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*CompleteTxnOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{12}
+	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CompleteTxnOffsetsRequest) GetGroupId() string {
@@ -929,7 +1459,7 @@ type CompleteTxnOffsetsResponse struct {
 
 func (x *CompleteTxnOffsetsResponse) Reset() {
 	*x = CompleteTxnOffsetsResponse{}
-	mi := &file_skein_group_v1_coordinator_proto_msgTypes[13]
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -941,7 +1471,7 @@ func (x *CompleteTxnOffsetsResponse) String() string {
 func (*CompleteTxnOffsetsResponse) ProtoMessage() {}
 
 func (x *CompleteTxnOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_group_v1_coordinator_proto_msgTypes[13]
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -954,7 +1484,7 @@ func (x *CompleteTxnOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteTxnOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*CompleteTxnOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{13}
+	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{21}
 }
 
 type ListGroupsRequest struct {
@@ -965,7 +1495,7 @@ type ListGroupsRequest struct {
 
 func (x *ListGroupsRequest) Reset() {
 	*x = ListGroupsRequest{}
-	mi := &file_skein_group_v1_coordinator_proto_msgTypes[14]
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -977,7 +1507,7 @@ func (x *ListGroupsRequest) String() string {
 func (*ListGroupsRequest) ProtoMessage() {}
 
 func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_group_v1_coordinator_proto_msgTypes[14]
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -990,7 +1520,7 @@ func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{14}
+	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{22}
 }
 
 type ListGroupsResponse struct {
@@ -1002,7 +1532,7 @@ type ListGroupsResponse struct {
 
 func (x *ListGroupsResponse) Reset() {
 	*x = ListGroupsResponse{}
-	mi := &file_skein_group_v1_coordinator_proto_msgTypes[15]
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1014,7 +1544,7 @@ func (x *ListGroupsResponse) String() string {
 func (*ListGroupsResponse) ProtoMessage() {}
 
 func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_group_v1_coordinator_proto_msgTypes[15]
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1027,7 +1557,7 @@ func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{15}
+	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListGroupsResponse) GetGroups() []*GroupListing {
@@ -1048,7 +1578,7 @@ type GroupListing struct {
 
 func (x *GroupListing) Reset() {
 	*x = GroupListing{}
-	mi := &file_skein_group_v1_coordinator_proto_msgTypes[16]
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1060,7 +1590,7 @@ func (x *GroupListing) String() string {
 func (*GroupListing) ProtoMessage() {}
 
 func (x *GroupListing) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_group_v1_coordinator_proto_msgTypes[16]
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1073,7 +1603,7 @@ func (x *GroupListing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupListing.ProtoReflect.Descriptor instead.
 func (*GroupListing) Descriptor() ([]byte, []int) {
-	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{16}
+	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GroupListing) GetGroupId() string {
@@ -1106,7 +1636,7 @@ type DescribeGroupsRequest struct {
 
 func (x *DescribeGroupsRequest) Reset() {
 	*x = DescribeGroupsRequest{}
-	mi := &file_skein_group_v1_coordinator_proto_msgTypes[17]
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1118,7 +1648,7 @@ func (x *DescribeGroupsRequest) String() string {
 func (*DescribeGroupsRequest) ProtoMessage() {}
 
 func (x *DescribeGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_group_v1_coordinator_proto_msgTypes[17]
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1131,7 +1661,7 @@ func (x *DescribeGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{17}
+	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DescribeGroupsRequest) GetGroupIds() []string {
@@ -1150,7 +1680,7 @@ type DescribeGroupsResponse struct {
 
 func (x *DescribeGroupsResponse) Reset() {
 	*x = DescribeGroupsResponse{}
-	mi := &file_skein_group_v1_coordinator_proto_msgTypes[18]
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1162,7 +1692,7 @@ func (x *DescribeGroupsResponse) String() string {
 func (*DescribeGroupsResponse) ProtoMessage() {}
 
 func (x *DescribeGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_group_v1_coordinator_proto_msgTypes[18]
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1175,7 +1705,7 @@ func (x *DescribeGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{18}
+	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DescribeGroupsResponse) GetGroups() []*GroupDescription {
@@ -1200,7 +1730,7 @@ type GroupDescription struct {
 
 func (x *GroupDescription) Reset() {
 	*x = GroupDescription{}
-	mi := &file_skein_group_v1_coordinator_proto_msgTypes[19]
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1212,7 +1742,7 @@ func (x *GroupDescription) String() string {
 func (*GroupDescription) ProtoMessage() {}
 
 func (x *GroupDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_group_v1_coordinator_proto_msgTypes[19]
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1225,7 +1755,7 @@ func (x *GroupDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupDescription.ProtoReflect.Descriptor instead.
 func (*GroupDescription) Descriptor() ([]byte, []int) {
-	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{19}
+	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GroupDescription) GetGroupId() string {
@@ -1291,7 +1821,7 @@ type MemberDescription struct {
 
 func (x *MemberDescription) Reset() {
 	*x = MemberDescription{}
-	mi := &file_skein_group_v1_coordinator_proto_msgTypes[20]
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1303,7 +1833,7 @@ func (x *MemberDescription) String() string {
 func (*MemberDescription) ProtoMessage() {}
 
 func (x *MemberDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_group_v1_coordinator_proto_msgTypes[20]
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1316,7 +1846,7 @@ func (x *MemberDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberDescription.ProtoReflect.Descriptor instead.
 func (*MemberDescription) Descriptor() ([]byte, []int) {
-	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{20}
+	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *MemberDescription) GetMemberId() string {
@@ -1370,7 +1900,7 @@ type DeleteGroupsRequest struct {
 
 func (x *DeleteGroupsRequest) Reset() {
 	*x = DeleteGroupsRequest{}
-	mi := &file_skein_group_v1_coordinator_proto_msgTypes[21]
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1382,7 +1912,7 @@ func (x *DeleteGroupsRequest) String() string {
 func (*DeleteGroupsRequest) ProtoMessage() {}
 
 func (x *DeleteGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_group_v1_coordinator_proto_msgTypes[21]
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1395,7 +1925,7 @@ func (x *DeleteGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{21}
+	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DeleteGroupsRequest) GetGroupIds() []string {
@@ -1414,7 +1944,7 @@ type DeleteGroupsResponse struct {
 
 func (x *DeleteGroupsResponse) Reset() {
 	*x = DeleteGroupsResponse{}
-	mi := &file_skein_group_v1_coordinator_proto_msgTypes[22]
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1426,7 +1956,7 @@ func (x *DeleteGroupsResponse) String() string {
 func (*DeleteGroupsResponse) ProtoMessage() {}
 
 func (x *DeleteGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_group_v1_coordinator_proto_msgTypes[22]
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1439,7 +1969,7 @@ func (x *DeleteGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{22}
+	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DeleteGroupsResponse) GetGroups() []*GroupResult {
@@ -1460,7 +1990,7 @@ type GroupResult struct {
 
 func (x *GroupResult) Reset() {
 	*x = GroupResult{}
-	mi := &file_skein_group_v1_coordinator_proto_msgTypes[23]
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1472,7 +2002,7 @@ func (x *GroupResult) String() string {
 func (*GroupResult) ProtoMessage() {}
 
 func (x *GroupResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_group_v1_coordinator_proto_msgTypes[23]
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1485,7 +2015,7 @@ func (x *GroupResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupResult.ProtoReflect.Descriptor instead.
 func (*GroupResult) Descriptor() ([]byte, []int) {
-	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{23}
+	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GroupResult) GetGroupId() string {
@@ -1531,7 +2061,7 @@ const file_skein_group_v1_coordinator_proto_rawDesc = "" +
 	"\x11subscribed_topics\x18\b \x03(\tR\x10subscribedTopics\x12'\n" +
 	"\x0fserver_assignor\x18\t \x01(\tR\x0eserverAssignor\x12J\n" +
 	"\x10owned_partitions\x18\n" +
-	" \x03(\v2\x1f.skein.group.v1.TopicPartitionsR\x0fownedPartitions\"\xae\x02\n" +
+	" \x03(\v2\x1f.skein.group.v1.TopicPartitionsR\x0fownedPartitions\"\xf3\x02\n" +
 	"\x1eConsumerGroupHeartbeatResponse\x122\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x13.skein.v1.ErrorCodeR\terrorCode\x12#\n" +
@@ -1541,7 +2071,61 @@ const file_skein_group_v1_coordinator_proto_rawDesc = "" +
 	"\x15heartbeat_interval_ms\x18\x05 \x01(\x05R\x13heartbeatIntervalMs\x12?\n" +
 	"\n" +
 	"assignment\x18\x06 \x03(\v2\x1f.skein.group.v1.TopicPartitionsR\n" +
-	"assignment\"\xab\x01\n" +
+	"assignment\x12C\n" +
+	"\n" +
+	"deliveries\x18\a \x03(\v2#.skein.group.v1.PartitionDeliveriesR\n" +
+	"deliveries\"\x83\x01\n" +
+	"\x13PartitionDeliveries\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x128\n" +
+	"\arecords\x18\x03 \x03(\v2\x1e.skein.group.v1.FailedDeliveryR\arecords\"@\n" +
+	"\x0eFailedDelivery\x12\x16\n" +
+	"\x06offset\x18\x01 \x01(\x03R\x06offset\x12\x16\n" +
+	"\x06failed\x18\x02 \x01(\x05R\x06failed\"\xcc\x01\n" +
+	"\vNackRequest\x12\x19\n" +
+	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12\x1b\n" +
+	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12!\n" +
+	"\fmember_epoch\x18\x03 \x01(\x05R\vmemberEpoch\x12\x14\n" +
+	"\x05topic\x18\x04 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x05 \x01(\x05R\tpartition\x12\x16\n" +
+	"\x06offset\x18\x06 \x01(\x03R\x06offset\x12\x16\n" +
+	"\x06reason\x18\a \x01(\tR\x06reason\"\xbb\x02\n" +
+	"\fNackResponse\x122\n" +
+	"\n" +
+	"error_code\x18\x01 \x01(\x0e2\x13.skein.v1.ErrorCodeR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12+\n" +
+	"\x11failed_deliveries\x18\x03 \x01(\x05R\x10failedDeliveries\x12#\n" +
+	"\rdead_lettered\x18\x04 \x01(\bR\fdeadLettered\x12\x1b\n" +
+	"\tdlq_topic\x18\x05 \x01(\tR\bdlqTopic\x12#\n" +
+	"\rdlq_partition\x18\x06 \x01(\x05R\fdlqPartition\x12\x1d\n" +
+	"\n" +
+	"dlq_offset\x18\a \x01(\x03R\tdlqOffset\x12\x1f\n" +
+	"\vnext_offset\x18\b \x01(\x03R\n" +
+	"nextOffset\"7\n" +
+	"\x1aDescribeGroupConfigRequest\x12\x19\n" +
+	"\bgroup_id\x18\x01 \x01(\tR\agroupId\"\x86\x02\n" +
+	"\x1bDescribeGroupConfigResponse\x122\n" +
+	"\n" +
+	"error_code\x18\x01 \x01(\x0e2\x13.skein.v1.ErrorCodeR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12R\n" +
+	"\aconfigs\x18\x03 \x03(\v28.skein.group.v1.DescribeGroupConfigResponse.ConfigsEntryR\aconfigs\x1a:\n" +
+	"\fConfigsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc0\x01\n" +
+	"\x17AlterGroupConfigRequest\x12\x19\n" +
+	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12N\n" +
+	"\aconfigs\x18\x02 \x03(\v24.skein.group.v1.AlterGroupConfigRequest.ConfigsEntryR\aconfigs\x1a:\n" +
+	"\fConfigsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x80\x02\n" +
+	"\x18AlterGroupConfigResponse\x122\n" +
+	"\n" +
+	"error_code\x18\x01 \x01(\x0e2\x13.skein.v1.ErrorCodeR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12O\n" +
+	"\aconfigs\x18\x03 \x03(\v25.skein.group.v1.AlterGroupConfigResponse.ConfigsEntryR\aconfigs\x1a:\n" +
+	"\fConfigsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xab\x01\n" +
 	"\x13OffsetCommitRequest\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12!\n" +
@@ -1638,7 +2222,7 @@ const file_skein_group_v1_coordinator_proto_rawDesc = "" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x122\n" +
 	"\n" +
 	"error_code\x18\x02 \x01(\x0e2\x13.skein.v1.ErrorCodeR\terrorCode\x12#\n" +
-	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage2\xa7\x06\n" +
+	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage2\xc1\b\n" +
 	"\x17GroupCoordinatorService\x12w\n" +
 	"\x16ConsumerGroupHeartbeat\x12-.skein.group.v1.ConsumerGroupHeartbeatRequest\x1a..skein.group.v1.ConsumerGroupHeartbeatResponse\x12Y\n" +
 	"\fOffsetCommit\x12#.skein.group.v1.OffsetCommitRequest\x1a$.skein.group.v1.OffsetCommitResponse\x12V\n" +
@@ -1648,7 +2232,10 @@ const file_skein_group_v1_coordinator_proto_rawDesc = "" +
 	"\n" +
 	"ListGroups\x12!.skein.group.v1.ListGroupsRequest\x1a\".skein.group.v1.ListGroupsResponse\x12_\n" +
 	"\x0eDescribeGroups\x12%.skein.group.v1.DescribeGroupsRequest\x1a&.skein.group.v1.DescribeGroupsResponse\x12Y\n" +
-	"\fDeleteGroups\x12#.skein.group.v1.DeleteGroupsRequest\x1a$.skein.group.v1.DeleteGroupsResponseB\xa2\x01\n" +
+	"\fDeleteGroups\x12#.skein.group.v1.DeleteGroupsRequest\x1a$.skein.group.v1.DeleteGroupsResponse\x12A\n" +
+	"\x04Nack\x12\x1b.skein.group.v1.NackRequest\x1a\x1c.skein.group.v1.NackResponse\x12n\n" +
+	"\x13DescribeGroupConfig\x12*.skein.group.v1.DescribeGroupConfigRequest\x1a+.skein.group.v1.DescribeGroupConfigResponse\x12e\n" +
+	"\x10AlterGroupConfig\x12'.skein.group.v1.AlterGroupConfigRequest\x1a(.skein.group.v1.AlterGroupConfigResponseB\xa2\x01\n" +
 	"\x12com.skein.group.v1B\x10CoordinatorProtoP\x01Z skein/gen/skein/group/v1;groupv1\xa2\x02\x03SGX\xaa\x02\x0eSkein.Group.V1\xca\x02\x0eSkein\\Group\\V1\xe2\x02\x1aSkein\\Group\\V1\\GPBMetadata\xea\x02\x10Skein::Group::V1b\x06proto3"
 
 var (
@@ -1663,76 +2250,101 @@ func file_skein_group_v1_coordinator_proto_rawDescGZIP() []byte {
 	return file_skein_group_v1_coordinator_proto_rawDescData
 }
 
-var file_skein_group_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_skein_group_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_skein_group_v1_coordinator_proto_goTypes = []any{
 	(*TopicPartitions)(nil),                // 0: skein.group.v1.TopicPartitions
 	(*ConsumerGroupHeartbeatRequest)(nil),  // 1: skein.group.v1.ConsumerGroupHeartbeatRequest
 	(*ConsumerGroupHeartbeatResponse)(nil), // 2: skein.group.v1.ConsumerGroupHeartbeatResponse
-	(*OffsetCommitRequest)(nil),            // 3: skein.group.v1.OffsetCommitRequest
-	(*PartitionOffset)(nil),                // 4: skein.group.v1.PartitionOffset
-	(*OffsetCommitResponse)(nil),           // 5: skein.group.v1.OffsetCommitResponse
-	(*PartitionResult)(nil),                // 6: skein.group.v1.PartitionResult
-	(*OffsetFetchRequest)(nil),             // 7: skein.group.v1.OffsetFetchRequest
-	(*OffsetFetchResponse)(nil),            // 8: skein.group.v1.OffsetFetchResponse
-	(*CommittedOffset)(nil),                // 9: skein.group.v1.CommittedOffset
-	(*TxnOffsetCommitRequest)(nil),         // 10: skein.group.v1.TxnOffsetCommitRequest
-	(*TxnOffsetCommitResponse)(nil),        // 11: skein.group.v1.TxnOffsetCommitResponse
-	(*CompleteTxnOffsetsRequest)(nil),      // 12: skein.group.v1.CompleteTxnOffsetsRequest
-	(*CompleteTxnOffsetsResponse)(nil),     // 13: skein.group.v1.CompleteTxnOffsetsResponse
-	(*ListGroupsRequest)(nil),              // 14: skein.group.v1.ListGroupsRequest
-	(*ListGroupsResponse)(nil),             // 15: skein.group.v1.ListGroupsResponse
-	(*GroupListing)(nil),                   // 16: skein.group.v1.GroupListing
-	(*DescribeGroupsRequest)(nil),          // 17: skein.group.v1.DescribeGroupsRequest
-	(*DescribeGroupsResponse)(nil),         // 18: skein.group.v1.DescribeGroupsResponse
-	(*GroupDescription)(nil),               // 19: skein.group.v1.GroupDescription
-	(*MemberDescription)(nil),              // 20: skein.group.v1.MemberDescription
-	(*DeleteGroupsRequest)(nil),            // 21: skein.group.v1.DeleteGroupsRequest
-	(*DeleteGroupsResponse)(nil),           // 22: skein.group.v1.DeleteGroupsResponse
-	(*GroupResult)(nil),                    // 23: skein.group.v1.GroupResult
-	(v1.ErrorCode)(0),                      // 24: skein.v1.ErrorCode
+	(*PartitionDeliveries)(nil),            // 3: skein.group.v1.PartitionDeliveries
+	(*FailedDelivery)(nil),                 // 4: skein.group.v1.FailedDelivery
+	(*NackRequest)(nil),                    // 5: skein.group.v1.NackRequest
+	(*NackResponse)(nil),                   // 6: skein.group.v1.NackResponse
+	(*DescribeGroupConfigRequest)(nil),     // 7: skein.group.v1.DescribeGroupConfigRequest
+	(*DescribeGroupConfigResponse)(nil),    // 8: skein.group.v1.DescribeGroupConfigResponse
+	(*AlterGroupConfigRequest)(nil),        // 9: skein.group.v1.AlterGroupConfigRequest
+	(*AlterGroupConfigResponse)(nil),       // 10: skein.group.v1.AlterGroupConfigResponse
+	(*OffsetCommitRequest)(nil),            // 11: skein.group.v1.OffsetCommitRequest
+	(*PartitionOffset)(nil),                // 12: skein.group.v1.PartitionOffset
+	(*OffsetCommitResponse)(nil),           // 13: skein.group.v1.OffsetCommitResponse
+	(*PartitionResult)(nil),                // 14: skein.group.v1.PartitionResult
+	(*OffsetFetchRequest)(nil),             // 15: skein.group.v1.OffsetFetchRequest
+	(*OffsetFetchResponse)(nil),            // 16: skein.group.v1.OffsetFetchResponse
+	(*CommittedOffset)(nil),                // 17: skein.group.v1.CommittedOffset
+	(*TxnOffsetCommitRequest)(nil),         // 18: skein.group.v1.TxnOffsetCommitRequest
+	(*TxnOffsetCommitResponse)(nil),        // 19: skein.group.v1.TxnOffsetCommitResponse
+	(*CompleteTxnOffsetsRequest)(nil),      // 20: skein.group.v1.CompleteTxnOffsetsRequest
+	(*CompleteTxnOffsetsResponse)(nil),     // 21: skein.group.v1.CompleteTxnOffsetsResponse
+	(*ListGroupsRequest)(nil),              // 22: skein.group.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),             // 23: skein.group.v1.ListGroupsResponse
+	(*GroupListing)(nil),                   // 24: skein.group.v1.GroupListing
+	(*DescribeGroupsRequest)(nil),          // 25: skein.group.v1.DescribeGroupsRequest
+	(*DescribeGroupsResponse)(nil),         // 26: skein.group.v1.DescribeGroupsResponse
+	(*GroupDescription)(nil),               // 27: skein.group.v1.GroupDescription
+	(*MemberDescription)(nil),              // 28: skein.group.v1.MemberDescription
+	(*DeleteGroupsRequest)(nil),            // 29: skein.group.v1.DeleteGroupsRequest
+	(*DeleteGroupsResponse)(nil),           // 30: skein.group.v1.DeleteGroupsResponse
+	(*GroupResult)(nil),                    // 31: skein.group.v1.GroupResult
+	nil,                                    // 32: skein.group.v1.DescribeGroupConfigResponse.ConfigsEntry
+	nil,                                    // 33: skein.group.v1.AlterGroupConfigRequest.ConfigsEntry
+	nil,                                    // 34: skein.group.v1.AlterGroupConfigResponse.ConfigsEntry
+	(v1.ErrorCode)(0),                      // 35: skein.v1.ErrorCode
 }
 var file_skein_group_v1_coordinator_proto_depIdxs = []int32{
 	0,  // 0: skein.group.v1.ConsumerGroupHeartbeatRequest.owned_partitions:type_name -> skein.group.v1.TopicPartitions
-	24, // 1: skein.group.v1.ConsumerGroupHeartbeatResponse.error_code:type_name -> skein.v1.ErrorCode
+	35, // 1: skein.group.v1.ConsumerGroupHeartbeatResponse.error_code:type_name -> skein.v1.ErrorCode
 	0,  // 2: skein.group.v1.ConsumerGroupHeartbeatResponse.assignment:type_name -> skein.group.v1.TopicPartitions
-	4,  // 3: skein.group.v1.OffsetCommitRequest.offsets:type_name -> skein.group.v1.PartitionOffset
-	6,  // 4: skein.group.v1.OffsetCommitResponse.partitions:type_name -> skein.group.v1.PartitionResult
-	24, // 5: skein.group.v1.PartitionResult.error_code:type_name -> skein.v1.ErrorCode
-	0,  // 6: skein.group.v1.OffsetFetchRequest.partitions:type_name -> skein.group.v1.TopicPartitions
-	24, // 7: skein.group.v1.OffsetFetchResponse.error_code:type_name -> skein.v1.ErrorCode
-	9,  // 8: skein.group.v1.OffsetFetchResponse.offsets:type_name -> skein.group.v1.CommittedOffset
-	24, // 9: skein.group.v1.CommittedOffset.error_code:type_name -> skein.v1.ErrorCode
-	4,  // 10: skein.group.v1.TxnOffsetCommitRequest.offsets:type_name -> skein.group.v1.PartitionOffset
-	6,  // 11: skein.group.v1.TxnOffsetCommitResponse.partitions:type_name -> skein.group.v1.PartitionResult
-	16, // 12: skein.group.v1.ListGroupsResponse.groups:type_name -> skein.group.v1.GroupListing
-	19, // 13: skein.group.v1.DescribeGroupsResponse.groups:type_name -> skein.group.v1.GroupDescription
-	24, // 14: skein.group.v1.GroupDescription.error_code:type_name -> skein.v1.ErrorCode
-	20, // 15: skein.group.v1.GroupDescription.members:type_name -> skein.group.v1.MemberDescription
-	0,  // 16: skein.group.v1.MemberDescription.assignment:type_name -> skein.group.v1.TopicPartitions
-	0,  // 17: skein.group.v1.MemberDescription.target_assignment:type_name -> skein.group.v1.TopicPartitions
-	23, // 18: skein.group.v1.DeleteGroupsResponse.groups:type_name -> skein.group.v1.GroupResult
-	24, // 19: skein.group.v1.GroupResult.error_code:type_name -> skein.v1.ErrorCode
-	1,  // 20: skein.group.v1.GroupCoordinatorService.ConsumerGroupHeartbeat:input_type -> skein.group.v1.ConsumerGroupHeartbeatRequest
-	3,  // 21: skein.group.v1.GroupCoordinatorService.OffsetCommit:input_type -> skein.group.v1.OffsetCommitRequest
-	7,  // 22: skein.group.v1.GroupCoordinatorService.OffsetFetch:input_type -> skein.group.v1.OffsetFetchRequest
-	10, // 23: skein.group.v1.GroupCoordinatorService.TxnOffsetCommit:input_type -> skein.group.v1.TxnOffsetCommitRequest
-	12, // 24: skein.group.v1.GroupCoordinatorService.CompleteTxnOffsets:input_type -> skein.group.v1.CompleteTxnOffsetsRequest
-	14, // 25: skein.group.v1.GroupCoordinatorService.ListGroups:input_type -> skein.group.v1.ListGroupsRequest
-	17, // 26: skein.group.v1.GroupCoordinatorService.DescribeGroups:input_type -> skein.group.v1.DescribeGroupsRequest
-	21, // 27: skein.group.v1.GroupCoordinatorService.DeleteGroups:input_type -> skein.group.v1.DeleteGroupsRequest
-	2,  // 28: skein.group.v1.GroupCoordinatorService.ConsumerGroupHeartbeat:output_type -> skein.group.v1.ConsumerGroupHeartbeatResponse
-	5,  // 29: skein.group.v1.GroupCoordinatorService.OffsetCommit:output_type -> skein.group.v1.OffsetCommitResponse
-	8,  // 30: skein.group.v1.GroupCoordinatorService.OffsetFetch:output_type -> skein.group.v1.OffsetFetchResponse
-	11, // 31: skein.group.v1.GroupCoordinatorService.TxnOffsetCommit:output_type -> skein.group.v1.TxnOffsetCommitResponse
-	13, // 32: skein.group.v1.GroupCoordinatorService.CompleteTxnOffsets:output_type -> skein.group.v1.CompleteTxnOffsetsResponse
-	15, // 33: skein.group.v1.GroupCoordinatorService.ListGroups:output_type -> skein.group.v1.ListGroupsResponse
-	18, // 34: skein.group.v1.GroupCoordinatorService.DescribeGroups:output_type -> skein.group.v1.DescribeGroupsResponse
-	22, // 35: skein.group.v1.GroupCoordinatorService.DeleteGroups:output_type -> skein.group.v1.DeleteGroupsResponse
-	28, // [28:36] is the sub-list for method output_type
-	20, // [20:28] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	3,  // 3: skein.group.v1.ConsumerGroupHeartbeatResponse.deliveries:type_name -> skein.group.v1.PartitionDeliveries
+	4,  // 4: skein.group.v1.PartitionDeliveries.records:type_name -> skein.group.v1.FailedDelivery
+	35, // 5: skein.group.v1.NackResponse.error_code:type_name -> skein.v1.ErrorCode
+	35, // 6: skein.group.v1.DescribeGroupConfigResponse.error_code:type_name -> skein.v1.ErrorCode
+	32, // 7: skein.group.v1.DescribeGroupConfigResponse.configs:type_name -> skein.group.v1.DescribeGroupConfigResponse.ConfigsEntry
+	33, // 8: skein.group.v1.AlterGroupConfigRequest.configs:type_name -> skein.group.v1.AlterGroupConfigRequest.ConfigsEntry
+	35, // 9: skein.group.v1.AlterGroupConfigResponse.error_code:type_name -> skein.v1.ErrorCode
+	34, // 10: skein.group.v1.AlterGroupConfigResponse.configs:type_name -> skein.group.v1.AlterGroupConfigResponse.ConfigsEntry
+	12, // 11: skein.group.v1.OffsetCommitRequest.offsets:type_name -> skein.group.v1.PartitionOffset
+	14, // 12: skein.group.v1.OffsetCommitResponse.partitions:type_name -> skein.group.v1.PartitionResult
+	35, // 13: skein.group.v1.PartitionResult.error_code:type_name -> skein.v1.ErrorCode
+	0,  // 14: skein.group.v1.OffsetFetchRequest.partitions:type_name -> skein.group.v1.TopicPartitions
+	35, // 15: skein.group.v1.OffsetFetchResponse.error_code:type_name -> skein.v1.ErrorCode
+	17, // 16: skein.group.v1.OffsetFetchResponse.offsets:type_name -> skein.group.v1.CommittedOffset
+	35, // 17: skein.group.v1.CommittedOffset.error_code:type_name -> skein.v1.ErrorCode
+	12, // 18: skein.group.v1.TxnOffsetCommitRequest.offsets:type_name -> skein.group.v1.PartitionOffset
+	14, // 19: skein.group.v1.TxnOffsetCommitResponse.partitions:type_name -> skein.group.v1.PartitionResult
+	24, // 20: skein.group.v1.ListGroupsResponse.groups:type_name -> skein.group.v1.GroupListing
+	27, // 21: skein.group.v1.DescribeGroupsResponse.groups:type_name -> skein.group.v1.GroupDescription
+	35, // 22: skein.group.v1.GroupDescription.error_code:type_name -> skein.v1.ErrorCode
+	28, // 23: skein.group.v1.GroupDescription.members:type_name -> skein.group.v1.MemberDescription
+	0,  // 24: skein.group.v1.MemberDescription.assignment:type_name -> skein.group.v1.TopicPartitions
+	0,  // 25: skein.group.v1.MemberDescription.target_assignment:type_name -> skein.group.v1.TopicPartitions
+	31, // 26: skein.group.v1.DeleteGroupsResponse.groups:type_name -> skein.group.v1.GroupResult
+	35, // 27: skein.group.v1.GroupResult.error_code:type_name -> skein.v1.ErrorCode
+	1,  // 28: skein.group.v1.GroupCoordinatorService.ConsumerGroupHeartbeat:input_type -> skein.group.v1.ConsumerGroupHeartbeatRequest
+	11, // 29: skein.group.v1.GroupCoordinatorService.OffsetCommit:input_type -> skein.group.v1.OffsetCommitRequest
+	15, // 30: skein.group.v1.GroupCoordinatorService.OffsetFetch:input_type -> skein.group.v1.OffsetFetchRequest
+	18, // 31: skein.group.v1.GroupCoordinatorService.TxnOffsetCommit:input_type -> skein.group.v1.TxnOffsetCommitRequest
+	20, // 32: skein.group.v1.GroupCoordinatorService.CompleteTxnOffsets:input_type -> skein.group.v1.CompleteTxnOffsetsRequest
+	22, // 33: skein.group.v1.GroupCoordinatorService.ListGroups:input_type -> skein.group.v1.ListGroupsRequest
+	25, // 34: skein.group.v1.GroupCoordinatorService.DescribeGroups:input_type -> skein.group.v1.DescribeGroupsRequest
+	29, // 35: skein.group.v1.GroupCoordinatorService.DeleteGroups:input_type -> skein.group.v1.DeleteGroupsRequest
+	5,  // 36: skein.group.v1.GroupCoordinatorService.Nack:input_type -> skein.group.v1.NackRequest
+	7,  // 37: skein.group.v1.GroupCoordinatorService.DescribeGroupConfig:input_type -> skein.group.v1.DescribeGroupConfigRequest
+	9,  // 38: skein.group.v1.GroupCoordinatorService.AlterGroupConfig:input_type -> skein.group.v1.AlterGroupConfigRequest
+	2,  // 39: skein.group.v1.GroupCoordinatorService.ConsumerGroupHeartbeat:output_type -> skein.group.v1.ConsumerGroupHeartbeatResponse
+	13, // 40: skein.group.v1.GroupCoordinatorService.OffsetCommit:output_type -> skein.group.v1.OffsetCommitResponse
+	16, // 41: skein.group.v1.GroupCoordinatorService.OffsetFetch:output_type -> skein.group.v1.OffsetFetchResponse
+	19, // 42: skein.group.v1.GroupCoordinatorService.TxnOffsetCommit:output_type -> skein.group.v1.TxnOffsetCommitResponse
+	21, // 43: skein.group.v1.GroupCoordinatorService.CompleteTxnOffsets:output_type -> skein.group.v1.CompleteTxnOffsetsResponse
+	23, // 44: skein.group.v1.GroupCoordinatorService.ListGroups:output_type -> skein.group.v1.ListGroupsResponse
+	26, // 45: skein.group.v1.GroupCoordinatorService.DescribeGroups:output_type -> skein.group.v1.DescribeGroupsResponse
+	30, // 46: skein.group.v1.GroupCoordinatorService.DeleteGroups:output_type -> skein.group.v1.DeleteGroupsResponse
+	6,  // 47: skein.group.v1.GroupCoordinatorService.Nack:output_type -> skein.group.v1.NackResponse
+	8,  // 48: skein.group.v1.GroupCoordinatorService.DescribeGroupConfig:output_type -> skein.group.v1.DescribeGroupConfigResponse
+	10, // 49: skein.group.v1.GroupCoordinatorService.AlterGroupConfig:output_type -> skein.group.v1.AlterGroupConfigResponse
+	39, // [39:50] is the sub-list for method output_type
+	28, // [28:39] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_skein_group_v1_coordinator_proto_init() }
@@ -1746,7 +2358,7 @@ func file_skein_group_v1_coordinator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skein_group_v1_coordinator_proto_rawDesc), len(file_skein_group_v1_coordinator_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   24,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

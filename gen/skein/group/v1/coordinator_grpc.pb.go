@@ -27,6 +27,9 @@ const (
 	GroupCoordinatorService_ListGroups_FullMethodName             = "/skein.group.v1.GroupCoordinatorService/ListGroups"
 	GroupCoordinatorService_DescribeGroups_FullMethodName         = "/skein.group.v1.GroupCoordinatorService/DescribeGroups"
 	GroupCoordinatorService_DeleteGroups_FullMethodName           = "/skein.group.v1.GroupCoordinatorService/DeleteGroups"
+	GroupCoordinatorService_Nack_FullMethodName                   = "/skein.group.v1.GroupCoordinatorService/Nack"
+	GroupCoordinatorService_DescribeGroupConfig_FullMethodName    = "/skein.group.v1.GroupCoordinatorService/DescribeGroupConfig"
+	GroupCoordinatorService_AlterGroupConfig_FullMethodName       = "/skein.group.v1.GroupCoordinatorService/AlterGroupConfig"
 )
 
 // GroupCoordinatorServiceClient is the client API for GroupCoordinatorService service.
@@ -56,6 +59,13 @@ type GroupCoordinatorServiceClient interface {
 	DescribeGroups(ctx context.Context, in *DescribeGroupsRequest, opts ...grpc.CallOption) (*DescribeGroupsResponse, error)
 	// DeleteGroups deletes empty groups and their offsets.
 	DeleteGroups(ctx context.Context, in *DeleteGroupsRequest, opts ...grpc.CallOption) (*DeleteGroupsResponse, error)
+	// Nack records a failed delivery of a record the member owns: it is
+	// delivered again, or dead-lettered after max.delivery.attempts.
+	Nack(ctx context.Context, in *NackRequest, opts ...grpc.CallOption) (*NackResponse, error)
+	// DescribeGroupConfig answers a group's settings, defaults included.
+	DescribeGroupConfig(ctx context.Context, in *DescribeGroupConfigRequest, opts ...grpc.CallOption) (*DescribeGroupConfigResponse, error)
+	// AlterGroupConfig sets some of a group's settings ("" resets one).
+	AlterGroupConfig(ctx context.Context, in *AlterGroupConfigRequest, opts ...grpc.CallOption) (*AlterGroupConfigResponse, error)
 }
 
 type groupCoordinatorServiceClient struct {
@@ -146,6 +156,36 @@ func (c *groupCoordinatorServiceClient) DeleteGroups(ctx context.Context, in *De
 	return out, nil
 }
 
+func (c *groupCoordinatorServiceClient) Nack(ctx context.Context, in *NackRequest, opts ...grpc.CallOption) (*NackResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NackResponse)
+	err := c.cc.Invoke(ctx, GroupCoordinatorService_Nack_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *groupCoordinatorServiceClient) DescribeGroupConfig(ctx context.Context, in *DescribeGroupConfigRequest, opts ...grpc.CallOption) (*DescribeGroupConfigResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DescribeGroupConfigResponse)
+	err := c.cc.Invoke(ctx, GroupCoordinatorService_DescribeGroupConfig_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *groupCoordinatorServiceClient) AlterGroupConfig(ctx context.Context, in *AlterGroupConfigRequest, opts ...grpc.CallOption) (*AlterGroupConfigResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AlterGroupConfigResponse)
+	err := c.cc.Invoke(ctx, GroupCoordinatorService_AlterGroupConfig_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // GroupCoordinatorServiceServer is the server API for GroupCoordinatorService service.
 // All implementations must embed UnimplementedGroupCoordinatorServiceServer
 // for forward compatibility.
@@ -173,6 +213,13 @@ type GroupCoordinatorServiceServer interface {
 	DescribeGroups(context.Context, *DescribeGroupsRequest) (*DescribeGroupsResponse, error)
 	// DeleteGroups deletes empty groups and their offsets.
 	DeleteGroups(context.Context, *DeleteGroupsRequest) (*DeleteGroupsResponse, error)
+	// Nack records a failed delivery of a record the member owns: it is
+	// delivered again, or dead-lettered after max.delivery.attempts.
+	Nack(context.Context, *NackRequest) (*NackResponse, error)
+	// DescribeGroupConfig answers a group's settings, defaults included.
+	DescribeGroupConfig(context.Context, *DescribeGroupConfigRequest) (*DescribeGroupConfigResponse, error)
+	// AlterGroupConfig sets some of a group's settings ("" resets one).
+	AlterGroupConfig(context.Context, *AlterGroupConfigRequest) (*AlterGroupConfigResponse, error)
 	mustEmbedUnimplementedGroupCoordinatorServiceServer()
 }
 
@@ -206,6 +253,15 @@ func (UnimplementedGroupCoordinatorServiceServer) DescribeGroups(context.Context
 }
 func (UnimplementedGroupCoordinatorServiceServer) DeleteGroups(context.Context, *DeleteGroupsRequest) (*DeleteGroupsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteGroups not implemented")
+}
+func (UnimplementedGroupCoordinatorServiceServer) Nack(context.Context, *NackRequest) (*NackResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Nack not implemented")
+}
+func (UnimplementedGroupCoordinatorServiceServer) DescribeGroupConfig(context.Context, *DescribeGroupConfigRequest) (*DescribeGroupConfigResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DescribeGroupConfig not implemented")
+}
+func (UnimplementedGroupCoordinatorServiceServer) AlterGroupConfig(context.Context, *AlterGroupConfigRequest) (*AlterGroupConfigResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AlterGroupConfig not implemented")
 }
 func (UnimplementedGroupCoordinatorServiceServer) mustEmbedUnimplementedGroupCoordinatorServiceServer() {
 }
@@ -373,6 +429,60 @@ func _GroupCoordinatorService_DeleteGroups_Handler(srv interface{}, ctx context.
 	return interceptor(ctx, in, info, handler)
 }
 
+func _GroupCoordinatorService_Nack_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(NackRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GroupCoordinatorServiceServer).Nack(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GroupCoordinatorService_Nack_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GroupCoordinatorServiceServer).Nack(ctx, req.(*NackRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GroupCoordinatorService_DescribeGroupConfig_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeGroupConfigRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GroupCoordinatorServiceServer).DescribeGroupConfig(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GroupCoordinatorService_DescribeGroupConfig_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GroupCoordinatorServiceServer).DescribeGroupConfig(ctx, req.(*DescribeGroupConfigRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _GroupCoordinatorService_AlterGroupConfig_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AlterGroupConfigRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GroupCoordinatorServiceServer).AlterGroupConfig(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GroupCoordinatorService_AlterGroupConfig_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GroupCoordinatorServiceServer).AlterGroupConfig(ctx, req.(*AlterGroupConfigRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // GroupCoordinatorService_ServiceDesc is the grpc.ServiceDesc for GroupCoordinatorService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -411,6 +521,18 @@ var GroupCoordinatorService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteGroups",
 			Handler:    _GroupCoordinatorService_DeleteGroups_Handler,
+		},
+		{
+			MethodName: "Nack",
+			Handler:    _GroupCoordinatorService_Nack_Handler,
+		},
+		{
+			MethodName: "DescribeGroupConfig",
+			Handler:    _GroupCoordinatorService_DescribeGroupConfig_Handler,
+		},
+		{
+			MethodName: "AlterGroupConfig",
+			Handler:    _GroupCoordinatorService_AlterGroupConfig_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -263,8 +263,11 @@ func (s *Group) FetchGroupRecords(ctx context.Context, req *skeinv1.FetchGroupRe
 	}
 	out := &skeinv1.FetchGroupRecordsResponse{Records: []*skeinv1.ConsumedRecord{}, MemberEpoch: resp.GetMemberEpoch(),
 		Assignment: toAssignment(resp.GetAssignment()), Positions: []*skeinv1.TopicPartitionOffset{}}
+	failed := deliveryAttempts(resp.GetDeliveries())
 	next, err := s.read(ctx, group, resetOf(member), starts, maxRecords, wait, req.GetIsolationLevel(), func(r client.ConsumedRecord) {
-		out.Records = append(out.Records, toConsumed(r, req.GetEncoding()))
+		cr := toConsumed(r, req.GetEncoding())
+		cr.DeliveryAttempt = failed[client.TopicPartition{Topic: r.Topic, Partition: r.Partition}][r.Offset] + 1
+		out.Records = append(out.Records, cr)
 	})
 	if err != nil {
 		return nil, err

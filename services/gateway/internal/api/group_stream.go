@@ -17,7 +17,9 @@ const consumePoll = 500 * time.Millisecond
 
 // Consume is the streaming form of a group member: the first message
 // subscribes (a join), then the server streams records and assignment
-// changes while the client sends commits on the same stream. The stream is
+// changes while the client sends commits and nacks on the same stream. A
+// nack moves the member's position back to the record (or past it once
+// dead-lettered), so what follows it comes again, in order. The stream is
 // the member's session: the gateway heartbeats for it on the coordinator's
 // interval, and on revocation commits the positions of the records it
 // streamed from the revoked partitions before giving them up; when the
@@ -66,20 +68,20 @@ func (s *Group) Consume(stream skeinv1.GroupService_ConsumeServer) error {
 		}
 	}()
 
-	commits := make(chan *skeinv1.CommitOffsetsRequest, 64)
+	commits := make(chan *skeinv1.ConsumeRequest, 64)
 	recvErr := make(chan error, 1)
 	go func() {
 		for {
 			m, err := stream.Recv()
-			if err == nil && m.GetCommit() == nil {
-				err = errs.Errorf(errs.InvalidRequest, "after subscribing, a Consume stream carries only commits")
+			if err == nil && m.GetCommit() == nil && m.GetNack() == nil {
+				err = errs.Errorf(errs.InvalidRequest, "after subscribing, a Consume stream carries only commits and nacks")
 			}
 			if err != nil {
 				recvErr <- err
 				return
 			}
 			select {
-			case commits <- m.GetCommit():
+			case commits <- m:
 			case <-ctx.Done():
 				return
 			}
@@ -94,8 +96,14 @@ func (s *Group) Consume(stream skeinv1.GroupService_ConsumeServer) error {
 				return nil
 			}
 			return err
-		case c := <-commits:
-			if err := stream.Send(&skeinv1.ConsumeResponse{Kind: &skeinv1.ConsumeResponse_Committed{Committed: s.streamCommit(ctx, gc, c)}}); err != nil {
+		case m := <-commits:
+			resp := &skeinv1.ConsumeResponse{}
+			if n := m.GetNack(); n != nil {
+				resp.Kind = &skeinv1.ConsumeResponse_Nacked{Nacked: s.streamNack(ctx, gc, n)}
+			} else {
+				resp.Kind = &skeinv1.ConsumeResponse_Committed{Committed: s.streamCommit(ctx, gc, m.GetCommit())}
+			}
+			if err := stream.Send(resp); err != nil {
 				return err
 			}
 			continue
@@ -130,7 +138,9 @@ func (s *Group) Consume(stream skeinv1.GroupService_ConsumeServer) error {
 		traceConsumed(ctx, join.GetGroupId(), recs)
 		out := &skeinv1.FetchGroupRecordsResponse{MemberEpoch: gc.MemberEpoch(), Assignment: assignment}
 		for _, r := range recs {
-			out.Records = append(out.Records, toConsumed(r, skeinv1.Encoding_TEXT))
+			cr := toConsumed(r, skeinv1.Encoding_TEXT)
+			cr.DeliveryAttempt = gc.DeliveryAttempt(client.TopicPartition{Topic: r.Topic, Partition: r.Partition}, r.Offset)
+			out.Records = append(out.Records, cr)
 		}
 		for _, tp := range gc.Assignment() {
 			out.Positions = append(out.Positions, &skeinv1.TopicPartitionOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: gc.Position(tp)})

@@ -93,6 +93,7 @@ type Config struct {
 type Coordinator struct {
 	cfg     Config
 	log     Log
+	dlq     DeadLetters // nil: the log cannot dead-letter
 	logger  *slog.Logger
 	metrics *Metrics
 
@@ -129,6 +130,9 @@ func New(cfg Config, log Log, metrics *Metrics) *Coordinator {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Coordinator{cfg: cfg, log: log, logger: cfg.Logger, metrics: metrics, ctx: ctx, cancel: cancel, parts: map[int32]*partition{}, fenced: map[int32]int32{}}
 	metrics.coord = c
+	if d, ok := log.(DeadLetters); ok {
+		c.dlq = d
+	}
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()

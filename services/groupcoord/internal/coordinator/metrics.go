@@ -13,9 +13,13 @@ import (
 // Metrics are the coordinator's Prometheus metrics. Per group and
 // partition the committed offset and the lag behind the partition's high
 // watermark (taken every Config.LagInterval, not per request), per group
-// its members and epoch; per process rebalances, loads, fenced writes and
+// its members and epoch; per group and topic nacks, redeliveries and
+// records dead-lettered; per process rebalances, loads, fenced writes and
 // write latency.
 type Metrics struct {
+	nacks        *prometheus.CounterVec
+	redeliveries *prometheus.CounterVec
+	deadLetters  *prometheus.CounterVec
 	rebalances   prometheus.Counter
 	loads        prometheus.Counter
 	fenced       prometheus.Counter
@@ -42,6 +46,12 @@ var (
 // NewMetrics registers the metrics with reg (nil: unregistered).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
+		nacks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "skein_groupcoord_nacks_total",
+			Help: "Nacks accepted: records a member of the group could not process."}, []string{"group", "topic"}),
+		redeliveries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "skein_groupcoord_redeliveries_total",
+			Help: "Nacks answered with a redelivery (the record had deliveries left)."}, []string{"group", "topic"}),
+		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "skein_groupcoord_dead_lettered_total",
+			Help: "Records written to the group's dead-letter topic after max.delivery.attempts, the group moved past them."}, []string{"group", "topic"}),
 		rebalances: prometheus.NewCounter(prometheus.CounterOpts{Name: "skein_groupcoord_rebalances_total",
 			Help: "Group epoch bumps (joins, leaves, expiries, subscription and topic changes) on this coordinator."}),
 		loads: prometheus.NewCounter(prometheus.CounterOpts{Name: "skein_groupcoord_partition_loads_total",
@@ -55,9 +65,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		hw: map[assign.TopicPartition]int64{},
 	}
 	if reg != nil {
-		reg.MustRegister(m.rebalances, m.loads, m.fenced, m.loadSeconds, m.writeSeconds, m)
+		reg.MustRegister(m.nacks, m.redeliveries, m.deadLetters, m.rebalances, m.loads, m.fenced, m.loadSeconds, m.writeSeconds, m)
 	}
 	return m
+}
+
+func (m *Metrics) nacked(group, topic string) { m.nacks.WithLabelValues(group, topic).Inc() }
+func (m *Metrics) redelivered(group, topic string) {
+	m.redeliveries.WithLabelValues(group, topic).Inc()
+}
+func (m *Metrics) deadLettered(group, topic string) {
+	m.deadLetters.WithLabelValues(group, topic).Inc()
 }
 
 // Describe implements prometheus.Collector.

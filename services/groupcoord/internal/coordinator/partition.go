@@ -10,6 +10,7 @@ import (
 
 	"skein/libs/errs"
 	"skein/services/groupcoord/internal/assign"
+	"skein/services/groupcoord/internal/delivery"
 	"skein/services/groupcoord/internal/group"
 	"skein/services/groupcoord/internal/offsetlog"
 )
@@ -39,6 +40,11 @@ type partition struct {
 	seq     int32         // the next batch's base sequence; guarded by writeMu
 	pending *pendingBatch // a batch whose outcome is unknown; guarded by writeMu
 
+	// nackMu serialises nacks (each one reads, decides, writes and may
+	// dead-letter with I/O between its writes), so two nacks of a record
+	// never count or dead-letter it twice at once.
+	nackMu sync.Mutex
+
 	mu     sync.Mutex
 	state  partState              // guarded by mu
 	groups map[string]*groupState // guarded by mu; only while serving
@@ -58,18 +64,20 @@ type pendingChange struct {
 }
 
 // groupState is one group: its state machine, the last snapshot written,
-// its committed offsets and its transactions' pending offsets (only
-// acknowledged ones).
+// its committed offsets, its transactions' pending offsets, its records'
+// failed deliveries and its settings (only acknowledged ones).
 type groupState struct {
-	g       *group.Group
-	written *group.Snapshot // nil: no group metadata record in the log
-	offsets map[assign.TopicPartition]offsetlog.Offset
-	txns    group.TxnOffsets
+	g          *group.Group
+	written    *group.Snapshot // nil: no group metadata record in the log
+	offsets    map[assign.TopicPartition]offsetlog.Offset
+	txns       group.TxnOffsets
+	deliveries map[assign.TopicPartition]delivery.Partition // never an empty partition
+	config     map[string]string                            // the settings set; nil: none
 }
 
 // durable reports whether the log holds anything of the group.
 func (gs *groupState) durable() bool {
-	return gs.written != nil || len(gs.offsets) > 0 || !gs.txns.Empty()
+	return gs.written != nil || len(gs.offsets) > 0 || !gs.txns.Empty() || len(gs.deliveries) > 0 || gs.config != nil
 }
 
 // change is what one event writes for one group.
@@ -80,10 +88,17 @@ type change struct {
 	// txn: pending offsets a transaction puts or drops (its committed
 	// offsets are in offsets).
 	txn *group.TxnChange
+	// deliveries: partitions whose failed deliveries change (an empty one
+	// is dropped: a tombstone).
+	deliveries map[assign.TopicPartition]delivery.Partition
+	// configSet: config is the group's new settings (empty: a tombstone).
+	configSet bool
+	config    map[string]string
 }
 
 func (ch change) empty() bool {
-	return ch.snapshot == nil && len(ch.offsets) == 0 && !ch.deleted && (ch.txn == nil || !ch.txn.Writes())
+	return ch.snapshot == nil && len(ch.offsets) == 0 && !ch.deleted && (ch.txn == nil || !ch.txn.Writes()) &&
+		len(ch.deliveries) == 0 && !ch.configSet
 }
 
 func newPartition(c *Coordinator, id int32, own Ownership) *partition {
@@ -229,9 +244,12 @@ func (p *partition) load() error {
 	groups := map[string]*groupState{}
 	now := p.c.cfg.Now()
 	for _, id := range st.groupIDs() {
-		gs := &groupState{offsets: st.offsets[id]}
+		gs := &groupState{offsets: st.offsets[id], deliveries: st.deliveries[id], config: st.configs[id]}
 		if gs.offsets == nil {
 			gs.offsets = map[assign.TopicPartition]offsetlog.Offset{}
+		}
+		if gs.deliveries == nil {
+			gs.deliveries = map[assign.TopicPartition]delivery.Partition{}
 		}
 		for pk, po := range st.pending[id] {
 			gs.txns.Load(pk.pid, pk.tp, po)
@@ -257,9 +275,11 @@ func (p *partition) load() error {
 
 // loadState folds records into the newest state per key.
 type loadState struct {
-	snaps   map[string]group.Snapshot
-	offsets map[string]map[assign.TopicPartition]offsetlog.Offset
-	pending map[string]map[pendingKey]offsetlog.Pending
+	snaps      map[string]group.Snapshot
+	offsets    map[string]map[assign.TopicPartition]offsetlog.Offset
+	pending    map[string]map[pendingKey]offsetlog.Pending
+	deliveries map[string]map[assign.TopicPartition]delivery.Partition
+	configs    map[string]map[string]string
 }
 
 type pendingKey struct {
@@ -269,7 +289,8 @@ type pendingKey struct {
 
 func newLoadState() *loadState {
 	return &loadState{snaps: map[string]group.Snapshot{}, offsets: map[string]map[assign.TopicPartition]offsetlog.Offset{},
-		pending: map[string]map[pendingKey]offsetlog.Pending{}}
+		pending: map[string]map[pendingKey]offsetlog.Pending{}, deliveries: map[string]map[assign.TopicPartition]delivery.Partition{},
+		configs: map[string]map[string]string{}}
 }
 
 func (st *loadState) apply(r KV) error {
@@ -322,6 +343,33 @@ func (st *loadState) apply(r KV) error {
 			st.pending[k.Group] = map[pendingKey]offsetlog.Pending{}
 		}
 		st.pending[k.Group][pk] = po
+	case offsetlog.KindDelivery:
+		tp := assign.TopicPartition{Topic: k.Topic, Partition: k.Partition}
+		if r.Value == nil {
+			delete(st.deliveries[k.Group], tp)
+			if len(st.deliveries[k.Group]) == 0 {
+				delete(st.deliveries, k.Group)
+			}
+			return nil
+		}
+		d, err := offsetlog.DecodeDeliveries(r.Value)
+		if err != nil {
+			return err
+		}
+		if st.deliveries[k.Group] == nil {
+			st.deliveries[k.Group] = map[assign.TopicPartition]delivery.Partition{}
+		}
+		st.deliveries[k.Group][tp] = d
+	case offsetlog.KindConfig:
+		if r.Value == nil {
+			delete(st.configs, k.Group)
+			return nil
+		}
+		m, err := offsetlog.DecodeConfig(r.Value)
+		if err != nil {
+			return err
+		}
+		st.configs[k.Group] = m
 	}
 	return nil
 }
@@ -330,6 +378,8 @@ func (st *loadState) groupIDs() []string {
 	ids := slices.Collect(maps.Keys(st.snaps))
 	ids = slices.AppendSeq(ids, maps.Keys(st.offsets))
 	ids = slices.AppendSeq(ids, maps.Keys(st.pending))
+	ids = slices.AppendSeq(ids, maps.Keys(st.deliveries))
+	ids = slices.AppendSeq(ids, maps.Keys(st.configs))
 	slices.Sort(ids)
 	return slices.Compact(ids)
 }
@@ -348,6 +398,12 @@ func encode(groupID string, ch change, gs *groupState) []KV {
 				recs = append(recs, KV{Key: offsetlog.PendingKey(groupID, pid, tp.Topic, tp.Partition)})
 			}
 		}
+		for _, tp := range slices.SortedFunc(maps.Keys(gs.deliveries), compareTP) {
+			recs = append(recs, KV{Key: offsetlog.DeliveryKey(groupID, tp.Topic, tp.Partition)})
+		}
+		if gs.config != nil {
+			recs = append(recs, KV{Key: offsetlog.ConfigKey(groupID)})
+		}
 		return append(recs, KV{Key: offsetlog.GroupKey(groupID)})
 	}
 	for _, tp := range slices.SortedFunc(maps.Keys(ch.offsets), compareTP) {
@@ -361,10 +417,29 @@ func encode(groupID string, ch change, gs *groupState) []KV {
 			recs = append(recs, KV{Key: offsetlog.PendingKey(groupID, t.ProducerID, tp.Topic, tp.Partition)})
 		}
 	}
+	for _, tp := range slices.SortedFunc(maps.Keys(ch.deliveries), compareTP) {
+		kv := KV{Key: offsetlog.DeliveryKey(groupID, tp.Topic, tp.Partition)}
+		if d := ch.deliveries[tp]; len(d) > 0 {
+			kv.Value = offsetlog.EncodeDeliveries(d)
+		}
+		recs = append(recs, kv)
+	}
+	if ch.configSet {
+		kv := KV{Key: offsetlog.ConfigKey(groupID)}
+		if len(ch.config) > 0 {
+			kv.Value = offsetlog.EncodeConfig(ch.config)
+		}
+		recs = append(recs, kv)
+	}
 	if ch.snapshot != nil {
 		recs = append(recs, KV{Key: offsetlog.GroupKey(groupID), Value: offsetlog.EncodeGroup(*ch.snapshot)})
 	}
 	return recs
+}
+
+func newGroupState(cfg group.Config, groupID string) *groupState {
+	return &groupState{g: group.New(cfg, groupID), offsets: map[assign.TopicPartition]offsetlog.Offset{},
+		deliveries: map[assign.TopicPartition]delivery.Partition{}}
 }
 
 func compareTP(a, b assign.TopicPartition) int {
@@ -403,7 +478,7 @@ func (p *partition) update(groupID string, create bool, fn func(gs *groupState, 
 			p.mu.Unlock()
 			return errNoGroup
 		}
-		gs = &groupState{g: group.New(p.c.cfg.Group, groupID), offsets: map[assign.TopicPartition]offsetlog.Offset{}}
+		gs = newGroupState(p.c.cfg.Group, groupID)
 		gs.g.SetTopics(p.c.topics())
 	}
 	before := gs.g.Epoch()
@@ -451,6 +526,19 @@ func (p *partition) acknowledged(groupID string, gs *groupState, ch change, rest
 		return
 	}
 	maps.Copy(gs.offsets, ch.offsets)
+	for tp, d := range ch.deliveries {
+		if len(d) == 0 {
+			delete(gs.deliveries, tp)
+		} else {
+			gs.deliveries[tp] = d
+		}
+	}
+	if ch.configSet {
+		gs.config = nil
+		if len(ch.config) > 0 {
+			gs.config = maps.Clone(ch.config)
+		}
+	}
 	if ch.txn != nil {
 		gs.txns.Apply(*ch.txn)
 		if !gs.durable() && len(gs.g.Describe().Members) == 0 && p.groups[groupID] == gs {
@@ -531,7 +619,7 @@ func (p *partition) settle() error {
 		for _, pc := range b.changes {
 			gs := p.groups[pc.groupID]
 			if gs == nil {
-				gs = &groupState{g: group.New(p.c.cfg.Group, pc.groupID), offsets: map[assign.TopicPartition]offsetlog.Offset{}}
+				gs = newGroupState(p.c.cfg.Group, pc.groupID)
 				p.groups[pc.groupID] = gs
 			}
 			p.acknowledged(pc.groupID, gs, pc.ch, true)

@@ -19,8 +19,13 @@
 //	pending offset  int16 4 | group STRING | producer_id int64 |  int16 1 | producer_epoch int16 |
 //	                topic STRING | partition int32               offset int64 | leader_epoch int32 |
 //	                                                             metadata STRING | commit_time_ms int64
-//	any but owner   (as above)                                   none: tombstone (offset, group or pending
-//	                                                             offset deleted)
+//	delivery        int16 5 | group STRING | topic STRING |       int16 1 | count int32 | count times:
+//	                partition int32                              offset int64 | nacks int32 | state int8 |
+//	                                                             dlq_from int64 | reason STRING
+//	group config    int16 6 | group STRING                       int16 1 | JSON object of strings (the
+//	                                                             group's settings that are set)
+//	any but owner   (as above)                                   none: tombstone (offset, group, pending
+//	                                                             offset, deliveries or config deleted)
 //
 // Type numbers follow Kafka's (0 and 1 offset keys, 2 group metadata); type 0
 // is not written and is read as an offset key too. The owner record is
@@ -38,6 +43,19 @@
 // and applies them when its log sees the marker; Skein's group coordinator
 // does not see the markers the storage nodes append, so it keeps the
 // pending state itself.)
+//
+// The delivery and group config records are Skein's too (dead-lettering,
+// package delivery). A delivery record holds, for one (group, topic,
+// partition), the records members nacked and the group has not moved past
+// yet, by offset: how many deliveries failed, the last reason, and the
+// state — 0 nacked (delivered again), 1 dead-lettering (decided; it is
+// written before the record goes to the dead-letter topic, with dlq_from,
+// that topic partition's high watermark then, so a coordinator that takes
+// over finds an earlier copy instead of writing a second). The record is
+// rewritten whole on every nack and tombstoned once the group is past every
+// entry, so a coordinator failover keeps the counts. The group config
+// record holds max.delivery.attempts and dlq.topic when set (defaults
+// otherwise), written by AlterGroupConfig; DeleteGroup tombstones both.
 //
 // A value whose version is unknown, or bytes that do not parse, are an
 // error (CORRUPT_MESSAGE), never a panic: the loader reports them and skips

@@ -8,6 +8,7 @@ import (
 
 	"skein/libs/errs"
 	"skein/services/groupcoord/internal/assign"
+	"skein/services/groupcoord/internal/delivery"
 	"skein/services/groupcoord/internal/group"
 )
 
@@ -18,6 +19,8 @@ const (
 	typeGroup    int16 = 2
 	typeOwner    int16 = 3
 	typePending  int16 = 4
+	typeDelivery int16 = 5
+	typeConfig   int16 = 6
 )
 
 // valueVersion is the version written at the start of every value.
@@ -36,11 +39,13 @@ const (
 	KindGroup
 	KindOwner
 	KindPending
+	KindDelivery
+	KindConfig
 )
 
-// Key is a decoded record key. Offset keys have Group, Topic and Partition;
-// pending keys those and ProducerID; group keys Group; owner keys Partition
-// (of __consumer_offsets).
+// Key is a decoded record key. Offset and delivery keys have Group, Topic
+// and Partition; pending keys those and ProducerID; group and config keys
+// Group; owner keys Partition (of __consumer_offsets).
 type Key struct {
 	Kind       Kind
 	Group      string
@@ -92,6 +97,10 @@ func (k Key) Encode() []byte {
 		return OwnerKey(k.Partition)
 	case KindPending:
 		return PendingKey(k.Group, k.ProducerID, k.Topic, k.Partition)
+	case KindDelivery:
+		return DeliveryKey(k.Group, k.Topic, k.Partition)
+	case KindConfig:
+		return ConfigKey(k.Group)
 	}
 	return GroupKey(k.Group)
 }
@@ -127,6 +136,21 @@ func PendingKey(groupID string, producerID int64, topic string, partition int32)
 	return binary.BigEndian.AppendUint32(b, uint32(partition))
 }
 
+// DeliveryKey encodes the delivery key of (group, topic, partition): the
+// failed deliveries of its records.
+func DeliveryKey(groupID, topic string, partition int32) []byte {
+	b := binary.BigEndian.AppendUint16(nil, uint16(typeDelivery))
+	b = appendString(b, groupID)
+	b = appendString(b, topic)
+	return binary.BigEndian.AppendUint32(b, uint32(partition))
+}
+
+// ConfigKey encodes the config key of a group.
+func ConfigKey(groupID string) []byte {
+	b := binary.BigEndian.AppendUint16(nil, uint16(typeConfig))
+	return appendString(b, groupID)
+}
+
 // DecodeKey decodes a record key.
 func DecodeKey(b []byte) (Key, error) {
 	r := reader{b: b}
@@ -154,6 +178,15 @@ func DecodeKey(b []byte) (Key, error) {
 		if r.err == nil && k.ProducerID < 0 {
 			return Key{}, corrupt("pending offset key with producer id %d", k.ProducerID)
 		}
+	case typeDelivery:
+		k.Kind = KindDelivery
+		k.Group, k.Topic, k.Partition = r.string(), r.string(), r.int32()
+		if r.err == nil && k.Topic == "" {
+			return Key{}, corrupt("delivery key with an empty topic")
+		}
+	case typeConfig:
+		k.Kind = KindConfig
+		k.Group = r.string()
 	default:
 		if r.err == nil {
 			return Key{}, corrupt("key of unknown type %d", typ)
@@ -220,6 +253,82 @@ func DecodePending(b []byte) (Pending, error) {
 		return Pending{}, corrupt("negative pending offset %d", p.Offset.Offset)
 	}
 	return p, nil
+}
+
+// EncodeDeliveries encodes a delivery value: the entries of one partition.
+func EncodeDeliveries(p delivery.Partition) []byte {
+	b := binary.BigEndian.AppendUint16(nil, uint16(valueVersion))
+	b = binary.BigEndian.AppendUint32(b, uint32(len(p)))
+	for _, e := range p {
+		b = binary.BigEndian.AppendUint64(b, uint64(e.Offset))
+		b = binary.BigEndian.AppendUint32(b, uint32(e.Nacks))
+		b = append(b, byte(e.State))
+		b = binary.BigEndian.AppendUint64(b, uint64(e.DLQFrom))
+		b = appendString(b, e.Reason)
+	}
+	return b
+}
+
+// DecodeDeliveries decodes a delivery value.
+func DecodeDeliveries(b []byte) (delivery.Partition, error) {
+	r := reader{b: b}
+	if v := r.int16(); r.err == nil && v != valueVersion {
+		return nil, corrupt("delivery value of unknown version %d", v)
+	}
+	n := r.int32()
+	if r.err == nil && (n < 0 || int(n) > len(r.b)/23) {
+		return nil, corrupt("delivery value of %d entries in %d bytes", n, len(r.b))
+	}
+	p := make(delivery.Partition, 0, max(n, 0))
+	last := int64(-1)
+	for i := int32(0); i < n && r.err == nil; i++ {
+		e := delivery.Entry{Offset: r.int64(), Nacks: r.int32()}
+		if st := r.take(1); st != nil {
+			e.State = delivery.State(st[0])
+		}
+		e.DLQFrom, e.Reason = r.int64(), r.string()
+		if r.err == nil {
+			switch {
+			case e.Offset <= last:
+				return nil, corrupt("delivery entries out of order: %d after %d", e.Offset, last)
+			case e.Nacks < 1:
+				return nil, corrupt("delivery entry of offset %d with %d nacks", e.Offset, e.Nacks)
+			case e.State != delivery.Nacked && e.State != delivery.DeadLettering:
+				return nil, corrupt("delivery entry of offset %d in unknown state %d", e.Offset, e.State)
+			}
+		}
+		last = e.Offset
+		p = append(p, e)
+	}
+	if err := r.done(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// EncodeConfig encodes a config value: a group's settings as a JSON object
+// of strings (only the keys set).
+func EncodeConfig(m map[string]string) []byte {
+	body, err := json.Marshal(m)
+	if err != nil {
+		panic("offsetlog: " + err.Error()) // a map of strings always marshals
+	}
+	return append(binary.BigEndian.AppendUint16(nil, uint16(valueVersion)), body...)
+}
+
+// DecodeConfig decodes a config value.
+func DecodeConfig(b []byte) (map[string]string, error) {
+	r := reader{b: b}
+	if v := r.int16(); r.err != nil {
+		return nil, r.err
+	} else if v != valueVersion {
+		return nil, corrupt("config value of unknown version %d", v)
+	}
+	m := map[string]string{}
+	if err := json.Unmarshal(r.b, &m); err != nil {
+		return nil, corrupt("config value: %v", err)
+	}
+	return m, nil
 }
 
 // groupJSON is the group value's JSON: the group.Snapshot with stable field

@@ -2,12 +2,15 @@ package offsetlog
 
 import (
 	"bytes"
+	"maps"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
 	"skein/libs/errs"
 	"skein/services/groupcoord/internal/assign"
+	"skein/services/groupcoord/internal/delivery"
 	"skein/services/groupcoord/internal/group"
 )
 
@@ -168,12 +171,61 @@ func TestBadBytes(t *testing.T) {
 	}
 }
 
+func TestDeliveryAndConfigRecords(t *testing.T) {
+	for _, k := range []Key{{Kind: KindDelivery, Group: "g", Topic: "orders", Partition: 3}, {Kind: KindConfig, Group: "g"}} {
+		if got, err := DecodeKey(k.Encode()); err != nil || got != k {
+			t.Fatalf("key %+v decodes to %+v, %v", k, got, err)
+		}
+	}
+	// The key layout is the documented one.
+	if got := DeliveryKey("g", "t", 1); !bytes.Equal(got, []byte{0, 5, 0, 1, 'g', 0, 1, 't', 0, 0, 0, 1}) {
+		t.Fatalf("delivery key %v", got)
+	}
+	if got := ConfigKey("g"); !bytes.Equal(got, []byte{0, 6, 0, 1, 'g'}) {
+		t.Fatalf("config key %v", got)
+	}
+	p := delivery.Partition{{Offset: 3, Nacks: 2, Reason: "bad json", DLQFrom: -1}, {Offset: 9, Nacks: 5, State: delivery.DeadLettering, DLQFrom: 120}}
+	if got, err := DecodeDeliveries(EncodeDeliveries(p)); err != nil || !slices.Equal(got, p) {
+		t.Fatalf("deliveries: %+v %v", got, err)
+	}
+	if got, err := DecodeDeliveries(EncodeDeliveries(delivery.Partition{})); err != nil || len(got) != 0 {
+		t.Fatalf("no deliveries: %+v %v", got, err)
+	}
+	valid := EncodeDeliveries(p)
+	for name, b := range map[string][]byte{
+		"truncated":     valid[:len(valid)-1],
+		"trailing":      append(slices.Clone(valid), 0),
+		"version 2":     append([]byte{0, 2}, valid[2:]...),
+		"out of order":  EncodeDeliveries(delivery.Partition{p[1], p[0]}),
+		"zero nacks":    EncodeDeliveries(delivery.Partition{{Offset: 1}}),
+		"unknown state": EncodeDeliveries(delivery.Partition{{Offset: 1, Nacks: 1, State: 7}}),
+		"huge count":    {0, 1, 0x7f, 0xff, 0xff, 0xff},
+	} {
+		if _, err := DecodeDeliveries(b); errs.Of(err) != errs.CorruptMessage {
+			t.Errorf("deliveries %s: %v", name, err)
+		}
+	}
+	m := map[string]string{"max.delivery.attempts": "3", "dlq.topic": "dead"}
+	if got, err := DecodeConfig(EncodeConfig(m)); err != nil || !maps.Equal(got, m) {
+		t.Fatalf("config: %v %v", got, err)
+	}
+	for name, b := range map[string][]byte{"nil": nil, "version 0": {0, 0, '{', '}'}, "not json": {0, 1, 'x'}, "not strings": append([]byte{0, 1}, `{"a": 1}`...)} {
+		if _, err := DecodeConfig(b); errs.Of(err) != errs.CorruptMessage {
+			t.Errorf("config %s: %v", name, err)
+		}
+	}
+}
+
 // FuzzDecode: no input makes a decoder panic, and whatever decodes encodes
 // back to something that decodes the same.
 func FuzzDecode(f *testing.F) {
 	f.Add(GroupKey("g"))
 	f.Add(OffsetKey("g", "t", 3))
 	f.Add(OwnerKey(2))
+	f.Add(DeliveryKey("g", "t", 1))
+	f.Add(ConfigKey("g"))
+	f.Add(EncodeDeliveries(delivery.Partition{{Offset: 3, Nacks: 2, Reason: "r", DLQFrom: -1}, {Offset: 4, Nacks: 5, State: delivery.DeadLettering, DLQFrom: 9}}))
+	f.Add(EncodeConfig(map[string]string{"max.delivery.attempts": "3"}))
 	f.Add(PendingKey("g", 5, "t", 1))
 	f.Add(EncodePending(Pending{Epoch: 3, Offset: Offset{Offset: 9, LeaderEpoch: 2, Metadata: "meta"}}))
 	f.Add(EncodeOwner(Owner{Coordinator: 1, Epoch: 2}))
@@ -197,6 +249,16 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 		_, _ = DecodeOwner(b)
+		if d, err := DecodeDeliveries(b); err == nil {
+			if d2, err := DecodeDeliveries(EncodeDeliveries(d)); err != nil || !slices.Equal(d, d2) {
+				t.Fatalf("deliveries %+v re-encoded decode to %+v, %v", d, d2, err)
+			}
+		}
+		if m, err := DecodeConfig(b); err == nil {
+			if m2, err := DecodeConfig(EncodeConfig(m)); err != nil || !maps.Equal(m, m2) {
+				t.Fatalf("config %v re-encoded decodes to %v, %v", m, m2, err)
+			}
+		}
 		if s, err := DecodeGroup("g", b); err == nil {
 			if _, err := DecodeGroup("g", EncodeGroup(s)); err != nil {
 				t.Fatalf("group %+v re-encoded does not decode: %v", s, err)

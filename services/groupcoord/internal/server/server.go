@@ -81,11 +81,51 @@ func (s *Server) ConsumerGroupHeartbeat(ctx context.Context, req *groupv1.Consum
 	if err != nil {
 		return heartbeatErr(err), nil
 	}
-	return &groupv1.ConsumerGroupHeartbeatResponse{
+	out := &groupv1.ConsumerGroupHeartbeatResponse{
 		MemberId: string(resp.MemberID), MemberEpoch: int32(resp.MemberEpoch),
 		HeartbeatIntervalMs: int32(resp.HeartbeatInterval / time.Millisecond),
 		Assignment:          protoPartitions(resp.Assignment),
-	}, nil
+	}
+	if resp.MemberEpoch > 0 && resp.Assignment.Count() > 0 {
+		tps := resp.Assignment.List()
+		ds := s.c.Deliveries(req.GetGroupId(), tps)
+		for _, tp := range tps {
+			if d := ds[tp]; len(d) > 0 {
+				pd := &groupv1.PartitionDeliveries{Topic: tp.Topic, Partition: tp.Partition}
+				for _, e := range d {
+					pd.Records = append(pd.Records, &groupv1.FailedDelivery{Offset: e.Offset, Failed: e.Nacks})
+				}
+				out.Deliveries = append(out.Deliveries, pd)
+			}
+		}
+	}
+	return out, nil
+}
+
+// Nack records a failed delivery; a refusal is in the answer's code.
+func (s *Server) Nack(ctx context.Context, req *groupv1.NackRequest) (*groupv1.NackResponse, error) {
+	res, err := s.c.Nack(ctx, req.GetGroupId(), group.MemberID(req.GetMemberId()), group.Epoch(req.GetMemberEpoch()),
+		req.GetTopic(), req.GetPartition(), req.GetOffset(), req.GetReason())
+	if err != nil {
+		c, msg := code(err)
+		return &groupv1.NackResponse{ErrorCode: c, ErrorMessage: msg}, nil
+	}
+	return &groupv1.NackResponse{FailedDeliveries: res.Failed, DeadLettered: res.DeadLettered, DlqTopic: res.DLQTopic,
+		DlqPartition: res.DLQPartition, DlqOffset: res.DLQOffset, NextOffset: res.Next}, nil
+}
+
+// DescribeGroupConfig answers a group's settings.
+func (s *Server) DescribeGroupConfig(ctx context.Context, req *groupv1.DescribeGroupConfigRequest) (*groupv1.DescribeGroupConfigResponse, error) {
+	m, err := s.c.GroupConfig(ctx, req.GetGroupId())
+	c, msg := code(err)
+	return &groupv1.DescribeGroupConfigResponse{ErrorCode: c, ErrorMessage: msg, Configs: m}, nil
+}
+
+// AlterGroupConfig sets some of a group's settings.
+func (s *Server) AlterGroupConfig(ctx context.Context, req *groupv1.AlterGroupConfigRequest) (*groupv1.AlterGroupConfigResponse, error) {
+	m, err := s.c.AlterGroupConfig(ctx, req.GetGroupId(), req.GetConfigs())
+	c, msg := code(err)
+	return &groupv1.AlterGroupConfigResponse{ErrorCode: c, ErrorMessage: msg, Configs: m}, nil
 }
 
 func heartbeatErr(err error) *groupv1.ConsumerGroupHeartbeatResponse {

@@ -1,0 +1,309 @@
+package coordinator
+
+import (
+	"context"
+	"maps"
+	"time"
+
+	"skein/libs/errs"
+	"skein/libs/record"
+	"skein/services/groupcoord/internal/assign"
+	"skein/services/groupcoord/internal/delivery"
+	"skein/services/groupcoord/internal/group"
+	"skein/services/groupcoord/internal/offsetlog"
+)
+
+// Record is one record of a topic groups consume, as the dead-letter
+// writer reads and writes it.
+type Record struct {
+	Key, Value []byte // nil: none (a null key, a tombstone)
+	Headers    []record.Header
+	Timestamp  int64 // ms since the epoch
+}
+
+// DeadLetters is what dead-lettering needs of the cluster beyond
+// __consumer_offsets (ClientLog in production). A Log that implements it
+// enables dead-lettering; without it a nack that reaches
+// max.delivery.attempts is refused (UNKNOWN_SERVER_ERROR).
+type DeadLetters interface {
+	// HighWatermark answers the high watermark of a partition (what a
+	// read_uncommitted reader can read up to).
+	HighWatermark(ctx context.Context, topic string, partition int32) (int64, error)
+	// EnsureTopic creates topic when it does not exist, with the partition
+	// count and replication factor of like, and answers its partition count
+	// once the metadata has it.
+	EnsureTopic(ctx context.Context, topic, like string) (int32, error)
+	// Read answers the record at offset; ok is false when the log no
+	// longer holds it (compacted or deleted).
+	Read(ctx context.Context, topic string, partition int32, offset int64) (rec Record, ok bool, err error)
+	// Find answers the offset of the first record at or after from whose
+	// headers satisfy match, -1 when none up to the high watermark.
+	Find(ctx context.Context, topic string, partition int32, from int64, match func([]record.Header) bool) (int64, error)
+	// Append writes rec (acks=all) and answers its offset.
+	Append(ctx context.Context, topic string, partition int32, rec Record) (int64, error)
+}
+
+// NackResult is a nack's answer.
+type NackResult struct {
+	// Failed is the record's failed deliveries, this one included.
+	Failed       int32
+	DeadLettered bool
+	DLQTopic     string
+	DLQPartition int32
+	DLQOffset    int64
+	// Next is where the member reads the partition next.
+	Next int64
+}
+
+// Nack records a failed delivery of the record at offset of topic:partition
+// by a member that owns the partition at epoch (as for a commit). The
+// record is delivered again, or, once its failed deliveries reach the
+// group's max.delivery.attempts, written to the group's dead-letter topic
+// and the group's committed offset moved past it — in that order, each
+// step durable before the next (see package delivery). Refusals change
+// nothing: UNKNOWN_MEMBER_ID (no such member or group), STALE_MEMBER_EPOCH
+// (another epoch, or a partition the member does not own),
+// UNKNOWN_TOPIC_OR_PARTITION, OFFSET_OUT_OF_RANGE (at or past the high
+// watermark, or below the committed offset), INVALID_REQUEST.
+func (c *Coordinator) Nack(ctx context.Context, groupID string, member group.MemberID, epoch group.Epoch, topic string, partition int32, offset int64, reason string) (NackResult, error) {
+	switch {
+	case member == "":
+		return NackResult{}, errs.Errorf(errs.UnknownMemberID, "no member id: a nack comes from a member")
+	case offset < 0:
+		return NackResult{}, errs.Errorf(errs.InvalidRequest, "offset %d is negative", offset)
+	case len(reason) > delivery.MaxReason:
+		return NackResult{}, errs.Errorf(errs.InvalidRequest, "reason is %d bytes, more than %d", len(reason), delivery.MaxReason)
+	}
+	p, err := c.partitionFor(groupID)
+	if err != nil {
+		return NackResult{}, err
+	}
+	if n, ok := c.topics()[topic]; !ok || partition < 0 || partition >= n {
+		return NackResult{}, errs.Errorf(errs.UnknownTopicOrPartition, "no partition %s:%d", topic, partition)
+	}
+	if c.dlq == nil {
+		return NackResult{}, errs.Errorf(errs.UnknownServerError, "this coordinator cannot read the topics groups consume")
+	}
+	tp := assign.TopicPartition{Topic: topic, Partition: partition}
+	p.nackMu.Lock()
+	defer p.nackMu.Unlock()
+
+	// decide checks the member and decides, under p.mu.
+	var cfg delivery.Config
+	decide := func(gs *groupState) (delivery.Partition, delivery.Outcome, error) {
+		if err := gs.g.CanCommit(member, epoch, topic, partition); err != nil {
+			return nil, delivery.Outcome{}, err
+		}
+		var err error
+		if cfg, err = delivery.Parse(gs.config); err != nil {
+			c.logger.Warn("a group's stored settings do not parse: defaults apply", "group", groupID, "err", err)
+			cfg = delivery.DefaultConfig()
+		}
+		committed := int64(-1)
+		if o, ok := gs.offsets[tp]; ok {
+			committed = o.Offset
+		}
+		return delivery.Nack(gs.deliveries[tp], offset, committed, cfg.MaxAttempts, reason)
+	}
+	p.mu.Lock()
+	err = p.readyLocked()
+	var out delivery.Outcome
+	if gs := p.groups[groupID]; err == nil && gs == nil {
+		err = errs.Errorf(errs.UnknownMemberID, "member %s is not in group %q: the group does not exist", member, groupID)
+	} else if err == nil {
+		_, out, err = decide(gs)
+	}
+	p.mu.Unlock()
+	if err != nil {
+		return NackResult{}, err
+	}
+	hw, err := c.dlq.HighWatermark(ctx, topic, partition)
+	if err != nil {
+		return NackResult{}, err
+	}
+	if offset >= hw {
+		return NackResult{}, errs.Errorf(errs.OffsetOutOfRange, "offset %d of %s:%d is at or past its high watermark %d", offset, topic, partition, hw)
+	}
+	dlqTopic := cfg.TopicFor(topic)
+	var dlqFrom int64 = -1
+	var dlqPart int32
+	if out.Action == delivery.DeadLetter {
+		// Where a copy of the record would be, before anything is written.
+		n, err := c.dlq.EnsureTopic(ctx, dlqTopic, topic)
+		if err != nil {
+			return NackResult{}, err
+		}
+		dlqPart = partition % n
+		if !out.Resumed {
+			if dlqFrom, err = c.dlq.HighWatermark(ctx, dlqTopic, dlqPart); err != nil {
+				return NackResult{}, err
+			}
+		}
+	}
+
+	// Count the nack (and, when it decides so, mark the record
+	// dead-lettering) durably.
+	err = p.update(groupID, false, func(gs *groupState, _ time.Time) (change, error) {
+		np, o, err := decide(gs)
+		if err != nil {
+			return change{}, err
+		}
+		out = o
+		if o.Resumed {
+			return change{}, nil
+		}
+		if o.Action == delivery.DeadLetter {
+			np = np.WithDLQFrom(offset, dlqFrom)
+			out.Entry.DLQFrom = dlqFrom
+		}
+		return change{deliveries: map[assign.TopicPartition]delivery.Partition{tp: np}}, nil
+	})
+	if err == errNoGroup {
+		err = errs.Errorf(errs.UnknownMemberID, "member %s is not in group %q: the group does not exist", member, groupID)
+	}
+	if err != nil {
+		return NackResult{}, err
+	}
+	c.metrics.nacked(groupID, topic)
+	res := NackResult{Failed: out.Entry.Nacks, Next: out.Next}
+	if out.Action == delivery.Redeliver {
+		c.metrics.redelivered(groupID, topic)
+		return res, nil
+	}
+
+	// Dead-letter: the copy first, then move the group past the record.
+	res.DLQTopic, res.DLQPartition = dlqTopic, dlqPart
+	if res.DLQOffset, err = c.deadLetter(ctx, groupID, tp, dlqTopic, dlqPart, out.Entry); err != nil {
+		return NackResult{}, err
+	}
+	err = p.update(groupID, false, func(gs *groupState, now time.Time) (change, error) {
+		ch := change{deliveries: map[assign.TopicPartition]delivery.Partition{}}
+		committed := int64(-1)
+		if o, ok := gs.offsets[tp]; ok {
+			committed = o.Offset
+		}
+		if committed < offset+1 {
+			committed = offset + 1
+			ch.offsets = map[assign.TopicPartition]offsetlog.Offset{tp: {Offset: committed, LeaderEpoch: -1, CommitTime: now}}
+		}
+		ch.deliveries[tp] = gs.deliveries[tp].Prune(committed)
+		return ch, nil
+	})
+	if err == errNoGroup {
+		err = errs.Errorf(errs.GroupIDNotFound, "group %q was deleted while dead-lettering", groupID)
+	}
+	if err != nil {
+		return NackResult{}, err
+	}
+	c.metrics.deadLettered(groupID, topic)
+	c.logger.Info("record dead-lettered", "group", groupID, "topic", topic, "partition", partition, "offset", offset,
+		"attempts", out.Entry.Nacks, "dlq_topic", dlqTopic, "dlq_partition", dlqPart, "dlq_offset", res.DLQOffset)
+	res.DeadLettered = true
+	return res, nil
+}
+
+// deadLetter writes the record at tp's offset e.Offset to the dead-letter
+// partition once: a copy an earlier attempt wrote (at or after e.DLQFrom)
+// is answered instead of a second. A record the source log no longer holds
+// is written with no key and value, with the dead-letter headers.
+func (c *Coordinator) deadLetter(ctx context.Context, groupID string, tp assign.TopicPartition, dlqTopic string, dlqPart int32, e delivery.Entry) (int64, error) {
+	match := func(hs []record.Header) bool { return delivery.Matches(hs, groupID, tp.Topic, tp.Partition, e.Offset) }
+	from := e.DLQFrom
+	if from < 0 {
+		from = 0
+	}
+	if off, err := c.dlq.Find(ctx, dlqTopic, dlqPart, from, match); err != nil {
+		return -1, err
+	} else if off >= 0 {
+		c.logger.Info("the record is in the dead-letter topic already: not writing it again", "group", groupID,
+			"topic", tp.Topic, "partition", tp.Partition, "offset", e.Offset, "dlq_offset", off)
+		return off, nil
+	}
+	rec, ok, err := c.dlq.Read(ctx, tp.Topic, tp.Partition, e.Offset)
+	if err != nil {
+		return -1, err
+	}
+	if !ok {
+		c.logger.Warn("the dead-lettered record is no longer in its log: its dead-letter copy has no key or value", "group", groupID,
+			"topic", tp.Topic, "partition", tp.Partition, "offset", e.Offset)
+	}
+	rec.Headers = delivery.Headers(rec.Headers, groupID, tp.Topic, tp.Partition, e.Offset, e)
+	return c.dlq.Append(ctx, dlqTopic, dlqPart, rec)
+}
+
+// Deliveries answers the failed deliveries of records of tps the group
+// has not moved past.
+func (c *Coordinator) Deliveries(groupID string, tps []assign.TopicPartition) map[assign.TopicPartition]delivery.Partition {
+	p, err := c.partitionFor(groupID)
+	if err != nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	gs := p.groups[groupID]
+	if gs == nil {
+		return nil
+	}
+	out := map[assign.TopicPartition]delivery.Partition{}
+	for _, tp := range tps {
+		d := gs.deliveries[tp]
+		if o, ok := gs.offsets[tp]; ok {
+			d = d.Prune(o.Offset)
+		}
+		if len(d) > 0 {
+			out[tp] = d
+		}
+	}
+	return out
+}
+
+// GroupConfig answers a group's settings, defaults included (a group that
+// does not exist has the defaults).
+func (c *Coordinator) GroupConfig(ctx context.Context, groupID string) (map[string]string, error) {
+	p, err := c.partitionFor(groupID)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.readyLocked(); err != nil {
+		return nil, err
+	}
+	var stored map[string]string
+	if gs := p.groups[groupID]; gs != nil {
+		stored = gs.config
+	}
+	cfg, err := delivery.Parse(stored)
+	if err != nil {
+		return nil, err
+	}
+	return cfg.Values(), nil
+}
+
+// AlterGroupConfig sets some of a group's settings ("" resets one to its
+// default), durably, and answers all of them. A group that does not exist
+// yet is created with its settings, as Kafka keeps configs of groups to
+// come. Nothing changes unless every key and value is valid
+// (INVALID_CONFIG).
+func (c *Coordinator) AlterGroupConfig(ctx context.Context, groupID string, set map[string]string) (map[string]string, error) {
+	p, err := c.partitionFor(groupID)
+	if err != nil {
+		return nil, err
+	}
+	var cfg delivery.Config
+	err = p.update(groupID, true, func(gs *groupState, _ time.Time) (change, error) {
+		m, cf, err := delivery.Alter(gs.config, set)
+		if err != nil {
+			return change{}, err
+		}
+		cfg = cf
+		if maps.Equal(m, gs.config) && (len(m) > 0) == (gs.config != nil) {
+			return change{}, nil
+		}
+		return change{configSet: true, config: m}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return cfg.Values(), nil
+}

@@ -1,0 +1,316 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"skein/libs/errs"
+	"skein/libs/record"
+	"skein/services/groupcoord/internal/assign"
+	"skein/services/groupcoord/internal/delivery"
+	"skein/services/groupcoord/internal/group"
+)
+
+// dlqLog is a memLog that also holds the topics groups consume, so it
+// implements DeadLetters.
+type dlqLog struct {
+	*memLog
+	tmu     sync.Mutex
+	data    map[string][][]Record // topic -> partition -> records by offset
+	appends int
+	// failAppend: the next Append answers this error after writing (an
+	// unknown outcome).
+	failAppend error
+}
+
+func newDLQLog() *dlqLog {
+	return &dlqLog{memLog: newMemLog(), data: map[string][][]Record{}}
+}
+
+func (l *dlqLog) put(topic string, partitions int, partition int32, recs ...Record) {
+	l.tmu.Lock()
+	defer l.tmu.Unlock()
+	if l.data[topic] == nil {
+		l.data[topic] = make([][]Record, partitions)
+	}
+	l.data[topic][partition] = append(l.data[topic][partition], recs...)
+}
+
+func (l *dlqLog) HighWatermark(_ context.Context, topic string, partition int32) (int64, error) {
+	l.tmu.Lock()
+	defer l.tmu.Unlock()
+	if int(partition) >= len(l.data[topic]) {
+		return -1, errs.Errorf(errs.UnknownTopicOrPartition, "no %s:%d", topic, partition)
+	}
+	return int64(len(l.data[topic][partition])), nil
+}
+
+func (l *dlqLog) EnsureTopic(_ context.Context, topic, like string) (int32, error) {
+	l.tmu.Lock()
+	defer l.tmu.Unlock()
+	if l.data[topic] == nil {
+		l.data[topic] = make([][]Record, len(l.data[like]))
+	}
+	return int32(len(l.data[topic])), nil
+}
+
+func (l *dlqLog) Read(_ context.Context, topic string, partition int32, offset int64) (Record, bool, error) {
+	l.tmu.Lock()
+	defer l.tmu.Unlock()
+	recs := l.data[topic][partition]
+	if offset >= int64(len(recs)) {
+		return Record{}, false, nil
+	}
+	return recs[offset], true, nil
+}
+
+func (l *dlqLog) Find(_ context.Context, topic string, partition int32, from int64, match func([]record.Header) bool) (int64, error) {
+	l.tmu.Lock()
+	defer l.tmu.Unlock()
+	recs := l.data[topic][partition]
+	for o := from; o < int64(len(recs)); o++ {
+		if match(recs[o].Headers) {
+			return o, nil
+		}
+	}
+	return -1, nil
+}
+
+func (l *dlqLog) Append(_ context.Context, topic string, partition int32, rec Record) (int64, error) {
+	l.tmu.Lock()
+	defer l.tmu.Unlock()
+	l.data[topic][partition] = append(l.data[topic][partition], rec)
+	l.appends++
+	if err := l.failAppend; err != nil {
+		l.failAppend = nil
+		return -1, err
+	}
+	return int64(len(l.data[topic][partition]) - 1), nil
+}
+
+func (l *dlqLog) topic(topic string, partition int32) []Record {
+	l.tmu.Lock()
+	defer l.tmu.Unlock()
+	if int(partition) >= len(l.data[topic]) {
+		return nil
+	}
+	return append([]Record(nil), l.data[topic][partition]...)
+}
+
+func sourceRecords(l *dlqLog) {
+	for p := int32(0); p < 4; p++ {
+		for i := 0; i < 4; i++ {
+			l.put("orders", 4, p, Record{Key: []byte(fmt.Sprint("k", i)), Value: []byte(fmt.Sprint("v", i)),
+				Headers: []record.Header{{Key: "h", Value: []byte(fmt.Sprint(i))}}, Timestamp: int64(1000 + i)})
+		}
+	}
+	l.put("audit", 1, 0, Record{Value: []byte("a")})
+}
+
+func header(hs []record.Header, key string) string {
+	v := ""
+	for _, h := range hs {
+		if h.Key == key {
+			v = string(h.Value)
+		}
+	}
+	return v
+}
+
+// TestNackRedeliverThenDeadLetter: a record nacked four times is delivered
+// again each time; a new owner keeps the count; the fifth nack writes it to
+// orders.dlq once, with its key, value, headers and timestamp and the
+// dead-letter headers, and moves the committed offset past it.
+func TestNackRedeliverThenDeadLetter(t *testing.T) {
+	log := newDLQLog()
+	sourceRecords(log)
+	a := start(t, log, 1, owning(1, all()...))
+	waitLoaded(t, a, nParts)
+	m := join(t, a, "app", "orders")
+	ctx := context.Background()
+	for i := int32(1); i <= 3; i++ {
+		res, err := a.Nack(ctx, "app", m.MemberID, m.MemberEpoch, "orders", 2, 1, fmt.Sprint("try ", i))
+		if err != nil || res.Failed != i || res.DeadLettered || res.Next != 1 {
+			t.Fatalf("nack %d: %+v %v", i, res, err)
+		}
+	}
+	if d := a.Deliveries("app", []assign.TopicPartition{{Topic: "orders", Partition: 2}}); d[assign.TopicPartition{Topic: "orders", Partition: 2}].Attempt(1) != 4 {
+		t.Fatalf("deliveries after three nacks: %+v", d)
+	}
+
+	// A new owner loads the counts from the log.
+	b := start(t, log, 2, owning(2, all()...))
+	waitServing(t, b, "app")
+	res, err := b.Nack(ctx, "app", m.MemberID, m.MemberEpoch, "orders", 2, 1, "try 4")
+	if err != nil || res.Failed != 4 || res.DeadLettered {
+		t.Fatalf("nack 4 at the new owner: %+v %v", res, err)
+	}
+	res, err = b.Nack(ctx, "app", m.MemberID, m.MemberEpoch, "orders", 2, 1, "try 5")
+	if err != nil || !res.DeadLettered || res.Failed != 5 || res.DLQTopic != "orders.dlq" || res.DLQPartition != 2 || res.DLQOffset != 0 || res.Next != 2 {
+		t.Fatalf("nack 5: %+v %v", res, err)
+	}
+	dl := log.topic("orders.dlq", 2)
+	if len(dl) != 1 {
+		t.Fatalf("orders.dlq partition 2 holds %d records, want 1", len(dl))
+	}
+	r := dl[0]
+	if string(r.Key) != "k1" || string(r.Value) != "v1" || r.Timestamp != 1001 || header(r.Headers, "h") != "1" {
+		t.Fatalf("the dead-letter record %+v", r)
+	}
+	for k, want := range map[string]string{delivery.HeaderSourceTopic: "orders", delivery.HeaderSourcePartition: "2",
+		delivery.HeaderSourceOffset: "1", delivery.HeaderReason: "try 5", delivery.HeaderAttempts: "5", delivery.HeaderGroup: "app"} {
+		if got := header(r.Headers, k); got != want {
+			t.Errorf("header %s = %q, want %q", k, got, want)
+		}
+	}
+	if got := committed(t, b, "app", "orders", 2); got != 2 {
+		t.Fatalf("committed %d after the dead-letter, want 2", got)
+	}
+	if d := b.Deliveries("app", []assign.TopicPartition{{Topic: "orders", Partition: 2}}); len(d) != 0 {
+		t.Fatalf("deliveries left after the dead-letter: %+v", d)
+	}
+	// The record is behind the group now.
+	if _, err := b.Nack(ctx, "app", m.MemberID, m.MemberEpoch, "orders", 2, 1, "again"); errs.Of(err) != errs.OffsetOutOfRange {
+		t.Fatalf("a nack of the dead-lettered record: %v", err)
+	}
+}
+
+// TestDeadLetterResumedOnce: the coordinator fails to move the group past a
+// record after writing its dead-letter copy; the next nack finds the copy
+// and moves on without a second one. A copy whose write answered an
+// unknown outcome is found the same way.
+func TestDeadLetterResumedOnce(t *testing.T) {
+	log := newDLQLog()
+	sourceRecords(log)
+	c := start(t, log, 1, owning(1, all()...))
+	waitLoaded(t, c, nParts)
+	if _, err := c.AlterGroupConfig(context.Background(), "app", map[string]string{delivery.KeyMaxAttempts: "1", delivery.KeyTopic: "dead"}); err != nil {
+		t.Fatal(err)
+	}
+	m := join(t, c, "app", "orders")
+	ctx := context.Background()
+
+	// Unknown outcome of the dead-letter write: it is in the topic.
+	log.tmu.Lock()
+	log.failAppend = errs.Errorf(errs.RequestTimedOut, "no answer")
+	log.tmu.Unlock()
+	if _, err := c.Nack(ctx, "app", m.MemberID, m.MemberEpoch, "orders", 0, 0, "x"); errs.Of(err) != errs.RequestTimedOut {
+		t.Fatalf("nack with the dead-letter write timing out: %v", err)
+	}
+	if got := committed(t, c, "app", "orders", 0); got != -1 {
+		t.Fatalf("committed %d before the group moved past", got)
+	}
+	res, err := c.Nack(ctx, "app", m.MemberID, m.MemberEpoch, "orders", 0, 0, "x")
+	if err != nil || !res.DeadLettered || res.DLQTopic != "dead" || res.DLQOffset != 0 {
+		t.Fatalf("the resumed nack: %+v %v", res, err)
+	}
+
+	// The dead-lettering mark is written (the first write: a success), the
+	// copy too, then the write that moves the group past fails outright.
+	log.failWith(memFailure{appended: true}, memFailure{err: errs.Errorf(errs.InvalidRecord, "refused")})
+	if _, err = c.Nack(ctx, "app", m.MemberID, m.MemberEpoch, "orders", 1, 0, "y"); errs.Of(err) != errs.InvalidRecord {
+		t.Fatalf("the nack whose last write failed: %v", err)
+	}
+	if n := len(log.topic("dead", 1)); n != 1 {
+		t.Fatalf("dead partition 1 holds %d records after the failed nack, want 1", n)
+	}
+	res, err = c.Nack(ctx, "app", m.MemberID, m.MemberEpoch, "orders", 1, 0, "y")
+	if err != nil || !res.DeadLettered {
+		t.Fatalf("the retried nack: %+v %v", res, err)
+	}
+	if got := committed(t, c, "app", "orders", 1); got != 1 {
+		t.Fatalf("committed %d, want 1", got)
+	}
+	if n0, n1 := len(log.topic("dead", 0)), len(log.topic("dead", 1)); n0 != 1 || n1 != 1 {
+		t.Fatalf("dead holds %d and %d records on partitions 0 and 1, want one each", n0, n1)
+	}
+	if log.appends != 2 {
+		t.Fatalf("%d dead-letter writes, want 2", log.appends)
+	}
+}
+
+// TestNackRefusals: every refused nack answers its code and writes nothing.
+func TestNackRefusals(t *testing.T) {
+	log := newDLQLog()
+	sourceRecords(log)
+	c := start(t, log, 1, owning(1, all()...))
+	waitLoaded(t, c, nParts)
+	m := join(t, c, "app", "orders")
+	ctx := context.Background()
+	if err := commit(c, "app", m.MemberID, m.MemberEpoch, "orders", 3, 2); err != nil {
+		t.Fatal(err)
+	}
+	part := func() int32 {
+		p, err := c.partitionFor("app")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.id
+	}()
+	before := len(log.records(part))
+	for _, tc := range []struct {
+		name      string
+		group     string
+		member    group.MemberID
+		epoch     group.Epoch
+		topic     string
+		partition int32
+		offset    int64
+		reason    string
+		want      *errs.Error
+	}{
+		{"not assigned to the member", "app", m.MemberID, m.MemberEpoch, "audit", 0, 0, "", errs.StaleMemberEpoch},
+		{"stale epoch", "app", m.MemberID, m.MemberEpoch + 1, "orders", 2, 0, "", errs.StaleMemberEpoch},
+		{"unknown member", "app", "nobody", 1, "orders", 2, 0, "", errs.UnknownMemberID},
+		{"no member id", "app", "", 1, "orders", 2, 0, "", errs.UnknownMemberID},
+		{"unknown group", "nope", m.MemberID, 1, "orders", 2, 0, "", errs.UnknownMemberID},
+		{"at the high watermark", "app", m.MemberID, m.MemberEpoch, "orders", 2, 4, "", errs.OffsetOutOfRange},
+		{"below the committed offset", "app", m.MemberID, m.MemberEpoch, "orders", 3, 1, "", errs.OffsetOutOfRange},
+		{"unknown topic", "app", m.MemberID, m.MemberEpoch, "nope", 0, 0, "", errs.UnknownTopicOrPartition},
+		{"partition out of range", "app", m.MemberID, m.MemberEpoch, "orders", 9, 0, "", errs.UnknownTopicOrPartition},
+		{"negative offset", "app", m.MemberID, m.MemberEpoch, "orders", 2, -1, "", errs.InvalidRequest},
+		{"reason too long", "app", m.MemberID, m.MemberEpoch, "orders", 2, 0, string(make([]byte, delivery.MaxReason+1)), errs.InvalidRequest},
+	} {
+		if _, err := c.Nack(ctx, tc.group, tc.member, tc.epoch, tc.topic, tc.partition, tc.offset, tc.reason); errs.Of(err) != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	if after := len(log.records(part)); after != before {
+		t.Fatalf("refused nacks wrote %d records", after-before)
+	}
+	if d := c.Deliveries("app", []assign.TopicPartition{{Topic: "orders", Partition: 2}, {Topic: "orders", Partition: 3}}); len(d) != 0 {
+		t.Fatalf("refused nacks counted: %+v", d)
+	}
+}
+
+func TestGroupConfig(t *testing.T) {
+	log := newDLQLog()
+	c := start(t, log, 1, owning(1, all()...))
+	waitLoaded(t, c, nParts)
+	ctx := context.Background()
+	got, err := c.GroupConfig(ctx, "app")
+	if err != nil || got[delivery.KeyMaxAttempts] != "5" || got[delivery.KeyTopic] != "" {
+		t.Fatalf("defaults: %v %v", got, err)
+	}
+	if _, err := c.AlterGroupConfig(ctx, "app", map[string]string{delivery.KeyMaxAttempts: "0"}); errs.Of(err) != errs.InvalidConfig {
+		t.Fatalf("a bad value: %v", err)
+	}
+	if _, err := c.AlterGroupConfig(ctx, "app", map[string]string{delivery.KeyMaxAttempts: "3", delivery.KeyTopic: "dl"}); err != nil {
+		t.Fatal(err)
+	}
+	b := start(t, log, 2, owning(2, all()...))
+	waitServing(t, b, "app")
+	got, err = b.GroupConfig(ctx, "app")
+	if err != nil || got[delivery.KeyMaxAttempts] != "3" || got[delivery.KeyTopic] != "dl" {
+		t.Fatalf("at the new owner: %v %v", got, err)
+	}
+	if err := b.DeleteGroup(ctx, "app"); err != nil {
+		t.Fatal(err)
+	}
+	got, err = b.GroupConfig(ctx, "app")
+	if err != nil || got[delivery.KeyMaxAttempts] != "5" {
+		t.Fatalf("after delete: %v %v", got, err)
+	}
+}

@@ -1,0 +1,192 @@
+package delivery
+
+import (
+	"strings"
+	"testing"
+
+	"skein/libs/errs"
+	"skein/libs/record"
+)
+
+func TestNackSequence(t *testing.T) {
+	// One record nacked until it is dead-lettered, then a resumed nack.
+	type step struct {
+		offset    int64
+		committed int64
+		max       int32
+		want      Action
+		nacks     int32
+		next      int64
+		resumed   bool
+		attempt   int32 // Attempt(offset) after the step
+	}
+	steps := []step{
+		{offset: 7, committed: 5, max: 5, want: Redeliver, nacks: 1, next: 7, attempt: 2},
+		{offset: 7, committed: 5, max: 5, want: Redeliver, nacks: 2, next: 7, attempt: 3},
+		{offset: 7, committed: 5, max: 5, want: Redeliver, nacks: 3, next: 7, attempt: 4},
+		{offset: 7, committed: 5, max: 5, want: Redeliver, nacks: 4, next: 7, attempt: 5},
+		{offset: 7, committed: 5, max: 5, want: DeadLetter, nacks: 5, next: 8, attempt: 6},
+		// The coordinator failed before the group moved past it: resumed, unchanged.
+		{offset: 7, committed: 5, max: 5, want: DeadLetter, nacks: 5, next: 8, resumed: true, attempt: 6},
+	}
+	var p Partition
+	for i, s := range steps {
+		np, out, err := Nack(p, s.offset, s.committed, s.max, "boom")
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		if out.Action != s.want || out.Entry.Nacks != s.nacks || out.Next != s.next || out.Resumed != s.resumed {
+			t.Fatalf("step %d: %+v, want %v nacks %d next %d resumed %v", i, out, s.want, s.nacks, s.next, s.resumed)
+		}
+		if got := np.Attempt(s.offset); got != s.attempt {
+			t.Fatalf("step %d: attempt %d, want %d", i, got, s.attempt)
+		}
+		p = np
+	}
+	if e, _ := p.Find(7); e.State != DeadLettering || e.Reason != "boom" {
+		t.Fatalf("entry %+v", e)
+	}
+}
+
+func TestNackDecisions(t *testing.T) {
+	base := Partition{{Offset: 3, Nacks: 2, DLQFrom: -1}, {Offset: 9, Nacks: 1, DLQFrom: -1}}
+	tests := []struct {
+		name      string
+		p         Partition
+		offset    int64
+		committed int64
+		max       int32
+		reason    string
+		want      Action
+		code      *errs.Error
+		nacks     int32
+		left      []int64 // offsets of the entries after
+	}{
+		{name: "first nack", offset: 0, committed: -1, max: 5, want: Redeliver, nacks: 1, left: []int64{0}},
+		{name: "max 1 dead-letters at once", offset: 4, committed: 0, max: 1, want: DeadLetter, nacks: 1, left: []int64{4}},
+		{name: "counts per offset", p: base, offset: 9, committed: 3, max: 5, want: Redeliver, nacks: 2, left: []int64{3, 9}},
+		{name: "third of max 3", p: base, offset: 3, committed: 3, max: 3, want: DeadLetter, nacks: 3, left: []int64{3, 9}},
+		{name: "entries below committed are pruned", p: base, offset: 9, committed: 4, max: 5, want: Redeliver, nacks: 2, left: []int64{9}},
+		{name: "zero max means the default", offset: 1, committed: -1, max: 0, want: Redeliver, nacks: 1, left: []int64{1}},
+		{name: "below committed", p: base, offset: 2, committed: 3, max: 5, code: errs.OffsetOutOfRange},
+		{name: "negative offset", offset: -1, committed: -1, max: 5, code: errs.InvalidRequest},
+		{name: "reason too long", offset: 1, committed: -1, max: 5, reason: strings.Repeat("x", MaxReason+1), code: errs.InvalidRequest},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			np, out, err := Nack(tc.p, tc.offset, tc.committed, tc.max, tc.reason)
+			if tc.code != nil {
+				if errs.Of(err) != tc.code {
+					t.Fatalf("err %v, want %v", err, tc.code)
+				}
+				if len(np) != len(tc.p) {
+					t.Fatalf("a refused nack changed the entries: %+v", np)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.Action != tc.want || out.Entry.Nacks != tc.nacks {
+				t.Fatalf("%+v, want %v with %d nacks", out, tc.want, tc.nacks)
+			}
+			var left []int64
+			for _, e := range np {
+				left = append(left, e.Offset)
+			}
+			if len(left) != len(tc.left) {
+				t.Fatalf("entries %v, want %v", left, tc.left)
+			}
+			for i := range left {
+				if left[i] != tc.left[i] {
+					t.Fatalf("entries %v, want %v", left, tc.left)
+				}
+			}
+			if got := tc.p; len(got) > 0 && got[0].Nacks != base[0].Nacks {
+				t.Fatalf("Nack modified its input: %+v", got)
+			}
+		})
+	}
+}
+
+func TestPruneKeepsTheHighest(t *testing.T) {
+	var p Partition
+	for o := int64(0); o < MaxEntries+10; o++ {
+		p, _, _ = Nack(p, o, -1, 5, "")
+	}
+	if len(p) != MaxEntries || p[0].Offset != 10 {
+		t.Fatalf("%d entries from %d", len(p), p[0].Offset)
+	}
+	if p.Attempt(0) != 1 || p.Attempt(10) != 2 {
+		t.Fatalf("attempts %d %d", p.Attempt(0), p.Attempt(10))
+	}
+	p = p.WithDLQFrom(10, 77)
+	if e, _ := p.Find(10); e.DLQFrom != 77 {
+		t.Fatalf("%+v", e)
+	}
+}
+
+func TestHeaders(t *testing.T) {
+	own := []record.Header{{Key: "trace", Value: []byte("t1")}, {Key: HeaderGroup, Value: []byte("spoofed")}}
+	hs := Headers(own, "billing", "orders", 2, 41, Entry{Nacks: 5, Reason: "bad json"})
+	if len(own) != 2 || hs[0].Key != "trace" || len(hs) != 8 {
+		t.Fatalf("headers %v", hs)
+	}
+	s, ok := SourceOf(hs)
+	if !ok || s != (Source{Group: "billing", Topic: "orders", Partition: 2, Offset: 41, Reason: "bad json", Attempts: 5}) {
+		t.Fatalf("source %+v %v", s, ok)
+	}
+	if !Matches(hs, "billing", "orders", 2, 41) || Matches(hs, "billing", "orders", 2, 42) || Matches(hs, "other", "orders", 2, 41) {
+		t.Fatal("Matches")
+	}
+	if _, ok := SourceOf(own); ok {
+		t.Fatal("a record without dead-letter headers has no source")
+	}
+	if _, ok := SourceOf([]record.Header{{Key: HeaderGroup, Value: []byte("g")}, {Key: HeaderSourceTopic, Value: []byte("t")},
+		{Key: HeaderSourcePartition, Value: []byte("x")}, {Key: HeaderSourceOffset, Value: []byte("1")}}); ok {
+		t.Fatal("a partition that does not parse")
+	}
+}
+
+func TestConfig(t *testing.T) {
+	tests := []struct {
+		name string
+		cur  map[string]string
+		set  map[string]string
+		want Config
+		code *errs.Error
+	}{
+		{name: "defaults", set: map[string]string{KeyMaxAttempts: ""}, want: Config{MaxAttempts: 5}},
+		{name: "set both", set: map[string]string{KeyMaxAttempts: "3", KeyTopic: "dead.letters"}, want: Config{MaxAttempts: 3, Topic: "dead.letters"}},
+		{name: "reset one", cur: map[string]string{KeyMaxAttempts: "3", KeyTopic: "x"}, set: map[string]string{KeyTopic: ""}, want: Config{MaxAttempts: 3}},
+		{name: "zero attempts", set: map[string]string{KeyMaxAttempts: "0"}, code: errs.InvalidConfig},
+		{name: "too many attempts", set: map[string]string{KeyMaxAttempts: "1001"}, code: errs.InvalidConfig},
+		{name: "not a number", set: map[string]string{KeyMaxAttempts: "five"}, code: errs.InvalidConfig},
+		{name: "bad topic", set: map[string]string{KeyTopic: "a/b"}, code: errs.InvalidConfig},
+		{name: "unknown key", set: map[string]string{"retention.ms": "1"}, code: errs.InvalidConfig},
+		{name: "nothing", set: map[string]string{}, code: errs.InvalidConfig},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m, c, err := Alter(tc.cur, tc.set)
+			if tc.code != nil {
+				if errs.Of(err) != tc.code {
+					t.Fatalf("err %v, want %v", err, tc.code)
+				}
+				return
+			}
+			if err != nil || c != tc.want {
+				t.Fatalf("%+v %v, want %+v", c, err, tc.want)
+			}
+			if back, err := Parse(m); err != nil || back != c {
+				t.Fatalf("parse of %v: %+v %v", m, back, err)
+			}
+		})
+	}
+	if got := (Config{}).TopicFor("orders"); got != "orders.dlq" {
+		t.Fatal(got)
+	}
+	if got := (Config{Topic: "dl"}).TopicFor("orders"); got != "dl" {
+		t.Fatal(got)
+	}
+}

@@ -1,0 +1,468 @@
+//go:build integration
+
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	controllerv1 "skein/gen/skein/controller/v1"
+	controllerv1grpc "skein/gen/skein/controller/v1/controllerv1grpc"
+	skeinv1 "skein/gen/skein/v1"
+)
+
+// ownDev starts a skein dev cluster of the test's own (its group
+// coordinators are killed here, so the shared one is left alone), stopped
+// when the test ends.
+func ownDev(t *testing.T) *Dev {
+	t.Helper()
+	bin, err := BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "skein-e2e-dlq-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := StartDev(bin, dir, 90*time.Second)
+	if err != nil {
+		t.Fatalf("starting skein dev: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("skein dev output:\n%s\n%s", d.Output(), d.LogTails(40))
+		}
+		if err := d.Stop(60 * time.Second); err != nil {
+			t.Errorf("stopping skein dev: %v", err)
+		}
+		if !t.Failed() {
+			os.RemoveAll(dir)
+		} else {
+			t.Logf("the cluster's data and logs are kept in %s", dir)
+		}
+	})
+	return d
+}
+
+// groupOwner answers the group coordinator process that owns a group, as
+// the controllers' FindCoordinator says.
+func groupOwner(t *testing.T, d *Dev, group string) Process {
+	t.Helper()
+	procs, err := d.Processes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		for _, p := range procs {
+			if p.Role != "controller" {
+				continue
+			}
+			cc, err := grpc.NewClient(p.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			resp, err := controllerv1grpc.NewControllerServiceClient(cc).FindCoordinator(ctx,
+				&controllerv1.FindCoordinatorRequest{Kind: controllerv1.CoordinatorKind_COORDINATOR_KIND_GROUP, Key: group})
+			cancel()
+			cc.Close()
+			if err != nil {
+				continue
+			}
+			for _, q := range procs {
+				if q.Role == "groupcoord" && int32(q.ID) == resp.GetNodeId() {
+					return q
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no controller named the coordinator of %q", group)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+type restMember struct {
+	ID    string `json:"member_id"`
+	Epoch int32  `json:"member_epoch"`
+}
+
+type restPosition struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Offset    Int64  `json:"offset"`
+}
+
+type groupRecord struct {
+	ConsumedRecord
+	DeliveryAttempt int32 `json:"delivery_attempt"`
+}
+
+type groupFetch struct {
+	Records     []groupRecord  `json:"records"`
+	Positions   []restPosition `json:"positions"`
+	MemberEpoch int32          `json:"member_epoch"`
+}
+
+type nackAnswer struct {
+	FailedDeliveries int32  `json:"failed_deliveries"`
+	DeadLettered     bool   `json:"dead_lettered"`
+	DLQTopic         string `json:"dlq_topic"`
+	DLQPartition     int32  `json:"dlq_partition"`
+	DLQOffset        Int64  `json:"dlq_offset"`
+	NextOffset       Int64  `json:"next_offset"`
+}
+
+// retriable: the group's coordinator is moving; the call did nothing.
+func retriable(err error) bool {
+	var ae *APIError
+	if !errors.As(err, &ae) {
+		return false
+	}
+	switch ae.ErrorCode {
+	case "COORDINATOR_NOT_AVAILABLE", "NOT_COORDINATOR", "COORDINATOR_LOAD_IN_PROGRESS":
+		return true
+	}
+	return false
+}
+
+// callRetrying is c.Call, again while the coordinator moves.
+func callRetrying(ctx context.Context, t *testing.T, c *REST, method, path string, body, out any) error {
+	t.Helper()
+	for {
+		err := c.Call(ctx, method, path, body, out)
+		if !retriable(err) || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func header(hs []Header, key string) string {
+	v := ""
+	for _, h := range hs {
+		if h.Key == key && h.Value != nil {
+			v = *h.Value
+		}
+	}
+	return v
+}
+
+func apiCode(err error) string {
+	var ae *APIError
+	if errors.As(err, &ae) {
+		return fmt.Sprintf("%d %s", ae.Status, ae.ErrorCode)
+	}
+	return fmt.Sprint(err)
+}
+
+// TestDeadLetterAfterFiveNacks: a REST member nacks the first record of a
+// partition five times; it is delivered again each time with the next
+// delivery_attempt, the group coordinator is SIGKILLed between the third
+// and the fourth nack and the count survives, the fifth nack writes it to
+// payments.dlq exactly once (key, value, headers and timestamp kept, the
+// dlq.* headers added) and the member then reads the next record. Then bad
+// nacks, each refused with its code and changing nothing; group configs;
+// and the same over a gRPC Consume stream.
+func TestDeadLetterAfterFiveNacks(t *testing.T) {
+	d := ownDev(t)
+	c := restClient(d)
+	ctx := testCtx(t, 5*time.Minute)
+	const topic, group = "payments", "billing-dlq"
+	createTopic(ctx, t, c, topic, 1, 3, map[string]string{"min.insync.replicas": "2"})
+	var recs []ProduceRecord
+	for i := range 3 {
+		recs = append(recs, ProduceRecord{Key: ptr(fmt.Sprint("k", i)), Value: ptr(fmt.Sprint("v", i)),
+			Headers: []Header{{Key: "origin", Value: ptr(fmt.Sprint("test-", i))}}, Partition: ptr(int32(0)), TimestampMs: ptr(int64(1_700_000_000_000 + i))})
+	}
+	var pr ProduceResponse
+	if err := c.Call(ctx, "POST", "/v1/topics/"+topic+"/records", ProduceRequest{Records: recs}, &pr); err != nil {
+		t.Fatal(err)
+	}
+	var m restMember
+	if err := callRetrying(ctx, t, c, "POST", "/v1/groups/"+group+"/members",
+		map[string]any{"topics": []string{topic}, "auto_offset_reset": "earliest", "session_timeout_ms": 60000}, &m); err != nil {
+		t.Fatal(err)
+	}
+	base := "/v1/groups/" + group + "/members/" + m.ID
+	var positions []restPosition
+	// fetch reads one record (within 30 s), keeping the positions.
+	fetch := func() groupRecord {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			var f groupFetch
+			body := map[string]any{"member_epoch": m.Epoch, "max_records": 1, "max_wait_ms": 1000}
+			if positions != nil {
+				body["positions"] = positions
+			}
+			err := callRetrying(ctx, t, c, "POST", base+"/records", body, &f)
+			if err != nil {
+				t.Fatalf("fetch: %v", err)
+			}
+			m.Epoch, positions = f.MemberEpoch, f.Positions
+			if len(f.Records) > 0 {
+				return f.Records[0]
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no record within 30 s")
+			}
+		}
+	}
+	nack := func(offset int64, reason string) (nackAnswer, error) {
+		var a nackAnswer
+		err := callRetrying(ctx, t, c, "POST", base+"/nack",
+			map[string]any{"member_epoch": m.Epoch, "topic": topic, "partition": 0, "offset": offset, "reason": reason}, &a)
+		return a, err
+	}
+
+	for attempt := int32(1); attempt <= 5; attempt++ {
+		if attempt == 4 {
+			owner := groupOwner(t, d, group)
+			if err := syscall.Kill(owner.PID, syscall.SIGKILL); err != nil {
+				t.Fatalf("SIGKILL %s-%d: %v", owner.Role, owner.ID, err)
+			}
+			t.Logf("SIGKILLed the group's coordinator, %s-%d (pid %d), after 3 nacks", owner.Role, owner.ID, owner.PID)
+		}
+		start := time.Now()
+		r := fetch()
+		if r.Offset != 0 || r.Value == nil || *r.Value != "v0" || r.DeliveryAttempt != attempt {
+			t.Fatalf("delivery %d: offset %d value %v delivery_attempt %d", attempt, r.Offset, r.Value, r.DeliveryAttempt)
+		}
+		if attempt == 4 {
+			t.Logf("the first fetch after the kill answered in %v", time.Since(start).Round(time.Millisecond))
+		}
+		a, err := nack(0, fmt.Sprint("cannot parse, attempt ", attempt))
+		if err != nil {
+			t.Fatalf("nack %d: %v", attempt, err)
+		}
+		if a.FailedDeliveries != attempt || a.DeadLettered != (attempt == 5) {
+			t.Fatalf("nack %d answered %+v", attempt, a)
+		}
+		want := int64(0)
+		if attempt == 5 {
+			want = 1
+			if a.DLQTopic != topic+".dlq" || a.DLQPartition != 0 || a.DLQOffset != 0 {
+				t.Fatalf("the dead-letter nack answered %+v", a)
+			}
+		}
+		if int64(a.NextOffset) != want {
+			t.Fatalf("nack %d: next_offset %d, want %d", attempt, a.NextOffset, want)
+		}
+		positions = []restPosition{{Topic: topic, Partition: 0, Offset: a.NextOffset}}
+	}
+	// The member goes on with the next record, a first delivery.
+	if r := fetch(); r.Offset != 1 || *r.Value != "v1" || r.DeliveryAttempt != 1 {
+		t.Fatalf("after the dead-letter: offset %d value %v attempt %d", r.Offset, r.Value, r.DeliveryAttempt)
+	}
+	positions = []restPosition{{Topic: topic, Partition: 0, Offset: 1}}
+
+	// The dead-letter topic: created like the source, holding the record once.
+	var td TopicDescription
+	if err := c.Call(ctx, "GET", "/v1/topics/"+topic+".dlq", nil, &td); err != nil {
+		t.Fatal(err)
+	}
+	if len(td.Partitions) != 1 || len(td.Partitions[0].Replicas) != 3 {
+		t.Fatalf("%s.dlq: %+v", topic, td)
+	}
+	checkDLQ := func() {
+		t.Helper()
+		var f FetchResponse
+		if err := c.Call(ctx, "GET", "/v1/topics/"+topic+".dlq/partitions/0/records?offset=0&max_wait_ms=200", nil, &f); err != nil {
+			t.Fatal(err)
+		}
+		if len(f.Records) != 1 {
+			t.Fatalf("%s.dlq holds %d records, want 1", topic, len(f.Records))
+		}
+		r := f.Records[0]
+		if *r.Key != "k0" || *r.Value != "v0" || r.TimestampMs != 1_700_000_000_000 || header(r.Headers, "origin") != "test-0" {
+			t.Fatalf("the dead-letter record: %+v", r)
+		}
+		for k, want := range map[string]string{"dlq.source.topic": topic, "dlq.source.partition": "0", "dlq.source.offset": "0",
+			"dlq.reason": "cannot parse, attempt 5", "dlq.attempts": "5", "dlq.group": group} {
+			if got := header(r.Headers, k); got != want {
+				t.Errorf("header %s = %q, want %q", k, got, want)
+			}
+		}
+	}
+	checkDLQ()
+	committed := func() int64 {
+		t.Helper()
+		var o struct {
+			Offsets []struct {
+				Topic     string `json:"topic"`
+				Partition int32  `json:"partition"`
+				Offset    Int64  `json:"offset"`
+			} `json:"offsets"`
+		}
+		if err := callRetrying(ctx, t, c, "GET", "/v1/groups/"+group+"/offsets", nil, &o); err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range o.Offsets {
+			if x.Topic == topic && x.Partition == 0 {
+				return int64(x.Offset)
+			}
+		}
+		return -1
+	}
+	if got := committed(); got != 1 {
+		t.Fatalf("committed %d after the dead-letter, want 1", got)
+	}
+
+	// Bad nacks: each refused with its code, nothing changes.
+	createTopic(ctx, t, c, "ledger", 1, 3, nil)
+	bad := []struct {
+		name string
+		path string
+		body map[string]any
+		want string
+	}{
+		{"a partition not assigned to the member", base + "/nack", map[string]any{"member_epoch": m.Epoch, "topic": "ledger", "partition": 0, "offset": 0}, "409 STALE_MEMBER_EPOCH"},
+		{"an offset past the high watermark", base + "/nack", map[string]any{"member_epoch": m.Epoch, "topic": topic, "partition": 0, "offset": 99}, "400 OFFSET_OUT_OF_RANGE"},
+		{"an offset the group moved past", base + "/nack", map[string]any{"member_epoch": m.Epoch, "topic": topic, "partition": 0, "offset": 0}, "400 OFFSET_OUT_OF_RANGE"},
+		{"a stale member epoch", base + "/nack", map[string]any{"member_epoch": m.Epoch + 7, "topic": topic, "partition": 0, "offset": 1}, "409 STALE_MEMBER_EPOCH"},
+		{"an unknown member", "/v1/groups/" + group + "/members/nobody-earliest/nack", map[string]any{"member_epoch": m.Epoch, "topic": topic, "partition": 0, "offset": 1}, "404 UNKNOWN_MEMBER_ID"},
+		{"an unknown group", "/v1/groups/no-such-group/members/" + m.ID + "/nack", map[string]any{"member_epoch": 1, "topic": topic, "partition": 0, "offset": 1}, "404 UNKNOWN_MEMBER_ID"},
+		{"an unknown topic", base + "/nack", map[string]any{"member_epoch": m.Epoch, "topic": "nope", "partition": 0, "offset": 1}, "404 UNKNOWN_TOPIC_OR_PARTITION"},
+		{"no offset", base + "/nack", map[string]any{"member_epoch": m.Epoch, "topic": topic, "partition": 0}, "400 INVALID_REQUEST"},
+		{"no partition", base + "/nack", map[string]any{"member_epoch": m.Epoch, "topic": topic, "offset": 1}, "400 INVALID_REQUEST"},
+		{"no topic", base + "/nack", map[string]any{"member_epoch": m.Epoch, "partition": 0, "offset": 1}, "400 INVALID_REQUEST"},
+		{"no member epoch", base + "/nack", map[string]any{"topic": topic, "partition": 0, "offset": 1}, "400 INVALID_REQUEST"},
+		{"an unknown field", base + "/nack", map[string]any{"member_epoch": m.Epoch, "topic": topic, "partition": 0, "offset": 1, "attempts": 3}, "400 INVALID_REQUEST"},
+	}
+	for _, b := range bad {
+		_, err := nackBody(ctx, c, b.path, b.body)
+		if got := apiCode(err); got != b.want {
+			t.Errorf("%s: %s, want %s", b.name, got, b.want)
+		}
+	}
+	if got := committed(); got != 1 {
+		t.Fatalf("committed %d after the refused nacks, want 1", got)
+	}
+	if r := fetch(); r.Offset != 1 || r.DeliveryAttempt != 1 {
+		t.Fatalf("after the refused nacks: offset %d attempt %d, want offset 1 attempt 1", r.Offset, r.DeliveryAttempt)
+	}
+	checkDLQ()
+
+	// Group configs: a bad value is refused, a good one applies at once.
+	if err := c.Call(ctx, "PUT", "/v1/groups/"+group+"/config", map[string]any{"configs": map[string]string{"max.delivery.attempts": "0"}}, nil); apiCode(err) != "400 INVALID_CONFIG" {
+		t.Fatalf("max.delivery.attempts 0: %v", err)
+	}
+	var cfg struct {
+		Configs map[string]string `json:"configs"`
+	}
+	if err := callRetrying(ctx, t, c, "PUT", "/v1/groups/"+group+"/config",
+		map[string]any{"configs": map[string]string{"max.delivery.attempts": "2", "dlq.topic": "payments-dead"}}, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Configs["max.delivery.attempts"] != "2" || cfg.Configs["dlq.topic"] != "payments-dead" {
+		t.Fatalf("configs %v", cfg.Configs)
+	}
+	for attempt := int32(1); attempt <= 2; attempt++ {
+		a, err := nack(1, "still broken")
+		if err != nil || a.FailedDeliveries != attempt || a.DeadLettered != (attempt == 2) {
+			t.Fatalf("nack %d of offset 1: %+v %v", attempt, a, err)
+		}
+		if attempt == 2 && a.DLQTopic != "payments-dead" {
+			t.Fatalf("dead-lettered to %q", a.DLQTopic)
+		}
+		positions = []restPosition{{Topic: topic, Partition: 0, Offset: a.NextOffset}}
+	}
+	if r := fetch(); r.Offset != 2 || *r.Value != "v2" {
+		t.Fatalf("after the second dead-letter: offset %d", r.Offset)
+	}
+	if err := c.Call(ctx, "DELETE", base, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	// The same over a Consume stream: nack, redelivered, dead-lettered, next.
+	gs := skeinv1.NewGroupServiceClient(grpcConn(t, d))
+	if _, err := gs.SetGroupConfig(ctx, &skeinv1.SetGroupConfigRequest{Group: "stream-dlq", Configs: map[string]string{"max.delivery.attempts": "2"}}); err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	st, err := gs.Consume(sctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(&skeinv1.ConsumeRequest{Kind: &skeinv1.ConsumeRequest_Subscribe{Subscribe: &skeinv1.JoinGroupRequest{
+		Group: "stream-dlq", Topics: []string{topic}, AutoOffsetReset: "earliest"}}}); err != nil {
+		t.Fatal(err)
+	}
+	// next answers the next record of offset 0 or later, skipping others.
+	next := func() *skeinv1.ConsumedRecord {
+		t.Helper()
+		for {
+			msg, err := st.Recv()
+			if err != nil {
+				t.Fatalf("stream: %v", err)
+			}
+			if n := msg.GetNacked(); n != nil {
+				t.Fatalf("an unexpected nack answer %v", n)
+			}
+			if recs := msg.GetRecords().GetRecords(); len(recs) > 0 {
+				return recs[0]
+			}
+		}
+	}
+	sendNack := func(offset int64) *skeinv1.NackRecordResponse {
+		t.Helper()
+		if err := st.Send(&skeinv1.ConsumeRequest{Kind: &skeinv1.ConsumeRequest_Nack{Nack: &skeinv1.NackRecordRequest{
+			Topic: topic, Partition: ptr(int32(0)), Offset: ptr(offset), Reason: "stream says no"}}}); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			msg, err := st.Recv()
+			if err != nil {
+				t.Fatalf("stream: %v", err)
+			}
+			if n := msg.GetNacked(); n != nil {
+				return n
+			}
+		}
+	}
+	if r := next(); r.GetOffset() != 0 || r.GetDeliveryAttempt() != 1 {
+		t.Fatalf("stream: first delivery offset %d attempt %d", r.GetOffset(), r.GetDeliveryAttempt())
+	}
+	if n := sendNack(0); n.GetErrorCode() != skeinv1.ErrorCode_NONE || n.GetFailedDeliveries() != 1 || n.GetDeadLettered() {
+		t.Fatalf("stream nack 1: %v", n)
+	}
+	if r := next(); r.GetOffset() != 0 || r.GetDeliveryAttempt() != 2 {
+		t.Fatalf("stream: redelivery offset %d attempt %d", r.GetOffset(), r.GetDeliveryAttempt())
+	}
+	if n := sendNack(0); n.GetErrorCode() != skeinv1.ErrorCode_NONE || !n.GetDeadLettered() || n.GetDlqTopic() != topic+".dlq" || n.GetDlqOffset() != 1 {
+		t.Fatalf("stream nack 2: %v", n)
+	}
+	if r := next(); r.GetOffset() != 1 || r.GetDeliveryAttempt() != 1 {
+		t.Fatalf("stream: after the dead-letter offset %d attempt %d", r.GetOffset(), r.GetDeliveryAttempt())
+	}
+	if n := sendNack(99); n.GetErrorCode() != skeinv1.ErrorCode_OFFSET_OUT_OF_RANGE {
+		t.Fatalf("stream nack past the high watermark: %v", n)
+	}
+	cancel()
+}
+
+// nackBody posts a nack body as is and answers the error.
+func nackBody(ctx context.Context, c *REST, path string, body map[string]any) (*Response, error) {
+	resp, err := c.Do(ctx, "POST", path, body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.Status != http.StatusOK {
+		e := &APIError{Status: resp.Status}
+		_ = resp.Decode(e)
+		return resp, e
+	}
+	return resp, nil
+}
