@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -85,6 +86,12 @@ const readyLine = "Skein is running."
 // StartDev runs `skein dev --data-dir dir` with the gateway on free ports and
 // waits (up to timeout) until it says the cluster is running.
 func StartDev(binDir, dir string, timeout time.Duration) (*Dev, error) {
+	return StartDevWith(binDir, dir, timeout)
+}
+
+// StartDevWith is StartDev with more arguments for skein dev (--secure: the
+// gateway's REST address is then https).
+func StartDevWith(binDir, dir string, timeout time.Duration, extra ...string) (*Dev, error) {
 	httpAddr, err := FreeAddr()
 	if err != nil {
 		return nil, err
@@ -101,8 +108,11 @@ func StartDev(binDir, dir string, timeout time.Duration) (*Dev, error) {
 		return nil, fmt.Errorf("%s not built (run `make build`): %w", bin, err)
 	}
 	d := &Dev{Dir: dir, HTTPAddr: httpAddr, GRPCAddr: grpcAddr, BaseURL: "http://" + httpAddr, out: &syncBuffer{}, done: make(chan struct{})}
-	d.cmd = exec.Command(bin, "dev", "--data-dir", dir, "--bin-dir", binDir,
-		"--gateway-http-addr", httpAddr, "--gateway-grpc-addr", grpcAddr)
+	if slices.Contains(extra, "--secure") {
+		d.BaseURL = "https://" + httpAddr
+	}
+	d.cmd = exec.Command(bin, append([]string{"dev", "--data-dir", dir, "--bin-dir", binDir,
+		"--gateway-http-addr", httpAddr, "--gateway-grpc-addr", grpcAddr}, extra...)...)
 	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
 	// Its own process group, as a terminal would give it.
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

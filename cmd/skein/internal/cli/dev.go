@@ -17,6 +17,7 @@ func devCmd(ctx context.Context, args []string, io IO) error {
 	logLevel := f.String("log-level", "info", "log level of every process")
 	gwHTTP := f.String("gateway-http-addr", "127.0.0.1:8080", "the gateway's REST address (empty: a free port)")
 	gwGRPC := f.String("gateway-grpc-addr", "127.0.0.1:9090", "the gateway's gRPC address (empty: a free port)")
+	secure := f.Bool("secure", false, "mutual TLS on every hop and encrypted gossip: a CA, certificates and a gossip key are created in <data-dir>/tls; clients need the CA (curl --cacert, skein --tls-ca)")
 	demos := f.Bool("console-demos", false, "show kill / pause / resume buttons for the storage nodes in the gateway's console (/console/)")
 	pos, err := f.parse(args)
 	if err != nil {
@@ -48,9 +49,27 @@ func devCmd(ctx context.Context, args []string, io IO) error {
 	fmt.Fprintf(io.Err, "starting a cluster of 3 controllers, %d storage nodes, 2 group coordinators and a gateway in %s\n", *nodes, *dataDir)
 	return devcluster.Run(ctx, devcluster.Options{
 		DataDir: *dataDir, StorageNodes: *nodes, BinDir: *binDir, LogLevel: *logLevel, Progress: io.Err,
-		GatewayHTTPAddr: *gwHTTP, GatewayGRPCAddr: *gwGRPC, GatewayArgs: gwArgs,
+		GatewayHTTPAddr: *gwHTTP, GatewayGRPCAddr: *gwGRPC, GatewayArgs: gwArgs, Secure: *secure,
 	}, func(c *devcluster.Cluster) {
 		gw := c.Gateway()
+		if sec := c.Security(); sec != nil {
+			fmt.Fprintf(io.Out, `
+Skein is running. Secured: mutual TLS between every process, gossip encrypted.
+  REST:    https://%[1]s   (console: https://%[1]s/console/)
+  gRPC:    %[2]s   (TLS)
+  CA:      %[3]s
+  client:  %[4]s, %[5]s
+  cluster: %[6]s
+
+Try:
+  curl -s --cacert %[3]s https://%[1]s/v1/cluster
+  curl -s --cacert %[3]s -X POST https://%[1]s/v1/topics -d '{"name": "orders", "partitions": 3}'
+  echo hello | skein produce orders --gateway %[2]s --tls-ca %[3]s --tls-cert %[4]s --tls-key %[5]s
+
+Ctrl-C stops the cluster; run skein dev --secure again with the same --data-dir to restart it.
+`, gw.HTTPAddr, gw.GRPCAddr, sec.CA, sec.ClientCert, sec.ClientKey, filepath.Join(*dataDir, "cluster.json"))
+			return
+		}
 		rest := "http://" + gw.HTTPAddr
 		fmt.Fprintf(io.Out, `
 Skein is running.

@@ -73,6 +73,10 @@ type Options struct {
 	// GatewayArgs are added to the gateway's command line (skein dev passes
 	// --dev-cluster-file, and --console-demos when asked).
 	GatewayArgs []string
+	// Secure runs the cluster with mutual TLS on every hop and encrypted
+	// gossip: a CA, a certificate per process, a client certificate and a
+	// gossip key are created in <DataDir>/tls on first use (see Security).
+	Secure bool
 }
 
 // Process is one supervised process, as cluster.json records it.
@@ -97,11 +101,16 @@ func (p *Process) name() string { return fmt.Sprintf("%s-%d", p.Role, p.ID) }
 // File is cluster.json.
 type File struct {
 	Processes []*Process `json:"processes"`
+	// TLS, in a secure cluster: the CA and the client certificate that
+	// clients (the CLI, tests) use.
+	TLS *Security `json:"tls,omitempty"`
 }
 
 // Cluster is a running set of processes.
 type Cluster struct {
 	opts  Options
+	sec   *Security // nil unless Secure
+	hc    *http.Client
 	procs []*Process
 	exits chan *Process // each process once, when it exits
 
@@ -267,7 +276,7 @@ func plan(o Options) ([]*Process, error) {
 }
 
 // args builds a process's command line from the cluster layout.
-func args(p *Process, procs []*Process, logLevel string) []string {
+func args(p *Process, procs []*Process, logLevel string, sec *Security) []string {
 	var ctrlGRPC, seeds, peers []string
 	for _, q := range procs {
 		if q.Role == RoleController {
@@ -290,6 +299,13 @@ func args(p *Process, procs []*Process, logLevel string) []string {
 	case RoleGateway:
 		a = append(a, "--controllers", strings.Join(ctrlGRPC, ","))
 	}
+	if sec != nil {
+		f := sec.files(p.name())
+		a = append(a, "--tls-cert", f.Cert, "--tls-key", f.Key, "--tls-ca", f.CA)
+		if p.Role != RoleGateway {
+			a = append(a, "--gossip-key-file", sec.GossipKey)
+		}
+	}
 	return a
 }
 
@@ -305,7 +321,14 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{opts: o, procs: procs, exits: make(chan *Process, len(procs))}
+	c := &Cluster{opts: o, procs: procs, exits: make(chan *Process, len(procs)), hc: &http.Client{Timeout: 2 * time.Second}}
+	if o.Secure {
+		if c.sec, err = secure(filepath.Join(o.DataDir, "tls"), procs); err != nil {
+			return nil, err
+		}
+		c.hc.Transport = &http.Transport{TLSClientConfig: c.sec.client.ClientConfig()}
+		fmt.Fprintf(o.Progress, "mutual TLS on every hop, gossip encrypted: CA %s, client certificate %s\n", c.sec.CA, c.sec.ClientCert)
+	}
 	for _, p := range procs {
 		if err := c.launch(p); err != nil {
 			c.Stop()
@@ -335,7 +358,7 @@ func (c *Cluster) launch(p *Process) error {
 		return err
 	}
 	defer logf.Close() // the child holds its own descriptor
-	cmd := exec.Command(filepath.Join(c.opts.BinDir, binaries[p.Role]), args(p, c.procs, c.opts.LogLevel)...)
+	cmd := exec.Command(filepath.Join(c.opts.BinDir, binaries[p.Role]), args(p, c.procs, c.opts.LogLevel, c.sec)...)
 	if p.Role == RoleGateway {
 		cmd.Args = append(cmd.Args, c.opts.GatewayArgs...)
 	}
@@ -356,7 +379,7 @@ func (c *Cluster) launch(p *Process) error {
 }
 
 func (c *Cluster) writeFile() error {
-	raw, err := json.MarshalIndent(File{Processes: c.procs}, "", "  ")
+	raw, err := json.MarshalIndent(File{Processes: c.procs, TLS: c.sec}, "", "  ")
 	if err != nil {
 		return err
 	}
@@ -372,8 +395,8 @@ func (c *Cluster) writeFile() error {
 func (c *Cluster) waitReady(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.StartTimeout)
 	defer cancel()
-	gw := "http://" + c.Gateway().HTTPAddr
-	hc := &http.Client{Timeout: 2 * time.Second}
+	gw := c.scheme() + c.Gateway().HTTPAddr
+	hc := c.hc
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	last := "the gateway does not answer yet"
@@ -422,7 +445,7 @@ func (c *Cluster) unready(hc *http.Client, role string) *Process {
 		if p.Role != role {
 			continue
 		}
-		resp, err := hc.Get("http://" + p.HTTPAddr + "/readyz")
+		resp, err := hc.Get(c.scheme() + p.HTTPAddr + "/readyz")
 		if err != nil {
 			return p
 		}
