@@ -8,6 +8,9 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -383,6 +386,38 @@ func TestDeadLetterAfterFiveNacks(t *testing.T) {
 	}
 	if err := c.Call(ctx, "DELETE", base, nil, nil); err != nil {
 		t.Fatal(err)
+	}
+
+	// The command line: what the group dead-lettered (now in payments-dead,
+	// its dlq.topic), then replayed to the source topic.
+	bin, err := BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	skein := func(args ...string) string {
+		t.Helper()
+		out, err := exec.CommandContext(ctx, filepath.Join(bin, "skein"), append(args, "--gateway", d.GRPCAddr)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("skein %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	out := skein("group", "dlq", group, "--topic", topic)
+	if !strings.Contains(out, "payments-dead:0@0") || !strings.Contains(out, "payments:0@1") || !strings.Contains(out, "still broken") ||
+		!strings.Contains(out, "1 record(s)") {
+		t.Fatalf("skein group dlq:\n%s", out)
+	}
+	out = skein("group", "dlq-replay", group, "--topic", topic)
+	if !strings.Contains(out, "payments:0@3") || !strings.Contains(out, "replayed 1 record(s)") {
+		t.Fatalf("skein group dlq-replay:\n%s", out)
+	}
+	var back FetchResponse
+	if err := c.Call(ctx, "GET", "/v1/topics/"+topic+"/partitions/0/records?offset=3", nil, &back); err != nil {
+		t.Fatal(err)
+	}
+	if len(back.Records) != 1 || *back.Records[0].Key != "k1" || *back.Records[0].Value != "v1" || header(back.Records[0].Headers, "origin") != "test-1" ||
+		header(back.Records[0].Headers, "dlq.reason") != "" || back.Records[0].TimestampMs != 1_700_000_000_001 {
+		t.Fatalf("the replayed record: %+v", back.Records)
 	}
 
 	// The same over a Consume stream: nack, redelivered, dead-lettered, next.

@@ -62,6 +62,8 @@ Usage:
   skein group describe GROUP
   skein group reset-offsets GROUP --topic T (--to-earliest | --to-latest | --to-offset N | --to-timestamp MS)
   skein group delete GROUP
+  skein group dlq GROUP --topic T              (what the group dead-lettered from T, with the reasons)
+  skein group dlq-replay GROUP --topic T       (produce those records back to T)
   skein cluster
   skein dev [--data-dir DIR] [--storage-nodes N] [--bin-dir DIR]
             [--gateway-http-addr 127.0.0.1:8080] [--gateway-grpc-addr 127.0.0.1:9090]

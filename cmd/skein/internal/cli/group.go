@@ -19,7 +19,7 @@ import (
 
 func groupCmd(ctx context.Context, args []string, stdio IO) error {
 	if len(args) == 0 {
-		return usagef("group needs a subcommand: list, describe, reset-offsets or delete")
+		return usagef("group needs a subcommand: list, describe, reset-offsets, delete, dlq or dlq-replay")
 	}
 	sub, args := args[0], args[1:]
 	f := newFlags("group "+sub, stdio, true)
@@ -33,6 +33,8 @@ func groupCmd(ctx context.Context, args []string, stdio IO) error {
 		toLatest = f.Bool("to-latest", false, "reset to each partition's end")
 		toOffset = f.Int64("to-offset", -1, "reset every partition to this offset (kept within the partition's log)")
 		toTimestamp = f.Int64("to-timestamp", -1, "reset to the first offset at or after this time (ms since the epoch)")
+	case "dlq", "dlq-replay":
+		topic = f.String("topic", "", "the topic whose dead-lettered records to "+map[string]string{"dlq": "list", "dlq-replay": "produce back to it"}[sub]+" (required)")
 	case "list", "describe", "delete":
 	default:
 		return usagef("unknown group subcommand %q", sub)
@@ -40,6 +42,17 @@ func groupCmd(ctx context.Context, args []string, stdio IO) error {
 	pos, err := f.parseSub("group", sub, args)
 	if err != nil {
 		return err
+	}
+	if sub == "dlq" || sub == "dlq-replay" {
+		if *topic == "" {
+			return usagef("%s needs --topic", sub)
+		}
+		cctx, cancel := timeout(ctx)
+		defer cancel()
+		if sub == "dlq" {
+			return groupDLQ(cctx, f, stdio, pos[0], *topic)
+		}
+		return groupDLQReplay(cctx, f, stdio, pos[0], *topic)
 	}
 	conn, err := f.dial()
 	if err != nil {

@@ -1,0 +1,248 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"unicode/utf8"
+
+	skeinv1 "skein/gen/skein/v1"
+)
+
+// The headers the group coordinator puts on a dead-lettered record, after
+// the record's own (docs/API.md, "Dead letters").
+const (
+	dlqSourceTopic     = "dlq.source.topic"
+	dlqSourcePartition = "dlq.source.partition"
+	dlqSourceOffset    = "dlq.source.offset"
+	dlqReason          = "dlq.reason"
+	dlqAttempts        = "dlq.attempts"
+	dlqGroup           = "dlq.group"
+)
+
+// deadLetter is one record of a dead-letter topic that a group gave up on.
+type deadLetter struct {
+	DLQTopic     string `json:"dlq_topic"`
+	DLQPartition int32  `json:"dlq_partition"`
+	DLQOffset    int64  `json:"dlq_offset"`
+	Topic        string `json:"topic"`
+	Partition    int32  `json:"partition"`
+	Offset       int64  `json:"offset"`
+	Attempts     int32  `json:"attempts"`
+	Reason       string `json:"reason"`
+	Key          []byte `json:"key,omitempty"`
+	Value        []byte `json:"value,omitempty"`
+	TimestampMs  int64  `json:"timestamp_ms"`
+	// Headers are the record's own (the dlq.* ones left out).
+	Headers []*skeinv1.Header `json:"headers,omitempty"`
+	null    bool              // a tombstone: no value
+}
+
+// dlqTopicOf answers the dead-letter topic of a group's topic: the group's
+// dlq.topic, else TOPIC.dlq.
+func dlqTopicOf(ctx context.Context, groups skeinv1.GroupServiceClient, group, topic string) (string, error) {
+	cfg, err := groups.GetGroupConfig(ctx, &skeinv1.GetGroupConfigRequest{Group: group})
+	if err != nil {
+		return "", err
+	}
+	if t := cfg.GetConfigs()["dlq.topic"]; t != "" {
+		return t, nil
+	}
+	return topic + ".dlq", nil
+}
+
+// readDeadLetters reads every partition of the dead-letter topic up to its
+// high watermark and answers the records the group dead-lettered from topic.
+func readDeadLetters(ctx context.Context, admin skeinv1.AdminServiceClient, consumer skeinv1.ConsumerServiceClient, dlqTopic, group, topic string) ([]deadLetter, error) {
+	desc, err := admin.DescribeTopic(ctx, &skeinv1.DescribeTopicRequest{Topic: dlqTopic})
+	if err != nil {
+		return nil, err
+	}
+	var out []deadLetter
+	for _, p := range desc.GetTopic().GetPartitions() {
+		end := p.GetHighWatermark()
+		for off := p.GetLogStartOffset(); off < end; {
+			resp, err := consumer.Fetch(ctx, &skeinv1.FetchRequest{Topic: dlqTopic, Partition: p.GetPartition(), Offset: &off,
+				Encoding: skeinv1.Encoding_BYTES})
+			if err != nil {
+				return nil, err
+			}
+			end = max(end, resp.GetHighWatermark())
+			for _, r := range resp.GetRecords() {
+				if d, ok := parseDeadLetter(dlqTopic, r); ok && d.Topic == topic && groupOf(r) == group {
+					out = append(out, d)
+				}
+			}
+			if resp.GetNextOffset() <= off {
+				break
+			}
+			off = resp.GetNextOffset()
+		}
+	}
+	return out, nil
+}
+
+func groupOf(r *skeinv1.ConsumedRecord) string {
+	g := ""
+	for _, h := range r.GetHeaders() {
+		if h.GetKey() == dlqGroup {
+			g = string(h.GetValueBytes())
+		}
+	}
+	return g
+}
+
+// parseDeadLetter reads a dead-letter record's dlq.* headers (the last of
+// each counts); ok is false for a record without them.
+func parseDeadLetter(dlqTopic string, r *skeinv1.ConsumedRecord) (deadLetter, bool) {
+	d := deadLetter{DLQTopic: dlqTopic, DLQPartition: r.GetPartition(), DLQOffset: r.GetOffset(), Key: r.GetKeyBytes(),
+		Value: r.GetValueBytes(), TimestampMs: r.GetTimestampMs(), null: r.ValueBytes == nil}
+	seen := 0
+	for _, h := range r.GetHeaders() {
+		v := string(h.GetValueBytes())
+		switch h.GetKey() {
+		case dlqSourceTopic:
+			d.Topic, seen = v, seen|1
+		case dlqSourcePartition:
+			n, err := strconv.ParseInt(v, 10, 32)
+			if err != nil {
+				return deadLetter{}, false
+			}
+			d.Partition, seen = int32(n), seen|2
+		case dlqSourceOffset:
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return deadLetter{}, false
+			}
+			d.Offset, seen = n, seen|4
+		case dlqReason:
+			d.Reason = v
+		case dlqAttempts:
+			n, _ := strconv.ParseInt(v, 10, 32)
+			d.Attempts = int32(n)
+		case dlqGroup:
+		default:
+			d.Headers = append(d.Headers, h)
+		}
+	}
+	return d, seen == 7
+}
+
+// printable shows bytes as text when they are, else as their length.
+func printable(b []byte) string {
+	if b == nil {
+		return "-"
+	}
+	if utf8.Valid(b) {
+		return strings.ReplaceAll(string(b), "\n", `\n`)
+	}
+	return fmt.Sprintf("<%d bytes>", len(b))
+}
+
+// groupDLQ lists the records a group dead-lettered from a topic, with the
+// reasons (skein group dlq G --topic T).
+func groupDLQ(ctx context.Context, f *flags, stdio IO, group, topic string) error {
+	conn, err := f.dial()
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	dlqTopic, err := dlqTopicOf(ctx, skeinv1.NewGroupServiceClient(conn), group, topic)
+	if err != nil {
+		return err
+	}
+	list, err := readDeadLetters(ctx, skeinv1.NewAdminServiceClient(conn), skeinv1.NewConsumerServiceClient(conn), dlqTopic, group, topic)
+	if err != nil {
+		return err
+	}
+	if *f.json {
+		if list == nil {
+			list = []deadLetter{}
+		}
+		return writeJSON(stdio.Out, list)
+	}
+	tw := tabwriter.NewWriter(stdio.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "DLQ\tSOURCE\tATTEMPTS\tKEY\tREASON\n")
+	for _, d := range list {
+		fmt.Fprintf(tw, "%s:%d@%d\t%s:%d@%d\t%d\t%s\t%s\n", d.DLQTopic, d.DLQPartition, d.DLQOffset, d.Topic, d.Partition, d.Offset,
+			d.Attempts, printable(d.Key), printable([]byte(d.Reason)))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdio.Err, "%d record(s) of group %s from %s in %s\n", len(list), group, topic, dlqTopic)
+	return nil
+}
+
+// groupDLQReplay produces what a group dead-lettered from a topic back to
+// the topic, each to its source partition with its key, value, own headers
+// and timestamp (skein group dlq-replay G --topic T).
+func groupDLQReplay(ctx context.Context, f *flags, stdio IO, group, topic string) error {
+	conn, err := f.dial()
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	dlqTopic, err := dlqTopicOf(ctx, skeinv1.NewGroupServiceClient(conn), group, topic)
+	if err != nil {
+		return err
+	}
+	list, err := readDeadLetters(ctx, skeinv1.NewAdminServiceClient(conn), skeinv1.NewConsumerServiceClient(conn), dlqTopic, group, topic)
+	if err != nil {
+		return err
+	}
+	producer := skeinv1.NewProducerServiceClient(conn)
+	tw := tabwriter.NewWriter(stdio.Out, 0, 4, 2, ' ', 0)
+	if !*f.json {
+		fmt.Fprintf(tw, "DLQ\tREPLAYED TO\n")
+	}
+	type replayed struct {
+		DLQTopic     string `json:"dlq_topic"`
+		DLQPartition int32  `json:"dlq_partition"`
+		DLQOffset    int64  `json:"dlq_offset"`
+		Topic        string `json:"topic"`
+		Partition    int32  `json:"partition"`
+		Offset       int64  `json:"offset"`
+	}
+	done := []replayed{}
+	for _, d := range list {
+		rec := &skeinv1.ProduceRecord{KeyBytes: d.Key, Headers: d.Headers, Partition: &d.Partition, TimestampMs: &d.TimestampMs}
+		if !d.null {
+			rec.ValueBytes = d.Value
+			if rec.ValueBytes == nil {
+				rec.ValueBytes = []byte{}
+			}
+		}
+		resp, err := producer.Produce(ctx, &skeinv1.ProduceRequest{Topic: topic, Records: []*skeinv1.ProduceRecord{rec}})
+		if err != nil {
+			return fmt.Errorf("replaying %s:%d@%d (%d replayed before it): %w", d.DLQTopic, d.DLQPartition, d.DLQOffset, len(done), err)
+		}
+		r := resp.GetResults()[0]
+		if r.GetErrorCode() != skeinv1.ErrorCode_NONE {
+			return fmt.Errorf("replaying %s:%d@%d (%d replayed before it): %s: %s", d.DLQTopic, d.DLQPartition, d.DLQOffset, len(done), r.GetErrorCode(), r.GetMessage())
+		}
+		done = append(done, replayed{d.DLQTopic, d.DLQPartition, d.DLQOffset, topic, r.GetPartition(), r.GetOffset()})
+		if !*f.json {
+			fmt.Fprintf(tw, "%s:%d@%d\t%s:%d@%d\n", d.DLQTopic, d.DLQPartition, d.DLQOffset, topic, r.GetPartition(), r.GetOffset())
+		}
+	}
+	if *f.json {
+		return writeJSON(stdio.Out, done)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdio.Err, "replayed %d record(s) of group %s from %s to %s\n", len(done), group, dlqTopic, topic)
+	return nil
+}
+
+// writeJSON prints v as indented JSON (bytes base64-encoded).
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
