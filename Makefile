@@ -51,6 +51,7 @@ test-integration: build
 .PHONY: test-python
 test-python: build
 	tests/python/run.sh
+	SKEIN_SECURE=1 tests/python/run.sh
 
 ## fuzz: each `func FuzzX` in the tree for $(FUZZTIME) (seed corpus committed under testdata/fuzz).
 ## Go's fuzzing coordinator sometimes reports "context deadline exceeded" when

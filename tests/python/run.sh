@@ -7,7 +7,9 @@
 # interpreters), and stops the cluster however the test ends.
 #
 # SKEIN_GATEWAY=host:port runs the test against that gateway instead of
-# starting a cluster. SKEIN_BIN_DIR overrides bin/.
+# starting a cluster. SKEIN_BIN_DIR overrides bin/. SKEIN_SECURE=1 starts
+# `skein dev --secure` and has the client talk TLS with the cluster's CA and
+# client certificate.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -53,7 +55,12 @@ if [ -z "$gateway" ]; then
     exit 1
   fi
   # Empty gateway addresses make skein dev pick free ports; it prints them.
-  "$bin/skein" dev --data-dir "$work/data" --bin-dir "$bin" \
+  secure=()
+  if [ "${SKEIN_SECURE:-}" = 1 ]; then
+    secure=(--secure)
+    export SKEIN_TLS_CA="$work/data/tls/ca.crt" SKEIN_TLS_CERT="$work/data/tls/client.crt" SKEIN_TLS_KEY="$work/data/tls/client.key"
+  fi
+  "$bin/skein" dev --data-dir "$work/data" --bin-dir "$bin" "${secure[@]}" \
     --gateway-http-addr '' --gateway-grpc-addr '' >"$work/dev.out" 2>&1 &
   dev_pid=$!
   for _ in $(seq 1 900); do

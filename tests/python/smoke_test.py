@@ -6,6 +6,7 @@ Usage: smoke_test.py HOST:PORT   (the gateway's gRPC address; the generated
 modules must be on PYTHONPATH)
 """
 
+import os
 import sys
 import time
 import unittest
@@ -46,7 +47,20 @@ def kafka_error(err):
 class SkeinClient(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.channel = grpc.insecure_channel(GATEWAY)
+        ca = os.environ.get("SKEIN_TLS_CA")
+        if ca:
+            # A secured gateway: TLS with the cluster's CA and the client
+            # certificate skein dev --secure issued.
+            def read(name):
+                path = os.environ.get(name)
+                return open(path, "rb").read() if path else None
+            creds = grpc.ssl_channel_credentials(
+                root_certificates=read("SKEIN_TLS_CA"),
+                private_key=read("SKEIN_TLS_KEY"),
+                certificate_chain=read("SKEIN_TLS_CERT"))
+            cls.channel = grpc.secure_channel(GATEWAY, creds)
+        else:
+            cls.channel = grpc.insecure_channel(GATEWAY)
         grpc.channel_ready_future(cls.channel).result(timeout=TIMEOUT)
         cls.admin = admin_pb2_grpc.AdminServiceStub(cls.channel)
         cls.producer = producer_pb2_grpc.ProducerServiceStub(cls.channel)
