@@ -4,9 +4,12 @@ package fault
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -18,6 +21,7 @@ import (
 
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/history"
+	"skein/libs/tlsconf"
 	"skein/tests/e2e"
 )
 
@@ -29,18 +33,40 @@ type devCluster struct {
 	http *http.Client
 }
 
-func startDev(t *testing.T) *devCluster {
+func startDev(t *testing.T, extra ...string) *devCluster {
 	t.Helper()
 	bin, err := e2e.BinDir()
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	d, err := e2e.StartDev(bin, dir, 90*time.Second)
+	d, err := e2e.StartDevWith(bin, dir, 90*time.Second, extra...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := &devCluster{t: t, dev: d, http: &http.Client{Timeout: 45 * time.Second}}
+	if slices.Contains(extra, "--secure") {
+		// The cluster's CA and client certificate, from cluster.json.
+		var cj struct {
+			TLS struct {
+				CA         string `json:"ca"`
+				ClientCert string `json:"client_cert"`
+				ClientKey  string `json:"client_key"`
+			} `json:"tls"`
+		}
+		raw, err := os.ReadFile(filepath.Join(dir, "cluster.json"))
+		if err == nil {
+			err = json.Unmarshal(raw, &cj)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc, err := tlsconf.ClientConfigFiles(cj.TLS.CA, cj.TLS.ClientCert, cj.TLS.ClientKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.http.Transport = &http.Transport{TLSClientConfig: tc}
+	}
 	t.Cleanup(func() {
 		// Nothing may stay paused, or the stop would wait for it.
 		for _, p := range c.processes() {
