@@ -42,8 +42,20 @@ test-short:
 ## each starts whole clusters on free loopback ports, and two starting at
 ## once on two cores can pick the same port before either binds it (and slow
 ## each other past the fault tests' time bounds).
-test-integration: build
+test-integration: build console-browser
 	$(GO) test -tags integration -count=1 -p 1 -timeout 30m skein/tests/... skein/services/controller/cmd/skein-controller/
+
+## console-browser: Debian's chromium for the console's browser test
+## (tests/console/install.sh: apt-get installs it when missing; without root
+## or sudo the test skips itself)
+.PHONY: console-browser test-console
+console-browser:
+	tests/console/install.sh
+
+## test-console: only the console's browser test (part of test-integration):
+## headless chromium against a `skein dev --console-demos` cluster
+test-console: build console-browser
+	$(GO) test -tags integration -count=1 -timeout 5m -run TestConsole skein/tests/console/...
 
 ## test-python: a Python client generated from proto/skein/v1 with Debian's
 ## protoc and gRPC plugin (apt-get installs them when missing) against a

@@ -87,7 +87,9 @@ function snapshot() {
     for (const b of state.cluster.brokers || []) s.brokers[b.id] = b.state;
     s.controller = state.cluster.controller_id;
   }
+  const showInternal = document.getElementById('show-internal').checked;
   for (const t of state.topics) {
+    if (t.internal && !showInternal) continue;
     for (const p of t.partitions || []) {
       s.partitions[`${t.name}/${p.partition}`] = { leader: p.leader, epoch: p.leader_epoch, isr: (p.isr || []).join(',') };
     }
@@ -338,19 +340,35 @@ async function produce(acks) {
 
 // ---- consumer groups ----
 
+function table(headers, rows) {
+  return el('table', {},
+    el('thead', {}, el('tr', {}, headers.map((h) => el('th', {}, h)))),
+    el('tbody', {}, rows));
+}
+
+function memberRow(m) {
+  const mine = state.members.some((x) => x.id === m.member_id) ? ' (this page)' : '';
+  const assigned = (m.assignment || []).map((a) => `${a.topic}: [${(a.partitions || []).join(', ')}]`).join('; ');
+  return el('tr', { 'data-member': m.member_id },
+    el('td', { class: 'nums' }, m.member_id.slice(0, 12) + mine),
+    el('td', {}, m.member_epoch),
+    el('td', {}, assigned || '(none yet)'));
+}
+
+function offsetRow(o) {
+  return el('tr', {},
+    el('td', {}, o.topic), el('td', {}, o.partition), el('td', {}, num(o.offset)),
+    el('td', {}, num(o.high_watermark)),
+    el('td', { class: num(o.lag) > 0 ? 'err' : 'ok' }, num(o.lag)));
+}
+
 function renderGroups() {
   const box = document.getElementById('groups');
   box.replaceChildren(...state.groups.map((g) => el('div', { class: 'group', 'data-group': g.group, 'data-epoch': g.group_epoch },
-    el('h3', {}, `${g.group} `, el('span', { class: 'muted' }, `${g.state}, epoch ${g.group_epoch}, assignor ${g.assignor || '-'}, total lag ${num(g.total_lag)}`)),
-    el('table', {}, el('thead', {}, el('tr', {}, ['member', 'epoch', 'assigned partitions'].map((h) => el('th', {}, h)))),
-      el('tbody', {}, (g.members || []).map((m) => el('tr', { 'data-member': m.member_id },
-        el('td', { class: 'nums' }, m.member_id.slice(0, 12) + (state.members.some((x) => x.id === m.member_id) ? ' (this page)' : '')),
-        el('td', {}, m.member_epoch),
-        el('td', {}, (m.assignment || []).map((a) => `${a.topic}: [${(a.partitions || []).join(', ')}]`).join('; ') || '(none yet)')))))),
-    el('table', {}, el('thead', {}, el('tr', {}, ['topic', 'partition', 'committed', 'high watermark', 'lag'].map((h) => el('th', {}, h)))),
-      el('tbody', {}, (g.offsets || []).map((o) => el('tr', {},
-        el('td', {}, o.topic), el('td', {}, o.partition), el('td', {}, num(o.offset)), el('td', {}, num(o.high_watermark)),
-        el('td', { class: num(o.lag) > 0 ? 'err' : 'ok' }, num(o.lag)))))))));
+    el('h3', {}, `${g.group} `, el('span', { class: 'muted' },
+      `${g.state}, epoch ${g.group_epoch}, assignor ${g.assignor || '-'}, total lag ${num(g.total_lag)}`)),
+    table(['member', 'epoch', 'assigned partitions'], (g.members || []).map(memberRow)),
+    table(['topic', 'partition', 'committed', 'high watermark', 'lag'], (g.offsets || []).map(offsetRow)))));
 }
 
 function renderMembers() {
