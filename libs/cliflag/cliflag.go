@@ -14,6 +14,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"skein/libs/tlsconf"
 )
 
 // EnvName is a flag's environment twin: SKEIN_ and the name in upper snake case.
@@ -56,6 +58,21 @@ func FillFromEnv(fs *flag.FlagSet, getenv func(string) string) error {
 // A wildcard listen address is reached on loopback.
 func Healthcheck(addr string, timeout time.Duration, stderr io.Writer) int {
 	return HealthcheckTLS(addr, timeout, nil, stderr)
+}
+
+// HealthcheckFiles is Healthcheck over HTTPS with the process's TLS files
+// when they are named (a process started with --tls-* serves HTTPS), over
+// HTTP otherwise; files that do not load exit 2.
+func HealthcheckFiles(addr string, timeout time.Duration, files tlsconf.Files, stderr io.Writer) int {
+	if !files.Enabled() {
+		return Healthcheck(addr, timeout, stderr)
+	}
+	src, err := tlsconf.Load(files)
+	if err != nil {
+		fmt.Fprintln(stderr, "healthcheck:", err)
+		return 2
+	}
+	return HealthcheckTLS(addr, timeout, src.ClientConfig(), stderr)
 }
 
 // HealthcheckTLS is Healthcheck over HTTPS with tc when tc is not nil.

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"skein/libs/cliflag"
-	"skein/libs/tlsconf"
 )
 
 func main() {
@@ -36,13 +35,5 @@ func healthcheck(args []string, getenv func(string) string, stderr io.Writer) in
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	if f := files(); f.Enabled() {
-		src, err := tlsconf.Load(f)
-		if err != nil {
-			fmt.Fprintln(stderr, "healthcheck:", err)
-			return 1
-		}
-		return cliflag.HealthcheckTLS(*addr, *timeout, src.ClientConfig(), stderr)
-	}
-	return cliflag.Healthcheck(*addr, *timeout, stderr)
+	return cliflag.HealthcheckFiles(*addr, *timeout, files(), stderr)
 }

@@ -145,13 +145,5 @@ func healthcheck(args []string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	if !files.Enabled() {
-		return cliflag.Healthcheck(*httpAddr, *timeout, os.Stderr)
-	}
-	src, err := tlsconf.Load(*files)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "healthcheck:", err)
-		return 2
-	}
-	return cliflag.HealthcheckTLS(*httpAddr, *timeout, src.ClientConfig(), os.Stderr)
+	return cliflag.HealthcheckFiles(*httpAddr, *timeout, *files, os.Stderr)
 }

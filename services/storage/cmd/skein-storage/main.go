@@ -303,15 +303,7 @@ func healthcheck(args []string) int {
 	if err := cliflag.Parse(fs, args, os.Getenv); err != nil {
 		return 2
 	}
-	if !files.Enabled() {
-		return cliflag.Healthcheck(*addr, *timeout, os.Stderr)
-	}
-	src, err := tlsconf.Load(*files)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "healthcheck:", err)
-		return 2
-	}
-	return cliflag.HealthcheckTLS(*addr, *timeout, src.ClientConfig(), os.Stderr)
+	return cliflag.HealthcheckFiles(*addr, *timeout, *files, os.Stderr)
 }
 
 // unreachableLeaders answers, for each heartbeat, the partitions whose
