@@ -66,9 +66,10 @@ Usage:
   skein group dlq-replay GROUP --topic T       (produce those records back to T)
   skein cluster
   skein dev [--data-dir DIR] [--storage-nodes N] [--bin-dir DIR]
-            [--gateway-http-addr 127.0.0.1:8080] [--gateway-grpc-addr 127.0.0.1:9090]
+            [--gateway-http-addr 127.0.0.1:8080] [--gateway-grpc-addr 127.0.0.1:9090] [--secure]
+  skein certs --dir DIR --name storage-1,gateway,client [--hosts storage-1,127.0.0.1] [--gossip-key]
 
-Every command but dev talks to a gateway's gRPC API: --gateway ADDR (env
+Every command but dev and certs talks to a gateway's gRPC API: --gateway ADDR (env
 SKEIN_GATEWAY, default 127.0.0.1:9090). Flags have environment twins
 SKEIN_<FLAG>, e.g. SKEIN_KEY_SEPARATOR. Add --json for the API's JSON output.
 `
@@ -98,6 +99,8 @@ func Main(args []string, io IO) int {
 		err = clusterCmd(ctx, args[1:], io)
 	case "dev":
 		err = devCmd(ctx, args[1:], io)
+	case "certs":
+		err = certsCmd(ctx, args[1:], io)
 	default:
 		err = usagef("unknown command %q", args[0])
 	}
