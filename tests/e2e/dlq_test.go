@@ -6,10 +6,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -183,6 +185,7 @@ func TestDeadLetterAfterFiveNacks(t *testing.T) {
 	ctx := testCtx(t, 5*time.Minute)
 	const topic, group = "payments", "billing-dlq"
 	createTopic(ctx, t, c, topic, 1, 3, map[string]string{"min.insync.replicas": "2"})
+	createTopic(ctx, t, c, "ledger", 1, 3, nil) // a topic the group does not read
 	var recs []ProduceRecord
 	for i := range 3 {
 		recs = append(recs, ProduceRecord{Key: ptr(fmt.Sprint("k", i)), Value: ptr(fmt.Sprint("v", i)),
@@ -323,7 +326,6 @@ func TestDeadLetterAfterFiveNacks(t *testing.T) {
 	}
 
 	// Bad nacks: each refused with its code, nothing changes.
-	createTopic(ctx, t, c, "ledger", 1, 3, nil)
 	bad := []struct {
 		name string
 		path string
@@ -486,6 +488,43 @@ func TestDeadLetterAfterFiveNacks(t *testing.T) {
 		t.Fatalf("stream nack past the high watermark: %v", n)
 	}
 	cancel()
+
+	// The counters of the coordinator that owns both groups now, the one
+	// left: it did every nack after the kill (the nacks before it may have
+	// been its too, while the coordinators were still sharing the
+	// partitions out at the start: at least, then).
+	owner := groupOwner(t, d, group)
+	resp, err := c.HC.Get("http://" + owner.HTTPAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []struct {
+		series string
+		min    float64
+		exact  bool
+	}{
+		{`skein_groupcoord_nacks_total{group="billing-dlq",topic="payments"}`, 4, false},
+		{`skein_groupcoord_redeliveries_total{group="billing-dlq",topic="payments"}`, 2, false},
+		{`skein_groupcoord_dead_lettered_total{group="billing-dlq",topic="payments"}`, 2, true},
+		{`skein_groupcoord_nacks_total{group="stream-dlq",topic="payments"}`, 2, true},
+		{`skein_groupcoord_redeliveries_total{group="stream-dlq",topic="payments"}`, 1, true},
+		{`skein_groupcoord_dead_lettered_total{group="stream-dlq",topic="payments"}`, 1, true},
+	} {
+		got := -1.0
+		for _, line := range strings.Split(string(raw), "\n") {
+			if v, ok := strings.CutPrefix(line, m.series+" "); ok {
+				got, _ = strconv.ParseFloat(v, 64)
+			}
+		}
+		if got < m.min || m.exact && got != m.min {
+			t.Errorf("%s-%d: %s is %v, want %v (at least: %v)", owner.Role, owner.ID, m.series, got, m.min, !m.exact)
+		}
+	}
 }
 
 // nackBody posts a nack body as is and answers the error.
