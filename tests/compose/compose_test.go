@@ -105,7 +105,7 @@ type cluster struct {
 	t        *testing.T
 	compose  []string // "docker compose" or "docker-compose"
 	v2       bool
-	file     string
+	files    []string // -f each, in order
 	env      []string
 	rest     string // http://127.0.0.1:PORT of the gateway's REST API
 	jaeger   string // http://127.0.0.1:PORT of Jaeger's query API
@@ -155,7 +155,7 @@ func newCluster(t *testing.T) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.file = filepath.Join(root, "docker-compose.yml")
+	c.files = []string{filepath.Join(root, "docker-compose.yml")}
 	restPort, grpcPort, jaegerPort := freePort(t), freePort(t), freePort(t)
 	c.env = append(os.Environ(), "SKEIN_REST_PORT="+restPort, "SKEIN_GRPC_PORT="+grpcPort, "JAEGER_QUERY_PORT="+jaegerPort)
 	c.rest, c.jaeger = "http://127.0.0.1:"+restPort, "http://127.0.0.1:"+jaegerPort
@@ -221,7 +221,11 @@ func freePort(t *testing.T) string {
 func (c *cluster) composeOut(timeout time.Duration, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	full := append(append(slices.Clone(c.compose[1:]), "-p", project, "-f", c.file), args...)
+	full := append(slices.Clone(c.compose[1:]), "-p", project)
+	for _, f := range c.files {
+		full = append(full, "-f", f)
+	}
+	full = append(full, args...)
 	cmd := exec.CommandContext(ctx, c.compose[0], full...)
 	cmd.Env = c.env
 	out, err := cmd.CombinedOutput()
