@@ -308,6 +308,17 @@ func TestConsole(t *testing.T) {
 			!%s.dataset.isr.split(',').includes('%s')`, leader, partitionRow(topic, 0), leader), 10*time.Second),
 		shot("04-leader-killed.png"))
 
+	// 5. The audit button reads the log back: the 30 records the page had
+	// acknowledged with acks=all are all still there after the kill.
+	run("audit the acknowledged records",
+		chromedp.Click(chromedp.CSS("#audit")),
+		waitJS(`document.querySelector('#produce-results li[data-audit]') !== null`, 15*time.Second),
+		shot("05-audit.png"))
+	if got := eval(`document.querySelector('#produce-results li[data-audit]').dataset.audit`); got != "0,0" {
+		t.Errorf("audit after the kill: lost (acks=1, acks=all) = %s, want 0,0: %s", got, eval(`document.querySelector('#produce-results li[data-audit]').textContent`))
+	}
+	t.Logf("audit: %s", eval(`document.querySelector('#produce-results li[data-audit]').textContent`))
+
 	// Exceptions and console errors fail the test whenever they happen;
 	// after the kill, the browser may log a failed request of the page.
 	for _, e := range perrs.list() {

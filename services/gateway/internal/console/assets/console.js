@@ -332,10 +332,81 @@ async function produce(acks) {
       (bad.length ? ` — ${bad[0].error_code}: ${bad[0].message}` : '');
     li.className = bad.length ? 'err' : 'ok';
     li.setAttribute('data-acks', label);
+    if (acks !== 0) {
+      results.forEach((x, i) => {
+        if (x.error_code === 'NONE' && num(x.offset) >= 0) {
+          acknowledged.push({ topic, partition: x.partition, offset: num(x.offset), value: records[i].value, acks: label });
+        }
+      });
+    }
   } catch (e) {
     li.textContent = `${now()}  acks=${label}: refused after ${(performance.now() - started).toFixed(1)} ms — ${e.message}`;
     li.className = 'err';
   }
+}
+
+// ---- audit: which acknowledged records are still in the log ----
+
+// Every record this page had acknowledged with acks=1 or acks=all.
+const acknowledged = [];
+
+// readPartition reads a partition from its start up to its high watermark:
+// the records (offset → value) and that high watermark.
+async function readPartition(topic, partition) {
+  const out = new Map();
+  let offset = 0;
+  let hw = 0;
+  for (let round = 0; round < 200; round++) {
+    const r = await api('GET', `/v1/topics/${encodeURIComponent(topic)}/partitions/${partition}/records?offset=${offset}&max_records=1000`);
+    for (const rec of r.records || []) out.set(num(rec.offset), rec.value);
+    hw = num(r.high_watermark);
+    const next = num(r.next_offset);
+    if (next <= offset || next >= hw) break;
+    offset = next;
+  }
+  return { log: out, hw };
+}
+
+// audit reads back every partition this page produced to and counts the
+// acknowledged records that are no longer at their offset. A record at or
+// above a partition's high watermark is not readable yet (a new leader
+// learns the high watermark from its followers a moment after it is
+// elected): the audit asks again for up to 5 s before it calls it lost.
+async function audit() {
+  const li = el('li', {}, `${now()}  audit of ${acknowledged.length} acknowledged record(s)… reading`);
+  document.getElementById('produce-results').prepend(li);
+  const byTP = new Map();
+  for (const a of acknowledged) {
+    const k = `${a.topic}\u0000${a.partition}`;
+    if (!byTP.has(k)) byTP.set(k, []);
+    byTP.get(k).push(a);
+  }
+  let lost, kept;
+  try {
+    for (let attempt = 0; attempt < 10; attempt++) {
+      lost = { '1': 0, 'all': 0 };
+      kept = { '1': 0, 'all': 0 };
+      let pending = 0;
+      for (const list of byTP.values()) {
+        const { log, hw } = await readPartition(list[0].topic, list[0].partition);
+        for (const a of list) {
+          if (log.get(a.offset) === a.value) kept[a.acks]++;
+          else if (a.offset >= hw) { pending++; lost[a.acks]++; }
+          else lost[a.acks]++;
+        }
+      }
+      if (pending === 0) break;
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
+  } catch (e) {
+    li.textContent = `${now()}  audit failed: ${e.message}`;
+    li.className = 'err';
+    return;
+  }
+  li.textContent = `${now()}  audit: acks=1 — ${kept['1']} still in the log, ${lost['1']} acknowledged and lost; ` +
+    `acks=all — ${kept['all']} still in the log, ${lost['all']} lost`;
+  li.className = lost['all'] > 0 ? 'err' : (lost['1'] > 0 ? 'warn' : 'ok');
+  li.setAttribute('data-audit', `${lost['1']},${lost['all']}`);
 }
 
 // ---- consumer groups ----
@@ -445,6 +516,7 @@ async function leave(m) {
 document.getElementById('create-topic').addEventListener('submit', createTopic);
 document.getElementById('join-group').addEventListener('submit', join);
 document.getElementById('show-internal').addEventListener('change', renderTopics);
+document.getElementById('audit').addEventListener('click', audit);
 for (const b of document.querySelectorAll('button.acks')) {
   b.addEventListener('click', () => produce(Number(b.dataset.acks)));
 }
