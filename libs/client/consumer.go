@@ -303,7 +303,16 @@ type PartitionOffset struct {
 	Offset      int64
 	Timestamp   int64
 	LeaderEpoch int32
-	Err         error
+	// Replicas are the log end offsets the leader knows, its own and its
+	// followers' (each as of its latest fetch), by replica id.
+	Replicas []ReplicaOffset
+	Err      error
+}
+
+// ReplicaOffset is one replica's log end offset as its leader knows it.
+type ReplicaOffset struct {
+	Replica      int32
+	LogEndOffset int64
 }
 
 // ListOffsets asks each partition's leader for an offset: LatestOffset (the
@@ -350,8 +359,11 @@ func (c *Client) ListOffsets(ctx context.Context, topic string, partitions []int
 				}
 				for _, r := range resp.GetPartitions() {
 					po := &PartitionOffset{Partition: r.GetPartition(), Offset: r.GetOffset(), Timestamp: r.GetTimestamp(), LeaderEpoch: r.GetLeaderEpoch()}
+					for _, ro := range r.GetReplicaOffsets() {
+						po.Replicas = append(po.Replicas, ReplicaOffset{Replica: ro.GetReplica(), LogEndOffset: ro.GetLogEndOffset()})
+					}
 					if code := r.GetErrorCode(); code != skeinv1.ErrorCode_NONE {
-						po.Offset, po.Err = -1, errs.Errorf(errs.ForCode(errs.Code(code)), "%s", r.GetErrorMessage())
+						po.Offset, po.Replicas, po.Err = -1, nil, errs.Errorf(errs.ForCode(errs.Code(code)), "%s", r.GetErrorMessage())
 					}
 					results[r.GetPartition()] = po
 				}

@@ -565,8 +565,13 @@ type PartitionDescription struct {
 	LogStartOffset   int64   `protobuf:"varint,6,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
 	HighWatermark    int64   `protobuf:"varint,7,opt,name=high_watermark,json=highWatermark,proto3" json:"high_watermark,omitempty"`
 	LastStableOffset int64   `protobuf:"varint,8,opt,name=last_stable_offset,json=lastStableOffset,proto3" json:"last_stable_offset,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Each replica's log end offset as the leader knows it: its own, and a
+	// follower's as of its latest fetch. A replica the leader has no figure
+	// for (it has not fetched since the leader took over, or the leader did
+	// not answer) is left out.
+	ReplicaOffsets []*ReplicaOffset `protobuf:"bytes,9,rep,name=replica_offsets,json=replicaOffsets,proto3" json:"replica_offsets,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *PartitionDescription) Reset() {
@@ -655,6 +660,66 @@ func (x *PartitionDescription) GetLastStableOffset() int64 {
 	return 0
 }
 
+func (x *PartitionDescription) GetReplicaOffsets() []*ReplicaOffset {
+	if x != nil {
+		return x.ReplicaOffsets
+	}
+	return nil
+}
+
+// ReplicaOffset is one replica's log end offset.
+type ReplicaOffset struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Replica       int32                  `protobuf:"varint,1,opt,name=replica,proto3" json:"replica,omitempty"`
+	LogEndOffset  int64                  `protobuf:"varint,2,opt,name=log_end_offset,json=logEndOffset,proto3" json:"log_end_offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaOffset) Reset() {
+	*x = ReplicaOffset{}
+	mi := &file_skein_v1_admin_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaOffset) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaOffset) ProtoMessage() {}
+
+func (x *ReplicaOffset) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_v1_admin_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaOffset.ProtoReflect.Descriptor instead.
+func (*ReplicaOffset) Descriptor() ([]byte, []int) {
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ReplicaOffset) GetReplica() int32 {
+	if x != nil {
+		return x.Replica
+	}
+	return 0
+}
+
+func (x *ReplicaOffset) GetLogEndOffset() int64 {
+	if x != nil {
+		return x.LogEndOffset
+	}
+	return 0
+}
+
 type ListTopicsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Include internal topics (__consumer_offsets, __transaction_state).
@@ -665,7 +730,7 @@ type ListTopicsRequest struct {
 
 func (x *ListTopicsRequest) Reset() {
 	*x = ListTopicsRequest{}
-	mi := &file_skein_v1_admin_proto_msgTypes[8]
+	mi := &file_skein_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -677,7 +742,7 @@ func (x *ListTopicsRequest) String() string {
 func (*ListTopicsRequest) ProtoMessage() {}
 
 func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[8]
+	mi := &file_skein_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -690,7 +755,7 @@ func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsRequest.ProtoReflect.Descriptor instead.
 func (*ListTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListTopicsRequest) GetIncludeInternal() bool {
@@ -709,7 +774,7 @@ type ListTopicsResponse struct {
 
 func (x *ListTopicsResponse) Reset() {
 	*x = ListTopicsResponse{}
-	mi := &file_skein_v1_admin_proto_msgTypes[9]
+	mi := &file_skein_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -721,7 +786,7 @@ func (x *ListTopicsResponse) String() string {
 func (*ListTopicsResponse) ProtoMessage() {}
 
 func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[9]
+	mi := &file_skein_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -734,7 +799,7 @@ func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsResponse.ProtoReflect.Descriptor instead.
 func (*ListTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListTopicsResponse) GetTopics() []*TopicSummary {
@@ -756,7 +821,7 @@ type TopicSummary struct {
 
 func (x *TopicSummary) Reset() {
 	*x = TopicSummary{}
-	mi := &file_skein_v1_admin_proto_msgTypes[10]
+	mi := &file_skein_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -768,7 +833,7 @@ func (x *TopicSummary) String() string {
 func (*TopicSummary) ProtoMessage() {}
 
 func (x *TopicSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[10]
+	mi := &file_skein_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -781,7 +846,7 @@ func (x *TopicSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicSummary.ProtoReflect.Descriptor instead.
 func (*TopicSummary) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TopicSummary) GetName() string {
@@ -821,7 +886,7 @@ type DescribeTopicRequest struct {
 
 func (x *DescribeTopicRequest) Reset() {
 	*x = DescribeTopicRequest{}
-	mi := &file_skein_v1_admin_proto_msgTypes[11]
+	mi := &file_skein_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -833,7 +898,7 @@ func (x *DescribeTopicRequest) String() string {
 func (*DescribeTopicRequest) ProtoMessage() {}
 
 func (x *DescribeTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[11]
+	mi := &file_skein_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -846,7 +911,7 @@ func (x *DescribeTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicRequest.ProtoReflect.Descriptor instead.
 func (*DescribeTopicRequest) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DescribeTopicRequest) GetTopic() string {
@@ -865,7 +930,7 @@ type DescribeTopicResponse struct {
 
 func (x *DescribeTopicResponse) Reset() {
 	*x = DescribeTopicResponse{}
-	mi := &file_skein_v1_admin_proto_msgTypes[12]
+	mi := &file_skein_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -877,7 +942,7 @@ func (x *DescribeTopicResponse) String() string {
 func (*DescribeTopicResponse) ProtoMessage() {}
 
 func (x *DescribeTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[12]
+	mi := &file_skein_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -890,7 +955,7 @@ func (x *DescribeTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicResponse.ProtoReflect.Descriptor instead.
 func (*DescribeTopicResponse) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DescribeTopicResponse) GetTopic() *TopicDescription {
@@ -909,7 +974,7 @@ type DeleteTopicRequest struct {
 
 func (x *DeleteTopicRequest) Reset() {
 	*x = DeleteTopicRequest{}
-	mi := &file_skein_v1_admin_proto_msgTypes[13]
+	mi := &file_skein_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -921,7 +986,7 @@ func (x *DeleteTopicRequest) String() string {
 func (*DeleteTopicRequest) ProtoMessage() {}
 
 func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[13]
+	mi := &file_skein_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -934,7 +999,7 @@ func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeleteTopicRequest) GetTopic() string {
@@ -953,7 +1018,7 @@ type DeleteTopicResponse struct {
 
 func (x *DeleteTopicResponse) Reset() {
 	*x = DeleteTopicResponse{}
-	mi := &file_skein_v1_admin_proto_msgTypes[14]
+	mi := &file_skein_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -965,7 +1030,7 @@ func (x *DeleteTopicResponse) String() string {
 func (*DeleteTopicResponse) ProtoMessage() {}
 
 func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[14]
+	mi := &file_skein_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -978,7 +1043,7 @@ func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeleteTopicResponse) GetTopic() string {
@@ -999,7 +1064,7 @@ type CreatePartitionsRequest struct {
 
 func (x *CreatePartitionsRequest) Reset() {
 	*x = CreatePartitionsRequest{}
-	mi := &file_skein_v1_admin_proto_msgTypes[15]
+	mi := &file_skein_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1011,7 +1076,7 @@ func (x *CreatePartitionsRequest) String() string {
 func (*CreatePartitionsRequest) ProtoMessage() {}
 
 func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[15]
+	mi := &file_skein_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1024,7 +1089,7 @@ func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsRequest.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CreatePartitionsRequest) GetTopic() string {
@@ -1050,7 +1115,7 @@ type CreatePartitionsResponse struct {
 
 func (x *CreatePartitionsResponse) Reset() {
 	*x = CreatePartitionsResponse{}
-	mi := &file_skein_v1_admin_proto_msgTypes[16]
+	mi := &file_skein_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1062,7 +1127,7 @@ func (x *CreatePartitionsResponse) String() string {
 func (*CreatePartitionsResponse) ProtoMessage() {}
 
 func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[16]
+	mi := &file_skein_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1075,7 +1140,7 @@ func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsResponse.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsResponse) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CreatePartitionsResponse) GetTopic() *TopicDescription {
@@ -1095,7 +1160,7 @@ type AlterTopicConfigsRequest struct {
 
 func (x *AlterTopicConfigsRequest) Reset() {
 	*x = AlterTopicConfigsRequest{}
-	mi := &file_skein_v1_admin_proto_msgTypes[17]
+	mi := &file_skein_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1107,7 +1172,7 @@ func (x *AlterTopicConfigsRequest) String() string {
 func (*AlterTopicConfigsRequest) ProtoMessage() {}
 
 func (x *AlterTopicConfigsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[17]
+	mi := &file_skein_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1120,7 +1185,7 @@ func (x *AlterTopicConfigsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterTopicConfigsRequest.ProtoReflect.Descriptor instead.
 func (*AlterTopicConfigsRequest) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AlterTopicConfigsRequest) GetTopic() string {
@@ -1146,7 +1211,7 @@ type AlterTopicConfigsResponse struct {
 
 func (x *AlterTopicConfigsResponse) Reset() {
 	*x = AlterTopicConfigsResponse{}
-	mi := &file_skein_v1_admin_proto_msgTypes[18]
+	mi := &file_skein_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1158,7 +1223,7 @@ func (x *AlterTopicConfigsResponse) String() string {
 func (*AlterTopicConfigsResponse) ProtoMessage() {}
 
 func (x *AlterTopicConfigsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[18]
+	mi := &file_skein_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1171,7 +1236,7 @@ func (x *AlterTopicConfigsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterTopicConfigsResponse.ProtoReflect.Descriptor instead.
 func (*AlterTopicConfigsResponse) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AlterTopicConfigsResponse) GetTopic() *TopicDescription {
@@ -1194,7 +1259,7 @@ type ListOffsetsRequest struct {
 
 func (x *ListOffsetsRequest) Reset() {
 	*x = ListOffsetsRequest{}
-	mi := &file_skein_v1_admin_proto_msgTypes[19]
+	mi := &file_skein_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1206,7 +1271,7 @@ func (x *ListOffsetsRequest) String() string {
 func (*ListOffsetsRequest) ProtoMessage() {}
 
 func (x *ListOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[19]
+	mi := &file_skein_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1219,7 +1284,7 @@ func (x *ListOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*ListOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListOffsetsRequest) GetTopic() string {
@@ -1259,7 +1324,7 @@ type ListOffsetsResponse struct {
 
 func (x *ListOffsetsResponse) Reset() {
 	*x = ListOffsetsResponse{}
-	mi := &file_skein_v1_admin_proto_msgTypes[20]
+	mi := &file_skein_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1271,7 +1336,7 @@ func (x *ListOffsetsResponse) String() string {
 func (*ListOffsetsResponse) ProtoMessage() {}
 
 func (x *ListOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[20]
+	mi := &file_skein_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1284,7 +1349,7 @@ func (x *ListOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*ListOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListOffsetsResponse) GetOffsets() []*PartitionOffset {
@@ -1308,7 +1373,7 @@ type PartitionOffset struct {
 
 func (x *PartitionOffset) Reset() {
 	*x = PartitionOffset{}
-	mi := &file_skein_v1_admin_proto_msgTypes[21]
+	mi := &file_skein_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1320,7 +1385,7 @@ func (x *PartitionOffset) String() string {
 func (*PartitionOffset) ProtoMessage() {}
 
 func (x *PartitionOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[21]
+	mi := &file_skein_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1333,7 +1398,7 @@ func (x *PartitionOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionOffset.ProtoReflect.Descriptor instead.
 func (*PartitionOffset) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PartitionOffset) GetPartition() int32 {
@@ -1382,7 +1447,7 @@ type ElectLeadersRequest struct {
 
 func (x *ElectLeadersRequest) Reset() {
 	*x = ElectLeadersRequest{}
-	mi := &file_skein_v1_admin_proto_msgTypes[22]
+	mi := &file_skein_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1394,7 +1459,7 @@ func (x *ElectLeadersRequest) String() string {
 func (*ElectLeadersRequest) ProtoMessage() {}
 
 func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[22]
+	mi := &file_skein_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1407,7 +1472,7 @@ func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersRequest.ProtoReflect.Descriptor instead.
 func (*ElectLeadersRequest) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ElectLeadersRequest) GetTopic() string {
@@ -1433,7 +1498,7 @@ type ElectLeadersResponse struct {
 
 func (x *ElectLeadersResponse) Reset() {
 	*x = ElectLeadersResponse{}
-	mi := &file_skein_v1_admin_proto_msgTypes[23]
+	mi := &file_skein_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1445,7 +1510,7 @@ func (x *ElectLeadersResponse) String() string {
 func (*ElectLeadersResponse) ProtoMessage() {}
 
 func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[23]
+	mi := &file_skein_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1458,7 +1523,7 @@ func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersResponse.ProtoReflect.Descriptor instead.
 func (*ElectLeadersResponse) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ElectLeadersResponse) GetResults() []*ElectionResult {
@@ -1481,7 +1546,7 @@ type ElectionResult struct {
 
 func (x *ElectionResult) Reset() {
 	*x = ElectionResult{}
-	mi := &file_skein_v1_admin_proto_msgTypes[24]
+	mi := &file_skein_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1493,7 +1558,7 @@ func (x *ElectionResult) String() string {
 func (*ElectionResult) ProtoMessage() {}
 
 func (x *ElectionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[24]
+	mi := &file_skein_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1506,7 +1571,7 @@ func (x *ElectionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectionResult.ProtoReflect.Descriptor instead.
 func (*ElectionResult) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ElectionResult) GetTopic() string {
@@ -1591,7 +1656,7 @@ const file_skein_v1_admin_proto_rawDesc = "" +
 	"\btopic_id\x18\x06 \x01(\tR\atopicId\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9c\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xde\x02\n" +
 	"\x14PartitionDescription\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\x05R\x06leader\x12!\n" +
@@ -1600,7 +1665,11 @@ const file_skein_v1_admin_proto_rawDesc = "" +
 	"\x03isr\x18\x05 \x03(\x05R\x03isr\x12(\n" +
 	"\x10log_start_offset\x18\x06 \x01(\x03R\x0elogStartOffset\x12%\n" +
 	"\x0ehigh_watermark\x18\a \x01(\x03R\rhighWatermark\x12,\n" +
-	"\x12last_stable_offset\x18\b \x01(\x03R\x10lastStableOffset\">\n" +
+	"\x12last_stable_offset\x18\b \x01(\x03R\x10lastStableOffset\x12@\n" +
+	"\x0freplica_offsets\x18\t \x03(\v2\x17.skein.v1.ReplicaOffsetR\x0ereplicaOffsets\"O\n" +
+	"\rReplicaOffset\x12\x18\n" +
+	"\areplica\x18\x01 \x01(\x05R\areplica\x12$\n" +
+	"\x0elog_end_offset\x18\x02 \x01(\x03R\flogEndOffset\">\n" +
 	"\x11ListTopicsRequest\x12)\n" +
 	"\x10include_internal\x18\x01 \x01(\bR\x0fincludeInternal\"D\n" +
 	"\x12ListTopicsResponse\x12.\n" +
@@ -1696,7 +1765,7 @@ func file_skein_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_skein_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_skein_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_skein_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_skein_v1_admin_proto_goTypes = []any{
 	(OffsetSpec)(0),                   // 0: skein.v1.OffsetSpec
 	(ElectionType)(0),                 // 1: skein.v1.ElectionType
@@ -1708,71 +1777,73 @@ var file_skein_v1_admin_proto_goTypes = []any{
 	(*CreateTopicResponse)(nil),       // 7: skein.v1.CreateTopicResponse
 	(*TopicDescription)(nil),          // 8: skein.v1.TopicDescription
 	(*PartitionDescription)(nil),      // 9: skein.v1.PartitionDescription
-	(*ListTopicsRequest)(nil),         // 10: skein.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),        // 11: skein.v1.ListTopicsResponse
-	(*TopicSummary)(nil),              // 12: skein.v1.TopicSummary
-	(*DescribeTopicRequest)(nil),      // 13: skein.v1.DescribeTopicRequest
-	(*DescribeTopicResponse)(nil),     // 14: skein.v1.DescribeTopicResponse
-	(*DeleteTopicRequest)(nil),        // 15: skein.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),       // 16: skein.v1.DeleteTopicResponse
-	(*CreatePartitionsRequest)(nil),   // 17: skein.v1.CreatePartitionsRequest
-	(*CreatePartitionsResponse)(nil),  // 18: skein.v1.CreatePartitionsResponse
-	(*AlterTopicConfigsRequest)(nil),  // 19: skein.v1.AlterTopicConfigsRequest
-	(*AlterTopicConfigsResponse)(nil), // 20: skein.v1.AlterTopicConfigsResponse
-	(*ListOffsetsRequest)(nil),        // 21: skein.v1.ListOffsetsRequest
-	(*ListOffsetsResponse)(nil),       // 22: skein.v1.ListOffsetsResponse
-	(*PartitionOffset)(nil),           // 23: skein.v1.PartitionOffset
-	(*ElectLeadersRequest)(nil),       // 24: skein.v1.ElectLeadersRequest
-	(*ElectLeadersResponse)(nil),      // 25: skein.v1.ElectLeadersResponse
-	(*ElectionResult)(nil),            // 26: skein.v1.ElectionResult
-	nil,                               // 27: skein.v1.CreateTopicRequest.ConfigsEntry
-	nil,                               // 28: skein.v1.TopicDescription.ConfigsEntry
-	nil,                               // 29: skein.v1.AlterTopicConfigsRequest.ConfigsEntry
-	(IsolationLevel)(0),               // 30: skein.v1.IsolationLevel
-	(ErrorCode)(0),                    // 31: skein.v1.ErrorCode
+	(*ReplicaOffset)(nil),             // 10: skein.v1.ReplicaOffset
+	(*ListTopicsRequest)(nil),         // 11: skein.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),        // 12: skein.v1.ListTopicsResponse
+	(*TopicSummary)(nil),              // 13: skein.v1.TopicSummary
+	(*DescribeTopicRequest)(nil),      // 14: skein.v1.DescribeTopicRequest
+	(*DescribeTopicResponse)(nil),     // 15: skein.v1.DescribeTopicResponse
+	(*DeleteTopicRequest)(nil),        // 16: skein.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),       // 17: skein.v1.DeleteTopicResponse
+	(*CreatePartitionsRequest)(nil),   // 18: skein.v1.CreatePartitionsRequest
+	(*CreatePartitionsResponse)(nil),  // 19: skein.v1.CreatePartitionsResponse
+	(*AlterTopicConfigsRequest)(nil),  // 20: skein.v1.AlterTopicConfigsRequest
+	(*AlterTopicConfigsResponse)(nil), // 21: skein.v1.AlterTopicConfigsResponse
+	(*ListOffsetsRequest)(nil),        // 22: skein.v1.ListOffsetsRequest
+	(*ListOffsetsResponse)(nil),       // 23: skein.v1.ListOffsetsResponse
+	(*PartitionOffset)(nil),           // 24: skein.v1.PartitionOffset
+	(*ElectLeadersRequest)(nil),       // 25: skein.v1.ElectLeadersRequest
+	(*ElectLeadersResponse)(nil),      // 26: skein.v1.ElectLeadersResponse
+	(*ElectionResult)(nil),            // 27: skein.v1.ElectionResult
+	nil,                               // 28: skein.v1.CreateTopicRequest.ConfigsEntry
+	nil,                               // 29: skein.v1.TopicDescription.ConfigsEntry
+	nil,                               // 30: skein.v1.AlterTopicConfigsRequest.ConfigsEntry
+	(IsolationLevel)(0),               // 31: skein.v1.IsolationLevel
+	(ErrorCode)(0),                    // 32: skein.v1.ErrorCode
 }
 var file_skein_v1_admin_proto_depIdxs = []int32{
 	4,  // 0: skein.v1.GetClusterResponse.brokers:type_name -> skein.v1.BrokerInfo
 	5,  // 1: skein.v1.GetClusterResponse.controllers:type_name -> skein.v1.ControllerInfo
-	27, // 2: skein.v1.CreateTopicRequest.configs:type_name -> skein.v1.CreateTopicRequest.ConfigsEntry
+	28, // 2: skein.v1.CreateTopicRequest.configs:type_name -> skein.v1.CreateTopicRequest.ConfigsEntry
 	8,  // 3: skein.v1.CreateTopicResponse.topic:type_name -> skein.v1.TopicDescription
-	28, // 4: skein.v1.TopicDescription.configs:type_name -> skein.v1.TopicDescription.ConfigsEntry
+	29, // 4: skein.v1.TopicDescription.configs:type_name -> skein.v1.TopicDescription.ConfigsEntry
 	9,  // 5: skein.v1.TopicDescription.partitions:type_name -> skein.v1.PartitionDescription
-	12, // 6: skein.v1.ListTopicsResponse.topics:type_name -> skein.v1.TopicSummary
-	8,  // 7: skein.v1.DescribeTopicResponse.topic:type_name -> skein.v1.TopicDescription
-	8,  // 8: skein.v1.CreatePartitionsResponse.topic:type_name -> skein.v1.TopicDescription
-	29, // 9: skein.v1.AlterTopicConfigsRequest.configs:type_name -> skein.v1.AlterTopicConfigsRequest.ConfigsEntry
-	8,  // 10: skein.v1.AlterTopicConfigsResponse.topic:type_name -> skein.v1.TopicDescription
-	0,  // 11: skein.v1.ListOffsetsRequest.spec:type_name -> skein.v1.OffsetSpec
-	30, // 12: skein.v1.ListOffsetsRequest.isolation_level:type_name -> skein.v1.IsolationLevel
-	23, // 13: skein.v1.ListOffsetsResponse.offsets:type_name -> skein.v1.PartitionOffset
-	31, // 14: skein.v1.PartitionOffset.error_code:type_name -> skein.v1.ErrorCode
-	1,  // 15: skein.v1.ElectLeadersRequest.type:type_name -> skein.v1.ElectionType
-	26, // 16: skein.v1.ElectLeadersResponse.results:type_name -> skein.v1.ElectionResult
-	31, // 17: skein.v1.ElectionResult.error_code:type_name -> skein.v1.ErrorCode
-	2,  // 18: skein.v1.AdminService.GetCluster:input_type -> skein.v1.GetClusterRequest
-	6,  // 19: skein.v1.AdminService.CreateTopic:input_type -> skein.v1.CreateTopicRequest
-	10, // 20: skein.v1.AdminService.ListTopics:input_type -> skein.v1.ListTopicsRequest
-	13, // 21: skein.v1.AdminService.DescribeTopic:input_type -> skein.v1.DescribeTopicRequest
-	15, // 22: skein.v1.AdminService.DeleteTopic:input_type -> skein.v1.DeleteTopicRequest
-	17, // 23: skein.v1.AdminService.CreatePartitions:input_type -> skein.v1.CreatePartitionsRequest
-	19, // 24: skein.v1.AdminService.AlterTopicConfigs:input_type -> skein.v1.AlterTopicConfigsRequest
-	21, // 25: skein.v1.AdminService.ListOffsets:input_type -> skein.v1.ListOffsetsRequest
-	24, // 26: skein.v1.AdminService.ElectLeaders:input_type -> skein.v1.ElectLeadersRequest
-	3,  // 27: skein.v1.AdminService.GetCluster:output_type -> skein.v1.GetClusterResponse
-	7,  // 28: skein.v1.AdminService.CreateTopic:output_type -> skein.v1.CreateTopicResponse
-	11, // 29: skein.v1.AdminService.ListTopics:output_type -> skein.v1.ListTopicsResponse
-	14, // 30: skein.v1.AdminService.DescribeTopic:output_type -> skein.v1.DescribeTopicResponse
-	16, // 31: skein.v1.AdminService.DeleteTopic:output_type -> skein.v1.DeleteTopicResponse
-	18, // 32: skein.v1.AdminService.CreatePartitions:output_type -> skein.v1.CreatePartitionsResponse
-	20, // 33: skein.v1.AdminService.AlterTopicConfigs:output_type -> skein.v1.AlterTopicConfigsResponse
-	22, // 34: skein.v1.AdminService.ListOffsets:output_type -> skein.v1.ListOffsetsResponse
-	25, // 35: skein.v1.AdminService.ElectLeaders:output_type -> skein.v1.ElectLeadersResponse
-	27, // [27:36] is the sub-list for method output_type
-	18, // [18:27] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	10, // 6: skein.v1.PartitionDescription.replica_offsets:type_name -> skein.v1.ReplicaOffset
+	13, // 7: skein.v1.ListTopicsResponse.topics:type_name -> skein.v1.TopicSummary
+	8,  // 8: skein.v1.DescribeTopicResponse.topic:type_name -> skein.v1.TopicDescription
+	8,  // 9: skein.v1.CreatePartitionsResponse.topic:type_name -> skein.v1.TopicDescription
+	30, // 10: skein.v1.AlterTopicConfigsRequest.configs:type_name -> skein.v1.AlterTopicConfigsRequest.ConfigsEntry
+	8,  // 11: skein.v1.AlterTopicConfigsResponse.topic:type_name -> skein.v1.TopicDescription
+	0,  // 12: skein.v1.ListOffsetsRequest.spec:type_name -> skein.v1.OffsetSpec
+	31, // 13: skein.v1.ListOffsetsRequest.isolation_level:type_name -> skein.v1.IsolationLevel
+	24, // 14: skein.v1.ListOffsetsResponse.offsets:type_name -> skein.v1.PartitionOffset
+	32, // 15: skein.v1.PartitionOffset.error_code:type_name -> skein.v1.ErrorCode
+	1,  // 16: skein.v1.ElectLeadersRequest.type:type_name -> skein.v1.ElectionType
+	27, // 17: skein.v1.ElectLeadersResponse.results:type_name -> skein.v1.ElectionResult
+	32, // 18: skein.v1.ElectionResult.error_code:type_name -> skein.v1.ErrorCode
+	2,  // 19: skein.v1.AdminService.GetCluster:input_type -> skein.v1.GetClusterRequest
+	6,  // 20: skein.v1.AdminService.CreateTopic:input_type -> skein.v1.CreateTopicRequest
+	11, // 21: skein.v1.AdminService.ListTopics:input_type -> skein.v1.ListTopicsRequest
+	14, // 22: skein.v1.AdminService.DescribeTopic:input_type -> skein.v1.DescribeTopicRequest
+	16, // 23: skein.v1.AdminService.DeleteTopic:input_type -> skein.v1.DeleteTopicRequest
+	18, // 24: skein.v1.AdminService.CreatePartitions:input_type -> skein.v1.CreatePartitionsRequest
+	20, // 25: skein.v1.AdminService.AlterTopicConfigs:input_type -> skein.v1.AlterTopicConfigsRequest
+	22, // 26: skein.v1.AdminService.ListOffsets:input_type -> skein.v1.ListOffsetsRequest
+	25, // 27: skein.v1.AdminService.ElectLeaders:input_type -> skein.v1.ElectLeadersRequest
+	3,  // 28: skein.v1.AdminService.GetCluster:output_type -> skein.v1.GetClusterResponse
+	7,  // 29: skein.v1.AdminService.CreateTopic:output_type -> skein.v1.CreateTopicResponse
+	12, // 30: skein.v1.AdminService.ListTopics:output_type -> skein.v1.ListTopicsResponse
+	15, // 31: skein.v1.AdminService.DescribeTopic:output_type -> skein.v1.DescribeTopicResponse
+	17, // 32: skein.v1.AdminService.DeleteTopic:output_type -> skein.v1.DeleteTopicResponse
+	19, // 33: skein.v1.AdminService.CreatePartitions:output_type -> skein.v1.CreatePartitionsResponse
+	21, // 34: skein.v1.AdminService.AlterTopicConfigs:output_type -> skein.v1.AlterTopicConfigsResponse
+	23, // 35: skein.v1.AdminService.ListOffsets:output_type -> skein.v1.ListOffsetsResponse
+	26, // 36: skein.v1.AdminService.ElectLeaders:output_type -> skein.v1.ElectLeadersResponse
+	28, // [28:37] is the sub-list for method output_type
+	19, // [19:28] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_skein_v1_admin_proto_init() }
@@ -1789,7 +1860,7 @@ func file_skein_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skein_v1_admin_proto_rawDesc), len(file_skein_v1_admin_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   28,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

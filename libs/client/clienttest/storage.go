@@ -27,6 +27,8 @@ type partitionLog struct {
 	grew     chan struct{}            // closed and replaced when the log grows
 	seqs     map[int64][]writtenBatch // per producer id, its batches in order (of its epoch)
 	epochs   map[int64]int16          // per producer id, its epoch
+	// followerLEO: what SetFollowerLEO told this node its followers' LEOs are.
+	followerLEO map[int32]int64
 }
 
 type writtenBatch struct {
@@ -236,6 +238,19 @@ func (s *Storage) SetLogStart(topic string, partition int32, offset int64) {
 	if l.leo < offset {
 		l.leo = offset
 	}
+}
+
+// SetFollowerLEO sets the log end offset this node, as the partition's
+// leader, reports for a follower in ListOffsets answers (the fake does not
+// replicate, so followers have no LEO unless told).
+func (s *Storage) SetFollowerLEO(topic string, partition, replica int32, leo int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.logLocked(tp{topic, partition})
+	if l.followerLEO == nil {
+		l.followerLEO = map[int32]int64{}
+	}
+	l.followerLEO[replica] = leo
 }
 
 // Fetches returns the fetch requests received so far.
@@ -508,6 +523,13 @@ func (s *Storage) ListOffsets(_ context.Context, req *storagev1.ListOffsetsReque
 		}
 		s.mu.Lock()
 		l := s.logLocked(tp{lp.GetTopic(), lp.GetPartition()})
+		r.ReplicaOffsets = []*storagev1.ReplicaLogEnd{{Replica: s.ID, LogEndOffset: l.leo}}
+		for id, leo := range l.followerLEO {
+			if id != s.ID {
+				r.ReplicaOffsets = append(r.ReplicaOffsets, &storagev1.ReplicaLogEnd{Replica: id, LogEndOffset: leo})
+			}
+		}
+		slices.SortFunc(r.ReplicaOffsets, func(a, b *storagev1.ReplicaLogEnd) int { return int(a.GetReplica()) - int(b.GetReplica()) })
 		switch ts := lp.GetTimestamp(); ts {
 		case -1:
 			r.Offset = l.leo

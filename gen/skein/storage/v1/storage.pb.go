@@ -1563,16 +1563,20 @@ func (x *ListOffsetsResponse) GetPartitions() []*ListOffsetsResult {
 }
 
 type ListOffsetsResult struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
-	ErrorCode     v1.ErrorCode           `protobuf:"varint,3,opt,name=error_code,json=errorCode,proto3,enum=skein.v1.ErrorCode" json:"error_code,omitempty"`
-	ErrorMessage  string                 `protobuf:"bytes,4,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
-	Timestamp     int64                  `protobuf:"varint,5,opt,name=timestamp,proto3" json:"timestamp,omitempty"`
-	Offset        int64                  `protobuf:"varint,6,opt,name=offset,proto3" json:"offset,omitempty"`
-	LeaderEpoch   int32                  `protobuf:"varint,7,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Topic        string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition    int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	ErrorCode    v1.ErrorCode           `protobuf:"varint,3,opt,name=error_code,json=errorCode,proto3,enum=skein.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage string                 `protobuf:"bytes,4,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	Timestamp    int64                  `protobuf:"varint,5,opt,name=timestamp,proto3" json:"timestamp,omitempty"`
+	Offset       int64                  `protobuf:"varint,6,opt,name=offset,proto3" json:"offset,omitempty"`
+	LeaderEpoch  int32                  `protobuf:"varint,7,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	// The leader's own log end offset and each follower's last known one
+	// (the offset of its latest fetch), by replica id. A follower that has
+	// not fetched since this leader took over is left out.
+	ReplicaOffsets []*ReplicaLogEnd `protobuf:"bytes,8,rep,name=replica_offsets,json=replicaOffsets,proto3" json:"replica_offsets,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ListOffsetsResult) Reset() {
@@ -1654,6 +1658,66 @@ func (x *ListOffsetsResult) GetLeaderEpoch() int32 {
 	return 0
 }
 
+func (x *ListOffsetsResult) GetReplicaOffsets() []*ReplicaLogEnd {
+	if x != nil {
+		return x.ReplicaOffsets
+	}
+	return nil
+}
+
+// ReplicaLogEnd is one replica's log end offset as the leader knows it.
+type ReplicaLogEnd struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Replica       int32                  `protobuf:"varint,1,opt,name=replica,proto3" json:"replica,omitempty"`
+	LogEndOffset  int64                  `protobuf:"varint,2,opt,name=log_end_offset,json=logEndOffset,proto3" json:"log_end_offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaLogEnd) Reset() {
+	*x = ReplicaLogEnd{}
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaLogEnd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaLogEnd) ProtoMessage() {}
+
+func (x *ReplicaLogEnd) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaLogEnd.ProtoReflect.Descriptor instead.
+func (*ReplicaLogEnd) Descriptor() ([]byte, []int) {
+	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ReplicaLogEnd) GetReplica() int32 {
+	if x != nil {
+		return x.Replica
+	}
+	return 0
+}
+
+func (x *ReplicaLogEnd) GetLogEndOffset() int64 {
+	if x != nil {
+		return x.LogEndOffset
+	}
+	return 0
+}
+
 type WriteTxnMarkersRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Markers       []*TxnMarker           `protobuf:"bytes,1,rep,name=markers,proto3" json:"markers,omitempty"`
@@ -1663,7 +1727,7 @@ type WriteTxnMarkersRequest struct {
 
 func (x *WriteTxnMarkersRequest) Reset() {
 	*x = WriteTxnMarkersRequest{}
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[24]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1675,7 +1739,7 @@ func (x *WriteTxnMarkersRequest) String() string {
 func (*WriteTxnMarkersRequest) ProtoMessage() {}
 
 func (x *WriteTxnMarkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[24]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1688,7 +1752,7 @@ func (x *WriteTxnMarkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteTxnMarkersRequest.ProtoReflect.Descriptor instead.
 func (*WriteTxnMarkersRequest) Descriptor() ([]byte, []int) {
-	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{24}
+	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *WriteTxnMarkersRequest) GetMarkers() []*TxnMarker {
@@ -1711,7 +1775,7 @@ type TxnMarker struct {
 
 func (x *TxnMarker) Reset() {
 	*x = TxnMarker{}
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[25]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1723,7 +1787,7 @@ func (x *TxnMarker) String() string {
 func (*TxnMarker) ProtoMessage() {}
 
 func (x *TxnMarker) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[25]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1736,7 +1800,7 @@ func (x *TxnMarker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnMarker.ProtoReflect.Descriptor instead.
 func (*TxnMarker) Descriptor() ([]byte, []int) {
-	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{25}
+	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TxnMarker) GetProducerId() int64 {
@@ -1784,7 +1848,7 @@ type TopicPartition struct {
 
 func (x *TopicPartition) Reset() {
 	*x = TopicPartition{}
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[26]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1796,7 +1860,7 @@ func (x *TopicPartition) String() string {
 func (*TopicPartition) ProtoMessage() {}
 
 func (x *TopicPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[26]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1809,7 +1873,7 @@ func (x *TopicPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicPartition.ProtoReflect.Descriptor instead.
 func (*TopicPartition) Descriptor() ([]byte, []int) {
-	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{26}
+	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TopicPartition) GetTopic() string {
@@ -1835,7 +1899,7 @@ type WriteTxnMarkersResponse struct {
 
 func (x *WriteTxnMarkersResponse) Reset() {
 	*x = WriteTxnMarkersResponse{}
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[27]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1847,7 +1911,7 @@ func (x *WriteTxnMarkersResponse) String() string {
 func (*WriteTxnMarkersResponse) ProtoMessage() {}
 
 func (x *WriteTxnMarkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[27]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1860,7 +1924,7 @@ func (x *WriteTxnMarkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteTxnMarkersResponse.ProtoReflect.Descriptor instead.
 func (*WriteTxnMarkersResponse) Descriptor() ([]byte, []int) {
-	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{27}
+	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *WriteTxnMarkersResponse) GetMarkers() []*TxnMarkerResult {
@@ -1880,7 +1944,7 @@ type TxnMarkerResult struct {
 
 func (x *TxnMarkerResult) Reset() {
 	*x = TxnMarkerResult{}
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[28]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1892,7 +1956,7 @@ func (x *TxnMarkerResult) String() string {
 func (*TxnMarkerResult) ProtoMessage() {}
 
 func (x *TxnMarkerResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[28]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1905,7 +1969,7 @@ func (x *TxnMarkerResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnMarkerResult.ProtoReflect.Descriptor instead.
 func (*TxnMarkerResult) Descriptor() ([]byte, []int) {
-	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{28}
+	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *TxnMarkerResult) GetProducerId() int64 {
@@ -1934,7 +1998,7 @@ type TxnMarkerPartitionResult struct {
 
 func (x *TxnMarkerPartitionResult) Reset() {
 	*x = TxnMarkerPartitionResult{}
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[29]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1946,7 +2010,7 @@ func (x *TxnMarkerPartitionResult) String() string {
 func (*TxnMarkerPartitionResult) ProtoMessage() {}
 
 func (x *TxnMarkerPartitionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[29]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1959,7 +2023,7 @@ func (x *TxnMarkerPartitionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnMarkerPartitionResult.ProtoReflect.Descriptor instead.
 func (*TxnMarkerPartitionResult) Descriptor() ([]byte, []int) {
-	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{29}
+	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *TxnMarkerPartitionResult) GetTopic() string {
@@ -2136,7 +2200,7 @@ const file_skein_storage_v1_storage_proto_rawDesc = "" +
 	"\x13ListOffsetsResponse\x12C\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2#.skein.storage.v1.ListOffsetsResultR\n" +
-	"partitions\"\xf9\x01\n" +
+	"partitions\"\xc3\x02\n" +
 	"\x11ListOffsetsResult\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x122\n" +
@@ -2145,7 +2209,11 @@ const file_skein_storage_v1_storage_proto_rawDesc = "" +
 	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\x12\x1c\n" +
 	"\ttimestamp\x18\x05 \x01(\x03R\ttimestamp\x12\x16\n" +
 	"\x06offset\x18\x06 \x01(\x03R\x06offset\x12!\n" +
-	"\fleader_epoch\x18\a \x01(\x05R\vleaderEpoch\"O\n" +
+	"\fleader_epoch\x18\a \x01(\x05R\vleaderEpoch\x12H\n" +
+	"\x0freplica_offsets\x18\b \x03(\v2\x1f.skein.storage.v1.ReplicaLogEndR\x0ereplicaOffsets\"O\n" +
+	"\rReplicaLogEnd\x12\x18\n" +
+	"\areplica\x18\x01 \x01(\x05R\areplica\x12$\n" +
+	"\x0elog_end_offset\x18\x02 \x01(\x03R\flogEndOffset\"O\n" +
 	"\x16WriteTxnMarkersRequest\x125\n" +
 	"\amarkers\x18\x01 \x03(\v2\x1b.skein.storage.v1.TxnMarkerR\amarkers\"\xe0\x01\n" +
 	"\tTxnMarker\x12\x1f\n" +
@@ -2196,7 +2264,7 @@ func file_skein_storage_v1_storage_proto_rawDescGZIP() []byte {
 	return file_skein_storage_v1_storage_proto_rawDescData
 }
 
-var file_skein_storage_v1_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_skein_storage_v1_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_skein_storage_v1_storage_proto_goTypes = []any{
 	(*ProduceRequest)(nil),                // 0: skein.storage.v1.ProduceRequest
 	(*PartitionProduce)(nil),              // 1: skein.storage.v1.PartitionProduce
@@ -2222,61 +2290,63 @@ var file_skein_storage_v1_storage_proto_goTypes = []any{
 	(*ListOffsetsPartition)(nil),          // 21: skein.storage.v1.ListOffsetsPartition
 	(*ListOffsetsResponse)(nil),           // 22: skein.storage.v1.ListOffsetsResponse
 	(*ListOffsetsResult)(nil),             // 23: skein.storage.v1.ListOffsetsResult
-	(*WriteTxnMarkersRequest)(nil),        // 24: skein.storage.v1.WriteTxnMarkersRequest
-	(*TxnMarker)(nil),                     // 25: skein.storage.v1.TxnMarker
-	(*TopicPartition)(nil),                // 26: skein.storage.v1.TopicPartition
-	(*WriteTxnMarkersResponse)(nil),       // 27: skein.storage.v1.WriteTxnMarkersResponse
-	(*TxnMarkerResult)(nil),               // 28: skein.storage.v1.TxnMarkerResult
-	(*TxnMarkerPartitionResult)(nil),      // 29: skein.storage.v1.TxnMarkerPartitionResult
-	(v1.ErrorCode)(0),                     // 30: skein.v1.ErrorCode
-	(v1.IsolationLevel)(0),                // 31: skein.v1.IsolationLevel
+	(*ReplicaLogEnd)(nil),                 // 24: skein.storage.v1.ReplicaLogEnd
+	(*WriteTxnMarkersRequest)(nil),        // 25: skein.storage.v1.WriteTxnMarkersRequest
+	(*TxnMarker)(nil),                     // 26: skein.storage.v1.TxnMarker
+	(*TopicPartition)(nil),                // 27: skein.storage.v1.TopicPartition
+	(*WriteTxnMarkersResponse)(nil),       // 28: skein.storage.v1.WriteTxnMarkersResponse
+	(*TxnMarkerResult)(nil),               // 29: skein.storage.v1.TxnMarkerResult
+	(*TxnMarkerPartitionResult)(nil),      // 30: skein.storage.v1.TxnMarkerPartitionResult
+	(v1.ErrorCode)(0),                     // 31: skein.v1.ErrorCode
+	(v1.IsolationLevel)(0),                // 32: skein.v1.IsolationLevel
 }
 var file_skein_storage_v1_storage_proto_depIdxs = []int32{
 	1,  // 0: skein.storage.v1.ProduceRequest.partitions:type_name -> skein.storage.v1.PartitionProduce
 	3,  // 1: skein.storage.v1.ProduceResponse.partitions:type_name -> skein.storage.v1.PartitionProduceResult
-	30, // 2: skein.storage.v1.PartitionProduceResult.error_code:type_name -> skein.v1.ErrorCode
+	31, // 2: skein.storage.v1.PartitionProduceResult.error_code:type_name -> skein.v1.ErrorCode
 	0,  // 3: skein.storage.v1.ProduceStreamRequest.request:type_name -> skein.storage.v1.ProduceRequest
 	2,  // 4: skein.storage.v1.ProduceStreamResponse.response:type_name -> skein.storage.v1.ProduceResponse
-	31, // 5: skein.storage.v1.FetchRequest.isolation_level:type_name -> skein.v1.IsolationLevel
+	32, // 5: skein.storage.v1.FetchRequest.isolation_level:type_name -> skein.v1.IsolationLevel
 	7,  // 6: skein.storage.v1.FetchRequest.partitions:type_name -> skein.storage.v1.PartitionFetch
 	9,  // 7: skein.storage.v1.FetchResponse.partitions:type_name -> skein.storage.v1.PartitionFetchResult
-	30, // 8: skein.storage.v1.PartitionFetchResult.error_code:type_name -> skein.v1.ErrorCode
+	31, // 8: skein.storage.v1.PartitionFetchResult.error_code:type_name -> skein.v1.ErrorCode
 	10, // 9: skein.storage.v1.PartitionFetchResult.aborted_transactions:type_name -> skein.storage.v1.AbortedTransaction
 	12, // 10: skein.storage.v1.ReplicateRequest.partitions:type_name -> skein.storage.v1.ReplicaFetchState
 	14, // 11: skein.storage.v1.ReplicateResponse.partitions:type_name -> skein.storage.v1.ReplicaFetchResult
-	30, // 12: skein.storage.v1.ReplicaFetchResult.error_code:type_name -> skein.v1.ErrorCode
+	31, // 12: skein.storage.v1.ReplicaFetchResult.error_code:type_name -> skein.v1.ErrorCode
 	15, // 13: skein.storage.v1.ReplicaFetchResult.diverging_epoch:type_name -> skein.storage.v1.EpochEndOffset
 	17, // 14: skein.storage.v1.OffsetForLeaderEpochRequest.partitions:type_name -> skein.storage.v1.OffsetForLeaderEpochPartition
 	19, // 15: skein.storage.v1.OffsetForLeaderEpochResponse.partitions:type_name -> skein.storage.v1.OffsetForLeaderEpochResult
-	30, // 16: skein.storage.v1.OffsetForLeaderEpochResult.error_code:type_name -> skein.v1.ErrorCode
-	31, // 17: skein.storage.v1.ListOffsetsRequest.isolation_level:type_name -> skein.v1.IsolationLevel
+	31, // 16: skein.storage.v1.OffsetForLeaderEpochResult.error_code:type_name -> skein.v1.ErrorCode
+	32, // 17: skein.storage.v1.ListOffsetsRequest.isolation_level:type_name -> skein.v1.IsolationLevel
 	21, // 18: skein.storage.v1.ListOffsetsRequest.partitions:type_name -> skein.storage.v1.ListOffsetsPartition
 	23, // 19: skein.storage.v1.ListOffsetsResponse.partitions:type_name -> skein.storage.v1.ListOffsetsResult
-	30, // 20: skein.storage.v1.ListOffsetsResult.error_code:type_name -> skein.v1.ErrorCode
-	25, // 21: skein.storage.v1.WriteTxnMarkersRequest.markers:type_name -> skein.storage.v1.TxnMarker
-	26, // 22: skein.storage.v1.TxnMarker.partitions:type_name -> skein.storage.v1.TopicPartition
-	28, // 23: skein.storage.v1.WriteTxnMarkersResponse.markers:type_name -> skein.storage.v1.TxnMarkerResult
-	29, // 24: skein.storage.v1.TxnMarkerResult.partitions:type_name -> skein.storage.v1.TxnMarkerPartitionResult
-	30, // 25: skein.storage.v1.TxnMarkerPartitionResult.error_code:type_name -> skein.v1.ErrorCode
-	0,  // 26: skein.storage.v1.StorageService.Produce:input_type -> skein.storage.v1.ProduceRequest
-	4,  // 27: skein.storage.v1.StorageService.ProduceStream:input_type -> skein.storage.v1.ProduceStreamRequest
-	6,  // 28: skein.storage.v1.StorageService.Fetch:input_type -> skein.storage.v1.FetchRequest
-	11, // 29: skein.storage.v1.StorageService.Replicate:input_type -> skein.storage.v1.ReplicateRequest
-	16, // 30: skein.storage.v1.StorageService.OffsetForLeaderEpoch:input_type -> skein.storage.v1.OffsetForLeaderEpochRequest
-	20, // 31: skein.storage.v1.StorageService.ListOffsets:input_type -> skein.storage.v1.ListOffsetsRequest
-	24, // 32: skein.storage.v1.StorageService.WriteTxnMarkers:input_type -> skein.storage.v1.WriteTxnMarkersRequest
-	2,  // 33: skein.storage.v1.StorageService.Produce:output_type -> skein.storage.v1.ProduceResponse
-	5,  // 34: skein.storage.v1.StorageService.ProduceStream:output_type -> skein.storage.v1.ProduceStreamResponse
-	8,  // 35: skein.storage.v1.StorageService.Fetch:output_type -> skein.storage.v1.FetchResponse
-	13, // 36: skein.storage.v1.StorageService.Replicate:output_type -> skein.storage.v1.ReplicateResponse
-	18, // 37: skein.storage.v1.StorageService.OffsetForLeaderEpoch:output_type -> skein.storage.v1.OffsetForLeaderEpochResponse
-	22, // 38: skein.storage.v1.StorageService.ListOffsets:output_type -> skein.storage.v1.ListOffsetsResponse
-	27, // 39: skein.storage.v1.StorageService.WriteTxnMarkers:output_type -> skein.storage.v1.WriteTxnMarkersResponse
-	33, // [33:40] is the sub-list for method output_type
-	26, // [26:33] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	31, // 20: skein.storage.v1.ListOffsetsResult.error_code:type_name -> skein.v1.ErrorCode
+	24, // 21: skein.storage.v1.ListOffsetsResult.replica_offsets:type_name -> skein.storage.v1.ReplicaLogEnd
+	26, // 22: skein.storage.v1.WriteTxnMarkersRequest.markers:type_name -> skein.storage.v1.TxnMarker
+	27, // 23: skein.storage.v1.TxnMarker.partitions:type_name -> skein.storage.v1.TopicPartition
+	29, // 24: skein.storage.v1.WriteTxnMarkersResponse.markers:type_name -> skein.storage.v1.TxnMarkerResult
+	30, // 25: skein.storage.v1.TxnMarkerResult.partitions:type_name -> skein.storage.v1.TxnMarkerPartitionResult
+	31, // 26: skein.storage.v1.TxnMarkerPartitionResult.error_code:type_name -> skein.v1.ErrorCode
+	0,  // 27: skein.storage.v1.StorageService.Produce:input_type -> skein.storage.v1.ProduceRequest
+	4,  // 28: skein.storage.v1.StorageService.ProduceStream:input_type -> skein.storage.v1.ProduceStreamRequest
+	6,  // 29: skein.storage.v1.StorageService.Fetch:input_type -> skein.storage.v1.FetchRequest
+	11, // 30: skein.storage.v1.StorageService.Replicate:input_type -> skein.storage.v1.ReplicateRequest
+	16, // 31: skein.storage.v1.StorageService.OffsetForLeaderEpoch:input_type -> skein.storage.v1.OffsetForLeaderEpochRequest
+	20, // 32: skein.storage.v1.StorageService.ListOffsets:input_type -> skein.storage.v1.ListOffsetsRequest
+	25, // 33: skein.storage.v1.StorageService.WriteTxnMarkers:input_type -> skein.storage.v1.WriteTxnMarkersRequest
+	2,  // 34: skein.storage.v1.StorageService.Produce:output_type -> skein.storage.v1.ProduceResponse
+	5,  // 35: skein.storage.v1.StorageService.ProduceStream:output_type -> skein.storage.v1.ProduceStreamResponse
+	8,  // 36: skein.storage.v1.StorageService.Fetch:output_type -> skein.storage.v1.FetchResponse
+	13, // 37: skein.storage.v1.StorageService.Replicate:output_type -> skein.storage.v1.ReplicateResponse
+	18, // 38: skein.storage.v1.StorageService.OffsetForLeaderEpoch:output_type -> skein.storage.v1.OffsetForLeaderEpochResponse
+	22, // 39: skein.storage.v1.StorageService.ListOffsets:output_type -> skein.storage.v1.ListOffsetsResponse
+	28, // 40: skein.storage.v1.StorageService.WriteTxnMarkers:output_type -> skein.storage.v1.WriteTxnMarkersResponse
+	34, // [34:41] is the sub-list for method output_type
+	27, // [27:34] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_skein_storage_v1_storage_proto_init() }
@@ -2290,7 +2360,7 @@ func file_skein_storage_v1_storage_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skein_storage_v1_storage_proto_rawDesc), len(file_skein_storage_v1_storage_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   30,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -137,24 +137,27 @@ func replicationFactor(m *metadata.Image, topic string) int32 {
 	return 0
 }
 
-// partitionOffsets are a partition's log start, HW and LSO from its leader.
-type partitionOffsets struct{ logStart, hw, lso int64 }
+// partitionOffsets are a partition's log start, HW and LSO from its leader,
+// and each replica's LEO as the leader knows it.
+type partitionOffsets struct {
+	logStart, hw, lso int64
+	replicas          []client.ReplicaOffset
+}
 
 // offsets asks the leaders for every partition's log start, HW and LSO;
 // partitions whose leader did not answer get -1.
 func (s *Admin) offsets(ctx context.Context, topic string) map[int32]partitionOffsets {
 	out := map[int32]partitionOffsets{}
-	set := func(offs []client.PartitionOffset, field func(*partitionOffsets, int64)) {
+	set := func(offs []client.PartitionOffset, field func(*partitionOffsets, client.PartitionOffset)) {
 		for _, o := range offs {
 			po, ok := out[o.Partition]
 			if !ok {
-				po = partitionOffsets{-1, -1, -1}
+				po = partitionOffsets{logStart: -1, hw: -1, lso: -1}
 			}
-			v := o.Offset
 			if o.Err != nil {
-				v = -1
+				o.Offset, o.Replicas = -1, nil
 			}
-			field(&po, v)
+			field(&po, o)
 			out[o.Partition] = po
 		}
 	}
@@ -163,11 +166,13 @@ func (s *Admin) offsets(ctx context.Context, topic string) map[int32]partitionOf
 	queries := []struct {
 		at    int64
 		iso   skeinv1.IsolationLevel
-		field func(*partitionOffsets, int64)
+		field func(*partitionOffsets, client.PartitionOffset)
 	}{
-		{client.EarliestOffset, skeinv1.IsolationLevel_READ_UNCOMMITTED, func(p *partitionOffsets, v int64) { p.logStart = v }},
-		{client.LatestOffset, skeinv1.IsolationLevel_READ_UNCOMMITTED, func(p *partitionOffsets, v int64) { p.hw = v }},
-		{client.LatestOffset, skeinv1.IsolationLevel_READ_COMMITTED, func(p *partitionOffsets, v int64) { p.lso = v }},
+		{client.EarliestOffset, skeinv1.IsolationLevel_READ_UNCOMMITTED, func(p *partitionOffsets, o client.PartitionOffset) { p.logStart = o.Offset }},
+		// The replicas' LEOs come with the HW: the leader takes both from
+		// the same moment's view.
+		{client.LatestOffset, skeinv1.IsolationLevel_READ_UNCOMMITTED, func(p *partitionOffsets, o client.PartitionOffset) { p.hw, p.replicas = o.Offset, o.Replicas }},
+		{client.LatestOffset, skeinv1.IsolationLevel_READ_COMMITTED, func(p *partitionOffsets, o client.PartitionOffset) { p.lso = o.Offset }},
 	}
 	results := make([][]client.PartitionOffset, len(queries))
 	var wg sync.WaitGroup
@@ -199,10 +204,17 @@ func (s *Admin) describe(m *metadata.Image, topic string, offs map[int32]partiti
 		if p != nil {
 			pd.Leader, pd.LeaderEpoch, pd.Replicas, pd.Isr = p.GetLeader(), p.GetLeaderEpoch(), p.GetReplicas(), p.GetIsr()
 		}
+		pd.ReplicaOffsets = []*skeinv1.ReplicaOffset{}
 		if offs == nil {
 			pd.LogStartOffset, pd.HighWatermark, pd.LastStableOffset = 0, 0, 0
+			for _, r := range pd.Replicas {
+				pd.ReplicaOffsets = append(pd.ReplicaOffsets, &skeinv1.ReplicaOffset{Replica: r, LogEndOffset: 0})
+			}
 		} else if o, ok := offs[int32(i)]; ok {
 			pd.LogStartOffset, pd.HighWatermark, pd.LastStableOffset = o.logStart, o.hw, o.lso
+			for _, r := range o.replicas {
+				pd.ReplicaOffsets = append(pd.ReplicaOffsets, &skeinv1.ReplicaOffset{Replica: r.Replica, LogEndOffset: r.LogEndOffset})
+			}
 		}
 		d.Partitions = append(d.Partitions, pd)
 	}

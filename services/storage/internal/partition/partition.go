@@ -187,6 +187,31 @@ func (p *Partition) Snapshot() Snapshot {
 	return s
 }
 
+// ReplicaLEO is one replica's log end offset as the leader knows it.
+type ReplicaLEO struct {
+	Replica int32
+	LEO     record.Offset
+}
+
+// ReplicaLEOs answers, on the leader, its own LEO and each follower's as of
+// its latest fetch, by replica id; a follower that has not fetched since
+// this replica became leader is left out. A follower answers nil.
+func (p *Partition) ReplicaLEOs() []ReplicaLEO {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.role != Leader {
+		return nil
+	}
+	out := []ReplicaLEO{{Replica: p.cfg.Self, LEO: p.log.LogEndOffset()}}
+	for id, f := range p.followers {
+		if f.leo >= 0 {
+			out = append(out, ReplicaLEO{Replica: id, LEO: f.leo})
+		}
+	}
+	slices.SortFunc(out, func(a, b ReplicaLEO) int { return int(a.Replica) - int(b.Replica) })
+	return out
+}
+
 func (p *Partition) lsoLocked() record.Offset {
 	if first := p.producers.FirstUnstableOffset(); first >= 0 && record.Offset(first) < p.hw {
 		return record.Offset(first)

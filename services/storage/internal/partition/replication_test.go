@@ -544,3 +544,37 @@ func TestClosedReplicaStaysClosedWhenItsISRChangeIsAnswered(t *testing.T) {
 		t.Errorf("produce to a closed replica: %v, want NOT_LEADER_OR_FOLLOWER", err)
 	}
 }
+
+func TestReplicaLEOsFollowFetches(t *testing.T) {
+	c := newCluster(t, 1)
+	leader := c.replicas[1]
+	// Before any fetch the leader knows only its own LEO.
+	if got, want := leader.ReplicaLEOs(), []ReplicaLEO{{1, 0}}; !slices.Equal(got, want) {
+		t.Fatalf("before fetches: %v, want %v", got, want)
+	}
+	if _, err := leader.Produce(context.Background(), AcksLeader, -1, plain(t, "a", "b", "c")); err != nil {
+		t.Fatal(err)
+	}
+	// Follower 2 fetches twice (the second fetch acknowledges the data),
+	// follower 3 only once (it asked from 0 and has not acknowledged).
+	for _, id := range []int32{2, 2, 3} {
+		if err := c.fetch(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := leader.ReplicaLEOs(), []ReplicaLEO{{1, 3}, {2, 3}, {3, 0}}; !slices.Equal(got, want) {
+		t.Fatalf("after fetches: %v, want %v", got, want)
+	}
+	// Follower 3 falls behind: it stays at its last known LEO.
+	c.cut[3] = true
+	if _, err := leader.Produce(context.Background(), AcksLeader, -1, plain(t, "d")); err != nil {
+		t.Fatal(err)
+	}
+	c.replicate()
+	if got, want := leader.ReplicaLEOs(), []ReplicaLEO{{1, 4}, {2, 4}, {3, 0}}; !slices.Equal(got, want) {
+		t.Fatalf("with 3 cut off: %v, want %v", got, want)
+	}
+	if got := c.replicas[2].ReplicaLEOs(); got != nil {
+		t.Fatalf("a follower answered %v", got)
+	}
+}

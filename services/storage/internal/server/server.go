@@ -502,6 +502,11 @@ func (s *Server) ListOffsets(ctx context.Context, req *storagev1.ListOffsetsRequ
 			off, r.Timestamp, r.LeaderEpoch, err = p.ListOffset(q.GetTimestamp(), readCommitted, q.GetCurrentLeaderEpoch())
 			r.Offset = int64(off)
 		}
+		if err == nil {
+			for _, rl := range p.ReplicaLEOs() {
+				r.ReplicaOffsets = append(r.ReplicaOffsets, &storagev1.ReplicaLogEnd{Replica: rl.Replica, LogEndOffset: int64(rl.LEO)})
+			}
+		}
 		if err != nil {
 			r.ErrorCode, r.ErrorMessage = code(err), errs.Message(err)
 		}
