@@ -206,7 +206,9 @@ func TestSlowHTTPClientDoesNotBlockTheHub(t *testing.T) {
 	src := &fakeSource{}
 	big := strings.Repeat("x", 64<<10)
 	src.extra = []Event{{Name: "padding", Data: []byte(`"` + big + `"`)}}
-	hub := NewHub(HubConfig{Source: src, Interval: time.Hour, MetadataPoll: time.Millisecond, Buffer: 2})
+	// Room for a few changes' events, so the reader (slow under the race
+	// detector) is not dropped itself; the stalled stream still fills it.
+	hub := NewHub(HubConfig{Source: src, Interval: time.Hour, MetadataPoll: time.Millisecond, Buffer: 16})
 	srv := newServer(t, hub)
 	// A stream nobody reads: its socket buffers fill, its handler blocks.
 	stalled, _ := openStream(t, srv.URL)
