@@ -67,6 +67,11 @@ func TestHTTPStatuses(t *testing.T) {
 		{NotEnoughReplicas, http.StatusServiceUnavailable},
 		{LeaderNotAvailable, http.StatusServiceUnavailable},
 		{ThrottlingQuotaExceeded, http.StatusTooManyRequests},
+		{SaslAuthenticationFailed, http.StatusUnauthorized},
+		{TopicAuthorizationFailed, http.StatusForbidden},
+		{GroupAuthorizationFailed, http.StatusForbidden},
+		{ClusterAuthorizationFailed, http.StatusForbidden},
+		{TransactionalIDAuthorizationFailed, http.StatusForbidden},
 		{UnknownServerError, http.StatusInternalServerError},
 	} {
 		if tc.row.HTTP != tc.http {

@@ -31,6 +31,7 @@ type secureFiles struct {
 	ClientCert string `json:"client_cert"`
 	ClientKey  string `json:"client_key"`
 	GossipKey  string `json:"gossip_key_file"`
+	DevToken   string `json:"dev_token"`
 }
 
 // `skein dev --secure`: every hop is mutual TLS. A client with the CA (and
@@ -125,6 +126,7 @@ func TestSecureCluster(t *testing.T) {
 	if err := grpcCheck(d.GRPCAddr, credentials.NewTLS(caOnly)); err != nil {
 		t.Errorf("gRPC to the gateway with the CA alone (a client certificate is optional there): %v", err)
 	}
+	checkAuth(t, d, sec, caOnly, good)
 
 	// Strangers.
 	otherCA, err := tlsconf.OpenCA(filepath.Join(t.TempDir(), "other"), "another CA")

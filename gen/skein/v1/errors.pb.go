@@ -30,77 +30,82 @@ const (
 type ErrorCode int32
 
 const (
-	ErrorCode_NONE                             ErrorCode = 0
-	ErrorCode_UNKNOWN_SERVER_ERROR             ErrorCode = -1
-	ErrorCode_OFFSET_OUT_OF_RANGE              ErrorCode = 1
-	ErrorCode_CORRUPT_MESSAGE                  ErrorCode = 2
-	ErrorCode_UNKNOWN_TOPIC_OR_PARTITION       ErrorCode = 3
-	ErrorCode_INVALID_FETCH_SIZE               ErrorCode = 4
-	ErrorCode_LEADER_NOT_AVAILABLE             ErrorCode = 5
-	ErrorCode_NOT_LEADER_OR_FOLLOWER           ErrorCode = 6
-	ErrorCode_REQUEST_TIMED_OUT                ErrorCode = 7
-	ErrorCode_BROKER_NOT_AVAILABLE             ErrorCode = 8
-	ErrorCode_REPLICA_NOT_AVAILABLE            ErrorCode = 9
-	ErrorCode_MESSAGE_TOO_LARGE                ErrorCode = 10
-	ErrorCode_OFFSET_METADATA_TOO_LARGE        ErrorCode = 12
-	ErrorCode_NETWORK_EXCEPTION                ErrorCode = 13
-	ErrorCode_COORDINATOR_LOAD_IN_PROGRESS     ErrorCode = 14
-	ErrorCode_COORDINATOR_NOT_AVAILABLE        ErrorCode = 15
-	ErrorCode_NOT_COORDINATOR                  ErrorCode = 16
-	ErrorCode_INVALID_TOPIC_EXCEPTION          ErrorCode = 17
-	ErrorCode_RECORD_LIST_TOO_LARGE            ErrorCode = 18
-	ErrorCode_NOT_ENOUGH_REPLICAS              ErrorCode = 19
-	ErrorCode_NOT_ENOUGH_REPLICAS_AFTER_APPEND ErrorCode = 20
-	ErrorCode_INVALID_REQUIRED_ACKS            ErrorCode = 21
-	ErrorCode_ILLEGAL_GENERATION               ErrorCode = 22
-	ErrorCode_INVALID_GROUP_ID                 ErrorCode = 24
-	ErrorCode_UNKNOWN_MEMBER_ID                ErrorCode = 25
-	ErrorCode_INVALID_SESSION_TIMEOUT          ErrorCode = 26
-	ErrorCode_REBALANCE_IN_PROGRESS            ErrorCode = 27
-	ErrorCode_INVALID_TIMESTAMP                ErrorCode = 32
-	ErrorCode_TOPIC_ALREADY_EXISTS             ErrorCode = 36
-	ErrorCode_INVALID_PARTITIONS               ErrorCode = 37
-	ErrorCode_INVALID_REPLICATION_FACTOR       ErrorCode = 38
-	ErrorCode_INVALID_REPLICA_ASSIGNMENT       ErrorCode = 39
-	ErrorCode_INVALID_CONFIG                   ErrorCode = 40
-	ErrorCode_NOT_CONTROLLER                   ErrorCode = 41
-	ErrorCode_INVALID_REQUEST                  ErrorCode = 42
-	ErrorCode_POLICY_VIOLATION                 ErrorCode = 44
-	ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER     ErrorCode = 45
-	ErrorCode_DUPLICATE_SEQUENCE_NUMBER        ErrorCode = 46
-	ErrorCode_INVALID_PRODUCER_EPOCH           ErrorCode = 47
-	ErrorCode_INVALID_TXN_STATE                ErrorCode = 48
-	ErrorCode_INVALID_PRODUCER_ID_MAPPING      ErrorCode = 49
-	ErrorCode_INVALID_TRANSACTION_TIMEOUT      ErrorCode = 50
-	ErrorCode_CONCURRENT_TRANSACTIONS          ErrorCode = 51
-	ErrorCode_TRANSACTION_COORDINATOR_FENCED   ErrorCode = 52
-	ErrorCode_KAFKA_STORAGE_ERROR              ErrorCode = 56
-	ErrorCode_UNKNOWN_PRODUCER_ID              ErrorCode = 59
-	ErrorCode_NON_EMPTY_GROUP                  ErrorCode = 68
-	ErrorCode_GROUP_ID_NOT_FOUND               ErrorCode = 69
-	ErrorCode_FENCED_LEADER_EPOCH              ErrorCode = 74
-	ErrorCode_UNKNOWN_LEADER_EPOCH             ErrorCode = 75
-	ErrorCode_UNSUPPORTED_COMPRESSION_TYPE     ErrorCode = 76
-	ErrorCode_STALE_BROKER_EPOCH               ErrorCode = 77
-	ErrorCode_OFFSET_NOT_AVAILABLE             ErrorCode = 78
-	ErrorCode_PREFERRED_LEADER_NOT_AVAILABLE   ErrorCode = 80
-	ErrorCode_GROUP_MAX_SIZE_REACHED           ErrorCode = 81
-	ErrorCode_FENCED_INSTANCE_ID               ErrorCode = 82
-	ErrorCode_ELIGIBLE_LEADERS_NOT_AVAILABLE   ErrorCode = 83
-	ErrorCode_ELECTION_NOT_NEEDED              ErrorCode = 84
-	ErrorCode_INVALID_RECORD                   ErrorCode = 87
-	ErrorCode_UNSTABLE_OFFSET_COMMIT           ErrorCode = 88
-	ErrorCode_THROTTLING_QUOTA_EXCEEDED        ErrorCode = 89
-	ErrorCode_PRODUCER_FENCED                  ErrorCode = 90
-	ErrorCode_INVALID_UPDATE_VERSION           ErrorCode = 95
-	ErrorCode_UNKNOWN_TOPIC_ID                 ErrorCode = 100
-	ErrorCode_DUPLICATE_BROKER_REGISTRATION    ErrorCode = 101
-	ErrorCode_BROKER_ID_NOT_REGISTERED         ErrorCode = 102
-	ErrorCode_FENCED_MEMBER_EPOCH              ErrorCode = 110
-	ErrorCode_UNRELEASED_INSTANCE_ID           ErrorCode = 111
-	ErrorCode_UNSUPPORTED_ASSIGNOR             ErrorCode = 112
-	ErrorCode_STALE_MEMBER_EPOCH               ErrorCode = 113
-	ErrorCode_TRANSACTION_ABORTABLE            ErrorCode = 118
+	ErrorCode_NONE                                  ErrorCode = 0
+	ErrorCode_UNKNOWN_SERVER_ERROR                  ErrorCode = -1
+	ErrorCode_OFFSET_OUT_OF_RANGE                   ErrorCode = 1
+	ErrorCode_CORRUPT_MESSAGE                       ErrorCode = 2
+	ErrorCode_UNKNOWN_TOPIC_OR_PARTITION            ErrorCode = 3
+	ErrorCode_INVALID_FETCH_SIZE                    ErrorCode = 4
+	ErrorCode_LEADER_NOT_AVAILABLE                  ErrorCode = 5
+	ErrorCode_NOT_LEADER_OR_FOLLOWER                ErrorCode = 6
+	ErrorCode_REQUEST_TIMED_OUT                     ErrorCode = 7
+	ErrorCode_BROKER_NOT_AVAILABLE                  ErrorCode = 8
+	ErrorCode_REPLICA_NOT_AVAILABLE                 ErrorCode = 9
+	ErrorCode_MESSAGE_TOO_LARGE                     ErrorCode = 10
+	ErrorCode_OFFSET_METADATA_TOO_LARGE             ErrorCode = 12
+	ErrorCode_NETWORK_EXCEPTION                     ErrorCode = 13
+	ErrorCode_COORDINATOR_LOAD_IN_PROGRESS          ErrorCode = 14
+	ErrorCode_COORDINATOR_NOT_AVAILABLE             ErrorCode = 15
+	ErrorCode_NOT_COORDINATOR                       ErrorCode = 16
+	ErrorCode_INVALID_TOPIC_EXCEPTION               ErrorCode = 17
+	ErrorCode_RECORD_LIST_TOO_LARGE                 ErrorCode = 18
+	ErrorCode_NOT_ENOUGH_REPLICAS                   ErrorCode = 19
+	ErrorCode_NOT_ENOUGH_REPLICAS_AFTER_APPEND      ErrorCode = 20
+	ErrorCode_INVALID_REQUIRED_ACKS                 ErrorCode = 21
+	ErrorCode_ILLEGAL_GENERATION                    ErrorCode = 22
+	ErrorCode_INVALID_GROUP_ID                      ErrorCode = 24
+	ErrorCode_UNKNOWN_MEMBER_ID                     ErrorCode = 25
+	ErrorCode_INVALID_SESSION_TIMEOUT               ErrorCode = 26
+	ErrorCode_REBALANCE_IN_PROGRESS                 ErrorCode = 27
+	ErrorCode_TOPIC_AUTHORIZATION_FAILED            ErrorCode = 29
+	ErrorCode_GROUP_AUTHORIZATION_FAILED            ErrorCode = 30
+	ErrorCode_CLUSTER_AUTHORIZATION_FAILED          ErrorCode = 31
+	ErrorCode_INVALID_TIMESTAMP                     ErrorCode = 32
+	ErrorCode_TOPIC_ALREADY_EXISTS                  ErrorCode = 36
+	ErrorCode_INVALID_PARTITIONS                    ErrorCode = 37
+	ErrorCode_INVALID_REPLICATION_FACTOR            ErrorCode = 38
+	ErrorCode_INVALID_REPLICA_ASSIGNMENT            ErrorCode = 39
+	ErrorCode_INVALID_CONFIG                        ErrorCode = 40
+	ErrorCode_NOT_CONTROLLER                        ErrorCode = 41
+	ErrorCode_INVALID_REQUEST                       ErrorCode = 42
+	ErrorCode_POLICY_VIOLATION                      ErrorCode = 44
+	ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER          ErrorCode = 45
+	ErrorCode_DUPLICATE_SEQUENCE_NUMBER             ErrorCode = 46
+	ErrorCode_INVALID_PRODUCER_EPOCH                ErrorCode = 47
+	ErrorCode_INVALID_TXN_STATE                     ErrorCode = 48
+	ErrorCode_INVALID_PRODUCER_ID_MAPPING           ErrorCode = 49
+	ErrorCode_INVALID_TRANSACTION_TIMEOUT           ErrorCode = 50
+	ErrorCode_CONCURRENT_TRANSACTIONS               ErrorCode = 51
+	ErrorCode_TRANSACTION_COORDINATOR_FENCED        ErrorCode = 52
+	ErrorCode_TRANSACTIONAL_ID_AUTHORIZATION_FAILED ErrorCode = 53
+	ErrorCode_KAFKA_STORAGE_ERROR                   ErrorCode = 56
+	ErrorCode_SASL_AUTHENTICATION_FAILED            ErrorCode = 58
+	ErrorCode_UNKNOWN_PRODUCER_ID                   ErrorCode = 59
+	ErrorCode_NON_EMPTY_GROUP                       ErrorCode = 68
+	ErrorCode_GROUP_ID_NOT_FOUND                    ErrorCode = 69
+	ErrorCode_FENCED_LEADER_EPOCH                   ErrorCode = 74
+	ErrorCode_UNKNOWN_LEADER_EPOCH                  ErrorCode = 75
+	ErrorCode_UNSUPPORTED_COMPRESSION_TYPE          ErrorCode = 76
+	ErrorCode_STALE_BROKER_EPOCH                    ErrorCode = 77
+	ErrorCode_OFFSET_NOT_AVAILABLE                  ErrorCode = 78
+	ErrorCode_PREFERRED_LEADER_NOT_AVAILABLE        ErrorCode = 80
+	ErrorCode_GROUP_MAX_SIZE_REACHED                ErrorCode = 81
+	ErrorCode_FENCED_INSTANCE_ID                    ErrorCode = 82
+	ErrorCode_ELIGIBLE_LEADERS_NOT_AVAILABLE        ErrorCode = 83
+	ErrorCode_ELECTION_NOT_NEEDED                   ErrorCode = 84
+	ErrorCode_INVALID_RECORD                        ErrorCode = 87
+	ErrorCode_UNSTABLE_OFFSET_COMMIT                ErrorCode = 88
+	ErrorCode_THROTTLING_QUOTA_EXCEEDED             ErrorCode = 89
+	ErrorCode_PRODUCER_FENCED                       ErrorCode = 90
+	ErrorCode_INVALID_UPDATE_VERSION                ErrorCode = 95
+	ErrorCode_UNKNOWN_TOPIC_ID                      ErrorCode = 100
+	ErrorCode_DUPLICATE_BROKER_REGISTRATION         ErrorCode = 101
+	ErrorCode_BROKER_ID_NOT_REGISTERED              ErrorCode = 102
+	ErrorCode_FENCED_MEMBER_EPOCH                   ErrorCode = 110
+	ErrorCode_UNRELEASED_INSTANCE_ID                ErrorCode = 111
+	ErrorCode_UNSUPPORTED_ASSIGNOR                  ErrorCode = 112
+	ErrorCode_STALE_MEMBER_EPOCH                    ErrorCode = 113
+	ErrorCode_TRANSACTION_ABORTABLE                 ErrorCode = 118
 )
 
 // Enum value maps for ErrorCode.
@@ -133,6 +138,9 @@ var (
 		25:  "UNKNOWN_MEMBER_ID",
 		26:  "INVALID_SESSION_TIMEOUT",
 		27:  "REBALANCE_IN_PROGRESS",
+		29:  "TOPIC_AUTHORIZATION_FAILED",
+		30:  "GROUP_AUTHORIZATION_FAILED",
+		31:  "CLUSTER_AUTHORIZATION_FAILED",
 		32:  "INVALID_TIMESTAMP",
 		36:  "TOPIC_ALREADY_EXISTS",
 		37:  "INVALID_PARTITIONS",
@@ -150,7 +158,9 @@ var (
 		50:  "INVALID_TRANSACTION_TIMEOUT",
 		51:  "CONCURRENT_TRANSACTIONS",
 		52:  "TRANSACTION_COORDINATOR_FENCED",
+		53:  "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
 		56:  "KAFKA_STORAGE_ERROR",
+		58:  "SASL_AUTHENTICATION_FAILED",
 		59:  "UNKNOWN_PRODUCER_ID",
 		68:  "NON_EMPTY_GROUP",
 		69:  "GROUP_ID_NOT_FOUND",
@@ -179,77 +189,82 @@ var (
 		118: "TRANSACTION_ABORTABLE",
 	}
 	ErrorCode_value = map[string]int32{
-		"NONE":                             0,
-		"UNKNOWN_SERVER_ERROR":             -1,
-		"OFFSET_OUT_OF_RANGE":              1,
-		"CORRUPT_MESSAGE":                  2,
-		"UNKNOWN_TOPIC_OR_PARTITION":       3,
-		"INVALID_FETCH_SIZE":               4,
-		"LEADER_NOT_AVAILABLE":             5,
-		"NOT_LEADER_OR_FOLLOWER":           6,
-		"REQUEST_TIMED_OUT":                7,
-		"BROKER_NOT_AVAILABLE":             8,
-		"REPLICA_NOT_AVAILABLE":            9,
-		"MESSAGE_TOO_LARGE":                10,
-		"OFFSET_METADATA_TOO_LARGE":        12,
-		"NETWORK_EXCEPTION":                13,
-		"COORDINATOR_LOAD_IN_PROGRESS":     14,
-		"COORDINATOR_NOT_AVAILABLE":        15,
-		"NOT_COORDINATOR":                  16,
-		"INVALID_TOPIC_EXCEPTION":          17,
-		"RECORD_LIST_TOO_LARGE":            18,
-		"NOT_ENOUGH_REPLICAS":              19,
-		"NOT_ENOUGH_REPLICAS_AFTER_APPEND": 20,
-		"INVALID_REQUIRED_ACKS":            21,
-		"ILLEGAL_GENERATION":               22,
-		"INVALID_GROUP_ID":                 24,
-		"UNKNOWN_MEMBER_ID":                25,
-		"INVALID_SESSION_TIMEOUT":          26,
-		"REBALANCE_IN_PROGRESS":            27,
-		"INVALID_TIMESTAMP":                32,
-		"TOPIC_ALREADY_EXISTS":             36,
-		"INVALID_PARTITIONS":               37,
-		"INVALID_REPLICATION_FACTOR":       38,
-		"INVALID_REPLICA_ASSIGNMENT":       39,
-		"INVALID_CONFIG":                   40,
-		"NOT_CONTROLLER":                   41,
-		"INVALID_REQUEST":                  42,
-		"POLICY_VIOLATION":                 44,
-		"OUT_OF_ORDER_SEQUENCE_NUMBER":     45,
-		"DUPLICATE_SEQUENCE_NUMBER":        46,
-		"INVALID_PRODUCER_EPOCH":           47,
-		"INVALID_TXN_STATE":                48,
-		"INVALID_PRODUCER_ID_MAPPING":      49,
-		"INVALID_TRANSACTION_TIMEOUT":      50,
-		"CONCURRENT_TRANSACTIONS":          51,
-		"TRANSACTION_COORDINATOR_FENCED":   52,
-		"KAFKA_STORAGE_ERROR":              56,
-		"UNKNOWN_PRODUCER_ID":              59,
-		"NON_EMPTY_GROUP":                  68,
-		"GROUP_ID_NOT_FOUND":               69,
-		"FENCED_LEADER_EPOCH":              74,
-		"UNKNOWN_LEADER_EPOCH":             75,
-		"UNSUPPORTED_COMPRESSION_TYPE":     76,
-		"STALE_BROKER_EPOCH":               77,
-		"OFFSET_NOT_AVAILABLE":             78,
-		"PREFERRED_LEADER_NOT_AVAILABLE":   80,
-		"GROUP_MAX_SIZE_REACHED":           81,
-		"FENCED_INSTANCE_ID":               82,
-		"ELIGIBLE_LEADERS_NOT_AVAILABLE":   83,
-		"ELECTION_NOT_NEEDED":              84,
-		"INVALID_RECORD":                   87,
-		"UNSTABLE_OFFSET_COMMIT":           88,
-		"THROTTLING_QUOTA_EXCEEDED":        89,
-		"PRODUCER_FENCED":                  90,
-		"INVALID_UPDATE_VERSION":           95,
-		"UNKNOWN_TOPIC_ID":                 100,
-		"DUPLICATE_BROKER_REGISTRATION":    101,
-		"BROKER_ID_NOT_REGISTERED":         102,
-		"FENCED_MEMBER_EPOCH":              110,
-		"UNRELEASED_INSTANCE_ID":           111,
-		"UNSUPPORTED_ASSIGNOR":             112,
-		"STALE_MEMBER_EPOCH":               113,
-		"TRANSACTION_ABORTABLE":            118,
+		"NONE":                                  0,
+		"UNKNOWN_SERVER_ERROR":                  -1,
+		"OFFSET_OUT_OF_RANGE":                   1,
+		"CORRUPT_MESSAGE":                       2,
+		"UNKNOWN_TOPIC_OR_PARTITION":            3,
+		"INVALID_FETCH_SIZE":                    4,
+		"LEADER_NOT_AVAILABLE":                  5,
+		"NOT_LEADER_OR_FOLLOWER":                6,
+		"REQUEST_TIMED_OUT":                     7,
+		"BROKER_NOT_AVAILABLE":                  8,
+		"REPLICA_NOT_AVAILABLE":                 9,
+		"MESSAGE_TOO_LARGE":                     10,
+		"OFFSET_METADATA_TOO_LARGE":             12,
+		"NETWORK_EXCEPTION":                     13,
+		"COORDINATOR_LOAD_IN_PROGRESS":          14,
+		"COORDINATOR_NOT_AVAILABLE":             15,
+		"NOT_COORDINATOR":                       16,
+		"INVALID_TOPIC_EXCEPTION":               17,
+		"RECORD_LIST_TOO_LARGE":                 18,
+		"NOT_ENOUGH_REPLICAS":                   19,
+		"NOT_ENOUGH_REPLICAS_AFTER_APPEND":      20,
+		"INVALID_REQUIRED_ACKS":                 21,
+		"ILLEGAL_GENERATION":                    22,
+		"INVALID_GROUP_ID":                      24,
+		"UNKNOWN_MEMBER_ID":                     25,
+		"INVALID_SESSION_TIMEOUT":               26,
+		"REBALANCE_IN_PROGRESS":                 27,
+		"TOPIC_AUTHORIZATION_FAILED":            29,
+		"GROUP_AUTHORIZATION_FAILED":            30,
+		"CLUSTER_AUTHORIZATION_FAILED":          31,
+		"INVALID_TIMESTAMP":                     32,
+		"TOPIC_ALREADY_EXISTS":                  36,
+		"INVALID_PARTITIONS":                    37,
+		"INVALID_REPLICATION_FACTOR":            38,
+		"INVALID_REPLICA_ASSIGNMENT":            39,
+		"INVALID_CONFIG":                        40,
+		"NOT_CONTROLLER":                        41,
+		"INVALID_REQUEST":                       42,
+		"POLICY_VIOLATION":                      44,
+		"OUT_OF_ORDER_SEQUENCE_NUMBER":          45,
+		"DUPLICATE_SEQUENCE_NUMBER":             46,
+		"INVALID_PRODUCER_EPOCH":                47,
+		"INVALID_TXN_STATE":                     48,
+		"INVALID_PRODUCER_ID_MAPPING":           49,
+		"INVALID_TRANSACTION_TIMEOUT":           50,
+		"CONCURRENT_TRANSACTIONS":               51,
+		"TRANSACTION_COORDINATOR_FENCED":        52,
+		"TRANSACTIONAL_ID_AUTHORIZATION_FAILED": 53,
+		"KAFKA_STORAGE_ERROR":                   56,
+		"SASL_AUTHENTICATION_FAILED":            58,
+		"UNKNOWN_PRODUCER_ID":                   59,
+		"NON_EMPTY_GROUP":                       68,
+		"GROUP_ID_NOT_FOUND":                    69,
+		"FENCED_LEADER_EPOCH":                   74,
+		"UNKNOWN_LEADER_EPOCH":                  75,
+		"UNSUPPORTED_COMPRESSION_TYPE":          76,
+		"STALE_BROKER_EPOCH":                    77,
+		"OFFSET_NOT_AVAILABLE":                  78,
+		"PREFERRED_LEADER_NOT_AVAILABLE":        80,
+		"GROUP_MAX_SIZE_REACHED":                81,
+		"FENCED_INSTANCE_ID":                    82,
+		"ELIGIBLE_LEADERS_NOT_AVAILABLE":        83,
+		"ELECTION_NOT_NEEDED":                   84,
+		"INVALID_RECORD":                        87,
+		"UNSTABLE_OFFSET_COMMIT":                88,
+		"THROTTLING_QUOTA_EXCEEDED":             89,
+		"PRODUCER_FENCED":                       90,
+		"INVALID_UPDATE_VERSION":                95,
+		"UNKNOWN_TOPIC_ID":                      100,
+		"DUPLICATE_BROKER_REGISTRATION":         101,
+		"BROKER_ID_NOT_REGISTERED":              102,
+		"FENCED_MEMBER_EPOCH":                   110,
+		"UNRELEASED_INSTANCE_ID":                111,
+		"UNSUPPORTED_ASSIGNOR":                  112,
+		"STALE_MEMBER_EPOCH":                    113,
+		"TRANSACTION_ABORTABLE":                 118,
 	}
 )
 
@@ -284,7 +299,7 @@ var File_skein_v1_errors_proto protoreflect.FileDescriptor
 
 const file_skein_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x15skein/v1/errors.proto\x12\bskein.v1*\xf9\x0e\n" +
+	"\x15skein/v1/errors.proto\x12\bskein.v1*\xa6\x10\n" +
 	"\tErrorCode\x12\b\n" +
 	"\x04NONE\x10\x00\x12!\n" +
 	"\x14UNKNOWN_SERVER_ERROR\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x12\x17\n" +
@@ -313,7 +328,10 @@ const file_skein_v1_errors_proto_rawDesc = "" +
 	"\x10INVALID_GROUP_ID\x10\x18\x12\x15\n" +
 	"\x11UNKNOWN_MEMBER_ID\x10\x19\x12\x1b\n" +
 	"\x17INVALID_SESSION_TIMEOUT\x10\x1a\x12\x19\n" +
-	"\x15REBALANCE_IN_PROGRESS\x10\x1b\x12\x15\n" +
+	"\x15REBALANCE_IN_PROGRESS\x10\x1b\x12\x1e\n" +
+	"\x1aTOPIC_AUTHORIZATION_FAILED\x10\x1d\x12\x1e\n" +
+	"\x1aGROUP_AUTHORIZATION_FAILED\x10\x1e\x12 \n" +
+	"\x1cCLUSTER_AUTHORIZATION_FAILED\x10\x1f\x12\x15\n" +
 	"\x11INVALID_TIMESTAMP\x10 \x12\x18\n" +
 	"\x14TOPIC_ALREADY_EXISTS\x10$\x12\x16\n" +
 	"\x12INVALID_PARTITIONS\x10%\x12\x1e\n" +
@@ -330,8 +348,10 @@ const file_skein_v1_errors_proto_rawDesc = "" +
 	"\x1bINVALID_PRODUCER_ID_MAPPING\x101\x12\x1f\n" +
 	"\x1bINVALID_TRANSACTION_TIMEOUT\x102\x12\x1b\n" +
 	"\x17CONCURRENT_TRANSACTIONS\x103\x12\"\n" +
-	"\x1eTRANSACTION_COORDINATOR_FENCED\x104\x12\x17\n" +
-	"\x13KAFKA_STORAGE_ERROR\x108\x12\x17\n" +
+	"\x1eTRANSACTION_COORDINATOR_FENCED\x104\x12)\n" +
+	"%TRANSACTIONAL_ID_AUTHORIZATION_FAILED\x105\x12\x17\n" +
+	"\x13KAFKA_STORAGE_ERROR\x108\x12\x1e\n" +
+	"\x1aSASL_AUTHENTICATION_FAILED\x10:\x12\x17\n" +
 	"\x13UNKNOWN_PRODUCER_ID\x10;\x12\x13\n" +
 	"\x0fNON_EMPTY_GROUP\x10D\x12\x16\n" +
 	"\x12GROUP_ID_NOT_FOUND\x10E\x12\x17\n" +

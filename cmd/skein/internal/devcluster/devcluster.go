@@ -304,6 +304,10 @@ func args(p *Process, procs []*Process, logLevel string, sec *Security) []string
 		a = append(a, "--tls-cert", f.Cert, "--tls-key", f.Key, "--tls-ca", f.CA)
 		if p.Role != RoleGateway {
 			a = append(a, "--gossip-key-file", sec.GossipKey)
+		} else {
+			// Every public call needs a principal: the client certificate
+			// or the dev token.
+			a = append(a, "--auth-required", "--auth-token-file", sec.TokenFile)
 		}
 	}
 	return a

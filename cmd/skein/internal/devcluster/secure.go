@@ -4,9 +4,11 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"skein/libs/tlsconf"
 )
@@ -14,12 +16,15 @@ import (
 // Security is what a secure cluster's processes and clients use, all in
 // <data-dir>/tls: the CA every process trusts, a certificate per process
 // (named after it, for 127.0.0.1 and localhost), a client certificate for
-// the CLI and tests, and the gossip key.
+// the CLI and tests, the gossip key, and the gateway's token file with a
+// dev token (principal DevPrincipal).
 type Security struct {
 	CA         string `json:"ca"`
 	ClientCert string `json:"client_cert"`
 	ClientKey  string `json:"client_key"`
 	GossipKey  string `json:"gossip_key_file"`
+	TokenFile  string `json:"token_file"`
+	DevToken   string `json:"dev_token"`
 
 	dir    string
 	client *tlsconf.Source
@@ -37,7 +42,7 @@ func secure(dir string, procs []*Process) (*Security, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Security{CA: ca.CertFile(), GossipKey: filepath.Join(dir, "gossip.key"), dir: dir}
+	s := &Security{CA: ca.CertFile(), GossipKey: filepath.Join(dir, "gossip.key"), TokenFile: filepath.Join(dir, "tokens"), dir: dir}
 	hosts := []string{"127.0.0.1", "localhost"}
 	for _, p := range procs {
 		if _, err := ca.Issue(tlsconf.Leaf{Name: p.name(), Role: p.Role, ID: strconv.Itoa(p.ID), Hosts: hosts}); err != nil {
@@ -63,7 +68,38 @@ func secure(dir string, procs []*Process) (*Security, error) {
 	} else if err != nil {
 		return nil, err
 	}
+	if s.DevToken, err = devToken(s.TokenFile); err != nil {
+		return nil, err
+	}
 	return s, nil
+}
+
+// DevPrincipal is the principal of a secure dev cluster's dev token.
+const DevPrincipal = "User:dev"
+
+// devToken answers the dev token of the gateway's token file, writing the
+// file with a fresh token when there is none (an existing file is kept, with
+// whatever tokens it holds).
+func devToken(file string) (string, error) {
+	data, err := os.ReadFile(file)
+	if err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if f := strings.Fields(line); len(f) == 2 && f[1] == DevPrincipal {
+				return f[0], nil
+			}
+		}
+		return "", fmt.Errorf("devcluster: %s has no token for %s", file, DevPrincipal)
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	tok := "skein-dev-" + base64.RawURLEncoding.EncodeToString(b)
+	body := "# bearer tokens of the gateway: \"token principal\" a line (skein-gateway --auth-token-file)\n" + tok + " " + DevPrincipal + "\n"
+	return tok, os.WriteFile(file, []byte(body), 0o600)
 }
 
 // scheme is how the cluster's HTTP endpoints are reached.

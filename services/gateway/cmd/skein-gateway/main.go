@@ -19,6 +19,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"math"
 	"net"
 	"net/http"
@@ -35,6 +36,7 @@ import (
 	"skein/libs/record"
 	"skein/libs/telemetry"
 	"skein/libs/tlsconf"
+	"skein/services/gateway/internal/authn"
 	"skein/services/gateway/internal/gateway"
 )
 
@@ -63,6 +65,9 @@ func run(args []string) error {
 	consoleDemos := fs.Bool("console-demos", false, "let the console at /console/ kill, pause and resume the storage nodes --dev-cluster-file lists (a skein dev cluster; never in production)")
 	devClusterFile := fs.String("dev-cluster-file", "", "the cluster.json of the skein dev cluster this gateway belongs to (skein dev passes it); the console's demos signal only the storage pids it lists")
 	debugAddr := fs.String("debug-addr", "", "serves /debug/pprof here when set (an operations address: keep it on loopback, never the public API port)")
+	authRequired := fs.Bool("auth-required", false, "refuse every public API call without a principal (a verified client certificate or a bearer token) with 401 / UNAUTHENTICATED SASL_AUTHENTICATION_FAILED")
+	authTokenFile := fs.String("auth-token-file", "", "static bearer tokens, one \"token principal\" line each (e.g. \"s3cret User:alice\"); reloaded on SIGHUP and when it changes")
+	authJWTKeyFile := fs.String("auth-jwt-key-file", "", "HS256 key for JSON Web Token bearer tokens (principal User:<sub>; exp and nbf checked); reloaded on SIGHUP and when it changes")
 	tlsFiles := tlsconf.AddFlags(fs)
 	if err := cliflag.Parse(fs, args, os.Getenv); err != nil {
 		return err
@@ -101,6 +106,10 @@ func run(args []string) error {
 	if err := grpcopt.SetupTLS(ctx, *tlsFiles, log); err != nil {
 		return err
 	}
+	verifier, err := authVerifier(ctx, *authTokenFile, *authJWTKeyFile, *authRequired, tlsFiles.Enabled(), log)
+	if err != nil {
+		return err
+	}
 	shutdownTracing, err := telemetry.Tracing(ctx, telemetry.TracingConfig{ServiceName: "skein-gateway", InstanceID: strconv.Itoa(*nodeID)})
 	if err != nil {
 		return err
@@ -115,6 +124,7 @@ func run(args []string) error {
 		ProducerOptions: []client.ProducerOption{client.WithBatchSize(*batchSize), client.WithLinger(*linger), client.WithCompression(codec)},
 		MaxRequestBytes: *maxRequestBytes, MaxInflightProduceBytes: *maxInflight,
 		ConsoleDemos: *consoleDemos, DevClusterFile: *devClusterFile,
+		Auth: verifier, AuthRequired: *authRequired,
 	})
 	if err != nil {
 		return err
@@ -132,6 +142,34 @@ func run(args []string) error {
 		log.Info("profiles on /debug/pprof", "addr", lis.Addr().String())
 	}
 	return g.Serve(ctx)
+}
+
+// authVerifier loads the token sources and reloads them on SIGHUP and on
+// change until ctx ends; nil when none is configured. A required principal
+// needs some way to present one.
+func authVerifier(ctx context.Context, tokenFile, jwtKeyFile string, required, tls bool, log *slog.Logger) (*authn.Verifier, error) {
+	if tokenFile == "" && jwtKeyFile == "" {
+		if required && !tls {
+			return nil, errors.New("--auth-required needs a way to authenticate: --auth-token-file, --auth-jwt-key-file or TLS client certificates (--tls-cert, --tls-key, --tls-ca)")
+		}
+		if required {
+			log.Info("authentication required: client certificates only")
+		}
+		return nil, nil
+	}
+	v, err := authn.NewVerifier(authn.Config{TokenFile: tokenFile, JWTKeyFile: jwtKeyFile})
+	if err != nil {
+		return nil, err
+	}
+	log.Info("bearer tokens accepted", "token_file", tokenFile, "jwt_key_file", jwtKeyFile, "required", required)
+	go v.Watch(ctx, grpcopt.ReloadEvery, func(err error) {
+		if err != nil {
+			log.Error("auth file reload failed; keeping the previous tokens", "err", err)
+			return
+		}
+		log.Info("auth files reloaded")
+	})
+	return v, nil
 }
 
 // healthcheck GETs /healthz, for container health checks in images with no

@@ -50,3 +50,14 @@ func TestRunRefusesBadProducerFlags(t *testing.T) {
 		}
 	}
 }
+
+func TestRunRefusesAuthWithoutMeans(t *testing.T) {
+	err := run([]string{"--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--controllers", "127.0.0.1:1", "--auth-required"})
+	if err == nil || !strings.Contains(err.Error(), "--auth-required needs") {
+		t.Errorf("--auth-required without tokens or TLS: %v", err)
+	}
+	err = run([]string{"--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--controllers", "127.0.0.1:1", "--auth-token-file", "/nonexistent/tokens"})
+	if err == nil || !strings.Contains(err.Error(), "token file") {
+		t.Errorf("a token file that does not exist: %v", err)
+	}
+}

@@ -22,6 +22,7 @@ import (
 	"skein/libs/grpcopt"
 	"skein/libs/telemetry"
 	"skein/services/gateway/internal/api"
+	"skein/services/gateway/internal/authn"
 	"skein/services/gateway/internal/budget"
 	"skein/services/gateway/internal/console"
 )
@@ -66,6 +67,11 @@ type Config struct {
 	// storage nodes DevClusterFile (a `skein dev` cluster.json) lists.
 	ConsoleDemos   bool
 	DevClusterFile string
+	// Auth verifies bearer tokens (nil: none are accepted; verified client
+	// certificates still name their principal). AuthRequired refuses
+	// every public call without a principal with SASL_AUTHENTICATION_FAILED.
+	Auth         *authn.Verifier
+	AuthRequired bool
 }
 
 // Gateway is a running gateway's listeners and servers.
@@ -79,6 +85,7 @@ type Gateway struct {
 	group    *api.Group
 	txn      *api.Transaction
 	events   *console.Hub
+	auth     *auth
 	grpcLis  net.Listener
 	httpLis  net.Listener
 	loopLis  *bufconn.Listener
@@ -127,8 +134,10 @@ func New(cfg Config) (*Gateway, error) {
 	g.httpLis = grpcopt.Listener(g.httpLis, true)
 
 	unaryErr, streamErr := api.ErrorInterceptors()
+	g.auth = &auth{verifier: cfg.Auth, required: cfg.AuthRequired, log: g.log}
+	unaryAuth, streamAuth := g.auth.interceptors()
 	opts := append(grpcopt.PublicServer(telemetry.NewGRPCMetrics(cfg.Registry)),
-		grpc.ChainUnaryInterceptor(unaryErr), grpc.ChainStreamInterceptor(streamErr),
+		grpc.ChainUnaryInterceptor(unaryErr, unaryAuth), grpc.ChainStreamInterceptor(streamErr, streamAuth),
 		// A message above the limit is refused by gRPC before it is
 		// allocated (RESOURCE_EXHAUSTED). The slack lets REST's loopback
 		// calls through: a REST body within the limit is no larger as
@@ -186,7 +195,7 @@ func New(cfg Config) (*Gateway, error) {
 	g.events = console.NewHub(console.HubConfig{Source: &consoleSource{c: g.client, admin: admin, group: g.group}, Logger: g.log})
 	console.Register(handler, g.events, &console.Demos{Enabled: cfg.ConsoleDemos, ClusterFile: cfg.DevClusterFile})
 	g.http = &http.Server{
-		Handler:           handler,
+		Handler:           g.auth.wrapHTTP(handler),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	ok = true

@@ -77,6 +77,9 @@ func newRESTMux(ctx context.Context, conn *grpc.ClientConn, rl restLimits) (*run
 			errorHandler(ctx, mux, m, w, r, err)
 		}),
 		runtime.WithRoutingErrorHandler(routingErrorHandler),
+		// The principal the HTTP side verified (auth.wrapHTTP) rides the
+		// in-memory hop as metadata.
+		runtime.WithMetadata(principalMetadata),
 		// Routes match the path as sent: an escaped slash stays inside its
 		// parameter, so /v1/topics/a%2Fb reaches the topic handlers (and is
 		// refused as an invalid topic name) instead of matching no route.

@@ -1,0 +1,193 @@
+package authn
+
+import (
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"skein/libs/errs"
+)
+
+var key = []byte("0123456789abcdef0123456789abcdef")
+
+func sign(t *testing.T, claims map[string]any, k []byte) string {
+	t.Helper()
+	tok, err := SignJWT(claims, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+func TestVerifyJWT(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	hs384 := "eyJhbGciOiJIUzM4NCJ9." + strings.Split(sign(t, map[string]any{"sub": "x"}, key), ".")[1] + ".AAAA"
+	none := "eyJhbGciOiJub25lIn0." + strings.Split(sign(t, map[string]any{"sub": "x"}, key), ".")[1] + "."
+	for _, tc := range []struct {
+		name, tok, want, errHas string
+	}{
+		{"good", sign(t, map[string]any{"sub": "alice", "exp": now.Unix() + 60}, key), "User:alice", ""},
+		{"typed subject", sign(t, map[string]any{"sub": "Service:billing"}, key), "Service:billing", ""},
+		{"nbf passed", sign(t, map[string]any{"sub": "alice", "nbf": now.Unix() - 1}, key), "User:alice", ""},
+		{"expired", sign(t, map[string]any{"sub": "alice", "exp": now.Unix() - 1}, key), "", "expired at"},
+		{"expires now", sign(t, map[string]any{"sub": "alice", "exp": now.Unix()}, key), "", "expired at"},
+		{"not yet valid", sign(t, map[string]any{"sub": "alice", "nbf": now.Unix() + 60}, key), "", "not valid before"},
+		{"bad signature", sign(t, map[string]any{"sub": "alice"}, []byte("another key of sixteen bytes")), "", "bad signature"},
+		{"no subject", sign(t, map[string]any{"exp": now.Unix() + 60}, key), "", "no sub claim"},
+		{"two parts", "abc.def", "", "malformed"},
+		{"not base64", "a!b.c.d", "", "not base64url"},
+		{"other algorithm", hs384, "", `"HS384" is not accepted`},
+		{"alg none", none, "", `"none" is not accepted`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := VerifyJWT(tc.tok, key, now)
+			if tc.errHas == "" {
+				if err != nil || string(p) != tc.want {
+					t.Fatalf("got %q, %v; want %q", p, err, tc.want)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.errHas) {
+				t.Fatalf("got %q, %v; want an error with %q", p, err, tc.errHas)
+			}
+			if !errors.Is(err, errs.SaslAuthenticationFailed) {
+				t.Fatalf("%v is not SASL_AUTHENTICATION_FAILED", err)
+			}
+		})
+	}
+}
+
+func TestParseTokenFile(t *testing.T) {
+	got, err := ParseTokenFile([]byte("# dev tokens\n\ns3cret User:alice\n  other bob  \n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got["s3cret"] != "User:alice" || got["other"] != "User:bob" {
+		t.Fatalf("got %v", got)
+	}
+	for _, bad := range []string{"lonely\n", "a b c\n", "t User:a\nt User:b\n"} {
+		if _, err := ParseTokenFile([]byte(bad)); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+func TestBearer(t *testing.T) {
+	for _, tc := range []struct {
+		in, tok string
+		ok, err bool
+	}{
+		{"", "", false, false},
+		{"Bearer abc", "abc", true, false},
+		{"bearer  abc ", "abc", true, false},
+		{"Basic dXNlcjpwdw==", "", false, true},
+		{"Bearer", "", false, true},
+		{"Bearer   ", "", false, true},
+	} {
+		tok, ok, err := Bearer(tc.in)
+		if tok != tc.tok || ok != tc.ok || (err != nil) != tc.err {
+			t.Errorf("Bearer(%q) = %q, %v, %v", tc.in, tok, ok, err)
+		}
+	}
+}
+
+func writeFile(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestVerifier(t *testing.T) {
+	dir := t.TempDir()
+	tf := writeFile(t, dir, "tokens", "dev-token User:dev\n")
+	kf := writeFile(t, dir, "jwt.key", string(key)+"\n")
+	v, err := NewVerifier(Config{TokenFile: tf, JWTKeyFile: kf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.now = func() time.Time { return time.Unix(1_800_000_000, 0) }
+	cert := &x509.Certificate{Subject: pkix.Name{CommonName: "client"}}
+	for _, tc := range []struct {
+		name   string
+		c      Credentials
+		want   Principal
+		errHas string
+	}{
+		{"nothing", Credentials{}, "", ""},
+		{"certificate", Credentials{Cert: cert}, "User:client", ""},
+		{"static token", Credentials{Authorization: "Bearer dev-token"}, "User:dev", ""},
+		{"token wins over certificate", Credentials{Cert: cert, Authorization: "Bearer dev-token"}, "User:dev", ""},
+		{"jwt", Credentials{Authorization: "Bearer " + sign(t, map[string]any{"sub": "carol", "exp": 1_800_000_100}, key)}, "User:carol", ""},
+		{"expired jwt", Credentials{Authorization: "Bearer " + sign(t, map[string]any{"sub": "carol", "exp": 1_700_000_000}, key)}, "", "expired"},
+		{"unknown token", Credentials{Authorization: "Bearer nope"}, "", "unknown bearer token"},
+		{"bad token with a certificate", Credentials{Cert: cert, Authorization: "Bearer nope"}, "", "unknown bearer token"},
+		{"other scheme", Credentials{Authorization: "Basic x"}, "", "must be"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := v.Authenticate(tc.c)
+			if tc.errHas == "" {
+				if err != nil || p != tc.want {
+					t.Fatalf("got %q, %v; want %q", p, err, tc.want)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.errHas) || !errors.Is(err, errs.SaslAuthenticationFailed) {
+				t.Fatalf("got %q, %v; want SASL_AUTHENTICATION_FAILED with %q", p, err, tc.errHas)
+			}
+		})
+	}
+
+	// A changed token file is noticed and read again; a broken one keeps the
+	// previous tokens.
+	time.Sleep(10 * time.Millisecond)
+	writeFile(t, dir, "tokens", "new-token User:new\n")
+	if !v.Changed() {
+		t.Fatal("a rewritten token file is not noticed")
+	}
+	if err := v.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := v.Token("new-token"); err != nil || p != "User:new" {
+		t.Fatalf("after reload: %q, %v", p, err)
+	}
+	if _, err := v.Token("dev-token"); err == nil {
+		t.Fatal("a token removed from the file still verifies")
+	}
+	writeFile(t, dir, "tokens", "broken\n")
+	if err := v.Reload(); err == nil {
+		t.Fatal("a broken token file reloaded")
+	}
+	if p, err := v.Token("new-token"); err != nil || p != "User:new" {
+		t.Fatalf("after a failed reload: %q, %v", p, err)
+	}
+
+	// A JWT at a gateway with tokens but no JWT key.
+	tokOnly, err := NewVerifier(Config{TokenFile: filepath.Join(dir, "tokens.only")})
+	if err == nil {
+		t.Fatal("a token file that does not exist loaded")
+	}
+	writeFile(t, dir, "tokens.only", "t User:t\n")
+	if tokOnly, err = NewVerifier(Config{TokenFile: filepath.Join(dir, "tokens.only")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tokOnly.Token(sign(t, map[string]any{"sub": "x"}, key)); err == nil || !strings.Contains(err.Error(), "takes no JWTs") {
+		t.Fatalf("a JWT without a JWT key: %v", err)
+	}
+
+	// No token source: a token is refused, saying why.
+	var none *Verifier
+	if _, err := none.Authenticate(Credentials{Authorization: "Bearer x"}); err == nil || !strings.Contains(err.Error(), "accepts no bearer tokens") {
+		t.Fatalf("no sources: %v", err)
+	}
+	if p, err := none.Authenticate(Credentials{Cert: cert}); err != nil || p != "User:client" {
+		t.Fatalf("no sources, a certificate: %q, %v", p, err)
+	}
+}

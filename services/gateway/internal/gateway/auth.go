@@ -1,0 +1,229 @@
+package gateway
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+
+	"skein/libs/errs"
+	"skein/libs/rpcerr"
+	"skein/services/gateway/internal/authn"
+)
+
+// principalMD is the metadata key that carries a REST caller's principal,
+// which the HTTP side verified, over the in-memory hop to the gRPC server.
+// Only calls arriving on that in-memory listener are believed; the HTTP
+// side drops any incoming header that grpc-gateway would turn into it.
+const principalMD = "skein-principal"
+
+// forgeableHeaders are the incoming HTTP headers grpc-gateway would forward
+// as principalMD (its Grpc-Metadata- prefix), removed before routing.
+var forgeableHeaders = []string{"Grpc-Metadata-" + principalMD, principalMD}
+
+// publicPrefix is the public API's gRPC method prefix: health and
+// reflection stay open to everyone.
+const publicPrefix = "/skein.v1."
+
+// auth authenticates the gateway's callers.
+type auth struct {
+	verifier *authn.Verifier // nil: no token sources
+	required bool
+	log      *slog.Logger
+}
+
+type principalKey struct{}
+
+// withPrincipal stores the caller's principal in ctx.
+func withPrincipal(ctx context.Context, p authn.Principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+// principalFrom answers the caller's principal, "" when there is none.
+func principalFrom(ctx context.Context) authn.Principal {
+	p, _ := ctx.Value(principalKey{}).(authn.Principal)
+	return p
+}
+
+// display is how a principal appears in logs.
+func display(p authn.Principal) string {
+	if p == "" {
+		return authn.Anonymous
+	}
+	return string(p)
+}
+
+// grpcPrincipal authenticates a gRPC call: from the REST side's metadata on
+// the in-memory listener, else from the peer's verified certificate and the
+// authorization metadata.
+func (a *auth) grpcPrincipal(ctx context.Context) (authn.Principal, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	if fromLoopback(ctx) {
+		switch v := md.Get(principalMD); len(v) {
+		case 0:
+			return "", nil
+		case 1:
+			return authn.Principal(v[0]), nil
+		default:
+			return "", errs.Errorf(errs.SaslAuthenticationFailed, "the in-memory hop carried %d principals", len(v))
+		}
+	}
+	var c authn.Credentials
+	if v := md.Get("authorization"); len(v) > 0 {
+		c.Authorization = v[0]
+	}
+	if p, ok := peer.FromContext(ctx); ok {
+		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok {
+			c.Cert = verifiedLeaf(ti.State.VerifiedChains)
+		}
+	}
+	return a.verifier.Authenticate(c)
+}
+
+func verifiedLeaf(chains [][]*x509.Certificate) *x509.Certificate {
+	if len(chains) > 0 && len(chains[0]) > 0 {
+		return chains[0][0]
+	}
+	return nil
+}
+
+// check answers the context a call runs in, or its refusal.
+func (a *auth) check(ctx context.Context, method string) (context.Context, error) {
+	p, err := a.grpcPrincipal(ctx)
+	if err == nil && p == "" && a.required {
+		err = errs.Errorf(errs.SaslAuthenticationFailed, "authentication required: present a client certificate or an Authorization: Bearer token")
+	}
+	if err != nil {
+		a.refused(ctx, p, method, err)
+		return ctx, rpcerr.ToGRPC(err)
+	}
+	trace.SpanFromContext(ctx).SetAttributes(attribute.String("skein.principal", display(p)))
+	return withPrincipal(ctx, p), nil
+}
+
+// refused logs a call refused for its credentials.
+func (a *auth) refused(ctx context.Context, p authn.Principal, op string, err error) {
+	trace.SpanFromContext(ctx).SetAttributes(attribute.String("skein.principal", display(p)))
+	a.log.WarnContext(ctx, "call refused", "principal", display(p), "operation", op, "error_code", errs.Of(err).Name, "reason", err.Error())
+}
+
+// audit logs an admin call: who, what, on which resource, and the outcome.
+func (a *auth) audit(ctx context.Context, method string, req any, err error) {
+	a.log.InfoContext(ctx, "audit", "principal", display(principalFrom(ctx)), "operation", method,
+		"resource", resourceOf(req), "error_code", errs.Of(rpcerr.FromStatus(err)).Name)
+}
+
+// resourceOf names what a request acts on, for the audit log.
+func resourceOf(req any) string {
+	switch r := req.(type) {
+	case interface{ GetTopic() string }:
+		if r.GetTopic() != "" {
+			return "topic:" + r.GetTopic()
+		}
+	case interface{ GetName() string }:
+		if r.GetName() != "" {
+			return "topic:" + r.GetName()
+		}
+	}
+	return "cluster"
+}
+
+func isAdmin(method string) bool { return strings.HasPrefix(method, "/skein.v1.AdminService/") }
+
+// interceptors authenticate every call of the public API and audit admin
+// calls.
+func (a *auth) interceptors() (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
+	unary := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		if !strings.HasPrefix(info.FullMethod, publicPrefix) {
+			return h(ctx, req)
+		}
+		ctx, err := a.check(ctx, info.FullMethod)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := h(ctx, req)
+		if isAdmin(info.FullMethod) {
+			a.audit(ctx, info.FullMethod, req, rpcerr.ToGRPC(err))
+		}
+		return resp, err
+	}
+	stream := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		if !strings.HasPrefix(info.FullMethod, publicPrefix) {
+			return h(srv, ss)
+		}
+		ctx, err := a.check(ss.Context(), info.FullMethod)
+		if err != nil {
+			return err
+		}
+		return h(srv, &principalStream{ServerStream: ss, ctx: ctx})
+	}
+	return unary, stream
+}
+
+type principalStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *principalStream) Context() context.Context { return s.ctx }
+
+// openHTTP are the HTTP paths served without credentials: probes, metrics,
+// the API description and the console's static page.
+func openHTTP(r *http.Request) bool {
+	switch r.URL.Path {
+	case "/healthz", "/readyz", "/metrics", "/openapi.json", "/console":
+		return true
+	}
+	return strings.HasPrefix(r.URL.Path, "/console/")
+}
+
+// wrapHTTP authenticates REST callers: it drops headers that could pose as
+// the verified principal, verifies the client certificate and bearer token,
+// refuses with 401 when that fails (or finds nothing and a principal is
+// required), and hands the principal on in the request's context.
+func (a *auth) wrapHTTP(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for _, h := range forgeableHeaders {
+			r.Header.Del(h)
+		}
+		c := authn.Credentials{Authorization: r.Header.Get("Authorization")}
+		if r.TLS != nil {
+			c.Cert = verifiedLeaf(r.TLS.VerifiedChains)
+		}
+		p, err := a.verifier.Authenticate(c)
+		if err == nil && p == "" && a.required && !openHTTP(r) {
+			err = errs.Errorf(errs.SaslAuthenticationFailed, "authentication required: present a client certificate or an Authorization: Bearer token")
+		}
+		if err != nil && !openHTTP(r) {
+			a.refused(r.Context(), p, r.Method+" "+r.URL.Path, err)
+			w.Header().Set("WWW-Authenticate", `Bearer realm="skein"`)
+			msg := err.Error()
+			var row *errs.Error
+			if errors.As(err, &row) {
+				msg = strings.TrimPrefix(msg, row.Name+": ")
+			}
+			writeError(w, http.StatusUnauthorized, errorBody{Code: int32(codes.Unauthenticated), ErrorCode: errs.SaslAuthenticationFailed.Name, Message: msg})
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(withPrincipal(r.Context(), p)))
+	})
+}
+
+// principalMetadata is grpc-gateway's annotator: the verified principal
+// rides the in-memory hop as principalMD.
+func principalMetadata(ctx context.Context, r *http.Request) metadata.MD {
+	if p := principalFrom(r.Context()); p != "" {
+		return metadata.Pairs(principalMD, string(p))
+	}
+	return nil
+}

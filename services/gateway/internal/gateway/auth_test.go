@@ -1,0 +1,271 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/errs"
+	"skein/libs/rpcerr"
+	"skein/services/gateway/internal/authn"
+)
+
+// syncBuffer is a log sink tests read while the gateway writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+var jwtKey = []byte("a test key of at least sixteen bytes")
+
+// startAuth runs a gateway that requires a principal and takes the token
+// "dev-token" (User:dev) and JWTs signed with jwtKey.
+func startAuth(t *testing.T) (*env, *syncBuffer) {
+	t.Helper()
+	dir := t.TempDir()
+	tf, kf := filepath.Join(dir, "tokens"), filepath.Join(dir, "jwt.key")
+	if err := os.WriteFile(tf, []byte("dev-token User:dev\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(kf, jwtKey, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	v, err := authn.NewVerifier(authn.Config{TokenFile: tf, JWTKeyFile: kf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	e := startWith(t, func(c *Config) {
+		c.Auth, c.AuthRequired = v, true
+		c.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+	})
+	e.waitReady()
+	return e, logs
+}
+
+// call sends a REST request with the given headers.
+func (e *env) call(method, path, body string, headers map[string]string) (int, map[string]any, http.Header) {
+	e.t.Helper()
+	req, err := http.NewRequest(method, e.base+path, strings.NewReader(body))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	return resp.StatusCode, out, resp.Header
+}
+
+func TestRESTAuthentication(t *testing.T) {
+	e, logs := startAuth(t)
+	expired, err := authn.SignJWT(map[string]any{"sub": "carol", "exp": time.Now().Add(-time.Minute).Unix()}, jwtKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, err := authn.SignJWT(map[string]any{"sub": "carol", "exp": time.Now().Add(time.Hour).Unix()}, jwtKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		headers map[string]string
+		msgHas  string
+	}{
+		{"no credentials", nil, "authentication required"},
+		{"unknown token", map[string]string{"Authorization": "Bearer nope"}, "unknown bearer token"},
+		{"expired JWT", map[string]string{"Authorization": "Bearer " + expired}, "JWT: expired at"},
+		{"malformed JWT", map[string]string{"Authorization": "Bearer a.b.c"}, "JWT: malformed"},
+		{"basic auth", map[string]string{"Authorization": "Basic eDp5"}, "must be \"Bearer <token>\""},
+		// The principal header of the in-memory hop, sent from outside in
+		// every form grpc-gateway would forward.
+		{"forged metadata header", map[string]string{"Grpc-Metadata-Skein-Principal": "User:admin"}, "authentication required"},
+		{"forged lower-case header", map[string]string{"grpc-metadata-skein-principal": "User:admin"}, "authentication required"},
+		{"forged bare header", map[string]string{"Skein-Principal": "User:admin"}, "authentication required"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, h := e.call("GET", "/v1/topics", "", tc.headers)
+			if code != http.StatusUnauthorized || out["error_code"] != "SASL_AUTHENTICATION_FAILED" || out["code"] != float64(codes.Unauthenticated) {
+				t.Fatalf("got %d %v, want 401 SASL_AUTHENTICATION_FAILED", code, out)
+			}
+			if msg, _ := out["message"].(string); !strings.Contains(msg, tc.msgHas) {
+				t.Fatalf("message %q does not say %q", msg, tc.msgHas)
+			}
+			if h.Get("WWW-Authenticate") == "" {
+				t.Fatal("no WWW-Authenticate header")
+			}
+		})
+	}
+	if !strings.Contains(logs.String(), `"msg":"call refused"`) {
+		t.Errorf("no refusal in the log:\n%s", logs.String())
+	}
+
+	// Probes stay open.
+	if code, _, _ := e.call("GET", "/healthz", "", nil); code != http.StatusOK {
+		t.Errorf("/healthz without credentials: %d", code)
+	}
+
+	// A token: the call goes through, and its principal crosses the
+	// in-memory hop into the admin audit line and the call's span.
+	for _, tok := range []struct{ header, principal string }{{"Bearer dev-token", "User:dev"}, {"Bearer " + good, "User:carol"}} {
+		spans.Reset()
+		code, out, _ := e.call("GET", "/v1/topics", "", map[string]string{"Authorization": tok.header, "Grpc-Metadata-Skein-Principal": "User:admin"})
+		if code != http.StatusOK {
+			t.Fatalf("%s: %d %v", tok.principal, code, out)
+		}
+		if !strings.Contains(logs.String(), `"msg":"audit","principal":"`+tok.principal+`","operation":"/skein.v1.AdminService/ListTopics"`) {
+			t.Errorf("no audit line for %s:\n%s", tok.principal, logs.String())
+		}
+		if strings.Contains(logs.String(), "User:admin") {
+			t.Errorf("a forged principal reached the gateway:\n%s", logs.String())
+		}
+		if !spanHasPrincipal(tok.principal) {
+			t.Errorf("no span carries skein.principal=%s", tok.principal)
+		}
+	}
+}
+
+func spanHasPrincipal(p string) bool {
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, s := range spans.GetSpans() {
+			for _, a := range s.Attributes {
+				if a.Key == "skein.principal" && a.Value.AsString() == p {
+					return true
+				}
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return false
+}
+
+func TestGRPCAuthentication(t *testing.T) {
+	e, logs := startAuth(t)
+	cc, err := grpc.NewClient(e.gw.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	admin := skeinv1.NewAdminServiceClient(cc)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, tc := range []struct {
+		name string
+		md   metadata.MD
+	}{
+		{"no credentials", nil},
+		{"unknown token", metadata.Pairs("authorization", "Bearer nope")},
+		// Only the in-memory hop may carry a principal.
+		{"forged principal", metadata.Pairs(principalMD, "User:admin")},
+	} {
+		_, err := admin.ListTopics(metadata.NewOutgoingContext(ctx, tc.md), &skeinv1.ListTopicsRequest{})
+		if status.Code(err) != codes.Unauthenticated || errs.Of(rpcerr.FromStatus(err)) != errs.SaslAuthenticationFailed {
+			t.Errorf("%s: %v, want UNAUTHENTICATED SASL_AUTHENTICATION_FAILED", tc.name, err)
+		}
+	}
+	if _, err := admin.ListTopics(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer dev-token"), &skeinv1.ListTopicsRequest{}); err != nil {
+		t.Fatalf("with the token: %v", err)
+	}
+	if !strings.Contains(logs.String(), `"principal":"User:dev"`) {
+		t.Errorf("no audit line for User:dev:\n%s", logs.String())
+	}
+	// A stream is checked too.
+	tail, err := skeinv1.NewConsumerServiceClient(cc).Tail(ctx, &skeinv1.TailRequest{Topic: "t"})
+	if err == nil {
+		_, err = tail.Recv()
+	}
+	if status.Code(err) != codes.Unauthenticated {
+		t.Errorf("Tail without credentials: %v", err)
+	}
+	// Health stays open.
+	if _, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+		t.Errorf("health without credentials: %v", err)
+	}
+}
+
+// Without --auth-required, a caller without credentials is served and bad
+// credentials are still refused.
+func TestAuthOptional(t *testing.T) {
+	logs := &syncBuffer{}
+	e := startWith(t, func(c *Config) { c.Logger = slog.New(slog.NewJSONHandler(logs, nil)) })
+	e.waitReady()
+	if code, out, _ := e.call("GET", "/v1/topics", "", nil); code != http.StatusOK {
+		t.Fatalf("no credentials, auth optional: %d %v", code, out)
+	}
+	// A caller without credentials cannot name itself through the
+	// in-memory hop's metadata, in any form grpc-gateway forwards.
+	for _, h := range []string{"Grpc-Metadata-Skein-Principal", "grpc-metadata-skein-principal", "Skein-Principal"} {
+		if code, out, _ := e.call("GET", "/v1/topics", "", map[string]string{h: "User:admin"}); code != http.StatusOK {
+			t.Fatalf("%s: %d %v", h, code, out)
+		}
+	}
+	if l := logs.String(); strings.Contains(l, "User:admin") || !strings.Contains(l, `"principal":"User:ANONYMOUS"`) {
+		t.Fatalf("a forged principal header reached the gateway:\n%s", l)
+	}
+	if code, out, _ := e.call("GET", "/v1/topics", "", map[string]string{"Authorization": "Bearer x"}); code != http.StatusUnauthorized || !strings.Contains(out["message"].(string), "accepts no bearer tokens") {
+		t.Fatalf("a token at a gateway without token sources: %d %v", code, out)
+	}
+}
+
+// The HTTP side drops the headers that name the in-memory hop's principal
+// before anything routes the request, whatever grpc-gateway's header
+// matcher would forward.
+func TestWrapHTTPDropsPrincipalHeaders(t *testing.T) {
+	a := &auth{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	var seen http.Header
+	var principal authn.Principal
+	h := a.wrapHTTP(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		seen, principal = r.Header.Clone(), principalFrom(r.Context())
+	}))
+	r := httptest.NewRequest("GET", "/v1/topics", nil)
+	r.Header.Set("Grpc-Metadata-Skein-Principal", "User:admin")
+	r.Header.Set("skein-principal", "User:admin")
+	r.Header.Set("X-Other", "kept")
+	h.ServeHTTP(httptest.NewRecorder(), r)
+	if seen.Get("Grpc-Metadata-Skein-Principal") != "" || seen.Get("Skein-Principal") != "" || seen.Get("X-Other") != "kept" {
+		t.Fatalf("headers after the auth wrapper: %v", seen)
+	}
+	if principal != "" {
+		t.Fatalf("principal %q from headers", principal)
+	}
+	if md := principalMetadata(context.Background(), r); md != nil {
+		t.Fatalf("metadata for a caller without a principal: %v", md)
+	}
+}
