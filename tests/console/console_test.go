@@ -289,6 +289,9 @@ func TestConsole(t *testing.T) {
 		waitJS(`document.querySelector('#produce-results li.ok[data-acks="all"]') !== null`, 15*time.Second),
 		waitJS(fmt.Sprintf(`[...document.querySelectorAll('tr.partition[data-topic="%[1]s"]')].reduce((s, r) => s + Number(r.dataset.hw), 0) === 30 &&
 			document.querySelectorAll('tr.partition[data-topic="%[1]s"] .bar .committed').length > 0`, topic), 10*time.Second),
+		// One log bar per replica: the leader's and both followers' log
+		// ends reach the 30 records.
+		waitJS(fmt.Sprintf(`[...document.querySelectorAll('tr.partition[data-topic="%s"] .replica .nums')].filter(n => n.textContent === 'LEO 30').length === 3`, topic), 10*time.Second),
 		shot("03-produced.png"))
 	t.Logf("produce: %s", eval(`document.querySelector('#produce-results li.ok').textContent`))
 
