@@ -104,7 +104,7 @@ check: fmt vet lint breaking gen-fresh pure
 
 # The pure cores: state machines, math and the error table, which the gRPC
 # and disk shells wrap. None may depend on a gRPC package, even indirectly.
-PURE := skein/libs/errs skein/libs/record skein/libs/topicconfig skein/libs/metadata \
+PURE := skein/libs/errs skein/libs/acl skein/libs/record skein/libs/topicconfig skein/libs/metadata \
 	skein/services/controller/internal/fsm \
 	skein/services/storage/internal/isr skein/services/storage/internal/producer \
 	skein/services/groupcoord/internal/assign skein/services/groupcoord/internal/group \

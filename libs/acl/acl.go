@@ -1,0 +1,312 @@
+// Package acl is Kafka-style authorization as a pure core: ACL bindings
+// (principal, resource type, name and pattern, operation, allow or deny),
+// their parsing and validation, filters that select bindings, and the
+// decision for one call. It holds no state and depends on no gRPC package
+// (`make pure`): the controller keeps the bindings in its Raft state and
+// the gateway asks Authorize with the bindings of its metadata image.
+//
+// The rules are Kafka's: a binding matches a principal when it names it or
+// names User:*; a literal name matches that name, the literal name * every
+// name, and a prefixed name every name that starts with it; operation All
+// matches every operation, and an allowed Read, Write, Delete or Alter also
+// allows Describe. A matching deny wins over any allow; with no matching
+// allow the call is denied. Super users are allowed everything.
+package acl
+
+import (
+	"fmt"
+	"strings"
+
+	"skein/libs/errs"
+)
+
+// ResourceType is what a binding protects.
+type ResourceType int8
+
+// The resource types.
+const (
+	Topic ResourceType = iota + 1
+	Group
+	Cluster
+	TransactionalID
+)
+
+// Operation is what a principal does to a resource.
+type Operation int8
+
+// The operations. All matches every one of them.
+const (
+	All Operation = iota + 1
+	Read
+	Write
+	Create
+	Delete
+	Alter
+	Describe
+)
+
+// PatternType says how a binding's name matches resource names.
+type PatternType int8
+
+// The pattern types.
+const (
+	Literal PatternType = iota + 1
+	Prefixed
+)
+
+// Permission is allow or deny.
+type Permission int8
+
+// The permissions.
+const (
+	Allow Permission = iota + 1
+	Deny
+)
+
+// ClusterName is the name of the one cluster resource.
+const ClusterName = "skein-cluster"
+
+// Wildcard is the literal name that matches every name, and, as User:*, the
+// principal that matches every principal.
+const (
+	Wildcard          = "*"
+	WildcardPrincipal = "User:*"
+)
+
+var (
+	resourceNames   = map[ResourceType]string{Topic: "topic", Group: "group", Cluster: "cluster", TransactionalID: "transactional_id"}
+	operationNames  = map[Operation]string{All: "all", Read: "read", Write: "write", Create: "create", Delete: "delete", Alter: "alter", Describe: "describe"}
+	patternNames    = map[PatternType]string{Literal: "literal", Prefixed: "prefixed"}
+	permissionNames = map[Permission]string{Allow: "allow", Deny: "deny"}
+)
+
+func (r ResourceType) String() string { return nameOr(resourceNames, r) }
+func (o Operation) String() string    { return nameOr(operationNames, o) }
+func (p PatternType) String() string  { return nameOr(patternNames, p) }
+func (p Permission) String() string   { return nameOr(permissionNames, p) }
+
+func nameOr[K comparable](m map[K]string, k K) string {
+	if n, ok := m[k]; ok {
+		return n
+	}
+	return fmt.Sprintf("unknown(%v)", any(k))
+}
+
+// parse finds name (case-insensitive, "-" read as "_") in m, or answers
+// INVALID_REQUEST listing what is accepted.
+func parse[K comparable](m map[K]string, what, name string, order []K) (K, error) {
+	n := strings.ReplaceAll(strings.ToLower(strings.TrimSpace(name)), "-", "_")
+	for k, v := range m {
+		if v == n {
+			return k, nil
+		}
+	}
+	valid := make([]string, len(order))
+	for i, k := range order {
+		valid[i] = m[k]
+	}
+	var zero K
+	return zero, errs.Errorf(errs.InvalidRequest, "unknown %s %q: want one of %s", what, name, strings.Join(valid, ", "))
+}
+
+// ParseResourceType reads topic, group, cluster or transactional_id.
+func ParseResourceType(s string) (ResourceType, error) {
+	return parse(resourceNames, "resource type", s, []ResourceType{Topic, Group, Cluster, TransactionalID})
+}
+
+// ParseOperation reads all, read, write, create, delete, alter or describe.
+func ParseOperation(s string) (Operation, error) {
+	return parse(operationNames, "operation", s, []Operation{All, Read, Write, Create, Delete, Alter, Describe})
+}
+
+// ParsePatternType reads literal or prefixed.
+func ParsePatternType(s string) (PatternType, error) {
+	return parse(patternNames, "pattern type", s, []PatternType{Literal, Prefixed})
+}
+
+// ParsePermission reads allow or deny.
+func ParsePermission(s string) (Permission, error) {
+	return parse(permissionNames, "permission", s, []Permission{Allow, Deny})
+}
+
+// Binding is one ACL.
+type Binding struct {
+	Principal  string // "User:alice", or User:* for everyone
+	Resource   ResourceType
+	Name       string // the resource name or prefix; * (literal) for all; ClusterName for the cluster
+	Pattern    PatternType
+	Operation  Operation
+	Permission Permission
+}
+
+func (b Binding) String() string {
+	return fmt.Sprintf("%s %s %s:%s(%s) %s", b.Principal, b.Permission, b.Resource, b.Name, b.Pattern, b.Operation)
+}
+
+// Validate checks a binding as an operator writes it; it answers the
+// binding as stored (a cluster binding's name is ClusterName).
+func (b Binding) Validate() (Binding, error) {
+	bad := func(format string, args ...any) (Binding, error) {
+		return b, errs.Errorf(errs.InvalidRequest, "ACL binding: "+format, args...)
+	}
+	typ, name, ok := strings.Cut(b.Principal, ":")
+	if !ok || typ == "" || name == "" {
+		return bad("principal %q: want Type:name, e.g. User:alice (User:* for everyone)", b.Principal)
+	}
+	if _, ok := resourceNames[b.Resource]; !ok {
+		return bad("unknown resource type %d", b.Resource)
+	}
+	if _, ok := operationNames[b.Operation]; !ok {
+		return bad("unknown operation %d", b.Operation)
+	}
+	if _, ok := patternNames[b.Pattern]; !ok {
+		return bad("unknown pattern type %d", b.Pattern)
+	}
+	if _, ok := permissionNames[b.Permission]; !ok {
+		return bad("unknown permission %d", b.Permission)
+	}
+	if b.Resource == Cluster {
+		if b.Pattern != Literal || (b.Name != "" && b.Name != ClusterName && b.Name != Wildcard) {
+			return bad("the cluster resource is the literal name %q", ClusterName)
+		}
+		b.Name = ClusterName
+	}
+	if b.Name == "" {
+		return bad("no resource name (use * with the literal pattern for every %s)", b.Resource)
+	}
+	if b.Pattern == Prefixed && b.Name == Wildcard {
+		return bad("the prefix * is not a wildcard: use * with the literal pattern")
+	}
+	if b.Resource == Cluster && b.Operation != All && b.Operation != Create && b.Operation != Alter && b.Operation != Describe {
+		return bad("operation %s does not apply to the cluster (all, create, alter or describe)", b.Operation)
+	}
+	return b, nil
+}
+
+// Filter selects bindings: each zero field matches anything.
+type Filter struct {
+	Principal  string
+	Resource   ResourceType
+	Name       string
+	Pattern    PatternType
+	Operation  Operation
+	Permission Permission
+}
+
+// Matches reports whether b is one the filter selects (fields compared
+// exactly, not by the matching rules of Authorize).
+func (f Filter) Matches(b Binding) bool {
+	return (f.Principal == "" || f.Principal == b.Principal) &&
+		(f.Resource == 0 || f.Resource == b.Resource) &&
+		(f.Name == "" || f.Name == b.Name) &&
+		(f.Pattern == 0 || f.Pattern == b.Pattern) &&
+		(f.Operation == 0 || f.Operation == b.Operation) &&
+		(f.Permission == 0 || f.Permission == b.Permission)
+}
+
+// Request is one authorization question.
+type Request struct {
+	Principal string
+	Resource  ResourceType
+	Name      string // ignored for Cluster
+	Operation Operation
+}
+
+// Decision is Authorize's answer: Allowed, and the binding that decided
+// (the zero Binding for a super user or when nothing matched).
+type Decision struct {
+	Allowed bool
+	By      Binding
+	Super   bool
+}
+
+// implies reports whether an allow of granted also allows op.
+func implies(granted, op Operation) bool {
+	if granted == All || granted == op {
+		return true
+	}
+	return op == Describe && (granted == Read || granted == Write || granted == Delete || granted == Alter)
+}
+
+func (b Binding) matchesResource(r Request) bool {
+	if b.Resource != r.Resource {
+		return false
+	}
+	if r.Resource == Cluster {
+		return true
+	}
+	switch b.Pattern {
+	case Literal:
+		return b.Name == Wildcard || b.Name == r.Name
+	case Prefixed:
+		return strings.HasPrefix(r.Name, b.Name)
+	}
+	return false
+}
+
+func (b Binding) matchesPrincipal(p string) bool {
+	return b.Principal == p || b.Principal == WildcardPrincipal
+}
+
+// Authorize decides r against bindings: super users are allowed; a
+// matching deny denies; a matching allow allows; nothing matching denies.
+func Authorize(bindings []Binding, superUsers map[string]bool, r Request) Decision {
+	if superUsers[r.Principal] {
+		return Decision{Allowed: true, Super: true}
+	}
+	var allow *Binding
+	for i := range bindings {
+		b := &bindings[i]
+		if !b.matchesPrincipal(r.Principal) || !b.matchesResource(r) {
+			continue
+		}
+		switch b.Permission {
+		case Deny:
+			if b.Operation == All || b.Operation == r.Operation {
+				return Decision{Allowed: false, By: *b}
+			}
+		case Allow:
+			if allow == nil && implies(b.Operation, r.Operation) {
+				allow = b
+			}
+		}
+	}
+	if allow != nil {
+		return Decision{Allowed: true, By: *allow}
+	}
+	return Decision{}
+}
+
+// Refusal answers the error of a denied request: the row of its resource
+// type (TOPIC_, GROUP_, CLUSTER_ or TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+// with a message naming the principal, the operation and the resource.
+func Refusal(r Request) error {
+	row := map[ResourceType]*errs.Error{
+		Topic: errs.TopicAuthorizationFailed, Group: errs.GroupAuthorizationFailed,
+		Cluster: errs.ClusterAuthorizationFailed, TransactionalID: errs.TransactionalIDAuthorizationFailed,
+	}[r.Resource]
+	if row == nil {
+		row = errs.ClusterAuthorizationFailed
+	}
+	if r.Resource == Cluster {
+		return errs.Errorf(row, "%s may not %s the cluster", r.Principal, r.Operation)
+	}
+	return errs.Errorf(row, "%s may not %s %s %q", r.Principal, r.Operation, r.Resource, r.Name)
+}
+
+// ParseSuperUsers reads a --super-users value: principals separated by
+// commas or semicolons (Kafka's super.users uses semicolons).
+func ParseSuperUsers(s string) (map[string]bool, error) {
+	out := map[string]bool{}
+	for _, p := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ';' }) {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		if typ, name, ok := strings.Cut(p, ":"); !ok || typ == "" || name == "" {
+			return nil, fmt.Errorf("super user %q: want Type:name, e.g. User:admin", p)
+		}
+		out[p] = true
+	}
+	return out, nil
+}
