@@ -89,7 +89,7 @@ func nameOr[K comparable](m map[K]string, k K) string {
 	if n, ok := m[k]; ok {
 		return n
 	}
-	return fmt.Sprintf("unknown(%v)", any(k))
+	return fmt.Sprintf("unknown(%d)", any(k)) // %d, not %v: %v would call String again
 }
 
 // parse finds name (case-insensitive, "-" read as "_") in m, or answers

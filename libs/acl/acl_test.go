@@ -194,3 +194,20 @@ func TestParseSuperUsers(t *testing.T) {
 		t.Fatal("a super user without a type was accepted")
 	}
 }
+
+// An unknown value names its number (and does not recurse through String).
+func TestUnknownValueNames(t *testing.T) {
+	for _, tc := range []struct {
+		got, want string
+	}{
+		{ResourceType(9).String(), "unknown(9)"},
+		{Operation(99).String(), "unknown(99)"},
+		{PatternType(0).String(), "unknown(0)"},
+		{Permission(-1).String(), "unknown(-1)"},
+		{Binding{Principal: "User:x", Resource: Topic, Name: "t", Pattern: Literal, Operation: 99, Permission: Allow}.String(), `User:x allow topic:t(literal) unknown(99)`},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("got %q, want %q", tc.got, tc.want)
+		}
+	}
+}
