@@ -6,12 +6,14 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	controllerv1 "skein/gen/skein/controller/v1"
+	"skein/libs/acl"
 )
 
 // Apply moves the image to delta.Version by applying its records in order.
 // It is all or nothing: a delta that does not fit (version going backwards, a
 // partition of an unknown topic, a gap in partition indexes, a topic name held
-// by another id, a removal of something absent, producer ids going backwards)
+// by another id, a removal of something absent (an ACL binding not held), an ACL binding
+// not valid as stored, producer ids going backwards)
 // is refused with an error and the image is left as it was.
 func (im *Image) Apply(delta *controllerv1.MetadataDelta) error {
 	if delta == nil {
@@ -42,6 +44,14 @@ func (im *Image) check(records []*controllerv1.MetadataRecord) error {
 	ids := map[string]string{}         // overlay id -> name ("" = freed)
 	brokers := map[BrokerID]bool{}     // overlay: exists?
 	nextPID := im.nextProducerID
+	acls := map[acl.Binding]bool{} // overlay: held?
+	aclHeld := func(b acl.Binding) bool {
+		if h, ok := acls[b]; ok {
+			return h
+		}
+		_, ok := im.acls[b]
+		return ok
+	}
 	topicOf := func(name string) *topicState {
 		if t, ok := topics[name]; ok {
 			return t
@@ -136,6 +146,18 @@ func (im *Image) check(records []*controllerv1.MetadataRecord) error {
 				return fmt.Errorf("metadata: record %d: next producer id %d goes back from %d", i, next, nextPID)
 			}
 			nextPID = next
+		case *controllerv1.MetadataRecord_Acl:
+			b := Binding(x.Acl)
+			if v, err := b.Validate(); err != nil || v != b {
+				return fmt.Errorf("metadata: record %d: ACL binding %s is not valid as stored", i, b)
+			}
+			acls[b] = true
+		case *controllerv1.MetadataRecord_RemovedAcl:
+			b := Binding(x.RemovedAcl)
+			if !aclHeld(b) {
+				return fmt.Errorf("metadata: record %d: removes ACL binding %s, which is not held", i, b)
+			}
+			acls[b] = false
 		default:
 			return fmt.Errorf("metadata: record %d: empty or unknown record", i)
 		}
@@ -189,6 +211,10 @@ func (im *Image) put(r *controllerv1.MetadataRecord) {
 		m[a.GetPartition()] = a
 	case *controllerv1.MetadataRecord_ProducerIds:
 		im.nextProducerID = x.ProducerIds.GetNextProducerId()
+	case *controllerv1.MetadataRecord_Acl:
+		im.acls[Binding(x.Acl)] = struct{}{}
+	case *controllerv1.MetadataRecord_RemovedAcl:
+		delete(im.acls, Binding(x.RemovedAcl))
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	controllerv1 "skein/gen/skein/controller/v1"
+	"skein/libs/acl"
 )
 
 // BrokerID is a storage node's id; NoLeader (-1) marks an offline partition.
@@ -40,6 +41,7 @@ type Image struct {
 	coordinators map[coordKey]*controllerv1.CoordinatorRecord
 	// assignments[kind][p] is the owner of the internal topic's partition p.
 	assignments map[controllerv1.CoordinatorKind]map[int32]*controllerv1.CoordinatorAssignmentRecord
+	acls        map[acl.Binding]struct{}
 }
 
 // New returns an empty image of the named cluster at version 0.
@@ -52,6 +54,7 @@ func New(clusterID string) *Image {
 		partitions:   map[string][]*controllerv1.PartitionRecord{},
 		coordinators: map[coordKey]*controllerv1.CoordinatorRecord{},
 		assignments:  map[controllerv1.CoordinatorKind]map[int32]*controllerv1.CoordinatorAssignmentRecord{},
+		acls:         map[acl.Binding]struct{}{},
 	}
 }
 
@@ -86,6 +89,9 @@ func FromProto(p *controllerv1.MetadataImage) (*Image, error) {
 	for _, a := range p.GetCoordinatorAssignments() {
 		recs = append(recs, AssignmentRecord(a))
 	}
+	for _, a := range p.GetAcls() {
+		recs = append(recs, &controllerv1.MetadataRecord{Record: &controllerv1.MetadataRecord_Acl{Acl: a}})
+	}
 	recs = append(recs, &controllerv1.MetadataRecord{Record: &controllerv1.MetadataRecord_ProducerIds{
 		ProducerIds: &controllerv1.ProducerIdsRecord{NextProducerId: p.GetNextProducerId()}}})
 	if err := im.Apply(&controllerv1.MetadataDelta{Version: p.GetVersion(), Records: recs}); err != nil {
@@ -106,6 +112,7 @@ func (im *Image) Clone() *Image {
 		partitions:     make(map[string][]*controllerv1.PartitionRecord, len(im.partitions)),
 		coordinators:   maps.Clone(im.coordinators),
 		assignments:    make(map[controllerv1.CoordinatorKind]map[int32]*controllerv1.CoordinatorAssignmentRecord, len(im.assignments)),
+		acls:           maps.Clone(im.acls),
 	}
 	for k, v := range im.partitions {
 		c.partitions[k] = slices.Clone(v)
@@ -348,6 +355,9 @@ func (im *Image) ToProto() *controllerv1.MetadataImage {
 	out.Coordinators = cloneAll(im.Coordinators())
 	for _, kind := range []controllerv1.CoordinatorKind{controllerv1.CoordinatorKind_COORDINATOR_KIND_GROUP, controllerv1.CoordinatorKind_COORDINATOR_KIND_TRANSACTION} {
 		out.CoordinatorAssignments = append(out.CoordinatorAssignments, cloneAll(im.Assignments(kind))...)
+	}
+	for _, b := range im.Acls() {
+		out.Acls = append(out.Acls, AclOf(b))
 	}
 	return out
 }

@@ -38,6 +38,7 @@ type Controller struct {
 	held       []*controllerv1.WatchMetadataResponse // guarded by mu
 	coords     map[int32]*controllerv1.CoordinatorRecord
 	coordFor   map[string]int32 // FindCoordinator overrides by key
+	acls       *metadata.Image  // only its ACL bindings are used
 }
 
 // NewController returns a controller with an empty image.
@@ -52,6 +53,7 @@ func NewController(clusterID string) *Controller {
 		watchers:   map[chan *controllerv1.WatchMetadataResponse]bool{},
 		coords:     map[int32]*controllerv1.CoordinatorRecord{},
 		coordFor:   map[string]int32{},
+		acls:       metadata.New(""),
 	}
 }
 
@@ -90,7 +92,47 @@ func (c *Controller) imageLocked() *controllerv1.MetadataImage {
 	for _, id := range slices.Sorted(maps.Keys(c.coords)) {
 		im.Coordinators = append(im.Coordinators, c.coords[id])
 	}
+	im.Acls = c.acls.ToProto().GetAcls()
 	return im
+}
+
+// CreateAcls adds the valid bindings, as the controller's state machine does.
+func (c *Controller) CreateAcls(_ context.Context, req *controllerv1.CreateAclsRequest) (*controllerv1.CreateAclsResponse, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	resp := &controllerv1.CreateAclsResponse{}
+	for _, r := range req.GetAcls() {
+		b, err := metadata.Binding(r).Validate()
+		if err == nil && !c.acls.HasAcl(b) {
+			rec := metadata.AclRecord(b)
+			if err = c.acls.Apply(&controllerv1.MetadataDelta{Records: []*controllerv1.MetadataRecord{rec}}); err == nil {
+				c.publishLocked(rec)
+			}
+		}
+		resp.Results = append(resp.Results, &controllerv1.AclResult{ErrorCode: int32(errs.CodeOf(err)), ErrorMessage: errs.Message(err)})
+	}
+	return resp, nil
+}
+
+// DeleteAcls removes the bindings each filter selects (exact fields, zero
+// for any).
+func (c *Controller) DeleteAcls(_ context.Context, req *controllerv1.DeleteAclsRequest) (*controllerv1.DeleteAclsResponse, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	resp := &controllerv1.DeleteAclsResponse{}
+	for _, f := range req.GetFilters() {
+		res := &controllerv1.AclFilterResult{}
+		for _, b := range c.acls.MatchingAcls(metadata.AclFilter(f)) {
+			rec := metadata.RemovedAclRecord(b)
+			if err := c.acls.Apply(&controllerv1.MetadataDelta{Records: []*controllerv1.MetadataRecord{rec}}); err != nil {
+				return nil, err
+			}
+			c.publishLocked(rec)
+			res.Deleted = append(res.Deleted, metadata.AclOf(b))
+		}
+		resp.Results = append(resp.Results, res)
+	}
+	return resp, nil
 }
 
 // Pause holds back metadata changes from watchers (the state changes at

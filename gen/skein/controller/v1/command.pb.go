@@ -48,6 +48,8 @@ type Command struct {
 	//	*Command_CreateInternalTopics
 	//	*Command_CoordinatorChange
 	//	*Command_MoveLeader
+	//	*Command_CreateAcls
+	//	*Command_DeleteAcls
 	Command       isCommand_Command `protobuf_oneof:"command"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -225,6 +227,24 @@ func (x *Command) GetMoveLeader() *MoveLeaderCommand {
 	return nil
 }
 
+func (x *Command) GetCreateAcls() *CreateAclsRequest {
+	if x != nil {
+		if x, ok := x.Command.(*Command_CreateAcls); ok {
+			return x.CreateAcls
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetDeleteAcls() *DeleteAclsRequest {
+	if x != nil {
+		if x, ok := x.Command.(*Command_DeleteAcls); ok {
+			return x.DeleteAcls
+		}
+	}
+	return nil
+}
+
 type isCommand_Command interface {
 	isCommand_Command()
 }
@@ -289,6 +309,14 @@ type Command_MoveLeader struct {
 	MoveLeader *MoveLeaderCommand `protobuf:"bytes,15,opt,name=move_leader,json=moveLeader,proto3,oneof"`
 }
 
+type Command_CreateAcls struct {
+	CreateAcls *CreateAclsRequest `protobuf:"bytes,16,opt,name=create_acls,json=createAcls,proto3,oneof"`
+}
+
+type Command_DeleteAcls struct {
+	DeleteAcls *DeleteAclsRequest `protobuf:"bytes,17,opt,name=delete_acls,json=deleteAcls,proto3,oneof"`
+}
+
 func (*Command_Bootstrap) isCommand_Command() {}
 
 func (*Command_RegisterBroker) isCommand_Command() {}
@@ -318,6 +346,10 @@ func (*Command_CreateInternalTopics) isCommand_Command() {}
 func (*Command_CoordinatorChange) isCommand_Command() {}
 
 func (*Command_MoveLeader) isCommand_Command() {}
+
+func (*Command_CreateAcls) isCommand_Command() {}
+
+func (*Command_DeleteAcls) isCommand_Command() {}
 
 // BootstrapCommand names the cluster; applied once, later ones are no-ops.
 type BootstrapCommand struct {
@@ -676,8 +708,7 @@ var File_skein_controller_v1_command_proto protoreflect.FileDescriptor
 
 const file_skein_controller_v1_command_proto_rawDesc = "" +
 	"\n" +
-	"!skein/controller/v1/command.proto\x12\x13skein.controller.v1\x1a$skein/controller/v1/controller.proto\x1a\"skein/controller/v1/metadata.proto\"\xab\n" +
-	"\n" +
+	"!skein/controller/v1/command.proto\x12\x13skein.controller.v1\x1a$skein/controller/v1/controller.proto\x1a\"skein/controller/v1/metadata.proto\"\xc1\v\n" +
 	"\aCommand\x12E\n" +
 	"\tbootstrap\x18\x01 \x01(\v2%.skein.controller.v1.BootstrapCommandH\x00R\tbootstrap\x12U\n" +
 	"\x0fregister_broker\x18\x02 \x01(\v2*.skein.controller.v1.RegisterBrokerRequestH\x00R\x0eregisterBroker\x12R\n" +
@@ -695,7 +726,11 @@ const file_skein_controller_v1_command_proto_rawDesc = "" +
 	"\x16create_internal_topics\x18\r \x01(\v20.skein.controller.v1.CreateInternalTopicsCommandH\x00R\x14createInternalTopics\x12^\n" +
 	"\x12coordinator_change\x18\x0e \x01(\v2-.skein.controller.v1.CoordinatorChangeCommandH\x00R\x11coordinatorChange\x12I\n" +
 	"\vmove_leader\x18\x0f \x01(\v2&.skein.controller.v1.MoveLeaderCommandH\x00R\n" +
-	"moveLeaderB\t\n" +
+	"moveLeader\x12I\n" +
+	"\vcreate_acls\x18\x10 \x01(\v2&.skein.controller.v1.CreateAclsRequestH\x00R\n" +
+	"createAcls\x12I\n" +
+	"\vdelete_acls\x18\x11 \x01(\v2&.skein.controller.v1.DeleteAclsRequestH\x00R\n" +
+	"deleteAclsB\t\n" +
 	"\acommand\"1\n" +
 	"\x10BootstrapCommand\x12\x1d\n" +
 	"\n" +
@@ -753,7 +788,9 @@ var file_skein_controller_v1_command_proto_goTypes = []any{
 	(*AlterPartitionRequest)(nil),       // 13: skein.controller.v1.AlterPartitionRequest
 	(*ElectLeadersRequest)(nil),         // 14: skein.controller.v1.ElectLeadersRequest
 	(*AllocateProducerIdsRequest)(nil),  // 15: skein.controller.v1.AllocateProducerIdsRequest
-	(*CoordinatorRecord)(nil),           // 16: skein.controller.v1.CoordinatorRecord
+	(*CreateAclsRequest)(nil),           // 16: skein.controller.v1.CreateAclsRequest
+	(*DeleteAclsRequest)(nil),           // 17: skein.controller.v1.DeleteAclsRequest
+	(*CoordinatorRecord)(nil),           // 18: skein.controller.v1.CoordinatorRecord
 }
 var file_skein_controller_v1_command_proto_depIdxs = []int32{
 	1,  // 0: skein.controller.v1.Command.bootstrap:type_name -> skein.controller.v1.BootstrapCommand
@@ -771,12 +808,14 @@ var file_skein_controller_v1_command_proto_depIdxs = []int32{
 	5,  // 12: skein.controller.v1.Command.create_internal_topics:type_name -> skein.controller.v1.CreateInternalTopicsCommand
 	6,  // 13: skein.controller.v1.Command.coordinator_change:type_name -> skein.controller.v1.CoordinatorChangeCommand
 	3,  // 14: skein.controller.v1.Command.move_leader:type_name -> skein.controller.v1.MoveLeaderCommand
-	16, // 15: skein.controller.v1.CoordinatorChangeCommand.coordinator:type_name -> skein.controller.v1.CoordinatorRecord
-	16, // [16:16] is the sub-list for method output_type
-	16, // [16:16] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	16, // 15: skein.controller.v1.Command.create_acls:type_name -> skein.controller.v1.CreateAclsRequest
+	17, // 16: skein.controller.v1.Command.delete_acls:type_name -> skein.controller.v1.DeleteAclsRequest
+	18, // 17: skein.controller.v1.CoordinatorChangeCommand.coordinator:type_name -> skein.controller.v1.CoordinatorRecord
+	18, // [18:18] is the sub-list for method output_type
+	18, // [18:18] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_skein_controller_v1_command_proto_init() }
@@ -802,6 +841,8 @@ func file_skein_controller_v1_command_proto_init() {
 		(*Command_CreateInternalTopics)(nil),
 		(*Command_CoordinatorChange)(nil),
 		(*Command_MoveLeader)(nil),
+		(*Command_CreateAcls)(nil),
+		(*Command_DeleteAcls)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

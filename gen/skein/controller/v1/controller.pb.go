@@ -2136,6 +2136,384 @@ func (x *FindCoordinatorResponse) GetCoordinatorEpoch() int32 {
 	return 0
 }
 
+type CreateAclsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Acls          []*AclRecord           `protobuf:"bytes,1,rep,name=acls,proto3" json:"acls,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateAclsRequest) Reset() {
+	*x = CreateAclsRequest{}
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateAclsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateAclsRequest) ProtoMessage() {}
+
+func (x *CreateAclsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateAclsRequest.ProtoReflect.Descriptor instead.
+func (*CreateAclsRequest) Descriptor() ([]byte, []int) {
+	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *CreateAclsRequest) GetAcls() []*AclRecord {
+	if x != nil {
+		return x.Acls
+	}
+	return nil
+}
+
+type CreateAclsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per binding of the request, in its order.
+	Results       []*AclResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateAclsResponse) Reset() {
+	*x = CreateAclsResponse{}
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateAclsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateAclsResponse) ProtoMessage() {}
+
+func (x *CreateAclsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateAclsResponse.ProtoReflect.Descriptor instead.
+func (*CreateAclsResponse) Descriptor() ([]byte, []int) {
+	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *CreateAclsResponse) GetResults() []*AclResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+type AclResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A skein.v1.ErrorCode number (0: none).
+	ErrorCode     int32  `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
+	ErrorMessage  string `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AclResult) Reset() {
+	*x = AclResult{}
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AclResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AclResult) ProtoMessage() {}
+
+func (x *AclResult) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AclResult.ProtoReflect.Descriptor instead.
+func (*AclResult) Descriptor() ([]byte, []int) {
+	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *AclResult) GetErrorCode() int32 {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return 0
+}
+
+func (x *AclResult) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+// AclFilter selects bindings: each field left zero or empty matches any
+// value; the others are compared exactly.
+type AclFilter struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Principal     string                 `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	ResourceType  int32                  `protobuf:"varint,2,opt,name=resource_type,json=resourceType,proto3" json:"resource_type,omitempty"`
+	ResourceName  string                 `protobuf:"bytes,3,opt,name=resource_name,json=resourceName,proto3" json:"resource_name,omitempty"`
+	PatternType   int32                  `protobuf:"varint,4,opt,name=pattern_type,json=patternType,proto3" json:"pattern_type,omitempty"`
+	Operation     int32                  `protobuf:"varint,5,opt,name=operation,proto3" json:"operation,omitempty"`
+	Permission    int32                  `protobuf:"varint,6,opt,name=permission,proto3" json:"permission,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AclFilter) Reset() {
+	*x = AclFilter{}
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AclFilter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AclFilter) ProtoMessage() {}
+
+func (x *AclFilter) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AclFilter.ProtoReflect.Descriptor instead.
+func (*AclFilter) Descriptor() ([]byte, []int) {
+	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *AclFilter) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *AclFilter) GetResourceType() int32 {
+	if x != nil {
+		return x.ResourceType
+	}
+	return 0
+}
+
+func (x *AclFilter) GetResourceName() string {
+	if x != nil {
+		return x.ResourceName
+	}
+	return ""
+}
+
+func (x *AclFilter) GetPatternType() int32 {
+	if x != nil {
+		return x.PatternType
+	}
+	return 0
+}
+
+func (x *AclFilter) GetOperation() int32 {
+	if x != nil {
+		return x.Operation
+	}
+	return 0
+}
+
+func (x *AclFilter) GetPermission() int32 {
+	if x != nil {
+		return x.Permission
+	}
+	return 0
+}
+
+type DeleteAclsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Filters       []*AclFilter           `protobuf:"bytes,1,rep,name=filters,proto3" json:"filters,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteAclsRequest) Reset() {
+	*x = DeleteAclsRequest{}
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteAclsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteAclsRequest) ProtoMessage() {}
+
+func (x *DeleteAclsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteAclsRequest.ProtoReflect.Descriptor instead.
+func (*DeleteAclsRequest) Descriptor() ([]byte, []int) {
+	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *DeleteAclsRequest) GetFilters() []*AclFilter {
+	if x != nil {
+		return x.Filters
+	}
+	return nil
+}
+
+type DeleteAclsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per filter of the request, in its order.
+	Results       []*AclFilterResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteAclsResponse) Reset() {
+	*x = DeleteAclsResponse{}
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteAclsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteAclsResponse) ProtoMessage() {}
+
+func (x *DeleteAclsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteAclsResponse.ProtoReflect.Descriptor instead.
+func (*DeleteAclsResponse) Descriptor() ([]byte, []int) {
+	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *DeleteAclsResponse) GetResults() []*AclFilterResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+type AclFilterResult struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	ErrorCode    int32                  `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
+	ErrorMessage string                 `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// The bindings this filter removed.
+	Deleted       []*AclRecord `protobuf:"bytes,3,rep,name=deleted,proto3" json:"deleted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AclFilterResult) Reset() {
+	*x = AclFilterResult{}
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AclFilterResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AclFilterResult) ProtoMessage() {}
+
+func (x *AclFilterResult) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_controller_v1_controller_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AclFilterResult.ProtoReflect.Descriptor instead.
+func (*AclFilterResult) Descriptor() ([]byte, []int) {
+	return file_skein_controller_v1_controller_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *AclFilterResult) GetErrorCode() int32 {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return 0
+}
+
+func (x *AclFilterResult) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *AclFilterResult) GetDeleted() []*AclRecord {
+	if x != nil {
+		return x.Deleted
+	}
+	return nil
+}
+
 var File_skein_controller_v1_controller_proto protoreflect.FileDescriptor
 
 const file_skein_controller_v1_controller_proto_rawDesc = "" +
@@ -2289,7 +2667,33 @@ const file_skein_controller_v1_controller_proto_rawDesc = "" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\x05R\x06nodeId\x12\x1b\n" +
 	"\tgrpc_addr\x18\x03 \x01(\tR\bgrpcAddr\x12+\n" +
-	"\x11coordinator_epoch\x18\x04 \x01(\x05R\x10coordinatorEpoch*e\n" +
+	"\x11coordinator_epoch\x18\x04 \x01(\x05R\x10coordinatorEpoch\"G\n" +
+	"\x11CreateAclsRequest\x122\n" +
+	"\x04acls\x18\x01 \x03(\v2\x1e.skein.controller.v1.AclRecordR\x04acls\"N\n" +
+	"\x12CreateAclsResponse\x128\n" +
+	"\aresults\x18\x01 \x03(\v2\x1e.skein.controller.v1.AclResultR\aresults\"O\n" +
+	"\tAclResult\x12\x1d\n" +
+	"\n" +
+	"error_code\x18\x01 \x01(\x05R\terrorCode\x12#\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\"\xd4\x01\n" +
+	"\tAclFilter\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12#\n" +
+	"\rresource_type\x18\x02 \x01(\x05R\fresourceType\x12#\n" +
+	"\rresource_name\x18\x03 \x01(\tR\fresourceName\x12!\n" +
+	"\fpattern_type\x18\x04 \x01(\x05R\vpatternType\x12\x1c\n" +
+	"\toperation\x18\x05 \x01(\x05R\toperation\x12\x1e\n" +
+	"\n" +
+	"permission\x18\x06 \x01(\x05R\n" +
+	"permission\"M\n" +
+	"\x11DeleteAclsRequest\x128\n" +
+	"\afilters\x18\x01 \x03(\v2\x1e.skein.controller.v1.AclFilterR\afilters\"T\n" +
+	"\x12DeleteAclsResponse\x12>\n" +
+	"\aresults\x18\x01 \x03(\v2$.skein.controller.v1.AclFilterResultR\aresults\"\x8f\x01\n" +
+	"\x0fAclFilterResult\x12\x1d\n" +
+	"\n" +
+	"error_code\x18\x01 \x01(\x05R\terrorCode\x12#\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x128\n" +
+	"\adeleted\x18\x03 \x03(\v2\x1e.skein.controller.v1.AclRecordR\adeleted*e\n" +
 	"\fElectionType\x12\x1d\n" +
 	"\x19ELECTION_TYPE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17ELECTION_TYPE_PREFERRED\x10\x01\x12\x19\n" +
@@ -2309,7 +2713,7 @@ func file_skein_controller_v1_controller_proto_rawDescGZIP() []byte {
 }
 
 var file_skein_controller_v1_controller_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_skein_controller_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_skein_controller_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_skein_controller_v1_controller_proto_goTypes = []any{
 	(ElectionType)(0),                   // 0: skein.controller.v1.ElectionType
 	(*RegisterBrokerRequest)(nil),       // 1: skein.controller.v1.RegisterBrokerRequest
@@ -2347,42 +2751,55 @@ var file_skein_controller_v1_controller_proto_goTypes = []any{
 	(*WatchMetadataResponse)(nil),       // 33: skein.controller.v1.WatchMetadataResponse
 	(*FindCoordinatorRequest)(nil),      // 34: skein.controller.v1.FindCoordinatorRequest
 	(*FindCoordinatorResponse)(nil),     // 35: skein.controller.v1.FindCoordinatorResponse
-	nil,                                 // 36: skein.controller.v1.CreatableTopic.ConfigsEntry
-	nil,                                 // 37: skein.controller.v1.AlterConfigsRequest.ConfigsEntry
-	(*BrokerRecord)(nil),                // 38: skein.controller.v1.BrokerRecord
-	(*CoordinatorRecord)(nil),           // 39: skein.controller.v1.CoordinatorRecord
-	(*PartitionRecord)(nil),             // 40: skein.controller.v1.PartitionRecord
-	(*MetadataImage)(nil),               // 41: skein.controller.v1.MetadataImage
-	(*MetadataDelta)(nil),               // 42: skein.controller.v1.MetadataDelta
-	(CoordinatorKind)(0),                // 43: skein.controller.v1.CoordinatorKind
+	(*CreateAclsRequest)(nil),           // 36: skein.controller.v1.CreateAclsRequest
+	(*CreateAclsResponse)(nil),          // 37: skein.controller.v1.CreateAclsResponse
+	(*AclResult)(nil),                   // 38: skein.controller.v1.AclResult
+	(*AclFilter)(nil),                   // 39: skein.controller.v1.AclFilter
+	(*DeleteAclsRequest)(nil),           // 40: skein.controller.v1.DeleteAclsRequest
+	(*DeleteAclsResponse)(nil),          // 41: skein.controller.v1.DeleteAclsResponse
+	(*AclFilterResult)(nil),             // 42: skein.controller.v1.AclFilterResult
+	nil,                                 // 43: skein.controller.v1.CreatableTopic.ConfigsEntry
+	nil,                                 // 44: skein.controller.v1.AlterConfigsRequest.ConfigsEntry
+	(*BrokerRecord)(nil),                // 45: skein.controller.v1.BrokerRecord
+	(*CoordinatorRecord)(nil),           // 46: skein.controller.v1.CoordinatorRecord
+	(*PartitionRecord)(nil),             // 47: skein.controller.v1.PartitionRecord
+	(*MetadataImage)(nil),               // 48: skein.controller.v1.MetadataImage
+	(*MetadataDelta)(nil),               // 49: skein.controller.v1.MetadataDelta
+	(CoordinatorKind)(0),                // 50: skein.controller.v1.CoordinatorKind
+	(*AclRecord)(nil),                   // 51: skein.controller.v1.AclRecord
 }
 var file_skein_controller_v1_controller_proto_depIdxs = []int32{
 	4,  // 0: skein.controller.v1.BrokerHeartbeatRequest.unreachable_leaders:type_name -> skein.controller.v1.UnreachableLeader
-	38, // 1: skein.controller.v1.DescribeClusterResponse.brokers:type_name -> skein.controller.v1.BrokerRecord
+	45, // 1: skein.controller.v1.DescribeClusterResponse.brokers:type_name -> skein.controller.v1.BrokerRecord
 	10, // 2: skein.controller.v1.DescribeClusterResponse.controllers:type_name -> skein.controller.v1.ControllerNode
-	39, // 3: skein.controller.v1.DescribeClusterResponse.coordinators:type_name -> skein.controller.v1.CoordinatorRecord
+	46, // 3: skein.controller.v1.DescribeClusterResponse.coordinators:type_name -> skein.controller.v1.CoordinatorRecord
 	12, // 4: skein.controller.v1.CreateTopicsRequest.topics:type_name -> skein.controller.v1.CreatableTopic
-	36, // 5: skein.controller.v1.CreatableTopic.configs:type_name -> skein.controller.v1.CreatableTopic.ConfigsEntry
+	43, // 5: skein.controller.v1.CreatableTopic.configs:type_name -> skein.controller.v1.CreatableTopic.ConfigsEntry
 	14, // 6: skein.controller.v1.CreateTopicsResponse.topics:type_name -> skein.controller.v1.TopicResult
 	14, // 7: skein.controller.v1.DeleteTopicsResponse.topics:type_name -> skein.controller.v1.TopicResult
 	18, // 8: skein.controller.v1.CreatePartitionsRequest.topics:type_name -> skein.controller.v1.PartitionCount
 	14, // 9: skein.controller.v1.CreatePartitionsResponse.topics:type_name -> skein.controller.v1.TopicResult
-	37, // 10: skein.controller.v1.AlterConfigsRequest.configs:type_name -> skein.controller.v1.AlterConfigsRequest.ConfigsEntry
+	44, // 10: skein.controller.v1.AlterConfigsRequest.configs:type_name -> skein.controller.v1.AlterConfigsRequest.ConfigsEntry
 	14, // 11: skein.controller.v1.AlterConfigsResponse.result:type_name -> skein.controller.v1.TopicResult
 	23, // 12: skein.controller.v1.AlterPartitionRequest.partitions:type_name -> skein.controller.v1.PartitionIsrChange
 	25, // 13: skein.controller.v1.AlterPartitionResponse.partitions:type_name -> skein.controller.v1.AlterPartitionResult
-	40, // 14: skein.controller.v1.AlterPartitionResult.state:type_name -> skein.controller.v1.PartitionRecord
+	47, // 14: skein.controller.v1.AlterPartitionResult.state:type_name -> skein.controller.v1.PartitionRecord
 	0,  // 15: skein.controller.v1.ElectLeadersRequest.type:type_name -> skein.controller.v1.ElectionType
 	27, // 16: skein.controller.v1.ElectLeadersRequest.partitions:type_name -> skein.controller.v1.TopicPartitions
 	29, // 17: skein.controller.v1.ElectLeadersResponse.results:type_name -> skein.controller.v1.ElectionResult
-	41, // 18: skein.controller.v1.WatchMetadataResponse.image:type_name -> skein.controller.v1.MetadataImage
-	42, // 19: skein.controller.v1.WatchMetadataResponse.delta:type_name -> skein.controller.v1.MetadataDelta
-	43, // 20: skein.controller.v1.FindCoordinatorRequest.kind:type_name -> skein.controller.v1.CoordinatorKind
-	21, // [21:21] is the sub-list for method output_type
-	21, // [21:21] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	48, // 18: skein.controller.v1.WatchMetadataResponse.image:type_name -> skein.controller.v1.MetadataImage
+	49, // 19: skein.controller.v1.WatchMetadataResponse.delta:type_name -> skein.controller.v1.MetadataDelta
+	50, // 20: skein.controller.v1.FindCoordinatorRequest.kind:type_name -> skein.controller.v1.CoordinatorKind
+	51, // 21: skein.controller.v1.CreateAclsRequest.acls:type_name -> skein.controller.v1.AclRecord
+	38, // 22: skein.controller.v1.CreateAclsResponse.results:type_name -> skein.controller.v1.AclResult
+	39, // 23: skein.controller.v1.DeleteAclsRequest.filters:type_name -> skein.controller.v1.AclFilter
+	42, // 24: skein.controller.v1.DeleteAclsResponse.results:type_name -> skein.controller.v1.AclFilterResult
+	51, // 25: skein.controller.v1.AclFilterResult.deleted:type_name -> skein.controller.v1.AclRecord
+	26, // [26:26] is the sub-list for method output_type
+	26, // [26:26] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_skein_controller_v1_controller_proto_init() }
@@ -2401,7 +2818,7 @@ func file_skein_controller_v1_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skein_controller_v1_controller_proto_rawDesc), len(file_skein_controller_v1_controller_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   37,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -85,8 +85,10 @@ type MetadataImage struct {
 	CoordinatorAssignments []*CoordinatorAssignmentRecord `protobuf:"bytes,7,rep,name=coordinator_assignments,json=coordinatorAssignments,proto3" json:"coordinator_assignments,omitempty"`
 	// The first producer id not yet handed out.
 	NextProducerId int64 `protobuf:"varint,8,opt,name=next_producer_id,json=nextProducerId,proto3" json:"next_producer_id,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The ACL bindings, in a fixed order (libs/metadata sorts them).
+	Acls          []*AclRecord `protobuf:"bytes,9,rep,name=acls,proto3" json:"acls,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MetadataImage) Reset() {
@@ -175,6 +177,13 @@ func (x *MetadataImage) GetNextProducerId() int64 {
 	return 0
 }
 
+func (x *MetadataImage) GetAcls() []*AclRecord {
+	if x != nil {
+		return x.Acls
+	}
+	return nil
+}
+
 type MetadataDelta struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Version       uint64                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
@@ -241,6 +250,8 @@ type MetadataRecord struct {
 	//	*MetadataRecord_RemovedCoordinator
 	//	*MetadataRecord_CoordinatorAssignment
 	//	*MetadataRecord_ProducerIds
+	//	*MetadataRecord_Acl
+	//	*MetadataRecord_RemovedAcl
 	Record        isMetadataRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -364,6 +375,24 @@ func (x *MetadataRecord) GetProducerIds() *ProducerIdsRecord {
 	return nil
 }
 
+func (x *MetadataRecord) GetAcl() *AclRecord {
+	if x != nil {
+		if x, ok := x.Record.(*MetadataRecord_Acl); ok {
+			return x.Acl
+		}
+	}
+	return nil
+}
+
+func (x *MetadataRecord) GetRemovedAcl() *AclRecord {
+	if x != nil {
+		if x, ok := x.Record.(*MetadataRecord_RemovedAcl); ok {
+			return x.RemovedAcl
+		}
+	}
+	return nil
+}
+
 type isMetadataRecord_Record interface {
 	isMetadataRecord_Record()
 }
@@ -404,6 +433,16 @@ type MetadataRecord_ProducerIds struct {
 	ProducerIds *ProducerIdsRecord `protobuf:"bytes,9,opt,name=producer_ids,json=producerIds,proto3,oneof"`
 }
 
+type MetadataRecord_Acl struct {
+	// Adds an ACL binding (adding one already held changes nothing).
+	Acl *AclRecord `protobuf:"bytes,10,opt,name=acl,proto3,oneof"`
+}
+
+type MetadataRecord_RemovedAcl struct {
+	// Removes an ACL binding that is held.
+	RemovedAcl *AclRecord `protobuf:"bytes,11,opt,name=removed_acl,json=removedAcl,proto3,oneof"`
+}
+
 func (*MetadataRecord_Broker) isMetadataRecord_Record() {}
 
 func (*MetadataRecord_RemovedBroker) isMetadataRecord_Record() {}
@@ -421,6 +460,10 @@ func (*MetadataRecord_RemovedCoordinator) isMetadataRecord_Record() {}
 func (*MetadataRecord_CoordinatorAssignment) isMetadataRecord_Record() {}
 
 func (*MetadataRecord_ProducerIds) isMetadataRecord_Record() {}
+
+func (*MetadataRecord_Acl) isMetadataRecord_Record() {}
+
+func (*MetadataRecord_RemovedAcl) isMetadataRecord_Record() {}
 
 type BrokerRecord struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
@@ -946,11 +989,102 @@ func (x *ProducerIdsRecord) GetNextProducerId() int64 {
 	return 0
 }
 
+// AclRecord is one ACL binding. The enumerations are libs/acl's numbers
+// (plain int32s, so these messages import nothing from skein.v1): resource
+// type 1 topic, 2 group, 3 cluster, 4 transactional_id; pattern type 1
+// literal, 2 prefixed; operation 1 all, 2 read, 3 write, 4 create,
+// 5 delete, 6 alter, 7 describe; permission 1 allow, 2 deny.
+type AclRecord struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "User:alice", or User:* for every principal.
+	Principal    string `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	ResourceType int32  `protobuf:"varint,2,opt,name=resource_type,json=resourceType,proto3" json:"resource_type,omitempty"`
+	// The resource name or prefix; * (literal) for all; skein-cluster for the cluster.
+	ResourceName  string `protobuf:"bytes,3,opt,name=resource_name,json=resourceName,proto3" json:"resource_name,omitempty"`
+	PatternType   int32  `protobuf:"varint,4,opt,name=pattern_type,json=patternType,proto3" json:"pattern_type,omitempty"`
+	Operation     int32  `protobuf:"varint,5,opt,name=operation,proto3" json:"operation,omitempty"`
+	Permission    int32  `protobuf:"varint,6,opt,name=permission,proto3" json:"permission,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AclRecord) Reset() {
+	*x = AclRecord{}
+	mi := &file_skein_controller_v1_metadata_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AclRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AclRecord) ProtoMessage() {}
+
+func (x *AclRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_controller_v1_metadata_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AclRecord.ProtoReflect.Descriptor instead.
+func (*AclRecord) Descriptor() ([]byte, []int) {
+	return file_skein_controller_v1_metadata_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *AclRecord) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *AclRecord) GetResourceType() int32 {
+	if x != nil {
+		return x.ResourceType
+	}
+	return 0
+}
+
+func (x *AclRecord) GetResourceName() string {
+	if x != nil {
+		return x.ResourceName
+	}
+	return ""
+}
+
+func (x *AclRecord) GetPatternType() int32 {
+	if x != nil {
+		return x.PatternType
+	}
+	return 0
+}
+
+func (x *AclRecord) GetOperation() int32 {
+	if x != nil {
+		return x.Operation
+	}
+	return 0
+}
+
+func (x *AclRecord) GetPermission() int32 {
+	if x != nil {
+		return x.Permission
+	}
+	return 0
+}
+
 var File_skein_controller_v1_metadata_proto protoreflect.FileDescriptor
 
 const file_skein_controller_v1_metadata_proto_rawDesc = "" +
 	"\n" +
-	"\"skein/controller/v1/metadata.proto\x12\x13skein.controller.v1\"\xe6\x03\n" +
+	"\"skein/controller/v1/metadata.proto\x12\x13skein.controller.v1\"\x9a\x04\n" +
 	"\rMetadataImage\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x18\n" +
@@ -962,10 +1096,11 @@ const file_skein_controller_v1_metadata_proto_rawDesc = "" +
 	"partitions\x12J\n" +
 	"\fcoordinators\x18\x06 \x03(\v2&.skein.controller.v1.CoordinatorRecordR\fcoordinators\x12i\n" +
 	"\x17coordinator_assignments\x18\a \x03(\v20.skein.controller.v1.CoordinatorAssignmentRecordR\x16coordinatorAssignments\x12(\n" +
-	"\x10next_producer_id\x18\b \x01(\x03R\x0enextProducerId\"h\n" +
+	"\x10next_producer_id\x18\b \x01(\x03R\x0enextProducerId\x122\n" +
+	"\x04acls\x18\t \x03(\v2\x1e.skein.controller.v1.AclRecordR\x04acls\"h\n" +
 	"\rMetadataDelta\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12=\n" +
-	"\arecords\x18\x02 \x03(\v2#.skein.controller.v1.MetadataRecordR\arecords\"\x87\x05\n" +
+	"\arecords\x18\x02 \x03(\v2#.skein.controller.v1.MetadataRecordR\arecords\"\xfe\x05\n" +
 	"\x0eMetadataRecord\x12;\n" +
 	"\x06broker\x18\x01 \x01(\v2!.skein.controller.v1.BrokerRecordH\x00R\x06broker\x12'\n" +
 	"\x0eremoved_broker\x18\x02 \x01(\x05H\x00R\rremovedBroker\x128\n" +
@@ -975,7 +1110,11 @@ const file_skein_controller_v1_metadata_proto_rawDesc = "" +
 	"\vcoordinator\x18\x06 \x01(\v2&.skein.controller.v1.CoordinatorRecordH\x00R\vcoordinator\x121\n" +
 	"\x13removed_coordinator\x18\a \x01(\x05H\x00R\x12removedCoordinator\x12i\n" +
 	"\x16coordinator_assignment\x18\b \x01(\v20.skein.controller.v1.CoordinatorAssignmentRecordH\x00R\x15coordinatorAssignment\x12K\n" +
-	"\fproducer_ids\x18\t \x01(\v2&.skein.controller.v1.ProducerIdsRecordH\x00R\vproducerIdsB\b\n" +
+	"\fproducer_ids\x18\t \x01(\v2&.skein.controller.v1.ProducerIdsRecordH\x00R\vproducerIds\x122\n" +
+	"\x03acl\x18\n" +
+	" \x01(\v2\x1e.skein.controller.v1.AclRecordH\x00R\x03acl\x12A\n" +
+	"\vremoved_acl\x18\v \x01(\v2\x1e.skein.controller.v1.AclRecordH\x00R\n" +
+	"removedAclB\b\n" +
 	"\x06record\"\xce\x01\n" +
 	"\fBrokerRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x1b\n" +
@@ -1020,7 +1159,16 @@ const file_skein_controller_v1_metadata_proto_rawDesc = "" +
 	"producerId\x88\x01\x01B\x0e\n" +
 	"\f_producer_id\"=\n" +
 	"\x11ProducerIdsRecord\x12(\n" +
-	"\x10next_producer_id\x18\x01 \x01(\x03R\x0enextProducerId*q\n" +
+	"\x10next_producer_id\x18\x01 \x01(\x03R\x0enextProducerId\"\xd4\x01\n" +
+	"\tAclRecord\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12#\n" +
+	"\rresource_type\x18\x02 \x01(\x05R\fresourceType\x12#\n" +
+	"\rresource_name\x18\x03 \x01(\tR\fresourceName\x12!\n" +
+	"\fpattern_type\x18\x04 \x01(\x05R\vpatternType\x12\x1c\n" +
+	"\toperation\x18\x05 \x01(\x05R\toperation\x12\x1e\n" +
+	"\n" +
+	"permission\x18\x06 \x01(\x05R\n" +
+	"permission*q\n" +
 	"\x0fCoordinatorKind\x12 \n" +
 	"\x1cCOORDINATOR_KIND_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16COORDINATOR_KIND_GROUP\x10\x01\x12 \n" +
@@ -1040,7 +1188,7 @@ func file_skein_controller_v1_metadata_proto_rawDescGZIP() []byte {
 }
 
 var file_skein_controller_v1_metadata_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_skein_controller_v1_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_skein_controller_v1_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_skein_controller_v1_metadata_proto_goTypes = []any{
 	(CoordinatorKind)(0),                // 0: skein.controller.v1.CoordinatorKind
 	(*MetadataImage)(nil),               // 1: skein.controller.v1.MetadataImage
@@ -1053,7 +1201,8 @@ var file_skein_controller_v1_metadata_proto_goTypes = []any{
 	(*CoordinatorRecord)(nil),           // 8: skein.controller.v1.CoordinatorRecord
 	(*CoordinatorAssignmentRecord)(nil), // 9: skein.controller.v1.CoordinatorAssignmentRecord
 	(*ProducerIdsRecord)(nil),           // 10: skein.controller.v1.ProducerIdsRecord
-	nil,                                 // 11: skein.controller.v1.TopicRecord.ConfigsEntry
+	(*AclRecord)(nil),                   // 11: skein.controller.v1.AclRecord
+	nil,                                 // 12: skein.controller.v1.TopicRecord.ConfigsEntry
 }
 var file_skein_controller_v1_metadata_proto_depIdxs = []int32{
 	4,  // 0: skein.controller.v1.MetadataImage.brokers:type_name -> skein.controller.v1.BrokerRecord
@@ -1061,22 +1210,25 @@ var file_skein_controller_v1_metadata_proto_depIdxs = []int32{
 	7,  // 2: skein.controller.v1.MetadataImage.partitions:type_name -> skein.controller.v1.PartitionRecord
 	8,  // 3: skein.controller.v1.MetadataImage.coordinators:type_name -> skein.controller.v1.CoordinatorRecord
 	9,  // 4: skein.controller.v1.MetadataImage.coordinator_assignments:type_name -> skein.controller.v1.CoordinatorAssignmentRecord
-	3,  // 5: skein.controller.v1.MetadataDelta.records:type_name -> skein.controller.v1.MetadataRecord
-	4,  // 6: skein.controller.v1.MetadataRecord.broker:type_name -> skein.controller.v1.BrokerRecord
-	5,  // 7: skein.controller.v1.MetadataRecord.topic:type_name -> skein.controller.v1.TopicRecord
-	6,  // 8: skein.controller.v1.MetadataRecord.removed_topic:type_name -> skein.controller.v1.RemovedTopicRecord
-	7,  // 9: skein.controller.v1.MetadataRecord.partition:type_name -> skein.controller.v1.PartitionRecord
-	8,  // 10: skein.controller.v1.MetadataRecord.coordinator:type_name -> skein.controller.v1.CoordinatorRecord
-	9,  // 11: skein.controller.v1.MetadataRecord.coordinator_assignment:type_name -> skein.controller.v1.CoordinatorAssignmentRecord
-	10, // 12: skein.controller.v1.MetadataRecord.producer_ids:type_name -> skein.controller.v1.ProducerIdsRecord
-	11, // 13: skein.controller.v1.TopicRecord.configs:type_name -> skein.controller.v1.TopicRecord.ConfigsEntry
-	0,  // 14: skein.controller.v1.CoordinatorRecord.kind:type_name -> skein.controller.v1.CoordinatorKind
-	0,  // 15: skein.controller.v1.CoordinatorAssignmentRecord.kind:type_name -> skein.controller.v1.CoordinatorKind
-	16, // [16:16] is the sub-list for method output_type
-	16, // [16:16] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	11, // 5: skein.controller.v1.MetadataImage.acls:type_name -> skein.controller.v1.AclRecord
+	3,  // 6: skein.controller.v1.MetadataDelta.records:type_name -> skein.controller.v1.MetadataRecord
+	4,  // 7: skein.controller.v1.MetadataRecord.broker:type_name -> skein.controller.v1.BrokerRecord
+	5,  // 8: skein.controller.v1.MetadataRecord.topic:type_name -> skein.controller.v1.TopicRecord
+	6,  // 9: skein.controller.v1.MetadataRecord.removed_topic:type_name -> skein.controller.v1.RemovedTopicRecord
+	7,  // 10: skein.controller.v1.MetadataRecord.partition:type_name -> skein.controller.v1.PartitionRecord
+	8,  // 11: skein.controller.v1.MetadataRecord.coordinator:type_name -> skein.controller.v1.CoordinatorRecord
+	9,  // 12: skein.controller.v1.MetadataRecord.coordinator_assignment:type_name -> skein.controller.v1.CoordinatorAssignmentRecord
+	10, // 13: skein.controller.v1.MetadataRecord.producer_ids:type_name -> skein.controller.v1.ProducerIdsRecord
+	11, // 14: skein.controller.v1.MetadataRecord.acl:type_name -> skein.controller.v1.AclRecord
+	11, // 15: skein.controller.v1.MetadataRecord.removed_acl:type_name -> skein.controller.v1.AclRecord
+	12, // 16: skein.controller.v1.TopicRecord.configs:type_name -> skein.controller.v1.TopicRecord.ConfigsEntry
+	0,  // 17: skein.controller.v1.CoordinatorRecord.kind:type_name -> skein.controller.v1.CoordinatorKind
+	0,  // 18: skein.controller.v1.CoordinatorAssignmentRecord.kind:type_name -> skein.controller.v1.CoordinatorKind
+	19, // [19:19] is the sub-list for method output_type
+	19, // [19:19] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_skein_controller_v1_metadata_proto_init() }
@@ -1094,6 +1246,8 @@ func file_skein_controller_v1_metadata_proto_init() {
 		(*MetadataRecord_RemovedCoordinator)(nil),
 		(*MetadataRecord_CoordinatorAssignment)(nil),
 		(*MetadataRecord_ProducerIds)(nil),
+		(*MetadataRecord_Acl)(nil),
+		(*MetadataRecord_RemovedAcl)(nil),
 	}
 	file_skein_controller_v1_metadata_proto_msgTypes[8].OneofWrappers = []any{}
 	type x struct{}
@@ -1102,7 +1256,7 @@ func file_skein_controller_v1_metadata_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skein_controller_v1_metadata_proto_rawDesc), len(file_skein_controller_v1_metadata_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   11,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -106,6 +106,10 @@ func (t *tx) dispatch(cmd *controllerv1.Command) (proto.Message, error) {
 		return nil, t.coordinatorChange(c.CoordinatorChange)
 	case *controllerv1.Command_MoveLeader:
 		return nil, t.moveLeader(c.MoveLeader)
+	case *controllerv1.Command_CreateAcls:
+		return t.createAcls(c.CreateAcls)
+	case *controllerv1.Command_DeleteAcls:
+		return t.deleteAcls(c.DeleteAcls)
 	}
 	return nil, errs.Errorf(errs.InvalidRequest, "empty or unknown command %T", cmd.GetCommand())
 }

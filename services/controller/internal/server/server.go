@@ -278,6 +278,20 @@ func (s *Server) DeleteTopics(ctx context.Context, req *controllerv1.DeleteTopic
 	})
 }
 
+// CreateAcls adds ACL bindings through the Raft log.
+func (s *Server) CreateAcls(ctx context.Context, req *controllerv1.CreateAclsRequest) (*controllerv1.CreateAclsResponse, error) {
+	return onLeader(s, ctx, req, controllerv1grpc.ControllerServiceClient.CreateAcls, func(ctx context.Context) (*controllerv1.CreateAclsResponse, error) {
+		return propose[*controllerv1.CreateAclsResponse](s, ctx, &controllerv1.Command{Command: &controllerv1.Command_CreateAcls{CreateAcls: req}})
+	})
+}
+
+// DeleteAcls removes the ACL bindings each filter selects through the Raft log.
+func (s *Server) DeleteAcls(ctx context.Context, req *controllerv1.DeleteAclsRequest) (*controllerv1.DeleteAclsResponse, error) {
+	return onLeader(s, ctx, req, controllerv1grpc.ControllerServiceClient.DeleteAcls, func(ctx context.Context) (*controllerv1.DeleteAclsResponse, error) {
+		return propose[*controllerv1.DeleteAclsResponse](s, ctx, &controllerv1.Command{Command: &controllerv1.Command_DeleteAcls{DeleteAcls: req}})
+	})
+}
+
 func (s *Server) CreatePartitions(ctx context.Context, req *controllerv1.CreatePartitionsRequest) (*controllerv1.CreatePartitionsResponse, error) {
 	return onLeader(s, ctx, req, controllerv1grpc.ControllerServiceClient.CreatePartitions, func(ctx context.Context) (*controllerv1.CreatePartitionsResponse, error) {
 		return propose[*controllerv1.CreatePartitionsResponse](s, ctx, &controllerv1.Command{Command: &controllerv1.Command_CreatePartitions{CreatePartitions: req}})

@@ -25,7 +25,7 @@ var File_skein_controller_v1_controller_service_proto protoreflect.FileDescripto
 
 const file_skein_controller_v1_controller_service_proto_rawDesc = "" +
 	"\n" +
-	",skein/controller/v1/controller_service.proto\x12\x13skein.controller.v1\x1a$skein/controller/v1/controller.proto2\x93\v\n" +
+	",skein/controller/v1/controller_service.proto\x12\x13skein.controller.v1\x1a$skein/controller/v1/controller.proto2\xd1\f\n" +
 	"\x11ControllerService\x12i\n" +
 	"\x0eRegisterBroker\x12*.skein.controller.v1.RegisterBrokerRequest\x1a+.skein.controller.v1.RegisterBrokerResponse\x12l\n" +
 	"\x0fBrokerHeartbeat\x12+.skein.controller.v1.BrokerHeartbeatRequest\x1a,.skein.controller.v1.BrokerHeartbeatResponse\x12u\n" +
@@ -39,7 +39,11 @@ const file_skein_controller_v1_controller_service_proto_rawDesc = "" +
 	"\fElectLeaders\x12(.skein.controller.v1.ElectLeadersRequest\x1a).skein.controller.v1.ElectLeadersResponse\x12x\n" +
 	"\x13AllocateProducerIds\x12/.skein.controller.v1.AllocateProducerIdsRequest\x1a0.skein.controller.v1.AllocateProducerIdsResponse\x12h\n" +
 	"\rWatchMetadata\x12).skein.controller.v1.WatchMetadataRequest\x1a*.skein.controller.v1.WatchMetadataResponse0\x01\x12l\n" +
-	"\x0fFindCoordinator\x12+.skein.controller.v1.FindCoordinatorRequest\x1a,.skein.controller.v1.FindCoordinatorResponseB\xcf\x01\n" +
+	"\x0fFindCoordinator\x12+.skein.controller.v1.FindCoordinatorRequest\x1a,.skein.controller.v1.FindCoordinatorResponse\x12]\n" +
+	"\n" +
+	"CreateAcls\x12&.skein.controller.v1.CreateAclsRequest\x1a'.skein.controller.v1.CreateAclsResponse\x12]\n" +
+	"\n" +
+	"DeleteAcls\x12&.skein.controller.v1.DeleteAclsRequest\x1a'.skein.controller.v1.DeleteAclsResponseB\xcf\x01\n" +
 	"\x17com.skein.controller.v1B\x16ControllerServiceProtoP\x01Z.skein/gen/skein/controller/v1/controllerv1grpc\xa2\x02\x03SCX\xaa\x02\x13Skein.Controller.V1\xca\x02\x13Skein\\Controller\\V1\xe2\x02\x1fSkein\\Controller\\V1\\GPBMetadata\xea\x02\x15Skein::Controller::V1b\x06proto3"
 
 var file_skein_controller_v1_controller_service_proto_goTypes = []any{
@@ -56,19 +60,23 @@ var file_skein_controller_v1_controller_service_proto_goTypes = []any{
 	(*v1.AllocateProducerIdsRequest)(nil),  // 10: skein.controller.v1.AllocateProducerIdsRequest
 	(*v1.WatchMetadataRequest)(nil),        // 11: skein.controller.v1.WatchMetadataRequest
 	(*v1.FindCoordinatorRequest)(nil),      // 12: skein.controller.v1.FindCoordinatorRequest
-	(*v1.RegisterBrokerResponse)(nil),      // 13: skein.controller.v1.RegisterBrokerResponse
-	(*v1.BrokerHeartbeatResponse)(nil),     // 14: skein.controller.v1.BrokerHeartbeatResponse
-	(*v1.ControlledShutdownResponse)(nil),  // 15: skein.controller.v1.ControlledShutdownResponse
-	(*v1.DescribeClusterResponse)(nil),     // 16: skein.controller.v1.DescribeClusterResponse
-	(*v1.CreateTopicsResponse)(nil),        // 17: skein.controller.v1.CreateTopicsResponse
-	(*v1.DeleteTopicsResponse)(nil),        // 18: skein.controller.v1.DeleteTopicsResponse
-	(*v1.CreatePartitionsResponse)(nil),    // 19: skein.controller.v1.CreatePartitionsResponse
-	(*v1.AlterConfigsResponse)(nil),        // 20: skein.controller.v1.AlterConfigsResponse
-	(*v1.AlterPartitionResponse)(nil),      // 21: skein.controller.v1.AlterPartitionResponse
-	(*v1.ElectLeadersResponse)(nil),        // 22: skein.controller.v1.ElectLeadersResponse
-	(*v1.AllocateProducerIdsResponse)(nil), // 23: skein.controller.v1.AllocateProducerIdsResponse
-	(*v1.WatchMetadataResponse)(nil),       // 24: skein.controller.v1.WatchMetadataResponse
-	(*v1.FindCoordinatorResponse)(nil),     // 25: skein.controller.v1.FindCoordinatorResponse
+	(*v1.CreateAclsRequest)(nil),           // 13: skein.controller.v1.CreateAclsRequest
+	(*v1.DeleteAclsRequest)(nil),           // 14: skein.controller.v1.DeleteAclsRequest
+	(*v1.RegisterBrokerResponse)(nil),      // 15: skein.controller.v1.RegisterBrokerResponse
+	(*v1.BrokerHeartbeatResponse)(nil),     // 16: skein.controller.v1.BrokerHeartbeatResponse
+	(*v1.ControlledShutdownResponse)(nil),  // 17: skein.controller.v1.ControlledShutdownResponse
+	(*v1.DescribeClusterResponse)(nil),     // 18: skein.controller.v1.DescribeClusterResponse
+	(*v1.CreateTopicsResponse)(nil),        // 19: skein.controller.v1.CreateTopicsResponse
+	(*v1.DeleteTopicsResponse)(nil),        // 20: skein.controller.v1.DeleteTopicsResponse
+	(*v1.CreatePartitionsResponse)(nil),    // 21: skein.controller.v1.CreatePartitionsResponse
+	(*v1.AlterConfigsResponse)(nil),        // 22: skein.controller.v1.AlterConfigsResponse
+	(*v1.AlterPartitionResponse)(nil),      // 23: skein.controller.v1.AlterPartitionResponse
+	(*v1.ElectLeadersResponse)(nil),        // 24: skein.controller.v1.ElectLeadersResponse
+	(*v1.AllocateProducerIdsResponse)(nil), // 25: skein.controller.v1.AllocateProducerIdsResponse
+	(*v1.WatchMetadataResponse)(nil),       // 26: skein.controller.v1.WatchMetadataResponse
+	(*v1.FindCoordinatorResponse)(nil),     // 27: skein.controller.v1.FindCoordinatorResponse
+	(*v1.CreateAclsResponse)(nil),          // 28: skein.controller.v1.CreateAclsResponse
+	(*v1.DeleteAclsResponse)(nil),          // 29: skein.controller.v1.DeleteAclsResponse
 }
 var file_skein_controller_v1_controller_service_proto_depIdxs = []int32{
 	0,  // 0: skein.controller.v1.ControllerService.RegisterBroker:input_type -> skein.controller.v1.RegisterBrokerRequest
@@ -84,21 +92,25 @@ var file_skein_controller_v1_controller_service_proto_depIdxs = []int32{
 	10, // 10: skein.controller.v1.ControllerService.AllocateProducerIds:input_type -> skein.controller.v1.AllocateProducerIdsRequest
 	11, // 11: skein.controller.v1.ControllerService.WatchMetadata:input_type -> skein.controller.v1.WatchMetadataRequest
 	12, // 12: skein.controller.v1.ControllerService.FindCoordinator:input_type -> skein.controller.v1.FindCoordinatorRequest
-	13, // 13: skein.controller.v1.ControllerService.RegisterBroker:output_type -> skein.controller.v1.RegisterBrokerResponse
-	14, // 14: skein.controller.v1.ControllerService.BrokerHeartbeat:output_type -> skein.controller.v1.BrokerHeartbeatResponse
-	15, // 15: skein.controller.v1.ControllerService.ControlledShutdown:output_type -> skein.controller.v1.ControlledShutdownResponse
-	16, // 16: skein.controller.v1.ControllerService.DescribeCluster:output_type -> skein.controller.v1.DescribeClusterResponse
-	17, // 17: skein.controller.v1.ControllerService.CreateTopics:output_type -> skein.controller.v1.CreateTopicsResponse
-	18, // 18: skein.controller.v1.ControllerService.DeleteTopics:output_type -> skein.controller.v1.DeleteTopicsResponse
-	19, // 19: skein.controller.v1.ControllerService.CreatePartitions:output_type -> skein.controller.v1.CreatePartitionsResponse
-	20, // 20: skein.controller.v1.ControllerService.AlterConfigs:output_type -> skein.controller.v1.AlterConfigsResponse
-	21, // 21: skein.controller.v1.ControllerService.AlterPartition:output_type -> skein.controller.v1.AlterPartitionResponse
-	22, // 22: skein.controller.v1.ControllerService.ElectLeaders:output_type -> skein.controller.v1.ElectLeadersResponse
-	23, // 23: skein.controller.v1.ControllerService.AllocateProducerIds:output_type -> skein.controller.v1.AllocateProducerIdsResponse
-	24, // 24: skein.controller.v1.ControllerService.WatchMetadata:output_type -> skein.controller.v1.WatchMetadataResponse
-	25, // 25: skein.controller.v1.ControllerService.FindCoordinator:output_type -> skein.controller.v1.FindCoordinatorResponse
-	13, // [13:26] is the sub-list for method output_type
-	0,  // [0:13] is the sub-list for method input_type
+	13, // 13: skein.controller.v1.ControllerService.CreateAcls:input_type -> skein.controller.v1.CreateAclsRequest
+	14, // 14: skein.controller.v1.ControllerService.DeleteAcls:input_type -> skein.controller.v1.DeleteAclsRequest
+	15, // 15: skein.controller.v1.ControllerService.RegisterBroker:output_type -> skein.controller.v1.RegisterBrokerResponse
+	16, // 16: skein.controller.v1.ControllerService.BrokerHeartbeat:output_type -> skein.controller.v1.BrokerHeartbeatResponse
+	17, // 17: skein.controller.v1.ControllerService.ControlledShutdown:output_type -> skein.controller.v1.ControlledShutdownResponse
+	18, // 18: skein.controller.v1.ControllerService.DescribeCluster:output_type -> skein.controller.v1.DescribeClusterResponse
+	19, // 19: skein.controller.v1.ControllerService.CreateTopics:output_type -> skein.controller.v1.CreateTopicsResponse
+	20, // 20: skein.controller.v1.ControllerService.DeleteTopics:output_type -> skein.controller.v1.DeleteTopicsResponse
+	21, // 21: skein.controller.v1.ControllerService.CreatePartitions:output_type -> skein.controller.v1.CreatePartitionsResponse
+	22, // 22: skein.controller.v1.ControllerService.AlterConfigs:output_type -> skein.controller.v1.AlterConfigsResponse
+	23, // 23: skein.controller.v1.ControllerService.AlterPartition:output_type -> skein.controller.v1.AlterPartitionResponse
+	24, // 24: skein.controller.v1.ControllerService.ElectLeaders:output_type -> skein.controller.v1.ElectLeadersResponse
+	25, // 25: skein.controller.v1.ControllerService.AllocateProducerIds:output_type -> skein.controller.v1.AllocateProducerIdsResponse
+	26, // 26: skein.controller.v1.ControllerService.WatchMetadata:output_type -> skein.controller.v1.WatchMetadataResponse
+	27, // 27: skein.controller.v1.ControllerService.FindCoordinator:output_type -> skein.controller.v1.FindCoordinatorResponse
+	28, // 28: skein.controller.v1.ControllerService.CreateAcls:output_type -> skein.controller.v1.CreateAclsResponse
+	29, // 29: skein.controller.v1.ControllerService.DeleteAcls:output_type -> skein.controller.v1.DeleteAclsResponse
+	15, // [15:30] is the sub-list for method output_type
+	0,  // [0:15] is the sub-list for method input_type
 	0,  // [0:0] is the sub-list for extension type_name
 	0,  // [0:0] is the sub-list for extension extendee
 	0,  // [0:0] is the sub-list for field type_name

@@ -33,6 +33,8 @@ const (
 	ControllerService_AllocateProducerIds_FullMethodName = "/skein.controller.v1.ControllerService/AllocateProducerIds"
 	ControllerService_WatchMetadata_FullMethodName       = "/skein.controller.v1.ControllerService/WatchMetadata"
 	ControllerService_FindCoordinator_FullMethodName     = "/skein.controller.v1.ControllerService/FindCoordinator"
+	ControllerService_CreateAcls_FullMethodName          = "/skein.controller.v1.ControllerService/CreateAcls"
+	ControllerService_DeleteAcls_FullMethodName          = "/skein.controller.v1.ControllerService/DeleteAcls"
 )
 
 // ControllerServiceClient is the client API for ControllerService service.
@@ -70,6 +72,10 @@ type ControllerServiceClient interface {
 	WatchMetadata(ctx context.Context, in *v1.WatchMetadataRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[v1.WatchMetadataResponse], error)
 	// FindCoordinator answers the coordinator that owns a group or transactional id.
 	FindCoordinator(ctx context.Context, in *v1.FindCoordinatorRequest, opts ...grpc.CallOption) (*v1.FindCoordinatorResponse, error)
+	// CreateAcls adds ACL bindings, each validated on its own.
+	CreateAcls(ctx context.Context, in *v1.CreateAclsRequest, opts ...grpc.CallOption) (*v1.CreateAclsResponse, error)
+	// DeleteAcls removes the ACL bindings each filter selects.
+	DeleteAcls(ctx context.Context, in *v1.DeleteAclsRequest, opts ...grpc.CallOption) (*v1.DeleteAclsResponse, error)
 }
 
 type controllerServiceClient struct {
@@ -219,6 +225,26 @@ func (c *controllerServiceClient) FindCoordinator(ctx context.Context, in *v1.Fi
 	return out, nil
 }
 
+func (c *controllerServiceClient) CreateAcls(ctx context.Context, in *v1.CreateAclsRequest, opts ...grpc.CallOption) (*v1.CreateAclsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(v1.CreateAclsResponse)
+	err := c.cc.Invoke(ctx, ControllerService_CreateAcls_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerServiceClient) DeleteAcls(ctx context.Context, in *v1.DeleteAclsRequest, opts ...grpc.CallOption) (*v1.DeleteAclsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(v1.DeleteAclsResponse)
+	err := c.cc.Invoke(ctx, ControllerService_DeleteAcls_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControllerServiceServer is the server API for ControllerService service.
 // All implementations must embed UnimplementedControllerServiceServer
 // for forward compatibility.
@@ -254,6 +280,10 @@ type ControllerServiceServer interface {
 	WatchMetadata(*v1.WatchMetadataRequest, grpc.ServerStreamingServer[v1.WatchMetadataResponse]) error
 	// FindCoordinator answers the coordinator that owns a group or transactional id.
 	FindCoordinator(context.Context, *v1.FindCoordinatorRequest) (*v1.FindCoordinatorResponse, error)
+	// CreateAcls adds ACL bindings, each validated on its own.
+	CreateAcls(context.Context, *v1.CreateAclsRequest) (*v1.CreateAclsResponse, error)
+	// DeleteAcls removes the ACL bindings each filter selects.
+	DeleteAcls(context.Context, *v1.DeleteAclsRequest) (*v1.DeleteAclsResponse, error)
 	mustEmbedUnimplementedControllerServiceServer()
 }
 
@@ -302,6 +332,12 @@ func (UnimplementedControllerServiceServer) WatchMetadata(*v1.WatchMetadataReque
 }
 func (UnimplementedControllerServiceServer) FindCoordinator(context.Context, *v1.FindCoordinatorRequest) (*v1.FindCoordinatorResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method FindCoordinator not implemented")
+}
+func (UnimplementedControllerServiceServer) CreateAcls(context.Context, *v1.CreateAclsRequest) (*v1.CreateAclsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateAcls not implemented")
+}
+func (UnimplementedControllerServiceServer) DeleteAcls(context.Context, *v1.DeleteAclsRequest) (*v1.DeleteAclsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteAcls not implemented")
 }
 func (UnimplementedControllerServiceServer) mustEmbedUnimplementedControllerServiceServer() {}
 func (UnimplementedControllerServiceServer) testEmbeddedByValue()                           {}
@@ -551,6 +587,42 @@ func _ControllerService_FindCoordinator_Handler(srv interface{}, ctx context.Con
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControllerService_CreateAcls_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(v1.CreateAclsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).CreateAcls(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_CreateAcls_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).CreateAcls(ctx, req.(*v1.CreateAclsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControllerService_DeleteAcls_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(v1.DeleteAclsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerServiceServer).DeleteAcls(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerService_DeleteAcls_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerServiceServer).DeleteAcls(ctx, req.(*v1.DeleteAclsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ControllerService_ServiceDesc is the grpc.ServiceDesc for ControllerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -605,6 +677,14 @@ var ControllerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "FindCoordinator",
 			Handler:    _ControllerService_FindCoordinator_Handler,
+		},
+		{
+			MethodName: "CreateAcls",
+			Handler:    _ControllerService_CreateAcls_Handler,
+		},
+		{
+			MethodName: "DeleteAcls",
+			Handler:    _ControllerService_DeleteAcls_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
