@@ -1609,6 +1609,451 @@ func (x *ElectionResult) GetMessage() string {
 	return ""
 }
 
+// AclBinding is one ACL, Kafka's: principal, resource, pattern, operation
+// and permission, each by name (case-insensitive).
+type AclBinding struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "User:alice", or "User:*" for every principal.
+	Principal string `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	// topic, group, cluster or transactional_id.
+	ResourceType string `protobuf:"bytes,2,opt,name=resource_type,json=resourceType,proto3" json:"resource_type,omitempty"`
+	// The resource name, or prefix with the prefixed pattern; "*" (literal)
+	// for every resource of the type. The cluster's name is skein-cluster
+	// (may be left empty).
+	ResourceName string `protobuf:"bytes,3,opt,name=resource_name,json=resourceName,proto3" json:"resource_name,omitempty"`
+	// literal (default) or prefixed.
+	PatternType string `protobuf:"bytes,4,opt,name=pattern_type,json=patternType,proto3" json:"pattern_type,omitempty"`
+	// all, read, write, create, delete, alter or describe.
+	Operation string `protobuf:"bytes,5,opt,name=operation,proto3" json:"operation,omitempty"`
+	// allow (default) or deny.
+	Permission    string `protobuf:"bytes,6,opt,name=permission,proto3" json:"permission,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AclBinding) Reset() {
+	*x = AclBinding{}
+	mi := &file_skein_v1_admin_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AclBinding) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AclBinding) ProtoMessage() {}
+
+func (x *AclBinding) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_v1_admin_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AclBinding.ProtoReflect.Descriptor instead.
+func (*AclBinding) Descriptor() ([]byte, []int) {
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *AclBinding) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *AclBinding) GetResourceType() string {
+	if x != nil {
+		return x.ResourceType
+	}
+	return ""
+}
+
+func (x *AclBinding) GetResourceName() string {
+	if x != nil {
+		return x.ResourceName
+	}
+	return ""
+}
+
+func (x *AclBinding) GetPatternType() string {
+	if x != nil {
+		return x.PatternType
+	}
+	return ""
+}
+
+func (x *AclBinding) GetOperation() string {
+	if x != nil {
+		return x.Operation
+	}
+	return ""
+}
+
+func (x *AclBinding) GetPermission() string {
+	if x != nil {
+		return x.Permission
+	}
+	return ""
+}
+
+type CreateAclsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Acls          []*AclBinding          `protobuf:"bytes,1,rep,name=acls,proto3" json:"acls,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateAclsRequest) Reset() {
+	*x = CreateAclsRequest{}
+	mi := &file_skein_v1_admin_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateAclsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateAclsRequest) ProtoMessage() {}
+
+func (x *CreateAclsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_v1_admin_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateAclsRequest.ProtoReflect.Descriptor instead.
+func (*CreateAclsRequest) Descriptor() ([]byte, []int) {
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *CreateAclsRequest) GetAcls() []*AclBinding {
+	if x != nil {
+		return x.Acls
+	}
+	return nil
+}
+
+type CreateAclsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The bindings as stored (names lower case, defaults filled in).
+	Acls          []*AclBinding `protobuf:"bytes,1,rep,name=acls,proto3" json:"acls,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateAclsResponse) Reset() {
+	*x = CreateAclsResponse{}
+	mi := &file_skein_v1_admin_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateAclsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateAclsResponse) ProtoMessage() {}
+
+func (x *CreateAclsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_v1_admin_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateAclsResponse.ProtoReflect.Descriptor instead.
+func (*CreateAclsResponse) Descriptor() ([]byte, []int) {
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *CreateAclsResponse) GetAcls() []*AclBinding {
+	if x != nil {
+		return x.Acls
+	}
+	return nil
+}
+
+// A filter selects the bindings whose fields equal every field it sets;
+// an empty field matches any value. Names are compared exactly: the filter
+// resource_name "ord" selects the binding on "ord", not the one on "orders".
+type DescribeAclsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Principal     string                 `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	ResourceType  string                 `protobuf:"bytes,2,opt,name=resource_type,json=resourceType,proto3" json:"resource_type,omitempty"`
+	ResourceName  string                 `protobuf:"bytes,3,opt,name=resource_name,json=resourceName,proto3" json:"resource_name,omitempty"`
+	PatternType   string                 `protobuf:"bytes,4,opt,name=pattern_type,json=patternType,proto3" json:"pattern_type,omitempty"`
+	Operation     string                 `protobuf:"bytes,5,opt,name=operation,proto3" json:"operation,omitempty"`
+	Permission    string                 `protobuf:"bytes,6,opt,name=permission,proto3" json:"permission,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeAclsRequest) Reset() {
+	*x = DescribeAclsRequest{}
+	mi := &file_skein_v1_admin_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeAclsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeAclsRequest) ProtoMessage() {}
+
+func (x *DescribeAclsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_v1_admin_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeAclsRequest.ProtoReflect.Descriptor instead.
+func (*DescribeAclsRequest) Descriptor() ([]byte, []int) {
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *DescribeAclsRequest) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *DescribeAclsRequest) GetResourceType() string {
+	if x != nil {
+		return x.ResourceType
+	}
+	return ""
+}
+
+func (x *DescribeAclsRequest) GetResourceName() string {
+	if x != nil {
+		return x.ResourceName
+	}
+	return ""
+}
+
+func (x *DescribeAclsRequest) GetPatternType() string {
+	if x != nil {
+		return x.PatternType
+	}
+	return ""
+}
+
+func (x *DescribeAclsRequest) GetOperation() string {
+	if x != nil {
+		return x.Operation
+	}
+	return ""
+}
+
+func (x *DescribeAclsRequest) GetPermission() string {
+	if x != nil {
+		return x.Permission
+	}
+	return ""
+}
+
+type DescribeAclsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Acls          []*AclBinding          `protobuf:"bytes,1,rep,name=acls,proto3" json:"acls,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeAclsResponse) Reset() {
+	*x = DescribeAclsResponse{}
+	mi := &file_skein_v1_admin_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeAclsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeAclsResponse) ProtoMessage() {}
+
+func (x *DescribeAclsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_v1_admin_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeAclsResponse.ProtoReflect.Descriptor instead.
+func (*DescribeAclsResponse) Descriptor() ([]byte, []int) {
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *DescribeAclsResponse) GetAcls() []*AclBinding {
+	if x != nil {
+		return x.Acls
+	}
+	return nil
+}
+
+// The filter of DescribeAclsRequest; at least one field must be set (to
+// remove every binding, name each resource type in turn).
+type DeleteAclsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Principal     string                 `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	ResourceType  string                 `protobuf:"bytes,2,opt,name=resource_type,json=resourceType,proto3" json:"resource_type,omitempty"`
+	ResourceName  string                 `protobuf:"bytes,3,opt,name=resource_name,json=resourceName,proto3" json:"resource_name,omitempty"`
+	PatternType   string                 `protobuf:"bytes,4,opt,name=pattern_type,json=patternType,proto3" json:"pattern_type,omitempty"`
+	Operation     string                 `protobuf:"bytes,5,opt,name=operation,proto3" json:"operation,omitempty"`
+	Permission    string                 `protobuf:"bytes,6,opt,name=permission,proto3" json:"permission,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteAclsRequest) Reset() {
+	*x = DeleteAclsRequest{}
+	mi := &file_skein_v1_admin_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteAclsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteAclsRequest) ProtoMessage() {}
+
+func (x *DeleteAclsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_v1_admin_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteAclsRequest.ProtoReflect.Descriptor instead.
+func (*DeleteAclsRequest) Descriptor() ([]byte, []int) {
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *DeleteAclsRequest) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *DeleteAclsRequest) GetResourceType() string {
+	if x != nil {
+		return x.ResourceType
+	}
+	return ""
+}
+
+func (x *DeleteAclsRequest) GetResourceName() string {
+	if x != nil {
+		return x.ResourceName
+	}
+	return ""
+}
+
+func (x *DeleteAclsRequest) GetPatternType() string {
+	if x != nil {
+		return x.PatternType
+	}
+	return ""
+}
+
+func (x *DeleteAclsRequest) GetOperation() string {
+	if x != nil {
+		return x.Operation
+	}
+	return ""
+}
+
+func (x *DeleteAclsRequest) GetPermission() string {
+	if x != nil {
+		return x.Permission
+	}
+	return ""
+}
+
+type DeleteAclsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The bindings removed.
+	Deleted       []*AclBinding `protobuf:"bytes,1,rep,name=deleted,proto3" json:"deleted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteAclsResponse) Reset() {
+	*x = DeleteAclsResponse{}
+	mi := &file_skein_v1_admin_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteAclsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteAclsResponse) ProtoMessage() {}
+
+func (x *DeleteAclsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_v1_admin_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteAclsResponse.ProtoReflect.Descriptor instead.
+func (*DeleteAclsResponse) Descriptor() ([]byte, []int) {
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *DeleteAclsResponse) GetDeleted() []*AclBinding {
+	if x != nil {
+		return x.Deleted
+	}
+	return nil
+}
+
 var File_skein_v1_admin_proto protoreflect.FileDescriptor
 
 const file_skein_v1_admin_proto_rawDesc = "" +
@@ -1727,7 +2172,43 @@ const file_skein_v1_admin_proto_rawDesc = "" +
 	"\x06leader\x18\x03 \x01(\x05R\x06leader\x122\n" +
 	"\n" +
 	"error_code\x18\x04 \x01(\x0e2\x13.skein.v1.ErrorCodeR\terrorCode\x12\x18\n" +
-	"\amessage\x18\x05 \x01(\tR\amessage*5\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage\"\xd5\x01\n" +
+	"\n" +
+	"AclBinding\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12#\n" +
+	"\rresource_type\x18\x02 \x01(\tR\fresourceType\x12#\n" +
+	"\rresource_name\x18\x03 \x01(\tR\fresourceName\x12!\n" +
+	"\fpattern_type\x18\x04 \x01(\tR\vpatternType\x12\x1c\n" +
+	"\toperation\x18\x05 \x01(\tR\toperation\x12\x1e\n" +
+	"\n" +
+	"permission\x18\x06 \x01(\tR\n" +
+	"permission\"=\n" +
+	"\x11CreateAclsRequest\x12(\n" +
+	"\x04acls\x18\x01 \x03(\v2\x14.skein.v1.AclBindingR\x04acls\">\n" +
+	"\x12CreateAclsResponse\x12(\n" +
+	"\x04acls\x18\x01 \x03(\v2\x14.skein.v1.AclBindingR\x04acls\"\xde\x01\n" +
+	"\x13DescribeAclsRequest\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12#\n" +
+	"\rresource_type\x18\x02 \x01(\tR\fresourceType\x12#\n" +
+	"\rresource_name\x18\x03 \x01(\tR\fresourceName\x12!\n" +
+	"\fpattern_type\x18\x04 \x01(\tR\vpatternType\x12\x1c\n" +
+	"\toperation\x18\x05 \x01(\tR\toperation\x12\x1e\n" +
+	"\n" +
+	"permission\x18\x06 \x01(\tR\n" +
+	"permission\"@\n" +
+	"\x14DescribeAclsResponse\x12(\n" +
+	"\x04acls\x18\x01 \x03(\v2\x14.skein.v1.AclBindingR\x04acls\"\xdc\x01\n" +
+	"\x11DeleteAclsRequest\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12#\n" +
+	"\rresource_type\x18\x02 \x01(\tR\fresourceType\x12#\n" +
+	"\rresource_name\x18\x03 \x01(\tR\fresourceName\x12!\n" +
+	"\fpattern_type\x18\x04 \x01(\tR\vpatternType\x12\x1c\n" +
+	"\toperation\x18\x05 \x01(\tR\toperation\x12\x1e\n" +
+	"\n" +
+	"permission\x18\x06 \x01(\tR\n" +
+	"permission\"D\n" +
+	"\x12DeleteAclsResponse\x12.\n" +
+	"\adeleted\x18\x01 \x03(\v2\x14.skein.v1.AclBindingR\adeleted*5\n" +
 	"\n" +
 	"OffsetSpec\x12\n" +
 	"\n" +
@@ -1736,7 +2217,7 @@ const file_skein_v1_admin_proto_rawDesc = "" +
 	"\tTIMESTAMP\x10\x02**\n" +
 	"\fElectionType\x12\r\n" +
 	"\tPREFERRED\x10\x00\x12\v\n" +
-	"\aUNCLEAN\x10\x012\xde\x05\n" +
+	"\aUNCLEAN\x10\x012\xbf\a\n" +
 	"\fAdminService\x12G\n" +
 	"\n" +
 	"GetCluster\x12\x1b.skein.v1.GetClusterRequest\x1a\x1c.skein.v1.GetClusterResponse\x12J\n" +
@@ -1748,7 +2229,12 @@ const file_skein_v1_admin_proto_rawDesc = "" +
 	"\x10CreatePartitions\x12!.skein.v1.CreatePartitionsRequest\x1a\".skein.v1.CreatePartitionsResponse\x12\\\n" +
 	"\x11AlterTopicConfigs\x12\".skein.v1.AlterTopicConfigsRequest\x1a#.skein.v1.AlterTopicConfigsResponse\x12J\n" +
 	"\vListOffsets\x12\x1c.skein.v1.ListOffsetsRequest\x1a\x1d.skein.v1.ListOffsetsResponse\x12M\n" +
-	"\fElectLeaders\x12\x1d.skein.v1.ElectLeadersRequest\x1a\x1e.skein.v1.ElectLeadersResponseBw\n" +
+	"\fElectLeaders\x12\x1d.skein.v1.ElectLeadersRequest\x1a\x1e.skein.v1.ElectLeadersResponse\x12G\n" +
+	"\n" +
+	"CreateAcls\x12\x1b.skein.v1.CreateAclsRequest\x1a\x1c.skein.v1.CreateAclsResponse\x12M\n" +
+	"\fDescribeAcls\x12\x1d.skein.v1.DescribeAclsRequest\x1a\x1e.skein.v1.DescribeAclsResponse\x12G\n" +
+	"\n" +
+	"DeleteAcls\x12\x1b.skein.v1.DeleteAclsRequest\x1a\x1c.skein.v1.DeleteAclsResponseBw\n" +
 	"\fcom.skein.v1B\n" +
 	"AdminProtoP\x01Z\x1askein/gen/skein/v1;skeinv1\xa2\x02\x03SXX\xaa\x02\bSkein.V1\xca\x02\bSkein\\V1\xe2\x02\x14Skein\\V1\\GPBMetadata\xea\x02\tSkein::V1b\x06proto3"
 
@@ -1765,7 +2251,7 @@ func file_skein_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_skein_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_skein_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_skein_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_skein_v1_admin_proto_goTypes = []any{
 	(OffsetSpec)(0),                   // 0: skein.v1.OffsetSpec
 	(ElectionType)(0),                 // 1: skein.v1.ElectionType
@@ -1795,55 +2281,72 @@ var file_skein_v1_admin_proto_goTypes = []any{
 	(*ElectLeadersRequest)(nil),       // 25: skein.v1.ElectLeadersRequest
 	(*ElectLeadersResponse)(nil),      // 26: skein.v1.ElectLeadersResponse
 	(*ElectionResult)(nil),            // 27: skein.v1.ElectionResult
-	nil,                               // 28: skein.v1.CreateTopicRequest.ConfigsEntry
-	nil,                               // 29: skein.v1.TopicDescription.ConfigsEntry
-	nil,                               // 30: skein.v1.AlterTopicConfigsRequest.ConfigsEntry
-	(IsolationLevel)(0),               // 31: skein.v1.IsolationLevel
-	(ErrorCode)(0),                    // 32: skein.v1.ErrorCode
+	(*AclBinding)(nil),                // 28: skein.v1.AclBinding
+	(*CreateAclsRequest)(nil),         // 29: skein.v1.CreateAclsRequest
+	(*CreateAclsResponse)(nil),        // 30: skein.v1.CreateAclsResponse
+	(*DescribeAclsRequest)(nil),       // 31: skein.v1.DescribeAclsRequest
+	(*DescribeAclsResponse)(nil),      // 32: skein.v1.DescribeAclsResponse
+	(*DeleteAclsRequest)(nil),         // 33: skein.v1.DeleteAclsRequest
+	(*DeleteAclsResponse)(nil),        // 34: skein.v1.DeleteAclsResponse
+	nil,                               // 35: skein.v1.CreateTopicRequest.ConfigsEntry
+	nil,                               // 36: skein.v1.TopicDescription.ConfigsEntry
+	nil,                               // 37: skein.v1.AlterTopicConfigsRequest.ConfigsEntry
+	(IsolationLevel)(0),               // 38: skein.v1.IsolationLevel
+	(ErrorCode)(0),                    // 39: skein.v1.ErrorCode
 }
 var file_skein_v1_admin_proto_depIdxs = []int32{
 	4,  // 0: skein.v1.GetClusterResponse.brokers:type_name -> skein.v1.BrokerInfo
 	5,  // 1: skein.v1.GetClusterResponse.controllers:type_name -> skein.v1.ControllerInfo
-	28, // 2: skein.v1.CreateTopicRequest.configs:type_name -> skein.v1.CreateTopicRequest.ConfigsEntry
+	35, // 2: skein.v1.CreateTopicRequest.configs:type_name -> skein.v1.CreateTopicRequest.ConfigsEntry
 	8,  // 3: skein.v1.CreateTopicResponse.topic:type_name -> skein.v1.TopicDescription
-	29, // 4: skein.v1.TopicDescription.configs:type_name -> skein.v1.TopicDescription.ConfigsEntry
+	36, // 4: skein.v1.TopicDescription.configs:type_name -> skein.v1.TopicDescription.ConfigsEntry
 	9,  // 5: skein.v1.TopicDescription.partitions:type_name -> skein.v1.PartitionDescription
 	10, // 6: skein.v1.PartitionDescription.replica_offsets:type_name -> skein.v1.ReplicaOffset
 	13, // 7: skein.v1.ListTopicsResponse.topics:type_name -> skein.v1.TopicSummary
 	8,  // 8: skein.v1.DescribeTopicResponse.topic:type_name -> skein.v1.TopicDescription
 	8,  // 9: skein.v1.CreatePartitionsResponse.topic:type_name -> skein.v1.TopicDescription
-	30, // 10: skein.v1.AlterTopicConfigsRequest.configs:type_name -> skein.v1.AlterTopicConfigsRequest.ConfigsEntry
+	37, // 10: skein.v1.AlterTopicConfigsRequest.configs:type_name -> skein.v1.AlterTopicConfigsRequest.ConfigsEntry
 	8,  // 11: skein.v1.AlterTopicConfigsResponse.topic:type_name -> skein.v1.TopicDescription
 	0,  // 12: skein.v1.ListOffsetsRequest.spec:type_name -> skein.v1.OffsetSpec
-	31, // 13: skein.v1.ListOffsetsRequest.isolation_level:type_name -> skein.v1.IsolationLevel
+	38, // 13: skein.v1.ListOffsetsRequest.isolation_level:type_name -> skein.v1.IsolationLevel
 	24, // 14: skein.v1.ListOffsetsResponse.offsets:type_name -> skein.v1.PartitionOffset
-	32, // 15: skein.v1.PartitionOffset.error_code:type_name -> skein.v1.ErrorCode
+	39, // 15: skein.v1.PartitionOffset.error_code:type_name -> skein.v1.ErrorCode
 	1,  // 16: skein.v1.ElectLeadersRequest.type:type_name -> skein.v1.ElectionType
 	27, // 17: skein.v1.ElectLeadersResponse.results:type_name -> skein.v1.ElectionResult
-	32, // 18: skein.v1.ElectionResult.error_code:type_name -> skein.v1.ErrorCode
-	2,  // 19: skein.v1.AdminService.GetCluster:input_type -> skein.v1.GetClusterRequest
-	6,  // 20: skein.v1.AdminService.CreateTopic:input_type -> skein.v1.CreateTopicRequest
-	11, // 21: skein.v1.AdminService.ListTopics:input_type -> skein.v1.ListTopicsRequest
-	14, // 22: skein.v1.AdminService.DescribeTopic:input_type -> skein.v1.DescribeTopicRequest
-	16, // 23: skein.v1.AdminService.DeleteTopic:input_type -> skein.v1.DeleteTopicRequest
-	18, // 24: skein.v1.AdminService.CreatePartitions:input_type -> skein.v1.CreatePartitionsRequest
-	20, // 25: skein.v1.AdminService.AlterTopicConfigs:input_type -> skein.v1.AlterTopicConfigsRequest
-	22, // 26: skein.v1.AdminService.ListOffsets:input_type -> skein.v1.ListOffsetsRequest
-	25, // 27: skein.v1.AdminService.ElectLeaders:input_type -> skein.v1.ElectLeadersRequest
-	3,  // 28: skein.v1.AdminService.GetCluster:output_type -> skein.v1.GetClusterResponse
-	7,  // 29: skein.v1.AdminService.CreateTopic:output_type -> skein.v1.CreateTopicResponse
-	12, // 30: skein.v1.AdminService.ListTopics:output_type -> skein.v1.ListTopicsResponse
-	15, // 31: skein.v1.AdminService.DescribeTopic:output_type -> skein.v1.DescribeTopicResponse
-	17, // 32: skein.v1.AdminService.DeleteTopic:output_type -> skein.v1.DeleteTopicResponse
-	19, // 33: skein.v1.AdminService.CreatePartitions:output_type -> skein.v1.CreatePartitionsResponse
-	21, // 34: skein.v1.AdminService.AlterTopicConfigs:output_type -> skein.v1.AlterTopicConfigsResponse
-	23, // 35: skein.v1.AdminService.ListOffsets:output_type -> skein.v1.ListOffsetsResponse
-	26, // 36: skein.v1.AdminService.ElectLeaders:output_type -> skein.v1.ElectLeadersResponse
-	28, // [28:37] is the sub-list for method output_type
-	19, // [19:28] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	39, // 18: skein.v1.ElectionResult.error_code:type_name -> skein.v1.ErrorCode
+	28, // 19: skein.v1.CreateAclsRequest.acls:type_name -> skein.v1.AclBinding
+	28, // 20: skein.v1.CreateAclsResponse.acls:type_name -> skein.v1.AclBinding
+	28, // 21: skein.v1.DescribeAclsResponse.acls:type_name -> skein.v1.AclBinding
+	28, // 22: skein.v1.DeleteAclsResponse.deleted:type_name -> skein.v1.AclBinding
+	2,  // 23: skein.v1.AdminService.GetCluster:input_type -> skein.v1.GetClusterRequest
+	6,  // 24: skein.v1.AdminService.CreateTopic:input_type -> skein.v1.CreateTopicRequest
+	11, // 25: skein.v1.AdminService.ListTopics:input_type -> skein.v1.ListTopicsRequest
+	14, // 26: skein.v1.AdminService.DescribeTopic:input_type -> skein.v1.DescribeTopicRequest
+	16, // 27: skein.v1.AdminService.DeleteTopic:input_type -> skein.v1.DeleteTopicRequest
+	18, // 28: skein.v1.AdminService.CreatePartitions:input_type -> skein.v1.CreatePartitionsRequest
+	20, // 29: skein.v1.AdminService.AlterTopicConfigs:input_type -> skein.v1.AlterTopicConfigsRequest
+	22, // 30: skein.v1.AdminService.ListOffsets:input_type -> skein.v1.ListOffsetsRequest
+	25, // 31: skein.v1.AdminService.ElectLeaders:input_type -> skein.v1.ElectLeadersRequest
+	29, // 32: skein.v1.AdminService.CreateAcls:input_type -> skein.v1.CreateAclsRequest
+	31, // 33: skein.v1.AdminService.DescribeAcls:input_type -> skein.v1.DescribeAclsRequest
+	33, // 34: skein.v1.AdminService.DeleteAcls:input_type -> skein.v1.DeleteAclsRequest
+	3,  // 35: skein.v1.AdminService.GetCluster:output_type -> skein.v1.GetClusterResponse
+	7,  // 36: skein.v1.AdminService.CreateTopic:output_type -> skein.v1.CreateTopicResponse
+	12, // 37: skein.v1.AdminService.ListTopics:output_type -> skein.v1.ListTopicsResponse
+	15, // 38: skein.v1.AdminService.DescribeTopic:output_type -> skein.v1.DescribeTopicResponse
+	17, // 39: skein.v1.AdminService.DeleteTopic:output_type -> skein.v1.DeleteTopicResponse
+	19, // 40: skein.v1.AdminService.CreatePartitions:output_type -> skein.v1.CreatePartitionsResponse
+	21, // 41: skein.v1.AdminService.AlterTopicConfigs:output_type -> skein.v1.AlterTopicConfigsResponse
+	23, // 42: skein.v1.AdminService.ListOffsets:output_type -> skein.v1.ListOffsetsResponse
+	26, // 43: skein.v1.AdminService.ElectLeaders:output_type -> skein.v1.ElectLeadersResponse
+	30, // 44: skein.v1.AdminService.CreateAcls:output_type -> skein.v1.CreateAclsResponse
+	32, // 45: skein.v1.AdminService.DescribeAcls:output_type -> skein.v1.DescribeAclsResponse
+	34, // 46: skein.v1.AdminService.DeleteAcls:output_type -> skein.v1.DeleteAclsResponse
+	35, // [35:47] is the sub-list for method output_type
+	23, // [23:35] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_skein_v1_admin_proto_init() }
@@ -1860,7 +2363,7 @@ func file_skein_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skein_v1_admin_proto_rawDesc), len(file_skein_v1_admin_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   29,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

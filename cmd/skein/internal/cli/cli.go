@@ -65,6 +65,10 @@ Usage:
   skein group dlq GROUP --topic T              (what the group dead-lettered from T, with the reasons)
   skein group dlq-replay GROUP --topic T       (produce those records back to T)
   skein cluster
+  skein acl add --principal User:NAME --operation OP[,OP]... (--topic T | --group G | --transactional-id ID | --cluster)
+                [--pattern literal|prefixed] [--permission allow|deny]
+  skein acl list [--principal P] [--topic T | --group G | --transactional-id ID | --cluster] [--operation OP] ...
+  skein acl remove (the filter of list; at least one flag)
   skein dev [--data-dir DIR] [--storage-nodes N] [--bin-dir DIR]
             [--gateway-http-addr 127.0.0.1:8080] [--gateway-grpc-addr 127.0.0.1:9090] [--secure]
   skein certs --dir DIR --name storage-1,gateway,client [--hosts storage-1,127.0.0.1] [--gossip-key]
@@ -97,6 +101,8 @@ func Main(args []string, io IO) int {
 		err = groupCmd(ctx, args[1:], io)
 	case "cluster":
 		err = clusterCmd(ctx, args[1:], io)
+	case "acl":
+		err = aclCmd(ctx, args[1:], io)
 	case "dev":
 		err = devCmd(ctx, args[1:], io)
 	case "certs":

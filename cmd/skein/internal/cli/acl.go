@@ -1,0 +1,115 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	skeinv1 "skein/gen/skein/v1"
+)
+
+// aclCmd is `skein acl add|list|remove`: Kafka's kafka-acls with the
+// resource named by --topic, --group, --transactional-id or --cluster.
+func aclCmd(ctx context.Context, args []string, io IO) error {
+	if len(args) == 0 {
+		return usagef("acl needs a subcommand: add, list or remove")
+	}
+	sub, args := args[0], args[1:]
+	switch sub {
+	case "add", "list", "remove":
+	default:
+		return usagef("unknown acl subcommand %q", sub)
+	}
+	f := newFlags("acl "+sub, io, true)
+	principal := f.String("principal", "", "the principal, e.g. User:alice (User:* for everyone)")
+	topic := f.String("topic", "", "the topic (or topic prefix with --pattern prefixed; * for every topic)")
+	group := f.String("group", "", "the consumer group (or prefix; * for every group)")
+	txnID := f.String("transactional-id", "", "the transactional id (or prefix; * for every one)")
+	cluster := f.Bool("cluster", false, "the cluster")
+	pattern := f.String("pattern", "", "literal (default for add) or prefixed")
+	operation := f.String("operation", "", "all, read, write, create, delete, alter or describe; add takes a comma-separated list")
+	permission := f.String("permission", "", "allow (default for add) or deny")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return usagef("acl %s takes no arguments, got %q", sub, pos)
+	}
+	var resType, resName string
+	n := 0
+	for _, r := range []struct{ typ, name string }{{"topic", *topic}, {"group", *group}, {"transactional_id", *txnID}} {
+		if r.name != "" {
+			resType, resName = r.typ, r.name
+			n++
+		}
+	}
+	if *cluster {
+		resType, resName = "cluster", ""
+		n++
+	}
+	if n > 1 {
+		return usagef("acl %s: name one resource (--topic, --group, --transactional-id or --cluster)", sub)
+	}
+	if sub == "add" && (n == 0 || *principal == "" || *operation == "") {
+		return usagef("acl add needs --principal, --operation and one of --topic, --group, --transactional-id or --cluster")
+	}
+
+	conn, err := f.dial()
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	admin := skeinv1.NewAdminServiceClient(conn)
+	cctx, cancel := timeout(ctx)
+	defer cancel()
+
+	switch sub {
+	case "add":
+		req := &skeinv1.CreateAclsRequest{}
+		for _, op := range strings.Split(*operation, ",") {
+			req.Acls = append(req.Acls, &skeinv1.AclBinding{Principal: *principal, ResourceType: resType, ResourceName: resName,
+				PatternType: *pattern, Operation: strings.TrimSpace(op), Permission: *permission})
+		}
+		resp, err := admin.CreateAcls(cctx, req)
+		if err != nil {
+			return err
+		}
+		if *f.json {
+			return printJSON(io.Out, resp)
+		}
+		fmt.Fprintf(io.Out, "added %d ACL binding(s)\n", len(resp.GetAcls()))
+		return printAcls(io, resp.GetAcls())
+	case "list":
+		resp, err := admin.DescribeAcls(cctx, &skeinv1.DescribeAclsRequest{Principal: *principal, ResourceType: resType, ResourceName: resName,
+			PatternType: *pattern, Operation: *operation, Permission: *permission})
+		if err != nil {
+			return err
+		}
+		if *f.json {
+			return printJSON(io.Out, resp)
+		}
+		return printAcls(io, resp.GetAcls())
+	default: // remove
+		resp, err := admin.DeleteAcls(cctx, &skeinv1.DeleteAclsRequest{Principal: *principal, ResourceType: resType, ResourceName: resName,
+			PatternType: *pattern, Operation: *operation, Permission: *permission})
+		if err != nil {
+			return err
+		}
+		if *f.json {
+			return printJSON(io.Out, resp)
+		}
+		fmt.Fprintf(io.Out, "removed %d ACL binding(s)\n", len(resp.GetDeleted()))
+		return printAcls(io, resp.GetDeleted())
+	}
+}
+
+func printAcls(io IO, acls []*skeinv1.AclBinding) error {
+	tw := tabwriter.NewWriter(io.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PRINCIPAL\tPERMISSION\tOPERATION\tRESOURCE\tNAME\tPATTERN")
+	for _, a := range acls {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", a.GetPrincipal(), a.GetPermission(), a.GetOperation(), a.GetResourceType(), a.GetResourceName(), a.GetPatternType())
+	}
+	return tw.Flush()
+}
