@@ -30,6 +30,7 @@ import (
 	"syscall"
 	"time"
 
+	"skein/libs/acl"
 	"skein/libs/client"
 	"skein/libs/cliflag"
 	"skein/libs/grpcopt"
@@ -68,9 +69,18 @@ func run(args []string) error {
 	authRequired := fs.Bool("auth-required", false, "refuse every public API call without a principal (a verified client certificate or a bearer token) with 401 / UNAUTHENTICATED SASL_AUTHENTICATION_FAILED")
 	authTokenFile := fs.String("auth-token-file", "", "static bearer tokens, one \"token principal\" line each (e.g. \"s3cret User:alice\"); reloaded on SIGHUP and when it changes")
 	authJWTKeyFile := fs.String("auth-jwt-key-file", "", "HS256 key for JSON Web Token bearer tokens (principal User:<sub>; exp and nbf checked); reloaded on SIGHUP and when it changes")
+	authorizer := fs.Bool("authorizer", false, "authorize every public API call with the cluster's ACL bindings (skein acl, /v1/acls); a refused call is 403 / PERMISSION_DENIED TOPIC_, GROUP_, CLUSTER_ or TRANSACTIONAL_ID_AUTHORIZATION_FAILED")
+	superUsersFlag := fs.String("super-users", "", "principals allowed everything under --authorizer, separated by commas or semicolons (e.g. \"User:admin;User:ops\")")
 	tlsFiles := tlsconf.AddFlags(fs)
 	if err := cliflag.Parse(fs, args, os.Getenv); err != nil {
 		return err
+	}
+	superUsers, err := acl.ParseSuperUsers(*superUsersFlag)
+	if err != nil {
+		return fmt.Errorf("--super-users: %w", err)
+	}
+	if len(superUsers) > 0 && !*authorizer {
+		return errors.New("--super-users needs --authorizer")
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
@@ -125,6 +135,7 @@ func run(args []string) error {
 		MaxRequestBytes: *maxRequestBytes, MaxInflightProduceBytes: *maxInflight,
 		ConsoleDemos: *consoleDemos, DevClusterFile: *devClusterFile,
 		Auth: verifier, AuthRequired: *authRequired,
+		Authorizer: *authorizer, SuperUsers: superUsers,
 	})
 	if err != nil {
 		return err

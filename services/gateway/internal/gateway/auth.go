@@ -40,6 +40,7 @@ type auth struct {
 	verifier *authn.Verifier // nil: no token sources
 	required bool
 	log      *slog.Logger
+	authz    *authorizer // nil: every authenticated call is allowed
 }
 
 type principalKey struct{}
@@ -140,8 +141,9 @@ func resourceOf(req any) string {
 
 func isAdmin(method string) bool { return strings.HasPrefix(method, "/skein.v1.AdminService/") }
 
-// interceptors authenticate every call of the public API and audit admin
-// calls.
+// interceptors authenticate every call of the public API, authorize it
+// (each received message of a stream) when the authorizer is on, and audit
+// admin calls.
 func (a *auth) interceptors() (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
 	unary := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		if !strings.HasPrefix(info.FullMethod, publicPrefix) {
@@ -151,9 +153,15 @@ func (a *auth) interceptors() (grpc.UnaryServerInterceptor, grpc.StreamServerInt
 		if err != nil {
 			return nil, err
 		}
+		if err := a.authorize(ctx, info.FullMethod, req); err != nil {
+			return nil, err
+		}
 		resp, err := h(ctx, req)
 		if isAdmin(info.FullMethod) {
 			a.audit(ctx, info.FullMethod, req, rpcerr.ToGRPC(err))
+		}
+		if err == nil && a.authz != nil {
+			a.authz.filter(display(principalFrom(ctx)), resp)
 		}
 		return resp, err
 	}
@@ -165,7 +173,11 @@ func (a *auth) interceptors() (grpc.UnaryServerInterceptor, grpc.StreamServerInt
 		if err != nil {
 			return err
 		}
-		return h(srv, &principalStream{ServerStream: ss, ctx: ctx})
+		var s grpc.ServerStream = &principalStream{ServerStream: ss, ctx: ctx}
+		if a.authz != nil {
+			s = &authorizedStream{ServerStream: s, a: a, method: info.FullMethod}
+		}
+		return h(srv, s)
 	}
 	return unary, stream
 }

@@ -72,6 +72,11 @@ type Config struct {
 	// every public call without a principal with SASL_AUTHENTICATION_FAILED.
 	Auth         *authn.Verifier
 	AuthRequired bool
+	// Authorizer checks every public call against the ACL bindings of the
+	// cluster's metadata (libs/acl): refused calls are 403 with the
+	// resource's *_AUTHORIZATION_FAILED. SuperUsers are allowed everything.
+	Authorizer bool
+	SuperUsers map[string]bool
 }
 
 // Gateway is a running gateway's listeners and servers.
@@ -135,6 +140,9 @@ func New(cfg Config) (*Gateway, error) {
 
 	unaryErr, streamErr := api.ErrorInterceptors()
 	g.auth = &auth{verifier: cfg.Auth, required: cfg.AuthRequired, log: g.log}
+	if cfg.Authorizer {
+		g.auth.authz = &authorizer{super: cfg.SuperUsers, image: g.client.Metadata}
+	}
 	unaryAuth, streamAuth := g.auth.interceptors()
 	opts := append(grpcopt.PublicServer(telemetry.NewGRPCMetrics(cfg.Registry)),
 		grpc.ChainUnaryInterceptor(unaryErr, unaryAuth), grpc.ChainStreamInterceptor(streamErr, streamAuth),

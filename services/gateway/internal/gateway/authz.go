@@ -1,0 +1,224 @@
+package gateway
+
+import (
+	"context"
+	"sync/atomic"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+
+	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/acl"
+	"skein/libs/errs"
+	"skein/libs/metadata"
+	"skein/libs/rpcerr"
+)
+
+// authorizer decides each public call with libs/acl against the ACL
+// bindings of the gateway's metadata image, which follows the controller's.
+type authorizer struct {
+	super map[string]bool
+	image func() *metadata.Image
+	// bindings caches the sorted bindings of one image: images are
+	// immutable, a new version is a new image.
+	cache atomic.Pointer[aclCache]
+}
+
+type aclCache struct {
+	img      *metadata.Image
+	bindings []acl.Binding
+}
+
+func (z *authorizer) bindings() []acl.Binding {
+	img := z.image()
+	if c := z.cache.Load(); c != nil && c.img == img {
+		return c.bindings
+	}
+	c := &aclCache{img: img, bindings: img.Acls()}
+	z.cache.Store(c)
+	return c.bindings
+}
+
+// need is one permission a call needs: any one of its requests allowed
+// grants it; a refusal names the first.
+type need []acl.Request
+
+func one(principal string, typ acl.ResourceType, name string, op acl.Operation) need {
+	return need{{Principal: principal, Resource: typ, Name: name, Operation: op}}
+}
+
+// needs maps a public request to the permissions it needs. A request not
+// named here needs none.
+func needs(p string, req any) []need {
+	topic := func(name string, op acl.Operation) need { return one(p, acl.Topic, name, op) }
+	group := func(name string, op acl.Operation) need { return one(p, acl.Group, name, op) }
+	cluster := func(op acl.Operation) need { return one(p, acl.Cluster, "", op) }
+	txn := func(id string) need { return one(p, acl.TransactionalID, id, acl.Write) }
+	withTxn := func(n []need, id string) []need {
+		if id != "" {
+			n = append(n, txn(id))
+		}
+		return n
+	}
+	switch r := req.(type) {
+	// AdminService
+	case *skeinv1.GetClusterRequest:
+		return []need{cluster(acl.Describe)}
+	case *skeinv1.CreateTopicRequest:
+		// Kafka allows either: create on the topic, or on the cluster.
+		return []need{append(topic(r.GetName(), acl.Create), cluster(acl.Create)...)}
+	case *skeinv1.DescribeTopicRequest:
+		return []need{topic(r.GetTopic(), acl.Describe)}
+	case *skeinv1.DeleteTopicRequest:
+		return []need{topic(r.GetTopic(), acl.Delete)}
+	case *skeinv1.CreatePartitionsRequest:
+		return []need{topic(r.GetTopic(), acl.Alter)}
+	case *skeinv1.AlterTopicConfigsRequest:
+		return []need{topic(r.GetTopic(), acl.Alter)}
+	case *skeinv1.ListOffsetsRequest:
+		return []need{topic(r.GetTopic(), acl.Read)}
+	case *skeinv1.ElectLeadersRequest, *skeinv1.CreateAclsRequest, *skeinv1.DeleteAclsRequest:
+		return []need{cluster(acl.Alter)}
+	case *skeinv1.DescribeAclsRequest:
+		return []need{cluster(acl.Describe)}
+	// ProducerService, ConsumerService
+	case *skeinv1.ProduceRequest:
+		return withTxn([]need{topic(r.GetTopic(), acl.Write)}, r.GetTransactionalId())
+	case *skeinv1.ProduceStreamRequest:
+		return []need{topic(r.GetTopic(), acl.Write)}
+	case *skeinv1.FetchRequest:
+		return []need{topic(r.GetTopic(), acl.Read)}
+	case *skeinv1.TailRequest:
+		return []need{topic(r.GetTopic(), acl.Read)}
+	// GroupService: a member reads its group, and joining reads the topics
+	// it subscribes to.
+	case *skeinv1.JoinGroupRequest:
+		n := []need{group(r.GetGroup(), acl.Read)}
+		for _, t := range r.GetTopics() {
+			n = append(n, topic(t, acl.Read))
+		}
+		return n
+	case *skeinv1.HeartbeatRequest:
+		return []need{group(r.GetGroup(), acl.Read)}
+	case *skeinv1.FetchGroupRecordsRequest:
+		return []need{group(r.GetGroup(), acl.Read)}
+	case *skeinv1.CommitOffsetsRequest:
+		return []need{group(r.GetGroup(), acl.Read)}
+	case *skeinv1.GetOffsetsRequest:
+		return []need{group(r.GetGroup(), acl.Read)}
+	case *skeinv1.LeaveGroupRequest:
+		return []need{group(r.GetGroup(), acl.Read)}
+	case *skeinv1.NackRecordRequest:
+		return []need{group(r.GetGroup(), acl.Read)}
+	case *skeinv1.DescribeGroupRequest:
+		return []need{group(r.GetGroup(), acl.Describe)}
+	case *skeinv1.GetGroupConfigRequest:
+		return []need{group(r.GetGroup(), acl.Describe)}
+	case *skeinv1.SetGroupConfigRequest:
+		return []need{group(r.GetGroup(), acl.Alter)}
+	case *skeinv1.DeleteGroupRequest:
+		return []need{group(r.GetGroup(), acl.Delete)}
+	case *skeinv1.ConsumeRequest:
+		switch {
+		case r.GetSubscribe() != nil:
+			return needs(p, r.GetSubscribe())
+		case r.GetCommit() != nil:
+			return needs(p, r.GetCommit())
+		case r.GetNack() != nil:
+			return needs(p, r.GetNack())
+		}
+	// TransactionService
+	case *skeinv1.InitProducerRequest:
+		return withTxn(nil, r.GetTransactionalId())
+	case *skeinv1.SendOffsetsRequest:
+		return []need{txn(r.GetTransactionalId()), group(r.GetGroup(), acl.Read)}
+	case *skeinv1.CommitTransactionRequest:
+		return []need{txn(r.GetTransactionalId())}
+	case *skeinv1.AbortTransactionRequest:
+		return []need{txn(r.GetTransactionalId())}
+	}
+	return nil
+}
+
+// check answers nil when every need of req is granted to principal, else
+// the refusal of the first need that is not, and the request it names.
+func (z *authorizer) check(principal string, req any) (acl.Request, error) {
+	bs := z.bindings()
+	for _, n := range needs(principal, req) {
+		granted := false
+		for _, r := range n {
+			if acl.Authorize(bs, z.super, r).Allowed {
+				granted = true
+				break
+			}
+		}
+		if !granted {
+			return n[0], acl.Refusal(n[0])
+		}
+	}
+	return acl.Request{}, nil
+}
+
+// allowed reports whether principal may do op on one resource.
+func (z *authorizer) allowed(principal string, typ acl.ResourceType, name string, op acl.Operation) bool {
+	return acl.Authorize(z.bindings(), z.super, acl.Request{Principal: principal, Resource: typ, Name: name, Operation: op}).Allowed
+}
+
+// filter drops from a listing what the principal may not describe, as
+// Kafka's metadata and list-groups answers do.
+func (z *authorizer) filter(principal string, resp any) {
+	switch r := resp.(type) {
+	case *skeinv1.ListTopicsResponse:
+		kept := r.Topics[:0]
+		for _, t := range r.GetTopics() {
+			if z.allowed(principal, acl.Topic, t.GetName(), acl.Describe) {
+				kept = append(kept, t)
+			}
+		}
+		r.Topics = kept
+	case *skeinv1.ListGroupsResponse:
+		kept := r.Groups[:0]
+		for _, g := range r.GetGroups() {
+			if z.allowed(principal, acl.Group, g.GetGroup(), acl.Describe) {
+				kept = append(kept, g)
+			}
+		}
+		r.Groups = kept
+	}
+}
+
+// authorize decides one request of a call (a unary request, or each
+// message a stream receives); a refusal is logged with what was asked.
+func (a *auth) authorize(ctx context.Context, method string, req any) error {
+	if a.authz == nil {
+		return nil
+	}
+	p := display(principalFrom(ctx))
+	r, err := a.authz.check(p, req)
+	if err == nil {
+		return nil
+	}
+	resource := r.Resource.String() + ":" + r.Name
+	if r.Resource == acl.Cluster {
+		resource = "cluster"
+	}
+	trace.SpanFromContext(ctx).SetAttributes(attribute.String("skein.principal", p))
+	a.log.WarnContext(ctx, "call denied", "principal", p, "operation", method, "resource", resource,
+		"acl_operation", r.Operation.String(), "error_code", errs.Of(err).Name, "reason", err.Error())
+	return rpcerr.ToGRPC(err)
+}
+
+// authorizedStream authorizes each message the stream receives.
+type authorizedStream struct {
+	grpc.ServerStream
+	a      *auth
+	method string
+}
+
+func (s *authorizedStream) RecvMsg(m any) error {
+	if err := s.ServerStream.RecvMsg(m); err != nil {
+		return err
+	}
+	return s.a.authorize(s.Context(), s.method, m)
+}

@@ -1,0 +1,144 @@
+package gateway
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/acl"
+	"skein/libs/client"
+	"skein/libs/errs"
+	"skein/libs/metadata"
+)
+
+// Every public request that needs a permission is refused with its
+// resource's row when no binding grants it, and allowed for a super user.
+func TestNeedsRefuseWithTheResourceRow(t *testing.T) {
+	z := &authorizer{image: func() *metadata.Image { return metadata.New("c") }, super: map[string]bool{"User:root": true}}
+	for _, tc := range []struct {
+		req  any
+		want *errs.Error
+	}{
+		{&skeinv1.GetClusterRequest{}, errs.ClusterAuthorizationFailed},
+		{&skeinv1.CreateTopicRequest{Name: "t"}, errs.TopicAuthorizationFailed},
+		{&skeinv1.DescribeTopicRequest{Topic: "t"}, errs.TopicAuthorizationFailed},
+		{&skeinv1.DeleteTopicRequest{Topic: "t"}, errs.TopicAuthorizationFailed},
+		{&skeinv1.CreatePartitionsRequest{Topic: "t"}, errs.TopicAuthorizationFailed},
+		{&skeinv1.AlterTopicConfigsRequest{Topic: "t"}, errs.TopicAuthorizationFailed},
+		{&skeinv1.ListOffsetsRequest{Topic: "t"}, errs.TopicAuthorizationFailed},
+		{&skeinv1.ElectLeadersRequest{}, errs.ClusterAuthorizationFailed},
+		{&skeinv1.CreateAclsRequest{}, errs.ClusterAuthorizationFailed},
+		{&skeinv1.DescribeAclsRequest{}, errs.ClusterAuthorizationFailed},
+		{&skeinv1.DeleteAclsRequest{}, errs.ClusterAuthorizationFailed},
+		{&skeinv1.ProduceRequest{Topic: "t"}, errs.TopicAuthorizationFailed},
+		{&skeinv1.ProduceStreamRequest{Topic: "t"}, errs.TopicAuthorizationFailed},
+		{&skeinv1.FetchRequest{Topic: "t"}, errs.TopicAuthorizationFailed},
+		{&skeinv1.TailRequest{Topic: "t"}, errs.TopicAuthorizationFailed},
+		{&skeinv1.JoinGroupRequest{Group: "g", Topics: []string{"t"}}, errs.GroupAuthorizationFailed},
+		{&skeinv1.HeartbeatRequest{Group: "g"}, errs.GroupAuthorizationFailed},
+		{&skeinv1.FetchGroupRecordsRequest{Group: "g"}, errs.GroupAuthorizationFailed},
+		{&skeinv1.CommitOffsetsRequest{Group: "g"}, errs.GroupAuthorizationFailed},
+		{&skeinv1.GetOffsetsRequest{Group: "g"}, errs.GroupAuthorizationFailed},
+		{&skeinv1.LeaveGroupRequest{Group: "g"}, errs.GroupAuthorizationFailed},
+		{&skeinv1.NackRecordRequest{Group: "g"}, errs.GroupAuthorizationFailed},
+		{&skeinv1.DescribeGroupRequest{Group: "g"}, errs.GroupAuthorizationFailed},
+		{&skeinv1.GetGroupConfigRequest{Group: "g"}, errs.GroupAuthorizationFailed},
+		{&skeinv1.SetGroupConfigRequest{Group: "g"}, errs.GroupAuthorizationFailed},
+		{&skeinv1.DeleteGroupRequest{Group: "g"}, errs.GroupAuthorizationFailed},
+		{&skeinv1.ConsumeRequest{Kind: &skeinv1.ConsumeRequest_Subscribe{Subscribe: &skeinv1.JoinGroupRequest{Group: "g"}}}, errs.GroupAuthorizationFailed},
+		{&skeinv1.InitProducerRequest{TransactionalId: "x"}, errs.TransactionalIDAuthorizationFailed},
+		{&skeinv1.SendOffsetsRequest{TransactionalId: "x", Group: "g"}, errs.TransactionalIDAuthorizationFailed},
+		{&skeinv1.CommitTransactionRequest{TransactionalId: "x"}, errs.TransactionalIDAuthorizationFailed},
+		{&skeinv1.AbortTransactionRequest{TransactionalId: "x"}, errs.TransactionalIDAuthorizationFailed},
+		// Needing nothing: an idempotent (non-transactional) producer, a listing.
+		{&skeinv1.InitProducerRequest{}, nil},
+		{&skeinv1.ListTopicsRequest{}, nil},
+		{&skeinv1.ListGroupsRequest{}, nil},
+	} {
+		_, err := z.check("User:bob", tc.req)
+		if got := errs.Of(err); (tc.want == nil && err != nil) || (tc.want != nil && got != tc.want) {
+			t.Errorf("%T: %v, want %v", tc.req, err, tc.want)
+		}
+		if _, err := z.check("User:root", tc.req); err != nil {
+			t.Errorf("%T refused to a super user: %v", tc.req, err)
+		}
+	}
+}
+
+// With --authorizer, calls without a granting binding are 403 with the
+// resource's row and logged; bindings added through the controller grant
+// them; listings show only what the principal may describe.
+func TestAuthorizer(t *testing.T) {
+	logs := &syncBuffer{}
+	e := startWith(t, func(c *Config) {
+		c.Authorizer = true
+		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	})
+	e.cluster.StartGroupCoordinator(t, 1)
+	e.waitReady()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c := e.gw.Client()
+	if _, err := c.CreateTopic(ctx, client.TopicSpec{Name: "orders", Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitMetadata(ctx, func(m *metadata.Image) bool { return m.PartitionCount("orders") == 1 }); err != nil {
+		t.Fatal(err)
+	}
+	produce := `{"records": [{"value": "x"}]}`
+	for _, tc := range []struct{ method, path, body, row string }{
+		{"POST", "/v1/topics/orders/records", produce, "TOPIC_AUTHORIZATION_FAILED"},
+		{"GET", "/v1/topics/orders/partitions/0/records?offset=0", "", "TOPIC_AUTHORIZATION_FAILED"},
+		{"POST", "/v1/topics", `{"name": "new"}`, "TOPIC_AUTHORIZATION_FAILED"},
+		{"POST", "/v1/groups/g/members", `{"topics": ["orders"]}`, "GROUP_AUTHORIZATION_FAILED"},
+		{"POST", "/v1/acls", `{"acls": [{"principal": "User:ANONYMOUS", "resource_type": "cluster", "operation": "all"}]}`, "CLUSTER_AUTHORIZATION_FAILED"},
+	} {
+		code, out := e.do(tc.method, tc.path, tc.body)
+		if code != http.StatusForbidden || out["error_code"] != tc.row || !strings.Contains(out["message"].(string), "User:ANONYMOUS may not") {
+			t.Errorf("%s %s: %d %v, want 403 %s", tc.method, tc.path, code, out, tc.row)
+		}
+	}
+	if ts := e.mustDo("GET", "/v1/topics", "")["topics"].([]any); len(ts) != 0 {
+		t.Errorf("topics listed without describe: %v", ts)
+	}
+	if l := logs.String(); !strings.Contains(l, `msg="call denied" principal=User:ANONYMOUS operation=/skein.v1.ProducerService/Produce resource=topic:orders acl_operation=write error_code=TOPIC_AUTHORIZATION_FAILED`) {
+		t.Errorf("no denial log line:\n%s", l)
+	}
+
+	grant := []acl.Binding{
+		{Principal: "User:ANONYMOUS", Resource: acl.Topic, Name: "ord", Pattern: acl.Prefixed, Operation: acl.Write, Permission: acl.Allow},
+		{Principal: "User:*", Resource: acl.Topic, Name: "orders", Pattern: acl.Literal, Operation: acl.Read, Permission: acl.Allow},
+		{Principal: "User:ANONYMOUS", Resource: acl.Group, Name: "g", Pattern: acl.Literal, Operation: acl.Read, Permission: acl.Allow},
+		{Principal: "User:ANONYMOUS", Resource: acl.Cluster, Name: acl.ClusterName, Pattern: acl.Literal, Operation: acl.Create, Permission: acl.Allow},
+	}
+	if res, err := c.CreateAcls(ctx, grant); err != nil || res[0] != nil {
+		t.Fatal(res, err)
+	}
+	if _, err := c.WaitMetadata(ctx, func(m *metadata.Image) bool { return len(m.Acls()) == len(grant) }); err != nil {
+		t.Fatal(err)
+	}
+	e.mustDo("POST", "/v1/topics/orders/records", produce)
+	e.mustDo("GET", "/v1/topics/orders/partitions/0/records?offset=0", "")
+	e.mustDo("POST", "/v1/topics", `{"name": "new"}`) // through cluster create
+	e.mustDo("POST", "/v1/groups/g/members", `{"topics": ["orders"]}`)
+	// Read implies describe: orders is listed, "new" is not.
+	if ts := e.mustDo("GET", "/v1/topics", "")["topics"].([]any); len(ts) != 1 || ts[0].(map[string]any)["name"] != "orders" {
+		t.Errorf("listed %v, want only orders", ts)
+	}
+
+	// A deny wins over the allows.
+	deny := acl.Binding{Principal: "User:*", Resource: acl.Topic, Name: "*", Pattern: acl.Literal, Operation: acl.Write, Permission: acl.Deny}
+	if _, err := c.CreateAcls(ctx, []acl.Binding{deny}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitMetadata(ctx, func(m *metadata.Image) bool { return m.HasAcl(deny) }); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := e.do("POST", "/v1/topics/orders/records", produce); code != http.StatusForbidden || out["error_code"] != "TOPIC_AUTHORIZATION_FAILED" {
+		t.Errorf("produce against a deny: %d %v", code, out)
+	}
+}
