@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -26,9 +27,11 @@ import (
 
 // checkAuth runs against a `skein dev --secure` cluster, whose gateway
 // requires a principal: without credentials REST is 401 and gRPC
-// UNAUTHENTICATED, both SASL_AUTHENTICATION_FAILED; the dev token and the
-// client certificate are served; the gateway logs the refusals and audits
-// admin calls with their principal. The topic "secure" exists already.
+// UNAUTHENTICATED, both SASL_AUTHENTICATION_FAILED; the dev token (User:dev)
+// is refused by the authorizer with 403 until the client certificate's
+// principal, the super user, adds ACLs for it, then served; the gateway logs
+// the refusals and audits admin calls with their principal. The topic
+// "secure" exists already.
 func checkAuth(t *testing.T, d *Dev, sec *secureFiles, caOnly, withCert *tls.Config) {
 	t.Helper()
 	if sec.DevToken == "" {
@@ -79,7 +82,45 @@ func checkAuth(t *testing.T, d *Dev, sec *secureFiles, caOnly, withCert *tls.Con
 			}
 		}
 	}
-	// The dev token, without a client certificate.
+	// The dev token, without a client certificate: User:dev is
+	// authenticated, but the gateway's authorizer (skein dev --secure turns
+	// it on) finds no ACL allowing it anything.
+	join := map[string]any{"topics": []string{"secure"}}
+	for _, c := range []struct {
+		method, path string
+		body         any
+		row          string
+	}{
+		{"POST", "/v1/topics", create, "TOPIC_AUTHORIZATION_FAILED"},
+		{"POST", "/v1/topics/secure/partitions/0/records", produce, "TOPIC_AUTHORIZATION_FAILED"},
+		{"GET", "/v1/topics/secure/partitions/0/records?offset=0", nil, "TOPIC_AUTHORIZATION_FAILED"},
+		{"POST", "/v1/groups/dev-group/members", join, "GROUP_AUTHORIZATION_FAILED"},
+		{"POST", "/v1/acls", map[string]any{"acls": []map[string]any{{"principal": "User:dev", "resource_type": "cluster", "operation": "all"}}}, "CLUSTER_AUTHORIZATION_FAILED"},
+	} {
+		code, out := call(plain, c.method, c.path, sec.DevToken, c.body)
+		if code != http.StatusForbidden || out["error_code"] != c.row || !strings.Contains(fmt.Sprint(out["message"]), "User:dev may not") {
+			t.Errorf("dev token without ACLs: %s %s: %d %v, want 403 %s", c.method, c.path, code, out, c.row)
+		}
+	}
+	// The client certificate's principal, the super user, grants User:dev
+	// what it needs over REST; an unknown operation is refused whole.
+	grant := map[string]any{"acls": []map[string]any{
+		{"principal": "User:dev", "resource_type": "topic", "resource_name": "auth-", "pattern_type": "prefixed", "operation": "create"},
+		{"principal": "User:dev", "resource_type": "topic", "resource_name": "secure", "operation": "write"},
+		{"principal": "User:dev", "resource_type": "topic", "resource_name": "secure", "operation": "read"},
+		{"principal": "User:dev", "resource_type": "group", "resource_name": "dev-group", "operation": "read"},
+	}}
+	if code, out := call(certed, "POST", "/v1/acls", "", grant); code != http.StatusOK || len(out["acls"].([]any)) != 4 {
+		t.Fatalf("the super user adds ACLs: %d %v", code, out)
+	}
+	bad := map[string]any{"acls": []map[string]any{{"principal": "User:dev", "resource_type": "topic", "resource_name": "secure", "operation": "obliterate"}}}
+	if code, out := call(certed, "POST", "/v1/acls", "", bad); code != http.StatusBadRequest || out["error_code"] != "INVALID_REQUEST" || !strings.Contains(fmt.Sprint(out["message"]), `unknown operation "obliterate"`) {
+		t.Errorf("an ACL with an unknown operation: %d %v, want 400 INVALID_REQUEST", code, out)
+	}
+	if code, out := call(certed, "GET", "/v1/acls?principal=User:dev", "", nil); code != http.StatusOK || len(out["acls"].([]any)) != 4 {
+		t.Errorf("the ACLs of User:dev: %d %v", code, out)
+	}
+	// Now the same calls as User:dev are served.
 	if code, out := call(plain, "POST", "/v1/topics", sec.DevToken, create); code != http.StatusOK {
 		t.Errorf("create with the dev token: %d %v", code, out)
 	}
@@ -88,6 +129,11 @@ func checkAuth(t *testing.T, d *Dev, sec *secureFiles, caOnly, withCert *tls.Con
 	}
 	if code, out := call(plain, "GET", "/v1/topics/secure/partitions/0/records?offset=0", sec.DevToken, nil); code != http.StatusOK {
 		t.Errorf("fetch with the dev token: %d %v", code, out)
+	}
+	if code, out := call(plain, "POST", "/v1/groups/dev-group/members", sec.DevToken, join); code != http.StatusOK || out["member_id"] == "" {
+		t.Errorf("group join with the dev token: %d %v", code, out)
+	} else {
+		call(plain, "DELETE", "/v1/groups/dev-group/members/"+fmt.Sprint(out["member_id"]), sec.DevToken, nil)
 	}
 	// The client certificate, without a token.
 	if code, out := call(certed, "GET", "/v1/topics/auth-topic", "", nil); code != http.StatusOK {
@@ -134,7 +180,8 @@ func checkAuth(t *testing.T, d *Dev, sec *secureFiles, caOnly, withCert *tls.Con
 		}
 		ok := hasLine(`"msg":"call refused"`, `"principal":"User:ANONYMOUS"`, `"error_code":"SASL_AUTHENTICATION_FAILED"`) &&
 			hasLine(`"msg":"audit"`, `"principal":"User:dev"`, `"operation":"/skein.v1.AdminService/CreateTopic"`, `"resource":"topic:auth-topic"`) &&
-			hasLine(`"msg":"audit"`, `"principal":"User:client"`)
+			hasLine(`"msg":"audit"`, `"principal":"User:client"`) &&
+			hasLine(`"msg":"call denied"`, `"principal":"User:dev"`, `"resource":"topic:secure"`, `"acl_operation":"write"`, `"error_code":"TOPIC_AUTHORIZATION_FAILED"`)
 		if ok {
 			break
 		}

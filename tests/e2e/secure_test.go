@@ -39,7 +39,9 @@ type secureFiles struct {
 // HTTPS and gRPC; a plaintext client, a client of another CA and a client
 // without a certificate at an internal port are refused at the handshake;
 // a storage node with a certificate of another CA never joins the cluster,
-// nor one without the gossip key.
+// nor one without the gossip key. The gateway authenticates and authorizes
+// every call (checkAuth): the dev token's User:dev is refused until the
+// client certificate's super user grants it ACLs.
 func TestSecureCluster(t *testing.T) {
 	bin, err := BinDir()
 	if err != nil {

@@ -17,7 +17,7 @@ func devCmd(ctx context.Context, args []string, io IO) error {
 	logLevel := f.String("log-level", "info", "log level of every process")
 	gwHTTP := f.String("gateway-http-addr", "127.0.0.1:8080", "the gateway's REST address (empty: a free port)")
 	gwGRPC := f.String("gateway-grpc-addr", "127.0.0.1:9090", "the gateway's gRPC address (empty: a free port)")
-	secure := f.Bool("secure", false, "mutual TLS on every hop and encrypted gossip: a CA, certificates, a gossip key and a token file with a dev token are created in <data-dir>/tls; clients need the CA (curl --cacert, skein --tls-ca) and the client certificate or the dev token: the gateway requires a principal")
+	secure := f.Bool("secure", false, "mutual TLS on every hop and encrypted gossip: a CA, certificates, a gossip key and a token file with a dev token are created in <data-dir>/tls; clients need the CA (curl --cacert, skein --tls-ca) and the client certificate or the dev token: the gateway requires a principal and authorizes it with ACLs (the client certificate's User:client is a super user, the dev token's User:dev has no ACLs at first)")
 	demos := f.Bool("console-demos", false, "show kill / pause / resume buttons for the storage nodes in the gateway's console (/console/)")
 	pos, err := f.parse(args)
 	if err != nil {
@@ -55,22 +55,24 @@ func devCmd(ctx context.Context, args []string, io IO) error {
 		if sec := c.Security(); sec != nil {
 			fmt.Fprintf(io.Out, `
 Skein is running. Secured: mutual TLS between every process, gossip encrypted,
-every API call authenticated (the client certificate or the dev token).
+every API call authenticated (the client certificate or the dev token) and
+authorized by ACLs (the client certificate's principal is a super user).
   REST:    https://%[1]s   (console: https://%[1]s/console/)
   gRPC:    %[2]s   (TLS)
   CA:      %[3]s
-  client:  %[4]s, %[5]s   (principal User:client)
-  token:   %[7]s   (principal %[8]s; in %[9]s)
+  client:  %[4]s, %[5]s   (principal %[10]s, super user)
+  token:   %[7]s   (principal %[8]s, no ACLs yet; in %[9]s)
   cluster: %[6]s
 
 Try:
-  curl -s --cacert %[3]s -H 'Authorization: Bearer %[7]s' https://%[1]s/v1/cluster
   curl -s --cacert %[3]s --cert %[4]s --key %[5]s -X POST https://%[1]s/v1/topics -d '{"name": "orders", "partitions": 3}'
   echo hello | skein produce orders --gateway %[2]s --tls-ca %[3]s --tls-cert %[4]s --tls-key %[5]s
+  curl -s --cacert %[3]s -H 'Authorization: Bearer %[7]s' 'https://%[1]s/v1/topics/orders/partitions/0/records?offset=0'   # 403
+  skein acl add --principal %[8]s --topic orders --operation read --gateway %[2]s --tls-ca %[3]s --tls-cert %[4]s --tls-key %[5]s
 
 Ctrl-C stops the cluster; run skein dev --secure again with the same --data-dir to restart it.
 `, gw.HTTPAddr, gw.GRPCAddr, sec.CA, sec.ClientCert, sec.ClientKey, filepath.Join(*dataDir, "cluster.json"),
-				sec.DevToken, devcluster.DevPrincipal, sec.TokenFile)
+				sec.DevToken, devcluster.DevPrincipal, sec.TokenFile, devcluster.ClientPrincipal)
 			return
 		}
 		rest := "http://" + gw.HTTPAddr

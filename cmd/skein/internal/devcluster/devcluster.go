@@ -306,8 +306,11 @@ func args(p *Process, procs []*Process, logLevel string, sec *Security) []string
 			a = append(a, "--gossip-key-file", sec.GossipKey)
 		} else {
 			// Every public call needs a principal: the client certificate
-			// or the dev token.
-			a = append(a, "--auth-required", "--auth-token-file", sec.TokenFile)
+			// or the dev token. The client certificate's principal is a
+			// super user; the dev token's has the rights ACLs give it
+			// (none at first), so the authorizer can be tried out.
+			a = append(a, "--auth-required", "--auth-token-file", sec.TokenFile,
+				"--authorizer", "--super-users", ClientPrincipal)
 		}
 	}
 	return a

@@ -74,8 +74,13 @@ func secure(dir string, procs []*Process) (*Security, error) {
 	return s, nil
 }
 
-// DevPrincipal is the principal of a secure dev cluster's dev token.
+// DevPrincipal is the principal of a secure dev cluster's dev token: it
+// may do what ACLs allow it (nothing until a super user adds some).
 const DevPrincipal = "User:dev"
+
+// ClientPrincipal is the principal of a secure dev cluster's client
+// certificate, the gateway's super user.
+const ClientPrincipal = "User:client"
 
 // devToken answers the dev token of the gateway's token file, writing the
 // file with a fresh token when there is none (an existing file is kept, with
