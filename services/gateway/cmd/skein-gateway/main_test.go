@@ -61,3 +61,18 @@ func TestRunRefusesAuthWithoutMeans(t *testing.T) {
 		t.Errorf("a token file that does not exist: %v", err)
 	}
 }
+
+func TestRunRefusesBadSuperUsers(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--authorizer", "--super-users", "admin"}, "--super-users: super user \"admin\": want Type:name"},
+		{[]string{"--super-users", "User:admin"}, "--super-users needs --authorizer"},
+	} {
+		err := run(append([]string{"--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--controllers", "127.0.0.1:1"}, tc.args...))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}
