@@ -204,6 +204,13 @@ func (s *Source) verifyServer(cs tls.ConnectionState) error {
 // (checked every interval), until ctx ends. A reload that fails keeps the
 // previous certificate; onReload hears every attempt (err nil on success).
 func (s *Source) Watch(ctx context.Context, interval time.Duration, onReload func(err error)) {
+	WatchFiles(ctx, interval, s.Changed, s.Reload, onReload)
+}
+
+// WatchFiles is the reload loop of anything kept in files (certificates,
+// token files): reload on SIGHUP, and whenever changed answers true (asked
+// every interval), until ctx ends; onReload, when set, hears every attempt.
+func WatchFiles(ctx context.Context, interval time.Duration, changed func() bool, reload func() error, onReload func(err error)) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -215,11 +222,11 @@ func (s *Source) Watch(ctx context.Context, interval time.Duration, onReload fun
 			return
 		case <-hup:
 		case <-t.C:
-			if !s.Changed() {
+			if !changed() {
 				continue
 			}
 		}
-		err := s.Reload()
+		err := reload()
 		if onReload != nil {
 			onReload(err)
 		}

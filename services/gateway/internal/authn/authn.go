@@ -18,13 +18,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"skein/libs/errs"
+	"skein/libs/tlsconf"
 )
 
 // Anonymous is the principal of a caller that presented nothing.
@@ -253,26 +252,7 @@ func (v *Verifier) Changed() bool {
 // Watch reloads the files on SIGHUP and when one changes (checked every
 // interval) until ctx ends; onReload hears every attempt.
 func (v *Verifier) Watch(ctx context.Context, interval time.Duration, onReload func(error)) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-hup:
-		case <-t.C:
-			if !v.Changed() {
-				continue
-			}
-		}
-		err := v.Reload()
-		if onReload != nil {
-			onReload(err)
-		}
-	}
+	tlsconf.WatchFiles(ctx, interval, v.Changed, v.Reload, onReload)
 }
 
 // ErrNoTokenSource is the cause of a token refused because the gateway
