@@ -1,0 +1,122 @@
+package peerauth
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+
+	"skein/libs/acl"
+	"skein/libs/metadata"
+)
+
+// Bindings reads the ACL bindings of the metadata image a process follows,
+// sorted once per image (images are immutable: a change is a new image).
+type Bindings struct {
+	image func() *metadata.Image
+	cache atomic.Pointer[bindingsOf]
+}
+
+type bindingsOf struct {
+	img *metadata.Image
+	bs  []acl.Binding
+}
+
+// NewBindings answers the bindings of image's current answer.
+func NewBindings(image func() *metadata.Image) *Bindings { return &Bindings{image: image} }
+
+// Get answers the current bindings.
+func (b *Bindings) Get() []acl.Binding {
+	img := b.image()
+	if c := b.cache.Load(); c != nil && c.img == img {
+		return c.bs
+	}
+	c := &bindingsOf{img: img, bs: img.Acls()}
+	b.cache.Store(c)
+	return c.bs
+}
+
+// Authorizer decides the requests of a service's callers. A nil Authorizer
+// allows everything (authorization off).
+type Authorizer struct {
+	bindings *Bindings
+	super    map[string]bool
+	log      *slog.Logger
+}
+
+// NewAuthorizer decides with the ACLs of image and super users super.
+func NewAuthorizer(image func() *metadata.Image, super map[string]bool, log *slog.Logger) *Authorizer {
+	return &Authorizer{bindings: NewBindings(image), super: super, log: log}
+}
+
+// Allowed reports whether c may do op on a resource: always for a Skein
+// service and on a plaintext server's callers (no caller is known).
+func (a *Authorizer) Allowed(c Caller, known bool, typ acl.ResourceType, name string, op acl.Operation) bool {
+	if a == nil || !known || c.Service {
+		return true
+	}
+	return acl.Authorize(a.bindings.Get(), a.super, acl.Request{Principal: c.Principal, Resource: typ, Name: name, Operation: op}).Allowed
+}
+
+// Authorize answers nil when the caller of ctx may do op on the resource,
+// else the refusal (TOPIC_, GROUP_, CLUSTER_ or
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED), logged as an audit line naming
+// method.
+func (a *Authorizer) Authorize(ctx context.Context, method string, typ acl.ResourceType, name string, op acl.Operation) error {
+	c, known := CallerFrom(ctx)
+	return a.AuthorizeCaller(ctx, c, known, method, typ, name, op)
+}
+
+// AuthorizeCaller is Authorize for a caller named apart from ctx (one
+// request of a pipelined stream).
+func (a *Authorizer) AuthorizeCaller(ctx context.Context, c Caller, known bool, method string, typ acl.ResourceType, name string, op acl.Operation) error {
+	if a.Allowed(c, known, typ, name, op) {
+		return nil
+	}
+	r := acl.Request{Principal: c.Principal, Resource: typ, Name: name, Operation: op}
+	err := acl.Refusal(r)
+	resource := typ.String() + ":" + name
+	if typ == acl.Cluster {
+		resource = "cluster"
+	}
+	Refused(ctx, a.log, c.Principal, method, resource, err)
+	return err
+}
+
+// Flags are a service's authorization flags.
+type Flags struct {
+	On         *bool
+	SuperUsers *string
+}
+
+// AddFlags registers --authorizer and --super-users on fs; what names the
+// calls the service decides (for the flag's help).
+func AddFlags(fs *flag.FlagSet, what string) *Flags {
+	return &Flags{
+		On: fs.Bool("authorizer", false, "authorize "+what+" with the cluster's ACL bindings (skein acl); needs TLS. "+
+			"Calls of the cluster's own services are not subject to ACLs; the gateway's carry its client's principal"),
+		SuperUsers: fs.String("super-users", "", "principals allowed everything under --authorizer, separated by commas or semicolons (e.g. \"User:admin;User:ops\")"),
+	}
+}
+
+// Authorizer answers the authorizer the flags ask for: nil when off. With
+// tls false (a plaintext process) --authorizer is an error: nobody's
+// identity could be known.
+func (f *Flags) Authorizer(image func() *metadata.Image, tls bool, log *slog.Logger) (*Authorizer, error) {
+	super, err := acl.ParseSuperUsers(*f.SuperUsers)
+	if err != nil {
+		return nil, fmt.Errorf("--super-users: %w", err)
+	}
+	if !*f.On {
+		if len(super) > 0 {
+			return nil, errors.New("--super-users needs --authorizer")
+		}
+		return nil, nil
+	}
+	if !tls {
+		return nil, errors.New("--authorizer needs TLS (--tls-cert, --tls-key, --tls-ca): callers are known by their certificates")
+	}
+	return NewAuthorizer(image, super, log), nil
+}
