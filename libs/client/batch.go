@@ -112,7 +112,7 @@ func (c *Client) produceOnce(ctx context.Context, topic string, partition int32,
 		timeout = max(min(timeout, time.Until(dl)), time.Millisecond)
 	}
 	req := &storagev1.ProduceRequest{
-		Acks: int32(acks), TimeoutMs: int32(timeout / time.Millisecond), TransactionalId: txnID,
+		Acks: int32(acks), TimeoutMs: int32(timeout / time.Millisecond), TransactionalId: txnID, Principal: PrincipalOf(ctx),
 		Partitions: []*storagev1.PartitionProduce{{Topic: topic, Partition: partition, CurrentLeaderEpoch: epoch, Records: data}},
 	}
 	if acks == AcksNone {

@@ -51,6 +51,7 @@ type producerConfig struct {
 	deliveryTimeout time.Duration
 	requestTimeout  time.Duration
 	idempotent      bool
+	principal       string
 }
 
 // ProducerOption changes a producer's configuration.
@@ -96,6 +97,13 @@ func WithRequestTimeout(d time.Duration) ProducerOption {
 // before the first is in. Kafka's max.in.flight.requests.per.connection
 // with idempotence is five for the same window.
 const maxInFlight = 5
+
+// WithPrincipal makes the producer write for a client it acts for (a
+// gateway's): every batch names principal, and a storage node authorizes
+// the write as that client's (see OnBehalfOf).
+func WithPrincipal(principal string) ProducerOption {
+	return func(c *producerConfig) { c.principal = principal }
+}
 
 // WithIdempotence turns the idempotent producer on (the default under
 // AcksAll) or off.
@@ -613,7 +621,7 @@ func (p *Producer) collect(now time.Time) (sends []*brokerRequest, wakeAt time.T
 			}
 		}
 		if br == nil {
-			br = &brokerRequest{broker: leader, req: &storagev1.ProduceRequest{Acks: int32(p.cfg.acks), TimeoutMs: int32(p.cfg.requestTimeout / time.Millisecond)}}
+			br = &brokerRequest{broker: leader, req: &storagev1.ProduceRequest{Acks: int32(p.cfg.acks), TimeoutMs: int32(p.cfg.requestTimeout / time.Millisecond), Principal: p.cfg.principal}}
 			byBroker[leader] = append(byBroker[leader], br)
 			sends = append(sends, br)
 		}

@@ -7,9 +7,12 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/metadata"
+
 	storagev1 "skein/gen/skein/storage/v1"
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/errs"
+	"skein/libs/peerauth"
 	"skein/libs/record"
 )
 
@@ -57,6 +60,9 @@ type Storage struct {
 	fetches []*storagev1.FetchRequest
 	streams int
 	refused map[string]int       // produce refusals by error name
+	// named counts the principals calls named (client.OnBehalfOf), by
+	// "produce:" or "fetch:" and the principal.
+	named map[string]int
 	stalled chan struct{}        // non-nil while Stall holds requests; closed to release them
 	held    map[tp]chan struct{} // HoldAnswers: answers of requests with the partition wait for the close
 	spans   map[tp]*openSpan
@@ -175,7 +181,7 @@ func (s *Storage) waitStall(ctx context.Context) {
 
 // NewStorage returns node id, serving what ctrl's metadata says it leads.
 func NewStorage(id int32, ctrl *Controller) *Storage {
-	return &Storage{ID: id, ctrl: ctrl, logs: map[tp]*partitionLog{}, fail: map[tp][]error{}, refused: map[string]int{}}
+	return &Storage{ID: id, ctrl: ctrl, logs: map[tp]*partitionLog{}, fail: map[tp][]error{}, refused: map[string]int{}, named: map[string]int{}}
 }
 
 // FailNext makes the next n produce attempts on a partition of this node
@@ -293,7 +299,20 @@ func (s *Storage) leads(topic string, partition, clientEpoch int32) error {
 	return nil
 }
 
+// Named counts the principals produce requests and fetches named for the
+// clients they were made for, keyed "produce:User:x" and "fetch:User:x".
+func (s *Storage) Named() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.named)
+}
+
 func (s *Storage) produce(req *storagev1.ProduceRequest) (*storagev1.ProduceResponse, map[tp][]int) {
+	if p := req.GetPrincipal(); p != "" {
+		s.mu.Lock()
+		s.named["produce:"+p]++
+		s.mu.Unlock()
+	}
 	resp := &storagev1.ProduceResponse{}
 	idx := map[tp][]int{}
 	for _, pp := range req.GetPartitions() {
@@ -455,6 +474,9 @@ func (s *Storage) Fetch(ctx context.Context, req *storagev1.FetchRequest) (*stor
 	}
 	s.mu.Lock()
 	s.fetches = append(s.fetches, req)
+	if md, _ := metadata.FromIncomingContext(ctx); len(md.Get(peerauth.PrincipalMD)) == 1 {
+		s.named["fetch:"+md.Get(peerauth.PrincipalMD)[0]]++
+	}
 	s.mu.Unlock()
 	resp := &storagev1.FetchResponse{}
 	deadline := time.Now().Add(time.Duration(req.GetMaxWaitMs()) * time.Millisecond)

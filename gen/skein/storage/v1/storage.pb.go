@@ -30,8 +30,13 @@ type ProduceRequest struct {
 	TimeoutMs       int32               `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
 	TransactionalId string              `protobuf:"bytes,3,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
 	Partitions      []*PartitionProduce `protobuf:"bytes,4,rep,name=partitions,proto3" json:"partitions,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The client the gateway writes for (its principal, "User:alice"), so the
+	// storage node authorizes the write as that client's. Believed from a
+	// gateway's certificate only; on a ProduceStream each request names its
+	// own, since one stream carries the batches of many clients.
+	Principal     string `protobuf:"bytes,5,opt,name=principal,proto3" json:"principal,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ProduceRequest) Reset() {
@@ -90,6 +95,13 @@ func (x *ProduceRequest) GetPartitions() []*PartitionProduce {
 		return x.Partitions
 	}
 	return nil
+}
+
+func (x *ProduceRequest) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
 }
 
 type PartitionProduce struct {
@@ -2058,7 +2070,7 @@ var File_skein_storage_v1_storage_proto protoreflect.FileDescriptor
 
 const file_skein_storage_v1_storage_proto_rawDesc = "" +
 	"\n" +
-	"\x1eskein/storage/v1/storage.proto\x12\x10skein.storage.v1\x1a\x15skein/v1/errors.proto\x1a\x16skein/v1/records.proto\"\xb2\x01\n" +
+	"\x1eskein/storage/v1/storage.proto\x12\x10skein.storage.v1\x1a\x15skein/v1/errors.proto\x1a\x16skein/v1/records.proto\"\xd0\x01\n" +
 	"\x0eProduceRequest\x12\x12\n" +
 	"\x04acks\x18\x01 \x01(\x05R\x04acks\x12\x1d\n" +
 	"\n" +
@@ -2066,7 +2078,8 @@ const file_skein_storage_v1_storage_proto_rawDesc = "" +
 	"\x10transactional_id\x18\x03 \x01(\tR\x0ftransactionalId\x12B\n" +
 	"\n" +
 	"partitions\x18\x04 \x03(\v2\".skein.storage.v1.PartitionProduceR\n" +
-	"partitions\"\x92\x01\n" +
+	"partitions\x12\x1c\n" +
+	"\tprincipal\x18\x05 \x01(\tR\tprincipal\"\x92\x01\n" +
 	"\x10PartitionProduce\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x120\n" +

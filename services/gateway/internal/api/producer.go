@@ -75,6 +75,9 @@ func NewProducer(c *client.Client, log *slog.Logger, opts ...client.ProducerOpti
 type producerKey struct {
 	acks  int
 	codec record.Compression
+	// principal is the client the producer writes for: batches never mix
+	// two clients' records, so each storage node authorizes its client's.
+	principal string
 }
 
 const noCodec record.Compression = -1
@@ -82,7 +85,7 @@ const noCodec record.Compression = -1
 // newProducer starts a producer for key: the gateway's options, with the
 // request's codec in place of the gateway's when it named one.
 func (s *Producer) newProducer(key producerKey) *client.Producer {
-	opts := append([]client.ProducerOption{client.WithAcks(key.acks)}, s.opts...)
+	opts := append([]client.ProducerOption{client.WithAcks(key.acks), client.WithPrincipal(key.principal)}, s.opts...)
 	if key.codec != noCodec {
 		opts = append(opts, client.WithCompression(key.codec))
 	}
@@ -130,9 +133,11 @@ type prepared struct {
 	acks    int
 	codec   record.Compression // noCodec: the gateway's
 	records []client.Record
+	// principal is the client it is written for (client.OnBehalfOf).
+	principal string
 }
 
-func (p *prepared) key() producerKey { return producerKey{p.acks, p.codec} }
+func (p *prepared) key() producerKey { return producerKey{p.acks, p.codec, p.principal} }
 
 // prepare validates a produce request as a whole: topic, acks, partitions,
 // record shapes and sizes. routePartition is the partition route's
@@ -161,7 +166,7 @@ func (s *Producer) prepare(ctx context.Context, topic string, acks *int32, compr
 	limit := client.MaxMessageBytes(m, topic)
 	now := nowMs()
 	tp := traceparent(ctx) // once per request, not per record
-	out := &prepared{acks: a, codec: codec, records: make([]client.Record, 0, len(recs))}
+	out := &prepared{acks: a, codec: codec, records: make([]client.Record, 0, len(recs)), principal: client.PrincipalOf(ctx)}
 	for i, pr := range recs {
 		r, err := toClientRecord(tp, topic, i, pr, now)
 		if err != nil {

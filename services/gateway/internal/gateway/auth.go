@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 
+	"skein/libs/client"
 	"skein/libs/errs"
 	"skein/libs/rpcerr"
 	"skein/services/gateway/internal/authn"
@@ -109,7 +110,9 @@ func (a *auth) check(ctx context.Context, method string) (context.Context, error
 		return ctx, rpcerr.ToGRPC(err)
 	}
 	trace.SpanFromContext(ctx).SetAttributes(attribute.String("skein.principal", display(p)))
-	return withPrincipal(ctx, p), nil
+	// Every call the gateway makes for the caller names it, so storage
+	// nodes and coordinators authorize it as the caller's.
+	return client.OnBehalfOf(withPrincipal(ctx, p), display(p)), nil
 }
 
 // refused logs a call refused for its credentials.

@@ -269,3 +269,60 @@ func TestWrapHTTPDropsPrincipalHeaders(t *testing.T) {
 		t.Fatalf("metadata for a caller without a principal: %v", md)
 	}
 }
+
+// Each call the gateway makes for a caller names the caller, so storage
+// nodes authorize it as the caller's: a unary produce, a pipelined stream
+// and a fetch, for two principals whose batches never share a request.
+func TestGatewayNamesTheCallerToStorage(t *testing.T) {
+	e, _ := startAuth(t)
+	carol, err := authn.SignJWT(map[string]any{"sub": "carol", "exp": time.Now().Add(time.Hour).Unix()}, jwtKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := map[string]string{"Authorization": "Bearer dev-token"}
+	if code, out, _ := e.call("POST", "/v1/topics", `{"name": "named", "partitions": 1, "replication_factor": 1}`, dev); code != http.StatusOK {
+		t.Fatalf("create: %d %v", code, out)
+	}
+	for _, h := range []map[string]string{dev, {"Authorization": "Bearer " + carol}} {
+		if code, out, _ := e.call("POST", "/v1/topics/named/records", `{"records": [{"value": "dg=="}]}`, h); code != http.StatusOK {
+			t.Fatalf("produce: %d %v", code, out)
+		}
+	}
+	if code, out, _ := e.call("GET", "/v1/topics/named/partitions/0/records?offset=0", "", dev); code != http.StatusOK {
+		t.Fatalf("fetch: %d %v", code, out)
+	}
+
+	cc, err := grpc.NewClient(e.gw.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+carol), 10*time.Second)
+	defer cancel()
+	stream, err := skeinv1.NewProducerServiceClient(cc).ProduceStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&skeinv1.ProduceStreamRequest{CorrelationId: 1, Topic: "named", Records: []*skeinv1.ProduceRecord{{ValueBytes: []byte("s")}}}); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := stream.Recv(); err != nil || resp.GetResults()[0].GetErrorCode() != skeinv1.ErrorCode_NONE {
+		t.Fatalf("stream produce: %v %v", resp, err)
+	}
+	stream.CloseSend()
+
+	named := map[string]int{}
+	for _, s := range e.cluster.Storage {
+		for k, n := range s.Named() {
+			named[k] += n
+		}
+	}
+	for _, want := range []string{"produce:User:dev", "produce:User:carol", "fetch:User:dev"} {
+		if named[want] == 0 {
+			t.Errorf("no storage node saw %s; saw %v", want, named)
+		}
+	}
+	if named["produce:User:carol"] < 2 {
+		t.Errorf("carol's unary and stream produces named her %d times, want 2; saw %v", named["produce:User:carol"], named)
+	}
+}

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"sync/atomic"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -12,32 +11,19 @@ import (
 	"skein/libs/acl"
 	"skein/libs/errs"
 	"skein/libs/metadata"
+	"skein/libs/peerauth"
 	"skein/libs/rpcerr"
 )
 
 // authorizer decides each public call with libs/acl against the ACL
 // bindings of the gateway's metadata image, which follows the controller's.
 type authorizer struct {
-	super map[string]bool
-	image func() *metadata.Image
-	// bindings caches the sorted bindings of one image: images are
-	// immutable, a new version is a new image.
-	cache atomic.Pointer[aclCache]
+	super    map[string]bool
+	bindings *peerauth.Bindings
 }
 
-type aclCache struct {
-	img      *metadata.Image
-	bindings []acl.Binding
-}
-
-func (z *authorizer) bindings() []acl.Binding {
-	img := z.image()
-	if c := z.cache.Load(); c != nil && c.img == img {
-		return c.bindings
-	}
-	c := &aclCache{img: img, bindings: img.Acls()}
-	z.cache.Store(c)
-	return c.bindings
+func newAuthorizer(image func() *metadata.Image, super map[string]bool) *authorizer {
+	return &authorizer{super: super, bindings: peerauth.NewBindings(image)}
 }
 
 // need is one permission a call needs: any one of its requests allowed
@@ -144,7 +130,7 @@ func needs(p string, req any) []need {
 // check answers nil when every need of req is granted to principal, else
 // the refusal of the first need that is not, and the request it names.
 func (z *authorizer) check(principal string, req any) (acl.Request, error) {
-	bs := z.bindings()
+	bs := z.bindings.Get()
 	for _, n := range needs(principal, req) {
 		granted := false
 		for _, r := range n {
@@ -162,7 +148,7 @@ func (z *authorizer) check(principal string, req any) (acl.Request, error) {
 
 // allowed reports whether principal may do op on one resource.
 func (z *authorizer) allowed(principal string, typ acl.ResourceType, name string, op acl.Operation) bool {
-	return acl.Authorize(z.bindings(), z.super, acl.Request{Principal: principal, Resource: typ, Name: name, Operation: op}).Allowed
+	return acl.Authorize(z.bindings.Get(), z.super, acl.Request{Principal: principal, Resource: typ, Name: name, Operation: op}).Allowed
 }
 
 // filter drops from a listing what the principal may not describe, as

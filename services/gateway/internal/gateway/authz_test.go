@@ -18,7 +18,7 @@ import (
 // Every public request that needs a permission is refused with its
 // resource's row when no binding grants it, and allowed for a super user.
 func TestNeedsRefuseWithTheResourceRow(t *testing.T) {
-	z := &authorizer{image: func() *metadata.Image { return metadata.New("c") }, super: map[string]bool{"User:root": true}}
+	z := newAuthorizer(func() *metadata.Image { return metadata.New("c") }, map[string]bool{"User:root": true})
 	for _, tc := range []struct {
 		req  any
 		want *errs.Error

@@ -141,7 +141,7 @@ func New(cfg Config) (*Gateway, error) {
 	unaryErr, streamErr := api.ErrorInterceptors()
 	g.auth = &auth{verifier: cfg.Auth, required: cfg.AuthRequired, log: g.log}
 	if cfg.Authorizer {
-		g.auth.authz = &authorizer{super: cfg.SuperUsers, image: g.client.Metadata}
+		g.auth.authz = newAuthorizer(g.client.Metadata, cfg.SuperUsers)
 	}
 	unaryAuth, streamAuth := g.auth.interceptors()
 	opts := append(grpcopt.PublicServer(telemetry.NewGRPCMetrics(cfg.Registry)),

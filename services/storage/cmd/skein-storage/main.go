@@ -29,6 +29,7 @@ import (
 	"skein/libs/grpcopt"
 	"skein/libs/membership"
 	"skein/libs/metadata"
+	"skein/libs/peerauth"
 	"skein/libs/telemetry"
 	"skein/libs/tlsconf"
 	"skein/services/storage/internal/controllerlink"
@@ -55,6 +56,7 @@ type config struct {
 	shutdownWait  time.Duration
 	maxInflight   int64
 	tls           *tlsconf.Files
+	authz         *peerauth.Flags
 	gossipKeyFile string
 }
 
@@ -77,6 +79,7 @@ func main() {
 	fs.DurationVar(&c.shutdownWait, "shutdown-wait", 10*time.Second, "how long SIGTERM waits for leadership to move and requests to finish")
 	fs.Int64Var(&c.maxInflight, "max-inflight-produce-bytes", server.DefaultMaxInflightProduceBytes, "record bytes of produce requests served at once, acks=all waits included; beyond it a produce is refused with THROTTLING_QUOTA_EXCEEDED (retriable)")
 	c.tls = tlsconf.AddFlags(fs)
+	c.authz = peerauth.AddFlags(fs, "produce, fetch and list-offsets calls")
 	fs.StringVar(&c.gossipKeyFile, "gossip-key-file", "", "file holding the cluster's gossip key (base64 of 16, 24 or 32 bytes): gossip is encrypted and members without it are kept out")
 	if err := cliflag.Parse(fs, os.Args[1:], os.Getenv); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -149,13 +152,19 @@ func run(c config) error {
 
 	reg := telemetry.NewRegistry()
 	reg.MustRegister(replica.NewCollector(mgr))
-	srv := grpc.NewServer(append(grpcopt.Server(telemetry.NewGRPCMetrics(reg)),
+	authz, err := c.authz.Authorizer(mgr.Image, grpcopt.TLS() != nil, log)
+	if err != nil {
+		return err
+	}
+	guard := peerauth.NewGuard(server.Rules(), log)
+	srv := grpc.NewServer(append(append(grpcopt.Server(telemetry.NewGRPCMetrics(reg)), guard.ServerOptions()...),
 		// Replication streams carry megabytes per round: the default dynamic
 		// flow-control windows cost ~40% of stream throughput here.
 		grpc.InitialWindowSize(8<<20), grpc.InitialConnWindowSize(32<<20),
 		grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(maxMessage))...)
 	storageSrv := server.New(mgr, log, server.NewMetrics(reg))
 	storageSrv.LimitInflightProduce(c.maxInflight)
+	storageSrv.Authorize(authz)
 	storagev1.RegisterStorageServiceServer(srv, storageSrv)
 	reflection.Register(srv)
 	lis, err := net.Listen("tcp", c.grpcAddr)

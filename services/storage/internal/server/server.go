@@ -14,7 +14,9 @@ import (
 
 	storagev1 "skein/gen/skein/storage/v1"
 	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/acl"
 	"skein/libs/errs"
+	"skein/libs/peerauth"
 	"skein/libs/record"
 	"skein/libs/rpcerr"
 	"skein/services/storage/internal/batchtrace"
@@ -45,6 +47,48 @@ type Server struct {
 	inflightMax  int64
 	inflightMu   sync.Mutex
 	inflightUsed int64 // guarded by inflightMu
+
+	// authz decides clients' produce, fetch and list-offsets per
+	// partition; nil when authorization is off.
+	authz *peerauth.Authorizer
+}
+
+// Authorize makes the node decide its clients' requests with a (nil:
+// authorization off). Call it before serving.
+func (s *Server) Authorize(a *peerauth.Authorizer) { s.authz = a }
+
+// Rules are the storage service's methods only other Skein services call:
+// replication between storage nodes, and transaction markers, which only
+// the transaction coordinator writes.
+func Rules() peerauth.Rules {
+	sd := storagev1.StorageService_ServiceDesc
+	return peerauth.Rules{
+		peerauth.Method(sd, "Replicate"):            {peerauth.RoleStorage},
+		peerauth.Method(sd, "OffsetForLeaderEpoch"): {peerauth.RoleStorage},
+		peerauth.Method(sd, "WriteTxnMarkers"):      {peerauth.RoleTxnCoord},
+	}
+}
+
+// refusals answers, per partition of a request, the refusal of op on its
+// topic for the caller of ctx (its principal replaced by named when the
+// gateway names the client of one request), nil when every partition is
+// allowed.
+func (s *Server) refusals(ctx context.Context, named, method string, topics []string, op acl.Operation) []error {
+	if s.authz == nil {
+		return nil
+	}
+	c, known := peerauth.CallerFrom(ctx)
+	c = c.For(named)
+	var out []error
+	for i, t := range topics {
+		if err := s.authz.AuthorizeCaller(ctx, c, known, method, acl.Topic, t, op); err != nil {
+			if out == nil {
+				out = make([]error, len(topics))
+			}
+			out[i] = err
+		}
+	}
+	return out
 }
 
 // The bounds a storage node puts on what its callers make it hold.
@@ -160,10 +204,15 @@ func (s *Server) startProduce(ctx context.Context, req *storagev1.ProduceRequest
 		}
 		return answer
 	}
+	refused := s.produceRefusals(ctx, req)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	pending := make([]*partitionProduce, len(req.GetPartitions()))
 	for i, pp := range req.GetPartitions() {
-		pending[i] = s.appendPartition(ctx, acks, pp, traceFromRecords)
+		var denied error
+		if refused != nil {
+			denied = refused[i]
+		}
+		pending[i] = s.appendPartition(ctx, acks, pp, traceFromRecords, denied)
 	}
 	return func() (*storagev1.ProduceResponse, error) {
 		defer cancel()
@@ -181,6 +230,31 @@ func (s *Server) startProduce(ctx context.Context, req *storagev1.ProduceRequest
 	}
 }
 
+// produceRefusals answers the partitions of req its client may not write
+// (topic write; and transactional id write for a transaction's batches),
+// nil when all are allowed.
+func (s *Server) produceRefusals(ctx context.Context, req *storagev1.ProduceRequest) []error {
+	if s.authz == nil {
+		return nil
+	}
+	const method = "/skein.storage.v1.StorageService/Produce"
+	topics := make([]string, len(req.GetPartitions()))
+	for i, pp := range req.GetPartitions() {
+		topics[i] = pp.GetTopic()
+	}
+	if id := req.GetTransactionalId(); id != "" {
+		c, known := peerauth.CallerFrom(ctx)
+		if err := s.authz.AuthorizeCaller(ctx, c.For(req.GetPrincipal()), known, method, acl.TransactionalID, id, acl.Write); err != nil {
+			out := make([]error, len(topics))
+			for i := range out {
+				out[i] = err
+			}
+			return out
+		}
+	}
+	return s.refusals(ctx, req.GetPrincipal(), method, topics, acl.Write)
+}
+
 // partitionProduce is one partition's produce between its append and its
 // acknowledgement.
 type partitionProduce struct {
@@ -194,7 +268,10 @@ type partitionProduce struct {
 	err   error
 }
 
-func (s *Server) appendPartition(ctx context.Context, acks int, pp *storagev1.PartitionProduce, traceFromRecords bool) *partitionProduce {
+// appendPartition appends one partition's batch, unless denied (the
+// client may not write there): then nothing is appended and the answer is
+// that refusal.
+func (s *Server) appendPartition(ctx context.Context, acks int, pp *storagev1.PartitionProduce, traceFromRecords bool, denied error) *partitionProduce {
 	tp := partition.TP{Topic: pp.GetTopic(), Partition: pp.GetPartition()}
 	opts := []trace.SpanStartOption{trace.WithAttributes(attribute.String("topic", tp.Topic), attribute.Int("partition", int(tp.Partition)), attribute.Int("acks", acks))}
 	if traceFromRecords {
@@ -205,6 +282,10 @@ func (s *Server) appendPartition(ctx context.Context, acks int, pp *storagev1.Pa
 	}
 	ctx, span := tracer.Start(ctx, "storage.append", opts...)
 	x := &partitionProduce{ctx: ctx, span: span, start: time.Now(), tp: tp, n: len(pp.GetRecords())}
+	if denied != nil {
+		x.err = denied
+		return x
+	}
 	x.p, x.err = s.replicas.Get(tp)
 	if x.err == nil {
 		x.pend, x.err = x.p.Append(acks, pp.GetCurrentLeaderEpoch(), pp.GetRecords())
@@ -301,14 +382,20 @@ func (s *Server) Fetch(ctx context.Context, req *storagev1.FetchRequest) (*stora
 	wait := min(time.Duration(req.GetMaxWaitMs())*time.Millisecond, s.maxWaitCap)
 	deadline := time.Now().Add(wait)
 	need := max(1, int(req.GetMinBytes()))
+	topics := make([]string, len(req.GetPartitions()))
+	for i, pf := range req.GetPartitions() {
+		topics[i] = pf.GetTopic()
+	}
+	denied := s.refusals(ctx, "", "/skein.storage.v1.StorageService/Fetch", topics, acl.Read)
 	for {
-		resp, total, chans := s.fetchOnce(req)
+		resp, total, chans := s.fetchOnce(req, denied)
 		// As Kafka: an error in any partition answers at once.
 		if total >= need || wait <= 0 || len(chans) < len(req.GetPartitions()) || hasError(resp) || time.Now().After(deadline) {
 			return resp, nil
 		}
 		if !waitAny(ctx, s.draining, chans, time.Until(deadline)) {
-			return s.fetchOnceResp(req), nil
+			resp, _, _ := s.fetchOnce(req, denied)
+			return resp, nil
 		}
 	}
 }
@@ -322,21 +409,22 @@ func hasError(resp *storagev1.FetchResponse) bool {
 	return false
 }
 
-func (s *Server) fetchOnceResp(req *storagev1.FetchRequest) *storagev1.FetchResponse {
-	resp, _, _ := s.fetchOnce(req)
-	return resp
-}
-
-func (s *Server) fetchOnce(req *storagev1.FetchRequest) (*storagev1.FetchResponse, int, []<-chan struct{}) {
+// fetchOnce reads what each partition has now; denied, unless nil, holds
+// the refusal of each partition the client may not read.
+func (s *Server) fetchOnce(req *storagev1.FetchRequest, denied []error) (*storagev1.FetchResponse, int, []<-chan struct{}) {
 	maxBytes := answerBytes(req.GetMaxBytes(), MaxFetchBytes)
 	readCommitted := req.GetIsolationLevel() == skeinv1.IsolationLevel_READ_COMMITTED
 	resp := &storagev1.FetchResponse{}
 	total := 0
 	var chans []<-chan struct{}
-	for _, pf := range req.GetPartitions() {
+	for i, pf := range req.GetPartitions() {
 		tp := partition.TP{Topic: pf.GetTopic(), Partition: pf.GetPartition()}
 		r := &storagev1.PartitionFetchResult{Topic: tp.Topic, Partition: tp.Partition, HighWatermark: -1, LastStableOffset: -1, LogStartOffset: -1}
 		resp.Partitions = append(resp.Partitions, r)
+		if denied != nil && denied[i] != nil {
+			r.ErrorCode, r.ErrorMessage = code(denied[i]), errs.Message(denied[i])
+			continue
+		}
 		p, err := s.replicas.Get(tp)
 		if err != nil {
 			r.ErrorCode, r.ErrorMessage = code(err), errs.Message(err)
@@ -492,10 +580,19 @@ func (s *Server) OffsetForLeaderEpoch(ctx context.Context, req *storagev1.Offset
 func (s *Server) ListOffsets(ctx context.Context, req *storagev1.ListOffsetsRequest) (*storagev1.ListOffsetsResponse, error) {
 	readCommitted := req.GetIsolationLevel() == skeinv1.IsolationLevel_READ_COMMITTED
 	resp := &storagev1.ListOffsetsResponse{}
-	for _, q := range req.GetPartitions() {
+	topics := make([]string, len(req.GetPartitions()))
+	for i, q := range req.GetPartitions() {
+		topics[i] = q.GetTopic()
+	}
+	denied := s.refusals(ctx, "", "/skein.storage.v1.StorageService/ListOffsets", topics, acl.Describe)
+	for i, q := range req.GetPartitions() {
 		tp := partition.TP{Topic: q.GetTopic(), Partition: q.GetPartition()}
 		r := &storagev1.ListOffsetsResult{Topic: tp.Topic, Partition: tp.Partition, Offset: -1, Timestamp: -1}
 		resp.Partitions = append(resp.Partitions, r)
+		if denied != nil && denied[i] != nil {
+			r.ErrorCode, r.ErrorMessage = code(denied[i]), errs.Message(denied[i])
+			continue
+		}
 		p, err := s.replicas.Get(tp)
 		if err == nil {
 			var off record.Offset

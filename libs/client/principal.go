@@ -1,0 +1,30 @@
+package client
+
+import (
+	"context"
+
+	"google.golang.org/grpc/metadata"
+
+	"skein/libs/peerauth"
+)
+
+type principalKey struct{}
+
+// OnBehalfOf answers ctx for calls made for a client the caller acts for
+// (the gateway for its clients): every call made with it names principal
+// (call metadata, and the request itself on the pipelined produce stream),
+// and the service decides with that client's ACLs. A service believes the
+// name only from a gateway's certificate; from anyone else it decides as
+// the certificate's own principal.
+func OnBehalfOf(ctx context.Context, principal string) context.Context {
+	if principal == "" {
+		return ctx
+	}
+	return metadata.AppendToOutgoingContext(context.WithValue(ctx, principalKey{}, principal), peerauth.PrincipalMD, principal)
+}
+
+// PrincipalOf answers the principal OnBehalfOf put in ctx, "" for none.
+func PrincipalOf(ctx context.Context) string {
+	p, _ := ctx.Value(principalKey{}).(string)
+	return p
+}

@@ -1,0 +1,191 @@
+package server
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	controllerv1 "skein/gen/skein/controller/v1"
+	storagev1 "skein/gen/skein/storage/v1"
+	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/acl"
+	"skein/libs/errs"
+	"skein/libs/metadata"
+	"skein/libs/peerauth"
+	"skein/services/storage/internal/partition"
+)
+
+// lookedUp answers no partition, and records which were looked up: a
+// refused request must not reach a replica.
+type lookedUp struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (l *lookedUp) Get(tp partition.TP) (*partition.Partition, error) {
+	l.mu.Lock()
+	l.seen = append(l.seen, tp.Topic)
+	l.mu.Unlock()
+	return nil, errs.Errorf(errs.UnknownTopicOrPartition, "no %v here", tp)
+}
+
+func (l *lookedUp) take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.seen
+	l.seen = nil
+	return out
+}
+
+// aclServer is a server whose ACLs let User:alice write and read "orders"
+// and describe nothing else; User:root is a super user.
+func aclServer(t *testing.T) (*Server, *lookedUp) {
+	img := metadata.New("c")
+	grants := []*controllerv1.MetadataRecord{
+		metadata.AclRecord(acl.Binding{Principal: "User:alice", Resource: acl.Topic, Name: "orders", Pattern: acl.Literal, Operation: acl.Write, Permission: acl.Allow}),
+		metadata.AclRecord(acl.Binding{Principal: "User:alice", Resource: acl.Topic, Name: "orders", Pattern: acl.Literal, Operation: acl.Read, Permission: acl.Allow}),
+		metadata.AclRecord(acl.Binding{Principal: "User:alice", Resource: acl.TransactionalID, Name: "tx-a", Pattern: acl.Literal, Operation: acl.Write, Permission: acl.Allow}),
+	}
+	if err := img.Apply(&controllerv1.MetadataDelta{Version: 1, Records: grants}); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	reps := &lookedUp{}
+	s := New(reps, log, NewMetrics(prometheus.NewRegistry()))
+	s.Authorize(peerauth.NewAuthorizer(func() *metadata.Image { return img }, map[string]bool{"User:root": true}, log))
+	return s, reps
+}
+
+var (
+	gatewayPeer = peerauth.Peer{Role: peerauth.RoleGateway, ID: "1", Principal: "User:gateway-1"}
+	alicePeer   = peerauth.Peer{Role: "client", ID: "alice", Principal: "User:alice"}
+	storagePeer = peerauth.Peer{Role: peerauth.RoleStorage, ID: "2", Principal: "User:storage-2"}
+)
+
+func as(p peerauth.Peer, named string) context.Context {
+	return peerauth.WithCaller(context.Background(), peerauth.CallerOf(p, named))
+}
+
+func twoTopics(principal, txn string) *storagev1.ProduceRequest {
+	return &storagev1.ProduceRequest{Acks: -1, Principal: principal, TransactionalId: txn, Partitions: []*storagev1.PartitionProduce{
+		{Topic: "orders", Partition: 0, Records: []byte("x")},
+		{Topic: "payments", Partition: 0, Records: []byte("y")},
+	}}
+}
+
+func TestProduceIsAuthorizedPerPartition(t *testing.T) {
+	s, reps := aclServer(t)
+	const denied, allowed = skeinv1.ErrorCode_TOPIC_AUTHORIZATION_FAILED, skeinv1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION
+	for _, tc := range []struct {
+		name   string
+		ctx    context.Context
+		req    *storagev1.ProduceRequest
+		want   []skeinv1.ErrorCode
+		looked []string
+	}{
+		{"a client certificate", as(alicePeer, ""), twoTopics("", ""), []skeinv1.ErrorCode{allowed, denied}, []string{"orders"}},
+		{"a client naming a super user is still itself", as(alicePeer, ""), twoTopics("User:root", ""), []skeinv1.ErrorCode{allowed, denied}, []string{"orders"}},
+		{"the gateway for alice (metadata)", as(gatewayPeer, "User:alice"), twoTopics("", ""), []skeinv1.ErrorCode{allowed, denied}, []string{"orders"}},
+		{"the gateway for alice (request)", as(gatewayPeer, ""), twoTopics("User:alice", ""), []skeinv1.ErrorCode{allowed, denied}, []string{"orders"}},
+		{"the gateway for bob", as(gatewayPeer, ""), twoTopics("User:bob", ""), []skeinv1.ErrorCode{denied, denied}, nil},
+		{"the gateway for a super user", as(gatewayPeer, ""), twoTopics("User:root", ""), []skeinv1.ErrorCode{allowed, allowed}, []string{"orders", "payments"}},
+		{"a storage node for itself", as(storagePeer, ""), twoTopics("", ""), []skeinv1.ErrorCode{allowed, allowed}, []string{"orders", "payments"}},
+		{"plaintext", context.Background(), twoTopics("User:bob", ""), []skeinv1.ErrorCode{allowed, allowed}, []string{"orders", "payments"}},
+		{"alice's transaction", as(alicePeer, ""), twoTopics("", "tx-a"), []skeinv1.ErrorCode{allowed, denied}, []string{"orders"}},
+		{"another transactional id", as(alicePeer, ""), twoTopics("", "tx-b"),
+			[]skeinv1.ErrorCode{skeinv1.ErrorCode_TRANSACTIONAL_ID_AUTHORIZATION_FAILED, skeinv1.ErrorCode_TRANSACTIONAL_ID_AUTHORIZATION_FAILED}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, err := s.Produce(tc.ctx, tc.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, p := range resp.GetPartitions() {
+				if p.GetErrorCode() != tc.want[i] {
+					t.Errorf("%s: %v (%s), want %v", p.GetTopic(), p.GetErrorCode(), p.GetErrorMessage(), tc.want[i])
+				}
+				if p.GetErrorCode() == denied && p.GetBaseOffset() != -1 {
+					t.Errorf("%s refused with base offset %d", p.GetTopic(), p.GetBaseOffset())
+				}
+			}
+			if got := reps.take(); len(got) != len(tc.looked) {
+				t.Errorf("replicas looked up %v, want %v (a refused partition must not reach its replica)", got, tc.looked)
+			}
+		})
+	}
+}
+
+// On a pipelined stream each request names its own client.
+func TestProduceStreamAuthorizesEachRequest(t *testing.T) {
+	s, _ := aclServer(t)
+	ctx := as(gatewayPeer, "")
+	for _, tc := range []struct {
+		principal string
+		want      skeinv1.ErrorCode
+	}{{"User:alice", skeinv1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION}, {"User:bob", skeinv1.ErrorCode_TOPIC_AUTHORIZATION_FAILED}} {
+		resp, _ := s.startProduce(ctx, twoTopics(tc.principal, ""), true)()
+		if got := resp.GetPartitions()[0].GetErrorCode(); got != tc.want {
+			t.Errorf("%s writing orders on the stream: %v, want %v", tc.principal, got, tc.want)
+		}
+	}
+}
+
+func TestFetchAndListOffsetsAreAuthorized(t *testing.T) {
+	s, reps := aclServer(t)
+	fetch := &storagev1.FetchRequest{Partitions: []*storagev1.PartitionFetch{{Topic: "orders"}, {Topic: "payments"}}}
+	resp, err := s.Fetch(as(gatewayPeer, "User:alice"), fetch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := resp.GetPartitions()[0].GetErrorCode(), resp.GetPartitions()[1].GetErrorCode(); a != skeinv1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION || b != skeinv1.ErrorCode_TOPIC_AUTHORIZATION_FAILED {
+		t.Errorf("alice fetching orders and payments: %v, %v", a, b)
+	}
+	if got := reps.take(); len(got) != 1 || got[0] != "orders" {
+		t.Errorf("replicas looked up %v, want [orders]", got)
+	}
+	lo := &storagev1.ListOffsetsRequest{Partitions: []*storagev1.ListOffsetsPartition{{Topic: "orders"}, {Topic: "payments"}}}
+	lresp, err := s.ListOffsets(as(alicePeer, ""), lo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := lresp.GetPartitions()[0].GetErrorCode(), lresp.GetPartitions()[1].GetErrorCode(); a != skeinv1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION || b != skeinv1.ErrorCode_TOPIC_AUTHORIZATION_FAILED {
+		t.Errorf("alice listing offsets of orders and payments: %v, %v", a, b)
+	}
+	// A follower's own fetch is never refused.
+	resp, _ = s.Fetch(as(storagePeer, ""), fetch)
+	for _, p := range resp.GetPartitions() {
+		if p.GetErrorCode() == skeinv1.ErrorCode_TOPIC_AUTHORIZATION_FAILED {
+			t.Errorf("a storage node's fetch of %s refused", p.GetTopic())
+		}
+	}
+}
+
+func TestRulesBindReplicationAndMarkers(t *testing.T) {
+	r := Rules()
+	for _, tc := range []struct {
+		method string
+		peer   peerauth.Peer
+		ok     bool
+	}{
+		{"Replicate", storagePeer, true},
+		{"Replicate", gatewayPeer, false},
+		{"Replicate", alicePeer, false},
+		{"OffsetForLeaderEpoch", alicePeer, false},
+		{"WriteTxnMarkers", peerauth.Peer{Role: peerauth.RoleTxnCoord, ID: "1"}, true},
+		{"WriteTxnMarkers", gatewayPeer, false},
+		{"Produce", alicePeer, true},
+		{"Fetch", alicePeer, true},
+	} {
+		err := r.Check(peerauth.Method(storagev1.StorageService_ServiceDesc, tc.method), tc.peer)
+		if (err == nil) != tc.ok {
+			t.Errorf("%s by %v: %v, want ok=%v", tc.method, tc.peer, err, tc.ok)
+		}
+		if err != nil && errs.Of(err) != errs.ClusterAuthorizationFailed {
+			t.Errorf("%s by %v refused with %s", tc.method, tc.peer, errs.Of(err).Name)
+		}
+	}
+}
