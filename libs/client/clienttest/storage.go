@@ -59,10 +59,10 @@ type Storage struct {
 	fail    map[tp][]error
 	fetches []*storagev1.FetchRequest
 	streams int
-	refused map[string]int       // produce refusals by error name
+	refused map[string]int // produce refusals by error name
 	// named counts the principals calls named (client.OnBehalfOf), by
 	// "produce:" or "fetch:" and the principal.
-	named map[string]int
+	named   map[string]int
 	stalled chan struct{}        // non-nil while Stall holds requests; closed to release them
 	held    map[tp]chan struct{} // HoldAnswers: answers of requests with the partition wait for the close
 	spans   map[tp]*openSpan
