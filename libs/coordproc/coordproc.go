@@ -6,6 +6,11 @@
 // flight, stop following, close the coordinator, leave gossip so its
 // partitions move at once. A coordinator main adds its own flags and builds
 // its coordinator in Build.
+//
+// With TLS every call passes the coordinator's guard (libs/peerauth): it
+// names the caller and refuses internal methods to peers of other roles
+// (Parts.Rules); with --authorizer the coordinator's handlers decide the
+// callers' requests with the cluster's ACLs (Env.Authorizer).
 package coordproc
 
 import (
@@ -31,6 +36,8 @@ import (
 	"skein/libs/cliflag"
 	"skein/libs/grpcopt"
 	"skein/libs/membership"
+	"skein/libs/metadata"
+	"skein/libs/peerauth"
 	"skein/libs/telemetry"
 	"skein/libs/tlsconf"
 )
@@ -53,6 +60,8 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	TLS             *tlsconf.Files
 	GossipKeyFile   string
+	// Auth is --authorizer and --super-users (nil: authorization off).
+	Auth *peerauth.Flags
 }
 
 // Defaults are a coordinator's default addresses.
@@ -75,14 +84,19 @@ func AddFlags(fs *flag.FlagSet, c *Config, d Defaults, what, service string) {
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "bound on a graceful stop (SIGTERM: drain gRPC, leave gossip)")
 	c.TLS = tlsconf.AddFlags(fs)
 	fs.StringVar(&c.GossipKeyFile, "gossip-key-file", "", "file holding the cluster's gossip key (base64 of 16, 24 or 32 bytes): gossip is encrypted and members without it are kept out")
+	c.Auth = peerauth.AddFlags(fs, "the "+what+"'s calls (its clients' groups, topics and transactional ids)")
 }
 
-// Env is what Build gets: the process's client, identity and registry.
+// Env is what Build gets: the process's client, identity and registry,
+// and the authorizer its handlers decide their callers' requests with.
 type Env struct {
 	Client      *client.Client
 	Incarnation string
 	Logger      *slog.Logger
 	Registry    *prometheus.Registry
+	// Authorizer decides with the ACLs of the metadata Client follows; nil
+	// without --authorizer (everything allowed).
+	Authorizer *peerauth.Authorizer
 }
 
 // Parts are what a coordinator plugs into the shell.
@@ -96,6 +110,10 @@ type Parts struct {
 	Follow func(ctx context.Context)
 	// Close closes the coordinator once Follow has returned.
 	Close func()
+	// Rules name the coordinator's internal methods and the roles that
+	// may call them (peerauth.Rules); every other method is open to every
+	// verified peer and its handler authorizes the requests.
+	Rules peerauth.Rules
 }
 
 // Run runs the process until SIGTERM or SIGINT, then stops it gracefully.
@@ -138,13 +156,21 @@ func Run(c Config, build func(Env) (Parts, error)) error {
 		return err
 	}
 	defer cl.Close()
+	authz, err := c.authorizer(cl.Metadata, log)
+	if err != nil {
+		return err
+	}
 	reg := telemetry.NewRegistry()
-	parts, err := build(Env{Client: cl, Incarnation: incarnation, Logger: log, Registry: reg})
+	parts, err := build(Env{Client: cl, Incarnation: incarnation, Logger: log, Registry: reg, Authorizer: authz})
 	if err != nil {
 		return err
 	}
 
-	srv := grpc.NewServer(grpcopt.Server(telemetry.NewGRPCMetrics(reg))...)
+	// The guard comes after the shared options: the trace span (a stats
+	// handler) exists when it logs a refusal, and the request metrics count
+	// refused calls with their code.
+	guard := peerauth.NewGuard(parts.Rules, log)
+	srv := grpc.NewServer(append(grpcopt.Server(telemetry.NewGRPCMetrics(reg)), guard.ServerOptions()...)...)
 	parts.Register(srv)
 	reflection.Register(srv)
 	lis, err := net.Listen("tcp", c.GRPCAddr)
@@ -221,6 +247,24 @@ func Run(c Config, build func(Env) (Parts, error)) error {
 	<-gossipDone
 	log.Info("stopped")
 	return serveErr
+}
+
+// authorizer answers the authorizer --authorizer and --super-users ask
+// for, over the ACLs of image: nil when off; an error (which stops the
+// process at start) for a malformed --super-users, --super-users without
+// --authorizer, or --authorizer on a plaintext process.
+func (c Config) authorizer(image func() *metadata.Image, log *slog.Logger) (*peerauth.Authorizer, error) {
+	if c.Auth == nil {
+		return nil, nil
+	}
+	a, err := c.Auth.Authorizer(image, grpcopt.TLS() != nil, log)
+	if err != nil {
+		return nil, err
+	}
+	if a != nil {
+		log.Info("authorizing clients' calls with the cluster's ACLs", "super_users", *c.Auth.SuperUsers)
+	}
+	return a, nil
 }
 
 func serveHTTP(addr string, reg *prometheus.Registry, ready func() (bool, string), failed chan<- error) (*http.Server, error) {

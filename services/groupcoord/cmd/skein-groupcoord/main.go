@@ -75,7 +75,10 @@ func (c config) build(env coordproc.Env) (coordproc.Parts, error) {
 		Logger:       env.Logger,
 	}, coordinator.ClientLog{C: env.Client}, coordinator.NewMetrics(env.Registry))
 	return coordproc.Parts{
-		Register: func(s *grpc.Server) { groupv1.RegisterGroupCoordinatorServiceServer(s, server.New(coord)) },
+		Register: func(s *grpc.Server) {
+			groupv1.RegisterGroupCoordinatorServiceServer(s, server.New(coord, env.Authorizer))
+		},
+		Rules: server.Rules(),
 		Ready: func() (bool, string) {
 			return coord.Registered(), "the controllers' metadata does not list this coordinator yet"
 		},

@@ -4,6 +4,17 @@
 // where the proto has room for them — a heartbeat's or offset fetch's
 // error_code, a code per partition or per group — and are gRPC statuses
 // (rpcerr.ToGRPC) only where it has none.
+//
+// With an authorizer (--authorizer) each handler first decides its
+// caller's request with the cluster's ACLs, as the gateway does for the
+// same requests: a member reads its group (joining reads the topics it
+// subscribes to too), a transaction's offsets also write its transactional
+// id, describing, altering and deleting a group need describe, alter and
+// delete on it, and a listing shows only the groups the caller may
+// describe. A refusal (GROUP_, TOPIC_ or
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED) is answered where the handler
+// answers its other errors. Skein's own services are not subject to ACLs;
+// CompleteTxnOffsets is for transaction coordinators only (Rules).
 package server
 
 import (
@@ -12,7 +23,9 @@ import (
 
 	groupv1 "skein/gen/skein/group/v1"
 	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/acl"
 	"skein/libs/errs"
+	"skein/libs/peerauth"
 	"skein/libs/rpcerr"
 	"skein/services/groupcoord/internal/assign"
 	"skein/services/groupcoord/internal/coordinator"
@@ -22,11 +35,53 @@ import (
 // Server implements groupv1.GroupCoordinatorServiceServer.
 type Server struct {
 	groupv1.UnimplementedGroupCoordinatorServiceServer
-	c *coordinator.Coordinator
+	c  *coordinator.Coordinator
+	az *peerauth.Authorizer
 }
 
-// New returns the service over c.
-func New(c *coordinator.Coordinator) *Server { return &Server{c: c} }
+// New returns the service over c; az decides the callers' requests (nil:
+// everything allowed).
+func New(c *coordinator.Coordinator, az *peerauth.Authorizer) *Server { return &Server{c: c, az: az} }
+
+// Rules are the roles the guard lets call the coordinator's internal
+// methods: only a transaction coordinator completes a transaction's
+// offsets (a client doing so would commit or drop another producer's
+// pending offsets).
+func Rules() peerauth.Rules {
+	sd := groupv1.GroupCoordinatorService_ServiceDesc
+	return peerauth.Rules{
+		peerauth.Method(sd, "CompleteTxnOffsets"): {peerauth.RoleTxnCoord},
+	}
+}
+
+// group answers nil when the caller of ctx may do op on the group.
+func (s *Server) group(ctx context.Context, method, id string, op acl.Operation) error {
+	return s.az.Authorize(ctx, method, acl.Group, id, op)
+}
+
+// txnOffsets answers nil when the caller may commit a transaction's
+// offsets for a group: write on its transactional id, read on the group.
+func (s *Server) txnOffsets(ctx context.Context, method, txnID, groupID string) error {
+	if err := s.az.Authorize(ctx, method, acl.TransactionalID, txnID, acl.Write); err != nil {
+		return err
+	}
+	return s.group(ctx, method, groupID, acl.Read)
+}
+
+// heartbeat answers nil when the caller may be a member of the group
+// (read) subscribed to topics (read on each).
+func (s *Server) heartbeat(ctx context.Context, groupID string, topics []string) error {
+	const method = groupv1.GroupCoordinatorService_ConsumerGroupHeartbeat_FullMethodName
+	if err := s.group(ctx, method, groupID, acl.Read); err != nil {
+		return err
+	}
+	for _, t := range topics {
+		if err := s.az.Authorize(ctx, method, acl.Topic, t, acl.Read); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // code answers an error's ErrorCode and message (NONE and "" for nil).
 func code(err error) (skeinv1.ErrorCode, string) {
@@ -61,6 +116,9 @@ func millis(ms int32) time.Duration { return time.Duration(ms) * time.Millisecon
 
 // ConsumerGroupHeartbeat joins, heartbeats or leaves.
 func (s *Server) ConsumerGroupHeartbeat(ctx context.Context, req *groupv1.ConsumerGroupHeartbeatRequest) (*groupv1.ConsumerGroupHeartbeatResponse, error) {
+	if err := s.heartbeat(ctx, req.GetGroupId(), req.GetSubscribedTopics()); err != nil {
+		return heartbeatErr(err), nil
+	}
 	if req.GetRebalanceTimeoutMs() < 0 {
 		return heartbeatErr(errs.Errorf(errs.InvalidRequest, "negative rebalance timeout %d ms", req.GetRebalanceTimeoutMs())), nil
 	}
@@ -104,6 +162,10 @@ func (s *Server) ConsumerGroupHeartbeat(ctx context.Context, req *groupv1.Consum
 
 // Nack records a failed delivery; a refusal is in the answer's code.
 func (s *Server) Nack(ctx context.Context, req *groupv1.NackRequest) (*groupv1.NackResponse, error) {
+	if err := s.group(ctx, groupv1.GroupCoordinatorService_Nack_FullMethodName, req.GetGroupId(), acl.Read); err != nil {
+		c, msg := code(err)
+		return &groupv1.NackResponse{ErrorCode: c, ErrorMessage: msg}, nil
+	}
 	res, err := s.c.Nack(ctx, req.GetGroupId(), group.MemberID(req.GetMemberId()), group.Epoch(req.GetMemberEpoch()),
 		req.GetTopic(), req.GetPartition(), req.GetOffset(), req.GetReason())
 	if err != nil {
@@ -116,14 +178,22 @@ func (s *Server) Nack(ctx context.Context, req *groupv1.NackRequest) (*groupv1.N
 
 // DescribeGroupConfig answers a group's settings.
 func (s *Server) DescribeGroupConfig(ctx context.Context, req *groupv1.DescribeGroupConfigRequest) (*groupv1.DescribeGroupConfigResponse, error) {
-	m, err := s.c.GroupConfig(ctx, req.GetGroupId())
+	err := s.group(ctx, groupv1.GroupCoordinatorService_DescribeGroupConfig_FullMethodName, req.GetGroupId(), acl.Describe)
+	var m map[string]string
+	if err == nil {
+		m, err = s.c.GroupConfig(ctx, req.GetGroupId())
+	}
 	c, msg := code(err)
 	return &groupv1.DescribeGroupConfigResponse{ErrorCode: c, ErrorMessage: msg, Configs: m}, nil
 }
 
 // AlterGroupConfig sets some of a group's settings.
 func (s *Server) AlterGroupConfig(ctx context.Context, req *groupv1.AlterGroupConfigRequest) (*groupv1.AlterGroupConfigResponse, error) {
-	m, err := s.c.AlterGroupConfig(ctx, req.GetGroupId(), req.GetConfigs())
+	err := s.group(ctx, groupv1.GroupCoordinatorService_AlterGroupConfig_FullMethodName, req.GetGroupId(), acl.Alter)
+	var m map[string]string
+	if err == nil {
+		m, err = s.c.AlterGroupConfig(ctx, req.GetGroupId(), req.GetConfigs())
+	}
 	c, msg := code(err)
 	return &groupv1.AlterGroupConfigResponse{ErrorCode: c, ErrorMessage: msg, Configs: m}, nil
 }
@@ -133,24 +203,58 @@ func heartbeatErr(err error) *groupv1.ConsumerGroupHeartbeatResponse {
 	return &groupv1.ConsumerGroupHeartbeatResponse{ErrorCode: c, ErrorMessage: msg}
 }
 
-// OffsetCommit commits offsets; every partition gets its own code.
+// OffsetCommit commits offsets; every partition gets its own code. A
+// refused caller's refusal goes to every partition (a gRPC status when the
+// request has none).
 func (s *Server) OffsetCommit(ctx context.Context, req *groupv1.OffsetCommitRequest) (*groupv1.OffsetCommitResponse, error) {
-	commits := make([]coordinator.Commit, len(req.GetOffsets()))
-	for i, o := range req.GetOffsets() {
+	commits := commitsOf(req.GetOffsets())
+	if err := s.group(ctx, groupv1.GroupCoordinatorService_OffsetCommit_FullMethodName, req.GetGroupId(), acl.Read); err != nil {
+		return refuseCommits(commits, err)
+	}
+	results := s.c.CommitOffsets(ctx, req.GetGroupId(), group.MemberID(req.GetMemberId()), group.Epoch(req.GetMemberEpoch()), commits)
+	return &groupv1.OffsetCommitResponse{Partitions: partitionResults(commits, results, nil)}, nil
+}
+
+func commitsOf(offsets []*groupv1.PartitionOffset) []coordinator.Commit {
+	commits := make([]coordinator.Commit, len(offsets))
+	for i, o := range offsets {
 		commits[i] = coordinator.Commit{Topic: o.GetTopic(), Partition: o.GetPartition(), Offset: o.GetOffset(),
 			LeaderEpoch: o.GetLeaderEpoch(), Metadata: o.GetMetadata()}
 	}
-	results := s.c.CommitOffsets(ctx, req.GetGroupId(), group.MemberID(req.GetMemberId()), group.Epoch(req.GetMemberEpoch()), commits)
-	resp := &groupv1.OffsetCommitResponse{Partitions: make([]*groupv1.PartitionResult, len(commits))}
+	return commits
+}
+
+// partitionResults answers a code per commit: its own result, else all's
+// (results may be nil).
+func partitionResults(commits []coordinator.Commit, results []error, all error) []*groupv1.PartitionResult {
+	out := make([]*groupv1.PartitionResult, len(commits))
 	for i, cm := range commits {
-		c, msg := code(results[i])
-		resp.Partitions[i] = &groupv1.PartitionResult{Topic: cm.Topic, Partition: cm.Partition, ErrorCode: c, ErrorMessage: msg}
+		err := all
+		if i < len(results) && results[i] != nil {
+			err = results[i]
+		}
+		c, msg := code(err)
+		out[i] = &groupv1.PartitionResult{Topic: cm.Topic, Partition: cm.Partition, ErrorCode: c, ErrorMessage: msg}
 	}
-	return resp, nil
+	return out
+}
+
+// refuseCommits answers a commit refused as a whole: err in every
+// partition's code, or a gRPC status when there is no partition to carry
+// it.
+func refuseCommits(commits []coordinator.Commit, err error) (*groupv1.OffsetCommitResponse, error) {
+	if len(commits) == 0 {
+		return nil, rpcerr.ToGRPC(err)
+	}
+	return &groupv1.OffsetCommitResponse{Partitions: partitionResults(commits, nil, err)}, nil
 }
 
 // OffsetFetch answers committed offsets (-1 where none is).
 func (s *Server) OffsetFetch(ctx context.Context, req *groupv1.OffsetFetchRequest) (*groupv1.OffsetFetchResponse, error) {
+	if err := s.group(ctx, groupv1.GroupCoordinatorService_OffsetFetch_FullMethodName, req.GetGroupId(), acl.Read); err != nil {
+		c, _ := code(err)
+		return &groupv1.OffsetFetchResponse{ErrorCode: c}, nil
+	}
 	var tps []assign.TopicPartition
 	for _, tp := range req.GetPartitions() {
 		for _, p := range tp.GetPartitions() {
@@ -175,28 +279,19 @@ func (s *Server) OffsetFetch(ctx context.Context, req *groupv1.OffsetFetchReques
 // partition gets its own code: its own refusal, else the request's (the
 // whole request refused: NOT_COORDINATOR, PRODUCER_FENCED, ...). A request
 // with no offsets has no partition to carry a code and is a gRPC status
-// (INVALID_REQUEST).
+// (INVALID_REQUEST, or a refused caller's refusal).
 func (s *Server) TxnOffsetCommit(ctx context.Context, req *groupv1.TxnOffsetCommitRequest) (*groupv1.TxnOffsetCommitResponse, error) {
-	commits := make([]coordinator.Commit, len(req.GetOffsets()))
-	for i, o := range req.GetOffsets() {
-		commits[i] = coordinator.Commit{Topic: o.GetTopic(), Partition: o.GetPartition(), Offset: o.GetOffset(),
-			LeaderEpoch: o.GetLeaderEpoch(), Metadata: o.GetMetadata()}
+	commits := commitsOf(req.GetOffsets())
+	var results []error
+	err := s.txnOffsets(ctx, groupv1.GroupCoordinatorService_TxnOffsetCommit_FullMethodName, req.GetTransactionalId(), req.GetGroupId())
+	if err == nil {
+		results, err = s.c.TxnCommitOffsets(ctx, coordinator.TxnCommit{TransactionalID: req.GetTransactionalId(), GroupID: req.GetGroupId(),
+			ProducerID: req.GetProducerId(), ProducerEpoch: req.GetProducerEpoch(), Commits: commits})
 	}
-	results, err := s.c.TxnCommitOffsets(ctx, coordinator.TxnCommit{TransactionalID: req.GetTransactionalId(), GroupID: req.GetGroupId(),
-		ProducerID: req.GetProducerId(), ProducerEpoch: req.GetProducerEpoch(), Commits: commits})
 	if err != nil && len(commits) == 0 {
 		return nil, rpcerr.ToGRPC(err)
 	}
-	resp := &groupv1.TxnOffsetCommitResponse{Partitions: make([]*groupv1.PartitionResult, len(commits))}
-	for i, cm := range commits {
-		perr := results[i]
-		if perr == nil {
-			perr = err
-		}
-		c, msg := code(perr)
-		resp.Partitions[i] = &groupv1.PartitionResult{Topic: cm.Topic, Partition: cm.Partition, ErrorCode: c, ErrorMessage: msg}
-	}
-	return resp, nil
+	return &groupv1.TxnOffsetCommitResponse{Partitions: partitionResults(commits, results, err)}, nil
 }
 
 // CompleteTxnOffsets commits or aborts a transaction's pending offsets in
@@ -210,10 +305,15 @@ func (s *Server) CompleteTxnOffsets(ctx context.Context, req *groupv1.CompleteTx
 	return &groupv1.CompleteTxnOffsetsResponse{}, nil
 }
 
-// ListGroups lists the groups this coordinator serves.
+// ListGroups lists the groups this coordinator serves that the caller may
+// describe (the others are left out, as Kafka's listing does).
 func (s *Server) ListGroups(ctx context.Context, _ *groupv1.ListGroupsRequest) (*groupv1.ListGroupsResponse, error) {
 	resp := &groupv1.ListGroupsResponse{}
+	caller, known := peerauth.CallerFrom(ctx)
 	for _, l := range s.c.ListGroups(ctx) {
+		if !s.az.Allowed(caller, known, acl.Group, l.GroupID, acl.Describe) {
+			continue
+		}
 		resp.Groups = append(resp.Groups, &groupv1.GroupListing{GroupId: l.GroupID, State: string(l.State), Members: int32(l.Members)})
 	}
 	return resp, nil
@@ -223,7 +323,11 @@ func (s *Server) ListGroups(ctx context.Context, _ *groupv1.ListGroupsRequest) (
 func (s *Server) DescribeGroups(ctx context.Context, req *groupv1.DescribeGroupsRequest) (*groupv1.DescribeGroupsResponse, error) {
 	resp := &groupv1.DescribeGroupsResponse{}
 	for _, id := range req.GetGroupIds() {
-		d, err := s.c.DescribeGroup(ctx, id)
+		err := s.group(ctx, groupv1.GroupCoordinatorService_DescribeGroups_FullMethodName, id, acl.Describe)
+		var d group.Description
+		if err == nil {
+			d, err = s.c.DescribeGroup(ctx, id)
+		}
 		if err != nil {
 			c, _ := code(err)
 			resp.Groups = append(resp.Groups, &groupv1.GroupDescription{GroupId: id, ErrorCode: c, State: string(group.Dead)})
@@ -246,7 +350,11 @@ func (s *Server) DescribeGroups(ctx context.Context, req *groupv1.DescribeGroups
 func (s *Server) DeleteGroups(ctx context.Context, req *groupv1.DeleteGroupsRequest) (*groupv1.DeleteGroupsResponse, error) {
 	resp := &groupv1.DeleteGroupsResponse{}
 	for _, id := range req.GetGroupIds() {
-		c, msg := code(s.c.DeleteGroup(ctx, id))
+		err := s.group(ctx, groupv1.GroupCoordinatorService_DeleteGroups_FullMethodName, id, acl.Delete)
+		if err == nil {
+			err = s.c.DeleteGroup(ctx, id)
+		}
+		c, msg := code(err)
 		resp.Groups = append(resp.Groups, &groupv1.GroupResult{GroupId: id, ErrorCode: c, ErrorMessage: msg})
 	}
 	return resp, nil

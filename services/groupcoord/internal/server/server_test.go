@@ -12,6 +12,7 @@ import (
 	groupv1 "skein/gen/skein/group/v1"
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/errs"
+	"skein/libs/peerauth"
 	"skein/libs/rpcerr"
 	"skein/services/groupcoord/internal/coordinator"
 )
@@ -45,13 +46,15 @@ func (l *appendLog) HighWatermarks(context.Context, string, []int32) (map[int32]
 	return nil, nil
 }
 
-func newServer(t *testing.T) *Server {
+// newServer answers a server over a coordinator that owns the one
+// __consumer_offsets partition, loaded; az decides its callers (nil: off).
+func newServer(t *testing.T, az *peerauth.Authorizer) *Server {
 	c := coordinator.New(coordinator.Config{NodeID: 1, NewMemberID: func() string { return "m-1" }},
 		&appendLog{recs: map[int32][]coordinator.Entry{}}, nil)
 	t.Cleanup(c.Close)
 	c.OnMetadata(coordinator.View{Partitions: 1, Owned: map[int32]coordinator.Ownership{0: {Epoch: 1, ProducerID: 7}},
 		Topics: map[string]int32{"orders": 2}})
-	s := New(c)
+	s := New(c, az)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		resp, _ := s.OffsetFetch(context.Background(), &groupv1.OffsetFetchRequest{GroupId: "app"})
@@ -66,7 +69,7 @@ func newServer(t *testing.T) *Server {
 }
 
 func TestServer(t *testing.T) {
-	s := newServer(t)
+	s := newServer(t, nil)
 	ctx := context.Background()
 	hb, err := s.ConsumerGroupHeartbeat(ctx, &groupv1.ConsumerGroupHeartbeatRequest{GroupId: "app", SubscribedTopics: []string{"orders"}})
 	if err != nil || hb.GetErrorCode() != skeinv1.ErrorCode_NONE || hb.GetMemberId() != "m-1" || hb.GetMemberEpoch() != 1 ||
@@ -112,7 +115,7 @@ func TestServer(t *testing.T) {
 
 // TestTxnOffsets: the transactional offset RPCs and their codes.
 func TestTxnOffsets(t *testing.T) {
-	s := newServer(t)
+	s := newServer(t, nil)
 	ctx := context.Background()
 	tc, err := s.TxnOffsetCommit(ctx, &groupv1.TxnOffsetCommitRequest{TransactionalId: "tx", GroupId: "app", ProducerId: 7, ProducerEpoch: 3,
 		Offsets: []*groupv1.PartitionOffset{{Topic: "orders", Partition: 0, Offset: 10, Metadata: "m"}, {Topic: "orders", Partition: 1, Offset: -1},
