@@ -76,7 +76,10 @@ func (c config) build(env coordproc.Env) (coordproc.Parts, error) {
 		Logger: env.Logger,
 	}, coordinator.ClientLog{C: cl}, markers{cl}, coordinator.NewMetrics(env.Registry))
 	return coordproc.Parts{
-		Register: func(s *grpc.Server) { txnv1.RegisterTransactionCoordinatorServiceServer(s, server.New(coord)) },
+		Register: func(s *grpc.Server) {
+			txnv1.RegisterTransactionCoordinatorServiceServer(s, server.New(coord, env.Authorizer))
+		},
+		Rules: server.Rules(),
 		Ready: func() (bool, string) {
 			return coord.Registered(), "the controllers' metadata does not list this coordinator yet"
 		},
