@@ -77,6 +77,19 @@ func FromCertificate(c *x509.Certificate) Peer {
 	return p
 }
 
+// RoleOf answers the role and id a certificate named name is issued for:
+// a Skein service's "<role>-<id>" (storage-2), or a bare role (gateway:
+// id 1); any other name is a client's, its principal User:<name>.
+func RoleOf(name string) (role, id string) {
+	if r, i, ok := strings.Cut(name, "-"); ok && i != "" && serviceRoles[r] {
+		return r, i
+	}
+	if serviceRoles[name] {
+		return name, "1"
+	}
+	return "client", name
+}
+
 // Service reports whether the peer is one of Skein's own services.
 func (p Peer) Service() bool { return serviceRoles[p.Role] }
 

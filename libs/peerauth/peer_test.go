@@ -161,3 +161,20 @@ func TestAuthorizer(t *testing.T) {
 }
 
 func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func TestRoleOf(t *testing.T) {
+	for _, tc := range []struct{ name, role, id string }{
+		{"storage-2", "storage", "2"},
+		{"controller-1", "controller", "1"},
+		{"gateway", "gateway", "1"},
+		{"gateway-2", "gateway", "2"},
+		{"alice", "client", "alice"},
+		{"client", "client", "client"},
+		{"storage-", "client", "storage-"},
+		{"web-frontend", "client", "web-frontend"},
+	} {
+		if role, id := RoleOf(tc.name); role != tc.role || id != tc.id {
+			t.Errorf("RoleOf(%q) = %s, %s; want %s, %s", tc.name, role, id, tc.role, tc.id)
+		}
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health/grpc_health_v1"
 
+	"skein/libs/peerauth"
 	"skein/libs/tlsconf"
 )
 
@@ -44,7 +45,8 @@ func TestComposeSecure(t *testing.T) {
 		"groupcoord-1", "groupcoord-2", "txncoord-1", "txncoord-2", "gateway"}
 	hosts := append([]string{"127.0.0.1", "localhost"}, services...)
 	for _, name := range append(services, "client") {
-		if _, err := ca.Issue(tlsconf.Leaf{Name: name, Hosts: hosts}); err != nil {
+		role, id := peerauth.RoleOf(name)
+		if _, err := ca.Issue(tlsconf.Leaf{Name: name, Role: role, ID: id, Hosts: hosts}); err != nil {
 			t.Fatal(err)
 		}
 	}

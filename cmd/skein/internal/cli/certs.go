@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"skein/libs/cliflag"
+	"skein/libs/peerauth"
 	"skein/libs/tlsconf"
 )
 
@@ -20,7 +21,7 @@ import (
 func certsCmd(_ context.Context, args []string, io IO) error {
 	f := newFlags("certs", io, false)
 	dir := f.String("dir", "", "directory of the CA (ca.crt, ca.key; created when missing) and of the certificates issued")
-	names := f.String("name", "", "comma-separated names to issue a certificate to (the process's identity: storage-1, gateway, client, ...)")
+	names := f.String("name", "", "comma-separated names to issue a certificate to: a service's <role>-<id> (controller-1, storage-2, groupcoord-1, txncoord-1; a bare gateway is gateway-1) or a client's name (alice: principal User:alice)")
 	hosts := f.String("hosts", "127.0.0.1,localhost", "comma-separated DNS names and IP addresses the certificates serve (what peers dial)")
 	gossipKey := f.Bool("gossip-key", false, "also write gossip.key (a random 32-byte key, base64) when the directory has none")
 	pos, err := f.parse(args)
@@ -45,7 +46,7 @@ func certsCmd(_ context.Context, args []string, io IO) error {
 		if strings.ContainsAny(n, `/\`) || n == "ca" {
 			return usagef("--name %q: a certificate name is a plain file name, not ca", n)
 		}
-		role, id, _ := strings.Cut(n, "-")
+		role, id := peerauth.RoleOf(n)
 		files, err := ca.Issue(tlsconf.Leaf{Name: n, Role: role, ID: id, Hosts: cliflag.SplitList(*hosts)})
 		if err != nil {
 			return err

@@ -1,12 +1,15 @@
 package cli
 
 import (
+	"crypto/x509"
+	"encoding/pem"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"skein/libs/membership"
+	"skein/libs/peerauth"
 	"skein/libs/tlsconf"
 )
 
@@ -40,6 +43,28 @@ func TestCerts(t *testing.T) {
 	key2, _ := os.ReadFile(filepath.Join(dir, "gossip.key"))
 	if string(ca1) != string(ca2) || string(key1) != string(key2) {
 		t.Error("a second run replaced the CA or the gossip key")
+	}
+	// A service's name gives its role, any other name a client's.
+	if code, out, errOut := run(t, "", "certs", "--dir", dir, "--name", "alice"); code != 0 {
+		t.Fatalf("alice: exit %d: %s %s", code, out, errOut)
+	}
+	for name, want := range map[string]peerauth.Peer{
+		"storage-1": {Role: "storage", ID: "1", Principal: "User:storage-1"},
+		"gateway":   {Role: "gateway", ID: "1", Principal: "User:gateway"},
+		"alice":     {Role: "client", ID: "alice", Principal: "User:alice"},
+	} {
+		raw, err := os.ReadFile(filepath.Join(dir, name+".crt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		blk, _ := pem.Decode(raw)
+		c, err := x509.ParseCertificate(blk.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := peerauth.FromCertificate(c); got != want {
+			t.Errorf("%s's certificate names %+v, want %+v", name, got, want)
+		}
 	}
 	for _, tc := range []struct {
 		args []string

@@ -139,6 +139,7 @@ type flags struct {
 	gateway                *string
 	json                   *bool
 	tlsCA, tlsCert, tlsKey *string
+	token                  *string
 }
 
 func newFlags(name string, io IO, withGateway bool) *flags {
@@ -151,6 +152,7 @@ func newFlags(name string, io IO, withGateway bool) *flags {
 		f.tlsCA = fs.String("tls-ca", "", "CA certificate (PEM) to check a TLS gateway with; set, skein talks TLS (env SKEIN_TLS_CA; skein dev --secure prints it)")
 		f.tlsCert = fs.String("tls-cert", "", "client certificate (PEM) to present to the gateway (env SKEIN_TLS_CERT)")
 		f.tlsKey = fs.String("tls-key", "", "key of --tls-cert (env SKEIN_TLS_KEY)")
+		f.token = fs.String("token", "", "bearer token to authenticate to the gateway with (a token file's token or a JWT; needs --tls-ca, env SKEIN_TOKEN; skein dev --secure prints a dev token)")
 	}
 	return f
 }
@@ -213,9 +215,26 @@ func (f *flags) dial() (*grpc.ClientConn, error) {
 	} else if *f.tlsCert != "" || *f.tlsKey != "" {
 		return nil, usagef("--tls-cert and --tls-key need --tls-ca")
 	}
-	return grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20))}
+	if *f.token != "" {
+		if *f.tlsCA == "" {
+			return nil, usagef("--token needs --tls-ca: a bearer token is never sent in plaintext")
+		}
+		opts = append(opts, grpc.WithPerRPCCredentials(bearer(*f.token)))
+	}
+	return grpc.NewClient(addr, opts...)
 }
+
+// bearer sends a token as every call's "authorization: Bearer" metadata,
+// over TLS only.
+type bearer string
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + string(b)}, nil
+}
+
+func (bearer) RequireTransportSecurity() bool { return true }
 
 // printJSON prints m as the REST API would.
 func printJSON(w io.Writer, m proto.Message) error {

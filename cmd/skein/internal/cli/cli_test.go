@@ -255,6 +255,10 @@ func TestClusterAndUsage(t *testing.T) {
 			t.Errorf("%q: exit %d, want 2", args, code)
 		}
 	}
+	// A bearer token never goes out in plaintext.
+	if code, _, errOut := run(t, "", "cluster", "--gateway", addr, "--token", "secret"); code != 2 || !strings.Contains(errOut, "--token needs --tls-ca") {
+		t.Errorf("--token without --tls-ca: exit %d, %q", code, errOut)
+	}
 	if code, out, _ := run(t, "", "help"); code != 0 || !strings.Contains(out, "skein dev") {
 		t.Errorf("help: %d", code)
 	}
