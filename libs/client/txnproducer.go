@@ -144,10 +144,12 @@ func (p *TransactionalProducer) ProducerIdentity() (int64, int16) {
 	return p.pid, p.epoch
 }
 
-// fatalCode reports whether err means another producer owns the id now.
+// fatalCode reports whether err ends the producer: another producer owns
+// the id now, or (as Kafka's producer treats it) the principal may not use
+// the transactional id.
 func fatalCode(err error) bool {
 	switch errs.Of(err) {
-	case errs.ProducerFenced, errs.InvalidProducerEpoch, errs.InvalidProducerIDMapping:
+	case errs.ProducerFenced, errs.InvalidProducerEpoch, errs.InvalidProducerIDMapping, errs.TransactionalIDAuthorizationFailed:
 		return true
 	}
 	return false
