@@ -19,15 +19,23 @@ func Assets() fs.FS {
 	return sub
 }
 
+// Guard wraps a route with what its callers must be allowed: to describe
+// the cluster (the event stream, the demos' status) or to alter it (a demo
+// action). Nil serves every caller.
+type Guard func(h http.Handler, alters bool) http.Handler
+
 // Register adds the console's routes to mux: the pages under /console/,
-// the event stream and the demo routes.
-func Register(mux *http.ServeMux, hub *Hub, demos *Demos) {
+// the event stream and the demo routes, the last two behind guard.
+func Register(mux *http.ServeMux, hub *Hub, demos *Demos, guard Guard) {
+	if guard == nil {
+		guard = func(h http.Handler, _ bool) http.Handler { return h }
+	}
 	files := http.StripPrefix("/console/", http.FileServerFS(Assets()))
 	mux.Handle("GET /console/", noCache(files))
 	mux.Handle("GET /console", http.RedirectHandler("/console/", http.StatusMovedPermanently))
-	mux.Handle("GET /v1/events", hub)
-	mux.HandleFunc("GET /v1/console/demo", demos.Status)
-	mux.HandleFunc("POST /v1/console/demo/storage/{id}/{action}", demos.Act)
+	mux.Handle("GET /v1/events", guard(hub, false))
+	mux.Handle("GET /v1/console/demo", guard(http.HandlerFunc(demos.Status), false))
+	mux.Handle("POST /v1/console/demo/storage/{id}/{action}", guard(http.HandlerFunc(demos.Act), true))
 }
 
 // noCache makes browsers revalidate the pages, so a new gateway's console

@@ -66,7 +66,7 @@ func demoServer(t *testing.T, enabled bool) (*httptest.Server, *[]signalled) {
 	}}
 	mux := http.NewServeMux()
 	hub := NewHub(HubConfig{Source: &fakeSource{}})
-	Register(mux, hub, d)
+	Register(mux, hub, d, nil)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(func() {
 		hub.Close()

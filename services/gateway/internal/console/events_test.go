@@ -74,7 +74,7 @@ func openStream(t *testing.T, url string) (*http.Response, *sseReader) {
 func newServer(t *testing.T, hub *Hub) *httptest.Server {
 	t.Helper()
 	mux := http.NewServeMux()
-	Register(mux, hub, &Demos{})
+	Register(mux, hub, &Demos{}, nil)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(func() {
 		hub.Close()

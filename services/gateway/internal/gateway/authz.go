@@ -2,10 +2,12 @@ package gateway
 
 import (
 	"context"
+	"net/http"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/acl"
@@ -193,6 +195,30 @@ func (a *auth) authorize(ctx context.Context, method string, req any) error {
 	a.log.WarnContext(ctx, "call denied", "principal", p, "operation", method, "resource", resource,
 		"acl_operation", r.Operation.String(), "error_code", errs.Of(err).Name, "reason", err.Error())
 	return rpcerr.ToGRPC(err)
+}
+
+// consoleGuard authorizes the console's routes under --authorizer: the
+// event stream and the demos' status need cluster describe, a demo action
+// (kill, pause, resume a node) cluster alter.
+func (a *auth) consoleGuard(h http.Handler, alters bool) http.Handler {
+	if a.authz == nil {
+		return h
+	}
+	op := acl.Describe
+	if alters {
+		op = acl.Alter
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := display(principalFrom(r.Context()))
+		if a.authz.allowed(p, acl.Cluster, "", op) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		err := acl.Refusal(acl.Request{Principal: p, Resource: acl.Cluster, Operation: op})
+		a.log.WarnContext(r.Context(), "call denied", "principal", p, "operation", r.Method+" "+r.URL.Path, "resource", "cluster",
+			"acl_operation", op.String(), "error_code", errs.Of(err).Name, "reason", err.Error())
+		writeError(w, http.StatusForbidden, errorBody{Code: int32(codes.PermissionDenied), ErrorCode: errs.Of(err).Name, Message: errs.Message(err)})
+	})
 }
 
 // authorizedStream authorizes each message the stream receives.

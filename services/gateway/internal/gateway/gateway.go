@@ -201,7 +201,7 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	handler := newHTTPHandler(mux, rl, ready, telemetry.MetricsHandler(cfg.Registry))
 	g.events = console.NewHub(console.HubConfig{Source: &consoleSource{c: g.client, admin: admin, group: g.group}, Logger: g.log})
-	console.Register(handler, g.events, &console.Demos{Enabled: cfg.ConsoleDemos, ClusterFile: cfg.DevClusterFile})
+	console.Register(handler, g.events, &console.Demos{Enabled: cfg.ConsoleDemos, ClusterFile: cfg.DevClusterFile}, g.auth.consoleGuard)
 	g.http = &http.Server{
 		Handler:           g.auth.wrapHTTP(handler),
 		ReadHeaderTimeout: 10 * time.Second,
