@@ -14,4 +14,8 @@
 // told to resync and gets a fresh image instead of an unbounded backlog.
 // Publishing happens under the same lock as applying, so an image and the
 // deltas queued after it never overlap or leave a gap.
+//
+// With TLS the Raft transport is mutual TLS between controllers only: a
+// certificate of the cluster's CA that does not name the controller role
+// (spiffe://skein/controller/<id>) is refused on either end.
 package quorum

@@ -65,9 +65,13 @@ type Node struct {
 	// it is applied, the image lags what this node already acknowledged.
 	startIndex uint64
 
-	mu      sync.Mutex // guards machine and hub
+	mu      sync.Mutex // guards machine, hub and frozen
 	machine *fsm.Machine
 	hub     hub
+	// frozen is the last copy Image handed out, and what it copied.
+	frozen struct {
+		of, img *metadata.Image
+	}
 }
 
 // Open starts the Raft node: it opens (or creates) the stores under
@@ -146,7 +150,7 @@ func Open(cfg Config) (*Node, error) {
 	var trans *raft.NetworkTransport
 	if cfg.TLSServer != nil {
 		var stream *tlsStream
-		if stream, err = newTLSStream(cfg.RaftBindAddr, advertise, cfg.TLSServer, cfg.TLSClient); err == nil {
+		if stream, err = newTLSStream(cfg.RaftBindAddr, advertise, cfg.TLSServer, cfg.TLSClient, n.log); err == nil {
 			trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: stream, MaxPool: 3, Timeout: 2 * time.Second, Logger: hl})
 		}
 	} else {
@@ -283,6 +287,21 @@ func (n *Node) Read(fn func(img *metadata.Image)) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	fn(n.machine.Image())
+}
+
+// Image answers a copy of the current image that nothing changes (the
+// machine changes its own image in place, under the state lock): for a
+// reader that keeps it, such as the authorizer, which caches per image. A
+// copy is made once per version.
+func (n *Node) Image() *metadata.Image {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	cur := n.machine.Image()
+	if f := n.frozen; f.of == cur && f.img.Version() == cur.Version() && f.img.ClusterID() == cur.ClusterID() {
+		return f.img
+	}
+	n.frozen.of, n.frozen.img = cur, cur.Clone()
+	return n.frozen.img
 }
 
 func (n *Node) imageLocked() *controllerv1.MetadataImage { return n.machine.Image().ToProto() }

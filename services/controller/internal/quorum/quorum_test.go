@@ -12,6 +12,7 @@ import (
 
 	controllerv1 "skein/gen/skein/controller/v1"
 	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/acl"
 	"skein/libs/errs"
 	"skein/libs/metadata"
 )
@@ -266,5 +267,30 @@ func TestParsePeers(t *testing.T) {
 		if _, err := ParsePeers(bad); err == nil {
 			t.Errorf("ParsePeers(%q) accepted", bad)
 		}
+	}
+}
+
+// Image is a copy later commands leave alone, made once per version.
+func TestImageIsAFrozenCopy(t *testing.T) {
+	n := openNode(t, 1, testPeers(t, 1), t.TempDir())
+	defer n.Close()
+	waitLeader(t, n)
+	grant := func(principal string) *controllerv1.Command {
+		return &controllerv1.Command{Command: &controllerv1.Command_CreateAcls{CreateAcls: &controllerv1.CreateAclsRequest{Acls: []*controllerv1.AclRecord{
+			metadata.AclOf(acl.Binding{Principal: principal, Resource: acl.Topic, Name: "t", Pattern: acl.Literal, Operation: acl.Read, Permission: acl.Allow}),
+		}}}}
+	}
+	propose(t, n, grant("User:a"))
+	first := n.Image()
+	if again := n.Image(); again != first {
+		t.Error("a second Image at the same version made another copy")
+	}
+	propose(t, n, grant("User:b"))
+	if got := len(first.Acls()); got != 1 {
+		t.Errorf("the first copy changed: %d ACLs", got)
+	}
+	second := n.Image()
+	if second == first || len(second.Acls()) != 2 || second.Version() <= first.Version() {
+		t.Errorf("after a change: same copy %v, %d ACLs, version %d after %d", second == first, len(second.Acls()), second.Version(), first.Version())
 	}
 }
