@@ -8,6 +8,13 @@
 //	skein-controller healthcheck [--http-addr host:port]
 //	                                        exit 0 if /healthz answers 200, 1 otherwise
 //
+// With --tls-cert, --tls-key and --tls-ca every listener is mutual TLS;
+// brokers' calls (registration, heartbeats, ISR changes, controlled
+// shutdown) are then taken from storage nodes' certificates only, and Raft
+// traffic from controllers' only. --authorizer makes clients' admin changes
+// need ACLs (skein acl), --super-users names principals allowed
+// everything.
+//
 // SIGTERM or SIGINT stops it gracefully: gRPC drains, the gossip cluster is
 // told it leaves, leadership is handed over, Raft shuts down.
 package main

@@ -58,6 +58,19 @@ func (f *flags) dur(name, env string, def time.Duration, usage string) *time.Dur
 	return f.fs.Duration(name, def, usage+" (env "+env+")")
 }
 
+// twin gives an already registered flag an environment twin: env, when
+// set, is the flag's value unless the command line sets it too.
+func (f *flags) twin(name, env string) {
+	fl := f.fs.Lookup(name)
+	fl.Usage += " (env " + env + ")"
+	if v, ok := f.env(env); ok {
+		if err := fl.Value.Set(v); err != nil {
+			f.errs = append(f.errs, fmt.Errorf("%s=%q: %v", env, v, err))
+		}
+		fl.DefValue = v
+	}
+}
+
 // tls registers --tls-cert, --tls-key and --tls-ca.
 func (f *flags) tls() func() tlsconf.Files {
 	cert := f.str("tls-cert", "SKEIN_TLS_CERT", "", "PEM certificate (chain) of this controller; with --tls-key and --tls-ca its gRPC, HTTP and Raft listeners and every connection it makes use mutual TLS")

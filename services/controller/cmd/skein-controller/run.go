@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	"skein/libs/cliflag"
 	"skein/libs/grpcopt"
 	"skein/libs/membership"
+	"skein/libs/peerauth"
 	"skein/libs/telemetry"
 	"skein/libs/tlsconf"
 	"skein/services/controller/internal/liveness"
@@ -54,6 +56,7 @@ type config struct {
 	logLevel                  string
 	tls                       tlsconf.Files
 	gossipKeyFile             string
+	auth                      *peerauth.Flags
 }
 
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
@@ -88,6 +91,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	logLevel := f.str("log-level", "SKEIN_LOG_LEVEL", "info", "debug, info, warn or error")
 	tlsFiles := f.tls()
 	gossipKey := f.str("gossip-key-file", "SKEIN_GOSSIP_KEY_FILE", "", "file holding the cluster's gossip key (base64 of 16, 24 or 32 bytes): gossip is encrypted and members without it are kept out")
+	auth := peerauth.AddFlags(f.fs, "admin changes (topics, partitions, configs, elections, ACLs) by clients")
+	f.twin("authorizer", "SKEIN_AUTHORIZER")
+	f.twin("super-users", "SKEIN_SUPER_USERS")
 	if err := f.parse(args); err != nil {
 		return c, err
 	}
@@ -98,7 +104,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		offsetsPartitions: *offsets, txnPartitions: *txn, internalMinBrokers: *minBrokers, coordinatorGrace: *grace,
 		raftHeartbeat: *hb, raftElect: *el, raftLease: *lease, snapshotThreshold: *snapN, snapshotInterval: *snapEvery,
 		gossipProbe: *probe, gossipProbeT: *probeT, gossipSuspicion: *susp, watchBuffer: *watchBuf,
-		shutdownTimeout: *shutdown, logLevel: *logLevel, tls: tlsFiles(), gossipKeyFile: *gossipKey,
+		shutdownTimeout: *shutdown, logLevel: *logLevel, tls: tlsFiles(), gossipKeyFile: *gossipKey, auth: auth,
 	}
 	if c.peers == "" {
 		c.peers = fmt.Sprintf("%d=%s=%s", c.nodeID, c.raftAddr, c.grpcAddr)
@@ -116,6 +122,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return c, errors.New("--broker-session-timeout and --leader-imbalance-check-interval must be positive")
 	case c.offsetsPartitions < 1 || c.txnPartitions < 1:
 		return c, errors.New("internal topics need at least one partition")
+	}
+	// The authorization flags are checked here, before anything starts; the
+	// authorizer itself is made once the metadata it reads exists.
+	if _, err := c.auth.Authorizer(nil, c.tls.Enabled(), slog.New(slog.DiscardHandler)); err != nil {
+		return c, err
 	}
 	return c, nil
 }
@@ -232,8 +243,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		events = members.Events()
 	}
 
+	// The ACLs are the controller's own image; a forwarded call is decided
+	// by the leader, for the client the follower names.
+	authz, err := c.auth.Authorizer(node.Image, grpcopt.TLS() != nil, logger.With("component", "authz"))
+	if err != nil {
+		return err
+	}
 	srv := server.New(node, live, logger, grpcopt.Dial()...)
-	gs := grpc.NewServer(grpcopt.Server(telemetry.NewGRPCMetrics(reg))...)
+	srv.SetAuthorizer(authz)
+	if authz != nil {
+		logger.Info("admin changes by clients need ACLs", "super_users", *c.auth.SuperUsers)
+	}
+	guard := peerauth.NewGuard(server.Rules(), logger.With("component", "authz"))
+	gs := grpc.NewServer(append(grpcopt.Server(telemetry.NewGRPCMetrics(reg)), guard.ServerOptions()...)...)
 	controllerv1grpc.RegisterControllerServiceServer(gs, srv)
 	reflection.Register(gs)
 	var serving atomic.Bool

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,11 +14,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	controllerv1 "skein/gen/skein/controller/v1"
 	controllerv1grpc "skein/gen/skein/controller/v1/controllerv1grpc"
 	"skein/libs/membership"
+	"skein/libs/peerauth"
+	"skein/libs/tlsconf"
 	"skein/services/controller/internal/liveness"
 	"skein/services/controller/internal/quorum"
 )
@@ -71,12 +75,67 @@ type cluster struct {
 	seed    string
 	session time.Duration
 	mu      sync.Mutex
+	sec     *secured // nil: plaintext
+}
+
+// secured is a cluster's mutual TLS: its CA, the certificates issued from
+// it by name, and whether the controllers run an authorizer.
+type secured struct {
+	certs map[string]*tlsconf.Source
+	// authorizer, when set, gives every controller one with these super
+	// users.
+	authorizer bool
+	super      map[string]bool
+	log        *slog.Logger // the guard's and authorizer's audit lines
+}
+
+// newSecuredCluster is newCluster over mutual TLS (gRPC and Raft), each
+// controller's server guarded by Rules. Certificates: controller-<id>,
+// storage-1, gateway-1 (the gateway), and clients alice, bob, carol and
+// admin.
+func newSecuredCluster(t *testing.T, n int, sec *secured) *cluster {
+	t.Helper()
+	ca, err := tlsconf.OpenCA(t.TempDir(), "test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaves := []tlsconf.Leaf{
+		{Name: "storage-1", Role: peerauth.RoleStorage, ID: "1"},
+		{Name: "gateway-1", Role: peerauth.RoleGateway, ID: "1"},
+		{Name: "alice", Role: "client", ID: "alice"},
+		{Name: "bob", Role: "client", ID: "bob"},
+		{Name: "carol", Role: "client", ID: "carol"},
+		{Name: "admin", Role: "client", ID: "admin"},
+	}
+	for i := range n {
+		leaves = append(leaves, tlsconf.Leaf{Name: fmt.Sprintf("controller-%d", i+1), Role: peerauth.RoleController, ID: fmt.Sprint(i + 1)})
+	}
+	sec.certs = map[string]*tlsconf.Source{}
+	for _, l := range leaves {
+		l.Hosts = []string{"127.0.0.1"}
+		f, err := ca.Issue(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sec.certs[l.Name], err = tlsconf.Load(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if sec.log == nil {
+		sec.log = quiet
+	}
+	return newClusterWith(t, n, false, time.Minute, sec)
 }
 
 func newCluster(t *testing.T, n int, gossip bool, session time.Duration) *cluster {
 	t.Helper()
+	return newClusterWith(t, n, gossip, session, nil)
+}
+
+func newClusterWith(t *testing.T, n int, gossip bool, session time.Duration, sec *secured) *cluster {
+	t.Helper()
 	addrs := freeAddrs(t, 2*n)
-	c := &cluster{t: t, dir: t.TempDir(), gossip: gossip, session: session}
+	c := &cluster{t: t, dir: t.TempDir(), gossip: gossip, session: session, sec: sec}
 	for i := range n {
 		c.peers = append(c.peers, quorum.Peer{ID: int32(i + 1), RaftAddr: addrs[2*i], GRPCAddr: addrs[2*i+1]})
 	}
@@ -90,10 +149,16 @@ func newCluster(t *testing.T, n int, gossip bool, session time.Duration) *cluste
 func (c *cluster) start(id int32) *controller {
 	c.t.Helper()
 	p := c.peers[id-1]
+	var cert *tlsconf.Source
+	var raftServer, raftClient *tls.Config
+	if c.sec != nil {
+		cert = c.sec.certs[fmt.Sprintf("controller-%d", id)]
+		raftServer, raftClient = cert.ServerConfig(false), cert.ClientConfig()
+	}
 	node, err := quorum.Open(quorum.Config{
 		NodeID: id, Peers: c.peers, DataDir: filepath.Join(c.dir, fmt.Sprint(id)),
 		HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond, LeaderLeaseTimeout: 250 * time.Millisecond,
-		Logger: quiet,
+		Logger: quiet, TLSServer: raftServer, TLSClient: raftClient,
 	})
 	if err != nil {
 		c.t.Fatal(err)
@@ -125,8 +190,18 @@ func (c *cluster) start(id int32) *controller {
 		c.mu.Unlock()
 		events = ctl.members.Events()
 	}
-	ctl.srv = New(node, live, quiet)
-	ctl.gs = grpc.NewServer()
+	var serverOpts []grpc.ServerOption
+	var dialOpts []grpc.DialOption
+	if c.sec != nil {
+		serverOpts = append([]grpc.ServerOption{grpc.Creds(credentials.NewTLS(cert.ServerConfig(false)))},
+			peerauth.NewGuard(Rules(), c.sec.log).ServerOptions()...)
+		dialOpts = []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(cert.ClientConfig()))}
+	}
+	ctl.srv = New(node, live, quiet, dialOpts...)
+	if c.sec != nil && c.sec.authorizer {
+		ctl.srv.SetAuthorizer(peerauth.NewAuthorizer(node.Image, c.sec.super, c.sec.log))
+	}
+	ctl.gs = grpc.NewServer(serverOpts...)
 	controllerv1grpc.RegisterControllerServiceServer(ctl.gs, ctl.srv)
 	lis, err := net.Listen("tcp", p.GRPCAddr)
 	if err != nil {
@@ -199,6 +274,22 @@ func dial(t *testing.T, addr string) controllerv1grpc.ControllerServiceClient {
 
 func (c *cluster) client(ctl *controller) controllerv1grpc.ControllerServiceClient {
 	return dial(c.t, c.peers[ctl.id-1].GRPCAddr)
+}
+
+// clientAs dials ctl over mutual TLS with the certificate named (a
+// secured cluster's).
+func (c *cluster) clientAs(ctl *controller, cert string) controllerv1grpc.ControllerServiceClient {
+	c.t.Helper()
+	src, ok := c.sec.certs[cert]
+	if !ok {
+		c.t.Fatalf("no certificate %q", cert)
+	}
+	conn, err := grpc.NewClient(c.peers[ctl.id-1].GRPCAddr, grpc.WithTransportCredentials(credentials.NewTLS(src.ClientConfig())))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { conn.Close() })
+	return controllerv1grpc.NewControllerServiceClient(conn)
 }
 
 func ctxT(t *testing.T) context.Context {

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"log/slog"
-	"strconv"
 	"sync"
 	"time"
 
@@ -16,8 +15,10 @@ import (
 
 	controllerv1 "skein/gen/skein/controller/v1"
 	controllerv1grpc "skein/gen/skein/controller/v1/controllerv1grpc"
+	"skein/libs/acl"
 	"skein/libs/errs"
 	md "skein/libs/metadata"
+	"skein/libs/peerauth"
 	"skein/libs/rpcerr"
 	"skein/services/controller/internal/liveness"
 	"skein/services/controller/internal/quorum"
@@ -34,6 +35,8 @@ type Server struct {
 	live     *liveness.Loop
 	log      *slog.Logger
 	dialOpts []grpc.DialOption
+	// auth decides admin changes by callers ACLs apply to (nil: off).
+	auth *peerauth.Authorizer
 	// leaderWait bounds how long a call waits for a leader to be known;
 	// catchUpWait how long a watcher waits for this controller to catch up.
 	leaderWait, catchUpWait time.Duration
@@ -46,7 +49,10 @@ type Server struct {
 }
 
 // New returns the service. dialOpts are added to the forwarding connections
-// (telemetry's GRPCDialOptions, say); they are plaintext.
+// (grpcopt.Dial, say); they are plaintext unless dialOpts give transport
+// credentials. On a secured cluster they must present this controller's
+// certificate: the leader believes the client a forwarded call names from
+// a controller only.
 func New(node *quorum.Node, live *liveness.Loop, logger *slog.Logger, dialOpts ...grpc.DialOption) *Server {
 	if logger == nil {
 		logger = slog.Default()
@@ -152,8 +158,7 @@ func onLeader[Req, Resp any](s *Server, ctx context.Context, req Req, remote rem
 		if err != nil {
 			return zero, rpcerr.ToGRPC(errs.Errorf(errs.NetworkException, "dialing leader %d: %v", leader.ID, err))
 		}
-		out := metadata.AppendToOutgoingContext(ctx, forwardedKey, strconv.Itoa(int(s.node.ID())))
-		resp, err := remote(c, out, req)
+		resp, err := remote(c, s.forwardContext(ctx), req)
 		if err != nil && errs.Of(rpcerr.FromStatus(err)) == errs.NotController && retry() {
 			continue
 		}
@@ -266,40 +271,127 @@ func (s *Server) ControlledShutdown(ctx context.Context, req *controllerv1.Contr
 	})
 }
 
+// refusedTopic is a topic's answer to a refused request.
+func refusedTopic(name string, err error) *controllerv1.TopicResult {
+	return &controllerv1.TopicResult{Name: name, ErrorCode: int32(errs.CodeOf(err)), ErrorMessage: errs.Message(err)}
+}
+
+// proposeAllowed runs a per-topic request of which some items were
+// refused (refused[i], for the topic names[i]): the command of the allowed
+// items, when there are any, then every item's result in the request's
+// order — a refused item's being its refusal.
+func proposeAllowed[T proto.Message, Item any](s *Server, ctx context.Context, refused []error, names []string, items []Item,
+	command func(allowed []Item) *controllerv1.Command, results func(T) []*controllerv1.TopicResult) ([]*controllerv1.TopicResult, error) {
+	var got []*controllerv1.TopicResult
+	if allowed := allowedOnly(items, refused); len(allowed) > 0 {
+		resp, err := propose[T](s, ctx, command(allowed))
+		if err != nil {
+			return nil, err
+		}
+		got = results(resp)
+	}
+	return merged(refused, got, func(i int, err error) *controllerv1.TopicResult { return refusedTopic(names[i], err) })
+}
+
+// CreateTopics creates topics; under an authorizer each needs CREATE on
+// the topic or on the cluster, and a refused one is answered
+// TOPIC_AUTHORIZATION_FAILED among the others' results.
 func (s *Server) CreateTopics(ctx context.Context, req *controllerv1.CreateTopicsRequest) (*controllerv1.CreateTopicsResponse, error) {
 	return onLeader(s, ctx, req, controllerv1grpc.ControllerServiceClient.CreateTopics, func(ctx context.Context) (*controllerv1.CreateTopicsResponse, error) {
-		return propose[*controllerv1.CreateTopicsResponse](s, ctx, &controllerv1.Command{Command: &controllerv1.Command_CreateTopics{CreateTopics: req}})
+		names := make([]string, len(req.GetTopics()))
+		for i, t := range req.GetTopics() {
+			names[i] = t.GetName()
+		}
+		refused := s.topicRefusals(ctx, controllerv1grpc.ControllerService_CreateTopics_FullMethodName, names, acl.Create, acl.Create)
+		if refused == nil {
+			return propose[*controllerv1.CreateTopicsResponse](s, ctx, &controllerv1.Command{Command: &controllerv1.Command_CreateTopics{CreateTopics: req}})
+		}
+		results, err := proposeAllowed(s, ctx, refused, names, req.GetTopics(), func(allowed []*controllerv1.CreatableTopic) *controllerv1.Command {
+			sub := proto.CloneOf(req)
+			sub.Topics = allowed
+			return &controllerv1.Command{Command: &controllerv1.Command_CreateTopics{CreateTopics: sub}}
+		}, (*controllerv1.CreateTopicsResponse).GetTopics)
+		return &controllerv1.CreateTopicsResponse{Topics: results}, err
 	})
 }
 
+// DeleteTopics deletes topics; under an authorizer each needs DELETE on the
+// topic.
 func (s *Server) DeleteTopics(ctx context.Context, req *controllerv1.DeleteTopicsRequest) (*controllerv1.DeleteTopicsResponse, error) {
 	return onLeader(s, ctx, req, controllerv1grpc.ControllerServiceClient.DeleteTopics, func(ctx context.Context) (*controllerv1.DeleteTopicsResponse, error) {
-		return propose[*controllerv1.DeleteTopicsResponse](s, ctx, &controllerv1.Command{Command: &controllerv1.Command_DeleteTopics{DeleteTopics: req}})
+		refused := s.topicRefusals(ctx, controllerv1grpc.ControllerService_DeleteTopics_FullMethodName, req.GetNames(), acl.Delete, 0)
+		if refused == nil {
+			return propose[*controllerv1.DeleteTopicsResponse](s, ctx, &controllerv1.Command{Command: &controllerv1.Command_DeleteTopics{DeleteTopics: req}})
+		}
+		results, err := proposeAllowed(s, ctx, refused, req.GetNames(), req.GetNames(), func(allowed []string) *controllerv1.Command {
+			sub := proto.CloneOf(req)
+			sub.Names = allowed
+			return &controllerv1.Command{Command: &controllerv1.Command_DeleteTopics{DeleteTopics: sub}}
+		}, (*controllerv1.DeleteTopicsResponse).GetTopics)
+		return &controllerv1.DeleteTopicsResponse{Topics: results}, err
 	})
 }
 
-// CreateAcls adds ACL bindings through the Raft log.
+// CreateAcls adds ACL bindings through the Raft log; under an authorizer
+// it needs ALTER on the cluster, else every binding is answered
+// CLUSTER_AUTHORIZATION_FAILED.
 func (s *Server) CreateAcls(ctx context.Context, req *controllerv1.CreateAclsRequest) (*controllerv1.CreateAclsResponse, error) {
 	return onLeader(s, ctx, req, controllerv1grpc.ControllerServiceClient.CreateAcls, func(ctx context.Context) (*controllerv1.CreateAclsResponse, error) {
+		if err := s.authorize(ctx, controllerv1grpc.ControllerService_CreateAcls_FullMethodName, acl.Cluster, acl.ClusterName, acl.Alter); err != nil {
+			resp := &controllerv1.CreateAclsResponse{}
+			for range req.GetAcls() {
+				resp.Results = append(resp.Results, &controllerv1.AclResult{ErrorCode: int32(errs.CodeOf(err)), ErrorMessage: errs.Message(err)})
+			}
+			return resp, nil
+		}
 		return propose[*controllerv1.CreateAclsResponse](s, ctx, &controllerv1.Command{Command: &controllerv1.Command_CreateAcls{CreateAcls: req}})
 	})
 }
 
-// DeleteAcls removes the ACL bindings each filter selects through the Raft log.
+// DeleteAcls removes the ACL bindings each filter selects through the Raft
+// log; under an authorizer it needs ALTER on the cluster, else every filter
+// is answered CLUSTER_AUTHORIZATION_FAILED.
 func (s *Server) DeleteAcls(ctx context.Context, req *controllerv1.DeleteAclsRequest) (*controllerv1.DeleteAclsResponse, error) {
 	return onLeader(s, ctx, req, controllerv1grpc.ControllerServiceClient.DeleteAcls, func(ctx context.Context) (*controllerv1.DeleteAclsResponse, error) {
+		if err := s.authorize(ctx, controllerv1grpc.ControllerService_DeleteAcls_FullMethodName, acl.Cluster, acl.ClusterName, acl.Alter); err != nil {
+			resp := &controllerv1.DeleteAclsResponse{}
+			for range req.GetFilters() {
+				resp.Results = append(resp.Results, &controllerv1.AclFilterResult{ErrorCode: int32(errs.CodeOf(err)), ErrorMessage: errs.Message(err)})
+			}
+			return resp, nil
+		}
 		return propose[*controllerv1.DeleteAclsResponse](s, ctx, &controllerv1.Command{Command: &controllerv1.Command_DeleteAcls{DeleteAcls: req}})
 	})
 }
 
+// CreatePartitions grows topics; under an authorizer each needs ALTER on
+// the topic.
 func (s *Server) CreatePartitions(ctx context.Context, req *controllerv1.CreatePartitionsRequest) (*controllerv1.CreatePartitionsResponse, error) {
 	return onLeader(s, ctx, req, controllerv1grpc.ControllerServiceClient.CreatePartitions, func(ctx context.Context) (*controllerv1.CreatePartitionsResponse, error) {
-		return propose[*controllerv1.CreatePartitionsResponse](s, ctx, &controllerv1.Command{Command: &controllerv1.Command_CreatePartitions{CreatePartitions: req}})
+		names := make([]string, len(req.GetTopics()))
+		for i, t := range req.GetTopics() {
+			names[i] = t.GetName()
+		}
+		refused := s.topicRefusals(ctx, controllerv1grpc.ControllerService_CreatePartitions_FullMethodName, names, acl.Alter, 0)
+		if refused == nil {
+			return propose[*controllerv1.CreatePartitionsResponse](s, ctx, &controllerv1.Command{Command: &controllerv1.Command_CreatePartitions{CreatePartitions: req}})
+		}
+		results, err := proposeAllowed(s, ctx, refused, names, req.GetTopics(), func(allowed []*controllerv1.PartitionCount) *controllerv1.Command {
+			sub := proto.CloneOf(req)
+			sub.Topics = allowed
+			return &controllerv1.Command{Command: &controllerv1.Command_CreatePartitions{CreatePartitions: sub}}
+		}, (*controllerv1.CreatePartitionsResponse).GetTopics)
+		return &controllerv1.CreatePartitionsResponse{Topics: results}, err
 	})
 }
 
+// AlterConfigs changes a topic's configs; under an authorizer it needs
+// ALTER on the topic.
 func (s *Server) AlterConfigs(ctx context.Context, req *controllerv1.AlterConfigsRequest) (*controllerv1.AlterConfigsResponse, error) {
 	return onLeader(s, ctx, req, controllerv1grpc.ControllerServiceClient.AlterConfigs, func(ctx context.Context) (*controllerv1.AlterConfigsResponse, error) {
+		if refused := s.topicRefusals(ctx, controllerv1grpc.ControllerService_AlterConfigs_FullMethodName, []string{req.GetTopic()}, acl.Alter, 0); refused != nil {
+			return &controllerv1.AlterConfigsResponse{Result: refusedTopic(req.GetTopic(), refused[0])}, nil
+		}
 		return propose[*controllerv1.AlterConfigsResponse](s, ctx, &controllerv1.Command{Command: &controllerv1.Command_AlterConfigs{AlterConfigs: req}})
 	})
 }
@@ -310,8 +402,13 @@ func (s *Server) AlterPartition(ctx context.Context, req *controllerv1.AlterPart
 	})
 }
 
+// ElectLeaders runs elections; under an authorizer it needs ALTER on the
+// cluster, else the call is refused CLUSTER_AUTHORIZATION_FAILED.
 func (s *Server) ElectLeaders(ctx context.Context, req *controllerv1.ElectLeadersRequest) (*controllerv1.ElectLeadersResponse, error) {
 	return onLeader(s, ctx, req, controllerv1grpc.ControllerServiceClient.ElectLeaders, func(ctx context.Context) (*controllerv1.ElectLeadersResponse, error) {
+		if err := s.authorize(ctx, controllerv1grpc.ControllerService_ElectLeaders_FullMethodName, acl.Cluster, acl.ClusterName, acl.Alter); err != nil {
+			return nil, err
+		}
 		return propose[*controllerv1.ElectLeadersResponse](s, ctx, &controllerv1.Command{Command: &controllerv1.Command_ElectLeaders{ElectLeaders: req}})
 	})
 }
