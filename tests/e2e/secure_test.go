@@ -41,7 +41,9 @@ type secureFiles struct {
 // a storage node with a certificate of another CA never joins the cluster,
 // nor one without the gossip key. The gateway authenticates and authorizes
 // every call (checkAuth): the dev token's User:dev is refused until the
-// client certificate's super user grants it ACLs.
+// client certificate's super user grants it ACLs. So do the storage nodes,
+// coordinators and controllers for a client certificate calling them
+// directly (checkEnforcement).
 func TestSecureCluster(t *testing.T) {
 	bin, err := BinDir()
 	if err != nil {
@@ -129,6 +131,7 @@ func TestSecureCluster(t *testing.T) {
 		t.Errorf("gRPC to the gateway with the CA alone (a client certificate is optional there): %v", err)
 	}
 	checkAuth(t, d, sec, caOnly, good)
+	checkEnforcement(t, bin, d, sec)
 
 	// Strangers.
 	otherCA, err := tlsconf.OpenCA(filepath.Join(t.TempDir(), "other"), "another CA")

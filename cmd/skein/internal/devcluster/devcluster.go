@@ -304,7 +304,15 @@ func args(p *Process, procs []*Process, logLevel string, sec *Security) []string
 		a = append(a, "--tls-cert", f.Cert, "--tls-key", f.Key, "--tls-ca", f.CA)
 		if p.Role != RoleGateway {
 			a = append(a, "--gossip-key-file", sec.GossipKey)
-		} else {
+		}
+		switch p.Role {
+		case RoleController, RoleStorage, RoleGroupCoord, RoleTxnCoord:
+			// ACLs bind where the operation happens too: a client
+			// certificate of the CA calling a storage node, a coordinator
+			// or a controller directly is its own principal, the
+			// gateway's calls carry their client's.
+			a = append(a, "--authorizer", "--super-users", ClientPrincipal)
+		case RoleGateway:
 			// Every public call needs a principal: the client certificate
 			// or the dev token. The client certificate's principal is a
 			// super user; the dev token's has the rights ACLs give it
