@@ -29,6 +29,7 @@ import (
 	"skein/libs/rpcerr"
 	"skein/services/groupcoord/internal/assign"
 	"skein/services/groupcoord/internal/coordinator"
+	"skein/services/groupcoord/internal/delivery"
 	"skein/services/groupcoord/internal/group"
 )
 
@@ -57,6 +58,29 @@ func Rules() peerauth.Rules {
 // group answers nil when the caller of ctx may do op on the group.
 func (s *Server) group(ctx context.Context, method, id string, op acl.Operation) error {
 	return s.az.Authorize(ctx, method, acl.Group, id, op)
+}
+
+// nack answers nil when the caller may nack a record of topic in a group:
+// read on the group, and write on the record's dead-letter topic, which
+// the coordinator writes as itself once the record has failed its last
+// delivery.
+func (s *Server) nack(ctx context.Context, groupID, topic string) error {
+	const method = groupv1.GroupCoordinatorService_Nack_FullMethodName
+	if err := s.group(ctx, method, groupID, acl.Read); err != nil {
+		return err
+	}
+	if _, known := peerauth.CallerFrom(ctx); !known || s.az == nil {
+		return nil
+	}
+	m, err := s.c.GroupConfig(ctx, groupID)
+	if err != nil {
+		return err
+	}
+	cfg, err := delivery.Parse(m)
+	if err != nil {
+		cfg = delivery.DefaultConfig()
+	}
+	return s.az.Authorize(ctx, method, acl.Topic, cfg.TopicFor(topic), acl.Write)
 }
 
 // txnOffsets answers nil when the caller may commit a transaction's
@@ -162,7 +186,7 @@ func (s *Server) ConsumerGroupHeartbeat(ctx context.Context, req *groupv1.Consum
 
 // Nack records a failed delivery; a refusal is in the answer's code.
 func (s *Server) Nack(ctx context.Context, req *groupv1.NackRequest) (*groupv1.NackResponse, error) {
-	if err := s.group(ctx, groupv1.GroupCoordinatorService_Nack_FullMethodName, req.GetGroupId(), acl.Read); err != nil {
+	if err := s.nack(ctx, req.GetGroupId(), req.GetTopic()); err != nil {
 		c, msg := code(err)
 		return &groupv1.NackResponse{ErrorCode: c, ErrorMessage: msg}, nil
 	}
@@ -189,7 +213,13 @@ func (s *Server) DescribeGroupConfig(ctx context.Context, req *groupv1.DescribeG
 
 // AlterGroupConfig sets some of a group's settings.
 func (s *Server) AlterGroupConfig(ctx context.Context, req *groupv1.AlterGroupConfigRequest) (*groupv1.AlterGroupConfigResponse, error) {
-	err := s.group(ctx, groupv1.GroupCoordinatorService_AlterGroupConfig_FullMethodName, req.GetGroupId(), acl.Alter)
+	const method = groupv1.GroupCoordinatorService_AlterGroupConfig_FullMethodName
+	err := s.group(ctx, method, req.GetGroupId(), acl.Alter)
+	if t := req.GetConfigs()[delivery.KeyTopic]; err == nil && t != "" {
+		// The coordinator writes dead letters there as itself: whoever
+		// names the topic must be allowed to write it.
+		err = s.az.Authorize(ctx, method, acl.Topic, t, acl.Write)
+	}
 	var m map[string]string
 	if err == nil {
 		m, err = s.c.AlterGroupConfig(ctx, req.GetGroupId(), req.GetConfigs())
@@ -251,7 +281,8 @@ func refuseCommits(commits []coordinator.Commit, err error) (*groupv1.OffsetComm
 
 // OffsetFetch answers committed offsets (-1 where none is).
 func (s *Server) OffsetFetch(ctx context.Context, req *groupv1.OffsetFetchRequest) (*groupv1.OffsetFetchResponse, error) {
-	if err := s.group(ctx, groupv1.GroupCoordinatorService_OffsetFetch_FullMethodName, req.GetGroupId(), acl.Read); err != nil {
+	// Kafka's OffsetFetch needs describe: lag monitors read offsets.
+	if err := s.group(ctx, groupv1.GroupCoordinatorService_OffsetFetch_FullMethodName, req.GetGroupId(), acl.Describe); err != nil {
 		c, _ := code(err)
 		return &groupv1.OffsetFetchResponse{ErrorCode: c}, nil
 	}
