@@ -20,7 +20,12 @@ func OnBehalfOf(ctx context.Context, principal string) context.Context {
 	if principal == "" {
 		return ctx
 	}
-	return metadata.AppendToOutgoingContext(context.WithValue(ctx, principalKey{}, principal), peerauth.PrincipalMD, principal)
+	// Set, not appended: a call acts for one client, and a service refuses
+	// a call naming two.
+	md, _ := metadata.FromOutgoingContext(ctx)
+	md = md.Copy()
+	md.Set(peerauth.PrincipalMD, principal)
+	return metadata.NewOutgoingContext(context.WithValue(ctx, principalKey{}, principal), md)
 }
 
 // PrincipalOf answers the principal OnBehalfOf put in ctx, "" for none.

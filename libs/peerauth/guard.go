@@ -66,13 +66,19 @@ func peerOf(ctx context.Context) (Peer, bool) {
 	return FromCertificate(info.State.VerifiedChains[0][0]), true
 }
 
-// namedPrincipal answers the principal a call names in its metadata.
-func namedPrincipal(ctx context.Context) string {
+// namedPrincipal answers the principal a call names in its metadata; more
+// than one is an error (never read as none, which would make the gateway
+// a service calling for itself).
+func namedPrincipal(ctx context.Context) (string, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
-	if v := md.Get(PrincipalMD); len(v) == 1 {
-		return v[0]
+	switch v := md.Get(PrincipalMD); len(v) {
+	case 0:
+		return "", nil
+	case 1:
+		return v[0], nil
+	default:
+		return "", errs.Errorf(errs.ClusterAuthorizationFailed, "the call names %d principals in %s; a call acts for one", len(v), PrincipalMD)
 	}
-	return ""
 }
 
 // Guard is the gate of a service's gRPC server: it names each call's
@@ -99,11 +105,15 @@ func (g *Guard) admit(ctx context.Context, method string) (context.Context, erro
 	if !ok {
 		return ctx, nil // plaintext: nobody has an identity
 	}
-	if err := g.rules.Check(method, p); err != nil {
+	named, err := namedPrincipal(ctx)
+	if err == nil {
+		err = g.rules.Check(method, p)
+	}
+	if err != nil {
 		Refused(ctx, g.log, p.Principal, method, "cluster", err)
 		return ctx, rpcerr.ToGRPC(err)
 	}
-	return WithCaller(ctx, CallerOf(p, namedPrincipal(ctx))), nil
+	return WithCaller(ctx, CallerOf(p, named)), nil
 }
 
 func (g *Guard) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {

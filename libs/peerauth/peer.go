@@ -78,10 +78,11 @@ func FromCertificate(c *x509.Certificate) Peer {
 }
 
 // RoleOf answers the role and id a certificate named name is issued for:
-// a Skein service's "<role>-<id>" (storage-2), or a bare role (gateway:
-// id 1); any other name is a client's, its principal User:<name>.
+// a Skein service's "<role>-<number>" (storage-2), or a bare role
+// (gateway: id 1); any other name (alice, gateway-admin) is a client's,
+// its principal User:<name>.
 func RoleOf(name string) (role, id string) {
-	if r, i, ok := strings.Cut(name, "-"); ok && i != "" && serviceRoles[r] {
+	if r, i, ok := strings.Cut(name, "-"); ok && serviceRoles[r] && numeric(i) {
 		return r, i
 	}
 	if serviceRoles[name] {
@@ -138,4 +139,16 @@ func (c Caller) For(named string) Caller {
 		return c
 	}
 	return CallerOf(c.Peer, named)
+}
+
+func numeric(s string) bool {
+	if s == "" || len(s) > 9 {
+		return false
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }

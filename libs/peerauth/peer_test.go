@@ -172,6 +172,8 @@ func TestRoleOf(t *testing.T) {
 		{"client", "client", "client"},
 		{"storage-", "client", "storage-"},
 		{"web-frontend", "client", "web-frontend"},
+		{"gateway-admin", "client", "gateway-admin"},
+		{"storage-team", "client", "storage-team"},
 	} {
 		if role, id := RoleOf(tc.name); role != tc.role || id != tc.id {
 			t.Errorf("RoleOf(%q) = %s, %s; want %s, %s", tc.name, role, id, tc.role, tc.id)

@@ -65,7 +65,8 @@ func needs(p string, req any) []need {
 	case *skeinv1.AlterTopicConfigsRequest:
 		return []need{topic(r.GetTopic(), acl.Alter)}
 	case *skeinv1.ListOffsetsRequest:
-		return []need{topic(r.GetTopic(), acl.Read)}
+		// As Kafka's ListOffsets (and the storage nodes): describe.
+		return []need{topic(r.GetTopic(), acl.Describe)}
 	case *skeinv1.ElectLeadersRequest, *skeinv1.CreateAclsRequest, *skeinv1.DeleteAclsRequest:
 		return []need{cluster(acl.Alter)}
 	case *skeinv1.DescribeAclsRequest:
@@ -94,7 +95,7 @@ func needs(p string, req any) []need {
 	case *skeinv1.CommitOffsetsRequest:
 		return []need{group(r.GetGroup(), acl.Read)}
 	case *skeinv1.GetOffsetsRequest:
-		return []need{group(r.GetGroup(), acl.Read)}
+		return []need{group(r.GetGroup(), acl.Describe)}
 	case *skeinv1.LeaveGroupRequest:
 		return []need{group(r.GetGroup(), acl.Read)}
 	case *skeinv1.NackRecordRequest:

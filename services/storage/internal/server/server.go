@@ -80,8 +80,14 @@ func (s *Server) refusals(ctx context.Context, named, method string, topics []st
 	c, known := peerauth.CallerFrom(ctx)
 	c = c.For(named)
 	var out []error
+	decided := map[string]error{} // once per topic: one decision, one audit line
 	for i, t := range topics {
-		if err := s.authz.AuthorizeCaller(ctx, c, known, method, acl.Topic, t, op); err != nil {
+		err, ok := decided[t]
+		if !ok {
+			err = s.authz.AuthorizeCaller(ctx, c, known, method, acl.Topic, t, op)
+			decided[t] = err
+		}
+		if err != nil {
 			if out == nil {
 				out = make([]error, len(topics))
 			}
