@@ -195,8 +195,14 @@ func (l *Loop) propose(ctx context.Context, cmd *controllerv1.Command) {
 		}
 		if m := cmd.GetMoveLeader(); m != nil {
 			l.moves.WithLabelValues(strconv.Itoa(int(m.GetLeader()))).Inc()
+			var epoch int64
+			l.node.Read(func(img *metadata.Image) {
+				if b, ok := img.Broker(metadata.BrokerID(m.GetLeader())); ok {
+					epoch = b.GetBrokerEpoch()
+				}
+			})
 			l.mu.Lock()
-			l.t.Moved(m.GetLeader(), time.Now())
+			l.t.Moved(m.GetLeader(), epoch, time.Now())
 			l.mu.Unlock()
 		}
 	case errs.Of(err) == errs.StaleBrokerEpoch:

@@ -70,11 +70,17 @@ type Tracker struct {
 	// unreachable: by reporting broker, the leaders it said it cannot reach
 	// in its latest heartbeat.
 	unreachable map[int32]leaderReport
-	// moved: brokers leadership was moved away from, with when.
-	moved map[int32]time.Time
+	// moved: brokers leadership was moved away from, with the broker epoch
+	// it was moved from and when.
+	moved map[int32]move
 	// logDirFailed: brokers whose latest heartbeat said their log
 	// directory failed.
 	logDirFailed map[int32]bool
+}
+
+type move struct {
+	epoch int64
+	at    time.Time
 }
 
 type leaderReport struct {
@@ -92,13 +98,19 @@ func NewTracker(s Settings) *Tracker {
 		shuttingDown: map[int32]int64{},
 		coords:       map[coordKey]gossipCoord{},
 		unreachable:  map[int32]leaderReport{},
-		moved:        map[int32]time.Time{},
+		moved:        map[int32]move{},
 		logDirFailed: map[int32]bool{},
 	}
 }
 
-// Moved records that leadership was moved away from broker at now.
-func (t *Tracker) Moved(broker int32, now time.Time) { t.moved[broker] = now }
+// Moved records that leadership was moved away from broker, registered
+// at brokerEpoch, at now. The hold-off it starts lasts only as long as that
+// registration: a broker that was moved away from because it had crashed
+// (its followers report it unreachable before its session expires) comes
+// back with a new epoch and gets its preferred leaderships back as usual.
+func (t *Tracker) Moved(broker int32, brokerEpoch int64, now time.Time) {
+	t.moved[broker] = move{epoch: brokerEpoch, at: now}
+}
 
 // BecameLeader starts every broker's session afresh at now: heartbeats went
 // to the previous leader until then.
@@ -337,8 +349,9 @@ func (t *Tracker) planCoordinators(img *metadata.Image, now time.Time) []*contro
 
 // PreferredElections answers the partitions led by another than their
 // preferred replica while that replica is a live ISR member — except
-// where leadership was moved away from that replica less than MoveHoldoff
-// ago — grouped by topic; nil when there are none.
+// where leadership was moved away from that replica, at its current broker
+// epoch, less than MoveHoldoff ago — grouped by topic; nil when there are
+// none.
 func (t *Tracker) PreferredElections(img *metadata.Image, now time.Time) []*controllerv1.TopicPartitions {
 	holdoff := t.s.MoveHoldoff
 	if holdoff <= 0 {
@@ -349,8 +362,10 @@ func (t *Tracker) PreferredElections(img *metadata.Image, now time.Time) []*cont
 		var ps []int32
 		for _, p := range img.Partitions(tp.GetName()) {
 			pref := p.GetReplicas()[0]
-			if at, ok := t.moved[pref]; ok && now.Sub(at) < holdoff {
-				continue
+			if m, ok := t.moved[pref]; ok && now.Sub(m.at) < holdoff {
+				if b, ok := img.Broker(metadata.BrokerID(pref)); ok && b.GetBrokerEpoch() == m.epoch {
+					continue
+				}
 			}
 			if p.GetLeader() != pref && slices.Contains(p.GetIsr(), pref) && img.IsLive(metadata.BrokerID(pref)) {
 				ps = append(ps, p.GetPartition())

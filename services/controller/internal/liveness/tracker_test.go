@@ -242,12 +242,30 @@ func TestBootstrapAndPreferred(t *testing.T) {
 	}
 	// Unless leadership was moved away from broker 1 a moment ago: a node
 	// its followers could not reach does not get it back at once.
-	tr.Moved(1, time.Now())
+	b1, _ = c.img().Broker(1)
+	tr.Moved(1, b1.GetBrokerEpoch(), time.Now())
 	if got := tr.PreferredElections(c.img(), time.Now()); len(got) != 0 {
 		t.Errorf("preferred election right after a move: %v", got)
 	}
 	if got := tr.PreferredElections(c.img(), time.Now().Add(6*time.Minute)); len(got) != 1 {
 		t.Errorf("no preferred election once the hold-off passed: %v", got)
+	}
+	// A move from a broker that then crashed and registered again (a new
+	// broker epoch) holds nothing off: its followers could not reach it
+	// because it was down, and the new process is reachable.
+	c.apply(&controllerv1.Command{Command: &controllerv1.Command_RegisterBroker{RegisterBroker: &controllerv1.RegisterBrokerRequest{
+		BrokerId: 1, GrpcAddr: "b", IncarnationId: "inc-2"}}})
+	if nb, _ := c.img().Broker(1); nb.GetBrokerEpoch() == b1.GetBrokerEpoch() {
+		t.Fatalf("re-registration kept broker epoch %d", nb.GetBrokerEpoch())
+	}
+	p, _ = c.img().Partition("t", 0)
+	c.apply(&controllerv1.Command{Command: &controllerv1.Command_AlterPartition{AlterPartition: &controllerv1.AlterPartitionRequest{BrokerId: 2, BrokerEpoch: b2.GetBrokerEpoch(),
+		Partitions: []*controllerv1.PartitionIsrChange{{Topic: "t", Partition: 0, LeaderEpoch: p.GetLeaderEpoch(), PartitionEpoch: p.GetPartitionEpoch(), NewIsr: []int32{1, 2}}}}}})
+	if p, _ = c.img().Partition("t", 0); p.GetLeader() != 2 || !slices.Contains(p.GetIsr(), 1) {
+		t.Fatalf("want broker 1 back in the ISR under leader 2 after its restart, got %v", p)
+	}
+	if got := tr.PreferredElections(c.img(), time.Now()); len(got) != 1 {
+		t.Errorf("a restarted broker is held off by a move from its previous registration: %v", got)
 	}
 }
 
