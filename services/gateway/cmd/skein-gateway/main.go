@@ -25,6 +25,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -63,6 +64,7 @@ func run(args []string) error {
 	compression := fs.String("compression", "none", "codec of the gateway's batches for topics whose compression.type is producer: none, gzip, snappy, lz4 or zstd")
 	maxRequestBytes := fs.Int64("max-request-bytes", gateway.DefaultMaxRequestBytes, "largest REST body and gRPC message accepted; a larger REST body is answered 413 RECORD_LIST_TOO_LARGE before it is read")
 	maxInflight := fs.Int64("max-inflight-produce-bytes", gateway.DefaultMaxInflightProduceBytes, "buffer.memory: produce request bytes held at once by all callers; beyond it, 429 / RESOURCE_EXHAUSTED THROTTLING_QUOTA_EXCEEDED")
+	memoryLimit := fs.Int64("memory-limit", 0, "the Go runtime's soft memory limit in bytes (GOMEMLIMIT, which wins when set); 0: 6 × --max-inflight-produce-bytes, so a gateway under hostile load collects its garbage before its heap doubles")
 	consoleDemos := fs.Bool("console-demos", false, "let the console at /console/ kill, pause and resume the storage nodes --dev-cluster-file lists (a skein dev cluster; never in production)")
 	devClusterFile := fs.String("dev-cluster-file", "", "the cluster.json of the skein dev cluster this gateway belongs to (skein dev passes it); the console's demos signal only the storage pids it lists")
 	debugAddr := fs.String("debug-addr", "", "serves /debug/pprof here when set (an operations address: keep it on loopback, never the public API port)")
@@ -97,6 +99,12 @@ func run(args []string) error {
 	}
 	if *maxInflight <= 0 {
 		return fmt.Errorf("--max-inflight-produce-bytes %d: want a positive number of bytes", *maxInflight)
+	}
+	if *memoryLimit < 0 {
+		return fmt.Errorf("--memory-limit %d: want a number of bytes, or 0 for 6 × --max-inflight-produce-bytes", *memoryLimit)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(gateway.MemoryLimit(*memoryLimit, *maxInflight))
 	}
 	var ctrls []string
 	for _, a := range strings.Split(*controllers, ",") {

@@ -34,6 +34,21 @@ const (
 	DefaultMaxInflightProduceBytes = 32 << 20
 )
 
+// MemoryLimit is the Go runtime's soft memory limit for a gateway: the
+// configured one when positive, else six times its in-flight produce
+// budget. A REST produce is held as JSON, as protobuf and as record batches
+// while it is served, so a full budget means about three times it live;
+// without a limit Go lets the heap reach twice what is live before it
+// collects, and hostile load took the process past 300 MB. Under the limit
+// the collector runs earlier instead (its CPU is capped by the runtime, so
+// a gateway whose live heap passes the limit slows down rather than dies).
+func MemoryLimit(configured, inflightBudget int64) int64 {
+	if configured > 0 {
+		return configured
+	}
+	return 6 * inflightBudget
+}
+
 // grpcSlack is what the gRPC message limit adds to --max-request-bytes.
 const grpcSlack = 4 << 10
 

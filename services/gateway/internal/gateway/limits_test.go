@@ -270,3 +270,15 @@ func TestIsProduceRoute(t *testing.T) {
 		t.Error("GET is not a produce")
 	}
 }
+
+func TestMemoryLimit(t *testing.T) {
+	for _, c := range []struct{ configured, budget, want int64 }{
+		{0, DefaultMaxInflightProduceBytes, 192 << 20},
+		{0, 64 << 20, 384 << 20},
+		{100 << 20, DefaultMaxInflightProduceBytes, 100 << 20},
+	} {
+		if got := MemoryLimit(c.configured, c.budget); got != c.want {
+			t.Errorf("MemoryLimit(%d, %d) = %d, want %d", c.configured, c.budget, got, c.want)
+		}
+	}
+}
