@@ -161,6 +161,63 @@ func TestLingerHoldsASmallBatch(t *testing.T) {
 	}
 }
 
+// Under WithSendWhenIdle a partition with nothing in flight sends at once,
+// however long linger is, and the records of one ProduceAll go together;
+// while a batch is out, what arrives lingers and goes as one batch when the
+// partition is free again.
+func TestSendWhenIdle(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 1, nil)
+	p := c.NewProducer(client.WithLinger(time.Hour), client.WithSendWhenIdle(true))
+	defer p.Close(ctx(t))
+	start := time.Now()
+	if r := p.ProduceSync(ctx(t), client.Record{Topic: "t", Value: []byte("first")})[0]; r.Err != nil || r.Offset != 0 {
+		t.Fatalf("first record: %+v", r)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("an idle partition's record waited %v (linger is an hour)", d)
+	}
+
+	release := cl.Storage[1].HoldAnswers("t", 0)
+	defer release()
+	all := func(prefix string, n int) <-chan []client.Result {
+		var recs []client.Record
+		for i := range n {
+			recs = append(recs, client.Record{Topic: "t", Partition: ptr(int32(0)), Value: []byte(fmt.Sprintf("%s-%d", prefix, i))})
+		}
+		results := make([]client.Result, n)
+		var wg sync.WaitGroup
+		wg.Add(n)
+		p.ProduceAll(ctx(t), recs, func(i int, r client.Result) { results[i] = r; wg.Done() })
+		done := make(chan []client.Result, 1)
+		go func() { wg.Wait(); done <- results }()
+		return done
+	}
+	a := all("a", 3) // idle: goes at once, its three records together
+	time.Sleep(100 * time.Millisecond)
+	b := all("b", 3) // a is out: these linger
+	c2 := all("c", 3)
+	time.Sleep(200 * time.Millisecond)
+	batches := cl.Storage[1].Batches("t", 0)
+	if len(batches) != 2 || batches[1].LastOffsetDelta() != 2 {
+		t.Fatalf("while a's batch is out: %d batches at the node (last of %d records), want 2 (the first, then a's 3)", len(batches), batches[len(batches)-1].LastOffsetDelta()+1)
+	}
+	release()
+	for i, ch := range []<-chan []client.Result{a, b, c2} {
+		select {
+		case rs := <-ch:
+			checkInOrder(t, rs, int64(1+3*i))
+		case <-time.After(10 * time.Second):
+			t.Fatalf("produce %d not answered: the lingering batch never went once the partition was idle", i)
+		}
+	}
+	batches = cl.Storage[1].Batches("t", 0)
+	if len(batches) != 3 || batches[2].LastOffsetDelta() != 5 {
+		t.Errorf("%d batches at the node, want 3: b's and c's records together in the last (it has %d)", len(batches), batches[len(batches)-1].LastOffsetDelta()+1)
+	}
+}
+
 // Keyless records stick to one partition until its batch goes.
 func TestKeylessRecordsAreSticky(t *testing.T) {
 	cl := clienttest.Start(t, 1)

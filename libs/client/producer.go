@@ -52,6 +52,7 @@ type producerConfig struct {
 	requestTimeout  time.Duration
 	idempotent      bool
 	principal       string
+	sendWhenIdle    bool
 }
 
 // ProducerOption changes a producer's configuration.
@@ -66,6 +67,19 @@ func WithBatchSize(n int) ProducerOption { return func(c *producerConfig) { c.ba
 
 // WithLinger sets linger.ms (default 5 ms; negative: send at once).
 func WithLinger(d time.Duration) ProducerOption { return func(c *producerConfig) { c.linger = d } }
+
+// WithSendWhenIdle(true) sends a partition's batch at once when none of
+// that partition's batches is in flight, instead of letting it linger:
+// linger then applies only while an earlier batch is out, as Nagle's
+// algorithm does for a TCP segment. A light load is not delayed by linger
+// (a caller with a few requests in flight is not capped at their records
+// per linger), and a heavy one still fills its batches while the previous
+// ones are answered. The records of one ProduceAll or ProduceSync call are
+// all queued before any of them is sent this way. Off by default, as
+// Kafka's linger.ms.
+func WithSendWhenIdle(on bool) ProducerOption {
+	return func(c *producerConfig) { c.sendWhenIdle = on }
+}
 
 // WithCompression sets the codec batches are compressed with (default none).
 func WithCompression(codec record.Compression) ProducerOption {
@@ -154,6 +168,7 @@ type Producer struct {
 	inflight int                                // batches awaiting an answer; guarded by mu
 	retries  int                                // batches waiting to be resent; guarded by mu
 	flushers int                                // Flush calls waiting; guarded by mu
+	adding   int                                // ProduceAll calls still queueing their records; guarded by mu
 	closing  bool                               // no more Produce; guarded by mu
 	stopped  bool                               // the sender is gone: no more retries; guarded by mu
 	idle     chan struct{}                      // closed and replaced when all is delivered; guarded by mu
@@ -356,9 +371,7 @@ func (p *Producer) ProduceSync(ctx context.Context, recs ...Record) []Result {
 		r Result
 	}
 	ch := make(chan indexed, len(recs))
-	for i, r := range recs {
-		p.Produce(ctx, r, func(res Result) { ch <- indexed{i, res} })
-	}
+	p.ProduceAll(ctx, recs, func(i int, res Result) { ch <- indexed{i, res} })
 	out := make([]Result, len(recs))
 	got := make([]bool, len(recs))
 	for n := 0; n < len(recs); n++ {
@@ -375,6 +388,23 @@ func (p *Producer) ProduceSync(ctx context.Context, recs ...Record) []Result {
 		}
 	}
 	return out
+}
+
+// ProduceAll produces recs as Produce does, in order, and calls done with
+// each record's index and result. Under WithSendWhenIdle, no batch is sent
+// early because its partition is idle until all of recs are queued, so
+// they travel in as few batches as fit.
+func (p *Producer) ProduceAll(ctx context.Context, recs []Record, done func(i int, res Result)) {
+	p.mu.Lock()
+	p.adding++
+	p.mu.Unlock()
+	for i, r := range recs {
+		p.Produce(ctx, r, func(res Result) { done(i, res) })
+	}
+	p.mu.Lock()
+	p.adding--
+	p.mu.Unlock()
+	p.signal()
 }
 
 // Flush sends everything queued without waiting for linger and waits until
@@ -717,7 +747,14 @@ func (p *Producer) collect(now time.Time) (sends []*brokerRequest, wakeAt time.T
 	}
 
 	flush := p.flushers > 0 || p.closing
-	for _, tp := range p.acc.Ready(now, flush) {
+	var eager func(accumulator.TP) bool
+	if p.cfg.sendWhenIdle && p.adding == 0 {
+		eager = func(tp accumulator.TP) bool {
+			ps := p.parts[tp]
+			return ps == nil || len(ps.inflight) == 0 && len(ps.retry) == 0
+		}
+	}
+	for _, tp := range p.acc.Ready(now, flush, eager) {
 		ps := p.part(tp)
 		if !ps.canSend() {
 			continue

@@ -141,11 +141,13 @@ func (a *Accumulator) ready(q []*Batch, now time.Time, flush bool) bool {
 }
 
 // Ready lists, in a stable order, the partitions whose first batch may be
-// sent now: full, lingered long enough, or flushing.
-func (a *Accumulator) Ready(now time.Time, flush bool) []TP {
+// sent now: full, lingered long enough, or flushing — or, when eager is not
+// nil, any partition with a batch for which eager answers true (a partition
+// with nothing in flight, whose batch would gain nothing by waiting).
+func (a *Accumulator) Ready(now time.Time, flush bool, eager func(TP) bool) []TP {
 	var out []TP
 	for tp, q := range a.queues {
-		if a.ready(q, now, flush) {
+		if a.ready(q, now, flush) || len(q) > 0 && eager != nil && eager(tp) {
 			out = append(out, tp)
 		}
 	}

@@ -117,9 +117,22 @@ func TestLingerAndReadiness(t *testing.T) {
 		{7 * time.Millisecond, false, "[{t 0} {t 1}]"},
 		{1 * time.Millisecond, true, "[{t 0} {t 1}]"},
 	} {
-		if got := fmt.Sprint(a.Ready(t0.Add(tc.at), tc.flush)); got != tc.want {
+		if got := fmt.Sprint(a.Ready(t0.Add(tc.at), tc.flush, nil)); got != tc.want {
 			t.Errorf("Ready(+%v, flush=%v) = %s, want %s", tc.at, tc.flush, got, tc.want)
 		}
+	}
+	// A partition the caller calls eager (nothing in flight there) is ready
+	// at once; the others still linger.
+	idle := func(tp TP) bool { return tp == p1 }
+	if got := fmt.Sprint(a.Ready(t0.Add(2*time.Millisecond), false, idle)); got != "[{t 1}]" {
+		t.Errorf("Ready(+2ms, p1 eager) = %s, want [{t 1}]", got)
+	}
+	if got := fmt.Sprint(a.Ready(t0.Add(5*time.Millisecond), false, idle)); got != "[{t 0} {t 1}]" {
+		t.Errorf("Ready(+5ms, p1 eager) = %s, want both", got)
+	}
+	// Only partitions with a batch are listed, however eager.
+	if got := fmt.Sprint(a.Ready(t0, false, func(TP) bool { return true })); got != "[{t 0} {t 1}]" {
+		t.Errorf("Ready(all eager) = %s, want [{t 0} {t 1}]", got)
 	}
 	if at, ok := a.NextReady(t0); !ok || !at.Equal(t0.Add(5*time.Millisecond)) {
 		t.Errorf("NextReady = %v %v, want +5ms", at, ok)
@@ -132,7 +145,7 @@ func TestLingerAndReadiness(t *testing.T) {
 	for i := 2; i < 30; i++ {
 		a.Append(p0, rec(i, 100), t0, 0)
 	}
-	if got := fmt.Sprint(a.Ready(t0, false)); got != "[{t 0}]" {
+	if got := fmt.Sprint(a.Ready(t0, false, nil)); got != "[{t 0}]" {
 		t.Errorf("with a full batch: Ready = %s", got)
 	}
 	if !a.Fits(p0, &Record{Timestamp: t0.UnixMilli(), Value: []byte("x")}) {

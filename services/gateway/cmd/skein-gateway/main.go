@@ -61,6 +61,7 @@ func run(args []string) error {
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	batchSize := fs.Int("batch-size", gateway.DefaultBatchSize, "batch.size: bytes per partition batch sent to a storage node")
 	linger := fs.Duration("linger", gateway.DefaultLinger, "linger.ms: how long a partition batch waits to fill (negative: send at once)")
+	sendWhenIdle := fs.Bool("send-when-idle", gateway.DefaultSendWhenIdle, "send a partition's batch at once when none of its batches is in flight; linger applies only while one is (false: every batch lingers, as Kafka's linger.ms)")
 	compression := fs.String("compression", "none", "codec of the gateway's batches for topics whose compression.type is producer: none, gzip, snappy, lz4 or zstd")
 	maxRequestBytes := fs.Int64("max-request-bytes", gateway.DefaultMaxRequestBytes, "largest REST body and gRPC message accepted; a larger REST body is answered 413 RECORD_LIST_TOO_LARGE before it is read")
 	maxInflight := fs.Int64("max-inflight-produce-bytes", gateway.DefaultMaxInflightProduceBytes, "buffer.memory: produce request bytes held at once by all callers; beyond it, 429 / RESOURCE_EXHAUSTED THROTTLING_QUOTA_EXCEEDED")
@@ -139,7 +140,7 @@ func run(args []string) error {
 	}()
 	g, err := gateway.New(gateway.Config{
 		GRPCAddr: *grpcAddr, HTTPAddr: *httpAddr, Controllers: ctrls, NodeID: int32(*nodeID), Logger: log,
-		ProducerOptions: []client.ProducerOption{client.WithBatchSize(*batchSize), client.WithLinger(*linger), client.WithCompression(codec)},
+		ProducerOptions: []client.ProducerOption{client.WithBatchSize(*batchSize), client.WithLinger(*linger), client.WithSendWhenIdle(*sendWhenIdle), client.WithCompression(codec)},
 		MaxRequestBytes: *maxRequestBytes, MaxInflightProduceBytes: *maxInflight,
 		ConsoleDemos: *consoleDemos, DevClusterFile: *devClusterFile,
 		Auth: verifier, AuthRequired: *authRequired,

@@ -361,12 +361,10 @@ func (s *Producer) ProduceStream(stream skeinv1.ProducerService_ProduceStreamSer
 		results := make([]*skeinv1.ProduceResult, len(p.records))
 		var left sync.WaitGroup
 		left.Add(len(p.records))
-		for i, r := range p.records {
-			prod.Produce(ctx, r, func(res client.Result) {
-				results[i] = toResult(res)
-				left.Done()
-			})
-		}
+		prod.ProduceAll(ctx, p.records, func(i int, res client.Result) {
+			results[i] = toResult(res)
+			left.Done()
+		})
 		pending.Add(1)
 		go func(corr uint64) {
 			defer pending.Done()

@@ -29,12 +29,17 @@ import (
 
 // The gateway's batching defaults. It funnels many callers' records into
 // each partition's batches, so it batches larger than Kafka's 16 KiB
-// default: a partition has one batch in flight, and while it is out the
-// next one fills. 256 KiB stays well below a topic's default
-// max.message.bytes (1 MiB); linger only matters when the load is light.
+// default; 256 KiB stays well below a topic's default max.message.bytes (1
+// MiB). Its callers wait for their answers with a bounded number of
+// requests in flight, so a linger that every record waits out caps a
+// caller at its records in flight per linger: the gateway sends a
+// partition's batch at once when none of that partition's batches is out
+// (DefaultSendWhenIdle), and lingers only while one is, which is when a
+// batch has something to gain by waiting.
 const (
-	DefaultBatchSize = 256 << 10
-	DefaultLinger    = 5 * time.Millisecond
+	DefaultBatchSize    = 256 << 10
+	DefaultLinger       = 5 * time.Millisecond
+	DefaultSendWhenIdle = true
 )
 
 // DeliveryTimeout bounds how long a produce through the gateway waits for
@@ -154,7 +159,7 @@ func New(cfg Config) (*Gateway, error) {
 	g.grpc = grpc.NewServer(opts...)
 	// An HTTP caller should not wait Kafka's two minutes for a record.
 	popts := append([]client.ProducerOption{client.WithDeliveryTimeout(DeliveryTimeout),
-		client.WithBatchSize(DefaultBatchSize), client.WithLinger(DefaultLinger)}, cfg.ProducerOptions...)
+		client.WithBatchSize(DefaultBatchSize), client.WithLinger(DefaultLinger), client.WithSendWhenIdle(DefaultSendWhenIdle)}, cfg.ProducerOptions...)
 	g.inflight = budget.New(cfg.MaxInflightProduceBytes, cfg.Registry)
 	g.producer = api.NewProducer(g.client, g.log, popts...)
 	g.producer.SetBudget(g.inflight, fromLoopback)

@@ -615,7 +615,10 @@ func TestGracefulShutdownEndsStreams(t *testing.T) {
 	conn := dialGRPC(t, g.GRPCAddr())
 	sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer scancel()
-	tail, err := skeinv1.NewConsumerServiceClient(conn).Tail(sctx, &skeinv1.TailRequest{Topic: "s"})
+	// From offset 0: a tail from the high watermark may be positioned after
+	// the produce below is written.
+	from := int64(0)
+	tail, err := skeinv1.NewConsumerServiceClient(conn).Tail(sctx, &skeinv1.TailRequest{Topic: "s", Offset: &from})
 	if err != nil {
 		t.Fatal(err)
 	}
