@@ -512,12 +512,16 @@ func newDirect(ctx context.Context, controllers []string, topic string, acks, in
 		c.Close()
 		return nil, fmt.Errorf("no metadata from controllers %v: %w", controllers, err)
 	}
-	return &direct{c: c, p: c.NewProducer(client.WithAcks(acks), client.WithCompression(codec)), topic: topic, sem: make(chan struct{}, max(inFlight, 1))}, nil
+	// Batched as the gateway batches: a partition with nothing in flight
+	// sends at once, so the bounded sends in flight are not each held for
+	// linger.ms.
+	p := c.NewProducer(client.WithAcks(acks), client.WithCompression(codec), client.WithSendWhenIdle(true))
+	return &direct{c: c, p: p, topic: topic, sem: make(chan struct{}, max(inFlight, 1))}, nil
 }
 
 // send hands the records to the client's producer (which batches per
-// partition and pipelines one stream per broker); at most inFlight sends
-// are unanswered at a time.
+// partition and pipelines one stream per broker) in one ProduceAll; at
+// most inFlight sends are unanswered at a time.
 func (d *direct) send(ctx context.Context, partition int32, values [][]byte, done func(int, error)) {
 	select {
 	case d.sem <- struct{}{}:
@@ -528,29 +532,30 @@ func (d *direct) send(ctx context.Context, partition int32, values [][]byte, don
 	var mu sync.Mutex
 	left, failed := len(values), 0
 	var first error
-	for _, v := range values {
-		r := client.Record{Topic: d.topic, Value: v}
+	recs := make([]client.Record, len(values))
+	for i, v := range values {
+		recs[i] = client.Record{Topic: d.topic, Value: v}
 		if partition >= 0 {
 			p := partition
-			r.Partition = &p
+			recs[i].Partition = &p
 		}
-		d.p.Produce(ctx, r, func(res client.Result) {
-			mu.Lock()
-			left--
-			if res.Err != nil {
-				failed++
-				if first == nil {
-					first = res.Err
-				}
-			}
-			last := left == 0
-			mu.Unlock()
-			if last {
-				<-d.sem
-				done(failed, first)
-			}
-		})
 	}
+	d.p.ProduceAll(ctx, recs, func(_ int, res client.Result) {
+		mu.Lock()
+		left--
+		if res.Err != nil {
+			failed++
+			if first == nil {
+				first = res.Err
+			}
+		}
+		last := left == 0
+		mu.Unlock()
+		if last {
+			<-d.sem
+			done(failed, first)
+		}
+	})
 }
 
 func (d *direct) close() error {
