@@ -16,6 +16,7 @@ import (
 	"skein/libs/errs"
 	"skein/libs/rpcerr"
 	"skein/services/gateway/internal/budget"
+	"skein/services/gateway/internal/restjson"
 )
 
 // errorBody is the REST error document (docs/API.md).
@@ -61,14 +62,28 @@ func routingErrorHandler(_ context.Context, _ *runtime.ServeMux, _ runtime.Marsh
 	writeError(w, httpStatus, errorBody{Code: int32(code), ErrorCode: errs.InvalidRequest.Name, Message: msg})
 }
 
+// restMarshaler is protojson under the REST conventions, except for a
+// fetch's answer: restjson writes its records (thousands per answer) the
+// same way without reflection.
+type restMarshaler struct {
+	runtime.JSONPb
+}
+
+func (m *restMarshaler) Marshal(v any) ([]byte, error) {
+	if r, ok := v.(*skeinv1.FetchResponse); ok {
+		return restjson.AppendFetchResponse(nil, r), nil
+	}
+	return m.JSONPb.Marshal(v)
+}
+
 // newRESTMux maps the REST API onto the gRPC services reached through conn.
 // A body that rl cut short is answered as its limit says (413 or 429).
 func newRESTMux(ctx context.Context, conn *grpc.ClientConn, rl restLimits) (*runtime.ServeMux, error) {
 	mux := runtime.NewServeMux(
-		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.JSONPb{
+		runtime.WithMarshalerOption(runtime.MIMEWildcard, &restMarshaler{JSONPb: runtime.JSONPb{
 			MarshalOptions:   protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true},
 			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
-		}),
+		}}),
 		runtime.WithErrorHandler(func(ctx context.Context, mux *runtime.ServeMux, m runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
 			if l, hit := bodyLimitHit(r.Context()); hit {
 				rl.writeLimitHit(w, l)
