@@ -137,19 +137,28 @@ const hexDigits = "0123456789abcdef"
 // appendString appends s as a JSON string: quotes, backslashes and
 // control characters escaped as protojson escapes them. A valid UTF-8
 // string (a text field always is) is scanned eight bytes at a time and
-// copied in runs.
+// copied in runs; in one that is not, each bad byte becomes U+FFFD.
 func appendString(dst []byte, s string) []byte {
-	if !utf8.ValidString(s) {
-		return appendInvalidString(dst, s)
-	}
+	valid := utf8.ValidString(s)
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
-		if i+8 <= len(s) && !needsEscape8(load8(s, i)) {
+		if valid && i+8 <= len(s) && !needsEscape8(load8(s, i)) {
 			i += 8
 			continue
 		}
 		c := s[i]
+		if c >= utf8.RuneSelf && !valid {
+			if r, size := utf8.DecodeRuneInString(s[i:]); r != utf8.RuneError || size != 1 {
+				i += size
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, "\ufffd"...)
+			i++
+			start = i
+			continue
+		}
 		if c >= 0x20 && c != '"' && c != '\\' {
 			i++
 			continue
@@ -204,37 +213,4 @@ func appendEscape(dst []byte, c byte) []byte {
 		return append(dst, '\\', 't')
 	}
 	return append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-}
-
-// appendInvalidString writes a string that is not valid UTF-8 with each
-// bad byte as U+FFFD. The gateway's text fields hold valid UTF-8 only, so
-// this is a safety net, never the path of a fetch.
-func appendInvalidString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= utf8.RuneSelf {
-			r, size := utf8.DecodeRuneInString(s[i:])
-			if r != utf8.RuneError || size != 1 {
-				i += size
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, "\ufffd"...)
-			i++
-			start = i
-			continue
-		}
-		if c >= 0x20 && c != '"' && c != '\\' {
-			i++
-			continue
-		}
-		dst = append(dst, s[start:i]...)
-		dst = appendEscape(dst, c)
-		i++
-		start = i
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
 }
