@@ -85,6 +85,32 @@ func (a *Authorizer) AuthorizeCaller(ctx context.Context, c Caller, known bool, 
 	return err
 }
 
+// TopicRefusals decides op on each topic of a request for caller c: nil
+// when every one is allowed, else one entry per topic, the refusal of a
+// refused one and nil for an allowed one. A topic named several times (one
+// per partition) is decided once: one decision, one audit line.
+func (a *Authorizer) TopicRefusals(ctx context.Context, c Caller, known bool, method string, topics []string, op acl.Operation) []error {
+	if a == nil || !known || c.Service {
+		return nil
+	}
+	var out []error
+	decided := map[string]error{}
+	for i, t := range topics {
+		err, ok := decided[t]
+		if !ok {
+			err = a.AuthorizeCaller(ctx, c, known, method, acl.Topic, t, op)
+			decided[t] = err
+		}
+		if err != nil {
+			if out == nil {
+				out = make([]error, len(topics))
+			}
+			out[i] = err
+		}
+	}
+	return out
+}
+
 // Flags are a service's authorization flags.
 type Flags struct {
 	On         *bool

@@ -1,11 +1,13 @@
 package peerauth
 
 import (
+	"bytes"
 	"context"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"log/slog"
 	"net/url"
+	"strings"
 	"testing"
 
 	controllerv1 "skein/gen/skein/controller/v1"
@@ -157,6 +159,49 @@ func TestAuthorizer(t *testing.T) {
 	// Through the context, as handlers call it.
 	if err := a.Authorize(WithCaller(ctx, bob), "/test/Fetch", acl.Topic, "orders", acl.Read); errs.Of(err) != errs.TopicAuthorizationFailed {
 		t.Errorf("Authorize(bob) = %v", err)
+	}
+}
+
+// A request's topics, one per partition, are decided once each: the
+// refusals line up with the topics, and each refused topic logs one audit
+// line however many partitions name it.
+func TestTopicRefusals(t *testing.T) {
+	img := metadata.New("c")
+	grant := acl.Binding{Principal: "User:alice", Resource: acl.Topic, Name: "orders", Pattern: acl.Literal, Operation: acl.Write, Permission: acl.Allow}
+	if err := img.Apply(&controllerv1.MetadataDelta{Version: 1, Records: []*controllerv1.MetadataRecord{metadata.AclRecord(grant)}}); err != nil {
+		t.Fatal(err)
+	}
+	var audit bytes.Buffer
+	a := NewAuthorizer(func() *metadata.Image { return img }, nil, slog.New(slog.NewJSONHandler(&audit, nil)))
+	alice := CallerOf(Peer{Role: "client", ID: "a", Principal: "User:alice"}, "")
+	ctx := context.Background()
+	topics := []string{"orders", "payments", "orders", "payments", "payments"}
+	got := a.TopicRefusals(ctx, alice, true, "/test/Produce", topics, acl.Write)
+	if len(got) != len(topics) {
+		t.Fatalf("%d refusals for %d topics", len(got), len(topics))
+	}
+	for i, err := range got {
+		want := topics[i] == "payments"
+		if (err != nil) != want || err != nil && errs.Of(err) != errs.TopicAuthorizationFailed {
+			t.Errorf("topic %d (%s): %v, want refused=%v with TOPIC_AUTHORIZATION_FAILED", i, topics[i], err, want)
+		}
+	}
+	if n := strings.Count(audit.String(), "\n"); n != 1 {
+		t.Errorf("%d audit lines, want 1 (payments, decided once):\n%s", n, audit.String())
+	}
+	if got := a.TopicRefusals(ctx, alice, true, "/test/Produce", []string{"orders", "orders"}, acl.Write); got != nil {
+		t.Errorf("every topic allowed: %v, want nil", got)
+	}
+	svc := CallerOf(Peer{Role: RoleStorage, ID: "2", Principal: "User:storage-2"}, "")
+	var off *Authorizer
+	for name, refused := range map[string][]error{
+		"a service":            a.TopicRefusals(ctx, svc, true, "/test/Produce", topics, acl.Write),
+		"plaintext":            a.TopicRefusals(ctx, Caller{}, false, "/test/Produce", topics, acl.Write),
+		"authorization is off": off.TopicRefusals(ctx, alice, true, "/test/Produce", topics, acl.Write),
+	} {
+		if refused != nil {
+			t.Errorf("%s: %v, want nil", name, refused)
+		}
 	}
 }
 

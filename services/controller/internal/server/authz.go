@@ -86,16 +86,7 @@ func (s *Server) topicRefusals(ctx context.Context, method string, names []strin
 	if orCluster != 0 && s.auth.Allowed(c, known, acl.Cluster, acl.ClusterName, orCluster) {
 		return nil
 	}
-	var refused []error
-	for i, name := range names {
-		if err := s.auth.AuthorizeCaller(ctx, c, known, method, acl.Topic, name, op); err != nil {
-			if refused == nil {
-				refused = make([]error, len(names))
-			}
-			refused[i] = err
-		}
-	}
-	return refused
+	return s.auth.TopicRefusals(ctx, c, known, method, names, op)
 }
 
 // allowedOnly answers the items not refused.

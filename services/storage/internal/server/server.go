@@ -78,23 +78,7 @@ func (s *Server) refusals(ctx context.Context, named, method string, topics []st
 		return nil
 	}
 	c, known := peerauth.CallerFrom(ctx)
-	c = c.For(named)
-	var out []error
-	decided := map[string]error{} // once per topic: one decision, one audit line
-	for i, t := range topics {
-		err, ok := decided[t]
-		if !ok {
-			err = s.authz.AuthorizeCaller(ctx, c, known, method, acl.Topic, t, op)
-			decided[t] = err
-		}
-		if err != nil {
-			if out == nil {
-				out = make([]error, len(topics))
-			}
-			out[i] = err
-		}
-	}
-	return out
+	return s.authz.TopicRefusals(ctx, c.For(named), known, method, topics, op)
 }
 
 // The bounds a storage node puts on what its callers make it hold.
