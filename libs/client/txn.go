@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -88,7 +89,7 @@ func (t *Transactions) forget(id, addr string) {
 
 // call runs fn against the id's coordinator; fn answers the call's error,
 // including one carried in the answer.
-func (t *Transactions) call(ctx context.Context, id string, fn func(context.Context, txnv1.TransactionCoordinatorServiceClient) error) error {
+func (t *Transactions) call(ctx context.Context, id string, fn func(context.Context, txnv1.TransactionCoordinatorServiceClient) error, also ...*errs.Error) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, DefaultAPITimeout)
@@ -109,7 +110,7 @@ func (t *Transactions) call(ctx context.Context, id string, fn func(context.Cont
 			}
 		}
 		concurrent := errs.Of(err) == errs.ConcurrentTransactions
-		if err == nil || !(concurrent || coordinatorErr(err)) || ctx.Err() != nil {
+		if err == nil || !(concurrent || coordinatorErr(err) || slices.Contains(also, errs.Of(err))) || ctx.Err() != nil {
 			return err
 		}
 		t.c.log.DebugContext(ctx, "transaction coordinator call failed, retrying", "transactional_id", id, "err", err)
@@ -173,6 +174,10 @@ func (t *Transactions) AddPartitions(ctx context.Context, id string, pid int64, 
 		}
 		tp.Partitions = append(tp.Partitions, p.Partition)
 	}
+	// The caller found the partitions in its metadata: a coordinator that
+	// does not know one yet has not seen the topic's creation, so it is
+	// asked again (retriable, as Kafka's producer retries it) until ctx
+	// ends.
 	return t.call(ctx, id, func(ctx context.Context, cl txnv1.TransactionCoordinatorServiceClient) error {
 		resp, err := cl.AddPartitionsToTxn(ctx, &req)
 		if err != nil {
@@ -184,7 +189,7 @@ func (t *Transactions) AddPartitions(ctx context.Context, id string, pid int64, 
 			}
 		}
 		return nil
-	})
+	}, errs.UnknownTopicOrPartition)
 }
 
 // AddOffsets adds a group's offsets to the id's open transaction; the

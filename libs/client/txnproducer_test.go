@@ -371,3 +371,37 @@ func TestReadCommittedMemberWaitsForStableOffsets(t *testing.T) {
 		t.Errorf("after SeekToCommitted started at %d, want 4", off)
 	}
 }
+
+// A coordinator whose metadata has not caught up with a new topic answers
+// UNKNOWN_TOPIC_OR_PARTITION for a partition the producer already sees:
+// the add is asked again, and the records are written once.
+func TestAddPartitionsRetriesACoordinatorBehindOnMetadata(t *testing.T) {
+	cl, tc, _, c := txnSetup(t, 1)
+	p, err := c.NewTransactionalProducer(ctx(t), "tx-new-topic")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	tc.FailNext(errs.Errorf(errs.UnknownTopicOrPartition, "no partition out-0"), 2)
+	if _, err := p.Send(ctx(t), to(0, "v1", "v2")...); err != nil {
+		t.Fatalf("send after two UNKNOWN_TOPIC_OR_PARTITION answers: %v", err)
+	}
+	if err := p.Commit(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	adds := 0
+	for _, call := range tc.Calls() {
+		if call == "add" {
+			adds++
+		}
+	}
+	if adds != 3 {
+		t.Errorf("%d AddPartitionsToTxn calls, want 3 (two refused, one served)", adds)
+	}
+	if got := batchIDs(cl.Storage[1], "out", 0); len(got) != 1 {
+		t.Errorf("partition batches %v, want one", got)
+	}
+}
