@@ -63,7 +63,7 @@ func run(args []string) error {
 	linger := fs.Duration("linger", gateway.DefaultLinger, "linger.ms: how long a partition batch waits to fill (negative: send at once)")
 	sendWhenIdle := fs.Bool("send-when-idle", gateway.DefaultSendWhenIdle, "send a partition's batch at once when none of its batches is in flight; linger applies only while one is (false: every batch lingers, as Kafka's linger.ms)")
 	compression := fs.String("compression", "none", "codec of the gateway's batches for topics whose compression.type is producer: none, gzip, snappy, lz4 or zstd")
-	maxRequestBytes := fs.Int64("max-request-bytes", gateway.DefaultMaxRequestBytes, "largest REST body and gRPC message accepted; a larger REST body is answered 413 RECORD_LIST_TOO_LARGE before it is read")
+	maxRequestBytes := fs.Int64("max-request-bytes", gateway.DefaultMaxRequestBytes, "largest REST body and gRPC message accepted; a larger REST body is answered 413 RECORD_LIST_TOO_LARGE without being decoded")
 	maxInflight := fs.Int64("max-inflight-produce-bytes", gateway.DefaultMaxInflightProduceBytes, "buffer.memory: produce request bytes held at once by all callers; beyond it, 429 / RESOURCE_EXHAUSTED THROTTLING_QUOTA_EXCEEDED")
 	memoryLimit := fs.Int64("memory-limit", 0, "the Go runtime's soft memory limit in bytes (GOMEMLIMIT, which wins when set); 0: 6 × --max-inflight-produce-bytes, so a gateway under hostile load collects its garbage before its heap doubles")
 	consoleDemos := fs.Bool("console-demos", false, "let the console at /console/ kill, pause and resume the storage nodes --dev-cluster-file lists (a skein dev cluster; never in production)")

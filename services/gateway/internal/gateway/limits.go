@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
@@ -52,6 +53,33 @@ func MemoryLimit(configured, inflightBudget int64) int64 {
 // grpcSlack is what the gRPC message limit adds to --max-request-bytes.
 const grpcSlack = 4 << 10
 
+// A refused body is read and dropped before the answer is written, up to
+// maxDrainBytes and for at most drainTimeout. A server that answers and
+// closes while its client is still sending resets the connection (the
+// unread bytes make the close a reset), and the client's write fails with
+// a broken pipe before it reads the answer. Draining into io.Discard holds
+// no memory; a body beyond the bound (its Content-Length says so, or it
+// goes on past it) is left unread and the connection closed.
+const (
+	maxDrainBytes = 64 << 20
+	drainTimeout  = 5 * time.Second
+)
+
+// drainRefused reads and drops what is left of a refused body: n bytes
+// when known, else until it ends or maxDrainBytes.
+func drainRefused(w http.ResponseWriter, body io.Reader, n int64) {
+	if n == 0 || n > maxDrainBytes {
+		return
+	}
+	if n < 0 {
+		n = maxDrainBytes
+	}
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(drainTimeout))
+	_, _ = io.CopyN(io.Discard, body, n)
+	_ = rc.SetReadDeadline(time.Time{})
+}
+
 // errBodyTooLarge and errThrottled end a REST body's reading; the error
 // handler answers them as 413 and 429.
 var (
@@ -62,10 +90,11 @@ var (
 // limitedBody reads a REST body up to max bytes, charging a produce's bytes
 // to its hold as they arrive.
 type limitedBody struct {
-	r    io.ReadCloser
-	max  int64
-	n    int64
-	hold *budget.Hold // nil: not a produce
+	r             io.ReadCloser
+	max           int64
+	n             int64
+	contentLength int64        // -1: chunked
+	hold          *budget.Hold // nil: not a produce
 
 	err       error // errBodyTooLarge or errThrottled once hit; sticky
 	tooLarge  bool
@@ -123,22 +152,24 @@ func (rl restLimits) wrap(next http.Handler) http.Handler {
 			return
 		}
 		if r.ContentLength > rl.maxBody {
+			drainRefused(w, r.Body, r.ContentLength)
 			rl.writeTooLarge(w, r.ContentLength)
 			return
 		}
-		l := &limitedBody{r: r.Body, max: rl.maxBody}
+		l := &limitedBody{r: r.Body, max: rl.maxBody, contentLength: r.ContentLength}
 		if isProduceRoute(r) {
 			l.hold = rl.budget.Hold()
 			defer l.hold.Release()
 			if !l.hold.Grow(max(r.ContentLength, 0)) {
+				drainRefused(w, r.Body, r.ContentLength)
 				rl.writeThrottled(w, max(r.ContentLength, 0))
 				return
 			}
 		}
 		// A copy of the request carries the wrapped body: net/http keeps
-		// looking at the original one to see that a refused body was left
-		// unread, and then half-closes the connection and lingers so the
-		// client reads the answer instead of a reset.
+		// looking at the original one to see whether a body was left
+		// unread (one beyond the drain bound), and then half-closes the
+		// connection.
 		rr := r.WithContext(context.WithValue(r.Context(), limitedBodyKey{}, l))
 		rr.Body = l
 		next.ServeHTTP(w, rr)
@@ -147,6 +178,11 @@ func (rl restLimits) wrap(next http.Handler) http.Handler {
 
 // writeLimitHit answers a body cut short by its limit or by the budget.
 func (rl restLimits) writeLimitHit(w http.ResponseWriter, l *limitedBody) {
+	rest := int64(-1)
+	if cl := l.contentLength; cl >= 0 {
+		rest = cl - l.n
+	}
+	drainRefused(w, l.r, rest)
 	if l.tooLarge {
 		rl.writeTooLarge(w, -1)
 		return

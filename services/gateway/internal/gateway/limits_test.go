@@ -1,11 +1,14 @@
 package gateway
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -112,6 +115,63 @@ func TestRESTBodyLimitIs413(t *testing.T) {
 	}
 	if code, out := e.do("POST", "/v1/topics/tiny/records", string(produceBody(2000))); code != http.StatusBadRequest || out["error_code"] != "MESSAGE_TOO_LARGE" {
 		t.Errorf("a record above max.message.bytes within the body limit: %d %v", code, out)
+	}
+}
+
+// A refused body that a client is still sending — above the limit, or
+// beyond the budget — is read to its end before the answer, so the client
+// finishes its write and reads the 413 or 429 instead of a reset. The body
+// goes slowly (its second part after a pause longer than net/http's
+// lingering close): answered and closed unread, the second write or the
+// read fails.
+func TestRefusedBodyIsDrainedBeforeTheAnswer(t *testing.T) {
+	const limit = 64 << 10
+	e := startWith(t, func(c *Config) { c.MaxRequestBytes = limit; c.MaxInflightProduceBytes = 16 << 10 })
+	e.waitReady()
+	e.mustDo("POST", "/v1/topics", `{"name": "t", "replication_factor": 1}`)
+	send := func(body []byte, part int) net.Conn {
+		t.Helper()
+		conn, err := net.Dial("tcp", strings.TrimPrefix(e.base, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		head := "POST /v1/topics/t/records HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n"
+		if _, err := conn.Write(append([]byte(head), body[:part]...)); err != nil {
+			t.Fatal(err)
+		}
+		return conn
+	}
+	// A produce that has not finished sending holds the whole budget.
+	holder := send(produceBody(16<<10), 1<<10)
+	defer holder.Close()
+	time.Sleep(200 * time.Millisecond)
+	for _, tc := range []struct {
+		name      string
+		size      int
+		status    int
+		errorCode string
+	}{
+		{"above --max-request-bytes", 4 << 20, http.StatusRequestEntityTooLarge, "RECORD_LIST_TOO_LARGE"},
+		{"above the in-flight budget", 32 << 10, http.StatusTooManyRequests, "THROTTLING_QUOTA_EXCEEDED"},
+	} {
+		body := produceBody(tc.size)
+		conn := send(body, 1<<10)
+		time.Sleep(800 * time.Millisecond)
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := conn.Write(body[1<<10:]); err != nil {
+			t.Fatalf("%s: the rest of the body: %v (the gateway closed without reading it)", tc.name, err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("%s: no answer: %v", tc.name, err)
+		}
+		var out map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		resp.Body.Close()
+		conn.Close()
+		if resp.StatusCode != tc.status || out["error_code"] != tc.errorCode {
+			t.Errorf("%s: %d %v, want %d %s", tc.name, resp.StatusCode, out, tc.status, tc.errorCode)
+		}
 	}
 }
 
