@@ -51,12 +51,9 @@ type Config struct {
 }
 
 // probeBytes is what the directory must take, written and fsynced, before
-// failed logs are opened again: room for more than the node itself frees
-// when its logs fail (a leader's appends that never reached the ISR are
-// cut when it steps down, up to five batches per partition), so space the
-// node freed does not pass for a disk with room, which would unfence it
-// only to fail again at its next appends.
-const probeBytes = 8 << 20
+// failed logs are opened again: a little room, so a disk that frees a few
+// bytes does not make the node fail again at its next append.
+const probeBytes = 1 << 20
 
 // Manager hosts this node's replicas.
 type Manager struct {
