@@ -219,13 +219,13 @@ func (m *Manager) checkLogDir(now time.Time) {
 		return
 	}
 	if !m.dirFailed.Swap(true) {
-		m.log.Error("log directory failed: the node leaves every ISR and leads nothing until it is writable again", "dir", m.cfg.DataDir)
+		m.log.Error("log directory failed: the node leaves every ISR and leads nothing until it is writable again", "dir", m.logDir())
 	}
 	if now.Before(m.nextProbe) {
 		return
 	}
 	m.nextProbe = now.Add(m.cfg.ProbeEvery)
-	if err := probeWritable(m.cfg.DataDir); err != nil {
+	if err := probeWritable(m.logDir()); err != nil {
 		m.log.Debug("log directory still not writable", "err", err)
 		return
 	}
@@ -253,11 +253,11 @@ func (m *Manager) checkLogDir(now time.Time) {
 	}
 	m.mu.RUnlock()
 	if stillFailed {
-		m.log.Warn("log directory writable, but logs still fail to open", "dir", m.cfg.DataDir)
+		m.log.Warn("log directory writable, but logs still fail to open", "dir", m.logDir())
 		return
 	}
 	m.dirFailed.Store(false)
-	m.log.Info("log directory writable again: failed logs recovered from disk", "dir", m.cfg.DataDir, "reopened", reopened)
+	m.log.Info("log directory writable again: failed logs recovered from disk", "dir", m.logDir(), "reopened", reopened)
 }
 
 func (m *Manager) hostedList() []*hosted {
@@ -269,6 +269,10 @@ func (m *Manager) hostedList() []*hosted {
 	}
 	return list
 }
+
+// logDir holds the partitions' logs: what a full disk fails, and what the
+// probe must find writable again (it may be a volume of its own).
+func (m *Manager) logDir() string { return filepath.Join(m.cfg.DataDir, "logs") }
 
 // probeWritable writes probeBytes to a file in dir, fsyncs and removes it.
 func probeWritable(dir string) error {
@@ -342,7 +346,7 @@ func dirName(tp partition.TP, topicID string) string {
 
 func (m *Manager) openLocked(tp partition.TP, topicID string, lcfg plog.Config, pcfg partition.Config) (*hosted, error) {
 	key := dirName(tp, topicID)
-	dir := filepath.Join(m.cfg.DataDir, "logs", key)
+	dir := filepath.Join(m.logDir(), key)
 	var ck checkpoint.Offsets
 	// A checkpoint speaks for this directory only if the directory exists: a
 	// topic deleted and created again while the node was down has the same
