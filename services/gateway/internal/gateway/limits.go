@@ -178,6 +178,9 @@ func (rl restLimits) wrap(next http.Handler) http.Handler {
 
 // writeLimitHit answers a body cut short by its limit or by the budget.
 func (rl restLimits) writeLimitHit(w http.ResponseWriter, l *limitedBody) {
+	// Nothing of the body is kept: its charge goes back to the budget
+	// before the drain, which may take seconds.
+	l.hold.Release()
 	rest := int64(-1)
 	if cl := l.contentLength; cl >= 0 {
 		rest = cl - l.n
