@@ -7,12 +7,14 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 
+	"skein/libs/compactor"
 	"skein/libs/errs"
 )
 
 // Badger is the on-disk Store.
 type Badger struct {
-	db *badger.DB
+	db        *badger.DB
+	compactor *compactor.Compactor
 }
 
 var _ Store = (*Badger)(nil)
@@ -21,7 +23,7 @@ var _ Store = (*Badger)(nil)
 // write is synced. The sizes are small on purpose: checkpoints are a few
 // bytes per partition plus snapshots, not a data store.
 func OpenBadger(dir string) (*Badger, error) {
-	opts := badger.DefaultOptions(dir).
+	opts := compactor.Options(badger.DefaultOptions(dir)).
 		WithLogger(nil).
 		WithSyncWrites(true).
 		WithNumVersionsToKeep(1).
@@ -33,13 +35,12 @@ func OpenBadger(dir string) (*Badger, error) {
 		WithBaseTableSize(1 << 20).
 		WithValueLogFileSize(16 << 20).
 		WithBlockCacheSize(4 << 20).
-		WithNumCompactors(2).
 		WithMetricsEnabled(false)
 	db, err := badger.Open(opts)
 	if err != nil {
 		return nil, storageErr("opening checkpoints in "+dir, err)
 	}
-	return &Badger{db: db}, nil
+	return &Badger{db: db, compactor: compactor.Start(db, 0, nil)}, nil
 }
 
 func storageErr(what string, err error) error {
@@ -180,6 +181,7 @@ func (b *Badger) Keys(prefix string) ([]string, error) {
 
 // Close flushes and closes the database.
 func (b *Badger) Close() error {
+	b.compactor.Stop()
 	if err := b.db.Close(); err != nil {
 		return storageErr("closing checkpoints", err)
 	}

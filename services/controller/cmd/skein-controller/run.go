@@ -47,6 +47,7 @@ type config struct {
 	coordinatorGrace          time.Duration
 	raftHeartbeat, raftElect  time.Duration
 	raftLease                 time.Duration
+	raftCommit                time.Duration
 	snapshotThreshold         int
 	snapshotInterval          time.Duration
 	gossipProbe, gossipProbeT time.Duration
@@ -81,6 +82,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	hb := f.dur("raft-heartbeat-timeout", "SKEIN_RAFT_HEARTBEAT_TIMEOUT", 500*time.Millisecond, "Raft heartbeat timeout")
 	el := f.dur("raft-election-timeout", "SKEIN_RAFT_ELECTION_TIMEOUT", 500*time.Millisecond, "Raft election timeout")
 	lease := f.dur("raft-leader-lease-timeout", "SKEIN_RAFT_LEADER_LEASE_TIMEOUT", 250*time.Millisecond, "Raft leader lease timeout")
+	commit := f.dur("raft-commit-timeout", "SKEIN_RAFT_COMMIT_TIMEOUT", 50*time.Millisecond, "longest the Raft leader waits, with nothing new to send, before telling followers the commit index")
 	snapN := f.integer("raft-snapshot-threshold", "SKEIN_RAFT_SNAPSHOT_THRESHOLD", 8192, "log entries between snapshots")
 	snapEvery := f.dur("raft-snapshot-interval", "SKEIN_RAFT_SNAPSHOT_INTERVAL", 2*time.Minute, "how often the snapshot threshold is checked")
 	probe := f.dur("gossip-probe-interval", "SKEIN_GOSSIP_PROBE_INTERVAL", membership.FastTimings().ProbeInterval, "gossip failure-detector probe interval")
@@ -102,7 +104,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		gossipAddr: *gossipAddr, gossipAdv: *gossipAdv, gossipSeeds: *gossipSeeds, peers: *peers,
 		dataDir: *dataDir, clusterID: *clusterID, sessionTimeout: *session, imbalanceInterval: *imbalance,
 		offsetsPartitions: *offsets, txnPartitions: *txn, internalMinBrokers: *minBrokers, coordinatorGrace: *grace,
-		raftHeartbeat: *hb, raftElect: *el, raftLease: *lease, snapshotThreshold: *snapN, snapshotInterval: *snapEvery,
+		raftHeartbeat: *hb, raftElect: *el, raftLease: *lease, raftCommit: *commit, snapshotThreshold: *snapN, snapshotInterval: *snapEvery,
 		gossipProbe: *probe, gossipProbeT: *probeT, gossipSuspicion: *susp, watchBuffer: *watchBuf,
 		shutdownTimeout: *shutdown, logLevel: *logLevel, tls: tlsFiles(), gossipKeyFile: *gossipKey, auth: auth,
 	}
@@ -192,7 +194,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 
 	node, err := quorum.Open(quorum.Config{
 		NodeID: int32(c.nodeID), RaftBindAddr: c.raftAddr, DataDir: c.dataDir, Peers: peers,
-		HeartbeatTimeout: c.raftHeartbeat, ElectionTimeout: c.raftElect, LeaderLeaseTimeout: c.raftLease,
+		HeartbeatTimeout: c.raftHeartbeat, ElectionTimeout: c.raftElect, LeaderLeaseTimeout: c.raftLease, CommitTimeout: c.raftCommit,
 		SnapshotThreshold: uint64(c.snapshotThreshold), SnapshotInterval: c.snapshotInterval,
 		WatchBuffer: c.watchBuffer, Logger: logger, TLSServer: raftServerTLS, TLSClient: raftClientTLS,
 	})

@@ -19,6 +19,9 @@ import (
 // Node is what the loop needs of the Raft node.
 type Node interface {
 	IsLeader() bool
+	// LeaderCh signals leadership gained (true) or lost (false); a slow
+	// reader sees the latest change.
+	LeaderCh() <-chan bool
 	Barrier(timeout time.Duration) error
 	Read(fn func(img *metadata.Image))
 	Propose(ctx context.Context, cmd *controllerv1.Command) (fsm.Result, error)
@@ -27,8 +30,12 @@ type Node interface {
 // Config configures Loop.
 type Config struct {
 	Settings
-	// Tick: how often sessions are checked (default 100 ms).
+	// Tick: how often sessions are checked while leading (default 100 ms).
 	Tick time.Duration
+	// FollowerTick: how often a controller that is not the leader looks
+	// again (default 1 s). Leadership changes wake the loop at once; this
+	// only bounds how long a missed one goes unnoticed.
+	FollowerTick time.Duration
 	// LeaderImbalanceCheckInterval: how often preferred replicas get their
 	// leadership back (default 10 s).
 	LeaderImbalanceCheckInterval time.Duration
@@ -53,6 +60,9 @@ type Loop struct {
 func New(cfg Config, node Node) *Loop {
 	if cfg.Tick <= 0 {
 		cfg.Tick = 100 * time.Millisecond
+	}
+	if cfg.FollowerTick <= 0 {
+		cfg.FollowerTick = time.Second
 	}
 	if cfg.LeaderImbalanceCheckInterval <= 0 {
 		cfg.LeaderImbalanceCheckInterval = 10 * time.Second
@@ -124,10 +134,20 @@ func (l *Loop) MayUnfence(id int32, epoch int64, incarnation string) bool {
 // Run feeds gossip events to the tracker and, while leader, proposes what
 // it plans, until ctx ends. events may be nil (no gossip).
 func (l *Loop) Run(ctx context.Context, events <-chan membership.Event) {
-	tick := time.NewTicker(l.cfg.Tick)
+	// A follower has nothing to check: it ticks slowly, so that an idle
+	// cluster's controllers are not woken ten times a second for nothing.
+	interval := l.cfg.FollowerTick
+	tick := time.NewTicker(interval)
 	defer tick.Stop()
+	setTick := func(d time.Duration) {
+		if d != interval {
+			interval = d
+			tick.Reset(d)
+		}
+	}
 	rebalance := time.NewTicker(l.cfg.LeaderImbalanceCheckInterval)
 	defer rebalance.Stop()
+	leaderCh := l.node.LeaderCh()
 	leading := false
 	for {
 		elect := false
@@ -144,14 +164,17 @@ func (l *Loop) Run(ctx context.Context, events <-chan membership.Event) {
 			l.t.Gossip(ev)
 			l.mu.Unlock()
 			// Act on a death now rather than at the next tick.
+		case <-leaderCh:
 		case <-tick.C:
 		case <-rebalance.C:
 			elect = true
 		}
 		if !l.node.IsLeader() {
 			leading = false
+			setTick(l.cfg.FollowerTick)
 			continue
 		}
+		setTick(l.cfg.Tick)
 		if !leading {
 			if err := l.node.Barrier(5 * time.Second); err != nil {
 				l.log.Warn("new leader could not catch up", "err", err)

@@ -40,6 +40,10 @@ type Config struct {
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
+	// CommitTimeout: how long the leader goes without sending a follower
+	// an append when nothing new is written; a follower learns of a
+	// commit at the next append (zero: hashicorp/raft's 50 ms).
+	CommitTimeout time.Duration
 	// SnapshotThreshold: entries since the last snapshot before a new one
 	// (default 8192); SnapshotInterval: how often to check (default 2 min).
 	SnapshotThreshold uint64
@@ -117,6 +121,9 @@ func Open(cfg Config) (*Node, error) {
 	}
 	if cfg.LeaderLeaseTimeout > 0 {
 		rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
+	}
+	if cfg.CommitTimeout > 0 {
+		rc.CommitTimeout = cfg.CommitTimeout
 	}
 	if rc.LeaderLeaseTimeout > rc.HeartbeatTimeout {
 		rc.LeaderLeaseTimeout = rc.HeartbeatTimeout
@@ -216,6 +223,11 @@ func (n *Node) Peers() []Peer { return n.cfg.Peers }
 
 // IsLeader reports whether this node is the Raft leader now.
 func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
+
+// LeaderCh signals leadership gained (true) or lost (false); only the
+// latest change waits for a slow reader. It has one reader: the liveness
+// loop.
+func (n *Node) LeaderCh() <-chan bool { return n.raft.LeaderCh() }
 
 // InContact reports whether this node's metadata is current: it leads (a
 // leader cut off from the quorum steps down within its lease), or it heard

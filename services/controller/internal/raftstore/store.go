@@ -9,6 +9,8 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/hashicorp/raft"
+
+	"skein/libs/compactor"
 )
 
 const (
@@ -24,7 +26,8 @@ var errNotFound = errors.New("not found")
 
 // Store is a raft.LogStore and raft.StableStore over badger.
 type Store struct {
-	db *badger.DB
+	db        *badger.DB
+	compactor *compactor.Compactor
 }
 
 var (
@@ -37,7 +40,7 @@ func Open(dir string, logger *slog.Logger) (*Store, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	opts := badger.DefaultOptions(dir).
+	opts := compactor.Options(badger.DefaultOptions(dir)).
 		WithSyncWrites(true).
 		WithLogger(badgerLogger{logger.With("component", "badger")}).
 		// A controller's log is small: keep memory and files small too.
@@ -45,17 +48,19 @@ func Open(dir string, logger *slog.Logger) (*Store, error) {
 		WithValueLogFileSize(64 << 20).
 		WithNumMemtables(2).
 		WithBlockCacheSize(8 << 20).
-		WithIndexCacheSize(4 << 20).
-		WithNumCompactors(2)
+		WithIndexCacheSize(4 << 20)
 	db, err := badger.Open(opts)
 	if err != nil {
 		return nil, fmt.Errorf("raftstore: open %s: %w", dir, err)
 	}
-	return &Store{db: db}, nil
+	return &Store{db: db, compactor: compactor.Start(db, 0, logger.With("component", "badger"))}, nil
 }
 
 // Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error {
+	s.compactor.Stop()
+	return s.db.Close()
+}
 
 func logKey(index uint64) []byte {
 	k := make([]byte, 9)
