@@ -41,8 +41,10 @@ type Config struct {
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
 	// CommitTimeout: how long the leader goes without sending a follower
-	// an append when nothing new is written; a follower learns of a
-	// commit at the next append (zero: hashicorp/raft's 50 ms).
+	// an append when nothing new is written (zero: hashicorp/raft's 50 ms).
+	// A follower learns of a commit at the next append; Propose sends one
+	// at once, so this bounds only how late the followers hear of other
+	// commits (a new leader's first entry, for instance).
 	CommitTimeout time.Duration
 	// SnapshotThreshold: entries since the last snapshot before a new one
 	// (default 8192); SnapshotInterval: how often to check (default 2 min).
@@ -65,6 +67,11 @@ type Node struct {
 	trans  *raft.NetworkTransport
 	byID   map[int32]Peer
 	closed sync.Once
+	// announce asks announceCommits to tell the followers of a commit now
+	// (capacity 1: a burst of proposals makes one announcement).
+	announce  chan struct{}
+	stop      chan struct{}
+	announced chan struct{} // closed when announceCommits returns
 	// startIndex is the last log index on disk when the node opened: until
 	// it is applied, the image lags what this node already acknowledged.
 	startIndex uint64
@@ -194,7 +201,28 @@ func Open(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("quorum: %w", err)
 	}
 	n.raft = r
+	n.announce, n.stop, n.announced = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
+	go n.announceCommits()
 	return n, nil
+}
+
+// announceCommits appends an empty entry (a Raft barrier) after proposals
+// commit. Sending it carries the leader's commit index, so the followers
+// apply a proposal, and its watchers see it, one round trip after the
+// leader did rather than at the next commit timeout; the timeout can then
+// be long, and an idle quorum quiet.
+func (n *Node) announceCommits() {
+	defer close(n.announced)
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-n.announce:
+		}
+		if n.IsLeader() {
+			_ = n.raft.Barrier(time.Second).Error() // leadership lost or shut down: nothing to tell
+		}
+	}
 }
 
 func (n *Node) closeStores() {
@@ -209,7 +237,9 @@ func (n *Node) closeStores() {
 func (n *Node) Close() error {
 	var err error
 	n.closed.Do(func() {
+		close(n.stop)
 		err = n.raft.Shutdown().Error()
+		<-n.announced
 		n.closeStores()
 	})
 	return err
@@ -346,6 +376,10 @@ func (n *Node) Propose(ctx context.Context, cmd *controllerv1.Command) (fsm.Resu
 			return fsm.Result{}, errs.Errorf(errs.RequestTimedOut, "%v", err)
 		}
 		return fsm.Result{}, errs.Errorf(errs.UnknownServerError, "raft: %v", err)
+	}
+	select {
+	case n.announce <- struct{}{}:
+	default: // one is pending already
 	}
 	res, ok := f.Response().(applyResult)
 	if !ok {

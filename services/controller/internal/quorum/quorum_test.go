@@ -45,10 +45,15 @@ func testPeers(t *testing.T, n int) []Peer {
 
 func openNode(t *testing.T, id int32, peers []Peer, dir string) *Node {
 	t.Helper()
+	return openNodeCommit(t, id, peers, dir, 0)
+}
+
+func openNodeCommit(t *testing.T, id int32, peers []Peer, dir string, commit time.Duration) *Node {
+	t.Helper()
 	n, err := Open(Config{
 		NodeID: id, Peers: peers, DataDir: filepath.Join(dir, fmt.Sprint(id)),
 		HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond, LeaderLeaseTimeout: 150 * time.Millisecond,
-		WatchBuffer: 4, Logger: quiet,
+		CommitTimeout: commit, WatchBuffer: 4, Logger: quiet,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -129,6 +134,32 @@ func waitTopics(t *testing.T, nodes []*Node, names ...string) {
 				t.Fatalf("node %d lacks topic %s", n.ID(), missing)
 			}
 			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// With a commit timeout of an hour, the followers still apply a proposal
+// at once: Propose tells them of the commit rather than leaving it to the
+// next timeout.
+func TestFollowersLearnOfAProposalsCommitAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	peers := testPeers(t, 3)
+	var nodes []*Node
+	for _, p := range peers {
+		n := openNodeCommit(t, p.ID, peers, dir, time.Hour)
+		defer n.Close()
+		nodes = append(nodes, n)
+	}
+	leader := waitLeader(t, nodes...)
+	propose(t, leader, registerCmd(1), nodes...)
+	propose(t, leader, registerCmd(2), nodes...)
+	for i := range 3 {
+		name := fmt.Sprintf("announced-%d", i)
+		propose(t, leader, createCmd(name), nodes...)
+		start := time.Now()
+		waitTopics(t, nodes, name) // fails after 10 s
+		if took := time.Since(start); took > 5*time.Second {
+			t.Fatalf("the followers applied %s after %v", name, took)
 		}
 	}
 }
