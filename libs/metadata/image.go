@@ -389,3 +389,9 @@ const (
 	WatchHeartbeat = time.Second
 	WatchSilence   = 3 * WatchHeartbeat
 )
+
+// ControllerLeaderHeader is the gRPC response header in which a follower
+// controller that passed a call on to the Raft leader names the leader's
+// gRPC address, so that a caller sending calls often (a storage node's
+// heartbeats) can send the next ones there directly.
+const ControllerLeaderHeader = "skein-controller-leader"

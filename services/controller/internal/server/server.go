@@ -159,6 +159,11 @@ func onLeader[Req, Resp any](s *Server, ctx context.Context, req Req, remote rem
 			return zero, rpcerr.ToGRPC(errs.Errorf(errs.NetworkException, "dialing leader %d: %v", leader.ID, err))
 		}
 		resp, err := remote(c, s.forwardContext(ctx), req)
+		if err == nil {
+			// Named only once the leader answered; outside a gRPC call (a
+			// test calling the method) there is no header to set.
+			_ = grpc.SetHeader(ctx, metadata.Pairs(md.ControllerLeaderHeader, leader.GRPCAddr))
+		}
 		if err != nil && errs.Of(rpcerr.FromStatus(err)) == errs.NotController && retry() {
 			continue
 		}

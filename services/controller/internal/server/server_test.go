@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	grpcmd "google.golang.org/grpc/metadata"
 
 	controllerv1 "skein/gen/skein/controller/v1"
 	controllerv1grpc "skein/gen/skein/controller/v1/controllerv1grpc"
@@ -123,7 +125,8 @@ func TestForwardingAndFailover(t *testing.T) {
 	c := newCluster(t, 3, false, time.Minute)
 	follower := c.follower()
 	fc := c.client(follower)
-	for id := int32(1); id <= 3; id++ {
+	b1 := c.startBroker(fc, 1, time.Second)
+	for id := int32(2); id <= 3; id++ {
 		c.startBroker(fc, id, time.Second)
 	}
 	if r := createTopic(t, fc, "orders", 3, 3); !createdOrExisted(r) || r.GetTopicId() == "" {
@@ -131,6 +134,23 @@ func TestForwardingAndFailover(t *testing.T) {
 	}
 	// Reads are served from the follower's own image: poll until it has the bootstrap.
 	leader := c.leader()
+	// A forwarded call names the leader in a response header, so that a
+	// broker can send its next heartbeats there; the leader names nobody.
+	var fwd, direct grpcmd.MD
+	for _, hb := range []struct {
+		cl  controllerv1grpc.ControllerServiceClient
+		hdr *grpcmd.MD
+	}{{fc, &fwd}, {c.client(leader), &direct}} {
+		if _, err := hb.cl.BrokerHeartbeat(ctxT(t), &controllerv1.BrokerHeartbeatRequest{BrokerId: 1, BrokerEpoch: b1.epoch}, grpc.Header(hb.hdr)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := fwd.Get(metadata.ControllerLeaderHeader), c.peers[leader.id-1].GRPCAddr; len(got) != 1 || got[0] != want {
+		t.Fatalf("a follower's forwarded heartbeat names the leader as %q, want %q", got, want)
+	}
+	if got := direct.Get(metadata.ControllerLeaderHeader); len(got) != 0 {
+		t.Fatalf("the leader named a leader: %q", got)
+	}
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		desc, err := fc.DescribeCluster(ctxT(t), &controllerv1.DescribeClusterRequest{})
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	grpcmd "google.golang.org/grpc/metadata"
 
 	controllerv1 "skein/gen/skein/controller/v1"
 	controllerv1grpc "skein/gen/skein/controller/v1/controllerv1grpc"
@@ -82,13 +83,18 @@ func (l *Link) BrokerEpoch() int64 { return l.epoch.Load() }
 
 // call runs fn against the controllers in turn until one answers with
 // something other than a transport failure or NOT_CONTROLLER.
-func (l *Link) call(ctx context.Context, fn func(controllerv1grpc.ControllerServiceClient) error) error {
+// call tries fn on each controller in turn, starting with the one that
+// answered last. A follower controller passes a broker's call on to the
+// Raft leader and names it in a response header: the next call goes to the
+// leader directly when it is one of the configured addresses.
+func (l *Link) call(ctx context.Context, fn func(c controllerv1grpc.ControllerServiceClient, opts ...grpc.CallOption) error) error {
 	var last error
 	for i := 0; i < len(l.conns); i++ {
 		idx := (int(l.next.Load()) + i) % len(l.conns)
-		err := rpcerr.FromStatus(fn(controllerv1grpc.NewControllerServiceClient(l.conns[idx])))
+		var hdr grpcmd.MD
+		err := rpcerr.FromStatus(fn(controllerv1grpc.NewControllerServiceClient(l.conns[idx]), grpc.Header(&hdr)))
 		if err == nil || !errs.IsRetriable(err) {
-			l.next.Store(int64(idx))
+			l.next.Store(int64(l.leaderIndex(hdr, idx)))
 			return err
 		}
 		last = err
@@ -97,6 +103,21 @@ func (l *Link) call(ctx context.Context, fn func(controllerv1grpc.ControllerServ
 		}
 	}
 	return last
+}
+
+// leaderIndex is the index of the controller hdr names as the leader, or
+// idx when it names none of the configured ones.
+func (l *Link) leaderIndex(hdr grpcmd.MD, idx int) int {
+	v := hdr.Get(metadata.ControllerLeaderHeader)
+	if len(v) != 1 {
+		return idx
+	}
+	for i, addr := range l.cfg.Controllers {
+		if addr == v[0] {
+			return i
+		}
+	}
+	return idx
 }
 
 // Register registers the broker, retrying until ctx ends. A refusal (the
@@ -109,13 +130,13 @@ func (l *Link) Register(ctx context.Context) error {
 	var lastLog time.Time
 	for {
 		var resp *controllerv1.RegisterBrokerResponse
-		err := l.call(ctx, func(c controllerv1grpc.ControllerServiceClient) error {
+		err := l.call(ctx, func(c controllerv1grpc.ControllerServiceClient, opts ...grpc.CallOption) error {
 			rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 			defer cancel()
 			var err error
 			resp, err = c.RegisterBroker(rctx, &controllerv1.RegisterBrokerRequest{
 				BrokerId: l.cfg.BrokerID, GrpcAddr: l.cfg.GRPCAddr, HttpAddr: l.cfg.HTTPAddr, Rack: l.cfg.Rack, IncarnationId: l.incarnation,
-			})
+			}, opts...)
 			return err
 		})
 		if err == nil {
@@ -160,11 +181,11 @@ func (l *Link) Heartbeat(ctx context.Context, unreachable func() []*controllerv1
 		if logDirFailed != nil {
 			req.LogDirFailed = logDirFailed()
 		}
-		err := l.call(ctx, func(c controllerv1grpc.ControllerServiceClient) error {
+		err := l.call(ctx, func(c controllerv1grpc.ControllerServiceClient, opts ...grpc.CallOption) error {
 			hctx, cancel := context.WithTimeout(ctx, l.cfg.HeartbeatInterval*2)
 			defer cancel()
 			var err error
-			resp, err = c.BrokerHeartbeat(hctx, req)
+			resp, err = c.BrokerHeartbeat(hctx, req, opts...)
 			return err
 		})
 		switch {
@@ -209,9 +230,9 @@ func (l *Link) AlterPartition(ctx context.Context, changes []partition.ISRChange
 			Topic: c.Topic, Partition: c.Partition, LeaderEpoch: c.LeaderEpoch, PartitionEpoch: c.PartitionEpoch, NewIsr: c.ISR})
 	}
 	var resp *controllerv1.AlterPartitionResponse
-	err := l.call(ctx, func(c controllerv1grpc.ControllerServiceClient) error {
+	err := l.call(ctx, func(c controllerv1grpc.ControllerServiceClient, opts ...grpc.CallOption) error {
 		var err error
-		resp, err = c.AlterPartition(ctx, req)
+		resp, err = c.AlterPartition(ctx, req, opts...)
 		return err
 	})
 	if err != nil {
@@ -249,8 +270,8 @@ func StateOf(p *controllerv1.PartitionRecord) partition.State {
 // ControlledShutdown asks the controller to move leadership away, waiting up
 // to ctx for it to finish.
 func (l *Link) ControlledShutdown(ctx context.Context) (remaining int32, err error) {
-	err = l.call(ctx, func(c controllerv1grpc.ControllerServiceClient) error {
-		resp, err := c.ControlledShutdown(ctx, &controllerv1.ControlledShutdownRequest{BrokerId: l.cfg.BrokerID, BrokerEpoch: l.epoch.Load()})
+	err = l.call(ctx, func(c controllerv1grpc.ControllerServiceClient, opts ...grpc.CallOption) error {
+		resp, err := c.ControlledShutdown(ctx, &controllerv1.ControlledShutdownRequest{BrokerId: l.cfg.BrokerID, BrokerEpoch: l.epoch.Load()}, opts...)
 		remaining = resp.GetRemainingLeaderships()
 		return err
 	})

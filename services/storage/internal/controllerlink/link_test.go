@@ -1,0 +1,87 @@
+package controllerlink
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"sync/atomic"
+	"testing"
+
+	"google.golang.org/grpc"
+	grpcmd "google.golang.org/grpc/metadata"
+
+	controllerv1 "skein/gen/skein/controller/v1"
+	controllerv1grpc "skein/gen/skein/controller/v1/controllerv1grpc"
+	"skein/libs/metadata"
+)
+
+// fakeController counts heartbeats; a follower names leaderAddr in the
+// header a real follower sets when it passes a call on.
+type fakeController struct {
+	controllerv1grpc.UnimplementedControllerServiceServer
+	leaderAddr string
+	heartbeats atomic.Int64
+}
+
+func (f *fakeController) BrokerHeartbeat(ctx context.Context, _ *controllerv1.BrokerHeartbeatRequest) (*controllerv1.BrokerHeartbeatResponse, error) {
+	f.heartbeats.Add(1)
+	if f.leaderAddr != "" {
+		if err := grpc.SetHeader(ctx, grpcmd.Pairs(metadata.ControllerLeaderHeader, f.leaderAddr)); err != nil {
+			return nil, err
+		}
+	}
+	return &controllerv1.BrokerHeartbeatResponse{}, nil
+}
+
+func serve(t *testing.T, f *fakeController) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer()
+	controllerv1grpc.RegisterControllerServiceServer(s, f)
+	go func() { _ = s.Serve(lis) }()
+	t.Cleanup(s.Stop)
+	return lis.Addr().String()
+}
+
+func heartbeat(t *testing.T, l *Link) {
+	t.Helper()
+	err := l.call(context.Background(), func(c controllerv1grpc.ControllerServiceClient, opts ...grpc.CallOption) error {
+		_, err := c.BrokerHeartbeat(context.Background(), &controllerv1.BrokerHeartbeatRequest{BrokerId: 1}, opts...)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A broker whose first controller is a follower sends its later heartbeats
+// straight to the leader the follower named; a name it was not configured
+// with changes nothing.
+func TestCallsMoveToTheLeaderAFollowerNames(t *testing.T) {
+	leader := &fakeController{}
+	leaderAddr := serve(t, leader)
+	follower := &fakeController{leaderAddr: leaderAddr}
+	stranger := &fakeController{leaderAddr: "127.0.0.1:1"}
+	l, err := New(Config{BrokerID: 1, Controllers: []string{serve(t, follower), leaderAddr, serve(t, stranger)}}, slog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for range 3 {
+		heartbeat(t, l)
+	}
+	if f, ld := follower.heartbeats.Load(), leader.heartbeats.Load(); f != 1 || ld != 2 {
+		t.Fatalf("heartbeats: follower %d, leader %d; want 1 and 2", f, ld)
+	}
+
+	l.next.Store(2) // as if the others had failed
+	for range 2 {
+		heartbeat(t, l)
+	}
+	if s := stranger.heartbeats.Load(); s != 2 {
+		t.Fatalf("a controller naming an unknown leader got %d heartbeats, want 2 (it stays the one to call)", s)
+	}
+}
