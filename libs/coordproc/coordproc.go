@@ -21,7 +21,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"os"
 	"os/signal"
 	"syscall"
@@ -280,8 +279,7 @@ func serveHTTP(addr string, reg *prometheus.Registry, ready func() (bool, string
 	})
 	// Profiles for operators chasing a hot path (the HTTP port binds to
 	// loopback by default).
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	telemetry.Profiling(mux)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {

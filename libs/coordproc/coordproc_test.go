@@ -2,9 +2,14 @@ package coordproc
 
 import (
 	"flag"
+	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"skein/libs/grpcopt"
 	"skein/libs/membership"
@@ -83,6 +88,33 @@ func TestAuthorizerWithTLS(t *testing.T) {
 		a, err := c.authorizer(image, log)
 		if err != nil || (a != nil) != tc.on {
 			t.Errorf("%v: authorizer %v, %v; want on=%v", tc.args, a, err, tc.on)
+		}
+	}
+}
+
+// The operations port serves every Go profile, the execution trace
+// included.
+func TestOperationsPortServesProfiles(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	lis.Close()
+	srv, err := serveHTTP(addr, prometheus.NewRegistry(), func() (bool, string) { return true, "" }, make(chan error, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	for _, path := range []string{"/debug/pprof/trace?seconds=0.1", "/debug/pprof/profile?seconds=1", "/debug/pprof/goroutine", "/debug/pprof/cmdline"} {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || len(body) == 0 || strings.Contains(string(body), "Unknown profile") {
+			t.Fatalf("GET %s: %d %q", path, resp.StatusCode, body[:min(len(body), 80)])
 		}
 	}
 }
