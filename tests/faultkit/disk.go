@@ -12,12 +12,16 @@ import (
 )
 
 // MountTmpfs puts dir on a tmpfs of the given size ("64m") with the
-// contents it had. The process using dir must be down while it moves. It
-// answers how to unmount it (lazily: a process may still hold files
-// there). Mounting needs root.
+// contents it had; a dir not made yet (a storage node makes its log
+// directory with its first partition) is made empty first. The process
+// using dir must be down while it moves. It answers how to unmount it
+// (lazily: a process may still hold files there). Mounting needs root.
 func MountTmpfs(dir, size string) (unmount func() error, err error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("mounting a tmpfs needs root")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
 	}
 	saved := dir + ".before-tmpfs"
 	if err := os.Rename(dir, saved); err != nil {

@@ -1,0 +1,45 @@
+package faultkit
+
+import (
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+)
+
+const tmpfsMagic = 0x01021994
+
+// A directory a process has not made yet is put on a tmpfs all the same;
+// one with files keeps them.
+func TestMountTmpfs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	base := t.TempDir()
+	full := filepath.Join(base, "full")
+	if err := os.MkdirAll(full, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(full, "segment"), []byte("records"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{filepath.Join(base, "not-made-yet"), full} {
+		unmount, err := MountTmpfs(dir, "1m")
+		if unmount != nil {
+			defer unmount()
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", dir, err)
+		}
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(dir, &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Type != tmpfsMagic {
+			t.Fatalf("%s is on file system type %#x, not a tmpfs", dir, st.Type)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(full, "segment")); err != nil || string(b) != "records" {
+		t.Fatalf("the moved file reads %q, %v", b, err)
+	}
+}
