@@ -209,8 +209,7 @@ func Open(cfg Config) (*Node, error) {
 // announceCommits appends an empty entry (a Raft barrier) after proposals
 // commit. Sending it carries the leader's commit index, so the followers
 // apply a proposal, and its watchers see it, one round trip after the
-// leader did rather than at the next commit timeout; the timeout can then
-// be long, and an idle quorum quiet.
+// leader did rather than at the next commit timeout.
 func (n *Node) announceCommits() {
 	defer close(n.announced)
 	for {
