@@ -320,13 +320,14 @@ func TestBadInputOverGRPC(t *testing.T) {
 			t.Errorf("%s: %v, want %s", name, err, tc.want)
 		}
 	}
-	// Producer ids: blocks never overlap.
+	// Producer ids: blocks never overlap (the liveness loop may take ids
+	// for the internal topics' coordinators between the two calls).
 	a, err := cl.AllocateProducerIds(ctxT(t), &controllerv1.AllocateProducerIdsRequest{Count: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
 	b, err := cl.AllocateProducerIds(ctxT(t), &controllerv1.AllocateProducerIdsRequest{})
-	if err != nil || b.GetFirstProducerId() != a.GetFirstProducerId()+10 || b.GetCount() != 1000 {
+	if err != nil || b.GetFirstProducerId() < a.GetFirstProducerId()+10 || b.GetCount() != 1000 {
 		t.Errorf("producer id blocks %v then %v (%v)", a, b, err)
 	}
 	// Still serving.
