@@ -3,6 +3,7 @@ package faultkit
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -12,10 +13,21 @@ const tmpfsMagic = 0x01021994
 // A directory a process has not made yet is put on a tmpfs all the same;
 // one with files keeps them.
 func TestMountTmpfs(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs needs root")
-	}
 	base := t.TempDir()
+	if os.Geteuid() != 0 {
+		// Without root it refuses, and leaves the directory where it was.
+		dir := filepath.Join(base, "logs")
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := MountTmpfs(dir, "1m"); err == nil || !strings.Contains(err.Error(), "needs root") {
+			t.Fatalf("MountTmpfs without root: %v, want a refusal naming root", err)
+		}
+		if _, err := os.Stat(dir); err != nil {
+			t.Fatalf("the refused directory moved: %v", err)
+		}
+		return
+	}
 	full := filepath.Join(base, "full")
 	if err := os.MkdirAll(full, 0o755); err != nil {
 		t.Fatal(err)

@@ -81,10 +81,9 @@ func (l *Link) Incarnation() string { return l.incarnation }
 // BrokerEpoch is the epoch of the current registration (0 before one).
 func (l *Link) BrokerEpoch() int64 { return l.epoch.Load() }
 
-// call runs fn against the controllers in turn until one answers with
-// something other than a transport failure or NOT_CONTROLLER.
-// call tries fn on each controller in turn, starting with the one that
-// answered last. A follower controller passes a broker's call on to the
+// call runs fn against the controllers in turn, starting with the one that
+// answered last, until one answers with something other than a transport
+// failure or NOT_CONTROLLER. A follower controller passes a broker's call on to the
 // Raft leader and names it in a response header: the next call goes to the
 // leader directly when it is one of the configured addresses.
 func (l *Link) call(ctx context.Context, fn func(c controllerv1grpc.ControllerServiceClient, opts ...grpc.CallOption) error) error {
