@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -56,6 +57,10 @@ type Config struct {
 	// TLS, when set, puts the Raft transport on mutual TLS with these
 	// server and client configurations.
 	TLSServer, TLSClient *tls.Config
+
+	// beforeApply, when set (tests), runs before each command reaches the
+	// state machine.
+	beforeApply func(index uint64)
 }
 
 // Node is one controller's Raft member and metadata state.
@@ -75,6 +80,12 @@ type Node struct {
 	// startIndex is the last log index on disk when the node opened: until
 	// it is applied, the image lags what this node already acknowledged.
 	startIndex uint64
+	snaps      raft.SnapshotStore
+	// fsmIndex is the index of the last entry the state machine has taken
+	// (a command, applied or refused, or a snapshot). Raft's AppliedIndex
+	// counts entries handed to the state machine's goroutine, which may
+	// not have run them yet.
+	fsmIndex atomic.Uint64
 
 	mu      sync.Mutex // guards machine, hub and frozen
 	machine *fsm.Machine
@@ -156,6 +167,7 @@ func Open(cfg Config) (*Node, error) {
 		store.Close()
 		return nil, err
 	}
+	n.snaps = snaps
 	advertise, err := net.ResolveTCPAddr("tcp", self.RaftAddr)
 	if err != nil {
 		store.Close()
@@ -295,14 +307,35 @@ func (n *Node) CaughtUp() bool {
 		return false
 	}
 	applied := n.raft.AppliedIndex()
-	return applied >= n.raft.CommitIndex() && applied >= n.startIndex
+	return applied >= n.raft.CommitIndex() && applied >= n.startIndex && n.drained(applied)
 }
 
 // Settled is CaughtUp without the start-index condition: the entries past
 // it may have been truncated by a new leader and never come back.
 func (n *Node) Settled() bool {
 	_, ok := n.Leader()
-	return ok && n.raft.AppliedIndex() >= n.raft.CommitIndex()
+	applied := n.raft.AppliedIndex()
+	return ok && applied >= n.raft.CommitIndex() && n.drained(applied)
+}
+
+// drained reports whether the state machine has run every command up to
+// applied. Raft marks entries applied once they are queued for the state
+// machine; right after a restart thousands may be queued while the image
+// still shows the first few. Entries after the last command the machine
+// took that are not commands (a new leader's no-op, barriers,
+// configuration changes) never reach it, so they are looked up in the log.
+func (n *Node) drained(applied uint64) bool {
+	taken := n.fsmIndex.Load()
+	for i := applied; i > taken; i-- {
+		var l raft.Log
+		if err := n.store.GetLog(i, &l); err != nil {
+			return true // compacted: it is in the snapshot the machine restored
+		}
+		if l.Type == raft.LogCommand {
+			return false
+		}
+	}
+	return true
 }
 
 // State is the Raft state: Follower, Candidate, Leader or Shutdown.
@@ -401,8 +434,12 @@ func (f *raftFSM) Apply(l *raft.Log) any {
 		return applyResult{err: errs.Errorf(errs.InvalidRequest, "entry %d is not a command: %v", l.Index, err)}
 	}
 	n := (*Node)(f)
+	if n.cfg.beforeApply != nil {
+		n.cfg.beforeApply(l.Index)
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	defer n.fsmIndex.Store(l.Index)
 	res, err := n.machine.Apply(l.Index, &cmd)
 	if len(res.Records) > 0 {
 		n.hub.publish(&controllerv1.MetadataDelta{Version: l.Index, Records: res.Records})
@@ -444,6 +481,11 @@ func (f *raftFSM) Restore(rc io.ReadCloser) error {
 	defer n.mu.Unlock()
 	n.machine = m
 	n.hub.reset(img.GetVersion())
+	// Raft restores the newest snapshot in the store: at startup, and when
+	// the leader installs one, which is written to the store first.
+	if metas, err := n.snaps.List(); err == nil && len(metas) > 0 {
+		n.fsmIndex.Store(max(n.fsmIndex.Load(), metas[0].Index))
+	}
 	return nil
 }
 

@@ -325,3 +325,81 @@ func TestImageIsAFrozenCopy(t *testing.T) {
 		t.Errorf("after a change: same copy %v, %d ACLs, version %d after %d", second == first, len(second.Acls()), second.Version(), first.Version())
 	}
 }
+
+// After a restart Raft counts entries as applied once they are queued for
+// the state machine, before it runs them: a node must not call itself
+// caught up (and serve its image to watchers) until the machine has run
+// them.
+func TestCaughtUpWaitsForTheStateMachine(t *testing.T) {
+	dir := t.TempDir()
+	peers := testPeers(t, 3)
+	nodes := []*Node{openNode(t, 1, peers, dir), openNode(t, 2, peers, dir), openNode(t, 3, peers, dir)}
+	leader := waitLeader(t, nodes...)
+	propose(t, leader, &controllerv1.Command{Command: &controllerv1.Command_Bootstrap{Bootstrap: &controllerv1.BootstrapCommand{ClusterId: "c"}}}, nodes...)
+	for id := int32(1); id <= 3; id++ {
+		propose(t, leader, registerCmd(id), nodes...)
+	}
+	names := []string{"t1", "t2", "t3", "t4"}
+	for _, name := range names {
+		propose(t, leader, createCmd(name), nodes...)
+	}
+	waitTopics(t, nodes, names...)
+	for _, n := range nodes {
+		n.Close()
+	}
+
+	release := make(chan struct{})
+	slow, err := Open(Config{
+		NodeID: 3, Peers: peers, DataDir: filepath.Join(dir, "3"),
+		HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond, LeaderLeaseTimeout: 150 * time.Millisecond,
+		WatchBuffer: 4, Logger: quiet,
+		beforeApply: func(uint64) { <-release },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes = []*Node{openNode(t, 1, peers, dir), openNode(t, 2, peers, dir), slow}
+	defer func() {
+		for _, n := range nodes {
+			n.Close()
+		}
+	}()
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+		}
+	}()
+	waitLeader(t, nodes...)
+	deadline := time.Now().Add(10 * time.Second)
+	for slow.AppliedIndex() < slow.startIndex || slow.AppliedIndex() < slow.CommitIndex() {
+		if time.Now().After(deadline) {
+			t.Fatalf("node 3 never queued its log: applied %d, start %d", slow.AppliedIndex(), slow.startIndex)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var version metadata.Version
+	slow.Read(func(img *metadata.Image) { version = img.Version() })
+	if slow.CaughtUp() || slow.Settled() {
+		t.Fatalf("node 3 says it is caught up with its state machine held (image version %d, raft applied %d)", version, slow.AppliedIndex())
+	}
+	close(release)
+	released = true
+	for !slow.CaughtUp() {
+		if time.Now().After(deadline) {
+			t.Fatal("node 3 never caught up after its state machine was released")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	missing := ""
+	slow.Read(func(img *metadata.Image) {
+		for _, name := range names {
+			if img.PartitionCount(name) != 3 {
+				missing = name
+			}
+		}
+	})
+	if missing != "" {
+		t.Fatalf("node 3 is caught up without topic %s", missing)
+	}
+}
