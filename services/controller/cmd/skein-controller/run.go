@@ -82,7 +82,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	hb := f.dur("raft-heartbeat-timeout", "SKEIN_RAFT_HEARTBEAT_TIMEOUT", 500*time.Millisecond, "Raft heartbeat timeout")
 	el := f.dur("raft-election-timeout", "SKEIN_RAFT_ELECTION_TIMEOUT", 500*time.Millisecond, "Raft election timeout")
 	lease := f.dur("raft-leader-lease-timeout", "SKEIN_RAFT_LEADER_LEASE_TIMEOUT", 250*time.Millisecond, "Raft leader lease timeout")
-	commit := f.dur("raft-commit-timeout", "SKEIN_RAFT_COMMIT_TIMEOUT", 50*time.Millisecond, "longest the Raft leader waits, with nothing new to send, before telling followers the commit index (a proposal's commit is sent at once)")
+	commit := f.dur("raft-commit-timeout", "SKEIN_RAFT_COMMIT_TIMEOUT", time.Second, "longest the Raft leader waits, with nothing new to send, before telling followers the commit index (a proposal's commit is sent at once)")
 	snapN := f.integer("raft-snapshot-threshold", "SKEIN_RAFT_SNAPSHOT_THRESHOLD", 8192, "log entries between snapshots")
 	snapEvery := f.dur("raft-snapshot-interval", "SKEIN_RAFT_SNAPSHOT_INTERVAL", 2*time.Minute, "how often the snapshot threshold is checked")
 	probe := f.dur("gossip-probe-interval", "SKEIN_GOSSIP_PROBE_INTERVAL", membership.FastTimings().ProbeInterval, "gossip failure-detector probe interval")

@@ -80,6 +80,7 @@ type Node struct {
 	// startIndex is the last log index on disk when the node opened: until
 	// it is applied, the image lags what this node already acknowledged.
 	startIndex uint64
+	logs       raft.LogStore // store, behind a cache of recent entries
 	snaps      raft.SnapshotStore
 	// fsmIndex is the index of the last entry the state machine has taken
 	// (a command, applied or refused, or a snapshot). Raft's AppliedIndex
@@ -207,7 +208,14 @@ func Open(cfg Config) (*Node, error) {
 			return nil, fmt.Errorf("quorum: bootstrap: %w", err)
 		}
 	}
-	r, err := raft.NewRaft(rc, (*raftFSM)(n), store, store, snaps, trans)
+	// Recent entries are served from memory: the leader reads the entry
+	// before each append it sends, and a follower reads back what it just
+	// stored to apply it.
+	if n.logs, err = raft.NewLogCache(512, store); err != nil {
+		n.closeStores()
+		return nil, err
+	}
+	r, err := raft.NewRaft(rc, (*raftFSM)(n), n.logs, store, snaps, trans)
 	if err != nil {
 		n.closeStores()
 		return nil, fmt.Errorf("quorum: %w", err)
@@ -328,7 +336,7 @@ func (n *Node) drained(applied uint64) bool {
 	taken := n.fsmIndex.Load()
 	for i := applied; i > taken; i-- {
 		var l raft.Log
-		if err := n.store.GetLog(i, &l); err != nil {
+		if err := n.logs.GetLog(i, &l); err != nil {
 			return true // compacted: it is in the snapshot the machine restored
 		}
 		if l.Type == raft.LogCommand {
