@@ -35,7 +35,7 @@ func RegisterMetrics(reg prometheus.Registerer, node *quorum.Node) {
 			return 0
 		}),
 		gauge("raft_commit_index", "The Raft commit index.", func() float64 { return float64(node.CommitIndex()) }),
-		gauge("raft_applied_index", "The last Raft index applied to the metadata state machine.", func() float64 { return float64(node.AppliedIndex()) }),
+		gauge("raft_applied_index", "The last Raft index handed to the metadata state machine (it may not have run it yet).", func() float64 { return float64(node.AppliedIndex()) }),
 		gauge("metadata_version", "The metadata version: the Raft index of the last change.", fromImage(func(img *metadata.Image) int { return int(img.Version()) })),
 		gauge("brokers_alive", "Registered brokers that are not fenced.", fromImage(func(img *metadata.Image) int { return len(img.LiveBrokers()) })),
 		gauge("brokers_fenced", "Registered brokers that are fenced.", fromImage(func(img *metadata.Image) int { return len(img.Brokers()) - len(img.LiveBrokers()) })),
