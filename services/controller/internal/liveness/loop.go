@@ -187,9 +187,20 @@ func (l *Loop) Run(ctx context.Context, events <-chan membership.Event) {
 			l.log.Info("leading: broker sessions start now")
 		}
 		var cmds []*controllerv1.Command
+		// The broker epoch each leader moved away from had when the move
+		// was planned: by the time the move is committed the broker may
+		// have registered again, and its new incarnation is not held off.
+		moveFrom := map[int32]int64{}
 		l.node.Read(func(img *metadata.Image) {
 			l.mu.Lock()
 			cmds = l.t.Plan(img, time.Now())
+			for _, c := range cmds {
+				if m := c.GetMoveLeader(); m != nil {
+					if b, ok := img.Broker(metadata.BrokerID(m.GetLeader())); ok {
+						moveFrom[m.GetLeader()] = b.GetBrokerEpoch()
+					}
+				}
+			}
 			var preferred []*controllerv1.TopicPartitions
 			if elect {
 				preferred = l.t.PreferredElections(img, time.Now())
@@ -201,12 +212,14 @@ func (l *Loop) Run(ctx context.Context, events <-chan membership.Event) {
 			}
 		})
 		for _, cmd := range cmds {
-			l.propose(ctx, cmd)
+			l.propose(ctx, cmd, moveFrom)
 		}
 	}
 }
 
-func (l *Loop) propose(ctx context.Context, cmd *controllerv1.Command) {
+// propose commits cmd; moveFrom holds, for a MoveLeader, the broker epoch
+// of the leader it moves from as of planning.
+func (l *Loop) propose(ctx context.Context, cmd *controllerv1.Command, moveFrom map[int32]int64) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	_, err := l.node.Propose(ctx, cmd)
@@ -218,14 +231,8 @@ func (l *Loop) propose(ctx context.Context, cmd *controllerv1.Command) {
 		}
 		if m := cmd.GetMoveLeader(); m != nil {
 			l.moves.WithLabelValues(strconv.Itoa(int(m.GetLeader()))).Inc()
-			var epoch int64
-			l.node.Read(func(img *metadata.Image) {
-				if b, ok := img.Broker(metadata.BrokerID(m.GetLeader())); ok {
-					epoch = b.GetBrokerEpoch()
-				}
-			})
 			l.mu.Lock()
-			l.t.Moved(m.GetLeader(), epoch, time.Now())
+			l.t.Moved(m.GetLeader(), moveFrom[m.GetLeader()], time.Now())
 			l.mu.Unlock()
 		}
 	case errs.Of(err) == errs.StaleBrokerEpoch:

@@ -2,6 +2,7 @@ package liveness
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,6 +21,8 @@ type fakeNode struct {
 
 	mu       sync.Mutex
 	proposed []*controllerv1.Command
+	// afterPropose, when set, runs after each proposal is applied, under mu.
+	afterPropose func(cmd *controllerv1.Command)
 }
 
 func (n *fakeNode) IsLeader() bool                { return n.leader.Load() }
@@ -32,6 +35,9 @@ func (n *fakeNode) Propose(_ context.Context, cmd *controllerv1.Command) (fsm.Re
 	defer n.mu.Unlock()
 	n.proposed = append(n.proposed, cmd)
 	n.c.apply(cmd)
+	if n.afterPropose != nil {
+		n.afterPropose(cmd)
+	}
 	return fsm.Result{}, nil
 }
 
@@ -63,5 +69,85 @@ func TestLoopWakesOnLeadershipAndChecksSessionsWhileLeading(t *testing.T) {
 	}
 	if f := node.fenced(); len(f) != 1 || f[0] != 1 {
 		t.Fatalf("fenced %v, want broker 1 once", f)
+	}
+}
+
+// A leader its followers could not reach loses its leaderships and is held
+// off its preferred ones for a while, at the broker epoch it had when the
+// move was planned. When it registers again right after the move is
+// committed, before the loop looks at the metadata again, the new
+// incarnation is not held off: it gets its preferred leadership back at
+// the next check.
+func TestMoveHoldsOffOnlyTheIncarnationMovedFrom(t *testing.T) {
+	c := newCluster(t, 1, 2, 3)
+	c.apply(&controllerv1.Command{Command: &controllerv1.Command_CreateTopics{CreateTopics: &controllerv1.CreateTopicsRequest{
+		Topics: []*controllerv1.CreatableTopic{{Name: "t", Partitions: 1, ReplicationFactor: 3}}}}})
+	if p, _ := c.img().Partition("t", 0); p.GetLeader() != 1 {
+		t.Fatalf("leader %d, want 1", p.GetLeader())
+	}
+	node := &fakeNode{c: c, leaderCh: make(chan bool, 1)}
+	node.afterPropose = func(cmd *controllerv1.Command) {
+		if cmd.GetMoveLeader() != nil {
+			c.apply(&controllerv1.Command{Command: &controllerv1.Command_RegisterBroker{RegisterBroker: &controllerv1.RegisterBrokerRequest{
+				BrokerId: 1, GrpcAddr: "b", IncarnationId: "inc-2"}}})
+		}
+	}
+	s := settings
+	s.SessionTimeout = time.Hour
+	l := New(Config{Settings: s, Tick: 10 * time.Millisecond, FollowerTick: time.Hour, LeaderImbalanceCheckInterval: 20 * time.Millisecond}, node)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); l.Run(ctx, nil) }()
+	defer func() { cancel(); <-done }()
+	node.leader.Store(true)
+	node.leaderCh <- true
+	time.Sleep(100 * time.Millisecond) // reports before leadership are forgotten
+
+	proposedOf := func(pick func(*controllerv1.Command) bool) int {
+		node.mu.Lock()
+		defer node.mu.Unlock()
+		n := 0
+		for _, cmd := range node.proposed {
+			if pick(cmd) {
+				n++
+			}
+		}
+		return n
+	}
+	node.Read(func(img *metadata.Image) {
+		for _, id := range []int32{2, 3} {
+			b, _ := img.Broker(metadata.BrokerID(id))
+			l.Heartbeat(id, b.GetBrokerEpoch())
+			l.UnreachableLeaders(id, b.GetBrokerEpoch(), []*controllerv1.UnreachableLeader{{Topic: "t", Partition: 0, Leader: 1, LeaderEpoch: 0, SilentMs: 1500}})
+		}
+	})
+	deadline := time.Now().Add(5 * time.Second)
+	for proposedOf(func(c *controllerv1.Command) bool { return c.GetMoveLeader() != nil }) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("leadership was never moved from the unreachable leader")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The new incarnation catches up and is back in the ISR.
+	node.mu.Lock()
+	p, _ := c.img().Partition("t", 0)
+	if p.GetLeader() == 1 || slices.Contains(p.GetIsr(), 1) {
+		node.mu.Unlock()
+		t.Fatalf("after the move: %v", p)
+	}
+	lb, _ := c.img().Broker(metadata.BrokerID(p.GetLeader()))
+	c.apply(&controllerv1.Command{Command: &controllerv1.Command_AlterPartition{AlterPartition: &controllerv1.AlterPartitionRequest{BrokerId: p.GetLeader(), BrokerEpoch: lb.GetBrokerEpoch(),
+		Partitions: []*controllerv1.PartitionIsrChange{{Topic: "t", Partition: 0, LeaderEpoch: p.GetLeaderEpoch(), PartitionEpoch: p.GetPartitionEpoch(), NewIsr: append(slices.Clone(p.GetIsr()), 1)}}}}})
+	node.mu.Unlock()
+	for proposedOf(func(c *controllerv1.Command) bool { return c.GetElectLeaders() != nil }) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the re-registered broker was held off its preferred leadership by the move from its previous incarnation")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	node.mu.Lock()
+	defer node.mu.Unlock()
+	if p, _ := c.img().Partition("t", 0); p.GetLeader() != 1 {
+		t.Fatalf("after the preferred election: %v", p)
 	}
 }
