@@ -437,17 +437,19 @@ type applyResult struct {
 type raftFSM Node
 
 func (f *raftFSM) Apply(l *raft.Log) any {
+	n := (*Node)(f)
+	// Recorded last, after the state lock is released: whoever sees the
+	// index sees the image with the entry in it.
+	defer n.fsmIndex.Store(l.Index)
 	var cmd controllerv1.Command
 	if err := proto.Unmarshal(l.Data, &cmd); err != nil {
 		return applyResult{err: errs.Errorf(errs.InvalidRequest, "entry %d is not a command: %v", l.Index, err)}
 	}
-	n := (*Node)(f)
 	if n.cfg.beforeApply != nil {
 		n.cfg.beforeApply(l.Index)
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	defer n.fsmIndex.Store(l.Index)
 	res, err := n.machine.Apply(l.Index, &cmd)
 	if len(res.Records) > 0 {
 		n.hub.publish(&controllerv1.MetadataDelta{Version: l.Index, Records: res.Records})

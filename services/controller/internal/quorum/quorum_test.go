@@ -403,3 +403,34 @@ func TestCaughtUpWaitsForTheStateMachine(t *testing.T) {
 		t.Fatalf("node 3 is caught up without topic %s", missing)
 	}
 }
+
+// An entry the state machine cannot read is refused, and still counts as
+// taken: a node whose last entry is one is caught up all the same.
+func TestCaughtUpPastAnEntryThatIsNotACommand(t *testing.T) {
+	dir := t.TempDir()
+	peers := testPeers(t, 3)
+	nodes := []*Node{openNode(t, 1, peers, dir), openNode(t, 2, peers, dir), openNode(t, 3, peers, dir)}
+	defer func() {
+		for _, n := range nodes {
+			n.Close()
+		}
+	}()
+	leader := waitLeader(t, nodes...)
+	propose(t, leader, &controllerv1.Command{Command: &controllerv1.Command_Bootstrap{Bootstrap: &controllerv1.BootstrapCommand{ClusterId: "c"}}}, nodes...)
+	f := leader.raft.Apply([]byte{0xff, 0xff, 0xff}, 5*time.Second)
+	if err := f.Error(); err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := f.Response().(applyResult); !ok || errs.Of(r.err) != errs.InvalidRequest {
+		t.Fatalf("a garbage entry answered %v", f.Response())
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, n := range nodes {
+		for !n.CaughtUp() || n.AppliedIndex() < f.Index() {
+			if time.Now().After(deadline) {
+				t.Fatalf("node %d is not caught up past the garbage entry %d (applied %d)", n.ID(), f.Index(), n.AppliedIndex())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
