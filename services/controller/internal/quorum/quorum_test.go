@@ -61,6 +61,21 @@ func openNodeCommit(t *testing.T, id int32, peers []Peer, dir string, commit tim
 	return n
 }
 
+// startThree opens a three-node quorum in dir (closed when the test ends)
+// and commits the bootstrap on its leader.
+func startThree(t *testing.T, peers []Peer, dir string) ([]*Node, *Node) {
+	t.Helper()
+	nodes := []*Node{openNode(t, 1, peers, dir), openNode(t, 2, peers, dir), openNode(t, 3, peers, dir)}
+	t.Cleanup(func() {
+		for _, n := range nodes {
+			n.Close()
+		}
+	})
+	leader := waitLeader(t, nodes...)
+	propose(t, leader, &controllerv1.Command{Command: &controllerv1.Command_Bootstrap{Bootstrap: &controllerv1.BootstrapCommand{ClusterId: "c"}}}, nodes...)
+	return nodes, leader
+}
+
 func waitLeader(t *testing.T, nodes ...*Node) *Node {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -170,14 +185,12 @@ func TestFollowersLearnOfAProposalsCommitAtOnce(t *testing.T) {
 func TestThreeControllersFailoverAndRestart(t *testing.T) {
 	dir := t.TempDir()
 	peers := testPeers(t, 3)
-	nodes := []*Node{openNode(t, 1, peers, dir), openNode(t, 2, peers, dir), openNode(t, 3, peers, dir)}
+	nodes, leader := startThree(t, peers, dir)
 	defer func() {
 		for _, n := range nodes {
 			n.Close()
 		}
 	}()
-	leader := waitLeader(t, nodes...)
-	propose(t, leader, &controllerv1.Command{Command: &controllerv1.Command_Bootstrap{Bootstrap: &controllerv1.BootstrapCommand{ClusterId: "c"}}}, nodes...)
 	for id := int32(1); id <= 3; id++ {
 		propose(t, leader, registerCmd(id), nodes...)
 	}
@@ -333,9 +346,7 @@ func TestImageIsAFrozenCopy(t *testing.T) {
 func TestCaughtUpWaitsForTheStateMachine(t *testing.T) {
 	dir := t.TempDir()
 	peers := testPeers(t, 3)
-	nodes := []*Node{openNode(t, 1, peers, dir), openNode(t, 2, peers, dir), openNode(t, 3, peers, dir)}
-	leader := waitLeader(t, nodes...)
-	propose(t, leader, &controllerv1.Command{Command: &controllerv1.Command_Bootstrap{Bootstrap: &controllerv1.BootstrapCommand{ClusterId: "c"}}}, nodes...)
+	nodes, leader := startThree(t, peers, dir)
 	for id := int32(1); id <= 3; id++ {
 		propose(t, leader, registerCmd(id), nodes...)
 	}
@@ -409,14 +420,7 @@ func TestCaughtUpWaitsForTheStateMachine(t *testing.T) {
 func TestCaughtUpPastAnEntryThatIsNotACommand(t *testing.T) {
 	dir := t.TempDir()
 	peers := testPeers(t, 3)
-	nodes := []*Node{openNode(t, 1, peers, dir), openNode(t, 2, peers, dir), openNode(t, 3, peers, dir)}
-	defer func() {
-		for _, n := range nodes {
-			n.Close()
-		}
-	}()
-	leader := waitLeader(t, nodes...)
-	propose(t, leader, &controllerv1.Command{Command: &controllerv1.Command_Bootstrap{Bootstrap: &controllerv1.BootstrapCommand{ClusterId: "c"}}}, nodes...)
+	nodes, leader := startThree(t, peers, dir)
 	f := leader.raft.Apply([]byte{0xff, 0xff, 0xff}, 5*time.Second)
 	if err := f.Error(); err != nil {
 		t.Fatal(err)
