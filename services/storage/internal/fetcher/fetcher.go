@@ -2,6 +2,7 @@ package fetcher
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -20,7 +21,11 @@ import (
 type Config struct {
 	Self        int32
 	BrokerEpoch func() int64
-	// MaxWait is how long the leader may hold a round with no new data.
+	// MaxWait is how long the leader may hold a round with no new data
+	// (default 500 ms, replica.fetch.wait.max.ms). New data answers a round
+	// at once, and a partition this node starts to follow ends the round in
+	// flight. A leader silent for MaxWait + ReportAfter is reported
+	// unreachable, so a longer wait also reports it later.
 	MaxWait time.Duration
 	// MaxBytes bounds one answer; PartitionMaxBytes one partition's share.
 	MaxBytes          int
@@ -59,10 +64,14 @@ type thread struct {
 	waiting atomic.Int64
 	// asked: the partitions, with their leader epochs, of the last round
 	// sent, for Unreachable, which must not wait on a partition's lock.
-	asked  atomic.Pointer[[]Silent]
-	mu     sync.Mutex
-	parts  map[partition.TP]*partition.Partition
-	wake   chan struct{}
+	asked atomic.Pointer[[]Silent]
+	mu    sync.Mutex
+	parts map[partition.TP]*partition.Partition
+	wake  chan struct{}
+	// grown is signalled when a partition new to this thread is added: the
+	// round in flight does not ask for it, and its leader may hold that
+	// round for MaxWait, so the stream is restarted with a round that does.
+	grown  chan struct{}
 	cancel context.CancelFunc
 }
 
@@ -99,7 +108,7 @@ func (m *Manager) Follow(tp partition.TP, p *partition.Partition, leader int32) 
 	th, ok := m.threads[leader]
 	if !ok {
 		ctx, cancel := context.WithCancel(m.ctx)
-		th = &thread{leader: leader, parts: map[partition.TP]*partition.Partition{}, wake: make(chan struct{}, 1), cancel: cancel}
+		th = &thread{leader: leader, parts: map[partition.TP]*partition.Partition{}, wake: make(chan struct{}, 1), grown: make(chan struct{}, 1), cancel: cancel}
 		m.threads[leader] = th
 		m.wg.Add(1)
 		go func() {
@@ -169,11 +178,17 @@ func (m *Manager) Close() {
 
 func (th *thread) add(tp partition.TP, p *partition.Partition) {
 	th.mu.Lock()
+	_, had := th.parts[tp]
 	th.parts[tp] = p
 	th.mu.Unlock()
-	select {
-	case th.wake <- struct{}{}:
-	default:
+	if had {
+		return
+	}
+	for _, c := range []chan struct{}{th.wake, th.grown} {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -210,6 +225,11 @@ func (m *Manager) run(ctx context.Context, th *thread) {
 		if ctx.Err() != nil {
 			return
 		}
+		if errors.Is(err, errGrown) {
+			// The round in flight was abandoned, not left unanswered.
+			th.waiting.Store(0)
+			continue
+		}
 		if err != nil {
 			th.waiting.CompareAndSwap(0, time.Now().UnixNano())
 			m.log.Debug("replication stream to leader ended", "leader", th.leader, "err", err)
@@ -221,14 +241,41 @@ func (m *Manager) run(ctx context.Context, th *thread) {
 	}
 }
 
-// stream runs fetch rounds on one stream until it breaks.
-func (m *Manager) stream(ctx context.Context, th *thread) error {
+// errGrown ends a stream whose thread was given a new partition.
+var errGrown = errors.New("a partition was added to the fetch session")
+
+// stream runs fetch rounds on one stream until it breaks, or until a
+// partition new to the thread is added (errGrown): the leader answers a
+// round early only for data in the partitions it asked for, so a new
+// partition would otherwise wait out the round in flight, and acks=all
+// writes to it with it (a new topic, or a leadership that just moved).
+// Ending the stream is how the round is given up: the leader keeps no
+// state of an unanswered round, as every round names its fetch offsets.
+func (m *Manager) stream(ctx context.Context, th *thread) (err error) {
 	cc, ok := m.dial(th.leader)
 	if !ok {
 		return errs.Errorf(errs.BrokerNotAvailable, "no address for leader %d", th.leader)
 	}
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	sctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	// Signals from before this stream are for partitions its first round
+	// asks for already.
+	select {
+	case <-th.grown:
+	default:
+	}
+	go func() {
+		select {
+		case <-sctx.Done():
+		case <-th.grown:
+			cancel(errGrown)
+		}
+	}()
+	defer func() {
+		if context.Cause(sctx) == errGrown && ctx.Err() == nil {
+			err = errGrown
+		}
+	}()
 	stream, err := storagev1.NewStorageServiceClient(cc).Replicate(sctx)
 	if err != nil {
 		return err

@@ -89,6 +89,12 @@ type node struct {
 }
 
 func startNodes(t *testing.T) (*fakeController, []*node) {
+	return startNodesWaiting(t, 200*time.Millisecond)
+}
+
+// startNodesWaiting starts three nodes whose followers let the leader hold
+// an idle fetch round for fetchWait.
+func startNodesWaiting(t *testing.T, fetchWait time.Duration) (*fakeController, []*node) {
 	fc := &fakeController{im: metadata.New("test")}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	var nodes []*node
@@ -101,7 +107,7 @@ func startNodes(t *testing.T) (*fakeController, []*node) {
 			t.Fatal(err)
 		}
 		n := &node{id: id, addr: lis.Addr().String()}
-		n.fet = fetcher.New(fetcher.Config{Self: id, BrokerEpoch: func() int64 { return 1 }, MaxWait: 200 * time.Millisecond}, func(b int32) (*grpc.ClientConn, bool) {
+		n.fet = fetcher.New(fetcher.Config{Self: id, BrokerEpoch: func() int64 { return 1 }, MaxWait: fetchWait}, func(b int32) (*grpc.ClientConn, bool) {
 			connsMu.Lock()
 			defer connsMu.Unlock()
 			cc, ok := conns[b]
@@ -150,8 +156,15 @@ func oneRecord(t *testing.T, v string) []byte {
 
 func produce(t *testing.T, n *node, v string) *storagev1.PartitionProduceResult {
 	t.Helper()
+	return produceTo(t, n, "t", v)
+}
+
+// produceTo writes one record to partition 0 of topic with acks=all and a
+// 5 s timeout.
+func produceTo(t *testing.T, n *node, topic, v string) *storagev1.PartitionProduceResult {
+	t.Helper()
 	resp, err := storagev1.NewStorageServiceClient(n.cc).Produce(context.Background(), &storagev1.ProduceRequest{
-		Acks: -1, TimeoutMs: 5000, Partitions: []*storagev1.PartitionProduce{{Topic: "t", Partition: 0, CurrentLeaderEpoch: -1, Records: oneRecord(t, v)}},
+		Acks: -1, TimeoutMs: 5000, Partitions: []*storagev1.PartitionProduce{{Topic: topic, Partition: 0, CurrentLeaderEpoch: -1, Records: oneRecord(t, v)}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -269,5 +282,37 @@ func TestLongCompactionDoesNotDelayISRChecks(t *testing.T) {
 			t.Fatalf("ISR still %v 10 s after a follower stopped, while the cleaner is busy", fc.partition("t", 0).GetIsr())
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A partition a follower starts to follow joins its fetch session at once,
+// not when the leader answers the round in flight: with idle rounds held
+// for a minute, an acks=all write to a new topic whose followers already
+// fetch from its leader is still answered within its 5 s timeout.
+func TestNewPartitionDoesNotWaitOutTheRoundInFlight(t *testing.T) {
+	fc, nodes := startNodesWaiting(t, time.Minute)
+	if r := produce(t, nodes[0], "v"); r.GetErrorCode() != 0 {
+		t.Fatalf("produce to t-0: %v", r)
+	}
+	// Both followers are now in an idle round on node 1 that asks for t-0 only.
+	time.Sleep(200 * time.Millisecond)
+	fc.apply(t,
+		metadata.TopicRecord(&controllerv1.TopicRecord{TopicId: "tid2", Name: "u", Configs: map[string]string{"min.insync.replicas": "2"}}),
+		metadata.PartitionRecord(&controllerv1.PartitionRecord{Topic: "u", TopicId: "tid2", Partition: 0, Replicas: []int32{1, 2, 3}, Isr: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 0}),
+	)
+	start := time.Now()
+	r := produceTo(t, nodes[0], "u", "first")
+	if r.GetErrorCode() != 0 || r.GetBaseOffset() != 0 {
+		t.Fatalf("acks=all to a new partition after %v: %v (the followers did not fetch it until their round in flight ended)", time.Since(start).Round(time.Millisecond), r)
+	}
+	t.Logf("acks=all to the new partition answered after %v", time.Since(start).Round(time.Millisecond))
+	for _, n := range nodes[1:] {
+		p, err := n.mgr.Get(partition.TP{Topic: "u", Partition: 0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if leo := p.Snapshot().LEO; leo != 1 {
+			t.Errorf("follower %d holds u-0 up to %d, want 1", n.id, leo)
+		}
 	}
 }
