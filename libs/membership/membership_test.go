@@ -4,6 +4,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -45,16 +46,38 @@ func waitEvent(t *testing.T, n *Node, typ EventType, name string, d time.Duratio
 	}
 }
 
+// waitEvents returns the first event of type typ about each of names, in
+// whatever order they come, failing after d.
+func waitEvents(t *testing.T, n *Node, typ EventType, names []string, d time.Duration) map[string]Event {
+	t.Helper()
+	got := map[string]Event{}
+	deadline := time.After(d)
+	for len(got) < len(names) {
+		select {
+		case ev, ok := <-n.Events():
+			if !ok {
+				t.Fatalf("%s: events closed while waiting for %s of %v", n.Name(), typ, names)
+			}
+			if _, seen := got[ev.Member.Name]; ev.Type == typ && !seen && slices.Contains(names, ev.Member.Name) {
+				got[ev.Member.Name] = ev
+			}
+		case <-deadline:
+			t.Fatalf("%s: %s events for %v within %v, got only %v", n.Name(), typ, names, d, got)
+		}
+	}
+	return got
+}
+
 func TestThreeMembers(t *testing.T) {
 	a := start(t, RoleController, 1, "127.0.0.1:0")
 	b := start(t, RoleStorage, 2, "127.0.0.1:0", a.Addr())
 	c := start(t, RoleGroupCoordinator, 3, "127.0.0.1:0", a.Addr())
 
-	ev := waitEvent(t, a, EventJoin, "storage-2", 5*time.Second)
-	if ev.Member.Meta != (Meta{Role: RoleStorage, ID: 2, GRPCAddr: "127.0.0.1:9002"}) || ev.Member.Addr != b.Addr() {
+	// b and c join through a at about the same time, in either order.
+	joins := waitEvents(t, a, EventJoin, []string{"storage-2", "groupcoord-3"}, 5*time.Second)
+	if ev := joins["storage-2"]; ev.Member.Meta != (Meta{Role: RoleStorage, ID: 2, GRPCAddr: "127.0.0.1:9002"}) || ev.Member.Addr != b.Addr() {
 		t.Errorf("join event %+v", ev)
 	}
-	waitEvent(t, a, EventJoin, "groupcoord-3", 5*time.Second)
 	waitEvent(t, b, EventJoin, "groupcoord-3", 5*time.Second)
 	waitEvent(t, c, EventJoin, "storage-2", 5*time.Second)
 	waitMembers(t, a, 3)
@@ -72,7 +95,7 @@ func TestThreeMembers(t *testing.T) {
 	if err := c.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	ev = waitEvent(t, a, EventDead, "groupcoord-3", 5*time.Second)
+	ev := waitEvent(t, a, EventDead, "groupcoord-3", 5*time.Second)
 	t.Logf("dead detected after %v", time.Since(killed))
 	if ev.Member.Meta.Role != RoleGroupCoordinator {
 		t.Errorf("dead event lost the meta: %+v", ev)
