@@ -54,6 +54,9 @@ type Config struct {
 	GossipAddr      string
 	GossipAdvertise string
 	GossipSeeds     string
+	// GossipTimings answers the failure-detector flags' timings (nil:
+	// membership.FastTimings).
+	GossipTimings   func() (membership.Timings, error)
 	Controllers     string
 	LogLevel        string
 	ShutdownTimeout time.Duration
@@ -78,6 +81,7 @@ func AddFlags(fs *flag.FlagSet, c *Config, d Defaults, what, service string) {
 	fs.StringVar(&c.GossipAddr, "gossip-addr", d.GossipAddr, "memberlist bind address")
 	fs.StringVar(&c.GossipAdvertise, "gossip-advertise-addr", "", "gossip address others reach (default: --gossip-addr)")
 	fs.StringVar(&c.GossipSeeds, "gossip-seeds", "", "comma-separated gossip addresses to join")
+	c.GossipTimings = membership.TimingFlags(fs)
 	fs.StringVar(&c.Controllers, "controllers", "127.0.0.1:9101", "comma-separated controller gRPC addresses")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "bound on a graceful stop (SIGTERM: drain gRPC, leave gossip)")
@@ -125,6 +129,12 @@ func Run(c Config, build func(Env) (Parts, error)) error {
 	controllers := cliflag.SplitList(c.Controllers)
 	if len(controllers) == 0 {
 		return errors.New("--controllers: no controller address")
+	}
+	timings := membership.FastTimings()
+	if c.GossipTimings != nil {
+		if timings, err = c.GossipTimings(); err != nil {
+			return err
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -193,7 +203,7 @@ func Run(c Config, build func(Env) (Parts, error)) error {
 	defer httpSrv.Close()
 
 	gossip, err := membership.Start(membership.Config{
-		BindAddr: c.GossipAddr, AdvertiseAddr: c.GossipAdvertise, Seeds: cliflag.SplitList(c.GossipSeeds), Logger: log, Timings: membership.FastTimings(), SecretKey: gossipKey,
+		BindAddr: c.GossipAddr, AdvertiseAddr: c.GossipAdvertise, Seeds: cliflag.SplitList(c.GossipSeeds), Logger: log, Timings: timings, SecretKey: gossipKey,
 		Meta: membership.Meta{Role: c.Role, ID: int32(c.NodeID), GRPCAddr: c.GRPCAddr, HTTPAddr: c.HTTPAddr, Incarnation: incarnation},
 	})
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"skein/libs/acl"
 	"skein/libs/errs"
 	"skein/libs/grpcopt"
+	"skein/libs/membership"
 	"skein/libs/metadata"
 	"skein/libs/rpcerr"
 	"skein/libs/tlsconf"
@@ -40,8 +41,10 @@ func TestFlagsAndEnvTwins(t *testing.T) {
 		"SKEIN_NODE_ID":                "2",
 		"SKEIN_BROKER_SESSION_TIMEOUT": "3s",
 		"SKEIN_PEERS":                  "1=127.0.0.1:1=127.0.0.1:11,2=127.0.0.1:2=127.0.0.1:12",
+		"SKEIN_GOSSIP_PROBE_INTERVAL":  "1s",
+		"SKEIN_GOSSIP_SUSPICION_MULT":  "5",
 	}
-	c, err := parseConfig([]string{"--broker-session-timeout=4s", "--consumer-offsets-partitions=5"}, func(k string) string { return env[k] }, io.Discard)
+	c, err := parseConfig([]string{"--broker-session-timeout=4s", "--consumer-offsets-partitions=5", "--gossip-suspicion-mult=2"}, func(k string) string { return env[k] }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +54,10 @@ func TestFlagsAndEnvTwins(t *testing.T) {
 	if c.imbalanceInterval != 10*time.Second || c.txnPartitions != 12 || c.internalMinBrokers != 3 {
 		t.Errorf("defaults %+v", c)
 	}
-	for _, bad := range []map[string]string{{"SKEIN_NODE_ID": "one"}, {"SKEIN_BROKER_SESSION_TIMEOUT": "soon"}} {
+	if g := c.gossipTimings; g.ProbeInterval != time.Second || g.ProbeTimeout != membership.FastTimings().ProbeTimeout || g.SuspicionMult != 2 {
+		t.Errorf("gossip timings %+v: want the interval from the environment, the default timeout and the multiplier from the flag", g)
+	}
+	for _, bad := range []map[string]string{{"SKEIN_NODE_ID": "one"}, {"SKEIN_BROKER_SESSION_TIMEOUT": "soon"}, {"SKEIN_GOSSIP_PROBE_INTERVAL": "50ms"}} {
 		if _, err := parseConfig(nil, func(k string) string { return bad[k] }, io.Discard); err == nil {
 			t.Errorf("env %v accepted", bad)
 		}

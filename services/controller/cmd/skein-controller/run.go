@@ -31,33 +31,32 @@ import (
 )
 
 type config struct {
-	nodeID                    int
-	grpcAddr, httpAddr        string
-	raftAddr                  string
-	gossipAddr, gossipAdv     string
-	gossipSeeds               string
-	peers                     string
-	dataDir                   string
-	clusterID                 string
-	sessionTimeout            time.Duration
-	imbalanceInterval         time.Duration
-	offsetsPartitions         int
-	txnPartitions             int
-	internalMinBrokers        int
-	coordinatorGrace          time.Duration
-	raftHeartbeat, raftElect  time.Duration
-	raftLease                 time.Duration
-	raftCommit                time.Duration
-	snapshotThreshold         int
-	snapshotInterval          time.Duration
-	gossipProbe, gossipProbeT time.Duration
-	gossipSuspicion           int
-	watchBuffer               int
-	shutdownTimeout           time.Duration
-	logLevel                  string
-	tls                       tlsconf.Files
-	gossipKeyFile             string
-	auth                      *peerauth.Flags
+	nodeID                   int
+	grpcAddr, httpAddr       string
+	raftAddr                 string
+	gossipAddr, gossipAdv    string
+	gossipSeeds              string
+	peers                    string
+	dataDir                  string
+	clusterID                string
+	sessionTimeout           time.Duration
+	imbalanceInterval        time.Duration
+	offsetsPartitions        int
+	txnPartitions            int
+	internalMinBrokers       int
+	coordinatorGrace         time.Duration
+	raftHeartbeat, raftElect time.Duration
+	raftLease                time.Duration
+	raftCommit               time.Duration
+	snapshotThreshold        int
+	snapshotInterval         time.Duration
+	gossipTimings            membership.Timings
+	watchBuffer              int
+	shutdownTimeout          time.Duration
+	logLevel                 string
+	tls                      tlsconf.Files
+	gossipKeyFile            string
+	auth                     *peerauth.Flags
 }
 
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
@@ -85,9 +84,10 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	commit := f.dur("raft-commit-timeout", "SKEIN_RAFT_COMMIT_TIMEOUT", time.Second, "longest the Raft leader waits, with nothing new to send, before telling followers the commit index (a proposal's commit is sent at once)")
 	snapN := f.integer("raft-snapshot-threshold", "SKEIN_RAFT_SNAPSHOT_THRESHOLD", 8192, "log entries between snapshots")
 	snapEvery := f.dur("raft-snapshot-interval", "SKEIN_RAFT_SNAPSHOT_INTERVAL", 2*time.Minute, "how often the snapshot threshold is checked")
-	probe := f.dur("gossip-probe-interval", "SKEIN_GOSSIP_PROBE_INTERVAL", membership.FastTimings().ProbeInterval, "gossip failure-detector probe interval")
-	probeT := f.dur("gossip-probe-timeout", "SKEIN_GOSSIP_PROBE_TIMEOUT", membership.FastTimings().ProbeTimeout, "gossip probe timeout")
-	susp := f.integer("gossip-suspicion-mult", "SKEIN_GOSSIP_SUSPICION_MULT", membership.FastTimings().SuspicionMult, "gossip suspicion multiplier")
+	timings := membership.TimingFlags(f.fs)
+	for _, name := range []string{"gossip-probe-interval", "gossip-probe-timeout", "gossip-suspicion-mult"} {
+		f.twin(name, cliflag.EnvName(name))
+	}
 	watchBuf := f.integer("watch-buffer", "SKEIN_WATCH_BUFFER", 1024, "deltas queued per metadata watcher before it is sent a new image")
 	shutdown := f.dur("shutdown-timeout", "SKEIN_SHUTDOWN_TIMEOUT", 10*time.Second, "how long a graceful stop may take")
 	logLevel := f.str("log-level", "SKEIN_LOG_LEVEL", "info", "debug, info, warn or error")
@@ -105,7 +105,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		dataDir: *dataDir, clusterID: *clusterID, sessionTimeout: *session, imbalanceInterval: *imbalance,
 		offsetsPartitions: *offsets, txnPartitions: *txn, internalMinBrokers: *minBrokers, coordinatorGrace: *grace,
 		raftHeartbeat: *hb, raftElect: *el, raftLease: *lease, raftCommit: *commit, snapshotThreshold: *snapN, snapshotInterval: *snapEvery,
-		gossipProbe: *probe, gossipProbeT: *probeT, gossipSuspicion: *susp, watchBuffer: *watchBuf,
+		watchBuffer:     *watchBuf,
 		shutdownTimeout: *shutdown, logLevel: *logLevel, tls: tlsFiles(), gossipKeyFile: *gossipKey, auth: auth,
 	}
 	if c.peers == "" {
@@ -117,6 +117,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if c.clusterID == "" {
 		c.clusterID = randomUUID()
 	}
+	gossipTimings, err := timings()
+	if err != nil {
+		return c, err
+	}
+	c.gossipTimings = gossipTimings
 	switch {
 	case c.nodeID < 0 || c.nodeID > 1<<31-1:
 		return c, fmt.Errorf("--node-id %d is out of range", c.nodeID)
@@ -224,8 +229,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	var members *membership.Node
 	var events <-chan membership.Event
 	if c.gossipAddr != "" {
-		t := membership.FastTimings()
-		t.ProbeInterval, t.ProbeTimeout, t.SuspicionMult = c.gossipProbe, c.gossipProbeT, c.gossipSuspicion
+		t := c.gossipTimings
 		var key []byte
 		if c.gossipKeyFile != "" {
 			if key, err = membership.ReadKeyFile(c.gossipKeyFile); err != nil {

@@ -58,6 +58,7 @@ type config struct {
 	tls           *tlsconf.Files
 	authz         *peerauth.Flags
 	gossipKeyFile string
+	gossipTimings membership.Timings
 }
 
 func main() {
@@ -71,6 +72,7 @@ func main() {
 	fs.StringVar(&c.httpAddr, "http-addr", "127.0.0.1:9301", "HTTP address for /metrics, /healthz, /readyz")
 	fs.StringVar(&c.gossipAddr, "gossip-addr", "127.0.0.1:9401", "memberlist gossip address")
 	fs.StringVar(&c.gossipSeeds, "gossip-seeds", "", "comma-separated gossip addresses to join")
+	timings := membership.TimingFlags(fs)
 	fs.StringVar(&c.controllers, "controllers", "127.0.0.1:9101", "comma-separated controller gRPC addresses")
 	fs.StringVar(&c.dataDir, "data-dir", "data/storage-1", "directory for partition logs and checkpoints")
 	fs.StringVar(&c.rack, "rack", "", "rack id, for rack-aware replica placement")
@@ -83,6 +85,11 @@ func main() {
 	fs.StringVar(&c.gossipKeyFile, "gossip-key-file", "", "file holding the cluster's gossip key (base64 of 16, 24 or 32 bytes): gossip is encrypted and members without it are kept out")
 	if err := cliflag.Parse(fs, os.Args[1:], os.Getenv); err != nil {
 		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	var err error
+	if c.gossipTimings, err = timings(); err != nil {
+		fmt.Fprintln(os.Stderr, "skein-storage:", err)
 		os.Exit(2)
 	}
 	if c.maxInflight <= 0 {
@@ -218,7 +225,7 @@ func run(c config) error {
 		}
 	}
 	gossip, err := membership.Start(membership.Config{
-		BindAddr: c.gossipAddr, Seeds: cliflag.SplitList(c.gossipSeeds), Logger: log, Timings: membership.FastTimings(), SecretKey: gossipKey,
+		BindAddr: c.gossipAddr, Seeds: cliflag.SplitList(c.gossipSeeds), Logger: log, Timings: c.gossipTimings, SecretKey: gossipKey,
 		Meta: membership.Meta{Role: membership.RoleStorage, ID: int32(c.nodeID), GRPCAddr: c.grpcAddr, HTTPAddr: c.httpAddr, Incarnation: link.Incarnation()},
 	})
 	if err != nil {
