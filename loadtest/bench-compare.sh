@@ -313,6 +313,7 @@ warm bench-async4 "${STREAM4[@]}"
 warm bench-direct "${DIRECT[@]}"
 warm bench-fsync "${STREAM[@]}" --config flush.messages=1
 warm bench-half "${STREAM[@]}"
+warm bench-tail "${STREAM[@]}"
 sleep 2 # let the warm-up's last replication rounds and leader moves settle
 idle skein
 measure skein produce-async from-output parse_skein "$WORK/sk-async.json" \
@@ -330,6 +331,22 @@ measure skein consume-rest from-output parse_skein "$WORK/sk-consume-rest.json" 
 HALF=$(jq -r 'select(.system == "skein" and .workload == "produce-async") | .per_s / 2 | floor' "$RESULTS")
 measure skein produce-half-rate from-output parse_skein "$WORK/sk-half.json" \
   "${G[@]}" "${STREAM[@]}" --topic bench-half --throughput "$HALF" --num-records $((MSGS / 2))
+# The same rate with a consumer tailing the topic (from its end, over gRPC
+# Fetch), which is how the latency goals are set: produce latency as above,
+# and end to end, from a record's send to its arrival at the consumer. The
+# consumer is started first and is not counted in the load generator's CPU.
+"${C[@]}" --transport grpc --topic bench-tail --from latest --num-records $((MSGS / 2)) --idle-timeout 30s \
+  >"$WORK/sk-tail-consume.json" 2>"$WORK/sk-tail-consume.err" &
+TAIL_PID=$!
+sleep 1
+measure skein produce-half-rate-tailed from-output parse_skein "$WORK/sk-tail.json" \
+  "${G[@]}" "${STREAM[@]}" --topic bench-tail --throughput "$HALF" --num-records $((MSGS / 2))
+wait "$TAIL_PID" || { echo "the tailing consumer failed:" >&2; cat "$WORK/sk-tail-consume.err" >&2; exit 1; }
+jq -c --argjson load "$LOAD" '{system: "skein", workload: "end-to-end-tailed", records, load_before: $load,
+  p50_ms: (.end_to_end_ms.p50 * 100 | round / 100),
+  p99_ms: (.end_to_end_ms.p99 * 100 | round / 100), max_ms: (.end_to_end_ms.max * 100 | round / 100)}' \
+  "$WORK/sk-tail-consume.json" | tee -a "$RESULTS" |
+  jq -r '"    end to end (the tailing consumer, \(.records) records): latency ms p50 \(.p50_ms) p99 \(.p99_ms)"'
 stop_skein
 
 # ================= the table =================
@@ -342,6 +359,8 @@ ROWS='[
   ["consume", "consume, catch-up: JetStream ordered consumer; Skein gateway gRPC Fetch (3 partitions, 2000 per fetch)", "consume"],
   ["consume-rest", "same, Skein REST", "consume"],
   ["produce-half-rate", "produce at a fixed rate, half of Skein'"'"'s async peak (Skein gRPC stream)", null],
+  ["produce-half-rate-tailed", "same rate, a consumer tailing the topic (gRPC Fetch from its end): produce latency", null],
+  ["end-to-end-tailed", "same run, end to end: from a record'"'"'s send to its arrival at the tailing consumer", null],
   ["idle", "idle cluster, CPU for '"$IDLE_SECS"' s", "idle"]
 ]'
 jq -s --argjson rows "$ROWS" --arg msgs "$MSGS" --arg fsync_msgs "$FSYNC_MSGS" --arg load_start "$LOAD_START" \
@@ -363,16 +382,16 @@ jq -s --argjson rows "$ROWS" --arg msgs "$MSGS" --arg fsync_msgs "$FSYNC_MSGS" -
 jq -r '
   def n: tostring | explode | reverse | [_nwise(3)] | map(reverse | implode) | reverse | join(",");
   def lat: if . and .p50_ms then "\(.p50_ms) / \(.p99_ms)" else "" end;
-  def cpu: if . == null then "" else "\(.server_cpu_s_per_million)" end;
-  def gen: if . == null then "" else "\(.cpu_s_per_million["load-generator"])" end;
-  def procs: if . == null then "" else (.cpu_s_per_million // .core_percent | to_entries | map("\(.key) \(.value)") | join(", ")) end;
+  def cpu: if . == null or .server_cpu_s_per_million == null then "" else "\(.server_cpu_s_per_million)" end;
+  def gen: if . == null or .cpu_s_per_million == null then "" else "\(.cpu_s_per_million["load-generator"])" end;
+  def procs: if . == null then "" else (.cpu_s_per_million // .core_percent // {} | to_entries | map("\(.key) \(.value)") | join(", ")) end;
   "| workload | JetStream | Skein | Skein ÷ JetStream | JetStream p50 / p99 ms | Skein p50 / p99 ms | JetStream server CPU s/M | Skein server CPU s/M | JetStream load gen. CPU s/M | Skein load gen. CPU s/M | load avg before (JetStream / Skein) |",
   "|---|---:|---:|---:|---|---|---:|---:|---:|---:|---|",
   (.rows[] |
     if .workload == "idle" then
       "| \(.label) | \(.jetstream.server_core_percent // "")% of a core | \(.skein.server_core_percent // "")% of a core | \(.ratio // "") | | | | | | | \(.jetstream.load_before // "") / \(.skein.load_before // "") |"
     else
-      "| \(.label) | \(if .jetstream then (if .jetstream_is_row then "" else "(" end) + (.jetstream.per_s | round | n) + " msg/s" + (if .jetstream_is_row then "" else ")" end) else "" end) | \(if .skein then (.skein.per_s | n) + " rec/s" else "" end) | \(.ratio // "") | \(if .jetstream_is_row then (.jetstream | lat) else "" end) | \(.skein | lat) | \(if .jetstream_is_row then (.jetstream | cpu) else "" end) | \(.skein | cpu) | \(if .jetstream_is_row then (.jetstream | gen) else "" end) | \(.skein | gen) | \(if .jetstream_is_row then "\(.jetstream.load_before) / " else "" end)\(.skein.load_before // "") |"
+      "| \(.label) | \(if .jetstream then (if .jetstream_is_row then "" else "(" end) + (.jetstream.per_s | round | n) + " msg/s" + (if .jetstream_is_row then "" else ")" end) else "" end) | \(if .skein.per_s then (.skein.per_s | n) + " rec/s" else "" end) | \(.ratio // "") | \(if .jetstream_is_row then (.jetstream | lat) else "" end) | \(.skein | lat) | \(if .jetstream_is_row then (.jetstream | cpu) else "" end) | \(.skein | cpu) | \(if .jetstream_is_row then (.jetstream | gen) else "" end) | \(.skein | gen) | \(if .jetstream_is_row then "\(.jetstream.load_before) / " else "" end)\(.skein.load_before // "") |"
     end),
   "",
   "CPU per process (seconds per million records; idle: % of one core):",
@@ -381,7 +400,7 @@ jq -r '
   "|---|---|---|",
   (.rows[] | . as $r |
     (if .jetstream_is_row and .jetstream then "| \($r.workload) | JetStream | \(.jetstream | procs) |" else empty end),
-    (if .skein then "| \($r.workload) | Skein | \(.skein | procs) |" else empty end))
+    (if .skein and (.skein.cpu_s_per_million // .skein.core_percent) then "| \($r.workload) | Skein | \(.skein | procs) |" else empty end))
 ' "$OUT_JSON" | tee "$OUT_MD"
 
 echo
