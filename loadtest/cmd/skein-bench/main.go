@@ -108,7 +108,7 @@ type common struct {
 
 func commonFlags(fs *flag.FlagSet, defTransport string) common {
 	return common{
-		transport:   fs.String("transport", defTransport, "grpc-stream (gateway ProduceStream), grpc (gateway unary), rest (gateway REST), direct (storage nodes through libs/client) or txn (produce only: direct, a transactional producer per worker)"),
+		transport:   fs.String("transport", defTransport, "grpc-stream (gateway ProduceStream), grpc (gateway unary), rest (gateway REST), direct (storage nodes through libs/client), txn (produce only: direct, a transactional producer per worker) or tail (consume only: the gateway's server-streaming Tail, a stream per partition)"),
 		gateway:     fs.String("gateway", envOr("SKEIN_GATEWAY", "127.0.0.1:9090"), "gateway gRPC address (env SKEIN_GATEWAY)"),
 		rest:        fs.String("rest", envOr("SKEIN_REST", "http://127.0.0.1:8080"), "gateway REST base URL (env SKEIN_REST)"),
 		controllers: fs.String("controllers", os.Getenv("SKEIN_CONTROLLERS"), "controller gRPC addresses, for --transport direct (env SKEIN_CONTROLLERS)"),

@@ -322,3 +322,67 @@ func TestCompressionIsValidated(t *testing.T) {
 		t.Errorf("brotli: %v", err)
 	}
 }
+
+// Tail answers the partition's log from the asked offset, then whatever is
+// appended, polling.
+func (g *fakeGateway) Tail(req *skeinv1.TailRequest, s skeinv1.ConsumerService_TailServer) error {
+	next := int(req.GetOffset())
+	for s.Context().Err() == nil {
+		g.mu.Lock()
+		log := g.logs[req.GetPartition()]
+		to := min(len(log), next+7) // several answers per partition
+		resp := &skeinv1.TailResponse{NextOffset: int64(max(to, next)), HighWatermark: int64(len(log))}
+		for o := next; o < to; o++ {
+			resp.Records = append(resp.Records, &skeinv1.ConsumedRecord{Partition: req.GetPartition(), Offset: int64(o), ValueBytes: log[o]})
+		}
+		g.mu.Unlock()
+		if len(resp.Records) == 0 {
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		if err := s.Send(resp); err != nil {
+			return err
+		}
+		next = to
+	}
+	return nil
+}
+
+// A tailing consumer on the gateway's Tail streams reads every record once,
+// including those written after it started, and a producer cannot use it.
+func TestConsumeThroughTheGatewayTail(t *testing.T) {
+	g, addr := serveFakeGateway(t)
+	ep := Endpoints{Gateway: addr}
+	produce := func(n int64) {
+		t.Helper()
+		sum, err := Produce(context.Background(), ProduceConfig{Transport: GRPC, Endpoints: ep, Topic: Topic{Name: "t", Create: true, Partitions: 2},
+			RecordSize: 50, NumRecords: n, Batch: 10, Concurrency: 2, Acks: -1})
+		if err != nil || sum.Records != n {
+			t.Fatalf("produce: %+v %v", sum, err)
+		}
+	}
+	produce(300)
+	done := make(chan Summary, 1)
+	go func() {
+		sum, err := Consume(context.Background(), ConsumeConfig{Transport: Tail, Endpoints: ep, Topic: "t", NumRecords: 600, MaxWait: 10 * time.Millisecond, IdleTimeout: 5 * time.Second})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- sum
+	}()
+	time.Sleep(50 * time.Millisecond)
+	produce(300)
+	sum := <-done
+	if sum.Records != 600 || sum.Bytes != 30000 || sum.EndToEnd == nil || sum.EndToEnd.Count != 600 || sum.Transport != Tail {
+		t.Errorf("consume: %+v", sum)
+	}
+	g.mu.Lock()
+	n := len(g.logs[0]) + len(g.logs[1])
+	g.mu.Unlock()
+	if n != 600 {
+		t.Errorf("the fake holds %d records, want 600", n)
+	}
+	if _, err := Produce(context.Background(), ProduceConfig{Transport: Tail, Endpoints: ep, Topic: Topic{Name: "t"}, NumRecords: 1}); err == nil || !strings.Contains(err.Error(), "consumes only") {
+		t.Errorf("produce over tail: %v, want a refusal", err)
+	}
+}

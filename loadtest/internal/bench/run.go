@@ -56,6 +56,9 @@ type ProduceConfig struct {
 }
 
 func (c *ProduceConfig) defaults() error {
+	if c.Transport == Tail {
+		return fmt.Errorf("--transport %s consumes only", Tail)
+	}
 	if c.Compression != "" {
 		if _, err := record.ParseCompression(c.Compression); err != nil {
 			return fmt.Errorf("--compression %q: not one of none, gzip, snappy, lz4, zstd", c.Compression)
@@ -102,8 +105,14 @@ func openAdmin(ctx context.Context, transport string, ep Endpoints, topic string
 			return nil, nil, err
 		}
 		return g, g.close, nil
+	case Tail:
+		g, err := newGatewayTail(ep.Gateway, topic)
+		if err != nil {
+			return nil, nil, err
+		}
+		return g, g.close, nil
 	}
-	return nil, nil, fmt.Errorf("unknown transport %q: want %s, %s, %s, %s or %s", transport, GRPCStream, GRPC, REST, Direct, Txn)
+	return nil, nil, fmt.Errorf("unknown transport %q: want %s, %s, %s, %s, %s or %s", transport, GRPCStream, GRPC, REST, Direct, Txn, Tail)
 }
 
 // ensureTopic creates the topic when asked (an existing one is fine) and

@@ -31,6 +31,7 @@ const (
 	REST       = "rest"        // the gateway's REST API
 	Direct     = "direct"      // straight to the storage nodes through libs/client
 	Txn        = "txn"         // the same, a transactional producer per worker
+	Tail       = "tail"        // the gateway's server-streaming Tail, a stream per partition (consume only)
 )
 
 // Endpoints says where the cluster is.
