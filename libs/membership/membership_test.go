@@ -30,20 +30,7 @@ func start(t *testing.T, role Role, id int32, bind string, seeds ...string) *Nod
 // waitEvent returns the first event of type typ about name, failing after d.
 func waitEvent(t *testing.T, n *Node, typ EventType, name string, d time.Duration) Event {
 	t.Helper()
-	deadline := time.After(d)
-	for {
-		select {
-		case ev, ok := <-n.Events():
-			if !ok {
-				t.Fatalf("%s: events closed while waiting for %s of %s", n.Name(), typ, name)
-			}
-			if ev.Type == typ && ev.Member.Name == name {
-				return ev
-			}
-		case <-deadline:
-			t.Fatalf("%s: no %s event for %s within %v", n.Name(), typ, name, d)
-		}
-	}
+	return waitEvents(t, n, typ, []string{name}, d)[name]
 }
 
 // waitEvents returns the first event of type typ about each of names, in
