@@ -18,7 +18,10 @@
 # the markdown table goes beside it as .md), BENCH_KEEP=1 keeps the temporary
 # directory (data and logs; it is always kept after a failure), NATS_PORT
 # (14222: client ports NATS_PORT..+2, routes +2000, monitoring +4000),
-# GRPC_PORT / REST_PORT (19090 / 18080, the Skein gateway). Everything listens
+# GRPC_PORT / REST_PORT (19090 / 18080, the Skein gateway), NATS_GOMAXPROCS
+# (GOMAXPROCS of each nats-server: by default the cores divided among the
+# three servers, at least 1, as `skein dev` divides them among its storage
+# nodes and gateway; 0 for Go's default, all cores). Everything listens
 # on 127.0.0.1 only. Needs bin/ built (make build, bin/skein-bench,
 # bin/nats-server, bin/nats: `make bench-compare` does it), jq and curl.
 set -euo pipefail
@@ -36,6 +39,8 @@ OUT_JSON=${BENCH_COMPARE_JSON:-.data/bench-compare/$STAMP.json}
 OUT_MD=${OUT_JSON%.json}.md
 WARM=1000 # records produced into every stream/topic before it is measured
 HZ=$(getconf CLK_TCK)
+NATS_GOMAXPROCS=${NATS_GOMAXPROCS:-$(( $(nproc) / 3 > 1 ? $(nproc) / 3 : 1 ))}
+[[ $NATS_GOMAXPROCS =~ ^[0-9]+$ ]] || { echo "NATS_GOMAXPROCS=$NATS_GOMAXPROCS: want a number (0: Go's default)" >&2; exit 1; }
 
 for b in nats-server nats skein skein-controller skein-storage skein-gateway skein-bench; do
   [[ -x bin/$b ]] || { echo "bin/$b is missing: run make bench-compare" >&2; exit 1; }
@@ -238,7 +243,11 @@ cluster {
   ]
 }
 EOF
-    bin/nats-server -c "$dir/n$i.conf" >"$dir/n$i.log" 2>&1 &
+    if [[ $NATS_GOMAXPROCS == 0 ]]; then
+      bin/nats-server -c "$dir/n$i.conf" >"$dir/n$i.log" 2>&1 &
+    else
+      GOMAXPROCS=$NATS_GOMAXPROCS bin/nats-server -c "$dir/n$i.conf" >"$dir/n$i.log" 2>&1 &
+    fi
     NATS_PIDS+=($!)
     PROC_NAMES+=("nats-server-$i")
     PROC_PIDS+=($!)
@@ -260,7 +269,7 @@ NB=(bin/nats -s "$NATS_URL" bench js)
 NSTREAM=(--size 1KiB --no-progress --stream benchstream)
 
 echo
-echo "##### NATS JetStream: 3 servers, file storage, R3"
+echo "##### NATS JetStream: 3 servers, file storage, R3 (GOMAXPROCS $([[ $NATS_GOMAXPROCS == 0 ]] && echo "Go's default" || echo "$NATS_GOMAXPROCS") each)"
 start_nats "$WORK/nats" ""
 # The stream, created and warmed up before anything is measured.
 "${NB[@]}" pub async bench.data "${NSTREAM[@]}" --create --replicas 3 --storage file --msgs "$WARM" >/dev/null 2>&1
@@ -292,6 +301,8 @@ for _ in $(seq 120); do
   sleep 0.5
 done
 curl -sf "http://127.0.0.1:$REST_PORT/readyz" >/dev/null || { echo "the Skein cluster did not become ready; see $WORK/skein-dev.log" >&2; exit 1; }
+SKEIN_START_LINE=$(grep -m1 '^starting a cluster' "$WORK/skein-dev.log" || true)
+echo "$SKEIN_START_LINE"
 PROC_NAMES=()
 PROC_PIDS=()
 while read -r name pid; do
@@ -365,10 +376,12 @@ ROWS='[
 ]'
 jq -s --argjson rows "$ROWS" --arg msgs "$MSGS" --arg fsync_msgs "$FSYNC_MSGS" --arg load_start "$LOAD_START" \
   --arg load_end "$(cut -d' ' -f1-3 /proc/loadavg)" --arg versions "$VERSIONS" --arg commit "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" \
-  --arg date "$(date -u +%Y-%m-%dT%H:%M:%SZ)" --arg nproc "$(nproc)" '
+  --arg date "$(date -u +%Y-%m-%dT%H:%M:%SZ)" --arg nproc "$(nproc)" \
+  --arg nats_gomaxprocs "$NATS_GOMAXPROCS" --arg skein_start "$SKEIN_START_LINE" '
   . as $all |
   def find($sys; $w): first($all[] | select(.system == $sys and .workload == $w)) // null;
   {date: $date, commit: $commit, nproc: ($nproc | tonumber), versions: $versions,
+   nats_gomaxprocs: ($nats_gomaxprocs | tonumber), skein_dev_start: $skein_start,
    load_average_start: $load_start, load_average_end: $load_end,
    records_per_workload: ($msgs | tonumber), records_per_fsync_workload: ($fsync_msgs | tonumber),
    rows: [$rows[] | . as [$w, $lbl, $ref] |

@@ -310,3 +310,32 @@ func TestProduceSplitsLargeInput(t *testing.T) {
 		t.Errorf("%d records written, want 20", n)
 	}
 }
+
+func TestDevGoMaxProcs(t *testing.T) {
+	for _, tc := range []struct {
+		flag      int
+		env       string
+		cpus      int
+		want      int
+		wantWhy   string
+		wantUsage bool
+	}{
+		{flag: 0, cpus: 2, want: 1, wantWhy: "GOMAXPROCS=1 each: 2 CPUs shared by 3 storage nodes and the gateway"},
+		{flag: 0, cpus: 8, want: 2, wantWhy: "GOMAXPROCS=2 each"},
+		{flag: 0, env: "2", cpus: 2, want: 0, wantWhy: "GOMAXPROCS=2 each, from the environment"},
+		{flag: 4, env: "2", cpus: 2, want: 4, wantWhy: "as --gomaxprocs asks"},
+		{flag: -1, cpus: 2, want: 0, wantWhy: "own default"},
+		{flag: -2, cpus: 2, wantUsage: true},
+	} {
+		got, why, err := devGoMaxProcs(tc.flag, tc.env, tc.cpus, 3)
+		if tc.wantUsage {
+			if err == nil || !strings.Contains(err.Error(), "--gomaxprocs -2") {
+				t.Errorf("--gomaxprocs %d: err %v, want a usage error naming it", tc.flag, err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want || !strings.Contains(why, tc.wantWhy) {
+			t.Errorf("--gomaxprocs %d, GOMAXPROCS=%q, %d CPUs: %d %q %v, want %d and %q", tc.flag, tc.env, tc.cpus, got, why, err, tc.want, tc.wantWhy)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 
 	"skein/cmd/skein/internal/devcluster"
 )
@@ -18,6 +19,7 @@ func devCmd(ctx context.Context, args []string, io IO) error {
 	gwHTTP := f.String("gateway-http-addr", "127.0.0.1:8080", "the gateway's REST address (empty: a free port)")
 	gwGRPC := f.String("gateway-grpc-addr", "127.0.0.1:9090", "the gateway's gRPC address (empty: a free port)")
 	secure := f.Bool("secure", false, "mutual TLS on every hop and encrypted gossip: a CA, certificates, a gossip key and a token file with a dev token are created in <data-dir>/tls; clients need the CA (curl --cacert, skein --tls-ca) and the client certificate or the dev token: the gateway requires a principal and authorizes it with ACLs (the client certificate's User:client is a super user, the dev token's User:dev has no ACLs at first)")
+	gomaxprocs := f.Int("gomaxprocs", 0, "GOMAXPROCS of every process: 0 divides this machine's CPUs among the storage nodes and the gateway (at least 1 each) unless GOMAXPROCS is set in the environment, which is then passed on; -1 leaves every process Go's default (all CPUs)")
 	demos := f.Bool("console-demos", false, "show kill / pause / resume buttons for the storage nodes in the gateway's console (/console/)")
 	pos, err := f.parse(args)
 	if err != nil {
@@ -25,6 +27,10 @@ func devCmd(ctx context.Context, args []string, io IO) error {
 	}
 	if len(pos) != 0 {
 		return usagef("dev takes no arguments, got %q", pos)
+	}
+	procs, why, err := devGoMaxProcs(*gomaxprocs, os.Getenv("GOMAXPROCS"), runtime.GOMAXPROCS(0), *nodes)
+	if err != nil {
+		return err
 	}
 	if *binDir == "" {
 		self, err := os.Executable()
@@ -46,9 +52,9 @@ func devCmd(ctx context.Context, args []string, io IO) error {
 	if *demos {
 		gwArgs = append(gwArgs, "--console-demos")
 	}
-	fmt.Fprintf(io.Err, "starting a cluster of 3 controllers, %d storage nodes, 2 group coordinators and a gateway in %s\n", *nodes, *dataDir)
+	fmt.Fprintf(io.Err, "starting a cluster of 3 controllers, %d storage nodes, 2 group coordinators, 2 transaction coordinators and a gateway in %s (%s)\n", *nodes, *dataDir, why)
 	return devcluster.Run(ctx, devcluster.Options{
-		DataDir: *dataDir, StorageNodes: *nodes, BinDir: *binDir, LogLevel: *logLevel, Progress: io.Err,
+		DataDir: *dataDir, StorageNodes: *nodes, BinDir: *binDir, LogLevel: *logLevel, Progress: io.Err, GoMaxProcs: procs,
 		GatewayHTTPAddr: *gwHTTP, GatewayGRPCAddr: *gwGRPC, GatewayArgs: gwArgs, Secure: *secure,
 	}, func(c *devcluster.Cluster) {
 		gw := c.Gateway()
@@ -95,4 +101,23 @@ Try:
 Ctrl-C stops the cluster; run skein dev again with the same --data-dir to restart it.
 `, rest, gw.GRPCAddr, filepath.Join(*dataDir, "cluster.json"), filepath.Join(*dataDir, "logs"))
 	})
+}
+
+// devGoMaxProcs resolves --gomaxprocs into the GOMAXPROCS the cluster's
+// processes are given (0: none, each keeps what it inherits) and a phrase
+// for the start-up line. cpus is what this process may use; env is
+// GOMAXPROCS from the environment.
+func devGoMaxProcs(flag int, env string, cpus, storageNodes int) (int, string, error) {
+	switch {
+	case flag < -1:
+		return 0, "", usagef("--gomaxprocs %d: want a positive number, 0 (a share of the CPUs) or -1 (Go's default)", flag)
+	case flag > 0:
+		return flag, fmt.Sprintf("GOMAXPROCS=%d each, as --gomaxprocs asks", flag), nil
+	case flag == -1:
+		return 0, "GOMAXPROCS: each process's own default", nil
+	case env != "":
+		return 0, fmt.Sprintf("GOMAXPROCS=%s each, from the environment", env), nil
+	}
+	n := devcluster.SharedGoMaxProcs(cpus, storageNodes)
+	return n, fmt.Sprintf("GOMAXPROCS=%d each: %d CPUs shared by %d storage nodes and the gateway", n, cpus, storageNodes), nil
 }

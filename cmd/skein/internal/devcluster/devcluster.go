@@ -77,6 +77,22 @@ type Options struct {
 	// gossip: a CA, a certificate per process, a client certificate and a
 	// gossip key are created in <DataDir>/tls on first use (see Security).
 	Secure bool
+	// GoMaxProcs, when positive, is the GOMAXPROCS every process runs with
+	// (see SharedGoMaxProcs); 0 leaves each process its own default, or
+	// what the environment says.
+	GoMaxProcs int
+}
+
+// SharedGoMaxProcs is the GOMAXPROCS that suits each process of a cluster
+// whose storage nodes and gateway share cpus CPUs: the CPUs divided among
+// those busy processes, at least one. A Go process whose GOMAXPROCS is more
+// than the CPU it actually gets spends that CPU waking idle threads to look
+// for work that another process's thread is already running; on a small
+// machine running a whole cluster this costs more than the parallelism
+// buys. The controllers and coordinators, light next to the data path, get
+// the same.
+func SharedGoMaxProcs(cpus, storageNodes int) int {
+	return max(1, cpus/(max(storageNodes, 1)+1))
 }
 
 // Process is one supervised process, as cluster.json records it.
@@ -157,6 +173,9 @@ func (o *Options) defaults() error {
 	}
 	if o.LogLevel == "" {
 		o.LogLevel = "info"
+	}
+	if o.GoMaxProcs < 0 {
+		return fmt.Errorf("devcluster: GOMAXPROCS %d is negative", o.GoMaxProcs)
 	}
 	if o.Progress == nil {
 		o.Progress = io.Discard
@@ -378,6 +397,10 @@ func (c *Cluster) launch(p *Process) error {
 		cmd.Args = append(cmd.Args, c.opts.GatewayArgs...)
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
+	if c.opts.GoMaxProcs > 0 {
+		// The last of duplicate keys wins, so this overrides an inherited one.
+		cmd.Env = append(os.Environ(), fmt.Sprintf("GOMAXPROCS=%d", c.opts.GoMaxProcs))
+	}
 	// Its own process group: a Ctrl-C in the terminal reaches only `skein
 	// dev`, which then stops the children in order.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -58,6 +59,7 @@ func fakeMain(role string, args []string) int {
 		return 2
 	}
 	fmt.Println("ARGS", strings.Join(args, " "))
+	fmt.Printf("GOMAXPROCS %d\n", runtime.GOMAXPROCS(0))
 	if os.Getenv("FAKE_CRASH") == role {
 		fmt.Println("crashing on purpose")
 		return 3
@@ -337,5 +339,66 @@ func TestPinnedGatewayAddresses(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(o2.DataDir, "cluster.json")); err == nil {
 		t.Error("a refused start wrote cluster.json")
+	}
+}
+
+// The GOMAXPROCS each process runs with: the one asked for, over the
+// environment's; without one, the environment's.
+func TestGoMaxProcs(t *testing.T) {
+	t.Setenv("FAKE_BROKERS", "1")
+	t.Setenv("GOMAXPROCS", "3")
+	bin := fakeBinDir(t)
+	gomaxprocs := func(o Options) map[string]string {
+		t.Helper()
+		c, err := Start(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Stop()
+		got := map[string]string{}
+		for _, p := range c.Processes() {
+			log, _ := os.ReadFile(p.Log)
+			_, v, _ := strings.Cut(string(log), "GOMAXPROCS ")
+			v, _, _ = strings.Cut(v, "\n")
+			got[p.name()] = v
+		}
+		return got
+	}
+	for _, tc := range []struct {
+		asked int
+		want  string
+	}{{asked: 2, want: "2"}, {asked: 0, want: "3"}} {
+		o := opts(t, t.TempDir(), bin)
+		o.StorageNodes, o.GoMaxProcs = 1, tc.asked
+		got := gomaxprocs(o)
+		if len(got) != 9 {
+			t.Errorf("asked %d: %d processes, want 9", tc.asked, len(got))
+		}
+		for name, v := range got {
+			if v != tc.want {
+				t.Errorf("asked %d with GOMAXPROCS=3 in the environment: %s runs with %q, want %s", tc.asked, name, v, tc.want)
+			}
+		}
+	}
+
+	o := opts(t, t.TempDir(), bin)
+	o.GoMaxProcs = -1
+	if _, err := Start(context.Background(), o); err == nil || !strings.Contains(err.Error(), "GOMAXPROCS -1") {
+		t.Errorf("Start with GOMAXPROCS -1: %v", err)
+	}
+}
+
+func TestSharedGoMaxProcs(t *testing.T) {
+	for _, tc := range []struct{ cpus, storage, want int }{
+		{cpus: 2, storage: 3, want: 1}, // the test machine: 3 storage nodes and a gateway on 2 cores
+		{cpus: 1, storage: 3, want: 1}, // never below one
+		{cpus: 8, storage: 3, want: 2}, // 8 cores among 4 busy processes
+		{cpus: 16, storage: 3, want: 4},
+		{cpus: 16, storage: 1, want: 8}, // one storage node and the gateway
+		{cpus: 4, storage: 0, want: 2},  // no storage nodes counts as one
+	} {
+		if got := SharedGoMaxProcs(tc.cpus, tc.storage); got != tc.want {
+			t.Errorf("SharedGoMaxProcs(%d, %d) = %d, want %d", tc.cpus, tc.storage, got, tc.want)
+		}
 	}
 }
