@@ -1,11 +1,13 @@
 package replica
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -80,6 +82,14 @@ type Manager struct {
 	// unopened: replicas the image assigns here whose log could not be
 	// opened for a storage error, retried when the directory is probed.
 	unopened map[partition.TP]error
+
+	// savedMu guards what the checkpoint store is known to hold, so that
+	// what has not changed since it was saved is not written again: an
+	// idle node would otherwise make a durable write every second. An
+	// entry is dropped whenever something else changes the stored value.
+	savedMu    sync.Mutex
+	savedOffs  map[checkpoint.Partition]checkpoint.Offsets
+	savedSnaps map[string][]byte // producer snapshots by key
 }
 
 type hosted struct {
@@ -112,7 +122,8 @@ func New(cfg Config, log *slog.Logger, proposer partition.ISRProposer, fetchers 
 	if cfg.ProducerSnapshotEvery <= 0 {
 		cfg.ProducerSnapshotEvery = 30 * time.Second
 	}
-	m := &Manager{cfg: cfg, log: log, proposer: proposer, fetchers: fetchers, ckpt: ckpt, now: time.Now, hosted: map[partition.TP]*hosted{}, unopened: map[partition.TP]error{}}
+	m := &Manager{cfg: cfg, log: log, proposer: proposer, fetchers: fetchers, ckpt: ckpt, now: time.Now, hosted: map[partition.TP]*hosted{}, unopened: map[partition.TP]error{},
+		savedOffs: map[checkpoint.Partition]checkpoint.Offsets{}, savedSnaps: map[string][]byte{}}
 	clean := m.cleanOne
 	m.cleanup.Store(&clean)
 	return m
@@ -357,8 +368,11 @@ func (m *Manager) openLocked(tp partition.TP, topicID string, lcfg plog.Config, 
 			return nil, err
 		}
 		ck = all[checkpoint.Partition{Topic: tp.Topic, Partition: tp.Partition}]
-	} else if err := m.ckpt.Delete(producersKey(key)); err != nil {
-		return nil, err
+	} else {
+		m.forgetSaved(tp, key)
+		if err := m.ckpt.Delete(producersKey(key)); err != nil {
+			return nil, err
+		}
 	}
 	l, err := plog.Open(dir, lcfg, plog.Options{State: plog.State{LogStartOffset: ck.LogStartOffset, RecoveryPoint: ck.RecoveryPoint}})
 	if err != nil {
@@ -391,15 +405,33 @@ func (m *Manager) restoreProducers(h *hosted) error {
 }
 
 func (m *Manager) snapshotProducers(list []*hosted) {
+	m.savedMu.Lock()
+	defer m.savedMu.Unlock()
 	for _, h := range list {
+		key := producersKey(h.key)
 		raw, err := json.Marshal(h.p.SnapshotProducers())
+		if err == nil && bytes.Equal(raw, m.savedSnaps[key]) {
+			continue
+		}
 		if err == nil {
-			err = m.ckpt.Put(producersKey(h.key), raw)
+			err = m.ckpt.Put(key, raw)
 		}
 		if err != nil {
+			delete(m.savedSnaps, key)
 			m.log.Error("producer snapshot failed", "dir", h.key, "err", err)
+			continue
 		}
+		m.savedSnaps[key] = raw
 	}
+}
+
+// forgetSaved notes that the store's entries for a replica were changed
+// or removed by something other than checkpoint and snapshotProducers.
+func (m *Manager) forgetSaved(tp partition.TP, dir string) {
+	m.savedMu.Lock()
+	defer m.savedMu.Unlock()
+	delete(m.savedOffs, checkpoint.Partition{Topic: tp.Topic, Partition: tp.Partition})
+	delete(m.savedSnaps, producersKey(dir))
 }
 
 func (m *Manager) removeLocked(tp partition.TP, h *hosted, deleteData bool) {
@@ -410,6 +442,7 @@ func (m *Manager) removeLocked(tp partition.TP, h *hosted, deleteData bool) {
 	}
 	delete(m.hosted, tp)
 	if deleteData {
+		m.forgetSaved(tp, h.key)
 		if err := os.RemoveAll(h.log.Dir()); err != nil {
 			m.log.Warn("removing log directory", "partition", tp, "err", err)
 		}
@@ -504,18 +537,29 @@ func (m *Manager) cleanOne(h *hosted, now time.Time) {
 	}
 }
 
-// checkpoint saves every replica's HW, recovery point and log start offset
-// in one durable write.
+// checkpoint saves the HW, recovery point and log start offset of every
+// replica whose offsets changed since they were last saved, in one durable
+// write; when none changed it writes nothing.
 func (m *Manager) checkpoint(list []*hosted) {
-	all := make(map[checkpoint.Partition]checkpoint.Offsets, len(list))
+	m.savedMu.Lock()
+	defer m.savedMu.Unlock()
+	changed := make(map[checkpoint.Partition]checkpoint.Offsets)
 	for _, h := range list {
 		st := h.log.State()
-		all[checkpoint.Partition{Topic: h.tp.Topic, Partition: h.tp.Partition}] = checkpoint.Offsets{
-			HighWatermark: h.p.Snapshot().HW, RecoveryPoint: st.RecoveryPoint, LogStartOffset: st.LogStartOffset}
+		p := checkpoint.Partition{Topic: h.tp.Topic, Partition: h.tp.Partition}
+		o := checkpoint.Offsets{HighWatermark: h.p.Snapshot().HW, RecoveryPoint: st.RecoveryPoint, LogStartOffset: st.LogStartOffset}
+		if saved, ok := m.savedOffs[p]; !ok || saved != o {
+			changed[p] = o
+		}
 	}
-	if err := m.ckpt.SaveOffsets(all); err != nil {
+	if len(changed) == 0 {
+		return
+	}
+	if err := m.ckpt.SaveOffsets(changed); err != nil {
 		m.log.Error("checkpoint failed", "err", err)
+		return
 	}
+	maps.Copy(m.savedOffs, changed)
 }
 
 // Close checkpoints, flushes and closes every replica.

@@ -95,6 +95,23 @@ func startNodes(t *testing.T) (*fakeController, []*node) {
 // startNodesWaiting starts three nodes whose followers let the leader hold
 // an idle fetch round for fetchWait.
 func startNodesWaiting(t *testing.T, fetchWait time.Duration) (*fakeController, []*node) {
+	return startNodesWith(t, nodeOptions{fetchWait: fetchWait})
+}
+
+type nodeOptions struct {
+	fetchWait time.Duration
+	// store gives each node its checkpoint store (default: in memory).
+	store func(id int32) checkpoint.Store
+	// checkpointEvery also sets how often producer state is snapshotted
+	// (default: the manager's).
+	checkpointEvery time.Duration
+}
+
+func startNodesWith(t *testing.T, o nodeOptions) (*fakeController, []*node) {
+	fetchWait := o.fetchWait
+	if o.store == nil {
+		o.store = func(int32) checkpoint.Store { return checkpoint.NewMemory() }
+	}
 	fc := &fakeController{im: metadata.New("test")}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	var nodes []*node
@@ -114,7 +131,8 @@ func startNodesWaiting(t *testing.T, fetchWait time.Duration) (*fakeController, 
 			return cc, ok
 		}, log)
 		sender := isrsender.New(proposer{t, fc}.alter)
-		n.mgr = replica.New(replica.Config{Self: id, DataDir: t.TempDir(), ReplicaLagMax: 2 * time.Second, Tick: 50 * time.Millisecond, RetentionEvery: 50 * time.Millisecond}, log, sender, n.fet, checkpoint.NewMemory())
+		n.mgr = replica.New(replica.Config{Self: id, DataDir: t.TempDir(), ReplicaLagMax: 2 * time.Second, Tick: 50 * time.Millisecond, RetentionEvery: 50 * time.Millisecond,
+			CheckpointEvery: o.checkpointEvery, ProducerSnapshotEvery: o.checkpointEvery}, log, sender, n.fet, o.store(id))
 		n.srv = grpc.NewServer()
 		storagev1.RegisterStorageServiceServer(n.srv, server.New(n.mgr, log, nil))
 		go n.srv.Serve(lis)

@@ -1,0 +1,108 @@
+package replica_test
+
+import (
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"skein/libs/checkpoint"
+	"skein/libs/record"
+)
+
+// countingStore counts the durable writes made to a checkpoint store.
+type countingStore struct {
+	checkpoint.Store
+	mu    sync.Mutex
+	saves int // SaveOffsets calls
+	snaps int // Puts of producer snapshots
+}
+
+func (c *countingStore) SaveOffsets(o map[checkpoint.Partition]checkpoint.Offsets) error {
+	c.mu.Lock()
+	c.saves++
+	c.mu.Unlock()
+	return c.Store.SaveOffsets(o)
+}
+
+func (c *countingStore) Put(key string, v []byte) error {
+	if strings.HasPrefix(key, "producers/") {
+		c.mu.Lock()
+		c.snaps++
+		c.mu.Unlock()
+	}
+	return c.Store.Put(key, v)
+}
+
+func (c *countingStore) counts() (saves, snaps int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.saves, c.snaps
+}
+
+// waitQuiet waits until a store has taken no write for quiet, and fails
+// the test if that does not happen within limit.
+func waitQuiet(t *testing.T, c *countingStore, quiet, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	s0, p0 := c.counts()
+	since := time.Now()
+	for time.Since(since) < quiet {
+		if time.Now().After(deadline) {
+			s, p := c.counts()
+			t.Fatalf("the checkpoint store is still written %v after the last change: %d offset saves and %d producer snapshots so far", limit, s, p)
+		}
+		time.Sleep(10 * time.Millisecond)
+		if s, p := c.counts(); s != s0 || p != p0 {
+			s0, p0, since = s, p, time.Now()
+		}
+	}
+}
+
+func TestIdleNodeRewritesNoCheckpoint(t *testing.T) {
+	stores := map[int32]*countingStore{}
+	var mu sync.Mutex
+	_, nodes := startNodesWith(t, nodeOptions{fetchWait: 200 * time.Millisecond, checkpointEvery: 20 * time.Millisecond,
+		store: func(id int32) checkpoint.Store {
+			mu.Lock()
+			defer mu.Unlock()
+			stores[id] = &countingStore{Store: checkpoint.NewMemory()}
+			return stores[id]
+		}})
+	tp := checkpoint.Partition{Topic: "t", Partition: 0}
+	hwSaved := func(id int32) record.Offset {
+		all, err := stores[id].LoadOffsets()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return all[tp].HighWatermark
+	}
+
+	for round, want := range []record.Offset{1, 2} {
+		if r := produce(t, nodes[0], "v"); r.GetErrorCode() != 0 {
+			t.Fatalf("produce: %v", r)
+		}
+		// Every node saves the new HW once the followers have learnt it...
+		deadline := time.Now().Add(10 * time.Second)
+		for _, n := range nodes {
+			for hwSaved(n.id) != want {
+				if time.Now().After(deadline) {
+					t.Fatalf("round %d: node %d checkpointed HW %d, want %d", round, n.id, hwSaved(n.id), want)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		// ...and then writes nothing while nothing changes: 25 checkpoint
+		// periods without a write.
+		for _, n := range nodes {
+			waitQuiet(t, stores[n.id], 500*time.Millisecond, 10*time.Second)
+			if got := hwSaved(n.id); got != want {
+				t.Fatalf("round %d: node %d's checkpoint says HW %d after settling, want %d", round, n.id, got, want)
+			}
+		}
+	}
+	for _, n := range nodes {
+		s, p := stores[n.id].counts()
+		t.Logf("node %d: %d offset saves, %d producer snapshots", n.id, s, p)
+	}
+}
