@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"strings"
 	"testing"
 	"time"
 
@@ -1083,4 +1084,56 @@ func TestProduceBatchFailsOverOnLeaderChange(t *testing.T) {
 		t.Fatal("no answer 5 s after the leader changed: the batch waited for the stalled leader")
 	}
 	t.Logf("written by the new leader %v after the change", time.Since(moved).Round(time.Millisecond))
+}
+
+// The buffers batches are encoded into are reused once a batch settles.
+// Through retries, refusals and batches encoded again under a fresh
+// producer id, every record acknowledged is in the log once, at its offset,
+// with the bytes it was produced with.
+func TestReusedBatchBuffersKeepEveryRecordIntact(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 1, nil)
+	p := c.NewProducer(client.WithLinger(-1), client.WithBatchSize(256))
+	defer p.Close(ctx(t))
+	st := cl.Storage[1]
+	var vals []string
+	var res []client.Result
+	for round := range 8 {
+		st.FailNext("t", 0, errs.NotEnoughReplicas, 2)
+		if round%2 == 1 {
+			st.FailNext("t", 0, errs.Errorf(errs.InvalidRecord, "refused"), 1)
+		}
+		var batch []string
+		for i := range 50 {
+			n := round*50 + i
+			batch = append(batch, fmt.Sprintf("value %03d %s", n, strings.Repeat(string(rune('a'+n%26)), n%97)))
+		}
+		vals = append(vals, batch...)
+		res = append(res, produceAsync(t, p, "t", batch...)...)
+	}
+	log := values(t, st, "t")
+	acked := 0
+	for i, r := range res {
+		if r.Err != nil {
+			if errs.Of(r.Err) != errs.InvalidRecord && errs.Of(r.Err) != errs.OutOfOrderSequenceNumber {
+				t.Fatalf("record %d: %v", i, r.Err)
+			}
+			continue
+		}
+		acked++
+		if r.Offset < 0 || r.Offset >= int64(len(log)) || log[r.Offset] != vals[i] {
+			t.Fatalf("record %d acknowledged at offset %d, but the log (%d records) has %q there, want %q", i, r.Offset, len(log), at(log, r.Offset), vals[i])
+		}
+	}
+	if acked != len(log) || acked < len(vals)/2 {
+		t.Fatalf("%d of %d records acknowledged, the log holds %d", acked, len(vals), len(log))
+	}
+}
+
+func at(log []string, i int64) string {
+	if i < 0 || i >= int64(len(log)) {
+		return ""
+	}
+	return log[i]
 }

@@ -175,6 +175,60 @@ type Producer struct {
 	pid      int64                              // the producer's id, shared by its partitions; -1 until taken; guarded by mu
 	bld      *record.Builder                    // encodes batches; guarded by mu
 	order    uint64                             // order of the last batch made; guarded by mu
+	bufs     batchBuffers                       // guarded by mu
+}
+
+// batchBuffers recycles the buffers batches are encoded into. A settled
+// batch's buffer may still be read by a Send of one of its attempts (an
+// answer or a timeout can settle a batch while its request is being
+// marshalled), and every Send runs on the sender goroutine, between its
+// calls to collect. So a settled batch's buffer is only noted as released,
+// and becomes free for the next batch at the sender's next collect, when
+// no Send is running.
+type batchBuffers struct {
+	released [][]byte
+	free     [][]byte
+}
+
+// maxFreeBuffers bounds the buffers kept: enough for the batches of a few
+// partitions in flight at once, at most a few MiB at the largest batch size.
+const maxFreeBuffers = 16
+
+// release notes that a settled batch's buffer is no longer needed once no
+// Send can still read it.
+func (bb *batchBuffers) release(b []byte) {
+	if b != nil && len(bb.released) < maxFreeBuffers {
+		bb.released = append(bb.released, b)
+	}
+}
+
+// reclaim makes the released buffers free; the caller guarantees that no
+// Send is running.
+func (bb *batchBuffers) reclaim() {
+	for _, b := range bb.released {
+		if len(bb.free) < maxFreeBuffers {
+			bb.free = append(bb.free, b)
+			continue
+		}
+		// Keep the larger buffers: they serve any batch.
+		i := slices.IndexFunc(bb.free, func(f []byte) bool { return cap(f) < cap(b) })
+		if i >= 0 {
+			bb.free[i] = b
+		}
+	}
+	clear(bb.released)
+	bb.released = bb.released[:0]
+}
+
+// get answers an empty buffer with room for n bytes.
+func (bb *batchBuffers) get(n int) []byte {
+	for i := len(bb.free) - 1; i >= 0; i-- {
+		if b := bb.free[i]; cap(b) >= n {
+			bb.free = slices.Delete(bb.free, i, i+1)
+			return b[:0]
+		}
+	}
+	return make([]byte, 0, n)
 }
 
 // partitionState is the producer's state for one partition. Up to
@@ -600,6 +654,7 @@ func (p *Producer) collect(now time.Time) (sends []*brokerRequest, wakeAt time.T
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	defer p.noteIdleLocked()
+	p.bufs.reclaim() // the sender's previous Sends have all returned
 	soon := func(t time.Time) {
 		if wakeAt.IsZero() || t.Before(wakeAt) {
 			wakeAt = t
@@ -846,9 +901,16 @@ func (p *Producer) encode(ps *partitionState, b *sendBatch) error {
 	for _, r := range b.recs {
 		bld.Append(r.Timestamp, r.Key, r.Value, r.Headers...)
 	}
-	data, _, err := bld.Build(make([]byte, 0, b.size+record.HeaderSize))
+	// A batch encoded again (a fresh producer id) was last sent before this
+	// collect, so its old buffer is free at once.
+	old := b.data
+	data, _, err := bld.Build(p.bufs.get(b.size + record.HeaderSize))
 	if err != nil {
 		return err
+	}
+	if old != nil {
+		p.bufs.release(old)
+		p.bufs.reclaim()
 	}
 	b.data, b.pid, b.reencode = data, ps.pid, false
 	if p.cfg.idempotent {
@@ -953,6 +1015,8 @@ func (p *Producer) complete(batches []sentBatch, resp *storagev1.ProduceResponse
 			ps.acked = true
 		}
 		ps.settleCheck()
+		p.bufs.release(b.data)
+		b.data = nil
 		out = append(out, outcome{b, res, berr})
 	}
 	p.noteIdleLocked()
