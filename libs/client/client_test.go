@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"sync"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
