@@ -49,6 +49,10 @@ func (codec) Unmarshal(data mem.BufferSlice, v any) error {
 	if m == nil {
 		return fmt.Errorf("proto: cannot unmarshal into %T, want proto.Message", v)
 	}
+	if aliased[m.ProtoReflect().Descriptor().FullName()] {
+		proto.Reset(m)
+		return unmarshalAliasing(data.Materialize(), m.ProtoReflect())
+	}
 	buf := data.MaterializeToBuffer(pool)
 	defer buf.Free()
 	// proto.Unmarshal copies bytes fields out of buf, so it may be reused.
