@@ -9,9 +9,12 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc"
+
 	storagev1 "skein/gen/skein/storage/v1"
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/errs"
+	"skein/libs/grpcopt"
 	"skein/libs/record"
 	"skein/libs/rpcerr"
 )
@@ -144,7 +147,12 @@ func (c *Client) fetchOnce(ctx context.Context, req FetchRequest, maxBytes int32
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	go c.cancelOnLeaderChange(ctx, cancel, req.Topic, req.Partition, bc.id, epoch)
-	resp, err := bc.st.Fetch(ctx, &storagev1.FetchRequest{
+	// The answer's batches are decoded into a pooled buffer, given back once
+	// decodeFetch has copied the records out of it.
+	resp := &storagev1.FetchResponse{}
+	reply := &grpcopt.Pooled{Msg: resp}
+	defer reply.Release()
+	err = bc.cc.Invoke(ctx, storagev1.StorageService_Fetch_FullMethodName, &storagev1.FetchRequest{
 		MaxWaitMs:      int32(req.MaxWait / time.Millisecond),
 		MinBytes:       1,
 		MaxBytes:       maxBytes,
@@ -153,7 +161,7 @@ func (c *Client) fetchOnce(ctx context.Context, req FetchRequest, maxBytes int32
 			Topic: req.Topic, Partition: req.Partition, FetchOffset: req.Offset,
 			CurrentLeaderEpoch: epoch, PartitionMaxBytes: maxBytes,
 		}},
-	})
+	}, reply, grpc.StaticMethod())
 	if err != nil {
 		if cause := context.Cause(ctx); errors.Is(cause, errLeaderMoved) {
 			return nil, errs.Errorf(errs.NotLeaderOrFollower, "%s-%d: %v", req.Topic, req.Partition, cause)
@@ -288,7 +296,9 @@ func decodeFetch(req FetchRequest, pr *storagev1.PartitionFetchResult) (*FetchRe
 	return out, nil
 }
 
-// clone copies b, keeping nil as nil (null) and empty as empty.
+// clone copies b, keeping nil as nil (null) and empty as empty. A consumed
+// record's bytes are always copies: the fetch answer they came in, and a
+// compressed batch's decompressed records, are buffers used again.
 func clone(b []byte) []byte {
 	if b == nil {
 		return nil

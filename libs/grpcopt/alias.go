@@ -4,6 +4,7 @@ import (
 	"errors"
 	"sync"
 
+	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -108,3 +109,42 @@ func fieldsOf(md protoreflect.MessageDescriptor) map[protoreflect.FieldNumber]pr
 
 // walked caches fieldsOf by message name.
 var walked sync.Map
+
+// Pooled is a reply to pass to ClientConn.Invoke, for a caller that is done
+// with the answer's bytes soon after it arrives: the answer is decoded into
+// a buffer from the codec's pool and, for the messages that carry record
+// batches, its bytes fields are slices of that buffer. They are valid only
+// until Release, which gives the buffer back; a megabyte answer then costs
+// no fresh allocation. Without Release the buffer is left to the GC.
+type Pooled struct {
+	Msg proto.Message
+	buf *[]byte
+}
+
+// ProtoReflect makes p a message to interceptors that look at replies.
+func (p *Pooled) ProtoReflect() protoreflect.Message { return p.Msg.ProtoReflect() }
+
+// Release gives the buffer back: Msg's bytes must not be used after it.
+func (p *Pooled) Release() {
+	if p.buf != nil {
+		pool.Put(p.buf)
+		p.buf = nil
+	}
+}
+
+func (p *Pooled) unmarshal(data mem.BufferSlice) error {
+	p.Release()
+	proto.Reset(p.Msg)
+	b := pool.Get(data.Len())
+	data.CopyTo(*b)
+	if !aliased[p.Msg.ProtoReflect().Descriptor().FullName()] {
+		defer pool.Put(b)
+		return proto.Unmarshal(*b, p.Msg)
+	}
+	if err := unmarshalAliasing(*b, p.Msg.ProtoReflect()); err != nil {
+		pool.Put(b)
+		return err
+	}
+	p.buf = b
+	return nil
+}

@@ -2,10 +2,17 @@ package grpcopt
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"math/rand/v2"
+	"net"
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -181,5 +188,68 @@ func TestRecordsAliasTheBuffer(t *testing.T) {
 	}
 	if cap(rec) != len(rec) {
 		t.Fatalf("the records' capacity %d runs past their %d bytes into the rest of the buffer", cap(rec), len(rec))
+	}
+}
+
+type fetchServer struct {
+	storagev1.UnimplementedStorageServiceServer
+	records []byte
+}
+
+func (s fetchServer) Fetch(_ context.Context, req *storagev1.FetchRequest) (*storagev1.FetchResponse, error) {
+	return &storagev1.FetchResponse{Partitions: []*storagev1.PartitionFetchResult{{
+		Topic: req.GetPartitions()[0].GetTopic(), HighWatermark: 7, Records: s.records}}}, nil
+}
+
+// A Pooled reply holds what the server sent, its records are slices of the
+// pooled buffer until Release, and a reply that is not one of the aliased
+// messages keeps no buffer.
+func TestPooledReply(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	records := bytes.Repeat([]byte("0123456789abcdef"), 40_000)
+	s := grpc.NewServer(Server(nil)...)
+	storagev1.RegisterStorageServiceServer(s, fetchServer{records: records})
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(s, hs)
+	go s.Serve(lis)
+	defer s.Stop()
+	cc, err := grpc.NewClient(lis.Addr().String(), append(Dial(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+
+	for i := range 3 {
+		resp := &storagev1.FetchResponse{}
+		reply := &Pooled{Msg: resp}
+		err := cc.Invoke(context.Background(), storagev1.StorageService_Fetch_FullMethodName,
+			&storagev1.FetchRequest{Partitions: []*storagev1.PartitionFetch{{Topic: fmt.Sprint("t", i)}}}, reply)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := resp.GetPartitions()[0]
+		if p.GetTopic() != fmt.Sprint("t", i) || p.GetHighWatermark() != 7 || !bytes.Equal(p.GetRecords(), records) {
+			t.Fatalf("fetch %d: topic %q hw %d, %d bytes of records", i, p.GetTopic(), p.GetHighWatermark(), len(p.GetRecords()))
+		}
+		if reply.buf == nil || &(*reply.buf)[len(*reply.buf)-len(p.GetRecords())] != &p.GetRecords()[0] {
+			t.Fatal("the records are not a slice of the pooled buffer")
+		}
+		reply.Release()
+		if reply.buf != nil {
+			t.Fatal("Release kept the buffer")
+		}
+	}
+
+	hs.SetServingStatus("svc", healthpb.HealthCheckResponse_SERVING)
+	hresp := &healthpb.HealthCheckResponse{}
+	reply := &Pooled{Msg: hresp}
+	if err := cc.Invoke(context.Background(), "/grpc.health.v1.Health/Check", &healthpb.HealthCheckRequest{Service: "svc"}, reply); err != nil {
+		t.Fatal(err)
+	}
+	if hresp.GetStatus() != healthpb.HealthCheckResponse_SERVING || reply.buf != nil {
+		t.Fatalf("health answer %v, buffer kept %v", hresp, reply.buf != nil)
 	}
 }

@@ -45,6 +45,9 @@ func (codec) Marshal(v any) (mem.BufferSlice, error) {
 }
 
 func (codec) Unmarshal(data mem.BufferSlice, v any) error {
+	if p, ok := v.(*Pooled); ok {
+		return p.unmarshal(data)
+	}
 	m := messageOf(v)
 	if m == nil {
 		return fmt.Errorf("proto: cannot unmarshal into %T, want proto.Message", v)
