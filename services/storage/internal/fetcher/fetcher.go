@@ -13,6 +13,7 @@ import (
 	storagev1 "skein/gen/skein/storage/v1"
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/errs"
+	"skein/libs/grpcopt"
 	"skein/libs/record"
 	"skein/services/storage/internal/partition"
 )
@@ -312,56 +313,69 @@ func (m *Manager) stream(ctx context.Context, th *thread) (err error) {
 		if err := stream.Send(req); err != nil {
 			return err
 		}
-		resp, err := stream.Recv()
-		if err != nil {
+		if stop, err := m.round(ctx, th, stream, parts); stop || err != nil {
 			return err
 		}
-		th.waiting.Store(0)
-		backoff := false
-		for _, r := range resp.GetPartitions() {
-			tp := partition.TP{Topic: r.GetTopic(), Partition: r.GetPartition()}
-			x, ok := parts[tp]
-			if !ok {
-				continue
-			}
-			if code := r.GetErrorCode(); code == skeinv1.ErrorCode_OFFSET_OUT_OF_RANGE && x.fs.FetchOffset < record.Offset(r.GetLogStartOffset()) {
-				// Retention on the leader passed this follower: restart at the
-				// leader's log start.
-				if err := x.p.ResetToLeaderStart(x.fs.CurrentLeaderEpoch, x.fs.FetchOffset, record.Offset(r.GetLogStartOffset())); err != nil {
-					m.log.Error("resetting follower log", "partition", tp, "err", err)
-					backoff = true
-				}
-				continue
-			}
-			if code := r.GetErrorCode(); code != 0 {
-				// NOT_LEADER / FENCED / UNKNOWN_LEADER_EPOCH: the metadata
-				// stream will move the partition; until then do not spin.
-				backoff = true
-				m.log.Debug("replica fetch refused", "partition", tp, "leader", th.leader, "code", errs.ForCode(errs.Code(code)).Name, "msg", r.GetErrorMessage())
-				continue
-			}
-			res := partition.FollowerFetchResult{
-				Records: r.GetRecords(), HW: record.Offset(r.GetHighWatermark()), LogStartOffset: record.Offset(r.GetLogStartOffset()), LSO: record.Offset(r.GetLastStableOffset()),
-			}
-			if d := r.GetDivergingEpoch(); d != nil {
-				res.Diverging, res.DivergingEpoch, res.DivergingEnd = true, record.Epoch(d.GetEpoch()), record.Offset(d.GetEndOffset())
-			}
-			spans := startAppendSpans(res.Records, m.cfg.Self, tp.String())
-			err := x.p.ApplyFetched(x.fs.CurrentLeaderEpoch, x.fs.FetchOffset, res)
-			for _, s := range spans {
-				s.End()
-			}
-			if err != nil {
-				m.log.Error("applying fetched batches failed", "partition", tp, "err", err)
-				backoff = true
-			}
+	}
+}
+
+// round receives and applies one answer; stop is true when ctx ended during
+// a backoff. The answer's batches are decoded into a pooled buffer, given
+// back once they are appended: applying them writes them to the log and
+// keeps no reference to them.
+func (m *Manager) round(ctx context.Context, th *thread, stream storagev1.StorageService_ReplicateClient, parts map[partition.TP]pos) (stop bool, err error) {
+	resp := &storagev1.ReplicateResponse{}
+	reply := &grpcopt.Pooled{Msg: resp}
+	defer reply.Release()
+	if err := stream.RecvMsg(reply); err != nil {
+		return false, err
+	}
+	th.waiting.Store(0)
+	backoff := false
+	for _, r := range resp.GetPartitions() {
+		tp := partition.TP{Topic: r.GetTopic(), Partition: r.GetPartition()}
+		x, ok := parts[tp]
+		if !ok {
+			continue
 		}
-		if backoff {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(m.cfg.Backoff):
+		if code := r.GetErrorCode(); code == skeinv1.ErrorCode_OFFSET_OUT_OF_RANGE && x.fs.FetchOffset < record.Offset(r.GetLogStartOffset()) {
+			// Retention on the leader passed this follower: restart at the
+			// leader's log start.
+			if err := x.p.ResetToLeaderStart(x.fs.CurrentLeaderEpoch, x.fs.FetchOffset, record.Offset(r.GetLogStartOffset())); err != nil {
+				m.log.Error("resetting follower log", "partition", tp, "err", err)
+				backoff = true
 			}
+			continue
+		}
+		if code := r.GetErrorCode(); code != 0 {
+			// NOT_LEADER / FENCED / UNKNOWN_LEADER_EPOCH: the metadata
+			// stream will move the partition; until then do not spin.
+			backoff = true
+			m.log.Debug("replica fetch refused", "partition", tp, "leader", th.leader, "code", errs.ForCode(errs.Code(code)).Name, "msg", r.GetErrorMessage())
+			continue
+		}
+		res := partition.FollowerFetchResult{
+			Records: r.GetRecords(), HW: record.Offset(r.GetHighWatermark()), LogStartOffset: record.Offset(r.GetLogStartOffset()), LSO: record.Offset(r.GetLastStableOffset()),
+		}
+		if d := r.GetDivergingEpoch(); d != nil {
+			res.Diverging, res.DivergingEpoch, res.DivergingEnd = true, record.Epoch(d.GetEpoch()), record.Offset(d.GetEndOffset())
+		}
+		spans := startAppendSpans(res.Records, m.cfg.Self, tp.String())
+		err := x.p.ApplyFetched(x.fs.CurrentLeaderEpoch, x.fs.FetchOffset, res)
+		for _, s := range spans {
+			s.End()
+		}
+		if err != nil {
+			m.log.Error("applying fetched batches failed", "partition", tp, "err", err)
+			backoff = true
 		}
 	}
+	if backoff {
+		select {
+		case <-ctx.Done():
+			return true, nil
+		case <-time.After(m.cfg.Backoff):
+		}
+	}
+	return false, nil
 }
