@@ -16,6 +16,7 @@ import (
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/acl"
 	"skein/libs/errs"
+	"skein/libs/grpcopt"
 	"skein/libs/peerauth"
 	"skein/libs/record"
 	"skein/libs/rpcerr"
@@ -315,23 +316,27 @@ func (s *Server) ProduceStream(stream storagev1.StorageService_ProduceStreamServ
 	var sendMu sync.Mutex
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	reqs := make(chan *storagev1.ProduceStreamRequest)
+	// A request's batches are decoded into a pooled buffer, given back once
+	// they are appended: appending writes them to the log and keeps no
+	// reference to them, and the answer needs only the request's topics and
+	// partitions (decoded apart from the buffer).
+	reqs := make(chan *grpcopt.Pooled)
 	go func() {
 		defer close(reqs)
 		for {
-			req, err := stream.Recv()
-			if err != nil {
+			reply := &grpcopt.Pooled{Msg: &storagev1.ProduceStreamRequest{}}
+			if err := stream.RecvMsg(reply); err != nil {
 				return // client closed or went away; in-flight answers are dropped with the stream
 			}
 			select {
-			case reqs <- req:
+			case reqs <- reply:
 			case <-ctx.Done():
+				reply.Release()
 				return
 			}
 		}
 	}()
 	for {
-		var req *storagev1.ProduceStreamRequest
 		select {
 		case <-s.draining:
 			wg.Wait() // answer what was accepted, then end the stream
@@ -340,27 +345,34 @@ func (s *Server) ProduceStream(stream storagev1.StorageService_ProduceStreamServ
 			if !ok {
 				return nil
 			}
-			req = r
+			req := r.Msg.(*storagev1.ProduceStreamRequest)
+			// Append now, in arrival order; wait for the acknowledgements
+			// concurrently.
+			wait := s.startProduce(ctx, req.GetRequest(), true)
+			r.Release()
+			s.answerProduce(&wg, &sendMu, stream, req, wait)
 		}
-		// Append now, in arrival order; wait for the acknowledgements
-		// concurrently.
-		wait := s.startProduce(ctx, req.GetRequest(), true)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			resp, err := wait()
-			if err != nil {
-				resp = &storagev1.ProduceResponse{}
-				for _, pp := range req.GetRequest().GetPartitions() {
-					resp.Partitions = append(resp.Partitions, &storagev1.PartitionProduceResult{Topic: pp.GetTopic(), Partition: pp.GetPartition(), BaseOffset: -1,
-						ErrorCode: code(rpcerr.FromStatus(err)), ErrorMessage: errs.Message(rpcerr.FromStatus(err))})
-				}
-			}
-			sendMu.Lock()
-			defer sendMu.Unlock()
-			_ = stream.Send(&storagev1.ProduceStreamResponse{CorrelationId: req.GetCorrelationId(), Response: resp})
-		}()
 	}
+}
+
+// answerProduce sends req's answer on stream once wait has it.
+func (s *Server) answerProduce(wg *sync.WaitGroup, sendMu *sync.Mutex, stream storagev1.StorageService_ProduceStreamServer,
+	req *storagev1.ProduceStreamRequest, wait func() (*storagev1.ProduceResponse, error)) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		resp, err := wait()
+		if err != nil {
+			resp = &storagev1.ProduceResponse{}
+			for _, pp := range req.GetRequest().GetPartitions() {
+				resp.Partitions = append(resp.Partitions, &storagev1.PartitionProduceResult{Topic: pp.GetTopic(), Partition: pp.GetPartition(), BaseOffset: -1,
+					ErrorCode: code(rpcerr.FromStatus(err)), ErrorMessage: errs.Message(rpcerr.FromStatus(err))})
+			}
+		}
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		_ = stream.Send(&storagev1.ProduceStreamResponse{CorrelationId: req.GetCorrelationId(), Response: resp})
+	}()
 }
 
 // Fetch reads committed batches; with nothing to return it waits up to
