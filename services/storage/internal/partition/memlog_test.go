@@ -74,6 +74,18 @@ func (l *memLog) AppendAsFollower(data []byte) error {
 	return it.Err()
 }
 
+func (l *memLog) ReadInto(dst []byte, offset record.Offset, maxBytes int, maxOffset record.Offset) ([]byte, error) {
+	data, err := l.Read(offset, maxBytes, maxOffset)
+	if err != nil {
+		return nil, err
+	}
+	out := append(dst[len(dst):len(dst)], data...)
+	if len(data) == 0 {
+		return nil, nil
+	}
+	return out, nil
+}
+
 func (l *memLog) Read(offset record.Offset, maxBytes int, maxOffset record.Offset) ([]byte, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -26,6 +26,9 @@ type Log interface {
 	// Read returns whole batches from the one holding offset, up to maxBytes
 	// (at least one batch), none at or beyond maxOffset.
 	Read(offset record.Offset, maxBytes int, maxOffset record.Offset) ([]byte, error)
+	// ReadInto is Read into dst's spare capacity when it has room (a new
+	// buffer when not); the batches are the result, not dst.
+	ReadInto(dst []byte, offset record.Offset, maxBytes int, maxOffset record.Offset) ([]byte, error)
 	// Truncate removes every record at or above offset.
 	Truncate(offset record.Offset) error
 	// TruncateFullyAndStartAt empties the log and restarts it at offset.

@@ -17,6 +17,9 @@ type FollowerFetch struct {
 	LastFetchedEpoch   record.Epoch // -1 for an empty follower log
 	CurrentLeaderEpoch int32
 	MaxBytes           int
+	// Buf, when it has room, holds the answer's batches (appended to it):
+	// a caller that is done with each answer before the next reuses it.
+	Buf []byte
 }
 
 // FollowerFetchResult is the leader's answer.
@@ -77,7 +80,7 @@ func (p *Partition) ServeFollower(f FollowerFetch) (FollowerFetchResult, error) 
 	if f.FetchOffset == leo {
 		return res, nil
 	}
-	data, err := p.log.Read(f.FetchOffset, f.MaxBytes, leo)
+	data, err := p.log.ReadInto(f.Buf, f.FetchOffset, f.MaxBytes, leo)
 	if err != nil {
 		return res, err
 	}

@@ -31,6 +31,11 @@ func (a logAdapter) Read(offset record.Offset, maxBytes int, maxOffset record.Of
 	return res.Records, err
 }
 
+func (a logAdapter) ReadInto(dst []byte, offset record.Offset, maxBytes int, maxOffset record.Offset) ([]byte, error) {
+	res, err := a.l.ReadInto(dst, offset, maxBytes, maxOffset)
+	return res.Records, err
+}
+
 func (a logAdapter) Truncate(offset record.Offset) error { return a.l.Truncate(offset) }
 
 func (a logAdapter) OffsetForTimestamp(ts int64) (record.Offset, int64, bool) {

@@ -82,6 +82,7 @@ func (pp proposer) alter(_ context.Context, changes []partition.ISRChange) ([]pa
 type node struct {
 	id   int32
 	addr string
+	dir  string // the node's data directory
 	mgr  *replica.Manager
 	srv  *grpc.Server
 	fet  *fetcher.Manager
@@ -123,7 +124,7 @@ func startNodesWith(t *testing.T, o nodeOptions) (*fakeController, []*node) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		n := &node{id: id, addr: lis.Addr().String()}
+		n := &node{id: id, addr: lis.Addr().String(), dir: t.TempDir()}
 		n.fet = fetcher.New(fetcher.Config{Self: id, BrokerEpoch: func() int64 { return 1 }, MaxWait: fetchWait}, func(b int32) (*grpc.ClientConn, bool) {
 			connsMu.Lock()
 			defer connsMu.Unlock()
@@ -131,7 +132,7 @@ func startNodesWith(t *testing.T, o nodeOptions) (*fakeController, []*node) {
 			return cc, ok
 		}, log)
 		sender := isrsender.New(proposer{t, fc}.alter)
-		n.mgr = replica.New(replica.Config{Self: id, DataDir: t.TempDir(), ReplicaLagMax: 2 * time.Second, Tick: 50 * time.Millisecond, RetentionEvery: 50 * time.Millisecond,
+		n.mgr = replica.New(replica.Config{Self: id, DataDir: n.dir, ReplicaLagMax: 2 * time.Second, Tick: 50 * time.Millisecond, RetentionEvery: 50 * time.Millisecond,
 			CheckpointEvery: o.checkpointEvery, ProducerSnapshotEvery: o.checkpointEvery}, log, sender, n.fet, o.store(id))
 		n.srv = grpc.NewServer()
 		storagev1.RegisterStorageServiceServer(n.srv, server.New(n.mgr, log, nil))

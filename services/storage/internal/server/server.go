@@ -488,9 +488,16 @@ func waitAny(ctx context.Context, draining <-chan struct{}, chans []<-chan struc
 	return i >= 3
 }
 
-// Replicate serves one follower's fetch stream.
+// maxKeptReadBuffer bounds the read buffer a follower's stream keeps
+// between answers; a larger one (a follower catching up) is let go.
+const maxKeptReadBuffer = 1 << 20
+
+// Replicate serves one follower's fetch stream. The batches of an answer
+// are read into one buffer the stream reuses: an answer is marshalled by
+// Send before the next is read.
 func (s *Server) Replicate(stream storagev1.StorageService_ReplicateServer) error {
 	ctx := stream.Context()
+	var buf []byte
 	for {
 		select {
 		case <-s.draining:
@@ -504,16 +511,19 @@ func (s *Server) Replicate(stream storagev1.StorageService_ReplicateServer) erro
 		wait := min(time.Duration(req.GetMaxWaitMs())*time.Millisecond, s.maxWaitCap)
 		deadline := time.Now().Add(wait)
 		for {
-			resp, total, chans := s.replicateOnce(req)
+			resp, total, chans, used := s.replicateOnce(req, buf)
 			if total > 0 || wait <= 0 || len(chans) == 0 || time.Now().After(deadline) || !waitAny(ctx, s.draining, chans, time.Until(deadline)) {
 				if ctx.Err() != nil {
 					return nil
 				}
 				if total == 0 && wait > 0 {
-					resp, _, _ = s.replicateOnce(req) // the latest HW for the answer
+					resp, _, _, used = s.replicateOnce(req, buf) // the latest HW for the answer
 				}
 				if err := stream.Send(resp); err != nil {
 					return nil
+				}
+				if buf = used; cap(buf) > maxKeptReadBuffer {
+					buf = nil
 				}
 				break
 			}
@@ -521,10 +531,13 @@ func (s *Server) Replicate(stream storagev1.StorageService_ReplicateServer) erro
 	}
 }
 
-func (s *Server) replicateOnce(req *storagev1.ReplicateRequest) (*storagev1.ReplicateResponse, int, []<-chan struct{}) {
-	resp := &storagev1.ReplicateResponse{}
-	total := 0
-	var chans []<-chan struct{}
+// replicateOnce reads one answer for req, its batches into buf's capacity
+// (and new buffers past it); used is the buffer to reuse once the answer
+// has been sent.
+func (s *Server) replicateOnce(req *storagev1.ReplicateRequest, buf []byte) (resp *storagev1.ReplicateResponse, total int, chans []<-chan struct{}, used []byte) {
+	resp = &storagev1.ReplicateResponse{}
+	used = buf[:0]
+	free := used // where the next partition's batches go
 	maxBytes := answerBytes(req.GetMaxBytes(), 16<<20)
 	for _, st := range req.GetPartitions() {
 		tp := partition.TP{Topic: st.GetTopic(), Partition: st.GetPartition()}
@@ -539,8 +552,16 @@ func (s *Server) replicateOnce(req *storagev1.ReplicateRequest) (*storagev1.Repl
 		budget := max(maxBytes-total, 1)
 		fr, err := p.ServeFollower(partition.FollowerFetch{
 			ReplicaID: req.GetReplicaId(), FetchOffset: record.Offset(st.GetFetchOffset()), LastFetchedEpoch: record.Epoch(st.GetLastFetchedEpoch()),
-			CurrentLeaderEpoch: st.GetCurrentLeaderEpoch(), MaxBytes: budget,
+			CurrentLeaderEpoch: st.GetCurrentLeaderEpoch(), MaxBytes: budget, Buf: free,
 		})
+		if n := len(fr.Records); n > 0 {
+			if cap(fr.Records) > cap(free) {
+				// The read outgrew free and took a new buffer, which
+				// starts with these batches: reuse the larger one.
+				used = fr.Records[:0]
+			}
+			free = fr.Records[n:n]
+		}
 		r.HighWatermark, r.LogStartOffset, r.LastStableOffset = int64(fr.HW), int64(fr.LogStartOffset), int64(fr.LSO)
 		if err != nil {
 			r.ErrorCode, r.ErrorMessage = code(err), errs.Message(err)
@@ -554,7 +575,7 @@ func (s *Server) replicateOnce(req *storagev1.ReplicateRequest) (*storagev1.Repl
 		r.Records = fr.Records
 		total += len(fr.Records)
 	}
-	return resp, total, chans
+	return resp, total, chans, used
 }
 
 // OffsetForLeaderEpoch answers where each asked epoch ends on this leader.
