@@ -115,31 +115,48 @@ func (c *Client) leaderOf(topic string, partition int32) (*brokerConn, int32, er
 // leader changes until ctx ends. Errors that retrying cannot fix
 // (OFFSET_OUT_OF_RANGE, say) are answered at once.
 func (c *Client) Fetch(ctx context.Context, req FetchRequest) (*FetchResult, error) {
+	res, _, err := c.fetch(ctx, req, false)
+	return res, err
+}
+
+// FetchView is Fetch without copying the records out of the answer: their
+// keys, values and header values are slices of a pooled buffer, valid only
+// until release is called, which the caller must do once it is done with
+// them (it gives the buffer back for later fetches). On error there is
+// nothing to release.
+func (c *Client) FetchView(ctx context.Context, req FetchRequest) (res *FetchResult, release func(), err error) {
+	return c.fetch(ctx, req, true)
+}
+
+func (c *Client) fetch(ctx context.Context, req FetchRequest, view bool) (*FetchResult, func(), error) {
 	if err := c.WaitReady(ctx); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	maxBytes := req.MaxBytes
 	if maxBytes <= 0 {
 		maxBytes = 1 << 20
 	}
 	for attempt := 0; ; attempt++ {
-		res, err := c.fetchOnce(ctx, req, maxBytes)
+		res, release, err := c.fetchOnce(ctx, req, maxBytes, view)
 		if err == nil || !errs.IsRetriable(err) || ctx.Err() != nil {
-			return res, err
+			return res, release, err
 		}
 		if errs.Of(err) == errs.UnknownTopicOrPartition && c.Metadata().PartitionCount(req.Topic) == 0 {
-			return nil, err // the topic is gone (or never was): no point waiting
+			return nil, nil, err // the topic is gone (or never was): no point waiting
 		}
 		if c.waitRetry(ctx, attempt, err) != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 }
 
-func (c *Client) fetchOnce(ctx context.Context, req FetchRequest, maxBytes int32) (*FetchResult, error) {
+// fetchOnce asks the leader once. Under view the records are slices of the
+// answer's pooled buffer and release gives it back; otherwise they are
+// copies and the buffer is already back.
+func (c *Client) fetchOnce(ctx context.Context, req FetchRequest, maxBytes int32, view bool) (res *FetchResult, release func(), err error) {
 	bc, epoch, err := c.leaderOf(req.Topic, req.Partition)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// A long poll parked on a leader that the metadata replaces (paused, cut
 	// off, fenced) would wait out max_wait or the connection's death: end it
@@ -148,10 +165,15 @@ func (c *Client) fetchOnce(ctx context.Context, req FetchRequest, maxBytes int32
 	defer cancel(nil)
 	go c.cancelOnLeaderChange(ctx, cancel, req.Topic, req.Partition, bc.id, epoch)
 	// The answer's batches are decoded into a pooled buffer, given back once
-	// decodeFetch has copied the records out of it.
+	// decodeFetch has copied the records out of it, or by the caller of a
+	// view once it is done with them.
 	resp := &storagev1.FetchResponse{}
 	reply := &grpcopt.Pooled{Msg: resp}
-	defer reply.Release()
+	defer func() {
+		if release == nil {
+			reply.Release()
+		}
+	}()
 	err = bc.cc.Invoke(ctx, storagev1.StorageService_Fetch_FullMethodName, &storagev1.FetchRequest{
 		MaxWaitMs:      int32(req.MaxWait / time.Millisecond),
 		MinBytes:       1,
@@ -164,9 +186,9 @@ func (c *Client) fetchOnce(ctx context.Context, req FetchRequest, maxBytes int32
 	}, reply, grpc.StaticMethod())
 	if err != nil {
 		if cause := context.Cause(ctx); errors.Is(cause, errLeaderMoved) {
-			return nil, errs.Errorf(errs.NotLeaderOrFollower, "%s-%d: %v", req.Topic, req.Partition, cause)
+			return nil, nil, errs.Errorf(errs.NotLeaderOrFollower, "%s-%d: %v", req.Topic, req.Partition, cause)
 		}
-		return nil, rpcerr.FromStatus(err)
+		return nil, nil, rpcerr.FromStatus(err)
 	}
 	var pr *storagev1.PartitionFetchResult
 	for _, r := range resp.GetPartitions() {
@@ -175,12 +197,15 @@ func (c *Client) fetchOnce(ctx context.Context, req FetchRequest, maxBytes int32
 		}
 	}
 	if pr == nil {
-		return nil, errs.Errorf(errs.UnknownServerError, "the fetch answer has no %s-%d", req.Topic, req.Partition)
+		return nil, nil, errs.Errorf(errs.UnknownServerError, "the fetch answer has no %s-%d", req.Topic, req.Partition)
 	}
 	if code := pr.GetErrorCode(); code != skeinv1.ErrorCode_NONE {
-		return nil, errs.Errorf(errs.ForCode(errs.Code(code)), "%s", pr.GetErrorMessage())
+		return nil, nil, errs.Errorf(errs.ForCode(errs.Code(code)), "%s", pr.GetErrorMessage())
 	}
-	return decodeFetch(req, pr)
+	if res, err = decodeFetch(req, pr, view); err != nil || !view {
+		return res, nil, err
+	}
+	return res, reply.Release, nil
 }
 
 var errLeaderMoved = errors.New("the partition's leader changed during the fetch")
@@ -206,8 +231,13 @@ func (c *Client) cancelOnLeaderChange(ctx context.Context, cancel context.Cancel
 // req.Offset on, at most req.MaxRecords, skipping control batches and, under
 // read_committed, the batches of aborted transactions (Kafka's consumer
 // logic: a producer's batches from an aborted transaction's first offset up
-// to its abort marker are dropped).
-func decodeFetch(req FetchRequest, pr *storagev1.PartitionFetchResult) (*FetchResult, error) {
+// to its abort marker are dropped). The records' bytes are copies, or under
+// view slices of pr's.
+func decodeFetch(req FetchRequest, pr *storagev1.PartitionFetchResult, view bool) (*FetchResult, error) {
+	cp := clone
+	if view {
+		cp = func(b []byte) []byte { return b }
+	}
 	out := &FetchResult{
 		NextOffset:       req.Offset,
 		HighWatermark:    pr.GetHighWatermark(),
@@ -221,6 +251,7 @@ func decodeFetch(req FetchRequest, pr *storagev1.PartitionFetchResult) (*FetchRe
 	})
 	abortedPIDs := map[int64]bool{}
 
+	out.Records = make([]ConsumedRecord, 0, recordCountHint(pr.GetRecords(), req.MaxRecords))
 	it := record.NewBatchIter(pr.GetRecords())
 	it.AllowPartial = true
 	var ri record.RecordIter
@@ -274,10 +305,10 @@ func decodeFetch(req FetchRequest, pr *storagev1.PartitionFetchResult) (*FetchRe
 			}
 			cr := ConsumedRecord{
 				Topic: req.Topic, Partition: req.Partition, Offset: off, Timestamp: ts,
-				Key: clone(r.Key), Value: clone(r.Value), LeaderEpoch: int32(b.PartitionLeaderEpoch()),
+				Key: cp(r.Key), Value: cp(r.Value), LeaderEpoch: int32(b.PartitionLeaderEpoch()),
 			}
 			for _, h := range r.AppendHeaders(nil) {
-				cr.Headers = append(cr.Headers, record.Header{Key: h.Key, Value: clone(h.Value)})
+				cr.Headers = append(cr.Headers, record.Header{Key: h.Key, Value: cp(h.Value)})
 			}
 			out.Records = append(out.Records, cr)
 			out.NextOffset = off + 1
@@ -299,6 +330,28 @@ func decodeFetch(req FetchRequest, pr *storagev1.PartitionFetchResult) (*FetchRe
 // clone copies b, keeping nil as nil (null) and empty as empty. A consumed
 // record's bytes are always copies: the fetch answer they came in, and a
 // compressed batch's decompressed records, are buffers used again.
+// recordCountHint is how many records data's batch headers announce, at
+// most maxRecords (when positive) and never more than data could hold: a
+// capacity for the records, which grown one by one were copied a dozen
+// times over in a fetch of thousands. The headers are not verified yet, so
+// it is only a hint.
+func recordCountHint(data []byte, maxRecords int) int {
+	const minRecordSize = 7 // a record's length, attributes, deltas, key, value and header count
+	limit := len(data) / minRecordSize
+	if maxRecords > 0 {
+		limit = min(limit, maxRecords)
+	}
+	n := 0
+	it := record.NewBatchIter(data)
+	it.AllowPartial = true
+	for n < limit && it.Next() {
+		if b := it.Batch(); !b.IsControl() {
+			n += max(int(b.RecordCount()), 0)
+		}
+	}
+	return min(n, limit)
+}
+
 func clone(b []byte) []byte {
 	if b == nil {
 		return nil

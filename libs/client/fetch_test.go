@@ -1,6 +1,7 @@
 package client
 
 import (
+	"encoding/binary"
 	"fmt"
 	"testing"
 
@@ -62,24 +63,77 @@ func TestDecodeFetchIsolation(t *testing.T) {
 		{"max records stops early", skeinv1.IsolationLevel_READ_UNCOMMITTED, 0, 2, "[d@0 t5@1]", 2},
 		{"control batches at the end still advance", skeinv1.IsolationLevel_READ_COMMITTED, 6, 1, "[t5@7]", 8},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			res, err := decodeFetch(FetchRequest{Topic: "t", Offset: tc.offset, MaxRecords: tc.maxRecords, Isolation: tc.iso},
-				&storagev1.PartitionFetchResult{Records: data, AbortedTransactions: aborted, HighWatermark: 9})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got []string
-			for _, r := range res.Records {
-				got = append(got, string(r.Value))
-			}
-			if fmt.Sprint(got) != tc.want || res.NextOffset != tc.next {
-				t.Errorf("got %v next %d, want %s next %d", got, res.NextOffset, tc.want, tc.next)
-			}
-		})
+		for _, view := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/view=%v", tc.name, view), func(t *testing.T) {
+				res, err := decodeFetch(FetchRequest{Topic: "t", Offset: tc.offset, MaxRecords: tc.maxRecords, Isolation: tc.iso},
+					&storagev1.PartitionFetchResult{Records: data, AbortedTransactions: aborted, HighWatermark: 9}, view)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got []string
+				for _, r := range res.Records {
+					got = append(got, string(r.Value))
+				}
+				if fmt.Sprint(got) != tc.want || res.NextOffset != tc.next {
+					t.Errorf("got %v next %d, want %s next %d", got, res.NextOffset, tc.want, tc.next)
+				}
+			})
+		}
 	}
 	// A fetch cut mid-batch (max_bytes) ends cleanly at the last whole batch.
-	res, err := decodeFetch(FetchRequest{Topic: "t"}, &storagev1.PartitionFetchResult{Records: data[:len(data)-5]})
+	res, err := decodeFetch(FetchRequest{Topic: "t"}, &storagev1.PartitionFetchResult{Records: data[:len(data)-5]}, false)
 	if err != nil || len(res.Records) != 6 || res.NextOffset != 8 {
 		t.Fatalf("partial tail: %v records, next %d, %v", len(res.Records), res.NextOffset, err)
+	}
+}
+
+// A copying decode owns its records' bytes; a view's are the answer's own,
+// so what overwrites the answer's buffer shows through a view only.
+func TestDecodeFetchViewAliasesTheAnswer(t *testing.T) {
+	data := buildLog(t, "d", "d")
+	copied, err := decodeFetch(FetchRequest{Topic: "t"}, &storagev1.PartitionFetchResult{Records: data}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	viewed, err := decodeFetch(FetchRequest{Topic: "t"}, &storagev1.PartitionFetchResult{Records: data}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range data {
+		data[i] = 'X'
+	}
+	if got := string(copied.Records[1].Value); got != "d@1" {
+		t.Errorf("copied value after the buffer was overwritten: %q, want d@1", got)
+	}
+	if got := string(viewed.Records[1].Value); got != "XXX" {
+		t.Errorf("viewed value after the buffer was overwritten: %q, want the buffer's bytes XXX", got)
+	}
+}
+
+// The capacity hint counts the batches' data records, stops at maxRecords,
+// and cannot be driven past what the bytes could hold by a header's count.
+func TestRecordCountHint(t *testing.T) {
+	data := buildLog(t, "d", "t5", "a5", "d")
+	bld := record.NewBuilder(record.DefaultBatchOptions())
+	for i := range 3 {
+		bld.Append(1000, nil, []byte{byte(i)})
+	}
+	b, data, err := bld.Build(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.SetBaseOffset(4)
+	if got := recordCountHint(data, 0); got != 6 {
+		t.Errorf("hint %d, want 6 (three single-record batches and one of three; not the marker)", got)
+	}
+	if got := recordCountHint(data, 4); got != 4 {
+		t.Errorf("hint with max 4: %d", got)
+	}
+	binary.BigEndian.PutUint32(b[57:], 1<<30) // the record count of the last batch
+	if got, limit := recordCountHint(data, 0), len(data)/7; got != limit {
+		t.Errorf("hint with a forged count: %d, want the bytes' bound %d", got, limit)
+	}
+	if got := recordCountHint(nil, 0); got != 0 {
+		t.Errorf("hint of nothing: %d", got)
 	}
 }

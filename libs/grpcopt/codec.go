@@ -23,6 +23,9 @@ func init() { encoding.RegisterCodecV2(codec{}) }
 func (codec) Name() string { return "proto" }
 
 func (codec) Marshal(v any) (mem.BufferSlice, error) {
+	if e, ok := v.(*Encoded); ok {
+		return e.marshal()
+	}
 	m := messageOf(v)
 	if m == nil {
 		return nil, fmt.Errorf("proto: cannot marshal %T, want proto.Message", v)

@@ -6,9 +6,13 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/client"
 	"skein/libs/errs"
+	"skein/libs/grpcopt"
 )
 
 // Fetch defaults, as documented in docs/API.md.
@@ -59,52 +63,101 @@ func (s *Consumer) startOffset(ctx context.Context, topic string, partition int3
 
 // Fetch reads one partition from an offset, long-polling up to max_wait_ms.
 func (s *Consumer) Fetch(ctx context.Context, req *skeinv1.FetchRequest) (*skeinv1.FetchResponse, error) {
-	_, n, err := knownTopic(ctx, s.c, req.GetTopic())
+	creq, err := s.fetchRequest(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkPartition(req.GetTopic(), req.GetPartition(), n); err != nil {
+	fctx, cancel := context.WithTimeout(ctx, creq.MaxWait+client.DefaultRequestTimeout)
+	defer cancel()
+	res, err := s.c.Fetch(fctx, creq)
+	if err != nil {
 		return nil, err
+	}
+	return toFetchResponse(res, req.GetEncoding()), nil
+}
+
+// FetchEncoded is Fetch answering the FetchResponse in its wire form
+// (grpcopt.Encoded), written straight from the records while they are
+// still slices of the storage node's answer: no copy of them, and no
+// message per record, before the one write into the answer's buffer.
+func (s *Consumer) FetchEncoded(ctx context.Context, req *skeinv1.FetchRequest) (any, error) {
+	creq, err := s.fetchRequest(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	fctx, cancel := context.WithTimeout(ctx, creq.MaxWait+client.DefaultRequestTimeout)
+	defer cancel()
+	res, release, err := s.c.FetchView(fctx, creq)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	enc := req.GetEncoding()
+	if !wireFetchable(res) {
+		// The message path, whose bytes must outlive release.
+		return proto.Clone(toFetchResponse(res, enc)), nil
+	}
+	return grpcopt.NewEncoded(fetchResponseSize(res, enc), func(dst []byte) []byte {
+		return appendFetchResponse(dst, res, enc)
+	}), nil
+}
+
+// fetchRequest checks a Fetch request and answers what to ask the
+// partition's leader.
+func (s *Consumer) fetchRequest(ctx context.Context, req *skeinv1.FetchRequest) (client.FetchRequest, error) {
+	_, n, err := knownTopic(ctx, s.c, req.GetTopic())
+	if err != nil {
+		return client.FetchRequest{}, err
+	}
+	if err := checkPartition(req.GetTopic(), req.GetPartition(), n); err != nil {
+		return client.FetchRequest{}, err
 	}
 	maxRecords, maxBytes, maxWait := int32(DefaultMaxRecords), int32(DefaultMaxBytes), int32(0)
 	if req.MaxRecords != nil {
 		if maxRecords = *req.MaxRecords; maxRecords < 1 {
-			return nil, errs.Errorf(errs.InvalidRequest, "max_records must be at least 1, got %d", maxRecords)
+			return client.FetchRequest{}, errs.Errorf(errs.InvalidRequest, "max_records must be at least 1, got %d", maxRecords)
 		}
 	}
 	if req.MaxBytes != nil {
 		if maxBytes = *req.MaxBytes; maxBytes < 1 {
-			return nil, errs.Errorf(errs.InvalidFetchSize, "max_bytes must be at least 1, got %d", maxBytes)
+			return client.FetchRequest{}, errs.Errorf(errs.InvalidFetchSize, "max_bytes must be at least 1, got %d", maxBytes)
 		}
 	}
 	if req.MaxWaitMs != nil {
 		if maxWait = *req.MaxWaitMs; maxWait < 0 {
-			return nil, errs.Errorf(errs.InvalidRequest, "max_wait_ms must not be negative, got %d", maxWait)
+			return client.FetchRequest{}, errs.Errorf(errs.InvalidRequest, "max_wait_ms must not be negative, got %d", maxWait)
 		}
 	}
 	offset, err := s.startOffset(ctx, req.GetTopic(), req.GetPartition(), req.Offset, client.EarliestOffset, req.GetIsolationLevel())
 	if err != nil {
-		return nil, err
+		return client.FetchRequest{}, err
 	}
-	wait := time.Duration(maxWait) * time.Millisecond
-	fctx, cancel := context.WithTimeout(ctx, wait+client.DefaultRequestTimeout)
-	defer cancel()
-	res, err := s.c.Fetch(fctx, client.FetchRequest{
+	return client.FetchRequest{
 		Topic: req.GetTopic(), Partition: req.GetPartition(), Offset: offset,
-		MaxRecords: int(maxRecords), MaxBytes: maxBytes, MaxWait: wait, Isolation: req.GetIsolationLevel(),
-	})
-	if err != nil {
-		return nil, err
-	}
+		MaxRecords: int(maxRecords), MaxBytes: maxBytes, MaxWait: time.Duration(maxWait) * time.Millisecond,
+		Isolation: req.GetIsolationLevel(),
+	}, nil
+}
+
+func toFetchResponse(res *client.FetchResult, enc skeinv1.Encoding) *skeinv1.FetchResponse {
 	out := &skeinv1.FetchResponse{
 		NextOffset: res.NextOffset, HighWatermark: res.HighWatermark,
 		LastStableOffset: res.LastStableOffset, LogStartOffset: res.LogStartOffset,
 		Records: make([]*skeinv1.ConsumedRecord, 0, len(res.Records)),
 	}
 	for _, r := range res.Records {
-		out.Records = append(out.Records, toConsumed(r, req.GetEncoding()))
+		out.Records = append(out.Records, toConsumed(r, enc))
 	}
-	return out, nil
+	return out
+}
+
+// RegisterConsumerService registers c on s, its Fetch answering through
+// FetchEncoded.
+func RegisterConsumerService(s grpc.ServiceRegistrar, c *Consumer) {
+	s.RegisterService(grpcopt.ReplaceUnary(&skeinv1.ConsumerService_ServiceDesc, "Fetch",
+		func(_ any, ctx context.Context, req *skeinv1.FetchRequest) (any, error) {
+			return c.FetchEncoded(ctx, req)
+		}), c)
 }
 
 // Tail streams records from an offset (default: the end) as they are

@@ -167,7 +167,7 @@ func New(cfg Config) (*Gateway, error) {
 	skeinv1.RegisterAdminServiceServer(g.grpc, admin)
 	skeinv1.RegisterProducerServiceServer(g.grpc, g.producer)
 	g.consumer = api.NewConsumer(g.client, g.log)
-	skeinv1.RegisterConsumerServiceServer(g.grpc, g.consumer)
+	api.RegisterConsumerService(g.grpc, g.consumer)
 	g.group = api.NewGroup(g.client, g.log)
 	skeinv1.RegisterGroupServiceServer(g.grpc, g.group)
 	g.txn = api.NewTransaction(g.client, g.log)
