@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"sort"
 	"sync"
@@ -182,6 +183,8 @@ func (c *Client) fetchOnce(ctx context.Context, req FetchRequest, maxBytes int32
 		Partitions: []*storagev1.PartitionFetch{{
 			Topic: req.Topic, Partition: req.Partition, FetchOffset: req.Offset,
 			CurrentLeaderEpoch: epoch, PartitionMaxBytes: maxBytes,
+			// The leader stops at the batch holding the last record kept.
+			MaxRecords: int32(min(max(req.MaxRecords, 0), math.MaxInt32)),
 		}},
 	}, reply, grpc.StaticMethod())
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/proto"
 )
 
 // Encoded is an answer already in its wire form, for a server whose answer
@@ -77,3 +78,27 @@ func ReplaceUnary[Req any](desc *grpc.ServiceDesc, method string, call func(srv 
 	}
 	panic("grpcopt: " + d.ServiceName + " has no unary method " + method)
 }
+
+// MarshalNow answers m's wire form as an Encoded, marshalled at once: for a
+// handler whose message holds bytes it gives back before it returns.
+func MarshalNow(m proto.Message) (*Encoded, error) {
+	var err error
+	e := NewEncoded(proto.Size(m), func(dst []byte) []byte {
+		var out []byte
+		out, err = proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(dst, m)
+		return out
+	})
+	if err != nil {
+		pool.Put(e.buf)
+		return nil, err
+	}
+	return e, nil
+}
+
+// GetBuffer answers a buffer of length n from the codec's pool (what it
+// holds is whatever was there); PutBuffer gives it back once nothing refers
+// to it any more.
+func GetBuffer(n int) *[]byte { return pool.Get(n) }
+
+// PutBuffer: see GetBuffer.
+func PutBuffer(b *[]byte) { pool.Put(b) }

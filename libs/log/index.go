@@ -52,6 +52,20 @@ func floorPos(idx []indexEntry, rel uint32) (int64, uint32) {
 	return int64(idx[i-1].pos), idx[i-1].rel
 }
 
+// ceilPos is the position of the first indexed batch whose base offset is
+// at least rel (relative to the segment's base, at least 0), if the index
+// has one.
+func ceilPos(idx []indexEntry, rel Offset) (int64, bool) {
+	if rel > Offset(^uint32(0)) {
+		return 0, false
+	}
+	i := sort.Search(len(idx), func(i int) bool { return Offset(idx[i].rel) >= rel })
+	if i == len(idx) {
+		return 0, false
+	}
+	return int64(idx[i].pos), true
+}
+
 // floorTime is the relative offset of the last time entry with ts <= target,
 // and whether there is one.
 func floorTime(times []timeEntry, target int64) (uint32, bool) {

@@ -114,7 +114,12 @@ func (lm *logMachine) Read(t *rapid.T) {
 	if rapid.Bool().Draw(t, "bounded") {
 		maxOffset = Offset(rapid.IntRange(int(lm.m.start), int(lm.m.leo())+1).Draw(t, "maxOffset"))
 	}
-	res, err := lm.l.Read(offset, maxBytes, maxOffset)
+	maxRecords, stopAfter := 0, NoMaxOffset
+	if rapid.Bool().Draw(t, "records bounded") {
+		maxRecords = rapid.IntRange(1, 6).Draw(t, "maxRecords")
+		stopAfter = offset + Offset(maxRecords) - 1
+	}
+	res, err := lm.l.ReadRecordsInto(nil, offset, maxBytes, maxOffset, maxRecords)
 	if offset < lm.m.start || offset > lm.m.leo() {
 		if !errors.Is(err, errs.OffsetOutOfRange) {
 			t.Fatalf("read at %d outside [%d, %d]: %v", offset, lm.m.start, lm.m.leo(), err)
@@ -141,6 +146,9 @@ func (lm *logMachine) Read(t *rapid.T) {
 		mb := lm.m.batches[i+k]
 		if b.BaseOffset() != mb.base || b.NextOffset() != mb.next() || len(b) != mb.size || b.LastOffset() >= maxOffset {
 			t.Fatalf("batch %d: got %d-%d (%d bytes), model %d-%d (%d bytes), maxOffset %d", k, b.BaseOffset(), b.LastOffset(), len(b), mb.base, mb.next()-1, mb.size, maxOffset)
+		}
+		if k > 0 && lm.m.batches[i+k-1].next()-1 >= stopAfter {
+			t.Fatalf("batch %d (%d-%d) read after the one holding %d (maxRecords %d from %d)", k, b.BaseOffset(), b.LastOffset(), stopAfter, maxRecords, offset)
 		}
 		total += len(b)
 		if k > 0 && total > maxBytes {

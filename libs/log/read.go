@@ -40,6 +40,18 @@ func (l *Log) Read(offset Offset, maxBytes int, maxOffset Offset) (ReadResult, e
 // OFFSET_OUT_OF_RANGE; reading at the LEO returns nothing. Records are never
 // decoded. Reads run concurrently with each other and with the writer.
 func (l *Log) ReadInto(dst []byte, offset Offset, maxBytes int, maxOffset Offset) (ReadResult, error) {
+	return l.ReadRecordsInto(dst, offset, maxBytes, maxOffset, 0)
+}
+
+// ReadRecordsInto is ReadInto that, when maxRecords is positive, also ends
+// with the batch holding offset+maxRecords-1, and reads no further than the
+// index shows that batch to end: a reader that keeps maxRecords records is
+// not made to read (or be sent) the megabytes after them.
+func (l *Log) ReadRecordsInto(dst []byte, offset Offset, maxBytes int, maxOffset Offset, maxRecords int) (ReadResult, error) {
+	stopAfter := Offset(NoMaxOffset)
+	if maxRecords > 0 && offset <= NoMaxOffset-Offset(maxRecords) {
+		stopAfter = offset + Offset(maxRecords) - 1
+	}
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	res := ReadResult{Records: dst[len(dst):len(dst)], NextOffset: offset, LEO: l.leo, LogStartOffset: l.lso}
@@ -79,7 +91,7 @@ func (l *Log) ReadInto(dst []byte, offset Offset, maxBytes int, maxOffset Offset
 				if h.LastOffset() >= maxOffset {
 					return res, nil
 				}
-				return l.readFrom(dst, s, pos, h.Size(), maxBytes, maxOffset, res)
+				return l.readFrom(dst, s, pos, h.Size(), maxBytes, maxOffset, stopAfter, res)
 			}
 			pos += int64(h.Size())
 		}
@@ -88,9 +100,17 @@ func (l *Log) ReadInto(dst []byte, offset Offset, maxBytes int, maxOffset Offset
 }
 
 // readFrom reads the batches of s starting at pos (the first of which is
-// first bytes long and below maxOffset) into dst with one read.
-func (l *Log) readFrom(dst []byte, s *segment, pos int64, first, maxBytes int, maxOffset Offset, res ReadResult) (ReadResult, error) {
+// first bytes long and below maxOffset) into dst with one read, ending with
+// the batch that holds stopAfter.
+func (l *Log) readFrom(dst []byte, s *segment, pos int64, first, maxBytes int, maxOffset, stopAfter Offset, res ReadResult) (ReadResult, error) {
 	n := int(min(int64(max(first, maxBytes)), s.size-pos))
+	if stopAfter < NoMaxOffset {
+		if next, ok := ceilPos(s.index, stopAfter+1-s.base); ok && next > pos {
+			// The indexed batch at or after stopAfter+1 starts after the
+			// one holding stopAfter ends.
+			n = min(n, max(first, int(next-pos)))
+		}
+	}
 	start := len(dst)
 	dst = grow(dst, n)
 	buf := dst[start : start+n]
@@ -99,7 +119,7 @@ func (l *Log) readFrom(dst []byte, s *segment, pos int64, first, maxBytes int, m
 	}
 	end := first
 	res.NextOffset = record.Batch(buf).NextOffset()
-	for end+record.HeaderSize <= n {
+	for end+record.HeaderSize <= n && res.NextOffset <= stopAfter {
 		b := record.Batch(buf[end:])
 		size, ok, err := record.PeekSize(b)
 		if err != nil || !ok || b.LastOffset() >= maxOffset {

@@ -508,8 +508,12 @@ type PartitionFetch struct {
 	FetchOffset        int64                  `protobuf:"varint,3,opt,name=fetch_offset,json=fetchOffset,proto3" json:"fetch_offset,omitempty"`
 	CurrentLeaderEpoch int32                  `protobuf:"varint,4,opt,name=current_leader_epoch,json=currentLeaderEpoch,proto3" json:"current_leader_epoch,omitempty"`
 	PartitionMaxBytes  int32                  `protobuf:"varint,5,opt,name=partition_max_bytes,json=partitionMaxBytes,proto3" json:"partition_max_bytes,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// When positive, the answer ends with the batch that holds the record at
+	// fetch_offset + max_records - 1: a reader that keeps that many records
+	// is not sent (nor is the leader made to read) the bytes after them.
+	MaxRecords    int32 `protobuf:"varint,6,opt,name=max_records,json=maxRecords,proto3" json:"max_records,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PartitionFetch) Reset() {
@@ -573,6 +577,13 @@ func (x *PartitionFetch) GetCurrentLeaderEpoch() int32 {
 func (x *PartitionFetch) GetPartitionMaxBytes() int32 {
 	if x != nil {
 		return x.PartitionMaxBytes
+	}
+	return 0
+}
+
+func (x *PartitionFetch) GetMaxRecords() int32 {
+	if x != nil {
+		return x.MaxRecords
 	}
 	return 0
 }
@@ -2113,13 +2124,15 @@ const file_skein_storage_v1_storage_proto_rawDesc = "" +
 	"\x0fisolation_level\x18\x04 \x01(\x0e2\x18.skein.v1.IsolationLevelR\x0eisolationLevel\x12@\n" +
 	"\n" +
 	"partitions\x18\x05 \x03(\v2 .skein.storage.v1.PartitionFetchR\n" +
-	"partitions\"\xc9\x01\n" +
+	"partitions\"\xea\x01\n" +
 	"\x0ePartitionFetch\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12!\n" +
 	"\ffetch_offset\x18\x03 \x01(\x03R\vfetchOffset\x120\n" +
 	"\x14current_leader_epoch\x18\x04 \x01(\x05R\x12currentLeaderEpoch\x12.\n" +
-	"\x13partition_max_bytes\x18\x05 \x01(\x05R\x11partitionMaxBytes\"W\n" +
+	"\x13partition_max_bytes\x18\x05 \x01(\x05R\x11partitionMaxBytes\x12\x1f\n" +
+	"\vmax_records\x18\x06 \x01(\x05R\n" +
+	"maxRecords\"W\n" +
 	"\rFetchResponse\x12F\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2&.skein.storage.v1.PartitionFetchResultR\n" +

@@ -23,7 +23,6 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	controllerv1 "skein/gen/skein/controller/v1"
-	storagev1 "skein/gen/skein/storage/v1"
 	"skein/libs/checkpoint"
 	"skein/libs/cliflag"
 	"skein/libs/grpcopt"
@@ -172,7 +171,7 @@ func run(c config) error {
 	storageSrv := server.New(mgr, log, server.NewMetrics(reg))
 	storageSrv.LimitInflightProduce(c.maxInflight)
 	storageSrv.Authorize(authz)
-	storagev1.RegisterStorageServiceServer(srv, storageSrv)
+	server.Register(srv, storageSrv)
 	reflection.Register(srv)
 	lis, err := net.Listen("tcp", c.grpcAddr)
 	if err != nil {

@@ -21,6 +21,13 @@ type FetchResult struct {
 // Fetch reads for a consumer from offset, as leader. It never waits: the
 // caller long-polls on HWMoved when the answer is empty.
 func (p *Partition) Fetch(offset record.Offset, maxBytes int, readCommitted bool, leaderEpoch int32) (FetchResult, error) {
+	return p.FetchInto(nil, offset, maxBytes, 0, readCommitted, leaderEpoch)
+}
+
+// FetchInto is Fetch reading the records into dst's spare capacity (a
+// larger read allocates as Fetch does) and, when maxRecords is positive,
+// ending with the batch that holds offset+maxRecords-1.
+func (p *Partition) FetchInto(dst []byte, offset record.Offset, maxBytes, maxRecords int, readCommitted bool, leaderEpoch int32) (FetchResult, error) {
 	p.mu.Lock()
 	if err := p.checkLeaderLocked(leaderEpoch); err != nil {
 		p.mu.Unlock()
@@ -40,7 +47,7 @@ func (p *Partition) Fetch(offset record.Offset, maxBytes int, readCommitted bool
 	if offset >= limit {
 		return res, nil
 	}
-	data, err := p.log.Read(offset, maxBytes, limit)
+	data, err := p.log.ReadInto(dst, offset, maxBytes, limit, maxRecords)
 	if err != nil {
 		return res, err
 	}

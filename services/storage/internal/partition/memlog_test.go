@@ -74,10 +74,21 @@ func (l *memLog) AppendAsFollower(data []byte) error {
 	return it.Err()
 }
 
-func (l *memLog) ReadInto(dst []byte, offset record.Offset, maxBytes int, maxOffset record.Offset) ([]byte, error) {
+func (l *memLog) ReadInto(dst []byte, offset record.Offset, maxBytes int, maxOffset record.Offset, maxRecords int) ([]byte, error) {
 	data, err := l.Read(offset, maxBytes, maxOffset)
 	if err != nil {
 		return nil, err
+	}
+	if maxRecords > 0 {
+		end, it := 0, record.NewBatchIter(data)
+		for it.Next() && int64(end) < int64(len(data)) {
+			b := it.Batch()
+			end += len(b)
+			if b.LastOffset() >= offset+record.Offset(maxRecords)-1 {
+				break
+			}
+		}
+		data = data[:end]
 	}
 	out := append(dst[len(dst):len(dst)], data...)
 	if len(data) == 0 {

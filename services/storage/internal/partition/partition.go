@@ -27,8 +27,10 @@ type Log interface {
 	// (at least one batch), none at or beyond maxOffset.
 	Read(offset record.Offset, maxBytes int, maxOffset record.Offset) ([]byte, error)
 	// ReadInto is Read into dst's spare capacity when it has room (a new
-	// buffer when not); the batches are the result, not dst.
-	ReadInto(dst []byte, offset record.Offset, maxBytes int, maxOffset record.Offset) ([]byte, error)
+	// buffer when not); the batches are the result, not dst. A positive
+	// maxRecords also ends the read with the batch holding
+	// offset+maxRecords-1.
+	ReadInto(dst []byte, offset record.Offset, maxBytes int, maxOffset record.Offset, maxRecords int) ([]byte, error)
 	// Truncate removes every record at or above offset.
 	Truncate(offset record.Offset) error
 	// TruncateFullyAndStartAt empties the log and restarts it at offset.

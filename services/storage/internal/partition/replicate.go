@@ -80,7 +80,7 @@ func (p *Partition) ServeFollower(f FollowerFetch) (FollowerFetchResult, error) 
 	if f.FetchOffset == leo {
 		return res, nil
 	}
-	data, err := p.log.ReadInto(f.Buf, f.FetchOffset, f.MaxBytes, leo)
+	data, err := p.log.ReadInto(f.Buf, f.FetchOffset, f.MaxBytes, leo, 0)
 	if err != nil {
 		return res, err
 	}

@@ -31,8 +31,8 @@ func (a logAdapter) Read(offset record.Offset, maxBytes int, maxOffset record.Of
 	return res.Records, err
 }
 
-func (a logAdapter) ReadInto(dst []byte, offset record.Offset, maxBytes int, maxOffset record.Offset) ([]byte, error) {
-	res, err := a.l.ReadInto(dst, offset, maxBytes, maxOffset)
+func (a logAdapter) ReadInto(dst []byte, offset record.Offset, maxBytes int, maxOffset record.Offset, maxRecords int) ([]byte, error) {
+	res, err := a.l.ReadRecordsInto(dst, offset, maxBytes, maxOffset, maxRecords)
 	return res.Records, err
 }
 

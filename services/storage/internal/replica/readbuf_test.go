@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	controllerv1 "skein/gen/skein/controller/v1"
 	storagev1 "skein/gen/skein/storage/v1"
 	"skein/libs/metadata"
@@ -74,6 +76,64 @@ func TestFollowersStoreTheLeadersBytes(t *testing.T) {
 			}
 		}
 	}
+
+	// The same batches fetched over gRPC, whose answers are marshalled from
+	// pooled read buffers, equal the answers Fetch builds: one partition or
+	// all three, a budget smaller than the first batch (the read outgrows
+	// its buffer), the offset past the end, and a long poll that ends empty.
+	all := func(off int64) []*storagev1.PartitionFetch {
+		var ps []*storagev1.PartitionFetch
+		for p := int32(0); p < 3; p++ {
+			ps = append(ps, &storagev1.PartitionFetch{Topic: "m", Partition: p, FetchOffset: off, CurrentLeaderEpoch: -1})
+		}
+		return ps
+	}
+	for i, req := range []*storagev1.FetchRequest{
+		{MaxBytes: 3 << 20, Partitions: all(0)[:1]},
+		{MaxBytes: 3 << 20, Partitions: all(0)},
+		{MaxBytes: 1 << 20, Partitions: all(2)},
+		{MaxBytes: 1000, Partitions: all(4)[2:]},
+		{MaxBytes: 1 << 20, Partitions: all(int64(len(sizes)) + 5)},
+		{MaxBytes: 1 << 20, MaxWaitMs: 50, Partitions: all(int64(len(sizes)))},
+		{MaxBytes: 1 << 20, Partitions: append(all(0)[:1], &storagev1.PartitionFetch{Topic: "absent", CurrentLeaderEpoch: -1})},
+		{MaxBytes: 3 << 20, Partitions: []*storagev1.PartitionFetch{{Topic: "m", Partition: 1, FetchOffset: 1, MaxRecords: 3, CurrentLeaderEpoch: -1}}},
+	} {
+		want, err := nodes[0].api.Fetch(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 { // a second time through buffers the first gave back
+			got, err := client.Fetch(context.Background(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !proto.Equal(got, want) {
+				t.Fatalf("fetch %d over gRPC differs from Fetch's answer:\n%v\nwant\n%v", i, summary(got), summary(want))
+			}
+		}
+		if i == 1 && (len(want.GetPartitions()) != 3 || len(want.GetPartitions()[1].GetRecords()) == 0) {
+			t.Fatalf("fetch %d answered %v", i, summary(want))
+		}
+		if req.GetPartitions()[0].GetMaxRecords() > 0 {
+			// Batches of one record each: offsets 1, 2 and 3, and no more.
+			var offs []record.Offset
+			for it := record.NewBatchIter(want.GetPartitions()[0].GetRecords()); it.Next(); {
+				offs = append(offs, it.Batch().BaseOffset())
+			}
+			if fmt.Sprint(offs) != "[1 2 3]" {
+				t.Fatalf("3 records from offset 1 answered the batches at %v", offs)
+			}
+		}
+	}
+}
+
+// summary describes a fetch answer without its records' bytes.
+func summary(r *storagev1.FetchResponse) string {
+	var out []string
+	for _, p := range r.GetPartitions() {
+		out = append(out, fmt.Sprintf("%s-%d hw %d code %v: %d bytes", p.GetTopic(), p.GetPartition(), p.GetHighWatermark(), p.GetErrorCode(), len(p.GetRecords())))
+	}
+	return fmt.Sprint(out)
 }
 
 // segmentBytes answers the bytes of a partition's log segments on a node.

@@ -85,6 +85,7 @@ type node struct {
 	dir  string // the node's data directory
 	mgr  *replica.Manager
 	srv  *grpc.Server
+	api  *server.Server // the StorageService srv serves
 	fet  *fetcher.Manager
 	cc   *grpc.ClientConn
 }
@@ -135,7 +136,8 @@ func startNodesWith(t *testing.T, o nodeOptions) (*fakeController, []*node) {
 		n.mgr = replica.New(replica.Config{Self: id, DataDir: n.dir, ReplicaLagMax: 2 * time.Second, Tick: 50 * time.Millisecond, RetentionEvery: 50 * time.Millisecond,
 			CheckpointEvery: o.checkpointEvery, ProducerSnapshotEvery: o.checkpointEvery}, log, sender, n.fet, o.store(id))
 		n.srv = grpc.NewServer()
-		storagev1.RegisterStorageServiceServer(n.srv, server.New(n.mgr, log, nil))
+		n.api = server.New(n.mgr, log, nil)
+		server.Register(n.srv, n.api)
 		go n.srv.Serve(lis)
 		n.cc, _ = grpc.NewClient(n.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		connsMu.Lock()

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
 
 	storagev1 "skein/gen/skein/storage/v1"
 	skeinv1 "skein/gen/skein/v1"
@@ -378,6 +379,63 @@ func (s *Server) answerProduce(wg *sync.WaitGroup, sendMu *sync.Mutex, stream st
 // Fetch reads committed batches; with nothing to return it waits up to
 // max_wait_ms for any fetched partition's HW to move.
 func (s *Server) Fetch(ctx context.Context, req *storagev1.FetchRequest) (*storagev1.FetchResponse, error) {
+	return s.fetch(ctx, req, nil)
+}
+
+// Register serves s on r as the StorageService, its Fetch answering
+// through FetchEncoded.
+func Register(r grpc.ServiceRegistrar, s *Server) {
+	r.RegisterService(grpcopt.ReplaceUnary(&storagev1.StorageService_ServiceDesc, "Fetch",
+		func(_ any, ctx context.Context, req *storagev1.FetchRequest) (any, error) {
+			return s.FetchEncoded(ctx, req)
+		}), s)
+}
+
+// FetchEncoded is Fetch answering in wire form (grpcopt.Encoded): the
+// records are read into pooled buffers, marshalled into the answer's own
+// pooled buffer, and the read buffers are back in the pool before it
+// returns. Fetch reads each answer into a fresh buffer (a megabyte or more
+// a catch-up fetch, zeroed first) and leaves the marshalling to gRPC.
+func (s *Server) FetchEncoded(ctx context.Context, req *storagev1.FetchRequest) (any, error) {
+	var bufs readBuffers
+	defer bufs.release()
+	resp, err := s.fetch(ctx, req, &bufs)
+	if err != nil {
+		return nil, err
+	}
+	return grpcopt.MarshalNow(resp)
+}
+
+// readBuffers are the pooled buffers one fetch read its records into; a
+// nil *readBuffers reads into fresh ones.
+type readBuffers struct{ held []*[]byte }
+
+// maxPooledRead bounds the buffer a read starts with: a long poll that
+// may answer 50 MiB usually answers a few kilobytes, and a larger read
+// grows its buffer as an unpooled one would.
+const maxPooledRead = 4 << 20
+
+// get answers an empty buffer with room for n bytes (at most maxPooledRead).
+func (b *readBuffers) get(n int) []byte {
+	if b == nil {
+		return nil
+	}
+	p := grpcopt.GetBuffer(min(n, maxPooledRead))
+	b.held = append(b.held, p)
+	return (*p)[:0]
+}
+
+func (b *readBuffers) release() {
+	if b == nil {
+		return
+	}
+	for _, p := range b.held {
+		grpcopt.PutBuffer(p)
+	}
+	b.held = b.held[:0]
+}
+
+func (s *Server) fetch(ctx context.Context, req *storagev1.FetchRequest, bufs *readBuffers) (*storagev1.FetchResponse, error) {
 	if req.GetMaxBytes() < 0 || req.GetMaxWaitMs() < 0 {
 		return nil, rpcerr.ToGRPC(errs.Errorf(errs.InvalidRequest, "max_bytes and max_wait_ms must not be negative"))
 	}
@@ -390,13 +448,14 @@ func (s *Server) Fetch(ctx context.Context, req *storagev1.FetchRequest) (*stora
 	}
 	denied := s.refusals(ctx, "", "/skein.storage.v1.StorageService/Fetch", topics, acl.Read)
 	for {
-		resp, total, chans := s.fetchOnce(req, denied)
+		resp, total, chans := s.fetchOnce(req, denied, bufs)
 		// As Kafka: an error in any partition answers at once.
 		if total >= need || wait <= 0 || len(chans) < len(req.GetPartitions()) || hasError(resp) || time.Now().After(deadline) {
 			return resp, nil
 		}
+		bufs.release() // resp is dropped
 		if !waitAny(ctx, s.draining, chans, time.Until(deadline)) {
-			resp, _, _ := s.fetchOnce(req, denied)
+			resp, _, _ := s.fetchOnce(req, denied, bufs)
 			return resp, nil
 		}
 	}
@@ -413,7 +472,7 @@ func hasError(resp *storagev1.FetchResponse) bool {
 
 // fetchOnce reads what each partition has now; denied, unless nil, holds
 // the refusal of each partition the client may not read.
-func (s *Server) fetchOnce(req *storagev1.FetchRequest, denied []error) (*storagev1.FetchResponse, int, []<-chan struct{}) {
+func (s *Server) fetchOnce(req *storagev1.FetchRequest, denied []error, bufs *readBuffers) (*storagev1.FetchResponse, int, []<-chan struct{}) {
 	maxBytes := answerBytes(req.GetMaxBytes(), MaxFetchBytes)
 	readCommitted := req.GetIsolationLevel() == skeinv1.IsolationLevel_READ_COMMITTED
 	resp := &storagev1.FetchResponse{}
@@ -443,7 +502,7 @@ func (s *Server) fetchOnce(req *storagev1.FetchRequest, denied []error) (*storag
 				continue
 			}
 		}
-		fr, err := p.Fetch(record.Offset(pf.GetFetchOffset()), budget, readCommitted, pf.GetCurrentLeaderEpoch())
+		fr, err := p.FetchInto(bufs.get(budget), record.Offset(pf.GetFetchOffset()), budget, int(pf.GetMaxRecords()), readCommitted, pf.GetCurrentLeaderEpoch())
 		r.HighWatermark, r.LastStableOffset, r.LogStartOffset, r.LeaderEpoch = int64(fr.HW), int64(fr.LSO), int64(fr.LogStartOffset), fr.LeaderEpoch
 		if err != nil {
 			r.ErrorCode, r.ErrorMessage = code(err), errs.Message(err)
