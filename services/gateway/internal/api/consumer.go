@@ -185,26 +185,31 @@ func (s *Consumer) Tail(req *skeinv1.TailRequest, stream skeinv1.ConsumerService
 	}
 	for ctx.Err() == nil {
 		fctx, cancel := context.WithTimeout(ctx, tailPoll+client.DefaultRequestTimeout)
-		res, err := s.c.Fetch(fctx, client.FetchRequest{
+		// The records are slices of the answer's pooled buffer until
+		// release: Send marshals them before it returns.
+		res, release, err := s.c.FetchView(fctx, client.FetchRequest{
 			Topic: req.GetTopic(), Partition: req.GetPartition(), Offset: offset,
 			MaxRecords: DefaultMaxRecords, MaxBytes: DefaultMaxBytes, MaxWait: tailPoll, Isolation: req.GetIsolationLevel(),
 		})
 		cancel()
-		if ctx.Err() != nil {
-			return nil
-		}
 		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
 			return err
 		}
 		offset = res.NextOffset
-		if len(res.Records) == 0 {
+		if len(res.Records) == 0 || ctx.Err() != nil {
+			release()
 			continue
 		}
 		out := &skeinv1.TailResponse{NextOffset: res.NextOffset, HighWatermark: res.HighWatermark}
 		for _, r := range res.Records {
 			out.Records = append(out.Records, toConsumed(r, req.GetEncoding()))
 		}
-		if err := stream.Send(out); err != nil {
+		err = stream.Send(out)
+		release()
+		if err != nil {
 			return err
 		}
 	}
