@@ -360,7 +360,7 @@ func (m *Manager) round(ctx context.Context, th *thread, stream storagev1.Storag
 		if d := r.GetDivergingEpoch(); d != nil {
 			res.Diverging, res.DivergingEpoch, res.DivergingEnd = true, record.Epoch(d.GetEpoch()), record.Offset(d.GetEndOffset())
 		}
-		spans := startAppendSpans(res.Records, m.cfg.Self, tp.String())
+		spans := startAppendSpans(res.Records, m.cfg.Self, tp)
 		err := x.p.ApplyFetched(x.fs.CurrentLeaderEpoch, x.fs.FetchOffset, res)
 		for _, s := range spans {
 			s.End()

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"skein/libs/record"
+	"skein/services/storage/internal/partition"
 )
 
 func TestFollowerAppendJoinsTheProducersTrace(t *testing.T) {
@@ -38,7 +39,7 @@ func TestFollowerAppendJoinsTheProducersTrace(t *testing.T) {
 	untraced := build(record.None)
 	data := append(append(append([]byte{}, traced...), untraced...), traced...)
 
-	spans := startAppendSpans(data, 3, "t-0")
+	spans := startAppendSpans(data, 3, partition.TP{Topic: "t", Partition: 0})
 	for _, s := range spans {
 		s.End()
 	}
@@ -49,7 +50,14 @@ func TestFollowerAppendJoinsTheProducersTrace(t *testing.T) {
 	if got[0].SpanContext.TraceID() != producerSpan.SpanContext().TraceID() || got[0].Parent.SpanID() != producerSpan.SpanContext().SpanID() {
 		t.Errorf("follower span not a child of the producer's span: %+v", got[0])
 	}
-	if n := len(startAppendSpans(untraced, 3, "t-0")); n != 0 {
+	var named bool
+	for _, a := range got[0].Attributes {
+		named = named || a.Key == "partition" && a.Value.AsString() == "t-0"
+	}
+	if !named {
+		t.Errorf("follower span attributes %v, want partition t-0", got[0].Attributes)
+	}
+	if n := len(startAppendSpans(untraced, 3, partition.TP{Topic: "t"})); n != 0 {
 		t.Errorf("batch without traceparent started %d spans", n)
 	}
 }
