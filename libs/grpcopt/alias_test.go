@@ -205,22 +205,12 @@ func (s fetchServer) Fetch(_ context.Context, req *storagev1.FetchRequest) (*sto
 // pooled buffer until Release, and a reply that is not one of the aliased
 // messages keeps no buffer.
 func TestPooledReply(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	records := bytes.Repeat([]byte("0123456789abcdef"), 40_000)
-	s := grpc.NewServer(Server(nil)...)
-	storagev1.RegisterStorageServiceServer(s, fetchServer{records: records})
 	hs := health.NewServer()
-	healthpb.RegisterHealthServer(s, hs)
-	go s.Serve(lis)
-	defer s.Stop()
-	cc, err := grpc.NewClient(lis.Addr().String(), append(Dial(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
+	cc := serve(t, Server(nil), func(s *grpc.Server) {
+		storagev1.RegisterStorageServiceServer(s, fetchServer{records: records})
+		healthpb.RegisterHealthServer(s, hs)
+	})
 
 	for i := range 3 {
 		resp := &storagev1.FetchResponse{}
@@ -252,4 +242,25 @@ func TestPooledReply(t *testing.T) {
 	if hresp.GetStatus() != healthpb.HealthCheckResponse_SERVING || reply.buf != nil {
 		t.Fatalf("health answer %v, buffer kept %v", hresp, reply.buf != nil)
 	}
+}
+
+// serve starts a gRPC server with opts on loopback, its services
+// registered by register, and answers a client of it with the package's
+// dial options; both stop with the test.
+func serve(t *testing.T, opts []grpc.ServerOption, register func(*grpc.Server)) *grpc.ClientConn {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer(opts...)
+	register(s)
+	go s.Serve(lis)
+	t.Cleanup(s.Stop)
+	cc, err := grpc.NewClient(lis.Addr().String(), append(Dial(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return cc
 }

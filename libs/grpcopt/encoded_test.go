@@ -4,12 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"testing"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -39,24 +37,15 @@ func answerFor(req *storagev1.FetchRequest) *storagev1.FetchResponse {
 // past the size asked for), through the server's interceptors; an Encoded
 // is sent only once.
 func TestEncodedAnswer(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var seen []string
-	s := grpc.NewServer(append(Server(nil), grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	record := grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		resp, err := h(ctx, req)
 		seen = append(seen, fmt.Sprintf("%s %T %T", info.FullMethod, req, resp))
 		return resp, err
-	}))...)
-	s.RegisterService(ReplaceUnary(&storagev1.StorageService_ServiceDesc, "Fetch", encodedFetch), storagev1.UnimplementedStorageServiceServer{})
-	go s.Serve(lis)
-	defer s.Stop()
-	cc, err := grpc.NewClient(lis.Addr().String(), append(Dial(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
+	})
+	cc := serve(t, append(Server(nil), record), func(s *grpc.Server) {
+		s.RegisterService(ReplaceUnary(&storagev1.StorageService_ServiceDesc, "Fetch", encodedFetch), storagev1.UnimplementedStorageServiceServer{})
+	})
 
 	for _, n := range []int32{0, 10, 5000, 3 << 20} {
 		req := &storagev1.FetchRequest{MaxBytes: n}
@@ -72,7 +61,7 @@ func TestEncodedAnswer(t *testing.T) {
 		t.Fatalf("the interceptor saw %q, want 4 of %q", seen, want)
 	}
 	// The other methods keep their generated handlers.
-	err = cc.Invoke(context.Background(), storagev1.StorageService_Produce_FullMethodName, &storagev1.ProduceRequest{}, &storagev1.ProduceResponse{})
+	err := cc.Invoke(context.Background(), storagev1.StorageService_Produce_FullMethodName, &storagev1.ProduceRequest{}, &storagev1.ProduceResponse{})
 	if status.Code(err) != codes.Unimplemented {
 		t.Fatalf("Produce: %v, want the generated handler's Unimplemented", err)
 	}
