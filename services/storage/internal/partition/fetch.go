@@ -24,10 +24,11 @@ func (p *Partition) Fetch(offset record.Offset, maxBytes int, readCommitted bool
 	return p.FetchInto(nil, offset, maxBytes, 0, readCommitted, leaderEpoch)
 }
 
-// FetchInto is Fetch reading the records into dst's spare capacity (a
-// larger read allocates as Fetch does) and, when maxRecords is positive,
+// FetchInto is Fetch reading the records into the spare capacity of the
+// buffer buf answers, asked for only when there is something to read (a
+// larger read allocates as Fetch does), and, when maxRecords is positive,
 // ending with the batch that holds offset+maxRecords-1.
-func (p *Partition) FetchInto(dst []byte, offset record.Offset, maxBytes, maxRecords int, readCommitted bool, leaderEpoch int32) (FetchResult, error) {
+func (p *Partition) FetchInto(buf func() []byte, offset record.Offset, maxBytes, maxRecords int, readCommitted bool, leaderEpoch int32) (FetchResult, error) {
 	p.mu.Lock()
 	if err := p.checkLeaderLocked(leaderEpoch); err != nil {
 		p.mu.Unlock()
@@ -46,6 +47,10 @@ func (p *Partition) FetchInto(dst []byte, offset record.Offset, maxBytes, maxRec
 	}
 	if offset >= limit {
 		return res, nil
+	}
+	var dst []byte
+	if buf != nil {
+		dst = buf()
 	}
 	data, err := p.log.ReadInto(dst, offset, maxBytes, limit, maxRecords)
 	if err != nil {

@@ -417,9 +417,6 @@ const maxPooledRead = 4 << 20
 
 // get answers an empty buffer with room for n bytes (at most maxPooledRead).
 func (b *readBuffers) get(n int) []byte {
-	if b == nil {
-		return nil
-	}
 	p := grpcopt.GetBuffer(min(n, maxPooledRead))
 	b.held = append(b.held, p)
 	return (*p)[:0]
@@ -502,7 +499,11 @@ func (s *Server) fetchOnce(req *storagev1.FetchRequest, denied []error, bufs *re
 				continue
 			}
 		}
-		fr, err := p.FetchInto(bufs.get(budget), record.Offset(pf.GetFetchOffset()), budget, int(pf.GetMaxRecords()), readCommitted, pf.GetCurrentLeaderEpoch())
+		var buf func() []byte
+		if bufs != nil {
+			buf = func() []byte { return bufs.get(budget) }
+		}
+		fr, err := p.FetchInto(buf, record.Offset(pf.GetFetchOffset()), budget, int(pf.GetMaxRecords()), readCommitted, pf.GetCurrentLeaderEpoch())
 		r.HighWatermark, r.LastStableOffset, r.LogStartOffset, r.LeaderEpoch = int64(fr.HW), int64(fr.LSO), int64(fr.LogStartOffset), fr.LeaderEpoch
 		if err != nil {
 			r.ErrorCode, r.ErrorMessage = code(err), errs.Message(err)
