@@ -46,7 +46,11 @@ func BenchmarkAppend(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := range b.N {
-				if _, err := l.Append(batch, 0); err != nil {
+				info, err := l.Append(batch, 0)
+				if err == nil {
+					err = l.SyncIfDue(info.LastOffset + 1)
+				}
+				if err != nil {
 					b.Fatal(err)
 				}
 				if i%rewindEvery == rewindEvery-1 {
@@ -172,7 +176,11 @@ func BenchmarkPairedAppend(b *testing.B) {
 			b.ResetTimer()
 			for i := range b.N {
 				start := time.Now()
-				if _, err := l.Append(batch, 0); err != nil {
+				info, err := l.Append(batch, 0)
+				if err == nil {
+					err = l.SyncIfDue(info.LastOffset + 1)
+				}
+				if err != nil {
 					b.Fatal(err)
 				}
 				mid := time.Now()

@@ -253,6 +253,7 @@ func (c *cleaner) clean(s *segment, dropTombstones bool) (*segment, int, error) 
 func (l *Log) swap(i int, s, ns *segment) error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
+	l.waitSyncLocked()
 	if err := l.checkWritable(); err != nil {
 		ns.f.Close()
 		os.Remove(s.path(logSuffix + cleanedSuffix))

@@ -1,6 +1,7 @@
 package log
 
 import (
+	"errors"
 	"math"
 	"slices"
 	"sync"
@@ -58,10 +59,22 @@ type Log struct {
 	cfg       Config
 	validator record.RecordIter // scratch for Append's record validation
 	scratch   []byte            // scratch for scans
-	lastFlush time.Time
-	dirDirty  bool        // segment files were created or removed since the last flush
-	failed    error       // a write or fsync failed: refuse further writes
-	hasFailed atomic.Bool // failed != nil, for Failed without wmu
+	dirDirty  bool              // segment files were created or removed since the last flush
+	failed    error             // a write or fsync failed: refuse further writes
+	hasFailed atomic.Bool       // a write or fsync failed (failed, or syncErr not yet moved to it), for readers without wmu
+	flushMsgs atomic.Int64      // cfg.FlushMessages, for SyncIfDue without wmu
+
+	// fmu guards the fsync SyncIfDue runs without wmu, so that appends go
+	// on beside it and the next fsync covers them together (a group
+	// commit). Taken after wmu, never before it; mu may be taken under it.
+	// Whatever closes, truncates or removes segment files waits for that
+	// fsync first (waitSyncLocked, with wmu held), so the files it syncs
+	// stay open; a new one cannot start then, as it is chosen under wmu.
+	fmu       sync.Mutex
+	syncing   bool          // an fsync without wmu is running
+	syncDone  chan struct{} // closed when it ends
+	syncErr   error         // it failed: moved to failed by the next writer
+	lastFlush time.Time     // when the last fsync ended, for flush.ms
 
 	// mu guards what readers see: segs and every published segment's
 	// mutable fields, leo, lso, rp and the epoch cache. Only the writer
@@ -152,6 +165,7 @@ func (l *Log) SetConfig(cfg Config) {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
 	l.cfg = cfg.normalized()
+	l.flushMsgs.Store(l.cfg.FlushMessages)
 }
 
 // Epochs returns the leader-epoch cache.
@@ -196,8 +210,13 @@ func (l *Log) updateEpochs(f func(c *epochCache) bool) bool {
 // until it is closed and opened again (which recovers it from the disk).
 func (l *Log) Failed() bool { return l.hasFailed.Load() }
 
-// checkWritable is called with wmu held.
+// checkWritable is called with wmu held (and not fmu).
 func (l *Log) checkWritable() error {
+	if l.failed == nil && l.hasFailed.Load() {
+		l.fmu.Lock()
+		l.failed = l.syncErr
+		l.fmu.Unlock()
+	}
 	if l.closed {
 		return errs.Errorf(errs.KafkaStorageError, "log %s is closed", l.dir)
 	}
@@ -339,8 +358,8 @@ func (l *Log) AppendAsFollower(records []byte) (AppendInfo, error) {
 }
 
 // write appends validated, offset-assigned batches to the active segment
-// (rolling first if needed), publishes them, and applies flush.messages.
-// Called with wmu held.
+// (rolling first if needed) and publishes them. flush.messages is the
+// caller's to apply, with SyncIfDue. Called with wmu held.
 func (l *Log) write(records []byte) error {
 	first := record.Batch(records)
 	if err := l.maybeRoll(int64(len(records)), first.MaxTimestamp(), first.BaseOffset()); err != nil {
@@ -362,10 +381,6 @@ func (l *Log) write(records []byte) error {
 	s.size = pos
 	l.leo = s.next
 	l.mu.Unlock()
-
-	if l.leo-l.rp >= Offset(l.cfg.FlushMessages) {
-		return l.flushLocked()
-	}
 	return nil
 }
 
@@ -444,21 +459,149 @@ func (l *Log) FlushIfDue(now time.Time) error {
 	if err := l.checkWritable(); err != nil {
 		return err
 	}
-	if l.rp >= l.leo || now.Sub(l.lastFlush).Milliseconds() < l.cfg.FlushMS {
+	l.fmu.Lock()
+	last := l.lastFlush
+	l.fmu.Unlock()
+	if l.rp >= l.leo || now.Sub(last).Milliseconds() < l.cfg.FlushMS {
 		return nil
 	}
 	return l.flushLocked()
 }
 
-func (l *Log) flushLocked() error {
-	// Segments holding offsets at or above the recovery point: the last one
-	// whose base is <= rp and everything after it.
+// SyncIfDue applies flush.messages to the offsets below next, which an
+// append has published: when next is flush.messages or more past the
+// recovery point, it returns once an fsync that began after they were
+// written has ended. The appends only publish: a caller appends under its
+// own locks and calls this after releasing them, before it counts the
+// batches written.
+//
+// The fsync runs without wmu, so appends go on beside it, and concurrent
+// callers share it: a caller whose offsets an fsync in progress may not
+// cover waits for it to end and then starts the next one, which covers
+// everything published by then (a group commit).
+func (l *Log) SyncIfDue(next Offset) error {
+	for {
+		l.fmu.Lock()
+		if err := l.syncFailedLocked(); err != nil {
+			l.fmu.Unlock()
+			return err
+		}
+		l.mu.RLock()
+		rp := l.rp
+		l.mu.RUnlock()
+		if next <= rp || next-rp < Offset(l.flushMsgs.Load()) {
+			l.fmu.Unlock()
+			return nil
+		}
+		if l.syncing {
+			done := l.syncDone
+			l.fmu.Unlock()
+			<-done
+			continue
+		}
+		l.fmu.Unlock()
+
+		// What to fsync is chosen under wmu: the segments from the one
+		// holding the recovery point on, up to the LEO of now.
+		l.wmu.Lock()
+		if err := l.checkWritable(); err != nil {
+			l.wmu.Unlock()
+			return err
+		}
+		l.fmu.Lock()
+		if l.syncing { // another caller started one meanwhile
+			l.fmu.Unlock()
+			l.wmu.Unlock()
+			continue
+		}
+		if next > l.leo {
+			next = l.leo // truncated since it was appended
+		}
+		if next <= l.rp {
+			l.fmu.Unlock()
+			l.wmu.Unlock()
+			return nil
+		}
+		segs, upTo, dir := l.segmentsToSyncLocked(), l.leo, l.dirDirty
+		l.dirDirty = false
+		l.syncing, l.syncDone = true, make(chan struct{})
+		l.fmu.Unlock()
+		l.wmu.Unlock()
+
+		err := syncFiles(l.dir, segs, dir)
+
+		l.fmu.Lock()
+		if err != nil {
+			l.syncErr = err
+			l.hasFailed.Store(true)
+		} else {
+			l.mu.Lock()
+			l.rp = max(l.rp, upTo)
+			l.mu.Unlock()
+			l.lastFlush = l.now()
+		}
+		l.syncing = false
+		close(l.syncDone)
+		l.fmu.Unlock()
+		if err != nil {
+			return errs.Errorf(errs.KafkaStorageError, "fsync in %s: %v", l.dir, err)
+		}
+	}
+}
+
+// syncFailedLocked answers the error of a failed write or fsync; fmu held.
+func (l *Log) syncFailedLocked() error {
+	if !l.hasFailed.Load() {
+		return nil
+	}
+	err := l.syncErr
+	if err == nil {
+		err = errors.New("a write failed")
+	}
+	return errs.Errorf(errs.KafkaStorageError, "log %s failed earlier: %v", l.dir, err)
+}
+
+// waitSyncLocked waits for SyncIfDue's fsync in progress, if any, to end;
+// called with wmu held by whatever closes, truncates or removes segment
+// files. No other can start while wmu is held.
+func (l *Log) waitSyncLocked() {
+	l.fmu.Lock()
+	for l.syncing {
+		done := l.syncDone
+		l.fmu.Unlock()
+		<-done
+		l.fmu.Lock()
+	}
+	l.fmu.Unlock()
+}
+
+// segmentsToSyncLocked answers the segments holding offsets at or above
+// the recovery point: the last one whose base is <= rp and everything
+// after it. Called with wmu held.
+func (l *Log) segmentsToSyncLocked() []*segment {
 	i, _ := slices.BinarySearchFunc(l.segs, l.rp, func(s *segment, o Offset) int { return cmpOffset(s.base, o) })
 	i = max(0, min(i, len(l.segs)-1))
 	if i > 0 && l.segs[i].base > l.rp {
 		i--
 	}
-	for _, s := range l.segs[i:] {
+	return slices.Clone(l.segs[i:])
+}
+
+// syncFiles fsyncs segs' files, and the directory when dir is set.
+func syncFiles(path string, segs []*segment, dir bool) error {
+	for _, s := range segs {
+		if err := s.f.Sync(); err != nil {
+			return err
+		}
+	}
+	if dir {
+		return syncDir(path)
+	}
+	return nil
+}
+
+func (l *Log) flushLocked() error {
+	for _, s := range l.segmentsToSyncLocked() {
 		if err := s.f.Sync(); err != nil {
 			return l.ioError("fsync", err)
 		}
@@ -469,7 +612,9 @@ func (l *Log) flushLocked() error {
 		}
 		l.dirDirty = false
 	}
+	l.fmu.Lock()
 	l.lastFlush = l.now()
+	l.fmu.Unlock()
 	l.mu.Lock()
 	l.rp = l.leo
 	l.mu.Unlock()
@@ -496,6 +641,7 @@ func (l *Log) Close() error {
 	if l.closed {
 		return nil
 	}
+	l.waitSyncLocked()
 	var first error
 	if l.failed == nil {
 		if err := l.active().persistIndexes(); err != nil {
@@ -536,6 +682,7 @@ func (l *Log) Truncate(offset Offset) error {
 	if offset < l.lso {
 		return l.truncateFullyLocked(offset)
 	}
+	l.waitSyncLocked()
 	// Keep the segments whose base is below offset; the last of them is cut.
 	keep := len(l.segs)
 	for keep > 1 && l.segs[keep-1].base >= offset {
@@ -604,6 +751,7 @@ func (l *Log) TruncateFullyAndStartAt(offset Offset) error {
 }
 
 func (l *Log) truncateFullyLocked(offset Offset) error {
+	l.waitSyncLocked()
 	// Readers are held off for the whole swap: the new segment may reuse
 	// the name (and so the file) of an old one.
 	l.mu.Lock()
@@ -664,6 +812,7 @@ func (l *Log) deleteSegmentsLocked(deletable func(s, next *segment) bool) (int, 
 	if n == 0 {
 		return 0, nil
 	}
+	l.waitSyncLocked()
 	gone := l.segs[:n]
 	l.mu.Lock()
 	l.segs = slices.Clone(l.segs[n:])

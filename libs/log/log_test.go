@@ -474,19 +474,136 @@ func TestFlushPolicy(t *testing.T) {
 	}
 	cfg.FlushMessages = 1
 	l.SetConfig(cfg)
-	l.Append(valuesBatch(t, 0, 2, 10, 0), 0)
+	appendSync := func() {
+		t.Helper()
+		info, err := l.Append(valuesBatch(t, 0, 2, 10, 0), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.SyncIfDue(info.LastOffset + 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendSync()
 	if rp := l.State().RecoveryPoint; rp != 5 {
-		t.Fatalf("flush.messages=1: recovery point %d after the append returned", rp)
+		t.Fatalf("flush.messages=1: recovery point %d after SyncIfDue returned", rp)
 	}
 	cfg.FlushMessages = 4
 	l.SetConfig(cfg)
-	l.Append(valuesBatch(t, 0, 2, 10, 0), 0)
+	appendSync()
 	if rp := l.State().RecoveryPoint; rp != 5 {
 		t.Fatalf("flush.messages=4 flushed after 2: %d", rp)
 	}
-	l.Append(valuesBatch(t, 0, 2, 10, 0), 0)
+	appendSync()
 	if rp := l.State().RecoveryPoint; rp != 9 {
 		t.Fatalf("flush.messages=4 did not flush after 4: %d", rp)
+	}
+	// An append alone only publishes: the recovery point stays until the
+	// caller asks.
+	cfg.FlushMessages = 1
+	l.SetConfig(cfg)
+	info, err := l.Append(valuesBatch(t, 0, 2, 10, 0), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rp := l.State().RecoveryPoint; rp != 9 {
+		t.Fatalf("the append itself flushed: recovery point %d", rp)
+	}
+	if err := l.SyncIfDue(info.LastOffset + 1); err != nil {
+		t.Fatal(err)
+	}
+	if rp := l.State().RecoveryPoint; rp != 11 {
+		t.Fatalf("recovery point %d after SyncIfDue(11)", rp)
+	}
+	l.Close()
+	if err := l.SyncIfDue(12); !errors.Is(err, errs.KafkaStorageError) {
+		t.Fatalf("SyncIfDue past the end of a closed log: %v", err)
+	}
+}
+
+// Appends under flush.messages=1 from many goroutines, each followed by
+// SyncIfDue, beside retention deleting segments and rolls: every SyncIfDue
+// returns with the recovery point past its own records, and the log holds
+// every record once after a reopen.
+func TestSyncIfDueGroupCommit(t *testing.T) {
+	dir := t.TempDir()
+	cfg := smallConfig()
+	cfg.FlushMessages = 1
+	l := openLog(t, dir, cfg, State{}, &clock{t: t0})
+	const writers, each = 8, 40
+	batches := make([][]byte, writers*each)
+	for i := range batches {
+		batches[i] = valuesBatch(t, i, 1, 10, 0)
+	}
+	var wg sync.WaitGroup
+	errc := make(chan error, writers)
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				info, err := l.Append(batches[w*each+i], 0)
+				if err != nil {
+					errc <- err
+					return
+				}
+				if err := l.SyncIfDue(info.LastOffset + 1); err != nil {
+					errc <- err
+					return
+				}
+				if rp := l.State().RecoveryPoint; rp <= info.LastOffset {
+					errc <- fmt.Errorf("SyncIfDue(%d) returned with the recovery point at %d", info.LastOffset+1, rp)
+					return
+				}
+			}
+		})
+	}
+	stop := make(chan struct{})
+	var side sync.WaitGroup
+	side.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := l.Roll(); err != nil {
+				errc <- err
+				return
+			}
+			leo := l.LEO()
+			if err := l.DeleteRecordsBefore(leo / 2); err != nil {
+				errc <- err
+				return
+			}
+		}
+	})
+	wg.Wait()
+	close(stop)
+	side.Wait()
+	close(errc)
+	for err := range errc {
+		t.Fatal(err)
+	}
+	if l.LEO() != writers*each {
+		t.Fatalf("LEO %d, want %d", l.LEO(), writers*each)
+	}
+	st := l.State()
+	if st.RecoveryPoint != writers*each {
+		t.Fatalf("recovery point %d, want %d", st.RecoveryPoint, writers*each)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = openLog(t, dir, cfg, st, &clock{t: t0})
+	defer l.Close()
+	seen := map[string]bool{}
+	for off, v := range readRecords(t, l, l.LogStartOffset()) {
+		if seen[v] {
+			t.Fatalf("record %q twice (again at %d)", v, off)
+		}
+		seen[v] = true
+	}
+	if len(seen) != int(l.LEO()-l.LogStartOffset()) {
+		t.Fatalf("read %d records from %d to %d", len(seen), l.LogStartOffset(), l.LEO())
 	}
 }
 

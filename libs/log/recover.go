@@ -33,6 +33,7 @@ func Open(dir string, cfg Config, opts Options) (*Log, error) {
 	}
 	l := &Log{dir: dir, now: opts.Now, cfg: cfg.normalized()}
 	l.lastFlush = l.now()
+	l.flushMsgs.Store(l.cfg.FlushMessages)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, errs.Errorf(errs.KafkaStorageError, "creating %s: %v", dir, err)
 	}

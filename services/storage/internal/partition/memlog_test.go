@@ -15,6 +15,20 @@ type memLog struct {
 	batches []record.Batch
 	epochs  []epochStart
 	start   record.Offset
+	// synced is the highest offset SyncIfDue was asked to cover; syncErr,
+	// when set, is what it fails with.
+	synced  record.Offset
+	syncErr error
+}
+
+func (l *memLog) SyncIfDue(next record.Offset) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.syncErr != nil {
+		return l.syncErr
+	}
+	l.synced = max(l.synced, next)
+	return nil
 }
 
 type epochStart struct {

@@ -23,6 +23,12 @@ type Log interface {
 	AppendAsLeader(b record.Batch, epoch record.Epoch) (first, last record.Offset, uncompressed int, err error)
 	// AppendAsFollower appends batches that carry the leader's offsets.
 	AppendAsFollower(batches []byte) error
+	// SyncIfDue applies the topic's flush.messages to the offsets below
+	// next, which an append published: it returns once they are fsynced
+	// when the policy asks for it. The appends do not wait for the disk;
+	// the partition calls this without its lock, before it counts them
+	// written.
+	SyncIfDue(next record.Offset) error
 	// Read returns whole batches from the one holding offset, up to maxBytes
 	// (at least one batch), none at or beyond maxOffset.
 	Read(offset record.Offset, maxBytes int, maxOffset record.Offset) ([]byte, error)

@@ -48,11 +48,17 @@ func (p *Partition) Produce(ctx context.Context, acks int, leaderEpoch int32, ba
 type Pending struct {
 	Result ProduceResult
 	w      *waiter // nil: nothing to wait for (acks 0 or 1, or already answered)
+	// syncTo: Await first applies flush.messages to the offsets below it
+	// (0: nothing was written).
+	syncTo record.Offset
 }
 
 // Append is Produce's first half: it validates and appends the batches now,
 // in the caller's goroutine — so a stream's requests for one partition are
 // appended in the order they arrived — and answers what Await waits for.
+// The append is published at once (followers may fetch it); the fsync
+// flush.messages asks for is Await's, so that the next request's append
+// need not wait for the disk and one fsync can cover both.
 func (p *Partition) Append(acks int, leaderEpoch int32, batches []byte) (Pending, error) {
 	if acks != AcksNone && acks != AcksLeader && acks != AcksAll {
 		return Pending{}, errs.Errorf(errs.InvalidRequiredAcks, "acks=%d: must be 0, 1 or -1", acks)
@@ -65,7 +71,13 @@ func (p *Partition) Append(acks int, leaderEpoch int32, batches []byte) (Pending
 	if res.StoredBytes > 0 {
 		res.Recompressed = recompressed
 	}
-	return Pending{Result: res, w: w}, err
+	pend := Pending{Result: res, w: w}
+	if err == nil && res.BaseOffset >= 0 {
+		// A duplicate's first append may still be syncing: it is waited
+		// for too.
+		pend.syncTo = res.LastOffset + 1
+	}
+	return pend, err
 }
 
 // recompress re-encodes, when the topic's compression.type names a codec,
@@ -106,10 +118,20 @@ func (p *Partition) recompress(batches []byte) (_ []byte, n int, _ error) {
 	return out, n, nil
 }
 
-// Await is Produce's second half: for acks=all it waits until every ISR
-// member has the batches (the HW passes them) or ctx ends.
+// Await is Produce's second half: it applies flush.messages to what Append
+// wrote (returning once it is fsynced, when the topic asks for that), and
+// for acks=all it then waits until every ISR member has the batches (the HW
+// passes them) or ctx ends.
 func (p *Partition) Await(ctx context.Context, pend Pending) (ProduceResult, error) {
 	res, w := pend.Result, pend.w
+	if pend.syncTo > 0 {
+		if err := p.log.SyncIfDue(pend.syncTo); err != nil {
+			if w != nil {
+				p.dropWaiter(w)
+			}
+			return res, errs.Errorf(errs.KafkaStorageError, "%s-%d: %v", p.cfg.Topic, p.cfg.Partition, err)
+		}
+	}
 	if w == nil {
 		return res, nil
 	}

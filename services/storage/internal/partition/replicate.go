@@ -134,14 +134,29 @@ func (p *Partition) FollowerState() (FollowerState, bool) {
 // HW (capped at its own LEO). A stale answer (the replica moved on) is ignored.
 func (p *Partition) ApplyFetched(epoch int32, fetchOffset record.Offset, res FollowerFetchResult) error {
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	syncTo, err := p.applyFetchedLocked(epoch, fetchOffset, res)
+	p.mu.Unlock()
+	if err != nil || syncTo == 0 {
+		return err
+	}
+	// flush.messages, outside the lock: the follower's next fetch, which
+	// tells the leader it has these offsets, goes out only after it.
+	if err := p.log.SyncIfDue(syncTo); err != nil {
+		return errs.Errorf(errs.KafkaStorageError, "%s-%d: follower append: %v", p.cfg.Topic, p.cfg.Partition, err)
+	}
+	return nil
+}
+
+// applyFetchedLocked is ApplyFetched under p.mu; syncTo is the LEO after
+// an append (0 when nothing was appended).
+func (p *Partition) applyFetchedLocked(epoch int32, fetchOffset record.Offset, res FollowerFetchResult) (syncTo record.Offset, _ error) {
 	if p.role != Follower || p.st.LeaderEpoch != epoch || p.log.LogEndOffset() != fetchOffset {
-		return nil
+		return 0, nil
 	}
 	if res.Diverging {
 		to := min(res.DivergingEnd, p.log.LogEndOffset())
 		if err := p.log.Truncate(to); err != nil {
-			return errs.Errorf(errs.KafkaStorageError, "%s-%d: truncate to %d: %v", p.cfg.Topic, p.cfg.Partition, to, err)
+			return 0, errs.Errorf(errs.KafkaStorageError, "%s-%d: truncate to %d: %v", p.cfg.Topic, p.cfg.Partition, to, err)
 		}
 		p.producers.TruncateTo(int64(to))
 		kept := p.aborted[:0]
@@ -154,7 +169,7 @@ func (p *Partition) ApplyFetched(epoch int32, fetchOffset record.Offset, res Fol
 		if p.hw > to {
 			p.hw = to
 		}
-		return nil
+		return 0, nil
 	}
 	if len(res.Records) > 0 {
 		// Only whole batches: a leader answer cut mid-batch is trimmed.
@@ -165,22 +180,23 @@ func (p *Partition) ApplyFetched(epoch int32, fetchOffset record.Offset, res Fol
 		for it.Next() {
 			b := it.Batch()
 			if err := b.Verify(); err != nil {
-				return err
+				return 0, err
 			}
 			metas = append(metas, parsed{b: b})
 			end = it.Pos()
 		}
 		if err := it.Err(); err != nil {
-			return err
+			return 0, err
 		}
 		if end > 0 {
 			if err := p.log.AppendAsFollower(res.Records[:end]); err != nil {
-				return errs.Errorf(errs.KafkaStorageError, "%s-%d: follower append: %v", p.cfg.Topic, p.cfg.Partition, err)
+				return 0, errs.Errorf(errs.KafkaStorageError, "%s-%d: follower append: %v", p.cfg.Topic, p.cfg.Partition, err)
 			}
 			for _, m := range metas {
 				p.replayLocked(m.b)
 			}
 			p.notifyLEOLocked()
+			syncTo = p.log.LogEndOffset()
 		}
 	}
 	hw := min(res.HW, p.log.LogEndOffset())
@@ -189,7 +205,7 @@ func (p *Partition) ApplyFetched(epoch int32, fetchOffset record.Offset, res Fol
 		close(p.hwMoved)
 		p.hwMoved = make(chan struct{})
 	}
-	return nil
+	return syncTo, nil
 }
 
 // replayLocked applies an appended batch to the producer state and the

@@ -578,3 +578,56 @@ func TestReplicaLEOsFollowFetches(t *testing.T) {
 		t.Fatalf("a follower answered %v", got)
 	}
 }
+
+// An answer to a produce, at every acks, and a follower's next fetch come
+// only after the log was asked to apply flush.messages to what they wrote;
+// an fsync that fails answers KAFKA_STORAGE_ERROR and leaves no waiter
+// behind.
+func TestProduceAndFollowerAppendSyncBeforeTheyCount(t *testing.T) {
+	c := newCluster(t, 2)
+	leader := c.logs[1]
+	for i, acks := range []int{AcksNone, AcksLeader} {
+		r, err := c.replicas[1].Produce(context.Background(), acks, -1, plain(t, "x", "y"))
+		if err != nil {
+			t.Fatalf("acks=%d: %v", acks, err)
+		}
+		if want := record.Offset(2*i + 2); r.LastOffset+1 != want || leader.synced != want {
+			t.Fatalf("acks=%d: last offset %d, synced to %d, want %d", acks, r.LastOffset, leader.synced, want)
+		}
+	}
+	done := produceAsync(c.replicas[1], AcksAll, plain(t, "z"), 5*time.Second)
+	eventually(t, "the append", func() bool { return c.replicas[1].Snapshot().LEO == 5 })
+	c.replicate()
+	if o := <-done; o.err != nil || o.res.LastOffset != 4 {
+		t.Fatalf("acks=all: %+v", o)
+	}
+	if leader.synced != 5 {
+		t.Fatalf("acks=all answered with the leader synced to %d, want 5", leader.synced)
+	}
+	for _, id := range []int32{2, 3} {
+		if got := c.logs[id].synced; got != 5 {
+			t.Fatalf("follower %d synced to %d, want 5", id, got)
+		}
+	}
+
+	leader.mu.Lock()
+	leader.syncErr = errs.Errorf(errs.KafkaStorageError, "fsync: input/output error")
+	leader.mu.Unlock()
+	o := <-produceAsync(c.replicas[1], AcksAll, plain(t, "w"), 5*time.Second)
+	if errs.Of(o.err) != errs.KafkaStorageError {
+		t.Fatalf("produce with a failing fsync: %v, want KAFKA_STORAGE_ERROR", o.err)
+	}
+	c.replicas[1].mu.Lock()
+	waiting := len(c.replicas[1].waiters)
+	c.replicas[1].mu.Unlock()
+	if waiting != 0 {
+		t.Fatalf("%d waiters left after the failed fsync", waiting)
+	}
+
+	c.logs[2].mu.Lock()
+	c.logs[2].syncErr = errs.Errorf(errs.KafkaStorageError, "fsync: input/output error")
+	c.logs[2].mu.Unlock()
+	if err := c.fetch(2); errs.Of(err) != errs.KafkaStorageError {
+		t.Fatalf("follower append with a failing fsync: %v, want KAFKA_STORAGE_ERROR", err)
+	}
+}

@@ -50,6 +50,10 @@ func (p *Partition) WriteMarker(ctx context.Context, producerID int64, producerE
 	p.waiters = append(p.waiters, w)
 	p.completeWaitersLocked()
 	p.mu.Unlock()
+	if err := p.log.SyncIfDue(first + 1); err != nil {
+		p.dropWaiter(w)
+		return -1, errs.Errorf(errs.KafkaStorageError, "%s-%d: marker append: %v", p.cfg.Topic, p.cfg.Partition, err)
+	}
 	select {
 	case err := <-w.done:
 		return first, err

@@ -26,6 +26,8 @@ func (a logAdapter) AppendAsFollower(batches []byte) error {
 	return err
 }
 
+func (a logAdapter) SyncIfDue(next record.Offset) error { return a.l.SyncIfDue(next) }
+
 func (a logAdapter) Read(offset record.Offset, maxBytes int, maxOffset record.Offset) ([]byte, error) {
 	res, err := a.l.Read(offset, maxBytes, maxOffset)
 	return res.Records, err
