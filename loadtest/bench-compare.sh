@@ -316,13 +316,19 @@ G=(bin/skein-bench produce --gateway "127.0.0.1:$GRPC_PORT" --rest "http://127.0
 C=(bin/skein-bench consume --gateway "127.0.0.1:$GRPC_PORT" --rest "http://127.0.0.1:$REST_PORT" --progress 0 --json)
 STREAM=(--transport grpc-stream --batch 10 --in-flight 16 --concurrency 1)
 STREAM4=(--transport grpc-stream --batch 10 --in-flight 16 --concurrency 4)
+# As many records unacknowledged as JetStream's async publish has at most
+# (a batch of 500): 10 records × 50 requests in flight.
+STREAM500=(--transport grpc-stream --batch 10 --in-flight 50 --concurrency 1)
 DIRECT=(--transport direct --cluster-json "$DATA/cluster.json" --batch 10 --in-flight 16 --concurrency 1)
 # Every topic created, in sync and warmed up before anything is measured.
 warm() { "${G[@]}" --topic "$1" "${@:2}" --num-records "$WARM" >/dev/null 2>>"$WORK/warmup.err"; }
 warm bench-async "${STREAM[@]}"
 warm bench-async4 "${STREAM4[@]}"
+warm bench-async500 "${STREAM500[@]}"
 warm bench-direct "${DIRECT[@]}"
 warm bench-fsync "${STREAM[@]}" --config flush.messages=1
+warm bench-fsync4 "${STREAM4[@]}" --config flush.messages=1
+warm bench-fsync500 "${STREAM500[@]}" --config flush.messages=1
 warm bench-half "${STREAM[@]}"
 warm bench-tail "${STREAM[@]}"
 sleep 2 # let the warm-up's last replication rounds and leader moves settle
@@ -331,10 +337,16 @@ measure skein produce-async from-output parse_skein "$WORK/sk-async.json" \
   "${G[@]}" "${STREAM[@]}" --topic bench-async --num-records "$MSGS"
 measure skein produce-async-4-streams from-output parse_skein "$WORK/sk-async4.json" \
   "${G[@]}" "${STREAM4[@]}" --topic bench-async4 --num-records "$MSGS"
+measure skein produce-async-500 from-output parse_skein "$WORK/sk-async500.json" \
+  "${G[@]}" "${STREAM500[@]}" --topic bench-async500 --num-records "$MSGS"
 measure skein produce-direct from-output parse_skein "$WORK/sk-direct.json" \
   "${G[@]}" "${DIRECT[@]}" --topic bench-direct --num-records "$MSGS"
 measure skein produce-fsync from-output parse_skein "$WORK/sk-fsync.json" \
   "${G[@]}" "${STREAM[@]}" --config flush.messages=1 --topic bench-fsync --num-records "$FSYNC_MSGS"
+measure skein produce-fsync-4-streams from-output parse_skein "$WORK/sk-fsync4.json" \
+  "${G[@]}" "${STREAM4[@]}" --config flush.messages=1 --topic bench-fsync4 --num-records "$FSYNC_MSGS"
+measure skein produce-fsync-500 from-output parse_skein "$WORK/sk-fsync500.json" \
+  "${G[@]}" "${STREAM500[@]}" --config flush.messages=1 --topic bench-fsync500 --num-records "$FSYNC_MSGS"
 measure skein consume from-output parse_skein "$WORK/sk-consume-grpc.json" \
   "${C[@]}" --transport grpc --topic bench-async --num-records "$MSGS"
 measure skein consume-rest from-output parse_skein "$WORK/sk-consume-rest.json" \
@@ -365,8 +377,11 @@ stop_skein
 ROWS='[
   ["produce-async", "produce, async / pipelined: JetStream `js pub async` (batches of 500); Skein gateway gRPC ProduceStream, 10 records × 16 in flight", "produce-async"],
   ["produce-async-4-streams", "same, Skein with 4 streams", "produce-async"],
+  ["produce-async-500", "same, Skein with as many records in flight as JetStream'"'"'s batch: 10 records × 50", "produce-async"],
   ["produce-direct", "same, Skein straight to the storage nodes (libs/client, 10 records × 16 in flight)", "produce-async"],
   ["produce-fsync", "produce, fsync before every ack: JetStream `sync_interval: always`; Skein `flush.messages=1`, gRPC stream", "produce-fsync"],
+  ["produce-fsync-4-streams", "same, Skein with 4 streams", "produce-fsync"],
+  ["produce-fsync-500", "same, Skein with 10 records × 50 in flight", "produce-fsync"],
   ["consume", "consume, catch-up: JetStream ordered consumer; Skein gateway gRPC Fetch (3 partitions, 2000 per fetch)", "consume"],
   ["consume-rest", "same, Skein REST", "consume"],
   ["produce-half-rate", "produce at a fixed rate, half of Skein'"'"'s async peak (Skein gRPC stream)", null],
