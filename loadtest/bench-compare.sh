@@ -21,7 +21,9 @@
 # GRPC_PORT / REST_PORT (19090 / 18080, the Skein gateway), NATS_GOMAXPROCS
 # (GOMAXPROCS of each nats-server: by default the cores divided among the
 # three servers, at least 1, as `skein dev` divides them among its storage
-# nodes and gateway; 0 for Go's default, all cores). Everything listens
+# nodes and gateway; 0 for Go's default, all cores), LOADGEN_GOMAXPROCS
+# (GOMAXPROCS of both load generators, `nats bench` and `skein-bench`:
+# NATS_GOMAXPROCS by default; 0 for Go's default). Everything listens
 # on 127.0.0.1 only. Needs bin/ built (make build, bin/skein-bench,
 # bin/nats-server, bin/nats: `make bench-compare` does it), jq and curl.
 set -euo pipefail
@@ -41,6 +43,12 @@ WARM=1000 # records produced into every stream/topic before it is measured
 HZ=$(getconf CLK_TCK)
 NATS_GOMAXPROCS=${NATS_GOMAXPROCS:-$(( $(nproc) / 3 > 1 ? $(nproc) / 3 : 1 ))}
 [[ $NATS_GOMAXPROCS =~ ^[0-9]+$ ]] || { echo "NATS_GOMAXPROCS=$NATS_GOMAXPROCS: want a number (0: Go's default)" >&2; exit 1; }
+LOADGEN_GOMAXPROCS=${LOADGEN_GOMAXPROCS:-$NATS_GOMAXPROCS}
+[[ $LOADGEN_GOMAXPROCS =~ ^[0-9]+$ ]] || { echo "LOADGEN_GOMAXPROCS=$LOADGEN_GOMAXPROCS: want a number (0: Go's default)" >&2; exit 1; }
+# Both load generators run with the same GOMAXPROCS (env execs the tool, so
+# its CPU is still the script's child's).
+LG=()
+[[ $LOADGEN_GOMAXPROCS == 0 ]] || LG=(env GOMAXPROCS="$LOADGEN_GOMAXPROCS")
 
 for b in nats-server nats skein skein-controller skein-storage skein-gateway skein-bench; do
   [[ -x bin/$b ]] || { echo "bin/$b is missing: run make bench-compare" >&2; exit 1; }
@@ -265,11 +273,11 @@ EOF
   [[ $ok == 1 ]] || { echo "the JetStream cluster did not become ready; logs in $dir" >&2; exit 1; }
 }
 NATS_URL="nats://127.0.0.1:$NATS_PORT"
-NB=(bin/nats -s "$NATS_URL" bench js)
+NB=("${LG[@]}" bin/nats -s "$NATS_URL" bench js)
 NSTREAM=(--size 1KiB --no-progress --stream benchstream)
 
 echo
-echo "##### NATS JetStream: 3 servers, file storage, R3 (GOMAXPROCS $([[ $NATS_GOMAXPROCS == 0 ]] && echo "Go's default" || echo "$NATS_GOMAXPROCS") each)"
+echo "##### NATS JetStream: 3 servers, file storage, R3 (GOMAXPROCS $([[ $NATS_GOMAXPROCS == 0 ]] && echo "Go's default" || echo "$NATS_GOMAXPROCS") each; load generators: $([[ $LOADGEN_GOMAXPROCS == 0 ]] && echo "Go's default" || echo "$LOADGEN_GOMAXPROCS"))"
 start_nats "$WORK/nats" ""
 # The stream, created and warmed up before anything is measured.
 "${NB[@]}" pub async bench.data "${NSTREAM[@]}" --create --replicas 3 --storage file --msgs "$WARM" >/dev/null 2>&1
@@ -311,9 +319,9 @@ while read -r name pid; do
 done < <(jq -r '.processes[] | "\(.role)-\(.id) \(.pid)"' "$DATA/cluster.json")
 echo "processes: ${PROC_NAMES[*]}"
 
-G=(bin/skein-bench produce --gateway "127.0.0.1:$GRPC_PORT" --rest "http://127.0.0.1:$REST_PORT" --progress 0 --json
+G=("${LG[@]}" bin/skein-bench produce --gateway "127.0.0.1:$GRPC_PORT" --rest "http://127.0.0.1:$REST_PORT" --progress 0 --json
   --partitions 3 --replication-factor 3 --config min.insync.replicas=2 --record-size 1024 --acks -1)
-C=(bin/skein-bench consume --gateway "127.0.0.1:$GRPC_PORT" --rest "http://127.0.0.1:$REST_PORT" --progress 0 --json)
+C=("${LG[@]}" bin/skein-bench consume --gateway "127.0.0.1:$GRPC_PORT" --rest "http://127.0.0.1:$REST_PORT" --progress 0 --json)
 STREAM=(--transport grpc-stream --batch 10 --in-flight 16 --concurrency 1)
 STREAM4=(--transport grpc-stream --batch 10 --in-flight 16 --concurrency 4)
 # As many records unacknowledged as JetStream's async publish has at most
@@ -392,11 +400,11 @@ ROWS='[
 jq -s --argjson rows "$ROWS" --arg msgs "$MSGS" --arg fsync_msgs "$FSYNC_MSGS" --arg load_start "$LOAD_START" \
   --arg load_end "$(cut -d' ' -f1-3 /proc/loadavg)" --arg versions "$VERSIONS" --arg commit "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" \
   --arg date "$(date -u +%Y-%m-%dT%H:%M:%SZ)" --arg nproc "$(nproc)" \
-  --arg nats_gomaxprocs "$NATS_GOMAXPROCS" --arg skein_start "$SKEIN_START_LINE" '
+  --arg nats_gomaxprocs "$NATS_GOMAXPROCS" --arg loadgen_gomaxprocs "$LOADGEN_GOMAXPROCS" --arg skein_start "$SKEIN_START_LINE" '
   . as $all |
   def find($sys; $w): first($all[] | select(.system == $sys and .workload == $w)) // null;
   {date: $date, commit: $commit, nproc: ($nproc | tonumber), versions: $versions,
-   nats_gomaxprocs: ($nats_gomaxprocs | tonumber), skein_dev_start: $skein_start,
+   nats_gomaxprocs: ($nats_gomaxprocs | tonumber), loadgen_gomaxprocs: ($loadgen_gomaxprocs | tonumber), skein_dev_start: $skein_start,
    load_average_start: $load_start, load_average_end: $load_end,
    records_per_workload: ($msgs | tonumber), records_per_fsync_workload: ($fsync_msgs | tonumber),
    rows: [$rows[] | . as [$w, $lbl, $ref] |
