@@ -198,7 +198,7 @@ func (c *Client) dialOptions() []grpc.DialOption {
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		// Fetch answers carry up to max_bytes of batches per partition.
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize)),
-	}, grpcopt.Dial()...)
+	}, append(grpcopt.Dial(), grpcopt.DataWindows()...)...)
 	return append(opts, c.cfg.DialOptions...)
 }
 

@@ -246,8 +246,8 @@ func TestPooledReply(t *testing.T) {
 
 // serve starts a gRPC server with opts on loopback, its services
 // registered by register, and answers a client of it with the package's
-// dial options; both stop with the test.
-func serve(t *testing.T, opts []grpc.ServerOption, register func(*grpc.Server)) *grpc.ClientConn {
+// dial options and dial; both stop with the test.
+func serve(t *testing.T, opts []grpc.ServerOption, register func(*grpc.Server), dial ...grpc.DialOption) *grpc.ClientConn {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -257,7 +257,7 @@ func serve(t *testing.T, opts []grpc.ServerOption, register func(*grpc.Server)) 
 	register(s)
 	go s.Serve(lis)
 	t.Cleanup(s.Stop)
-	cc, err := grpc.NewClient(lis.Addr().String(), append(Dial(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	cc, err := grpc.NewClient(lis.Addr().String(), append(append(Dial(), grpc.WithTransportCredentials(insecure.NewCredentials())), dial...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

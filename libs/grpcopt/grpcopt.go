@@ -43,6 +43,28 @@ const (
 	KeepaliveTimeout   = 2 * time.Second
 )
 
+// Flow-control windows of the connections that carry record batches
+// (produce requests, fetch and replication answers, megabytes at a time).
+// gRPC's default starts a stream at 64 KiB and grows it from round-trip
+// estimates, which on a fast link means a WINDOW_UPDATE frame, and a wake
+// of the sender, every few dozen KiB of a fetch answer.
+const (
+	StreamWindow = 8 << 20
+	ConnWindow   = 32 << 20
+)
+
+// DataWindows answers the dial options that set StreamWindow and
+// ConnWindow: what a peer may send this client before it reads.
+func DataWindows() []grpc.DialOption {
+	return []grpc.DialOption{grpc.WithInitialWindowSize(StreamWindow), grpc.WithInitialConnWindowSize(ConnWindow)}
+}
+
+// ServerDataWindows answers the server options that set StreamWindow and
+// ConnWindow: what a client may send this server before it reads.
+func ServerDataWindows() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.InitialWindowSize(StreamWindow), grpc.InitialConnWindowSize(ConnWindow)}
+}
+
 // pool is shared by every connection and server of the process.
 var pool = &bufferPool{}
 

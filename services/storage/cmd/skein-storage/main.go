@@ -139,8 +139,7 @@ func run(c config) error {
 	// what the peers' servers may send (gRPC's default of 4 MiB would
 	// refuse such an answer every time, and the follower would never
 	// catch up).
-	conns := controllerlink.NewConns(append(grpcopt.Dial(),
-		grpc.WithInitialWindowSize(8<<20), grpc.WithInitialConnWindowSize(32<<20),
+	conns := controllerlink.NewConns(append(append(grpcopt.Dial(), grpcopt.DataWindows()...),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage), grpc.MaxCallSendMsgSize(maxMessage)))...)
 	defer conns.Close()
 
@@ -163,10 +162,9 @@ func run(c config) error {
 		return err
 	}
 	guard := peerauth.NewGuard(server.Rules(), log)
-	srv := grpc.NewServer(append(append(grpcopt.Server(telemetry.NewGRPCMetrics(reg)), guard.ServerOptions()...),
-		// Replication streams carry megabytes per round: the default dynamic
-		// flow-control windows cost ~40% of stream throughput here.
-		grpc.InitialWindowSize(8<<20), grpc.InitialConnWindowSize(32<<20),
+	// Replication streams carry megabytes per round: the default dynamic
+	// flow-control windows cost ~40% of stream throughput here.
+	srv := grpc.NewServer(append(append(append(grpcopt.Server(telemetry.NewGRPCMetrics(reg)), guard.ServerOptions()...), grpcopt.ServerDataWindows()...),
 		grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(maxMessage))...)
 	storageSrv := server.New(mgr, log, server.NewMetrics(reg))
 	storageSrv.LimitInflightProduce(c.maxInflight)
