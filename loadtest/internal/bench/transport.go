@@ -72,9 +72,14 @@ func alreadyExists(err error) bool {
 	return err != nil && (status.Code(err) == codes.AlreadyExists || strings.Contains(err.Error(), "TOPIC_ALREADY_EXISTS"))
 }
 
+// dialGateway connects to the gateway as a client built for bulk data
+// should: fetch answers of megabytes, and windows that let them arrive
+// without waiting for WINDOW_UPDATE frames every few dozen KiB (gRPC's
+// default starts at 64 KiB and grows from round-trip estimates).
 func dialGateway(addr string) (*grpc.ClientConn, error) {
 	return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)),
+		grpc.WithInitialWindowSize(8<<20), grpc.WithInitialConnWindowSize(32<<20))
 }
 
 func resultErr(results []*skeinv1.ProduceResult, want int) (int, error) {
