@@ -275,12 +275,25 @@ EOF
 NATS_URL="nats://127.0.0.1:$NATS_PORT"
 NB=("${LG[@]}" bin/nats -s "$NATS_URL" bench js)
 NSTREAM=(--size 1KiB --no-progress --stream benchstream)
+# nats_warm creates the stream and warms it up. A cluster that has just
+# elected its meta leader may refuse the first creation: it is tried three
+# times, and its output is shown when it still fails.
+nats_warm() {
+  local i
+  for i in 1 2 3; do
+    "${NB[@]}" pub async bench.data "${NSTREAM[@]}" --create --replicas 3 --storage file --msgs "$WARM" >"$WORK/nats-warm.out" 2>&1 && return 0
+    sleep 2
+  done
+  echo "creating and warming up the JetStream stream failed:" >&2
+  cat "$WORK/nats-warm.out" >&2
+  exit 1
+}
 
 echo
 echo "##### NATS JetStream: 3 servers, file storage, R3 (GOMAXPROCS $([[ $NATS_GOMAXPROCS == 0 ]] && echo "Go's default" || echo "$NATS_GOMAXPROCS") each; load generators: $([[ $LOADGEN_GOMAXPROCS == 0 ]] && echo "Go's default" || echo "$LOADGEN_GOMAXPROCS"))"
 start_nats "$WORK/nats" ""
 # The stream, created and warmed up before anything is measured.
-"${NB[@]}" pub async bench.data "${NSTREAM[@]}" --create --replicas 3 --storage file --msgs "$WARM" >/dev/null 2>&1
+nats_warm
 sleep 2
 idle jetstream
 measure jetstream produce-async "$MSGS" parse_nats "$WORK/js-pub" \
@@ -292,7 +305,7 @@ stop_nats
 echo
 echo "##### NATS JetStream again, sync_interval: always (an fsync before every ack)"
 start_nats "$WORK/nats-fsync" always
-"${NB[@]}" pub async bench.data "${NSTREAM[@]}" --create --replicas 3 --storage file --msgs "$WARM" >/dev/null 2>&1
+nats_warm
 measure jetstream produce-fsync "$FSYNC_MSGS" parse_nats "$WORK/js-pub-fsync" \
   "${NB[@]}" pub async bench.data "${NSTREAM[@]}" --msgs "$FSYNC_MSGS" --csv "$WORK/js-pub-fsync.csv"
 stop_nats
