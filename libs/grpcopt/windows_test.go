@@ -48,23 +48,33 @@ func TestServerDataWindowsLetMegabytesInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	sent := make(chan int, 1)
-	go func() {
-		n := 0
-		for range 16 {
-			if err := stream.SendMsg(&wrapperspb.BytesValue{Value: make([]byte, 256<<10)}); err != nil {
-				break
-			}
-			n++
+	go func() { sent <- sendFourMiB(stream) }()
+	waitSent(t, sent, "the client")
+}
+
+// sendFourMiB sends 16 messages of 256 KiB on stream and answers how many
+// went before an error.
+func sendFourMiB(stream interface{ SendMsg(any) error }) int {
+	n := 0
+	for range 16 {
+		if err := stream.SendMsg(&wrapperspb.BytesValue{Value: make([]byte, 256<<10)}); err != nil {
+			break
 		}
-		sent <- n
-	}()
+		n++
+	}
+	return n
+}
+
+// waitSent fails unless all 16 messages were sent within 10 s.
+func waitSent(t *testing.T, sent <-chan int, who string) {
+	t.Helper()
 	select {
 	case n := <-sent:
 		if n != 16 {
-			t.Fatalf("sent %d of 16 messages", n)
+			t.Fatalf("%s sent %d of 16 messages", who, n)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("the sender was held back before 4 MiB while the server read nothing")
+		t.Fatalf("%s was held back before 4 MiB while its peer read nothing", who)
 	}
 }
 
@@ -83,14 +93,7 @@ func TestDataWindowsLetMegabytesInFlight(t *testing.T) {
 				if err := stream.RecvMsg(&req); err != nil {
 					return err
 				}
-				n := 0
-				for range 16 {
-					if err := stream.SendMsg(&wrapperspb.BytesValue{Value: make([]byte, 256<<10)}); err != nil {
-						break
-					}
-					n++
-				}
-				sent <- n
+				sent <- sendFourMiB(stream)
 				return nil
 			},
 		}},
@@ -108,12 +111,5 @@ func TestDataWindowsLetMegabytesInFlight(t *testing.T) {
 	if err := stream.CloseSend(); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case n := <-sent:
-		if n != 16 {
-			t.Fatalf("sent %d of 16 messages", n)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the server was held back before 4 MiB while the client read nothing")
-	}
+	waitSent(t, sent, "the server")
 }
