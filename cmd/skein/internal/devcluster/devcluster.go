@@ -208,7 +208,7 @@ func plan(o Options) ([]*Process, error) {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
-	var ports portPicker
+	ports := portPicker{reserved: map[string]bool{o.GatewayGRPCAddr: true, o.GatewayHTTPAddr: true}}
 	addr := func(recorded string) (string, error) {
 		if recorded != "" {
 			if err := ports.reuse(recorded); err != nil {
@@ -577,17 +577,27 @@ func tail(path string, n int) string {
 }
 
 // portPicker hands out loopback addresses that are free now and not handed
-// out twice in one plan.
-type portPicker struct{ used map[string]bool }
+// out twice in one plan. reserved are addresses the caller pinned, which
+// fresh never picks even before they are taken (the gateway comes last in
+// the plan); band, when set, replaces portBand.
+type portPicker struct {
+	used     map[string]bool
+	reserved map[string]bool
+	band     func() (lo, hi int)
+}
 
 func (pp *portPicker) fresh() (string, error) {
 	if pp.used == nil {
 		pp.used = map[string]bool{}
 	}
-	lo, hi := portBand()
+	band := pp.band
+	if band == nil {
+		band = portBand
+	}
+	lo, hi := band()
 	for range 1000 {
 		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(lo+rand.IntN(hi-lo)))
-		if pp.used[addr] {
+		if pp.used[addr] || pp.reserved[addr] {
 			continue
 		}
 		lis, err := net.Listen("tcp", addr)

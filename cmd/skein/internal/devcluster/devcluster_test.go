@@ -342,6 +342,45 @@ func TestPinnedGatewayAddresses(t *testing.T) {
 	}
 }
 
+// A port the caller pinned for the gateway is never handed to another
+// process of the plan, although the gateway takes it last: in a band of
+// two ports with one pinned, every fresh pick is the other.
+func TestFreshPortsAvoidPinnedOnes(t *testing.T) {
+	base := freePair(t)
+	pinned := net.JoinHostPort("127.0.0.1", strconv.Itoa(base))
+	other := net.JoinHostPort("127.0.0.1", strconv.Itoa(base+1))
+	for range 20 {
+		pp := portPicker{reserved: map[string]bool{pinned: true}, band: func() (int, int) { return base, base + 2 }}
+		got, err := pp.fresh()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != other {
+			t.Fatalf("fresh picked %s; %s is pinned", got, pinned)
+		}
+	}
+}
+
+// freePair answers a port p such that p and p+1 are both free on loopback.
+func freePair(t *testing.T) int {
+	t.Helper()
+	for range 100 {
+		a, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := a.Addr().(*net.TCPAddr).Port
+		b, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p+1)))
+		a.Close()
+		if err == nil {
+			b.Close()
+			return p
+		}
+	}
+	t.Fatal("no two adjacent free loopback ports")
+	return 0
+}
+
 // The GOMAXPROCS each process runs with: the one asked for, over the
 // environment's; without one, the environment's.
 func TestGoMaxProcs(t *testing.T) {
