@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/protobuf/proto"
 
@@ -278,10 +279,10 @@ func identity(req *skeinv1.ProduceRequest) (client.BatchIdentity, error) {
 func (s *Producer) ProduceStream(stream skeinv1.ProducerService_ProduceStreamServer) error {
 	ctx := stream.Context()
 	producers := map[producerKey]*client.Producer{}
-	var sendMu sync.Mutex
-	var pending sync.WaitGroup
+	answers := newStreamAnswers(stream)
+	go answers.run()
 	defer func() {
-		pending.Wait()
+		answers.close()
 		for _, p := range producers {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), client.DefaultRequestTimeout)
 			if err := p.Close(cctx); err != nil {
@@ -290,14 +291,6 @@ func (s *Producer) ProduceStream(stream skeinv1.ProducerService_ProduceStreamSer
 			cancel()
 		}
 	}()
-	var sendErr error
-	send := func(resp *skeinv1.ProduceStreamResponse) {
-		sendMu.Lock()
-		defer sendMu.Unlock()
-		if sendErr == nil {
-			sendErr = stream.Send(resp)
-		}
-	}
 	type received struct {
 		req *skeinv1.ProduceStreamRequest
 		err error
@@ -350,7 +343,8 @@ func (s *Producer) ProduceStream(stream skeinv1.ProducerService_ProduceStreamSer
 			for i := 0; i < n; i++ {
 				resp.Results = append(resp.Results, toResult(client.Result{Partition: -1, Offset: -1, Err: err}))
 			}
-			send(resp)
+			answers.expect()
+			answers.ready(resp, nil)
 			continue
 		}
 		prod := producers[p.key()]
@@ -358,19 +352,94 @@ func (s *Producer) ProduceStream(stream skeinv1.ProducerService_ProduceStreamSer
 			prod = s.newProducer(p.key())
 			producers[p.key()] = prod
 		}
-		results := make([]*skeinv1.ProduceResult, len(p.records))
-		var left sync.WaitGroup
-		left.Add(len(p.records))
+		resp := &skeinv1.ProduceStreamResponse{CorrelationId: req.GetCorrelationId(), Results: make([]*skeinv1.ProduceResult, len(p.records))}
+		var left atomic.Int64
+		left.Store(int64(len(p.records)))
+		answers.expect()
 		prod.ProduceAll(ctx, p.records, func(i int, res client.Result) {
-			results[i] = toResult(res)
-			left.Done()
+			resp.Results[i] = toResult(res)
+			if left.Add(-1) == 0 {
+				answers.ready(resp, hold)
+			}
 		})
-		pending.Add(1)
-		go func(corr uint64) {
-			defer pending.Done()
-			left.Wait()
-			send(&skeinv1.ProduceStreamResponse{CorrelationId: corr, Results: results})
-			hold.Release()
-		}(req.GetCorrelationId())
 	}
+}
+
+// streamAnswers sends a produce stream's answers from one goroutine, each
+// as soon as the last of its request's records is settled. The producers'
+// callbacks only queue an answer: they never wait on the client's flow
+// control, and no goroutine is started per request (each would grow a
+// fresh stack to marshal its answer).
+type streamAnswers struct {
+	stream skeinv1.ProducerService_ProduceStreamServer
+	mu     sync.Mutex
+	queue  []streamAnswer
+	closed bool
+	wake   chan struct{}
+	// open counts the answers expected and not yet sent (or dropped after
+	// the stream failed).
+	open sync.WaitGroup
+	done chan struct{}
+}
+
+type streamAnswer struct {
+	resp *skeinv1.ProduceStreamResponse
+	hold *budget.Hold
+}
+
+func newStreamAnswers(stream skeinv1.ProducerService_ProduceStreamServer) *streamAnswers {
+	return &streamAnswers{stream: stream, wake: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+// expect counts an answer to come; ready must follow, once.
+func (a *streamAnswers) expect() { a.open.Add(1) }
+
+// ready queues resp, to be sent; hold is released once it is.
+func (a *streamAnswers) ready(resp *skeinv1.ProduceStreamResponse, hold *budget.Hold) {
+	a.mu.Lock()
+	a.queue = append(a.queue, streamAnswer{resp, hold})
+	a.mu.Unlock()
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run sends queued answers in the order they were queued until close.
+// After a failed Send the rest are dropped: the stream is broken.
+func (a *streamAnswers) run() {
+	defer close(a.done)
+	var batch []streamAnswer
+	var sendErr error
+	for {
+		<-a.wake
+		a.mu.Lock()
+		batch, a.queue = a.queue, batch[:0]
+		closed := a.closed
+		a.mu.Unlock()
+		for i, x := range batch {
+			if sendErr == nil {
+				sendErr = a.stream.Send(x.resp)
+			}
+			x.hold.Release()
+			batch[i] = streamAnswer{}
+			a.open.Done()
+		}
+		if closed {
+			return
+		}
+	}
+}
+
+// close waits until every expected answer is sent, then stops run.
+func (a *streamAnswers) close() {
+	a.open.Wait()
+	a.mu.Lock()
+	a.closed = true
+	a.mu.Unlock()
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+	<-a.done
 }

@@ -597,6 +597,75 @@ func TestProduceIsOneTrace(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
+// A pipelined ProduceStream answers every request exactly once, with one
+// result per record, even when the client half-closes right after its
+// last request: the stream ends only after the last answer is sent.
+func TestProduceStreamAnswersEveryRequestOnce(t *testing.T) {
+	e := start(t)
+	e.waitReady()
+	e.mustDo("POST", "/v1/topics", `{"name": "m", "partitions": 3, "replication_factor": 1}`)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	ps, err := skeinv1.NewProducerServiceClient(dialGRPC(t, e.gw.GRPCAddr())).ProduceStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const requests, perRequest = 200, 5
+	for corr := uint64(1); corr <= requests; corr++ {
+		req := &skeinv1.ProduceStreamRequest{CorrelationId: corr, Topic: "m"}
+		for i := 0; i < perRequest; i++ {
+			req.Records = append(req.Records, &skeinv1.ProduceRecord{ValueBytes: []byte(fmt.Sprint(corr, "/", i)), Partition: ptr(int32(i % 3))})
+		}
+		if corr%50 == 0 {
+			// A request that fails validation is answered in its turn too.
+			req.Acks = ptr[int32](7)
+		}
+		if err := ps.Send(req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ps.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[uint64]int{}
+	offsets := map[[2]int64]bool{}
+	for {
+		resp, err := ps.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		corr := resp.GetCorrelationId()
+		seen[corr]++
+		if len(resp.GetResults()) != perRequest {
+			t.Fatalf("correlation %d: %d results, want %d", corr, len(resp.GetResults()), perRequest)
+		}
+		for i, r := range resp.GetResults() {
+			if corr%50 == 0 {
+				if r.GetErrorCode() != skeinv1.ErrorCode_INVALID_REQUIRED_ACKS {
+					t.Errorf("correlation %d record %d: %v, want INVALID_REQUIRED_ACKS", corr, i, r)
+				}
+				continue
+			}
+			key := [2]int64{int64(r.GetPartition()), r.GetOffset()}
+			if r.GetErrorCode() != skeinv1.ErrorCode_NONE || r.GetPartition() != int32(i%3) || offsets[key] {
+				t.Errorf("correlation %d record %d: %v (partition %d wanted, offsets once)", corr, i, r, i%3)
+			}
+			offsets[key] = true
+		}
+	}
+	for corr := uint64(1); corr <= requests; corr++ {
+		if seen[corr] != 1 {
+			t.Errorf("correlation %d answered %d times, want once", corr, seen[corr])
+		}
+	}
+	if want := (requests - requests/50) * perRequest; len(offsets) != want {
+		t.Errorf("%d records written, want %d", len(offsets), want)
+	}
+}
+
 // Shutdown ends open Tail and ProduceStream sessions cleanly instead of
 // waiting out the grace period for callers that never leave.
 func TestGracefulShutdownEndsStreams(t *testing.T) {
