@@ -209,6 +209,12 @@ func (s *Server) startProduce(ctx context.Context, req *storagev1.ProduceRequest
 	return func() (*storagev1.ProduceResponse, error) {
 		defer cancel()
 		defer s.release(charge)
+		if len(pending) == 1 {
+			// One partition (a producer writing to one partition this node
+			// leads, the common case): wait here, without a goroutine.
+			out.Partitions[0] = s.awaitPartition(pending[0])
+			return out, nil
+		}
 		var wg sync.WaitGroup
 		for i, pp := range pending {
 			wg.Add(1)
