@@ -526,14 +526,7 @@ func TestProduceStreamAndTail(t *testing.T) {
 		t.Fatal(err)
 	}
 	seen := map[uint64]*skeinv1.ProduceStreamResponse{}
-	for {
-		resp, err := ps.Recv()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, resp := range recvUntilEOF(t, ps) {
 		seen[resp.GetCorrelationId()] = resp
 	}
 	for corr := uint64(10); corr < 13; corr++ {
@@ -629,14 +622,7 @@ func TestProduceStreamAnswersEveryRequestOnce(t *testing.T) {
 	}
 	seen := map[uint64]int{}
 	offsets := map[[2]int64]bool{}
-	for {
-		resp, err := ps.Recv()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, resp := range recvUntilEOF(t, ps) {
 		corr := resp.GetCorrelationId()
 		seen[corr]++
 		if len(resp.GetResults()) != perRequest {
@@ -663,6 +649,22 @@ func TestProduceStreamAnswersEveryRequestOnce(t *testing.T) {
 	}
 	if want := (requests - requests/50) * perRequest; len(offsets) != want {
 		t.Errorf("%d records written, want %d", len(offsets), want)
+	}
+}
+
+// recvUntilEOF reads a produce stream's answers until the server ends it.
+func recvUntilEOF(t *testing.T, ps skeinv1.ProducerService_ProduceStreamClient) []*skeinv1.ProduceStreamResponse {
+	t.Helper()
+	var out []*skeinv1.ProduceStreamResponse
+	for {
+		resp, err := ps.Recv()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, resp)
 	}
 }
 
