@@ -68,10 +68,15 @@ type Verdict struct {
 // the partition's owner holds it.
 type State struct {
 	entries map[int64]*Entry
+	// open holds the entries with an open transaction (TxnFirstOffset >=
+	// 0), so that the last stable offset, asked for on every fetch and
+	// high-watermark move, costs the open transactions rather than every
+	// producer the partition has seen.
+	open map[int64]*Entry
 }
 
 // New returns an empty state.
-func New() *State { return &State{entries: map[int64]*Entry{}} }
+func New() *State { return &State{entries: map[int64]*Entry{}, open: map[int64]*Entry{}} }
 
 // Get returns a copy of one producer's entry.
 func (s *State) Get(pid int64) (Entry, bool) {
@@ -144,6 +149,7 @@ func (s *State) Append(b Batch, firstOffset, lastOffset, timestamp int64) {
 	e.LastTimestamp = timestamp
 	if b.Transactional && e.TxnFirstOffset < 0 {
 		e.TxnFirstOffset = firstOffset
+		s.open[b.ProducerID] = e
 	}
 }
 
@@ -158,6 +164,7 @@ func (s *State) Marker(pid int64, epoch int16, coordinatorEpoch int32, timestamp
 	}
 	first := e.TxnFirstOffset
 	e.TxnFirstOffset = -1
+	delete(s.open, pid)
 	e.CoordinatorEpoch = coordinatorEpoch
 	e.LastTimestamp = timestamp
 	return first
@@ -176,7 +183,7 @@ func (s *State) entry(pid int64) *Entry {
 // -1 when none is open: the last stable offset is min(this, HW).
 func (s *State) FirstUnstableOffset() int64 {
 	first := int64(-1)
-	for _, e := range s.entries {
+	for _, e := range s.open {
 		if e.TxnFirstOffset >= 0 && (first < 0 || e.TxnFirstOffset < first) {
 			first = e.TxnFirstOffset
 		}
@@ -198,6 +205,7 @@ func (s *State) TruncateTo(offset int64) {
 		e.Batches = kept
 		if e.TxnFirstOffset >= offset {
 			e.TxnFirstOffset = -1
+			delete(s.open, pid)
 		}
 		if len(e.Batches) == 0 && e.TxnFirstOffset < 0 {
 			delete(s.entries, pid)
@@ -225,10 +233,19 @@ func Restore(data []byte) (*State, error) {
 	if snap.Version != 1 {
 		return nil, errs.Errorf(errs.KafkaStorageError, "producer snapshot version %d unknown", snap.Version)
 	}
-	if snap.Producers == nil {
-		snap.Producers = map[int64]*Entry{}
+	s := &State{entries: snap.Producers, open: map[int64]*Entry{}}
+	if s.entries == nil {
+		s.entries = map[int64]*Entry{}
 	}
-	return &State{entries: snap.Producers}, nil
+	for pid, e := range s.entries {
+		if e == nil {
+			return nil, errs.Errorf(errs.KafkaStorageError, "producer snapshot: producer %d has no state", pid)
+		}
+		if e.TxnFirstOffset >= 0 {
+			s.open[pid] = e
+		}
+	}
+	return s, nil
 }
 
 // IDs lists the known producer ids, sorted.

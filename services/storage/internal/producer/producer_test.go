@@ -2,7 +2,9 @@ package producer
 
 import (
 	"errors"
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"testing"
 
 	"skein/libs/errs"
@@ -177,5 +179,78 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	}
 	if _, err := Restore([]byte(`{"version":9}`)); err == nil {
 		t.Error("unknown version must be refused")
+	}
+	if _, err := Restore([]byte(`{"version":1,"producers":{"5":null}}`)); !errors.Is(err, errs.KafkaStorageError) {
+		t.Errorf("a producer without state: %v, want KAFKA_STORAGE_ERROR", err)
+	}
+}
+
+// The first unstable offset is the oldest open transaction's first offset
+// over every producer, whatever the order of appends, markers, truncations
+// and snapshot round trips that led there: checked against a scan of every
+// producer's entry after each step.
+func TestFirstUnstableOffsetFollowsEveryProducer(t *testing.T) {
+	scan := func(s *State) int64 {
+		first := int64(-1)
+		for _, pid := range s.IDs() {
+			e, _ := s.Get(pid)
+			if e.TxnFirstOffset >= 0 && (first < 0 || e.TxnFirstOffset < first) {
+				first = e.TxnFirstOffset
+			}
+		}
+		return first
+	}
+	for seed := uint64(1); seed <= 20; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		s := New()
+		next := int64(0)
+		seq := map[int64]int32{}
+		for i := 0; i < 400; i++ {
+			pid := int64(rng.IntN(12))
+			switch op := rng.IntN(10); {
+			case op < 6:
+				n := int32(1 + rng.IntN(3))
+				s.Append(Batch{ProducerID: pid, FirstSeq: seq[pid], Records: n, Transactional: rng.IntN(2) == 0}, next, next+int64(n)-1, next)
+				seq[pid] += n
+				next += int64(n)
+			case op < 8:
+				s.Marker(pid, 0, 1, next)
+				next++
+			case op < 9:
+				if next > 0 {
+					next -= int64(rng.IntN(int(min(next, 8)) + 1))
+					s.TruncateTo(next)
+					clear(seq) // sequences restart: the test checks offsets, not windows
+				}
+			default:
+				r, err := Restore(s.Snapshot())
+				if err != nil {
+					t.Fatal(err)
+				}
+				s = r
+			}
+			if got, want := s.FirstUnstableOffset(), scan(s); got != want {
+				t.Fatalf("seed %d step %d: first unstable offset %d, a scan of every producer says %d", seed, i, got, want)
+			}
+		}
+	}
+}
+
+// The last stable offset is asked for on every fetch and high-watermark
+// move: its cost with many idempotent producers and one open transaction.
+func BenchmarkFirstUnstableOffset(b *testing.B) {
+	for _, producers := range []int{10, 10000} {
+		s := New()
+		for pid := int64(0); pid < int64(producers); pid++ {
+			s.Append(Batch{ProducerID: pid, Records: 1}, pid, pid, 0)
+		}
+		s.Append(Batch{ProducerID: int64(producers), Records: 1, Transactional: true}, int64(producers), int64(producers), 0)
+		b.Run(fmt.Sprint(producers, "-producers"), func(b *testing.B) {
+			for b.Loop() {
+				if s.FirstUnstableOffset() != int64(producers) {
+					b.Fatal("wrong first unstable offset")
+				}
+			}
+		})
 	}
 }
