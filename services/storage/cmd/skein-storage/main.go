@@ -52,6 +52,7 @@ type config struct {
 	rack          string
 	logLevel      string
 	replicaLagMax time.Duration
+	producerIDExp time.Duration
 	shutdownWait  time.Duration
 	maxInflight   int64
 	tls           *tlsconf.Files
@@ -77,6 +78,7 @@ func main() {
 	fs.StringVar(&c.rack, "rack", "", "rack id, for rack-aware replica placement")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.DurationVar(&c.replicaLagMax, "replica-lag-max", 10*time.Second, "replica.lag.time.max.ms: a follower behind this long leaves the ISR")
+	fs.DurationVar(&c.producerIDExp, "producer-id-expiration", replica.DefaultProducerIDExpiration, "producer.id.expiration.ms: a producer id without an open transaction that writes nothing to a partition for this long is forgotten there (a retry sent later is written again)")
 	fs.DurationVar(&c.shutdownWait, "shutdown-wait", 10*time.Second, "how long SIGTERM waits for leadership to move and requests to finish")
 	fs.Int64Var(&c.maxInflight, "max-inflight-produce-bytes", server.DefaultMaxInflightProduceBytes, "record bytes of produce requests served at once, acks=all waits included; beyond it a produce is refused with THROTTLING_QUOTA_EXCEEDED (retriable)")
 	c.tls = tlsconf.AddFlags(fs)
@@ -93,6 +95,10 @@ func main() {
 	}
 	if c.maxInflight <= 0 {
 		fmt.Fprintf(os.Stderr, "skein-storage: --max-inflight-produce-bytes %d: want a positive number of bytes\n", c.maxInflight)
+		os.Exit(2)
+	}
+	if c.producerIDExp <= 0 {
+		fmt.Fprintf(os.Stderr, "skein-storage: --producer-id-expiration %v: want a positive duration\n", c.producerIDExp)
 		os.Exit(2)
 	}
 	if err := run(c); err != nil {
@@ -153,7 +159,7 @@ func run(c config) error {
 		return cc, err == nil
 	}, log)
 	isr := isrsender.New(link.AlterPartition)
-	mgr = replica.New(replica.Config{Self: int32(c.nodeID), DataDir: c.dataDir, ReplicaLagMax: c.replicaLagMax}, log, isr, fetchers, ckpt)
+	mgr = replica.New(replica.Config{Self: int32(c.nodeID), DataDir: c.dataDir, ReplicaLagMax: c.replicaLagMax, ProducerIDExpiration: c.producerIDExp}, log, isr, fetchers, ckpt)
 
 	reg := telemetry.NewRegistry()
 	reg.MustRegister(replica.NewCollector(mgr))

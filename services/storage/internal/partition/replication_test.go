@@ -371,6 +371,45 @@ func TestIdempotentRetryAnsweredWithOriginalOffsets(t *testing.T) {
 	}
 }
 
+// A producer id idle for the expiration is forgotten: its retry is then
+// written as a new batch (as in Kafka), while one writing on is kept.
+func TestIdleProducerIDsExpire(t *testing.T) {
+	c := newCluster(t, 1)
+	leader := c.replicas[1]
+	idle, busy := record.DefaultBatchOptions(), record.DefaultBatchOptions()
+	idle.ProducerID, busy.ProducerID = 42, 43
+	idle.ProducerEpoch, busy.ProducerEpoch = 0, 0
+	idle.BaseSequence, busy.BaseSequence = 0, 0
+	first := batchOf(t, idle, "a")
+	if _, err := leader.Produce(context.Background(), AcksLeader, -1, first); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := leader.Produce(context.Background(), AcksLeader, -1, batchOf(t, busy, "b")); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(1000, 0)
+	if n := leader.ExpireProducers(t0, time.Hour); n != 0 {
+		t.Fatalf("expired %d producers that just wrote", n)
+	}
+	busy.BaseSequence = 1
+	if _, err := leader.Produce(context.Background(), AcksLeader, -1, batchOf(t, busy, "c")); err != nil {
+		t.Fatal(err)
+	}
+	if n := leader.ExpireProducers(t0.Add(time.Hour), time.Hour); n != 1 {
+		t.Fatalf("expired %d producers after an hour, want the idle one", n)
+	}
+	if _, err := leader.Produce(context.Background(), AcksLeader, -1, first); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.logs[1].values(); !slices.Equal(got, []string{"a", "b", "c", "a"}) {
+		t.Fatalf("log %v: the forgotten producer's retry is written again", got)
+	}
+	// The producer that wrote within the hour still has its window.
+	if r, err := leader.Produce(context.Background(), AcksLeader, -1, batchOf(t, busy, "c")); err != nil || r.BaseOffset != 2 {
+		t.Fatalf("retry of a kept producer: %+v %v, want the original offset 2", r, err)
+	}
+}
+
 func TestBadProducesLeaveTheLogUnchanged(t *testing.T) {
 	c := newCluster(t, 1)
 	leader := c.replicas[1]

@@ -3,6 +3,7 @@ package partition
 import (
 	"context"
 	"errors"
+	"time"
 
 	"skein/libs/errs"
 	"skein/libs/record"
@@ -102,6 +103,15 @@ func (p *Partition) SnapshotProducers() ProducerSnapshot {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return ProducerSnapshot{Next: p.log.LogEndOffset(), Producers: p.producers.Snapshot(), Aborted: append([]AbortedTxn(nil), p.aborted...)}
+}
+
+// ExpireProducers forgets the producers without an open transaction that
+// wrote nothing here for maxAge (producer.State.Expire; now is the caller's
+// clock) and answers how many.
+func (p *Partition) ExpireProducers(now time.Time, maxAge time.Duration) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.producers.Expire(now.UnixMilli(), maxAge.Milliseconds())
 }
 
 // RestoreProducers installs a snapshot and replays the log after it. A

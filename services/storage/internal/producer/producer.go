@@ -53,6 +53,11 @@ type Entry struct {
 	TxnFirstOffset   int64 `json:"txn_first_offset"`
 	CoordinatorEpoch int32 `json:"coordinator_epoch"`
 	LastTimestamp    int64 `json:"last_timestamp"`
+
+	// written: a batch or marker since the last Expire, which then sets
+	// seen (its caller's clock, not a record's timestamp) and clears it.
+	written bool
+	seen    int64
 }
 
 // Verdict is Check's answer for a batch that may be appended or is a retry.
@@ -147,6 +152,7 @@ func (s *State) Append(b Batch, firstOffset, lastOffset, timestamp int64) {
 		e.Batches = append(e.Batches[:0], e.Batches[len(e.Batches)-Window:]...)
 	}
 	e.LastTimestamp = timestamp
+	e.written = true
 	if b.Transactional && e.TxnFirstOffset < 0 {
 		e.TxnFirstOffset = firstOffset
 		s.open[b.ProducerID] = e
@@ -167,7 +173,30 @@ func (s *State) Marker(pid int64, epoch int16, coordinatorEpoch int32, timestamp
 	delete(s.open, pid)
 	e.CoordinatorEpoch = coordinatorEpoch
 	e.LastTimestamp = timestamp
+	e.written = true
 	return first
+}
+
+// Expire forgets the producers without an open transaction that wrote
+// nothing (no batch, no marker) for maxAge before now, and answers how
+// many: Kafka's producer.id.expiration.ms. Their batches are then no longer
+// recognised, so a retry sent after that is written again, and a new
+// sequence from them is accepted as from a new producer. Times are the
+// caller's clock at each call (a record's timestamp is its client's): an
+// entry counts as written at the first call after its last write, and
+// after Restore at the first call.
+func (s *State) Expire(now, maxAge int64) int {
+	n := 0
+	for pid, e := range s.entries {
+		switch {
+		case e.written || e.seen == 0:
+			e.written, e.seen = false, now
+		case e.TxnFirstOffset < 0 && now-e.seen >= maxAge:
+			delete(s.entries, pid)
+			n++
+		}
+	}
+	return n
 }
 
 func (s *State) entry(pid int64) *Entry {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"skein/libs/errs"
@@ -186,8 +187,8 @@ func TestSnapshotRoundTrip(t *testing.T) {
 }
 
 // The first unstable offset is the oldest open transaction's first offset
-// over every producer, whatever the order of appends, markers, truncations
-// and snapshot round trips that led there: checked against a scan of every
+// over every producer, whatever the order of appends, markers, truncations,
+// expiries and snapshot round trips that led there: checked against a scan of every
 // producer's entry after each step.
 func TestFirstUnstableOffsetFollowsEveryProducer(t *testing.T) {
 	scan := func(s *State) int64 {
@@ -229,6 +230,9 @@ func TestFirstUnstableOffsetFollowsEveryProducer(t *testing.T) {
 				}
 				s = r
 			}
+			if rng.IntN(8) == 0 {
+				s.Expire(int64(i+1)*10, 200) // idle producers go; open transactions stay
+			}
 			if got, want := s.FirstUnstableOffset(), scan(s); got != want {
 				t.Fatalf("seed %d step %d: first unstable offset %d, a scan of every producer says %d", seed, i, got, want)
 			}
@@ -252,5 +256,57 @@ func BenchmarkFirstUnstableOffset(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// Expire forgets a producer once it has written nothing for maxAge by the
+// caller's clock, never one with an open transaction; a forgotten
+// producer's retry is no longer a duplicate.
+func TestExpire(t *testing.T) {
+	const maxAge = 1000
+	s := New()
+	s.Append(Batch{ProducerID: 1, FirstSeq: 0, Records: 2}, 0, 1, 0)
+	s.Append(Batch{ProducerID: 2, FirstSeq: 0, Records: 1, Transactional: true}, 2, 2, 0)
+	s.Append(Batch{ProducerID: 3, FirstSeq: 0, Records: 1}, 3, 3, 0)
+	ids := func() []int64 { return s.IDs() }
+	if n := s.Expire(5000, maxAge); n != 0 || len(ids()) != 3 {
+		t.Fatalf("the first call only notes the writes: expired %d, left %v", n, ids())
+	}
+	// Producer 3 writes again; 1 and 2 stay idle.
+	s.Append(Batch{ProducerID: 3, FirstSeq: 1, Records: 1}, 4, 4, 0)
+	if n := s.Expire(5000+maxAge-1, maxAge); n != 0 {
+		t.Fatalf("expired %d before maxAge", n)
+	}
+	if n := s.Expire(5000+maxAge, maxAge); n != 1 || !slices.Equal(ids(), []int64{2, 3}) {
+		t.Fatalf("at maxAge: expired %d, left %v; want producer 1 gone, 2 (open transaction) and 3 (wrote since) kept", n, ids())
+	}
+	if v, err := s.Check(Batch{ProducerID: 1, FirstSeq: 0, Records: 2}); err != nil || v.Duplicate {
+		t.Fatalf("a forgotten producer's retry: %+v %v, want accepted as new", v, err)
+	}
+	if s.FirstUnstableOffset() != 2 {
+		t.Fatalf("producer 2's transaction must stay open")
+	}
+	// Its marker ends the transaction; it is forgotten maxAge after that.
+	s.Marker(2, 0, 1, 0)
+	if n := s.Expire(9000, maxAge); n != 1 || !slices.Equal(ids(), []int64{2}) {
+		t.Fatalf("expired %d, left %v; want producer 3 (idle since 6000) gone, 2 (its marker) kept", n, ids())
+	}
+	if n := s.Expire(9000+maxAge, maxAge); n != 1 || len(ids()) != 0 {
+		t.Fatalf("expired %d, left %v; want producer 2 gone", n, ids())
+	}
+
+	// A restored state counts from the first call after it, however old its
+	// records' timestamps are.
+	s = New()
+	s.Append(Batch{ProducerID: 7, FirstSeq: 0, Records: 1}, 0, 0, 1)
+	r, err := Restore(s.Snapshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := r.Expire(1<<40, maxAge); n != 0 {
+		t.Fatalf("a restored producer expired at the first call")
+	}
+	if n := r.Expire(1<<40+maxAge, maxAge); n != 1 {
+		t.Fatalf("a restored idle producer kept after maxAge")
 	}
 }

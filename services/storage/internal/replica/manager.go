@@ -44,6 +44,11 @@ type Config struct {
 	CheckpointEvery time.Duration
 	// RetentionEvery is how often retention and compaction run (default 30 s).
 	RetentionEvery time.Duration
+	// ProducerIDExpiration is how long a producer id without an open
+	// transaction may write nothing to a partition before the partition
+	// forgets it (Kafka's producer.id.expiration.ms; default 24 h), checked
+	// every RetentionEvery.
+	ProducerIDExpiration time.Duration
 	// ProducerSnapshotEvery is how often producer state is snapshotted
 	// (default 30 s), so a restart replays only the log after it.
 	ProducerSnapshotEvery time.Duration
@@ -51,6 +56,10 @@ type Config struct {
 	// manager tries whether it is writable again (default 1 s).
 	ProbeEvery time.Duration
 }
+
+// DefaultProducerIDExpiration is Config.ProducerIDExpiration's default, as
+// Kafka's producer.id.expiration.ms.
+const DefaultProducerIDExpiration = 24 * time.Hour
 
 // probeBytes is what the directory must take, written and fsynced, before
 // failed logs are opened again: a little room, so a disk that frees a few
@@ -121,6 +130,9 @@ func New(cfg Config, log *slog.Logger, proposer partition.ISRProposer, fetchers 
 	}
 	if cfg.ProducerSnapshotEvery <= 0 {
 		cfg.ProducerSnapshotEvery = 30 * time.Second
+	}
+	if cfg.ProducerIDExpiration <= 0 {
+		cfg.ProducerIDExpiration = DefaultProducerIDExpiration
 	}
 	m := &Manager{cfg: cfg, log: log, proposer: proposer, fetchers: fetchers, ckpt: ckpt, now: time.Now, hosted: map[partition.TP]*hosted{}, unopened: map[partition.TP]error{},
 		savedOffs: map[checkpoint.Partition]checkpoint.Offsets{}, savedSnaps: map[string][]byte{}}
@@ -509,7 +521,11 @@ func (m *Manager) runCleaner(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			clean(h, m.now())
+			now := m.now()
+			if n := h.p.ExpireProducers(now, m.cfg.ProducerIDExpiration); n > 0 {
+				m.log.Info("forgot idle producer ids", "dir", h.key, "producers", n, "idle_for", m.cfg.ProducerIDExpiration)
+			}
+			clean(h, now)
 		}
 	}
 }
