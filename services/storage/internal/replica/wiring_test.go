@@ -107,6 +107,8 @@ type nodeOptions struct {
 	// checkpointEvery also sets how often producer state is snapshotted
 	// (default: the manager's).
 	checkpointEvery time.Duration
+	// producerIDExpiration: the manager's default when zero.
+	producerIDExpiration time.Duration
 }
 
 func startNodesWith(t *testing.T, o nodeOptions) (*fakeController, []*node) {
@@ -134,7 +136,7 @@ func startNodesWith(t *testing.T, o nodeOptions) (*fakeController, []*node) {
 		}, log)
 		sender := isrsender.New(proposer{t, fc}.alter)
 		n.mgr = replica.New(replica.Config{Self: id, DataDir: n.dir, ReplicaLagMax: 2 * time.Second, Tick: 50 * time.Millisecond, RetentionEvery: 50 * time.Millisecond,
-			CheckpointEvery: o.checkpointEvery, ProducerSnapshotEvery: o.checkpointEvery}, log, sender, n.fet, o.store(id))
+			CheckpointEvery: o.checkpointEvery, ProducerSnapshotEvery: o.checkpointEvery, ProducerIDExpiration: o.producerIDExpiration}, log, sender, n.fet, o.store(id))
 		n.srv = grpc.NewServer()
 		n.api = server.New(n.mgr, log, nil)
 		server.Register(n.srv, n.api)
@@ -335,5 +337,43 @@ func TestNewPartitionDoesNotWaitOutTheRoundInFlight(t *testing.T) {
 		if leo := p.Snapshot().LEO; leo != 1 {
 			t.Errorf("follower %d holds u-0 up to %d, want 1", n.id, leo)
 		}
+	}
+}
+
+// The manager forgets a producer id idle for ProducerIDExpiration at its
+// retention checks: until then a retry is answered as a duplicate, after
+// it the same batch is written again.
+func TestIdleProducerIDIsForgotten(t *testing.T) {
+	_, nodes := startNodesWith(t, nodeOptions{producerIDExpiration: 300 * time.Millisecond})
+	opts := record.DefaultBatchOptions()
+	opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = 9, 0, 0
+	b := record.NewBuilder(opts)
+	b.Append(time.Now().UnixMilli(), []byte("k"), []byte("once"))
+	batch, _, err := b.Build(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := storagev1.NewStorageServiceClient(nodes[0].cc)
+	send := func() *storagev1.PartitionProduceResult {
+		r := produceRaw(t, c, "t", 0, -1, batch)
+		if r.GetErrorCode() != skeinv1.ErrorCode_NONE {
+			t.Fatalf("produce: %v", r)
+		}
+		return r
+	}
+	first := send()
+	if again := send(); again.GetBaseOffset() != first.GetBaseOffset() || leo(t, nodes[0]) != 1 {
+		t.Fatalf("an immediate retry: offset %d (first %d), LEO %d; want a duplicate", again.GetBaseOffset(), first.GetBaseOffset(), leo(t, nodes[0]))
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for leo(t, nodes[0]) == 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the idle producer id is still known after 10 s")
+		}
+		time.Sleep(100 * time.Millisecond)
+		send()
+	}
+	if got := leo(t, nodes[0]); got != 2 {
+		t.Fatalf("LEO %d after the producer id was forgotten, want the batch written once more", got)
 	}
 }
