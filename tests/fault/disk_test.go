@@ -410,21 +410,38 @@ func (d *diskTest) waitHosting(n *storageNode, from int64, bound time.Duration) 
 
 // sameLogAsLeader waits (up to 10 s) until the node's segment files hold
 // exactly the leader's bytes: the damaged tail is gone and what it fetched
-// again is what the leader has. It answers those bytes.
+// again is what the leader has. It answers those bytes. Once the node is
+// back in the ISR the controller's preferred-leader check may hand it its
+// leadership again (it is the partition's first replica); its bytes are
+// then compared with another ISR member's, which hold the same log.
 func (d *diskTest) sameLogAsLeader(n *storageNode) []byte {
 	d.t.Helper()
 	p := d.c.describe(d.topic)
-	if len(p) != 1 || p[0].Leader < 0 || p[0].Leader == n.id {
-		d.t.Fatalf("no other leader: %+v", p)
+	if len(p) != 1 || p[0].Leader < 0 {
+		d.t.Fatalf("no leader: %+v", p)
+	}
+	ref := p[0].Leader
+	if ref == n.id {
+		ref = -1
+		for _, id := range p[0].ISR {
+			if id != n.id {
+				ref = id
+				break
+			}
+		}
+		if ref < 0 {
+			d.t.Fatalf("storage-%d leads again and no other replica is in sync: %+v", n.id, p)
+		}
+		d.t.Logf("storage-%d leads again (the preferred-leader check); its log is compared with in-sync storage-%d's", n.id, ref)
 	}
 	var leader *storageNode
 	for _, q := range d.c.processes() {
-		if q.Role == "storage" && int32(q.ID) == p[0].Leader {
-			leader = &storageNode{id: p[0].Leader, dataDir: q.DataDir}
+		if q.Role == "storage" && int32(q.ID) == ref {
+			leader = &storageNode{id: ref, dataDir: q.DataDir}
 		}
 	}
 	if leader == nil {
-		d.t.Fatalf("no storage node %d in cluster.json", p[0].Leader)
+		d.t.Fatalf("no storage node %d in cluster.json", ref)
 	}
 	var mine, theirs []byte
 	d.c.eventually(10*time.Second, fmt.Sprintf("storage-%d's log equal to leader storage-%d's", n.id, leader.id), func() error {
