@@ -337,29 +337,43 @@ func newREST(base, topic string, acks, conns int) *restClient {
 func (r *restClient) close() error { r.hc.CloseIdleConnections(); return nil }
 
 func (r *restClient) do(ctx context.Context, method, path string, body []byte, out any) error {
+	b, err := r.call(ctx, method, path, body)
+	if err != nil || out == nil {
+		return err
+	}
+	return json.Unmarshal(b, out)
+}
+
+// call sends one request and returns the body of a 2xx answer.
+func (r *restClient) call(ctx context.Context, method, path string, body []byte) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, method, r.base+path, bytes.NewReader(body))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := r.hc.Do(req)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
+	var b []byte
+	if n := resp.ContentLength; n >= 0 && n <= 64<<20 {
+		// One allocation of the announced size: a fetch's answer is
+		// megabytes, which io.ReadAll would copy as it grows.
+		b = make([]byte, n)
+		_, err = io.ReadFull(resp.Body, b)
+	} else {
+		b, err = io.ReadAll(resp.Body)
+	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, bytes.TrimSpace(b))
+		return nil, fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, bytes.TrimSpace(b))
 	}
-	if out != nil {
-		return json.Unmarshal(b, out)
-	}
-	return nil
+	return b, nil
 }
 
 // restBody is the produce JSON; values are ASCII (Payload), so they need no
@@ -429,22 +443,17 @@ func (n *jnum) UnmarshalJSON(b []byte) error {
 }
 
 func (r *restClient) fetch(ctx context.Context, partition int32, offset int64, maxRecords int, maxWait time.Duration) ([][]byte, int64, error) {
-	var resp struct {
-		Records []struct {
-			Value string `json:"value"`
-		} `json:"records"`
-		Next jnum `json:"next_offset"`
-	}
 	path := fmt.Sprintf("/v1/topics/%s/partitions/%d/records?offset=%d&max_records=%d&max_bytes=%d&max_wait_ms=%d",
 		r.topic, partition, offset, maxRecords, 8<<20, maxWait.Milliseconds())
-	if err := r.do(ctx, "GET", path, nil, &resp); err != nil {
+	b, err := r.call(ctx, "GET", path, nil)
+	if err != nil {
 		return nil, offset, err
 	}
-	vals := make([][]byte, len(resp.Records))
-	for i, rec := range resp.Records {
-		vals[i] = []byte(rec.Value)
+	vals, next, err := decodeFetch(b)
+	if err != nil {
+		return nil, offset, fmt.Errorf("GET %s: %w", path, err)
 	}
-	return vals, int64(resp.Next), nil
+	return vals, next, nil
 }
 
 func (r *restClient) createTopic(ctx context.Context, name string, partitions, rf int, configs map[string]string) error {
