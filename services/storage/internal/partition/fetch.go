@@ -19,7 +19,7 @@ type FetchResult struct {
 }
 
 // Fetch reads for a consumer from offset, as leader. It never waits: the
-// caller long-polls on HWMoved when the answer is empty.
+// caller long-polls with a Waker (WakeOnHW) when the answer is empty.
 func (p *Partition) Fetch(offset record.Offset, maxBytes int, readCommitted bool, leaderEpoch int32) (FetchResult, error) {
 	return p.FetchInto(nil, offset, maxBytes, 0, readCommitted, leaderEpoch)
 }

@@ -145,9 +145,9 @@ type Partition struct {
 	// aborted is the aborted-transaction index, in marker order.
 	aborted []AbortedTxn
 	waiters []*waiter
-	// hwMoved is closed (and replaced) when the HW moves; leoMoved when the LEO does.
-	hwMoved  chan struct{}
-	leoMoved chan struct{}
+	// hwWakers are woken (and forgotten) the next time the HW moves;
+	// leoWakers when the LEO does.
+	hwWakers, leoWakers map[*Waker]struct{}
 }
 
 // New wraps an open log. The replica has no role until Apply gives it one.
@@ -162,7 +162,6 @@ func New(cfg Config, log Log, hw record.Offset, producers *producer.State, propo
 		log: log, proposer: proposer, now: now,
 		cfg: cfg, hw: hw, producers: producers,
 		followers: map[int32]*follower{},
-		hwMoved:   make(chan struct{}), leoMoved: make(chan struct{}),
 	}
 }
 
@@ -334,8 +333,7 @@ func (p *Partition) maybeAdvanceHWLocked() {
 	}
 	if hw, moved := isr.Advance(isr.Offset(p.hw), leo, members); moved {
 		p.hw = record.Offset(hw)
-		close(p.hwMoved)
-		p.hwMoved = make(chan struct{})
+		p.notifyHWLocked()
 	}
 }
 
@@ -362,11 +360,6 @@ func (p *Partition) failWaitersLocked(err error) {
 	p.waiters = nil
 }
 
-func (p *Partition) notifyLEOLocked() {
-	close(p.leoMoved)
-	p.leoMoved = make(chan struct{})
-}
-
 // Close takes the replica out of service for good: it leads and follows
 // nothing, produces waiting in purgatory are answered NOT_LEADER_OR_FOLLOWER,
 // and neither a later Apply nor the answer to an ISR change still in flight
@@ -376,21 +369,10 @@ func (p *Partition) Close() {
 	defer p.mu.Unlock()
 	p.closed = true
 	p.role = None
+	// Long polls read again and find the replica gone.
+	p.notifyHWLocked()
+	p.notifyLEOLocked()
 	p.failWaitersLocked(errs.Errorf(errs.NotLeaderOrFollower, "%s-%d: replica closed on broker %d", p.cfg.Topic, p.cfg.Partition, p.cfg.Self))
-}
-
-// HWMoved returns a channel closed the next time the HW moves.
-func (p *Partition) HWMoved() <-chan struct{} {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.hwMoved
-}
-
-// LEOMoved returns a channel closed the next time the LEO moves.
-func (p *Partition) LEOMoved() <-chan struct{} {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.leoMoved
 }
 
 // TP names a partition.

@@ -202,8 +202,7 @@ func (p *Partition) applyFetchedLocked(epoch int32, fetchOffset record.Offset, r
 	hw := min(res.HW, p.log.LogEndOffset())
 	if hw > p.hw {
 		p.hw = hw
-		close(p.hwMoved)
-		p.hwMoved = make(chan struct{})
+		p.notifyHWLocked()
 	}
 	return syncTo, nil
 }

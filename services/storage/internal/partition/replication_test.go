@@ -464,12 +464,13 @@ func TestConsumerFetchBelowHWOnly(t *testing.T) {
 	if err != nil || len(res.Records) != 0 || res.HW != 0 {
 		t.Fatalf("record above the HW was served: %+v %v", res, err)
 	}
-	moved := leader.HWMoved()
+	w := NewWaker()
+	leader.WakeOnHW(w)
 	c.replicate()
 	select {
-	case <-moved:
+	case <-w.C():
 	default:
-		t.Fatal("HWMoved not closed when the HW moved")
+		t.Fatal("a waker registered with WakeOnHW was not woken when the HW moved")
 	}
 	res, err = leader.Fetch(0, 1<<20, false, -1)
 	if err != nil || len(res.Records) == 0 || res.HW != 1 {

@@ -377,3 +377,62 @@ func TestIdleProducerIDIsForgotten(t *testing.T) {
 		t.Fatalf("LEO %d after the producer id was forgotten, want the batch written once more", got)
 	}
 }
+
+// A consumer's long poll over several partitions wakes on a commit to any
+// one of them, and a poll that ends leaves no registration behind on the
+// partitions that stayed idle.
+func TestLongPollWakesOnAnyOfItsPartitions(t *testing.T) {
+	fc, nodes := startNodes(t)
+	fc.apply(t,
+		metadata.TopicRecord(&controllerv1.TopicRecord{TopicId: "tid2", Name: "u", Configs: map[string]string{"min.insync.replicas": "2"}}),
+		metadata.PartitionRecord(&controllerv1.PartitionRecord{Topic: "u", TopicId: "tid2", Partition: 0, Replicas: []int32{1, 2, 3}, Isr: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 0}),
+	)
+	if r := produce(t, nodes[0], "v"); r.GetErrorCode() != 0 {
+		t.Fatalf("produce to t-0: %v", r)
+	}
+	client := storagev1.NewStorageServiceClient(nodes[0].cc)
+	poll := func(wait int32) (*storagev1.FetchResponse, time.Duration) {
+		start := time.Now()
+		resp, err := client.Fetch(context.Background(), &storagev1.FetchRequest{MaxWaitMs: wait, MaxBytes: 1 << 20, Partitions: []*storagev1.PartitionFetch{
+			{Topic: "t", Partition: 0, FetchOffset: 1, CurrentLeaderEpoch: -1},
+			{Topic: "u", Partition: 0, FetchOffset: 0, CurrentLeaderEpoch: -1},
+		}})
+		if err != nil {
+			t.Error(err)
+		}
+		return resp, time.Since(start)
+	}
+	type out struct {
+		resp *storagev1.FetchResponse
+		took time.Duration
+	}
+	got := make(chan out, 1)
+	go func() {
+		resp, took := poll(10000)
+		got <- out{resp, took}
+	}()
+	time.Sleep(200 * time.Millisecond)
+	if r := produceTo(t, nodes[0], "u", "second partition"); r.GetErrorCode() != 0 {
+		t.Fatalf("produce to u-0: %v", r)
+	}
+	o := <-got
+	if ps := o.resp.GetPartitions(); len(ps) != 2 || len(ps[0].GetRecords()) != 0 || len(ps[1].GetRecords()) == 0 || o.took > 5*time.Second {
+		t.Fatalf("long poll over t-0 and u-0 after a write to u-0: %v after %v", o.resp, o.took)
+	}
+	// Polls that time out on the idle partitions.
+	for range 5 {
+		if resp, _ := poll(20); len(resp.GetPartitions()) != 2 {
+			t.Fatalf("idle poll: %v", resp)
+		}
+	}
+	for _, tp := range []partition.TP{{Topic: "t", Partition: 0}, {Topic: "u", Partition: 0}} {
+		p, err := nodes[0].mgr.Get(tp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The followers' replication polls may be waiting: one each.
+		if hw, leo := p.Wakers(); hw != 0 || leo > 2 {
+			t.Errorf("%v keeps %d consumer and %d follower registrations: some are of polls that ended", tp, hw, leo)
+		}
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"reflect"
 	"sync"
 	"time"
 
@@ -450,15 +449,20 @@ func (s *Server) fetch(ctx context.Context, req *storagev1.FetchRequest, bufs *r
 		topics[i] = pf.GetTopic()
 	}
 	denied := s.refusals(ctx, "", "/skein.storage.v1.StorageService/Fetch", topics, acl.Read)
+	var w *partition.Waker // registered with the partitions only when the fetch may wait
+	if wait > 0 {
+		w = partition.NewWaker()
+		defer w.Forget()
+	}
 	for {
-		resp, total, chans := s.fetchOnce(req, denied, bufs)
+		resp, total, found := s.fetchOnce(req, denied, bufs, w)
 		// As Kafka: an error in any partition answers at once.
-		if total >= need || wait <= 0 || len(chans) < len(req.GetPartitions()) || hasError(resp) || time.Now().After(deadline) {
+		if total >= need || wait <= 0 || found < len(req.GetPartitions()) || hasError(resp) || time.Now().After(deadline) {
 			return resp, nil
 		}
 		bufs.release() // resp is dropped
-		if !waitAny(ctx, s.draining, chans, time.Until(deadline)) {
-			resp, _, _ := s.fetchOnce(req, denied, bufs)
+		if !s.wait(ctx, w, time.Until(deadline)) {
+			resp, _, _ := s.fetchOnce(req, denied, bufs, nil)
 			return resp, nil
 		}
 	}
@@ -473,14 +477,15 @@ func hasError(resp *storagev1.FetchResponse) bool {
 	return false
 }
 
-// fetchOnce reads what each partition has now; denied, unless nil, holds
-// the refusal of each partition the client may not read.
-func (s *Server) fetchOnce(req *storagev1.FetchRequest, denied []error, bufs *readBuffers) (*storagev1.FetchResponse, int, []<-chan struct{}) {
+// fetchOnce reads what each partition has now, and how many of them this
+// node has; denied, unless nil, holds the refusal of each partition the
+// client may not read. w, unless nil, is registered with each partition
+// before it is read, to wake on the next move of its high watermark.
+func (s *Server) fetchOnce(req *storagev1.FetchRequest, denied []error, bufs *readBuffers, w *partition.Waker) (*storagev1.FetchResponse, int, int) {
 	maxBytes := answerBytes(req.GetMaxBytes(), MaxFetchBytes)
 	readCommitted := req.GetIsolationLevel() == skeinv1.IsolationLevel_READ_COMMITTED
 	resp := &storagev1.FetchResponse{}
-	total := 0
-	var chans []<-chan struct{}
+	total, found := 0, 0
 	for i, pf := range req.GetPartitions() {
 		tp := partition.TP{Topic: pf.GetTopic(), Partition: pf.GetPartition()}
 		r := &storagev1.PartitionFetchResult{Topic: tp.Topic, Partition: tp.Partition, HighWatermark: -1, LastStableOffset: -1, LogStartOffset: -1}
@@ -494,7 +499,10 @@ func (s *Server) fetchOnce(req *storagev1.FetchRequest, denied []error, bufs *re
 			r.ErrorCode, r.ErrorMessage = code(err), errs.Message(err)
 			continue
 		}
-		chans = append(chans, p.HWMoved())
+		found++
+		if w != nil {
+			p.WakeOnHW(w)
+		}
 		budget := maxBytes - total
 		if pm := int(pf.GetPartitionMaxBytes()); pm > 0 && pm < budget {
 			budget = pm
@@ -522,7 +530,7 @@ func (s *Server) fetchOnce(req *storagev1.FetchRequest, denied []error, bufs *re
 		total += len(fr.Records)
 	}
 	s.metrics.fetched(total)
-	return resp, total, chans
+	return resp, total, found
 }
 
 // answerBytes is the size bound of one fetch answer: what the caller asked
@@ -534,24 +542,22 @@ func answerBytes(asked int32, dflt int) int {
 	return min(int(asked), MaxFetchBytes)
 }
 
-// waitAny blocks until one of chans is closed (true), or d passes, ctx
-// ends or the server drains (false).
-func waitAny(ctx context.Context, draining <-chan struct{}, chans []<-chan struct{}, d time.Duration) bool {
+// wait blocks until w is woken (true), or d passes, ctx ends or the
+// server drains (false).
+func (s *Server) wait(ctx context.Context, w *partition.Waker, d time.Duration) bool {
 	if d <= 0 {
 		return false
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
-	cases := make([]reflect.SelectCase, 0, len(chans)+3)
-	cases = append(cases,
-		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
-		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(t.C)},
-		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(draining)})
-	for _, c := range chans {
-		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(c)})
+	select {
+	case <-w.C():
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	case <-s.draining:
 	}
-	i, _, _ := reflect.Select(cases)
-	return i >= 3
+	return false
 }
 
 // maxKeptReadBuffer bounds the read buffer a follower's stream keeps
@@ -564,6 +570,8 @@ const maxKeptReadBuffer = 1 << 20
 func (s *Server) Replicate(stream storagev1.StorageService_ReplicateServer) error {
 	ctx := stream.Context()
 	var buf []byte
+	w := partition.NewWaker()
+	defer w.Forget()
 	for {
 		select {
 		case <-s.draining:
@@ -577,13 +585,14 @@ func (s *Server) Replicate(stream storagev1.StorageService_ReplicateServer) erro
 		wait := min(time.Duration(req.GetMaxWaitMs())*time.Millisecond, s.maxWaitCap)
 		deadline := time.Now().Add(wait)
 		for {
-			resp, total, chans, used := s.replicateOnce(req, buf)
-			if total > 0 || wait <= 0 || len(chans) == 0 || time.Now().After(deadline) || !waitAny(ctx, s.draining, chans, time.Until(deadline)) {
+			resp, total, found, used := s.replicateOnce(req, buf, w)
+			if total > 0 || wait <= 0 || found == 0 || time.Now().After(deadline) || !s.wait(ctx, w, time.Until(deadline)) {
+				w.Forget()
 				if ctx.Err() != nil {
 					return nil
 				}
 				if total == 0 && wait > 0 {
-					resp, _, _, used = s.replicateOnce(req, buf) // the latest HW for the answer
+					resp, _, _, used = s.replicateOnce(req, buf, nil) // the latest HW for the answer
 				}
 				if err := stream.Send(resp); err != nil {
 					return nil
@@ -599,8 +608,10 @@ func (s *Server) Replicate(stream storagev1.StorageService_ReplicateServer) erro
 
 // replicateOnce reads one answer for req, its batches into buf's capacity
 // (and new buffers past it); used is the buffer to reuse once the answer
-// has been sent.
-func (s *Server) replicateOnce(req *storagev1.ReplicateRequest, buf []byte) (resp *storagev1.ReplicateResponse, total int, chans []<-chan struct{}, used []byte) {
+// has been sent. found is how many of the partitions this node has; w,
+// unless nil, is registered with each of them before it is read, to wake
+// on the next move of its log end offset.
+func (s *Server) replicateOnce(req *storagev1.ReplicateRequest, buf []byte, w *partition.Waker) (resp *storagev1.ReplicateResponse, total, found int, used []byte) {
 	resp = &storagev1.ReplicateResponse{}
 	used = buf[:0]
 	free := used // where the next partition's batches go
@@ -614,7 +625,10 @@ func (s *Server) replicateOnce(req *storagev1.ReplicateRequest, buf []byte) (res
 			r.ErrorCode, r.ErrorMessage = code(err), errs.Message(err)
 			continue
 		}
-		chans = append(chans, p.LEOMoved())
+		found++
+		if w != nil {
+			p.WakeOnLEO(w)
+		}
 		budget := max(maxBytes-total, 1)
 		fr, err := p.ServeFollower(partition.FollowerFetch{
 			ReplicaID: req.GetReplicaId(), FetchOffset: record.Offset(st.GetFetchOffset()), LastFetchedEpoch: record.Epoch(st.GetLastFetchedEpoch()),
@@ -641,7 +655,7 @@ func (s *Server) replicateOnce(req *storagev1.ReplicateRequest, buf []byte) (res
 		r.Records = fr.Records
 		total += len(fr.Records)
 	}
-	return resp, total, chans, used
+	return resp, total, found, used
 }
 
 // OffsetForLeaderEpoch answers where each asked epoch ends on this leader.
