@@ -2,6 +2,7 @@ package replica_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -434,5 +435,88 @@ func TestLongPollWakesOnAnyOfItsPartitions(t *testing.T) {
 		if hw, leo := p.Wakers(); hw != 0 || leo > 2 {
 			t.Errorf("%v keeps %d consumer and %d follower registrations: some are of polls that ended", tp, hw, leo)
 		}
+	}
+}
+
+// A leader's answers on a replication stream carry a partition only when
+// it has news for the follower (batches, a moved high watermark): a
+// follower of many idle partitions decodes and applies only those that
+// moved. A new stream starts with every partition.
+func TestReplicationAnswersCarryOnlyWhatMoved(t *testing.T) {
+	fc, nodes := startNodes(t)
+	fc.apply(t,
+		metadata.TopicRecord(&controllerv1.TopicRecord{TopicId: "tid2", Name: "u", Configs: map[string]string{"min.insync.replicas": "2"}}),
+		metadata.PartitionRecord(&controllerv1.PartitionRecord{Topic: "u", TopicId: "tid2", Partition: 0, Replicas: []int32{1, 2, 3}, Isr: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 0}),
+	)
+	if r := produce(t, nodes[0], "v"); r.GetErrorCode() != 0 {
+		t.Fatalf("produce to t-0: %v", r)
+	}
+	// From here this test is replica 3's follower.
+	nodes[2].fet.Close()
+	client := storagev1.NewStorageServiceClient(nodes[0].cc)
+	open := func() storagev1.StorageService_ReplicateClient {
+		s, err := client.Replicate(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	ask := func(s storagev1.StorageService_ReplicateClient, wait int32, tOff, uOff int64) map[string]*storagev1.ReplicaFetchResult {
+		t.Helper()
+		err := s.Send(&storagev1.ReplicateRequest{ReplicaId: 3, BrokerEpoch: 1, MaxWaitMs: wait, MaxBytes: 1 << 20, Partitions: []*storagev1.ReplicaFetchState{
+			{Topic: "t", Partition: 0, FetchOffset: tOff, LastFetchedEpoch: 0, CurrentLeaderEpoch: 0},
+			{Topic: "u", Partition: 0, FetchOffset: uOff, LastFetchedEpoch: -1, CurrentLeaderEpoch: 0},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := s.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]*storagev1.ReplicaFetchResult{}
+		for _, r := range resp.GetPartitions() {
+			out[fmt.Sprintf("%s-%d", r.GetTopic(), r.GetPartition())] = r
+		}
+		return out
+	}
+	s := open()
+	if got := ask(s, 0, 1, 0); len(got) != 2 || got["t-0"].GetHighWatermark() != 1 || got["u-0"].GetHighWatermark() != 0 {
+		t.Fatalf("the first answer of a stream: %v, want t-0 (HW 1) and u-0 (HW 0)", got)
+	}
+	if got := ask(s, 50, 1, 0); len(got) != 0 {
+		t.Fatalf("nothing moved, and the answer carries %v", got)
+	}
+	resp, err := client.Produce(context.Background(), &storagev1.ProduceRequest{Acks: 1, TimeoutMs: 5000,
+		Partitions: []*storagev1.PartitionProduce{{Topic: "u", Partition: 0, CurrentLeaderEpoch: -1, Records: oneRecord(t, "w")}}})
+	if err != nil || resp.GetPartitions()[0].GetErrorCode() != 0 {
+		t.Fatalf("produce to u-0: %v %v", resp, err)
+	}
+	got := ask(s, 5000, 1, 0)
+	if len(got) != 1 || len(got["u-0"].GetRecords()) == 0 {
+		t.Fatalf("after a write to u-0 the answer carries %v, want u-0 alone with its batch", got)
+	}
+	// Replica 3 now holds u-0's record: the HW moves to 1, and that alone
+	// is news.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got = ask(s, 50, 1, 1)
+		if u := got["u-0"]; u != nil && u.GetHighWatermark() == 1 {
+			break
+		}
+		if _, ok := got["t-0"]; ok || time.Now().After(deadline) {
+			t.Fatalf("waiting for u-0's HW to move: the answer carries %v", got)
+		}
+	}
+	if len(got) != 1 || len(got["u-0"].GetRecords()) != 0 {
+		t.Fatalf("u-0's HW moved: the answer carries %v, want u-0 alone without batches", got)
+	}
+	if got := ask(s, 50, 1, 1); len(got) != 0 {
+		t.Fatalf("nothing moved, and the answer carries %v", got)
+	}
+	// A new stream knows nothing the follower was told.
+	s.CloseSend()
+	if got := ask(open(), 0, 1, 1); len(got) != 2 {
+		t.Fatalf("the first answer of a new stream carries %v, want both partitions", got)
 	}
 }

@@ -572,6 +572,7 @@ func (s *Server) Replicate(stream storagev1.StorageService_ReplicateServer) erro
 	var buf []byte
 	w := partition.NewWaker()
 	defer w.Forget()
+	sess := newSession()
 	for {
 		select {
 		case <-s.draining:
@@ -584,20 +585,22 @@ func (s *Server) Replicate(stream storagev1.StorageService_ReplicateServer) erro
 		}
 		wait := min(time.Duration(req.GetMaxWaitMs())*time.Millisecond, s.maxWaitCap)
 		deadline := time.Now().Add(wait)
+		sess.begin()
 		for {
-			resp, total, found, used := s.replicateOnce(req, buf, w)
-			if total > 0 || wait <= 0 || found == 0 || time.Now().After(deadline) || !s.wait(ctx, w, time.Until(deadline)) {
+			a := s.replicateOnce(req, buf, w, sess)
+			if a.total > 0 || wait <= 0 || a.found == 0 || time.Now().After(deadline) || !s.wait(ctx, w, time.Until(deadline)) {
 				w.Forget()
 				if ctx.Err() != nil {
 					return nil
 				}
-				if total == 0 && wait > 0 {
-					resp, _, _, used = s.replicateOnce(req, buf, nil) // the latest HW for the answer
+				if a.total == 0 && wait > 0 {
+					a = s.replicateOnce(req, buf, nil, sess) // the latest HW for the answer
 				}
-				if err := stream.Send(resp); err != nil {
+				if err := stream.Send(a.resp); err != nil {
 					return nil
 				}
-				if buf = used; cap(buf) > maxKeptReadBuffer {
+				sess.sent(a.resp, a.carried)
+				if buf = a.used; cap(buf) > maxKeptReadBuffer {
 					buf = nil
 				}
 				break
@@ -606,29 +609,45 @@ func (s *Server) Replicate(stream storagev1.StorageService_ReplicateServer) erro
 	}
 }
 
+// replicaAnswer is one answer to a follower's request.
+type replicaAnswer struct {
+	resp *storagev1.ReplicateResponse
+	// carried[i] is the session's entry of resp.Partitions[i] (nil for a
+	// partition this node does not have), for session.sent.
+	carried []*told
+	// total counts the records answered (and divergences); found, the
+	// asked partitions this node has.
+	total, found int
+	// used is the read buffer to reuse once the answer has been sent.
+	used []byte
+}
+
 // replicateOnce reads one answer for req, its batches into buf's capacity
-// (and new buffers past it); used is the buffer to reuse once the answer
-// has been sent. found is how many of the partitions this node has; w,
-// unless nil, is registered with each of them before it is read, to wake
-// on the next move of its log end offset.
-func (s *Server) replicateOnce(req *storagev1.ReplicateRequest, buf []byte, w *partition.Waker) (resp *storagev1.ReplicateResponse, total, found int, used []byte) {
-	resp = &storagev1.ReplicateResponse{}
-	used = buf[:0]
-	free := used // where the next partition's batches go
+// (and new buffers past it). It carries only the partitions with news for
+// the follower (see session). w, unless nil, is registered with each
+// partition before it is read, to wake on the next move of its log end
+// offset.
+func (s *Server) replicateOnce(req *storagev1.ReplicateRequest, buf []byte, w *partition.Waker, sess *session) (a replicaAnswer) {
+	resp := &storagev1.ReplicateResponse{}
+	a.resp = resp
+	a.used = buf[:0]
+	free := a.used // where the next partition's batches go
 	maxBytes := answerBytes(req.GetMaxBytes(), 16<<20)
+	total := 0
 	for _, st := range req.GetPartitions() {
 		tp := partition.TP{Topic: st.GetTopic(), Partition: st.GetPartition()}
 		r := &storagev1.ReplicaFetchResult{Topic: tp.Topic, Partition: tp.Partition, HighWatermark: -1, LogStartOffset: -1}
-		resp.Partitions = append(resp.Partitions, r)
 		p, err := s.replicas.Get(tp)
 		if err != nil {
 			r.ErrorCode, r.ErrorMessage = code(err), errs.Message(err)
+			resp.Partitions, a.carried = append(resp.Partitions, r), append(a.carried, nil)
 			continue
 		}
-		found++
+		a.found++
 		if w != nil {
 			p.WakeOnLEO(w)
 		}
+		t := sess.ask(tp, st.GetCurrentLeaderEpoch())
 		budget := max(maxBytes-total, 1)
 		fr, err := p.ServeFollower(partition.FollowerFetch{
 			ReplicaID: req.GetReplicaId(), FetchOffset: record.Offset(st.GetFetchOffset()), LastFetchedEpoch: record.Epoch(st.GetLastFetchedEpoch()),
@@ -638,24 +657,27 @@ func (s *Server) replicateOnce(req *storagev1.ReplicateRequest, buf []byte, w *p
 			if cap(fr.Records) > cap(free) {
 				// The read outgrew free and took a new buffer, which
 				// starts with these batches: reuse the larger one.
-				used = fr.Records[:0]
+				a.used = fr.Records[:0]
 			}
 			free = fr.Records[n:n]
 		}
 		r.HighWatermark, r.LogStartOffset, r.LastStableOffset = int64(fr.HW), int64(fr.LogStartOffset), int64(fr.LSO)
-		if err != nil {
+		switch {
+		case err != nil:
 			r.ErrorCode, r.ErrorMessage = code(err), errs.Message(err)
-			continue
-		}
-		if fr.Diverging {
+		case fr.Diverging:
 			r.DivergingEpoch = &storagev1.EpochEndOffset{Epoch: int32(fr.DivergingEpoch), EndOffset: int64(fr.DivergingEnd)}
 			total++ // an answer the follower must act on now
-			continue
+		default:
+			r.Records = fr.Records
+			total += len(fr.Records)
 		}
-		r.Records = fr.Records
-		total += len(fr.Records)
+		if t.news(r) {
+			resp.Partitions, a.carried = append(resp.Partitions, r), append(a.carried, t)
+		}
 	}
-	return resp, total, found, used
+	a.total = total
+	return a
 }
 
 // OffsetForLeaderEpoch answers where each asked epoch ends on this leader.
