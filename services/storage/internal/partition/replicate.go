@@ -20,6 +20,9 @@ type FollowerFetch struct {
 	// Buf, when it has room, holds the answer's batches (appended to it):
 	// a caller that is done with each answer before the next reuses it.
 	Buf []byte
+	// Waker, unless nil, is registered (WakeOnLEO) before the read, under
+	// the same lock.
+	Waker *Waker
 }
 
 // FollowerFetchResult is the leader's answer.
@@ -41,6 +44,9 @@ type FollowerFetchResult struct {
 // propose the follower's return to the ISR, and reads from FetchOffset.
 func (p *Partition) ServeFollower(f FollowerFetch) (FollowerFetchResult, error) {
 	p.mu.Lock()
+	if f.Waker != nil {
+		p.leoWakers = register(p.leoWakers, p, f.Waker)
+	}
 	if err := p.checkLeaderLocked(f.CurrentLeaderEpoch); err != nil {
 		p.mu.Unlock()
 		return FollowerFetchResult{}, err

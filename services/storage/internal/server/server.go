@@ -634,24 +634,26 @@ func (s *Server) replicateOnce(req *storagev1.ReplicateRequest, buf []byte, w *p
 	free := a.used // where the next partition's batches go
 	maxBytes := answerBytes(req.GetMaxBytes(), 16<<20)
 	total := 0
+	var r *storagev1.ReplicaFetchResult // reused until an answer carries it
 	for _, st := range req.GetPartitions() {
 		tp := partition.TP{Topic: st.GetTopic(), Partition: st.GetPartition()}
-		r := &storagev1.ReplicaFetchResult{Topic: tp.Topic, Partition: tp.Partition, HighWatermark: -1, LogStartOffset: -1}
+		if r == nil {
+			r = &storagev1.ReplicaFetchResult{}
+		}
+		*r = storagev1.ReplicaFetchResult{Topic: tp.Topic, Partition: tp.Partition, HighWatermark: -1, LogStartOffset: -1}
 		p, err := s.replicas.Get(tp)
 		if err != nil {
 			r.ErrorCode, r.ErrorMessage = code(err), errs.Message(err)
 			resp.Partitions, a.carried = append(resp.Partitions, r), append(a.carried, nil)
+			r = nil
 			continue
 		}
 		a.found++
-		if w != nil {
-			p.WakeOnLEO(w)
-		}
 		t := sess.ask(tp, st.GetCurrentLeaderEpoch())
 		budget := max(maxBytes-total, 1)
 		fr, err := p.ServeFollower(partition.FollowerFetch{
 			ReplicaID: req.GetReplicaId(), FetchOffset: record.Offset(st.GetFetchOffset()), LastFetchedEpoch: record.Epoch(st.GetLastFetchedEpoch()),
-			CurrentLeaderEpoch: st.GetCurrentLeaderEpoch(), MaxBytes: budget, Buf: free,
+			CurrentLeaderEpoch: st.GetCurrentLeaderEpoch(), MaxBytes: budget, Buf: free, Waker: w,
 		})
 		if n := len(fr.Records); n > 0 {
 			if cap(fr.Records) > cap(free) {
@@ -674,6 +676,7 @@ func (s *Server) replicateOnce(req *storagev1.ReplicateRequest, buf []byte, w *p
 		}
 		if t.news(r) {
 			resp.Partitions, a.carried = append(resp.Partitions, r), append(a.carried, t)
+			r = nil
 		}
 	}
 	a.total = total
