@@ -77,9 +77,16 @@ func (p *Partition) ServeFollower(f FollowerFetch) (FollowerFetchResult, error) 
 	fs.lastCaughtUp = isr.CaughtUp(fs.lastCaughtUp, fs.prev, isr.Offset(f.FetchOffset), isr.Offset(leo), now)
 	fs.prev = isr.FetchState{At: now, LeaderLEO: isr.Offset(leo)}
 	fs.leo = f.FetchOffset
-	p.maybeAdvanceHWLocked()
-	p.completeWaitersLocked()
-	p.maybeExpandISRLocked()
+	// Most fetches of a follower of many partitions are of idle ones: the
+	// HW, already at the LEO, cannot move, and a follower in the ISR
+	// cannot be added to it.
+	if p.hw < leo {
+		p.maybeAdvanceHWLocked()
+		p.completeWaitersLocked()
+	}
+	if !slices.Contains(p.st.ISR, f.ReplicaID) {
+		p.maybeExpandISRLocked()
+	}
 	res.HW, res.LSO = p.hw, p.lsoLocked()
 	p.mu.Unlock()
 
