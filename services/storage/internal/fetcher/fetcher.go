@@ -204,12 +204,12 @@ type pos struct {
 	fs partition.FollowerState
 }
 
-// snapshot lists the partitions still following this leader and where each
-// fetches from.
-func (th *thread) snapshot() map[partition.TP]pos {
+// snapshot lists in out (emptied first) the partitions still following
+// this leader and where each fetches from.
+func (th *thread) snapshot(out map[partition.TP]pos) {
+	clear(out)
 	th.mu.Lock()
 	defer th.mu.Unlock()
-	out := make(map[partition.TP]pos, len(th.parts))
 	for tp, p := range th.parts {
 		fs, ok := p.FollowerState()
 		if !ok || fs.Leader != th.leader {
@@ -217,7 +217,6 @@ func (th *thread) snapshot() map[partition.TP]pos {
 		}
 		out[tp] = pos{p, fs}
 	}
-	return out
 }
 
 func (m *Manager) run(ctx context.Context, th *thread) {
@@ -281,8 +280,13 @@ func (m *Manager) stream(ctx context.Context, th *thread) (err error) {
 	if err != nil {
 		return err
 	}
+	// Every round reuses the map of its partitions and their entries of
+	// the request: a round's request is marshalled by Send, and its map
+	// used by round, before the next round fills them again.
+	parts := map[partition.TP]pos{}
+	var states []*storagev1.ReplicaFetchState
 	for {
-		parts := th.snapshot()
+		th.snapshot(parts)
 		if len(parts) == 0 {
 			// Nothing asked is nothing to report.
 			th.waiting.Store(0)
@@ -301,11 +305,17 @@ func (m *Manager) stream(ctx context.Context, th *thread) (err error) {
 			MaxWaitMs: int32(m.cfg.MaxWait / time.Millisecond), MaxBytes: int32(m.cfg.MaxBytes),
 		}
 		asked := make([]Silent, 0, len(parts))
+		for len(states) < len(parts) {
+			states = append(states, &storagev1.ReplicaFetchState{})
+		}
+		req.Partitions = states[:0:len(parts)]
 		for tp, x := range parts {
-			req.Partitions = append(req.Partitions, &storagev1.ReplicaFetchState{
+			st := states[len(req.Partitions)]
+			*st = storagev1.ReplicaFetchState{
 				Topic: tp.Topic, Partition: tp.Partition, FetchOffset: int64(x.fs.FetchOffset),
 				LastFetchedEpoch: int32(x.fs.LastFetchedEpoch), CurrentLeaderEpoch: x.fs.CurrentLeaderEpoch, LogStartOffset: int64(x.fs.LogStartOffset),
-			})
+			}
+			req.Partitions = append(req.Partitions, st)
 			asked = append(asked, Silent{TP: tp, Leader: th.leader, LeaderEpoch: x.fs.CurrentLeaderEpoch})
 		}
 		th.asked.Store(&asked)
