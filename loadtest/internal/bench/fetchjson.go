@@ -125,16 +125,7 @@ func (s *jsonScanner) expect(c byte) error {
 // object reads an object, calling field with each key; field must read
 // the key's value.
 func (s *jsonScanner) object(field func(key []byte) error) error {
-	if err := s.expect('{'); err != nil {
-		return err
-	}
-	if c, err := s.peek(); err != nil {
-		return err
-	} else if c == '}' {
-		s.i++
-		return nil
-	}
-	for {
+	return s.list('{', '}', func() error {
 		key, err := s.str()
 		if err != nil {
 			return err
@@ -142,52 +133,43 @@ func (s *jsonScanner) object(field func(key []byte) error) error {
 		if err := s.expect(':'); err != nil {
 			return err
 		}
-		if err := field(key); err != nil {
-			return err
-		}
-		c, err := s.peek()
-		if err != nil {
-			return err
-		}
-		s.i++
-		switch c {
-		case ',':
-		case '}':
-			return nil
-		default:
-			s.i--
-			return s.errf("want ',' or '}', got %q", c)
-		}
-	}
+		return field(key)
+	})
 }
 
 // array reads an array, calling elem to read each element.
 func (s *jsonScanner) array(elem func() error) error {
-	if err := s.expect('['); err != nil {
+	return s.list('[', ']', elem)
+}
+
+// list reads open, items separated by commas (each read by item), and
+// close.
+func (s *jsonScanner) list(open, close byte, item func() error) error {
+	if err := s.expect(open); err != nil {
 		return err
 	}
 	if c, err := s.peek(); err != nil {
 		return err
-	} else if c == ']' {
+	} else if c == close {
 		s.i++
 		return nil
 	}
 	for {
-		if err := elem(); err != nil {
+		if err := item(); err != nil {
 			return err
 		}
 		c, err := s.peek()
 		if err != nil {
 			return err
 		}
-		s.i++
 		switch c {
 		case ',':
-		case ']':
+			s.i++
+		case close:
+			s.i++
 			return nil
 		default:
-			s.i--
-			return s.errf("want ',' or ']', got %q", c)
+			return s.errf("want ',' or %q, got %q", close, c)
 		}
 	}
 }

@@ -309,6 +309,14 @@ func TestLongCompactionDoesNotDelayISRChecks(t *testing.T) {
 	}
 }
 
+// addTopicU creates topic u: one partition on nodes 1, 2 and 3, led by 1.
+func addTopicU(t *testing.T, fc *fakeController) {
+	fc.apply(t,
+		metadata.TopicRecord(&controllerv1.TopicRecord{TopicId: "tid2", Name: "u", Configs: map[string]string{"min.insync.replicas": "2"}}),
+		metadata.PartitionRecord(&controllerv1.PartitionRecord{Topic: "u", TopicId: "tid2", Partition: 0, Replicas: []int32{1, 2, 3}, Isr: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 0}),
+	)
+}
+
 // A partition a follower starts to follow joins its fetch session at once,
 // not when the leader answers the round in flight: with idle rounds held
 // for a minute, an acks=all write to a new topic whose followers already
@@ -320,10 +328,7 @@ func TestNewPartitionDoesNotWaitOutTheRoundInFlight(t *testing.T) {
 	}
 	// Both followers are now in an idle round on node 1 that asks for t-0 only.
 	time.Sleep(200 * time.Millisecond)
-	fc.apply(t,
-		metadata.TopicRecord(&controllerv1.TopicRecord{TopicId: "tid2", Name: "u", Configs: map[string]string{"min.insync.replicas": "2"}}),
-		metadata.PartitionRecord(&controllerv1.PartitionRecord{Topic: "u", TopicId: "tid2", Partition: 0, Replicas: []int32{1, 2, 3}, Isr: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 0}),
-	)
+	addTopicU(t, fc)
 	start := time.Now()
 	r := produceTo(t, nodes[0], "u", "first")
 	if r.GetErrorCode() != 0 || r.GetBaseOffset() != 0 {
@@ -384,10 +389,7 @@ func TestIdleProducerIDIsForgotten(t *testing.T) {
 // partitions that stayed idle.
 func TestLongPollWakesOnAnyOfItsPartitions(t *testing.T) {
 	fc, nodes := startNodes(t)
-	fc.apply(t,
-		metadata.TopicRecord(&controllerv1.TopicRecord{TopicId: "tid2", Name: "u", Configs: map[string]string{"min.insync.replicas": "2"}}),
-		metadata.PartitionRecord(&controllerv1.PartitionRecord{Topic: "u", TopicId: "tid2", Partition: 0, Replicas: []int32{1, 2, 3}, Isr: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 0}),
-	)
+	addTopicU(t, fc)
 	if r := produce(t, nodes[0], "v"); r.GetErrorCode() != 0 {
 		t.Fatalf("produce to t-0: %v", r)
 	}
@@ -444,10 +446,7 @@ func TestLongPollWakesOnAnyOfItsPartitions(t *testing.T) {
 // moved. A new stream starts with every partition.
 func TestReplicationAnswersCarryOnlyWhatMoved(t *testing.T) {
 	fc, nodes := startNodes(t)
-	fc.apply(t,
-		metadata.TopicRecord(&controllerv1.TopicRecord{TopicId: "tid2", Name: "u", Configs: map[string]string{"min.insync.replicas": "2"}}),
-		metadata.PartitionRecord(&controllerv1.PartitionRecord{Topic: "u", TopicId: "tid2", Partition: 0, Replicas: []int32{1, 2, 3}, Isr: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 0}),
-	)
+	addTopicU(t, fc)
 	if r := produce(t, nodes[0], "v"); r.GetErrorCode() != 0 {
 		t.Fatalf("produce to t-0: %v", r)
 	}
