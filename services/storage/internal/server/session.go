@@ -17,6 +17,7 @@ import (
 // that carried an error for it.
 type session struct {
 	round uint64 // the request being answered
+	asked int    // how many partitions it asks for (that this node has)
 	parts map[partition.TP]*told
 }
 
@@ -31,7 +32,7 @@ type told struct {
 func newSession() *session { return &session{parts: map[partition.TP]*told{}} }
 
 // begin starts the answer to a new request.
-func (s *session) begin() { s.round++ }
+func (s *session) begin() { s.round, s.asked = s.round+1, 0 }
 
 // ask notes that the request asks for tp at epoch.
 func (s *session) ask(tp partition.TP, epoch int32) *told {
@@ -40,7 +41,10 @@ func (s *session) ask(tp partition.TP, epoch int32) *told {
 		t = &told{}
 		s.parts[tp] = t
 	}
-	t.round = s.round
+	if t.round != s.round {
+		t.round = s.round
+		s.asked++
+	}
 	if t.epoch != epoch {
 		t.epoch, t.known = epoch, false
 	}
@@ -65,6 +69,9 @@ func (s *session) sent(resp *storagev1.ReplicateResponse, carried []*told) {
 		}
 		t.known = r.GetErrorCode() == 0 && r.GetDivergingEpoch() == nil
 		t.hw, t.lso, t.logStart = r.GetHighWatermark(), r.GetLastStableOffset(), r.GetLogStartOffset()
+	}
+	if len(s.parts) == s.asked {
+		return // the usual case: the same partitions as last time
 	}
 	for tp, t := range s.parts {
 		if t.round != s.round {
