@@ -12,15 +12,19 @@ import (
 
 // aliased names the messages that carry record batches in bytes fields,
 // megabytes at a time: a storage node's produce requests, and the fetch
-// and replication answers its clients and followers receive. The codec
-// decodes them with unmarshalAliasing into a buffer of their own, so those
-// bytes are copied once off the connection instead of twice (protobuf-go
-// copies every bytes field it decodes).
+// and replication answers its clients and followers receive; and the
+// gateway's produce requests, whose records' keys and values the gateway
+// only reads, to copy them into its batches. The codec decodes them with
+// unmarshalAliasing into a buffer of their own, so those bytes are copied
+// once off the connection instead of twice (protobuf-go copies every
+// bytes field it decodes).
 var aliased = map[protoreflect.FullName]bool{
 	"skein.storage.v1.ProduceRequest":       true,
 	"skein.storage.v1.ProduceStreamRequest": true,
 	"skein.storage.v1.FetchResponse":        true,
 	"skein.storage.v1.ReplicateResponse":    true,
+	"skein.v1.ProduceRequest":               true,
+	"skein.v1.ProduceStreamRequest":         true,
 }
 
 var errDecode = errors.New("proto: cannot parse invalid wire-format data")
@@ -86,7 +90,9 @@ func unmarshalAliasing(b []byte, m protoreflect.Message) error {
 // fieldsOf answers the fields of a message that unmarshalAliasing walks
 // itself: bytes fields and message fields (singular or repeated), none of
 // them in a oneof (whose members replace each other, so their order
-// against the fields left to protobuf-go would matter) and no map.
+// against the fields left to protobuf-go would matter) and no map. A
+// proto3 optional field sits in a oneof of its own, which nothing else
+// can replace, so it is walked.
 func fieldsOf(md protoreflect.MessageDescriptor) map[protoreflect.FieldNumber]protoreflect.FieldDescriptor {
 	if f, ok := walked.Load(md.FullName()); ok {
 		return f.(map[protoreflect.FieldNumber]protoreflect.FieldDescriptor)
@@ -95,7 +101,7 @@ func fieldsOf(md protoreflect.MessageDescriptor) map[protoreflect.FieldNumber]pr
 	fds := md.Fields()
 	for i := 0; i < fds.Len(); i++ {
 		fd := fds.Get(i)
-		if fd.ContainingOneof() != nil || fd.IsMap() || fd.IsExtension() {
+		if od := fd.ContainingOneof(); od != nil && !od.IsSynthetic() || fd.IsMap() || fd.IsExtension() {
 			continue
 		}
 		switch fd.Kind() {

@@ -19,9 +19,14 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	storagev1 "skein/gen/skein/storage/v1"
+	skeinv1 "skein/gen/skein/v1"
 )
 
-var _ = storagev1.File_skein_storage_v1_storage_proto // registers the aliased messages
+// Registers the aliased messages.
+var (
+	_ = storagev1.File_skein_storage_v1_storage_proto
+	_ = skeinv1.File_skein_v1_producer_proto
+)
 
 func aliasedTypes(t *testing.T) []protoreflect.MessageType {
 	t.Helper()
@@ -188,6 +193,37 @@ func TestRecordsAliasTheBuffer(t *testing.T) {
 	}
 	if cap(rec) != len(rec) {
 		t.Fatalf("the records' capacity %d runs past their %d bytes into the rest of the buffer", cap(rec), len(rec))
+	}
+}
+
+// A gateway produce request's keys and values are the buffer it was
+// decoded from, and a proto3 optional bytes field sent empty is still
+// present (an empty value is not an absent one).
+func TestGatewayRecordsAliasTheBuffer(t *testing.T) {
+	value := bytes.Repeat([]byte("value"), 200)
+	req := &skeinv1.ProduceStreamRequest{CorrelationId: 3, Topic: "t", Records: []*skeinv1.ProduceRecord{
+		{KeyBytes: []byte("k1"), ValueBytes: value},
+		{ValueBytes: []byte{}},
+		{Value: proto.String("text"), Headers: []*skeinv1.Header{{Key: "h", ValueBytes: []byte("hv")}}},
+	}}
+	b, err := proto.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, own := decodeBoth(t, (&skeinv1.ProduceStreamRequest{}).ProtoReflect().Type(), b, "gateway produce request")
+	recs := got.(*skeinv1.ProduceStreamRequest).GetRecords()
+	if len(recs) != 3 || !bytes.Equal(recs[0].GetValueBytes(), value) || string(recs[0].GetKeyBytes()) != "k1" {
+		t.Fatalf("records decoded wrong: %v", recs)
+	}
+	if recs[1].ValueBytes == nil || len(recs[1].ValueBytes) != 0 || recs[1].KeyBytes != nil {
+		t.Fatalf("an empty value_bytes must stay present and an absent key_bytes absent: %#v", recs[1])
+	}
+	if recs[2].GetValue() != "text" || string(recs[2].GetHeaders()[0].GetValueBytes()) != "hv" {
+		t.Fatalf("string value or header decoded wrong: %v", recs[2])
+	}
+	own[bytes.Index(own, value)] = 'X'
+	if recs[0].GetValueBytes()[0] != 'X' {
+		t.Fatal("the value is a copy, not the decoded buffer")
 	}
 }
 
