@@ -14,7 +14,8 @@
 #
 # Knobs (environment): BENCH_MSGS (200000 records per produce and consume
 # workload), BENCH_FSYNC_MSGS (BENCH_MSGS; the fsync-per-ack workloads),
-# BENCH_IDLE_SECS (10), BENCH_COMPARE_JSON (.data/bench-compare/<UTC time>.json;
+# BENCH_IDLE_SECS (10), BENCH_DRAIN (1; 0 skips the drain before each
+# system, see drain below), BENCH_COMPARE_JSON (.data/bench-compare/<UTC time>.json;
 # the markdown table goes beside it as .md), BENCH_KEEP=1 keeps the temporary
 # directory (data and logs; it is always kept after a failure), NATS_PORT
 # (14222: client ports NATS_PORT..+2, routes +2000, monitoring +4000),
@@ -83,10 +84,12 @@ stop_skein() {
     DEV_PID=
   fi
 }
+DRAIN_FILES=() # tmpfs files of drain, below
 cleanup() {
   local rc=$?
   stop_nats
   stop_skein
+  ((${#DRAIN_FILES[@]} == 0)) || rm -f "${DRAIN_FILES[@]}"
   if [[ $rc -ne 0 || ${BENCH_KEEP:-0} == 1 ]]; then
     echo "data and logs kept in $WORK" >&2
   else
@@ -124,6 +127,43 @@ snapshot() { # snapshot ARRAY: every server's ticks now
     ticks_of "${PROC_PIDS[$i]}" t
     arr[i]=$t
   done
+}
+
+# drain LABEL: before a system's first cluster starts. On a virtual
+# machine whose host takes back memory the guest leaves free (free page
+# reporting), the page cache grows into memory the host must hand out
+# again, which costs the kernel several times the CPU of memory freed not
+# long ago: on the 2-core test machine 1.6-2.3 ms of kernel CPU a MiB
+# written, against 0.2-0.5 ms for memory a build or an earlier run freed
+# minutes before (a GiB or more). Each system writes about 3 KiB a record
+# (three replicas), so whichever ran first on just-freed memory would be
+# favoured. drain takes that memory out of play first: it fills tmpfs
+# files (kept until the end) 256 MiB at a time until a MiB costs 1 ms or
+# more, at most a quarter of the available memory and 4 GiB, and prints
+# what a MiB costs after it. On a machine without the effect every MiB is
+# cheap: the drain stops at its cap and says so.
+PAGE_MS=()
+drain() {
+  local label=$1 n=0 cap s ms=0 f TIMEFORMAT=%S
+  if [[ ${BENCH_DRAIN:-1} == 0 || ! -d /dev/shm || ! -w /dev/shm ]]; then
+    PAGE_MS+=("$label" null)
+    return
+  fi
+  cap=$(awk '/^MemAvailable:/ { m = int($2 / 1024 / 4); print (m < 4096 ? m : 4096) }' /proc/meminfo)
+  while (((n + 1) * 256 <= cap)); do
+    f=/dev/shm/skein-bench-compare-$$-$label-$n
+    DRAIN_FILES+=("$f")
+    s=$({ time dd if=/dev/zero of="$f" bs=1M count=256 status=none; } 2>&1)
+    n=$((n + 1))
+    ms=$(awk -v s="$s" 'BEGIN { printf "%.2f", s * 1000 / 256 }')
+    awk -v m="$ms" 'BEGIN { exit !(m >= 1.0) }' && break
+  done
+  PAGE_MS+=("$label" "$ms")
+  echo
+  echo "--- memory taken out of play before $label: $((n * 256)) MiB (tmpfs); a MiB of new memory now costs $ms ms of kernel CPU"
+  if awk -v m="$ms" 'BEGIN { exit !(m < 1.0) }'; then
+    echo "    (still under 1 ms at the cap: either this machine has no such effect, or more freed memory is left, which favours $label)"
+  fi
 }
 
 LOAD_WARNED=0
@@ -291,6 +331,7 @@ nats_warm() {
 
 echo
 echo "##### NATS JetStream: 3 servers, file storage, R3 (GOMAXPROCS $([[ $NATS_GOMAXPROCS == 0 ]] && echo "Go's default" || echo "$NATS_GOMAXPROCS") each; load generators: $([[ $LOADGEN_GOMAXPROCS == 0 ]] && echo "Go's default" || echo "$LOADGEN_GOMAXPROCS"))"
+drain jetstream
 start_nats "$WORK/nats" ""
 # The stream, created and warmed up before anything is measured.
 nats_warm
@@ -313,6 +354,7 @@ stop_nats
 # ================= Skein =================
 echo
 echo "##### Skein: bin/skein dev (3 controllers, 3 storage nodes, group coordinators, gateway)"
+drain skein
 DATA=$WORK/skein
 bin/skein dev --data-dir "$DATA" --gateway-grpc-addr "127.0.0.1:$GRPC_PORT" \
   --gateway-http-addr "127.0.0.1:$REST_PORT" >"$WORK/skein-dev.log" 2>&1 &
@@ -413,12 +455,14 @@ ROWS='[
 jq -s --argjson rows "$ROWS" --arg msgs "$MSGS" --arg fsync_msgs "$FSYNC_MSGS" --arg load_start "$LOAD_START" \
   --arg load_end "$(cut -d' ' -f1-3 /proc/loadavg)" --arg versions "$VERSIONS" --arg commit "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" \
   --arg date "$(date -u +%Y-%m-%dT%H:%M:%SZ)" --arg nproc "$(nproc)" \
-  --arg nats_gomaxprocs "$NATS_GOMAXPROCS" --arg loadgen_gomaxprocs "$LOADGEN_GOMAXPROCS" --arg skein_start "$SKEIN_START_LINE" '
+  --arg nats_gomaxprocs "$NATS_GOMAXPROCS" --arg loadgen_gomaxprocs "$LOADGEN_GOMAXPROCS" --arg skein_start "$SKEIN_START_LINE" \
+  --argjson page_js "${PAGE_MS[1]}" --argjson page_skein "${PAGE_MS[3]}" '
   . as $all |
   def find($sys; $w): first($all[] | select(.system == $sys and .workload == $w)) // null;
   {date: $date, commit: $commit, nproc: ($nproc | tonumber), versions: $versions,
    nats_gomaxprocs: ($nats_gomaxprocs | tonumber), loadgen_gomaxprocs: ($loadgen_gomaxprocs | tonumber), skein_dev_start: $skein_start,
    load_average_start: $load_start, load_average_end: $load_end,
+   new_memory_ms_per_mib: {jetstream: $page_js, skein: $page_skein},
    records_per_workload: ($msgs | tonumber), records_per_fsync_workload: ($fsync_msgs | tonumber),
    rows: [$rows[] | . as [$w, $lbl, $ref] |
      ({workload: $w, label: $lbl, jetstream: (if $ref then find("jetstream"; $ref) else null end),
@@ -456,6 +500,7 @@ echo
 echo "JetStream latencies are per batch of 500 async publishes (first publish to last ack); Skein's per record,"
 echo "from send (or, at a fixed rate, from when it was due) to ack; consume latency is the fetch round trip."
 echo "load average: $LOAD_START at start, $(cut -d' ' -f1-3 /proc/loadavg) at the end"
+echo "a MiB of new memory, before each system's first cluster (after the drain): ${PAGE_MS[1]} ms of kernel CPU (JetStream), ${PAGE_MS[3]} ms (Skein)"
 echo "JSON: $OUT_JSON; table: $OUT_MD"
 if [[ $LOAD_WARNED == 1 ]]; then
   echo "warning: the load average was above 1.0 before some runs: other work shared the machine, so these figures understate both systems and their ratio is noisy" >&2
