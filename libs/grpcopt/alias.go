@@ -12,12 +12,15 @@ import (
 
 // aliased names the messages that carry record batches in bytes fields,
 // megabytes at a time: a storage node's produce requests, and the fetch
-// and replication answers its clients and followers receive; and the
+// and replication answers its clients and followers receive; the
 // gateway's produce requests, whose records' keys and values the gateway
-// only reads, to copy them into its batches. The codec decodes them with
-// unmarshalAliasing into a buffer of their own, so those bytes are copied
-// once off the connection instead of twice (protobuf-go copies every
-// bytes field it decodes).
+// only reads, to copy them into its batches; and the gateway's answers
+// with records, as its Go clients (the CLI, skein-bench, the gateway's own
+// REST handlers, which reach its gRPC API in process) receive them. The
+// codec decodes them with unmarshalAliasing into a buffer of their own, so
+// those bytes are copied once off the connection instead of twice
+// (protobuf-go copies every bytes field it decodes). A record kept from
+// such a message keeps the whole message's buffer alive.
 var aliased = map[protoreflect.FullName]bool{
 	"skein.storage.v1.ProduceRequest":       true,
 	"skein.storage.v1.ProduceStreamRequest": true,
@@ -25,6 +28,9 @@ var aliased = map[protoreflect.FullName]bool{
 	"skein.storage.v1.ReplicateResponse":    true,
 	"skein.v1.ProduceRequest":               true,
 	"skein.v1.ProduceStreamRequest":         true,
+	"skein.v1.FetchResponse":                true,
+	"skein.v1.TailResponse":                 true,
+	"skein.v1.FetchGroupRecordsResponse":    true,
 }
 
 var errDecode = errors.New("proto: cannot parse invalid wire-format data")
@@ -41,7 +47,17 @@ var errDecode = errors.New("proto: cannot parse invalid wire-format data")
 // packed and unpacked repeated scalars, maps, unknown fields) are
 // protobuf-go's own.
 func unmarshalAliasing(b []byte, m protoreflect.Message) error {
-	var rest []byte // the fields left to protobuf-go
+	var rest []byte
+	return walkAliasing(b, m, &rest)
+}
+
+// walkAliasing is unmarshalAliasing with *rest as scratch space for the
+// fields left to protobuf-go: each message appends its own after what its
+// parents have there and cuts them off again once decoded, so a message
+// with thousands of records reuses one buffer for all of them.
+func walkAliasing(b []byte, m protoreflect.Message, rest *[]byte) error {
+	start := len(*rest) // this message's fields left to protobuf-go are (*rest)[start:]
+	defer func() { *rest = (*rest)[:start] }()
 	fields := fieldsOf(m.Descriptor())
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
@@ -54,7 +70,7 @@ func unmarshalAliasing(b []byte, m protoreflect.Message) error {
 			if vn < 0 {
 				return errDecode
 			}
-			rest = append(rest, b[:n+vn]...)
+			*rest = append(*rest, b[:n+vn]...)
 			b = b[n+vn:]
 			continue
 		}
@@ -71,20 +87,22 @@ func unmarshalAliasing(b []byte, m protoreflect.Message) error {
 		case fd.IsList():
 			list := m.Mutable(fd).List()
 			e := list.NewElement()
-			if err := unmarshalAliasing(v, e.Message()); err != nil {
+			if err := walkAliasing(v, e.Message(), rest); err != nil {
 				return err
 			}
 			list.Append(e)
 		default:
-			if err := unmarshalAliasing(v, m.Mutable(fd).Message()); err != nil {
+			if err := walkAliasing(v, m.Mutable(fd).Message(), rest); err != nil {
 				return err
 			}
 		}
 	}
-	if len(rest) == 0 {
+	if len(*rest) == start {
 		return nil
 	}
-	return proto.UnmarshalOptions{Merge: true}.Unmarshal(rest, m.Interface())
+	// protobuf-go copies what it keeps (strings, unknown fields), so the
+	// scratch space may be reused once it returns.
+	return proto.UnmarshalOptions{Merge: true}.Unmarshal((*rest)[start:], m.Interface())
 }
 
 // fieldsOf answers the fields of a message that unmarshalAliasing walks

@@ -227,6 +227,34 @@ func TestGatewayRecordsAliasTheBuffer(t *testing.T) {
 	}
 }
 
+// A gateway fetch answer's values are the buffer it was decoded from, and
+// every record's own fields (decoded by protobuf-go from scratch space the
+// records share) come out as sent.
+func TestGatewayFetchAnswerAliasesTheBuffer(t *testing.T) {
+	resp := &skeinv1.FetchResponse{NextOffset: 3, HighWatermark: 9}
+	for i := range 3 {
+		resp.Records = append(resp.Records, &skeinv1.ConsumedRecord{
+			Topic: strings.Repeat("t", i+1), Partition: int32(i), Offset: int64(100 + i), TimestampMs: int64(i),
+			ValueBytes: bytes.Repeat([]byte{byte('a' + i)}, 300),
+			Headers:    []*skeinv1.Header{{Key: fmt.Sprintf("h%d", i), Value: proto.String("v")}}})
+	}
+	b, err := proto.Marshal(resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, own := decodeBoth(t, (&skeinv1.FetchResponse{}).ProtoReflect().Type(), b, "gateway fetch answer")
+	recs := got.(*skeinv1.FetchResponse).GetRecords()
+	for i, r := range recs {
+		if r.GetTopic() != strings.Repeat("t", i+1) || r.GetOffset() != int64(100+i) || r.GetHeaders()[0].GetKey() != fmt.Sprintf("h%d", i) {
+			t.Fatalf("record %d decoded wrong: %v", i, r)
+		}
+	}
+	own[bytes.Index(own, resp.Records[2].ValueBytes)] = 'X'
+	if recs[2].GetValueBytes()[0] != 'X' {
+		t.Fatal("the value is a copy, not the decoded buffer")
+	}
+}
+
 type fetchServer struct {
 	storagev1.UnimplementedStorageServiceServer
 	records []byte
