@@ -158,6 +158,10 @@ drain() {
     ms=$(awk -v s="$s" 'BEGIN { printf "%.2f", s * 1000 / 256 }')
     awk -v m="$ms" 'BEGIN { exit !(m >= 1.0) }' && break
   done
+  if ((n == 0)); then
+    PAGE_MS+=("$label" null) # under 1 GiB available: nothing to spare
+    return
+  fi
   PAGE_MS+=("$label" "$ms")
   echo
   echo "--- memory taken out of play before $label: $((n * 256)) MiB (tmpfs); a MiB of new memory now costs $ms ms of kernel CPU"
@@ -500,7 +504,9 @@ echo
 echo "JetStream latencies are per batch of 500 async publishes (first publish to last ack); Skein's per record,"
 echo "from send (or, at a fixed rate, from when it was due) to ack; consume latency is the fetch round trip."
 echo "load average: $LOAD_START at start, $(cut -d' ' -f1-3 /proc/loadavg) at the end"
-echo "a MiB of new memory, before each system's first cluster (after the drain): ${PAGE_MS[1]} ms of kernel CPU (JetStream), ${PAGE_MS[3]} ms (Skein)"
+if [[ ${PAGE_MS[1]} != null && ${PAGE_MS[3]} != null ]]; then
+  echo "a MiB of new memory, before each system's first cluster (after the drain): ${PAGE_MS[1]} ms of kernel CPU (JetStream), ${PAGE_MS[3]} ms (Skein)"
+fi
 echo "JSON: $OUT_JSON; table: $OUT_MD"
 if [[ $LOAD_WARNED == 1 ]]; then
   echo "warning: the load average was above 1.0 before some runs: other work shared the machine, so these figures understate both systems and their ratio is noisy" >&2
