@@ -6,14 +6,15 @@ import (
 )
 
 // TimingFlags registers on fs the failure-detector settings every gossiping
-// process takes, with FastTimings' values as defaults:
+// process takes, with DefaultTimings' values as defaults:
 // --gossip-probe-interval, --gossip-probe-timeout and
 // --gossip-suspicion-mult. Every member of a cluster should run with the
 // same values. The function it returns, called after parsing, answers
-// FastTimings with them applied, or an error naming a value the failure
-// detector cannot work with.
+// DefaultTimings with them applied (news is gossiped once per probe
+// interval), or an error naming a value the failure detector cannot work
+// with.
 func TimingFlags(fs *flag.FlagSet) func() (Timings, error) {
-	d := FastTimings()
+	d := DefaultTimings()
 	probe := fs.Duration("gossip-probe-interval", d.ProbeInterval,
 		"gossip failure detector: each member probes one other this often; the suspicion scales with it, so a longer interval detects a dead member later and wakes an idle process less often")
 	timeout := fs.Duration("gossip-probe-timeout", d.ProbeTimeout,
@@ -23,6 +24,7 @@ func TimingFlags(fs *flag.FlagSet) func() (Timings, error) {
 	return func() (Timings, error) {
 		t := d
 		t.ProbeInterval, t.ProbeTimeout, t.SuspicionMult = *probe, *timeout, *mult
+		t.GossipInterval = t.ProbeInterval
 		return t, t.Check()
 	}
 }

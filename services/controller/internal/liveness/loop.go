@@ -30,12 +30,16 @@ type Node interface {
 // Config configures Loop.
 type Config struct {
 	Settings
-	// Tick: how often sessions are checked while leading (default 100 ms).
+	// Tick: how soon a leader that proposed something (or could not catch
+	// up) looks again, to retry what failed (default 100 ms).
 	Tick time.Duration
-	// FollowerTick: how often a controller that is not the leader looks
-	// again (default 1 s). Leadership changes wake the loop at once; this
-	// only bounds how long a missed one goes unnoticed.
-	FollowerTick time.Duration
+	// Idle: the longest the loop sleeps with nothing due (default 1 s).
+	// A leader otherwise wakes when a session could run out (Tracker.Due),
+	// on gossip events, on heartbeats that report something, on
+	// registrations and on leadership changes, so an idle cluster's
+	// leading controller is not woken ten times a second for nothing; this
+	// only bounds how long anything else goes unnoticed.
+	Idle time.Duration
 	// LeaderImbalanceCheckInterval: how often preferred replicas get their
 	// leadership back (default 10 s).
 	LeaderImbalanceCheckInterval time.Duration
@@ -49,6 +53,7 @@ type Loop struct {
 	cfg  Config
 	node Node
 	log  *slog.Logger
+	poke chan struct{} // holds a token while the loop should look again
 
 	mu sync.Mutex // guards t
 	t  *Tracker
@@ -61,8 +66,8 @@ func New(cfg Config, node Node) *Loop {
 	if cfg.Tick <= 0 {
 		cfg.Tick = 100 * time.Millisecond
 	}
-	if cfg.FollowerTick <= 0 {
-		cfg.FollowerTick = time.Second
+	if cfg.Idle <= 0 {
+		cfg.Idle = time.Second
 	}
 	if cfg.LeaderImbalanceCheckInterval <= 0 {
 		cfg.LeaderImbalanceCheckInterval = 10 * time.Second
@@ -70,7 +75,7 @@ func New(cfg Config, node Node) *Loop {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	l := &Loop{cfg: cfg, node: node, log: cfg.Logger.With("component", "liveness"), t: NewTracker(cfg.Settings),
+	l := &Loop{cfg: cfg, node: node, log: cfg.Logger.With("component", "liveness"), t: NewTracker(cfg.Settings), poke: make(chan struct{}, 1),
 		fences: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "skein_controller_broker_fences_total",
 			Help: "Fence commands this controller committed as leader, per broker."}, []string{"broker"}),
 		unfences: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "skein_controller_broker_unfences_total",
@@ -82,6 +87,14 @@ func New(cfg Config, node Node) *Loop {
 		cfg.Registerer.MustRegister(l.fences, l.unfences, l.moves)
 	}
 	return l
+}
+
+// wake makes the loop look again soon; it never blocks.
+func (l *Loop) wake() {
+	select {
+	case l.poke <- struct{}{}:
+	default:
+	}
 }
 
 // Unfenced counts a committed command that unfenced the broker.
@@ -98,6 +111,10 @@ func (l *Loop) HeldDown(id int32, incarnation string) bool {
 func (l *Loop) Heartbeat(id int32, epoch int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if !l.t.HasSession(id, epoch) {
+		// A new registration: the internal topics may be due.
+		l.wake()
+	}
 	l.t.Heartbeat(id, epoch, time.Now())
 }
 
@@ -106,6 +123,9 @@ func (l *Loop) Heartbeat(id int32, epoch int64) {
 func (l *Loop) UnreachableLeaders(id int32, epoch int64, refs []*controllerv1.UnreachableLeader) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if len(refs) > 0 {
+		l.wake()
+	}
 	l.t.UnreachableLeaders(id, epoch, refs, time.Now())
 }
 
@@ -114,6 +134,9 @@ func (l *Loop) UnreachableLeaders(id int32, epoch int64, refs []*controllerv1.Un
 func (l *Loop) LogDirFailed(id int32, failed bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if failed {
+		l.wake()
+	}
 	l.t.LogDirFailed(id, failed)
 }
 
@@ -121,6 +144,7 @@ func (l *Loop) LogDirFailed(id int32, failed bool) {
 func (l *Loop) ShuttingDown(id int32, epoch int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.wake()
 	l.t.ShuttingDown(id, epoch)
 }
 
@@ -134,17 +158,8 @@ func (l *Loop) MayUnfence(id int32, epoch int64, incarnation string) bool {
 // Run feeds gossip events to the tracker and, while leader, proposes what
 // it plans, until ctx ends. events may be nil (no gossip).
 func (l *Loop) Run(ctx context.Context, events <-chan membership.Event) {
-	// A follower has nothing to check: it ticks slowly, so that an idle
-	// cluster's controllers are not woken ten times a second for nothing.
-	interval := l.cfg.FollowerTick
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	setTick := func(d time.Duration) {
-		if d != interval {
-			interval = d
-			tick.Reset(d)
-		}
-	}
+	timer := time.NewTimer(l.cfg.Idle)
+	defer timer.Stop()
 	rebalance := time.NewTicker(l.cfg.LeaderImbalanceCheckInterval)
 	defer rebalance.Stop()
 	leaderCh := l.node.LeaderCh()
@@ -165,56 +180,76 @@ func (l *Loop) Run(ctx context.Context, events <-chan membership.Event) {
 			l.mu.Unlock()
 			// Act on a death now rather than at the next tick.
 		case <-leaderCh:
-		case <-tick.C:
+		case <-l.poke:
+		case <-timer.C:
 		case <-rebalance.C:
 			elect = true
 		}
-		if !l.node.IsLeader() {
-			leading = false
-			setTick(l.cfg.FollowerTick)
-			continue
+		timer.Reset(l.step(ctx, &leading, elect))
+	}
+}
+
+// step plans and proposes once, if leading, and answers how long the loop
+// may sleep before it should look again.
+func (l *Loop) step(ctx context.Context, leading *bool, elect bool) time.Duration {
+	if !l.node.IsLeader() {
+		*leading = false
+		return l.cfg.Idle
+	}
+	if !*leading {
+		if err := l.node.Barrier(5 * time.Second); err != nil {
+			l.log.Warn("new leader could not catch up", "err", err)
+			return l.cfg.Tick
 		}
-		setTick(l.cfg.Tick)
-		if !leading {
-			if err := l.node.Barrier(5 * time.Second); err != nil {
-				l.log.Warn("new leader could not catch up", "err", err)
-				continue
-			}
-			l.mu.Lock()
-			l.t.BecameLeader(time.Now())
-			l.mu.Unlock()
-			leading = true
-			l.log.Info("leading: broker sessions start now")
-		}
-		var cmds []*controllerv1.Command
-		// The broker epoch each leader moved away from had when the move
-		// was planned: by the time the move is committed the broker may
-		// have registered again, and its new incarnation is not held off.
-		moveFrom := map[int32]int64{}
-		l.node.Read(func(img *metadata.Image) {
-			l.mu.Lock()
-			cmds = l.t.Plan(img, time.Now())
-			for _, c := range cmds {
-				if m := c.GetMoveLeader(); m != nil {
-					if b, ok := img.Broker(metadata.BrokerID(m.GetLeader())); ok {
-						moveFrom[m.GetLeader()] = b.GetBrokerEpoch()
-					}
+		l.mu.Lock()
+		l.t.BecameLeader(time.Now())
+		l.mu.Unlock()
+		*leading = true
+		l.log.Info("leading: broker sessions start now")
+	}
+	var cmds []*controllerv1.Command
+	// The broker epoch each leader moved away from had when the move
+	// was planned: by the time the move is committed the broker may
+	// have registered again, and its new incarnation is not held off.
+	moveFrom := map[int32]int64{}
+	l.node.Read(func(img *metadata.Image) {
+		l.mu.Lock()
+		cmds = l.t.Plan(img, time.Now())
+		for _, c := range cmds {
+			if m := c.GetMoveLeader(); m != nil {
+				if b, ok := img.Broker(metadata.BrokerID(m.GetLeader())); ok {
+					moveFrom[m.GetLeader()] = b.GetBrokerEpoch()
 				}
 			}
-			var preferred []*controllerv1.TopicPartitions
-			if elect {
-				preferred = l.t.PreferredElections(img, time.Now())
-			}
-			l.mu.Unlock()
-			if len(preferred) > 0 {
-				cmds = append(cmds, &controllerv1.Command{Command: &controllerv1.Command_ElectLeaders{ElectLeaders: &controllerv1.ElectLeadersRequest{
-					Type: controllerv1.ElectionType_ELECTION_TYPE_PREFERRED, Partitions: preferred}}})
-			}
-		})
-		for _, cmd := range cmds {
-			l.propose(ctx, cmd, moveFrom)
 		}
+		var preferred []*controllerv1.TopicPartitions
+		if elect {
+			preferred = l.t.PreferredElections(img, time.Now())
+		}
+		l.mu.Unlock()
+		if len(preferred) > 0 {
+			cmds = append(cmds, &controllerv1.Command{Command: &controllerv1.Command_ElectLeaders{ElectLeaders: &controllerv1.ElectLeadersRequest{
+				Type: controllerv1.ElectionType_ELECTION_TYPE_PREFERRED, Partitions: preferred}}})
+		}
+	})
+	for _, cmd := range cmds {
+		l.propose(ctx, cmd, moveFrom)
 	}
+	if len(cmds) > 0 {
+		// Look again soon: a proposal may have failed, or its effect may
+		// call for more.
+		return l.cfg.Tick
+	}
+	wait := l.cfg.Idle
+	l.node.Read(func(img *metadata.Image) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		now := time.Now()
+		if due := l.t.Due(img, now); !due.IsZero() {
+			wait = min(wait, due.Sub(now))
+		}
+	})
+	return wait
 }
 
 // propose commits cmd; moveFrom holds, for a MoveLeader, the broker epoch

@@ -41,14 +41,15 @@ func (n *fakeNode) Propose(_ context.Context, cmd *controllerv1.Command) (fsm.Re
 	return fsm.Result{}, nil
 }
 
-// A follower's loop ticks slowly; winning leadership wakes it at once, and
-// from then on it checks sessions every Tick: a broker that never
-// heartbeats is fenced a session after the leadership began.
-func TestLoopWakesOnLeadershipAndChecksSessionsWhileLeading(t *testing.T) {
+// A follower's loop sleeps; winning leadership wakes it at once, and the
+// moment a session runs out wakes it again: a broker that never heartbeats
+// is fenced a session after the leadership began, though neither Tick nor
+// Idle ever fires, and not before.
+func TestLoopWakesOnLeadershipAndWhenASessionRunsOut(t *testing.T) {
 	node := &fakeNode{c: newCluster(t, 1), leaderCh: make(chan bool, 1)}
 	s := settings
-	s.SessionTimeout = 100 * time.Millisecond
-	l := New(Config{Settings: s, Tick: 10 * time.Millisecond, FollowerTick: time.Hour}, node)
+	s.SessionTimeout = 200 * time.Millisecond
+	l := New(Config{Settings: s, Tick: time.Hour, Idle: time.Hour}, node)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); l.Run(ctx, nil) }()
@@ -58,17 +59,56 @@ func TestLoopWakesOnLeadershipAndChecksSessionsWhileLeading(t *testing.T) {
 	if f := node.fenced(); len(f) != 0 {
 		t.Fatalf("a follower fenced brokers: %v", f)
 	}
+	won := time.Now()
 	node.leader.Store(true)
 	node.leaderCh <- true
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := won.Add(5 * time.Second)
 	for len(node.fenced()) == 0 {
 		if time.Now().After(deadline) {
-			t.Fatal("the new leader never fenced a broker with no heartbeat: it did not wake on leadership, or did not tick while leading")
+			t.Fatal("the new leader never fenced a broker with no heartbeat: it did not wake on leadership, or not when the session ran out")
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond)
+	}
+	if took := time.Since(won); took < s.SessionTimeout {
+		t.Fatalf("fenced %v after leadership began, before the %v session ran out", took, s.SessionTimeout)
 	}
 	if f := node.fenced(); len(f) != 1 || f[0] != 1 {
 		t.Fatalf("fenced %v, want broker 1 once", f)
+	}
+}
+
+// Heartbeats keep a session alive however long the leader sleeps between
+// them; when they stop, the broker is fenced a session after the last one.
+func TestLoopFencesASessionAfterItsLastHeartbeat(t *testing.T) {
+	node := &fakeNode{c: newCluster(t, 1), leaderCh: make(chan bool, 1)}
+	s := settings
+	s.SessionTimeout = 150 * time.Millisecond
+	l := New(Config{Settings: s, Tick: time.Hour, Idle: time.Hour}, node)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); l.Run(ctx, nil) }()
+	defer func() { cancel(); <-done }()
+	var epoch int64
+	node.Read(func(img *metadata.Image) { b, _ := img.Broker(1); epoch = b.GetBrokerEpoch() })
+	node.leader.Store(true)
+	node.leaderCh <- true
+	for range 10 { // 500 ms of heartbeats, each well inside the session
+		l.Heartbeat(1, epoch)
+		time.Sleep(50 * time.Millisecond)
+	}
+	if f := node.fenced(); len(f) != 0 {
+		t.Fatalf("fenced %v while it heartbeated", f)
+	}
+	last := time.Now()
+	l.Heartbeat(1, epoch)
+	for len(node.fenced()) == 0 {
+		if time.Since(last) > 5*time.Second {
+			t.Fatal("the broker was never fenced after its heartbeats stopped")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if took := time.Since(last); took < s.SessionTimeout {
+		t.Fatalf("fenced %v after the last heartbeat, inside the %v session", took, s.SessionTimeout)
 	}
 }
 
@@ -94,7 +134,7 @@ func TestMoveHoldsOffOnlyTheIncarnationMovedFrom(t *testing.T) {
 	}
 	s := settings
 	s.SessionTimeout = time.Hour
-	l := New(Config{Settings: s, Tick: 10 * time.Millisecond, FollowerTick: time.Hour, LeaderImbalanceCheckInterval: 20 * time.Millisecond}, node)
+	l := New(Config{Settings: s, Tick: 10 * time.Millisecond, Idle: time.Hour, LeaderImbalanceCheckInterval: 20 * time.Millisecond}, node)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); l.Run(ctx, nil) }()

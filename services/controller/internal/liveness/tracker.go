@@ -131,6 +131,12 @@ func (t *Tracker) UnreachableLeaders(id int32, epoch int64, refs []*controllerv1
 	t.unreachable[id] = leaderReport{epoch: epoch, at: now, refs: refs}
 }
 
+// HasSession reports whether a session of this broker epoch is running.
+func (t *Tracker) HasSession(id int32, epoch int64) bool {
+	s, ok := t.sessions[id]
+	return ok && s.epoch == epoch
+}
+
 // Heartbeat records a broker's heartbeat.
 func (t *Tracker) Heartbeat(id int32, epoch int64, now time.Time) {
 	t.sessions[id] = session{epoch: epoch, at: now}
@@ -232,6 +238,36 @@ func (t *Tracker) Plan(img *metadata.Image, now time.Time) []*controllerv1.Comma
 			ConsumerOffsetsPartitions: t.s.ConsumerOffsetsPartitions, TransactionStatePartitions: t.s.TransactionStatePartitions}}})
 	}
 	return out
+}
+
+// Due answers the earliest moment after now at which Plan could answer
+// something new with nothing but time passing — a live broker's session
+// running out, the coordinators' grace after leadership ending — or the
+// zero time when nothing is pending. Everything else Plan acts on arrives
+// as an event (gossip, a heartbeat's report, a registration). Moments
+// already past are left out: Plan has answered for them, and its commands
+// are retried by the caller.
+func (t *Tracker) Due(img *metadata.Image, now time.Time) time.Time {
+	var due time.Time
+	consider := func(at time.Time) {
+		if at.After(now) && (due.IsZero() || at.Before(due)) {
+			due = at
+		}
+	}
+	for _, b := range img.LiveBrokers() {
+		id := b.GetId()
+		if t.HeldDown(id, b.GetIncarnationId()) || t.logDirFailed[id] {
+			continue
+		}
+		if s, ok := t.sessions[id]; ok && s.epoch == b.GetBrokerEpoch() {
+			// Plan fences once the session is strictly older than the timeout.
+			consider(s.at.Add(t.s.SessionTimeout + time.Millisecond))
+		}
+	}
+	if !t.leaderSince.IsZero() {
+		consider(t.leaderSince.Add(t.s.CoordinatorGrace + time.Millisecond))
+	}
+	return due
 }
 
 // planLeaderMoves answers a MoveLeader for every partition whose leader a

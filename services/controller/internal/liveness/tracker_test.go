@@ -391,3 +391,61 @@ func TestLeaderUnreachableFromItsFollowers(t *testing.T) {
 		})
 	}
 }
+
+// Due names the next moment Plan's answer can change by time alone, and
+// Plan acting at that moment (not a millisecond before) is what makes it
+// right: a loop that sleeps until Due misses no expiry.
+func TestDueIsWhenPlanNextChanges(t *testing.T) {
+	c := newCluster(t, 1, 2)
+	b1, _ := c.img().Broker(1)
+	b2, _ := c.img().Broker(2)
+	t0 := time.Unix(1000, 0)
+	ms := time.Millisecond
+	// lead is the loop's first look as leader: Plan starts the session of
+	// every broker it has not heard from.
+	lead := func(tr *Tracker) { tr.BecameLeader(t0); tr.Plan(c.img(), t0) }
+	for _, tc := range []struct {
+		name  string
+		setup func(tr *Tracker)
+		now   time.Time
+		want  time.Time // zero: nothing pending
+	}{
+		{"not leading, no sessions", func(*Tracker) {}, t0, time.Time{}},
+		{"fresh leader: the sessions it started, before the coordinators' grace", lead, t0,
+			t0.Add(settings.SessionTimeout + ms)},
+		{"the older of two heartbeats", func(tr *Tracker) {
+			lead(tr)
+			tr.Heartbeat(1, b1.GetBrokerEpoch(), t0.Add(900*ms))
+			tr.Heartbeat(2, b2.GetBrokerEpoch(), t0.Add(400*ms))
+		}, t0.Add(time.Second), t0.Add(400*ms + settings.SessionTimeout + ms)},
+		{"a session of another epoch does not count", func(tr *Tracker) {
+			lead(tr)
+			tr.Heartbeat(1, b1.GetBrokerEpoch(), t0.Add(900*ms))
+			tr.Heartbeat(2, 999, t0.Add(400*ms))
+		}, t0.Add(time.Second), t0.Add(900*ms + settings.SessionTimeout + ms)},
+		{"expired sessions are past: the coordinators' grace is next", lead,
+			t0.Add(3 * time.Second), t0.Add(settings.CoordinatorGrace + ms)},
+		{"everything past", lead, t0.Add(time.Minute), time.Time{}},
+		{"a broker whose directory failed is fenced already", func(tr *Tracker) {
+			lead(tr)
+			tr.Heartbeat(1, b1.GetBrokerEpoch(), t0.Add(900*ms))
+			tr.Heartbeat(2, b2.GetBrokerEpoch(), t0.Add(400*ms))
+			tr.LogDirFailed(2, true)
+		}, t0.Add(time.Second), t0.Add(900*ms + settings.SessionTimeout + ms)},
+	} {
+		tr := NewTracker(settings)
+		tc.setup(tr)
+		got := tr.Due(c.img(), tc.now)
+		if !got.Equal(tc.want) {
+			t.Errorf("%s: due %v, want %v", tc.name, got.Sub(t0), tc.want.Sub(t0))
+			continue
+		}
+		if got.IsZero() || got.Sub(t0) >= settings.CoordinatorGrace {
+			continue
+		}
+		before := len(fences(tr.Plan(c.img(), got.Add(-ms))))
+		if at := len(fences(tr.Plan(c.img(), got))); at <= before {
+			t.Errorf("%s: Plan fences %d at the due moment, %d a millisecond before: want more", tc.name, at, before)
+		}
+	}
+}

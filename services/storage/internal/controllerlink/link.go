@@ -30,9 +30,16 @@ type Config struct {
 	HTTPAddr    string
 	Rack        string
 	Controllers []string
-	// HeartbeatInterval is how often the session is renewed (default 500ms).
+	// HeartbeatInterval is how often the session is renewed (default
+	// DefaultHeartbeatInterval).
 	HeartbeatInterval time.Duration
 }
+
+// DefaultHeartbeatInterval renews a session three times within the
+// controllers' default session timeout (3 s): one heartbeat lost or late
+// on a busy machine does not fence a healthy node, and an idle node wakes
+// once a second for it rather than twice.
+const DefaultHeartbeatInterval = time.Second
 
 // Link is the broker's controller session.
 type Link struct {
@@ -51,7 +58,7 @@ func New(cfg Config, log *slog.Logger) (*Link, error) {
 		return nil, fmt.Errorf("no controller addresses")
 	}
 	if cfg.HeartbeatInterval <= 0 {
-		cfg.HeartbeatInterval = 500 * time.Millisecond
+		cfg.HeartbeatInterval = DefaultHeartbeatInterval
 	}
 	var id [8]byte
 	_, _ = rand.Read(id[:])

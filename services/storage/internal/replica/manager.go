@@ -38,7 +38,11 @@ type Config struct {
 	// ReplicaLagMax is replica.lag.time.max.ms (default 10 s; the dev cluster
 	// uses less).
 	ReplicaLagMax time.Duration
-	// Tick is how often housekeeping runs (ISR checks; default 250 ms).
+	// Tick is how often housekeeping runs: ISR checks, flushes due by
+	// flush.ms, checkpoints, the log directory's health (default a quarter
+	// of ReplicaLagMax, at most 1 s: a lagging follower leaves the ISR
+	// within a quarter of the lag it was allowed, and an idle node wakes
+	// for this once a second).
 	Tick time.Duration
 	// CheckpointEvery is how often HW and log state are checkpointed (default 1 s).
 	CheckpointEvery time.Duration
@@ -117,7 +121,7 @@ func New(cfg Config, log *slog.Logger, proposer partition.ISRProposer, fetchers 
 		cfg.ReplicaLagMax = 10 * time.Second
 	}
 	if cfg.Tick <= 0 {
-		cfg.Tick = 250 * time.Millisecond
+		cfg.Tick = min(time.Second, cfg.ReplicaLagMax/4)
 	}
 	if cfg.ProbeEvery <= 0 {
 		cfg.ProbeEvery = time.Second
