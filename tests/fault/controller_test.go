@@ -11,10 +11,11 @@ import (
 	"time"
 )
 
-// adminBound: a controller election (about 1 s with a 500 ms Raft election
-// timeout) plus one bounded attempt at the silent controller (2 s), plus a
-// metadata watch move (3 s of silence), with slack for a loaded machine.
-const adminBound = 8 * time.Second
+// adminBound: a controller election (1.5-2.5 s with 1 s Raft heartbeat and
+// election timeouts) plus one bounded attempt at the silent controller
+// (2 s), plus a metadata watch move (3 s of silence), with slack for a
+// loaded machine.
+const adminBound = 10 * time.Second
 
 type clusterDesc struct {
 	Controllers []struct {
