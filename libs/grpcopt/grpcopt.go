@@ -53,6 +53,19 @@ const (
 	ConnWindow   = 32 << 20
 )
 
+// Flow-control windows of every other connection: metadata watches,
+// heartbeats, coordinator calls. Fixed rather than grown by gRPC's
+// bandwidth-delay estimator, which answers every data frame that arrives
+// while no estimate is under way with a PING (and a WINDOW_UPDATE): on a
+// quiet connection that is every message, so each heartbeat or watch
+// heartbeat woke both ends twice more for the PING and its ACK. The
+// windows are large enough for a metadata image of a big cluster to
+// arrive with a few WINDOW_UPDATEs.
+const (
+	ControlStreamWindow = 1 << 20
+	ControlConnWindow   = 4 << 20
+)
+
 // DataWindows answers the dial options that set StreamWindow and
 // ConnWindow: what a peer may send this client before it reads.
 func DataWindows() []grpc.DialOption {
@@ -99,6 +112,8 @@ func Dial() []grpc.DialOption {
 			MinConnectTimeout: ConnectTimeout,
 		}),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout, PermitWithoutStream: true}),
+		// DataWindows, appended after these, overrides them.
+		grpc.WithStaticStreamWindowSize(ControlStreamWindow), grpc.WithStaticConnWindowSize(ControlConnWindow),
 		experimental.WithBufferPool(pool),
 	}, telemetry.GRPCDialOptions()...)
 }
@@ -129,6 +144,8 @@ func server(m *telemetry.GRPCMetrics) []grpc.ServerOption {
 		// frequent is accepted rather than answered with GOAWAY.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveTime / 2, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout}),
+		// ServerDataWindows, appended after these, overrides them.
+		grpc.StaticStreamWindowSize(ControlStreamWindow), grpc.StaticConnWindowSize(ControlConnWindow),
 		experimental.BufferPool(pool),
 	}, telemetry.GRPCServerOptions(m)...)
 }
