@@ -500,9 +500,12 @@ func (n *Node) UpdateMeta(m Meta) error {
 
 // Close leaves the cluster gracefully (others see EventLeave at once rather
 // than EventDead after the suspicion timeout), waiting up to timeout for the
-// leave to be gossiped, then stops and closes Events.
+// leave to be gossiped, then stops and closes Events. The leave takes two
+// broadcasts, each sent with the next gossip round: give it two gossip
+// intervals at least.
 func (n *Node) Close(timeout time.Duration) error {
 	n.closeOnce.Do(func() {
+		deadline := time.Now().Add(timeout)
 		// memberlist reports a leave and a death alike (NotifyLeave, with the
 		// state out of reach), so first gossip a meta that says we are
 		// leaving: the others report EventLeave, and at once.
@@ -511,7 +514,8 @@ func (n *Node) Close(timeout time.Duration) error {
 		n.meta, _ = encodeMeta(meta, true)
 		n.metaMu.Unlock()
 		updateErr := n.list.UpdateNode(timeout / 2)
-		leaveErr := errors.Join(updateErr, n.list.Leave(timeout/2))
+		// The leave gets what the update left of timeout.
+		leaveErr := errors.Join(updateErr, n.list.Leave(max(time.Until(deadline), time.Millisecond)))
 		n.closeErr = errors.Join(leaveErr, n.list.Shutdown())
 		close(n.stop)
 		n.wg.Wait()

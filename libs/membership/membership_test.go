@@ -14,11 +14,18 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 func start(t *testing.T, role Role, id int32, bind string, seeds ...string) *Node {
 	t.Helper()
+	return startWith(t, FastTimings(), role, id, bind, seeds...)
+}
+
+// startWith starts a member with timings (zero: the defaults).
+func startWith(t *testing.T, timings Timings, role Role, id int32, bind string, seeds ...string) *Node {
+	t.Helper()
 	n, err := Start(Config{
 		BindAddr: bind,
 		Seeds:    seeds,
 		Meta:     Meta{Role: role, ID: id, GRPCAddr: "127.0.0.1:" + strconv.Itoa(9000+int(id))},
 		Logger:   quiet,
+		Timings:  timings,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -102,6 +109,35 @@ func TestThreeMembers(t *testing.T) {
 		// Close closes the channel; draining ends.
 	}
 	waitMembers(t, a, 1)
+}
+
+// With the defaults every process runs with, a crash is detected within
+// about 2.5 s, and a graceful leave is gossiped within the 2 s the
+// processes give it when they stop, though news goes out only every
+// 500 ms.
+func TestDefaultTimingsDetectAndLeave(t *testing.T) {
+	a := startWith(t, Timings{}, RoleController, 1, "127.0.0.1:0")
+	b := startWith(t, Timings{}, RoleStorage, 2, "127.0.0.1:0", a.Addr())
+	c := startWith(t, Timings{}, RoleGroupCoordinator, 3, "127.0.0.1:0", a.Addr())
+	waitEvents(t, a, EventJoin, []string{"storage-2", "groupcoord-3"}, 10*time.Second)
+	waitMembers(t, b, 3)
+
+	killed := time.Now()
+	if err := c.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, a, EventDead, "groupcoord-3", 10*time.Second)
+	t.Logf("dead detected after %v", time.Since(killed))
+	if d := time.Since(killed); d > 4*time.Second {
+		t.Errorf("failure detection took %v, want about 1.5-2.5 s", d)
+	}
+
+	left := time.Now()
+	if err := b.Close(2 * time.Second); err != nil {
+		t.Fatalf("leaving: %v", err)
+	}
+	waitEvent(t, a, EventLeave, "storage-2", 3*time.Second)
+	t.Logf("leave seen after %v", time.Since(left))
 }
 
 func waitMembers(t *testing.T, n *Node, want int) {

@@ -306,7 +306,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	stopLoop()
 	<-loopDone
 	if members != nil {
-		if err := members.Close(time.Second); err != nil {
+		if err := members.Close(2 * time.Second); err != nil {
 			logger.Warn("leaving gossip", "err", err)
 		}
 	}
