@@ -41,6 +41,16 @@ func (n *fakeNode) Propose(_ context.Context, cmd *controllerv1.Command) (fsm.Re
 	return fsm.Result{}, nil
 }
 
+// runLoop runs a loop on node until the test ends.
+func runLoop(t *testing.T, cfg Config, node Node) *Loop {
+	l := New(cfg, node)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); l.Run(ctx, nil) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return l
+}
+
 // A follower's loop sleeps; winning leadership wakes it at once, and the
 // moment a session runs out wakes it again: a broker that never heartbeats
 // is fenced a session after the leadership began, though neither Tick nor
@@ -49,11 +59,7 @@ func TestLoopWakesOnLeadershipAndWhenASessionRunsOut(t *testing.T) {
 	node := &fakeNode{c: newCluster(t, 1), leaderCh: make(chan bool, 1)}
 	s := settings
 	s.SessionTimeout = 200 * time.Millisecond
-	l := New(Config{Settings: s, Tick: time.Hour, Idle: time.Hour}, node)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); l.Run(ctx, nil) }()
-	defer func() { cancel(); <-done }()
+	runLoop(t, Config{Settings: s, Tick: time.Hour, Idle: time.Hour}, node)
 
 	time.Sleep(300 * time.Millisecond)
 	if f := node.fenced(); len(f) != 0 {
@@ -83,11 +89,7 @@ func TestLoopFencesASessionAfterItsLastHeartbeat(t *testing.T) {
 	node := &fakeNode{c: newCluster(t, 1), leaderCh: make(chan bool, 1)}
 	s := settings
 	s.SessionTimeout = 150 * time.Millisecond
-	l := New(Config{Settings: s, Tick: time.Hour, Idle: time.Hour}, node)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); l.Run(ctx, nil) }()
-	defer func() { cancel(); <-done }()
+	l := runLoop(t, Config{Settings: s, Tick: time.Hour, Idle: time.Hour}, node)
 	var epoch int64
 	node.Read(func(img *metadata.Image) { b, _ := img.Broker(1); epoch = b.GetBrokerEpoch() })
 	node.leader.Store(true)
@@ -134,11 +136,7 @@ func TestMoveHoldsOffOnlyTheIncarnationMovedFrom(t *testing.T) {
 	}
 	s := settings
 	s.SessionTimeout = time.Hour
-	l := New(Config{Settings: s, Tick: 10 * time.Millisecond, Idle: time.Hour, LeaderImbalanceCheckInterval: 20 * time.Millisecond}, node)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); l.Run(ctx, nil) }()
-	defer func() { cancel(); <-done }()
+	l := runLoop(t, Config{Settings: s, Tick: 10 * time.Millisecond, Idle: time.Hour, LeaderImbalanceCheckInterval: 20 * time.Millisecond}, node)
 	node.leader.Store(true)
 	node.leaderCh <- true
 	time.Sleep(100 * time.Millisecond) // reports before leadership are forgotten
