@@ -55,7 +55,7 @@ type Config struct {
 	GossipAdvertise string
 	GossipSeeds     string
 	// GossipTimings answers the failure-detector flags' timings (nil:
-	// membership.DefaultTimings).
+	// membership.FastTimings).
 	GossipTimings   func() (membership.Timings, error)
 	Controllers     string
 	LogLevel        string
@@ -130,7 +130,7 @@ func Run(c Config, build func(Env) (Parts, error)) error {
 	if len(controllers) == 0 {
 		return errors.New("--controllers: no controller address")
 	}
-	timings := membership.DefaultTimings()
+	timings := membership.FastTimings()
 	if c.GossipTimings != nil {
 		if timings, err = c.GossipTimings(); err != nil {
 			return err

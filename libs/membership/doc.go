@@ -6,10 +6,9 @@
 //
 // Gossip is Skein's failure detector: the active controller turns a storage
 // node or coordinator that is Dead or has Left into metadata changes. Timings
-// defaults to DefaultTimings, which on loopback or a LAN declares a killed
-// process dead in about two seconds while waking an idle process only a few
-// times a second (FastTimings, for tests, takes one to two seconds and wakes
-// it five times as often); a graceful Close announces the leave at once.
+// defaults to FastTimings, which on loopback or a LAN declares a killed
+// process dead in about one to two seconds; a graceful Close announces the
+// leave at once.
 //
 // Contract: events about the local node are not delivered; events are never
 // dropped (the queue between memberlist and Events is unbounded), so a

@@ -6,15 +6,16 @@ import (
 )
 
 // TimingFlags registers on fs the failure-detector settings every gossiping
-// process takes, with DefaultTimings' values as defaults:
+// process takes, with FastTimings' values as defaults:
 // --gossip-probe-interval, --gossip-probe-timeout and
 // --gossip-suspicion-mult. Every member of a cluster should run with the
 // same values. The function it returns, called after parsing, answers
-// DefaultTimings with them applied (news is gossiped once per probe
-// interval), or an error naming a value the failure detector cannot work
+// FastTimings with them applied (news is gossiped once per probe
+// interval, so a quieter detector also wakes an idle process less often for
+// gossip), or an error naming a value the failure detector cannot work
 // with.
 func TimingFlags(fs *flag.FlagSet) func() (Timings, error) {
-	d := DefaultTimings()
+	d := FastTimings()
 	probe := fs.Duration("gossip-probe-interval", d.ProbeInterval,
 		"gossip failure detector: each member probes one other this often; the suspicion scales with it, so a longer interval detects a dead member later and wakes an idle process less often")
 	timeout := fs.Duration("gossip-probe-timeout", d.ProbeTimeout,

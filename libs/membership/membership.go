@@ -153,22 +153,6 @@ type Timings struct {
 	ReconnectTimeout time.Duration
 }
 
-// DefaultTimings are every process's unless its gossip flags say otherwise.
-// A killed or cut-off member is dead for the others in about 1.5-2.5 s on
-// loopback or a LAN: it is probed within a round or two of 500 ms, its
-// probe goes to indirect probes after 250 ms, and it is declared dead 1 s
-// into the suspicion (a multiplier of 2 needs no confirmation from other
-// members). News is pushed with each probe round and piggybacks on every
-// probe and ack. An idle member wakes about 4 times a second for gossip,
-// against about 20 with FastTimings: on a machine where each wake costs
-// 100 µs, that is most of an idle process's CPU.
-func DefaultTimings() Timings {
-	t := FastTimings()
-	t.ProbeInterval, t.ProbeTimeout, t.SuspicionMult = 500*time.Millisecond, 250*time.Millisecond, 2
-	t.GossipInterval = t.ProbeInterval
-	return t
-}
-
 // FastTimings detects a killed member in about 1-2 s on loopback or a LAN:
 // it is probed within a few 200 ms rounds, suspected after a 100 ms timeout
 // and declared dead after a 600-1200 ms suspicion. News (a death, a new
@@ -210,7 +194,7 @@ type Config struct {
 	// the seeds again. A controller expects its peers, for instance.
 	ExpectedMembers func() int
 	Meta            Meta
-	// Timings default to DefaultTimings when ProbeInterval is zero.
+	// Timings default to FastTimings when ProbeInterval is zero.
 	Timings Timings
 	// Logger receives memberlist's warnings and errors; default slog.Default().
 	Logger *slog.Logger
@@ -275,7 +259,7 @@ func Start(cfg Config) (*Node, error) {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Timings.ProbeInterval == 0 {
-		cfg.Timings = DefaultTimings()
+		cfg.Timings = FastTimings()
 	}
 	cfg.Timings = cfg.Timings.withDefaults()
 	meta, err := encodeMeta(cfg.Meta, false)

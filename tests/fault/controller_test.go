@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// adminBound: a controller election (1.5-2.5 s with 1 s Raft heartbeat and
+// adminBound: a controller election (1.5-2 s with 1 s Raft heartbeat and
 // election timeouts) plus one bounded attempt at the silent controller
 // (2 s), plus a metadata watch move (3 s of silence), with slack for a
 // loaded machine.

@@ -14,7 +14,7 @@ import (
 )
 
 // ackBound is what the test holds a paused leader's writers to: the
-// election (gossip declares the node dead in about 1.5-2.5 s) plus a round
+// election (gossip declares the node dead in about 1-2 s) plus a round
 // trip, with slack for a loaded 2-core CI machine. The goal, and what an
 // idle machine shows, is 2 s; docs/RELIABILITY.md has the figures.
 const ackBound = 5 * time.Second

@@ -54,7 +54,7 @@ func TestFlagsAndEnvTwins(t *testing.T) {
 	if c.imbalanceInterval != 10*time.Second || c.txnPartitions != 12 || c.internalMinBrokers != 3 {
 		t.Errorf("defaults %+v", c)
 	}
-	if g := c.gossipTimings; g.ProbeInterval != time.Second || g.ProbeTimeout != membership.DefaultTimings().ProbeTimeout || g.SuspicionMult != 2 {
+	if g := c.gossipTimings; g.ProbeInterval != time.Second || g.ProbeTimeout != membership.FastTimings().ProbeTimeout || g.SuspicionMult != 2 {
 		t.Errorf("gossip timings %+v: want the interval from the environment, the default timeout and the multiplier from the flag", g)
 	}
 	for _, bad := range []map[string]string{{"SKEIN_NODE_ID": "one"}, {"SKEIN_BROKER_SESSION_TIMEOUT": "soon"}, {"SKEIN_GOSSIP_PROBE_INTERVAL": "50ms"}} {
