@@ -72,7 +72,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	peers := f.str("peers", "SKEIN_PEERS", "", `the Raft voters, "id=raftaddr=grpcaddr,..." (default: this controller alone, at --raft-addr and --grpc-addr)`)
 	dataDir := f.str("data-dir", "SKEIN_DATA_DIR", "", "Raft log, stable store and snapshots (default data/controller-<id>)")
 	clusterID := f.str("cluster-id", "SKEIN_CLUSTER_ID", "", "cluster id set at bootstrap (default: a random UUID)")
-	session := f.dur("broker-session-timeout", "SKEIN_BROKER_SESSION_TIMEOUT", 3*time.Second, "a broker without a heartbeat for this long is fenced (storage nodes heartbeat every second by default: --heartbeat-interval)")
+	session := f.dur("broker-session-timeout", "SKEIN_BROKER_SESSION_TIMEOUT", 2*time.Second, "a broker without a heartbeat for this long is fenced (storage nodes heartbeat every 500 ms by default: --heartbeat-interval)")
 	imbalance := f.dur("leader-imbalance-check-interval", "SKEIN_LEADER_IMBALANCE_CHECK_INTERVAL", 10*time.Second, "how often leadership moves back to preferred replicas")
 	offsets := f.integer("consumer-offsets-partitions", "SKEIN_CONSUMER_OFFSETS_PARTITIONS", 12, "partitions of __consumer_offsets")
 	txn := f.integer("transaction-state-partitions", "SKEIN_TRANSACTION_STATE_PARTITIONS", 12, "partitions of __transaction_state")

@@ -79,7 +79,7 @@ func main() {
 	fs.StringVar(&c.rack, "rack", "", "rack id, for rack-aware replica placement")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.DurationVar(&c.replicaLagMax, "replica-lag-max", 10*time.Second, "replica.lag.time.max.ms: a follower behind this long leaves the ISR")
-	fs.DurationVar(&c.heartbeat, "heartbeat-interval", controllerlink.DefaultHeartbeatInterval, "how often the node renews its session with the leading controller; keep it well under the controllers' --broker-session-timeout (3 s by default), which fences a node whose heartbeats stop")
+	fs.DurationVar(&c.heartbeat, "heartbeat-interval", controllerlink.DefaultHeartbeatInterval, "how often the node renews its session with the leading controller; keep it well under the controllers' --broker-session-timeout (2 s by default), which fences a node whose heartbeats stop; heartbeats also carry the leaders this node cannot reach as a follower")
 	fs.DurationVar(&c.producerIDExp, "producer-id-expiration", replica.DefaultProducerIDExpiration, "producer.id.expiration.ms: a producer id without an open transaction that writes nothing to a partition for this long is forgotten there (a retry sent later is written again)")
 	fs.DurationVar(&c.shutdownWait, "shutdown-wait", 10*time.Second, "how long SIGTERM waits for leadership to move and requests to finish")
 	fs.Int64Var(&c.maxInflight, "max-inflight-produce-bytes", server.DefaultMaxInflightProduceBytes, "record bytes of produce requests served at once, acks=all waits included; beyond it a produce is refused with THROTTLING_QUOTA_EXCEEDED (retriable)")

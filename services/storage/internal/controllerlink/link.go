@@ -35,11 +35,13 @@ type Config struct {
 	HeartbeatInterval time.Duration
 }
 
-// DefaultHeartbeatInterval renews a session three times within the
-// controllers' default session timeout (3 s): one heartbeat lost or late
-// on a busy machine does not fence a healthy node, and an idle node wakes
-// once a second for it rather than twice.
-const DefaultHeartbeatInterval = time.Second
+// DefaultHeartbeatInterval renews a session four times within the
+// controllers' default session timeout (2 s). Heartbeats also carry a
+// follower's report of a leader it cannot reach, and the controllers move
+// that leader's partitions once a majority has reported: a longer interval
+// would keep writers waiting longer when a leader is cut off from its
+// followers alone.
+const DefaultHeartbeatInterval = 500 * time.Millisecond
 
 // Link is the broker's controller session.
 type Link struct {
