@@ -7,5 +7,9 @@ COPY --chown=65532:65532 data /data
 COPY skein-storage /skein-storage
 USER 65532:65532
 ENV SKEIN_DATA_DIR=/data
+# The Go runtime's monitor thread keeps its own tick rather than being woken
+# at each burst of work (docs/OPERATIONS.md, "Many processes on few cores");
+# GODEBUG=schedtrace=0 gives Go's default back.
+ENV GODEBUG=schedtrace=2147483647
 EXPOSE 9201 9301 7946 7946/udp
 ENTRYPOINT ["/skein-storage"]

@@ -81,6 +81,9 @@ type Options struct {
 	// (see SharedGoMaxProcs); 0 leaves each process its own default, or
 	// what the environment says.
 	GoMaxProcs int
+	// SteadySysmon starts every process with SteadySysmon in its GODEBUG
+	// (unless the environment's GODEBUG sets schedtrace already).
+	SteadySysmon bool
 }
 
 // SharedGoMaxProcs is the GOMAXPROCS that suits each process of a cluster
@@ -397,10 +400,7 @@ func (c *Cluster) launch(p *Process) error {
 		cmd.Args = append(cmd.Args, c.opts.GatewayArgs...)
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
-	if c.opts.GoMaxProcs > 0 {
-		// The last of duplicate keys wins, so this overrides an inherited one.
-		cmd.Env = append(os.Environ(), fmt.Sprintf("GOMAXPROCS=%d", c.opts.GoMaxProcs))
-	}
+	cmd.Env = childEnv(os.Environ(), c.opts.GoMaxProcs, c.opts.SteadySysmon)
 	// Its own process group: a Ctrl-C in the terminal reaches only `skein
 	// dev`, which then stops the children in order.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
