@@ -24,7 +24,11 @@
 # three servers, at least 1, as `skein dev` divides them among its storage
 # nodes and gateway; 0 for Go's default, all cores), LOADGEN_GOMAXPROCS
 # (GOMAXPROCS of both load generators, `nats bench` and `skein-bench`:
-# NATS_GOMAXPROCS by default; 0 for Go's default). Everything listens
+# NATS_GOMAXPROCS by default; 0 for Go's default), BENCH_STEADY_SYSMON (1:
+# every process of both systems, load generators included, runs with
+# GODEBUG=schedtrace=2147483647, as `skein dev` starts its own by default,
+# which keeps the Go runtime's monitor thread on its own tick; 0: Go's
+# default for all of them, `skein dev --steady-sysmon=false`). Everything listens
 # on 127.0.0.1 only. Needs bin/ built (make build, bin/skein-bench,
 # bin/nats-server, bin/nats: `make bench-compare` does it), jq and curl.
 set -euo pipefail
@@ -50,6 +54,16 @@ LOADGEN_GOMAXPROCS=${LOADGEN_GOMAXPROCS:-$NATS_GOMAXPROCS}
 # its CPU is still the script's child's).
 LG=()
 [[ $LOADGEN_GOMAXPROCS == 0 ]] || LG=(env GOMAXPROCS="$LOADGEN_GOMAXPROCS")
+# The same Go runtime setting for every process of both systems: exported,
+# so that nats-server, both load generators and skein dev's processes
+# inherit it (skein dev keeps a GODEBUG that sets schedtrace).
+STEADY_SYSMON=${BENCH_STEADY_SYSMON:-1}
+SKEIN_DEV_ARGS=()
+case $STEADY_SYSMON in
+  1) [[ ,${GODEBUG:-}, == *,schedtrace=* ]] || export GODEBUG="${GODEBUG:+$GODEBUG,}schedtrace=2147483647" ;;
+  0) SKEIN_DEV_ARGS=(--steady-sysmon=false) ;;
+  *) echo "BENCH_STEADY_SYSMON=$STEADY_SYSMON: want 1 or 0" >&2; exit 1 ;;
+esac
 
 for b in nats-server nats skein skein-controller skein-storage skein-gateway skein-bench; do
   [[ -x bin/$b ]] || { echo "bin/$b is missing: run make bench-compare" >&2; exit 1; }
@@ -335,6 +349,7 @@ nats_warm() {
 
 echo
 echo "##### NATS JetStream: 3 servers, file storage, R3 (GOMAXPROCS $([[ $NATS_GOMAXPROCS == 0 ]] && echo "Go's default" || echo "$NATS_GOMAXPROCS") each; load generators: $([[ $LOADGEN_GOMAXPROCS == 0 ]] && echo "Go's default" || echo "$LOADGEN_GOMAXPROCS"))"
+echo "GODEBUG of every process of both systems: ${GODEBUG:-none}"
 drain jetstream
 start_nats "$WORK/nats" ""
 # The stream, created and warmed up before anything is measured.
@@ -360,7 +375,7 @@ echo
 echo "##### Skein: bin/skein dev (3 controllers, 3 storage nodes, group coordinators, gateway)"
 drain skein
 DATA=$WORK/skein
-bin/skein dev --data-dir "$DATA" --gateway-grpc-addr "127.0.0.1:$GRPC_PORT" \
+bin/skein dev "${SKEIN_DEV_ARGS[@]}" --data-dir "$DATA" --gateway-grpc-addr "127.0.0.1:$GRPC_PORT" \
   --gateway-http-addr "127.0.0.1:$REST_PORT" >"$WORK/skein-dev.log" 2>&1 &
 DEV_PID=$!
 for _ in $(seq 120); do
@@ -387,12 +402,14 @@ STREAM4=(--transport grpc-stream --batch 10 --in-flight 16 --concurrency 4)
 # (a batch of 500): 10 records × 50 requests in flight.
 STREAM500=(--transport grpc-stream --batch 10 --in-flight 50 --concurrency 1)
 DIRECT=(--transport direct --cluster-json "$DATA/cluster.json" --batch 10 --in-flight 16 --concurrency 1)
+DIRECT500=(--transport direct --cluster-json "$DATA/cluster.json" --batch 10 --in-flight 50 --concurrency 1)
 # Every topic created, in sync and warmed up before anything is measured.
 warm() { "${G[@]}" --topic "$1" "${@:2}" --num-records "$WARM" >/dev/null 2>>"$WORK/warmup.err"; }
 warm bench-async "${STREAM[@]}"
 warm bench-async4 "${STREAM4[@]}"
 warm bench-async500 "${STREAM500[@]}"
 warm bench-direct "${DIRECT[@]}"
+warm bench-direct500 "${DIRECT500[@]}"
 warm bench-fsync "${STREAM[@]}" --config flush.messages=1
 warm bench-fsync4 "${STREAM4[@]}" --config flush.messages=1
 warm bench-fsync500 "${STREAM500[@]}" --config flush.messages=1
@@ -408,6 +425,8 @@ measure skein produce-async-500 from-output parse_skein "$WORK/sk-async500.json"
   "${G[@]}" "${STREAM500[@]}" --topic bench-async500 --num-records "$MSGS"
 measure skein produce-direct from-output parse_skein "$WORK/sk-direct.json" \
   "${G[@]}" "${DIRECT[@]}" --topic bench-direct --num-records "$MSGS"
+measure skein produce-direct-500 from-output parse_skein "$WORK/sk-direct500.json" \
+  "${G[@]}" "${DIRECT500[@]}" --topic bench-direct500 --num-records "$MSGS"
 measure skein produce-fsync from-output parse_skein "$WORK/sk-fsync.json" \
   "${G[@]}" "${STREAM[@]}" --config flush.messages=1 --topic bench-fsync --num-records "$FSYNC_MSGS"
 measure skein produce-fsync-4-streams from-output parse_skein "$WORK/sk-fsync4.json" \
@@ -446,6 +465,7 @@ ROWS='[
   ["produce-async-4-streams", "same, Skein with 4 streams", "produce-async"],
   ["produce-async-500", "same, Skein with as many records in flight as JetStream'"'"'s batch: 10 records × 50", "produce-async"],
   ["produce-direct", "same, Skein straight to the storage nodes (libs/client, 10 records × 16 in flight)", "produce-async"],
+  ["produce-direct-500", "same, libs/client with 10 records × 50 in flight", "produce-async"],
   ["produce-fsync", "produce, fsync before every ack: JetStream `sync_interval: always`; Skein `flush.messages=1`, gRPC stream", "produce-fsync"],
   ["produce-fsync-4-streams", "same, Skein with 4 streams", "produce-fsync"],
   ["produce-fsync-500", "same, Skein with 10 records × 50 in flight", "produce-fsync"],
@@ -460,11 +480,12 @@ jq -s --argjson rows "$ROWS" --arg msgs "$MSGS" --arg fsync_msgs "$FSYNC_MSGS" -
   --arg load_end "$(cut -d' ' -f1-3 /proc/loadavg)" --arg versions "$VERSIONS" --arg commit "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" \
   --arg date "$(date -u +%Y-%m-%dT%H:%M:%SZ)" --arg nproc "$(nproc)" \
   --arg nats_gomaxprocs "$NATS_GOMAXPROCS" --arg loadgen_gomaxprocs "$LOADGEN_GOMAXPROCS" --arg skein_start "$SKEIN_START_LINE" \
+  --arg godebug "${GODEBUG:-}" \
   --argjson page_js "${PAGE_MS[1]}" --argjson page_skein "${PAGE_MS[3]}" '
   . as $all |
   def find($sys; $w): first($all[] | select(.system == $sys and .workload == $w)) // null;
   {date: $date, commit: $commit, nproc: ($nproc | tonumber), versions: $versions,
-   nats_gomaxprocs: ($nats_gomaxprocs | tonumber), loadgen_gomaxprocs: ($loadgen_gomaxprocs | tonumber), skein_dev_start: $skein_start,
+   nats_gomaxprocs: ($nats_gomaxprocs | tonumber), loadgen_gomaxprocs: ($loadgen_gomaxprocs | tonumber), godebug: $godebug, skein_dev_start: $skein_start,
    load_average_start: $load_start, load_average_end: $load_end,
    new_memory_ms_per_mib: {jetstream: $page_js, skein: $page_skein},
    records_per_workload: ($msgs | tonumber), records_per_fsync_workload: ($fsync_msgs | tonumber),
