@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"skein/libs/procenv"
 )
 
 // Proc is one Skein process.
@@ -241,6 +243,9 @@ func (c *Cluster) start(p *Proc) {
 		c.t.Fatal(err)
 	}
 	p.cmd = exec.Command(filepath.Join(c.BinDir, p.bin), p.args...)
+	// As skein dev starts its processes (its --steady-sysmon), so that these
+	// tests run them as users do.
+	p.cmd.Env = procenv.Env(os.Environ(), 0, true)
 	p.cmd.Stdout, p.cmd.Stderr = f, f
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := p.cmd.Start(); err != nil {

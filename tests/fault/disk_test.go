@@ -214,6 +214,7 @@ type storageNode struct {
 	id      int32
 	pid     int
 	args    []string // its command line, binary first
+	env     []string // its environment (skein dev's GOMAXPROCS and GODEBUG among it)
 	dataDir string
 	logPath string
 	cmd     *exec.Cmd // the restarted process; nil while it is down
@@ -245,6 +246,10 @@ func (d *diskTest) node(id int32) *storageNode {
 		d.t.Fatal(err)
 	}
 	n.args = strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
+	if raw, err = os.ReadFile(fmt.Sprintf("/proc/%d/environ", n.pid)); err != nil {
+		d.t.Fatal(err)
+	}
+	n.env = strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
 	d.nodes[id] = n
 	return n
 }
@@ -302,6 +307,7 @@ func (d *diskTest) restart(n *storageNode) int64 {
 		d.t.Fatal(err)
 	}
 	cmd := exec.Command(n.args[0], n.args[1:]...)
+	cmd.Env = n.env
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {

@@ -8,6 +8,7 @@ import (
 	"runtime"
 
 	"skein/cmd/skein/internal/devcluster"
+	"skein/libs/procenv"
 )
 
 func devCmd(ctx context.Context, args []string, io IO) error {
@@ -20,7 +21,7 @@ func devCmd(ctx context.Context, args []string, io IO) error {
 	gwGRPC := f.String("gateway-grpc-addr", "127.0.0.1:9090", "the gateway's gRPC address (empty: a free port)")
 	secure := f.Bool("secure", false, "mutual TLS on every hop and encrypted gossip: a CA, certificates, a gossip key and a token file with a dev token are created in <data-dir>/tls; clients need the CA (curl --cacert, skein --tls-ca) and the client certificate or the dev token: the gateway requires a principal and authorizes it with ACLs (the client certificate's User:client is a super user, the dev token's User:dev has no ACLs at first)")
 	gomaxprocs := f.Int("gomaxprocs", 0, "GOMAXPROCS of every process: 0 divides this machine's CPUs among the storage nodes and the gateway (at least 1 each) unless GOMAXPROCS is set in the environment, which is then passed on; -1 leaves every process Go's default (all CPUs)")
-	steadySysmon := f.Bool("steady-sysmon", true, "start every process with GODEBUG="+devcluster.SteadySysmon+", unless GODEBUG in the environment sets schedtrace: the Go runtime's monitor thread then keeps its own tick instead of being woken with each burst of work, which costs context switches on every message (docs/OPERATIONS.md, \"Many processes on few cores\"); false passes GODEBUG on as it is")
+	steadySysmon := f.Bool("steady-sysmon", true, "start every process with GODEBUG="+procenv.SteadySysmon+", unless GODEBUG in the environment sets schedtrace: the Go runtime's monitor thread then keeps its own tick instead of being woken with each burst of work, which costs context switches on every message (docs/OPERATIONS.md, \"Many processes on few cores\"); false passes GODEBUG on as it is")
 	demos := f.Bool("console-demos", false, "show kill / pause / resume buttons for the storage nodes in the gateway's console (/console/)")
 	pos, err := f.parse(args)
 	if err != nil {

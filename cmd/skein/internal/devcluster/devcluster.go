@@ -18,6 +18,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"skein/libs/procenv"
 )
 
 // Roles and binaries.
@@ -81,7 +83,7 @@ type Options struct {
 	// (see SharedGoMaxProcs); 0 leaves each process its own default, or
 	// what the environment says.
 	GoMaxProcs int
-	// SteadySysmon starts every process with SteadySysmon in its GODEBUG
+	// SteadySysmon starts every process with procenv.SteadySysmon in its GODEBUG
 	// (unless the environment's GODEBUG sets schedtrace already).
 	SteadySysmon bool
 }
@@ -400,7 +402,7 @@ func (c *Cluster) launch(p *Process) error {
 		cmd.Args = append(cmd.Args, c.opts.GatewayArgs...)
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Env = childEnv(os.Environ(), c.opts.GoMaxProcs, c.opts.SteadySysmon)
+	cmd.Env = procenv.Env(os.Environ(), c.opts.GoMaxProcs, c.opts.SteadySysmon)
 	// Its own process group: a Ctrl-C in the terminal reaches only `skein
 	// dev`, which then stops the children in order.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

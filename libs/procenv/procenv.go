@@ -1,4 +1,8 @@
-package devcluster
+// Package procenv builds the environment a launcher starts a Skein process
+// with: the GOMAXPROCS it was given and the Go runtime setting every Skein
+// process runs with by default. skein dev and the test clusters share it,
+// so that tests run processes as users do.
+package procenv
 
 import (
 	"fmt"
@@ -19,11 +23,11 @@ import (
 // measured from the machine's boot).
 const SteadySysmon = "schedtrace=2147483647"
 
-// childEnv answers the environment of a process the cluster starts: base
+// Env answers the environment of a process the cluster starts: base
 // (the inherited one) with GOMAXPROCS when gomaxprocs is positive, and,
 // when steadySysmon, SteadySysmon added to GODEBUG unless GODEBUG already
 // sets schedtrace (whoever set it keeps it).
-func childEnv(base []string, gomaxprocs int, steadySysmon bool) []string {
+func Env(base []string, gomaxprocs int, steadySysmon bool) []string {
 	env := make([]string, 0, len(base)+2)
 	godebug := ""
 	for _, kv := range base {
