@@ -56,9 +56,11 @@ func Env(base []string, gomaxprocs int, steadySysmon bool) []string {
 	return env
 }
 
+// setsSchedtrace reports whether godebug sets schedtrace, read as the
+// runtime reads it: comma-separated key=value fields, spaces not trimmed.
 func setsSchedtrace(godebug string) bool {
 	for field := range strings.SplitSeq(godebug, ",") {
-		if k, _, _ := strings.Cut(field, "="); strings.TrimSpace(k) == "schedtrace" {
+		if k, _, _ := strings.Cut(field, "="); k == "schedtrace" {
 			return true
 		}
 	}
