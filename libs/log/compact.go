@@ -244,6 +244,7 @@ func (c *cleaner) clean(s *segment, dropTombstones bool) (*segment, int, error) 
 	if err := f.Sync(); err != nil {
 		return fail(err)
 	}
+	ns.fileSize = ns.size
 	ns.noteTime()
 	return ns, removed, nil
 }

@@ -367,11 +367,18 @@ func (l *Log) write(records []byte) error {
 	}
 	s := l.active()
 	pos := s.size
+	end := pos + int64(len(records))
+	if l.cfg.FlushMessages <= zeroFillFlushMessages {
+		if err := s.zeroFill(end); err != nil {
+			return l.ioError("zero-filling a segment", err)
+		}
+	}
 	if _, err := s.f.WriteAt(records, pos); err != nil {
 		// Nothing was published; the next write starts at the same
 		// position, and open cuts whatever the file holds past it.
 		return l.ioError("appending", err)
 	}
+	s.fileSize = max(s.fileSize, end)
 	l.mu.Lock()
 	it := record.NewBatchIter(records)
 	for it.Next() {
@@ -414,6 +421,9 @@ func (l *Log) roll() error {
 	l.mu.Unlock()
 	if err := s.persistIndexes(); err != nil {
 		return l.ioError("writing indexes", err)
+	}
+	if err := s.cutZeros(); err != nil {
+		return l.ioError("truncating a segment", err)
 	}
 	ns, err := createSegment(l.dir, l.leo, l.now())
 	if err != nil {
@@ -647,6 +657,11 @@ func (l *Log) Close() error {
 		if err := l.active().persistIndexes(); err != nil {
 			first = err
 		}
+		// Cut before the flush, which makes the cut durable: the next open
+		// then finds the file as long as its batches and trusts it.
+		if err := l.active().cutZeros(); err != nil && first == nil {
+			first = err
+		}
 		if err := l.flushLocked(); err != nil && first == nil {
 			first = err
 		}
@@ -726,6 +741,7 @@ func (l *Log) Truncate(offset Offset) error {
 	if err := s.f.Truncate(s.size); err != nil {
 		return l.ioError("truncating a segment", err)
 	}
+	s.fileSize = s.size
 	if err := s.persistIndexes(); err != nil {
 		return l.ioError("writing indexes", err)
 	}

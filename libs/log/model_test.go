@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -61,6 +62,8 @@ func (lm *logMachine) init(t *rapid.T) {
 	lm.cfg.SegmentBytes = int64(rapid.IntRange(150, 3000).Draw(t, "segment.bytes"))
 	lm.cfg.IndexIntervalBytes = int64(rapid.IntRange(0, 600).Draw(t, "index.interval.bytes"))
 	lm.cfg.RetentionMS = -1
+	// flush.messages=1 zero-fills the active segment ahead of the appends.
+	lm.cfg.FlushMessages = rapid.SampledFrom([]int64{lm.cfg.FlushMessages, 1}).Draw(t, "flush.messages")
 	lm.clock = &clock{t: t0}
 	var err error
 	if lm.dir, err = os.MkdirTemp(lm.base, "log"); err != nil {
@@ -238,6 +241,37 @@ func (lm *logMachine) Reopen(t *rapid.T) {
 		t.Fatal(err)
 	}
 	lm.l = nil
+	if rapid.Bool().Draw(t, "lose the recovery point") {
+		st.RecoveryPoint = 0
+	}
+	lm.open(t, State{LogStartOffset: st.LogStartOffset, RecoveryPoint: st.RecoveryPoint})
+}
+
+// Crash opens a copy of the files as they are, without closing the log
+// first (its unflushed writes are in the copy, as after a process crash):
+// the copy ends where the log did, whatever zeros follow its batches.
+func (lm *logMachine) Crash(t *rapid.T) {
+	st := lm.l.State()
+	dir, err := os.MkdirTemp(lm.base, "crashed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(lm.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(lm.dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, e.Name()), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lm.l.Close()
+	os.RemoveAll(lm.dir)
+	lm.l, lm.dir = nil, dir
 	if rapid.Bool().Draw(t, "lose the recovery point") {
 		st.RecoveryPoint = 0
 	}

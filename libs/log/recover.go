@@ -244,6 +244,7 @@ func (l *Log) loadClean(s *segment) (bool, error) {
 		return false, nil
 	}
 	s.size, s.next, s.index, s.times = size, t.next, idx, times
+	s.fileSize = size
 	s.maxTS, s.maxTSRel = t.maxTS, t.maxTSRel
 	if n := len(times); n > 0 && times[n-1].ts >= s.maxTS {
 		s.maxTS, s.maxTSRel = times[n-1].ts, times[n-1].rel
@@ -284,13 +285,22 @@ func (l *Log) recoverSegment(s *segment) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if end < size {
+	whole := end == size
+	if !whole {
+		// Zeros after the last batch are what zero-filling ahead of the
+		// appends left (see zeroFill), not a torn write: the segment is
+		// whole, and the segments after it (a roll whose cut was lost)
+		// stay.
+		if whole, err = zeroTail(s.f, end, size, l.scratch); err != nil {
+			return false, err
+		}
 		if err := s.f.Truncate(end); err != nil {
 			return false, err
 		}
 	}
+	s.fileSize = end
 	s.noteTime()
-	return end == size, nil
+	return whole, nil
 }
 
 // loadEpochs reads the leader-epoch cache, rebuilding it from the batch

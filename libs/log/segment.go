@@ -57,10 +57,13 @@ type segment struct {
 	base Offset
 	f    *os.File
 
-	size  int64  // bytes of whole, valid batches; the file may be longer only transiently
-	next  Offset // offset after the last batch; base when empty
-	index []indexEntry
-	times []timeEntry
+	size int64 // bytes of whole, valid batches; the file may be longer only transiently
+	// fileSize is the length of the file: size, and on the active segment
+	// of a log that fsyncs often, zeros written ahead of it (see zeroFill).
+	fileSize int64
+	next     Offset // offset after the last batch; base when empty
+	index    []indexEntry
+	times    []timeEntry
 
 	maxTS       int64     // largest batch max timestamp, -1 if none
 	maxTSRel    uint32    // relative offset of the batch that holds maxTS
@@ -88,6 +91,77 @@ func createSegment(dir string, base Offset, now time.Time) (*segment, error) {
 }
 
 func (s *segment) empty() bool { return s.size == 0 }
+
+// Zero-filling ahead of the appends. An append that grows a file changes its
+// size and its block map, so the fsync after it commits the filesystem's
+// journal as well as the data; an append over blocks the file already has
+// (written, not merely fallocated: those are marked unwritten, and the first
+// write to them is a journalled change too) fsyncs the data alone. On the
+// 2-core test machine's ext4, 28 KiB written and fsynced cost 320 µs of wall
+// time and 160 µs of CPU at the end of a file and 260 µs and 105 µs with the
+// file zero-filled 1 MiB at a time ahead of the writes, the zeros included.
+// The zeros cost a write of their own (about 0.3 ms of CPU per MiB), which
+// only frequent fsyncs repay: a log zero-fills when flush.messages is at
+// most zeroFillFlushMessages. Past the log's end the file holds zeros,
+// which recovery takes for the end of the log and cuts (zeroTail), and the
+// file is cut back to its batches when the segment rolls or the log closes.
+const (
+	zeroFillFlushMessages = 100
+	zeroFillChunk         = 1 << 20
+)
+
+var zeroChunk = make([]byte, zeroFillChunk)
+
+// zeroFill makes the file at least end bytes long, writing zeros from its
+// current end to the next multiple of zeroFillChunk past end.
+func (s *segment) zeroFill(end int64) error {
+	s.fileSize = max(s.fileSize, s.size) // never zeros over batches
+	if end <= s.fileSize {
+		return nil
+	}
+	target := (end/zeroFillChunk + 1) * zeroFillChunk
+	for s.fileSize < target {
+		n := min(target-s.fileSize, zeroFillChunk)
+		if _, err := s.f.WriteAt(zeroChunk[:n], s.fileSize); err != nil {
+			return err
+		}
+		s.fileSize += n
+	}
+	return nil
+}
+
+// cutZeros cuts the file back to its batches.
+func (s *segment) cutZeros() error {
+	if s.fileSize <= s.size {
+		return nil
+	}
+	if err := s.f.Truncate(s.size); err != nil {
+		return err
+	}
+	s.fileSize = s.size
+	return nil
+}
+
+// zeroTail reports whether f holds only zero bytes from from to to.
+func zeroTail(f *os.File, from, to int64, buf []byte) (bool, error) {
+	if cap(buf) < scanChunk {
+		buf = make([]byte, scanChunk)
+	}
+	buf = buf[:cap(buf)]
+	for pos := from; pos < to; {
+		n, err := f.ReadAt(buf[:min(int64(len(buf)), to-pos)], pos)
+		if n == 0 && err != nil {
+			return false, err
+		}
+		for _, c := range buf[:n] {
+			if c != 0 {
+				return false, nil
+			}
+		}
+		pos += int64(n)
+	}
+	return true, nil
+}
 
 // noteBatch updates the in-memory indexes for a batch just written at pos.
 // Like Kafka, an offset entry is added once more than indexInterval bytes
