@@ -26,7 +26,10 @@
 //     durability, as in Kafka); flush.messages / flush.ms fsync, and the
 //     recovery point says what is known to be on disk. Open re-validates
 //     everything after the recovery point and cuts a torn or corrupt tail:
-//     corrupt bytes are never served.
+//     corrupt bytes are never served. With flush.messages of 100 or less the
+//     active segment is zero-filled ahead of the appends, so that their
+//     fsyncs need not commit the filesystem's journal; zeros after the last
+//     batch are the log's end, not a torn tail, and rolls and Close cut them.
 //   - Errors are rows of skein/libs/errs: OFFSET_OUT_OF_RANGE,
 //     CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE,
 //     KAFKA_STORAGE_ERROR for I/O failures.
