@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -147,10 +148,14 @@ func (c *devCluster) eventually(timeout time.Duration, what string, f func() err
 }
 
 // createTopic creates a topic and waits until every partition has a full ISR.
-func (c *devCluster) createTopic(name string, partitions, rf int, minISR int) []partitionDesc {
+// extra configs are added to min.insync.replicas.
+func (c *devCluster) createTopic(name string, partitions, rf int, minISR int, extra ...map[string]string) []partitionDesc {
 	c.t.Helper()
-	body := map[string]any{"name": name, "partitions": partitions, "replication_factor": rf,
-		"configs": map[string]string{"min.insync.replicas": strconv.Itoa(minISR)}}
+	configs := map[string]string{"min.insync.replicas": strconv.Itoa(minISR)}
+	for _, m := range extra {
+		maps.Copy(configs, m)
+	}
+	body := map[string]any{"name": name, "partitions": partitions, "replication_factor": rf, "configs": configs}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := c.do(ctx, "POST", "/v1/topics", body, nil); err != nil {

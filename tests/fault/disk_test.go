@@ -165,6 +165,50 @@ func TestDamagedSegmentOfOldLeaderIsTruncatedToNewLeader(t *testing.T) {
 	d.audit(victim)
 }
 
+// A topic that fsyncs every append (flush.messages=1) keeps its active
+// segment zero-filled ahead of the appends. A follower is SIGKILLed under
+// acks=all writes, so its segment file ends in those zeros. On restart its
+// recovery ends the log at the last batch on disk — every batch stays, the
+// zeros go — and it rejoins the ISR within rejoinBound with the leader's
+// log byte for byte. Then the leaders are SIGKILLed in turn until it
+// leads, and the whole partition is read from it: nothing acknowledged is
+// lost, duplicated or shares an offset.
+func TestZeroFilledSegmentRecoversAfterKill(t *testing.T) {
+	d := newDiskTest(t, "disk-fsync", map[string]string{"flush.messages": "1"})
+	p := d.c.describe(d.topic)[0]
+	victim := otherThan(p.ISR, p.Leader)[0]
+	d.produceFor(3*time.Second, 100)
+	n := d.kill(victim)
+	dir := d.partitionDir(n)
+	logs, err := filepath.Glob(filepath.Join(dir, "*.log"))
+	if err != nil || len(logs) == 0 {
+		t.Fatalf("no segment in %s (%v)", dir, err)
+	}
+	slices.Sort(logs)
+	raw, err := os.ReadFile(logs[len(logs)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	batches, at, rest := splitBatches(raw)
+	if len(batches) == 0 || rest == 0 || len(withoutZeroTail(raw)) != len(raw)-rest {
+		t.Fatalf("%s: %d bytes, %d whole batches, then %d bytes: want batches followed by zeros only", logs[len(logs)-1], len(raw), len(batches), rest)
+	}
+	last := batches[len(batches)-1]
+	g := damage{file: logs[len(logs)-1], size: int64(len(raw)), batches: len(batches), leo: int64(last.NextOffset()),
+		cutAt: int64(last.NextOffset()), kept: slices.Clone(raw[:at[len(at)-1]+int64(len(last))])}
+	t.Logf("storage-%d SIGKILLed after %d acknowledgements: its active segment holds %d batches (LEO %d), then %d zero bytes",
+		victim, d.h.AckCount(0), g.batches, g.leo, rest)
+
+	d.restartAndRejoin(n, g)
+	d.produceFor(2*time.Second, 0)
+	d.stopClients()
+	if k, from := divergence(g.kept, d.sameLogAsLeader(n)); k != 0 {
+		t.Errorf("storage-%d kept %d batches from offset %d that the leader does not have", victim, k, from)
+	}
+	d.leadFrom(victim)
+	d.audit(victim)
+}
+
 // diskTest is one cluster with one RF=3, min.insync.replicas=2 topic of one
 // partition, an acks=all REST producer and a tailing consumer.
 type diskTest struct {
@@ -178,9 +222,9 @@ type diskTest struct {
 	nodes map[int32]*storageNode // nodes this test killed
 }
 
-func newDiskTest(t *testing.T, topic string) *diskTest {
+func newDiskTest(t *testing.T, topic string, configs ...map[string]string) *diskTest {
 	d := &diskTest{t: t, c: startDev(t), topic: topic, h: history.NewRecorder(), stop: make(chan struct{}), nodes: map[int32]*storageNode{}}
-	d.c.createTopic(topic, 1, 3, 2)
+	d.c.createTopic(topic, 1, 3, 2, configs...)
 	d.wg.Add(2)
 	go d.c.restProducer(d.h, topic, []int32{0}, "rest", d.stop, &d.wg)
 	go d.c.tail(d.h, topic, 0, d.stop, &d.wg)
@@ -341,7 +385,7 @@ func (d *diskTest) restartAndRejoin(n *storageNode, dmg damage) {
 	from := d.restart(n)
 	startedAt := time.Now()
 	hosted := d.waitHosting(n, from, 20*time.Second)
-	d.t.Logf("storage-%d restarted: registered %v after the start, its log of %s recovered and hosted %v after that (%v after the start): LEO %d (was %d on disk; the corrupt batch starts at %d), checkpointed HW %d",
+	d.t.Logf("storage-%d restarted: registered %v after the start, its log of %s recovered and hosted %v after that (%v after the start): LEO %d (was %d on disk; recovery must end it at %d), checkpointed HW %d",
 		n.id, hosted.registered.Sub(startedAt).Round(time.Millisecond), d.topic, hosted.at.Sub(hosted.registered).Round(time.Millisecond),
 		hosted.at.Sub(startedAt).Round(time.Millisecond), hosted.leo, dmg.leo, dmg.cutAt, hosted.hw)
 	if hosted.leo != dmg.cutAt {
@@ -673,7 +717,19 @@ func splitBatches(raw []byte) ([]record.Batch, []int64, int) {
 	return out, at, len(raw) - pos
 }
 
-// segmentBytes is every segment of a partition directory, in offset order.
+// withoutZeroTail cuts the zeros a segment holds after its batches when its
+// log zero-fills ahead of the appends (flush.messages=1): they are not part
+// of the log. A torn batch is not cut: its length field is not zero.
+func withoutZeroTail(raw []byte) []byte {
+	_, _, rest := splitBatches(raw)
+	if rest == 0 || bytes.ContainsFunc(raw[len(raw)-rest:], func(r rune) bool { return r != 0 }) {
+		return raw
+	}
+	return raw[:len(raw)-rest]
+}
+
+// segmentBytes is every segment of a partition directory, in offset order,
+// each without a zero-filled tail.
 func segmentBytes(t *testing.T, dir string) []byte {
 	t.Helper()
 	logs, err := filepath.Glob(filepath.Join(dir, "*.log"))
@@ -687,7 +743,7 @@ func segmentBytes(t *testing.T, dir string) []byte {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, raw...)
+		out = append(out, withoutZeroTail(raw)...)
 	}
 	return out
 }
