@@ -60,15 +60,7 @@ func TestDamagedSegmentIsRecovered(t *testing.T) {
 	})
 	t.Logf("storage-%d out of the ISR %v after the kill", victim, time.Since(killedAt).Round(time.Millisecond))
 
-	d.restartAndRejoin(n, dmg)
-	d.produceFor(2*time.Second, 0)
-	d.stopClients()
-	if k, from := divergence(dmg.kept, d.sameLogAsLeader(n)); k != 0 {
-		t.Errorf("storage-%d, a follower, kept %d batches from offset %d that the leader does not have", victim, k, from)
-	}
-
-	d.leadFrom(victim)
-	d.audit(victim)
+	d.rejoinThenLead(n, dmg)
 }
 
 // The same damage on the leader. Under acks=all writes it is given a tail
@@ -199,14 +191,23 @@ func TestZeroFilledSegmentRecoversAfterKill(t *testing.T) {
 	t.Logf("storage-%d SIGKILLed after %d acknowledgements: its active segment holds %d batches (LEO %d), then %d zero bytes",
 		victim, d.h.AckCount(0), g.batches, g.leo, rest)
 
-	d.restartAndRejoin(n, g)
+	d.rejoinThenLead(n, g)
+}
+
+// rejoinThenLead restarts a killed follower and waits until it is back in
+// the ISR, lets the writes go on, checks that its log is the leader's byte
+// for byte with nothing of its own kept, then makes it lead and audits the
+// partition as read from it.
+func (d *diskTest) rejoinThenLead(n *storageNode, dmg damage) {
+	d.t.Helper()
+	d.restartAndRejoin(n, dmg)
 	d.produceFor(2*time.Second, 0)
 	d.stopClients()
-	if k, from := divergence(g.kept, d.sameLogAsLeader(n)); k != 0 {
-		t.Errorf("storage-%d kept %d batches from offset %d that the leader does not have", victim, k, from)
+	if k, from := divergence(dmg.kept, d.sameLogAsLeader(n)); k != 0 {
+		d.t.Errorf("storage-%d, a follower, kept %d batches from offset %d that the leader does not have", n.id, k, from)
 	}
-	d.leadFrom(victim)
-	d.audit(victim)
+	d.leadFrom(n.id)
+	d.audit(n.id)
 }
 
 // diskTest is one cluster with one RF=3, min.insync.replicas=2 topic of one
