@@ -57,7 +57,7 @@ type segment struct {
 	base Offset
 	f    *os.File
 
-	size int64 // bytes of whole, valid batches; the file may be longer only transiently
+	size int64 // bytes of whole, valid batches; the file may be longer (fileSize)
 	// fileSize is the length of the file: size, and on the active segment
 	// of a log that fsyncs often, zeros written ahead of it (see zeroFill).
 	fileSize int64

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"testing"
@@ -117,19 +118,29 @@ func TestRunAndHealthcheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	cancel()
+	waitStopped(t, done, &logs)
+	if code := healthcheck([]string{"--http-addr=" + httpAddr, "--timeout=300ms"}, noenv, io.Discard); code != 1 {
+		t.Errorf("healthcheck after stop: %d", code)
+	}
+	if strings.Contains(logs.String(), `"level":"ERROR"`) {
+		t.Errorf("errors logged:\n%s", logs.String())
+	}
+}
+
+// waitStopped waits for run to return after its context is cancelled. A
+// stop that hangs shows every goroutine of the test binary, the controller's
+// among them, and what the controller logged.
+func waitStopped(t *testing.T, done <-chan error, logs *syncBuffer) {
+	t.Helper()
 	select {
 	case err := <-done:
 		if err != nil {
 			t.Fatalf("run ended with %v", err)
 		}
 	case <-time.After(15 * time.Second):
-		t.Fatal("graceful stop hung")
-	}
-	if code := healthcheck([]string{"--http-addr=" + httpAddr, "--timeout=300ms"}, noenv, io.Discard); code != 1 {
-		t.Errorf("healthcheck after stop: %d", code)
-	}
-	if strings.Contains(logs.String(), `"level":"ERROR"`) {
-		t.Errorf("errors logged:\n%s", logs.String())
+		var b strings.Builder
+		_ = pprof.Lookup("goroutine").WriteTo(&b, 2)
+		t.Fatalf("graceful stop hung\nlog:\n%s\ngoroutines:\n%s", logs.String(), b.String())
 	}
 }
 
@@ -285,12 +296,5 @@ func TestRunSecured(t *testing.T) {
 		t.Errorf("no audit lines:\n%s", logs.String())
 	}
 	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("run ended with %v", err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("graceful stop hung")
-	}
+	waitStopped(t, done, &logs)
 }
