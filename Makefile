@@ -68,19 +68,21 @@ test-python: build
 ## fuzz: each `func FuzzX` in the tree for $(FUZZTIME) (seed corpus committed under testdata/fuzz).
 ## Go's fuzzing coordinator sometimes reports "context deadline exceeded" when
 ## -fuzztime runs out while a worker is busy, with no failing input: such a
-## run is tried once more; a run that found an input fails at once.
+## run is tried again, up to three runs in all; a run that found an input,
+## or failed any other way, fails at once.
 fuzz:
 	@grep -rl --include='*_test.go' '^func Fuzz' $(filter-out tools,$(MODULES)) 2>/dev/null | while read -r f; do \
 	  dir=$$(dirname "$$f"); \
 	  for fn in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$$f"); do \
 	    echo "fuzz $$dir $$fn ($(FUZZTIME))"; \
-	    out=$$(mktemp); rc=0; \
-	    $(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) ./$$dir 2>&1 | tee "$$out" || rc=$$?; \
-	    if [ "$$rc" != 0 ]; then \
-	      if grep -q 'Failing input written' "$$out" || ! grep -q 'context deadline exceeded' "$$out"; then rm -f "$$out"; exit 1; fi; \
-	      echo "fuzz $$dir $$fn: the coordinator's deadline flake, no failing input; once more"; \
-	      $(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) ./$$dir || { rm -f "$$out"; exit 1; }; \
-	    fi; \
+	    out=$$(mktemp); \
+	    for try in 1 2 3; do \
+	      rc=0; \
+	      $(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) ./$$dir 2>&1 | tee "$$out" || rc=$$?; \
+	      [ "$$rc" = 0 ] && break; \
+	      if grep -q 'Failing input written' "$$out" || ! grep -q 'context deadline exceeded' "$$out" || [ "$$try" = 3 ]; then rm -f "$$out"; exit 1; fi; \
+	      echo "fuzz $$dir $$fn: the coordinator's deadline flake, no failing input; again"; \
+	    done; \
 	    rm -f "$$out"; \
 	  done; \
 	done
