@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -104,6 +105,7 @@ type common struct {
 	topic       *string
 	json        *bool
 	progress    *time.Duration
+	cpuProfile  *string
 }
 
 func commonFlags(fs *flag.FlagSet, defTransport string) common {
@@ -116,7 +118,28 @@ func commonFlags(fs *flag.FlagSet, defTransport string) common {
 		topic:       fs.String("topic", "skein-bench", "topic"),
 		json:        fs.Bool("json", false, "print the summary as JSON on stdout"),
 		progress:    fs.Duration("progress", time.Second, "progress line interval on stderr (0: none)"),
+		cpuProfile:  fs.String("cpuprofile", "", "write skein-bench's own CPU profile over the whole run to this file (go tool pprof reads it)"),
 	}
+}
+
+// profile starts the CPU profile --cpuprofile asks for; the function it
+// returns stops it and closes the file.
+func (c common) profile() (stop func() error, err error) {
+	if *c.cpuProfile == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(*c.cpuProfile)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
+	}, nil
 }
 
 func envOr(k, def string) string {
@@ -191,12 +214,19 @@ func produce(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	stopProfile, err := c.profile()
+	if err != nil {
+		return err
+	}
 	sum, err := bench.Produce(ctx, bench.ProduceConfig{
 		Transport: *c.transport, Endpoints: ep,
 		Topic:      bench.Topic{Name: *c.topic, Create: *create, Partitions: *partitions, ReplicationFactor: *rf, Configs: configs},
 		RecordSize: *size, NumRecords: *num, Duration: *dur, Rate: *rate, Acks: *acks, Batch: *batch,
 		Concurrency: *conc, InFlight: *inflight, TxnRecords: *txnRecords, Compression: *compression, Warmup: *warmup, Progress: *c.progress, Log: os.Stderr,
 	})
+	if perr := stopProfile(); err == nil {
+		err = perr
+	}
 	if err != nil {
 		return err
 	}

@@ -49,6 +49,34 @@ func TestPayloadCarriesItsSendTime(t *testing.T) {
 	}
 }
 
+func TestPayloadFiller(t *testing.T) {
+	at := time.Unix(1_764_400_000, 123_456_789)
+	for _, size := range []int{0, 1, 18, 19, 20, 26, 45, 46, 1024, len(filler) - 1, len(filler), len(filler) + 7, 3*len(filler) + 100} {
+		v := Payload(make([]byte, 0, 8), size, at)
+		if len(v) != size {
+			t.Fatalf("size %d: got %d bytes", size, len(v))
+		}
+		from := 0
+		if size >= stampLen {
+			from = stampLen
+		}
+		for i := from; i < size; i++ {
+			if want := 'a' + byte(i%26); v[i] != want {
+				t.Fatalf("size %d: byte %d is %q, want %q", size, i, v[i], want)
+			}
+		}
+	}
+}
+
+func BenchmarkPayload(b *testing.B) {
+	buf := make([]byte, 1024)
+	at := time.Now()
+	b.SetBytes(1024)
+	for b.Loop() {
+		buf = Payload(buf, 1024, at)
+	}
+}
+
 func TestRESTBodyIsTheAPIsJSON(t *testing.T) {
 	vals := [][]byte{Payload(nil, 40, time.Now()), Payload(nil, 25, time.Now())}
 	var body struct {
