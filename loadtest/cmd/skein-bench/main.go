@@ -233,7 +233,7 @@ func produce(ctx context.Context, args []string) error {
 	return emit(*c.json, sum)
 }
 
-func consume(ctx context.Context, args []string) error {
+func consume(ctx context.Context, args []string) (err error) {
 	fs := flag.NewFlagSet("skein-bench consume", flag.ExitOnError)
 	c := commonFlags(fs, bench.GRPC)
 	from := fs.String("from", "earliest", "earliest or latest")
@@ -253,6 +253,15 @@ func consume(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	stopProfile, err := c.profile()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if perr := stopProfile(); err == nil {
+			err = perr
+		}
+	}()
 	if *group != "" {
 		sum, err := bench.GroupConsume(ctx, bench.GroupConsumeConfig{
 			Endpoints: ep, Topic: *c.topic, Group: *group, Members: *members, FromLatest: *from == "latest",
