@@ -106,6 +106,7 @@ type common struct {
 	json        *bool
 	progress    *time.Duration
 	cpuProfile  *string
+	memProfile  *string
 }
 
 func commonFlags(fs *flag.FlagSet, defTransport string) common {
@@ -119,25 +120,41 @@ func commonFlags(fs *flag.FlagSet, defTransport string) common {
 		json:        fs.Bool("json", false, "print the summary as JSON on stdout"),
 		progress:    fs.Duration("progress", time.Second, "progress line interval on stderr (0: none)"),
 		cpuProfile:  fs.String("cpuprofile", "", "write skein-bench's own CPU profile over the whole run to this file (go tool pprof reads it)"),
+		memProfile:  fs.String("memprofile", "", "write skein-bench's own allocation profile, taken at the end of the run, to this file"),
 	}
 }
 
 // profile starts the CPU profile --cpuprofile asks for; the function it
-// returns stops it and closes the file.
+// returns stops it and writes the allocation profile --memprofile asks for.
 func (c common) profile() (stop func() error, err error) {
-	if *c.cpuProfile == "" {
-		return func() error { return nil }, nil
-	}
-	f, err := os.Create(*c.cpuProfile)
-	if err != nil {
-		return nil, fmt.Errorf("--cpuprofile: %w", err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	var cpu *os.File
+	if *c.cpuProfile != "" {
+		if cpu, err = os.Create(*c.cpuProfile); err != nil {
+			return nil, fmt.Errorf("--cpuprofile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(cpu); err != nil {
+			cpu.Close()
+			return nil, fmt.Errorf("--cpuprofile: %w", err)
+		}
 	}
 	return func() error {
-		pprof.StopCPUProfile()
+		if cpu != nil {
+			pprof.StopCPUProfile()
+			if err := cpu.Close(); err != nil {
+				return fmt.Errorf("--cpuprofile: %w", err)
+			}
+		}
+		if *c.memProfile == "" {
+			return nil
+		}
+		f, err := os.Create(*c.memProfile)
+		if err != nil {
+			return fmt.Errorf("--memprofile: %w", err)
+		}
+		if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+			f.Close()
+			return fmt.Errorf("--memprofile: %w", err)
+		}
 		return f.Close()
 	}, nil
 }
