@@ -253,8 +253,10 @@ idle() {
     {system: $system, workload: "idle", wall_s: $s, load_before: $load,
      cpu_s: ($ticks | map_values(. / $hz)),
      core_percent: ($ticks | map_values(. / $hz / $s * 1000 | round / 10)),
-     server_core_percent: ([$ticks[]] | add / $hz / $s * 1000 | round / 10)}' |
-    tee -a "$RESULTS" | jq -r '"    \(.server_core_percent)% of one core in all: \(.core_percent | to_entries | map("\(.key) \(.value)%") | join(", "))"'
+     server_core_percent: ([$ticks[]] | add / $hz / $s * 1000 | round / 10),
+     goal_core_percent: ([$ticks | to_entries[] | select(.key | test("^(controller|storage|gateway|nats-server)-")) | .value]
+       | add // 0 | . / $hz / $s * 1000 | round / 10)}' |
+    tee -a "$RESULTS" | jq -r '"    \(.server_core_percent)% of one core in all (\(.goal_core_percent)% without coordinators): \(.core_percent | to_entries | map("\(.key) \(.value)%") | join(", "))"'
 }
 
 # ---- parsers: one JSON object of metrics from a tool's output ----
@@ -507,7 +509,7 @@ jq -r '
   "|---|---:|---:|---:|---|---|---:|---:|---:|---:|---|",
   (.rows[] |
     if .workload == "idle" then
-      "| \(.label) | \(.jetstream.server_core_percent // "")% of a core | \(.skein.server_core_percent // "")% of a core | \(.ratio // "") | | | | | | | \(.jetstream.load_before // "") / \(.skein.load_before // "") |"
+      "| \(.label) | \(.jetstream.server_core_percent // "")% of a core | \(.skein.server_core_percent // "")% of a core\(if .skein.goal_core_percent then " (controllers, storage nodes, gateway: \(.skein.goal_core_percent)%)" else "" end) | \(.ratio // "") | | | | | | | \(.jetstream.load_before // "") / \(.skein.load_before // "") |"
     else
       "| \(.label) | \(if .jetstream then (if .jetstream_is_row then "" else "(" end) + (.jetstream.per_s | round | n) + " msg/s" + (if .jetstream_is_row then "" else ")" end) else "" end) | \(if .skein.per_s then (.skein.per_s | n) + " rec/s" else "" end) | \(.ratio // "") | \(if .jetstream_is_row then (.jetstream | lat) else "" end) | \(.skein | lat) | \(if .jetstream_is_row then (.jetstream | cpu) else "" end) | \(.skein | cpu) | \(if .jetstream_is_row then (.jetstream | gen) else "" end) | \(.skein | gen) | \(if .jetstream_is_row then "\(.jetstream.load_before) / " else "" end)\(.skein.load_before // "") |"
     end),
