@@ -31,6 +31,8 @@
 # default for all of them, `skein dev --steady-sysmon=false`). Everything listens
 # on 127.0.0.1 only. Needs bin/ built (make build, bin/skein-bench,
 # bin/nats-server, bin/nats: `make bench-compare` does it), jq and curl.
+# BENCH_ROUNDS (1) repeats the whole comparison and prints each row's
+# ratios and their median at the end (see below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -45,6 +47,35 @@ STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 OUT_JSON=${BENCH_COMPARE_JSON:-.data/bench-compare/$STAMP.json}
 OUT_MD=${OUT_JSON%.json}.md
 WARM=1000 # records produced into every stream/topic before it is measured
+
+# BENCH_ROUNDS=N runs the whole comparison N times, one after the other, and
+# then prints every row's Skein ÷ JetStream of each round with their median
+# (for the latency rows, Skein's p99 in ms): on a shared or virtual machine
+# runs minutes apart differ by more than most changes do.
+ROUNDS=${BENCH_ROUNDS:-1}
+[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || { echo "BENCH_ROUNDS=$ROUNDS: want a whole number, 1 or more" >&2; exit 1; }
+if ((ROUNDS > 1)); then
+  mkdir -p "$(dirname "$OUT_JSON")"
+  RUNS=()
+  for ((r = 1; r <= ROUNDS; r++)); do
+    echo "########## round $r of $ROUNDS"
+    RUNS+=("${OUT_JSON%.json}-round$r.json")
+    BENCH_ROUNDS=1 BENCH_COMPARE_JSON="${RUNS[-1]}" "$ROOT/loadtest/bench-compare.sh"
+  done
+  jq -rs '
+    def median: sort | if length == 0 then null elif length % 2 == 1 then .[length / 2 | floor]
+                       else (.[length / 2 - 1] + .[length / 2]) / 2 * 100 | round / 100 end;
+    . as $runs |
+    "| workload | Skein ÷ JetStream, each round | median |", "|---|---|---:|",
+    ($runs[0].rows | to_entries[] | .key as $i | .value.label as $name |
+      [$runs[] | .rows[$i]] as $rows |
+      (if $rows[0].ratio != null then [$rows[].ratio] else [$rows[] | .skein.p99_ms] end) as $v |
+      "| \($name)\(if $rows[0].ratio == null then " (Skein p99 ms)" else "" end) | \($v | map(tostring) | join("; ")) | \([$v[] | select(. != null)] | median // "") |")
+  ' "${RUNS[@]}" | tee "$OUT_MD"
+  echo
+  echo "rounds: ${RUNS[*]}; table: $OUT_MD"
+  exit 0
+fi
 HZ=$(getconf CLK_TCK)
 NATS_GOMAXPROCS=${NATS_GOMAXPROCS:-$(( $(nproc) / 3 > 1 ? $(nproc) / 3 : 1 ))}
 [[ $NATS_GOMAXPROCS =~ ^[0-9]+$ ]] || { echo "NATS_GOMAXPROCS=$NATS_GOMAXPROCS: want a number (0: Go's default)" >&2; exit 1; }
