@@ -184,17 +184,22 @@ snapshot() { # snapshot ARRAY: every server's ticks now
 # (three replicas), so whichever ran first on just-freed memory would be
 # favoured. drain takes that memory out of play first: it fills tmpfs
 # files (kept until the end) 256 MiB at a time until a MiB costs 1 ms or
-# more, at most a quarter of the available memory and 4 GiB, and prints
-# what a MiB costs after it. On a machine without the effect every MiB is
-# cheap: the drain stops at its cap and says so.
+# more, at most half of the available memory (and what tmpfs has room
+# for), and prints what a MiB costs after it. The cap must pass whatever
+# was freed last: a build frees GiBs, and so does the run before (its
+# drain files and both clusters' logs), which a cap of 4 GiB did not pass.
+# On a machine without the effect every MiB is cheap: the drain stops at
+# its cap and says so.
 PAGE_MS=()
 drain() {
-  local label=$1 n=0 cap s ms=0 f TIMEFORMAT=%S
+  local label=$1 n=0 cap shm s ms=0 f TIMEFORMAT=%S
   if [[ ${BENCH_DRAIN:-1} == 0 || ! -d /dev/shm || ! -w /dev/shm ]]; then
     PAGE_MS+=("$label" null)
     return
   fi
-  cap=$(awk '/^MemAvailable:/ { m = int($2 / 1024 / 4); print (m < 4096 ? m : 4096) }' /proc/meminfo)
+  cap=$(awk '/^MemAvailable:/ { print int($2 / 1024 / 2) }' /proc/meminfo)
+  shm=$(df -Pm /dev/shm | awk 'NR == 2 { print $4 - 512 }')
+  ((shm >= cap)) || cap=$shm
   while (((n + 1) * 256 <= cap)); do
     f=/dev/shm/skein-bench-compare-$$-$label-$n
     DRAIN_FILES+=("$f")
