@@ -57,7 +57,7 @@ require (
 
 require (
 	golang.org/x/net v0.61.0 // indirect
-	golang.org/x/sys v0.49.0 // indirect
+	golang.org/x/sys v0.49.0
 	google.golang.org/protobuf v1.36.12
 	skein/gen v0.0.0
 )

@@ -39,12 +39,18 @@ type Options struct {
 	// Now is the clock for segment.ms rolls, log append time and flush.ms
 	// bookkeeping; nil means time.Now.
 	Now func() time.Time
+	// CacheWindow, when positive, is how many of the newest bytes of the
+	// active segment the log leaves in the page cache; older ones are
+	// written back and dropped from it (cache.go). Zero leaves the cache
+	// to the kernel.
+	CacheWindow int64
 }
 
 // Log is one partition replica's log. See the package doc for the contract.
 type Log struct {
-	dir string
-	now func() time.Time
+	dir         string
+	now         func() time.Time
+	cacheWindow int64 // Options.CacheWindow
 
 	// cmu is held by whatever removes or rewrites closed segments:
 	// compaction (for its whole run, while appends go on), truncation,
@@ -388,6 +394,9 @@ func (l *Log) write(records []byte) error {
 	s.size = pos
 	l.leo = s.next
 	l.mu.Unlock()
+	if l.cacheWindow > 0 {
+		s.trimCache(l.cacheWindow)
+	}
 	return nil
 }
 
@@ -424,6 +433,9 @@ func (l *Log) roll() error {
 	}
 	if err := s.cutZeros(); err != nil {
 		return l.ioError("truncating a segment", err)
+	}
+	if l.cacheWindow > 0 {
+		s.dropTail()
 	}
 	ns, err := createSegment(l.dir, l.leo, l.now())
 	if err != nil {

@@ -31,7 +31,7 @@ func Open(dir string, cfg Config, opts Options) (*Log, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	l := &Log{dir: dir, now: opts.Now, cfg: cfg.normalized()}
+	l := &Log{dir: dir, now: opts.Now, cacheWindow: max(opts.CacheWindow, 0), cfg: cfg.normalized()}
 	l.lastFlush = l.now()
 	l.flushMsgs.Store(l.cfg.FlushMessages)
 	if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -71,6 +71,11 @@ type segment struct {
 	created     time.Time // for segment.ms when batches carry no timestamps
 	sinceIndex  int64     // bytes appended since the last offset index entry
 	indexOnDisk bool      // the .index/.timeindex files hold exactly index/times
+
+	// The page-cache window (cache.go), on the active segment: bytes
+	// below wb were handed to the disk, wbPrev is wb one step before, and
+	// bytes below dropped were dropped from the cache.
+	wb, wbPrev, dropped int64
 }
 
 func (s *segment) path(suffix string) string {

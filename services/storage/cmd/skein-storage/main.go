@@ -56,6 +56,7 @@ type config struct {
 	producerIDExp time.Duration
 	shutdownWait  time.Duration
 	maxInflight   int64
+	cacheWindow   int64
 	tls           *tlsconf.Files
 	authz         *peerauth.Flags
 	gossipKeyFile string
@@ -83,6 +84,7 @@ func main() {
 	fs.DurationVar(&c.producerIDExp, "producer-id-expiration", replica.DefaultProducerIDExpiration, "producer.id.expiration.ms: a producer id without an open transaction that writes nothing to a partition for this long is forgotten there (a retry sent later is written again)")
 	fs.DurationVar(&c.shutdownWait, "shutdown-wait", 10*time.Second, "how long SIGTERM waits for leadership to move and requests to finish")
 	fs.Int64Var(&c.maxInflight, "max-inflight-produce-bytes", server.DefaultMaxInflightProduceBytes, "record bytes of produce requests served at once, acks=all waits included; beyond it a produce is refused with THROTTLING_QUOTA_EXCEEDED (retriable)")
+	fs.Int64Var(&c.cacheWindow, "log-cache-window", replica.DefaultLogCacheWindow, "bytes at the end of each partition's active segment left in the page cache; older written bytes are written back and dropped from it, so that new writes reuse memory the node has already used instead of growing the cache (dear on a virtual machine whose host takes back free memory) and a catch-up consumer reads them from the disk; 0 leaves the whole log to the kernel's page cache, as Kafka does")
 	c.tls = tlsconf.AddFlags(fs)
 	c.authz = peerauth.AddFlags(fs, "produce, fetch and list-offsets calls")
 	fs.StringVar(&c.gossipKeyFile, "gossip-key-file", "", "file holding the cluster's gossip key (base64 of 16, 24 or 32 bytes): gossip is encrypted and members without it are kept out")
@@ -93,6 +95,10 @@ func main() {
 	var err error
 	if c.gossipTimings, err = timings(); err != nil {
 		fmt.Fprintln(os.Stderr, "skein-storage:", err)
+		os.Exit(2)
+	}
+	if c.cacheWindow < 0 {
+		fmt.Fprintf(os.Stderr, "skein-storage: --log-cache-window %d: want a number of bytes, or 0 to leave the cache to the kernel\n", c.cacheWindow)
 		os.Exit(2)
 	}
 	if c.maxInflight <= 0 {
@@ -165,7 +171,7 @@ func run(c config) error {
 		return cc, err == nil
 	}, log)
 	isr := isrsender.New(link.AlterPartition)
-	mgr = replica.New(replica.Config{Self: int32(c.nodeID), DataDir: c.dataDir, ReplicaLagMax: c.replicaLagMax, ProducerIDExpiration: c.producerIDExp}, log, isr, fetchers, ckpt)
+	mgr = replica.New(replica.Config{Self: int32(c.nodeID), DataDir: c.dataDir, ReplicaLagMax: c.replicaLagMax, ProducerIDExpiration: c.producerIDExp, LogCacheWindow: c.cacheWindow}, log, isr, fetchers, ckpt)
 
 	reg := telemetry.NewRegistry()
 	reg.MustRegister(replica.NewCollector(mgr))

@@ -59,7 +59,16 @@ type Config struct {
 	// ProbeEvery is how often, while the log directory has failed, the
 	// manager tries whether it is writable again (default 1 s).
 	ProbeEvery time.Duration
+	// LogCacheWindow is each log's Options.CacheWindow: how many of the
+	// newest bytes of a partition's active segment stay in the page cache
+	// (0: all of them, as the kernel pleases).
+	LogCacheWindow int64
 }
+
+// DefaultLogCacheWindow is a storage node's LogCacheWindow unless told
+// otherwise: 8 MiB a partition, what followers and tailing consumers read
+// (seconds of a partition taking a few MiB a second).
+const DefaultLogCacheWindow = 8 << 20
 
 // DefaultProducerIDExpiration is Config.ProducerIDExpiration's default, as
 // Kafka's producer.id.expiration.ms.
@@ -390,7 +399,7 @@ func (m *Manager) openLocked(tp partition.TP, topicID string, lcfg plog.Config, 
 			return nil, err
 		}
 	}
-	l, err := plog.Open(dir, lcfg, plog.Options{State: plog.State{LogStartOffset: ck.LogStartOffset, RecoveryPoint: ck.RecoveryPoint}})
+	l, err := plog.Open(dir, lcfg, plog.Options{State: plog.State{LogStartOffset: ck.LogStartOffset, RecoveryPoint: ck.RecoveryPoint}, CacheWindow: m.cfg.LogCacheWindow})
 	if err != nil {
 		return nil, err
 	}

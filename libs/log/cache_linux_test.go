@@ -1,0 +1,93 @@
+package log
+
+import (
+	"os"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// resident reports, page by page, whether [off, off+n) of the file at path
+// is in the page cache.
+func resident(t *testing.T, path string, off, n int64) []bool {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	mem, err := unix.Mmap(int(f.Fd()), off, int(n), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(mem)
+	vec := make([]byte, (n+int64(os.Getpagesize())-1)/int64(os.Getpagesize()))
+	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&mem[0])), uintptr(len(mem)), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
+		t.Fatal("mincore:", errno)
+	}
+	out := make([]bool, len(vec))
+	for i, v := range vec {
+		out[i] = v&1 == 1
+	}
+	return out
+}
+
+func count(pages []bool) (n int) {
+	for _, in := range pages {
+		if in {
+			n++
+		}
+	}
+	return n
+}
+
+// The bytes of the active segment more than a window behind its end leave
+// the page cache once written back; the window stays; and with no window
+// (the default) everything written stays cached.
+func TestCacheWindowDropsWrittenBackBytes(t *testing.T) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(t.TempDir(), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Type == unix.TMPFS_MAGIC {
+		t.Skip("the test directory is on tmpfs, whose pages are the files themselves: nothing can be dropped")
+	}
+	for _, tc := range []struct {
+		window   int64
+		wantGone bool
+	}{{window: 2 << 20, wantGone: true}, {window: 0}} {
+		dir := t.TempDir()
+		l, err := Open(dir, DefaultConfig(), Options{CacheWindow: tc.window})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// 20 MiB, each batch fsynced: every page is clean when it falls
+		// out of the window, so the drop is not racing the write-back.
+		for i := range 320 {
+			if _, err := l.Append(valuesBatch(t, i*16, 16, 4000, 1), 0); err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		path := l.active().path(logSuffix)
+		size := l.active().size
+		head := resident(t, path, 0, 8<<20)
+		tail := resident(t, path, (size-1<<20)&^0xfff, 1<<20)
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if tc.wantGone {
+			if n := count(head); n != 0 {
+				t.Errorf("window %d: %d of the first %d pages still cached, want none", tc.window, n, len(head))
+			}
+		} else if n := count(head); n != len(head) {
+			t.Errorf("no window: %d of the first %d pages cached, want all", n, len(head))
+		}
+		if n := count(tail); n != len(tail) {
+			t.Errorf("window %d: %d of the last %d pages cached, want all", tc.window, n, len(tail))
+		}
+	}
+}
