@@ -1,5 +1,10 @@
 package log
 
+import (
+	"os"
+	"sync"
+)
+
 // Bounding a log's page cache. A log is read mostly near its end: followers
 // within milliseconds of an append, tailing consumers within seconds. What
 // lies further back is read again only by a consumer catching up, yet the
@@ -39,29 +44,76 @@ const cacheStep = 4 << 20
 // covers only in part stays cached) whatever the machine's page size.
 const cacheAlign = 64 << 10
 
-// trimCache hands the bytes of s more than window behind its end to the
-// disk, and drops from the cache those handed over a step before. Called
-// with wmu held, after an append to s.
+// trimJob is one round of advice for one file: drop [dropOff,
+// dropOff+dropLen) from the cache, hand [wbOff, wbOff+wbLen) to the disk.
+// done, when not nil, is closed once the round has run.
+type trimJob struct {
+	f                *os.File
+	dropOff, dropLen int64
+	wbOff, wbLen     int64
+	done             chan struct{}
+}
+
+// The advice is given by one goroutine for the whole process, never by the
+// append that asks for it: a drop that finds a page still in another CPU's
+// LRU batch drains every CPU's batch and waits for it, which on a busy
+// machine takes milliseconds that a partition's writer must not wait.
+var trimmer struct {
+	once sync.Once
+	jobs chan trimJob
+}
+
+// queueTrim hands job to the trimming goroutine, starting it if needed,
+// and reports whether it took it (false when it is that far behind).
+func queueTrim(job trimJob) bool {
+	trimmer.once.Do(func() {
+		trimmer.jobs = make(chan trimJob, 1024)
+		go func() {
+			for j := range trimmer.jobs {
+				if j.dropLen > 0 {
+					dropCache(j.f, j.dropOff, j.dropLen)
+				}
+				if j.wbLen > 0 {
+					handToDisk(j.f, j.wbOff, j.wbLen)
+				}
+				if j.done != nil {
+					close(j.done)
+				}
+			}
+		}()
+	})
+	select {
+	case trimmer.jobs <- job:
+		return true
+	default:
+		return false
+	}
+}
+
+// trimCache asks for the bytes of s more than window behind its end to be
+// handed to the disk, and for those handed over a step before to be
+// dropped from the cache. Called with wmu held, after an append to s. A
+// round the trimming goroutine cannot take now is asked for again, larger,
+// by the next append.
 func (s *segment) trimCache(window int64) {
 	s.wb, s.wbPrev, s.dropped = min(s.wb, s.size), min(s.wbPrev, s.size), min(s.dropped, s.size) // after a truncation
 	limit := (s.size - window) &^ (cacheAlign - 1)
 	if limit-s.wb < cacheStep {
 		return
 	}
-	if s.wbPrev > s.dropped {
-		dropCache(s.f, s.dropped, s.wbPrev-s.dropped)
-		s.dropped = s.wbPrev
+	job := trimJob{f: s.f, dropOff: s.dropped, dropLen: max(s.wbPrev-s.dropped, 0), wbOff: s.wb, wbLen: limit - s.wb}
+	if !queueTrim(job) {
+		return
 	}
-	handToDisk(s.f, s.wb, limit-s.wb)
+	s.dropped = max(s.dropped, s.wbPrev)
 	s.wbPrev, s.wb = s.wb, limit
 }
 
-// dropTail drops what s still has cached from the bytes not dropped yet,
-// when s stops being the active segment; pages still being written back
-// stay until the kernel reclaims them, at most about a window's worth.
+// dropTail asks for what s still has cached of the bytes not dropped yet
+// to be dropped, when s stops being the active segment; pages still being
+// written back stay until the kernel reclaims them, about a window's worth.
 func (s *segment) dropTail() {
-	if s.size > s.dropped {
-		dropCache(s.f, s.dropped, s.size-s.dropped)
+	if s.size > s.dropped && queueTrim(trimJob{f: s.f, dropOff: s.dropped, dropLen: s.size - s.dropped}) {
 		s.dropped = s.size
 	}
 }

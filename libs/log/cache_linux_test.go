@@ -33,6 +33,17 @@ func resident(t *testing.T, path string, off, n int64) []bool {
 	return out
 }
 
+// waitTrims waits until the trimming goroutine has run every round asked
+// of it so far.
+func waitTrims(t *testing.T) {
+	t.Helper()
+	done := make(chan struct{})
+	if !queueTrim(trimJob{done: done}) {
+		t.Fatal("the trimming goroutine is 1024 rounds behind")
+	}
+	<-done
+}
+
 func count(pages []bool) (n int) {
 	for _, in := range pages {
 		if in {
@@ -72,6 +83,7 @@ func TestCacheWindowDropsWrittenBackBytes(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		waitTrims(t)
 		path := l.active().path(logSuffix)
 		size := l.active().size
 		head := resident(t, path, 0, 8<<20)
