@@ -1057,6 +1057,55 @@ func TestInFlightBatchesStayWithinFiveOfTheOldestOpen(t *testing.T) {
 	}
 }
 
+// A burst queued before the sender could send any of it (here: while the
+// partition had no leader) goes out up to five batches at once when it
+// can, not one batch per wake: nothing else would wake the sender while
+// the first answer is outstanding.
+func TestQueuedBurstGoesOutFiveBatchesAtOnce(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 1, nil)
+	p := c.NewProducer(client.WithBatchSize(1), client.WithLinger(-1))
+	defer p.Close(ctx(t))
+	if r := p.ProduceSync(ctx(t), client.Record{Topic: "t", Value: []byte("first")})[0]; r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	cl.Controller.SetLeader("t", 0, -1) // offline: the burst queues
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, _, ok := c.Metadata().LeaderAndEpoch("t", 0); !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the client never saw the partition offline")
+		}
+	}
+	release := cl.Storage[1].HoldAnswers("t", 0)
+	defer release()
+	done := produceMany(t, p, "t", 0, "burst", 20)
+	time.Sleep(50 * time.Millisecond)
+	if span := cl.Storage[1].MaxOpenSpan("t", 0); span != 1 {
+		t.Fatalf("%d batches appended while the partition had no leader, want only the first", span)
+	}
+	cl.Controller.SetLeader("t", 0, 1)
+	deadline := time.Now().Add(5 * time.Second)
+	for cl.Storage[1].MaxOpenSpan("t", 0) < 5 {
+		if time.Now().After(deadline) {
+			t.Fatalf("with 20 batches queued, at most %d were ever out at once, want 5", cl.Storage[1].MaxOpenSpan("t", 0))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	release()
+	select {
+	case rs := <-done:
+		checkInOrder(t, rs, 1)
+	case <-time.After(10 * time.Second):
+		t.Fatal("not all answered")
+	}
+	if span := cl.Storage[1].MaxOpenSpan("t", 0); span > 5 {
+		t.Errorf("up to %d batches appended from an unanswered one, want at most 5", span)
+	}
+}
+
 // ProduceBatch (the coordinators' and the gateway's transactional writes)
 // stops waiting for a leader the metadata replaced and resends to the new
 // one under the same identity.

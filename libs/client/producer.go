@@ -809,35 +809,42 @@ func (p *Producer) collect(now time.Time) (sends []*brokerRequest, wakeAt time.T
 			return ps == nil || len(ps.inflight) == 0 && len(ps.retry) == 0
 		}
 	}
+	// Every batch a partition may send goes now, not one a round: a burst
+	// produced before the sender ran leaves nothing behind to wake it, and
+	// the batches after the first would wait for an answer instead of
+	// being in flight beside it.
 	for _, tp := range p.acc.Ready(now, flush, eager) {
 		ps := p.part(tp)
-		if !ps.canSend() {
-			continue
-		}
-		if _, _, ok := leaderOf(m, tp.Topic, tp.Partition); !ok {
-			if _, found := m.Partition(tp.Topic, tp.Partition); !found && m.PartitionCount(tp.Topic) == 0 {
-				// The topic was deleted: nothing will ever lead it again.
-				for ab := p.acc.Pop(tp); ab != nil; ab = p.acc.Pop(tp) {
-					failed, failErrs = append(failed, p.wrap(ab)), append(failErrs, errs.Errorf(errs.UnknownTopicOrPartition, "topic %q was deleted", tp.Topic))
-				}
-				if len(ps.inflight) == 0 && len(ps.retry) == 0 {
-					delete(p.parts, tp) // answers still due find their state
-				}
+		for first := true; first || p.acc.ReadyNow(tp, now, flush); first = false {
+			if !ps.canSend() {
+				break
 			}
-			continue // a metadata change wakes us; Expire bounds the wait
-		}
-		if wait := p.ensurePID(ps); wait != nil {
-			pidWait = wait
-			continue
-		}
-		ab := p.acc.Pop(tp)
-		b := p.wrap(ab)
-		b.size = ab.Bytes
-		if err := p.encode(ps, b); err != nil {
-			failed, failErrs = append(failed, b), append(failErrs, err)
-			continue
-		}
-		if route(ps, b) {
+			if _, _, ok := leaderOf(m, tp.Topic, tp.Partition); !ok {
+				if _, found := m.Partition(tp.Topic, tp.Partition); !found && m.PartitionCount(tp.Topic) == 0 {
+					// The topic was deleted: nothing will ever lead it again.
+					for ab := p.acc.Pop(tp); ab != nil; ab = p.acc.Pop(tp) {
+						failed, failErrs = append(failed, p.wrap(ab)), append(failErrs, errs.Errorf(errs.UnknownTopicOrPartition, "topic %q was deleted", tp.Topic))
+					}
+					if len(ps.inflight) == 0 && len(ps.retry) == 0 {
+						delete(p.parts, tp) // answers still due find their state
+					}
+				}
+				break // a metadata change wakes us; Expire bounds the wait
+			}
+			if wait := p.ensurePID(ps); wait != nil {
+				pidWait = wait
+				break
+			}
+			ab := p.acc.Pop(tp)
+			b := p.wrap(ab)
+			b.size = ab.Bytes
+			if err := p.encode(ps, b); err != nil {
+				failed, failErrs = append(failed, b), append(failErrs, err)
+				continue
+			}
+			if !route(ps, b) {
+				break
+			}
 			ps.window = append(ps.window, b)
 		}
 	}

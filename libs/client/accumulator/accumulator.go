@@ -157,6 +157,14 @@ func (a *Accumulator) Ready(now time.Time, flush bool, eager func(TP) bool) []TP
 	return out
 }
 
+// ReadyNow reports whether tp's first batch may be sent now by the rules
+// of Ready without eager: full, lingered long enough, or flushing. A sender
+// that took tp's first batch asks it to learn whether the next one may
+// follow in the same round.
+func (a *Accumulator) ReadyNow(tp TP, now time.Time, flush bool) bool {
+	return a.ready(a.queues[tp], now, flush)
+}
+
 // Pop removes and returns tp's first batch, or nil.
 func (a *Accumulator) Pop(tp TP) *Batch {
 	q := a.queues[tp]

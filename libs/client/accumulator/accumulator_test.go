@@ -156,6 +156,39 @@ func TestLingerAndReadiness(t *testing.T) {
 	}
 }
 
+// ReadyNow answers for one partition what Ready answers without eager: after
+// the first batch is taken, the next is ready only if it is full, has a
+// batch behind it, lingered long enough, or a flush asks for it.
+func TestReadyNowAfterAPop(t *testing.T) {
+	p0, none := TP{"t", 0}, TP{"t", 9}
+	for _, tc := range []struct {
+		at    time.Duration
+		flush bool
+		want  []bool // before each Pop, until the queue is empty
+	}{
+		{0, false, []bool{true, true, false, false}},
+		{5 * time.Millisecond, false, []bool{true, true, true, false}},
+		{0, true, []bool{true, true, true, false}},
+	} {
+		// Eight records of 30 bytes: two full batches of three, then an open one.
+		b := New(Config{BatchSize: 200, Linger: 5 * time.Millisecond})
+		for i := range 8 {
+			b.Append(p0, rec(i, 30), t0, 0)
+		}
+		var got []bool
+		for range 4 {
+			got = append(got, b.ReadyNow(p0, t0.Add(tc.at), tc.flush))
+			b.Pop(p0)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("ReadyNow(+%v, flush=%v) before each pop = %v, want %v", tc.at, tc.flush, got, tc.want)
+		}
+	}
+	if New(Config{BatchSize: 200}).ReadyNow(none, t0.Add(time.Hour), true) {
+		t.Error("a partition with no batch is never ready")
+	}
+}
+
 func TestExpire(t *testing.T) {
 	a := New(Config{BatchSize: 100, Linger: time.Hour})
 	tp := TP{"t", 0}
