@@ -966,6 +966,29 @@ func checkInOrder(t *testing.T, rs []client.Result, first int64) {
 	}
 }
 
+// pipelinedProducer starts a one-node cluster with topic "t" of the given
+// partitions and a producer that makes a batch of every record and sends
+// it at once, its first batch on each partition already acknowledged (so
+// later ones may be pipelined).
+func pipelinedProducer(t *testing.T, partitions int32) (*clienttest.Cluster, *client.Client, *client.Producer) {
+	t.Helper()
+	cl := clienttest.Start(t, 1)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", partitions, nil)
+	p := c.NewProducer(client.WithBatchSize(1), client.WithLinger(-1))
+	t.Cleanup(func() {
+		closeCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		p.Close(closeCtx)
+	})
+	for part := range partitions {
+		if r := p.ProduceSync(ctx(t), client.Record{Topic: "t", Partition: ptr(part), Value: []byte("first")})[0]; r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	return cl, c, p
+}
+
 // The first batch under a producer id goes out alone: a node that does not
 // know the id takes any sequence from it, so nothing may overtake it.
 func TestFirstBatchOfAProducerIDGoesOutAlone(t *testing.T) {
@@ -1006,16 +1029,7 @@ func TestFirstBatchOfAProducerIDGoesOutAlone(t *testing.T) {
 // answered first (their request did not carry the slow partition): every
 // batch that may be resent stays within the node's duplicate window.
 func TestInFlightBatchesStayWithinFiveOfTheOldestOpen(t *testing.T) {
-	cl := clienttest.Start(t, 1)
-	c := newClient(t, cl)
-	createTopic(t, c, "t", 2, nil)
-	p := c.NewProducer(client.WithBatchSize(1), client.WithLinger(-1))
-	defer p.Close(ctx(t))
-	for part := range int32(2) {
-		if r := p.ProduceSync(ctx(t), client.Record{Topic: "t", Partition: ptr(part), Value: []byte("first")})[0]; r.Err != nil {
-			t.Fatal(r.Err)
-		}
-	}
+	cl, _, p := pipelinedProducer(t, 2)
 	// Partition 1's answers are held: a request carrying a batch of each
 	// partition holds partition 0's batch too, while partition 0's later
 	// requests are answered.
@@ -1062,14 +1076,7 @@ func TestInFlightBatchesStayWithinFiveOfTheOldestOpen(t *testing.T) {
 // can, not one batch per wake: nothing else would wake the sender while
 // the first answer is outstanding.
 func TestQueuedBurstGoesOutFiveBatchesAtOnce(t *testing.T) {
-	cl := clienttest.Start(t, 1)
-	c := newClient(t, cl)
-	createTopic(t, c, "t", 1, nil)
-	p := c.NewProducer(client.WithBatchSize(1), client.WithLinger(-1))
-	defer p.Close(ctx(t))
-	if r := p.ProduceSync(ctx(t), client.Record{Topic: "t", Value: []byte("first")})[0]; r.Err != nil {
-		t.Fatal(r.Err)
-	}
+	cl, c, p := pipelinedProducer(t, 1)
 	cl.Controller.SetLeader("t", 0, -1) // offline: the burst queues
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		if _, _, ok := c.Metadata().LeaderAndEpoch("t", 0); !ok {
