@@ -189,11 +189,11 @@ snapshot() { # snapshot ARRAY: every server's ticks now
 # Three, not one: after a run that freed GiBs, the kernel hands out cheap
 # and dear pages mixed, and a single dear chunk stopped the drain with
 # GiBs of cheap memory left for the system after it (JetStream ran at
-# 16-23 s/M of server CPU after such a stop, 26-42 after a longer drain). The cap must pass whatever
-# was freed last: a build frees GiBs, and so does the run before (its
-# drain files and both clusters' logs), which a cap of 4 GiB did not pass.
-# On a machine without the effect every MiB is cheap: the drain stops at
-# its cap and says so.
+# 16-23 s/M of server CPU after such a stop, 26-42 after a longer drain).
+# The cap must pass whatever was freed last: a build frees GiBs, and so
+# does the run before (its drain files and both clusters' logs), which a
+# cap of 4 GiB did not pass. On a machine without the effect every MiB is
+# cheap: the drain stops at its cap and says so.
 PAGE_MS=()
 drain() {
   local label=$1 n=0 dear=0 cap shm s ms=0 f TIMEFORMAT=%S
