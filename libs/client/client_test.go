@@ -3,7 +3,6 @@ package client_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -22,17 +21,6 @@ func ctx(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
 	return c
-}
-
-// deadAddr is a loopback address nothing listens on.
-func deadAddr(t *testing.T) string {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := lis.Addr().String()
-	lis.Close()
-	return addr
 }
 
 func newClient(t *testing.T, cl *clienttest.Cluster, controllers ...string) *client.Client {
@@ -65,7 +53,7 @@ func ptr[T any](v T) *T { return &v }
 
 func TestWatchSkipsADeadController(t *testing.T) {
 	cl := clienttest.Start(t, 1)
-	c := newClient(t, cl, deadAddr(t), cl.ControllerAddr)
+	c := newClient(t, cl, clienttest.DeadAddr(t), cl.ControllerAddr)
 	if got := c.Metadata().ClusterID(); got != "test-cluster" {
 		t.Fatalf("cluster id %q", got)
 	}

@@ -37,6 +37,19 @@ func Start(t testing.TB, n int) *Cluster {
 	return c
 }
 
+// DeadAddr is a loopback address nothing listens on: a controller or
+// broker that cannot be reached.
+func DeadAddr(t testing.TB) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	lis.Close()
+	return addr
+}
+
 // ServeController serves ctrl on one more loopback port (a second
 // "controller" of the same quorum) and answers its address and a function
 // that stops that server, breaking its watch streams.

@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
@@ -15,13 +14,7 @@ import (
 // refused LEADER_NOT_AVAILABLE when none comes before its deadline, and once
 // metadata is there is never refused as not ready, whatever its context.
 func TestKnownTopicWaitsForMetadata(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := lis.Addr().String()
-	lis.Close()
-	cold, err := client.New(client.Config{Controllers: []string{dead}})
+	cold, err := client.New(client.Config{Controllers: []string{clienttest.DeadAddr(t)}})
 	if err != nil {
 		t.Fatal(err)
 	}
