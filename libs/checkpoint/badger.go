@@ -9,6 +9,7 @@ import (
 
 	"skein/libs/compactor"
 	"skein/libs/errs"
+	"skein/libs/spareproc"
 )
 
 // Badger is the on-disk Store.
@@ -43,6 +44,15 @@ func OpenBadger(dir string) (*Badger, error) {
 	return &Badger{db: db, compactor: compactor.Start(db, 0, nil)}, nil
 }
 
+// update runs a synced write. While badger waits for the disk (an msync
+// of its log, as slow as the disk's cache flush: tens of milliseconds
+// behind other writes), the process has a spare processor, so that a
+// node with one goes on serving instead of stopping until Go's monitor
+// thread notices the blocked call.
+func (b *Badger) update(fn func(txn *badger.Txn) error) error {
+	return spareproc.During(func() error { return b.db.Update(fn) })
+}
+
 func storageErr(what string, err error) error {
 	return errs.Errorf(errs.KafkaStorageError, "%s: %v", what, err)
 }
@@ -59,7 +69,7 @@ func (b *Badger) SaveOffsets(offsets map[Partition]Offsets) error {
 	// One transaction: all or nothing. Badger bounds a transaction (15% of
 	// the 16 MiB memtable, some 60,000 partitions' offsets); past that it
 	// fails with ErrTxnTooBig rather than writing part of the map.
-	err := b.db.Update(func(txn *badger.Txn) error {
+	err := b.update(func(txn *badger.Txn) error {
 		for p, o := range offsets {
 			if err := txn.Set(keys[p], encodeOffsets(o)); err != nil {
 				return err
@@ -105,7 +115,7 @@ func (b *Badger) DeletePartition(p Partition) error {
 	if err != nil {
 		return err
 	}
-	if err := b.db.Update(func(txn *badger.Txn) error { return txn.Delete(k) }); err != nil {
+	if err := b.update(func(txn *badger.Txn) error { return txn.Delete(k) }); err != nil {
 		return storageErr("deleting offsets", err)
 	}
 	return nil
@@ -120,7 +130,7 @@ func (b *Badger) Put(key string, value []byte) error {
 	if v == nil {
 		v = []byte{}
 	}
-	if err := b.db.Update(func(txn *badger.Txn) error { return txn.Set(k, v) }); err != nil {
+	if err := b.update(func(txn *badger.Txn) error { return txn.Set(k, v) }); err != nil {
 		return storageErr("putting "+key, err)
 	}
 	return nil
@@ -157,7 +167,7 @@ func (b *Badger) Delete(key string) error {
 	if err != nil {
 		return err
 	}
-	if err := b.db.Update(func(txn *badger.Txn) error { return txn.Delete(k) }); err != nil {
+	if err := b.update(func(txn *badger.Txn) error { return txn.Delete(k) }); err != nil {
 		return storageErr("deleting "+key, err)
 	}
 	return nil
