@@ -2,6 +2,7 @@ package spareproc
 
 import (
 	"errors"
+	"os"
 	"runtime"
 	"slices"
 	"testing"
@@ -102,5 +103,30 @@ func TestDuringPanics(t *testing.T) {
 	}()
 	if got := runtime.GOMAXPROCS(0); got != 1 {
 		t.Fatalf("GOMAXPROCS %d after a call that panicked, want 1", got)
+	}
+}
+
+// With no GOMAXPROCS in the environment, what comes back is the runtime's
+// default (which follows the CPU limit as it changes), not the number read
+// when the call began: here a setting made in code is replaced by it.
+func TestDuringRestoresTheDefault(t *testing.T) {
+	t.Setenv("GOMAXPROCS", "")
+	if err := os.Unsetenv("GOMAXPROCS"); err != nil {
+		t.Fatal(err)
+	}
+	prev := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(prev)
+	runtime.SetDefaultGOMAXPROCS()
+	def := runtime.GOMAXPROCS(0)
+	runtime.GOMAXPROCS(def + 2)
+	var inside int
+	if err := During(func() error { inside = runtime.GOMAXPROCS(0); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if inside != def+3 {
+		t.Fatalf("GOMAXPROCS %d during the call, want %d", inside, def+3)
+	}
+	if got := runtime.GOMAXPROCS(0); got != def {
+		t.Fatalf("GOMAXPROCS %d after the call, want the default %d", got, def)
 	}
 }
