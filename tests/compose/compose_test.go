@@ -22,6 +22,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"skein/libs/loopback"
 )
 
 // project is the compose project name: containers, the network and the
@@ -156,7 +158,12 @@ func newCluster(t *testing.T) *cluster {
 		t.Fatal(err)
 	}
 	c.files = []string{filepath.Join(root, "docker-compose.yml")}
-	restPort, grpcPort, jaegerPort := freePort(t), freePort(t), freePort(t)
+	ports := loopback.Addrs(t, 3)
+	for i, a := range ports {
+		_, p, _ := net.SplitHostPort(a)
+		ports[i] = p
+	}
+	restPort, grpcPort, jaegerPort := ports[0], ports[1], ports[2]
 	c.env = append(os.Environ(), "SKEIN_REST_PORT="+restPort, "SKEIN_GRPC_PORT="+grpcPort, "JAEGER_QUERY_PORT="+jaegerPort)
 	c.rest, c.jaeger = "http://127.0.0.1:"+restPort, "http://127.0.0.1:"+jaegerPort
 
@@ -205,15 +212,6 @@ func newCluster(t *testing.T) *cluster {
 	})
 	t.Logf("compose: %s, project %s, REST %s, Jaeger %s", strings.Join(c.compose, " "), project, c.rest, c.jaeger)
 	return c
-}
-
-func freePort(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 }
 
 // composeOut runs docker compose -p project -f file args... and returns its

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"net"
 	"os"
 	"runtime/pprof"
 	"strings"
@@ -21,21 +20,12 @@ import (
 	"skein/libs/acl"
 	"skein/libs/errs"
 	"skein/libs/grpcopt"
+	"skein/libs/loopback"
 	"skein/libs/membership"
 	"skein/libs/metadata"
 	"skein/libs/rpcerr"
 	"skein/libs/tlsconf"
 )
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
 
 func TestFlagsAndEnvTwins(t *testing.T) {
 	env := map[string]string{
@@ -71,7 +61,8 @@ func TestFlagsAndEnvTwins(t *testing.T) {
 // The binary's run: serves gRPC and HTTP, answers healthcheck, creates
 // nothing it should not, and stops cleanly when its context ends.
 func TestRunAndHealthcheck(t *testing.T) {
-	grpcAddr, httpAddr, raftAddr, gossipAddr := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
+	addrs := loopback.Addrs(t, 4)
+	grpcAddr, httpAddr, raftAddr, gossipAddr := addrs[0], addrs[1], addrs[2], addrs[3]
 	args := []string{"--node-id=1", "--grpc-addr=" + grpcAddr, "--http-addr=" + httpAddr, "--raft-addr=" + raftAddr,
 		"--gossip-addr=" + gossipAddr, "--data-dir=" + t.TempDir(), "--cluster-id=test-cluster",
 		"--raft-heartbeat-timeout=300ms", "--raft-election-timeout=300ms", "--raft-leader-lease-timeout=150ms", "--log-level=warn"}
@@ -200,7 +191,7 @@ func TestAuthorizationFlags(t *testing.T) {
 	}
 	// run stops at the flags, before it listens or opens anything.
 	dir := t.TempDir()
-	err := run(context.Background(), []string{"--authorizer", "--data-dir=" + dir, "--grpc-addr=" + freeAddr(t)}, noenv, io.Discard, func() { t.Error("served") })
+	err := run(context.Background(), []string{"--authorizer", "--data-dir=" + dir, "--grpc-addr=" + loopback.Addrs(t, 1)[0]}, noenv, io.Discard, func() { t.Error("served") })
 	if err == nil || !strings.Contains(err.Error(), "--authorizer needs TLS") {
 		t.Fatalf("run with --authorizer and no TLS: %v", err)
 	}
@@ -231,9 +222,10 @@ func TestRunSecured(t *testing.T) {
 	// run makes the process use its certificate; later tests serve
 	// plaintext again.
 	t.Cleanup(func() { grpcopt.UseTLS(nil) })
-	grpcAddr := freeAddr(t)
+	addrs := loopback.Addrs(t, 3)
+	grpcAddr := addrs[0]
 	f := files["controller-1"]
-	args := []string{"--node-id=1", "--grpc-addr=" + grpcAddr, "--http-addr=" + freeAddr(t), "--raft-addr=" + freeAddr(t),
+	args := []string{"--node-id=1", "--grpc-addr=" + grpcAddr, "--http-addr=" + addrs[1], "--raft-addr=" + addrs[2],
 		"--gossip-addr=", "--data-dir=" + t.TempDir(), "--cluster-id=test-cluster",
 		"--raft-heartbeat-timeout=300ms", "--raft-election-timeout=300ms", "--raft-leader-lease-timeout=150ms", "--log-level=warn",
 		"--tls-cert=" + f.Cert, "--tls-key=" + f.Key, "--tls-ca=" + f.CA, "--authorizer", "--super-users=User:admin"}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"path/filepath"
 	"testing"
 	"time"
@@ -14,28 +13,15 @@ import (
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/acl"
 	"skein/libs/errs"
+	"skein/libs/loopback"
 	"skein/libs/metadata"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// freeAddrs reserves n loopback ports by listening on :0 and closing.
-func freeAddrs(t *testing.T, n int) []string {
-	t.Helper()
-	var out []string
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, l.Addr().String())
-		l.Close()
-	}
-	return out
-}
-
+// testPeers names n controllers on distinct free loopback Raft ports.
 func testPeers(t *testing.T, n int) []Peer {
-	addrs := freeAddrs(t, n)
+	addrs := loopback.Addrs(t, n)
 	var peers []Peer
 	for i, a := range addrs {
 		peers = append(peers, Peer{ID: int32(i + 1), RaftAddr: a, GRPCAddr: fmt.Sprintf("127.0.0.1:%d", 1+i)})

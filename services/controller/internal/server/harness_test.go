@@ -19,6 +19,7 @@ import (
 
 	controllerv1 "skein/gen/skein/controller/v1"
 	controllerv1grpc "skein/gen/skein/controller/v1/controllerv1grpc"
+	"skein/libs/loopback"
 	"skein/libs/membership"
 	"skein/libs/peerauth"
 	"skein/libs/tlsconf"
@@ -36,20 +37,6 @@ func gossipTimings() membership.Timings {
 	t.ProbeTimeout = 300 * time.Millisecond
 	t.SuspicionMult = 4
 	return t
-}
-
-func freeAddrs(t *testing.T, n int) []string {
-	t.Helper()
-	var out []string
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, l.Addr().String())
-		l.Close()
-	}
-	return out
 }
 
 // controller is one in-process controller: Raft node, reconciler, gRPC
@@ -134,7 +121,7 @@ func newCluster(t *testing.T, n int, gossip bool, session time.Duration) *cluste
 
 func newClusterWith(t *testing.T, n int, gossip bool, session time.Duration, sec *secured) *cluster {
 	t.Helper()
-	addrs := freeAddrs(t, 2*n)
+	addrs := loopback.Addrs(t, 2*n)
 	c := &cluster{t: t, dir: t.TempDir(), gossip: gossip, session: session, sec: sec}
 	for i := range n {
 		c.peers = append(c.peers, quorum.Peer{ID: int32(i + 1), RaftAddr: addrs[2*i], GRPCAddr: addrs[2*i+1]})
