@@ -450,6 +450,12 @@ STREAM4=(--transport grpc-stream --batch 10 --in-flight 16 --concurrency 4)
 STREAM500=(--transport grpc-stream --batch 10 --in-flight 50 --concurrency 1)
 DIRECT=(--transport direct --cluster-json "$DATA/cluster.json" --batch 10 --in-flight 16 --concurrency 1)
 DIRECT500=(--transport direct --cluster-json "$DATA/cluster.json" --batch 10 --in-flight 50 --concurrency 1)
+# Keyless: the requests name no partition and the producer places the
+# records (the gateway's, or libs/client's), sticking to one partition per
+# batch as Kafka's producer does for records without a key. JetStream's
+# stream is one log; the rows above spread every request over three.
+STREAMK=("${STREAM[@]}" --keyless)
+DIRECTK=("${DIRECT[@]}" --keyless)
 # Every topic created, in sync and warmed up before anything is measured.
 warm() { "${G[@]}" --topic "$1" "${@:2}" --num-records "$WARM" >/dev/null 2>>"$WORK/warmup.err"; }
 warm bench-async "${STREAM[@]}"
@@ -457,9 +463,12 @@ warm bench-async4 "${STREAM4[@]}"
 warm bench-async500 "${STREAM500[@]}"
 warm bench-direct "${DIRECT[@]}"
 warm bench-direct500 "${DIRECT500[@]}"
+warm bench-asynck "${STREAMK[@]}"
+warm bench-directk "${DIRECTK[@]}"
 warm bench-fsync "${STREAM[@]}" --config flush.messages=1
 warm bench-fsync4 "${STREAM4[@]}" --config flush.messages=1
 warm bench-fsync500 "${STREAM500[@]}" --config flush.messages=1
+warm bench-fsynck "${STREAMK[@]}" --config flush.messages=1
 warm bench-half "${STREAM[@]}"
 warm bench-tail "${STREAM[@]}"
 sleep 2 # let the warm-up's last replication rounds and leader moves settle
@@ -474,12 +483,18 @@ measure skein produce-direct from-output parse_skein "$WORK/sk-direct.json" \
   "${G[@]}" "${DIRECT[@]}" --topic bench-direct --num-records "$MSGS"
 measure skein produce-direct-500 from-output parse_skein "$WORK/sk-direct500.json" \
   "${G[@]}" "${DIRECT500[@]}" --topic bench-direct500 --num-records "$MSGS"
+measure skein produce-async-keyless from-output parse_skein "$WORK/sk-asynck.json" \
+  "${G[@]}" "${STREAMK[@]}" --topic bench-asynck --num-records "$MSGS"
+measure skein produce-direct-keyless from-output parse_skein "$WORK/sk-directk.json" \
+  "${G[@]}" "${DIRECTK[@]}" --topic bench-directk --num-records "$MSGS"
 measure skein produce-fsync from-output parse_skein "$WORK/sk-fsync.json" \
   "${G[@]}" "${STREAM[@]}" --config flush.messages=1 --topic bench-fsync --num-records "$FSYNC_MSGS"
 measure skein produce-fsync-4-streams from-output parse_skein "$WORK/sk-fsync4.json" \
   "${G[@]}" "${STREAM4[@]}" --config flush.messages=1 --topic bench-fsync4 --num-records "$FSYNC_MSGS"
 measure skein produce-fsync-500 from-output parse_skein "$WORK/sk-fsync500.json" \
   "${G[@]}" "${STREAM500[@]}" --config flush.messages=1 --topic bench-fsync500 --num-records "$FSYNC_MSGS"
+measure skein produce-fsync-keyless from-output parse_skein "$WORK/sk-fsynck.json" \
+  "${G[@]}" "${STREAMK[@]}" --config flush.messages=1 --topic bench-fsynck --num-records "$FSYNC_MSGS"
 measure skein consume from-output parse_skein "$WORK/sk-consume-grpc.json" \
   "${C[@]}" --transport grpc --topic bench-async --num-records "$MSGS"
 measure skein consume-rest from-output parse_skein "$WORK/sk-consume-rest.json" \
@@ -513,9 +528,12 @@ ROWS='[
   ["produce-async-500", "same, Skein with as many records in flight as JetStream'"'"'s batch: 10 records × 50", "produce-async"],
   ["produce-direct", "same, Skein straight to the storage nodes (libs/client, 10 records × 16 in flight)", "produce-async"],
   ["produce-direct-500", "same, libs/client with 10 records × 50 in flight", "produce-async"],
+  ["produce-async-keyless", "same, one gateway stream (10 records × 16), keyless: the gateway places the records, one partition per batch", "produce-async"],
+  ["produce-direct-keyless", "same, libs/client (10 records × 16), keyless", "produce-async"],
   ["produce-fsync", "produce, fsync before every ack: JetStream `sync_interval: always`; Skein `flush.messages=1`, gRPC stream", "produce-fsync"],
   ["produce-fsync-4-streams", "same, Skein with 4 streams", "produce-fsync"],
   ["produce-fsync-500", "same, Skein with 10 records × 50 in flight", "produce-fsync"],
+  ["produce-fsync-keyless", "same, one gateway stream (10 records × 16), keyless", "produce-fsync"],
   ["consume", "consume, catch-up: JetStream ordered consumer; Skein gateway gRPC Fetch (3 partitions, 2000 per fetch)", "consume"],
   ["consume-rest", "same, Skein REST", "consume"],
   ["produce-half-rate", "produce at a fixed rate, half of Skein'"'"'s async peak (Skein gRPC stream)", null],

@@ -213,7 +213,8 @@ func produce(ctx context.Context, args []string) error {
 	configs := kvFlag{}
 	fs.Var(configs, "config", "topic config KEY=VALUE for a topic created here (repeatable), e.g. min.insync.replicas=2, flush.messages=1")
 	create := fs.Bool("create", true, "create the topic when it does not exist")
-	partitions := fs.Int("partitions", 1, "partitions of a created topic; records go round-robin over the topic's partitions")
+	partitions := fs.Int("partitions", 1, "partitions of a created topic; each request names one, round-robin over the topic's partitions, unless --keyless")
+	keyless := fs.Bool("keyless", false, "send records with neither key nor partition: the producer (the gateway's, or libs/client's with --transport direct or txn) places them, one partition per batch, as Kafka's default partitioner does for keyless records")
 	rf := fs.Int("replication-factor", 3, "replication factor of a created topic (0: the cluster's default)")
 	size := fs.Int("record-size", 1024, "value bytes per record")
 	num := fs.Int64("num-records", 0, "records to produce (0: run for --duration)")
@@ -239,7 +240,7 @@ func produce(ctx context.Context, args []string) error {
 		Transport: *c.transport, Endpoints: ep,
 		Topic:      bench.Topic{Name: *c.topic, Create: *create, Partitions: *partitions, ReplicationFactor: *rf, Configs: configs},
 		RecordSize: *size, NumRecords: *num, Duration: *dur, Rate: *rate, Acks: *acks, Batch: *batch,
-		Concurrency: *conc, InFlight: *inflight, TxnRecords: *txnRecords, Compression: *compression, Warmup: *warmup, Progress: *c.progress, Log: os.Stderr,
+		Concurrency: *conc, InFlight: *inflight, Keyless: *keyless, TxnRecords: *txnRecords, Compression: *compression, Warmup: *warmup, Progress: *c.progress, Log: os.Stderr,
 	})
 	if perr := stopProfile(); err == nil {
 		err = perr

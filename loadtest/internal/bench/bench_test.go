@@ -107,6 +107,8 @@ type fakeGateway struct {
 	skeinv1.UnimplementedAdminServiceServer
 	mu   sync.Mutex
 	logs map[int32][][]byte
+	// unnamed counts records that named no partition (all land in 0).
+	unnamed int
 }
 
 func (g *fakeGateway) append(recs []*skeinv1.ProduceRecord) []*skeinv1.ProduceResult {
@@ -114,6 +116,9 @@ func (g *fakeGateway) append(recs []*skeinv1.ProduceRecord) []*skeinv1.ProduceRe
 	defer g.mu.Unlock()
 	out := make([]*skeinv1.ProduceResult, len(recs))
 	for i, r := range recs {
+		if r.Partition == nil {
+			g.unnamed++
+		}
 		p := r.GetPartition()
 		g.logs[p] = append(g.logs[p], r.GetValueBytes())
 		out[i] = &skeinv1.ProduceResult{Partition: p, Offset: int64(len(g.logs[p]) - 1)}
@@ -202,6 +207,33 @@ func TestProduceAndConsumeThroughTheGatewayGRPC(t *testing.T) {
 	}
 	if sum.Records != 2002 || sum.Bytes != 200200 || sum.EndToEnd == nil || sum.EndToEnd.Count != 2002 || sum.EndToEnd.P50 < 0 {
 		t.Errorf("consume: %+v", sum)
+	}
+}
+
+// With Keyless no request names a partition, for the producer to place;
+// without it every request names one, in turn.
+func TestKeylessRecordsNameNoPartition(t *testing.T) {
+	for _, tr := range []string{GRPCStream, GRPC} {
+		for _, keyless := range []bool{false, true} {
+			g, addr := serveFakeGateway(t)
+			sum, err := Produce(context.Background(), ProduceConfig{Transport: tr, Endpoints: Endpoints{Gateway: addr}, Topic: Topic{Name: "t", Create: true, Partitions: 2},
+				RecordSize: 20, NumRecords: 300, Batch: 10, Concurrency: 2, InFlight: 4, Acks: -1, Keyless: keyless})
+			if err != nil {
+				t.Fatal(err)
+			}
+			g.mu.Lock()
+			unnamed, n0, n1 := g.unnamed, len(g.logs[0]), len(g.logs[1])
+			g.mu.Unlock()
+			if sum.Records != 300 || sum.Errors != 0 || sum.Keyless != keyless {
+				t.Errorf("%s keyless=%v: %+v", tr, keyless, sum)
+			}
+			switch {
+			case keyless && (unnamed != 300 || n0 != 300):
+				t.Errorf("%s keyless: %d of 300 records named no partition (partitions got %d and %d)", tr, unnamed, n0, n1)
+			case !keyless && (unnamed != 0 || n0 != 150 || n1 != 150):
+				t.Errorf("%s: %d records named no partition, partitions got %d and %d, want 150 each", tr, unnamed, n0, n1)
+			}
+		}
 	}
 }
 
@@ -302,11 +334,20 @@ func TestDirectProduceAndConsume(t *testing.T) {
 	if sum.Records != 3000 || sum.Errors != 0 {
 		t.Fatalf("produce: %+v", sum)
 	}
+	// Keyless: libs/client's producer places the records.
+	sum, err = Produce(context.Background(), ProduceConfig{Transport: Direct, Endpoints: ep, Topic: Topic{Name: "d"},
+		RecordSize: 200, NumRecords: 3000, Batch: 5, Concurrency: 3, InFlight: 64, Acks: -1, Keyless: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Records != 3000 || sum.Errors != 0 || !sum.Keyless {
+		t.Fatalf("keyless produce: %+v", sum)
+	}
 	cs, err := Consume(context.Background(), ConsumeConfig{Transport: Direct, Endpoints: ep, Topic: "d", IdleTimeout: 300 * time.Millisecond, MaxWait: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cs.Records != 3000 || cs.Bytes != 600000 || cs.EndToEnd == nil || cs.Concurrency != 3 {
+	if cs.Records != 6000 || cs.Bytes != 1200000 || cs.EndToEnd == nil || cs.Concurrency != 3 {
 		t.Errorf("consume: %+v", cs)
 	}
 }

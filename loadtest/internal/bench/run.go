@@ -41,6 +41,11 @@ type ProduceConfig struct {
 	Batch       int // records per request
 	Concurrency int // workers (a stream or connection each)
 	InFlight    int // unanswered requests per stream (grpc-stream) or in all (direct)
+	// Keyless sends records with neither a key nor a partition, for the
+	// producer to place (the gateway's, or libs/client's with direct and
+	// txn): one partition per batch, as Kafka's default partitioner does.
+	// Otherwise each request names a partition, in turn over the topic's.
+	Keyless bool
 	// TxnRecords: with transport txn, records per transaction (100).
 	TxnRecords int
 	// Compression is the codec of the batches for a topic whose
@@ -238,7 +243,7 @@ func Produce(ctx context.Context, cfg ProduceConfig) (Summary, error) {
 	close(stop)
 	acks := cfg.Acks
 	return st.summary(Summary{Mode: "produce", Transport: cfg.Transport, Topic: cfg.Topic.Name, Acks: &acks, RecordSize: cfg.RecordSize,
-		Batch: cfg.Batch, Concurrency: cfg.Concurrency, InFlight: cfg.InFlight, TargetRate: max(cfg.Rate, 0)}), nil
+		Batch: cfg.Batch, Concurrency: cfg.Concurrency, InFlight: cfg.InFlight, Keyless: cfg.Keyless, TargetRate: max(cfg.Rate, 0)}), nil
 }
 
 // produceLoad runs the workers until runCtx ends or num records (if > 0)
@@ -273,7 +278,11 @@ func produceLoad(ctx, runCtx context.Context, cfg ProduceConfig, senders []sende
 					values[i] = Payload(values[i], cfg.RecordSize, due)
 				}
 				inflight.Add(1)
-				s.send(ctx, part, values, func(failed int, err error) {
+				to := part
+				if cfg.Keyless {
+					to = -1
+				}
+				s.send(ctx, to, values, func(failed int, err error) {
 					defer inflight.Done()
 					if failed == 0 && err == nil {
 						vals.put(values)

@@ -149,6 +149,7 @@ type Summary struct {
 	Batch       int     `json:"batch,omitempty"`
 	Concurrency int     `json:"concurrency"`
 	InFlight    int     `json:"in_flight,omitempty"`
+	Keyless     bool    `json:"keyless,omitempty"`
 	TargetRate  float64 `json:"target_rate,omitempty"`
 	Records     int64   `json:"records"`
 	Bytes       int64   `json:"bytes"`
@@ -201,6 +202,9 @@ func (s Summary) String() string {
 		out += fmt.Sprintf(" record=%dB batch=%d", s.RecordSize, s.Batch)
 	}
 	out += fmt.Sprintf(" concurrency=%d", s.Concurrency)
+	if s.Keyless {
+		out += " keyless"
+	}
 	if s.TargetRate > 0 {
 		out += fmt.Sprintf(" target=%.0f rec/s", s.TargetRate)
 	}
