@@ -225,6 +225,7 @@ func produce(ctx context.Context, args []string) error {
 	batch := fs.Int("batch", 1, "records per request")
 	conc := fs.Int("concurrency", 1, "workers: a ProduceStream or connection each")
 	inflight := fs.Int("in-flight", 32, "unanswered requests per stream (grpc-stream) or in all (direct)")
+	producerBatch := fs.Int("producer-batch-size", 0, "with --transport direct: libs/client's batch.size in bytes (0: its default, 16 KiB as Kafka's)")
 	txnRecords := fs.Int("txn-records", 100, "with --transport txn: records per transaction")
 	compression := fs.String("compression", "", "codec of the batches for a topic whose compression.type is producer: none, gzip, snappy, lz4 or zstd (default: the gateway's --compression; none for direct and txn)")
 	_ = fs.Parse(args)
@@ -240,7 +241,7 @@ func produce(ctx context.Context, args []string) error {
 		Transport: *c.transport, Endpoints: ep,
 		Topic:      bench.Topic{Name: *c.topic, Create: *create, Partitions: *partitions, ReplicationFactor: *rf, Configs: configs},
 		RecordSize: *size, NumRecords: *num, Duration: *dur, Rate: *rate, Acks: *acks, Batch: *batch,
-		Concurrency: *conc, InFlight: *inflight, Keyless: *keyless, TxnRecords: *txnRecords, Compression: *compression, Warmup: *warmup, Progress: *c.progress, Log: os.Stderr,
+		Concurrency: *conc, InFlight: *inflight, Keyless: *keyless, ProducerBatchSize: *producerBatch, TxnRecords: *txnRecords, Compression: *compression, Warmup: *warmup, Progress: *c.progress, Log: os.Stderr,
 	})
 	if perr := stopProfile(); err == nil {
 		err = perr

@@ -334,9 +334,10 @@ func TestDirectProduceAndConsume(t *testing.T) {
 	if sum.Records != 3000 || sum.Errors != 0 {
 		t.Fatalf("produce: %+v", sum)
 	}
-	// Keyless: libs/client's producer places the records.
+	// Keyless: libs/client's producer places the records, in batches of
+	// up to 64 KiB.
 	sum, err = Produce(context.Background(), ProduceConfig{Transport: Direct, Endpoints: ep, Topic: Topic{Name: "d"},
-		RecordSize: 200, NumRecords: 3000, Batch: 5, Concurrency: 3, InFlight: 64, Acks: -1, Keyless: true})
+		RecordSize: 200, NumRecords: 3000, Batch: 5, Concurrency: 3, InFlight: 64, Acks: -1, Keyless: true, ProducerBatchSize: 64 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,6 +390,24 @@ func TestCompressionIsValidated(t *testing.T) {
 	c := ProduceConfig{Compression: "brotli", Topic: Topic{Name: "t"}}
 	if err := c.defaults(); err == nil || !strings.Contains(err.Error(), `--compression "brotli"`) {
 		t.Errorf("brotli: %v", err)
+	}
+}
+
+func TestProducerBatchSizeIsValidated(t *testing.T) {
+	for _, c := range []struct {
+		cfg  ProduceConfig
+		want string
+	}{
+		{ProduceConfig{Transport: Direct, ProducerBatchSize: -1}, "--producer-batch-size -1"},
+		{ProduceConfig{Transport: GRPCStream, ProducerBatchSize: 1 << 16}, "only with --transport direct"},
+		{ProduceConfig{Transport: Direct, ProducerBatchSize: 1 << 16}, ""},
+		{ProduceConfig{Transport: GRPCStream}, ""},
+	} {
+		c.cfg.Topic = Topic{Name: "t"}
+		err := c.cfg.defaults()
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%s, %d bytes: %v, want %q", c.cfg.Transport, c.cfg.ProducerBatchSize, err, c.want)
+		}
 	}
 }
 

@@ -46,6 +46,9 @@ type ProduceConfig struct {
 	// txn): one partition per batch, as Kafka's default partitioner does.
 	// Otherwise each request names a partition, in turn over the topic's.
 	Keyless bool
+	// ProducerBatchSize is libs/client's batch.size in bytes with transport
+	// direct; 0 keeps its default (16 KiB, Kafka's).
+	ProducerBatchSize int
 	// TxnRecords: with transport txn, records per transaction (100).
 	TxnRecords int
 	// Compression is the codec of the batches for a topic whose
@@ -71,6 +74,12 @@ func (c *ProduceConfig) defaults() error {
 	}
 	if c.RecordSize <= 0 {
 		c.RecordSize = 1024
+	}
+	if c.ProducerBatchSize < 0 {
+		return fmt.Errorf("--producer-batch-size %d: want a number of bytes, or 0 for the client's default", c.ProducerBatchSize)
+	}
+	if c.ProducerBatchSize > 0 && c.Transport != Direct {
+		return fmt.Errorf("--producer-batch-size is libs/client's batch.size: only with --transport %s", Direct)
 	}
 	c.Batch = max(c.Batch, 1)
 	c.Concurrency = max(c.Concurrency, 1)
@@ -99,7 +108,7 @@ func openAdmin(ctx context.Context, transport string, ep Endpoints, topic string
 		r := newREST(ep.REST, topic, -1, 1)
 		return r, r.close, nil
 	case Direct, Txn:
-		d, err := newDirect(ctx, ep.Controllers, topic, -1, 1, record.None)
+		d, err := newDirect(ctx, ep.Controllers, topic, -1, 1, record.None, 0)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -201,7 +210,7 @@ func Produce(ctx context.Context, cfg ProduceConfig) (Summary, error) {
 			senders[i] = r
 		}
 	case Direct:
-		d, err := newDirect(ctx, cfg.Endpoints.Controllers, cfg.Topic.Name, cfg.Acks, cfg.InFlight, codec(cfg.Compression))
+		d, err := newDirect(ctx, cfg.Endpoints.Controllers, cfg.Topic.Name, cfg.Acks, cfg.InFlight, codec(cfg.Compression), cfg.ProducerBatchSize)
 		if err != nil {
 			return Summary{}, err
 		}

@@ -516,7 +516,8 @@ type direct struct {
 	sem   chan struct{}
 }
 
-func newDirect(ctx context.Context, controllers []string, topic string, acks, inFlight int, codec record.Compression) (*direct, error) {
+// batchSize is the producer's batch.size (0: the client's default).
+func newDirect(ctx context.Context, controllers []string, topic string, acks, inFlight int, codec record.Compression, batchSize int) (*direct, error) {
 	c, err := client.New(client.Config{Controllers: controllers})
 	if err != nil {
 		return nil, err
@@ -530,7 +531,11 @@ func newDirect(ctx context.Context, controllers []string, topic string, acks, in
 	// Batched as the gateway batches: a partition with nothing in flight
 	// sends at once, so the bounded sends in flight are not each held for
 	// linger.ms.
-	p := c.NewProducer(client.WithAcks(acks), client.WithCompression(codec), client.WithSendWhenIdle(true))
+	opts := []client.ProducerOption{client.WithAcks(acks), client.WithCompression(codec), client.WithSendWhenIdle(true)}
+	if batchSize > 0 {
+		opts = append(opts, client.WithBatchSize(batchSize))
+	}
+	p := c.NewProducer(opts...)
 	return &direct{c: c, p: p, topic: topic, sem: make(chan struct{}, max(inFlight, 1))}, nil
 }
 
