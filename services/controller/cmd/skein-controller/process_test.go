@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -30,6 +29,7 @@ import (
 
 	controllerv1 "skein/gen/skein/controller/v1"
 	controllerv1grpc "skein/gen/skein/controller/v1/controllerv1grpc"
+	"skein/libs/loopback"
 	"skein/libs/membership"
 	"skein/libs/metadata"
 )
@@ -48,26 +48,14 @@ func TestProcesses(t *testing.T) {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
 	dir := t.TempDir()
-	// Every reserved port stays held until all are picked, so the kernel
-	// cannot hand the same one out twice.
-	var held []net.Listener
-	addr := func() string {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		held = append(held, l)
-		return l.Addr().String()
-	}
+	addrs := loopback.Addrs(t, 12)
 	procs := make([]*proc, 3)
 	var peers []string
 	for i := range procs {
-		p := &proc{id: i + 1, grpc: addr(), http: addr(), raft: addr(), gossip: addr()}
+		a := addrs[4*i:]
+		p := &proc{id: i + 1, grpc: a[0], http: a[1], raft: a[2], gossip: a[3]}
 		procs[i] = p
 		peers = append(peers, fmt.Sprintf("%d=%s=%s", p.id, p.raft, p.grpc))
-	}
-	for _, l := range held {
-		l.Close()
 	}
 	start := func(p *proc) {
 		t.Helper()
