@@ -204,7 +204,7 @@ bench:
 	bin/skein-bench $(BENCH_ARGS)
 
 ## ---- Skein beside NATS JetStream on this machine ----
-.PHONY: bench-compare
+.PHONY: bench-compare profile
 
 ## bench-compare: a 3-server JetStream cluster, then a `skein dev` cluster, the
 ## same workloads on each, one table (loadtest/bench-compare.sh; docs/BENCHMARKS.md).
@@ -212,6 +212,14 @@ bench:
 bench-compare: build bin/nats-server bin/nats
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/ ./loadtest/cmd/skein-bench
 	loadtest/bench-compare.sh
+
+## profile: CPU profiles of the gateway and every storage node during one
+## gateway-stream produce run on a fresh `skein dev` (loadtest/profile.sh),
+## with each process's share of a core and each profile's top functions.
+## PROFILE_ARGS='--keyless' or '--throughput 30000' changes the workload.
+profile: build
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/ ./loadtest/cmd/skein-bench
+	loadtest/profile.sh
 
 # nats-server and natscli, each in its own module outside go.work (versions
 # pinned in tools/nats/*/go.mod), built from the Go module proxy on first
