@@ -17,6 +17,7 @@
 # average is printed) and compare builds in alternation.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. loadtest/dev-cluster.sh
 BIN=${SKEIN_BIN:-bin}
 SECS=${IDLE_SECS:-20}
 GRPC_PORT=${GRPC_PORT:-19090}
@@ -24,16 +25,7 @@ REST_PORT=${REST_PORT:-18080}
 for b in skein skein-bench; do
   [[ -x $BIN/$b ]] || { echo "$BIN/$b is missing: make build, and go build -o $BIN/ ./loadtest/cmd/skein-bench" >&2; exit 2; }
 done
-WORK=$(mktemp -d)
-"$BIN/skein" dev --data-dir "$WORK/data" --gateway-grpc-addr "127.0.0.1:$GRPC_PORT" \
-  --gateway-http-addr "127.0.0.1:$REST_PORT" >"$WORK/dev.log" 2>&1 &
-DEV=$!
-trap 'kill $DEV 2>/dev/null; wait $DEV 2>/dev/null; rm -rf "$WORK"' EXIT
-for _ in $(seq 120); do
-  curl -sf "http://127.0.0.1:$REST_PORT/readyz" >/dev/null 2>&1 && [[ -s $WORK/data/cluster.json ]] && break
-  sleep 0.5
-done
-curl -sf "http://127.0.0.1:$REST_PORT/readyz" >/dev/null || { echo "the cluster did not become ready:" >&2; tail -20 "$WORK/dev.log" >&2; exit 1; }
+start_dev
 for t in a b c d e; do
   "$BIN/skein-bench" produce --gateway "127.0.0.1:$GRPC_PORT" --progress 0 --json --topic "idle-$t" \
     --partitions 3 --replication-factor 3 --config min.insync.replicas=2 --record-size 1024 --acks -1 \

@@ -27,6 +27,7 @@
 # build's CPU as much as Skein's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. loadtest/dev-cluster.sh
 BIN=${SKEIN_BIN:-bin}
 RECORDS=${PROFILE_RECORDS:-600000}
 WARM=${PROFILE_WARM:-20000}
@@ -54,16 +55,7 @@ if [[ ${PROFILE_STRACE:-0} == 1 ]] && ! command -v strace >/dev/null; then
 fi
 mkdir -p "$OUT"
 
-WORK=$(mktemp -d)
-SKEIN_DEBUG_ADDR="127.0.0.1:$DEBUG_PORT" "$BIN/skein" dev --data-dir "$WORK/data" \
-  --gateway-grpc-addr "127.0.0.1:$GRPC_PORT" --gateway-http-addr "127.0.0.1:$REST_PORT" >"$WORK/dev.log" 2>&1 &
-DEV=$!
-trap 'kill $DEV 2>/dev/null; wait $DEV 2>/dev/null; rm -rf "$WORK"' EXIT
-for _ in $(seq 120); do
-  curl -sf "http://127.0.0.1:$REST_PORT/readyz" >/dev/null 2>&1 && [[ -s $WORK/data/cluster.json ]] && break
-  sleep 0.5
-done
-curl -sf "http://127.0.0.1:$REST_PORT/readyz" >/dev/null || { echo "the cluster did not become ready:" >&2; tail -20 "$WORK/dev.log" >&2; exit 1; }
+start_dev SKEIN_DEBUG_ADDR="127.0.0.1:$DEBUG_PORT"
 
 PRODUCE=("$BIN/skein-bench" produce --gateway "127.0.0.1:$GRPC_PORT" --progress 0 --topic profile
   --partitions 3 --replication-factor 3 --config min.insync.replicas=2 --record-size 1024 --acks -1
