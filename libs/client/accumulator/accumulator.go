@@ -57,11 +57,15 @@ type Accumulator struct {
 	linger    time.Duration
 	queues    map[TP][]*Batch // oldest first; only the last may be open
 	records   int
+	// popped is how many records each partition's last popped batch held:
+	// a new batch starts with room for as many, so a steady stream fills
+	// its batches without growing them record by record.
+	popped map[TP]int
 }
 
 // New returns an empty accumulator.
 func New(cfg Config) *Accumulator {
-	a := &Accumulator{batchSize: cfg.BatchSize, linger: cfg.Linger, queues: make(map[TP][]*Batch)}
+	a := &Accumulator{batchSize: cfg.BatchSize, linger: cfg.Linger, queues: make(map[TP][]*Batch), popped: make(map[TP]int)}
 	if a.batchSize <= 0 {
 		a.batchSize = DefaultBatchSize
 	}
@@ -122,8 +126,11 @@ func (a *Accumulator) Append(tp TP, r Record, now time.Time, maxBytes int) (open
 		limit = maxBytes
 	}
 	b := &Batch{TP: tp, Created: now, limit: limit, baseTS: r.Timestamp}
-	b.Records = []Record{r}
 	b.Bytes = record.HeaderSize + RecordSize(&r, 0, r.Timestamp)
+	// Room for as many records as the partition's last batch held, but no
+	// more than records of r's size could fill the limit.
+	room := min(max(a.popped[tp], 1), max(limit/(b.Bytes-record.HeaderSize), 1))
+	b.Records = append(make([]Record, 0, room), r)
 	if b.Bytes >= limit {
 		b.full = true // a record as large as the limit travels alone
 	}
@@ -179,6 +186,7 @@ func (a *Accumulator) Pop(tp TP) *Batch {
 		a.queues[tp] = q[1:]
 	}
 	a.records -= len(b.Records)
+	a.popped[tp] = len(b.Records)
 	return b
 }
 

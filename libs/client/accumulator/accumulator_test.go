@@ -203,3 +203,57 @@ func TestExpire(t *testing.T) {
 		t.Errorf("Oldest = %v", at)
 	}
 }
+
+func TestNewBatchHasRoomForTheLastOnesRecords(t *testing.T) {
+	tp := TP{Topic: "t", Partition: 0}
+	a := New(Config{BatchSize: 256 << 10})
+	for i := 0; i < 40; i++ {
+		a.Append(tp, rec(i, 1024), t0, 0)
+	}
+	if got := len(a.Pop(tp).Records); got != 40 {
+		t.Fatalf("first batch held %d records, want 40", got)
+	}
+	a.Append(tp, rec(40, 1024), t0, 0)
+	b := a.queues[tp][0]
+	first := &b.Records[0]
+	for i := 41; i < 80; i++ {
+		a.Append(tp, rec(i, 1024), t0, 0)
+	}
+	if len(b.Records) != 40 || &b.Records[0] != first {
+		t.Fatalf("the second batch of 40 grew its slice (len %d, moved %v)", len(b.Records), &b.Records[0] != first)
+	}
+	for i, r := range b.Records {
+		if r.Token != 40+i {
+			t.Fatalf("record %d of the second batch is %v, want %d", i, r.Token, 40+i)
+		}
+	}
+
+	// The room is bounded by what the batch could hold: a topic whose
+	// max.message.bytes fits two such records gets no room for 40.
+	a.Pop(tp)
+	a.Append(tp, rec(80, 1024), t0, 2300)
+	if c := cap(a.queues[tp][0].Records); c > 2 {
+		t.Fatalf("a batch limited to 2,300 bytes has room for %d records of 1 KiB", c)
+	}
+	// Other partitions start small.
+	other := TP{Topic: "t", Partition: 1}
+	a.Append(other, rec(81, 1024), t0, 0)
+	if c := cap(a.queues[other][0].Records); c != 1 {
+		t.Fatalf("a partition with no popped batch starts with room for %d records, want 1", c)
+	}
+}
+
+// BenchmarkAppendPop is a steady stream of 1 KiB records in batches of 100
+// (the gateway's batch size, 256 KiB, is not reached).
+func BenchmarkAppendPop(b *testing.B) {
+	tp := TP{Topic: "t", Partition: 0}
+	a := New(Config{BatchSize: 256 << 10})
+	r := rec(0, 1024)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		a.Append(tp, r, t0, 0)
+		if i%100 == 99 {
+			a.Pop(tp)
+		}
+	}
+}

@@ -99,7 +99,26 @@ func toConsumed(r client.ConsumedRecord, enc skeinv1.Encoding) *skeinv1.Consumed
 }
 
 func toResult(r client.Result) *skeinv1.ProduceResult {
-	out := &skeinv1.ProduceResult{Partition: r.Partition, Offset: r.Offset, TimestampMs: r.Timestamp}
+	out := new(skeinv1.ProduceResult)
+	setResult(out, r)
+	return out
+}
+
+// newResults returns n results that share one allocation, for a response
+// whose every record gets an answer: one object a request instead of one a
+// record.
+func newResults(n int) []*skeinv1.ProduceResult {
+	backing := make([]skeinv1.ProduceResult, n)
+	out := make([]*skeinv1.ProduceResult, n)
+	for i := range backing {
+		out[i] = &backing[i]
+	}
+	return out
+}
+
+// setResult fills out, a zero result, with r.
+func setResult(out *skeinv1.ProduceResult, r client.Result) {
+	out.Partition, out.Offset, out.TimestampMs = r.Partition, r.Offset, r.Timestamp
 	if r.Err != nil {
 		out.ErrorCode = skeinv1.ErrorCode(errs.CodeOf(r.Err))
 		out.Message = errs.Message(r.Err)
@@ -109,7 +128,6 @@ func toResult(r client.Result) *skeinv1.ProduceResult {
 			out.Outcome = skeinv1.ProduceOutcome_UNKNOWN
 		}
 	}
-	return out
 }
 
 func nowMs() int64 { return time.Now().UnixMilli() }

@@ -238,9 +238,9 @@ func (s *Producer) Produce(ctx context.Context, req *skeinv1.ProduceRequest) (*s
 		}
 		results = prod.ProduceSync(ctx, p.records...)
 	}
-	resp := &skeinv1.ProduceResponse{Results: make([]*skeinv1.ProduceResult, len(results))}
+	resp := &skeinv1.ProduceResponse{Results: newResults(len(results))}
 	for i, r := range results {
-		resp.Results[i] = toResult(r)
+		setResult(resp.Results[i], r)
 	}
 	return resp, nil
 }
@@ -352,12 +352,12 @@ func (s *Producer) ProduceStream(stream skeinv1.ProducerService_ProduceStreamSer
 			prod = s.newProducer(p.key())
 			producers[p.key()] = prod
 		}
-		resp := &skeinv1.ProduceStreamResponse{CorrelationId: req.GetCorrelationId(), Results: make([]*skeinv1.ProduceResult, len(p.records))}
+		resp := &skeinv1.ProduceStreamResponse{CorrelationId: req.GetCorrelationId(), Results: newResults(len(p.records))}
 		var left atomic.Int64
 		left.Store(int64(len(p.records)))
 		answers.expect()
 		prod.ProduceAll(ctx, p.records, func(i int, res client.Result) {
-			resp.Results[i] = toResult(res)
+			setResult(resp.Results[i], res)
 			if left.Add(-1) == 0 {
 				answers.ready(resp, hold)
 			}
