@@ -2,7 +2,8 @@
 # An idle `skein dev` cluster's CPU, per process: the cluster is started,
 # five topics (3 partitions, RF=3) are created and warmed up with 1,000
 # records each, and after a short pause every process's CPU time (utime +
-# stime from /proc) is read before and after IDLE_SECS of no load.
+# stime from /proc) is read before and after IDLE_SECS of no load, with
+# the whole machine's busy time over the same window.
 #
 #   make build && CGO_ENABLED=0 go build -o bin/ ./loadtest/cmd/skein-bench
 #   loadtest/idle-cpu.sh            # 20 s
@@ -38,7 +39,9 @@ mapfile -t PROCS < <(jq -r '.processes[] | "\(.role)-\(.id) \(.pid)"' "$WORK/dat
 declare -A T0
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 for p in "${PROCS[@]}"; do read -r name pid <<<"$p"; T0[$name]=$(ticks "$pid"); done
+read -r UP0 IDLE0 </proc/uptime
 sleep "$SECS"
+read -r UP1 IDLE1 </proc/uptime
 all=0 core=0
 for p in "${PROCS[@]}"; do
   read -r name pid <<<"$p"
@@ -49,3 +52,9 @@ for p in "${PROCS[@]}"; do
 done
 awk -v d="$all" -v s="$SECS" -v hz="$HZ" 'BEGIN { printf "every process  %5.2f%% of a core\n", d / hz / s * 100 }'
 awk -v d="$core" -v s="$SECS" -v hz="$HZ" 'BEGIN { printf "controllers, storage nodes, gateway %5.2f%% of a core\n", d / hz / s * 100 }'
+# The processes' own CPU leaves out what their wakes cost the kernel
+# outside them (timer interrupts, a halted CPU's wake, the scheduler).
+# The machine's busy time, from the idle time /proc/uptime keeps for all
+# CPUs together, has it, and everything else running too.
+awk -v u0="$UP0" -v u1="$UP1" -v i0="$IDLE0" -v i1="$IDLE1" -v n="$(nproc)" \
+  'BEGIN { printf "the whole machine, kernel included %5.2f%% of a core\n", (n * (u1 - u0) - (i1 - i0)) / (u1 - u0) * 100 }'
