@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -527,5 +528,76 @@ func TestReplicationAnswersCarryOnlyWhatMoved(t *testing.T) {
 	s.CloseSend()
 	if got := ask(open(), 0, 1, 1); len(got) != 2 {
 		t.Fatalf("the first answer of a new stream carries %v, want both partitions", got)
+	}
+}
+
+// A long poll with min_bytes waits while less is there, answers once
+// enough is, and answers at once when the reader's max_records is there
+// whatever its min_bytes.
+func TestLongPollWaitsForMinBytes(t *testing.T) {
+	_, nodes := startNodes(t)
+	if r := produce(t, nodes[0], "small"); r.GetErrorCode() != 0 {
+		t.Fatalf("produce: %v", r)
+	}
+	client := storagev1.NewStorageServiceClient(nodes[0].cc)
+	poll := func(minBytes, maxRecords int32) (*storagev1.FetchResponse, time.Duration) {
+		start := time.Now()
+		resp, err := client.Fetch(context.Background(), &storagev1.FetchRequest{MaxWaitMs: 10000, MinBytes: minBytes, MaxBytes: 1 << 20,
+			Partitions: []*storagev1.PartitionFetch{{Topic: "t", Partition: 0, FetchOffset: 0, CurrentLeaderEpoch: -1, MaxRecords: maxRecords}}})
+		if err != nil {
+			t.Error(err)
+		}
+		return resp, time.Since(start)
+	}
+	offsets := func(resp *storagev1.FetchResponse) []int64 {
+		var out []int64
+		for _, p := range resp.GetPartitions() {
+			for it := record.NewBatchIter(p.GetRecords()); it.Next(); {
+				for o := it.Batch().BaseOffset(); o <= it.Batch().LastOffset(); o++ {
+					out = append(out, int64(o))
+				}
+			}
+		}
+		return out
+	}
+
+	// What is there already meets a small min_bytes: at once.
+	if resp, took := poll(10, 0); !slices.Equal(offsets(resp), []int64{0}) || took > 5*time.Second {
+		t.Fatalf("min_bytes 10 over one small record: offsets %v after %v", offsets(resp), took)
+	}
+	// max_records 1 is met by the record there: at once, whatever min_bytes.
+	if resp, took := poll(1<<20, 1); !slices.Equal(offsets(resp), []int64{0}) || took > 5*time.Second {
+		t.Fatalf("min_bytes 1 MiB with max_records 1: offsets %v after %v", offsets(resp), took)
+	}
+
+	// 2,000 bytes are not there yet: the poll waits for them.
+	type out struct {
+		resp *storagev1.FetchResponse
+		took time.Duration
+	}
+	got := make(chan out, 1)
+	go func() {
+		resp, took := poll(2000, 0)
+		got <- out{resp, took}
+	}()
+	select {
+	case o := <-got:
+		t.Fatalf("min_bytes 2000 over one small record answered before any more came: offsets %v after %v", offsets(o.resp), o.took)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if r := produce(t, nodes[0], strings.Repeat("x", 1000)); r.GetErrorCode() != 0 {
+		t.Fatalf("produce: %v", r)
+	}
+	select {
+	case o := <-got:
+		t.Fatalf("min_bytes 2000 answered with about 1,100 bytes there: offsets %v after %v", offsets(o.resp), o.took)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if r := produce(t, nodes[0], strings.Repeat("y", 1000)); r.GetErrorCode() != 0 {
+		t.Fatalf("produce: %v", r)
+	}
+	o := <-got
+	if !slices.Equal(offsets(o.resp), []int64{0, 1, 2}) || o.took > 8*time.Second {
+		t.Fatalf("min_bytes 2000 once 2,100 bytes were there: offsets %v after %v, want 0, 1, 2 before max_wait_ms", offsets(o.resp), o.took)
 	}
 }

@@ -455,14 +455,16 @@ func (s *Server) fetch(ctx context.Context, req *storagev1.FetchRequest, bufs *r
 		defer w.Forget()
 	}
 	for {
-		resp, total, found := s.fetchOnce(req, denied, bufs, w)
-		// As Kafka: an error in any partition answers at once.
-		if total >= need || wait <= 0 || found < len(req.GetPartitions()) || hasError(resp) || time.Now().After(deadline) {
+		resp, total, found, full := s.fetchOnce(req, denied, bufs, w)
+		// As Kafka: an error in any partition answers at once. So does an
+		// answer that a partition's max_records or byte bound cut short:
+		// waiting for min_bytes could not make it larger.
+		if total >= need || full || wait <= 0 || found < len(req.GetPartitions()) || hasError(resp) || time.Now().After(deadline) {
 			return resp, nil
 		}
 		bufs.release() // resp is dropped
 		if !s.wait(ctx, w, time.Until(deadline)) {
-			resp, _, _ := s.fetchOnce(req, denied, bufs, nil)
+			resp, _, _, _ := s.fetchOnce(req, denied, bufs, nil)
 			return resp, nil
 		}
 	}
@@ -477,15 +479,16 @@ func hasError(resp *storagev1.FetchResponse) bool {
 	return false
 }
 
-// fetchOnce reads what each partition has now, and how many of them this
-// node has; denied, unless nil, holds the refusal of each partition the
-// client may not read. w, unless nil, is registered with each partition
-// before it is read, to wake on the next move of its high watermark.
-func (s *Server) fetchOnce(req *storagev1.FetchRequest, denied []error, bufs *readBuffers, w *partition.Waker) (*storagev1.FetchResponse, int, int) {
+// fetchOnce reads what each partition has now: the answer, its bytes of
+// batches, how many of the partitions this node has, and whether some
+// partition's read was cut short by its max_records or its byte bound.
+// denied, unless nil, holds the refusal of each partition the client may
+// not read. w, unless nil, is registered with each partition before it is
+// read, to wake on the next move of its high watermark.
+func (s *Server) fetchOnce(req *storagev1.FetchRequest, denied []error, bufs *readBuffers, w *partition.Waker) (_ *storagev1.FetchResponse, total, found int, full bool) {
 	maxBytes := answerBytes(req.GetMaxBytes(), MaxFetchBytes)
 	readCommitted := req.GetIsolationLevel() == skeinv1.IsolationLevel_READ_COMMITTED
 	resp := &storagev1.FetchResponse{}
-	total, found := 0, 0
 	for i, pf := range req.GetPartitions() {
 		tp := partition.TP{Topic: pf.GetTopic(), Partition: pf.GetPartition()}
 		r := &storagev1.PartitionFetchResult{Topic: tp.Topic, Partition: tp.Partition, HighWatermark: -1, LastStableOffset: -1, LogStartOffset: -1}
@@ -528,9 +531,24 @@ func (s *Server) fetchOnce(req *storagev1.FetchRequest, denied []error, bufs *re
 			r.AbortedTransactions = append(r.AbortedTransactions, &storagev1.AbortedTransaction{ProducerId: a.ProducerID, FirstOffset: int64(a.FirstOffset)})
 		}
 		total += len(fr.Records)
+		full = full || len(fr.Records) >= budget || holdsRecord(fr.Records, pf.GetFetchOffset(), pf.GetMaxRecords())
 	}
 	s.metrics.fetched(total)
-	return resp, total, found
+	return resp, total, found, full
+}
+
+// holdsRecord reports whether batches hold the last record a reader that
+// keeps maxRecords from offset asks for (never, when maxRecords is not
+// positive): the read stops at that record's batch.
+func holdsRecord(batches []byte, offset int64, maxRecords int32) bool {
+	if maxRecords <= 0 || len(batches) == 0 {
+		return false
+	}
+	var last record.Batch
+	for it := record.NewBatchIter(batches); it.Next(); {
+		last = it.Batch()
+	}
+	return last != nil && int64(last.LastOffset()) >= offset+int64(maxRecords)-1
 }
 
 // answerBytes is the size bound of one fetch answer: what the caller asked
