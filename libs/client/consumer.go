@@ -38,7 +38,11 @@ type FetchRequest struct {
 	MaxBytes int32
 	// MaxWait is the long-poll: how long the leader may wait for data when
 	// there is none at Offset.
-	MaxWait   time.Duration
+	MaxWait time.Duration
+	// MinBytes, with MaxWait, makes the leader wait until at least this many
+	// bytes of batches are there from Offset, or MaxWait has passed
+	// (fetch.min.bytes; 0 or 1: answer as soon as there is anything).
+	MinBytes  int32
 	Isolation skeinv1.IsolationLevel
 }
 
@@ -177,7 +181,7 @@ func (c *Client) fetchOnce(ctx context.Context, req FetchRequest, maxBytes int32
 	}()
 	err = bc.cc.Invoke(ctx, storagev1.StorageService_Fetch_FullMethodName, &storagev1.FetchRequest{
 		MaxWaitMs:      int32(req.MaxWait / time.Millisecond),
-		MinBytes:       1,
+		MinBytes:       max(req.MinBytes, 1),
 		MaxBytes:       maxBytes,
 		IsolationLevel: req.Isolation,
 		Partitions: []*storagev1.PartitionFetch{{

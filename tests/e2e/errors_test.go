@@ -92,6 +92,7 @@ func TestBadInputREST(t *testing.T) {
 		{"negative offset", "GET", fetch + "0/records?offset=-1", nil, 400, "OFFSET_OUT_OF_RANGE"},
 		{"zero max_records", "GET", fetch + "0/records?offset=0&max_records=0", nil, 400, "INVALID_REQUEST"},
 		{"negative max_wait_ms", "GET", fetch + "0/records?offset=0&max_wait_ms=-1", nil, 400, "INVALID_REQUEST"},
+		{"negative min_bytes", "GET", fetch + "0/records?offset=0&max_wait_ms=100&min_bytes=-1", nil, 400, "INVALID_REQUEST"},
 		// Malformed requests: JSON, field types, query and path values.
 		{"malformed JSON (create)", "POST", topics, `{"name": "e2e-x",`, 400, "INVALID_REQUEST"},
 		{"malformed JSON (produce)", "POST", produce, `{"records": [{"value": "v"}`, 400, "INVALID_REQUEST"},
@@ -277,6 +278,10 @@ func TestBadInputGRPC(t *testing.T) {
 			_, err := consumer.Fetch(ctx, &skeinv1.FetchRequest{Topic: topic, Partition: 0, Offset: ptr(int64(1000))})
 			return err
 		}, codes.OutOfRange, "OFFSET_OUT_OF_RANGE"},
+		{"negative min_bytes", func() error {
+			_, err := consumer.Fetch(ctx, &skeinv1.FetchRequest{Topic: topic, Partition: 0, Offset: ptr(int64(0)), MaxWaitMs: ptr(int32(100)), MinBytes: ptr(int32(-1))})
+			return err
+		}, codes.InvalidArgument, "INVALID_REQUEST"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

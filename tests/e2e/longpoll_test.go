@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"slices"
 	"testing"
@@ -180,4 +181,144 @@ func TestLongPollGRPC(t *testing.T) {
 			}
 			return resp.GetResults()[0].GetOffset(), nil
 		})
+}
+
+// minBytesPoll: a fetch at the log end with min_bytes (1,500 bytes) and a
+// long max_wait_ms stays parked while one 1,000-byte record is there,
+// answers both records once a second one comes, and a fetch whose
+// min_bytes is never met answers what there is when max_wait_ms is up.
+func minBytesPoll(t *testing.T, api string, fetch func(ctx context.Context, offset int64, minBytes, maxWaitMs int32) fetchAt, produce func(ctx context.Context, value string) (int64, error)) {
+	ctx := testCtx(t, 60*time.Second)
+	end, err := produce(ctx, "first")
+	if err != nil {
+		t.Fatal(err)
+	}
+	end++
+	done := make(chan fetchAt, 1)
+	go func() { done <- fetch(ctx, end, 1500, 10000) }()
+	values := []string{letters(1, 1000), letters(2, 1000)} // letters a codec cannot shrink much
+	for i, v := range values {
+		select {
+		case f := <-done:
+			t.Fatalf("%s: the fetch with min_bytes=1500 answered with %d records there: %d records, %v", api, i, len(f.records), f.err)
+		case <-time.After(parkTime):
+		}
+		if _, err := produce(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var f fetchAt
+	select {
+	case f = <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s: the fetch with min_bytes=1500 did not answer once 2,000 bytes of values were there", api)
+	}
+	if f.err != nil {
+		t.Fatal(f.err)
+	}
+	if !slices.Equal(f.records, values) || f.nextOffset != end+2 {
+		t.Errorf("%s: min_bytes fetch answered %d records, next_offset %d; want the two 1,000-byte values, %d", api, len(f.records), f.nextOffset, end+2)
+	}
+
+	start := time.Now()
+	f = fetch(ctx, end, 1<<20, int32(idleWait/time.Millisecond))
+	took := time.Since(start)
+	if f.err != nil {
+		t.Fatal(f.err)
+	}
+	if !slices.Equal(f.records, values) || took < idleWait || took >= idleSlack {
+		t.Errorf("%s: min_bytes=1 MiB with max_wait_ms=%d: %d records after %v; want the two values after [%v, %v)",
+			api, idleWait.Milliseconds(), len(f.records), took, idleWait, idleSlack)
+	}
+}
+
+// TestFetchMinBytesREST: GET .../records?min_bytes=&max_wait_ms=.
+func TestFetchMinBytesREST(t *testing.T) {
+	d := devCluster(t)
+	c := restClient(d)
+	const topic = "e2e-minbytes-rest"
+	createTopic(testCtx(t, 30*time.Second), t, c, topic, 1, 3, map[string]string{"min.insync.replicas": "2"})
+	minBytesPoll(t, "REST",
+		func(ctx context.Context, offset int64, minBytes, maxWaitMs int32) fetchAt {
+			resp, err := c.Do(ctx, "GET", fmt.Sprintf("/v1/topics/%s/partitions/0/records?offset=%d&min_bytes=%d&max_wait_ms=%d", topic, offset, minBytes, maxWaitMs), nil)
+			f := fetchAt{at: time.Now(), err: err}
+			if err != nil {
+				return f
+			}
+			if resp.Status != http.StatusOK {
+				f.err = fmt.Errorf("fetch: %s", resp)
+				return f
+			}
+			var fr FetchResponse
+			if f.err = resp.Decode(&fr); f.err != nil {
+				return f
+			}
+			f.nextOffset = int64(fr.NextOffset)
+			for _, r := range fr.Records {
+				if r.Value == nil {
+					f.err = fmt.Errorf("record without a text value: %s", resp)
+					return f
+				}
+				f.records = append(f.records, *r.Value)
+			}
+			return f
+		},
+		func(ctx context.Context, value string) (int64, error) {
+			resp, err := c.Do(ctx, "POST", "/v1/topics/"+topic+"/records", ProduceRequest{Records: []ProduceRecord{{Value: &value}}})
+			if err != nil {
+				return 0, err
+			}
+			var pr ProduceResponse
+			if resp.Status != http.StatusOK || resp.Decode(&pr) != nil || len(pr.Results) != 1 || pr.Results[0].ErrorCode != "NONE" {
+				return 0, fmt.Errorf("produce: %s", resp)
+			}
+			return int64(pr.Results[0].Offset), nil
+		})
+}
+
+// TestFetchMinBytesGRPC: Fetch with min_bytes and max_wait_ms.
+func TestFetchMinBytesGRPC(t *testing.T) {
+	d := devCluster(t)
+	cc := grpcConn(t, d)
+	admin, producer, consumer := skeinv1.NewAdminServiceClient(cc), skeinv1.NewProducerServiceClient(cc), skeinv1.NewConsumerServiceClient(cc)
+	const topic = "e2e-minbytes-grpc"
+	if _, err := admin.CreateTopic(testCtx(t, 30*time.Second), &skeinv1.CreateTopicRequest{
+		Name: topic, Partitions: ptr(int32(1)), ReplicationFactor: ptr(int32(3)), Configs: map[string]string{"min.insync.replicas": "2"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	minBytesPoll(t, "gRPC",
+		func(ctx context.Context, offset int64, minBytes, maxWaitMs int32) fetchAt {
+			fr, err := consumer.Fetch(ctx, &skeinv1.FetchRequest{Topic: topic, Partition: 0, Offset: &offset, MinBytes: &minBytes, MaxWaitMs: &maxWaitMs})
+			f := fetchAt{at: time.Now(), err: err}
+			if err != nil {
+				return f
+			}
+			f.nextOffset = fr.GetNextOffset()
+			for _, r := range fr.GetRecords() {
+				f.records = append(f.records, r.GetValue())
+			}
+			return f
+		},
+		func(ctx context.Context, value string) (int64, error) {
+			resp, err := producer.Produce(ctx, &skeinv1.ProduceRequest{Topic: topic, Records: []*skeinv1.ProduceRecord{{Value: &value}}})
+			if err != nil {
+				return 0, err
+			}
+			if len(resp.GetResults()) != 1 || resp.GetResults()[0].GetErrorCode() != skeinv1.ErrorCode_NONE {
+				return 0, fmt.Errorf("produce: %v", resp)
+			}
+			return resp.GetResults()[0].GetOffset(), nil
+		})
+}
+
+// letters answers n pseudo-random lowercase letters, the same for the same
+// seed.
+func letters(seed uint64, n int) string {
+	r := rand.New(rand.NewPCG(seed, seed))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte('a' + r.IntN(26))
+	}
+	return string(b)
 }

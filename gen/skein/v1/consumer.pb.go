@@ -35,8 +35,15 @@ type FetchRequest struct {
 	MaxWaitMs      *int32         `protobuf:"varint,6,opt,name=max_wait_ms,json=maxWaitMs,proto3,oneof" json:"max_wait_ms,omitempty"`
 	IsolationLevel IsolationLevel `protobuf:"varint,7,opt,name=isolation_level,json=isolationLevel,proto3,enum=skein.v1.IsolationLevel" json:"isolation_level,omitempty"`
 	Encoding       Encoding       `protobuf:"varint,8,opt,name=encoding,proto3,enum=skein.v1.Encoding" json:"encoding,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Default 1: answer as soon as there is any record. With max_wait_ms, the
+	// fetch waits until at least this many bytes of record batches are there,
+	// or max_wait_ms has passed, then answers what there is (Kafka's
+	// fetch.min.bytes): fewer, larger answers for a reader at the log's end.
+	// An answer that max_records or max_bytes fills goes at once. Must not be
+	// negative.
+	MinBytes      *int32 `protobuf:"varint,9,opt,name=min_bytes,json=minBytes,proto3,oneof" json:"min_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FetchRequest) Reset() {
@@ -123,6 +130,13 @@ func (x *FetchRequest) GetEncoding() Encoding {
 		return x.Encoding
 	}
 	return Encoding_TEXT
+}
+
+func (x *FetchRequest) GetMinBytes() int32 {
+	if x != nil && x.MinBytes != nil {
+		return *x.MinBytes
+	}
+	return 0
 }
 
 type FetchResponse struct {
@@ -343,7 +357,7 @@ var File_skein_v1_consumer_proto protoreflect.FileDescriptor
 
 const file_skein_v1_consumer_proto_rawDesc = "" +
 	"\n" +
-	"\x17skein/v1/consumer.proto\x12\bskein.v1\x1a\x16skein/v1/records.proto\"\xf8\x02\n" +
+	"\x17skein/v1/consumer.proto\x12\bskein.v1\x1a\x16skein/v1/records.proto\"\xa8\x03\n" +
 	"\fFetchRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1b\n" +
@@ -353,12 +367,15 @@ const file_skein_v1_consumer_proto_rawDesc = "" +
 	"\tmax_bytes\x18\x05 \x01(\x05H\x02R\bmaxBytes\x88\x01\x01\x12#\n" +
 	"\vmax_wait_ms\x18\x06 \x01(\x05H\x03R\tmaxWaitMs\x88\x01\x01\x12A\n" +
 	"\x0fisolation_level\x18\a \x01(\x0e2\x18.skein.v1.IsolationLevelR\x0eisolationLevel\x12.\n" +
-	"\bencoding\x18\b \x01(\x0e2\x12.skein.v1.EncodingR\bencodingB\t\n" +
+	"\bencoding\x18\b \x01(\x0e2\x12.skein.v1.EncodingR\bencoding\x12 \n" +
+	"\tmin_bytes\x18\t \x01(\x05H\x04R\bminBytes\x88\x01\x01B\t\n" +
 	"\a_offsetB\x0e\n" +
 	"\f_max_recordsB\f\n" +
 	"\n" +
 	"_max_bytesB\x0e\n" +
-	"\f_max_wait_ms\"\xe3\x01\n" +
+	"\f_max_wait_msB\f\n" +
+	"\n" +
+	"_min_bytes\"\xe3\x01\n" +
 	"\rFetchResponse\x122\n" +
 	"\arecords\x18\x01 \x03(\v2\x18.skein.v1.ConsumedRecordR\arecords\x12\x1f\n" +
 	"\vnext_offset\x18\x02 \x01(\x03R\n" +

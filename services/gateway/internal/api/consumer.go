@@ -61,7 +61,8 @@ func (s *Consumer) startOffset(ctx context.Context, topic string, partition int3
 	return offs[0].Offset, nil
 }
 
-// Fetch reads one partition from an offset, long-polling up to max_wait_ms.
+// Fetch reads one partition from an offset, long-polling up to max_wait_ms
+// while there is less than min_bytes to answer.
 func (s *Consumer) Fetch(ctx context.Context, req *skeinv1.FetchRequest) (*skeinv1.FetchResponse, error) {
 	creq, err := s.fetchRequest(ctx, req)
 	if err != nil {
@@ -128,6 +129,9 @@ func (s *Consumer) fetchRequest(ctx context.Context, req *skeinv1.FetchRequest) 
 			return client.FetchRequest{}, errs.Errorf(errs.InvalidRequest, "max_wait_ms must not be negative, got %d", maxWait)
 		}
 	}
+	if req.GetMinBytes() < 0 {
+		return client.FetchRequest{}, errs.Errorf(errs.InvalidRequest, "min_bytes must not be negative, got %d", req.GetMinBytes())
+	}
 	offset, err := s.startOffset(ctx, req.GetTopic(), req.GetPartition(), req.Offset, client.EarliestOffset, req.GetIsolationLevel())
 	if err != nil {
 		return client.FetchRequest{}, err
@@ -135,7 +139,7 @@ func (s *Consumer) fetchRequest(ctx context.Context, req *skeinv1.FetchRequest) 
 	return client.FetchRequest{
 		Topic: req.GetTopic(), Partition: req.GetPartition(), Offset: offset,
 		MaxRecords: int(maxRecords), MaxBytes: maxBytes, MaxWait: time.Duration(maxWait) * time.Millisecond,
-		Isolation: req.GetIsolationLevel(),
+		MinBytes: req.GetMinBytes(), Isolation: req.GetIsolationLevel(),
 	}, nil
 }
 
