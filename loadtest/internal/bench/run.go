@@ -342,6 +342,7 @@ type ConsumeConfig struct {
 	IdleTimeout time.Duration
 	MaxRecords  int           // per fetch
 	MaxWait     time.Duration // long-poll per fetch
+	MinBytes    int32         // bytes a fetch waits for, up to MaxWait (0: any)
 	Progress    time.Duration
 	Log         io.Writer
 }
@@ -397,7 +398,7 @@ func Consume(ctx context.Context, cfg ConsumeConfig) (Summary, error) {
 			lastData := time.Now()
 			for runCtx.Err() == nil {
 				t0 := time.Now()
-				vals, next, err := f.fetch(runCtx, int32(p), off, cfg.MaxRecords, cfg.MaxWait)
+				vals, next, err := f.fetch(runCtx, int32(p), off, fetchLimits{maxRecords: cfg.MaxRecords, maxWait: cfg.MaxWait, minBytes: cfg.MinBytes})
 				now := time.Now()
 				if err != nil {
 					if runCtx.Err() != nil {

@@ -42,7 +42,7 @@ func newGatewayTail(addr, topic string) (*gatewayTail, error) {
 // fetch answers the partition's next streamed answer, or nothing after
 // maxWait. A fetch from an offset the stream is not at (the first, or one
 // after an error) opens the stream there.
-func (g *gatewayTail) fetch(ctx context.Context, partition int32, offset int64, _ int, maxWait time.Duration) ([][]byte, int64, error) {
+func (g *gatewayTail) fetch(ctx context.Context, partition int32, offset int64, lim fetchLimits) ([][]byte, int64, error) {
 	g.mu.Lock()
 	s := g.subs[partition]
 	if s == nil || s.next != offset {
@@ -53,7 +53,7 @@ func (g *gatewayTail) fetch(ctx context.Context, partition int32, offset int64, 
 		g.subs[partition] = s
 	}
 	g.mu.Unlock()
-	t := time.NewTimer(maxWait)
+	t := time.NewTimer(lim.maxWait)
 	defer t.Stop()
 	select {
 	case a := <-s.ch:

@@ -50,7 +50,15 @@ type sender interface {
 
 // fetcher reads one partition from an offset.
 type fetcher interface {
-	fetch(ctx context.Context, partition int32, offset int64, maxRecords int, maxWait time.Duration) (values [][]byte, next int64, err error)
+	fetch(ctx context.Context, partition int32, offset int64, lim fetchLimits) (values [][]byte, next int64, err error)
+}
+
+// fetchLimits bound one fetch: the records it answers, how long it may
+// long-poll, and how many bytes it waits for (0: any).
+type fetchLimits struct {
+	maxRecords int
+	maxWait    time.Duration
+	minBytes   int32
 }
 
 // admin creates topics and looks them up.
@@ -159,11 +167,15 @@ func (g *gatewayGRPC) send(ctx context.Context, partition int32, values [][]byte
 	done(resultErr(resp.GetResults(), len(values)))
 }
 
-func (g *gatewayGRPC) fetch(ctx context.Context, partition int32, offset int64, maxRecords int, maxWait time.Duration) ([][]byte, int64, error) {
-	mr, mw := int32(maxRecords), int32(maxWait.Milliseconds())
+func (g *gatewayGRPC) fetch(ctx context.Context, partition int32, offset int64, lim fetchLimits) ([][]byte, int64, error) {
+	mr, mw := int32(lim.maxRecords), int32(lim.maxWait.Milliseconds())
 	mb := int32(8 << 20)
-	resp, err := g.cons.Fetch(ctx, &skeinv1.FetchRequest{Topic: g.topic, Partition: partition, Offset: &offset, MaxRecords: &mr,
-		MaxBytes: &mb, MaxWaitMs: &mw, Encoding: skeinv1.Encoding_BYTES})
+	req := &skeinv1.FetchRequest{Topic: g.topic, Partition: partition, Offset: &offset, MaxRecords: &mr,
+		MaxBytes: &mb, MaxWaitMs: &mw, Encoding: skeinv1.Encoding_BYTES}
+	if lim.minBytes > 0 {
+		req.MinBytes = &lim.minBytes
+	}
+	resp, err := g.cons.Fetch(ctx, req)
 	if err != nil {
 		return nil, offset, err
 	}
@@ -442,9 +454,12 @@ func (n *jnum) UnmarshalJSON(b []byte) error {
 	return err
 }
 
-func (r *restClient) fetch(ctx context.Context, partition int32, offset int64, maxRecords int, maxWait time.Duration) ([][]byte, int64, error) {
+func (r *restClient) fetch(ctx context.Context, partition int32, offset int64, lim fetchLimits) ([][]byte, int64, error) {
 	path := fmt.Sprintf("/v1/topics/%s/partitions/%d/records?offset=%d&max_records=%d&max_bytes=%d&max_wait_ms=%d",
-		r.topic, partition, offset, maxRecords, 8<<20, maxWait.Milliseconds())
+		r.topic, partition, offset, lim.maxRecords, 8<<20, lim.maxWait.Milliseconds())
+	if lim.minBytes > 0 {
+		path += fmt.Sprintf("&min_bytes=%d", lim.minBytes)
+	}
 	b, err := r.call(ctx, "GET", path, nil)
 	if err != nil {
 		return nil, offset, err
@@ -586,8 +601,9 @@ func (d *direct) close() error {
 	return err
 }
 
-func (d *direct) fetch(ctx context.Context, partition int32, offset int64, maxRecords int, maxWait time.Duration) ([][]byte, int64, error) {
-	res, err := d.c.Fetch(ctx, client.FetchRequest{Topic: d.topic, Partition: partition, Offset: offset, MaxRecords: maxRecords, MaxBytes: 8 << 20, MaxWait: maxWait})
+func (d *direct) fetch(ctx context.Context, partition int32, offset int64, lim fetchLimits) ([][]byte, int64, error) {
+	res, err := d.c.Fetch(ctx, client.FetchRequest{Topic: d.topic, Partition: partition, Offset: offset,
+		MaxRecords: lim.maxRecords, MaxBytes: 8 << 20, MaxWait: lim.maxWait, MinBytes: lim.minBytes})
 	if err != nil {
 		return nil, offset, err
 	}
