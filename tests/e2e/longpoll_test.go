@@ -25,6 +25,14 @@ const (
 	wakeRuns  = 5
 )
 
+// fetchFunc fetches partition 0 from offset, long-polling up to maxWaitMs
+// for minBytes (left out of the request when 0); produceFunc writes one
+// text record to partition 0 and answers its offset.
+type (
+	fetchFunc   func(ctx context.Context, offset int64, minBytes, maxWaitMs int32) fetchAt
+	produceFunc func(ctx context.Context, value string) (int64, error)
+)
+
 // fetchAt is one long-poll fetch: what it answered and when.
 type fetchAt struct {
 	records    []string
@@ -36,7 +44,7 @@ type fetchAt struct {
 // longPoll measures wake-ups: each run parks a fetch at the log end with
 // max_wait_ms=5000, produces one record after parkTime, and measures from
 // the produce request to the fetch's answer.
-func longPoll(t *testing.T, api string, fetch func(ctx context.Context, offset int64, maxWaitMs int32) fetchAt, produce func(ctx context.Context, value string) (int64, error)) {
+func longPoll(t *testing.T, api string, fetch fetchFunc, produce produceFunc) {
 	ctx := testCtx(t, 60*time.Second)
 	end, err := produce(ctx, "first")
 	if err != nil {
@@ -46,7 +54,7 @@ func longPoll(t *testing.T, api string, fetch func(ctx context.Context, offset i
 	var wakes []time.Duration
 	for run := range wakeRuns {
 		done := make(chan fetchAt, 1)
-		go func() { done <- fetch(ctx, end, 5000) }()
+		go func() { done <- fetch(ctx, end, 0, 5000) }()
 		select {
 		case f := <-done:
 			t.Fatalf("run %d: the fetch at the log end (%d) answered before any produce: %+v", run, end, f)
@@ -89,7 +97,7 @@ func longPoll(t *testing.T, api string, fetch func(ctx context.Context, offset i
 
 	// Nothing comes: the fetch answers empty after max_wait_ms.
 	start := time.Now()
-	f := fetch(ctx, end, int32(idleWait/time.Millisecond))
+	f := fetch(ctx, end, 0, int32(idleWait/time.Millisecond))
 	took := time.Since(start)
 	if f.err != nil {
 		t.Fatal(f.err)
@@ -105,89 +113,21 @@ func longPoll(t *testing.T, api string, fetch func(ctx context.Context, offset i
 
 // TestLongPollREST: GET .../records?max_wait_ms= at the log end.
 func TestLongPollREST(t *testing.T) {
-	d := devCluster(t)
-	c := restClient(d)
-	const topic = "e2e-longpoll-rest"
-	createTopic(testCtx(t, 30*time.Second), t, c, topic, 1, 3, map[string]string{"min.insync.replicas": "2"})
-	longPoll(t, "REST",
-		func(ctx context.Context, offset int64, maxWaitMs int32) fetchAt {
-			resp, err := c.Do(ctx, "GET", fmt.Sprintf("/v1/topics/%s/partitions/0/records?offset=%d&max_wait_ms=%d", topic, offset, maxWaitMs), nil)
-			f := fetchAt{at: time.Now(), err: err}
-			if err != nil {
-				return f
-			}
-			if resp.Status != http.StatusOK {
-				f.err = fmt.Errorf("fetch: %s", resp)
-				return f
-			}
-			var fr FetchResponse
-			if f.err = resp.Decode(&fr); f.err != nil {
-				return f
-			}
-			f.nextOffset = int64(fr.NextOffset)
-			for _, r := range fr.Records {
-				if r.Value == nil {
-					f.err = fmt.Errorf("record without a text value: %s", resp)
-					return f
-				}
-				f.records = append(f.records, *r.Value)
-			}
-			return f
-		},
-		func(ctx context.Context, value string) (int64, error) {
-			resp, err := c.Do(ctx, "POST", "/v1/topics/"+topic+"/records", ProduceRequest{Records: []ProduceRecord{{Value: &value}}})
-			if err != nil {
-				return 0, err
-			}
-			var pr ProduceResponse
-			if resp.Status != http.StatusOK || resp.Decode(&pr) != nil || len(pr.Results) != 1 || pr.Results[0].ErrorCode != "NONE" {
-				return 0, fmt.Errorf("produce: %s", resp)
-			}
-			return int64(pr.Results[0].Offset), nil
-		})
+	fetch, produce := restPartition0(t, "e2e-longpoll-rest")
+	longPoll(t, "REST", fetch, produce)
 }
 
 // TestLongPollGRPC: Fetch with max_wait_ms at the log end.
 func TestLongPollGRPC(t *testing.T) {
-	d := devCluster(t)
-	cc := grpcConn(t, d)
-	admin, producer, consumer := skeinv1.NewAdminServiceClient(cc), skeinv1.NewProducerServiceClient(cc), skeinv1.NewConsumerServiceClient(cc)
-	const topic = "e2e-longpoll-grpc"
-	if _, err := admin.CreateTopic(testCtx(t, 30*time.Second), &skeinv1.CreateTopicRequest{
-		Name: topic, Partitions: ptr(int32(1)), ReplicationFactor: ptr(int32(3)), Configs: map[string]string{"min.insync.replicas": "2"},
-	}); err != nil {
-		t.Fatal(err)
-	}
-	longPoll(t, "gRPC",
-		func(ctx context.Context, offset int64, maxWaitMs int32) fetchAt {
-			fr, err := consumer.Fetch(ctx, &skeinv1.FetchRequest{Topic: topic, Partition: 0, Offset: &offset, MaxWaitMs: &maxWaitMs})
-			f := fetchAt{at: time.Now(), err: err}
-			if err != nil {
-				return f
-			}
-			f.nextOffset = fr.GetNextOffset()
-			for _, r := range fr.GetRecords() {
-				f.records = append(f.records, r.GetValue())
-			}
-			return f
-		},
-		func(ctx context.Context, value string) (int64, error) {
-			resp, err := producer.Produce(ctx, &skeinv1.ProduceRequest{Topic: topic, Records: []*skeinv1.ProduceRecord{{Value: &value}}})
-			if err != nil {
-				return 0, err
-			}
-			if len(resp.GetResults()) != 1 || resp.GetResults()[0].GetErrorCode() != skeinv1.ErrorCode_NONE {
-				return 0, fmt.Errorf("produce: %v", resp)
-			}
-			return resp.GetResults()[0].GetOffset(), nil
-		})
+	fetch, produce := grpcPartition0(t, "e2e-longpoll-grpc")
+	longPoll(t, "gRPC", fetch, produce)
 }
 
 // minBytesPoll: a fetch at the log end with min_bytes (1,500 bytes) and a
 // long max_wait_ms stays parked while one 1,000-byte record is there,
 // answers both records once a second one comes, and a fetch whose
 // min_bytes is never met answers what there is when max_wait_ms is up.
-func minBytesPoll(t *testing.T, api string, fetch func(ctx context.Context, offset int64, minBytes, maxWaitMs int32) fetchAt, produce func(ctx context.Context, value string) (int64, error)) {
+func minBytesPoll(t *testing.T, api string, fetch fetchFunc, produce produceFunc) {
 	ctx := testCtx(t, 60*time.Second)
 	end, err := produce(ctx, "first")
 	if err != nil {
@@ -234,82 +174,100 @@ func minBytesPoll(t *testing.T, api string, fetch func(ctx context.Context, offs
 
 // TestFetchMinBytesREST: GET .../records?min_bytes=&max_wait_ms=.
 func TestFetchMinBytesREST(t *testing.T) {
-	d := devCluster(t)
-	c := restClient(d)
-	const topic = "e2e-minbytes-rest"
-	createTopic(testCtx(t, 30*time.Second), t, c, topic, 1, 3, map[string]string{"min.insync.replicas": "2"})
-	minBytesPoll(t, "REST",
-		func(ctx context.Context, offset int64, minBytes, maxWaitMs int32) fetchAt {
-			resp, err := c.Do(ctx, "GET", fmt.Sprintf("/v1/topics/%s/partitions/0/records?offset=%d&min_bytes=%d&max_wait_ms=%d", topic, offset, minBytes, maxWaitMs), nil)
-			f := fetchAt{at: time.Now(), err: err}
-			if err != nil {
-				return f
-			}
-			if resp.Status != http.StatusOK {
-				f.err = fmt.Errorf("fetch: %s", resp)
-				return f
-			}
-			var fr FetchResponse
-			if f.err = resp.Decode(&fr); f.err != nil {
-				return f
-			}
-			f.nextOffset = int64(fr.NextOffset)
-			for _, r := range fr.Records {
-				if r.Value == nil {
-					f.err = fmt.Errorf("record without a text value: %s", resp)
-					return f
-				}
-				f.records = append(f.records, *r.Value)
-			}
-			return f
-		},
-		func(ctx context.Context, value string) (int64, error) {
-			resp, err := c.Do(ctx, "POST", "/v1/topics/"+topic+"/records", ProduceRequest{Records: []ProduceRecord{{Value: &value}}})
-			if err != nil {
-				return 0, err
-			}
-			var pr ProduceResponse
-			if resp.Status != http.StatusOK || resp.Decode(&pr) != nil || len(pr.Results) != 1 || pr.Results[0].ErrorCode != "NONE" {
-				return 0, fmt.Errorf("produce: %s", resp)
-			}
-			return int64(pr.Results[0].Offset), nil
-		})
+	fetch, produce := restPartition0(t, "e2e-minbytes-rest")
+	minBytesPoll(t, "REST", fetch, produce)
 }
 
 // TestFetchMinBytesGRPC: Fetch with min_bytes and max_wait_ms.
 func TestFetchMinBytesGRPC(t *testing.T) {
-	d := devCluster(t)
-	cc := grpcConn(t, d)
+	fetch, produce := grpcPartition0(t, "e2e-minbytes-grpc")
+	minBytesPoll(t, "gRPC", fetch, produce)
+}
+
+// restPartition0 creates topic (one partition, RF=3) and answers a fetch
+// and a produce of its partition 0 over REST.
+func restPartition0(t *testing.T, topic string) (fetchFunc, produceFunc) {
+	c := restClient(devCluster(t))
+	createTopic(testCtx(t, 30*time.Second), t, c, topic, 1, 3, map[string]string{"min.insync.replicas": "2"})
+	fetch := func(ctx context.Context, offset int64, minBytes, maxWaitMs int32) fetchAt {
+		path := fmt.Sprintf("/v1/topics/%s/partitions/0/records?offset=%d&max_wait_ms=%d", topic, offset, maxWaitMs)
+		if minBytes != 0 {
+			path += fmt.Sprintf("&min_bytes=%d", minBytes)
+		}
+		resp, err := c.Do(ctx, "GET", path, nil)
+		f := fetchAt{at: time.Now(), err: err}
+		if err != nil {
+			return f
+		}
+		if resp.Status != http.StatusOK {
+			f.err = fmt.Errorf("fetch: %s", resp)
+			return f
+		}
+		var fr FetchResponse
+		if f.err = resp.Decode(&fr); f.err != nil {
+			return f
+		}
+		f.nextOffset = int64(fr.NextOffset)
+		for _, r := range fr.Records {
+			if r.Value == nil {
+				f.err = fmt.Errorf("record without a text value: %s", resp)
+				return f
+			}
+			f.records = append(f.records, *r.Value)
+		}
+		return f
+	}
+	produce := func(ctx context.Context, value string) (int64, error) {
+		resp, err := c.Do(ctx, "POST", "/v1/topics/"+topic+"/records", ProduceRequest{Records: []ProduceRecord{{Value: &value}}})
+		if err != nil {
+			return 0, err
+		}
+		var pr ProduceResponse
+		if resp.Status != http.StatusOK || resp.Decode(&pr) != nil || len(pr.Results) != 1 || pr.Results[0].ErrorCode != "NONE" {
+			return 0, fmt.Errorf("produce: %s", resp)
+		}
+		return int64(pr.Results[0].Offset), nil
+	}
+	return fetch, produce
+}
+
+// grpcPartition0 creates topic (one partition, RF=3) and answers a fetch
+// and a produce of its partition 0 over gRPC.
+func grpcPartition0(t *testing.T, topic string) (fetchFunc, produceFunc) {
+	cc := grpcConn(t, devCluster(t))
 	admin, producer, consumer := skeinv1.NewAdminServiceClient(cc), skeinv1.NewProducerServiceClient(cc), skeinv1.NewConsumerServiceClient(cc)
-	const topic = "e2e-minbytes-grpc"
 	if _, err := admin.CreateTopic(testCtx(t, 30*time.Second), &skeinv1.CreateTopicRequest{
 		Name: topic, Partitions: ptr(int32(1)), ReplicationFactor: ptr(int32(3)), Configs: map[string]string{"min.insync.replicas": "2"},
 	}); err != nil {
 		t.Fatal(err)
 	}
-	minBytesPoll(t, "gRPC",
-		func(ctx context.Context, offset int64, minBytes, maxWaitMs int32) fetchAt {
-			fr, err := consumer.Fetch(ctx, &skeinv1.FetchRequest{Topic: topic, Partition: 0, Offset: &offset, MinBytes: &minBytes, MaxWaitMs: &maxWaitMs})
-			f := fetchAt{at: time.Now(), err: err}
-			if err != nil {
-				return f
-			}
-			f.nextOffset = fr.GetNextOffset()
-			for _, r := range fr.GetRecords() {
-				f.records = append(f.records, r.GetValue())
-			}
+	fetch := func(ctx context.Context, offset int64, minBytes, maxWaitMs int32) fetchAt {
+		req := &skeinv1.FetchRequest{Topic: topic, Partition: 0, Offset: &offset, MaxWaitMs: &maxWaitMs}
+		if minBytes != 0 {
+			req.MinBytes = &minBytes
+		}
+		fr, err := consumer.Fetch(ctx, req)
+		f := fetchAt{at: time.Now(), err: err}
+		if err != nil {
 			return f
-		},
-		func(ctx context.Context, value string) (int64, error) {
-			resp, err := producer.Produce(ctx, &skeinv1.ProduceRequest{Topic: topic, Records: []*skeinv1.ProduceRecord{{Value: &value}}})
-			if err != nil {
-				return 0, err
-			}
-			if len(resp.GetResults()) != 1 || resp.GetResults()[0].GetErrorCode() != skeinv1.ErrorCode_NONE {
-				return 0, fmt.Errorf("produce: %v", resp)
-			}
-			return resp.GetResults()[0].GetOffset(), nil
-		})
+		}
+		f.nextOffset = fr.GetNextOffset()
+		for _, r := range fr.GetRecords() {
+			f.records = append(f.records, r.GetValue())
+		}
+		return f
+	}
+	produce := func(ctx context.Context, value string) (int64, error) {
+		resp, err := producer.Produce(ctx, &skeinv1.ProduceRequest{Topic: topic, Records: []*skeinv1.ProduceRecord{{Value: &value}}})
+		if err != nil {
+			return 0, err
+		}
+		if len(resp.GetResults()) != 1 || resp.GetResults()[0].GetErrorCode() != skeinv1.ErrorCode_NONE {
+			return 0, fmt.Errorf("produce: %v", resp)
+		}
+		return resp.GetResults()[0].GetOffset(), nil
+	}
+	return fetch, produce
 }
 
 // letters answers n pseudo-random lowercase letters, the same for the same
