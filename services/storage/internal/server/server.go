@@ -480,8 +480,9 @@ func hasError(resp *storagev1.FetchResponse) bool {
 }
 
 // fetchOnce reads what each partition has now: the answer, its bytes of
-// batches, how many of the partitions this node has, and whether some
-// partition's read was cut short by its max_records or its byte bound.
+// batches, how many of the partitions this node has, and (when w is not
+// nil) whether some partition's read was cut short by its max_records or
+// its byte bound.
 // denied, unless nil, holds the refusal of each partition the client may
 // not read. w, unless nil, is registered with each partition before it is
 // read, to wake on the next move of its high watermark.
@@ -531,7 +532,9 @@ func (s *Server) fetchOnce(req *storagev1.FetchRequest, denied []error, bufs *re
 			r.AbortedTransactions = append(r.AbortedTransactions, &storagev1.AbortedTransaction{ProducerId: a.ProducerID, FirstOffset: int64(a.FirstOffset)})
 		}
 		total += len(fr.Records)
-		full = full || len(fr.Records) >= budget || holdsRecord(fr.Records, pf.GetFetchOffset(), pf.GetMaxRecords())
+		if w != nil { // only a fetch that may wait asks whether its answer is full
+			full = full || len(fr.Records) >= budget || holdsRecord(fr.Records, pf.GetFetchOffset(), pf.GetMaxRecords())
+		}
 	}
 	s.metrics.fetched(total)
 	return resp, total, found, full
