@@ -44,6 +44,13 @@ func waitTrims(t *testing.T) {
 	<-done
 }
 
+// mostly reports whether n of total pages is nearly all of them. The
+// kernel may reclaim a few clean pages of any file under memory pressure,
+// which is not the log's doing; a drop by the log takes them all.
+func mostly(n, total int) bool {
+	return n*8 >= total*7
+}
+
 func count(pages []bool) (n int) {
 	for _, in := range pages {
 		if in {
@@ -79,7 +86,8 @@ func cacheTestDir(t *testing.T) (string, bool) {
 
 // The bytes of the active segment more than a window behind its end leave
 // the page cache once written back; the window stays; and with no window
-// (the default) everything written stays cached. Where no directory can
+// (the default) the log drops nothing and what was written stays cached,
+// but for what the kernel reclaims on its own. Where no directory can
 // drop pages (tmpfs only), the log must still have asked for the drop.
 func TestCacheWindowDropsWrittenBackBytes(t *testing.T) {
 	for _, tc := range []struct {
@@ -119,12 +127,15 @@ func TestCacheWindowDropsWrittenBackBytes(t *testing.T) {
 				t.Errorf("window %d: %d of the first %d pages still cached, want none", tc.window, n, len(head))
 			}
 		default:
-			if n := count(head); n != len(head) {
-				t.Errorf("no window: %d of the first %d pages cached, want all", n, len(head))
+			if dropped != 0 {
+				t.Errorf("no window: the log asked for %d bytes to be dropped, want none", dropped)
+			}
+			if n := count(head); !mostly(n, len(head)) {
+				t.Errorf("no window: %d of the first %d pages cached, want nearly all", n, len(head))
 			}
 		}
-		if n := count(tail); n != len(tail) {
-			t.Errorf("window %d: %d of the last %d pages cached, want all", tc.window, n, len(tail))
+		if n := count(tail); !mostly(n, len(tail)) {
+			t.Errorf("window %d: %d of the last %d pages cached, want nearly all", tc.window, n, len(tail))
 		}
 	}
 }
