@@ -68,6 +68,10 @@ type FetchResult struct {
 	HighWatermark    int64
 	LastStableOffset int64
 	LogStartOffset   int64
+	// Bytes is the size of the record batches the leader answered, control
+	// batches and the skipped batches of aborted transactions included: what
+	// the leader's min_bytes counts.
+	Bytes int
 }
 
 // leaderErr reports whether err means the request went to the wrong or an
@@ -250,6 +254,7 @@ func decodeFetch(req FetchRequest, pr *storagev1.PartitionFetchResult, view bool
 		HighWatermark:    pr.GetHighWatermark(),
 		LastStableOffset: pr.GetLastStableOffset(),
 		LogStartOffset:   pr.GetLogStartOffset(),
+		Bytes:            len(pr.GetRecords()),
 	}
 	readCommitted := req.Isolation == skeinv1.IsolationLevel_READ_COMMITTED
 	aborted := slices.Clone(pr.GetAbortedTransactions())

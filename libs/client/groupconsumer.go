@@ -54,6 +54,10 @@ type GroupConsumerConfig struct {
 	// MaxWait is how long a Poll long-polls for records (default 500 ms); it
 	// is cut short when a heartbeat falls due.
 	MaxWait time.Duration
+	// MinBytes makes a Poll wait, up to MaxWait, until the owned partitions
+	// have at least this many bytes of record batches in all
+	// (fetch.min.bytes; 0 or 1: answer as soon as there is a record).
+	MinBytes int32
 	// OnAssigned is called from Poll with the partitions the member starts
 	// consuming; OnRevoked with those it gives up (the positions are then
 	// committed: commit-on-revoke); OnLost with those taken from it after
@@ -113,6 +117,9 @@ func (c *Client) NewGroupConsumer(cfg GroupConsumerConfig) (*GroupConsumer, erro
 	case ResetEarliest, ResetLatest:
 	default:
 		return nil, errs.Errorf(errs.InvalidRequest, "auto offset reset %q: want earliest or latest", cfg.AutoOffsetReset)
+	}
+	if cfg.MinBytes < 0 {
+		return nil, errs.Errorf(errs.InvalidRequest, "min bytes must not be negative, got %d", cfg.MinBytes)
 	}
 	if cfg.MaxRecords <= 0 {
 		cfg.MaxRecords = 500
@@ -423,31 +430,40 @@ type FetchAnswer struct {
 }
 
 // FetchAny reads several partitions at once, each long-polling up to its
-// MaxWait; the first answer with records ends the other long polls, so the
-// call answers as soon as any partition has data. At most maxRecords
-// records come back in all (0: no cap), in request order. Answers are in
-// request order.
-func (c *Client) FetchAny(ctx context.Context, reqs []FetchRequest, maxRecords int) []FetchAnswer {
+// MaxWait, and answers once the partitions have answered records of at
+// least minBytes in all (their batches' bytes, as a leader's min_bytes
+// counts them; 0 or 1: as soon as any partition has a record), once
+// maxRecords records have come back (0: no cap), or once MaxWait has
+// passed, with what there is then. A partition answers as soon as it has
+// anything, and reads on from there while the total falls short, so bytes
+// spread over several partitions, and over several leaders, count together.
+// The requests' MinBytes is not used. At most maxRecords records come back
+// in all, in request order; answers are in request order.
+func (c *Client) FetchAny(ctx context.Context, reqs []FetchRequest, maxRecords int, minBytes int32) []FetchAnswer {
 	var wait time.Duration
 	for _, r := range reqs {
 		wait = max(wait, r.MaxWait)
 	}
+	start := time.Now()
 	fctx, cancel := context.WithTimeout(ctx, wait+DefaultRequestTimeout)
 	defer cancel()
+	var mu sync.Mutex
+	bytes, records := 0, 0
+	// took adds one answer to the totals and reports whether the call has
+	// enough.
+	took := func(res *FetchResult) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		bytes, records = bytes+res.Bytes, records+len(res.Records)
+		return records > 0 && bytes >= int(minBytes) || maxRecords > 0 && records >= maxRecords
+	}
 	answers := make([]FetchAnswer, len(reqs))
 	var wg sync.WaitGroup
 	for i, req := range reqs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := c.Fetch(fctx, req)
-			answers[i] = FetchAnswer{Request: req, Next: req.Offset, Err: err}
-			if err == nil {
-				answers[i].Records, answers[i].Next = res.Records, res.NextOffset
-				if len(res.Records) > 0 {
-					cancel()
-				}
-			}
+			answers[i] = c.fetchUntil(fctx, req, start.Add(req.MaxWait), took, cancel)
 		}()
 	}
 	wg.Wait()
@@ -471,6 +487,43 @@ func (c *Client) FetchAny(ctx context.Context, reqs []FetchRequest, maxRecords i
 	return answers
 }
 
+// fetchUntil is one partition's part of FetchAny: it fetches from
+// req.Offset, then on from each answer's next offset, until took says the
+// call has enough (then it cancels the others), the partition has
+// req.MaxRecords, a long poll ends empty, or the deadline passes. An error
+// after some progress ends the reads and keeps what was read: the position
+// moves past it, and the next call meets the error again.
+func (c *Client) fetchUntil(ctx context.Context, req FetchRequest, deadline time.Time, took func(*FetchResult) bool, cancel func()) FetchAnswer {
+	a := FetchAnswer{Request: req, Next: req.Offset}
+	r := req
+	r.MinBytes = 1
+	for {
+		res, err := c.Fetch(ctx, r)
+		if err != nil {
+			if a.Next == req.Offset {
+				a.Err = err
+			}
+			return a
+		}
+		a.Records = append(a.Records, res.Records...)
+		a.Next = res.NextOffset
+		if took(res) {
+			cancel()
+			return a
+		}
+		left := time.Until(deadline)
+		if left <= 0 || res.NextOffset == r.Offset {
+			return a // the long poll waited its time, or the wait is over
+		}
+		if r.MaxRecords > 0 {
+			if r.MaxRecords -= len(res.Records); r.MaxRecords <= 0 {
+				return a
+			}
+		}
+		r.Offset, r.MaxWait = res.NextOffset, left
+	}
+}
+
 // fetch reads every owned partition at once.
 func (g *GroupConsumer) fetch(ctx context.Context, wait time.Duration) ([]ConsumedRecord, error) {
 	var reqs []FetchRequest
@@ -484,7 +537,7 @@ func (g *GroupConsumer) fetch(ctx context.Context, wait time.Duration) ([]Consum
 	var out []ConsumedRecord
 	var firstErr error
 	failed, outOfRange := 0, false
-	for _, a := range g.c.FetchAny(ctx, reqs, g.cfg.MaxRecords) {
+	for _, a := range g.c.FetchAny(ctx, reqs, g.cfg.MaxRecords, g.cfg.MinBytes) {
 		ps := g.owned[TopicPartition{a.Request.Topic, a.Request.Partition}]
 		switch {
 		case a.Err == nil:

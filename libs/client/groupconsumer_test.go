@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -250,5 +251,112 @@ func TestGroupsFollowTheCoordinator(t *testing.T) {
 	list, err := groups.List(ctx(t))
 	if err != nil || len(list) != 1 || list[0].GetGroupId() != "g" {
 		t.Errorf("list %v %v", list, err)
+	}
+}
+
+// FetchAny with minBytes counts the bytes of every partition together: two
+// partitions that each hold less than minBytes answer at once when their sum
+// reaches it; a sum that falls short waits for more, and answers once a
+// record arriving later makes it up; one that never does answers what
+// there is when MaxWait is up; maxRecords ends the wait too.
+func TestFetchAnyCountsBytesAcrossPartitions(t *testing.T) {
+	cl := clienttest.Start(t, 2)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 2, nil)
+	p := c.NewProducer()
+	defer p.Close(ctx(t))
+	value := func(part int32, i int) client.Record {
+		v := slices.Repeat([]byte{byte('a' + i)}, 600)
+		return client.Record{Topic: "t", Partition: ptr(part), Value: v}
+	}
+	produce := func(recs ...client.Record) {
+		t.Helper()
+		for _, r := range p.ProduceSync(ctx(t), recs...) {
+			if r.Err != nil {
+				t.Fatal(r.Err)
+			}
+		}
+	}
+	produce(value(0, 0))
+	produce(value(1, 1))
+	reqs := func(wait time.Duration) []client.FetchRequest {
+		return []client.FetchRequest{
+			{Topic: "t", Partition: 0, Offset: 0, MaxWait: wait},
+			{Topic: "t", Partition: 1, Offset: 0, MaxWait: wait},
+		}
+	}
+	// offsets answers each partition's records' offsets and next position.
+	offsets := func(as []client.FetchAnswer) string {
+		var out []string
+		for _, a := range as {
+			if a.Err != nil {
+				t.Fatalf("partition %d: %v", a.Request.Partition, a.Err)
+			}
+			var offs []int64
+			for _, r := range a.Records {
+				if len(r.Value) != 600 {
+					t.Fatalf("partition %d offset %d: a %d-byte value, want 600", r.Partition, r.Offset, len(r.Value))
+				}
+				offs = append(offs, r.Offset)
+			}
+			out = append(out, fmt.Sprintf("p%d %v next %d", a.Request.Partition, offs, a.Next))
+		}
+		return strings.Join(out, "; ")
+	}
+
+	both := "p0 [0] next 1; p1 [0] next 1"
+	for _, tc := range []struct {
+		name       string
+		minBytes   int32
+		maxRecords int
+		wait       time.Duration
+		want       []string // any of them: which partition answers first is a race
+		atLeast    time.Duration
+	}{
+		{"each partition short, together enough", 1000, 0, 20 * time.Second, []string{both}, 0},
+		{"no min_bytes: the first answer is enough", 0, 0, 20 * time.Second,
+			[]string{both, "p0 [0] next 1; p1 [] next 0", "p0 [] next 0; p1 [0] next 1"}, 0},
+		{"never enough: MaxWait is up", 1 << 20, 0, 300 * time.Millisecond, []string{both}, 300 * time.Millisecond},
+		{"max_records reached first", 1 << 20, 1, 20 * time.Second,
+			[]string{"p0 [0] next 1; p1 [] next 0", "p0 [] next 0; p1 [0] next 1"}, 0},
+	} {
+		start := time.Now()
+		got := offsets(c.FetchAny(ctx(t), reqs(tc.wait), tc.maxRecords, tc.minBytes))
+		took := time.Since(start)
+		if !slices.Contains(tc.want, got) {
+			t.Errorf("%s: %s, want one of %q", tc.name, got, tc.want)
+		}
+		if took < tc.atLeast || took >= tc.atLeast+10*time.Second {
+			t.Errorf("%s: answered after %v, want [%v, %v)", tc.name, took, tc.atLeast, tc.atLeast+10*time.Second)
+		}
+	}
+
+	// 1,200 bytes of values are there, 2,000 are asked for: the call waits
+	// until a third record comes, on either partition, then answers all
+	// three.
+	done := make(chan []client.FetchAnswer, 1)
+	go func() { done <- c.FetchAny(ctx(t), reqs(20*time.Second), 0, 2000) }()
+	select {
+	case as := <-done:
+		t.Fatalf("answered with 1,200 bytes there: %s", offsets(as))
+	case <-time.After(300 * time.Millisecond):
+	}
+	produce(value(0, 2))
+	select {
+	case as := <-done:
+		if got, want := offsets(as), "p0 [0 1] next 2; p1 [0] next 1"; got != want {
+			t.Errorf("after the third record: %s, want %s", got, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no answer once 1,800 bytes of values and their batches were there")
+	}
+}
+
+func TestGroupConsumerRefusesNegativeMinBytes(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	c := newClient(t, cl)
+	_, err := c.NewGroupConsumer(client.GroupConsumerConfig{Group: "g", Topics: []string{"t"}, MinBytes: -1})
+	if errs.Of(err) != errs.InvalidRequest {
+		t.Fatalf("MinBytes -1: %v, want INVALID_REQUEST", err)
 	}
 }

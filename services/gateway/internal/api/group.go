@@ -412,7 +412,7 @@ func (s *Group) read(ctx context.Context, group, reset string, starts map[client
 	var outOfRange []client.TopicPartition
 	var firstErr error
 	failed := 0
-	for _, a := range s.c.FetchAny(ctx, reqs, maxRecords) {
+	for _, a := range s.c.FetchAny(ctx, reqs, maxRecords, 0) {
 		tp := client.TopicPartition{Topic: a.Request.Topic, Partition: a.Request.Partition}
 		next[tp] = a.Next
 		switch {
