@@ -307,8 +307,13 @@ type FetchGroupRecordsRequest struct {
 	IsolationLevel IsolationLevel         `protobuf:"varint,6,opt,name=isolation_level,json=isolationLevel,proto3,enum=skein.v1.IsolationLevel" json:"isolation_level,omitempty"`
 	// Where to read from; without them reading starts at the committed offsets
 	// (or auto_offset_reset).
-	Positions     []*TopicPartitionOffset `protobuf:"bytes,7,rep,name=positions,proto3" json:"positions,omitempty"`
-	Encoding      Encoding                `protobuf:"varint,8,opt,name=encoding,proto3,enum=skein.v1.Encoding" json:"encoding,omitempty"`
+	Positions []*TopicPartitionOffset `protobuf:"bytes,7,rep,name=positions,proto3" json:"positions,omitempty"`
+	Encoding  Encoding                `protobuf:"varint,8,opt,name=encoding,proto3,enum=skein.v1.Encoding" json:"encoding,omitempty"`
+	// Default 1: answer as soon as an assigned partition has a record. With
+	// max_wait_ms, the call waits until the member's partitions have at least
+	// this many bytes of record batches in all, or max_wait_ms has passed,
+	// then answers what there is (Kafka's fetch.min.bytes).
+	MinBytes      *int32 `protobuf:"varint,9,opt,name=min_bytes,json=minBytes,proto3,oneof" json:"min_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -397,6 +402,13 @@ func (x *FetchGroupRecordsRequest) GetEncoding() Encoding {
 		return x.Encoding
 	}
 	return Encoding_TEXT
+}
+
+func (x *FetchGroupRecordsRequest) GetMinBytes() int32 {
+	if x != nil && x.MinBytes != nil {
+		return *x.MinBytes
+	}
+	return 0
 }
 
 type TopicPartitionOffset struct {
@@ -2096,7 +2108,7 @@ const file_skein_v1_group_proto_rawDesc = "" +
 	"\n" +
 	"assignment\x18\x02 \x03(\v2\x19.skein.v1.TopicPartitionsR\n" +
 	"assignment\x122\n" +
-	"\x15heartbeat_interval_ms\x18\x03 \x01(\x05R\x13heartbeatIntervalMs\"\x8c\x03\n" +
+	"\x15heartbeat_interval_ms\x18\x03 \x01(\x05R\x13heartbeatIntervalMs\"\xbc\x03\n" +
 	"\x18FetchGroupRecordsRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12!\n" +
@@ -2106,9 +2118,12 @@ const file_skein_v1_group_proto_rawDesc = "" +
 	"\vmax_wait_ms\x18\x05 \x01(\x05H\x01R\tmaxWaitMs\x88\x01\x01\x12A\n" +
 	"\x0fisolation_level\x18\x06 \x01(\x0e2\x18.skein.v1.IsolationLevelR\x0eisolationLevel\x12<\n" +
 	"\tpositions\x18\a \x03(\v2\x1e.skein.v1.TopicPartitionOffsetR\tpositions\x12.\n" +
-	"\bencoding\x18\b \x01(\x0e2\x12.skein.v1.EncodingR\bencodingB\x0e\n" +
+	"\bencoding\x18\b \x01(\x0e2\x12.skein.v1.EncodingR\bencoding\x12 \n" +
+	"\tmin_bytes\x18\t \x01(\x05H\x02R\bminBytes\x88\x01\x01B\x0e\n" +
 	"\f_max_recordsB\x0e\n" +
-	"\f_max_wait_ms\"~\n" +
+	"\f_max_wait_msB\f\n" +
+	"\n" +
+	"_min_bytes\"~\n" +
 	"\x14TopicPartitionOffset\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +

@@ -214,6 +214,9 @@ func (s *Group) FetchGroupRecords(ctx context.Context, req *skeinv1.FetchGroupRe
 	if err != nil {
 		return nil, err
 	}
+	if req.GetMinBytes() < 0 {
+		return nil, errs.Errorf(errs.InvalidRequest, "min_bytes must not be negative, got %d", req.GetMinBytes())
+	}
 	given := map[client.TopicPartition]int64{}
 	for _, p := range req.GetPositions() {
 		if err := validateTopicPartition(p.GetTopic(), p.GetPartition()); err != nil {
@@ -264,7 +267,7 @@ func (s *Group) FetchGroupRecords(ctx context.Context, req *skeinv1.FetchGroupRe
 	out := &skeinv1.FetchGroupRecordsResponse{Records: []*skeinv1.ConsumedRecord{}, MemberEpoch: resp.GetMemberEpoch(),
 		Assignment: toAssignment(resp.GetAssignment()), Positions: []*skeinv1.TopicPartitionOffset{}}
 	failed := deliveryAttempts(resp.GetDeliveries())
-	next, err := s.read(ctx, group, resetOf(member), starts, maxRecords, wait, req.GetIsolationLevel(), func(r client.ConsumedRecord) {
+	next, err := s.read(ctx, group, resetOf(member), starts, fetchLimit{records: maxRecords, minBytes: req.GetMinBytes(), wait: wait}, req.GetIsolationLevel(), func(r client.ConsumedRecord) {
 		cr := toConsumed(r, req.GetEncoding())
 		cr.DeliveryAttempt = failed[client.TopicPartition{Topic: r.Topic, Partition: r.Partition}][r.Offset] + 1
 		out.Records = append(out.Records, cr)
@@ -381,11 +384,20 @@ func (s *Group) reset(ctx context.Context, reset string, tps []client.TopicParti
 	return nil
 }
 
+// fetchLimit is what bounds one read of a member's partitions: at most
+// records in all, waiting up to wait for minBytes of them.
+type fetchLimit struct {
+	records  int
+	minBytes int32
+	wait     time.Duration
+}
+
 // read fetches the partitions from their start offsets, hands every record
 // to emit (and joins it to its producer's trace), and answers the next
 // position of each partition. A start out of range moves to the reset
 // policy's offset and reads nothing this time.
-func (s *Group) read(ctx context.Context, group, reset string, starts map[client.TopicPartition]int64, maxRecords int, wait time.Duration, iso skeinv1.IsolationLevel, emit func(client.ConsumedRecord)) (map[client.TopicPartition]int64, error) {
+func (s *Group) read(ctx context.Context, group, reset string, starts map[client.TopicPartition]int64, lim fetchLimit, iso skeinv1.IsolationLevel, emit func(client.ConsumedRecord)) (map[client.TopicPartition]int64, error) {
+	wait := lim.wait
 	next := map[client.TopicPartition]int64{}
 	if len(starts) == 0 {
 		if wait > 0 {
@@ -401,7 +413,7 @@ func (s *Group) read(ctx context.Context, group, reset string, starts map[client
 	var reqs []client.FetchRequest
 	for tp, off := range starts {
 		reqs = append(reqs, client.FetchRequest{Topic: tp.Topic, Partition: tp.Partition, Offset: off,
-			MaxRecords: maxRecords, MaxBytes: DefaultMaxBytes, MaxWait: wait, Isolation: iso})
+			MaxRecords: lim.records, MaxBytes: DefaultMaxBytes, MaxWait: wait, Isolation: iso})
 	}
 	slices.SortFunc(reqs, func(a, b client.FetchRequest) int {
 		if a.Topic != b.Topic {
@@ -412,7 +424,7 @@ func (s *Group) read(ctx context.Context, group, reset string, starts map[client
 	var outOfRange []client.TopicPartition
 	var firstErr error
 	failed := 0
-	for _, a := range s.c.FetchAny(ctx, reqs, maxRecords, 0) {
+	for _, a := range s.c.FetchAny(ctx, reqs, lim.records, lim.minBytes) {
 		tp := client.TopicPartition{Topic: a.Request.Topic, Partition: a.Request.Partition}
 		next[tp] = a.Next
 		switch {
