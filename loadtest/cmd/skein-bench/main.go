@@ -262,7 +262,7 @@ func consume(ctx context.Context, args []string) (err error) {
 	idle := fs.Duration("idle-timeout", 5*time.Second, "stop when no partition has had a new record for this long")
 	maxRecs := fs.Int("max-records", 2000, "records per fetch")
 	maxWait := fs.Duration("max-wait", 500*time.Millisecond, "long-poll per fetch")
-	minBytes := fs.Int("min-bytes", 0, "bytes of records a fetch waits for, up to --max-wait (fetch.min.bytes; 0: answer as soon as there is any; not for --transport tail or --group)")
+	minBytes := fs.Int("min-bytes", 0, "bytes of records a fetch waits for, up to --max-wait (fetch.min.bytes; 0: answer as soon as there is any; with --group, over all of a member's partitions; not for --transport tail)")
 	group := fs.String("group", "", "consume as this consumer group through the gateway's GroupService (gRPC), with --members members")
 	members := fs.Int("members", 1, "with --group: members, each on its own connection")
 	commitEvery := fs.Duration("commit-interval", time.Second, "with --group: how often each member commits its positions")
@@ -273,8 +273,8 @@ func consume(ctx context.Context, args []string) (err error) {
 	if *minBytes < 0 || *minBytes > math.MaxInt32 {
 		return fmt.Errorf("--min-bytes %d: want 0 or more bytes", *minBytes)
 	}
-	if *minBytes > 0 && (*group != "" || *c.transport == bench.Tail) {
-		return fmt.Errorf("--min-bytes: for fetches by offset, not with --group or --transport tail")
+	if *minBytes > 0 && *group == "" && *c.transport == bench.Tail {
+		return fmt.Errorf("--min-bytes: for fetches, not with --transport tail")
 	}
 	ep, err := c.endpoints()
 	if err != nil {
@@ -293,7 +293,7 @@ func consume(ctx context.Context, args []string) (err error) {
 		sum, err := bench.GroupConsume(ctx, bench.GroupConsumeConfig{
 			Endpoints: ep, Topic: *c.topic, Group: *group, Members: *members, FromLatest: *from == "latest",
 			NumRecords: *num, Duration: *dur, IdleTimeout: *idle, MaxRecords: *maxRecs, MaxWait: *maxWait,
-			CommitInterval: *commitEvery, Progress: *c.progress, Log: os.Stderr,
+			MinBytes: int32(*minBytes), CommitInterval: *commitEvery, Progress: *c.progress, Log: os.Stderr,
 		})
 		if err != nil {
 			return err

@@ -29,6 +29,7 @@ type GroupConsumeConfig struct {
 	IdleTimeout    time.Duration
 	MaxRecords     int           // per fetch
 	MaxWait        time.Duration // long-poll per fetch
+	MinBytes       int32         // bytes of all a member's partitions a fetch waits for, up to MaxWait (0: any)
 	CommitInterval time.Duration
 	Progress       time.Duration
 	Log            io.Writer
@@ -144,11 +145,15 @@ func groupMember(ctx, runCtx context.Context, stopAll context.CancelFunc, cfg Gr
 		_, _ = gs.LeaveGroup(lctx, &skeinv1.LeaveGroupRequest{Group: cfg.Group, MemberId: member})
 	}()
 	mr, mw := int32(cfg.MaxRecords), int32(cfg.MaxWait.Milliseconds())
+	var minBytes *int32
+	if cfg.MinBytes > 0 {
+		minBytes = &cfg.MinBytes
+	}
 	lastCommit := time.Now()
 	for runCtx.Err() == nil {
 		t0 := time.Now()
 		resp, err := gs.FetchGroupRecords(runCtx, &skeinv1.FetchGroupRecordsRequest{Group: cfg.Group, MemberId: member, MemberEpoch: epoch,
-			MaxRecords: &mr, MaxWaitMs: &mw, Positions: positions, Encoding: skeinv1.Encoding_BYTES})
+			MaxRecords: &mr, MaxWaitMs: &mw, MinBytes: minBytes, Positions: positions, Encoding: skeinv1.Encoding_BYTES})
 		now := time.Now()
 		if err != nil {
 			if runCtx.Err() != nil {

@@ -20,6 +20,8 @@ type fakeGroups struct {
 	mu      sync.Mutex
 	commits map[int32]int64
 	left    int
+	// minBytes counts the fetches by the min_bytes they asked for (-1: none).
+	minBytes map[int32]int
 }
 
 func (f *fakeGroups) JoinGroup(context.Context, *skeinv1.JoinGroupRequest) (*skeinv1.JoinGroupResponse, error) {
@@ -27,6 +29,13 @@ func (f *fakeGroups) JoinGroup(context.Context, *skeinv1.JoinGroupRequest) (*ske
 }
 
 func (f *fakeGroups) FetchGroupRecords(_ context.Context, req *skeinv1.FetchGroupRecordsRequest) (*skeinv1.FetchGroupRecordsResponse, error) {
+	f.mu.Lock()
+	if req.MinBytes == nil {
+		f.minBytes[-1]++
+	} else {
+		f.minBytes[req.GetMinBytes()]++
+	}
+	f.mu.Unlock()
 	pos := map[int32]int64{}
 	for _, p := range req.GetPositions() {
 		pos[p.GetPartition()] = p.GetOffset()
@@ -63,32 +72,41 @@ func (f *fakeGroups) LeaveGroup(context.Context, *skeinv1.LeaveGroupRequest) (*s
 }
 
 func TestGroupConsumeThroughTheGateway(t *testing.T) {
-	g := &fakeGateway{logs: map[int32][][]byte{}}
-	for p := int32(0); p < 2; p++ {
-		for range 500 {
-			g.logs[p] = append(g.logs[p], Payload(nil, 100, time.Now()))
+	for _, minBytes := range []int32{0, 4096} {
+		g := &fakeGateway{logs: map[int32][][]byte{}}
+		for p := int32(0); p < 2; p++ {
+			for range 500 {
+				g.logs[p] = append(g.logs[p], Payload(nil, 100, time.Now()))
+			}
 		}
-	}
-	f := &fakeGroups{g: g, commits: map[int32]int64{}}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := grpc.NewServer()
-	skeinv1.RegisterGroupServiceServer(s, f)
-	go s.Serve(lis)
-	t.Cleanup(s.Stop)
-	sum, err := GroupConsume(context.Background(), GroupConsumeConfig{Endpoints: Endpoints{Gateway: lis.Addr().String()}, Topic: "t", Group: "g",
-		Members: 1, NumRecords: 1000, MaxRecords: 300, MaxWait: 10 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sum.Records != 1000 || sum.Mode != "group-consume" || sum.Group != "g" || sum.EndToEnd == nil || sum.EndToEnd.Count != 1000 {
-		t.Errorf("summary %+v", sum)
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.commits[0] != 500 || f.commits[1] != 500 || f.left != 1 {
-		t.Errorf("commits %v, left %d: want every position committed and the member gone", f.commits, f.left)
+		f := &fakeGroups{g: g, commits: map[int32]int64{}, minBytes: map[int32]int{}}
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := grpc.NewServer()
+		skeinv1.RegisterGroupServiceServer(s, f)
+		go s.Serve(lis)
+		t.Cleanup(s.Stop)
+		sum, err := GroupConsume(context.Background(), GroupConsumeConfig{Endpoints: Endpoints{Gateway: lis.Addr().String()}, Topic: "t", Group: "g",
+			Members: 1, NumRecords: 1000, MaxRecords: 300, MaxWait: 10 * time.Millisecond, MinBytes: minBytes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum.Records != 1000 || sum.Mode != "group-consume" || sum.Group != "g" || sum.EndToEnd == nil || sum.EndToEnd.Count != 1000 {
+			t.Errorf("min bytes %d: summary %+v", minBytes, sum)
+		}
+		f.mu.Lock()
+		if f.commits[0] != 500 || f.commits[1] != 500 || f.left != 1 {
+			t.Errorf("min bytes %d: commits %v, left %d: want every position committed and the member gone", minBytes, f.commits, f.left)
+		}
+		asked := minBytes
+		if asked == 0 {
+			asked = -1 // left out of the request
+		}
+		if f.minBytes[asked] == 0 || len(f.minBytes) != 1 {
+			t.Errorf("min bytes %d: fetches by the min_bytes they asked for (-1: none): %v", minBytes, f.minBytes)
+		}
+		f.mu.Unlock()
 	}
 }
