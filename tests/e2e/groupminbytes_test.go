@@ -88,8 +88,8 @@ func TestGroupFetchMinBytesREST(t *testing.T) {
 	if a.err != nil {
 		t.Fatal(a.err)
 	}
-	if got := groupValues(a.f); !slices.Equal(got, []string{"0:0", "0:1", "1:0"}) || !slices.Equal(positionsOf(a.f), []string{"0:2", "1:1"}) {
-		t.Errorf("min_bytes fetch answered %v, positions %v; want 0:0 0:1 1:0, positions 0:2 1:1", got, positionsOf(a.f))
+	if got := recordsAt(a.f); !slices.Equal(got, []string{"0:0", "0:1", "1:0"}) || !slices.Equal(positionsAt(a.f), []string{"0:2", "1:1"}) {
+		t.Errorf("min_bytes fetch answered %v, positions %v; want 0:0 0:1 1:0, positions 0:2 1:1", got, positionsAt(a.f))
 	}
 	for _, r := range a.f.Records {
 		if r.Value == nil || !slices.Contains(values, *r.Value) {
@@ -105,7 +105,7 @@ func TestGroupFetchMinBytesREST(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := groupValues(f); !slices.Equal(got, []string{"0:0", "0:1", "1:0"}) || took < idleWait || took >= idleSlack {
+	if got := recordsAt(f); !slices.Equal(got, []string{"0:0", "0:1", "1:0"}) || took < idleWait || took >= idleSlack {
 		t.Errorf("min_bytes=1 MiB with max_wait_ms=%d: %v after %v; want all three records after [%v, %v)",
 			idleWait.Milliseconds(), got, took, idleWait, idleSlack)
 	}
@@ -117,21 +117,21 @@ func TestGroupFetchMinBytesREST(t *testing.T) {
 	}
 }
 
-// groupValues answers a group fetch's records as partition:offset, sorted.
-func groupValues(f groupFetch) []string {
-	var out []string
-	for _, r := range f.Records {
-		out = append(out, fmt.Sprintf("%d:%d", r.Partition, r.Offset))
-	}
-	slices.Sort(out)
-	return out
+// recordsAt and positionsAt answer a group fetch's records and positions
+// as partition:offset, sorted.
+func recordsAt(f groupFetch) []string {
+	return sortedAt(f.Records, func(r groupRecord) (int32, Int64) { return r.Partition, r.Offset })
 }
 
-// positionsOf answers a group fetch's positions as partition:offset, sorted.
-func positionsOf(f groupFetch) []string {
+func positionsAt(f groupFetch) []string {
+	return sortedAt(f.Positions, func(p restPosition) (int32, Int64) { return p.Partition, p.Offset })
+}
+
+func sortedAt[T any](items []T, at func(T) (int32, Int64)) []string {
 	var out []string
-	for _, p := range f.Positions {
-		out = append(out, fmt.Sprintf("%d:%d", p.Partition, p.Offset))
+	for _, it := range items {
+		p, o := at(it)
+		out = append(out, fmt.Sprintf("%d:%d", p, o))
 	}
 	slices.Sort(out)
 	return out
