@@ -81,3 +81,58 @@ func TestCacheWindowKeepsEveryRecord(t *testing.T) {
 	defer l.Close()
 	check("after reopening")
 }
+
+// The advice comes in small rounds as a segment grows: every byte more
+// than the window behind the end is handed to the disk once, in order, a
+// round covering about cacheStep (more when appends are larger); and a byte
+// is dropped only once it was handed over cacheDropLag before, never twice.
+func TestCacheTrimRounds(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		window, append int64
+		total          int64
+	}{
+		{"small appends", 8 << 20, 16 << 10, 64 << 20},
+		{"appends larger than a step", 8 << 20, 3 << 20, 64 << 20},
+		{"window not aligned", 5<<20 + 4097, 100 << 10, 40 << 20},
+		{"no room past the window", 8 << 20, 64 << 10, 8<<20 + cacheStep - 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var s segment
+			var handed, dropped int64 // the advice given so far, as frontiers
+			var rounds int64
+			for s.size < tc.total {
+				s.size = min(s.size+tc.append, tc.total)
+				job, ok := s.nextTrim(tc.window)
+				if !ok {
+					if s.size-tc.window-s.wb >= cacheStep+cacheAlign {
+						t.Fatalf("at %d bytes: no round, with %d bytes out of the window not handed over", s.size, s.size-tc.window-s.wb)
+					}
+					continue
+				}
+				rounds++
+				if job.wbOff != handed || job.wbLen < cacheStep || job.wbOff+job.wbLen > s.size-tc.window {
+					t.Fatalf("at %d bytes: hand over [%d, +%d), want from %d, at least a step, not within the window", s.size, job.wbOff, job.wbLen, handed)
+				}
+				if job.wbLen > max(cacheStep, tc.append)+cacheAlign {
+					t.Fatalf("at %d bytes: hand over %d bytes at once, want about a step", s.size, job.wbLen)
+				}
+				if job.dropOff != dropped || job.dropLen < 0 || job.dropOff+job.dropLen > handed-cacheDropLag && job.dropLen > 0 {
+					t.Fatalf("at %d bytes: drop [%d, +%d), want from %d and at least %d behind what was handed over (%d)", s.size, job.dropOff, job.dropLen, dropped, cacheDropLag, handed)
+				}
+				if (job.wbOff|job.wbLen|job.dropOff|job.dropLen)%cacheAlign != 0 {
+					t.Fatalf("at %d bytes: round %+v is not aligned to %d", s.size, job, cacheAlign)
+				}
+				handed, dropped = job.wbOff+job.wbLen, job.dropOff+job.dropLen
+				s.wb, s.dropped = handed, dropped
+			}
+			wantRounds := max(tc.total-tc.window, 0) / max(cacheStep, tc.append) / 2
+			if rounds < wantRounds {
+				t.Fatalf("%d rounds for %d bytes, want at least %d", rounds, tc.total, wantRounds)
+			}
+			if tc.total-tc.window >= cacheStep+cacheAlign && dropped < handed-cacheDropLag-max(cacheStep, tc.append)-cacheAlign {
+				t.Fatalf("dropped up to %d with %d handed over: the drop fell behind by more than %d", dropped, handed, cacheDropLag)
+			}
+		})
+	}
+}

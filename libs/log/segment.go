@@ -73,9 +73,9 @@ type segment struct {
 	indexOnDisk bool      // the .index/.timeindex files hold exactly index/times
 
 	// The page-cache window (cache.go), on the active segment: bytes
-	// below wb were handed to the disk, wbPrev is wb one step before, and
-	// bytes below dropped were dropped from the cache.
-	wb, wbPrev, dropped int64
+	// below wb were handed to the disk and bytes below dropped were dropped
+	// from the cache.
+	wb, dropped int64
 }
 
 func (s *segment) path(suffix string) string {
