@@ -37,16 +37,21 @@ import (
 
 // cacheStep is how many bytes must fall out of the window before they are
 // handed to the disk in one call. Small steps keep each call's share of
-// I/O small: a busy partition makes dozens of calls a second, but on the
-// 2-core test machine 4 MiB steps, taken by every partition of a node at
-// about the same moment, stalled every process on the machine for 10-20
-// ms several times a second, and a steady stream's produce p99 doubled.
+// I/O small: on the 2-core test machine 4 MiB steps, which every partition
+// of a node took at about the same moment, stalled every process on the
+// machine for 10-20 ms several times a second.
 const cacheStep = 512 << 10
 
 // cacheDropLag is how far behind the bytes handed to the disk the drop
 // follows: a write-back started that many bytes ago has ended (the drop
 // leaves pages still being written cached, for good).
 const cacheDropLag = 4 << 20
+
+// cacheDropStep is how many bytes are dropped in one call, at least. Drops
+// as small as the write-back's steps cost a partition whose every batch is
+// fsynced (its pages are clean at once) a sixth of its rate on the test
+// machine; drops of 4 MiB stalled the machine as the write-back did.
+const cacheDropStep = 2 << 20
 
 // cacheAlign: the bounds of what is handed over and dropped are multiples
 // of it, so that they fall on page boundaries (a page that a dropped range
@@ -101,7 +106,7 @@ func queueTrim(job trimJob) bool {
 
 // trimCache asks for the bytes of s more than window behind its end to be
 // handed to the disk, and for those handed over cacheDropLag before to be
-// dropped from the cache. Called with wmu held, after an append to s. A
+// dropped from the cache (nextTrim). Called with wmu held, after an append to s. A
 // round the trimming goroutine cannot take now is asked for again, larger,
 // by the next append.
 func (s *segment) trimCache(window int64) {
@@ -114,7 +119,8 @@ func (s *segment) trimCache(window int64) {
 
 // nextTrim answers the round of advice s is due for its window, if any:
 // once cacheStep more bytes have fallen out of the window, hand them to
-// the disk, and drop what was handed over cacheDropLag before.
+// the disk, and once cacheDropStep of those handed over cacheDropLag
+// before are still cached, drop them.
 func (s *segment) nextTrim(window int64) (trimJob, bool) {
 	s.wb, s.dropped = min(s.wb, s.size), min(s.dropped, s.size) // after a truncation
 	limit := (s.size - window) &^ (cacheAlign - 1)
@@ -122,6 +128,9 @@ func (s *segment) nextTrim(window int64) (trimJob, bool) {
 		return trimJob{}, false
 	}
 	dropTo := max(s.wb-cacheDropLag, s.dropped)
+	if dropTo-s.dropped < cacheDropStep {
+		dropTo = s.dropped
+	}
 	return trimJob{f: s.f, dropOff: s.dropped, dropLen: dropTo - s.dropped, wbOff: s.wb, wbLen: limit - s.wb}, true
 }
 

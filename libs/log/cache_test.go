@@ -85,7 +85,8 @@ func TestCacheWindowKeepsEveryRecord(t *testing.T) {
 // The advice comes in small rounds as a segment grows: every byte more
 // than the window behind the end is handed to the disk once, in order, a
 // round covering about cacheStep (more when appends are larger); and a byte
-// is dropped only once it was handed over cacheDropLag before, never twice.
+// is dropped only once it was handed over cacheDropLag before, never twice,
+// at least cacheDropStep at a time, and the drop keeps up.
 func TestCacheTrimRounds(t *testing.T) {
 	for _, tc := range []struct {
 		name           string
@@ -120,6 +121,9 @@ func TestCacheTrimRounds(t *testing.T) {
 				if job.dropOff != dropped || job.dropLen < 0 || job.dropOff+job.dropLen > handed-cacheDropLag && job.dropLen > 0 {
 					t.Fatalf("at %d bytes: drop [%d, +%d), want from %d and at least %d behind what was handed over (%d)", s.size, job.dropOff, job.dropLen, dropped, cacheDropLag, handed)
 				}
+				if job.dropLen > 0 && job.dropLen < cacheDropStep {
+					t.Fatalf("at %d bytes: drop %d bytes, want at least %d at once", s.size, job.dropLen, cacheDropStep)
+				}
 				if (job.wbOff|job.wbLen|job.dropOff|job.dropLen)%cacheAlign != 0 {
 					t.Fatalf("at %d bytes: round %+v is not aligned to %d", s.size, job, cacheAlign)
 				}
@@ -130,7 +134,7 @@ func TestCacheTrimRounds(t *testing.T) {
 			if rounds < wantRounds {
 				t.Fatalf("%d rounds for %d bytes, want at least %d", rounds, tc.total, wantRounds)
 			}
-			if tc.total-tc.window >= cacheStep+cacheAlign && dropped < handed-cacheDropLag-max(cacheStep, tc.append)-cacheAlign {
+			if tc.total-tc.window >= cacheStep+cacheAlign && dropped < handed-cacheDropLag-cacheDropStep-max(cacheStep, tc.append)-cacheAlign {
 				t.Fatalf("dropped up to %d with %d handed over: the drop fell behind by more than %d", dropped, handed, cacheDropLag)
 			}
 		})
