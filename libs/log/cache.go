@@ -106,9 +106,9 @@ func queueTrim(job trimJob) bool {
 
 // trimCache asks for the bytes of s more than window behind its end to be
 // handed to the disk, and for those handed over cacheDropLag before to be
-// dropped from the cache (nextTrim). Called with wmu held, after an append to s. A
-// round the trimming goroutine cannot take now is asked for again, larger,
-// by the next append.
+// dropped from the cache (nextTrim). Called with wmu held, after an append
+// to s. A round the trimming goroutine cannot take now is asked for again,
+// larger, by the next append.
 func (s *segment) trimCache(window int64) {
 	job, ok := s.nextTrim(window)
 	if !ok || !queueTrim(job) {
