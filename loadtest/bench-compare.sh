@@ -32,7 +32,9 @@
 # on 127.0.0.1 only. Needs bin/ built (make build, bin/skein-bench,
 # bin/nats-server, bin/nats: `make bench-compare` does it), jq and curl.
 # BENCH_ROUNDS (1) repeats the whole comparison and prints each row's
-# ratios and their median at the end (see below).
+# ratios and their median at the end (see below). BENCH_RATE_SECS (6): how
+# long each fixed-rate (latency) workload runs, so that its p99 is a
+# steady state's and not decided by one stall in a second's run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -40,6 +42,8 @@ ROOT=$PWD
 MSGS=${BENCH_MSGS:-200000}
 FSYNC_MSGS=${BENCH_FSYNC_MSGS:-$MSGS}
 IDLE_SECS=${BENCH_IDLE_SECS:-10}
+RATE_SECS=${BENCH_RATE_SECS:-6}
+[[ $RATE_SECS =~ ^[1-9][0-9]*$ ]] || { echo "BENCH_RATE_SECS=$RATE_SECS: want a whole number of seconds, 1 or more" >&2; exit 1; }
 NATS_PORT=${NATS_PORT:-14222}
 GRPC_PORT=${GRPC_PORT:-19090}
 REST_PORT=${REST_PORT:-18080}
@@ -323,7 +327,7 @@ echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -
 echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (work tree modified)')"
 VERSIONS="nats-server $(bin/nats-server --version | awk '{print $2}'), natscli $(bin/nats --version)"
 echo "$VERSIONS"
-echo "records per workload: $MSGS ($FSYNC_MSGS with an fsync per ack), 1 KiB each; temporary directory $WORK"
+echo "records per workload: $MSGS ($FSYNC_MSGS with an fsync per ack; the fixed-rate ones run for $RATE_SECS s), 1 KiB each; temporary directory $WORK"
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "load average at start: $LOAD_START"
 
@@ -502,18 +506,19 @@ measure skein consume from-output parse_skein "$WORK/sk-consume-grpc.json" \
 measure skein consume-rest from-output parse_skein "$WORK/sk-consume-rest.json" \
   "${C[@]}" --transport rest --topic bench-async --num-records "$MSGS"
 HALF=$(jq -r 'select(.system == "skein" and .workload == "produce-async") | .per_s / 2 | floor' "$RESULTS")
+HALF_MSGS=$((HALF * RATE_SECS))
 measure skein produce-half-rate from-output parse_skein "$WORK/sk-half.json" \
-  "${G[@]}" "${STREAM[@]}" --topic bench-half --throughput "$HALF" --num-records $((MSGS / 2))
+  "${G[@]}" "${STREAM[@]}" --topic bench-half --throughput "$HALF" --num-records "$HALF_MSGS"
 # The same rate with a consumer tailing the topic (from its end, over gRPC
 # Fetch), which is how the latency goals are set: produce latency as above,
 # and end to end, from a record's send to its arrival at the consumer. The
 # consumer is started first and is not counted in the load generator's CPU.
-"${C[@]}" --transport grpc --topic bench-tail --from latest --num-records $((MSGS / 2)) --idle-timeout 30s \
+"${C[@]}" --transport grpc --topic bench-tail --from latest --num-records "$HALF_MSGS" --idle-timeout 30s \
   >"$WORK/sk-tail-consume.json" 2>"$WORK/sk-tail-consume.err" &
 TAIL_PID=$!
 sleep 1
 measure skein produce-half-rate-tailed from-output parse_skein "$WORK/sk-tail.json" \
-  "${G[@]}" "${STREAM[@]}" --topic bench-tail --throughput "$HALF" --num-records $((MSGS / 2))
+  "${G[@]}" "${STREAM[@]}" --topic bench-tail --throughput "$HALF" --num-records "$HALF_MSGS"
 wait "$TAIL_PID" || { echo "the tailing consumer failed:" >&2; cat "$WORK/sk-tail-consume.err" >&2; exit 1; }
 jq -c --argjson load "$LOAD" '{system: "skein", workload: "end-to-end-tailed", records, load_before: $load,
   p50_ms: (.end_to_end_ms.p50 * 100 | round / 100),
