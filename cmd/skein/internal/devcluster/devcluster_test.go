@@ -95,9 +95,34 @@ func fakeMain(role string, args []string) int {
 		return 1
 	}
 	go http.Serve(httpLis, mux)
+	fmt.Println(fakeUp)
 	<-term
 	fmt.Println("stopping on SIGTERM")
 	return 0
+}
+
+// fakeUp is the line a fake prints once it listens and handles SIGTERM.
+const fakeUp = "FAKE UP"
+
+// waitUp waits until every process has printed fakeUp. Start waits only for
+// the processes a real cluster's readiness depends on, and the fake
+// controllers are not among them: on a busy machine one may not have run
+// yet when the others answer.
+func waitUp(t *testing.T, procs []*Process) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for _, p := range procs {
+		for {
+			log, _ := os.ReadFile(p.Log)
+			if strings.Contains(string(log), fakeUp) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s did not come up:\n%s", p.name(), log)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
 }
 
 func fakeBinDir(t *testing.T) string {
@@ -151,6 +176,7 @@ func TestStartStopOnSignalAndRestart(t *testing.T) {
 	case err := <-done:
 		t.Fatalf("Run: %v", err)
 	}
+	waitUp(t, c.Processes())
 
 	f := readFile(t, data)
 	if len(f.Processes) != 10 {
@@ -399,6 +425,7 @@ func TestGoMaxProcs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		waitUp(t, c.Processes())
 		c.Stop()
 		got := map[string]string{}
 		for _, p := range c.Processes() {
@@ -461,6 +488,7 @@ func TestSteadySysmonReachesEveryProcess(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		waitUp(t, c.Processes())
 		c.Stop()
 		want := "gctrace=0"
 		if steady {
