@@ -35,6 +35,13 @@
 # ratios and their median at the end (see below). BENCH_RATE_SECS (6): how
 # long each fixed-rate (latency) workload runs, so that its p99 is a
 # steady state's and not decided by one stall in a second's run.
+# BENCH_STALLS (1): `skein-bench stalls` runs beside the fixed-rate rows, at
+# a real-time priority where chrt may give one (root, or CAP_SYS_NICE), and
+# says how late a process that only sleeps woke meanwhile and how busy the
+# CPUs were: a machine that stopped (the host took its CPUs, the kernel
+# held them) wakes a real-time sleeper late, a machine that is only busy
+# does not. Its CPU (about 500 wakes a second) is in no row's figures.
+# 0 leaves it out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -44,6 +51,8 @@ FSYNC_MSGS=${BENCH_FSYNC_MSGS:-$MSGS}
 IDLE_SECS=${BENCH_IDLE_SECS:-10}
 RATE_SECS=${BENCH_RATE_SECS:-6}
 [[ $RATE_SECS =~ ^[1-9][0-9]*$ ]] || { echo "BENCH_RATE_SECS=$RATE_SECS: want a whole number of seconds, 1 or more" >&2; exit 1; }
+STALLS=${BENCH_STALLS:-1}
+[[ $STALLS =~ ^[01]$ ]] || { echo "BENCH_STALLS=$STALLS: want 1 or 0" >&2; exit 1; }
 NATS_PORT=${NATS_PORT:-14222}
 GRPC_PORT=${GRPC_PORT:-19090}
 REST_PORT=${REST_PORT:-18080}
@@ -72,9 +81,13 @@ if ((ROUNDS > 1)); then
     . as $runs |
     "| workload | Skein ÷ JetStream, each round | median |", "|---|---|---:|",
     ($runs[0].rows | to_entries[] | .key as $i | .value.label as $name |
-      [$runs[] | .rows[$i]] as $rows |
+      [$runs[] | .rows[$i]] as $rows | select($rows[0].skein or $rows[0].jetstream) |
       (if $rows[0].ratio != null then [$rows[].ratio] else [$rows[] | .skein.p99_ms] end) as $v |
-      "| \($name)\(if $rows[0].ratio == null then " (Skein p99 ms)" else "" end) | \($v | map(tostring) | join("; ")) | \([$v[] | select(. != null)] | median // "") |")
+      if ($rows[0].workload | startswith("machine-")) then
+        "| \($name) (p99 ms late; CPUs busy) | \([$rows[] | "\(.skein.p99_ms) (\(.skein.busy_percent // "?")%)"] | join("; ")) | \([$v[] | select(. != null)] | median // "") |"
+      else
+        "| \($name)\(if $rows[0].ratio == null then " (Skein p99 ms)" else "" end) | \($v | map(tostring) | join("; ")) | \([$v[] | select(. != null)] | median // "") |"
+      end)
   ' "${RUNS[@]}" | tee "$OUT_MD"
   echo
   echo "rounds: ${RUNS[*]}; table: $OUT_MD"
@@ -308,6 +321,37 @@ idle() {
     tee -a "$RESULTS" | jq -r '"    \(.server_core_percent)% of one core in all (\(.goal_core_percent)% without coordinators): \(.core_percent | to_entries | map("\(.key) \(.value)%") | join(", "))"'
 }
 
+# stalls_start NAME / stalls_stop NAME WORKLOAD: `skein-bench stalls` beside
+# a workload (see BENCH_STALLS above); its figures go into the results as
+# the row WORKLOAD.
+STALLS_PID=
+STALLS_CHRT=()
+STALLS_PRIORITY="a real-time priority (chrt -f 1)"
+if [[ $STALLS == 1 ]]; then
+  if command -v chrt >/dev/null && chrt -f 1 true 2>/dev/null; then
+    STALLS_CHRT=(chrt -f 1)
+  else
+    STALLS_PRIORITY="the default priority (chrt -f is not allowed here): a busy machine wakes it late too"
+  fi
+fi
+stalls_start() {
+  [[ $STALLS == 1 ]] || return 0
+  "${STALLS_CHRT[@]}" bin/skein-bench stalls --json >"$WORK/$1.json" 2>"$WORK/$1.err" &
+  STALLS_PID=$!
+}
+stalls_stop() {
+  [[ $STALLS == 1 ]] || return 0
+  kill -TERM "$STALLS_PID" 2>/dev/null || true
+  wait "$STALLS_PID" || { echo "skein-bench stalls failed:" >&2; cat "$WORK/$1.err" >&2; exit 1; }
+  jq -c --arg w "$2" --arg prio "$STALLS_PRIORITY" '{system: "skein", workload: $w, priority: $prio, wakes: .late_ms.count,
+      p50_ms: (.late_ms.p50 * 100 | round / 100), p99_ms: (.late_ms.p99 * 100 | round / 100),
+      max_ms: (.late_ms.max * 100 | round / 100), over_5ms,
+      busy_percent: (if .machine_cpu then (.machine_cpu.busy_percent * 10 | round / 10) else null end),
+      steal_percent: (if .machine_cpu then (.machine_cpu.steal_percent * 10 | round / 10) else null end)}' "$WORK/$1.json" |
+    tee -a "$RESULTS" |
+    jq -r '"    the machine meanwhile: a sleeper at \(.priority) woke late by p50 \(.p50_ms) ms, p99 \(.p99_ms), max \(.max_ms) (\(.over_5ms) of \(.wakes) wakes 5 ms or more late); CPUs \(.busy_percent // "?")% busy, \(.steal_percent // "?")% stolen by the host"'
+}
+
 # ---- parsers: one JSON object of metrics from a tool's output ----
 # nats bench --csv: the MsgsPerSec column; latencies (pub only) are per batch
 # of async publishes, from the first publish to the last acknowledgement.
@@ -507,8 +551,10 @@ measure skein consume-rest from-output parse_skein "$WORK/sk-consume-rest.json" 
   "${C[@]}" --transport rest --topic bench-async --num-records "$MSGS"
 HALF=$(jq -r 'select(.system == "skein" and .workload == "produce-async") | .per_s / 2 | floor' "$RESULTS")
 HALF_MSGS=$((HALF * RATE_SECS))
+stalls_start sk-half-stalls
 measure skein produce-half-rate from-output parse_skein "$WORK/sk-half.json" \
   "${G[@]}" "${STREAM[@]}" --topic bench-half --throughput "$HALF" --num-records "$HALF_MSGS"
+stalls_stop sk-half-stalls machine-half-rate
 # The same rate with a consumer tailing the topic (from its end, over gRPC
 # Fetch), which is how the latency goals are set: produce latency as above,
 # and end to end, from a record's send to its arrival at the consumer. The
@@ -517,8 +563,10 @@ measure skein produce-half-rate from-output parse_skein "$WORK/sk-half.json" \
   >"$WORK/sk-tail-consume.json" 2>"$WORK/sk-tail-consume.err" &
 TAIL_PID=$!
 sleep 1
+stalls_start sk-tail-stalls
 measure skein produce-half-rate-tailed from-output parse_skein "$WORK/sk-tail.json" \
   "${G[@]}" "${STREAM[@]}" --topic bench-tail --throughput "$HALF" --num-records "$HALF_MSGS"
+stalls_stop sk-tail-stalls machine-tailed
 wait "$TAIL_PID" || { echo "the tailing consumer failed:" >&2; cat "$WORK/sk-tail-consume.err" >&2; exit 1; }
 jq -c --argjson load "$LOAD" '{system: "skein", workload: "end-to-end-tailed", records, load_before: $load,
   p50_ms: (.end_to_end_ms.p50 * 100 | round / 100),
@@ -544,8 +592,10 @@ ROWS='[
   ["consume", "consume, catch-up: JetStream ordered consumer; Skein gateway gRPC Fetch (3 partitions, 2000 per fetch)", "consume"],
   ["consume-rest", "same, Skein REST", "consume"],
   ["produce-half-rate", "produce at a fixed rate, half of Skein'"'"'s async peak (Skein gRPC stream)", null],
+  ["machine-half-rate", "same time, the machine: how late a real-time sleeper woke (`skein-bench stalls`), how busy the CPUs were", null],
   ["produce-half-rate-tailed", "same rate, a consumer tailing the topic (gRPC Fetch from its end): produce latency", null],
   ["end-to-end-tailed", "same run, end to end: from a record'"'"'s send to its arrival at the tailing consumer", null],
+  ["machine-tailed", "same run, the machine: how late a real-time sleeper woke, how busy the CPUs were", null],
   ["idle", "idle cluster, CPU for '"$IDLE_SECS"' s", "idle"]
 ]'
 jq -s --argjson rows "$ROWS" --arg msgs "$MSGS" --arg fsync_msgs "$FSYNC_MSGS" --arg load_start "$LOAD_START" \
@@ -578,7 +628,9 @@ jq -r '
   "| workload | JetStream | Skein | Skein ÷ JetStream | JetStream p50 / p99 ms | Skein p50 / p99 ms | JetStream server CPU s/M | Skein server CPU s/M | JetStream load gen. CPU s/M | Skein load gen. CPU s/M | load avg before (JetStream / Skein) |",
   "|---|---:|---:|---:|---|---|---:|---:|---:|---:|---|",
   (.rows[] |
-    if .workload == "idle" then
+    if (.workload | startswith("machine-")) then
+      (if .skein then "| \(.label) | | CPUs \(.skein.busy_percent // "?")% busy, \(.skein.steal_percent // "?")% stolen | | | late \(.skein | lat) | | | | | |" else empty end)
+    elif .workload == "idle" then
       "| \(.label) | \(.jetstream.server_core_percent // "")% of a core | \(.skein.server_core_percent // "")% of a core\(if .skein.goal_core_percent then " (controllers, storage nodes, gateway: \(.skein.goal_core_percent)%)" else "" end) | \(.ratio // "") | | | | | | | \(.jetstream.load_before // "") / \(.skein.load_before // "") |"
     else
       "| \(.label) | \(if .jetstream then (if .jetstream_is_row then "" else "(" end) + (.jetstream.per_s | round | n) + " msg/s" + (if .jetstream_is_row then "" else ")" end) else "" end) | \(if .skein.per_s then (.skein.per_s | n) + " rec/s" else "" end) | \(.ratio // "") | \(if .jetstream_is_row then (.jetstream | lat) else "" end) | \(.skein | lat) | \(if .jetstream_is_row then (.jetstream | cpu) else "" end) | \(.skein | cpu) | \(if .jetstream_is_row then (.jetstream | gen) else "" end) | \(.skein | gen) | \(if .jetstream_is_row then "\(.jetstream.load_before) / " else "" end)\(.skein.load_before // "") |"

@@ -6,6 +6,8 @@
 //	                              (--group G --members N: as a consumer group)
 //	skein-bench disk [flags]      raw limit: sequential writes with an fsync every N bytes
 //	skein-bench tcp [flags]       raw limit: loopback TCP stream throughput and round trips
+//	skein-bench stalls [flags]    how late a sleeper wakes, and how busy the CPUs are
+//	                              (run it under chrt -f beside a workload)
 //
 // Produce goes through the gateway's gRPC ProduceStream (grpc-stream, the
 // default), its unary gRPC Produce (grpc) or REST (rest), or straight to the
@@ -31,7 +33,7 @@ import (
 	"skein/loadtest/internal/bench"
 )
 
-const usage = `usage: skein-bench produce|consume|disk|tcp [flags]  (skein-bench CMD -h for flags)`
+const usage = `usage: skein-bench produce|consume|disk|tcp|stalls [flags]  (skein-bench CMD -h for flags)`
 
 func main() {
 	if len(os.Args) < 2 {
@@ -50,6 +52,8 @@ func main() {
 		err = disk(os.Args[2:])
 	case "tcp":
 		err = tcp(os.Args[2:])
+	case "stalls":
+		err = stalls(ctx, os.Args[2:])
 	case "-h", "-help", "--help", "help":
 		fmt.Println(usage)
 	default:
@@ -347,6 +351,22 @@ func tcp(args []string) error {
 		return nil
 	}
 	r, err := bench.TCPRoundTrip(*rtts, *rttSize)
+	if err != nil {
+		return err
+	}
+	return emit(*asJSON, r)
+}
+
+func stalls(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("skein-bench stalls", flag.ExitOnError)
+	interval := fs.Duration("interval", 2*time.Millisecond, "how long each sleep is")
+	duration := fs.Duration("duration", 0, "how long to run (0: until SIGTERM or Ctrl-C)")
+	asJSON := fs.Bool("json", false, "print the result as JSON on stdout")
+	_ = fs.Parse(args)
+	if *interval <= 0 || *duration < 0 {
+		return fmt.Errorf("--interval %v --duration %v: want a positive interval and a duration of 0 or more", *interval, *duration)
+	}
+	r, err := bench.Stalls(ctx, *interval, *duration)
 	if err != nil {
 		return err
 	}
