@@ -41,7 +41,10 @@
 # CPUs were: a machine that stopped (the host took its CPUs, the kernel
 # held them) wakes a real-time sleeper late, a machine that is only busy
 # does not. Its CPU (about 500 wakes a second) is in no row's figures.
-# 0 leaves it out.
+# 0 leaves it out. BENCH_TAIL (tail): how the consumer of the tailed
+# rows reads: `tail`, the gateway's server-streaming Tail (a stream per
+# partition, fed by one stream from the leader), or `grpc`, a loop of
+# unary Fetch calls, as the rows were measured before 2026-12-04.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -53,6 +56,10 @@ RATE_SECS=${BENCH_RATE_SECS:-6}
 [[ $RATE_SECS =~ ^[1-9][0-9]*$ ]] || { echo "BENCH_RATE_SECS=$RATE_SECS: want a whole number of seconds, 1 or more" >&2; exit 1; }
 STALLS=${BENCH_STALLS:-1}
 [[ $STALLS =~ ^[01]$ ]] || { echo "BENCH_STALLS=$STALLS: want 1 or 0" >&2; exit 1; }
+TAIL_TRANSPORT=${BENCH_TAIL:-tail}
+[[ $TAIL_TRANSPORT =~ ^(tail|grpc)$ ]] || { echo "BENCH_TAIL=$TAIL_TRANSPORT: want tail or grpc" >&2; exit 1; }
+TAIL_LABEL="gRPC Tail streams"
+[[ $TAIL_TRANSPORT == tail ]] || TAIL_LABEL="gRPC Fetch calls"
 NATS_PORT=${NATS_PORT:-14222}
 GRPC_PORT=${GRPC_PORT:-19090}
 REST_PORT=${REST_PORT:-18080}
@@ -555,11 +562,12 @@ stalls_start sk-half-stalls
 measure skein produce-half-rate from-output parse_skein "$WORK/sk-half.json" \
   "${G[@]}" "${STREAM[@]}" --topic bench-half --throughput "$HALF" --num-records "$HALF_MSGS"
 stalls_stop sk-half-stalls machine-half-rate
-# The same rate with a consumer tailing the topic (from its end, over gRPC
-# Fetch), which is how the latency goals are set: produce latency as above,
-# and end to end, from a record's send to its arrival at the consumer. The
-# consumer is started first and is not counted in the load generator's CPU.
-"${C[@]}" --transport grpc --topic bench-tail --from latest --num-records "$HALF_MSGS" --idle-timeout 30s \
+# The same rate with a consumer tailing the topic (from its end, over the
+# gateway's Tail streams, or unary Fetch calls: BENCH_TAIL), which is how
+# the latency goals are set: produce latency as above, and end to end,
+# from a record's send to its arrival at the consumer. The consumer is
+# started first and is not counted in the load generator's CPU.
+"${C[@]}" --transport "$TAIL_TRANSPORT" --topic bench-tail --from latest --num-records "$HALF_MSGS" --idle-timeout 30s \
   >"$WORK/sk-tail-consume.json" 2>"$WORK/sk-tail-consume.err" &
 TAIL_PID=$!
 sleep 1
@@ -593,7 +601,7 @@ ROWS='[
   ["consume-rest", "same, Skein REST", "consume"],
   ["produce-half-rate", "produce at a fixed rate, half of Skein'"'"'s async peak (Skein gRPC stream)", null],
   ["machine-half-rate", "same time, the machine: how late a real-time sleeper woke (`skein-bench stalls`), how busy the CPUs were", null],
-  ["produce-half-rate-tailed", "same rate, a consumer tailing the topic (gRPC Fetch from its end): produce latency", null],
+  ["produce-half-rate-tailed", "same rate, a consumer tailing the topic ('"$TAIL_LABEL"' from its end): produce latency", null],
   ["end-to-end-tailed", "same run, end to end: from a record'"'"'s send to its arrival at the tailing consumer", null],
   ["machine-tailed", "same run, the machine: how late a real-time sleeper woke, how busy the CPUs were", null],
   ["idle", "idle cluster, CPU for '"$IDLE_SECS"' s", "idle"]

@@ -13,7 +13,7 @@
 #   PROFILE_ARGS='--throughput 30000' loadtest/profile.sh
 #   PROFILE_STRACE=1 loadtest/profile.sh                 # system calls too (slows the run)
 #   PROFILE_TAIL=1 PROFILE_ARGS='--throughput 20000' loadtest/profile.sh
-#                                                        # with a gRPC Fetch consumer tailing
+#                                                        # with a consumer tailing
 #
 # Knobs (environment): PROFILE_RECORDS (600000: enough to outlast the
 # window at full rate), PROFILE_WARM (20000, produced first into the same
@@ -21,9 +21,11 @@
 # run's start and the window's), PROFILE_ARGS (more skein-bench produce
 # flags), PROFILE_STRACE=1 (`strace -c -f` of the gateway and storage-1 over
 # the window: its figures are counts, its timings are strace's own),
-# PROFILE_TAIL=1 (a `skein-bench consume` over gRPC Fetch tails the topic
-# from its end through the run, as bench-compare's tailed row; its own CPU
-# is not in the figures, the gateway's and storage nodes' work for it is),
+# PROFILE_TAIL=1 (a `skein-bench consume` tails the topic from its end
+# through the run, as bench-compare's tailed row; its own CPU is not in the
+# figures, the gateway's and storage nodes' work for it is),
+# PROFILE_TAIL_TRANSPORT (tail: the gateway's Tail streams; grpc: unary
+# Fetch calls),
 # PROFILE_OUT (.data/profile/<UTC time>), SKEIN_BIN (bin), GRPC_PORT /
 # REST_PORT / DEBUG_PORT (19090 / 18080 / 16060: the gateway's API and
 # /debug/pprof addresses). Every other process picks free loopback ports;
@@ -48,6 +50,8 @@ for n in RECORDS WARM SECS; do
   [[ ${!n} =~ ^[1-9][0-9]*$ ]] || { echo "PROFILE_$n=${!n}: want a whole number, 1 or more" >&2; exit 2; }
 done
 [[ ${PROFILE_TAIL:-0} =~ ^[01]$ ]] || { echo "PROFILE_TAIL=$PROFILE_TAIL: want 0 or 1" >&2; exit 2; }
+TAIL_TRANSPORT=${PROFILE_TAIL_TRANSPORT:-tail}
+[[ $TAIL_TRANSPORT =~ ^(tail|grpc)$ ]] || { echo "PROFILE_TAIL_TRANSPORT=$TAIL_TRANSPORT: want tail or grpc" >&2; exit 2; }
 [[ $DELAY =~ ^[0-9]+$ ]] || { echo "PROFILE_DELAY=$DELAY: want a whole number of seconds" >&2; exit 2; }
 for b in skein skein-bench skein-gateway skein-storage; do
   [[ -x $BIN/$b ]] || { echo "$BIN/$b is missing: make build, and go build -o $BIN/ ./loadtest/cmd/skein-bench" >&2; exit 2; }
@@ -77,7 +81,7 @@ done < <(jq -r '.processes[] | select(.role == "storage") | "\(.id) \(.pid) \(.h
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)" | tee "$OUT/summary.txt"
 TAIL=
 if [[ ${PROFILE_TAIL:-0} == 1 ]]; then
-  "$BIN/skein-bench" consume --gateway "127.0.0.1:$GRPC_PORT" --progress 0 --topic profile --transport grpc \
+  "$BIN/skein-bench" consume --gateway "127.0.0.1:$GRPC_PORT" --progress 0 --topic profile --transport "$TAIL_TRANSPORT" \
     --from latest --num-records "$RECORDS" --idle-timeout 30s >"$OUT/tail.txt" 2>&1 &
   TAIL=$!
   sleep 1

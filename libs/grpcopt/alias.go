@@ -25,6 +25,7 @@ var aliased = map[protoreflect.FullName]bool{
 	"skein.storage.v1.ProduceRequest":       true,
 	"skein.storage.v1.ProduceStreamRequest": true,
 	"skein.storage.v1.FetchResponse":        true,
+	"skein.storage.v1.FollowResponse":       true,
 	"skein.storage.v1.ReplicateResponse":    true,
 }
 

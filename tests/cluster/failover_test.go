@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"skein/libs/client"
 	"skein/libs/errs"
 	"skein/libs/metadata"
 )
@@ -97,6 +98,9 @@ func TestKillLeaderLosesNoAcknowledgedRecord(t *testing.T) {
 	cl.CreateTopic("orders", 1, 3, map[string]string{"min.insync.replicas": "2"})
 
 	ps := startProducers(t, cl, "orders", 0, 3)
+	// A reader follows the partition through it all, on a Follow stream
+	// from whichever node leads.
+	fl := startFollower(t, c, "orders")
 	waitAcks(t, ps, 100, 30*time.Second)
 
 	leader, epoch := cl.Leader("orders", 0)
@@ -118,6 +122,71 @@ func TestKillLeaderLosesNoAcknowledgedRecord(t *testing.T) {
 	log, hw := cl.ReadAll("orders", 0)
 	t.Logf("%d acknowledged, %d records below HW %d", len(acks), len(log), hw)
 	CheckHistory(t, acks, log)
+	// The follower saw the log as it is, each record once, in order.
+	if got := fl.until(t, hw); fmt.Sprint(got) != fmt.Sprint(log) {
+		t.Errorf("the follower read %d records, the log holds %d: they differ", len(got), len(log))
+	}
+}
+
+// follower reads a topic's partition 0 through libs/client's Follow.
+type follower struct {
+	mu   sync.Mutex
+	read []Entry
+	next int64
+	stop context.CancelFunc
+	done chan error
+}
+
+func startFollower(t *testing.T, c *Cluster, topic string) *follower {
+	cc, err := client.New(client.Config{Controllers: c.ControllerAddrs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	ctx, stop := context.WithCancel(context.Background())
+	f := &follower{stop: stop, done: make(chan error, 1)}
+	go func() {
+		f.done <- cc.Follow(ctx, client.FetchRequest{Topic: topic}, func(res *client.FetchResult) error {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			for _, r := range res.Records {
+				f.read = append(f.read, Entry{Offset: r.Offset, Key: string(r.Key), Value: string(r.Value)})
+			}
+			f.next = res.NextOffset
+			return nil
+		})
+	}()
+	t.Cleanup(stop)
+	return f
+}
+
+// until waits (30 s at most) for the follower to pass offset, stops it and
+// answers what it read.
+func (f *follower) until(t *testing.T, offset int64) []Entry {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		f.mu.Lock()
+		next := f.next
+		f.mu.Unlock()
+		if next >= offset {
+			break
+		}
+		select {
+		case err := <-f.done:
+			t.Fatalf("the follower stopped at %d: %v", next, err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the follower is at %d, not past %d, after 30 s", next, offset)
+		}
+	}
+	f.stop()
+	if err := <-f.done; !errors.Is(err, context.Canceled) {
+		t.Errorf("the follower ended with %v", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.read
 }
 
 func TestPausedLeaderAcknowledgesNothingAfterFailover(t *testing.T) {

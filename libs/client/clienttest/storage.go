@@ -14,6 +14,7 @@ import (
 	"skein/libs/errs"
 	"skein/libs/peerauth"
 	"skein/libs/record"
+	"skein/libs/rpcerr"
 )
 
 type tp struct {
@@ -58,6 +59,7 @@ type Storage struct {
 	logs    map[tp]*partitionLog
 	fail    map[tp][]error
 	fetches []*storagev1.FetchRequest
+	follows []*storagev1.FollowRequest
 	streams int
 	refused map[string]int // produce refusals by error name
 	// named counts the principals calls named (client.OnBehalfOf), by
@@ -264,6 +266,13 @@ func (s *Storage) Fetches() []*storagev1.FetchRequest {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]*storagev1.FetchRequest(nil), s.fetches...)
+}
+
+// Follows answers the Follow streams opened on this node, in order.
+func (s *Storage) Follows() []*storagev1.FollowRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]*storagev1.FollowRequest(nil), s.follows...)
 }
 
 // ProduceStreams counts the ProduceStream calls opened on this node.
@@ -484,6 +493,41 @@ func (s *Storage) Fetch(ctx context.Context, req *storagev1.FetchRequest) (*stor
 		resp.Partitions = append(resp.Partitions, s.fetchOne(ctx, pf, req.GetMaxBytes(), deadline))
 	}
 	return resp, nil
+}
+
+// Follow streams a partition's batches from the asked offset as they are
+// appended, until the caller leaves or this node stops leading it (then
+// with the error status a real node ends with).
+func (s *Storage) Follow(req *storagev1.FollowRequest, stream storagev1.StorageService_FollowServer) error {
+	ctx := stream.Context()
+	s.waitStall(ctx)
+	s.mu.Lock()
+	s.follows = append(s.follows, req)
+	s.mu.Unlock()
+	maxBytes := req.GetMaxBytes()
+	if maxBytes <= 0 {
+		maxBytes = 1 << 20
+	}
+	pf := &storagev1.PartitionFetch{Topic: req.GetTopic(), Partition: req.GetPartition(), FetchOffset: req.GetFetchOffset(), CurrentLeaderEpoch: req.GetCurrentLeaderEpoch()}
+	for ctx.Err() == nil {
+		// A short long poll, so that a leader change is seen soon.
+		r := s.fetchOne(ctx, pf, maxBytes, time.Now().Add(100*time.Millisecond))
+		if r.GetErrorCode() != skeinv1.ErrorCode_NONE {
+			return rpcerr.ToGRPC(errs.Errorf(errs.ForCode(errs.Code(r.GetErrorCode())), "%s", r.GetErrorMessage()))
+		}
+		if len(r.GetRecords()) == 0 {
+			continue
+		}
+		var last record.Batch
+		for it := record.NewBatchIter(r.GetRecords()); it.Next(); {
+			last = it.Batch()
+		}
+		if err := stream.Send(&storagev1.FollowResponse{Partition: r}); err != nil {
+			return nil
+		}
+		pf.FetchOffset = int64(last.NextOffset())
+	}
+	return nil
 }
 
 func (s *Storage) fetchOne(ctx context.Context, pf *storagev1.PartitionFetch, maxBytes int32, deadline time.Time) *storagev1.PartitionFetchResult {

@@ -750,6 +750,150 @@ func (x *PartitionFetchResult) GetLeaderEpoch() int32 {
 	return 0
 }
 
+type FollowRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// Where the first answer starts; each next one starts where the last
+	// ended.
+	FetchOffset        int64 `protobuf:"varint,3,opt,name=fetch_offset,json=fetchOffset,proto3" json:"fetch_offset,omitempty"`
+	CurrentLeaderEpoch int32 `protobuf:"varint,4,opt,name=current_leader_epoch,json=currentLeaderEpoch,proto3" json:"current_leader_epoch,omitempty"`
+	// Bounds the batches of one answer (still at least one whole batch).
+	MaxBytes int32 `protobuf:"varint,5,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	// When positive, an answer ends with the batch that holds its
+	// max_records-th record. The whole batch is sent, and the next answer
+	// starts after it: a reader takes every record it is sent.
+	MaxRecords     int32             `protobuf:"varint,6,opt,name=max_records,json=maxRecords,proto3" json:"max_records,omitempty"`
+	IsolationLevel v1.IsolationLevel `protobuf:"varint,7,opt,name=isolation_level,json=isolationLevel,proto3,enum=skein.v1.IsolationLevel" json:"isolation_level,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *FollowRequest) Reset() {
+	*x = FollowRequest{}
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FollowRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FollowRequest) ProtoMessage() {}
+
+func (x *FollowRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FollowRequest.ProtoReflect.Descriptor instead.
+func (*FollowRequest) Descriptor() ([]byte, []int) {
+	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *FollowRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *FollowRequest) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *FollowRequest) GetFetchOffset() int64 {
+	if x != nil {
+		return x.FetchOffset
+	}
+	return 0
+}
+
+func (x *FollowRequest) GetCurrentLeaderEpoch() int32 {
+	if x != nil {
+		return x.CurrentLeaderEpoch
+	}
+	return 0
+}
+
+func (x *FollowRequest) GetMaxBytes() int32 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+func (x *FollowRequest) GetMaxRecords() int32 {
+	if x != nil {
+		return x.MaxRecords
+	}
+	return 0
+}
+
+func (x *FollowRequest) GetIsolationLevel() v1.IsolationLevel {
+	if x != nil {
+		return x.IsolationLevel
+	}
+	return v1.IsolationLevel(0)
+}
+
+// FollowResponse is one answer of a Follow stream: never empty of batches.
+// Its error fields are unused (errors end the stream).
+type FollowResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Partition     *PartitionFetchResult  `protobuf:"bytes,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FollowResponse) Reset() {
+	*x = FollowResponse{}
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FollowResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FollowResponse) ProtoMessage() {}
+
+func (x *FollowResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FollowResponse.ProtoReflect.Descriptor instead.
+func (*FollowResponse) Descriptor() ([]byte, []int) {
+	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *FollowResponse) GetPartition() *PartitionFetchResult {
+	if x != nil {
+		return x.Partition
+	}
+	return nil
+}
+
 type AbortedTransaction struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ProducerId    int64                  `protobuf:"varint,1,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
@@ -760,7 +904,7 @@ type AbortedTransaction struct {
 
 func (x *AbortedTransaction) Reset() {
 	*x = AbortedTransaction{}
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[10]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -772,7 +916,7 @@ func (x *AbortedTransaction) String() string {
 func (*AbortedTransaction) ProtoMessage() {}
 
 func (x *AbortedTransaction) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[10]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -785,7 +929,7 @@ func (x *AbortedTransaction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortedTransaction.ProtoReflect.Descriptor instead.
 func (*AbortedTransaction) Descriptor() ([]byte, []int) {
-	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{10}
+	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AbortedTransaction) GetProducerId() int64 {
@@ -815,7 +959,7 @@ type ReplicateRequest struct {
 
 func (x *ReplicateRequest) Reset() {
 	*x = ReplicateRequest{}
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[11]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -827,7 +971,7 @@ func (x *ReplicateRequest) String() string {
 func (*ReplicateRequest) ProtoMessage() {}
 
 func (x *ReplicateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[11]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -840,7 +984,7 @@ func (x *ReplicateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicateRequest.ProtoReflect.Descriptor instead.
 func (*ReplicateRequest) Descriptor() ([]byte, []int) {
-	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{11}
+	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ReplicateRequest) GetReplicaId() int32 {
@@ -895,7 +1039,7 @@ type ReplicaFetchState struct {
 
 func (x *ReplicaFetchState) Reset() {
 	*x = ReplicaFetchState{}
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[12]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -907,7 +1051,7 @@ func (x *ReplicaFetchState) String() string {
 func (*ReplicaFetchState) ProtoMessage() {}
 
 func (x *ReplicaFetchState) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[12]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -920,7 +1064,7 @@ func (x *ReplicaFetchState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaFetchState.ProtoReflect.Descriptor instead.
 func (*ReplicaFetchState) Descriptor() ([]byte, []int) {
-	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{12}
+	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReplicaFetchState) GetTopic() string {
@@ -974,7 +1118,7 @@ type ReplicateResponse struct {
 
 func (x *ReplicateResponse) Reset() {
 	*x = ReplicateResponse{}
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[13]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -986,7 +1130,7 @@ func (x *ReplicateResponse) String() string {
 func (*ReplicateResponse) ProtoMessage() {}
 
 func (x *ReplicateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[13]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -999,7 +1143,7 @@ func (x *ReplicateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicateResponse.ProtoReflect.Descriptor instead.
 func (*ReplicateResponse) Descriptor() ([]byte, []int) {
-	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{13}
+	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ReplicateResponse) GetPartitions() []*ReplicaFetchResult {
@@ -1028,7 +1172,7 @@ type ReplicaFetchResult struct {
 
 func (x *ReplicaFetchResult) Reset() {
 	*x = ReplicaFetchResult{}
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[14]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1040,7 +1184,7 @@ func (x *ReplicaFetchResult) String() string {
 func (*ReplicaFetchResult) ProtoMessage() {}
 
 func (x *ReplicaFetchResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[14]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1053,7 +1197,7 @@ func (x *ReplicaFetchResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaFetchResult.ProtoReflect.Descriptor instead.
 func (*ReplicaFetchResult) Descriptor() ([]byte, []int) {
-	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{14}
+	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReplicaFetchResult) GetTopic() string {
@@ -1129,7 +1273,7 @@ type EpochEndOffset struct {
 
 func (x *EpochEndOffset) Reset() {
 	*x = EpochEndOffset{}
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[15]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1141,7 +1285,7 @@ func (x *EpochEndOffset) String() string {
 func (*EpochEndOffset) ProtoMessage() {}
 
 func (x *EpochEndOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[15]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1154,7 +1298,7 @@ func (x *EpochEndOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EpochEndOffset.ProtoReflect.Descriptor instead.
 func (*EpochEndOffset) Descriptor() ([]byte, []int) {
-	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{15}
+	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *EpochEndOffset) GetEpoch() int32 {
@@ -1181,7 +1325,7 @@ type OffsetForLeaderEpochRequest struct {
 
 func (x *OffsetForLeaderEpochRequest) Reset() {
 	*x = OffsetForLeaderEpochRequest{}
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[16]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1193,7 +1337,7 @@ func (x *OffsetForLeaderEpochRequest) String() string {
 func (*OffsetForLeaderEpochRequest) ProtoMessage() {}
 
 func (x *OffsetForLeaderEpochRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[16]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1206,7 +1350,7 @@ func (x *OffsetForLeaderEpochRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetForLeaderEpochRequest.ProtoReflect.Descriptor instead.
 func (*OffsetForLeaderEpochRequest) Descriptor() ([]byte, []int) {
-	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{16}
+	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *OffsetForLeaderEpochRequest) GetReplicaId() int32 {
@@ -1235,7 +1379,7 @@ type OffsetForLeaderEpochPartition struct {
 
 func (x *OffsetForLeaderEpochPartition) Reset() {
 	*x = OffsetForLeaderEpochPartition{}
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[17]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1247,7 +1391,7 @@ func (x *OffsetForLeaderEpochPartition) String() string {
 func (*OffsetForLeaderEpochPartition) ProtoMessage() {}
 
 func (x *OffsetForLeaderEpochPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[17]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1260,7 +1404,7 @@ func (x *OffsetForLeaderEpochPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetForLeaderEpochPartition.ProtoReflect.Descriptor instead.
 func (*OffsetForLeaderEpochPartition) Descriptor() ([]byte, []int) {
-	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{17}
+	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *OffsetForLeaderEpochPartition) GetTopic() string {
@@ -1300,7 +1444,7 @@ type OffsetForLeaderEpochResponse struct {
 
 func (x *OffsetForLeaderEpochResponse) Reset() {
 	*x = OffsetForLeaderEpochResponse{}
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[18]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1312,7 +1456,7 @@ func (x *OffsetForLeaderEpochResponse) String() string {
 func (*OffsetForLeaderEpochResponse) ProtoMessage() {}
 
 func (x *OffsetForLeaderEpochResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[18]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1325,7 +1469,7 @@ func (x *OffsetForLeaderEpochResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetForLeaderEpochResponse.ProtoReflect.Descriptor instead.
 func (*OffsetForLeaderEpochResponse) Descriptor() ([]byte, []int) {
-	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{18}
+	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *OffsetForLeaderEpochResponse) GetPartitions() []*OffsetForLeaderEpochResult {
@@ -1350,7 +1494,7 @@ type OffsetForLeaderEpochResult struct {
 
 func (x *OffsetForLeaderEpochResult) Reset() {
 	*x = OffsetForLeaderEpochResult{}
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[19]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1362,7 +1506,7 @@ func (x *OffsetForLeaderEpochResult) String() string {
 func (*OffsetForLeaderEpochResult) ProtoMessage() {}
 
 func (x *OffsetForLeaderEpochResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[19]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1375,7 +1519,7 @@ func (x *OffsetForLeaderEpochResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetForLeaderEpochResult.ProtoReflect.Descriptor instead.
 func (*OffsetForLeaderEpochResult) Descriptor() ([]byte, []int) {
-	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{19}
+	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *OffsetForLeaderEpochResult) GetTopic() string {
@@ -1430,7 +1574,7 @@ type ListOffsetsRequest struct {
 
 func (x *ListOffsetsRequest) Reset() {
 	*x = ListOffsetsRequest{}
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[20]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1442,7 +1586,7 @@ func (x *ListOffsetsRequest) String() string {
 func (*ListOffsetsRequest) ProtoMessage() {}
 
 func (x *ListOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[20]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1455,7 +1599,7 @@ func (x *ListOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*ListOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{20}
+	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListOffsetsRequest) GetIsolationLevel() v1.IsolationLevel {
@@ -1485,7 +1629,7 @@ type ListOffsetsPartition struct {
 
 func (x *ListOffsetsPartition) Reset() {
 	*x = ListOffsetsPartition{}
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[21]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1497,7 +1641,7 @@ func (x *ListOffsetsPartition) String() string {
 func (*ListOffsetsPartition) ProtoMessage() {}
 
 func (x *ListOffsetsPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[21]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1510,7 +1654,7 @@ func (x *ListOffsetsPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsPartition.ProtoReflect.Descriptor instead.
 func (*ListOffsetsPartition) Descriptor() ([]byte, []int) {
-	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{21}
+	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListOffsetsPartition) GetTopic() string {
@@ -1550,7 +1694,7 @@ type ListOffsetsResponse struct {
 
 func (x *ListOffsetsResponse) Reset() {
 	*x = ListOffsetsResponse{}
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[22]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1562,7 +1706,7 @@ func (x *ListOffsetsResponse) String() string {
 func (*ListOffsetsResponse) ProtoMessage() {}
 
 func (x *ListOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[22]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1575,7 +1719,7 @@ func (x *ListOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*ListOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{22}
+	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListOffsetsResponse) GetPartitions() []*ListOffsetsResult {
@@ -1604,7 +1748,7 @@ type ListOffsetsResult struct {
 
 func (x *ListOffsetsResult) Reset() {
 	*x = ListOffsetsResult{}
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[23]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1616,7 +1760,7 @@ func (x *ListOffsetsResult) String() string {
 func (*ListOffsetsResult) ProtoMessage() {}
 
 func (x *ListOffsetsResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[23]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1629,7 +1773,7 @@ func (x *ListOffsetsResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsResult.ProtoReflect.Descriptor instead.
 func (*ListOffsetsResult) Descriptor() ([]byte, []int) {
-	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{23}
+	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListOffsetsResult) GetTopic() string {
@@ -1699,7 +1843,7 @@ type ReplicaLogEnd struct {
 
 func (x *ReplicaLogEnd) Reset() {
 	*x = ReplicaLogEnd{}
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[24]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1711,7 +1855,7 @@ func (x *ReplicaLogEnd) String() string {
 func (*ReplicaLogEnd) ProtoMessage() {}
 
 func (x *ReplicaLogEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[24]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1724,7 +1868,7 @@ func (x *ReplicaLogEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaLogEnd.ProtoReflect.Descriptor instead.
 func (*ReplicaLogEnd) Descriptor() ([]byte, []int) {
-	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{24}
+	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ReplicaLogEnd) GetReplica() int32 {
@@ -1750,7 +1894,7 @@ type WriteTxnMarkersRequest struct {
 
 func (x *WriteTxnMarkersRequest) Reset() {
 	*x = WriteTxnMarkersRequest{}
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[25]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1762,7 +1906,7 @@ func (x *WriteTxnMarkersRequest) String() string {
 func (*WriteTxnMarkersRequest) ProtoMessage() {}
 
 func (x *WriteTxnMarkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[25]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1775,7 +1919,7 @@ func (x *WriteTxnMarkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteTxnMarkersRequest.ProtoReflect.Descriptor instead.
 func (*WriteTxnMarkersRequest) Descriptor() ([]byte, []int) {
-	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{25}
+	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *WriteTxnMarkersRequest) GetMarkers() []*TxnMarker {
@@ -1798,7 +1942,7 @@ type TxnMarker struct {
 
 func (x *TxnMarker) Reset() {
 	*x = TxnMarker{}
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[26]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1810,7 +1954,7 @@ func (x *TxnMarker) String() string {
 func (*TxnMarker) ProtoMessage() {}
 
 func (x *TxnMarker) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[26]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1823,7 +1967,7 @@ func (x *TxnMarker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnMarker.ProtoReflect.Descriptor instead.
 func (*TxnMarker) Descriptor() ([]byte, []int) {
-	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{26}
+	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TxnMarker) GetProducerId() int64 {
@@ -1871,7 +2015,7 @@ type TopicPartition struct {
 
 func (x *TopicPartition) Reset() {
 	*x = TopicPartition{}
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[27]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1883,7 +2027,7 @@ func (x *TopicPartition) String() string {
 func (*TopicPartition) ProtoMessage() {}
 
 func (x *TopicPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[27]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1896,7 +2040,7 @@ func (x *TopicPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicPartition.ProtoReflect.Descriptor instead.
 func (*TopicPartition) Descriptor() ([]byte, []int) {
-	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{27}
+	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *TopicPartition) GetTopic() string {
@@ -1922,7 +2066,7 @@ type WriteTxnMarkersResponse struct {
 
 func (x *WriteTxnMarkersResponse) Reset() {
 	*x = WriteTxnMarkersResponse{}
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[28]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1934,7 +2078,7 @@ func (x *WriteTxnMarkersResponse) String() string {
 func (*WriteTxnMarkersResponse) ProtoMessage() {}
 
 func (x *WriteTxnMarkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[28]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1947,7 +2091,7 @@ func (x *WriteTxnMarkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteTxnMarkersResponse.ProtoReflect.Descriptor instead.
 func (*WriteTxnMarkersResponse) Descriptor() ([]byte, []int) {
-	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{28}
+	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *WriteTxnMarkersResponse) GetMarkers() []*TxnMarkerResult {
@@ -1967,7 +2111,7 @@ type TxnMarkerResult struct {
 
 func (x *TxnMarkerResult) Reset() {
 	*x = TxnMarkerResult{}
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[29]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1979,7 +2123,7 @@ func (x *TxnMarkerResult) String() string {
 func (*TxnMarkerResult) ProtoMessage() {}
 
 func (x *TxnMarkerResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[29]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1992,7 +2136,7 @@ func (x *TxnMarkerResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnMarkerResult.ProtoReflect.Descriptor instead.
 func (*TxnMarkerResult) Descriptor() ([]byte, []int) {
-	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{29}
+	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *TxnMarkerResult) GetProducerId() int64 {
@@ -2021,7 +2165,7 @@ type TxnMarkerPartitionResult struct {
 
 func (x *TxnMarkerPartitionResult) Reset() {
 	*x = TxnMarkerPartitionResult{}
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[30]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2033,7 +2177,7 @@ func (x *TxnMarkerPartitionResult) String() string {
 func (*TxnMarkerPartitionResult) ProtoMessage() {}
 
 func (x *TxnMarkerPartitionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_storage_v1_storage_proto_msgTypes[30]
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2046,7 +2190,7 @@ func (x *TxnMarkerPartitionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnMarkerPartitionResult.ProtoReflect.Descriptor instead.
 func (*TxnMarkerPartitionResult) Descriptor() ([]byte, []int) {
-	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{30}
+	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *TxnMarkerPartitionResult) GetTopic() string {
@@ -2149,7 +2293,18 @@ const file_skein_storage_v1_storage_proto_rawDesc = "" +
 	"\x14aborted_transactions\x18\b \x03(\v2$.skein.storage.v1.AbortedTransactionR\x13abortedTransactions\x12\x18\n" +
 	"\arecords\x18\t \x01(\fR\arecords\x12!\n" +
 	"\fleader_epoch\x18\n" +
-	" \x01(\x05R\vleaderEpoch\"X\n" +
+	" \x01(\x05R\vleaderEpoch\"\x99\x02\n" +
+	"\rFollowRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12!\n" +
+	"\ffetch_offset\x18\x03 \x01(\x03R\vfetchOffset\x120\n" +
+	"\x14current_leader_epoch\x18\x04 \x01(\x05R\x12currentLeaderEpoch\x12\x1b\n" +
+	"\tmax_bytes\x18\x05 \x01(\x05R\bmaxBytes\x12\x1f\n" +
+	"\vmax_records\x18\x06 \x01(\x05R\n" +
+	"maxRecords\x12A\n" +
+	"\x0fisolation_level\x18\a \x01(\x0e2\x18.skein.v1.IsolationLevelR\x0eisolationLevel\"V\n" +
+	"\x0eFollowResponse\x12D\n" +
+	"\tpartition\x18\x01 \x01(\v2&.skein.storage.v1.PartitionFetchResultR\tpartition\"X\n" +
 	"\x12AbortedTransaction\x12\x1f\n" +
 	"\vproducer_id\x18\x01 \x01(\x03R\n" +
 	"producerId\x12!\n" +
@@ -2267,11 +2422,12 @@ const file_skein_storage_v1_storage_proto_rawDesc = "" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x122\n" +
 	"\n" +
 	"error_code\x18\x03 \x01(\x0e2\x13.skein.v1.ErrorCodeR\terrorCode\x12#\n" +
-	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage2\xa5\x05\n" +
+	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage2\xf4\x05\n" +
 	"\x0eStorageService\x12N\n" +
 	"\aProduce\x12 .skein.storage.v1.ProduceRequest\x1a!.skein.storage.v1.ProduceResponse\x12d\n" +
 	"\rProduceStream\x12&.skein.storage.v1.ProduceStreamRequest\x1a'.skein.storage.v1.ProduceStreamResponse(\x010\x01\x12H\n" +
-	"\x05Fetch\x12\x1e.skein.storage.v1.FetchRequest\x1a\x1f.skein.storage.v1.FetchResponse\x12X\n" +
+	"\x05Fetch\x12\x1e.skein.storage.v1.FetchRequest\x1a\x1f.skein.storage.v1.FetchResponse\x12M\n" +
+	"\x06Follow\x12\x1f.skein.storage.v1.FollowRequest\x1a .skein.storage.v1.FollowResponse0\x01\x12X\n" +
 	"\tReplicate\x12\".skein.storage.v1.ReplicateRequest\x1a#.skein.storage.v1.ReplicateResponse(\x010\x01\x12u\n" +
 	"\x14OffsetForLeaderEpoch\x12-.skein.storage.v1.OffsetForLeaderEpochRequest\x1a..skein.storage.v1.OffsetForLeaderEpochResponse\x12Z\n" +
 	"\vListOffsets\x12$.skein.storage.v1.ListOffsetsRequest\x1a%.skein.storage.v1.ListOffsetsResponse\x12f\n" +
@@ -2290,7 +2446,7 @@ func file_skein_storage_v1_storage_proto_rawDescGZIP() []byte {
 	return file_skein_storage_v1_storage_proto_rawDescData
 }
 
-var file_skein_storage_v1_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_skein_storage_v1_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_skein_storage_v1_storage_proto_goTypes = []any{
 	(*ProduceRequest)(nil),                // 0: skein.storage.v1.ProduceRequest
 	(*PartitionProduce)(nil),              // 1: skein.storage.v1.PartitionProduce
@@ -2302,77 +2458,83 @@ var file_skein_storage_v1_storage_proto_goTypes = []any{
 	(*PartitionFetch)(nil),                // 7: skein.storage.v1.PartitionFetch
 	(*FetchResponse)(nil),                 // 8: skein.storage.v1.FetchResponse
 	(*PartitionFetchResult)(nil),          // 9: skein.storage.v1.PartitionFetchResult
-	(*AbortedTransaction)(nil),            // 10: skein.storage.v1.AbortedTransaction
-	(*ReplicateRequest)(nil),              // 11: skein.storage.v1.ReplicateRequest
-	(*ReplicaFetchState)(nil),             // 12: skein.storage.v1.ReplicaFetchState
-	(*ReplicateResponse)(nil),             // 13: skein.storage.v1.ReplicateResponse
-	(*ReplicaFetchResult)(nil),            // 14: skein.storage.v1.ReplicaFetchResult
-	(*EpochEndOffset)(nil),                // 15: skein.storage.v1.EpochEndOffset
-	(*OffsetForLeaderEpochRequest)(nil),   // 16: skein.storage.v1.OffsetForLeaderEpochRequest
-	(*OffsetForLeaderEpochPartition)(nil), // 17: skein.storage.v1.OffsetForLeaderEpochPartition
-	(*OffsetForLeaderEpochResponse)(nil),  // 18: skein.storage.v1.OffsetForLeaderEpochResponse
-	(*OffsetForLeaderEpochResult)(nil),    // 19: skein.storage.v1.OffsetForLeaderEpochResult
-	(*ListOffsetsRequest)(nil),            // 20: skein.storage.v1.ListOffsetsRequest
-	(*ListOffsetsPartition)(nil),          // 21: skein.storage.v1.ListOffsetsPartition
-	(*ListOffsetsResponse)(nil),           // 22: skein.storage.v1.ListOffsetsResponse
-	(*ListOffsetsResult)(nil),             // 23: skein.storage.v1.ListOffsetsResult
-	(*ReplicaLogEnd)(nil),                 // 24: skein.storage.v1.ReplicaLogEnd
-	(*WriteTxnMarkersRequest)(nil),        // 25: skein.storage.v1.WriteTxnMarkersRequest
-	(*TxnMarker)(nil),                     // 26: skein.storage.v1.TxnMarker
-	(*TopicPartition)(nil),                // 27: skein.storage.v1.TopicPartition
-	(*WriteTxnMarkersResponse)(nil),       // 28: skein.storage.v1.WriteTxnMarkersResponse
-	(*TxnMarkerResult)(nil),               // 29: skein.storage.v1.TxnMarkerResult
-	(*TxnMarkerPartitionResult)(nil),      // 30: skein.storage.v1.TxnMarkerPartitionResult
-	(v1.ErrorCode)(0),                     // 31: skein.v1.ErrorCode
-	(v1.IsolationLevel)(0),                // 32: skein.v1.IsolationLevel
+	(*FollowRequest)(nil),                 // 10: skein.storage.v1.FollowRequest
+	(*FollowResponse)(nil),                // 11: skein.storage.v1.FollowResponse
+	(*AbortedTransaction)(nil),            // 12: skein.storage.v1.AbortedTransaction
+	(*ReplicateRequest)(nil),              // 13: skein.storage.v1.ReplicateRequest
+	(*ReplicaFetchState)(nil),             // 14: skein.storage.v1.ReplicaFetchState
+	(*ReplicateResponse)(nil),             // 15: skein.storage.v1.ReplicateResponse
+	(*ReplicaFetchResult)(nil),            // 16: skein.storage.v1.ReplicaFetchResult
+	(*EpochEndOffset)(nil),                // 17: skein.storage.v1.EpochEndOffset
+	(*OffsetForLeaderEpochRequest)(nil),   // 18: skein.storage.v1.OffsetForLeaderEpochRequest
+	(*OffsetForLeaderEpochPartition)(nil), // 19: skein.storage.v1.OffsetForLeaderEpochPartition
+	(*OffsetForLeaderEpochResponse)(nil),  // 20: skein.storage.v1.OffsetForLeaderEpochResponse
+	(*OffsetForLeaderEpochResult)(nil),    // 21: skein.storage.v1.OffsetForLeaderEpochResult
+	(*ListOffsetsRequest)(nil),            // 22: skein.storage.v1.ListOffsetsRequest
+	(*ListOffsetsPartition)(nil),          // 23: skein.storage.v1.ListOffsetsPartition
+	(*ListOffsetsResponse)(nil),           // 24: skein.storage.v1.ListOffsetsResponse
+	(*ListOffsetsResult)(nil),             // 25: skein.storage.v1.ListOffsetsResult
+	(*ReplicaLogEnd)(nil),                 // 26: skein.storage.v1.ReplicaLogEnd
+	(*WriteTxnMarkersRequest)(nil),        // 27: skein.storage.v1.WriteTxnMarkersRequest
+	(*TxnMarker)(nil),                     // 28: skein.storage.v1.TxnMarker
+	(*TopicPartition)(nil),                // 29: skein.storage.v1.TopicPartition
+	(*WriteTxnMarkersResponse)(nil),       // 30: skein.storage.v1.WriteTxnMarkersResponse
+	(*TxnMarkerResult)(nil),               // 31: skein.storage.v1.TxnMarkerResult
+	(*TxnMarkerPartitionResult)(nil),      // 32: skein.storage.v1.TxnMarkerPartitionResult
+	(v1.ErrorCode)(0),                     // 33: skein.v1.ErrorCode
+	(v1.IsolationLevel)(0),                // 34: skein.v1.IsolationLevel
 }
 var file_skein_storage_v1_storage_proto_depIdxs = []int32{
 	1,  // 0: skein.storage.v1.ProduceRequest.partitions:type_name -> skein.storage.v1.PartitionProduce
 	3,  // 1: skein.storage.v1.ProduceResponse.partitions:type_name -> skein.storage.v1.PartitionProduceResult
-	31, // 2: skein.storage.v1.PartitionProduceResult.error_code:type_name -> skein.v1.ErrorCode
+	33, // 2: skein.storage.v1.PartitionProduceResult.error_code:type_name -> skein.v1.ErrorCode
 	0,  // 3: skein.storage.v1.ProduceStreamRequest.request:type_name -> skein.storage.v1.ProduceRequest
 	2,  // 4: skein.storage.v1.ProduceStreamResponse.response:type_name -> skein.storage.v1.ProduceResponse
-	32, // 5: skein.storage.v1.FetchRequest.isolation_level:type_name -> skein.v1.IsolationLevel
+	34, // 5: skein.storage.v1.FetchRequest.isolation_level:type_name -> skein.v1.IsolationLevel
 	7,  // 6: skein.storage.v1.FetchRequest.partitions:type_name -> skein.storage.v1.PartitionFetch
 	9,  // 7: skein.storage.v1.FetchResponse.partitions:type_name -> skein.storage.v1.PartitionFetchResult
-	31, // 8: skein.storage.v1.PartitionFetchResult.error_code:type_name -> skein.v1.ErrorCode
-	10, // 9: skein.storage.v1.PartitionFetchResult.aborted_transactions:type_name -> skein.storage.v1.AbortedTransaction
-	12, // 10: skein.storage.v1.ReplicateRequest.partitions:type_name -> skein.storage.v1.ReplicaFetchState
-	14, // 11: skein.storage.v1.ReplicateResponse.partitions:type_name -> skein.storage.v1.ReplicaFetchResult
-	31, // 12: skein.storage.v1.ReplicaFetchResult.error_code:type_name -> skein.v1.ErrorCode
-	15, // 13: skein.storage.v1.ReplicaFetchResult.diverging_epoch:type_name -> skein.storage.v1.EpochEndOffset
-	17, // 14: skein.storage.v1.OffsetForLeaderEpochRequest.partitions:type_name -> skein.storage.v1.OffsetForLeaderEpochPartition
-	19, // 15: skein.storage.v1.OffsetForLeaderEpochResponse.partitions:type_name -> skein.storage.v1.OffsetForLeaderEpochResult
-	31, // 16: skein.storage.v1.OffsetForLeaderEpochResult.error_code:type_name -> skein.v1.ErrorCode
-	32, // 17: skein.storage.v1.ListOffsetsRequest.isolation_level:type_name -> skein.v1.IsolationLevel
-	21, // 18: skein.storage.v1.ListOffsetsRequest.partitions:type_name -> skein.storage.v1.ListOffsetsPartition
-	23, // 19: skein.storage.v1.ListOffsetsResponse.partitions:type_name -> skein.storage.v1.ListOffsetsResult
-	31, // 20: skein.storage.v1.ListOffsetsResult.error_code:type_name -> skein.v1.ErrorCode
-	24, // 21: skein.storage.v1.ListOffsetsResult.replica_offsets:type_name -> skein.storage.v1.ReplicaLogEnd
-	26, // 22: skein.storage.v1.WriteTxnMarkersRequest.markers:type_name -> skein.storage.v1.TxnMarker
-	27, // 23: skein.storage.v1.TxnMarker.partitions:type_name -> skein.storage.v1.TopicPartition
-	29, // 24: skein.storage.v1.WriteTxnMarkersResponse.markers:type_name -> skein.storage.v1.TxnMarkerResult
-	30, // 25: skein.storage.v1.TxnMarkerResult.partitions:type_name -> skein.storage.v1.TxnMarkerPartitionResult
-	31, // 26: skein.storage.v1.TxnMarkerPartitionResult.error_code:type_name -> skein.v1.ErrorCode
-	0,  // 27: skein.storage.v1.StorageService.Produce:input_type -> skein.storage.v1.ProduceRequest
-	4,  // 28: skein.storage.v1.StorageService.ProduceStream:input_type -> skein.storage.v1.ProduceStreamRequest
-	6,  // 29: skein.storage.v1.StorageService.Fetch:input_type -> skein.storage.v1.FetchRequest
-	11, // 30: skein.storage.v1.StorageService.Replicate:input_type -> skein.storage.v1.ReplicateRequest
-	16, // 31: skein.storage.v1.StorageService.OffsetForLeaderEpoch:input_type -> skein.storage.v1.OffsetForLeaderEpochRequest
-	20, // 32: skein.storage.v1.StorageService.ListOffsets:input_type -> skein.storage.v1.ListOffsetsRequest
-	25, // 33: skein.storage.v1.StorageService.WriteTxnMarkers:input_type -> skein.storage.v1.WriteTxnMarkersRequest
-	2,  // 34: skein.storage.v1.StorageService.Produce:output_type -> skein.storage.v1.ProduceResponse
-	5,  // 35: skein.storage.v1.StorageService.ProduceStream:output_type -> skein.storage.v1.ProduceStreamResponse
-	8,  // 36: skein.storage.v1.StorageService.Fetch:output_type -> skein.storage.v1.FetchResponse
-	13, // 37: skein.storage.v1.StorageService.Replicate:output_type -> skein.storage.v1.ReplicateResponse
-	18, // 38: skein.storage.v1.StorageService.OffsetForLeaderEpoch:output_type -> skein.storage.v1.OffsetForLeaderEpochResponse
-	22, // 39: skein.storage.v1.StorageService.ListOffsets:output_type -> skein.storage.v1.ListOffsetsResponse
-	28, // 40: skein.storage.v1.StorageService.WriteTxnMarkers:output_type -> skein.storage.v1.WriteTxnMarkersResponse
-	34, // [34:41] is the sub-list for method output_type
-	27, // [27:34] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	33, // 8: skein.storage.v1.PartitionFetchResult.error_code:type_name -> skein.v1.ErrorCode
+	12, // 9: skein.storage.v1.PartitionFetchResult.aborted_transactions:type_name -> skein.storage.v1.AbortedTransaction
+	34, // 10: skein.storage.v1.FollowRequest.isolation_level:type_name -> skein.v1.IsolationLevel
+	9,  // 11: skein.storage.v1.FollowResponse.partition:type_name -> skein.storage.v1.PartitionFetchResult
+	14, // 12: skein.storage.v1.ReplicateRequest.partitions:type_name -> skein.storage.v1.ReplicaFetchState
+	16, // 13: skein.storage.v1.ReplicateResponse.partitions:type_name -> skein.storage.v1.ReplicaFetchResult
+	33, // 14: skein.storage.v1.ReplicaFetchResult.error_code:type_name -> skein.v1.ErrorCode
+	17, // 15: skein.storage.v1.ReplicaFetchResult.diverging_epoch:type_name -> skein.storage.v1.EpochEndOffset
+	19, // 16: skein.storage.v1.OffsetForLeaderEpochRequest.partitions:type_name -> skein.storage.v1.OffsetForLeaderEpochPartition
+	21, // 17: skein.storage.v1.OffsetForLeaderEpochResponse.partitions:type_name -> skein.storage.v1.OffsetForLeaderEpochResult
+	33, // 18: skein.storage.v1.OffsetForLeaderEpochResult.error_code:type_name -> skein.v1.ErrorCode
+	34, // 19: skein.storage.v1.ListOffsetsRequest.isolation_level:type_name -> skein.v1.IsolationLevel
+	23, // 20: skein.storage.v1.ListOffsetsRequest.partitions:type_name -> skein.storage.v1.ListOffsetsPartition
+	25, // 21: skein.storage.v1.ListOffsetsResponse.partitions:type_name -> skein.storage.v1.ListOffsetsResult
+	33, // 22: skein.storage.v1.ListOffsetsResult.error_code:type_name -> skein.v1.ErrorCode
+	26, // 23: skein.storage.v1.ListOffsetsResult.replica_offsets:type_name -> skein.storage.v1.ReplicaLogEnd
+	28, // 24: skein.storage.v1.WriteTxnMarkersRequest.markers:type_name -> skein.storage.v1.TxnMarker
+	29, // 25: skein.storage.v1.TxnMarker.partitions:type_name -> skein.storage.v1.TopicPartition
+	31, // 26: skein.storage.v1.WriteTxnMarkersResponse.markers:type_name -> skein.storage.v1.TxnMarkerResult
+	32, // 27: skein.storage.v1.TxnMarkerResult.partitions:type_name -> skein.storage.v1.TxnMarkerPartitionResult
+	33, // 28: skein.storage.v1.TxnMarkerPartitionResult.error_code:type_name -> skein.v1.ErrorCode
+	0,  // 29: skein.storage.v1.StorageService.Produce:input_type -> skein.storage.v1.ProduceRequest
+	4,  // 30: skein.storage.v1.StorageService.ProduceStream:input_type -> skein.storage.v1.ProduceStreamRequest
+	6,  // 31: skein.storage.v1.StorageService.Fetch:input_type -> skein.storage.v1.FetchRequest
+	10, // 32: skein.storage.v1.StorageService.Follow:input_type -> skein.storage.v1.FollowRequest
+	13, // 33: skein.storage.v1.StorageService.Replicate:input_type -> skein.storage.v1.ReplicateRequest
+	18, // 34: skein.storage.v1.StorageService.OffsetForLeaderEpoch:input_type -> skein.storage.v1.OffsetForLeaderEpochRequest
+	22, // 35: skein.storage.v1.StorageService.ListOffsets:input_type -> skein.storage.v1.ListOffsetsRequest
+	27, // 36: skein.storage.v1.StorageService.WriteTxnMarkers:input_type -> skein.storage.v1.WriteTxnMarkersRequest
+	2,  // 37: skein.storage.v1.StorageService.Produce:output_type -> skein.storage.v1.ProduceResponse
+	5,  // 38: skein.storage.v1.StorageService.ProduceStream:output_type -> skein.storage.v1.ProduceStreamResponse
+	8,  // 39: skein.storage.v1.StorageService.Fetch:output_type -> skein.storage.v1.FetchResponse
+	11, // 40: skein.storage.v1.StorageService.Follow:output_type -> skein.storage.v1.FollowResponse
+	15, // 41: skein.storage.v1.StorageService.Replicate:output_type -> skein.storage.v1.ReplicateResponse
+	20, // 42: skein.storage.v1.StorageService.OffsetForLeaderEpoch:output_type -> skein.storage.v1.OffsetForLeaderEpochResponse
+	24, // 43: skein.storage.v1.StorageService.ListOffsets:output_type -> skein.storage.v1.ListOffsetsResponse
+	30, // 44: skein.storage.v1.StorageService.WriteTxnMarkers:output_type -> skein.storage.v1.WriteTxnMarkersResponse
+	37, // [37:45] is the sub-list for method output_type
+	29, // [29:37] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_skein_storage_v1_storage_proto_init() }
@@ -2386,7 +2548,7 @@ func file_skein_storage_v1_storage_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skein_storage_v1_storage_proto_rawDesc), len(file_skein_storage_v1_storage_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   31,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

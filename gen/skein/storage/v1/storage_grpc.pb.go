@@ -22,6 +22,7 @@ const (
 	StorageService_Produce_FullMethodName              = "/skein.storage.v1.StorageService/Produce"
 	StorageService_ProduceStream_FullMethodName        = "/skein.storage.v1.StorageService/ProduceStream"
 	StorageService_Fetch_FullMethodName                = "/skein.storage.v1.StorageService/Fetch"
+	StorageService_Follow_FullMethodName               = "/skein.storage.v1.StorageService/Follow"
 	StorageService_Replicate_FullMethodName            = "/skein.storage.v1.StorageService/Replicate"
 	StorageService_OffsetForLeaderEpoch_FullMethodName = "/skein.storage.v1.StorageService/OffsetForLeaderEpoch"
 	StorageService_ListOffsets_FullMethodName          = "/skein.storage.v1.StorageService/ListOffsets"
@@ -46,6 +47,12 @@ type StorageServiceClient interface {
 	// Fetch reads committed batches (below the HW, or the LSO), long-polling up
 	// to max_wait_ms when there is nothing new.
 	Fetch(ctx context.Context, in *FetchRequest, opts ...grpc.CallOption) (*FetchResponse, error)
+	// Follow streams one partition's committed batches from an offset: an
+	// answer each time the high watermark (the LSO, read_committed) passes
+	// what was sent, with no request per answer. It ends with the caller, or
+	// with an error status (NOT_LEADER_OR_FOLLOWER when this node stops
+	// leading the partition or shuts down, OFFSET_OUT_OF_RANGE, ...).
+	Follow(ctx context.Context, in *FollowRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[FollowResponse], error)
 	// Replicate is the follower's pull stream to one leader broker: the follower
 	// sends fetch states for every partition it follows from that leader, the
 	// leader answers with batches, its HW and diverging epochs.
@@ -99,9 +106,28 @@ func (c *storageServiceClient) Fetch(ctx context.Context, in *FetchRequest, opts
 	return out, nil
 }
 
+func (c *storageServiceClient) Follow(ctx context.Context, in *FollowRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[FollowResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &StorageService_ServiceDesc.Streams[1], StorageService_Follow_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[FollowRequest, FollowResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type StorageService_FollowClient = grpc.ServerStreamingClient[FollowResponse]
+
 func (c *storageServiceClient) Replicate(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ReplicateRequest, ReplicateResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &StorageService_ServiceDesc.Streams[1], StorageService_Replicate_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &StorageService_ServiceDesc.Streams[2], StorageService_Replicate_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -160,6 +186,12 @@ type StorageServiceServer interface {
 	// Fetch reads committed batches (below the HW, or the LSO), long-polling up
 	// to max_wait_ms when there is nothing new.
 	Fetch(context.Context, *FetchRequest) (*FetchResponse, error)
+	// Follow streams one partition's committed batches from an offset: an
+	// answer each time the high watermark (the LSO, read_committed) passes
+	// what was sent, with no request per answer. It ends with the caller, or
+	// with an error status (NOT_LEADER_OR_FOLLOWER when this node stops
+	// leading the partition or shuts down, OFFSET_OUT_OF_RANGE, ...).
+	Follow(*FollowRequest, grpc.ServerStreamingServer[FollowResponse]) error
 	// Replicate is the follower's pull stream to one leader broker: the follower
 	// sends fetch states for every partition it follows from that leader, the
 	// leader answers with batches, its HW and diverging epochs.
@@ -188,6 +220,9 @@ func (UnimplementedStorageServiceServer) ProduceStream(grpc.BidiStreamingServer[
 }
 func (UnimplementedStorageServiceServer) Fetch(context.Context, *FetchRequest) (*FetchResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Fetch not implemented")
+}
+func (UnimplementedStorageServiceServer) Follow(*FollowRequest, grpc.ServerStreamingServer[FollowResponse]) error {
+	return status.Error(codes.Unimplemented, "method Follow not implemented")
 }
 func (UnimplementedStorageServiceServer) Replicate(grpc.BidiStreamingServer[ReplicateRequest, ReplicateResponse]) error {
 	return status.Error(codes.Unimplemented, "method Replicate not implemented")
@@ -264,6 +299,17 @@ func _StorageService_Fetch_Handler(srv interface{}, ctx context.Context, dec fun
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _StorageService_Follow_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(FollowRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(StorageServiceServer).Follow(m, &grpc.GenericServerStream[FollowRequest, FollowResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type StorageService_FollowServer = grpc.ServerStreamingServer[FollowResponse]
 
 func _StorageService_Replicate_Handler(srv interface{}, stream grpc.ServerStream) error {
 	return srv.(StorageServiceServer).Replicate(&grpc.GenericServerStream[ReplicateRequest, ReplicateResponse]{ServerStream: stream})
@@ -360,6 +406,11 @@ var StorageService_ServiceDesc = grpc.ServiceDesc{
 			Handler:       _StorageService_ProduceStream_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
+		},
+		{
+			StreamName:    "Follow",
+			Handler:       _StorageService_Follow_Handler,
+			ServerStreams: true,
 		},
 		{
 			StreamName:    "Replicate",

@@ -19,8 +19,6 @@ import (
 const (
 	DefaultMaxRecords = 500
 	DefaultMaxBytes   = 1 << 20
-	// tailPoll is how long one Tail round long-polls the leader.
-	tailPoll = 5 * time.Second
 )
 
 // Consumer is ConsumerService.
@@ -187,35 +185,24 @@ func (s *Consumer) Tail(req *skeinv1.TailRequest, stream skeinv1.ConsumerService
 	if err != nil {
 		return err
 	}
-	for ctx.Err() == nil {
-		fctx, cancel := context.WithTimeout(ctx, tailPoll+client.DefaultRequestTimeout)
-		// The records are slices of the answer's pooled buffer until
-		// release: Send marshals them before it returns.
-		res, release, err := s.c.FetchView(fctx, client.FetchRequest{
-			Topic: req.GetTopic(), Partition: req.GetPartition(), Offset: offset,
-			MaxRecords: DefaultMaxRecords, MaxBytes: DefaultMaxBytes, MaxWait: tailPoll, Isolation: req.GetIsolationLevel(),
-		})
-		cancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-		offset = res.NextOffset
-		if len(res.Records) == 0 || ctx.Err() != nil {
-			release()
-			continue
+	// One stream from the leader feeds this one: no request per answer.
+	// The records are slices of the answer's pooled buffer while the
+	// callback runs: Send marshals them before it returns.
+	err = s.c.Follow(ctx, client.FetchRequest{
+		Topic: req.GetTopic(), Partition: req.GetPartition(), Offset: offset,
+		MaxRecords: DefaultMaxRecords, MaxBytes: DefaultMaxBytes, Isolation: req.GetIsolationLevel(),
+	}, func(res *client.FetchResult) error {
+		if len(res.Records) == 0 {
+			return nil // control batches, or an aborted transaction's
 		}
 		out := &skeinv1.TailResponse{NextOffset: res.NextOffset, HighWatermark: res.HighWatermark}
 		for _, r := range res.Records {
 			out.Records = append(out.Records, toConsumed(r, req.GetEncoding()))
 		}
-		err = stream.Send(out)
-		release()
-		if err != nil {
-			return err
-		}
+		return stream.Send(out)
+	})
+	if ctx.Err() != nil {
+		return nil // the caller left, or the gateway drains
 	}
-	return nil
+	return err
 }

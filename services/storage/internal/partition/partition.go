@@ -257,10 +257,12 @@ func (p *Partition) Apply(st State) (becameFollower bool) {
 		wasFollowerOfEpoch := p.role == Follower && !newEpoch
 		p.role = Follower
 		p.failWaitersLocked(errs.Errorf(errs.NotLeaderOrFollower, "%s-%d: leader is now broker %d", p.cfg.Topic, p.cfg.Partition, st.Leader))
+		p.notifyHWLocked() // readers parked here read again, and are told
 		return !wasFollowerOfEpoch
 	default:
 		p.role = None
 		p.failWaitersLocked(errs.Errorf(errs.NotLeaderOrFollower, "%s-%d: broker %d no longer hosts this partition", p.cfg.Topic, p.cfg.Partition, p.cfg.Self))
+		p.notifyHWLocked()
 	}
 	return false
 }

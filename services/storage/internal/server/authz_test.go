@@ -2,12 +2,14 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
 
 	controllerv1 "skein/gen/skein/controller/v1"
 	storagev1 "skein/gen/skein/storage/v1"
@@ -16,6 +18,7 @@ import (
 	"skein/libs/errs"
 	"skein/libs/metadata"
 	"skein/libs/peerauth"
+	"skein/libs/rpcerr"
 	"skein/services/storage/internal/partition"
 )
 
@@ -160,6 +163,37 @@ func TestFetchAndListOffsetsAreAuthorized(t *testing.T) {
 	for _, p := range resp.GetPartitions() {
 		if p.GetErrorCode() == skeinv1.ErrorCode_TOPIC_AUTHORIZATION_FAILED {
 			t.Errorf("a storage node's fetch of %s refused", p.GetTopic())
+		}
+	}
+}
+
+// followSink is the server side of a Follow stream, without gRPC.
+type followSink struct {
+	grpc.ServerStream
+	ctx  context.Context
+	sent int
+}
+
+func (f *followSink) Context() context.Context             { return f.ctx }
+func (f *followSink) Send(*storagev1.FollowResponse) error { f.sent++; return nil }
+
+func TestFollowIsAuthorized(t *testing.T) {
+	s, reps := aclServer(t)
+	for _, tc := range []struct {
+		topic  string
+		want   *errs.Error
+		looked []string
+	}{
+		{"payments", errs.TopicAuthorizationFailed, nil},
+		{"orders", errs.UnknownTopicOrPartition, []string{"orders"}},
+	} {
+		sink := &followSink{ctx: as(gatewayPeer, "User:alice")}
+		err := s.Follow(&storagev1.FollowRequest{Topic: tc.topic}, sink)
+		if got := errs.Of(rpcerr.FromStatus(err)); got != tc.want || sink.sent != 0 {
+			t.Errorf("alice following %s: %v after %d answers, want %v", tc.topic, err, sink.sent, tc.want)
+		}
+		if got := reps.take(); fmt.Sprint(got) != fmt.Sprint(tc.looked) {
+			t.Errorf("alice following %s: replicas looked up %v, want %v", tc.topic, got, tc.looked)
 		}
 	}
 }

@@ -38,6 +38,8 @@ type Server struct {
 	metrics  *Metrics
 	// MaxWaitCap bounds any long poll.
 	maxWaitCap time.Duration
+	// followRecheck: see SetFollowRecheck.
+	followRecheck time.Duration
 	// draining is closed by Drain: long-lived streams end so that a
 	// graceful stop does not wait on peers' replication streams.
 	draining  chan struct{}
@@ -141,7 +143,7 @@ func (s *Server) Drain() { s.drainOnce.Do(func() { close(s.draining) }) }
 
 // New returns the gRPC shell over replicas.
 func New(replicas Replicas, log *slog.Logger, metrics *Metrics) *Server {
-	return &Server{replicas: replicas, log: log, metrics: metrics, maxWaitCap: 30 * time.Second, draining: make(chan struct{}),
+	return &Server{replicas: replicas, log: log, metrics: metrics, maxWaitCap: 30 * time.Second, followRecheck: DefaultFollowRecheck, draining: make(chan struct{}),
 		inflightMax: DefaultMaxInflightProduceBytes}
 }
 
