@@ -26,6 +26,10 @@ type brokerConn struct {
 	// sendMu serializes Sends (and stream creation) and is never held while
 	// waiting for mu's holders' answers: the receive goroutine only takes mu,
 	// so a Send blocked on flow control cannot stop answers being read.
+	// follow is the connection of Follow streams (see followDialOptions),
+	// dialled on first use; guarded by mu.
+	follow *grpc.ClientConn
+
 	sendMu   sync.Mutex
 	mu       sync.Mutex
 	stream   *produceStream // nil until the first produce or after a failure; guarded by mu
@@ -72,12 +76,30 @@ func (c *Client) broker(id int32) (*brokerConn, error) {
 
 func (b *brokerConn) close() {
 	b.mu.Lock()
-	s := b.stream
+	s, follow := b.stream, b.follow
+	b.follow = nil
 	b.mu.Unlock()
 	if s != nil {
 		b.fail(s, errs.Errorf(errs.NetworkException, "connection to broker %d closed", b.id))
 	}
 	b.cc.Close()
+	if follow != nil {
+		follow.Close()
+	}
+}
+
+// followClient answers the client of the broker's Follow connection.
+func (b *brokerConn) followClient() (storagev1.StorageServiceClient, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.follow == nil {
+		cc, err := grpc.NewClient(b.addr, b.c.followDialOptions()...)
+		if err != nil {
+			return nil, errs.Errorf(errs.BrokerNotAvailable, "broker %d at %s: %v", b.id, b.addr, err)
+		}
+		b.follow = cc
+	}
+	return storagev1.NewStorageServiceClient(b.follow), nil
 }
 
 // produce sends req on the broker's stream. cb, unless nil (acks=0: no

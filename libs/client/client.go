@@ -194,11 +194,23 @@ func (c *Client) WaitMetadata(ctx context.Context, cond func(*metadata.Image) bo
 }
 
 func (c *Client) dialOptions() []grpc.DialOption {
+	return c.dialWith(grpcopt.DataWindows()...)
+}
+
+// followDialOptions are those of a storage node's connection for Follow
+// streams: the control connections' fixed windows (1 MiB a stream) rather
+// than the data connections' 8 MiB. A stream's window is what the leader
+// may send ahead of its reader, and what this process then holds for a
+// reader that stopped reading: a gateway with many slow tailing callers
+// would otherwise hold 8 MiB for each.
+func (c *Client) followDialOptions() []grpc.DialOption { return c.dialWith() }
+
+func (c *Client) dialWith(windows ...grpc.DialOption) []grpc.DialOption {
 	opts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		// Fetch answers carry up to max_bytes of batches per partition.
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize)),
-	}, append(grpcopt.Dial(), grpcopt.DataWindows()...)...)
+	}, append(grpcopt.Dial(), windows...)...)
 	return append(opts, c.cfg.DialOptions...)
 }
 

@@ -71,7 +71,11 @@ func (c *Client) followOnce(ctx context.Context, req *FetchRequest, fn func(*Fet
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	go c.cancelOnLeaderChange(ctx, cancel, req.Topic, req.Partition, bc.id, epoch)
-	stream, err := bc.st.Follow(ctx, &storagev1.FollowRequest{
+	st, err := bc.followClient()
+	if err != nil {
+		return false, err
+	}
+	stream, err := st.Follow(ctx, &storagev1.FollowRequest{
 		Topic: req.Topic, Partition: req.Partition, FetchOffset: req.Offset, CurrentLeaderEpoch: epoch,
 		MaxBytes: req.MaxBytes, MaxRecords: int32(min(max(req.MaxRecords, 0), 1<<31-1)), IsolationLevel: req.Isolation,
 	})

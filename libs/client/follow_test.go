@@ -112,3 +112,51 @@ func TestFollowEnds(t *testing.T) {
 		}
 	}
 }
+
+// A reader that stops reading holds up what its stream's window lets the
+// leader send ahead (1 MiB), not the whole backlog.
+func TestFollowHoldsLittleForAStoppedReader(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 1, nil)
+	p := c.NewProducer(client.WithLinger(-1))
+	defer p.Close(ctx(t))
+	value := make([]byte, 100<<10)
+	for range 80 { // 8 MiB of batches of 100 KiB
+		if r := p.ProduceSync(ctx(t), client.Record{Topic: "t", Value: value})[0]; r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	fctx, cancel := context.WithCancel(ctx(t))
+	defer cancel()
+	inFn := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		first := true
+		done <- c.Follow(fctx, client.FetchRequest{Topic: "t"}, func(*client.FetchResult) error {
+			if first {
+				first = false
+				close(inFn)
+				<-fctx.Done() // the reader stops reading
+			}
+			return nil
+		})
+	}()
+	<-inFn
+	st := cl.Storage[1]
+	// Wait until the leader's sends stop moving.
+	last := -1
+	for sent := st.FollowSent(); sent != last; sent = st.FollowSent() {
+		last = sent
+		time.Sleep(300 * time.Millisecond)
+	}
+	// The answer the reader holds (1 MiB) and its window's worth (1 MiB),
+	// with room for the batches that cross each bound.
+	if last > 3<<20 {
+		t.Errorf("the leader sent %d KiB to a reader that stopped after its first answer", last>>10)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Follow: %v", err)
+	}
+}

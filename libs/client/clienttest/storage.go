@@ -60,8 +60,11 @@ type Storage struct {
 	fail    map[tp][]error
 	fetches []*storagev1.FetchRequest
 	follows []*storagev1.FollowRequest
-	streams int
-	refused map[string]int // produce refusals by error name
+	// followSent counts the batch bytes Follow streams' Sends returned
+	// from (a Send blocks while the reader's flow-control window is full).
+	followSent int
+	streams    int
+	refused    map[string]int // produce refusals by error name
 	// named counts the principals calls named (client.OnBehalfOf), by
 	// "produce:" or "fetch:" and the principal.
 	named   map[string]int
@@ -273,6 +276,13 @@ func (s *Storage) Follows() []*storagev1.FollowRequest {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]*storagev1.FollowRequest(nil), s.follows...)
+}
+
+// FollowSent answers the bytes of batches Follow streams have sent.
+func (s *Storage) FollowSent() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.followSent
 }
 
 // ProduceStreams counts the ProduceStream calls opened on this node.
@@ -525,6 +535,9 @@ func (s *Storage) Follow(req *storagev1.FollowRequest, stream storagev1.StorageS
 		if err := stream.Send(&storagev1.FollowResponse{Partition: r}); err != nil {
 			return nil
 		}
+		s.mu.Lock()
+		s.followSent += len(r.GetRecords())
+		s.mu.Unlock()
 		pf.FetchOffset = int64(last.NextOffset())
 	}
 	return nil
