@@ -299,6 +299,11 @@ func decodeFetch(req FetchRequest, pr *storagev1.PartitionFetchResult, view bool
 			out.NextOffset = max(out.NextOffset, int64(b.NextOffset()))
 			continue
 		}
+		if view && b.Compression() != record.None {
+			// A view's records are slices of the decompressed batch:
+			// the next batch must not decompress into the same buffer.
+			ri = record.RecordIter{}
+		}
 		if err := ri.Reset(b); err != nil {
 			return nil, err
 		}

@@ -137,3 +137,32 @@ func TestRecordCountHint(t *testing.T) {
 		t.Errorf("hint of nothing: %d", got)
 	}
 }
+
+// A view of compressed batches: each batch's records are decompressed into
+// a buffer of their own, not one that the next batch overwrites.
+func TestDecodeFetchViewOfCompressedBatches(t *testing.T) {
+	var data []byte
+	for i := range 3 {
+		opts := record.DefaultBatchOptions()
+		opts.Compression = record.Gzip
+		bld := record.NewBuilder(opts)
+		for j := range 4 {
+			bld.Append(1000, nil, []byte(fmt.Sprintf("batch-%d-record-%d", i, j)))
+		}
+		var b record.Batch
+		var err error
+		if b, data, err = bld.Build(data); err != nil {
+			t.Fatal(err)
+		}
+		b.SetBaseOffset(record.Offset(i * 4))
+	}
+	res, err := decodeFetch(FetchRequest{Topic: "t"}, &storagev1.PartitionFetchResult{Records: data}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, r := range res.Records {
+		if want := fmt.Sprintf("batch-%d-record-%d", k/4, k%4); string(r.Value) != want || r.Offset != int64(k) {
+			t.Errorf("record %d: %q at %d, want %q", k, r.Value, r.Offset, want)
+		}
+	}
+}

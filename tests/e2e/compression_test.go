@@ -23,7 +23,7 @@ import (
 
 // A topic's compression.type names the codec its batches are stored with:
 // records produced over REST to a topic of each codec read back intact,
-// text and binary alike.
+// text and binary alike, several batches in one answer.
 func TestCompressionTypesRoundTrip(t *testing.T) {
 	d := devCluster(t)
 	c := restClient(d)
@@ -46,9 +46,13 @@ func TestCompressionTypesRoundTrip(t *testing.T) {
 			}
 			records = append(records, r)
 		}
-		var pr ProduceResponse
-		if err := c.Call(ctx, "POST", "/v1/topics/"+topic+"/partitions/0/records", map[string]any{"records": records}, &pr); err != nil {
-			t.Fatalf("%s: produce: %v", topic, err)
+		// Three requests, three batches: one fetch answer holds them all,
+		// each decompressed on its own.
+		for _, part := range [][]map[string]any{records[:17], records[17:34], records[34:]} {
+			var pr ProduceResponse
+			if err := c.Call(ctx, "POST", "/v1/topics/"+topic+"/partitions/0/records", map[string]any{"records": part}, &pr); err != nil {
+				t.Fatalf("%s: produce: %v", topic, err)
+			}
 		}
 		var fr FetchResponse
 		if err := c.Call(ctx, "GET", "/v1/topics/"+topic+"/partitions/0/records?offset=0&max_records=100&encoding=BYTES", nil, &fr); err != nil {
