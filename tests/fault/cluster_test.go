@@ -314,6 +314,63 @@ func (c *devCluster) tail(h *history.Recorder, topic string, p int32, stop <-cha
 	}
 }
 
+// grpcTail follows partition p from offset 0 on the gateway's gRPC Tail
+// stream until stop closes, recording each response as a poll of the
+// standalone consumer "grpc-tail" (from the response before it). A stream
+// that ends is opened again from where it stopped.
+func (c *devCluster) grpcTail(h *history.Recorder, topic string, p int32, stop <-chan struct{}, wg *sync.WaitGroup) {
+	defer wg.Done()
+	cc, err := grpc.NewClient(c.dev.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		c.t.Logf("grpc-tail: dial: %v", err)
+		return
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-stop
+		cancel()
+	}()
+	cons := skeinv1.NewConsumerServiceClient(cc)
+	next := int64(0)
+	for ctx.Err() == nil {
+		stream, err := cons.Tail(ctx, &skeinv1.TailRequest{Topic: topic, Partition: p, Offset: &next})
+		if err != nil {
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		last := time.Now()
+		for {
+			resp, err := stream.Recv()
+			if err != nil {
+				break
+			}
+			poll := history.Poll{Consumer: "grpc-tail", Invoke: last, Complete: time.Now()}
+			for _, r := range resp.GetRecords() {
+				poll.Records = append(poll.Records, history.Record{Partition: p, Offset: r.GetOffset(), Value: r.GetValue()})
+			}
+			h.Poll(poll)
+			next, last = max(next, resp.GetNextOffset()), poll.Complete
+		}
+		if ctx.Err() == nil {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+// readTimes answers when consumer's polls that returned records of
+// partition p completed.
+func readTimes(hist history.History, consumer string, p int32) []time.Time {
+	var out []time.Time
+	for _, poll := range hist.Polls {
+		if poll.Consumer == consumer && slices.ContainsFunc(poll.Records, func(r history.Record) bool { return r.Partition == p }) {
+			out = append(out, poll.Complete)
+		}
+	}
+	return out
+}
+
 // readAll reads partition p from offset 0 to its high watermark.
 func (c *devCluster) readAll(topic string, p int32) map[int64]string {
 	c.t.Helper()

@@ -21,8 +21,8 @@ const ackBound = 5 * time.Second
 
 // A leader paused (SIGSTOP) for 20 s does not stall writers or readers past
 // the election: REST and gRPC-stream producers of its partitions are
-// acknowledged again within ackBound of the stop, a tailing consumer keeps
-// receiving, the resumed node acknowledges nothing of its old epoch and
+// acknowledged again within ackBound of the stop, tailing consumers (REST
+// long polls, a gRPC Tail stream) keep receiving, the resumed node acknowledges nothing of its old epoch and
 // rejoins the ISR, and the audit finds nothing lost, duplicated or sharing
 // an offset.
 func TestPausedLeaderDoesNotStallWriters(t *testing.T) {
@@ -51,9 +51,10 @@ func TestPausedLeaderDoesNotStallWriters(t *testing.T) {
 	// healthy records must not be held back past the failover.
 	wg.Add(1)
 	go c.restProducer(h, topic, []int32{0, healthy}, "mixed", stop, &wg)
-	wg.Add(2)
+	wg.Add(3)
 	go c.streamProducer(h, topic, 0, "stream0", stop, &wg)
 	go c.tail(h, topic, 0, stop, &wg)
+	go c.grpcTail(h, topic, 0, stop, &wg)
 	c.eventually(20*time.Second, "acknowledgements before the pause", func() error {
 		if n := h.AckCount(0); n < 100 {
 			return fmt.Errorf("%d on partition 0", n)
@@ -104,10 +105,12 @@ func TestPausedLeaderDoesNotStallWriters(t *testing.T) {
 	if slowest > ackBound {
 		t.Errorf("a request with records for a healthy partition waited %v during the pause (bound %v)", slowest.Round(time.Millisecond), ackBound)
 	}
-	if gap := history.LongestGap(hist.ReadTimes(0), stopAt, contAt); gap > ackBound {
-		t.Errorf("the tailing consumer received nothing for %v during the pause (bound %v)", gap.Round(time.Millisecond), ackBound)
-	} else {
-		t.Logf("tailing consumer of partition 0: longest gap between deliveries during the pause %v", gap.Round(time.Millisecond))
+	for _, consumer := range []string{"tail", "grpc-tail"} {
+		if gap := history.LongestGap(readTimes(hist, consumer, 0), stopAt, contAt); gap > ackBound {
+			t.Errorf("the tailing consumer %s received nothing for %v during the pause (bound %v)", consumer, gap.Round(time.Millisecond), ackBound)
+		} else {
+			t.Logf("tailing consumer %s of partition 0: longest gap between deliveries during the pause %v", consumer, gap.Round(time.Millisecond))
+		}
 	}
 	fails := hist.Unacknowledged()
 	t.Logf("%d writes not acknowledged", len(fails))
