@@ -12,23 +12,30 @@ import (
 	"skein/libs/errs"
 )
 
+// followCluster starts a fake cluster of brokers with topic "t" (one
+// partition on broker 1) and answers it, a client, and a function that
+// writes one record to "t".
+func followCluster(t *testing.T, brokers int) (*clienttest.Cluster, *client.Client, func(v []byte)) {
+	cl := clienttest.Start(t, brokers)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 1, nil)
+	p := c.NewProducer(client.WithLinger(-1))
+	t.Cleanup(func() { p.Close(context.Background()) })
+	return cl, c, func(v []byte) {
+		t.Helper()
+		if r := p.ProduceSync(ctx(t), client.Record{Topic: "t", Value: v})[0]; r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+}
+
 // Follow reads on across a leader change, from after the last record it
 // gave: the new leader's stream starts there, and no record is seen twice
 // or skipped.
 func TestFollowGoesOnAcrossALeaderChange(t *testing.T) {
-	cl := clienttest.Start(t, 2)
-	c := newClient(t, cl)
-	createTopic(t, c, "t", 1, nil)
-	p := c.NewProducer(client.WithLinger(-1))
-	defer p.Close(ctx(t))
-	produce := func(v string) {
-		t.Helper()
-		if r := p.ProduceSync(ctx(t), client.Record{Topic: "t", Value: []byte(v)})[0]; r.Err != nil {
-			t.Fatal(r.Err)
-		}
-	}
+	cl, c, produce := followCluster(t, 2)
 	for i := range 3 {
-		produce(fmt.Sprint("v", i))
+		produce(fmt.Append(nil, "v", i))
 	}
 	got := make(chan string, 16)
 	fctx, cancel := context.WithCancel(ctx(t))
@@ -59,7 +66,7 @@ func TestFollowGoesOnAcrossALeaderChange(t *testing.T) {
 	}
 	cl.Storage[2].CopyLog(cl.Storage[1], "t", 0)
 	cl.Controller.SetLeader("t", 0, 2)
-	produce("v3")
+	produce([]byte("v3"))
 	seen = append(seen, next())
 	if fmt.Sprint(seen) != "[v1@1 v2@2 v3@3]" {
 		t.Fatalf("followed %v, want [v1@1 v2@2 v3@3]", seen)
@@ -82,14 +89,8 @@ func TestFollowGoesOnAcrossALeaderChange(t *testing.T) {
 // Follow ends with fn's error, and at once with errors a retry cannot
 // fix.
 func TestFollowEnds(t *testing.T) {
-	cl := clienttest.Start(t, 2)
-	c := newClient(t, cl)
-	createTopic(t, c, "t", 1, nil)
-	p := c.NewProducer(client.WithLinger(-1))
-	defer p.Close(ctx(t))
-	if r := p.ProduceSync(ctx(t), client.Record{Topic: "t", Value: []byte("v")})[0]; r.Err != nil {
-		t.Fatal(r.Err)
-	}
+	_, c, produce := followCluster(t, 2)
+	produce([]byte("v"))
 	stop := errors.New("enough")
 	calls := 0
 	err := c.Follow(ctx(t), client.FetchRequest{Topic: "t"}, func(*client.FetchResult) error { calls++; return stop })
@@ -116,16 +117,10 @@ func TestFollowEnds(t *testing.T) {
 // A reader that stops reading holds up what its stream's window lets the
 // leader send ahead (1 MiB), not the whole backlog.
 func TestFollowHoldsLittleForAStoppedReader(t *testing.T) {
-	cl := clienttest.Start(t, 1)
-	c := newClient(t, cl)
-	createTopic(t, c, "t", 1, nil)
-	p := c.NewProducer(client.WithLinger(-1))
-	defer p.Close(ctx(t))
+	cl, c, produce := followCluster(t, 1)
 	value := make([]byte, 100<<10)
 	for range 80 { // 8 MiB of batches of 100 KiB
-		if r := p.ProduceSync(ctx(t), client.Record{Topic: "t", Value: value})[0]; r.Err != nil {
-			t.Fatal(r.Err)
-		}
+		produce(value)
 	}
 	fctx, cancel := context.WithCancel(ctx(t))
 	defer cancel()
