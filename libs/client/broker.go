@@ -26,14 +26,14 @@ type brokerConn struct {
 	// sendMu serializes Sends (and stream creation) and is never held while
 	// waiting for mu's holders' answers: the receive goroutine only takes mu,
 	// so a Send blocked on flow control cannot stop answers being read.
-	// follow is the connection of Follow streams (see followDialOptions),
-	// dialled on first use; guarded by mu.
-	follow *grpc.ClientConn
-
 	sendMu   sync.Mutex
 	mu       sync.Mutex
 	stream   *produceStream // nil until the first produce or after a failure; guarded by mu
 	nextCorr uint64         // guarded by sendMu
+
+	// follow is the connection of Follow streams (see followDialOptions),
+	// dialled on first use; guarded by mu.
+	follow *grpc.ClientConn
 }
 
 // produceStream is one incarnation of the ProduceStream; when it fails every

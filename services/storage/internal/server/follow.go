@@ -55,6 +55,11 @@ func (s *Server) Follow(req *storagev1.FollowRequest, stream storagev1.StorageSe
 	var held []byte
 	buf := func() []byte { return held[:0] }
 	for {
+		select {
+		case <-s.draining: // also when the reader is never left waiting
+			return rpcerr.ToGRPC(errs.Errorf(errs.NotLeaderOrFollower, "broker is shutting down"))
+		default:
+		}
 		p, err := s.replicas.Get(tp)
 		if err != nil {
 			return rpcerr.ToGRPC(err)
@@ -65,7 +70,7 @@ func (s *Server) Follow(req *storagev1.FollowRequest, stream storagev1.StorageSe
 		if err != nil {
 			return rpcerr.ToGRPC(err)
 		}
-		if next, ok := nextOffset(fr.Records); ok {
+		if last := lastBatch(fr.Records); last != nil {
 			r := &storagev1.PartitionFetchResult{
 				Topic: tp.Topic, Partition: tp.Partition, HighWatermark: int64(fr.HW), LastStableOffset: int64(fr.LSO),
 				LogStartOffset: int64(fr.LogStartOffset), LeaderEpoch: fr.LeaderEpoch, Records: fr.Records,
@@ -80,7 +85,7 @@ func (s *Server) Follow(req *storagev1.FollowRequest, stream storagev1.StorageSe
 			if cap(fr.Records) <= maxKeptReadBuffer {
 				held = fr.Records[:0]
 			}
-			offset = next
+			offset = int64(last.NextOffset())
 			continue // more may be there already: read before waiting
 		}
 		select {
@@ -93,17 +98,4 @@ func (s *Server) Follow(req *storagev1.FollowRequest, stream storagev1.StorageSe
 		}
 		recheck.Reset(s.followRecheck) // drops a firing it supersedes
 	}
-}
-
-// nextOffset answers the offset after the last of batches, false when
-// there are none.
-func nextOffset(batches []byte) (int64, bool) {
-	var last record.Batch
-	for it := record.NewBatchIter(batches); it.Next(); {
-		last = it.Batch()
-	}
-	if last == nil {
-		return 0, false
-	}
-	return int64(last.NextOffset()), true
 }

@@ -549,11 +549,17 @@ func holdsRecord(batches []byte, offset int64, maxRecords int32) bool {
 	if maxRecords <= 0 || len(batches) == 0 {
 		return false
 	}
+	last := lastBatch(batches)
+	return last != nil && int64(last.LastOffset()) >= offset+int64(maxRecords)-1
+}
+
+// lastBatch answers the last of batches, nil when there are none.
+func lastBatch(batches []byte) record.Batch {
 	var last record.Batch
 	for it := record.NewBatchIter(batches); it.Next(); {
 		last = it.Batch()
 	}
-	return last != nil && int64(last.LastOffset()) >= offset+int64(maxRecords)-1
+	return last
 }
 
 // answerBytes is the size bound of one fetch answer: what the caller asked
