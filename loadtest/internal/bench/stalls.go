@@ -107,15 +107,17 @@ func Stalls(ctx context.Context, interval, duration time.Duration) (StallResult,
 	if interval <= 0 {
 		return StallResult{}, errors.New("the interval must be positive")
 	}
+	// The clock starts before the deadline is set, so a run given a
+	// duration reports at least that duration.
+	start := time.Now()
 	if duration > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, duration)
+		ctx, cancel = context.WithDeadline(ctx, start.Add(duration))
 		defer cancel()
 	}
 	h := hist.New()
 	var over5 uint64
 	stat0, statOK := readProcStat()
-	start := time.Now()
 	t := time.NewTimer(interval)
 	defer t.Stop()
 	due := start.Add(interval)
