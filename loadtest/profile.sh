@@ -25,7 +25,8 @@
 # through the run, as bench-compare's tailed row; its own CPU is not in the
 # figures, the gateway's and storage nodes' work for it is),
 # PROFILE_TAIL_TRANSPORT (tail: the gateway's Tail streams; grpc: unary
-# Fetch calls),
+# Fetch calls; group: `skein consume --group`, one member of a consumer
+# group on the gateway's Consume stream),
 # PROFILE_OUT (.data/profile/<UTC time>), SKEIN_BIN (bin), GRPC_PORT /
 # REST_PORT / DEBUG_PORT (19090 / 18080 / 16060: the gateway's API and
 # /debug/pprof addresses). Every other process picks free loopback ports;
@@ -51,7 +52,7 @@ for n in RECORDS WARM SECS; do
 done
 [[ ${PROFILE_TAIL:-0} =~ ^[01]$ ]] || { echo "PROFILE_TAIL=$PROFILE_TAIL: want 0 or 1" >&2; exit 2; }
 TAIL_TRANSPORT=${PROFILE_TAIL_TRANSPORT:-tail}
-[[ $TAIL_TRANSPORT =~ ^(tail|grpc)$ ]] || { echo "PROFILE_TAIL_TRANSPORT=$TAIL_TRANSPORT: want tail or grpc" >&2; exit 2; }
+[[ $TAIL_TRANSPORT =~ ^(tail|grpc|group)$ ]] || { echo "PROFILE_TAIL_TRANSPORT=$TAIL_TRANSPORT: want tail, grpc or group" >&2; exit 2; }
 [[ $DELAY =~ ^[0-9]+$ ]] || { echo "PROFILE_DELAY=$DELAY: want a whole number of seconds" >&2; exit 2; }
 for b in skein skein-bench skein-gateway skein-storage; do
   [[ -x $BIN/$b ]] || { echo "$BIN/$b is missing: make build, and go build -o $BIN/ ./loadtest/cmd/skein-bench" >&2; exit 2; }
@@ -80,7 +81,12 @@ done < <(jq -r '.processes[] | select(.role == "storage") | "\(.id) \(.pid) \(.h
 
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)" | tee "$OUT/summary.txt"
 TAIL=
-if [[ ${PROFILE_TAIL:-0} == 1 ]]; then
+if [[ ${PROFILE_TAIL:-0} == 1 && $TAIL_TRANSPORT == group ]]; then
+  "$BIN/skein" consume --gateway "127.0.0.1:$GRPC_PORT" --group profile-tail --from latest --max "$RECORDS" --idle 30s profile \
+    >/dev/null 2>"$OUT/tail.txt" &
+  TAIL=$!
+  sleep 1
+elif [[ ${PROFILE_TAIL:-0} == 1 ]]; then
   "$BIN/skein-bench" consume --gateway "127.0.0.1:$GRPC_PORT" --progress 0 --topic profile --transport "$TAIL_TRANSPORT" \
     --from latest --num-records "$RECORDS" --idle-timeout 30s >"$OUT/tail.txt" 2>&1 &
   TAIL=$!

@@ -79,7 +79,8 @@ type partState struct {
 // on the interval the coordinator answers, reconciles the assignment
 // (revoked partitions are committed, then dropped, and the drop confirmed
 // by an immediate heartbeat; assigned ones start at their committed offset
-// or at AutoOffsetReset) and fetches from the partitions it owns.
+// or at AutoOffsetReset) and reads the partitions it owns, each through a
+// Follow stream from its leader that stays open from Poll to Poll.
 //
 // Poll, Commit, CommitSync and Close must be called from one goroutine, and
 // Poll often enough that heartbeats keep within the session timeout: a
@@ -101,6 +102,13 @@ type GroupConsumer struct {
 	// failed: the failed deliveries of records of owned partitions, by
 	// offset, as the last heartbeat (or this member's nacks) said.
 	failed map[TopicPartition]map[int64]int32
+
+	// follows: the Follow stream of each owned partition with a position
+	// (groupfollow.go); followAfter: when a partition whose stream failed
+	// may have another; inbox: the streams' answers.
+	follows     map[TopicPartition]*follower
+	followAfter map[TopicPartition]time.Time
+	inbox       chan followAnswer
 }
 
 // NewGroupConsumer makes a group consumer; it joins on the first Poll.
@@ -130,7 +138,8 @@ func (c *Client) NewGroupConsumer(cfg GroupConsumerConfig) (*GroupConsumer, erro
 	if cfg.MemberID == "" {
 		cfg.MemberID = NewMemberID()
 	}
-	return &GroupConsumer{c: c, groups: c.Groups(), cfg: cfg, memberID: cfg.MemberID, owned: map[TopicPartition]*partState{}}, nil
+	return &GroupConsumer{c: c, groups: c.Groups(), cfg: cfg, memberID: cfg.MemberID, owned: map[TopicPartition]*partState{},
+		follows: map[TopicPartition]*follower{}, followAfter: map[TopicPartition]time.Time{}}, nil
 }
 
 // NewMemberID answers a fresh random member id (32 hex digits). Members
@@ -217,11 +226,12 @@ func (g *GroupConsumer) Poll(ctx context.Context) ([]ConsumedRecord, error) {
 	if err := g.resolvePositions(ctx); err != nil {
 		return nil, err
 	}
+	g.syncFollows()
 	wait := min(g.cfg.MaxWait, max(time.Until(g.nextHB), 0))
 	if !g.anyPositioned() {
 		return nil, sleep(ctx, wait) // nothing owned, or no position known yet
 	}
-	return g.fetch(ctx, wait)
+	return g.pollFollowed(ctx, wait)
 }
 
 // anyPositioned reports whether some owned partition can be fetched.
@@ -524,45 +534,6 @@ func (c *Client) fetchUntil(ctx context.Context, req FetchRequest, deadline time
 	}
 }
 
-// fetch reads every owned partition at once.
-func (g *GroupConsumer) fetch(ctx context.Context, wait time.Duration) ([]ConsumedRecord, error) {
-	var reqs []FetchRequest
-	for _, tp := range g.Assignment() {
-		if g.owned[tp].pos < 0 {
-			continue // its offset is pending in a transaction
-		}
-		reqs = append(reqs, FetchRequest{Topic: tp.Topic, Partition: tp.Partition, Offset: g.owned[tp].pos,
-			MaxRecords: g.cfg.MaxRecords, MaxWait: wait, Isolation: g.cfg.Isolation})
-	}
-	var out []ConsumedRecord
-	var firstErr error
-	failed, outOfRange := 0, false
-	for _, a := range g.c.FetchAny(ctx, reqs, g.cfg.MaxRecords, g.cfg.MinBytes) {
-		ps := g.owned[TopicPartition{a.Request.Topic, a.Request.Partition}]
-		switch {
-		case a.Err == nil:
-			out = append(out, a.Records...)
-			ps.pos = a.Next
-		case errs.Of(a.Err) == errs.OffsetOutOfRange:
-			g.c.log.InfoContext(ctx, "position out of range, resetting", "topic", a.Request.Topic, "partition", a.Request.Partition,
-				"offset", ps.pos, "reset", g.cfg.AutoOffsetReset)
-			ps.pos, outOfRange = -2, true
-		default:
-			failed++
-			firstErr = cmp.Or(firstErr, a.Err)
-		}
-	}
-	if outOfRange {
-		if err := g.resetPositions(ctx, func(ps *partState) bool { return ps.pos == -2 }); err != nil {
-			return out, err
-		}
-	}
-	if failed == len(reqs) {
-		return nil, firstErr
-	}
-	return out, nil
-}
-
 // Commit commits the given offsets (the next offset to read, as Kafka) of
 // partitions the member owns, at its epoch. It answers the first
 // partition's refusal, if any (STALE_MEMBER_EPOCH for a partition the member
@@ -617,6 +588,7 @@ func (g *GroupConsumer) Close(ctx context.Context) error {
 		return nil
 	}
 	g.closed = true
+	g.stopFollows()
 	defer g.groups.Close()
 	if g.epoch <= 0 {
 		return nil
