@@ -556,6 +556,11 @@ measure skein consume from-output parse_skein "$WORK/sk-consume-grpc.json" \
   "${C[@]}" --transport grpc --topic bench-async --num-records "$MSGS"
 measure skein consume-rest from-output parse_skein "$WORK/sk-consume-rest.json" \
   "${C[@]}" --transport rest --topic bench-async --num-records "$MSGS"
+# The same catch-up over the gateway's Tail, a stream per partition that
+# the gateway feeds from one Follow stream from the leader: a streaming
+# reader, as JetStream's ordered consumer is a pushed one.
+measure skein consume-tail from-output parse_skein "$WORK/sk-consume-tail.json" \
+  "${C[@]}" --transport tail --topic bench-async --num-records "$MSGS"
 HALF=$(jq -r 'select(.system == "skein" and .workload == "produce-async") | .per_s / 2 | floor' "$RESULTS")
 HALF_MSGS=$((HALF * RATE_SECS))
 stalls_start sk-half-stalls
@@ -599,6 +604,7 @@ ROWS='[
   ["produce-fsync-keyless", "same, one gateway stream (10 records × 16), keyless", "produce-fsync"],
   ["consume", "consume, catch-up: JetStream ordered consumer; Skein gateway gRPC Fetch (3 partitions, 2000 per fetch)", "consume"],
   ["consume-rest", "same, Skein REST", "consume"],
+  ["consume-tail", "same, Skein gateway gRPC Tail (a stream per partition)", "consume"],
   ["produce-half-rate", "produce at a fixed rate, half of Skein'"'"'s async peak (Skein gRPC stream)", null],
   ["machine-half-rate", "same time, the machine: how late a real-time sleeper woke (`skein-bench stalls`), how busy the CPUs were", null],
   ["produce-half-rate-tailed", "same rate, a consumer tailing the topic ('"$TAIL_LABEL"' from its end): produce latency", null],
