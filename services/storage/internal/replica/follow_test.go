@@ -2,13 +2,20 @@ package replica_test
 
 import (
 	"context"
+	"io"
+	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+
 	controllerv1 "skein/gen/skein/controller/v1"
 	storagev1 "skein/gen/skein/storage/v1"
+	"skein/libs/acl"
 	"skein/libs/errs"
 	"skein/libs/metadata"
+	"skein/libs/peerauth"
 	"skein/libs/record"
 	"skein/libs/rpcerr"
 	"skein/services/storage/internal/partition"
@@ -175,5 +182,77 @@ func TestFollowRefusesWhatItCannotServe(t *testing.T) {
 	s := follow(t, ctx, nodes[0], &storagev1.FollowRequest{Topic: "t", CurrentLeaderEpoch: -1})
 	if bases, _ := answerOffsets(t, s); len(bases) != 1 || bases[0] != 0 {
 		t.Fatalf("after the refusals: %v", bases)
+	}
+}
+
+// followSink is a Follow stream served in the test's process: the answers
+// go to sent.
+type followSink struct {
+	grpc.ServerStream
+	ctx  context.Context
+	sent chan *storagev1.FollowResponse
+}
+
+func (f *followSink) Context() context.Context { return f.ctx }
+func (f *followSink) Send(r *storagev1.FollowResponse) error {
+	select {
+	case f.sent <- r:
+		return nil
+	case <-f.ctx.Done():
+		return f.ctx.Err()
+	}
+}
+
+// A Follow stream checks its reader's ACLs again as it goes, as each fetch
+// of a fetching reader is checked: taking the Read permission away ends
+// the stream with TOPIC_AUTHORIZATION_FAILED.
+func TestFollowEndsWhenReadIsRevoked(t *testing.T) {
+	_, nodes := startNodes(t)
+	if r := produce(t, nodes[0], "a"); r.GetErrorCode() != 0 {
+		t.Fatalf("produce: %v", r)
+	}
+	grant := metadata.AclRecord(acl.Binding{Principal: "User:alice", Resource: acl.Topic, Name: "t", Pattern: acl.Literal,
+		Operation: acl.Read, Permission: acl.Allow})
+	img := metadata.New("c")
+	if err := img.Apply(&controllerv1.MetadataDelta{Version: 1, Records: []*controllerv1.MetadataRecord{grant}}); err != nil {
+		t.Fatal(err)
+	}
+	var current atomic.Pointer[metadata.Image]
+	current.Store(img)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	// Set before any call of the test reads it; the node's own replication
+	// does not.
+	nodes[0].api.Authorize(peerauth.NewAuthorizer(current.Load, nil, log))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	alice := peerauth.Peer{Role: "client", ID: "alice", Principal: "User:alice"}
+	sink := &followSink{ctx: peerauth.WithCaller(ctx, peerauth.CallerOf(alice, "")), sent: make(chan *storagev1.FollowResponse, 8)}
+	done := make(chan error, 1)
+	go func() {
+		done <- nodes[0].api.Follow(&storagev1.FollowRequest{Topic: "t", CurrentLeaderEpoch: -1}, sink)
+	}()
+	select {
+	case r := <-sink.sent:
+		if len(r.GetPartition().GetRecords()) == 0 {
+			t.Fatal("an empty first answer")
+		}
+	case err := <-done:
+		t.Fatalf("the stream ended before its first answer: %v", err)
+	case <-ctx.Done():
+		t.Fatal("no answer in 20 s")
+	}
+
+	revoked := metadata.New("c")
+	current.Store(revoked)
+	start := time.Now()
+	select {
+	case err := <-done:
+		if c := errs.Of(rpcerr.FromStatus(err)); c != errs.TopicAuthorizationFailed {
+			t.Errorf("the stream ended with %v, want TOPIC_AUTHORIZATION_FAILED", err)
+		}
+		t.Logf("the stream ended %v after the revocation", time.Since(start).Round(time.Millisecond))
+	case <-ctx.Done():
+		t.Fatal("the stream outlived its reader's Read permission by 20 s")
 	}
 }

@@ -22,6 +22,12 @@ const DefaultFollowBytes = 1 << 20
 // one) is still noticed.
 const DefaultFollowRecheck = time.Second
 
+// FollowReauthorize is how often a Follow stream checks its reader's ACLs
+// again: a Read permission taken away ends the streams it allowed within
+// about this long (plus a wait for the high watermark), as it refuses the
+// next fetch of a fetching reader.
+const FollowReauthorize = time.Second
+
 // SetFollowRecheck sets how long a Follow stream waits for a move of the
 // high watermark before it reads again anyway (DefaultFollowRecheck). Call
 // it before serving.
@@ -39,9 +45,16 @@ func (s *Server) Follow(req *storagev1.FollowRequest, stream storagev1.StorageSe
 	if req.GetFetchOffset() < 0 || req.GetMaxBytes() < 0 || req.GetMaxRecords() < 0 {
 		return rpcerr.ToGRPC(errs.Errorf(errs.InvalidRequest, "fetch_offset, max_bytes and max_records must not be negative"))
 	}
-	if denied := s.refusals(ctx, "", storagev1.StorageService_Follow_FullMethodName, []string{req.GetTopic()}, acl.Read); denied != nil && denied[0] != nil {
-		return rpcerr.ToGRPC(denied[0])
+	authorize := func() error {
+		if denied := s.refusals(ctx, "", storagev1.StorageService_Follow_FullMethodName, []string{req.GetTopic()}, acl.Read); denied != nil && denied[0] != nil {
+			return rpcerr.ToGRPC(denied[0])
+		}
+		return nil
 	}
+	if err := authorize(); err != nil {
+		return err
+	}
+	authorized := time.Now()
 	tp := partition.TP{Topic: req.GetTopic(), Partition: req.GetPartition()}
 	readCommitted := req.GetIsolationLevel() == skeinv1.IsolationLevel_READ_COMMITTED
 	maxBytes := answerBytes(req.GetMaxBytes(), DefaultFollowBytes)
@@ -59,6 +72,12 @@ func (s *Server) Follow(req *storagev1.FollowRequest, stream storagev1.StorageSe
 		case <-s.draining: // also when the reader is never left waiting
 			return rpcerr.ToGRPC(errs.Errorf(errs.NotLeaderOrFollower, "broker is shutting down"))
 		default:
+		}
+		if time.Since(authorized) >= FollowReauthorize {
+			if err := authorize(); err != nil {
+				return err
+			}
+			authorized = time.Now()
 		}
 		p, err := s.replicas.Get(tp)
 		if err != nil {
