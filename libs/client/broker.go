@@ -32,8 +32,10 @@ type brokerConn struct {
 	nextCorr uint64         // guarded by sendMu
 
 	// follow is the connection of Follow streams (see followDialOptions),
-	// dialled on first use; guarded by mu.
+	// dialled on first use; guarded by mu, as closed (after close, no new
+	// one is dialled).
 	follow *grpc.ClientConn
+	closed bool
 }
 
 // produceStream is one incarnation of the ProduceStream; when it fails every
@@ -77,7 +79,7 @@ func (c *Client) broker(id int32) (*brokerConn, error) {
 func (b *brokerConn) close() {
 	b.mu.Lock()
 	s, follow := b.stream, b.follow
-	b.follow = nil
+	b.follow, b.closed = nil, true
 	b.mu.Unlock()
 	if s != nil {
 		b.fail(s, errs.Errorf(errs.NetworkException, "connection to broker %d closed", b.id))
@@ -92,6 +94,9 @@ func (b *brokerConn) close() {
 func (b *brokerConn) followClient() (storagev1.StorageServiceClient, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.closed {
+		return nil, errs.Errorf(errs.BrokerNotAvailable, "the connection to broker %d is closed", b.id)
+	}
 	if b.follow == nil {
 		cc, err := grpc.NewClient(b.addr, b.c.followDialOptions()...)
 		if err != nil {

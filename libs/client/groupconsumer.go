@@ -104,9 +104,11 @@ type GroupConsumer struct {
 	failed map[TopicPartition]map[int64]int32
 
 	// follows: the Follow stream of each owned partition with a position
-	// (groupfollow.go); followAfter: when a partition whose stream failed
-	// may have another; inbox: the streams' answers.
+	// (groupfollow.go); stopped: streams cancelled that may not have ended
+	// yet; followAfter: when a partition whose stream failed may have
+	// another; inbox: the streams' answers.
 	follows     map[TopicPartition]*follower
+	stopped     []*follower
 	followAfter map[TopicPartition]time.Time
 	inbox       chan followAnswer
 }
@@ -226,7 +228,7 @@ func (g *GroupConsumer) Poll(ctx context.Context) ([]ConsumedRecord, error) {
 	if err := g.resolvePositions(ctx); err != nil {
 		return nil, err
 	}
-	g.syncFollows()
+	g.syncFollows(ctx)
 	wait := min(g.cfg.MaxWait, max(time.Until(g.nextHB), 0))
 	if !g.anyPositioned() {
 		return nil, sleep(ctx, wait) // nothing owned, or no position known yet

@@ -3,6 +3,7 @@ package client
 import (
 	"cmp"
 	"context"
+	"slices"
 	"time"
 
 	"skein/libs/errs"
@@ -34,6 +35,9 @@ const followRetry = 500 * time.Millisecond
 // follower is one owned partition's Follow stream.
 type follower struct {
 	tp TopicPartition
+	// principal is the client the stream reads for (OnBehalfOf): the
+	// leader checks the topic's ACLs for it.
+	principal string
 	// pos is the partition's position while the stream matches it: where
 	// the answers not yet handed out start.
 	pos int64
@@ -59,19 +63,31 @@ type followAnswer struct {
 // syncFollows makes the streams match the positions: a partition that is
 // no longer owned, or whose position moved, loses its stream; an owned
 // partition with a position and no stream gets one (unless its last one
-// failed a moment ago).
-func (g *GroupConsumer) syncFollows() {
+// failed a moment ago). The streams read for the client ctx names
+// (OnBehalfOf), as the fetches of a Poll would: one made for another
+// client is replaced.
+func (g *GroupConsumer) syncFollows(ctx context.Context) {
+	principal := PrincipalOf(ctx)
 	for tp, f := range g.follows {
-		if ps := g.owned[tp]; ps == nil || ps.pos != f.pos {
+		if ps := g.owned[tp]; ps == nil || ps.pos != f.pos || f.principal != principal {
 			g.stopFollow(f)
 		}
 	}
 	now := time.Now()
 	for tp, ps := range g.owned {
 		if ps.pos >= 0 && g.follows[tp] == nil && !now.Before(g.followAfter[tp]) {
-			g.startFollow(tp, ps.pos)
+			g.startFollow(principal, tp, ps.pos)
 		}
 	}
+	// Forget the stopped streams that have ended.
+	g.stopped = slices.DeleteFunc(g.stopped, func(f *follower) bool {
+		select {
+		case <-f.done:
+			return true
+		default:
+			return false
+		}
+	})
 }
 
 func (g *GroupConsumer) stopFollow(f *follower) {
@@ -79,26 +95,28 @@ func (g *GroupConsumer) stopFollow(f *follower) {
 	if g.follows[f.tp] == f {
 		delete(g.follows, f.tp)
 	}
+	g.stopped = append(g.stopped, f)
 }
 
-// stopFollows ends every stream and waits for their goroutines.
+// stopFollows ends every stream and waits until each has ended, those
+// stopped before included.
 func (g *GroupConsumer) stopFollows() {
-	var done []chan struct{}
 	for _, f := range g.follows {
 		g.stopFollow(f)
-		done = append(done, f.done)
 	}
-	for _, d := range done {
-		<-d
+	for _, f := range g.stopped {
+		<-f.done
 	}
+	g.stopped = nil
 }
 
-func (g *GroupConsumer) startFollow(tp TopicPartition, from int64) {
+func (g *GroupConsumer) startFollow(principal string, tp TopicPartition, from int64) {
 	if g.inbox == nil {
 		g.inbox = make(chan followAnswer, followInbox)
 	}
 	ctx, cancel := context.WithCancel(g.c.ctx) // ends with the client too
-	f := &follower{tp: tp, pos: from, cancel: cancel, done: make(chan struct{})}
+	ctx = OnBehalfOf(ctx, principal)
+	f := &follower{tp: tp, principal: principal, pos: from, cancel: cancel, done: make(chan struct{})}
 	g.follows[tp] = f
 	req := FetchRequest{Topic: tp.Topic, Partition: tp.Partition, Offset: from, MaxRecords: g.cfg.MaxRecords, Isolation: g.cfg.Isolation}
 	inbox := g.inbox
@@ -167,8 +185,9 @@ func copyRecords(recs []ConsumedRecord) []ConsumedRecord {
 func (g *GroupConsumer) pollFollowed(ctx context.Context, wait time.Duration) ([]ConsumedRecord, error) {
 	var out []ConsumedRecord
 	bytes := 0
+	buffered := false // records an earlier Poll had no room for: answered at once, whatever MinBytes says
 	full := func() bool { return len(out) >= g.cfg.MaxRecords }
-	enough := func() bool { return full() || len(out) > 0 && bytes >= int(g.cfg.MinBytes) }
+	enough := func() bool { return full() || len(out) > 0 && (buffered || bytes >= int(g.cfg.MinBytes)) }
 	// take hands out an answer's records, as many as fit, and moves the
 	// position past them; the rest waits in the follower.
 	take := func(f *follower, recs []ConsumedRecord, next int64) {
@@ -186,6 +205,7 @@ func (g *GroupConsumer) pollFollowed(ctx context.Context, wait time.Duration) ([
 	for _, tp := range g.Assignment() {
 		if f := g.follows[tp]; f != nil && len(f.left) > 0 && !full() {
 			take(f, f.left, f.leftNext)
+			buffered = true
 		}
 	}
 
@@ -230,12 +250,18 @@ func (g *GroupConsumer) pollFollowed(ctx context.Context, wait time.Duration) ([
 		if a.err != nil {
 			g.stopFollow(f)
 			g.followAfter[f.tp] = time.Now().Add(followRetry)
-			if errs.Of(a.err) == errs.OffsetOutOfRange {
+			switch errs.Of(a.err) {
+			case errs.OffsetOutOfRange:
 				g.c.log.InfoContext(ctx, "position out of range, resetting", "topic", f.tp.Topic, "partition", f.tp.Partition,
 					"offset", f.pos, "reset", g.cfg.AutoOffsetReset)
 				g.owned[f.tp].pos, outOfRange = -2, true
 				delete(g.followAfter, f.tp)
-			} else {
+			case errs.UnknownTopicOrPartition:
+				// A partition the coordinator assigned before this client's
+				// metadata has it, or one being deleted (the coordinator
+				// then takes it back): tried again, as a fetch would be.
+				g.c.log.InfoContext(ctx, "an owned partition is not in the metadata yet", "group", g.cfg.Group, "topic", f.tp.Topic, "partition", f.tp.Partition, "err", a.err)
+			default:
 				g.c.log.WarnContext(ctx, "following a partition failed", "group", g.cfg.Group, "topic", f.tp.Topic, "partition", f.tp.Partition, "err", a.err)
 				firstErr = cmp.Or(firstErr, a.err)
 			}
@@ -249,7 +275,13 @@ func (g *GroupConsumer) pollFollowed(ctx context.Context, wait time.Duration) ([
 	}
 	if outOfRange {
 		if err := g.resetPositions(ctx, func(ps *partState) bool { return ps.pos == -2 }); err != nil {
-			return out, err
+			if len(out) > 0 {
+				// The positions are past out already: the records go to
+				// the caller, and the reset is tried again at the next Poll.
+				g.c.log.WarnContext(ctx, "resetting positions out of range", "group", g.cfg.Group, "err", err)
+				return out, nil
+			}
+			return nil, err
 		}
 	}
 	if len(out) == 0 && firstErr != nil && len(g.follows) == 0 {

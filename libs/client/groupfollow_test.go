@@ -212,3 +212,64 @@ func TestGroupConsumerCloseEndsItsStreams(t *testing.T) {
 		t.Errorf("the leader sent %d more bytes after Close", got-sent)
 	}
 }
+
+// The streams read for the client a Poll's ctx names (OnBehalfOf), as its
+// fetches did: the leader checks that client's ACLs. A Poll for another
+// client replaces them.
+func TestGroupConsumerStreamsReadForThePollsClient(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	cl.StartGroupCoordinator(t, 1)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 1, nil)
+	produceN(t, c, "t", 1, 4)
+
+	m := newMember(t, c, "g", client.GroupConsumerConfig{MaxRecords: 2})
+	defer m.Close(ctx(t))
+	poll := func(principal string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			recs, err := m.Poll(client.OnBehalfOf(ctx(t), principal))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(recs) > 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("nothing read for %s in 10 s", principal)
+			}
+		}
+	}
+	poll("User:alice")
+	poll("User:bob")
+	named := cl.Storage[1].Named()
+	if named["follow:User:alice"] != 1 || named["follow:User:bob"] != 1 {
+		t.Errorf("follow streams named %v, want one for alice, then one for bob", named)
+	}
+}
+
+// Records an earlier Poll had no room for are answered at once, whatever
+// MinBytes asks: they do not wait for more bytes to come.
+func TestGroupConsumerAnswersHeldRecordsAtOnce(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	gcoord, _ := cl.StartGroupCoordinator(t, 1)
+	gcoord.SetHeartbeatInterval(time.Minute) // no heartbeat cuts a Poll's wait short
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 1, nil)
+	produceN(t, c, "t", 1, 5) // one batch, larger than MinBytes
+
+	m := newMember(t, c, "g", client.GroupConsumerConfig{MaxRecords: 3, MinBytes: 64, MaxWait: 10 * time.Second})
+	defer m.Close(ctx(t))
+	if got := offsetsOf(pollUntil(t, m, 3)); !slices.Equal(got, seq(0, 3)) {
+		t.Fatalf("first poll read %v, want 0..2", got)
+	}
+	start := time.Now()
+	recs, err := m.Poll(ctx(t))
+	if err != nil || !slices.Equal(offsetsOf(recs), seq(3, 5)) {
+		t.Fatalf("second poll read %v, %v; want 3 and 4", offsetsOf(recs), err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("the records held from the first poll took %v, as long as MaxWait", took)
+	}
+}

@@ -85,6 +85,14 @@ func (g *GroupCoordinator) Commits() int {
 	return g.commits
 }
 
+// SetHeartbeatInterval sets the interval answered to members from their
+// next heartbeat on.
+func (g *GroupCoordinator) SetHeartbeatInterval(d time.Duration) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.HeartbeatInterval = d
+}
+
 // Expire removes a member at once, as a session expiry would.
 func (g *GroupCoordinator) Expire(group, member string) {
 	g.mu.Lock()

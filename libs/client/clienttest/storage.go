@@ -318,8 +318,9 @@ func (s *Storage) leads(topic string, partition, clientEpoch int32) error {
 	return nil
 }
 
-// Named counts the principals produce requests and fetches named for the
-// clients they were made for, keyed "produce:User:x" and "fetch:User:x".
+// Named counts the principals produce requests, fetches and follow streams
+// named for the clients they were made for, keyed "produce:User:x",
+// "fetch:User:x" and "follow:User:x".
 func (s *Storage) Named() map[string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -513,6 +514,9 @@ func (s *Storage) Follow(req *storagev1.FollowRequest, stream storagev1.StorageS
 	s.waitStall(ctx)
 	s.mu.Lock()
 	s.follows = append(s.follows, req)
+	if md, _ := metadata.FromIncomingContext(ctx); len(md.Get(peerauth.PrincipalMD)) == 1 {
+		s.named["follow:"+md.Get(peerauth.PrincipalMD)[0]]++
+	}
 	s.mu.Unlock()
 	maxBytes := req.GetMaxBytes()
 	if maxBytes <= 0 {
