@@ -111,6 +111,8 @@ type GroupConsumer struct {
 	stopped     []*follower
 	followAfter map[TopicPartition]time.Time
 	inbox       chan followAnswer
+	// wake: see Wake.
+	wake chan struct{}
 }
 
 // NewGroupConsumer makes a group consumer; it joins on the first Poll.
@@ -141,7 +143,7 @@ func (c *Client) NewGroupConsumer(cfg GroupConsumerConfig) (*GroupConsumer, erro
 		cfg.MemberID = NewMemberID()
 	}
 	return &GroupConsumer{c: c, groups: c.Groups(), cfg: cfg, memberID: cfg.MemberID, owned: map[TopicPartition]*partState{},
-		follows: map[TopicPartition]*follower{}, followAfter: map[TopicPartition]time.Time{}}, nil
+		follows: map[TopicPartition]*follower{}, followAfter: map[TopicPartition]time.Time{}, wake: make(chan struct{}, 1)}, nil
 }
 
 // NewMemberID answers a fresh random member id (32 hex digits). Members
@@ -231,9 +233,30 @@ func (g *GroupConsumer) Poll(ctx context.Context) ([]ConsumedRecord, error) {
 	g.syncFollows(ctx)
 	wait := min(g.cfg.MaxWait, max(time.Until(g.nextHB), 0))
 	if !g.anyPositioned() {
-		return nil, sleep(ctx, wait) // nothing owned, or no position known yet
+		// Nothing owned, or no position known yet.
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-g.wake:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return nil, nil
 	}
 	return g.pollFollowed(ctx, wait)
+}
+
+// Wake makes a Poll that waits for records return now with what it has
+// (a Wake while no Poll waits makes the next one return without waiting).
+// Unlike the other methods it may be called from any goroutine: a caller
+// that has other work for the Poll's goroutine (a commit its client asked
+// for, say) need not wait for MaxWait to pass.
+func (g *GroupConsumer) Wake() {
+	select {
+	case g.wake <- struct{}{}:
+	default:
+	}
 }
 
 // anyPositioned reports whether some owned partition can be fetched.

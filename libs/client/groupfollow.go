@@ -222,6 +222,9 @@ func (g *GroupConsumer) pollFollowed(ctx context.Context, wait time.Duration) ([
 			case <-timer.C:
 				block = false
 				continue
+			case <-g.wake:
+				block = false
+				continue
 			case <-ctx.Done():
 				if len(out) > 0 {
 					return out, nil

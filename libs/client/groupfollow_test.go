@@ -273,3 +273,49 @@ func TestGroupConsumerAnswersHeldRecordsAtOnce(t *testing.T) {
 		t.Errorf("the records held from the first poll took %v, as long as MaxWait", took)
 	}
 }
+
+// Wake, from another goroutine, ends a Poll's wait for records at once;
+// one while no Poll waits makes the next one return without waiting.
+func TestGroupConsumerWakeEndsAPollsWait(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	gcoord, _ := cl.StartGroupCoordinator(t, 1)
+	gcoord.SetHeartbeatInterval(time.Minute) // no heartbeat cuts a Poll's wait short
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 1, nil)
+	produceN(t, c, "t", 1, 1)
+
+	m := newMember(t, c, "g", client.GroupConsumerConfig{MaxWait: 30 * time.Second})
+	defer m.Close(ctx(t))
+	pollUntil(t, m, 1) // joined, positioned, read to the end
+	type polled struct {
+		n   int
+		err error
+		d   time.Duration
+	}
+	done := make(chan polled, 1)
+	go func() {
+		start := time.Now()
+		recs, err := m.Poll(ctx(t))
+		done <- polled{len(recs), err, time.Since(start)}
+	}()
+	time.Sleep(100 * time.Millisecond) // the Poll waits
+	m.Wake()
+	select {
+	case p := <-done:
+		if p.err != nil || p.n != 0 {
+			t.Errorf("the woken Poll answered %d records, %v", p.n, p.err)
+		}
+		t.Logf("the Poll returned %v after it began", p.d.Round(time.Millisecond))
+	case <-time.After(10 * time.Second):
+		t.Fatal("a woken Poll still waited after 10 s of its 30 s")
+	}
+
+	m.Wake()
+	start := time.Now()
+	if recs, err := m.Poll(ctx(t)); err != nil || len(recs) != 0 {
+		t.Fatalf("a Poll after a Wake: %d records, %v", len(recs), err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("a Poll after a Wake waited %v", d)
+	}
+}

@@ -82,6 +82,7 @@ func (s *Group) Consume(stream skeinv1.GroupService_ConsumeServer) error {
 			}
 			select {
 			case commits <- m:
+				gc.Wake() // answered now, not after the poll's wait
 			case <-ctx.Done():
 				return
 			}

@@ -362,6 +362,58 @@ func TestGroupResetOffsetsOfAnEmptyGroup(t *testing.T) {
 	}
 }
 
+// A commit on a Consume stream is answered at once, not after the
+// gateway's wait for records on an idle topic (half a second) has passed.
+func TestGroupConsumeStreamAnswersCommitsAtOnce(t *testing.T) {
+	e := startGroups(t)
+	e.coord.SetHeartbeatInterval(time.Minute) // no heartbeat cuts the gateway's wait short
+	e.mustDo("POST", "/v1/topics", `{"name": "t", "partitions": 1, "replication_factor": 1}`)
+	e.produce("t", 1, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	stream, err := skeinv1.NewGroupServiceClient(dialGRPC(t, e.gw.GRPCAddr())).Consume(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&skeinv1.ConsumeRequest{Kind: &skeinv1.ConsumeRequest_Subscribe{Subscribe: &skeinv1.JoinGroupRequest{
+		Group: "s", Topics: []string{"t"}, AutoOffsetReset: "earliest"}}}); err != nil {
+		t.Fatal(err)
+	}
+	for read := false; !read; {
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		read = len(resp.GetRecords().GetRecords()) > 0
+	}
+	// The topic is idle now: each commit arrives while the gateway waits.
+	var took []time.Duration
+	for range 5 {
+		time.Sleep(50 * time.Millisecond)
+		start := time.Now()
+		if err := stream.Send(&skeinv1.ConsumeRequest{Kind: &skeinv1.ConsumeRequest_Commit{Commit: &skeinv1.CommitOffsetsRequest{
+			Group: "s", Offsets: []*skeinv1.TopicPartitionOffset{{Topic: "t", Partition: 0, Offset: 1}}}}}); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			resp, err := stream.Recv()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.GetCommitted() != nil {
+				break
+			}
+		}
+		took = append(took, time.Since(start))
+	}
+	slices.Sort(took)
+	t.Logf("commits answered after %v", took)
+	// Waiting out the rest of the gateway's wait, each took 450 ms here.
+	if took[2] > 100*time.Millisecond {
+		t.Errorf("commits answered after %v: the median is over 100 ms", took)
+	}
+}
+
 // Consume over gRPC: subscribe, get records and the assignment, commit on
 // the stream; the consumed records join their producer's trace.
 func TestGroupConsumeStream(t *testing.T) {
