@@ -30,6 +30,18 @@ func pollUntil(t *testing.T, gc *client.GroupConsumer, n int) []client.ConsumedR
 	return out
 }
 
+// groupOn starts a one-broker fake cluster with a group coordinator, and
+// a topic "t" of partitions partitions holding perPartition records each.
+func groupOn(t *testing.T, partitions int32, perPartition int) (*clienttest.Cluster, *clienttest.GroupCoordinator, *client.Client) {
+	t.Helper()
+	cl := clienttest.Start(t, 1)
+	gcoord, _ := cl.StartGroupCoordinator(t, 1)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", partitions, nil)
+	produceN(t, c, "t", partitions, perPartition)
+	return cl, gcoord, c
+}
+
 func offsetsOf(recs []client.ConsumedRecord) []int64 {
 	out := make([]int64, len(recs))
 	for i, r := range recs {
@@ -50,11 +62,7 @@ func seq(from, to int64) []int64 {
 // from Poll to Poll: records produced later come on the same stream, and
 // the member sends no fetch requests.
 func TestGroupConsumerKeepsOneStreamPerPartition(t *testing.T) {
-	cl := clienttest.Start(t, 1)
-	cl.StartGroupCoordinator(t, 1)
-	c := newClient(t, cl)
-	createTopic(t, c, "t", 2, nil)
-	produceN(t, c, "t", 2, 5)
+	cl, _, c := groupOn(t, 2, 5)
 
 	m := newMember(t, c, "g", client.GroupConsumerConfig{})
 	defer m.Close(ctx(t))
@@ -87,11 +95,7 @@ func TestGroupConsumerKeepsOneStreamPerPartition(t *testing.T) {
 // read from the new offset, in order, and what the old stream had sent on
 // is not handed out.
 func TestGroupConsumerSeekRestartsTheStream(t *testing.T) {
-	cl := clienttest.Start(t, 1)
-	cl.StartGroupCoordinator(t, 1)
-	c := newClient(t, cl)
-	createTopic(t, c, "t", 1, nil)
-	produceN(t, c, "t", 1, 12)
+	cl, _, c := groupOn(t, 1, 12)
 	tp := client.TopicPartition{Topic: "t", Partition: 0}
 
 	m := newMember(t, c, "g", client.GroupConsumerConfig{MaxRecords: 5})
@@ -125,11 +129,7 @@ func TestGroupConsumerSeekRestartsTheStream(t *testing.T) {
 // OFFSET_OUT_OF_RANGE; the member moves to AutoOffsetReset and reads on
 // from there.
 func TestGroupConsumerResetsAPositionOutOfRange(t *testing.T) {
-	cl := clienttest.Start(t, 1)
-	cl.StartGroupCoordinator(t, 1)
-	c := newClient(t, cl)
-	createTopic(t, c, "t", 1, nil)
-	produceN(t, c, "t", 1, 10)
+	cl, _, c := groupOn(t, 1, 10)
 	tp := client.TopicPartition{Topic: "t", Partition: 0}
 
 	m := newMember(t, c, "g", client.GroupConsumerConfig{MaxRecords: 3})
@@ -149,11 +149,7 @@ func TestGroupConsumerResetsAPositionOutOfRange(t *testing.T) {
 // first in the next Poll. A revoked partition's stream ends with the
 // revocation: the records that come after are not the member's.
 func TestGroupConsumerSplitsAnswersAndDropsRevokedStreams(t *testing.T) {
-	cl := clienttest.Start(t, 1)
-	cl.StartGroupCoordinator(t, 1)
-	c := newClient(t, cl)
-	createTopic(t, c, "t", 2, nil)
-	produceN(t, c, "t", 2, 8)
+	_, _, c := groupOn(t, 2, 8)
 
 	a := newMember(t, c, "g", client.GroupConsumerConfig{MaxRecords: 3})
 	defer a.Close(ctx(t))
@@ -192,11 +188,7 @@ func TestGroupConsumerSplitsAnswersAndDropsRevokedStreams(t *testing.T) {
 // Close ends the member's streams: a record produced after it reaches no
 // one, and Close returns only once the streams have stopped.
 func TestGroupConsumerCloseEndsItsStreams(t *testing.T) {
-	cl := clienttest.Start(t, 1)
-	cl.StartGroupCoordinator(t, 1)
-	c := newClient(t, cl)
-	createTopic(t, c, "t", 1, nil)
-	produceN(t, c, "t", 1, 2)
+	cl, _, c := groupOn(t, 1, 2)
 	m := newMember(t, c, "g", client.GroupConsumerConfig{})
 	pollUntil(t, m, 2)
 	sent := cl.Storage[1].FollowSent()
@@ -217,11 +209,7 @@ func TestGroupConsumerCloseEndsItsStreams(t *testing.T) {
 // fetches did: the leader checks that client's ACLs. A Poll for another
 // client replaces them.
 func TestGroupConsumerStreamsReadForThePollsClient(t *testing.T) {
-	cl := clienttest.Start(t, 1)
-	cl.StartGroupCoordinator(t, 1)
-	c := newClient(t, cl)
-	createTopic(t, c, "t", 1, nil)
-	produceN(t, c, "t", 1, 4)
+	cl, _, c := groupOn(t, 1, 4)
 
 	m := newMember(t, c, "g", client.GroupConsumerConfig{MaxRecords: 2})
 	defer m.Close(ctx(t))
@@ -252,12 +240,8 @@ func TestGroupConsumerStreamsReadForThePollsClient(t *testing.T) {
 // Records an earlier Poll had no room for are answered at once, whatever
 // MinBytes asks: they do not wait for more bytes to come.
 func TestGroupConsumerAnswersHeldRecordsAtOnce(t *testing.T) {
-	cl := clienttest.Start(t, 1)
-	gcoord, _ := cl.StartGroupCoordinator(t, 1)
+	_, gcoord, c := groupOn(t, 1, 5)         // one batch of 5, larger than MinBytes
 	gcoord.SetHeartbeatInterval(time.Minute) // no heartbeat cuts a Poll's wait short
-	c := newClient(t, cl)
-	createTopic(t, c, "t", 1, nil)
-	produceN(t, c, "t", 1, 5) // one batch, larger than MinBytes
 
 	m := newMember(t, c, "g", client.GroupConsumerConfig{MaxRecords: 3, MinBytes: 64, MaxWait: 10 * time.Second})
 	defer m.Close(ctx(t))
@@ -277,12 +261,8 @@ func TestGroupConsumerAnswersHeldRecordsAtOnce(t *testing.T) {
 // Wake, from another goroutine, ends a Poll's wait for records at once;
 // one while no Poll waits makes the next one return without waiting.
 func TestGroupConsumerWakeEndsAPollsWait(t *testing.T) {
-	cl := clienttest.Start(t, 1)
-	gcoord, _ := cl.StartGroupCoordinator(t, 1)
+	_, gcoord, c := groupOn(t, 1, 1)
 	gcoord.SetHeartbeatInterval(time.Minute) // no heartbeat cuts a Poll's wait short
-	c := newClient(t, cl)
-	createTopic(t, c, "t", 1, nil)
-	produceN(t, c, "t", 1, 1)
 
 	m := newMember(t, c, "g", client.GroupConsumerConfig{MaxWait: 30 * time.Second})
 	defer m.Close(ctx(t))

@@ -362,6 +362,21 @@ func TestGroupResetOffsetsOfAnEmptyGroup(t *testing.T) {
 	}
 }
 
+// subscribe opens a Consume stream on e's gateway and subscribes it to
+// topic as a member of group, reading from the earliest offset.
+func subscribe(t *testing.T, ctx context.Context, e *groupEnv, group, topic string) skeinv1.GroupService_ConsumeClient {
+	t.Helper()
+	stream, err := skeinv1.NewGroupServiceClient(dialGRPC(t, e.gw.GRPCAddr())).Consume(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&skeinv1.ConsumeRequest{Kind: &skeinv1.ConsumeRequest_Subscribe{Subscribe: &skeinv1.JoinGroupRequest{
+		Group: group, Topics: []string{topic}, AutoOffsetReset: "earliest"}}}); err != nil {
+		t.Fatal(err)
+	}
+	return stream
+}
+
 // A commit on a Consume stream is answered at once, not after the
 // gateway's wait for records on an idle topic (half a second) has passed.
 func TestGroupConsumeStreamAnswersCommitsAtOnce(t *testing.T) {
@@ -371,14 +386,7 @@ func TestGroupConsumeStreamAnswersCommitsAtOnce(t *testing.T) {
 	e.produce("t", 1, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	stream, err := skeinv1.NewGroupServiceClient(dialGRPC(t, e.gw.GRPCAddr())).Consume(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := stream.Send(&skeinv1.ConsumeRequest{Kind: &skeinv1.ConsumeRequest_Subscribe{Subscribe: &skeinv1.JoinGroupRequest{
-		Group: "s", Topics: []string{"t"}, AutoOffsetReset: "earliest"}}}); err != nil {
-		t.Fatal(err)
-	}
+	stream := subscribe(t, ctx, e, "s", "t")
 	for read := false; !read; {
 		resp, err := stream.Recv()
 		if err != nil {
@@ -423,14 +431,7 @@ func TestGroupConsumeStream(t *testing.T) {
 	e.produce("t", 2, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	stream, err := skeinv1.NewGroupServiceClient(dialGRPC(t, e.gw.GRPCAddr())).Consume(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := stream.Send(&skeinv1.ConsumeRequest{Kind: &skeinv1.ConsumeRequest_Subscribe{Subscribe: &skeinv1.JoinGroupRequest{
-		Group: "s", Topics: []string{"t"}, AutoOffsetReset: "earliest"}}}); err != nil {
-		t.Fatal(err)
-	}
+	stream := subscribe(t, ctx, e, "s", "t")
 	resp, err := stream.Recv()
 	if err != nil || resp.GetJoined() == nil || resp.GetJoined().GetMemberId() == "" {
 		t.Fatalf("first answer %v %v", resp, err)
