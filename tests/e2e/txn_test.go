@@ -177,6 +177,32 @@ func TestTransactionsOverREST(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A group member on the gateway's Consume stream (skein consume
+	// --group) reads the committed records only under --read-committed,
+	// and every one of them without it.
+	bin, err := BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	member := func(group string, args ...string) []string {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, filepath.Join(bin, "skein"), append([]string{"consume", "--group", group, "--idle", "3s"}, append(args, topic)...)...)
+		cmd.Env = append(os.Environ(), "SKEIN_GATEWAY="+d.GRPCAddr)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("skein consume --group %s %v: %v", group, args, err)
+		}
+		got := strings.Fields(string(out))
+		slices.Sort(got)
+		return got
+	}
+	if got := member("e2e-rc", "--read-committed"); !slices.Equal(got, []string{"a", "b", "c"}) {
+		t.Errorf("a read_committed member read %v, want the committed a b c", got)
+	}
+	if got := member("e2e-ru"); !slices.Equal(got, []string{"a", "b", "c", "open-1", "open-2", "x"}) {
+		t.Errorf("a read_uncommitted member read %v, want every record", got)
+	}
+
 	// The same over gRPC: InitProducer for an idempotent producer.
 	tc := skeinv1.NewTransactionServiceClient(grpcConn(t, d))
 	r1, err := tc.InitProducer(ctx, &skeinv1.InitProducerRequest{})

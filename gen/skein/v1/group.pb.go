@@ -33,8 +33,13 @@ type JoinGroupRequest struct {
 	Assignor string `protobuf:"bytes,5,opt,name=assignor,proto3" json:"assignor,omitempty"`
 	// "earliest" or "latest" (the default), for partitions with no committed offset.
 	AutoOffsetReset string `protobuf:"bytes,6,opt,name=auto_offset_reset,json=autoOffsetReset,proto3" json:"auto_offset_reset,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// What a Consume stream subscribed with this request reads: with
+	// READ_COMMITTED, records of committed transactions only, up to the last
+	// stable offset (Kafka's isolation.level). A unary JoinGroup keeps no
+	// reader, and ignores it: FetchGroupRecords names its own.
+	IsolationLevel IsolationLevel `protobuf:"varint,7,opt,name=isolation_level,json=isolationLevel,proto3,enum=skein.v1.IsolationLevel" json:"isolation_level,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *JoinGroupRequest) Reset() {
@@ -107,6 +112,13 @@ func (x *JoinGroupRequest) GetAutoOffsetReset() string {
 		return x.AutoOffsetReset
 	}
 	return ""
+}
+
+func (x *JoinGroupRequest) GetIsolationLevel() IsolationLevel {
+	if x != nil {
+		return x.IsolationLevel
+	}
+	return IsolationLevel_READ_UNCOMMITTED
 }
 
 type JoinGroupResponse struct {
@@ -2082,7 +2094,7 @@ var File_skein_v1_group_proto protoreflect.FileDescriptor
 
 const file_skein_v1_group_proto_rawDesc = "" +
 	"\n" +
-	"\x14skein/v1/group.proto\x12\bskein.v1\x1a\x15skein/v1/errors.proto\x1a\x16skein/v1/records.proto\"\xf3\x01\n" +
+	"\x14skein/v1/group.proto\x12\bskein.v1\x1a\x15skein/v1/errors.proto\x1a\x16skein/v1/records.proto\"\xb6\x02\n" +
 	"\x10JoinGroupRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x16\n" +
 	"\x06topics\x18\x02 \x03(\tR\x06topics\x12\x1f\n" +
@@ -2090,7 +2102,8 @@ const file_skein_v1_group_proto_rawDesc = "" +
 	"instanceId\x121\n" +
 	"\x12session_timeout_ms\x18\x04 \x01(\x05H\x00R\x10sessionTimeoutMs\x88\x01\x01\x12\x1a\n" +
 	"\bassignor\x18\x05 \x01(\tR\bassignor\x12*\n" +
-	"\x11auto_offset_reset\x18\x06 \x01(\tR\x0fautoOffsetResetB\x15\n" +
+	"\x11auto_offset_reset\x18\x06 \x01(\tR\x0fautoOffsetReset\x12A\n" +
+	"\x0fisolation_level\x18\a \x01(\x0e2\x18.skein.v1.IsolationLevelR\x0eisolationLevelB\x15\n" +
 	"\x13_session_timeout_ms\"\xc2\x01\n" +
 	"\x11JoinGroupResponse\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12!\n" +
@@ -2324,72 +2337,73 @@ var file_skein_v1_group_proto_goTypes = []any{
 	nil,                               // 31: skein.v1.GetGroupConfigResponse.ConfigsEntry
 	nil,                               // 32: skein.v1.SetGroupConfigRequest.ConfigsEntry
 	nil,                               // 33: skein.v1.SetGroupConfigResponse.ConfigsEntry
-	(*TopicPartitions)(nil),           // 34: skein.v1.TopicPartitions
-	(IsolationLevel)(0),               // 35: skein.v1.IsolationLevel
+	(IsolationLevel)(0),               // 34: skein.v1.IsolationLevel
+	(*TopicPartitions)(nil),           // 35: skein.v1.TopicPartitions
 	(Encoding)(0),                     // 36: skein.v1.Encoding
 	(*ConsumedRecord)(nil),            // 37: skein.v1.ConsumedRecord
 	(ErrorCode)(0),                    // 38: skein.v1.ErrorCode
 }
 var file_skein_v1_group_proto_depIdxs = []int32{
-	34, // 0: skein.v1.JoinGroupResponse.assignment:type_name -> skein.v1.TopicPartitions
-	34, // 1: skein.v1.HeartbeatResponse.assignment:type_name -> skein.v1.TopicPartitions
-	35, // 2: skein.v1.FetchGroupRecordsRequest.isolation_level:type_name -> skein.v1.IsolationLevel
-	5,  // 3: skein.v1.FetchGroupRecordsRequest.positions:type_name -> skein.v1.TopicPartitionOffset
-	36, // 4: skein.v1.FetchGroupRecordsRequest.encoding:type_name -> skein.v1.Encoding
-	37, // 5: skein.v1.FetchGroupRecordsResponse.records:type_name -> skein.v1.ConsumedRecord
-	5,  // 6: skein.v1.FetchGroupRecordsResponse.positions:type_name -> skein.v1.TopicPartitionOffset
-	34, // 7: skein.v1.FetchGroupRecordsResponse.assignment:type_name -> skein.v1.TopicPartitions
-	5,  // 8: skein.v1.CommitOffsetsRequest.offsets:type_name -> skein.v1.TopicPartitionOffset
-	9,  // 9: skein.v1.CommitOffsetsResponse.results:type_name -> skein.v1.PartitionCommitResult
-	38, // 10: skein.v1.PartitionCommitResult.error_code:type_name -> skein.v1.ErrorCode
-	12, // 11: skein.v1.GetOffsetsResponse.offsets:type_name -> skein.v1.CommittedOffset
-	17, // 12: skein.v1.ListGroupsResponse.groups:type_name -> skein.v1.GroupSummary
-	20, // 13: skein.v1.DescribeGroupResponse.members:type_name -> skein.v1.GroupMember
-	12, // 14: skein.v1.DescribeGroupResponse.offsets:type_name -> skein.v1.CommittedOffset
-	34, // 15: skein.v1.GroupMember.assignment:type_name -> skein.v1.TopicPartitions
-	0,  // 16: skein.v1.ConsumeRequest.subscribe:type_name -> skein.v1.JoinGroupRequest
-	7,  // 17: skein.v1.ConsumeRequest.commit:type_name -> skein.v1.CommitOffsetsRequest
-	25, // 18: skein.v1.ConsumeRequest.nack:type_name -> skein.v1.NackRecordRequest
-	1,  // 19: skein.v1.ConsumeResponse.joined:type_name -> skein.v1.JoinGroupResponse
-	6,  // 20: skein.v1.ConsumeResponse.records:type_name -> skein.v1.FetchGroupRecordsResponse
-	3,  // 21: skein.v1.ConsumeResponse.assignment:type_name -> skein.v1.HeartbeatResponse
-	8,  // 22: skein.v1.ConsumeResponse.committed:type_name -> skein.v1.CommitOffsetsResponse
-	26, // 23: skein.v1.ConsumeResponse.nacked:type_name -> skein.v1.NackRecordResponse
-	38, // 24: skein.v1.NackRecordResponse.error_code:type_name -> skein.v1.ErrorCode
-	31, // 25: skein.v1.GetGroupConfigResponse.configs:type_name -> skein.v1.GetGroupConfigResponse.ConfigsEntry
-	32, // 26: skein.v1.SetGroupConfigRequest.configs:type_name -> skein.v1.SetGroupConfigRequest.ConfigsEntry
-	33, // 27: skein.v1.SetGroupConfigResponse.configs:type_name -> skein.v1.SetGroupConfigResponse.ConfigsEntry
-	0,  // 28: skein.v1.GroupService.JoinGroup:input_type -> skein.v1.JoinGroupRequest
-	2,  // 29: skein.v1.GroupService.Heartbeat:input_type -> skein.v1.HeartbeatRequest
-	4,  // 30: skein.v1.GroupService.FetchGroupRecords:input_type -> skein.v1.FetchGroupRecordsRequest
-	7,  // 31: skein.v1.GroupService.CommitOffsets:input_type -> skein.v1.CommitOffsetsRequest
-	10, // 32: skein.v1.GroupService.GetOffsets:input_type -> skein.v1.GetOffsetsRequest
-	13, // 33: skein.v1.GroupService.LeaveGroup:input_type -> skein.v1.LeaveGroupRequest
-	15, // 34: skein.v1.GroupService.ListGroups:input_type -> skein.v1.ListGroupsRequest
-	18, // 35: skein.v1.GroupService.DescribeGroup:input_type -> skein.v1.DescribeGroupRequest
-	21, // 36: skein.v1.GroupService.DeleteGroup:input_type -> skein.v1.DeleteGroupRequest
-	23, // 37: skein.v1.GroupService.Consume:input_type -> skein.v1.ConsumeRequest
-	25, // 38: skein.v1.GroupService.NackRecord:input_type -> skein.v1.NackRecordRequest
-	27, // 39: skein.v1.GroupService.GetGroupConfig:input_type -> skein.v1.GetGroupConfigRequest
-	29, // 40: skein.v1.GroupService.SetGroupConfig:input_type -> skein.v1.SetGroupConfigRequest
-	1,  // 41: skein.v1.GroupService.JoinGroup:output_type -> skein.v1.JoinGroupResponse
-	3,  // 42: skein.v1.GroupService.Heartbeat:output_type -> skein.v1.HeartbeatResponse
-	6,  // 43: skein.v1.GroupService.FetchGroupRecords:output_type -> skein.v1.FetchGroupRecordsResponse
-	8,  // 44: skein.v1.GroupService.CommitOffsets:output_type -> skein.v1.CommitOffsetsResponse
-	11, // 45: skein.v1.GroupService.GetOffsets:output_type -> skein.v1.GetOffsetsResponse
-	14, // 46: skein.v1.GroupService.LeaveGroup:output_type -> skein.v1.LeaveGroupResponse
-	16, // 47: skein.v1.GroupService.ListGroups:output_type -> skein.v1.ListGroupsResponse
-	19, // 48: skein.v1.GroupService.DescribeGroup:output_type -> skein.v1.DescribeGroupResponse
-	22, // 49: skein.v1.GroupService.DeleteGroup:output_type -> skein.v1.DeleteGroupResponse
-	24, // 50: skein.v1.GroupService.Consume:output_type -> skein.v1.ConsumeResponse
-	26, // 51: skein.v1.GroupService.NackRecord:output_type -> skein.v1.NackRecordResponse
-	28, // 52: skein.v1.GroupService.GetGroupConfig:output_type -> skein.v1.GetGroupConfigResponse
-	30, // 53: skein.v1.GroupService.SetGroupConfig:output_type -> skein.v1.SetGroupConfigResponse
-	41, // [41:54] is the sub-list for method output_type
-	28, // [28:41] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	34, // 0: skein.v1.JoinGroupRequest.isolation_level:type_name -> skein.v1.IsolationLevel
+	35, // 1: skein.v1.JoinGroupResponse.assignment:type_name -> skein.v1.TopicPartitions
+	35, // 2: skein.v1.HeartbeatResponse.assignment:type_name -> skein.v1.TopicPartitions
+	34, // 3: skein.v1.FetchGroupRecordsRequest.isolation_level:type_name -> skein.v1.IsolationLevel
+	5,  // 4: skein.v1.FetchGroupRecordsRequest.positions:type_name -> skein.v1.TopicPartitionOffset
+	36, // 5: skein.v1.FetchGroupRecordsRequest.encoding:type_name -> skein.v1.Encoding
+	37, // 6: skein.v1.FetchGroupRecordsResponse.records:type_name -> skein.v1.ConsumedRecord
+	5,  // 7: skein.v1.FetchGroupRecordsResponse.positions:type_name -> skein.v1.TopicPartitionOffset
+	35, // 8: skein.v1.FetchGroupRecordsResponse.assignment:type_name -> skein.v1.TopicPartitions
+	5,  // 9: skein.v1.CommitOffsetsRequest.offsets:type_name -> skein.v1.TopicPartitionOffset
+	9,  // 10: skein.v1.CommitOffsetsResponse.results:type_name -> skein.v1.PartitionCommitResult
+	38, // 11: skein.v1.PartitionCommitResult.error_code:type_name -> skein.v1.ErrorCode
+	12, // 12: skein.v1.GetOffsetsResponse.offsets:type_name -> skein.v1.CommittedOffset
+	17, // 13: skein.v1.ListGroupsResponse.groups:type_name -> skein.v1.GroupSummary
+	20, // 14: skein.v1.DescribeGroupResponse.members:type_name -> skein.v1.GroupMember
+	12, // 15: skein.v1.DescribeGroupResponse.offsets:type_name -> skein.v1.CommittedOffset
+	35, // 16: skein.v1.GroupMember.assignment:type_name -> skein.v1.TopicPartitions
+	0,  // 17: skein.v1.ConsumeRequest.subscribe:type_name -> skein.v1.JoinGroupRequest
+	7,  // 18: skein.v1.ConsumeRequest.commit:type_name -> skein.v1.CommitOffsetsRequest
+	25, // 19: skein.v1.ConsumeRequest.nack:type_name -> skein.v1.NackRecordRequest
+	1,  // 20: skein.v1.ConsumeResponse.joined:type_name -> skein.v1.JoinGroupResponse
+	6,  // 21: skein.v1.ConsumeResponse.records:type_name -> skein.v1.FetchGroupRecordsResponse
+	3,  // 22: skein.v1.ConsumeResponse.assignment:type_name -> skein.v1.HeartbeatResponse
+	8,  // 23: skein.v1.ConsumeResponse.committed:type_name -> skein.v1.CommitOffsetsResponse
+	26, // 24: skein.v1.ConsumeResponse.nacked:type_name -> skein.v1.NackRecordResponse
+	38, // 25: skein.v1.NackRecordResponse.error_code:type_name -> skein.v1.ErrorCode
+	31, // 26: skein.v1.GetGroupConfigResponse.configs:type_name -> skein.v1.GetGroupConfigResponse.ConfigsEntry
+	32, // 27: skein.v1.SetGroupConfigRequest.configs:type_name -> skein.v1.SetGroupConfigRequest.ConfigsEntry
+	33, // 28: skein.v1.SetGroupConfigResponse.configs:type_name -> skein.v1.SetGroupConfigResponse.ConfigsEntry
+	0,  // 29: skein.v1.GroupService.JoinGroup:input_type -> skein.v1.JoinGroupRequest
+	2,  // 30: skein.v1.GroupService.Heartbeat:input_type -> skein.v1.HeartbeatRequest
+	4,  // 31: skein.v1.GroupService.FetchGroupRecords:input_type -> skein.v1.FetchGroupRecordsRequest
+	7,  // 32: skein.v1.GroupService.CommitOffsets:input_type -> skein.v1.CommitOffsetsRequest
+	10, // 33: skein.v1.GroupService.GetOffsets:input_type -> skein.v1.GetOffsetsRequest
+	13, // 34: skein.v1.GroupService.LeaveGroup:input_type -> skein.v1.LeaveGroupRequest
+	15, // 35: skein.v1.GroupService.ListGroups:input_type -> skein.v1.ListGroupsRequest
+	18, // 36: skein.v1.GroupService.DescribeGroup:input_type -> skein.v1.DescribeGroupRequest
+	21, // 37: skein.v1.GroupService.DeleteGroup:input_type -> skein.v1.DeleteGroupRequest
+	23, // 38: skein.v1.GroupService.Consume:input_type -> skein.v1.ConsumeRequest
+	25, // 39: skein.v1.GroupService.NackRecord:input_type -> skein.v1.NackRecordRequest
+	27, // 40: skein.v1.GroupService.GetGroupConfig:input_type -> skein.v1.GetGroupConfigRequest
+	29, // 41: skein.v1.GroupService.SetGroupConfig:input_type -> skein.v1.SetGroupConfigRequest
+	1,  // 42: skein.v1.GroupService.JoinGroup:output_type -> skein.v1.JoinGroupResponse
+	3,  // 43: skein.v1.GroupService.Heartbeat:output_type -> skein.v1.HeartbeatResponse
+	6,  // 44: skein.v1.GroupService.FetchGroupRecords:output_type -> skein.v1.FetchGroupRecordsResponse
+	8,  // 45: skein.v1.GroupService.CommitOffsets:output_type -> skein.v1.CommitOffsetsResponse
+	11, // 46: skein.v1.GroupService.GetOffsets:output_type -> skein.v1.GetOffsetsResponse
+	14, // 47: skein.v1.GroupService.LeaveGroup:output_type -> skein.v1.LeaveGroupResponse
+	16, // 48: skein.v1.GroupService.ListGroups:output_type -> skein.v1.ListGroupsResponse
+	19, // 49: skein.v1.GroupService.DescribeGroup:output_type -> skein.v1.DescribeGroupResponse
+	22, // 50: skein.v1.GroupService.DeleteGroup:output_type -> skein.v1.DeleteGroupResponse
+	24, // 51: skein.v1.GroupService.Consume:output_type -> skein.v1.ConsumeResponse
+	26, // 52: skein.v1.GroupService.NackRecord:output_type -> skein.v1.NackRecordResponse
+	28, // 53: skein.v1.GroupService.GetGroupConfig:output_type -> skein.v1.GetGroupConfigResponse
+	30, // 54: skein.v1.GroupService.SetGroupConfig:output_type -> skein.v1.SetGroupConfigResponse
+	42, // [42:55] is the sub-list for method output_type
+	29, // [29:42] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_skein_v1_group_proto_init() }

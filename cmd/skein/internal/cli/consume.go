@@ -117,10 +117,8 @@ func consumeCmd(ctx context.Context, args []string, stdio IO) error {
 			return usagef("--group consumes the partitions the group assigns, until Ctrl-C: no --partition or --follow")
 		case !start.earliest && !start.latest:
 			return usagef("--group starts at the committed offsets; --from can only be earliest or latest (for partitions with none)")
-		case *readCommitted:
-			return usagef("--group reads uncommitted records only for now")
 		}
-		sub := &skeinv1.JoinGroupRequest{Group: *group, Topics: []string{topic}, InstanceId: *instanceID, Assignor: *assignor, AutoOffsetReset: "earliest"}
+		sub := &skeinv1.JoinGroupRequest{Group: *group, Topics: []string{topic}, InstanceId: *instanceID, Assignor: *assignor, AutoOffsetReset: "earliest", IsolationLevel: iso}
 		if start.latest {
 			sub.AutoOffsetReset = "latest"
 		}

@@ -49,12 +49,16 @@ func (s *Group) Consume(stream skeinv1.GroupService_ConsumeServer) error {
 	if err != nil {
 		return err
 	}
+	iso := sub.GetIsolationLevel()
+	if iso != skeinv1.IsolationLevel_READ_UNCOMMITTED && iso != skeinv1.IsolationLevel_READ_COMMITTED {
+		return errs.Errorf(errs.InvalidRequest, "isolation_level %d: want READ_UNCOMMITTED or READ_COMMITTED", iso)
+	}
 	changed := false
 	mark := func(context.Context, []client.TopicPartition) { changed = true }
 	gc, err := s.c.NewGroupConsumer(client.GroupConsumerConfig{
 		Group: join.GetGroupId(), Topics: join.GetSubscribedTopics(), InstanceID: join.GetInstanceId(), MemberID: join.GetMemberId(),
 		SessionTimeout: time.Duration(join.GetSessionTimeoutMs()) * time.Millisecond, Assignor: join.GetServerAssignor(),
-		AutoOffsetReset: resetOf(join.GetMemberId()), MaxRecords: DefaultMaxRecords, MaxWait: consumePoll,
+		AutoOffsetReset: resetOf(join.GetMemberId()), MaxRecords: DefaultMaxRecords, MaxWait: consumePoll, Isolation: iso,
 		OnAssigned: mark, OnRevoked: mark, OnLost: mark,
 	})
 	if err != nil {

@@ -16,6 +16,8 @@ import (
 
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/client/clienttest"
+	"skein/libs/errs"
+	"skein/libs/rpcerr"
 )
 
 // groupEnv is a fake cluster with a group coordinator and two gateways in
@@ -375,6 +377,33 @@ func subscribe(t *testing.T, ctx context.Context, e *groupEnv, group, topic stri
 		t.Fatal(err)
 	}
 	return stream
+}
+
+// A Consume stream subscribed with an isolation level that is neither
+// READ_UNCOMMITTED nor READ_COMMITTED is refused, and the gateway serves on.
+func TestGroupConsumeStreamRefusesAnUnknownIsolationLevel(t *testing.T) {
+	e := startGroups(t)
+	e.mustDo("POST", "/v1/topics", `{"name": "t", "partitions": 1, "replication_factor": 1}`)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	stream, err := skeinv1.NewGroupServiceClient(dialGRPC(t, e.gw.GRPCAddr())).Consume(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&skeinv1.ConsumeRequest{Kind: &skeinv1.ConsumeRequest_Subscribe{Subscribe: &skeinv1.JoinGroupRequest{
+		Group: "s", Topics: []string{"t"}, IsolationLevel: skeinv1.IsolationLevel(7)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); errs.Of(rpcerr.FromStatus(err)) != errs.InvalidRequest || !strings.Contains(err.Error(), "isolation_level 7") {
+		t.Fatalf("a subscribe with isolation level 7: %v, want INVALID_REQUEST", err)
+	}
+	if got := e.coord.Members("s"); len(got) != 0 {
+		t.Errorf("the refused subscribe joined: %v", got)
+	}
+	stream = subscribe(t, ctx, e, "s", "t")
+	if resp, err := stream.Recv(); err != nil || resp.GetJoined() == nil {
+		t.Fatalf("a subscribe after the refusal: %v %v", resp, err)
+	}
 }
 
 // A commit on a Consume stream is answered at once, not after the
