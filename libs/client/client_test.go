@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strings"
@@ -126,7 +127,7 @@ func TestLingerHoldsASmallBatch(t *testing.T) {
 	c := newClient(t, cl)
 	createTopic(t, c, "t", 1, nil)
 	const linger = time.Second
-	p := c.NewProducer(client.WithLinger(linger))
+	p := c.NewProducer(client.WithLinger(linger), client.WithSendWhenIdle(false))
 	defer p.Close(ctx(t))
 	start := time.Now()
 	r := p.ProduceSync(ctx(t), client.Record{Topic: "t", Value: []byte("v")})[0]
@@ -206,6 +207,48 @@ func TestSendWhenIdle(t *testing.T) {
 	batches = cl.Storage[1].Batches("t", 0)
 	if len(batches) != 3 || batches[2].LastOffsetDelta() != 5 {
 		t.Errorf("%d batches at the node, want 3: b's and c's records together in the last (it has %d)", len(batches), batches[len(batches)-1].LastOffsetDelta()+1)
+	}
+}
+
+// By default a producer batches as the gateway does: an idle partition's
+// record goes at once, whatever linger is, and what arrives while a batch
+// is out grows into one batch far beyond Kafka's 16 KiB, up to 256 KiB.
+func TestDefaultBatching(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 1, nil)
+	p := c.NewProducer(client.WithLinger(time.Hour))
+	defer p.Close(ctx(t))
+	release := cl.Storage[1].HoldAnswers("t", 0)
+	defer release()
+	first := make(chan client.Result, 1)
+	p.Produce(ctx(t), client.Record{Topic: "t", Value: []byte("first")}, func(r client.Result) { first <- r })
+	for deadline := time.Now().Add(10 * time.Second); len(cl.Storage[1].Batches("t", 0)) == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("an idle partition's lone record was not sent")
+		}
+	}
+
+	const n = 200 // 1 KiB each: 200 KiB
+	recs := make([]client.Record, n)
+	for i := range recs {
+		recs[i] = client.Record{Topic: "t", Value: bytes.Repeat([]byte{byte(i)}, 1024)}
+	}
+	results := make([]client.Result, n)
+	var wg sync.WaitGroup
+	wg.Add(n)
+	for i := range recs {
+		p.Produce(ctx(t), recs[i], func(r client.Result) { results[i] = r; wg.Done() })
+	}
+	release()
+	wg.Wait()
+	if r := <-first; r.Err != nil || r.Offset != 0 {
+		t.Fatalf("first record: %+v", r)
+	}
+	checkInOrder(t, results, 1)
+	batches := cl.Storage[1].Batches("t", 0)
+	if len(batches) != 2 || batches[1].LastOffsetDelta() != n-1 {
+		t.Errorf("%d batches at the node, the last of %d records; want 2, the second with all %d", len(batches), batches[len(batches)-1].LastOffsetDelta()+1, n)
 	}
 }
 

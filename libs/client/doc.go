@@ -9,13 +9,17 @@
 //
 //   - Producer: Kafka's producer. Records are partitioned like the Java client
 //     (package partitioner), gathered per partition (package accumulator:
-//     batch.size, linger.ms, compression), and sent over one pipelined
+//     batch.size, 256 KiB by default; linger.ms, which holds records back
+//     only while an earlier batch of the partition is out unless
+//     WithSendWhenIdle(false); compression), and sent over one pipelined
 //     ProduceStream per broker, matched by correlation id. Retriable errors
 //     are retried with backoff against fresh metadata until the delivery
 //     timeout. Idempotent by default under acks=all: the producer id comes
 //     from a block the Client takes from the controller (AllocateProducerIds),
-//     each batch carries the partition's next base sequence, epoch 0. At most
-//     one batch per partition is in flight, so ordering holds across retries.
+//     each batch carries the partition's next base sequence, epoch 0. Up to
+//     five batches per partition are in flight, counted from the oldest not
+//     yet settled, so a resend stays within the storage node's duplicate
+//     window and ordering holds across retries.
 //   - Fetch and ListOffsets against the partition leader, following leader
 //     changes; fetched batches are decoded into records (read_committed skips
 //     aborted transactions and control batches).

@@ -33,9 +33,19 @@ const (
 // the producer's trace.
 const TraceparentHeader = "traceparent"
 
-// Producer defaults (Kafka's, but for the delivery timeout, which is the
-// same 2 minutes).
+// Producer defaults. Timeouts and linger are Kafka's. Batching is not:
+// Kafka's batch.size of 16 KiB ends a batch of 1 KiB records at 15 of
+// them, and every batch costs a produce request, a replication round and a
+// write on every replica, whatever it holds. So a batch may grow to 256 KiB
+// (well under a topic's default max.message.bytes of 1 MiB), and a
+// partition with nothing in flight sends at once (WithSendWhenIdle): a
+// large batch then never makes a light load wait for linger, and under a
+// heavy one a batch grows while the previous one is answered. The
+// gateway's producer batches the same way.
 const (
+	DefaultBatchSize       = 256 << 10
+	DefaultLinger          = 5 * time.Millisecond
+	DefaultSendWhenIdle    = true
 	DefaultDeliveryTimeout = 2 * time.Minute
 	DefaultRequestTimeout  = 30 * time.Second
 	// topicWait bounds how long Produce waits for a topic it has not seen yet
@@ -62,7 +72,8 @@ type ProducerOption func(*producerConfig)
 // Idempotence needs AcksAll (as in Kafka) and is off under the others.
 func WithAcks(acks int) ProducerOption { return func(c *producerConfig) { c.acks = acks } }
 
-// WithBatchSize sets batch.size in bytes (default 16 KiB).
+// WithBatchSize sets batch.size in bytes (default 256 KiB; Kafka's is
+// 16 KiB).
 func WithBatchSize(n int) ProducerOption { return func(c *producerConfig) { c.batchSize = n } }
 
 // WithLinger sets linger.ms (default 5 ms; negative: send at once).
@@ -75,8 +86,8 @@ func WithLinger(d time.Duration) ProducerOption { return func(c *producerConfig)
 // (a caller with a few requests in flight is not capped at their records
 // per linger), and a heavy one still fills its batches while the previous
 // ones are answered. The records of one ProduceAll or ProduceSync call are
-// all queued before any of them is sent this way. Off by default, as
-// Kafka's linger.ms.
+// all queued before any of them is sent this way. On by default;
+// WithSendWhenIdle(false) lets every batch linger, as Kafka's linger.ms.
 func WithSendWhenIdle(on bool) ProducerOption {
 	return func(c *producerConfig) { c.sendWhenIdle = on }
 }
@@ -331,8 +342,9 @@ type sendBatch struct {
 func (c *Client) NewProducer(opts ...ProducerOption) *Producer {
 	cfg := producerConfig{
 		acks:            AcksAll,
-		batchSize:       accumulator.DefaultBatchSize,
-		linger:          accumulator.DefaultLinger,
+		batchSize:       DefaultBatchSize,
+		linger:          DefaultLinger,
+		sendWhenIdle:    DefaultSendWhenIdle,
 		deliveryTimeout: DefaultDeliveryTimeout,
 		requestTimeout:  DefaultRequestTimeout,
 		idempotent:      true,

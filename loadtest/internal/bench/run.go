@@ -47,7 +47,7 @@ type ProduceConfig struct {
 	// Otherwise each request names a partition, in turn over the topic's.
 	Keyless bool
 	// ProducerBatchSize is libs/client's batch.size in bytes with transport
-	// direct; 0 keeps its default (16 KiB, Kafka's).
+	// direct; 0 keeps its default (256 KiB).
 	ProducerBatchSize int
 	// TxnRecords: with transport txn, records per transaction (100).
 	TxnRecords int

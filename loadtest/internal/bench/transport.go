@@ -546,7 +546,7 @@ func newDirect(ctx context.Context, controllers []string, topic string, acks, in
 	// Batched as the gateway batches: a partition with nothing in flight
 	// sends at once, so the bounded sends in flight are not each held for
 	// linger.ms.
-	opts := []client.ProducerOption{client.WithAcks(acks), client.WithCompression(codec), client.WithSendWhenIdle(true)}
+	opts := []client.ProducerOption{client.WithAcks(acks), client.WithCompression(codec)}
 	if batchSize > 0 {
 		opts = append(opts, client.WithBatchSize(batchSize))
 	}

@@ -27,19 +27,17 @@ import (
 	"skein/services/gateway/internal/console"
 )
 
-// The gateway's batching defaults. It funnels many callers' records into
-// each partition's batches, so it batches larger than Kafka's 16 KiB
-// default; 256 KiB stays well below a topic's default max.message.bytes (1
-// MiB). Its callers wait for their answers with a bounded number of
-// requests in flight, so a linger that every record waits out caps a
-// caller at its records in flight per linger: the gateway sends a
-// partition's batch at once when none of that partition's batches is out
-// (DefaultSendWhenIdle), and lingers only while one is, which is when a
-// batch has something to gain by waiting.
+// The gateway's batching defaults: libs/client's. It funnels many
+// callers' records into each partition's batches, and its callers wait for
+// their answers with a bounded number of requests in flight, so a linger
+// that every record waits out would cap a caller at its records in flight
+// per linger: a partition's batch goes at once when none of that
+// partition's batches is out, and lingers only while one is, which is when
+// a batch has something to gain by waiting.
 const (
-	DefaultBatchSize    = 256 << 10
-	DefaultLinger       = 5 * time.Millisecond
-	DefaultSendWhenIdle = true
+	DefaultBatchSize    = client.DefaultBatchSize
+	DefaultLinger       = client.DefaultLinger
+	DefaultSendWhenIdle = client.DefaultSendWhenIdle
 )
 
 // DeliveryTimeout bounds how long a produce through the gateway waits for
