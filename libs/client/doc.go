@@ -19,7 +19,10 @@
 //     each batch carries the partition's next base sequence, epoch 0. Up to
 //     five batches per partition are in flight, counted from the oldest not
 //     yet settled, so a resend stays within the storage node's duplicate
-//     window and ordering holds across retries.
+//     window and ordering holds across retries. Records without a result
+//     yet, queued or in flight, are bounded by buffer.memory (32 MiB):
+//     Produce waits for room up to max.block (1 minute), as Kafka's send
+//     does, then fails the record with REQUEST_TIMED_OUT.
 //   - Fetch and ListOffsets against the partition leader, following leader
 //     changes; fetched batches are decoded into records (read_committed skips
 //     aborted transactions and control batches).

@@ -63,6 +63,8 @@ type producerConfig struct {
 	idempotent      bool
 	principal       string
 	sendWhenIdle    bool
+	bufferMemory    int64
+	maxBlock        time.Duration
 }
 
 // ProducerOption changes a producer's configuration.
@@ -178,7 +180,8 @@ type Producer struct {
 	parts    map[accumulator.TP]*partitionState // guarded by mu
 	inflight int                                // batches awaiting an answer; guarded by mu
 	retries  int                                // batches waiting to be resent; guarded by mu
-	flushers int                                // Flush calls waiting; guarded by mu
+	flushers int                                // Flush calls and full-buffer waits; guarded by mu
+	mem      *memoryBudget                      // buffer.memory
 	adding   int                                // ProduceAll calls still queueing their records; guarded by mu
 	closing  bool                               // no more Produce; guarded by mu
 	stopped  bool                               // the sender is gone: no more retries; guarded by mu
@@ -345,6 +348,8 @@ func (c *Client) NewProducer(opts ...ProducerOption) *Producer {
 		batchSize:       DefaultBatchSize,
 		linger:          DefaultLinger,
 		sendWhenIdle:    DefaultSendWhenIdle,
+		bufferMemory:    DefaultBufferMemory,
+		maxBlock:        DefaultMaxBlock,
 		deliveryTimeout: DefaultDeliveryTimeout,
 		requestTimeout:  DefaultRequestTimeout,
 		idempotent:      true,
@@ -354,6 +359,12 @@ func (c *Client) NewProducer(opts ...ProducerOption) *Producer {
 	}
 	if cfg.acks != AcksAll {
 		cfg.idempotent = false
+	}
+	if cfg.bufferMemory <= 0 {
+		cfg.bufferMemory = DefaultBufferMemory
+	}
+	if cfg.maxBlock <= 0 {
+		cfg.maxBlock = DefaultMaxBlock
 	}
 	p := &Producer{
 		c:      c,
@@ -366,15 +377,17 @@ func (c *Client) NewProducer(opts ...ProducerOption) *Producer {
 		idle:   make(chan struct{}),
 		pid:    -1,
 		bld:    record.NewBuilder(record.DefaultBatchOptions()),
+		mem:    &memoryBudget{limit: cfg.bufferMemory},
 	}
 	go p.run()
 	return p
 }
 
 // Produce queues r and calls done exactly once with its result (on another
-// goroutine, or on this one when r is refused at once). ctx bounds only the
-// wait for metadata; its span, if any, travels in a traceparent header.
-// done must not block.
+// goroutine, or on this one when r is refused at once). It waits while the
+// producer's buffer has no room for r (WithBufferMemory), at most max.block
+// (WithMaxBlock); ctx bounds that wait and the wait for metadata, and its
+// span, if any, travels in a traceparent header. done must not block.
 func (p *Producer) Produce(ctx context.Context, r Record, done func(Result)) {
 	fail := func(err error) {
 		part := int32(-1)
@@ -402,11 +415,21 @@ func (p *Producer) Produce(ctx context.Context, r Record, done func(Result)) {
 		fail(errs.Errorf(errs.MessageTooLarge, "a record of %d bytes (as a batch) is above max.message.bytes %d of topic %q", size, maxBytes, r.Topic))
 		return
 	}
+	need := recordMemory(&rec)
+	if need > p.cfg.bufferMemory {
+		fail(errs.Errorf(errs.MessageTooLarge, "a record of %d bytes is above the producer's buffer.memory of %d bytes", need, p.cfg.bufferMemory))
+		return
+	}
+	if err := p.mem.acquire(ctx, need, p.cfg.maxBlock, p.press); err != nil {
+		fail(err)
+		return
+	}
 
 	now := time.Now()
 	p.mu.Lock()
 	if p.closing {
 		p.mu.Unlock()
+		p.mem.release(need)
 		fail(errs.Errorf(errs.NetworkException, "producer is closed"))
 		return
 	}
@@ -514,6 +537,19 @@ func (p *Producer) Close(ctx context.Context) error {
 	p.signal()
 	<-p.done
 	return err
+}
+
+// press makes the sender send what is queued without lingering while a
+// Produce waits for room in the buffer (on), until it stops waiting (off).
+func (p *Producer) press(on bool) {
+	p.mu.Lock()
+	if on {
+		p.flushers++
+	} else {
+		p.flushers--
+	}
+	p.mu.Unlock()
+	p.signal()
 }
 
 func (p *Producer) signal() {
@@ -1046,6 +1082,8 @@ func (p *Producer) complete(batches []sentBatch, resp *storagev1.ProduceResponse
 			p.deliverErr(o.b, o.err)
 			continue
 		}
+		// Room first: a callback may produce again.
+		p.mem.release(recordsMemory(o.b.recs))
 		base, appendTime := int64(-1), int64(-1)
 		if o.res != nil {
 			base, appendTime = o.res.GetBaseOffset(), o.res.GetLogAppendTimeMs()
@@ -1064,6 +1102,7 @@ func (p *Producer) complete(batches []sentBatch, resp *storagev1.ProduceResponse
 }
 
 func (p *Producer) deliverErr(b *sendBatch, err error) {
+	p.mem.release(recordsMemory(b.recs))
 	for _, r := range b.recs {
 		r.Token.(func(Result))(Result{Partition: b.tp.Partition, Offset: -1, Timestamp: r.Timestamp, Err: err, MaybeWritten: b.maybeWritten})
 	}

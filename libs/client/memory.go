@@ -1,0 +1,123 @@
+package client
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"skein/libs/client/accumulator"
+	"skein/libs/errs"
+)
+
+// Producer memory defaults: Kafka's buffer.memory and max.block.ms.
+const (
+	DefaultBufferMemory = 32 << 20
+	DefaultMaxBlock     = time.Minute
+)
+
+// WithBufferMemory bounds the bytes of records a producer holds that have
+// no result yet, queued or in flight (Kafka's buffer.memory, default 32
+// MiB). Produce waits for room (see WithMaxBlock); a record larger than
+// the whole buffer is refused with MESSAGE_TOO_LARGE.
+func WithBufferMemory(n int64) ProducerOption {
+	return func(c *producerConfig) { c.bufferMemory = n }
+}
+
+// WithMaxBlock bounds how long Produce waits for room in the buffer
+// (Kafka's max.block.ms, default 1 minute); the record then fails with
+// REQUEST_TIMED_OUT, unwritten. Produce's ctx bounds the wait too.
+func WithMaxBlock(d time.Duration) ProducerOption {
+	return func(c *producerConfig) { c.maxBlock = d }
+}
+
+// recordMemory is what a record counts against the buffer: its key, value
+// and headers, and a record's share of framing.
+func recordMemory(r *accumulator.Record) int64 {
+	n := int64(len(r.Key)+len(r.Value)) + 64
+	for _, h := range r.Headers {
+		n += int64(len(h.Key) + len(h.Value))
+	}
+	return n
+}
+
+func recordsMemory(recs []accumulator.Record) int64 {
+	var n int64
+	for i := range recs {
+		n += recordMemory(&recs[i])
+	}
+	return n
+}
+
+// memoryBudget counts the bytes of records without a result against a
+// limit. Taking and giving back room is one atomic add each, so the
+// callers of Produce and the goroutine that delivers results do not
+// contend for a lock; only waiting for room does.
+type memoryBudget struct {
+	used    atomic.Int64
+	limit   int64
+	waiters atomic.Int32
+	mu      sync.Mutex
+	freed   chan struct{} // closed by the next release while someone waits; guarded by mu
+}
+
+// tryTake takes n bytes if they fit.
+func (m *memoryBudget) tryTake(n int64) bool {
+	if m.used.Add(n) <= m.limit {
+		return true
+	}
+	m.used.Add(-n)
+	return false
+}
+
+// acquire takes n bytes, waiting while they do not fit until release
+// makes room, ctx ends or maxBlock passes. While it waits, pressing is set
+// so that what is queued goes out without lingering.
+func (m *memoryBudget) acquire(ctx context.Context, n int64, maxBlock time.Duration, pressing func(bool)) error {
+	if m.tryTake(n) {
+		return nil
+	}
+	m.waiters.Add(1)
+	defer m.waiters.Add(-1)
+	pressing(true)
+	defer pressing(false)
+	timer := time.NewTimer(maxBlock)
+	defer timer.Stop()
+	for {
+		// The channel is taken before the try: a release after a failed
+		// try closes it.
+		m.mu.Lock()
+		if m.freed == nil {
+			m.freed = make(chan struct{})
+		}
+		freed := m.freed
+		m.mu.Unlock()
+		if m.tryTake(n) {
+			return nil
+		}
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return errs.Errorf(errs.RequestTimedOut, "waiting for room in the producer's buffer (buffer.memory %d bytes): %v", m.limit, ctx.Err())
+		case <-timer.C:
+			return errs.Errorf(errs.RequestTimedOut, "the producer's buffer (buffer.memory %d bytes) had no room for %d bytes within max.block %v", m.limit, n, maxBlock)
+		}
+	}
+}
+
+// release gives back n bytes and wakes the waiters.
+func (m *memoryBudget) release(n int64) {
+	if n == 0 {
+		return
+	}
+	m.used.Add(-n)
+	if m.waiters.Load() == 0 {
+		return
+	}
+	m.mu.Lock()
+	if m.freed != nil {
+		close(m.freed)
+		m.freed = nil
+	}
+	m.mu.Unlock()
+}

@@ -1,0 +1,172 @@
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"skein/libs/client"
+	"skein/libs/client/clienttest"
+	"skein/libs/errs"
+)
+
+// A record of 1 KiB counts 1,088 bytes against the buffer (its framing
+// included), so a 4 KiB buffer holds three.
+const kib = 1024
+
+func kibRecord(topic string, b byte) client.Record {
+	return client.Record{Topic: topic, Partition: ptr[int32](0), Value: bytes.Repeat([]byte{b}, kib)}
+}
+
+// produceAsync1 starts one Produce on its own goroutine: returned is closed
+// once Produce returns (the record is queued or refused), result receives
+// its result.
+func produceAsync1(t *testing.T, p *client.Producer, ctx context.Context, r client.Record) (returned chan struct{}, result chan client.Result) {
+	t.Helper()
+	returned, result = make(chan struct{}), make(chan client.Result, 1)
+	go func() {
+		defer close(returned)
+		p.Produce(ctx, r, func(res client.Result) { result <- res })
+	}()
+	return returned, result
+}
+
+// While the buffer is full, Produce waits; an answer makes room, and the
+// waiting record is then written after the others, in order.
+func TestBufferMemoryMakesProduceWait(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 1, nil)
+	p := c.NewProducer(client.WithBufferMemory(4*kib), client.WithLinger(time.Hour))
+	defer p.Close(ctx(t))
+	// An answered first record, so that later batches under the producer
+	// id need not go out one at a time.
+	if r := p.ProduceSync(ctx(t), kibRecord("t", 9))[0]; r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	release := cl.Storage[1].HoldAnswers("t", 0)
+	defer release()
+
+	atNode := func() int {
+		n := 0
+		for _, b := range cl.Storage[1].Batches("t", 0) {
+			n += int(b.LastOffsetDelta()) + 1
+		}
+		return n
+	}
+	waitAtNode := func(want int, what string) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); atNode() != want; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d records at the node %s, want %d", atNode(), what, want)
+			}
+		}
+	}
+	var results []chan client.Result
+	for i := range 3 {
+		returned, result := produceAsync1(t, p, ctx(t), kibRecord("t", byte(i)))
+		select {
+		case <-returned:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("record %d of three waited with room in the buffer", i)
+		}
+		results = append(results, result)
+		if i == 0 {
+			// Out at once (its partition was idle); the next two linger
+			// behind it.
+			waitAtNode(2, "after the first of three")
+		}
+	}
+	returned, result := produceAsync1(t, p, ctx(t), kibRecord("t", 3))
+	select {
+	case <-returned:
+		t.Fatal("a fourth record was queued with the buffer full")
+	case r := <-result:
+		t.Fatalf("a fourth record was answered with the buffer full: %+v", r)
+	case <-time.After(300 * time.Millisecond):
+	}
+	// Waiting for room, the producer sends what it holds without its hour
+	// of linger: the lingering two reach the node.
+	waitAtNode(4, "while Produce waits for room")
+	release()
+	select {
+	case <-returned:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the fourth Produce still waits after the answers made room")
+	}
+	results = append(results, result)
+	if err := p.Flush(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	for i, ch := range results {
+		if r := <-ch; r.Err != nil || r.Offset != int64(i+1) {
+			t.Errorf("record %d: %+v, want offset %d", i, r, i+1)
+		}
+	}
+}
+
+// A wait longer than max.block fails the record, unwritten, with
+// REQUEST_TIMED_OUT; so does a ctx that ends first. The records before
+// it are not disturbed.
+func TestBufferMemoryWaitIsBounded(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 1, nil)
+	p := c.NewProducer(client.WithBufferMemory(2*kib+200), client.WithMaxBlock(200*time.Millisecond))
+	defer p.Close(ctx(t))
+	release := cl.Storage[1].HoldAnswers("t", 0)
+	defer release()
+	first := make([]chan client.Result, 2)
+	for i := range first {
+		var returned chan struct{}
+		returned, first[i] = produceAsync1(t, p, ctx(t), kibRecord("t", byte(i)))
+		<-returned
+	}
+
+	start := time.Now()
+	r := p.ProduceSync(ctx(t), kibRecord("t", 9))[0]
+	if errs.Of(r.Err) != errs.RequestTimedOut || r.MaybeWritten {
+		t.Fatalf("a record past max.block: %+v, want REQUEST_TIMED_OUT, not written", r)
+	}
+	if d := time.Since(start); d < 200*time.Millisecond {
+		t.Errorf("refused after %v, before max.block (200ms)", d)
+	}
+	cctx, cancel := context.WithCancel(ctx(t))
+	returned, result := produceAsync1(t, p, cctx, kibRecord("t", 8))
+	cancel()
+	<-returned
+	if r := <-result; errs.Of(r.Err) != errs.RequestTimedOut {
+		t.Fatalf("a record whose ctx ended while it waited: %+v, want REQUEST_TIMED_OUT", r)
+	}
+
+	release()
+	for i, ch := range first {
+		if r := <-ch; r.Err != nil || r.Offset != int64(i) {
+			t.Errorf("record %d: %+v, want offset %d", i, r, i)
+		}
+	}
+	if got := values(t, cl.Storage[1], "t"); len(got) != 2 {
+		t.Errorf("%d records at the node, want the first 2 only", len(got))
+	}
+	// The buffer is empty again: the producer goes on.
+	if r := p.ProduceSync(ctx(t), kibRecord("t", 2))[0]; r.Err != nil || r.Offset != 2 {
+		t.Errorf("a record after the refusals: %+v, want offset 2", r)
+	}
+}
+
+// A record larger than the whole buffer could never fit: MESSAGE_TOO_LARGE
+// at once, and the producer goes on.
+func TestRecordLargerThanTheBuffer(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 1, nil)
+	p := c.NewProducer(client.WithBufferMemory(kib))
+	defer p.Close(ctx(t))
+	if r := p.ProduceSync(ctx(t), kibRecord("t", 0))[0]; errs.Of(r.Err) != errs.MessageTooLarge || r.MaybeWritten {
+		t.Fatalf("a record above buffer.memory: %+v, want MESSAGE_TOO_LARGE, not written", r)
+	}
+	if r := p.ProduceSync(ctx(t), client.Record{Topic: "t", Value: []byte("small")})[0]; r.Err != nil || r.Offset != 0 {
+		t.Errorf("a small record after it: %+v, want offset 0", r)
+	}
+}
