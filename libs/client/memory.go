@@ -41,10 +41,12 @@ func recordMemory(r *accumulator.Record) int64 {
 	return n
 }
 
-func recordsMemory(recs []accumulator.Record) int64 {
+// recordsHeld sums what recs were counted as when they were produced (the
+// caller may have changed a header's bytes since).
+func recordsHeld(recs []accumulator.Record) int64 {
 	var n int64
 	for i := range recs {
-		n += recordMemory(&recs[i])
+		n += recs[i].Held
 	}
 	return n
 }
@@ -61,13 +63,19 @@ type memoryBudget struct {
 	freed   chan struct{} // closed by the next release while someone waits; guarded by mu
 }
 
-// tryTake takes n bytes if they fit.
+// tryTake takes n bytes if they fit. It never counts more than it keeps:
+// an add undone on failure would make a concurrent try fail for room that
+// is there, and its undoing would wake no one.
 func (m *memoryBudget) tryTake(n int64) bool {
-	if m.used.Add(n) <= m.limit {
-		return true
+	for {
+		u := m.used.Load()
+		if u+n > m.limit {
+			return false
+		}
+		if m.used.CompareAndSwap(u, u+n) {
+			return true
+		}
 	}
-	m.used.Add(-n)
-	return false
 }
 
 // acquire takes n bytes, waiting while they do not fit until release

@@ -387,7 +387,9 @@ func (c *Client) NewProducer(opts ...ProducerOption) *Producer {
 // goroutine, or on this one when r is refused at once). It waits while the
 // producer's buffer has no room for r (WithBufferMemory), at most max.block
 // (WithMaxBlock); ctx bounds that wait and the wait for metadata, and its
-// span, if any, travels in a traceparent header. done must not block.
+// span, if any, travels in a traceparent header. done must not block, nor
+// call Produce: while the buffer is full it would wait for room that the
+// goroutine running done is needed to make.
 func (p *Producer) Produce(ctx context.Context, r Record, done func(Result)) {
 	fail := func(err error) {
 		part := int32(-1)
@@ -415,7 +417,15 @@ func (p *Producer) Produce(ctx context.Context, r Record, done func(Result)) {
 		fail(errs.Errorf(errs.MessageTooLarge, "a record of %d bytes (as a batch) is above max.message.bytes %d of topic %q", size, maxBytes, r.Topic))
 		return
 	}
+	p.mu.Lock()
+	closing := p.closing
+	p.mu.Unlock()
+	if closing {
+		fail(errs.Errorf(errs.NetworkException, "producer is closed"))
+		return
+	}
 	need := recordMemory(&rec)
+	rec.Held = need
 	if need > p.cfg.bufferMemory {
 		fail(errs.Errorf(errs.MessageTooLarge, "a record of %d bytes is above the producer's buffer.memory of %d bytes", need, p.cfg.bufferMemory))
 		return
@@ -1083,7 +1093,7 @@ func (p *Producer) complete(batches []sentBatch, resp *storagev1.ProduceResponse
 			continue
 		}
 		// Room first: a callback may produce again.
-		p.mem.release(recordsMemory(o.b.recs))
+		p.mem.release(recordsHeld(o.b.recs))
 		base, appendTime := int64(-1), int64(-1)
 		if o.res != nil {
 			base, appendTime = o.res.GetBaseOffset(), o.res.GetLogAppendTimeMs()
@@ -1102,7 +1112,7 @@ func (p *Producer) complete(batches []sentBatch, resp *storagev1.ProduceResponse
 }
 
 func (p *Producer) deliverErr(b *sendBatch, err error) {
-	p.mem.release(recordsMemory(b.recs))
+	p.mem.release(recordsHeld(b.recs))
 	for _, r := range b.recs {
 		r.Token.(func(Result))(Result{Partition: b.tp.Partition, Offset: -1, Timestamp: r.Timestamp, Err: err, MaybeWritten: b.maybeWritten})
 	}

@@ -21,13 +21,15 @@ type TP struct {
 }
 
 // Record is one record waiting in a batch. Token is the producer's handle
-// (its completion callback, say); the accumulator never looks at it.
+// (its completion callback, say) and Held what the producer counts the
+// record as (against its buffer, say); the accumulator looks at neither.
 type Record struct {
 	Timestamp int64 // ms since the epoch
 	Key       []byte
 	Value     []byte
 	Headers   []record.Header
 	Token     any
+	Held      int64
 }
 
 // Batch is an ordered run of records of one partition.

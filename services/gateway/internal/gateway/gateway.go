@@ -159,9 +159,13 @@ func New(cfg Config) (*Gateway, error) {
 	// WINDOW_UPDATE frames.
 	opts = append(opts, grpcopt.ServerDataWindows()...)
 	g.grpc = grpc.NewServer(opts...)
-	// An HTTP caller should not wait Kafka's two minutes for a record.
+	// An HTTP caller should not wait Kafka's two minutes for a record. The
+	// gateway's budget (MaxInflightProduceBytes) bounds what its producers
+	// hold and answers a caller past it at once; a producer's own
+	// buffer.memory would instead make a stream wait, so it does not bind.
 	popts := append([]client.ProducerOption{client.WithDeliveryTimeout(DeliveryTimeout),
-		client.WithBatchSize(DefaultBatchSize), client.WithLinger(DefaultLinger), client.WithSendWhenIdle(DefaultSendWhenIdle)}, cfg.ProducerOptions...)
+		client.WithBatchSize(DefaultBatchSize), client.WithLinger(DefaultLinger), client.WithSendWhenIdle(DefaultSendWhenIdle),
+		client.WithBufferMemory(math.MaxInt64)}, cfg.ProducerOptions...)
 	g.inflight = budget.New(cfg.MaxInflightProduceBytes, cfg.Registry)
 	g.producer = api.NewProducer(g.client, g.log, popts...)
 	g.producer.SetBudget(g.inflight, fromLoopback)
