@@ -52,8 +52,8 @@ func recordsHeld(recs []accumulator.Record) int64 {
 }
 
 // memoryBudget counts the bytes of records without a result against a
-// limit. Taking and giving back room is one atomic add each, so the
-// callers of Produce and the goroutine that delivers results do not
+// limit. Room is taken with a compare-and-swap and given back with an add,
+// so the callers of Produce and the goroutine that delivers results do not
 // contend for a lock; only waiting for room does.
 type memoryBudget struct {
 	used    atomic.Int64

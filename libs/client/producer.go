@@ -417,22 +417,25 @@ func (p *Producer) Produce(ctx context.Context, r Record, done func(Result)) {
 		fail(errs.Errorf(errs.MessageTooLarge, "a record of %d bytes (as a batch) is above max.message.bytes %d of topic %q", size, maxBytes, r.Topic))
 		return
 	}
-	p.mu.Lock()
-	closing := p.closing
-	p.mu.Unlock()
-	if closing {
-		fail(errs.Errorf(errs.NetworkException, "producer is closed"))
-		return
-	}
 	need := recordMemory(&rec)
 	rec.Held = need
 	if need > p.cfg.bufferMemory {
 		fail(errs.Errorf(errs.MessageTooLarge, "a record of %d bytes is above the producer's buffer.memory of %d bytes", need, p.cfg.bufferMemory))
 		return
 	}
-	if err := p.mem.acquire(ctx, need, p.cfg.maxBlock, p.press); err != nil {
-		fail(err)
-		return
+	if !p.mem.tryTake(need) {
+		// A closed producer refuses at once rather than wait for room.
+		p.mu.Lock()
+		closing := p.closing
+		p.mu.Unlock()
+		if closing {
+			fail(errs.Errorf(errs.NetworkException, "producer is closed"))
+			return
+		}
+		if err := p.mem.acquire(ctx, need, p.cfg.maxBlock, p.press); err != nil {
+			fail(err)
+			return
+		}
 	}
 
 	now := time.Now()
