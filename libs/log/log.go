@@ -689,6 +689,28 @@ func (l *Log) Close() error {
 	return first
 }
 
+// AssignEpoch records that leader epoch epoch starts at the log end offset.
+// A replica that becomes leader calls it before it appends, as Kafka's
+// leader does: its answers to OffsetForLeaderEpoch then place the end of
+// every older epoch at once, so a follower that holds batches of an epoch
+// this log never got is told where that epoch's predecessor ends here, not
+// that nothing is known. An epoch not newer than the latest known changes
+// nothing. The cache is saved before it returns; an entry that no batch
+// followed is dropped when the log is opened again, or truncated.
+func (l *Log) AssignEpoch(epoch Epoch) error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if err := l.checkWritable(); err != nil {
+		return err
+	}
+	if l.updateEpochs(func(c *epochCache) bool { return c.assign(epoch, l.leo) }) {
+		if err := l.epochs.save(l.dir); err != nil {
+			return l.ioError("saving the leader-epoch cache", err)
+		}
+	}
+	return nil
+}
+
 // Truncate removes every batch whose last offset is at or above offset, for a
 // follower whose log diverged from the leader's (the offset comes from
 // OffsetForLeaderEpoch, so it is a batch boundary; if it is not, the whole
@@ -704,6 +726,15 @@ func (l *Log) Truncate(offset Offset) error {
 		return err
 	}
 	if offset >= l.leo {
+		// Nothing to cut, but an epoch this replica assigned as leader
+		// and never wrote in may stand at the end of the cache: it goes,
+		// so that the next fetch names the epoch the last batch carries
+		// (Kafka does the same).
+		if l.updateEpochs(func(c *epochCache) bool { return c.truncateFromEnd(l.leo) }) {
+			if err := l.epochs.save(l.dir); err != nil {
+				return l.ioError("saving the leader-epoch cache", err)
+			}
+		}
 		return nil
 	}
 	if offset < l.lso {

@@ -364,6 +364,75 @@ func TestEndOffsetForEpoch(t *testing.T) {
 	}
 }
 
+// A new leader's epoch starts at its LEO before it appends anything, so
+// OffsetForLeaderEpoch can answer for an epoch this log never got batches
+// of (the one its predecessor led briefly): the largest older epoch, ending
+// where the new one starts. The entry is saved, dropped by a truncation at
+// the LEO (the replica became a follower without writing in it) and by a
+// reopen.
+func TestAssignEpochAtTheLogEnd(t *testing.T) {
+	dir := t.TempDir()
+	c := &clock{t: t0}
+	l := openLog(t, dir, smallConfig(), State{}, c)
+	for i, e := range []Epoch{1, 1, 4} {
+		if _, err := l.Append(valuesBatch(t, i*2, 2, 5, 0), e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if e, o := l.EndOffsetFor(5); e != UndefinedEpoch || o != UndefinedOffset {
+		t.Fatalf("before the assignment EndOffsetFor(5) = (%d, %d), want undefined", e, o)
+	}
+	if err := l.AssignEpoch(6); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.AssignEpoch(3); err != nil { // older: nothing changes
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(l.Epochs()); got != "[{1 0} {4 4} {6 6}]" {
+		t.Fatalf("epochs %s", got)
+	}
+	if l.LatestEpoch() != 6 {
+		t.Fatalf("latest epoch %d, want 6", l.LatestEpoch())
+	}
+	if e, o := l.EndOffsetFor(5); e != 4 || o != 6 {
+		t.Fatalf("EndOffsetFor(5) = (%d, %d), want (4, 6)", e, o)
+	}
+	if e, o := l.EndOffsetFor(6); e != 6 || o != 6 {
+		t.Fatalf("EndOffsetFor(6) = (%d, %d), want (6, 6)", e, o)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, epochFile))
+	if err != nil || string(data) != "0\n3\n1 0\n4 4\n6 6\n" {
+		t.Fatalf("checkpoint file %q %v", data, err)
+	}
+	// A truncation at (or past) the LEO cuts no batch but drops the entry.
+	if err := l.Truncate(6); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(l.Epochs()); got != "[{1 0} {4 4}]" || l.LEO() != 6 {
+		t.Fatalf("after Truncate(LEO): epochs %s, LEO %d", got, l.LEO())
+	}
+	// The first batch of the new epoch starts where it was assigned.
+	if err := l.AssignEpoch(6); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(valuesBatch(t, 6, 2, 5, 0), 6); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.AssignEpoch(7); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(l.Epochs()); got != "[{1 0} {4 4} {6 6} {7 8}]" {
+		t.Fatalf("epochs %s", got)
+	}
+	st := l.State()
+	l.Close()
+	l = openLog(t, dir, smallConfig(), st, c)
+	defer l.Close()
+	if got := fmt.Sprint(l.Epochs()); got != "[{1 0} {4 4} {6 6}]" {
+		t.Fatalf("reopened: epochs %s (an entry no batch followed is dropped)", got)
+	}
+}
+
 func TestEpochCachePersistedAndRebuilt(t *testing.T) {
 	dir := t.TempDir()
 	c := &clock{t: t0}

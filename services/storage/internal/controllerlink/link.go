@@ -259,7 +259,7 @@ func (l *Link) AlterPartition(ctx context.Context, changes []partition.ISRChange
 		r, ok := byTP[tp{c.Topic, c.Partition}]
 		switch {
 		case !ok:
-			errors[i] = errs.Errorf(errs.UnknownServerError, "AlterPartition did not answer %s-%d", c.Topic, c.Partition)
+			errors[i] = fmt.Errorf("%w: %w", partition.ErrISRUnsure, errs.Errorf(errs.UnknownServerError, "AlterPartition did not answer %s-%d", c.Topic, c.Partition))
 		case r.GetErrorCode() != 0:
 			states[i] = StateOf(r.GetState())
 			errors[i] = errs.Errorf(errs.ForCode(errs.Code(r.GetErrorCode())), "%s", r.GetErrorMessage())

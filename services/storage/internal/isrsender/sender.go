@@ -5,12 +5,16 @@
 // was in flight go together in the next — and answers each proposal. A
 // newer proposal for a partition replaces a queued older one. When Run's
 // context ends, the call in flight is cancelled, queued proposals are
-// answered with that error, and later ones are dropped.
+// answered with that error, and later ones are dropped. An answer that is
+// not the controller's verdict (the call failed, or left a change out, or
+// was never made) wraps partition.ErrISRUnsure; a replaced proposal is
+// answered ErrSuperseded (partition.ErrISRNotSent).
 package isrsender
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -27,7 +31,10 @@ const CallTimeout = 5 * time.Second
 
 // ErrSuperseded answers a proposal replaced by a newer one for the same
 // partition before it was sent.
-var ErrSuperseded = errors.New("superseded by a newer ISR change for the partition")
+var ErrSuperseded = partition.ErrISRNotSent
+
+// unsure wraps an error that leaves a sent change's fate unknown.
+func unsure(err error) error { return fmt.Errorf("%w: %w", partition.ErrISRUnsure, err) }
 
 type key struct {
 	topic     string
@@ -123,9 +130,9 @@ func (s *Sender) Run(ctx context.Context) {
 		for i, p := range batch {
 			switch {
 			case err != nil:
-				p.done(partition.State{}, err)
+				p.done(partition.State{}, unsure(err))
 			case i >= len(states) || i >= len(errs):
-				p.done(partition.State{}, errors.New("AlterPartition answered fewer partitions than it was asked"))
+				p.done(partition.State{}, unsure(errors.New("AlterPartition answered fewer partitions than it was asked")))
 			default:
 				p.done(states[i], errs[i])
 			}
@@ -143,6 +150,6 @@ func (s *Sender) stop(err error) {
 		done(partition.State{}, ErrSuperseded)
 	}
 	for _, p := range batch {
-		p.done(partition.State{}, err)
+		p.done(partition.State{}, unsure(err))
 	}
 }

@@ -19,12 +19,15 @@ type memLog struct {
 	// when set, is what it fails with.
 	synced  record.Offset
 	syncErr error
+	// failed is set once SyncIfDue has failed, as libs/log marks itself.
+	failed bool
 }
 
 func (l *memLog) SyncIfDue(next record.Offset) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.syncErr != nil {
+		l.failed = true
 		return l.syncErr
 	}
 	l.synced = max(l.synced, next)
@@ -133,7 +136,9 @@ func (l *memLog) Truncate(offset record.Offset) error {
 	for len(l.batches) > 0 && l.batches[len(l.batches)-1].BaseOffset() >= offset {
 		l.batches = l.batches[:len(l.batches)-1]
 	}
-	for len(l.epochs) > 0 && l.epochs[len(l.epochs)-1].start >= offset {
+	// As libs/log: the epochs that start at or past the new end go, an
+	// entry assigned at the LEO that no batch followed included.
+	for end := l.leoLocked(); len(l.epochs) > 0 && l.epochs[len(l.epochs)-1].start >= end; {
 		l.epochs = l.epochs[:len(l.epochs)-1]
 	}
 	return nil
@@ -159,6 +164,10 @@ func (l *memLog) deleteBefore(offset record.Offset) {
 func (l *memLog) EndOffsetFor(epoch record.Epoch) (record.Epoch, record.Offset) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if n := len(l.epochs); epoch < 0 || n == 0 || epoch > l.epochs[n-1].epoch {
+		// As libs/log: newer than every known epoch, this log cannot say.
+		return -1, -1
+	}
 	for i := len(l.epochs) - 1; i >= 0; i-- {
 		if l.epochs[i].epoch <= epoch {
 			if i == len(l.epochs)-1 {
@@ -167,16 +176,30 @@ func (l *memLog) EndOffsetFor(epoch record.Epoch) (record.Epoch, record.Offset) 
 			return l.epochs[i].epoch, l.epochs[i+1].start
 		}
 	}
-	return -1, -1
+	// Older than every known epoch: it ends where the first known starts.
+	return epoch, l.epochs[0].start
 }
 
 func (l *memLog) LatestEpoch() record.Epoch {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if len(l.batches) == 0 {
+	if len(l.epochs) == 0 {
 		return -1
 	}
-	return l.batches[len(l.batches)-1].PartitionLeaderEpoch()
+	return l.epochs[len(l.epochs)-1].epoch
+}
+
+func (l *memLog) AssignEpoch(e record.Epoch) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.noteEpochLocked(e, l.leoLocked())
+	return nil
+}
+
+func (l *memLog) Failed() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.failed
 }
 
 func (l *memLog) OffsetForTimestamp(ts int64) (record.Offset, int64, bool) {

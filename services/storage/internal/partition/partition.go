@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -41,10 +42,20 @@ type Log interface {
 	Truncate(offset record.Offset) error
 	// TruncateFullyAndStartAt empties the log and restarts it at offset.
 	TruncateFullyAndStartAt(offset record.Offset) error
-	// EndOffsetFor answers the largest epoch <= epoch and where it ends.
+	// EndOffsetFor answers the largest epoch <= epoch and where it ends
+	// (the LEO for the latest); -1, -1 for an epoch newer than every
+	// known one, or when the log knows none.
 	EndOffsetFor(epoch record.Epoch) (record.Epoch, record.Offset)
-	// LatestEpoch is the epoch of the last batch, -1 for an empty log.
+	// LatestEpoch is the newest epoch of the leader-epoch cache: the last
+	// batch's, or one assigned since; -1 when there is none.
 	LatestEpoch() record.Epoch
+	// AssignEpoch records that epoch starts at the LEO, as a new leader
+	// does before it appends (an older epoch changes nothing); a
+	// truncation at the LEO drops an entry no batch followed.
+	AssignEpoch(epoch record.Epoch) error
+	// Failed reports that a write or fsync failed: what the log holds past
+	// its last good sync is not to be counted on until it is reopened.
+	Failed() bool
 	// OffsetForTimestamp is the first offset whose timestamp >= ts.
 	OffsetForTimestamp(ts int64) (offset record.Offset, timestamp int64, ok bool)
 }
@@ -52,12 +63,24 @@ type Log interface {
 // ISRProposer sends a leader's ISR change to the controller (AlterPartition).
 // ProposeISR must not block and must not call done before it returns (the
 // replica holds its lock while proposing); done is called once, later, with
-// the state the controller committed, or the refusal (with the state as it
-// stands, when the controller said), or why it was not sent. A proposer that
-// stopped (the node is closing) may drop it.
+// the state the controller committed, or its refusal (with the state as it
+// stands), or an error wrapping ErrISRNotSent (replaced by a newer change
+// for the partition before it was sent) or ErrISRUnsure (no verdict: the
+// call failed or went unanswered). A proposer that stopped (the node is
+// closing) may drop it.
 type ISRProposer interface {
 	ProposeISR(change ISRChange, done func(State, error))
 }
+
+// The answers to an ISR change that carry no verdict from the controller.
+var (
+	// ErrISRNotSent: the change was replaced by a newer one for the same
+	// partition before it was sent; it was never committed.
+	ErrISRNotSent = errors.New("superseded by a newer ISR change for the partition before it was sent")
+	// ErrISRUnsure: the call failed or went unanswered, so the controller
+	// may have committed the change.
+	ErrISRUnsure = errors.New("no verdict from the controller on the ISR change")
+)
 
 // ISRChange is one leader's proposed ISR, at the epochs it knows.
 type ISRChange struct {
@@ -139,9 +162,18 @@ type Partition struct {
 	// leaderEpochStart is the LEO when this replica became leader of st.LeaderEpoch.
 	leaderEpochStart record.Offset
 	followers        map[int32]*follower
-	// pendingISR is an ISR change sent to the controller and not yet answered.
+	// pendingISR is an ISR change sent to the controller and not settled:
+	// not answered, or answered without a verdict (the call failed or timed
+	// out, so the controller may have committed it). The HW counts its
+	// members until a verdict, or a newer partition state, settles it.
 	pendingISR []int32
-	producers  *producer.State
+	// pendingID names the proposal pendingISR holds, so that the answer of
+	// an older one cannot settle it; pendingUnsure is set when its answer
+	// had no verdict, and MaybeShrinkISR sends it again.
+	pendingID     uint64
+	pendingUnsure bool
+	nextProposal  uint64
+	producers     *producer.State
 	// aborted is the aborted-transaction index, in marker order.
 	aborted []AbortedTxn
 	waiters []*waiter
@@ -243,9 +275,18 @@ func (p *Partition) Apply(st State) (becameFollower bool) {
 		return false
 	}
 	newEpoch := st.LeaderEpoch > p.st.LeaderEpoch || p.role == None
+	settles := st.LeaderEpoch > p.st.LeaderEpoch || st.PartitionEpoch > p.st.PartitionEpoch
 	p.st = State{Leader: st.Leader, LeaderEpoch: st.LeaderEpoch, PartitionEpoch: st.PartitionEpoch,
 		Replicas: slices.Clone(st.Replicas), ISR: slices.Clone(st.ISR)}
-	p.pendingISR = nil
+	if settles {
+		// A newer state settles a pending ISR change: it either holds it
+		// (committed) or makes it stale (the controller refuses a change
+		// made at an older partition epoch). The same state again, as
+		// every metadata image brings it, settles nothing: the change may
+		// still be committed, and until then the HW counts its members.
+		// (The HW is moved below, over the new ISR.)
+		p.pendingISR, p.pendingUnsure = nil, false
+	}
 	switch {
 	case st.Leader == p.cfg.Self && newEpoch:
 		p.becomeLeaderLocked()
@@ -269,6 +310,14 @@ func (p *Partition) Apply(st State) (becameFollower bool) {
 
 func (p *Partition) becomeLeaderLocked() {
 	p.role = Leader
+	// The new epoch starts at the LEO in the epoch cache before anything
+	// is appended in it (Kafka's epoch start offset): a follower holding
+	// batches of an epoch this replica never got — one its predecessor led
+	// briefly — is then told where the epoch before it ends here, and cuts
+	// only what follows. Without it the leader could not say, and the
+	// follower would fall back on its HW. A failure marks the log failed:
+	// appends are refused and the node leaves the ISRs.
+	_ = p.log.AssignEpoch(record.Epoch(p.st.LeaderEpoch))
 	p.leaderEpochStart = p.log.LogEndOffset()
 	now := p.now()
 	p.followers = map[int32]*follower{}

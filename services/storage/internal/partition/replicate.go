@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"errors"
 	"slices"
 
 	"skein/libs/errs"
@@ -133,7 +134,10 @@ type FollowerState struct {
 func (p *Partition) FollowerState() (FollowerState, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.role != Follower {
+	if p.role != Follower || p.log.Failed() {
+		// A failed log fetches nothing more: a fetch would report as
+		// written what a failed write or fsync may have lost. The node
+		// leaves the ISRs, and the log is reopened from the disk.
 		return FollowerState{}, false
 	}
 	return FollowerState{
@@ -160,6 +164,31 @@ func (p *Partition) ApplyFetched(epoch int32, fetchOffset record.Offset, res Fol
 	return nil
 }
 
+// divergenceEndLocked answers where a follower truncates to when the
+// leader says its log diverged (Kafka's follower truncation): the leader
+// names the largest epoch it shares with this log that is not newer than
+// the follower's last, and where that epoch ends on the leader. This log
+// keeps its own copy of that epoch only up to where the epoch ends here;
+// when it has no such epoch it cuts after its own largest older one and
+// asks again. An answer with no epoch (the leader could not say) cuts
+// back to the HW, which every ISR member holds.
+func (p *Partition) divergenceEndLocked(res FollowerFetchResult) record.Offset {
+	leo := p.log.LogEndOffset()
+	if res.DivergingEpoch < 0 || res.DivergingEnd < 0 {
+		return min(p.hw, leo)
+	}
+	epoch, end := p.log.EndOffsetFor(res.DivergingEpoch)
+	switch {
+	case epoch < 0 || end < 0:
+		// This log knows no epoch that old: the leader's end stands.
+		return min(res.DivergingEnd, leo)
+	case epoch != res.DivergingEpoch:
+		return min(end, leo)
+	default:
+		return min(end, res.DivergingEnd, leo)
+	}
+}
+
 // applyFetchedLocked is ApplyFetched under p.mu; syncTo is the LEO after
 // an append (0 when nothing was appended).
 func (p *Partition) applyFetchedLocked(epoch int32, fetchOffset record.Offset, res FollowerFetchResult) (syncTo record.Offset, _ error) {
@@ -167,7 +196,7 @@ func (p *Partition) applyFetchedLocked(epoch int32, fetchOffset record.Offset, r
 		return 0, nil
 	}
 	if res.Diverging {
-		to := min(res.DivergingEnd, p.log.LogEndOffset())
+		to := p.divergenceEndLocked(res)
 		if err := p.log.Truncate(to); err != nil {
 			return 0, errs.Errorf(errs.KafkaStorageError, "%s-%d: truncate to %d: %v", p.cfg.Topic, p.cfg.Partition, to, err)
 		}
@@ -281,7 +310,15 @@ func (p *Partition) Recover(from record.Offset) error {
 func (p *Partition) MaybeShrinkISR() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.role != Leader || p.pendingISR != nil {
+	if p.role != Leader {
+		return
+	}
+	if p.pendingISR != nil {
+		if p.pendingUnsure {
+			// The last answer had no verdict: ask again. Committed already,
+			// it is refused as stale, with the state that holds it.
+			p.proposeLocked(toIDs(p.pendingISR))
+		}
 		return
 	}
 	shrink, _ := isr.Evaluate(p.now(), p.followerViewLocked(), isr.Offset(p.hw), isr.Offset(p.leaderEpochStart), p.cfg.ReplicaLagMax)
@@ -329,33 +366,65 @@ func (p *Partition) proposeLocked(next []isr.ReplicaID) {
 	if !slices.Contains(newISR, p.cfg.Self) {
 		return // the leader never proposes an ISR without itself
 	}
-	p.pendingISR = newISR
+	p.nextProposal++
+	id := p.nextProposal
+	p.pendingISR, p.pendingID, p.pendingUnsure = newISR, id, false
 	isrBefore := slices.Clone(p.st.ISR)
-	le := p.st.LeaderEpoch
-	change := ISRChange{Topic: p.cfg.Topic, Partition: p.cfg.Partition, LeaderEpoch: le, PartitionEpoch: p.st.PartitionEpoch, ISR: newISR}
+	le, pe := p.st.LeaderEpoch, p.st.PartitionEpoch
+	change := ISRChange{Topic: p.cfg.Topic, Partition: p.cfg.Partition, LeaderEpoch: le, PartitionEpoch: pe, ISR: newISR}
 	p.proposer.ProposeISR(change, func(st State, err error) {
 		p.mu.Lock()
 		if p.closed {
 			p.mu.Unlock()
 			return
 		}
-		if err != nil || st.LeaderEpoch != le {
-			// Refused or stale: forget the proposal; the next evaluation retries
-			// with whatever the metadata says now.
-			if slices.Equal(p.pendingISR, newISR) {
-				p.pendingISR = nil
+		mine := p.pendingISR != nil && p.pendingID == id
+		switch {
+		case errors.Is(err, ErrISRNotSent):
+			// Replaced by a newer proposal before it was sent: that one's
+			// answer settles what is pending.
+			p.mu.Unlock()
+			return
+		case errors.Is(err, ErrISRUnsure):
+			// The controller may have committed it: its members still
+			// count, and MaybeShrinkISR asks again.
+			if mine {
+				p.pendingUnsure = true
 			}
 			p.mu.Unlock()
-			if err == nil {
+			return
+		case err != nil:
+			// Refused. When the controller's state is newer than the one
+			// the change was made at, applying it settles the change (a
+			// resend of a change already committed is refused this way);
+			// at the same epochs the refusal itself does: nothing commits
+			// this proposal now.
+			newer := st.LeaderEpoch > le || (st.LeaderEpoch == le && st.PartitionEpoch > pe)
+			if mine && !newer {
+				p.clearPendingISRLocked()
+			}
+			p.mu.Unlock()
+			if newer {
 				p.Apply(st)
 			}
 			return
 		}
 		onChange := p.cfg.ISRChanged
 		p.mu.Unlock()
-		if onChange != nil {
+		if onChange != nil && st.LeaderEpoch == le {
 			onChange(len(newISR) < len(isrBefore))
 		}
 		p.Apply(st)
 	})
+}
+
+// clearPendingISRLocked forgets the pending ISR change; the HW, which
+// counted its members, may move.
+func (p *Partition) clearPendingISRLocked() {
+	if p.pendingISR == nil {
+		return
+	}
+	p.pendingISR, p.pendingUnsure = nil, false
+	p.maybeAdvanceHWLocked()
+	p.completeWaitersLocked()
 }

@@ -30,6 +30,11 @@ type cluster struct {
 	minISR   int
 	// held: when set, ISR proposals are not answered but sent here.
 	held chan func()
+	// proposals counts the ISR changes proposed; with lostAnswer set, the
+	// fake controller commits a change but its answer is lost (no verdict,
+	// ErrISRUnsure) and the metadata does not bring it yet.
+	proposals  int
+	lostAnswer bool
 }
 
 func newCluster(t *testing.T, minISR int) *cluster {
@@ -68,6 +73,17 @@ func (c *cluster) push() {
 // ProposeISR sends the change to the fake controller from a goroutine of
 // its own, as the node's proposer answers from its own.
 func (c *cluster) ProposeISR(ch ISRChange, done func(State, error)) {
+	c.mu.Lock()
+	c.proposals++
+	lost := c.lostAnswer
+	c.mu.Unlock()
+	if lost {
+		go func() {
+			c.commit(ch.LeaderEpoch, ch.PartitionEpoch, ch.ISR)
+			done(State{}, fmt.Errorf("%w: %w", ErrISRUnsure, context.DeadlineExceeded))
+		}()
+		return
+	}
 	answer := func() { done(c.alter(ch.LeaderEpoch, ch.PartitionEpoch, ch.ISR)) }
 	if c.held != nil {
 		c.held <- answer
@@ -76,8 +92,18 @@ func (c *cluster) ProposeISR(ch ISRChange, done func(State, error)) {
 	go answer()
 }
 
-// alter is the fake controller's AlterPartition.
+// alter is the fake controller's AlterPartition: commit, then push the
+// state to every replica as the metadata stream would.
 func (c *cluster) alter(leaderEpoch, partitionEpoch int32, isr []int32) (State, error) {
+	st, err := c.commit(leaderEpoch, partitionEpoch, isr)
+	if err == nil {
+		c.push()
+	}
+	return st, err
+}
+
+// commit is alter without the push.
+func (c *cluster) commit(leaderEpoch, partitionEpoch int32, isr []int32) (State, error) {
 	c.mu.Lock()
 	if leaderEpoch != c.state.LeaderEpoch {
 		st := c.state
@@ -93,7 +119,6 @@ func (c *cluster) alter(leaderEpoch, partitionEpoch int32, isr []int32) (State, 
 	c.state.PartitionEpoch++
 	st := c.state
 	c.mu.Unlock()
-	c.push()
 	return st, nil
 }
 
@@ -669,5 +694,189 @@ func TestProduceAndFollowerAppendSyncBeforeTheyCount(t *testing.T) {
 	c.logs[2].mu.Unlock()
 	if err := c.fetch(2); errs.Of(err) != errs.KafkaStorageError {
 		t.Fatalf("follower append with a failing fsync: %v, want KAFKA_STORAGE_ERROR", err)
+	}
+	// The failed log fetches no more: a next fetch would tell the leader
+	// follower 2 holds what its failed fsync may have lost.
+	if _, ok := c.replicas[2].FollowerState(); ok {
+		t.Fatal("a follower whose log failed still fetches")
+	}
+	if err := c.fetch(2); err == nil {
+		t.Fatal("a follower whose log failed fetched")
+	}
+	for _, r := range c.replicas[1].ReplicaLEOs() {
+		if r.Replica == 2 && r.LEO != 5 {
+			t.Fatalf("the leader counts follower 2 at %d after its fsync failed, want 5", r.LEO)
+		}
+	}
+}
+
+// A follower joining the ISR counts toward the HW from the moment the
+// leader proposes it until the proposal is settled. A metadata image that
+// brings the partition's state unchanged (any change elsewhere in the
+// cluster does) settles nothing: with the proposal still at the
+// controller, an acks=all produce must wait for the joining follower,
+// which the controller may make an ISR member, electable, behind the HW.
+func TestPendingISRExpansionCountsUntilSettled(t *testing.T) {
+	c := newCluster(t, 1)
+	c.elect(1, []int32{1})
+	leader := c.replicas[1]
+	if _, err := leader.Produce(context.Background(), AcksLeader, -1, plain(t, "a")); err != nil {
+		t.Fatal(err)
+	}
+	c.held = make(chan func(), 4)
+	c.fetch(2)
+	c.fetch(2) // caught up: the leader proposes ISR [1 2]
+	var answer func()
+	select {
+	case answer = <-c.held:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no ISR proposal")
+	}
+	c.push() // the same state again
+	done := produceAsync(leader, AcksAll, plain(t, "b"), 5*time.Second)
+	select {
+	case o := <-done:
+		t.Fatalf("acks=all answered (%+v) while follower 2, proposed for the ISR, lacked the record", o)
+	case <-time.After(50 * time.Millisecond):
+	}
+	answer() // committed: ISR [1 2]
+	if st := leader.Snapshot().State; !slices.Equal(st.ISR, []int32{1, 2}) {
+		t.Fatalf("ISR %v after the commit, want [1 2]", st.ISR)
+	}
+	select {
+	case o := <-done:
+		t.Fatalf("acks=all answered (%+v) before ISR member 2 had the record", o)
+	case <-time.After(20 * time.Millisecond):
+	}
+	c.fetch(2)
+	c.fetch(2)
+	if o := <-done; o.err != nil || o.res.BaseOffset != 1 {
+		t.Fatalf("acks=all after follower 2 fetched: %+v", o)
+	}
+}
+
+// An ISR change whose answer is lost (the call timed out after the
+// controller committed it) stays pending: its members count toward the HW,
+// and the leader asks again until a verdict comes. The resend, at the old
+// partition epoch, is refused with the state that holds the change.
+func TestISRChangeWithoutAVerdictIsAskedAgain(t *testing.T) {
+	c := newCluster(t, 1)
+	c.elect(1, []int32{1})
+	leader := c.replicas[1]
+	if _, err := leader.Produce(context.Background(), AcksLeader, -1, plain(t, "a")); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.lostAnswer = true
+	c.mu.Unlock()
+	c.fetch(2)
+	c.fetch(2) // the leader proposes ISR [1 2]; the controller commits it, the answer is lost
+	eventually(t, "the lost answer", func() bool {
+		leader.mu.Lock()
+		defer leader.mu.Unlock()
+		return leader.pendingUnsure
+	})
+	done := produceAsync(leader, AcksAll, plain(t, "b"), 5*time.Second)
+	select {
+	case o := <-done:
+		t.Fatalf("acks=all answered (%+v) while follower 2, perhaps in the ISR, lacked the record", o)
+	case <-time.After(50 * time.Millisecond):
+	}
+	c.mu.Lock()
+	c.lostAnswer = false
+	c.mu.Unlock()
+	leader.MaybeShrinkISR() // the housekeeping tick: asks again
+	eventually(t, "the committed ISR at the leader", func() bool {
+		return slices.Equal(leader.Snapshot().State.ISR, []int32{1, 2})
+	})
+	c.mu.Lock()
+	n, pe := c.proposals, c.state.PartitionEpoch
+	c.mu.Unlock()
+	if n != 2 || pe != 2 {
+		t.Fatalf("%d proposals, partition epoch %d: want the change proposed twice and committed once (epoch 2)", n, pe)
+	}
+	select {
+	case o := <-done:
+		t.Fatalf("acks=all answered (%+v) before ISR member 2 had the record", o)
+	case <-time.After(20 * time.Millisecond):
+	}
+	c.fetch(2)
+	c.fetch(2)
+	if o := <-done; o.err != nil || o.res.BaseOffset != 1 {
+		t.Fatalf("acks=all after follower 2 fetched: %+v", o)
+	}
+}
+
+// A new leader's epoch starts at its LEO before it appends: asked about
+// the epoch its predecessor led briefly, whose batch it never got, it
+// answers the epoch before and where that ends, and the follower holding
+// that batch cuts only it.
+func TestNewLeaderPlacesAnEpochItNeverGot(t *testing.T) {
+	c := newCluster(t, 1)
+	if _, err := c.replicas[1].Produce(context.Background(), AcksLeader, -1, plain(t, "a", "b")); err != nil {
+		t.Fatal(err)
+	}
+	c.replicate()
+	c.elect(1, []int32{1, 2, 3}) // leader epoch 1
+	if _, err := c.replicas[1].Produce(context.Background(), AcksLeader, -1, plain(t, "c")); err != nil {
+		t.Fatal(err)
+	}
+	c.fetch(3) // only follower 3 gets c, of epoch 1
+	c.cut[1] = true
+	c.elect(2, []int32{2, 3}) // leader epoch 2; replica 2 has no batch of epoch 1
+	if e, end, err := c.replicas[2].EndOffsetForEpoch(1, 2); err != nil || e != 0 || end != 2 {
+		t.Fatalf("the new leader's answer for epoch 1: (%d, %d, %v), want (0, 2): epoch 0 ends at 2", e, end, err)
+	}
+	if err := c.fetch(3); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.logs[3].values(); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("follower 3 after the diverging answer: %v, want [a b]", got)
+	}
+	if _, err := c.replicas[2].Produce(context.Background(), AcksLeader, -1, plain(t, "d")); err != nil {
+		t.Fatal(err)
+	}
+	c.replicate()
+	for _, id := range []int32{2, 3} {
+		if got := c.logs[id].values(); !slices.Equal(got, []string{"a", "b", "d"}) {
+			t.Fatalf("replica %d: %v, want [a b d]", id, got)
+		}
+	}
+}
+
+// A follower whose log holds an epoch the leader's does not, past a shared
+// older epoch that ends earlier in its own log than in the leader's, cuts
+// back to where that epoch ends in its own log and fetches the leader's
+// records; cutting only to the leader's end would keep the foreign records
+// and answer the same divergence for ever.
+func TestFollowerCutsToItsOwnEndOfTheSharedEpoch(t *testing.T) {
+	c := newCluster(t, 1)
+	if _, err := c.replicas[1].Produce(context.Background(), AcksLeader, -1, plain(t, "a", "b")); err != nil {
+		t.Fatal(err)
+	}
+	c.replicate()
+	if _, err := c.replicas[1].Produce(context.Background(), AcksLeader, -1, plain(t, "c", "d")); err != nil {
+		t.Fatal(err)
+	}
+	c.fetch(2)                   // replica 2 has a b c d, all of epoch 0; replica 3 only a b
+	c.elect(3, []int32{1, 2, 3}) // epoch 1: replica 3 leads from offset 2
+	if _, err := c.replicas[3].Produce(context.Background(), AcksLeader, -1, plain(t, "e", "f")); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		c.fetch(1) // replica 1 cuts c d and takes e f (epoch 1)
+	}
+	if got := c.logs[1].values(); !slices.Equal(got, []string{"a", "b", "e", "f"}) {
+		t.Fatalf("replica 1 following replica 3: %v", got)
+	}
+	c.cut[3] = true
+	c.elect(2, []int32{1, 2}) // epoch 2: replica 2 (a b c d of epoch 0) leads
+	for range 5 {
+		if err := c.fetch(1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := c.logs[1].values(); !slices.Equal(got, []string{"a", "b", "c", "d"}) {
+		t.Fatalf("replica 1 following replica 2: %v, want [a b c d]", got)
 	}
 }

@@ -28,6 +28,9 @@ func (a logAdapter) AppendAsFollower(batches []byte) error {
 
 func (a logAdapter) SyncIfDue(next record.Offset) error { return a.l.SyncIfDue(next) }
 
+func (a logAdapter) AssignEpoch(e record.Epoch) error { return a.l.AssignEpoch(e) }
+func (a logAdapter) Failed() bool                     { return a.l.Failed() }
+
 func (a logAdapter) Read(offset record.Offset, maxBytes int, maxOffset record.Offset) ([]byte, error) {
 	res, err := a.l.Read(offset, maxBytes, maxOffset)
 	return res.Records, err
