@@ -170,3 +170,30 @@ func TestRecordLargerThanTheBuffer(t *testing.T) {
 		t.Errorf("a small record after it: %+v, want offset 0", r)
 	}
 }
+
+// A record still without an answer when ProduceSync's context ends is in
+// flight, and may be written: it answers REQUEST_TIMED_OUT with
+// MaybeWritten set (the gateway's UNKNOWN), never as not written — a
+// caller that retried on that would write it twice.
+func TestProduceSyncTimeoutMayHaveWritten(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 1, nil)
+	p := c.NewProducer()
+	defer p.Close(ctx(t))
+	release := cl.Storage[1].HoldAnswers("t", 0)
+	defer release()
+	short, cancel := context.WithTimeout(ctx(t), 200*time.Millisecond)
+	defer cancel()
+	r := p.ProduceSync(short, kibRecord("t", 1))[0]
+	if errs.Of(r.Err) != errs.RequestTimedOut || !r.MaybeWritten {
+		t.Fatalf("a record in flight when the context ended: %+v, want REQUEST_TIMED_OUT, maybe written", r)
+	}
+	release()
+	if err := p.Flush(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(cl.Storage[1].Batches("t", 0)); n != 1 {
+		t.Fatalf("%d batches at the node, want the timed-out record's", n)
+	}
+}

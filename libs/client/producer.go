@@ -465,8 +465,8 @@ func (p *Producer) Produce(ctx context.Context, r Record, done func(Result)) {
 }
 
 // ProduceSync produces recs and waits for their results, in order. When ctx
-// ends first, the records still pending answer REQUEST_TIMED_OUT (they may
-// still be written).
+// ends first, the records still pending answer REQUEST_TIMED_OUT with
+// MaybeWritten set: they are queued or in flight, and may still be written.
 func (p *Producer) ProduceSync(ctx context.Context, recs ...Record) []Result {
 	type indexed struct {
 		i int
@@ -483,7 +483,7 @@ func (p *Producer) ProduceSync(ctx context.Context, recs ...Record) []Result {
 		case <-ctx.Done():
 			for i := range out {
 				if !got[i] {
-					out[i] = Result{Partition: -1, Offset: -1, Err: errs.Errorf(errs.RequestTimedOut, "no answer yet: %v", ctx.Err())}
+					out[i] = Result{Partition: -1, Offset: -1, Err: errs.Errorf(errs.RequestTimedOut, "no answer yet: %v", ctx.Err()), MaybeWritten: true}
 				}
 			}
 			return out
