@@ -197,3 +197,34 @@ func TestProduceSyncTimeoutMayHaveWritten(t *testing.T) {
 		t.Fatalf("%d batches at the node, want the timed-out record's", n)
 	}
 }
+
+// Flush returns once every callback has returned, not merely once every
+// record has its result: a caller reading what its callbacks wrote right
+// after Flush sees all of it.
+func TestFlushWaitsForTheCallbacks(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 1, nil)
+	p := c.NewProducer()
+	defer p.Close(ctx(t))
+	gate := make(chan struct{})
+	var got client.Result
+	p.Produce(ctx(t), kibRecord("t", 1), func(r client.Result) {
+		<-gate
+		got = r
+	})
+	flushed := make(chan error, 1)
+	go func() { flushed <- p.Flush(ctx(t)) }()
+	select {
+	case err := <-flushed:
+		t.Fatalf("Flush returned (%v) while a callback was still running", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(gate)
+	if err := <-flushed; err != nil {
+		t.Fatal(err)
+	}
+	if got.Err != nil || got.Offset != 0 {
+		t.Fatalf("the callback's result, read after Flush: %+v", got)
+	}
+}

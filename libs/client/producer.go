@@ -180,16 +180,19 @@ type Producer struct {
 	parts    map[accumulator.TP]*partitionState // guarded by mu
 	inflight int                                // batches awaiting an answer; guarded by mu
 	retries  int                                // batches waiting to be resent; guarded by mu
-	flushers int                                // Flush calls and full-buffer waits; guarded by mu
-	mem      *memoryBudget                      // buffer.memory
-	adding   int                                // ProduceAll calls still queueing their records; guarded by mu
-	closing  bool                               // no more Produce; guarded by mu
-	stopped  bool                               // the sender is gone: no more retries; guarded by mu
-	idle     chan struct{}                      // closed and replaced when all is delivered; guarded by mu
-	pid      int64                              // the producer's id, shared by its partitions; -1 until taken; guarded by mu
-	bld      *record.Builder                    // encodes batches; guarded by mu
-	order    uint64                             // order of the last batch made; guarded by mu
-	bufs     batchBuffers                       // guarded by mu
+	// delivering counts the groups of results whose callbacks run outside
+	// the lock and have not all returned; guarded by mu.
+	delivering int
+	flushers   int             // Flush calls and full-buffer waits; guarded by mu
+	mem        *memoryBudget   // buffer.memory
+	adding     int             // ProduceAll calls still queueing their records; guarded by mu
+	closing    bool            // no more Produce; guarded by mu
+	stopped    bool            // the sender is gone: no more retries; guarded by mu
+	idle       chan struct{}   // closed and replaced when all is delivered; guarded by mu
+	pid        int64           // the producer's id, shared by its partitions; -1 until taken; guarded by mu
+	bld        *record.Builder // encodes batches; guarded by mu
+	order      uint64          // order of the last batch made; guarded by mu
+	bufs       batchBuffers    // guarded by mu
 }
 
 // batchBuffers recycles the buffers batches are encoded into. A settled
@@ -510,7 +513,8 @@ func (p *Producer) ProduceAll(ctx context.Context, recs []Record, done func(i in
 }
 
 // Flush sends everything queued without waiting for linger and waits until
-// every record produced so far has its result.
+// every record produced so far has its result and its callback has
+// returned. A callback must not call Flush or Close: they would wait for it.
 func (p *Producer) Flush(ctx context.Context) error {
 	p.mu.Lock()
 	p.flushers++
@@ -574,7 +578,7 @@ func (p *Producer) signal() {
 
 // drainedLocked: nothing queued, in flight or waiting to be retried.
 func (p *Producer) drainedLocked() bool {
-	return p.acc.Records() == 0 && p.inflight == 0 && p.retries == 0
+	return p.acc.Records() == 0 && p.inflight == 0 && p.retries == 0 && p.delivering == 0
 }
 
 func (p *Producer) noteIdleLocked() {
@@ -708,13 +712,25 @@ func (p *Producer) collect(now time.Time) (sends []*brokerRequest, wakeAt time.T
 	var failed []*sendBatch
 	var failErrs []error
 	defer func() {
+		if len(failed) == 0 {
+			return
+		}
 		for i, b := range failed {
 			p.deliverErr(b, failErrs[i])
 		}
+		p.mu.Lock()
+		p.delivering--
+		p.noteIdleLocked()
+		p.mu.Unlock()
 	}()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	defer p.noteIdleLocked()
+	defer func() {
+		if len(failed) > 0 {
+			p.delivering++ // their callbacks run after the unlock
+		}
+		p.noteIdleLocked()
+	}()
 	p.bufs.reclaim() // the sender's previous Sends have all returned
 	soon := func(t time.Time) {
 		if wakeAt.IsZero() || t.Before(wakeAt) {
@@ -1087,9 +1103,21 @@ func (p *Producer) complete(batches []sentBatch, resp *storagev1.ProduceResponse
 		b.data = nil
 		out = append(out, outcome{b, res, berr})
 	}
+	if len(out) > 0 {
+		p.delivering++ // their callbacks run after the unlock
+	}
 	p.noteIdleLocked()
 	p.mu.Unlock()
 	p.signal()
+	if len(out) == 0 {
+		return
+	}
+	defer func() {
+		p.mu.Lock()
+		p.delivering--
+		p.noteIdleLocked()
+		p.mu.Unlock()
+	}()
 	for _, o := range out {
 		if o.err != nil {
 			p.deliverErr(o.b, o.err)
