@@ -689,6 +689,20 @@ func (l *Log) Close() error {
 	return first
 }
 
+// DurableEnd is where a leader may count its own log toward the high
+// watermark: the LEO, but when every message is to be fsynced
+// (flush.messages=1) only the recovery point, below which everything is
+// fsynced — as Kafka's leader flushes within the append, before its HW
+// moves, so that no consumer reads a record that is on no disk.
+func (l *Log) DurableEnd() Offset {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.flushMsgs.Load() == 1 {
+		return min(l.rp, l.leo)
+	}
+	return l.leo
+}
+
 // AssignEpoch records that leader epoch epoch starts at the log end offset.
 // A replica that becomes leader calls it before it appends, as Kafka's
 // leader does: its answers to OffsetForLeaderEpoch then place the end of

@@ -364,6 +364,35 @@ func TestEndOffsetForEpoch(t *testing.T) {
 	}
 }
 
+// Under flush.messages=1 a leader counts its log toward the HW only up to
+// what is fsynced; otherwise up to the LEO.
+func TestDurableEnd(t *testing.T) {
+	cfg := smallConfig()
+	cfg.FlushMessages = 1
+	l := openLog(t, t.TempDir(), cfg, State{}, &clock{t: t0})
+	defer l.Close()
+	if _, err := l.Append(valuesBatch(t, 0, 2, 5, 0), 0); err != nil {
+		t.Fatal(err)
+	}
+	if d := l.DurableEnd(); d != 0 || l.LEO() != 2 {
+		t.Fatalf("flush.messages=1, before the sync: durable end %d, LEO %d; want 0, 2", d, l.LEO())
+	}
+	if err := l.SyncIfDue(2); err != nil {
+		t.Fatal(err)
+	}
+	if d := l.DurableEnd(); d != 2 {
+		t.Fatalf("flush.messages=1, after the sync: durable end %d, want 2", d)
+	}
+	cfg.FlushMessages = 1000
+	l.SetConfig(cfg)
+	if _, err := l.Append(valuesBatch(t, 2, 2, 5, 0), 0); err != nil {
+		t.Fatal(err)
+	}
+	if d := l.DurableEnd(); d != 4 {
+		t.Fatalf("flush.messages=1000: durable end %d, want the LEO 4", d)
+	}
+}
+
 // A new leader's epoch starts at its LEO before it appends anything, so
 // OffsetForLeaderEpoch can answer for an epoch this log never got batches
 // of (the one its predecessor led briefly): the largest older epoch, ending

@@ -21,9 +21,19 @@ type memLog struct {
 	syncErr error
 	// failed is set once SyncIfDue has failed, as libs/log marks itself.
 	failed bool
+	// everyMessage is flush.messages=1: DurableEnd is what SyncIfDue
+	// covered. syncGate, when set, holds SyncIfDue until it is closed.
+	everyMessage bool
+	syncGate     chan struct{}
 }
 
 func (l *memLog) SyncIfDue(next record.Offset) error {
+	l.mu.Lock()
+	gate := l.syncGate
+	l.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.syncErr != nil {
@@ -194,6 +204,15 @@ func (l *memLog) AssignEpoch(e record.Epoch) error {
 	defer l.mu.Unlock()
 	l.noteEpochLocked(e, l.leoLocked())
 	return nil
+}
+
+func (l *memLog) DurableEnd() record.Offset {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.everyMessage {
+		return min(l.synced, l.leoLocked())
+	}
+	return l.leoLocked()
 }
 
 func (l *memLog) Failed() bool {

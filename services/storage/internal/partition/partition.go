@@ -56,6 +56,9 @@ type Log interface {
 	// Failed reports that a write or fsync failed: what the log holds past
 	// its last good sync is not to be counted on until it is reopened.
 	Failed() bool
+	// DurableEnd is where the leader counts its own log toward the HW:
+	// the LEO, or under flush.messages=1 the end of what is fsynced.
+	DurableEnd() record.Offset
 	// OffsetForTimestamp is the first offset whose timestamp >= ts.
 	OffsetForTimestamp(ts int64) (offset record.Offset, timestamp int64, ok bool)
 }
@@ -372,7 +375,7 @@ func (p *Partition) maybeAdvanceHWLocked() {
 	if p.role != Leader {
 		return
 	}
-	leo := map[isr.ReplicaID]isr.Offset{isr.ReplicaID(p.cfg.Self): isr.Offset(p.log.LogEndOffset())}
+	leo := map[isr.ReplicaID]isr.Offset{isr.ReplicaID(p.cfg.Self): isr.Offset(p.log.DurableEnd())}
 	for id, f := range p.followers {
 		if f.leo >= 0 {
 			leo[isr.ReplicaID(id)] = isr.Offset(f.leo)

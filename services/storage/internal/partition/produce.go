@@ -51,6 +51,9 @@ type Pending struct {
 	// syncTo: Await first applies flush.messages to the offsets below it
 	// (0: nothing was written).
 	syncTo record.Offset
+	// heldByDisk: the HW may not count the append until it is fsynced
+	// (flush.messages=1); Await moves it once the sync is done.
+	heldByDisk bool
 }
 
 // Append is Produce's first half: it validates and appends the batches now,
@@ -76,6 +79,7 @@ func (p *Partition) Append(acks int, leaderEpoch int32, batches []byte) (Pending
 		// A duplicate's first append may still be syncing: it is waited
 		// for too.
 		pend.syncTo = res.LastOffset + 1
+		pend.heldByDisk = p.log.DurableEnd() < pend.syncTo
 	}
 	return pend, err
 }
@@ -131,6 +135,9 @@ func (p *Partition) Await(ctx context.Context, pend Pending) (ProduceResult, err
 			}
 			return res, errs.Errorf(errs.KafkaStorageError, "%s-%d: %v", p.cfg.Topic, p.cfg.Partition, err)
 		}
+		if pend.heldByDisk {
+			p.afterSync()
+		}
 	}
 	if w == nil {
 		return res, nil
@@ -145,6 +152,15 @@ func (p *Partition) Await(ctx context.Context, pend Pending) (ProduceResult, err
 		}
 		return res, ctx.Err()
 	}
+}
+
+// afterSync moves the HW over what an fsync made durable, and answers
+// the produces it completes.
+func (p *Partition) afterSync() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.maybeAdvanceHWLocked()
+	p.completeWaitersLocked()
 }
 
 func (p *Partition) dropWaiter(w *waiter) {

@@ -880,3 +880,45 @@ func TestFollowerCutsToItsOwnEndOfTheSharedEpoch(t *testing.T) {
 		t.Fatalf("replica 1 following replica 2: %v, want [a b c d]", got)
 	}
 }
+
+// Under flush.messages=1 the leader counts its own log toward the HW only
+// once it is fsynced, as Kafka's leader flushes before its HW moves: a
+// leader alone in the ISR does not let consumers read a record that is on
+// no disk yet, and the produce is answered once it is.
+func TestHWWaitsForTheLeadersSyncUnderFlushMessagesOne(t *testing.T) {
+	c := newCluster(t, 1)
+	c.elect(1, []int32{1})
+	leader, l := c.replicas[1], c.logs[1]
+	gate := make(chan struct{})
+	l.mu.Lock()
+	l.everyMessage, l.syncGate = true, gate
+	l.mu.Unlock()
+	for i, acks := range []int{AcksAll, AcksLeader} {
+		at := record.Offset(i) // the record's offset
+		done := produceAsync(leader, acks, plain(t, "a"), 5*time.Second)
+		eventually(t, "the append", func() bool { return leader.Snapshot().LEO == at+1 })
+		if hw := leader.Snapshot().HW; hw != at {
+			t.Fatalf("acks=%d: HW %d before the fsync, want %d", acks, hw, at)
+		}
+		if r, err := leader.Fetch(at, 1<<20, false, -1); err != nil || len(r.Records) > 0 {
+			t.Fatalf("acks=%d: a consumer read %d bytes not yet fsynced (%v)", acks, len(r.Records), err)
+		}
+		select {
+		case o := <-done:
+			t.Fatalf("acks=%d: answered (%+v) before the fsync", acks, o)
+		case <-time.After(20 * time.Millisecond):
+		}
+		close(gate)
+		if o := <-done; o.err != nil {
+			t.Fatalf("acks=%d: %v", acks, o.err)
+		}
+		if hw := leader.Snapshot().HW; hw != at+1 {
+			t.Fatalf("acks=%d: HW %d after the fsync, want %d", acks, hw, at+1)
+		}
+		gate = make(chan struct{})
+		l.mu.Lock()
+		l.syncGate = gate
+		l.mu.Unlock()
+	}
+	close(gate)
+}

@@ -55,6 +55,7 @@ func (p *Partition) WriteMarker(ctx context.Context, producerID int64, producerE
 		p.dropWaiter(w)
 		return -1, errs.Errorf(errs.KafkaStorageError, "%s-%d: marker append: %v", p.cfg.Topic, p.cfg.Partition, err)
 	}
+	p.afterSync() // under flush.messages=1 the HW waited for the sync
 	select {
 	case err := <-w.done:
 		return first, err

@@ -30,6 +30,7 @@ func (a logAdapter) SyncIfDue(next record.Offset) error { return a.l.SyncIfDue(n
 
 func (a logAdapter) AssignEpoch(e record.Epoch) error { return a.l.AssignEpoch(e) }
 func (a logAdapter) Failed() bool                     { return a.l.Failed() }
+func (a logAdapter) DurableEnd() record.Offset        { return a.l.DurableEnd() }
 
 func (a logAdapter) Read(offset record.Offset, maxBytes int, maxOffset record.Offset) ([]byte, error) {
 	res, err := a.l.Read(offset, maxBytes, maxOffset)
