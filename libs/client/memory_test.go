@@ -228,3 +228,47 @@ func TestFlushWaitsForTheCallbacks(t *testing.T) {
 		t.Fatalf("the callback's result, read after Flush: %+v", got)
 	}
 }
+
+// A client closed before its producer (the wrong order, easy to get with
+// defers) leaves no record unanswered: what was in flight fails, as a
+// record produced afterwards does, and the producer's Close returns.
+func TestClientClosedBeforeItsProducer(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 1, nil)
+	p := c.NewProducer()
+	if r := p.ProduceSync(ctx(t), kibRecord("t", 1))[0]; r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	release := cl.Storage[1].HoldAnswers("t", 0)
+	defer release()
+	_, inFlight := produceAsync1(t, p, ctx(t), kibRecord("t", 2))
+	for deadline := time.Now().Add(10 * time.Second); len(cl.Storage[1].Batches("t", 0)) < 2; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the second record did not reach the node")
+		}
+	}
+	c.Close()
+	select {
+	case r := <-inFlight:
+		if r.Err == nil || !r.MaybeWritten {
+			t.Fatalf("a record in flight when the client closed: %+v, want an error, maybe written", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a record in flight when the client closed was never answered")
+	}
+	_, after := produceAsync1(t, p, ctx(t), kibRecord("t", 3))
+	select {
+	case r := <-after:
+		if r.Err == nil {
+			t.Fatalf("a record produced after the client closed: %+v, want an error", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a record produced after the client closed was never answered")
+	}
+	closeCtx, cancel := context.WithTimeout(ctx(t), 10*time.Second)
+	defer cancel()
+	if err := p.Close(closeCtx); err != nil {
+		t.Fatalf("the producer's Close after its client's: %v", err)
+	}
+}

@@ -443,10 +443,11 @@ func (p *Producer) Produce(ctx context.Context, r Record, done func(Result)) {
 
 	now := time.Now()
 	p.mu.Lock()
-	if p.closing {
+	if p.closing || p.c.ctx.Err() != nil {
+		// A closed client has no sender left to send it.
 		p.mu.Unlock()
 		p.mem.release(need)
-		fail(errs.Errorf(errs.NetworkException, "producer is closed"))
+		fail(errs.Errorf(errs.NetworkException, "producer or client is closed"))
 		return
 	}
 	tp := accumulator.TP{Topic: r.Topic}
@@ -1082,7 +1083,7 @@ func (p *Producer) complete(batches []sentBatch, resp *storagev1.ProduceResponse
 				}
 			}
 		}
-		if berr != nil && retriable && now.Before(b.deadline) && !p.stopped {
+		if berr != nil && retriable && now.Before(b.deadline) && !p.stopped && p.c.ctx.Err() == nil {
 			b.retryAt = now.Add(p.c.backoff(b.attempts - 1))
 			ps.requeue(b)
 			p.retries++
