@@ -18,11 +18,14 @@ type CompactStats struct {
 	BytesAfter        int64
 }
 
-// Compact applies cleanup.policy=compact to the closed segments: of each key
-// only the record with the newest offset among them survives, and a
-// tombstone (a null value) that survives is dropped too once its segment's
-// newest timestamp is older than now - delete.retention.ms. The active
-// segment is never touched.
+// Compact applies cleanup.policy=compact to the closed segments that end at
+// or below upTo (the caller passes the smaller of its high watermark and
+// last stable offset, as Kafka's cleaner stops at the first uncleanable
+// offset): of each key only the record with the newest offset among them
+// survives, and a tombstone (a null value) that survives is dropped too once
+// its segment's newest timestamp is older than now - delete.retention.ms.
+// A record above upTo may still be truncated away, so it neither supersedes
+// an older one nor is itself rewritten. The active segment is never touched.
 //
 // What stays as it is:
 //   - offsets: surviving records keep theirs, and a batch keeps its base and
@@ -41,7 +44,7 @@ type CompactStats struct {
 // the old segment or the new one. Appends go on while compaction reads and
 // writes; they wait only for each swap. Truncation, deletion and Close wait
 // for compaction to finish.
-func (l *Log) Compact(now time.Time) (CompactStats, error) {
+func (l *Log) Compact(now time.Time, upTo Offset) (CompactStats, error) {
 	l.cmu.Lock()
 	defer l.cmu.Unlock()
 	var st CompactStats
@@ -51,6 +54,9 @@ func (l *Log) Compact(now time.Time) (CompactStats, error) {
 	var closed []*segment
 	if len(l.segs) > 1 {
 		closed = slices.Clone(l.segs[:len(l.segs)-1])
+	}
+	for len(closed) > 0 && closed[len(closed)-1].next > upTo {
+		closed = closed[:len(closed)-1]
 	}
 	l.wmu.Unlock()
 	if err != nil || cfg.CleanupPolicy&CleanupCompact == 0 || len(closed) == 0 {

@@ -89,7 +89,7 @@ func TestCompaction(t *testing.T) {
 	before := readRecords(t, l, 0)
 
 	// Pass 1: the tombstone is younger than delete.retention.ms.
-	st, err := l.Compact(time.UnixMilli(5500))
+	st, err := l.Compact(time.UnixMilli(5500), NoMaxOffset)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestCompaction(t *testing.T) {
 	}
 
 	// Pass 2: the tombstone's segment is now older than delete.retention.ms.
-	if st, err = l.Compact(time.UnixMilli(6001)); err != nil || st.RecordsRemoved != 1 {
+	if st, err = l.Compact(time.UnixMilli(6001), NoMaxOffset); err != nil || st.RecordsRemoved != 1 {
 		t.Fatalf("%+v %v", st, err)
 	}
 	got = readRecords(t, l, 0)
@@ -127,7 +127,7 @@ func TestCompaction(t *testing.T) {
 		t.Fatalf("tombstone survived: %v", got)
 	}
 	// Nothing left to do.
-	if st, err = l.Compact(time.UnixMilli(6001)); err != nil || st.SegmentsRewritten != 0 {
+	if st, err = l.Compact(time.UnixMilli(6001), NoMaxOffset); err != nil || st.SegmentsRewritten != 0 {
 		t.Fatalf("%+v %v", st, err)
 	}
 
@@ -164,7 +164,7 @@ func TestCompactionNeedsPolicy(t *testing.T) {
 	cfg := l.Config()
 	cfg.CleanupPolicy = CleanupDelete
 	l.SetConfig(cfg)
-	if st, err := l.Compact(time.UnixMilli(1 << 50)); err != nil || st.SegmentsRewritten != 0 {
+	if st, err := l.Compact(time.UnixMilli(1<<50), NoMaxOffset); err != nil || st.SegmentsRewritten != 0 {
 		t.Fatalf("%+v %v", st, err)
 	}
 }
@@ -184,7 +184,7 @@ func TestCompactionAlongsideAppends(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := l.Compact(t0)
+		_, err := l.Compact(t0, NoMaxOffset)
 		done <- err
 	}()
 	for i := 200; i < 300; i++ {
@@ -213,5 +213,39 @@ func TestCompactionAlongsideAppends(t *testing.T) {
 	}
 	if len(got) >= 300 {
 		t.Fatal("compaction removed nothing")
+	}
+}
+
+// Compaction stops at the offset it is given (the HW, or the LSO): a
+// segment that ends above it is left whole, and its records supersede
+// nothing, since a follower may yet truncate them away; the committed
+// record they would replace must survive that.
+func TestCompactionStopsAtTheGivenOffset(t *testing.T) {
+	c := &clock{t: t0}
+	l := compactedLog(t, t.TempDir(), c)
+	defer l.Close()
+	// Segments: 0-6, 7-10, and the active one from 11. k3's c1b at 5 is
+	// superseded only by c2 at 7, above the bound.
+	st, err := l.Compact(time.UnixMilli(5500), 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := readRecords(t, l, 0)
+	if got[5] != "c1b" || got[7] != "c2" || st.SegmentsRewritten != 1 {
+		t.Fatalf("compacted below 7: %+v, records %v: want c1b at 5 kept (c2 at 7 is above the bound)", st, got)
+	}
+	if _, ok := got[0]; ok { // a1 at 0 is superseded by a2 at 3, below the bound
+		t.Fatalf("a1 at 0 survived compaction below 7: %v", got)
+	}
+	if st, err := l.Compact(time.UnixMilli(5500), 6); err != nil || st.SegmentsRewritten != 0 {
+		t.Fatalf("below 6 no segment ends: %+v %v", st, err)
+	}
+	if _, err := l.Compact(time.UnixMilli(5500), NoMaxOffset); err != nil {
+		t.Fatal(err)
+	}
+	if got := readRecords(t, l, 0); got[7] != "c2" {
+		t.Fatalf("with the bound lifted: %v", got)
+	} else if _, ok := got[5]; ok {
+		t.Fatalf("with the bound lifted c1b at 5 survived: %v", got)
 	}
 }
