@@ -623,6 +623,13 @@ func syncFiles(path string, segs []*segment, dir bool) error {
 }
 
 func (l *Log) flushLocked() error {
+	// A SyncIfDue fsync in progress may have taken the directory's flag:
+	// wait for it, so that nothing is counted durable before its fsyncs
+	// end, and fail if it failed.
+	l.waitSyncLocked()
+	if l.hasFailed.Load() {
+		return l.checkWritable()
+	}
 	for _, s := range l.segmentsToSyncLocked() {
 		if err := s.f.Sync(); err != nil {
 			return l.ioError("fsync", err)
@@ -665,7 +672,7 @@ func (l *Log) Close() error {
 	}
 	l.waitSyncLocked()
 	var first error
-	if l.failed == nil {
+	if !l.hasFailed.Load() { // a failed log counts nothing more durable
 		if err := l.active().persistIndexes(); err != nil {
 			first = err
 		}

@@ -857,3 +857,65 @@ func TestLogAppendTime(t *testing.T) {
 		t.Fatalf("%+v %v %v", got, ok, err)
 	}
 }
+
+// Flush waits for a SyncIfDue fsync in progress: that fsync may have taken
+// the directory's flag, and nothing may count as durable before it ends.
+func TestFlushWaitsForASyncInProgress(t *testing.T) {
+	l := openLog(t, t.TempDir(), smallConfig(), State{}, &clock{t: t0})
+	defer l.Close()
+	if _, err := l.Append(valuesBatch(t, 0, 2, 5, 0), 0); err != nil {
+		t.Fatal(err)
+	}
+	// A SyncIfDue fsync in progress, between taking its files and ending.
+	done := make(chan struct{})
+	l.fmu.Lock()
+	l.syncing, l.syncDone = true, done
+	l.fmu.Unlock()
+	var once sync.Once
+	end := func() {
+		once.Do(func() {
+			l.fmu.Lock()
+			l.syncing = false
+			close(done)
+			l.fmu.Unlock()
+		})
+	}
+	defer end() // before Close, which waits for it
+	flushed := make(chan error, 1)
+	go func() { flushed <- l.Flush() }()
+	select {
+	case err := <-flushed:
+		t.Fatalf("Flush returned (%v) while another fsync was running", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	if rp := l.State().RecoveryPoint; rp != 0 {
+		t.Fatalf("recovery point %d while the fsync runs, want 0", rp)
+	}
+	end()
+	if err := <-flushed; err != nil {
+		t.Fatal(err)
+	}
+	if rp := l.State().RecoveryPoint; rp != 2 {
+		t.Fatalf("recovery point %d after the flush, want 2", rp)
+	}
+}
+
+// After a failed fsync, Close counts nothing more as durable: the
+// recovery point it leaves is where the last good sync ended.
+func TestCloseAfterAFailedSync(t *testing.T) {
+	l := openLog(t, t.TempDir(), smallConfig(), State{}, &clock{t: t0})
+	if _, err := l.Append(valuesBatch(t, 0, 2, 5, 0), 0); err != nil {
+		t.Fatal(err)
+	}
+	l.fmu.Lock()
+	l.syncErr = errors.New("input/output error")
+	l.hasFailed.Store(true)
+	l.fmu.Unlock()
+	if err := l.Flush(); errs.Of(err) != errs.KafkaStorageError {
+		t.Fatalf("Flush after a failed fsync: %v, want KAFKA_STORAGE_ERROR", err)
+	}
+	_ = l.Close()
+	if rp := l.State().RecoveryPoint; rp != 0 {
+		t.Fatalf("recovery point %d after closing a log whose fsync failed, want 0", rp)
+	}
+}
