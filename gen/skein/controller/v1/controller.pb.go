@@ -1344,8 +1344,14 @@ type PartitionIsrChange struct {
 	LeaderEpoch    int32                  `protobuf:"varint,3,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
 	PartitionEpoch int32                  `protobuf:"varint,4,opt,name=partition_epoch,json=partitionEpoch,proto3" json:"partition_epoch,omitempty"`
 	NewIsr         []int32                `protobuf:"varint,5,rep,packed,name=new_isr,json=newIsr,proto3" json:"new_isr,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The broker epoch the leader saw each member of new_isr fetch with, in
+	// the same order (0 for the leader itself, or when not known). A member
+	// whose registration the controller holds at another epoch restarted
+	// since: what the leader knew of its log is not what it holds, and the
+	// change is refused (Kafka's KIP-903). Empty: not checked.
+	NewIsrBrokerEpochs []int64 `protobuf:"varint,6,rep,packed,name=new_isr_broker_epochs,json=newIsrBrokerEpochs,proto3" json:"new_isr_broker_epochs,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *PartitionIsrChange) Reset() {
@@ -1409,6 +1415,13 @@ func (x *PartitionIsrChange) GetPartitionEpoch() int32 {
 func (x *PartitionIsrChange) GetNewIsr() []int32 {
 	if x != nil {
 		return x.NewIsr
+	}
+	return nil
+}
+
+func (x *PartitionIsrChange) GetNewIsrBrokerEpochs() []int64 {
+	if x != nil {
+		return x.NewIsrBrokerEpochs
 	}
 	return nil
 }
@@ -2609,13 +2622,14 @@ const file_skein_controller_v1_controller_proto_rawDesc = "" +
 	"\fbroker_epoch\x18\x02 \x01(\x03R\vbrokerEpoch\x12G\n" +
 	"\n" +
 	"partitions\x18\x03 \x03(\v2'.skein.controller.v1.PartitionIsrChangeR\n" +
-	"partitions\"\xad\x01\n" +
+	"partitions\"\xe0\x01\n" +
 	"\x12PartitionIsrChange\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12!\n" +
 	"\fleader_epoch\x18\x03 \x01(\x05R\vleaderEpoch\x12'\n" +
 	"\x0fpartition_epoch\x18\x04 \x01(\x05R\x0epartitionEpoch\x12\x17\n" +
-	"\anew_isr\x18\x05 \x03(\x05R\x06newIsr\"c\n" +
+	"\anew_isr\x18\x05 \x03(\x05R\x06newIsr\x121\n" +
+	"\x15new_isr_broker_epochs\x18\x06 \x03(\x03R\x12newIsrBrokerEpochs\"c\n" +
 	"\x16AlterPartitionResponse\x12I\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2).skein.controller.v1.AlterPartitionResultR\n" +

@@ -214,12 +214,15 @@ func (t *tx) checkISRChange(sender int32, ch *controllerv1.PartitionIsrChange) (
 	if ch.GetPartitionEpoch() != p.GetPartitionEpoch() {
 		return nil, errs.Errorf(errs.InvalidUpdateVersion, "partition epoch %d is not the current %d", ch.GetPartitionEpoch(), p.GetPartitionEpoch())
 	}
-	isr := ch.GetNewIsr()
+	isr, epochs := ch.GetNewIsr(), ch.GetNewIsrBrokerEpochs()
 	if len(isr) == 0 {
 		return nil, errs.Errorf(errs.InvalidRequest, "empty ISR")
 	}
+	if len(epochs) != 0 && len(epochs) != len(isr) {
+		return nil, errs.Errorf(errs.InvalidRequest, "%d broker epochs for an ISR of %d", len(epochs), len(isr))
+	}
 	seen := map[int32]bool{}
-	for _, r := range isr {
+	for i, r := range isr {
 		switch {
 		case seen[r]:
 			return nil, errs.Errorf(errs.InvalidRequest, "broker %d twice in the ISR", r)
@@ -227,6 +230,14 @@ func (t *tx) checkISRChange(sender int32, ch *controllerv1.PartitionIsrChange) (
 			return nil, errs.Errorf(errs.InvalidRequest, "broker %d is not a replica of %s/%d", r, ch.GetTopic(), ch.GetPartition())
 		case !t.img.IsLive(metadata.BrokerID(r)):
 			return nil, errs.Errorf(errs.ReplicaNotAvailable, "broker %d is fenced and may not join the ISR", r)
+		}
+		if len(epochs) != 0 && epochs[i] > 0 {
+			// The leader judged the member by fetches it made at this
+			// epoch; registered at another, it restarted since, and may
+			// hold less than those fetches said.
+			if b, ok := t.img.Broker(metadata.BrokerID(r)); !ok || b.GetBrokerEpoch() != epochs[i] {
+				return nil, errs.Errorf(errs.ReplicaNotAvailable, "broker %d restarted since the leader saw it fetch (at broker epoch %d, now %d) and may not join the ISR on that", r, epochs[i], b.GetBrokerEpoch())
+			}
 		}
 		seen[r] = true
 	}

@@ -27,6 +27,7 @@ import (
 //	delete-topic t                    create-partitions t count=5
 //	alter-configs t k=v ...  (k= removes)
 //	alter-partition t/0 broker=1 isr=1,2 [leader-epoch=N] [partition-epoch=N] [epoch=N]
+//	                [member-epochs=0,cur,N]  (each member's broker epoch; cur: its current one)
 //	elect-leaders preferred|unclean [t/0 ...] [t]
 //	allocate-producer-ids [node=1] [count=N] [epoch=N]
 //	create-internal-topics offsets=N txn=N
@@ -301,6 +302,16 @@ func (s *scenario) command(f []string) *controllerv1.Command {
 		}
 		if v, ok := args["partition-epoch"]; ok {
 			ch.PartitionEpoch = int32(s.int(v))
+		}
+		if v, ok := args["member-epochs"]; ok {
+			for i, e := range strings.Split(v, ",") {
+				if e == "cur" {
+					b, _ := s.m.img.Broker(metadata.BrokerID(ch.NewIsr[i]))
+					ch.NewIsrBrokerEpochs = append(ch.NewIsrBrokerEpochs, b.GetBrokerEpoch())
+					continue
+				}
+				ch.NewIsrBrokerEpochs = append(ch.NewIsrBrokerEpochs, s.int(e))
+			}
 		}
 		return &controllerv1.Command{Command: &controllerv1.Command_AlterPartition{AlterPartition: &controllerv1.AlterPartitionRequest{
 			BrokerId: broker, BrokerEpoch: s.brokerEpoch(broker, args), Partitions: []*controllerv1.PartitionIsrChange{ch}}}}

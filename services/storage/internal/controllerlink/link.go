@@ -235,7 +235,8 @@ func (l *Link) AlterPartition(ctx context.Context, changes []partition.ISRChange
 	req := &controllerv1.AlterPartitionRequest{BrokerId: l.cfg.BrokerID, BrokerEpoch: l.epoch.Load()}
 	for _, c := range changes {
 		req.Partitions = append(req.Partitions, &controllerv1.PartitionIsrChange{
-			Topic: c.Topic, Partition: c.Partition, LeaderEpoch: c.LeaderEpoch, PartitionEpoch: c.PartitionEpoch, NewIsr: c.ISR})
+			Topic: c.Topic, Partition: c.Partition, LeaderEpoch: c.LeaderEpoch, PartitionEpoch: c.PartitionEpoch, NewIsr: c.ISR,
+			NewIsrBrokerEpochs: c.BrokerEpochs})
 	}
 	var resp *controllerv1.AlterPartitionResponse
 	err := l.call(ctx, func(c controllerv1grpc.ControllerServiceClient, opts ...grpc.CallOption) error {

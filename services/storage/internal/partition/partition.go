@@ -92,6 +92,10 @@ type ISRChange struct {
 	LeaderEpoch    int32
 	PartitionEpoch int32
 	ISR            []int32
+	// BrokerEpochs names, for each member of ISR in order, the broker
+	// epoch the leader saw it fetch at (0 for the leader itself, or not
+	// known): the controller refuses a member registered since at another.
+	BrokerEpochs []int64
 }
 
 // State is the partition as the controller's metadata has it.
@@ -134,6 +138,9 @@ const (
 )
 
 type follower struct {
+	// brokerEpoch: the registration of the follower's last fetch that
+	// named one.
+	brokerEpoch  int64
 	leo          record.Offset
 	lastCaughtUp time.Time
 	prev         isr.FetchState
@@ -175,6 +182,7 @@ type Partition struct {
 	// had no verdict, and MaybeShrinkISR sends it again.
 	pendingID     uint64
 	pendingUnsure bool
+	pendingChange ISRChange
 	nextProposal  uint64
 	producers     *producer.State
 	// aborted is the aborted-transaction index, in marker order.

@@ -13,7 +13,10 @@ import (
 // FollowerFetch is one follower's fetch of this partition from the leader.
 // FetchOffset is the follower's LEO: everything below it is acknowledged.
 type FollowerFetch struct {
-	ReplicaID          int32
+	ReplicaID int32
+	// BrokerEpoch is the follower's registration the fetch was made under
+	// (0: not known); an ISR change names the one each member fetched at.
+	BrokerEpoch        int64
 	FetchOffset        record.Offset
 	LastFetchedEpoch   record.Epoch // -1 for an empty follower log
 	CurrentLeaderEpoch int32
@@ -78,6 +81,9 @@ func (p *Partition) ServeFollower(f FollowerFetch) (FollowerFetchResult, error) 
 	fs.lastCaughtUp = isr.CaughtUp(fs.lastCaughtUp, fs.prev, isr.Offset(f.FetchOffset), isr.Offset(leo), now)
 	fs.prev = isr.FetchState{At: now, LeaderLEO: isr.Offset(leo)}
 	fs.leo = f.FetchOffset
+	if f.BrokerEpoch > 0 {
+		fs.brokerEpoch = f.BrokerEpoch
+	}
 	// Most fetches of a follower of many partitions are of idle ones: the
 	// HW, already at the LEO, cannot move, and a follower in the ISR
 	// cannot be added to it.
@@ -315,9 +321,11 @@ func (p *Partition) MaybeShrinkISR() {
 	}
 	if p.pendingISR != nil {
 		if p.pendingUnsure {
-			// The last answer had no verdict: ask again. Committed already,
-			// it is refused as stale, with the state that holds it.
-			p.proposeLocked(toIDs(p.pendingISR))
+			// The last answer had no verdict: ask again, the same change
+			// with the same broker epochs (a member restarted since is
+			// refused). Committed already, it is refused as stale, with the
+			// state that holds it.
+			p.sendLocked(p.pendingChange)
 		}
 		return
 	}
@@ -360,18 +368,29 @@ func (p *Partition) proposeLocked(next []isr.ReplicaID) {
 		return
 	}
 	newISR := make([]int32, len(next))
+	epochs := make([]int64, len(next))
 	for i, r := range next {
 		newISR[i] = int32(r)
+		if f, ok := p.followers[int32(r)]; ok {
+			epochs[i] = f.brokerEpoch
+		}
 	}
 	if !slices.Contains(newISR, p.cfg.Self) {
 		return // the leader never proposes an ISR without itself
 	}
+	p.sendLocked(ISRChange{Topic: p.cfg.Topic, Partition: p.cfg.Partition, LeaderEpoch: p.st.LeaderEpoch, PartitionEpoch: p.st.PartitionEpoch,
+		ISR: newISR, BrokerEpochs: epochs})
+}
+
+// sendLocked hands change to the proposer as the pending change; the
+// answer settles it, or, without a verdict, leaves it pending and unsure.
+func (p *Partition) sendLocked(change ISRChange) {
+	newISR := change.ISR
 	p.nextProposal++
 	id := p.nextProposal
-	p.pendingISR, p.pendingID, p.pendingUnsure = newISR, id, false
+	p.pendingISR, p.pendingChange, p.pendingID, p.pendingUnsure = newISR, change, id, false
 	isrBefore := slices.Clone(p.st.ISR)
-	le, pe := p.st.LeaderEpoch, p.st.PartitionEpoch
-	change := ISRChange{Topic: p.cfg.Topic, Partition: p.cfg.Partition, LeaderEpoch: le, PartitionEpoch: pe, ISR: newISR}
+	le, pe := change.LeaderEpoch, change.PartitionEpoch
 	p.proposer.ProposeISR(change, func(st State, err error) {
 		p.mu.Lock()
 		if p.closed {

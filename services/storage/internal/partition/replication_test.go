@@ -35,6 +35,10 @@ type cluster struct {
 	// ErrISRUnsure) and the metadata does not bring it yet.
 	proposals  int
 	lostAnswer bool
+	// brokerEpochs, when set, is each broker's registration: fetches carry
+	// it, and the fake controller refuses an ISR member named at another
+	// (as the real one does).
+	brokerEpochs map[int32]int64
 }
 
 func newCluster(t *testing.T, minISR int) *cluster {
@@ -79,12 +83,12 @@ func (c *cluster) ProposeISR(ch ISRChange, done func(State, error)) {
 	c.mu.Unlock()
 	if lost {
 		go func() {
-			c.commit(ch.LeaderEpoch, ch.PartitionEpoch, ch.ISR)
+			c.commit(ch)
 			done(State{}, fmt.Errorf("%w: %w", ErrISRUnsure, context.DeadlineExceeded))
 		}()
 		return
 	}
-	answer := func() { done(c.alter(ch.LeaderEpoch, ch.PartitionEpoch, ch.ISR)) }
+	answer := func() { done(c.alter(ch)) }
 	if c.held != nil {
 		c.held <- answer
 		return
@@ -94,8 +98,8 @@ func (c *cluster) ProposeISR(ch ISRChange, done func(State, error)) {
 
 // alter is the fake controller's AlterPartition: commit, then push the
 // state to every replica as the metadata stream would.
-func (c *cluster) alter(leaderEpoch, partitionEpoch int32, isr []int32) (State, error) {
-	st, err := c.commit(leaderEpoch, partitionEpoch, isr)
+func (c *cluster) alter(ch ISRChange) (State, error) {
+	st, err := c.commit(ch)
 	if err == nil {
 		c.push()
 	}
@@ -103,8 +107,16 @@ func (c *cluster) alter(leaderEpoch, partitionEpoch int32, isr []int32) (State, 
 }
 
 // commit is alter without the push.
-func (c *cluster) commit(leaderEpoch, partitionEpoch int32, isr []int32) (State, error) {
+func (c *cluster) commit(ch ISRChange) (State, error) {
+	leaderEpoch, partitionEpoch, isr := ch.LeaderEpoch, ch.PartitionEpoch, ch.ISR
 	c.mu.Lock()
+	for i, e := range ch.BrokerEpochs {
+		if e > 0 && c.brokerEpochs != nil && c.brokerEpochs[isr[i]] != e {
+			st := c.state
+			c.mu.Unlock()
+			return st, errs.Errorf(errs.ReplicaNotAvailable, "broker %d restarted since", isr[i])
+		}
+	}
 	if leaderEpoch != c.state.LeaderEpoch {
 		st := c.state
 		c.mu.Unlock()
@@ -145,7 +157,10 @@ func (c *cluster) fetch(id int32) error {
 	if c.cut[fs.Leader] {
 		return errs.Errorf(errs.NetworkException, "leader %d cut off", fs.Leader)
 	}
-	res, err := c.replicas[fs.Leader].ServeFollower(FollowerFetch{ReplicaID: id, FetchOffset: fs.FetchOffset, LastFetchedEpoch: fs.LastFetchedEpoch, CurrentLeaderEpoch: fs.CurrentLeaderEpoch, MaxBytes: 1 << 20})
+	c.mu.Lock()
+	epoch := c.brokerEpochs[id]
+	c.mu.Unlock()
+	res, err := c.replicas[fs.Leader].ServeFollower(FollowerFetch{ReplicaID: id, BrokerEpoch: epoch, FetchOffset: fs.FetchOffset, LastFetchedEpoch: fs.LastFetchedEpoch, CurrentLeaderEpoch: fs.CurrentLeaderEpoch, MaxBytes: 1 << 20})
 	if err != nil {
 		return err
 	}
@@ -921,4 +936,58 @@ func TestHWWaitsForTheLeadersSyncUnderFlushMessagesOne(t *testing.T) {
 		l.mu.Unlock()
 	}
 	close(gate)
+}
+
+// An ISR change names the broker epoch each member fetched at. A follower
+// that restarts (a new registration) while the change's answer is lost is
+// not added on the resend: the resend names the epoch the leader judged it
+// by, the controller refuses it, and the leader forgets the change.
+func TestISRResendNamesTheEpochTheMemberFetchedAt(t *testing.T) {
+	c := newCluster(t, 1)
+	c.mu.Lock()
+	c.brokerEpochs = map[int32]int64{1: 10, 2: 20, 3: 30}
+	c.mu.Unlock()
+	c.elect(1, []int32{1})
+	leader := c.replicas[1]
+	if _, err := leader.Produce(context.Background(), AcksLeader, -1, plain(t, "a")); err != nil {
+		t.Fatal(err)
+	}
+	c.held = make(chan func(), 4)
+	c.fetch(2)
+	c.fetch(2) // caught up at broker epoch 20: the leader proposes ISR [1 2]
+	var answer func()
+	select {
+	case answer = <-c.held:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no ISR proposal")
+	}
+	_ = answer // lost: never answered
+	leader.mu.Lock()
+	change := leader.pendingChange
+	leader.pendingUnsure = true // as an answer without a verdict leaves it
+	leader.mu.Unlock()
+	if !slices.Equal(change.ISR, []int32{1, 2}) || !slices.Equal(change.BrokerEpochs, []int64{0, 20}) {
+		t.Fatalf("proposed %v at broker epochs %v, want [1 2] at [0 20]", change.ISR, change.BrokerEpochs)
+	}
+	// Broker 2 restarts: registered again at epoch 21, with an empty log.
+	c.mu.Lock()
+	c.brokerEpochs[2] = 21
+	c.mu.Unlock()
+	c.held = nil
+	if err := c.logs[2].TruncateFullyAndStartAt(0); err != nil {
+		t.Fatal(err)
+	}
+	c.replicas[2].mu.Lock()
+	c.replicas[2].hw = 0
+	c.replicas[2].mu.Unlock()
+	c.fetch(2)              // from offset 0, at epoch 21
+	leader.MaybeShrinkISR() // the housekeeping tick resends the change
+	eventually(t, "the refusal", func() bool {
+		leader.mu.Lock()
+		defer leader.mu.Unlock()
+		return leader.pendingISR == nil
+	})
+	if st := leader.Snapshot().State; !slices.Equal(st.ISR, []int32{1}) {
+		t.Fatalf("ISR %v after the resend, want [1]: the restarted broker joined on its old fetches", st.ISR)
+	}
 }

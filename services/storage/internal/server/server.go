@@ -681,7 +681,7 @@ func (s *Server) replicateOnce(req *storagev1.ReplicateRequest, buf []byte, w *p
 		t := sess.ask(tp, st.GetCurrentLeaderEpoch())
 		budget := max(maxBytes-total, 1)
 		fr, err := p.ServeFollower(partition.FollowerFetch{
-			ReplicaID: req.GetReplicaId(), FetchOffset: record.Offset(st.GetFetchOffset()), LastFetchedEpoch: record.Epoch(st.GetLastFetchedEpoch()),
+			ReplicaID: req.GetReplicaId(), BrokerEpoch: req.GetBrokerEpoch(), FetchOffset: record.Offset(st.GetFetchOffset()), LastFetchedEpoch: record.Epoch(st.GetLastFetchedEpoch()),
 			CurrentLeaderEpoch: st.GetCurrentLeaderEpoch(), MaxBytes: budget, Buf: free, Waker: w,
 		})
 		if n := len(fr.Records); n > 0 {
