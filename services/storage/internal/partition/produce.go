@@ -154,6 +154,28 @@ func (p *Partition) Await(ctx context.Context, pend Pending) (ProduceResult, err
 	}
 }
 
+// SyncTail fsyncs the tail the HW waits on when no produce will: under
+// flush.messages=1 the leader counts its log toward the HW only once it is
+// fsynced, and a replica that restarted may hold a tail its previous run
+// fsynced without recording it (the recovery point is checkpointed once a
+// second). Without a new produce to sync it, that tail would stay below
+// the HW. The replica manager calls it on its housekeeping tick; it does
+// nothing unless the HW waits on the disk.
+func (p *Partition) SyncTail() error {
+	p.mu.Lock()
+	leo := p.log.LogEndOffset()
+	held := p.role == Leader && p.hw < leo && p.log.DurableEnd() < leo && !p.log.Failed()
+	p.mu.Unlock()
+	if !held {
+		return nil
+	}
+	if err := p.log.SyncIfDue(leo); err != nil {
+		return errs.Errorf(errs.KafkaStorageError, "%s-%d: %v", p.cfg.Topic, p.cfg.Partition, err)
+	}
+	p.afterSync()
+	return nil
+}
+
 // afterSync moves the HW over what an fsync made durable, and answers
 // the produces it completes.
 func (p *Partition) afterSync() {

@@ -991,3 +991,32 @@ func TestISRResendNamesTheEpochTheMemberFetchedAt(t *testing.T) {
 		t.Fatalf("ISR %v after the resend, want [1]: the restarted broker joined on its old fetches", st.ISR)
 	}
 }
+
+// A leader under flush.messages=1 whose log holds a tail not yet known to
+// be fsynced (recovered after a restart) and no produce to sync it: the
+// housekeeping tick's SyncTail fsyncs it, and the HW moves over it.
+func TestSyncTailMovesTheHWOverARecoveredTail(t *testing.T) {
+	c := newCluster(t, 1)
+	c.elect(1, []int32{1})
+	leader, l := c.replicas[1], c.logs[1]
+	if _, err := leader.Produce(context.Background(), AcksLeader, -1, plain(t, "a", "b")); err != nil {
+		t.Fatal(err)
+	}
+	// From now on the log counts only what is fsynced, and what it holds
+	// was never synced under that rule: as a recovered tail.
+	l.mu.Lock()
+	l.everyMessage, l.synced = true, 0
+	l.mu.Unlock()
+	c.replicas[1].mu.Lock()
+	c.replicas[1].hw = 0
+	c.replicas[1].mu.Unlock()
+	if err := leader.SyncTail(); err != nil {
+		t.Fatal(err)
+	}
+	if s := leader.Snapshot(); s.HW != 2 || l.synced != 2 {
+		t.Fatalf("after SyncTail: HW %d, synced to %d; want 2 and 2", s.HW, l.synced)
+	}
+	if err := leader.SyncTail(); err != nil { // nothing to do
+		t.Fatal(err)
+	}
+}
