@@ -125,6 +125,10 @@ type Config struct {
 	// ISRChanged, if set, is told of every ISR change this leader got
 	// committed (for metrics).
 	ISRChanged func(shrink bool)
+	// Truncated, if set, is called (without the replica's lock) after the
+	// follower truncated its log: the recovery point fell, and the node
+	// saves it at once.
+	Truncated func()
 }
 
 // Role of this replica.

@@ -113,16 +113,22 @@ func (p *Partition) ServeFollower(f FollowerFetch) (FollowerFetchResult, error) 
 // emptied and restarts at the leader's log start offset, as Kafka does.
 func (p *Partition) ResetToLeaderStart(epoch int32, fetchOffset, leaderStart record.Offset) error {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.role != Follower || p.st.LeaderEpoch != epoch || p.log.LogEndOffset() != fetchOffset || fetchOffset >= leaderStart {
+		p.mu.Unlock()
 		return nil
 	}
 	if err := p.log.TruncateFullyAndStartAt(leaderStart); err != nil {
+		p.mu.Unlock()
 		return errs.Errorf(errs.KafkaStorageError, "%s-%d: restart log at %d: %v", p.cfg.Topic, p.cfg.Partition, leaderStart, err)
 	}
 	p.producers.TruncateTo(0)
 	p.aborted = nil
 	p.hw = leaderStart
+	onTruncate := p.cfg.Truncated
+	p.mu.Unlock()
+	if onTruncate != nil {
+		onTruncate()
+	}
 	return nil
 }
 
@@ -157,8 +163,14 @@ func (p *Partition) FollowerState() (FollowerState, bool) {
 // HW (capped at its own LEO). A stale answer (the replica moved on) is ignored.
 func (p *Partition) ApplyFetched(epoch int32, fetchOffset record.Offset, res FollowerFetchResult) error {
 	p.mu.Lock()
+	leo := p.log.LogEndOffset()
 	syncTo, err := p.applyFetchedLocked(epoch, fetchOffset, res)
+	truncated := p.log.LogEndOffset() < leo
+	onTruncate := p.cfg.Truncated
 	p.mu.Unlock()
+	if truncated && onTruncate != nil {
+		onTruncate()
+	}
 	if err != nil || syncTo == 0 {
 		return err
 	}

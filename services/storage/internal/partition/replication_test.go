@@ -837,6 +837,12 @@ func TestNewLeaderPlacesAnEpochItNeverGot(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.fetch(3) // only follower 3 gets c, of epoch 1
+	truncations := 0
+	c.replicas[3].mu.Lock()
+	cfg := c.replicas[3].cfg
+	c.replicas[3].mu.Unlock()
+	cfg.Truncated = func() { truncations++ }
+	c.replicas[3].SetConfig(cfg)
 	c.cut[1] = true
 	c.elect(2, []int32{2, 3}) // leader epoch 2; replica 2 has no batch of epoch 1
 	if e, end, err := c.replicas[2].EndOffsetForEpoch(1, 2); err != nil || e != 0 || end != 2 {
@@ -847,6 +853,9 @@ func TestNewLeaderPlacesAnEpochItNeverGot(t *testing.T) {
 	}
 	if got := c.logs[3].values(); !slices.Equal(got, []string{"a", "b"}) {
 		t.Fatalf("follower 3 after the diverging answer: %v, want [a b]", got)
+	}
+	if truncations != 1 {
+		t.Fatalf("the node was told of %d truncations, want 1 (it saves the lowered recovery point at once)", truncations)
 	}
 	if _, err := c.replicas[2].Produce(context.Background(), AcksLeader, -1, plain(t, "d")); err != nil {
 		t.Fatal(err)

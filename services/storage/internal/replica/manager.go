@@ -332,6 +332,7 @@ func (m *Manager) reconcileLocked(tp partition.TP, t *controllerv1.TopicRecord, 
 		ok = false
 	}
 	lcfg, pcfg, err := configsFor(tp, m.cfg, t.GetConfigs(), m.countISRChange)
+	pcfg.Truncated = func() { m.checkpointOne(tp) }
 	if err != nil {
 		return err
 	}
@@ -575,6 +576,19 @@ func (m *Manager) cleanOne(h *hosted, now time.Time) {
 // checkpoint saves the HW, recovery point and log start offset of every
 // replica whose offsets changed since they were last saved, in one durable
 // write; when none changed it writes nothing.
+// checkpointOne saves tp's offsets now: after a truncation, so that the
+// recovery point saved is not above what the log holds (an open trusts the
+// segments below it without checking every batch), as Kafka checkpoints
+// recovery points after truncating.
+func (m *Manager) checkpointOne(tp partition.TP) {
+	m.mu.RLock()
+	h, ok := m.hosted[tp]
+	m.mu.RUnlock()
+	if ok {
+		m.checkpoint([]*hosted{h})
+	}
+}
+
 func (m *Manager) checkpoint(list []*hosted) {
 	m.savedMu.Lock()
 	defer m.savedMu.Unlock()
