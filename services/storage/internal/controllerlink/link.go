@@ -52,6 +52,10 @@ type Link struct {
 	next        atomic.Int64 // index of the controller to try first
 	epoch       atomic.Int64 // broker epoch, 0 before registration
 	applied     atomic.Uint64
+	// shutdown is set once ControlledShutdown was asked: the fence that
+	// follows is the one this broker asked for, and registering again
+	// would undo it (make it live, electable and an ISR member again).
+	shutdown atomic.Bool
 }
 
 // New dials (lazily) every controller.
@@ -200,6 +204,8 @@ func (l *Link) Heartbeat(ctx context.Context, unreachable func() []*controllerv1
 		case err == nil && resp.GetFenced() && req.GetLogDirFailed():
 			// Fenced for its own failed directory: registering again
 			// would change nothing until the directory works.
+		case l.shutdown.Load():
+			// Shutting down: stay fenced, as the controlled shutdown left it.
 		case errs.Of(err) == errs.StaleBrokerEpoch || errs.Of(err) == errs.BrokerIDNotRegistered || (err == nil && resp.GetFenced()):
 			l.log.Warn("broker fenced by the controller; registering again", "err", err)
 			if err := l.Register(ctx); err != nil {
@@ -279,6 +285,7 @@ func StateOf(p *controllerv1.PartitionRecord) partition.State {
 // ControlledShutdown asks the controller to move leadership away, waiting up
 // to ctx for it to finish.
 func (l *Link) ControlledShutdown(ctx context.Context) (remaining int32, err error) {
+	l.shutdown.Store(true)
 	err = l.call(ctx, func(c controllerv1grpc.ControllerServiceClient, opts ...grpc.CallOption) error {
 		resp, err := c.ControlledShutdown(ctx, &controllerv1.ControlledShutdownRequest{BrokerId: l.cfg.BrokerID, BrokerEpoch: l.epoch.Load()}, opts...)
 		remaining = resp.GetRemainingLeaderships()

@@ -6,6 +6,7 @@ import (
 	"net"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	grpcmd "google.golang.org/grpc/metadata"
@@ -19,12 +20,28 @@ import (
 // header a real follower sets when it passes a call on.
 type fakeController struct {
 	controllerv1grpc.UnimplementedControllerServiceServer
-	leaderAddr string
-	heartbeats atomic.Int64
+	leaderAddr    string
+	heartbeats    atomic.Int64
+	registrations atomic.Int64
+	fenced        atomic.Bool // set by ControlledShutdown, cleared by a registration
+}
+
+func (f *fakeController) RegisterBroker(context.Context, *controllerv1.RegisterBrokerRequest) (*controllerv1.RegisterBrokerResponse, error) {
+	f.registrations.Add(1)
+	f.fenced.Store(false)
+	return &controllerv1.RegisterBrokerResponse{BrokerEpoch: 2}, nil
+}
+
+func (f *fakeController) ControlledShutdown(context.Context, *controllerv1.ControlledShutdownRequest) (*controllerv1.ControlledShutdownResponse, error) {
+	f.fenced.Store(true)
+	return &controllerv1.ControlledShutdownResponse{}, nil
 }
 
 func (f *fakeController) BrokerHeartbeat(ctx context.Context, _ *controllerv1.BrokerHeartbeatRequest) (*controllerv1.BrokerHeartbeatResponse, error) {
 	f.heartbeats.Add(1)
+	if f.fenced.Load() {
+		return &controllerv1.BrokerHeartbeatResponse{Fenced: true}, nil
+	}
 	if f.leaderAddr != "" {
 		if err := grpc.SetHeader(ctx, grpcmd.Pairs(metadata.ControllerLeaderHeader, f.leaderAddr)); err != nil {
 			return nil, err
@@ -83,5 +100,28 @@ func TestCallsMoveToTheLeaderAFollowerNames(t *testing.T) {
 	}
 	if s := stranger.heartbeats.Load(); s != 2 {
 		t.Fatalf("a controller naming an unknown leader got %d heartbeats, want 2 (it stays the one to call)", s)
+	}
+}
+
+// After a controlled shutdown the controller answers heartbeats "fenced",
+// as the shutdown asked; the broker must not register again, which would
+// make it live, electable and an ISR member again until it stops.
+func TestNoRegistrationAfterControlledShutdown(t *testing.T) {
+	f := &fakeController{}
+	l, err := New(Config{BrokerID: 1, Controllers: []string{serve(t, f)}, HeartbeatInterval: 5 * time.Millisecond}, slog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); l.Heartbeat(ctx, nil, nil) }()
+	defer func() { cancel(); <-done }()
+	if _, err := l.ControlledShutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for from := f.heartbeats.Load(); f.heartbeats.Load() < from+5; time.Sleep(time.Millisecond) {
+	}
+	if n := f.registrations.Load(); n != 0 {
+		t.Fatalf("the broker registered %d times after its controlled shutdown fenced it", n)
 	}
 }
