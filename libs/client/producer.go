@@ -543,7 +543,8 @@ func (p *Producer) Flush(ctx context.Context) error {
 }
 
 // Close refuses new records, delivers what is queued (bounded by ctx: what
-// is still queued when ctx ends fails) and stops the producer.
+// is still queued when ctx ends fails) and stops the producer. Like Flush,
+// it waits for the callbacks, so a callback must not call it.
 func (p *Producer) Close(ctx context.Context) error {
 	p.mu.Lock()
 	p.closing = true

@@ -94,7 +94,10 @@ type Log struct {
 	lso    Offset     // log start offset; segs[0].base <= lso <= leo
 	rp     Offset     // recovery point; rp <= leo
 	epochs epochCache // epoch -> start offset; every start offset <= leo
-	closed bool
+	// epochsUnsaved: AssignEpoch changed the cache in memory only; the next
+	// append saves it before writing. Guarded by wmu.
+	epochsUnsaved bool
+	closed        bool
 }
 
 // AppendInfo describes what an append stored.
@@ -301,10 +304,11 @@ func (l *Log) Append(records []byte, epoch Epoch) (AppendInfo, error) {
 		next = b.NextOffset()
 	}
 	info.LastOffset = next - 1
-	if l.updateEpochs(func(c *epochCache) bool { return c.assign(epoch, info.FirstOffset) }) {
+	if l.updateEpochs(func(c *epochCache) bool { return c.assign(epoch, info.FirstOffset) }) || l.epochsUnsaved {
 		if err := l.epochs.save(l.dir); err != nil {
 			return AppendInfo{}, l.ioError("saving the leader-epoch cache", err)
 		}
+		l.epochsUnsaved = false
 	}
 	if err := l.write(records); err != nil {
 		return AppendInfo{}, err
@@ -352,10 +356,11 @@ func (l *Log) AppendAsFollower(records []byte) (AppendInfo, error) {
 		}
 		return changed
 	})
-	if changed {
+	if changed || l.epochsUnsaved {
 		if err := l.epochs.save(l.dir); err != nil {
 			return AppendInfo{}, l.ioError("saving the leader-epoch cache", err)
 		}
+		l.epochsUnsaved = false
 	}
 	if err := l.write(records); err != nil {
 		return AppendInfo{}, err
@@ -716,8 +721,11 @@ func (l *Log) DurableEnd() Offset {
 // every older epoch at once, so a follower that holds batches of an epoch
 // this log never got is told where that epoch's predecessor ends here, not
 // that nothing is known. An epoch not newer than the latest known changes
-// nothing. The cache is saved before it returns; an entry that no batch
-// followed is dropped when the log is opened again, or truncated.
+// nothing. The entry is kept in memory, and saved by the first append
+// after it, before its batch is written: a failover that moves many
+// leaderships to this node does not wait on a file's fsync for each. An
+// entry that no batch followed is dropped when the log is opened again (it
+// was never saved, or is cut as ahead of the log), or truncated.
 func (l *Log) AssignEpoch(epoch Epoch) error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
@@ -725,9 +733,7 @@ func (l *Log) AssignEpoch(epoch Epoch) error {
 		return err
 	}
 	if l.updateEpochs(func(c *epochCache) bool { return c.assign(epoch, l.leo) }) {
-		if err := l.epochs.save(l.dir); err != nil {
-			return l.ioError("saving the leader-epoch cache", err)
-		}
+		l.epochsUnsaved = true
 	}
 	return nil
 }

@@ -187,8 +187,10 @@ type Partition struct {
 	pendingID     uint64
 	pendingUnsure bool
 	pendingChange ISRChange
-	nextProposal  uint64
-	producers     *producer.State
+	// expandAfter: no expansion is proposed before it (set by a refused one).
+	expandAfter  time.Time
+	nextProposal uint64
+	producers    *producer.State
 	// aborted is the aborted-transaction index, in marker order.
 	aborted []AbortedTxn
 	waiters []*waiter

@@ -159,20 +159,26 @@ func (p *Partition) Await(ctx context.Context, pend Pending) (ProduceResult, err
 // fsynced, and a replica that restarted may hold a tail its previous run
 // fsynced without recording it (the recovery point is checkpointed once a
 // second). Without a new produce to sync it, that tail would stay below
-// the HW. The replica manager calls it on its housekeeping tick; it does
-// nothing unless the HW waits on the disk.
+// the HW. It also moves the HW over what another fsync made durable
+// without moving it (a flush by flush.ms, or a follower's own sync just
+// before it became leader). The replica manager calls it on its
+// housekeeping tick; it does nothing unless the HW is below the LEO.
 func (p *Partition) SyncTail() error {
 	p.mu.Lock()
 	leo := p.log.LogEndOffset()
-	held := p.role == Leader && p.hw < leo && p.log.DurableEnd() < leo && !p.log.Failed()
+	leader := p.role == Leader && p.hw < leo && !p.log.Failed()
+	durable := p.log.DurableEnd()
+	behind := leader && p.hw < durable
 	p.mu.Unlock()
-	if !held {
-		return nil
+	if leader && durable < leo {
+		if err := p.log.SyncIfDue(leo); err != nil {
+			return errs.Errorf(errs.KafkaStorageError, "%s-%d: %v", p.cfg.Topic, p.cfg.Partition, err)
+		}
+		behind = true
 	}
-	if err := p.log.SyncIfDue(leo); err != nil {
-		return errs.Errorf(errs.KafkaStorageError, "%s-%d: %v", p.cfg.Topic, p.cfg.Partition, err)
+	if behind {
+		p.afterSync()
 	}
-	p.afterSync()
 	return nil
 }
 

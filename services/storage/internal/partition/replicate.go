@@ -3,6 +3,7 @@ package partition
 import (
 	"errors"
 	"slices"
+	"time"
 
 	"skein/libs/errs"
 	"skein/libs/record"
@@ -348,7 +349,7 @@ func (p *Partition) MaybeShrinkISR() {
 }
 
 func (p *Partition) maybeExpandISRLocked() {
-	if p.pendingISR != nil {
+	if p.pendingISR != nil || p.now().Before(p.expandAfter) {
 		return
 	}
 	_, expand := isr.Evaluate(p.now(), p.followerViewLocked(), isr.Offset(p.hw), isr.Offset(p.leaderEpochStart), p.cfg.ReplicaLagMax)
@@ -433,6 +434,12 @@ func (p *Partition) sendLocked(change ISRChange) {
 			newer := st.LeaderEpoch > le || (st.LeaderEpoch == le && st.PartitionEpoch > pe)
 			if mine && !newer {
 				p.clearPendingISRLocked()
+				if len(change.ISR) > len(p.st.ISR) {
+					// A refused expansion (a member fenced, shutting down,
+					// or restarted) is not proposed again at every fetch of
+					// a follower that goes on fetching: a second's pause.
+					p.expandAfter = p.now().Add(time.Second)
+				}
 			}
 			p.mu.Unlock()
 			if newer {

@@ -39,6 +39,8 @@ type cluster struct {
 	// it, and the fake controller refuses an ISR member named at another
 	// (as the real one does).
 	brokerEpochs map[int32]int64
+	// fenced brokers may not join an ISR.
+	fenced map[int32]bool
 }
 
 func newCluster(t *testing.T, minISR int) *cluster {
@@ -110,6 +112,13 @@ func (c *cluster) alter(ch ISRChange) (State, error) {
 func (c *cluster) commit(ch ISRChange) (State, error) {
 	leaderEpoch, partitionEpoch, isr := ch.LeaderEpoch, ch.PartitionEpoch, ch.ISR
 	c.mu.Lock()
+	for _, r := range isr {
+		if c.fenced[r] && !slices.Contains(c.state.ISR, r) {
+			st := c.state
+			c.mu.Unlock()
+			return st, errs.Errorf(errs.ReplicaNotAvailable, "broker %d is fenced", r)
+		}
+	}
 	for i, e := range ch.BrokerEpochs {
 		if e > 0 && c.brokerEpochs != nil && c.brokerEpochs[isr[i]] != e {
 			st := c.state
@@ -1028,4 +1037,56 @@ func TestSyncTailMovesTheHWOverARecoveredTail(t *testing.T) {
 	if err := leader.SyncTail(); err != nil { // nothing to do
 		t.Fatal(err)
 	}
+	// Durable already (another fsync made it so, and moved no HW): the
+	// tick moves the HW without a sync of its own.
+	if _, err := leader.Produce(context.Background(), AcksNone, -1, plain(t, "c")); err != nil {
+		t.Fatal(err)
+	}
+	c.replicas[1].mu.Lock()
+	c.replicas[1].hw = 2
+	c.replicas[1].mu.Unlock()
+	if err := leader.SyncTail(); err != nil {
+		t.Fatal(err)
+	}
+	if s := leader.Snapshot(); s.HW != 3 {
+		t.Fatalf("after SyncTail over a durable tail: HW %d, want 3", s.HW)
+	}
+}
+
+// A refused expansion is not proposed again at every fetch of the
+// follower: a second passes first.
+func TestRefusedExpansionWaitsBeforeItIsProposedAgain(t *testing.T) {
+	c := newCluster(t, 1)
+	c.elect(1, []int32{1})
+	leader := c.replicas[1]
+	if _, err := leader.Produce(context.Background(), AcksLeader, -1, plain(t, "a")); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.fenced = map[int32]bool{2: true} // as a broker in controlled shutdown that still fetches
+	c.mu.Unlock()
+	proposals := func() int {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.proposals
+	}
+	c.fetch(2)
+	c.fetch(2) // caught up: proposed, and refused
+	eventually(t, "the refusal", func() bool {
+		leader.mu.Lock()
+		defer leader.mu.Unlock()
+		return leader.pendingISR == nil && proposals() == 1
+	})
+	for range 3 {
+		c.fetch(2)
+	}
+	if n := proposals(); n != 1 {
+		t.Fatalf("%d proposals within a second of a refused one, want 1", n)
+	}
+	c.advance(time.Second)
+	c.mu.Lock()
+	c.fenced = nil
+	c.mu.Unlock()
+	c.fetch(2)
+	eventually(t, "ISR [1 2]", func() bool { return slices.Equal(leader.Snapshot().State.ISR, []int32{1, 2}) })
 }
