@@ -191,7 +191,7 @@ func TestGroupConsumerCloseEndsItsStreams(t *testing.T) {
 	cl, _, c := groupOn(t, 1, 2)
 	m := newMember(t, c, "g", client.GroupConsumerConfig{})
 	pollUntil(t, m, 2)
-	sent := cl.Storage[1].FollowSent()
+	sent := cl.Storage[1].FollowSending()
 	if err := m.Close(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +200,7 @@ func TestGroupConsumerCloseEndsItsStreams(t *testing.T) {
 	}
 	produceN(t, c, "t", 1, 2)
 	time.Sleep(300 * time.Millisecond) // the fake leader's long poll is 100 ms
-	if got := cl.Storage[1].FollowSent(); got != sent {
+	if got := cl.Storage[1].FollowSending(); got != sent {
 		t.Errorf("the leader sent %d more bytes after Close", got-sent)
 	}
 }

@@ -63,8 +63,11 @@ type Storage struct {
 	// followSent counts the batch bytes Follow streams' Sends returned
 	// from (a Send blocks while the reader's flow-control window is full).
 	followSent int
-	streams    int
-	refused    map[string]int // produce refusals by error name
+	// followSending counts the batch bytes handed to those Sends, before
+	// each: a caller that has read a batch sees it counted here.
+	followSending int
+	streams       int
+	refused       map[string]int // produce refusals by error name
 	// named counts the principals calls named (client.OnBehalfOf), by
 	// "produce:" or "fetch:" and the principal.
 	named   map[string]int
@@ -283,6 +286,14 @@ func (s *Storage) FollowSent() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.followSent
+}
+
+// FollowSending answers the bytes of batches Follow streams have begun to
+// send: unlike FollowSent, it already counts every batch a reader has had.
+func (s *Storage) FollowSending() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.followSending
 }
 
 // ProduceStreams counts the ProduceStream calls opened on this node.
@@ -536,6 +547,9 @@ func (s *Storage) Follow(req *storagev1.FollowRequest, stream storagev1.StorageS
 		for it := record.NewBatchIter(r.GetRecords()); it.Next(); {
 			last = it.Batch()
 		}
+		s.mu.Lock()
+		s.followSending += len(r.GetRecords())
+		s.mu.Unlock()
 		if err := stream.Send(&storagev1.FollowResponse{Partition: r}); err != nil {
 			return nil
 		}
