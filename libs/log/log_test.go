@@ -793,7 +793,7 @@ func TestConcurrentReadersAndWriter(t *testing.T) {
 			t.Fatal(err)
 		}
 		if i%50 == 49 {
-			if _, err := l.DeleteExpired(t0); err != nil {
+			if _, err := l.DeleteExpired(t0, l.LEO()); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -206,7 +206,7 @@ func (lm *logMachine) RetainBytes(t *rapid.T) {
 	cfg.RetentionBytes = int64(rapid.IntRange(0, 4000).Draw(t, "retention.bytes"))
 	lm.l.SetConfig(cfg)
 	before := lm.l.Size()
-	if _, err := lm.l.DeleteExpired(lm.clock.now()); err != nil {
+	if _, err := lm.l.DeleteExpired(lm.clock.now(), lm.l.LEO()); err != nil {
 		t.Fatal(err)
 	}
 	lm.l.SetConfig(lm.cfg)

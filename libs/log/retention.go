@@ -6,17 +6,22 @@ import (
 )
 
 // DeleteExpired applies retention and returns how many segments it deleted.
-// Only whole closed segments go, oldest first, and the log start offset moves
-// up to the first remaining segment:
+// Only whole closed segments wholly below upTo go, oldest first, and the log
+// start offset moves up to the first remaining segment. The storage node
+// passes the partition's high watermark: what lies above it may not be on
+// every in-sync replica yet, and a consumer must never find the log start
+// past what it was allowed to read (Kafka bounds deletion the same way).
+// Within that bound a segment goes when:
 //
-//   - always: segments wholly below the log start offset (DeleteRecords);
-//   - with cleanup.policy delete: segments whose newest timestamp is older than
-//     now - retention.ms (the file's modification time stands in for a segment
-//     whose batches carry no timestamps), and the oldest segments while the
-//     log without them is still at least retention.bytes.
+//   - whatever the policy, it lies wholly below the log start offset
+//     (DeleteRecords);
+//   - with cleanup.policy delete, its newest timestamp is older than
+//     now - retention.ms (the file's modification time stands in for a
+//     segment whose batches carry no timestamps), or it is among the oldest
+//     segments while the log without them is still at least retention.bytes.
 //
 // The storage node calls it periodically with its clock.
-func (l *Log) DeleteExpired(now time.Time) (int, error) {
+func (l *Log) DeleteExpired(now time.Time, upTo Offset) (int, error) {
 	l.cmu.Lock()
 	defer l.cmu.Unlock()
 	l.wmu.Lock()
@@ -24,13 +29,14 @@ func (l *Log) DeleteExpired(now time.Time) (int, error) {
 	if err := l.checkWritable(); err != nil {
 		return 0, err
 	}
-	deleted, err := l.deleteSegmentsLocked(func(s, next *segment) bool { return next.base <= l.lso })
+	below := func(next *segment) bool { return next.base <= upTo }
+	deleted, err := l.deleteSegmentsLocked(func(s, next *segment) bool { return below(next) && next.base <= l.lso })
 	if err != nil || l.cfg.CleanupPolicy&CleanupDelete == 0 {
 		return deleted, err
 	}
 	if ms := l.cfg.RetentionMS; ms >= 0 {
 		cutoff := now.UnixMilli() - ms
-		n, err := l.deleteSegmentsLocked(func(s, _ *segment) bool { return s.newestTimestamp() < cutoff })
+		n, err := l.deleteSegmentsLocked(func(s, next *segment) bool { return below(next) && s.newestTimestamp() < cutoff })
 		deleted += n
 		if err != nil {
 			return deleted, err
@@ -41,8 +47,8 @@ func (l *Log) DeleteExpired(now time.Time) (int, error) {
 		for _, s := range l.segs {
 			total += s.size
 		}
-		n, err := l.deleteSegmentsLocked(func(s, _ *segment) bool {
-			if total-s.size < limit {
+		n, err := l.deleteSegmentsLocked(func(s, next *segment) bool {
+			if !below(next) || total-s.size < limit {
 				return false
 			}
 			total -= s.size

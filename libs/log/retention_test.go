@@ -65,7 +65,7 @@ func TestRetention(t *testing.T) {
 			cfg.RetentionMS, cfg.RetentionBytes, cfg.CleanupPolicy = c.retentionMS, c.retentionB, c.policy
 			l := retentionLog(t, cfg)
 			defer l.Close()
-			n, err := l.DeleteExpired(c.now)
+			n, err := l.DeleteExpired(c.now, l.LEO())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -96,10 +96,46 @@ func TestRetentionAfterDeleteRecords(t *testing.T) {
 	if got := fmt.Sprint(l.SegmentBases()); got != "[4 6 8 10]" || l.LogStartOffset() != 5 {
 		t.Fatalf("segments %s start %d", got, l.LogStartOffset())
 	}
-	if n, _ := l.DeleteExpired(t0); n != 0 {
+	if n, _ := l.DeleteExpired(t0, l.LEO()); n != 0 {
 		t.Fatalf("deleted %d more", n)
 	}
 	if got := survivors(t, l); fmt.Sprint(got) != "[5 6 7 8 9 10]" {
 		t.Fatalf("survivors %v", got)
+	}
+}
+
+// Retention never takes a segment that is not wholly below the bound the
+// storage node passes (the high watermark), whichever rule expires it.
+func TestRetentionStopsAtTheBound(t *testing.T) {
+	cases := []struct {
+		name        string
+		retentionMS int64
+		retentionB  int64
+		upTo        Offset
+		wantBases   string
+	}{
+		// Segments at 0, 2, 4, 6, 8 and 10 (active); every one expired.
+		{"by time, bound inside a segment", 0, -1, 5, "[4 6 8 10]"},
+		{"by time, bound at a segment's base", 0, -1, 6, "[6 8 10]"},
+		{"by size", -1, 0, 3, "[2 4 6 8 10]"},
+		{"bound below the first segment's end", 0, 0, 1, "[0 2 4 6 8 10]"},
+		{"bound at the log end", 0, 0, 11, "[10]"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := smallConfig()
+			cfg.RetentionMS, cfg.RetentionBytes = c.retentionMS, c.retentionB
+			l := retentionLog(t, cfg)
+			defer l.Close()
+			if _, err := l.DeleteExpired(time.UnixMilli(1<<50), c.upTo); err != nil {
+				t.Fatal(err)
+			}
+			if got := fmt.Sprint(l.SegmentBases()); got != c.wantBases {
+				t.Fatalf("segments %s, want %s", got, c.wantBases)
+			}
+			if l.LogStartOffset() > c.upTo {
+				t.Fatalf("log start %d passed the bound %d", l.LogStartOffset(), c.upTo)
+			}
+		})
 	}
 }

@@ -554,8 +554,11 @@ func (m *Manager) cleanOne(h *hosted, now time.Time) {
 		return
 	}
 	policy := h.log.Config().CleanupPolicy
+	snap := h.p.Snapshot()
 	if policy&plog.CleanupDelete != 0 {
-		if n, err := h.log.DeleteExpired(now); err != nil {
+		// Never past the high watermark: above it a record may be on this
+		// replica alone, and a consumer may not have been allowed to read it.
+		if n, err := h.log.DeleteExpired(now, snap.HW); err != nil {
 			m.log.Error("retention failed", "dir", h.key, "err", err)
 		} else if n > 0 {
 			m.log.Info("retention deleted segments", "dir", h.key, "segments", n)
@@ -564,7 +567,6 @@ func (m *Manager) cleanOne(h *hosted, now time.Time) {
 	if policy&plog.CleanupCompact != 0 {
 		// Only what every ISR member holds, and no open transaction's
 		// records: what lies above may yet be truncated away.
-		snap := h.p.Snapshot()
 		if st, err := h.log.Compact(now, min(snap.HW, snap.LSO)); err != nil {
 			m.log.Error("compaction failed", "dir", h.key, "err", err)
 		} else if st.SegmentsRewritten > 0 {

@@ -601,3 +601,34 @@ func TestLongPollWaitsForMinBytes(t *testing.T) {
 		t.Fatalf("min_bytes 2000 once 2,100 bytes were there: offsets %v after %v, want 0, 1, 2 before max_wait_ms", offsets(o.resp), o.took)
 	}
 }
+
+// Retention stops at the high watermark: records the followers have not
+// fetched stay on the leader, however expired, so the log start never
+// passes what a consumer may read.
+func TestRetentionStopsAtTheHighWatermark(t *testing.T) {
+	fc, nodes := startNodes(t)
+	nodes[1].fet.Close()
+	nodes[2].fet.Close()
+	fc.apply(t,
+		metadata.TopicRecord(&controllerv1.TopicRecord{TopicId: "tid3", Name: "r", Configs: map[string]string{"retention.ms": "0", "segment.bytes": "100"}}),
+		metadata.PartitionRecord(&controllerv1.PartitionRecord{Topic: "r", TopicId: "tid3", Partition: 0, Replicas: []int32{1, 2, 3}, Isr: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 0}),
+	)
+	for i := range 5 { // one segment each (segment.bytes 100)
+		resp, err := storagev1.NewStorageServiceClient(nodes[0].cc).Produce(context.Background(), &storagev1.ProduceRequest{
+			Acks: 1, TimeoutMs: 5000, Partitions: []*storagev1.PartitionProduce{{Topic: "r", Partition: 0, CurrentLeaderEpoch: -1, Records: oneRecord(t, fmt.Sprint("v", i))}},
+		})
+		if err != nil || resp.GetPartitions()[0].GetErrorCode() != 0 {
+			t.Fatalf("produce %d: %v %v", i, resp, err)
+		}
+	}
+	p, err := nodes[0].mgr.Get(partition.TP{Topic: "r", Partition: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Several cleaner rounds (every 50 ms), before the followers' lag (2 s)
+	// takes them out of the ISR and lets the HW move.
+	time.Sleep(500 * time.Millisecond)
+	if s := p.Snapshot(); s.LEO != 5 || s.Start > s.HW {
+		t.Fatalf("log start %d, HW %d, LEO %d: retention passed the high watermark", s.Start, s.HW, s.LEO)
+	}
+}
