@@ -155,7 +155,12 @@ func printTopic(io IO, t *skeinv1.TopicDescription) error {
 	return tw.Flush()
 }
 
+// ints joins v with commas; "-" when it is empty (an offline partition
+// whose last in-sync replica lost its logs has no ISR).
 func ints(v []int32) string {
+	if len(v) == 0 {
+		return "-"
+	}
 	s := make([]string, len(v))
 	for i, x := range v {
 		s[i] = fmt.Sprint(x)

@@ -116,7 +116,8 @@ function noteChanges() {
       logEvent(`${key}: leader ${q.leader} → ${p.leader}, epoch ${q.epoch} → ${p.epoch}`, p.leader < 0 ? 'err' : '');
     }
     if (q.isr !== p.isr) {
-      const shrink = p.isr.split(',').length < q.isr.split(',').length;
+      const members = (isr) => (isr ? isr.split(',').length : 0);
+      const shrink = members(p.isr) < members(q.isr);
       logEvent(`${key}: ISR [${q.isr}] → [${p.isr}] (${shrink ? 'shrink' : 'expand'})`, shrink ? 'err' : 'ok');
     }
   }
