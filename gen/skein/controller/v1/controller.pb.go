@@ -79,6 +79,9 @@ type RegisterBrokerRequest struct {
 	// A fresh id per process start: the same incarnation re-registering keeps its epoch.
 	IncarnationId string `protobuf:"bytes,4,opt,name=incarnation_id,json=incarnationId,proto3" json:"incarnation_id,omitempty"`
 	HttpAddr      string `protobuf:"bytes,5,opt,name=http_addr,json=httpAddr,proto3" json:"http_addr,omitempty"`
+	// The id of the broker's data directory, written there when the directory
+	// is first used: a broker that comes back with another has lost its logs.
+	LogDirId      string `protobuf:"bytes,6,opt,name=log_dir_id,json=logDirId,proto3" json:"log_dir_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -144,6 +147,13 @@ func (x *RegisterBrokerRequest) GetIncarnationId() string {
 func (x *RegisterBrokerRequest) GetHttpAddr() string {
 	if x != nil {
 		return x.HttpAddr
+	}
+	return ""
+}
+
+func (x *RegisterBrokerRequest) GetLogDirId() string {
+	if x != nil {
+		return x.LogDirId
 	}
 	return ""
 }
@@ -2531,13 +2541,15 @@ var File_skein_controller_v1_controller_proto protoreflect.FileDescriptor
 
 const file_skein_controller_v1_controller_proto_rawDesc = "" +
 	"\n" +
-	"$skein/controller/v1/controller.proto\x12\x13skein.controller.v1\x1a\"skein/controller/v1/metadata.proto\"\xa9\x01\n" +
+	"$skein/controller/v1/controller.proto\x12\x13skein.controller.v1\x1a\"skein/controller/v1/metadata.proto\"\xc7\x01\n" +
 	"\x15RegisterBrokerRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x12\n" +
 	"\x04rack\x18\x03 \x01(\tR\x04rack\x12%\n" +
 	"\x0eincarnation_id\x18\x04 \x01(\tR\rincarnationId\x12\x1b\n" +
-	"\thttp_addr\x18\x05 \x01(\tR\bhttpAddr\"U\n" +
+	"\thttp_addr\x18\x05 \x01(\tR\bhttpAddr\x12\x1c\n" +
+	"\n" +
+	"log_dir_id\x18\x06 \x01(\tR\blogDirId\"U\n" +
 	"\x16RegisterBrokerResponse\x12!\n" +
 	"\fbroker_epoch\x18\x01 \x01(\x03R\vbrokerEpoch\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\"\xa5\x02\n" +

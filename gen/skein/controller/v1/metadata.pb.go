@@ -476,6 +476,9 @@ type BrokerRecord struct {
 	Fenced        bool   `protobuf:"varint,5,opt,name=fenced,proto3" json:"fenced,omitempty"`
 	IncarnationId string `protobuf:"bytes,6,opt,name=incarnation_id,json=incarnationId,proto3" json:"incarnation_id,omitempty"`
 	HttpAddr      string `protobuf:"bytes,7,opt,name=http_addr,json=httpAddr,proto3" json:"http_addr,omitempty"`
+	// The broker's data directory id at its last registration (empty when
+	// the broker did not send one).
+	LogDirId      string `protobuf:"bytes,8,opt,name=log_dir_id,json=logDirId,proto3" json:"log_dir_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -555,6 +558,13 @@ func (x *BrokerRecord) GetIncarnationId() string {
 func (x *BrokerRecord) GetHttpAddr() string {
 	if x != nil {
 		return x.HttpAddr
+	}
+	return ""
+}
+
+func (x *BrokerRecord) GetLogDirId() string {
+	if x != nil {
+		return x.LogDirId
 	}
 	return ""
 }
@@ -693,6 +703,11 @@ type PartitionRecord struct {
 	LeaderEpoch int32 `protobuf:"varint,7,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
 	// Bumped on every change of the partition (ISR, leader, replicas).
 	PartitionEpoch int32 `protobuf:"varint,8,opt,name=partition_epoch,json=partitionEpoch,proto3" json:"partition_epoch,omitempty"`
+	// Set while the partition is offline because its last in-sync replica came
+	// back without its logs (another data directory): the ISR is empty,
+	// elections pass that replica over while another is live, and it gets its
+	// ISR place back if it returns with the directory it had.
+	LostIsrReplica *LostReplica `protobuf:"bytes,9,opt,name=lost_isr_replica,json=lostIsrReplica,proto3" json:"lost_isr_replica,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -783,6 +798,67 @@ func (x *PartitionRecord) GetPartitionEpoch() int32 {
 	return 0
 }
 
+func (x *PartitionRecord) GetLostIsrReplica() *LostReplica {
+	if x != nil {
+		return x.LostIsrReplica
+	}
+	return nil
+}
+
+// LostReplica is a replica whose logs were lost, and the id of the data
+// directory that held them.
+type LostReplica struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Broker        int32                  `protobuf:"varint,1,opt,name=broker,proto3" json:"broker,omitempty"`
+	LogDirId      string                 `protobuf:"bytes,2,opt,name=log_dir_id,json=logDirId,proto3" json:"log_dir_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LostReplica) Reset() {
+	*x = LostReplica{}
+	mi := &file_skein_controller_v1_metadata_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LostReplica) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LostReplica) ProtoMessage() {}
+
+func (x *LostReplica) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_controller_v1_metadata_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LostReplica.ProtoReflect.Descriptor instead.
+func (*LostReplica) Descriptor() ([]byte, []int) {
+	return file_skein_controller_v1_metadata_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *LostReplica) GetBroker() int32 {
+	if x != nil {
+		return x.Broker
+	}
+	return 0
+}
+
+func (x *LostReplica) GetLogDirId() string {
+	if x != nil {
+		return x.LogDirId
+	}
+	return ""
+}
+
 type CoordinatorRecord struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Id       int32                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -799,7 +875,7 @@ type CoordinatorRecord struct {
 
 func (x *CoordinatorRecord) Reset() {
 	*x = CoordinatorRecord{}
-	mi := &file_skein_controller_v1_metadata_proto_msgTypes[7]
+	mi := &file_skein_controller_v1_metadata_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -811,7 +887,7 @@ func (x *CoordinatorRecord) String() string {
 func (*CoordinatorRecord) ProtoMessage() {}
 
 func (x *CoordinatorRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_controller_v1_metadata_proto_msgTypes[7]
+	mi := &file_skein_controller_v1_metadata_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -824,7 +900,7 @@ func (x *CoordinatorRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CoordinatorRecord.ProtoReflect.Descriptor instead.
 func (*CoordinatorRecord) Descriptor() ([]byte, []int) {
-	return file_skein_controller_v1_metadata_proto_rawDescGZIP(), []int{7}
+	return file_skein_controller_v1_metadata_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CoordinatorRecord) GetId() int32 {
@@ -882,7 +958,7 @@ type CoordinatorAssignmentRecord struct {
 
 func (x *CoordinatorAssignmentRecord) Reset() {
 	*x = CoordinatorAssignmentRecord{}
-	mi := &file_skein_controller_v1_metadata_proto_msgTypes[8]
+	mi := &file_skein_controller_v1_metadata_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -894,7 +970,7 @@ func (x *CoordinatorAssignmentRecord) String() string {
 func (*CoordinatorAssignmentRecord) ProtoMessage() {}
 
 func (x *CoordinatorAssignmentRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_controller_v1_metadata_proto_msgTypes[8]
+	mi := &file_skein_controller_v1_metadata_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -907,7 +983,7 @@ func (x *CoordinatorAssignmentRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CoordinatorAssignmentRecord.ProtoReflect.Descriptor instead.
 func (*CoordinatorAssignmentRecord) Descriptor() ([]byte, []int) {
-	return file_skein_controller_v1_metadata_proto_rawDescGZIP(), []int{8}
+	return file_skein_controller_v1_metadata_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CoordinatorAssignmentRecord) GetKind() CoordinatorKind {
@@ -954,7 +1030,7 @@ type ProducerIdsRecord struct {
 
 func (x *ProducerIdsRecord) Reset() {
 	*x = ProducerIdsRecord{}
-	mi := &file_skein_controller_v1_metadata_proto_msgTypes[9]
+	mi := &file_skein_controller_v1_metadata_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -966,7 +1042,7 @@ func (x *ProducerIdsRecord) String() string {
 func (*ProducerIdsRecord) ProtoMessage() {}
 
 func (x *ProducerIdsRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_controller_v1_metadata_proto_msgTypes[9]
+	mi := &file_skein_controller_v1_metadata_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -979,7 +1055,7 @@ func (x *ProducerIdsRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProducerIdsRecord.ProtoReflect.Descriptor instead.
 func (*ProducerIdsRecord) Descriptor() ([]byte, []int) {
-	return file_skein_controller_v1_metadata_proto_rawDescGZIP(), []int{9}
+	return file_skein_controller_v1_metadata_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ProducerIdsRecord) GetNextProducerId() int64 {
@@ -1010,7 +1086,7 @@ type AclRecord struct {
 
 func (x *AclRecord) Reset() {
 	*x = AclRecord{}
-	mi := &file_skein_controller_v1_metadata_proto_msgTypes[10]
+	mi := &file_skein_controller_v1_metadata_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1022,7 +1098,7 @@ func (x *AclRecord) String() string {
 func (*AclRecord) ProtoMessage() {}
 
 func (x *AclRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_controller_v1_metadata_proto_msgTypes[10]
+	mi := &file_skein_controller_v1_metadata_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1035,7 +1111,7 @@ func (x *AclRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclRecord.ProtoReflect.Descriptor instead.
 func (*AclRecord) Descriptor() ([]byte, []int) {
-	return file_skein_controller_v1_metadata_proto_rawDescGZIP(), []int{10}
+	return file_skein_controller_v1_metadata_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *AclRecord) GetPrincipal() string {
@@ -1115,7 +1191,7 @@ const file_skein_controller_v1_metadata_proto_rawDesc = "" +
 	" \x01(\v2\x1e.skein.controller.v1.AclRecordH\x00R\x03acl\x12A\n" +
 	"\vremoved_acl\x18\v \x01(\v2\x1e.skein.controller.v1.AclRecordH\x00R\n" +
 	"removedAclB\b\n" +
-	"\x06record\"\xce\x01\n" +
+	"\x06record\"\xec\x01\n" +
 	"\fBrokerRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x12\n" +
@@ -1123,7 +1199,9 @@ const file_skein_controller_v1_metadata_proto_rawDesc = "" +
 	"\fbroker_epoch\x18\x04 \x01(\x03R\vbrokerEpoch\x12\x16\n" +
 	"\x06fenced\x18\x05 \x01(\bR\x06fenced\x12%\n" +
 	"\x0eincarnation_id\x18\x06 \x01(\tR\rincarnationId\x12\x1b\n" +
-	"\thttp_addr\x18\a \x01(\tR\bhttpAddr\"\xdd\x01\n" +
+	"\thttp_addr\x18\a \x01(\tR\bhttpAddr\x12\x1c\n" +
+	"\n" +
+	"log_dir_id\x18\b \x01(\tR\blogDirId\"\xdd\x01\n" +
 	"\vTopicRecord\x12\x19\n" +
 	"\btopic_id\x18\x01 \x01(\tR\atopicId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12G\n" +
@@ -1134,7 +1212,7 @@ const file_skein_controller_v1_metadata_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"C\n" +
 	"\x12RemovedTopicRecord\x12\x19\n" +
 	"\btopic_id\x18\x01 \x01(\tR\atopicId\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\"\xf2\x01\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\xbe\x02\n" +
 	"\x0fPartitionRecord\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x19\n" +
 	"\btopic_id\x18\x02 \x01(\tR\atopicId\x12\x1c\n" +
@@ -1143,7 +1221,12 @@ const file_skein_controller_v1_metadata_proto_rawDesc = "" +
 	"\x03isr\x18\x05 \x03(\x05R\x03isr\x12\x16\n" +
 	"\x06leader\x18\x06 \x01(\x05R\x06leader\x12!\n" +
 	"\fleader_epoch\x18\a \x01(\x05R\vleaderEpoch\x12'\n" +
-	"\x0fpartition_epoch\x18\b \x01(\x05R\x0epartitionEpoch\"\xb2\x01\n" +
+	"\x0fpartition_epoch\x18\b \x01(\x05R\x0epartitionEpoch\x12J\n" +
+	"\x10lost_isr_replica\x18\t \x01(\v2 .skein.controller.v1.LostReplicaR\x0elostIsrReplica\"C\n" +
+	"\vLostReplica\x12\x16\n" +
+	"\x06broker\x18\x01 \x01(\x05R\x06broker\x12\x1c\n" +
+	"\n" +
+	"log_dir_id\x18\x02 \x01(\tR\blogDirId\"\xb2\x01\n" +
 	"\x11CoordinatorRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x128\n" +
 	"\x04kind\x18\x02 \x01(\x0e2$.skein.controller.v1.CoordinatorKindR\x04kind\x12\x1b\n" +
@@ -1188,7 +1271,7 @@ func file_skein_controller_v1_metadata_proto_rawDescGZIP() []byte {
 }
 
 var file_skein_controller_v1_metadata_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_skein_controller_v1_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_skein_controller_v1_metadata_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_skein_controller_v1_metadata_proto_goTypes = []any{
 	(CoordinatorKind)(0),                // 0: skein.controller.v1.CoordinatorKind
 	(*MetadataImage)(nil),               // 1: skein.controller.v1.MetadataImage
@@ -1198,37 +1281,39 @@ var file_skein_controller_v1_metadata_proto_goTypes = []any{
 	(*TopicRecord)(nil),                 // 5: skein.controller.v1.TopicRecord
 	(*RemovedTopicRecord)(nil),          // 6: skein.controller.v1.RemovedTopicRecord
 	(*PartitionRecord)(nil),             // 7: skein.controller.v1.PartitionRecord
-	(*CoordinatorRecord)(nil),           // 8: skein.controller.v1.CoordinatorRecord
-	(*CoordinatorAssignmentRecord)(nil), // 9: skein.controller.v1.CoordinatorAssignmentRecord
-	(*ProducerIdsRecord)(nil),           // 10: skein.controller.v1.ProducerIdsRecord
-	(*AclRecord)(nil),                   // 11: skein.controller.v1.AclRecord
-	nil,                                 // 12: skein.controller.v1.TopicRecord.ConfigsEntry
+	(*LostReplica)(nil),                 // 8: skein.controller.v1.LostReplica
+	(*CoordinatorRecord)(nil),           // 9: skein.controller.v1.CoordinatorRecord
+	(*CoordinatorAssignmentRecord)(nil), // 10: skein.controller.v1.CoordinatorAssignmentRecord
+	(*ProducerIdsRecord)(nil),           // 11: skein.controller.v1.ProducerIdsRecord
+	(*AclRecord)(nil),                   // 12: skein.controller.v1.AclRecord
+	nil,                                 // 13: skein.controller.v1.TopicRecord.ConfigsEntry
 }
 var file_skein_controller_v1_metadata_proto_depIdxs = []int32{
 	4,  // 0: skein.controller.v1.MetadataImage.brokers:type_name -> skein.controller.v1.BrokerRecord
 	5,  // 1: skein.controller.v1.MetadataImage.topics:type_name -> skein.controller.v1.TopicRecord
 	7,  // 2: skein.controller.v1.MetadataImage.partitions:type_name -> skein.controller.v1.PartitionRecord
-	8,  // 3: skein.controller.v1.MetadataImage.coordinators:type_name -> skein.controller.v1.CoordinatorRecord
-	9,  // 4: skein.controller.v1.MetadataImage.coordinator_assignments:type_name -> skein.controller.v1.CoordinatorAssignmentRecord
-	11, // 5: skein.controller.v1.MetadataImage.acls:type_name -> skein.controller.v1.AclRecord
+	9,  // 3: skein.controller.v1.MetadataImage.coordinators:type_name -> skein.controller.v1.CoordinatorRecord
+	10, // 4: skein.controller.v1.MetadataImage.coordinator_assignments:type_name -> skein.controller.v1.CoordinatorAssignmentRecord
+	12, // 5: skein.controller.v1.MetadataImage.acls:type_name -> skein.controller.v1.AclRecord
 	3,  // 6: skein.controller.v1.MetadataDelta.records:type_name -> skein.controller.v1.MetadataRecord
 	4,  // 7: skein.controller.v1.MetadataRecord.broker:type_name -> skein.controller.v1.BrokerRecord
 	5,  // 8: skein.controller.v1.MetadataRecord.topic:type_name -> skein.controller.v1.TopicRecord
 	6,  // 9: skein.controller.v1.MetadataRecord.removed_topic:type_name -> skein.controller.v1.RemovedTopicRecord
 	7,  // 10: skein.controller.v1.MetadataRecord.partition:type_name -> skein.controller.v1.PartitionRecord
-	8,  // 11: skein.controller.v1.MetadataRecord.coordinator:type_name -> skein.controller.v1.CoordinatorRecord
-	9,  // 12: skein.controller.v1.MetadataRecord.coordinator_assignment:type_name -> skein.controller.v1.CoordinatorAssignmentRecord
-	10, // 13: skein.controller.v1.MetadataRecord.producer_ids:type_name -> skein.controller.v1.ProducerIdsRecord
-	11, // 14: skein.controller.v1.MetadataRecord.acl:type_name -> skein.controller.v1.AclRecord
-	11, // 15: skein.controller.v1.MetadataRecord.removed_acl:type_name -> skein.controller.v1.AclRecord
-	12, // 16: skein.controller.v1.TopicRecord.configs:type_name -> skein.controller.v1.TopicRecord.ConfigsEntry
-	0,  // 17: skein.controller.v1.CoordinatorRecord.kind:type_name -> skein.controller.v1.CoordinatorKind
-	0,  // 18: skein.controller.v1.CoordinatorAssignmentRecord.kind:type_name -> skein.controller.v1.CoordinatorKind
-	19, // [19:19] is the sub-list for method output_type
-	19, // [19:19] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	9,  // 11: skein.controller.v1.MetadataRecord.coordinator:type_name -> skein.controller.v1.CoordinatorRecord
+	10, // 12: skein.controller.v1.MetadataRecord.coordinator_assignment:type_name -> skein.controller.v1.CoordinatorAssignmentRecord
+	11, // 13: skein.controller.v1.MetadataRecord.producer_ids:type_name -> skein.controller.v1.ProducerIdsRecord
+	12, // 14: skein.controller.v1.MetadataRecord.acl:type_name -> skein.controller.v1.AclRecord
+	12, // 15: skein.controller.v1.MetadataRecord.removed_acl:type_name -> skein.controller.v1.AclRecord
+	13, // 16: skein.controller.v1.TopicRecord.configs:type_name -> skein.controller.v1.TopicRecord.ConfigsEntry
+	8,  // 17: skein.controller.v1.PartitionRecord.lost_isr_replica:type_name -> skein.controller.v1.LostReplica
+	0,  // 18: skein.controller.v1.CoordinatorRecord.kind:type_name -> skein.controller.v1.CoordinatorKind
+	0,  // 19: skein.controller.v1.CoordinatorAssignmentRecord.kind:type_name -> skein.controller.v1.CoordinatorKind
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_skein_controller_v1_metadata_proto_init() }
@@ -1249,14 +1334,14 @@ func file_skein_controller_v1_metadata_proto_init() {
 		(*MetadataRecord_Acl)(nil),
 		(*MetadataRecord_RemovedAcl)(nil),
 	}
-	file_skein_controller_v1_metadata_proto_msgTypes[8].OneofWrappers = []any{}
+	file_skein_controller_v1_metadata_proto_msgTypes[9].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skein_controller_v1_metadata_proto_rawDesc), len(file_skein_controller_v1_metadata_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

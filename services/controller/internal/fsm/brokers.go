@@ -1,6 +1,9 @@
 package fsm
 
 import (
+	"cmp"
+	"slices"
+
 	"google.golang.org/protobuf/proto"
 
 	controllerv1 "skein/gen/skein/controller/v1"
@@ -13,7 +16,8 @@ import (
 // the old one held — leaderships and ISR places, as if fenced — then gets a
 // new epoch: the entry's index, which only grows. Either way the broker ends
 // unfenced, and partitions left offline with it as their last ISR member get
-// it back as leader.
+// it back as leader — unless it comes back with another data directory
+// than it had (see forgetLostLogs).
 func (t *tx) registerBroker(r *controllerv1.RegisterBrokerRequest) (proto.Message, error) {
 	switch {
 	case r.GetBrokerId() < 0:
@@ -31,7 +35,18 @@ func (t *tx) registerBroker(r *controllerv1.RegisterBrokerRequest) (proto.Messag
 		} else if err := t.fence(id, "re-registered with a new incarnation"); err != nil {
 			return nil, err
 		}
+		if lost := old.GetLogDirId(); lost != "" && r.GetLogDirId() != "" && lost != r.GetLogDirId() {
+			if err := t.forgetLostLogs(id, lost); err != nil {
+				return nil, err
+			}
+		}
 	}
+	if r.GetLogDirId() != "" {
+		if err := t.restoreFoundLogs(id, r.GetLogDirId()); err != nil {
+			return nil, err
+		}
+	}
+	old, _ := t.img.Broker(id)
 	rec := &controllerv1.BrokerRecord{
 		Id:            r.GetBrokerId(),
 		GrpcAddr:      r.GetGrpcAddr(),
@@ -39,8 +54,10 @@ func (t *tx) registerBroker(r *controllerv1.RegisterBrokerRequest) (proto.Messag
 		Rack:          r.GetRack(),
 		BrokerEpoch:   epoch,
 		IncarnationId: r.GetIncarnationId(),
+		// A broker that sends no id (an older binary) keeps the one on record.
+		LogDirId: cmp.Or(r.GetLogDirId(), old.GetLogDirId()),
 	}
-	if old, ok := t.img.Broker(id); !ok || !proto.Equal(old, rec) {
+	if old == nil || !proto.Equal(old, rec) {
 		if err := t.put(metadata.BrokerRecord(rec)); err != nil {
 			return nil, err
 		}
@@ -49,6 +66,52 @@ func (t *tx) registerBroker(r *controllerv1.RegisterBrokerRequest) (proto.Messag
 		return nil, err
 	}
 	return &controllerv1.RegisterBrokerResponse{BrokerEpoch: epoch, Version: uint64(t.img.Version())}, nil
+}
+
+// forgetLostLogs handles a broker back with another data directory than
+// lostDir (a replaced disk, a volume that was not kept or not mounted): the
+// records its logs held are not there. Fencing took it out of every ISR it
+// shared, but a partition whose last in-sync replica it was kept it as the
+// ISR's only member, to lead again on its return, and leading with an empty
+// log would truncate every follower and lose every record acknowledged.
+// Such a partition's ISR is emptied instead, and the lost replica recorded:
+// it stays offline until the directory comes back (restoreFoundLogs) or an
+// unclean election, the operator's call (or the topic's
+// unclean.leader.election.enable), picks another replica knowing records
+// may be lost.
+func (t *tx) forgetLostLogs(id metadata.BrokerID, lostDir string) error {
+	for _, p := range t.allPartitions() {
+		if p.GetLeader() >= 0 || !slices.Equal(p.GetIsr(), []int32{int32(id)}) {
+			continue
+		}
+		np := proto.CloneOf(p)
+		np.Isr = []int32{}
+		np.LostIsrReplica = &controllerv1.LostReplica{Broker: int32(id), LogDirId: lostDir}
+		np.PartitionEpoch++
+		if err := t.put(metadata.PartitionRecord(np)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// restoreFoundLogs gives a broker back its ISR place in the offline
+// partitions whose last in-sync replica it was, when it returns with the
+// data directory it had then (the disk that was missing is back).
+func (t *tx) restoreFoundLogs(id metadata.BrokerID, dir string) error {
+	for _, p := range t.allPartitions() {
+		lost := p.GetLostIsrReplica()
+		if lost == nil || lost.GetBroker() != int32(id) || lost.GetLogDirId() != dir {
+			continue
+		}
+		np := proto.CloneOf(p)
+		np.Isr, np.LostIsrReplica = []int32{int32(id)}, nil
+		np.PartitionEpoch++
+		if err := t.put(metadata.PartitionRecord(np)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkEpoch answers the broker's record when epoch is its current one.

@@ -10,7 +10,11 @@
 //     replica;
 //   - a fenced broker leads nothing and is in no ISR, except that the last
 //     ISR member of a partition that lost every in-sync replica stays in the
-//     ISR (leader -1) so it can lead again when it comes back, as Kafka does;
+//     ISR (leader -1) so it can lead again when it comes back, as Kafka does
+//     — unless it comes back with another data directory: its logs are
+//     gone, the ISR is left empty (leader -1) and the lost replica recorded,
+//     until the directory comes back or an unclean election, which passes
+//     that replica over while another is live;
 //   - leaders are elected from the ISR only, unless the topic enables
 //     unclean.leader.election.enable or an unclean election is asked for;
 //   - every leader change bumps the leader epoch, every change of a

@@ -127,19 +127,37 @@ func (t *tx) electOffline(forceUnclean func(topic string) bool) error {
 	return nil
 }
 
-// electFor picks a leader for an offline partition.
+// electFor picks a leader for an offline partition. An unclean pick passes
+// over a replica known to have lost its logs while another is live.
 func (t *tx) electFor(p *controllerv1.PartitionRecord, unclean bool) (*controllerv1.PartitionRecord, bool) {
 	np := proto.CloneOf(p)
 	if cand := liveISR(p, t.img.IsLive, metadata.NoLeader); len(cand) > 0 {
 		np.Leader = cand[0]
-	} else if l, ok := firstLive(p.GetReplicas(), t.img.IsLive, metadata.NoLeader); ok && unclean {
+	} else if l, ok := t.uncleanCandidate(p); ok && unclean {
 		np.Leader, np.Isr = l, []int32{l}
 	} else {
 		return p, false
 	}
+	np.LostIsrReplica = nil
 	np.LeaderEpoch++
 	np.PartitionEpoch++
 	return np, true
+}
+
+// uncleanCandidate answers the first live replica in preference order, the
+// one that lost its logs last.
+func (t *tx) uncleanCandidate(p *controllerv1.PartitionRecord) (int32, bool) {
+	lost := metadata.NoLeader
+	if l := p.GetLostIsrReplica(); l != nil {
+		lost = metadata.BrokerID(l.GetBroker())
+	}
+	if r, ok := firstLive(p.GetReplicas(), t.img.IsLive, lost); ok {
+		return r, true
+	}
+	if lost != metadata.NoLeader && contains(p.GetReplicas(), int32(lost)) && t.img.IsLive(lost) {
+		return int32(lost), true
+	}
+	return -1, false
 }
 
 // moveLeader takes leadership away from a live leader its followers cannot

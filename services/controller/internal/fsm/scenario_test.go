@@ -20,7 +20,7 @@ import (
 // The scenarios in testdata/*.txt drive the machine one command per line, in
 // the spirit of etcd's raft interaction tests:
 //
-//	register-broker 1 rack=a [incarnation=x]
+//	register-broker 1 rack=a [incarnation=x] [dir=D]  (D: its data directory's id; dir= sends none)
 //	fence-broker 2 [epoch=N]          unfence-broker 2 [epoch=N]
 //	controlled-shutdown 1 [epoch=N]
 //	create-topic t partitions=3 [rf=3] [validate-only] [k=v configs...]
@@ -34,7 +34,8 @@ import (
 //	coordinator group|txn ID [addr=A] [alive=false] [inc=INCARNATION]
 //	expect-error CODE                 (the last command, or one of its items, failed with CODE)
 //	expect partition t/0 [leader=1] [isr=1,3] [replicas=..] [leader_epoch=N] [partition_epoch=N]
-//	expect broker 2 [fenced=true] [epoch=N]
+//	                [lost=B/DIR]  (the last ISR member that lost its logs, and its directory; - for none)
+//	expect broker 2 [fenced=true] [epoch=N] [dir=D]
 //	expect topic t [partitions=N] [k=v]      expect no-topic t
 //	expect leaders t 1,2,3            (leaders of t's partitions in order)
 //	expect assignment group/0 owner=7 [epoch=N] [pid=P]
@@ -239,8 +240,12 @@ func (s *scenario) command(f []string) *controllerv1.Command {
 		if inc == "" {
 			inc = "inc-" + f[1]
 		}
+		dir, ok := args["dir"]
+		if !ok {
+			dir = "dir-" + f[1]
+		}
 		return &controllerv1.Command{Command: &controllerv1.Command_RegisterBroker{RegisterBroker: &controllerv1.RegisterBrokerRequest{
-			BrokerId: id, GrpcAddr: "127.0.0.1:" + f[1], Rack: args["rack"], IncarnationId: inc}}}
+			BrokerId: id, GrpcAddr: "127.0.0.1:" + f[1], Rack: args["rack"], IncarnationId: inc, LogDirId: dir}}}
 	case "fence-broker":
 		id := int32(s.int(f[1]))
 		return &controllerv1.Command{Command: &controllerv1.Command_FenceBroker{FenceBroker: &controllerv1.FenceBrokerCommand{
@@ -389,6 +394,11 @@ func (s *scenario) expect(f []string) {
 				got, want = strconv.Itoa(int(pr.GetLeaderEpoch())), v
 			case "partition_epoch":
 				got, want = strconv.Itoa(int(pr.GetPartitionEpoch())), v
+			case "lost":
+				got, want = "-", v
+				if l := pr.GetLostIsrReplica(); l != nil {
+					got = fmt.Sprintf("%d/%s", l.GetBroker(), l.GetLogDirId())
+				}
 			default:
 				s.fatalf("unknown partition field %s", k)
 			}
@@ -406,6 +416,9 @@ func (s *scenario) expect(f []string) {
 		}
 		if v, ok := args["epoch"]; ok && b.GetBrokerEpoch() != s.int(v) {
 			s.fatalf("epoch: got %d", b.GetBrokerEpoch())
+		}
+		if v, ok := args["dir"]; ok && b.GetLogDirId() != v {
+			s.fatalf("dir: got %q", b.GetLogDirId())
 		}
 	case "topic":
 		tp, ok := img.Topic(f[1])
@@ -499,8 +512,11 @@ func checkInvariants(img *metadata.Image) error {
 	for _, tp := range img.Topics() {
 		for _, p := range img.Partitions(tp.GetName()) {
 			name := fmt.Sprintf("%s/%d", p.GetTopic(), p.GetPartition())
-			if len(p.GetIsr()) == 0 {
-				return fmt.Errorf("%s: empty ISR", name)
+			if len(p.GetIsr()) == 0 && (p.GetLeader() >= 0 || p.GetLostIsrReplica() == nil) {
+				return fmt.Errorf("%s: empty ISR with leader %d, lost replica %v", name, p.GetLeader(), p.GetLostIsrReplica())
+			}
+			if l := p.GetLostIsrReplica(); l != nil && (len(p.GetIsr()) > 0 || !contains(p.GetReplicas(), l.GetBroker())) {
+				return fmt.Errorf("%s: lost replica %v beside ISR %v, replicas %v", name, l, p.GetIsr(), p.GetReplicas())
 			}
 			seen := map[int32]bool{}
 			for _, r := range p.GetReplicas() {

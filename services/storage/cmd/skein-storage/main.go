@@ -32,6 +32,7 @@ import (
 	"skein/libs/telemetry"
 	"skein/libs/tlsconf"
 	"skein/services/storage/internal/controllerlink"
+	"skein/services/storage/internal/dirid"
 	"skein/services/storage/internal/fetcher"
 	"skein/services/storage/internal/isrsender"
 	"skein/services/storage/internal/replica"
@@ -137,6 +138,10 @@ func run(c config) error {
 	}
 	defer shutdownTracing(context.Background())
 
+	dirID, err := dirid.Load(c.dataDir)
+	if err != nil {
+		return err
+	}
 	ckpt, err := checkpoint.OpenBadger(filepath.Join(c.dataDir, "checkpoints"))
 	if err != nil {
 		return err
@@ -145,7 +150,7 @@ func run(c config) error {
 
 	link, err := controllerlink.New(controllerlink.Config{
 		BrokerID: int32(c.nodeID), GRPCAddr: c.grpcAddr, HTTPAddr: c.httpAddr, Rack: c.rack,
-		Controllers: cliflag.SplitList(c.controllers), HeartbeatInterval: c.heartbeat,
+		Controllers: cliflag.SplitList(c.controllers), HeartbeatInterval: c.heartbeat, LogDirID: dirID,
 	}, log)
 	if err != nil {
 		return err

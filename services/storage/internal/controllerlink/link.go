@@ -30,6 +30,9 @@ type Config struct {
 	HTTPAddr    string
 	Rack        string
 	Controllers []string
+	// LogDirID is the data directory's id (package dirid), sent with every
+	// registration.
+	LogDirID string
 	// HeartbeatInterval is how often the session is renewed (default
 	// DefaultHeartbeatInterval).
 	HeartbeatInterval time.Duration
@@ -147,7 +150,7 @@ func (l *Link) Register(ctx context.Context) error {
 			defer cancel()
 			var err error
 			resp, err = c.RegisterBroker(rctx, &controllerv1.RegisterBrokerRequest{
-				BrokerId: l.cfg.BrokerID, GrpcAddr: l.cfg.GRPCAddr, HttpAddr: l.cfg.HTTPAddr, Rack: l.cfg.Rack, IncarnationId: l.incarnation,
+				BrokerId: l.cfg.BrokerID, GrpcAddr: l.cfg.GRPCAddr, HttpAddr: l.cfg.HTTPAddr, Rack: l.cfg.Rack, IncarnationId: l.incarnation, LogDirId: l.cfg.LogDirID,
 			}, opts...)
 			return err
 		})

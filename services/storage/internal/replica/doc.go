@@ -12,4 +12,5 @@
 //	|------------------------------------|---------------------------------------|
 //	| logs/<topic>-<partition>-<topicID>/ | the partition log (libs/log)          |
 //	| checkpoints/                       | HW, log start, recovery point (badger) |
+//	| data-dir.id                        | the directory's id (package dirid)    |
 package replica
