@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,8 +26,9 @@ func TestStorageBackWithAnEmptyDataDirectory(t *testing.T) {
 	c := Start(t, Options{StorageNodes: 2})
 	cl := NewClient(t, c.ControllerAddrs())
 	cl.CreateTopic("solo", 1, 1, nil) // one replica: always the last in sync
+	w := newWriter(cl, "solo")
 	for i := range 3 {
-		if off := produceOne(t, cl, "solo", fmt.Sprint("before-", i)); off != int64(i) {
+		if off := w.write(t, fmt.Sprint("before-", i)); off != int64(i) {
 			t.Fatalf("record %d written at %d", i, off)
 		}
 	}
@@ -46,11 +48,32 @@ func TestStorageBackWithAnEmptyDataDirectory(t *testing.T) {
 	if p, _ := cl.Image().Partition("solo", 0); p.GetLeader() != -1 || len(p.GetIsr()) != 0 {
 		t.Fatalf("after the node came back with an empty directory: leader %d, ISR %v; want -1 and none", p.GetLeader(), p.GetIsr())
 	}
+	// Every controller applies the change and says why the partition is
+	// offline.
+	logged := func(ctrl *Proc) bool {
+		for _, line := range strings.Split(c.Tail(ctrl, 100000), "\n") {
+			if strings.Contains(line, `"msg":"partition offline: its last in-sync replica lost its logs"`) &&
+				strings.Contains(line, `"topic":"solo"`) && strings.Contains(line, fmt.Sprintf(`"broker":%d`, id)) {
+				return true
+			}
+		}
+		return false
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, ctrl := range c.Controllers {
+		for !logged(ctrl) {
+			if time.Now().After(deadline) {
+				t.Fatalf("controller %d did not log the lost replica; its log:\n%s", ctrl.ID, c.Tail(ctrl, 30))
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 
 	// The operator's unclean election: the node, the only replica, leads
 	// its empty log.
 	electUnclean(t, cl, "solo", 0)
-	if off := produceOne(t, cl, "solo", "after"); off != 0 {
+	// A new producer: the emptied log knows nothing of the first.
+	if off := newWriter(cl, "solo").write(t, "after"); off != 0 {
 		t.Fatalf("first record after the unclean election at %d, want 0 (an empty log)", off)
 	}
 
@@ -78,9 +101,16 @@ func TestUncleanElectionPassesOverAnEmptiedReplica(t *testing.T) {
 	cl.CreateTopic("pair", 1, 2, map[string]string{"min.insync.replicas": "1"})
 	p, _ := cl.Image().Partition("pair", 0)
 	first, second := p.GetReplicas()[0], p.GetReplicas()[1]
-	for i := range 3 { // on both replicas
-		produceOne(t, cl, "pair", fmt.Sprint("both-", i))
+	w := newWriter(cl, "pair")
+	for i := range 3 {
+		w.write(t, fmt.Sprint("both-", i))
 	}
+	// Both in the ISR after the writes: the second holds the three (an
+	// acks=all write waited for it, or it caught up past them to join).
+	cl.WaitFor("both replicas of pair-0 in sync", 30*time.Second, func(img *metadata.Image) bool {
+		p, _ := img.Partition("pair", 0)
+		return slices.Equal(p.GetIsr(), []int32{first, second})
+	})
 
 	// The second replica stops: the first is the last in sync, and takes a
 	// record alone.
@@ -89,7 +119,7 @@ func TestUncleanElectionPassesOverAnEmptiedReplica(t *testing.T) {
 		p, _ := img.Partition("pair", 0)
 		return slices.Equal(p.GetIsr(), []int32{first}) && p.GetLeader() == first
 	})
-	produceOne(t, cl, "pair", "only-first")
+	w.write(t, "only-first")
 
 	// The first stops too; the second comes back out of sync, then the
 	// first comes back with an empty directory.
@@ -120,19 +150,34 @@ func TestUncleanElectionPassesOverAnEmptiedReplica(t *testing.T) {
 	}
 }
 
-// produceOne writes one record with acks=all, retrying for 10 s, and
-// answers its offset.
-func produceOne(t *testing.T, cl *Client, topic, value string) int64 {
+// writer is an idempotent producer of partition 0 of a topic: a retry of a
+// write that was appended but not answered is not written twice.
+type writer struct {
+	cl    *Client
+	topic string
+	pid   int64
+	seq   int32
+}
+
+func newWriter(cl *Client, topic string) *writer {
+	return &writer{cl: cl, topic: topic, pid: cl.ProducerID()}
+}
+
+// write appends one record with acks=all, retrying for 10 s, and answers
+// its offset.
+func (w *writer) write(t *testing.T, value string) int64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	batch := Batch(t, w.pid, w.seq, "k", value)
 	for {
-		off, _, _, err := cl.ProduceOnce(ctx, topic, 0, Batch(t, -1, 0, "k", value), -1)
+		off, _, _, err := w.cl.ProduceOnce(ctx, w.topic, 0, batch, -1)
 		if err == nil {
+			w.seq++
 			return off
 		}
 		if ctx.Err() != nil {
-			t.Fatalf("produce %s to %s: %v", value, topic, err)
+			t.Fatalf("produce %s to %s: %v", value, w.topic, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -111,7 +111,7 @@ func randomCommand(rng *rand.Rand, m *Machine, topics []string) *controllerv1.Co
 	switch rng.IntN(10) {
 	case 0, 1:
 		return &controllerv1.Command{Command: &controllerv1.Command_RegisterBroker{RegisterBroker: &controllerv1.RegisterBrokerRequest{
-			BrokerId: broker, GrpcAddr: "x", IncarnationId: fmt.Sprint(rng.IntN(3)), LogDirId: fmt.Sprint(rng.IntN(2))}}}
+			BrokerId: broker, GrpcAddr: "x", IncarnationId: fmt.Sprint(rng.IntN(3)), LogDirId: []string{"", "d0", "d1"}[rng.IntN(3)]}}}
 	case 2:
 		return &controllerv1.Command{Command: &controllerv1.Command_FenceBroker{FenceBroker: &controllerv1.FenceBrokerCommand{BrokerId: broker, BrokerEpoch: epoch()}}}
 	case 3:

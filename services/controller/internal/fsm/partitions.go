@@ -116,7 +116,7 @@ func (t *tx) electOffline(forceUnclean func(topic string) bool) error {
 		if p.GetLeader() >= 0 {
 			continue
 		}
-		np, ok := t.electFor(p, forceUnclean(p.GetTopic()) || t.uncleanEnabled(p.GetTopic()))
+		np, ok := t.electFor(p, forceUnclean(p.GetTopic()) || t.uncleanEnabled(p.GetTopic()), false)
 		if !ok {
 			continue
 		}
@@ -128,12 +128,14 @@ func (t *tx) electOffline(forceUnclean func(topic string) bool) error {
 }
 
 // electFor picks a leader for an offline partition. An unclean pick passes
-// over a replica known to have lost its logs while another is live.
-func (t *tx) electFor(p *controllerv1.PartitionRecord, unclean bool) (*controllerv1.PartitionRecord, bool) {
+// over a replica known to have lost its logs while another is live; only an
+// unclean election an operator asked for (asked) falls back to it, since any
+// replica that comes back later can only hold more.
+func (t *tx) electFor(p *controllerv1.PartitionRecord, unclean, asked bool) (*controllerv1.PartitionRecord, bool) {
 	np := proto.CloneOf(p)
 	if cand := liveISR(p, t.img.IsLive, metadata.NoLeader); len(cand) > 0 {
 		np.Leader = cand[0]
-	} else if l, ok := t.uncleanCandidate(p); ok && unclean {
+	} else if l, ok := t.uncleanCandidate(p, asked); ok && unclean {
 		np.Leader, np.Isr = l, []int32{l}
 	} else {
 		return p, false
@@ -144,9 +146,10 @@ func (t *tx) electFor(p *controllerv1.PartitionRecord, unclean bool) (*controlle
 	return np, true
 }
 
-// uncleanCandidate answers the first live replica in preference order, the
-// one that lost its logs last.
-func (t *tx) uncleanCandidate(p *controllerv1.PartitionRecord) (int32, bool) {
+// uncleanCandidate answers the first live replica in preference order,
+// passing over the one that lost its logs; that one only when orLost is set
+// and no other is live.
+func (t *tx) uncleanCandidate(p *controllerv1.PartitionRecord, orLost bool) (int32, bool) {
 	lost := metadata.NoLeader
 	if l := p.GetLostIsrReplica(); l != nil {
 		lost = metadata.BrokerID(l.GetBroker())
@@ -154,7 +157,7 @@ func (t *tx) uncleanCandidate(p *controllerv1.PartitionRecord) (int32, bool) {
 	if r, ok := firstLive(p.GetReplicas(), t.img.IsLive, lost); ok {
 		return r, true
 	}
-	if lost != metadata.NoLeader && contains(p.GetReplicas(), int32(lost)) && t.img.IsLive(lost) {
+	if orLost && lost != metadata.NoLeader && contains(p.GetReplicas(), int32(lost)) && t.img.IsLive(lost) {
 		return int32(lost), true
 	}
 	return -1, false
@@ -338,7 +341,7 @@ func (t *tx) elect(topic string, partition int32, typ controllerv1.ElectionType)
 		if p.GetLeader() >= 0 {
 			return nil, errs.Errorf(errs.ElectionNotNeeded, "%s/%d has leader %d", topic, partition, p.GetLeader())
 		}
-		np, ok := t.electFor(p, true)
+		np, ok := t.electFor(p, true, true)
 		if !ok {
 			return nil, errs.Errorf(errs.EligibleLeadersNotAvailable, "no replica of %s/%d is live", topic, partition)
 		}

@@ -515,8 +515,15 @@ func checkInvariants(img *metadata.Image) error {
 			if len(p.GetIsr()) == 0 && (p.GetLeader() >= 0 || p.GetLostIsrReplica() == nil) {
 				return fmt.Errorf("%s: empty ISR with leader %d, lost replica %v", name, p.GetLeader(), p.GetLostIsrReplica())
 			}
-			if l := p.GetLostIsrReplica(); l != nil && (len(p.GetIsr()) > 0 || !contains(p.GetReplicas(), l.GetBroker())) {
-				return fmt.Errorf("%s: lost replica %v beside ISR %v, replicas %v", name, l, p.GetIsr(), p.GetReplicas())
+			if l := p.GetLostIsrReplica(); l != nil {
+				if len(p.GetIsr()) > 0 || !contains(p.GetReplicas(), l.GetBroker()) {
+					return fmt.Errorf("%s: lost replica %v beside ISR %v, replicas %v", name, l, p.GetIsr(), p.GetReplicas())
+				}
+				// Back with the lost directory, the broker would have its
+				// place again.
+				if b, ok := img.Broker(metadata.BrokerID(l.GetBroker())); ok && b.GetLogDirId() == l.GetLogDirId() {
+					return fmt.Errorf("%s: lost replica %v, though broker %d is back with that directory", name, l, l.GetBroker())
+				}
 			}
 			seen := map[int32]bool{}
 			for _, r := range p.GetReplicas() {

@@ -457,6 +457,14 @@ func (f *raftFSM) Apply(l *raft.Log) any {
 	if err != nil && errs.Of(err) == errs.UnknownServerError {
 		n.log.Error("applying a command failed", "index", l.Index, "command", fsm.Describe(&cmd), "err", err)
 	}
+	for _, r := range res.Records {
+		// Only set, in the record that empties the ISR: nothing else
+		// changes such a partition until its replica or an election.
+		if lost := r.GetPartition().GetLostIsrReplica(); lost != nil {
+			n.log.Warn("partition offline: its last in-sync replica lost its logs", "topic", r.GetPartition().GetTopic(), "partition", r.GetPartition().GetPartition(),
+				"broker", lost.GetBroker(), "lost_log_dir_id", lost.GetLogDirId(), "index", l.Index)
+		}
+	}
 	return applyResult{Result: res, err: err}
 }
 
