@@ -478,9 +478,12 @@ type BrokerRecord struct {
 	HttpAddr      string `protobuf:"bytes,7,opt,name=http_addr,json=httpAddr,proto3" json:"http_addr,omitempty"`
 	// The broker's data directory id at its last registration (empty when
 	// the broker did not send one).
-	LogDirId      string `protobuf:"bytes,8,opt,name=log_dir_id,json=logDirId,proto3" json:"log_dir_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LogDirId string `protobuf:"bytes,8,opt,name=log_dir_id,json=logDirId,proto3" json:"log_dir_id,omitempty"`
+	// Set by a controlled shutdown, until the broker registers again: it is
+	// stopping, so it is no candidate for leadership and may not join an ISR.
+	InControlledShutdown bool `protobuf:"varint,9,opt,name=in_controlled_shutdown,json=inControlledShutdown,proto3" json:"in_controlled_shutdown,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *BrokerRecord) Reset() {
@@ -567,6 +570,13 @@ func (x *BrokerRecord) GetLogDirId() string {
 		return x.LogDirId
 	}
 	return ""
+}
+
+func (x *BrokerRecord) GetInControlledShutdown() bool {
+	if x != nil {
+		return x.InControlledShutdown
+	}
+	return false
 }
 
 type TopicRecord struct {
@@ -1191,7 +1201,7 @@ const file_skein_controller_v1_metadata_proto_rawDesc = "" +
 	" \x01(\v2\x1e.skein.controller.v1.AclRecordH\x00R\x03acl\x12A\n" +
 	"\vremoved_acl\x18\v \x01(\v2\x1e.skein.controller.v1.AclRecordH\x00R\n" +
 	"removedAclB\b\n" +
-	"\x06record\"\xec\x01\n" +
+	"\x06record\"\xa2\x02\n" +
 	"\fBrokerRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x12\n" +
@@ -1201,7 +1211,8 @@ const file_skein_controller_v1_metadata_proto_rawDesc = "" +
 	"\x0eincarnation_id\x18\x06 \x01(\tR\rincarnationId\x12\x1b\n" +
 	"\thttp_addr\x18\a \x01(\tR\bhttpAddr\x12\x1c\n" +
 	"\n" +
-	"log_dir_id\x18\b \x01(\tR\blogDirId\"\xdd\x01\n" +
+	"log_dir_id\x18\b \x01(\tR\blogDirId\x124\n" +
+	"\x16in_controlled_shutdown\x18\t \x01(\bR\x14inControlledShutdown\"\xdd\x01\n" +
 	"\vTopicRecord\x12\x19\n" +
 	"\btopic_id\x18\x01 \x01(\tR\atopicId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12G\n" +

@@ -114,6 +114,13 @@ func (t *tx) restoreFoundLogs(id metadata.BrokerID, dir string) error {
 	return nil
 }
 
+// eligible reports whether broker b may be elected or join an ISR: live,
+// and not in a controlled shutdown.
+func (t *tx) eligible(b metadata.BrokerID) bool {
+	r, ok := t.img.Broker(b)
+	return ok && t.img.IsLive(b) && !r.GetInControlledShutdown()
+}
+
 // checkEpoch answers the broker's record when epoch is its current one.
 func (t *tx) checkEpoch(id int32, epoch int64) (*controllerv1.BrokerRecord, error) {
 	b, ok := t.img.Broker(metadata.BrokerID(id))
@@ -149,7 +156,7 @@ func (t *tx) fence(id metadata.BrokerID, _ string) error {
 		}
 	}
 	for _, p := range t.allPartitions() {
-		np, changed := dropReplica(p, id, t.uncleanEnabled(p.GetTopic()), t.img.IsLive)
+		np, changed := dropReplica(p, id, t.uncleanEnabled(p.GetTopic()), t.eligible)
 		if changed {
 			if err := t.put(metadata.PartitionRecord(np)); err != nil {
 				return err
@@ -178,24 +185,35 @@ func (t *tx) unfenceBroker(c *controllerv1.UnfenceBrokerCommand) error {
 // members and takes it out of the ISRs it can leave. Partitions where it is
 // the only live ISR member stay with it (remaining_leaderships); once there
 // are none it is fenced, so it is offered nothing more before it stops.
+// Until it registers again it is marked in controlled shutdown: no election
+// picks it and no ISR takes it back (Kafka's KIP-841), which its fetches
+// would otherwise earn it, leaving acks=all writes waiting for a process
+// about to stop.
 func (t *tx) controlledShutdown(r *controllerv1.ControlledShutdownRequest) (proto.Message, error) {
 	if _, err := t.checkEpoch(r.GetBrokerId(), r.GetBrokerEpoch()); err != nil {
 		return nil, err
 	}
 	id := metadata.BrokerID(r.GetBrokerId())
+	if b, _ := t.img.Broker(id); !b.GetInControlledShutdown() {
+		nb := proto.CloneOf(b)
+		nb.InControlledShutdown = true
+		if err := t.put(metadata.BrokerRecord(nb)); err != nil {
+			return nil, err
+		}
+	}
 	remaining := int32(0)
 	for _, p := range t.allPartitions() {
 		if !contains(p.GetIsr(), int32(id)) && p.GetLeader() != int32(id) {
 			continue
 		}
-		others := liveISR(p, t.img.IsLive, id)
+		others := liveISR(p, t.eligible, id)
 		if len(others) == 0 {
 			if p.GetLeader() == int32(id) {
 				remaining++
 			}
 			continue
 		}
-		np, _ := dropReplica(p, id, false, t.img.IsLive)
+		np, _ := dropReplica(p, id, false, t.eligible)
 		if err := t.put(metadata.PartitionRecord(np)); err != nil {
 			return nil, err
 		}

@@ -133,7 +133,7 @@ func (t *tx) electOffline(forceUnclean func(topic string) bool) error {
 // replica that comes back later can only hold more.
 func (t *tx) electFor(p *controllerv1.PartitionRecord, unclean, asked bool) (*controllerv1.PartitionRecord, bool) {
 	np := proto.CloneOf(p)
-	if cand := liveISR(p, t.img.IsLive, metadata.NoLeader); len(cand) > 0 {
+	if cand := liveISR(p, t.eligible, metadata.NoLeader); len(cand) > 0 {
 		np.Leader = cand[0]
 	} else if l, ok := t.uncleanCandidate(p, asked); ok && unclean {
 		np.Leader, np.Isr = l, []int32{l}
@@ -154,10 +154,10 @@ func (t *tx) uncleanCandidate(p *controllerv1.PartitionRecord, orLost bool) (int
 	if l := p.GetLostIsrReplica(); l != nil {
 		lost = metadata.BrokerID(l.GetBroker())
 	}
-	if r, ok := firstLive(p.GetReplicas(), t.img.IsLive, lost); ok {
+	if r, ok := firstLive(p.GetReplicas(), t.eligible, lost); ok {
 		return r, true
 	}
-	if orLost && lost != metadata.NoLeader && contains(p.GetReplicas(), int32(lost)) && t.img.IsLive(lost) {
+	if orLost && lost != metadata.NoLeader && contains(p.GetReplicas(), int32(lost)) && t.eligible(lost) {
 		return int32(lost), true
 	}
 	return -1, false
@@ -179,7 +179,7 @@ func (t *tx) moveLeader(c *controllerv1.MoveLeaderCommand) error {
 	}
 	next := int32(metadata.NoLeader)
 	for _, r := range p.GetReplicas() {
-		if r != c.GetLeader() && contains(p.GetIsr(), r) && contains(c.GetCandidates(), r) && t.img.IsLive(metadata.BrokerID(r)) {
+		if r != c.GetLeader() && contains(p.GetIsr(), r) && contains(c.GetCandidates(), r) && t.eligible(metadata.BrokerID(r)) {
 			next = r
 			break
 		}
@@ -251,6 +251,8 @@ func (t *tx) checkISRChange(sender int32, ch *controllerv1.PartitionIsrChange) (
 			return nil, errs.Errorf(errs.InvalidRequest, "broker %d is not a replica of %s/%d", r, ch.GetTopic(), ch.GetPartition())
 		case !t.img.IsLive(metadata.BrokerID(r)):
 			return nil, errs.Errorf(errs.ReplicaNotAvailable, "broker %d is fenced and may not join the ISR", r)
+		case !contains(p.GetIsr(), r) && !t.eligible(metadata.BrokerID(r)):
+			return nil, errs.Errorf(errs.ReplicaNotAvailable, "broker %d is in a controlled shutdown and may not join the ISR", r)
 		}
 		if len(epochs) != 0 && epochs[i] > 0 {
 			// The leader judged the member by fetches it made at this
@@ -351,8 +353,8 @@ func (t *tx) elect(topic string, partition int32, typ controllerv1.ElectionType)
 	if p.GetLeader() == preferred {
 		return nil, errs.Errorf(errs.ElectionNotNeeded, "%s/%d is led by its preferred replica %d", topic, partition, preferred)
 	}
-	if !contains(p.GetIsr(), preferred) || !t.img.IsLive(metadata.BrokerID(preferred)) {
-		return nil, errs.Errorf(errs.PreferredLeaderNotAvailable, "preferred replica %d of %s/%d is not a live ISR member", preferred, topic, partition)
+	if !contains(p.GetIsr(), preferred) || !t.eligible(metadata.BrokerID(preferred)) {
+		return nil, errs.Errorf(errs.PreferredLeaderNotAvailable, "preferred replica %d of %s/%d is not a live ISR member (or is shutting down)", preferred, topic, partition)
 	}
 	np := proto.CloneOf(p)
 	np.Leader = preferred

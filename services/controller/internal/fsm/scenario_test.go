@@ -35,7 +35,7 @@ import (
 //	expect-error CODE                 (the last command, or one of its items, failed with CODE)
 //	expect partition t/0 [leader=1] [isr=1,3] [replicas=..] [leader_epoch=N] [partition_epoch=N]
 //	                [lost=B/DIR]  (the last ISR member that lost its logs, and its directory; - for none)
-//	expect broker 2 [fenced=true] [epoch=N] [dir=D]
+//	expect broker 2 [fenced=true] [epoch=N] [dir=D] [shutting-down=true]
 //	expect topic t [partitions=N] [k=v]      expect no-topic t
 //	expect leaders t 1,2,3            (leaders of t's partitions in order)
 //	expect assignment group/0 owner=7 [epoch=N] [pid=P]
@@ -419,6 +419,9 @@ func (s *scenario) expect(f []string) {
 		}
 		if v, ok := args["dir"]; ok && b.GetLogDirId() != v {
 			s.fatalf("dir: got %q", b.GetLogDirId())
+		}
+		if v, ok := args["shutting-down"]; ok && strconv.FormatBool(b.GetInControlledShutdown()) != v {
+			s.fatalf("shutting-down: got %v", b.GetInControlledShutdown())
 		}
 	case "topic":
 		tp, ok := img.Topic(f[1])

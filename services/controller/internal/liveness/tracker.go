@@ -403,7 +403,8 @@ func (t *Tracker) PreferredElections(img *metadata.Image, now time.Time) []*cont
 					continue
 				}
 			}
-			if p.GetLeader() != pref && slices.Contains(p.GetIsr(), pref) && img.IsLive(metadata.BrokerID(pref)) {
+			b, _ := img.Broker(metadata.BrokerID(pref))
+			if p.GetLeader() != pref && slices.Contains(p.GetIsr(), pref) && img.IsLive(metadata.BrokerID(pref)) && !b.GetInControlledShutdown() {
 				ps = append(ps, p.GetPartition())
 			}
 		}
