@@ -22,7 +22,8 @@
 //     window and ordering holds across retries. Records without a result
 //     yet, queued or in flight, are bounded by buffer.memory (32 MiB):
 //     Produce waits for room up to max.block (1 minute), as Kafka's send
-//     does, then fails the record with REQUEST_TIMED_OUT.
+//     does, then fails the record with REQUEST_TIMED_OUT; waiting records
+//     get room in the order they came.
 //   - Fetch and ListOffsets against the partition leader, following leader
 //     changes; fetched batches are decoded into records (read_committed skips
 //     aborted transactions and control batches).

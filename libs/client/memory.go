@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,13 +55,27 @@ func recordsHeld(recs []accumulator.Record) int64 {
 // memoryBudget counts the bytes of records without a result against a
 // limit. Room is taken with a compare-and-swap and given back with an add,
 // so the callers of Produce and the goroutine that delivers results do not
-// contend for a lock; only waiting for room does.
+// contend for a lock; only waiting for room does. Waiters are served in the
+// order they came, as Kafka's buffer pool serves them: a large record is not
+// passed over for ever by small ones that fit into each release.
 type memoryBudget struct {
 	used    atomic.Int64
 	limit   int64
-	waiters atomic.Int32
+	waiting atomic.Int32 // len(queue), for the paths that take no lock
 	mu      sync.Mutex
-	freed   chan struct{} // closed by the next release while someone waits; guarded by mu
+	queue   []*memWaiter // guarded by mu
+}
+
+// memWaiter is one acquire waiting for room; granted is closed once the
+// room was taken for it.
+type memWaiter struct {
+	n       int64
+	granted chan struct{}
+}
+
+// take takes n bytes at once if they fit and no one waits before it.
+func (m *memoryBudget) take(n int64) bool {
+	return m.waiting.Load() == 0 && m.tryTake(n)
 }
 
 // tryTake takes n bytes if they fit. It never counts more than it keeps:
@@ -78,54 +93,76 @@ func (m *memoryBudget) tryTake(n int64) bool {
 	}
 }
 
-// acquire takes n bytes, waiting while they do not fit until release
-// makes room, ctx ends or maxBlock passes. While it waits, pressing is set
-// so that what is queued goes out without lingering.
+// acquire takes n bytes, waiting behind earlier waiters while they do not
+// fit, until release makes room, ctx ends or maxBlock passes. While it
+// waits, pressing is set so that what is queued goes out without lingering.
 func (m *memoryBudget) acquire(ctx context.Context, n int64, maxBlock time.Duration, pressing func(bool)) error {
-	if m.tryTake(n) {
+	if m.take(n) {
 		return nil
 	}
-	m.waiters.Add(1)
-	defer m.waiters.Add(-1)
+	w := &memWaiter{n: n, granted: make(chan struct{})}
+	m.mu.Lock()
+	m.queue = append(m.queue, w)
+	m.waiting.Add(1)
+	// Room given back before the waiting count moved woke no one: grant
+	// it now.
+	m.grantLocked()
+	m.mu.Unlock()
+	select {
+	case <-w.granted:
+		return nil
+	default:
+	}
 	pressing(true)
 	defer pressing(false)
 	timer := time.NewTimer(maxBlock)
 	defer timer.Stop()
-	for {
-		// The channel is taken before the try: a release after a failed
-		// try closes it.
-		m.mu.Lock()
-		if m.freed == nil {
-			m.freed = make(chan struct{})
-		}
-		freed := m.freed
-		m.mu.Unlock()
-		if m.tryTake(n) {
-			return nil
-		}
-		select {
-		case <-freed:
-		case <-ctx.Done():
-			return errs.Errorf(errs.RequestTimedOut, "waiting for room in the producer's buffer (buffer.memory %d bytes): %v", m.limit, ctx.Err())
-		case <-timer.C:
-			return errs.Errorf(errs.RequestTimedOut, "the producer's buffer (buffer.memory %d bytes) had no room for %d bytes within max.block %v", m.limit, n, maxBlock)
-		}
+	var err error
+	select {
+	case <-w.granted:
+		return nil
+	case <-ctx.Done():
+		err = errs.Errorf(errs.RequestTimedOut, "waiting for room in the producer's buffer (buffer.memory %d bytes): %v", m.limit, ctx.Err())
+	case <-timer.C:
+		err = errs.Errorf(errs.RequestTimedOut, "the producer's buffer (buffer.memory %d bytes) had no room for %d bytes within max.block %v", m.limit, n, maxBlock)
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	select {
+	case <-w.granted:
+		return nil // granted as it gave up: keep the room
+	default:
+	}
+	if i := slices.Index(m.queue, w); i >= 0 {
+		m.queue = slices.Delete(m.queue, i, i+1)
+		m.waiting.Add(-1)
+	}
+	// Those behind it may fit where it did not.
+	m.grantLocked()
+	return err
 }
 
-// release gives back n bytes and wakes the waiters.
+// release gives back n bytes and serves the waiters.
 func (m *memoryBudget) release(n int64) {
 	if n == 0 {
 		return
 	}
 	m.used.Add(-n)
-	if m.waiters.Load() == 0 {
+	if m.waiting.Load() == 0 {
 		return
 	}
 	m.mu.Lock()
-	if m.freed != nil {
-		close(m.freed)
-		m.freed = nil
-	}
+	m.grantLocked()
 	m.mu.Unlock()
+}
+
+// grantLocked takes room for the waiters in order, as long as the first
+// one fits.
+func (m *memoryBudget) grantLocked() {
+	for len(m.queue) > 0 && m.tryTake(m.queue[0].n) {
+		close(m.queue[0].granted)
+		m.queue[0] = nil
+		m.queue = m.queue[1:]
+		m.waiting.Add(-1)
+	}
 }

@@ -426,7 +426,7 @@ func (p *Producer) Produce(ctx context.Context, r Record, done func(Result)) {
 		fail(errs.Errorf(errs.MessageTooLarge, "a record of %d bytes is above the producer's buffer.memory of %d bytes", need, p.cfg.bufferMemory))
 		return
 	}
-	if !p.mem.tryTake(need) {
+	if !p.mem.take(need) {
 		// A closed producer refuses at once rather than wait for room.
 		p.mu.Lock()
 		closing := p.closing
