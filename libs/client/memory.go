@@ -100,6 +100,9 @@ func (m *memoryBudget) acquire(ctx context.Context, n int64, maxBlock time.Durat
 	if m.take(n) {
 		return nil
 	}
+	if err := ctx.Err(); err != nil {
+		return errs.Errorf(errs.RequestTimedOut, "waiting for room in the producer's buffer (buffer.memory %d bytes): %v", m.limit, err)
+	}
 	w := &memWaiter{n: n, granted: make(chan struct{})}
 	m.mu.Lock()
 	m.queue = append(m.queue, w)

@@ -56,6 +56,9 @@ func (t *tx) registerBroker(r *controllerv1.RegisterBrokerRequest) (proto.Messag
 		IncarnationId: r.GetIncarnationId(),
 		// A broker that sends no id (an older binary) keeps the one on record.
 		LogDirId: cmp.Or(r.GetLogDirId(), old.GetLogDirId()),
+		// The same incarnation registering again (a retry that crossed its
+		// controlled shutdown) is still stopping.
+		InControlledShutdown: old.GetInControlledShutdown() && old.GetIncarnationId() == r.GetIncarnationId(),
 	}
 	if old == nil || !proto.Equal(old, rec) {
 		if err := t.put(metadata.BrokerRecord(rec)); err != nil {

@@ -543,6 +543,13 @@ func checkInvariants(img *metadata.Image) error {
 					return fmt.Errorf("%s: fenced broker %d in the ISR %v", name, r, p.GetIsr())
 				}
 			}
+			if p.GetLeader() < 0 {
+				for _, r := range p.GetIsr() {
+					if b, _ := img.Broker(metadata.BrokerID(r)); img.IsLive(metadata.BrokerID(r)) && !b.GetInControlledShutdown() {
+						return fmt.Errorf("%s: offline, though ISR member %d could lead", name, r)
+					}
+				}
+			}
 			if l := p.GetLeader(); l >= 0 {
 				if !contains(p.GetIsr(), l) {
 					return fmt.Errorf("%s: leader %d not in the ISR %v", name, l, p.GetIsr())

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -130,9 +131,10 @@ func (t *tx) addTopic(name string, partitions, rf int32, configs map[string]stri
 	}
 	recs := []*controllerv1.MetadataRecord{metadata.TopicRecord(tr)}
 	for i, replicas := range place(t.img, int(partitions), int(rf)) {
+		isr := t.startISR(replicas)
 		recs = append(recs, metadata.PartitionRecord(&controllerv1.PartitionRecord{
 			Topic: name, TopicId: id, Partition: int32(i),
-			Replicas: replicas, Isr: replicas, Leader: replicas[0],
+			Replicas: replicas, Isr: isr, Leader: isr[0],
 		}))
 	}
 	return id, t.put(recs...)
@@ -202,9 +204,10 @@ func (t *tx) growTopic(tp *controllerv1.TopicRecord, count int32) error {
 	}
 	var recs []*controllerv1.MetadataRecord
 	for i, replicas := range place(t.img, int(count-have), rf) {
+		isr := t.startISR(replicas)
 		recs = append(recs, metadata.PartitionRecord(&controllerv1.PartitionRecord{
 			Topic: name, TopicId: tp.GetTopicId(), Partition: have + int32(i),
-			Replicas: replicas, Isr: replicas, Leader: replicas[0],
+			Replicas: replicas, Isr: isr, Leader: isr[0],
 		}))
 	}
 	return t.put(recs...)
@@ -296,4 +299,15 @@ func (t *tx) createInternalTopics(c *controllerv1.CreateInternalTopicsCommand) e
 		}
 	}
 	return nil
+}
+
+// startISR is a new partition's ISR: its replicas, but for a broker in a
+// controlled shutdown (placed like any live broker, it follows once it is
+// back), unless no other replica is eligible. The first member leads.
+func (t *tx) startISR(replicas []int32) []int32 {
+	isr := slices.DeleteFunc(slices.Clone(replicas), func(r int32) bool { return !t.eligible(metadata.BrokerID(r)) })
+	if len(isr) == 0 {
+		return replicas
+	}
+	return isr
 }

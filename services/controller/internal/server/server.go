@@ -253,7 +253,10 @@ func (s *Server) BrokerHeartbeat(ctx context.Context, req *controllerv1.BrokerHe
 			done := r.GetRemainingLeaderships() == 0
 			return &controllerv1.BrokerHeartbeatResponse{Fenced: done || b.GetFenced(), ShouldShutdown: done}, nil
 		}
-		if b.GetFenced() && s.live.MayUnfence(id, epoch, b.GetIncarnationId()) {
+		// A broker in a controlled shutdown stays fenced, also when this
+		// controller took over after its shutdown began (the liveness
+		// tracker's record of it is this controller's alone).
+		if b.GetFenced() && !b.GetInControlledShutdown() && s.live.MayUnfence(id, epoch, b.GetIncarnationId()) {
 			if _, err := s.node.Propose(ctx, &controllerv1.Command{Command: &controllerv1.Command_UnfenceBroker{
 				UnfenceBroker: &controllerv1.UnfenceBrokerCommand{BrokerId: id, BrokerEpoch: epoch}}}); err != nil {
 				return nil, err

@@ -563,3 +563,37 @@ func TestRegistrationRefusedWhileGossipHoldsDead(t *testing.T) {
 		t.Fatalf("whole episode: %v fences, %v unfences of broker 4, want 1 and 1", f, u)
 	}
 }
+
+// A broker fenced by its controlled shutdown stays fenced through a
+// controller failover, though its heartbeats go on while it stops: the new
+// leader's liveness tracker never saw the shutdown, the metadata did.
+func TestControlledShutdownFenceSurvivesFailover(t *testing.T) {
+	c := newCluster(t, 3, false, time.Minute)
+	fc := c.client(c.follower())
+	b := c.startBroker(fc, 1, 50*time.Millisecond)
+	resp, err := fc.ControlledShutdown(ctxT(t), &controllerv1.ControlledShutdownRequest{BrokerId: 1, BrokerEpoch: b.epoch})
+	if err != nil || resp.GetRemainingLeaderships() != 0 {
+		t.Fatalf("controlled shutdown: %v, %v", resp, err)
+	}
+	w := watch(t, fc)
+	fenced := func(img *metadata.Image) bool {
+		br, ok := img.Broker(1)
+		return ok && br.GetFenced() && br.GetInControlledShutdown()
+	}
+	w.waitFor(t, "broker 1 fenced by its controlled shutdown", 5*time.Second, fenced)
+
+	c.leader().stop()
+	// A request through the same controller answered by the new leader
+	// (no broker is live to place a replica on): it is in office, and the
+	// broker's heartbeats reach it.
+	if r := createTopic(t, fc, "after", 1, 1); r.GetErrorCode() != int32(skeinv1.ErrorCode_INVALID_REPLICATION_FACTOR) {
+		t.Fatalf("create after failover: %v", r)
+	}
+	time.Sleep(time.Second) // some 20 heartbeats
+	w.mu.Lock()
+	br, _ := w.img.Broker(1)
+	w.mu.Unlock()
+	if !br.GetFenced() || !br.GetInControlledShutdown() {
+		t.Fatalf("after the failover broker 1 is %v: its heartbeats unfenced a broker that is stopping", br)
+	}
+}

@@ -144,6 +144,10 @@ func (l *Link) Register(ctx context.Context) error {
 	var lastMsg string
 	var lastLog time.Time
 	for {
+		if l.shutdown.Load() {
+			// A registration would make a stopping broker live again.
+			return fmt.Errorf("the broker is shutting down: not registering again")
+		}
 		var resp *controllerv1.RegisterBrokerResponse
 		err := l.call(ctx, func(c controllerv1grpc.ControllerServiceClient, opts ...grpc.CallOption) error {
 			rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
