@@ -570,8 +570,12 @@ type PartitionDescription struct {
 	// for (it has not fetched since the leader took over, or the leader did
 	// not answer) is left out.
 	ReplicaOffsets []*ReplicaOffset `protobuf:"bytes,9,rep,name=replica_offsets,json=replicaOffsets,proto3" json:"replica_offsets,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Set while the partition is offline because its last in-sync replica
+	// came back without its logs (another data directory): the partition
+	// waits for that directory to come back, or for an unclean election.
+	LostReplica   *LostReplica `protobuf:"bytes,10,opt,name=lost_replica,json=lostReplica,proto3" json:"lost_replica,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PartitionDescription) Reset() {
@@ -667,6 +671,67 @@ func (x *PartitionDescription) GetReplicaOffsets() []*ReplicaOffset {
 	return nil
 }
 
+func (x *PartitionDescription) GetLostReplica() *LostReplica {
+	if x != nil {
+		return x.LostReplica
+	}
+	return nil
+}
+
+// LostReplica is a replica that lost its logs, and the id of the data
+// directory that held them.
+type LostReplica struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Broker        int32                  `protobuf:"varint,1,opt,name=broker,proto3" json:"broker,omitempty"`
+	LogDirId      string                 `protobuf:"bytes,2,opt,name=log_dir_id,json=logDirId,proto3" json:"log_dir_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LostReplica) Reset() {
+	*x = LostReplica{}
+	mi := &file_skein_v1_admin_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LostReplica) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LostReplica) ProtoMessage() {}
+
+func (x *LostReplica) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_v1_admin_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LostReplica.ProtoReflect.Descriptor instead.
+func (*LostReplica) Descriptor() ([]byte, []int) {
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *LostReplica) GetBroker() int32 {
+	if x != nil {
+		return x.Broker
+	}
+	return 0
+}
+
+func (x *LostReplica) GetLogDirId() string {
+	if x != nil {
+		return x.LogDirId
+	}
+	return ""
+}
+
 // ReplicaOffset is one replica's log end offset.
 type ReplicaOffset struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -678,7 +743,7 @@ type ReplicaOffset struct {
 
 func (x *ReplicaOffset) Reset() {
 	*x = ReplicaOffset{}
-	mi := &file_skein_v1_admin_proto_msgTypes[8]
+	mi := &file_skein_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -690,7 +755,7 @@ func (x *ReplicaOffset) String() string {
 func (*ReplicaOffset) ProtoMessage() {}
 
 func (x *ReplicaOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[8]
+	mi := &file_skein_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -703,7 +768,7 @@ func (x *ReplicaOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaOffset.ProtoReflect.Descriptor instead.
 func (*ReplicaOffset) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ReplicaOffset) GetReplica() int32 {
@@ -730,7 +795,7 @@ type ListTopicsRequest struct {
 
 func (x *ListTopicsRequest) Reset() {
 	*x = ListTopicsRequest{}
-	mi := &file_skein_v1_admin_proto_msgTypes[9]
+	mi := &file_skein_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -742,7 +807,7 @@ func (x *ListTopicsRequest) String() string {
 func (*ListTopicsRequest) ProtoMessage() {}
 
 func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[9]
+	mi := &file_skein_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -755,7 +820,7 @@ func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsRequest.ProtoReflect.Descriptor instead.
 func (*ListTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListTopicsRequest) GetIncludeInternal() bool {
@@ -774,7 +839,7 @@ type ListTopicsResponse struct {
 
 func (x *ListTopicsResponse) Reset() {
 	*x = ListTopicsResponse{}
-	mi := &file_skein_v1_admin_proto_msgTypes[10]
+	mi := &file_skein_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -786,7 +851,7 @@ func (x *ListTopicsResponse) String() string {
 func (*ListTopicsResponse) ProtoMessage() {}
 
 func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[10]
+	mi := &file_skein_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -799,7 +864,7 @@ func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsResponse.ProtoReflect.Descriptor instead.
 func (*ListTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListTopicsResponse) GetTopics() []*TopicSummary {
@@ -821,7 +886,7 @@ type TopicSummary struct {
 
 func (x *TopicSummary) Reset() {
 	*x = TopicSummary{}
-	mi := &file_skein_v1_admin_proto_msgTypes[11]
+	mi := &file_skein_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -833,7 +898,7 @@ func (x *TopicSummary) String() string {
 func (*TopicSummary) ProtoMessage() {}
 
 func (x *TopicSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[11]
+	mi := &file_skein_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -846,7 +911,7 @@ func (x *TopicSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicSummary.ProtoReflect.Descriptor instead.
 func (*TopicSummary) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TopicSummary) GetName() string {
@@ -886,7 +951,7 @@ type DescribeTopicRequest struct {
 
 func (x *DescribeTopicRequest) Reset() {
 	*x = DescribeTopicRequest{}
-	mi := &file_skein_v1_admin_proto_msgTypes[12]
+	mi := &file_skein_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -898,7 +963,7 @@ func (x *DescribeTopicRequest) String() string {
 func (*DescribeTopicRequest) ProtoMessage() {}
 
 func (x *DescribeTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[12]
+	mi := &file_skein_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -911,7 +976,7 @@ func (x *DescribeTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicRequest.ProtoReflect.Descriptor instead.
 func (*DescribeTopicRequest) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DescribeTopicRequest) GetTopic() string {
@@ -930,7 +995,7 @@ type DescribeTopicResponse struct {
 
 func (x *DescribeTopicResponse) Reset() {
 	*x = DescribeTopicResponse{}
-	mi := &file_skein_v1_admin_proto_msgTypes[13]
+	mi := &file_skein_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -942,7 +1007,7 @@ func (x *DescribeTopicResponse) String() string {
 func (*DescribeTopicResponse) ProtoMessage() {}
 
 func (x *DescribeTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[13]
+	mi := &file_skein_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -955,7 +1020,7 @@ func (x *DescribeTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicResponse.ProtoReflect.Descriptor instead.
 func (*DescribeTopicResponse) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DescribeTopicResponse) GetTopic() *TopicDescription {
@@ -974,7 +1039,7 @@ type DeleteTopicRequest struct {
 
 func (x *DeleteTopicRequest) Reset() {
 	*x = DeleteTopicRequest{}
-	mi := &file_skein_v1_admin_proto_msgTypes[14]
+	mi := &file_skein_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -986,7 +1051,7 @@ func (x *DeleteTopicRequest) String() string {
 func (*DeleteTopicRequest) ProtoMessage() {}
 
 func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[14]
+	mi := &file_skein_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -999,7 +1064,7 @@ func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeleteTopicRequest) GetTopic() string {
@@ -1018,7 +1083,7 @@ type DeleteTopicResponse struct {
 
 func (x *DeleteTopicResponse) Reset() {
 	*x = DeleteTopicResponse{}
-	mi := &file_skein_v1_admin_proto_msgTypes[15]
+	mi := &file_skein_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1030,7 +1095,7 @@ func (x *DeleteTopicResponse) String() string {
 func (*DeleteTopicResponse) ProtoMessage() {}
 
 func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[15]
+	mi := &file_skein_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1043,7 +1108,7 @@ func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DeleteTopicResponse) GetTopic() string {
@@ -1064,7 +1129,7 @@ type CreatePartitionsRequest struct {
 
 func (x *CreatePartitionsRequest) Reset() {
 	*x = CreatePartitionsRequest{}
-	mi := &file_skein_v1_admin_proto_msgTypes[16]
+	mi := &file_skein_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1076,7 +1141,7 @@ func (x *CreatePartitionsRequest) String() string {
 func (*CreatePartitionsRequest) ProtoMessage() {}
 
 func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[16]
+	mi := &file_skein_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1089,7 +1154,7 @@ func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsRequest.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CreatePartitionsRequest) GetTopic() string {
@@ -1115,7 +1180,7 @@ type CreatePartitionsResponse struct {
 
 func (x *CreatePartitionsResponse) Reset() {
 	*x = CreatePartitionsResponse{}
-	mi := &file_skein_v1_admin_proto_msgTypes[17]
+	mi := &file_skein_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1127,7 +1192,7 @@ func (x *CreatePartitionsResponse) String() string {
 func (*CreatePartitionsResponse) ProtoMessage() {}
 
 func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[17]
+	mi := &file_skein_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1140,7 +1205,7 @@ func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsResponse.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsResponse) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CreatePartitionsResponse) GetTopic() *TopicDescription {
@@ -1160,7 +1225,7 @@ type AlterTopicConfigsRequest struct {
 
 func (x *AlterTopicConfigsRequest) Reset() {
 	*x = AlterTopicConfigsRequest{}
-	mi := &file_skein_v1_admin_proto_msgTypes[18]
+	mi := &file_skein_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1172,7 +1237,7 @@ func (x *AlterTopicConfigsRequest) String() string {
 func (*AlterTopicConfigsRequest) ProtoMessage() {}
 
 func (x *AlterTopicConfigsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[18]
+	mi := &file_skein_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1185,7 +1250,7 @@ func (x *AlterTopicConfigsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterTopicConfigsRequest.ProtoReflect.Descriptor instead.
 func (*AlterTopicConfigsRequest) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AlterTopicConfigsRequest) GetTopic() string {
@@ -1211,7 +1276,7 @@ type AlterTopicConfigsResponse struct {
 
 func (x *AlterTopicConfigsResponse) Reset() {
 	*x = AlterTopicConfigsResponse{}
-	mi := &file_skein_v1_admin_proto_msgTypes[19]
+	mi := &file_skein_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1223,7 +1288,7 @@ func (x *AlterTopicConfigsResponse) String() string {
 func (*AlterTopicConfigsResponse) ProtoMessage() {}
 
 func (x *AlterTopicConfigsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[19]
+	mi := &file_skein_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1236,7 +1301,7 @@ func (x *AlterTopicConfigsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterTopicConfigsResponse.ProtoReflect.Descriptor instead.
 func (*AlterTopicConfigsResponse) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *AlterTopicConfigsResponse) GetTopic() *TopicDescription {
@@ -1259,7 +1324,7 @@ type ListOffsetsRequest struct {
 
 func (x *ListOffsetsRequest) Reset() {
 	*x = ListOffsetsRequest{}
-	mi := &file_skein_v1_admin_proto_msgTypes[20]
+	mi := &file_skein_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1271,7 +1336,7 @@ func (x *ListOffsetsRequest) String() string {
 func (*ListOffsetsRequest) ProtoMessage() {}
 
 func (x *ListOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[20]
+	mi := &file_skein_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1284,7 +1349,7 @@ func (x *ListOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*ListOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListOffsetsRequest) GetTopic() string {
@@ -1324,7 +1389,7 @@ type ListOffsetsResponse struct {
 
 func (x *ListOffsetsResponse) Reset() {
 	*x = ListOffsetsResponse{}
-	mi := &file_skein_v1_admin_proto_msgTypes[21]
+	mi := &file_skein_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1336,7 +1401,7 @@ func (x *ListOffsetsResponse) String() string {
 func (*ListOffsetsResponse) ProtoMessage() {}
 
 func (x *ListOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[21]
+	mi := &file_skein_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1349,7 +1414,7 @@ func (x *ListOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*ListOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListOffsetsResponse) GetOffsets() []*PartitionOffset {
@@ -1373,7 +1438,7 @@ type PartitionOffset struct {
 
 func (x *PartitionOffset) Reset() {
 	*x = PartitionOffset{}
-	mi := &file_skein_v1_admin_proto_msgTypes[22]
+	mi := &file_skein_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1385,7 +1450,7 @@ func (x *PartitionOffset) String() string {
 func (*PartitionOffset) ProtoMessage() {}
 
 func (x *PartitionOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[22]
+	mi := &file_skein_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1398,7 +1463,7 @@ func (x *PartitionOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionOffset.ProtoReflect.Descriptor instead.
 func (*PartitionOffset) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PartitionOffset) GetPartition() int32 {
@@ -1447,7 +1512,7 @@ type ElectLeadersRequest struct {
 
 func (x *ElectLeadersRequest) Reset() {
 	*x = ElectLeadersRequest{}
-	mi := &file_skein_v1_admin_proto_msgTypes[23]
+	mi := &file_skein_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1459,7 +1524,7 @@ func (x *ElectLeadersRequest) String() string {
 func (*ElectLeadersRequest) ProtoMessage() {}
 
 func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[23]
+	mi := &file_skein_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1472,7 +1537,7 @@ func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersRequest.ProtoReflect.Descriptor instead.
 func (*ElectLeadersRequest) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ElectLeadersRequest) GetTopic() string {
@@ -1498,7 +1563,7 @@ type ElectLeadersResponse struct {
 
 func (x *ElectLeadersResponse) Reset() {
 	*x = ElectLeadersResponse{}
-	mi := &file_skein_v1_admin_proto_msgTypes[24]
+	mi := &file_skein_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1510,7 +1575,7 @@ func (x *ElectLeadersResponse) String() string {
 func (*ElectLeadersResponse) ProtoMessage() {}
 
 func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[24]
+	mi := &file_skein_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1523,7 +1588,7 @@ func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersResponse.ProtoReflect.Descriptor instead.
 func (*ElectLeadersResponse) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ElectLeadersResponse) GetResults() []*ElectionResult {
@@ -1546,7 +1611,7 @@ type ElectionResult struct {
 
 func (x *ElectionResult) Reset() {
 	*x = ElectionResult{}
-	mi := &file_skein_v1_admin_proto_msgTypes[25]
+	mi := &file_skein_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1558,7 +1623,7 @@ func (x *ElectionResult) String() string {
 func (*ElectionResult) ProtoMessage() {}
 
 func (x *ElectionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[25]
+	mi := &file_skein_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1571,7 +1636,7 @@ func (x *ElectionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectionResult.ProtoReflect.Descriptor instead.
 func (*ElectionResult) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ElectionResult) GetTopic() string {
@@ -1633,7 +1698,7 @@ type AclBinding struct {
 
 func (x *AclBinding) Reset() {
 	*x = AclBinding{}
-	mi := &file_skein_v1_admin_proto_msgTypes[26]
+	mi := &file_skein_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1645,7 +1710,7 @@ func (x *AclBinding) String() string {
 func (*AclBinding) ProtoMessage() {}
 
 func (x *AclBinding) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[26]
+	mi := &file_skein_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1658,7 +1723,7 @@ func (x *AclBinding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclBinding.ProtoReflect.Descriptor instead.
 func (*AclBinding) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *AclBinding) GetPrincipal() string {
@@ -1712,7 +1777,7 @@ type CreateAclsRequest struct {
 
 func (x *CreateAclsRequest) Reset() {
 	*x = CreateAclsRequest{}
-	mi := &file_skein_v1_admin_proto_msgTypes[27]
+	mi := &file_skein_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1724,7 +1789,7 @@ func (x *CreateAclsRequest) String() string {
 func (*CreateAclsRequest) ProtoMessage() {}
 
 func (x *CreateAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[27]
+	mi := &file_skein_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1737,7 +1802,7 @@ func (x *CreateAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAclsRequest.ProtoReflect.Descriptor instead.
 func (*CreateAclsRequest) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CreateAclsRequest) GetAcls() []*AclBinding {
@@ -1757,7 +1822,7 @@ type CreateAclsResponse struct {
 
 func (x *CreateAclsResponse) Reset() {
 	*x = CreateAclsResponse{}
-	mi := &file_skein_v1_admin_proto_msgTypes[28]
+	mi := &file_skein_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1769,7 +1834,7 @@ func (x *CreateAclsResponse) String() string {
 func (*CreateAclsResponse) ProtoMessage() {}
 
 func (x *CreateAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[28]
+	mi := &file_skein_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1782,7 +1847,7 @@ func (x *CreateAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAclsResponse.ProtoReflect.Descriptor instead.
 func (*CreateAclsResponse) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{28}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CreateAclsResponse) GetAcls() []*AclBinding {
@@ -1809,7 +1874,7 @@ type DescribeAclsRequest struct {
 
 func (x *DescribeAclsRequest) Reset() {
 	*x = DescribeAclsRequest{}
-	mi := &file_skein_v1_admin_proto_msgTypes[29]
+	mi := &file_skein_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1821,7 +1886,7 @@ func (x *DescribeAclsRequest) String() string {
 func (*DescribeAclsRequest) ProtoMessage() {}
 
 func (x *DescribeAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[29]
+	mi := &file_skein_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1834,7 +1899,7 @@ func (x *DescribeAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeAclsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeAclsRequest) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DescribeAclsRequest) GetPrincipal() string {
@@ -1888,7 +1953,7 @@ type DescribeAclsResponse struct {
 
 func (x *DescribeAclsResponse) Reset() {
 	*x = DescribeAclsResponse{}
-	mi := &file_skein_v1_admin_proto_msgTypes[30]
+	mi := &file_skein_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1900,7 +1965,7 @@ func (x *DescribeAclsResponse) String() string {
 func (*DescribeAclsResponse) ProtoMessage() {}
 
 func (x *DescribeAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[30]
+	mi := &file_skein_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1913,7 +1978,7 @@ func (x *DescribeAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeAclsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeAclsResponse) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{30}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DescribeAclsResponse) GetAcls() []*AclBinding {
@@ -1939,7 +2004,7 @@ type DeleteAclsRequest struct {
 
 func (x *DeleteAclsRequest) Reset() {
 	*x = DeleteAclsRequest{}
-	mi := &file_skein_v1_admin_proto_msgTypes[31]
+	mi := &file_skein_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1951,7 +2016,7 @@ func (x *DeleteAclsRequest) String() string {
 func (*DeleteAclsRequest) ProtoMessage() {}
 
 func (x *DeleteAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[31]
+	mi := &file_skein_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1964,7 +2029,7 @@ func (x *DeleteAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAclsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteAclsRequest) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{31}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *DeleteAclsRequest) GetPrincipal() string {
@@ -2019,7 +2084,7 @@ type DeleteAclsResponse struct {
 
 func (x *DeleteAclsResponse) Reset() {
 	*x = DeleteAclsResponse{}
-	mi := &file_skein_v1_admin_proto_msgTypes[32]
+	mi := &file_skein_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2031,7 +2096,7 @@ func (x *DeleteAclsResponse) String() string {
 func (*DeleteAclsResponse) ProtoMessage() {}
 
 func (x *DeleteAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[32]
+	mi := &file_skein_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2044,7 +2109,7 @@ func (x *DeleteAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAclsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteAclsResponse) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{32}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DeleteAclsResponse) GetDeleted() []*AclBinding {
@@ -2101,7 +2166,7 @@ const file_skein_v1_admin_proto_rawDesc = "" +
 	"\btopic_id\x18\x06 \x01(\tR\atopicId\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xde\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x98\x03\n" +
 	"\x14PartitionDescription\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\x05R\x06leader\x12!\n" +
@@ -2111,7 +2176,13 @@ const file_skein_v1_admin_proto_rawDesc = "" +
 	"\x10log_start_offset\x18\x06 \x01(\x03R\x0elogStartOffset\x12%\n" +
 	"\x0ehigh_watermark\x18\a \x01(\x03R\rhighWatermark\x12,\n" +
 	"\x12last_stable_offset\x18\b \x01(\x03R\x10lastStableOffset\x12@\n" +
-	"\x0freplica_offsets\x18\t \x03(\v2\x17.skein.v1.ReplicaOffsetR\x0ereplicaOffsets\"O\n" +
+	"\x0freplica_offsets\x18\t \x03(\v2\x17.skein.v1.ReplicaOffsetR\x0ereplicaOffsets\x128\n" +
+	"\flost_replica\x18\n" +
+	" \x01(\v2\x15.skein.v1.LostReplicaR\vlostReplica\"C\n" +
+	"\vLostReplica\x12\x16\n" +
+	"\x06broker\x18\x01 \x01(\x05R\x06broker\x12\x1c\n" +
+	"\n" +
+	"log_dir_id\x18\x02 \x01(\tR\blogDirId\"O\n" +
 	"\rReplicaOffset\x12\x18\n" +
 	"\areplica\x18\x01 \x01(\x05R\areplica\x12$\n" +
 	"\x0elog_end_offset\x18\x02 \x01(\x03R\flogEndOffset\">\n" +
@@ -2251,7 +2322,7 @@ func file_skein_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_skein_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_skein_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_skein_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_skein_v1_admin_proto_goTypes = []any{
 	(OffsetSpec)(0),                   // 0: skein.v1.OffsetSpec
 	(ElectionType)(0),                 // 1: skein.v1.ElectionType
@@ -2263,90 +2334,92 @@ var file_skein_v1_admin_proto_goTypes = []any{
 	(*CreateTopicResponse)(nil),       // 7: skein.v1.CreateTopicResponse
 	(*TopicDescription)(nil),          // 8: skein.v1.TopicDescription
 	(*PartitionDescription)(nil),      // 9: skein.v1.PartitionDescription
-	(*ReplicaOffset)(nil),             // 10: skein.v1.ReplicaOffset
-	(*ListTopicsRequest)(nil),         // 11: skein.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),        // 12: skein.v1.ListTopicsResponse
-	(*TopicSummary)(nil),              // 13: skein.v1.TopicSummary
-	(*DescribeTopicRequest)(nil),      // 14: skein.v1.DescribeTopicRequest
-	(*DescribeTopicResponse)(nil),     // 15: skein.v1.DescribeTopicResponse
-	(*DeleteTopicRequest)(nil),        // 16: skein.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),       // 17: skein.v1.DeleteTopicResponse
-	(*CreatePartitionsRequest)(nil),   // 18: skein.v1.CreatePartitionsRequest
-	(*CreatePartitionsResponse)(nil),  // 19: skein.v1.CreatePartitionsResponse
-	(*AlterTopicConfigsRequest)(nil),  // 20: skein.v1.AlterTopicConfigsRequest
-	(*AlterTopicConfigsResponse)(nil), // 21: skein.v1.AlterTopicConfigsResponse
-	(*ListOffsetsRequest)(nil),        // 22: skein.v1.ListOffsetsRequest
-	(*ListOffsetsResponse)(nil),       // 23: skein.v1.ListOffsetsResponse
-	(*PartitionOffset)(nil),           // 24: skein.v1.PartitionOffset
-	(*ElectLeadersRequest)(nil),       // 25: skein.v1.ElectLeadersRequest
-	(*ElectLeadersResponse)(nil),      // 26: skein.v1.ElectLeadersResponse
-	(*ElectionResult)(nil),            // 27: skein.v1.ElectionResult
-	(*AclBinding)(nil),                // 28: skein.v1.AclBinding
-	(*CreateAclsRequest)(nil),         // 29: skein.v1.CreateAclsRequest
-	(*CreateAclsResponse)(nil),        // 30: skein.v1.CreateAclsResponse
-	(*DescribeAclsRequest)(nil),       // 31: skein.v1.DescribeAclsRequest
-	(*DescribeAclsResponse)(nil),      // 32: skein.v1.DescribeAclsResponse
-	(*DeleteAclsRequest)(nil),         // 33: skein.v1.DeleteAclsRequest
-	(*DeleteAclsResponse)(nil),        // 34: skein.v1.DeleteAclsResponse
-	nil,                               // 35: skein.v1.CreateTopicRequest.ConfigsEntry
-	nil,                               // 36: skein.v1.TopicDescription.ConfigsEntry
-	nil,                               // 37: skein.v1.AlterTopicConfigsRequest.ConfigsEntry
-	(IsolationLevel)(0),               // 38: skein.v1.IsolationLevel
-	(ErrorCode)(0),                    // 39: skein.v1.ErrorCode
+	(*LostReplica)(nil),               // 10: skein.v1.LostReplica
+	(*ReplicaOffset)(nil),             // 11: skein.v1.ReplicaOffset
+	(*ListTopicsRequest)(nil),         // 12: skein.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),        // 13: skein.v1.ListTopicsResponse
+	(*TopicSummary)(nil),              // 14: skein.v1.TopicSummary
+	(*DescribeTopicRequest)(nil),      // 15: skein.v1.DescribeTopicRequest
+	(*DescribeTopicResponse)(nil),     // 16: skein.v1.DescribeTopicResponse
+	(*DeleteTopicRequest)(nil),        // 17: skein.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),       // 18: skein.v1.DeleteTopicResponse
+	(*CreatePartitionsRequest)(nil),   // 19: skein.v1.CreatePartitionsRequest
+	(*CreatePartitionsResponse)(nil),  // 20: skein.v1.CreatePartitionsResponse
+	(*AlterTopicConfigsRequest)(nil),  // 21: skein.v1.AlterTopicConfigsRequest
+	(*AlterTopicConfigsResponse)(nil), // 22: skein.v1.AlterTopicConfigsResponse
+	(*ListOffsetsRequest)(nil),        // 23: skein.v1.ListOffsetsRequest
+	(*ListOffsetsResponse)(nil),       // 24: skein.v1.ListOffsetsResponse
+	(*PartitionOffset)(nil),           // 25: skein.v1.PartitionOffset
+	(*ElectLeadersRequest)(nil),       // 26: skein.v1.ElectLeadersRequest
+	(*ElectLeadersResponse)(nil),      // 27: skein.v1.ElectLeadersResponse
+	(*ElectionResult)(nil),            // 28: skein.v1.ElectionResult
+	(*AclBinding)(nil),                // 29: skein.v1.AclBinding
+	(*CreateAclsRequest)(nil),         // 30: skein.v1.CreateAclsRequest
+	(*CreateAclsResponse)(nil),        // 31: skein.v1.CreateAclsResponse
+	(*DescribeAclsRequest)(nil),       // 32: skein.v1.DescribeAclsRequest
+	(*DescribeAclsResponse)(nil),      // 33: skein.v1.DescribeAclsResponse
+	(*DeleteAclsRequest)(nil),         // 34: skein.v1.DeleteAclsRequest
+	(*DeleteAclsResponse)(nil),        // 35: skein.v1.DeleteAclsResponse
+	nil,                               // 36: skein.v1.CreateTopicRequest.ConfigsEntry
+	nil,                               // 37: skein.v1.TopicDescription.ConfigsEntry
+	nil,                               // 38: skein.v1.AlterTopicConfigsRequest.ConfigsEntry
+	(IsolationLevel)(0),               // 39: skein.v1.IsolationLevel
+	(ErrorCode)(0),                    // 40: skein.v1.ErrorCode
 }
 var file_skein_v1_admin_proto_depIdxs = []int32{
 	4,  // 0: skein.v1.GetClusterResponse.brokers:type_name -> skein.v1.BrokerInfo
 	5,  // 1: skein.v1.GetClusterResponse.controllers:type_name -> skein.v1.ControllerInfo
-	35, // 2: skein.v1.CreateTopicRequest.configs:type_name -> skein.v1.CreateTopicRequest.ConfigsEntry
+	36, // 2: skein.v1.CreateTopicRequest.configs:type_name -> skein.v1.CreateTopicRequest.ConfigsEntry
 	8,  // 3: skein.v1.CreateTopicResponse.topic:type_name -> skein.v1.TopicDescription
-	36, // 4: skein.v1.TopicDescription.configs:type_name -> skein.v1.TopicDescription.ConfigsEntry
+	37, // 4: skein.v1.TopicDescription.configs:type_name -> skein.v1.TopicDescription.ConfigsEntry
 	9,  // 5: skein.v1.TopicDescription.partitions:type_name -> skein.v1.PartitionDescription
-	10, // 6: skein.v1.PartitionDescription.replica_offsets:type_name -> skein.v1.ReplicaOffset
-	13, // 7: skein.v1.ListTopicsResponse.topics:type_name -> skein.v1.TopicSummary
-	8,  // 8: skein.v1.DescribeTopicResponse.topic:type_name -> skein.v1.TopicDescription
-	8,  // 9: skein.v1.CreatePartitionsResponse.topic:type_name -> skein.v1.TopicDescription
-	37, // 10: skein.v1.AlterTopicConfigsRequest.configs:type_name -> skein.v1.AlterTopicConfigsRequest.ConfigsEntry
-	8,  // 11: skein.v1.AlterTopicConfigsResponse.topic:type_name -> skein.v1.TopicDescription
-	0,  // 12: skein.v1.ListOffsetsRequest.spec:type_name -> skein.v1.OffsetSpec
-	38, // 13: skein.v1.ListOffsetsRequest.isolation_level:type_name -> skein.v1.IsolationLevel
-	24, // 14: skein.v1.ListOffsetsResponse.offsets:type_name -> skein.v1.PartitionOffset
-	39, // 15: skein.v1.PartitionOffset.error_code:type_name -> skein.v1.ErrorCode
-	1,  // 16: skein.v1.ElectLeadersRequest.type:type_name -> skein.v1.ElectionType
-	27, // 17: skein.v1.ElectLeadersResponse.results:type_name -> skein.v1.ElectionResult
-	39, // 18: skein.v1.ElectionResult.error_code:type_name -> skein.v1.ErrorCode
-	28, // 19: skein.v1.CreateAclsRequest.acls:type_name -> skein.v1.AclBinding
-	28, // 20: skein.v1.CreateAclsResponse.acls:type_name -> skein.v1.AclBinding
-	28, // 21: skein.v1.DescribeAclsResponse.acls:type_name -> skein.v1.AclBinding
-	28, // 22: skein.v1.DeleteAclsResponse.deleted:type_name -> skein.v1.AclBinding
-	2,  // 23: skein.v1.AdminService.GetCluster:input_type -> skein.v1.GetClusterRequest
-	6,  // 24: skein.v1.AdminService.CreateTopic:input_type -> skein.v1.CreateTopicRequest
-	11, // 25: skein.v1.AdminService.ListTopics:input_type -> skein.v1.ListTopicsRequest
-	14, // 26: skein.v1.AdminService.DescribeTopic:input_type -> skein.v1.DescribeTopicRequest
-	16, // 27: skein.v1.AdminService.DeleteTopic:input_type -> skein.v1.DeleteTopicRequest
-	18, // 28: skein.v1.AdminService.CreatePartitions:input_type -> skein.v1.CreatePartitionsRequest
-	20, // 29: skein.v1.AdminService.AlterTopicConfigs:input_type -> skein.v1.AlterTopicConfigsRequest
-	22, // 30: skein.v1.AdminService.ListOffsets:input_type -> skein.v1.ListOffsetsRequest
-	25, // 31: skein.v1.AdminService.ElectLeaders:input_type -> skein.v1.ElectLeadersRequest
-	29, // 32: skein.v1.AdminService.CreateAcls:input_type -> skein.v1.CreateAclsRequest
-	31, // 33: skein.v1.AdminService.DescribeAcls:input_type -> skein.v1.DescribeAclsRequest
-	33, // 34: skein.v1.AdminService.DeleteAcls:input_type -> skein.v1.DeleteAclsRequest
-	3,  // 35: skein.v1.AdminService.GetCluster:output_type -> skein.v1.GetClusterResponse
-	7,  // 36: skein.v1.AdminService.CreateTopic:output_type -> skein.v1.CreateTopicResponse
-	12, // 37: skein.v1.AdminService.ListTopics:output_type -> skein.v1.ListTopicsResponse
-	15, // 38: skein.v1.AdminService.DescribeTopic:output_type -> skein.v1.DescribeTopicResponse
-	17, // 39: skein.v1.AdminService.DeleteTopic:output_type -> skein.v1.DeleteTopicResponse
-	19, // 40: skein.v1.AdminService.CreatePartitions:output_type -> skein.v1.CreatePartitionsResponse
-	21, // 41: skein.v1.AdminService.AlterTopicConfigs:output_type -> skein.v1.AlterTopicConfigsResponse
-	23, // 42: skein.v1.AdminService.ListOffsets:output_type -> skein.v1.ListOffsetsResponse
-	26, // 43: skein.v1.AdminService.ElectLeaders:output_type -> skein.v1.ElectLeadersResponse
-	30, // 44: skein.v1.AdminService.CreateAcls:output_type -> skein.v1.CreateAclsResponse
-	32, // 45: skein.v1.AdminService.DescribeAcls:output_type -> skein.v1.DescribeAclsResponse
-	34, // 46: skein.v1.AdminService.DeleteAcls:output_type -> skein.v1.DeleteAclsResponse
-	35, // [35:47] is the sub-list for method output_type
-	23, // [23:35] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	11, // 6: skein.v1.PartitionDescription.replica_offsets:type_name -> skein.v1.ReplicaOffset
+	10, // 7: skein.v1.PartitionDescription.lost_replica:type_name -> skein.v1.LostReplica
+	14, // 8: skein.v1.ListTopicsResponse.topics:type_name -> skein.v1.TopicSummary
+	8,  // 9: skein.v1.DescribeTopicResponse.topic:type_name -> skein.v1.TopicDescription
+	8,  // 10: skein.v1.CreatePartitionsResponse.topic:type_name -> skein.v1.TopicDescription
+	38, // 11: skein.v1.AlterTopicConfigsRequest.configs:type_name -> skein.v1.AlterTopicConfigsRequest.ConfigsEntry
+	8,  // 12: skein.v1.AlterTopicConfigsResponse.topic:type_name -> skein.v1.TopicDescription
+	0,  // 13: skein.v1.ListOffsetsRequest.spec:type_name -> skein.v1.OffsetSpec
+	39, // 14: skein.v1.ListOffsetsRequest.isolation_level:type_name -> skein.v1.IsolationLevel
+	25, // 15: skein.v1.ListOffsetsResponse.offsets:type_name -> skein.v1.PartitionOffset
+	40, // 16: skein.v1.PartitionOffset.error_code:type_name -> skein.v1.ErrorCode
+	1,  // 17: skein.v1.ElectLeadersRequest.type:type_name -> skein.v1.ElectionType
+	28, // 18: skein.v1.ElectLeadersResponse.results:type_name -> skein.v1.ElectionResult
+	40, // 19: skein.v1.ElectionResult.error_code:type_name -> skein.v1.ErrorCode
+	29, // 20: skein.v1.CreateAclsRequest.acls:type_name -> skein.v1.AclBinding
+	29, // 21: skein.v1.CreateAclsResponse.acls:type_name -> skein.v1.AclBinding
+	29, // 22: skein.v1.DescribeAclsResponse.acls:type_name -> skein.v1.AclBinding
+	29, // 23: skein.v1.DeleteAclsResponse.deleted:type_name -> skein.v1.AclBinding
+	2,  // 24: skein.v1.AdminService.GetCluster:input_type -> skein.v1.GetClusterRequest
+	6,  // 25: skein.v1.AdminService.CreateTopic:input_type -> skein.v1.CreateTopicRequest
+	12, // 26: skein.v1.AdminService.ListTopics:input_type -> skein.v1.ListTopicsRequest
+	15, // 27: skein.v1.AdminService.DescribeTopic:input_type -> skein.v1.DescribeTopicRequest
+	17, // 28: skein.v1.AdminService.DeleteTopic:input_type -> skein.v1.DeleteTopicRequest
+	19, // 29: skein.v1.AdminService.CreatePartitions:input_type -> skein.v1.CreatePartitionsRequest
+	21, // 30: skein.v1.AdminService.AlterTopicConfigs:input_type -> skein.v1.AlterTopicConfigsRequest
+	23, // 31: skein.v1.AdminService.ListOffsets:input_type -> skein.v1.ListOffsetsRequest
+	26, // 32: skein.v1.AdminService.ElectLeaders:input_type -> skein.v1.ElectLeadersRequest
+	30, // 33: skein.v1.AdminService.CreateAcls:input_type -> skein.v1.CreateAclsRequest
+	32, // 34: skein.v1.AdminService.DescribeAcls:input_type -> skein.v1.DescribeAclsRequest
+	34, // 35: skein.v1.AdminService.DeleteAcls:input_type -> skein.v1.DeleteAclsRequest
+	3,  // 36: skein.v1.AdminService.GetCluster:output_type -> skein.v1.GetClusterResponse
+	7,  // 37: skein.v1.AdminService.CreateTopic:output_type -> skein.v1.CreateTopicResponse
+	13, // 38: skein.v1.AdminService.ListTopics:output_type -> skein.v1.ListTopicsResponse
+	16, // 39: skein.v1.AdminService.DescribeTopic:output_type -> skein.v1.DescribeTopicResponse
+	18, // 40: skein.v1.AdminService.DeleteTopic:output_type -> skein.v1.DeleteTopicResponse
+	20, // 41: skein.v1.AdminService.CreatePartitions:output_type -> skein.v1.CreatePartitionsResponse
+	22, // 42: skein.v1.AdminService.AlterTopicConfigs:output_type -> skein.v1.AlterTopicConfigsResponse
+	24, // 43: skein.v1.AdminService.ListOffsets:output_type -> skein.v1.ListOffsetsResponse
+	27, // 44: skein.v1.AdminService.ElectLeaders:output_type -> skein.v1.ElectLeadersResponse
+	31, // 45: skein.v1.AdminService.CreateAcls:output_type -> skein.v1.CreateAclsResponse
+	33, // 46: skein.v1.AdminService.DescribeAcls:output_type -> skein.v1.DescribeAclsResponse
+	35, // 47: skein.v1.AdminService.DeleteAcls:output_type -> skein.v1.DeleteAclsResponse
+	36, // [36:48] is the sub-list for method output_type
+	24, // [24:36] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_skein_v1_admin_proto_init() }
@@ -2363,7 +2436,7 @@ func file_skein_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skein_v1_admin_proto_rawDesc), len(file_skein_v1_admin_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   36,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -186,6 +186,21 @@ func (c *Controller) SetLeader(topic string, partition, leader int32) {
 	c.publishLocked(&controllerv1.MetadataRecord{Record: &controllerv1.MetadataRecord_Partition{Partition: p}})
 }
 
+// LoseLastReplica takes a partition offline as the controllers do when its
+// last in-sync replica comes back without its logs: no leader, an empty
+// ISR, and the lost replica with the directory id it had.
+func (c *Controller) LoseLastReplica(topic string, partition, broker int32, logDirID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := proto.Clone(c.partitions[topic][partition]).(*controllerv1.PartitionRecord)
+	p.Leader, p.Isr = -1, []int32{}
+	p.LostIsrReplica = &controllerv1.LostReplica{Broker: broker, LogDirId: logDirID}
+	p.LeaderEpoch++
+	p.PartitionEpoch++
+	c.partitions[topic][partition] = p
+	c.publishLocked(&controllerv1.MetadataRecord{Record: &controllerv1.MetadataRecord_Partition{Partition: p}})
+}
+
 // Leader answers a partition's leader and epoch; ok is false for an unknown
 // partition.
 func (c *Controller) Leader(topic string, partition int32) (leader, epoch int32, ok bool) {

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	controllerv1 "skein/gen/skein/controller/v1"
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/client"
 	"skein/libs/errs"
@@ -203,6 +204,7 @@ func (s *Admin) describe(m *metadata.Image, topic string, offs map[int32]partiti
 		pd := &skeinv1.PartitionDescription{Partition: int32(i), Leader: -1, LogStartOffset: -1, HighWatermark: -1, LastStableOffset: -1}
 		if p != nil {
 			pd.Leader, pd.LeaderEpoch, pd.Replicas, pd.Isr = p.GetLeader(), p.GetLeaderEpoch(), p.GetReplicas(), p.GetIsr()
+			pd.LostReplica = LostReplica(p)
 		}
 		pd.ReplicaOffsets = []*skeinv1.ReplicaOffset{}
 		if offs == nil {
@@ -219,6 +221,16 @@ func (s *Admin) describe(m *metadata.Image, topic string, offs map[int32]partiti
 		d.Partitions = append(d.Partitions, pd)
 	}
 	return d
+}
+
+// LostReplica answers the replica an offline partition waits for, the last
+// in-sync one that came back without its logs; nil for any other.
+func LostReplica(p *controllerv1.PartitionRecord) *skeinv1.LostReplica {
+	l := p.GetLostIsrReplica()
+	if l == nil {
+		return nil
+	}
+	return &skeinv1.LostReplica{Broker: l.GetBroker(), LogDirId: l.GetLogDirId()}
 }
 
 // describeOffsetsTimeout bounds the offset lookups of a topic description:

@@ -194,6 +194,7 @@ func (s *consoleSource) topicsEvent() console.Event {
 			}
 			if p != nil {
 				pd.Leader, pd.LeaderEpoch, pd.Replicas, pd.Isr = p.GetLeader(), p.GetLeaderEpoch(), p.GetReplicas(), p.GetIsr()
+				pd.LostReplica = api.LostReplica(p)
 				d.ReplicationFactor = int32(len(p.GetReplicas()))
 			}
 			d.Partitions = append(d.Partitions, pd)
