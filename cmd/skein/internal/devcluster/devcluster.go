@@ -213,7 +213,9 @@ func plan(o Options) ([]*Process, error) {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
-	ports := portPicker{reserved: map[string]bool{o.GatewayGRPCAddr: true, o.GatewayHTTPAddr: true}}
+	ports := portPicker{reserved: envAddrs(os.Environ())}
+	ports.reserved[o.GatewayGRPCAddr] = true
+	ports.reserved[o.GatewayHTTPAddr] = true
 	addr := func(recorded string) (string, error) {
 		if recorded != "" {
 			if err := ports.reuse(recorded); err != nil {
@@ -586,6 +588,24 @@ type portPicker struct {
 	used     map[string]bool
 	reserved map[string]bool
 	band     func() (lo, hi int)
+}
+
+// envAddrs answers the addresses pinned through the environment every
+// process inherits (SKEIN_DEBUG_ADDR=127.0.0.1:16060 gives the gateway its
+// /debug/pprof address, for instance): the process that binds one may
+// start after another took the same port for itself.
+func envAddrs(environ []string) map[string]bool {
+	addrs := map[string]bool{}
+	for _, kv := range environ {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || !strings.HasPrefix(k, "SKEIN_") || !strings.HasSuffix(k, "_ADDR") {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(v); err == nil {
+			addrs[v] = true
+		}
+	}
+	return addrs
 }
 
 func (pp *portPicker) fresh() (string, error) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -390,6 +391,22 @@ func TestFreshPortsAvoidPinnedOnes(t *testing.T) {
 		if got != other {
 			t.Fatalf("fresh picked %s; %s is pinned", got, pinned)
 		}
+	}
+}
+
+// An address a process takes from the environment (the gateway's
+// SKEIN_DEBUG_ADDR) is pinned too; other variables are not addresses.
+func TestEnvironmentAddressesArePinned(t *testing.T) {
+	got := envAddrs([]string{
+		"SKEIN_DEBUG_ADDR=127.0.0.1:16060",
+		"SKEIN_OTLP_ENDPOINT=127.0.0.1:4317",
+		"SKEIN_LOG_ADDR=not an address",
+		"OTHER_ADDR=127.0.0.1:9",
+		"SKEIN_HTTP_ADDR=[::1]:8081",
+	})
+	want := map[string]bool{"127.0.0.1:16060": true, "[::1]:8081": true}
+	if !maps.Equal(got, want) {
+		t.Fatalf("envAddrs = %v, want %v", got, want)
 	}
 }
 
