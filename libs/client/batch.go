@@ -11,6 +11,7 @@ import (
 	"skein/libs/errs"
 	"skein/libs/metadata"
 	"skein/libs/record"
+	"skein/libs/topicconfig"
 )
 
 // BatchIdentity is a caller's own idempotent (or transactional) producer
@@ -181,6 +182,33 @@ func SingleRecordBatchSize(r Record) int {
 
 // MaxMessageBytes is a topic's max.message.bytes as the metadata has it.
 func MaxMessageBytes(m *metadata.Image, topic string) int { return maxMessageBytes(m, topic) }
+
+// CreateTimes is the window of create times a topic accepts as the
+// metadata has it (message.timestamp.before.max.ms and
+// message.timestamp.after.max.ms).
+func CreateTimes(m *metadata.Image, topic string) topicconfig.CreateTimes {
+	if t, ok := m.Topic(topic); ok {
+		return topicconfig.CreateTimesFrom(t.GetConfigs())
+	}
+	return topicconfig.CreateTimes{}
+}
+
+// CheckCreateTime refuses a create time outside w at now (this process's
+// clock, Unix milliseconds) with INVALID_TIMESTAMP, before the record joins
+// a batch with others: the leader would refuse that whole batch. The
+// leader checks again against its own clock.
+func CheckCreateTime(w topicconfig.CreateTimes, topic string, ts, now int64) error {
+	if !w.Check || ts == -1 {
+		return nil
+	}
+	switch earliest, latest := w.At(now); {
+	case ts < earliest:
+		return errs.Errorf(errs.InvalidTimestamp, "timestamp %d is before %d, the earliest topic %q accepts now (message.timestamp.before.max.ms %d)", ts, earliest, topic, w.Before)
+	case ts > latest:
+		return errs.Errorf(errs.InvalidTimestamp, "timestamp %d is after %d, the latest topic %q accepts now (message.timestamp.after.max.ms %d)", ts, latest, topic, w.After)
+	}
+	return nil
+}
 
 // leaderOf answers a partition's leader and leader epoch; ok is false when
 // the partition is unknown or has no leader.

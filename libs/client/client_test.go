@@ -373,6 +373,32 @@ func TestProduceRefusals(t *testing.T) {
 	}
 }
 
+// A record whose create time the topic does not accept fails on its own,
+// before it joins a batch the leader would refuse whole; the records
+// produced with it are written.
+func TestProduceRefusesCreateTimesTheTopicDoesNotAccept(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	c := newClient(t, cl)
+	createTopic(t, c, "recent", 1, map[string]string{"message.timestamp.before.max.ms": "60000", "message.timestamp.after.max.ms": "60000"})
+	p := c.NewProducer(client.WithLinger(50 * time.Millisecond))
+	defer p.Close(ctx(t))
+	now := time.Now().UnixMilli()
+	rs := p.ProduceSync(ctx(t),
+		client.Record{Topic: "recent", Value: []byte("now")},
+		client.Record{Topic: "recent", Value: []byte("old"), Timestamp: now - 120_000},
+		client.Record{Topic: "recent", Value: []byte("ahead"), Timestamp: now + 120_000},
+		client.Record{Topic: "recent", Value: []byte("a second ago"), Timestamp: now - 1000},
+	)
+	for i, want := range []*errs.Error{nil, errs.InvalidTimestamp, errs.InvalidTimestamp, nil} {
+		if got := rs[i].Err; (want == nil) != (got == nil) || (want != nil && errs.Of(got) != want) {
+			t.Errorf("record %d: %v, want %v", i, got, want)
+		}
+	}
+	if rs[0].Offset != 0 || rs[3].Offset != 1 {
+		t.Fatalf("written at %d and %d, want 0 and 1", rs[0].Offset, rs[3].Offset)
+	}
+}
+
 func TestAcksNone(t *testing.T) {
 	cl := clienttest.Start(t, 1)
 	c := newClient(t, cl)

@@ -414,6 +414,12 @@ func (p *Producer) Produce(ctx context.Context, r Record, done func(Result)) {
 	if r.Timestamp == 0 {
 		r.Timestamp = time.Now().UnixMilli()
 	}
+	if w := CreateTimes(m, r.Topic); w.Check {
+		if err := CheckCreateTime(w, r.Topic, r.Timestamp, time.Now().UnixMilli()); err != nil {
+			fail(err)
+			return
+		}
+	}
 	rec := accumulator.Record{Timestamp: r.Timestamp, Key: r.Key, Value: r.Value, Headers: withTraceparent(ctx, r.Headers), Token: done}
 	maxBytes := maxMessageBytes(m, r.Topic)
 	if size := accumulator.SingleBatchSize(&rec); size > maxBytes {

@@ -28,6 +28,10 @@ type Config struct {
 	DeleteRetentionMS  int64 // delete.retention.ms: how long compaction keeps tombstones
 	MaxMessageBytes    int64 // max.message.bytes: largest batch Append accepts
 	LogAppendTime      bool  // message.timestamp.type=LogAppendTime
+	// CreateTimes bounds how far before and after the leader's clock a
+	// record's create time may be (message.timestamp.before.max.ms and
+	// message.timestamp.after.max.ms); a zero Config bounds neither.
+	CreateTimes topicconfig.CreateTimes
 }
 
 // DefaultConfig is Kafka's defaults: 1 GiB / 7 day segments, 4 KiB index
@@ -47,6 +51,7 @@ func ConfigFrom(tc topicconfig.Config) Config {
 		DeleteRetentionMS:  tc.DeleteRetentionMS,
 		MaxMessageBytes:    int64(tc.MaxMessageBytes),
 		LogAppendTime:      tc.LogAppendTime,
+		CreateTimes:        topicconfig.CreateTimesOf(tc),
 	}
 	if tc.CleanupDelete {
 		c.CleanupPolicy |= CleanupDelete

@@ -262,6 +262,10 @@ func (l *Log) Append(records []byte, epoch Epoch) (AppendInfo, error) {
 		RequireKeys:     l.cfg.CleanupPolicy&CleanupCompact != 0,
 		MaxDecompressed: int(max(l.cfg.MaxMessageBytes*64, record.DefaultMaxDecompressed)),
 	}
+	if l.cfg.CreateTimes.Check && !l.cfg.LogAppendTime {
+		opts.CheckTimestamps = true
+		opts.MinTimestamp, opts.MaxTimestamp = l.cfg.CreateTimes.At(l.now().UnixMilli())
+	}
 	n, uncompressed := 0, 0
 	it := record.NewBatchIter(records)
 	for it.Next() {

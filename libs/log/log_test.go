@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -921,5 +922,64 @@ func TestCloseAfterAFailedSync(t *testing.T) {
 	_ = l.Close()
 	if rp := l.State().RecoveryPoint; rp != 0 {
 		t.Fatalf("recovery point %d after closing a log whose fsync failed, want 0", rp)
+	}
+}
+
+// message.timestamp.before.max.ms and message.timestamp.after.max.ms
+// refuse a batch with a record whose create time is too far from the
+// leader's clock, whole and with INVALID_TIMESTAMP, and leave the log as
+// it was; under LogAppendTime the producer's times are not checked.
+func TestAppendChecksCreateTimes(t *testing.T) {
+	const now = 10_000_000
+	hour := int64(time.Hour / time.Millisecond)
+	for _, tc := range []struct {
+		name          string
+		configs       map[string]string
+		times         []int64 // one record each, in one batch
+		wantRefused   bool
+		wantInMessage string
+	}{
+		{"defaults bound nothing", nil, []int64{0, now + 100*hour}, false, ""},
+		{"inside both bounds", map[string]string{"message.timestamp.before.max.ms": "3600000", "message.timestamp.after.max.ms": "3600000"}, []int64{now - hour, now, now + hour}, false, ""},
+		{"one record too old", map[string]string{"message.timestamp.before.max.ms": "3600000"}, []int64{now, now - hour - 1}, true, "record 1 of the batch: timestamp 6399999 is before 6400000, the earliest"},
+		{"one record too new", map[string]string{"message.timestamp.after.max.ms": "3600000"}, []int64{now + hour + 1, now}, true, "record 0 of the batch: timestamp 13600001 is after 13600000, the latest"},
+		{"zero: nothing in the past", map[string]string{"message.timestamp.before.max.ms": "0"}, []int64{now - 1}, true, "timestamp 9999999 is before 10000000"},
+		{"no timestamp passes", map[string]string{"message.timestamp.before.max.ms": "0", "message.timestamp.after.max.ms": "0"}, []int64{-1}, false, ""},
+		{"LogAppendTime is not checked", map[string]string{"message.timestamp.type": "LogAppendTime", "message.timestamp.before.max.ms": "0"}, []int64{0}, false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := ParseConfig(tc.configs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := openLog(t, t.TempDir(), cfg, State{}, &clock{t: time.UnixMilli(now)})
+			defer l.Close()
+			if _, err := l.Append(valuesBatch(t, 0, 1, 10, now), 0); err != nil {
+				t.Fatal(err)
+			}
+			recs := make([]kv, len(tc.times))
+			for i, ts := range tc.times {
+				recs[i] = kv{key: fmt.Appendf(nil, "k%d", i), value: []byte("v"), ts: ts}
+			}
+			_, err = l.Append(batchOf(t, recs...), 0)
+			switch {
+			case !tc.wantRefused && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.wantRefused && errs.Of(err) != errs.InvalidTimestamp:
+				t.Fatalf("err = %v, want INVALID_TIMESTAMP", err)
+			case tc.wantRefused && !strings.Contains(err.Error(), tc.wantInMessage):
+				t.Fatalf("err = %v, want it to say %q", err, tc.wantInMessage)
+			}
+			want := Offset(1)
+			if !tc.wantRefused {
+				want += Offset(len(tc.times))
+			}
+			if got := l.LEO(); got != want {
+				t.Fatalf("LEO %d, want %d", got, want)
+			}
+			if got := readRecords(t, l, 0); got[0] == "" || len(got) != int(want) {
+				t.Fatalf("log holds %v", got)
+			}
+		})
 	}
 }

@@ -290,6 +290,12 @@ type ValidateOptions struct {
 	// MaxDecompressed bounds the decompressed records; 0 means
 	// DefaultMaxDecompressed.
 	MaxDecompressed int
+	// CheckTimestamps refuses a record whose create time (a record without
+	// one, -1, passes) is outside [MinTimestamp, MaxTimestamp] with
+	// INVALID_TIMESTAMP: message.timestamp.before.max.ms and
+	// message.timestamp.after.max.ms around the leader's clock.
+	CheckTimestamps            bool
+	MinTimestamp, MaxTimestamp int64
 }
 
 // ValidateRecords decodes every record of b (which must have passed Verify)
@@ -316,6 +322,14 @@ func ValidateRecords(it *RecordIter, b Batch, opts ValidateOptions) error {
 			return errs.Errorf(errs.InvalidRecord, "batch at offset %d: record %d has offset delta %d out of order or past %d", b.BaseOffset(), i, r.OffsetDelta, lastDelta)
 		case opts.RequireKeys && r.Key == nil && !b.IsControl():
 			return errs.Errorf(errs.InvalidRecord, "batch at offset %d: a compacted topic does not accept a record without a key", b.BaseOffset())
+		case opts.CheckTimestamps && !b.IsControl():
+			switch ts := b.BaseTimestamp() + r.TimestampDelta; {
+			case ts == -1:
+			case ts < opts.MinTimestamp:
+				return errs.Errorf(errs.InvalidTimestamp, "record %d of the batch: timestamp %d is before %d, the earliest the topic's message.timestamp.before.max.ms accepts now", i, ts, opts.MinTimestamp)
+			case ts > opts.MaxTimestamp:
+				return errs.Errorf(errs.InvalidTimestamp, "record %d of the batch: timestamp %d is after %d, the latest the topic's message.timestamp.after.max.ms accepts now", i, ts, opts.MaxTimestamp)
+			}
 		}
 		prev = r.OffsetDelta
 	}

@@ -253,6 +253,14 @@ func encRecord(offsetDelta int64, key, value []byte, tail ...byte) []byte {
 func TestValidateRecordsErrors(t *testing.T) {
 	r0, r1, r2 := encRecord(0, []byte("a"), []byte("x")), encRecord(1, []byte("b"), nil), encRecord(2, nil, []byte("z"))
 	cat := func(rs ...[]byte) []byte { return bytes.Join(rs, nil) }
+	control := func(b Batch) Batch {
+		binary.BigEndian.PutUint16(b[offAttributes:], attrControl)
+		b.updateCRC()
+		return b
+	}
+	window := func(lo, hi int64) ValidateOptions {
+		return ValidateOptions{CheckTimestamps: true, MinTimestamp: lo, MaxTimestamp: hi}
+	}
 	cases := []struct {
 		name string
 		b    Batch
@@ -274,6 +282,11 @@ func TestValidateRecordsErrors(t *testing.T) {
 		{"key length past end", rawBatch(1, 0, []byte{0x06, 0, 0, 0, 0x40, 0, 0}), ValidateOptions{}, errs.InvalidRecord},
 		{"trailing bytes inside record", rawBatch(1, 0, encRecord(0, nil, nil, 0xaa)), ValidateOptions{}, errs.InvalidRecord},
 		{"varint too long", rawBatch(1, 0, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0x01}), ValidateOptions{}, errs.InvalidRecord},
+		// Every record of these batches has create time 0.
+		{"create times in the window", rawBatch(3, 2, cat(r0, r1, r2)), window(0, 0), nil},
+		{"create time before the window", rawBatch(3, 2, cat(r0, r1, r2)), window(1, 10), errs.InvalidTimestamp},
+		{"create time after the window", rawBatch(3, 2, cat(r0, r1, r2)), window(-10, -1), errs.InvalidTimestamp},
+		{"a control batch's time is the leader's", control(rawBatch(1, 0, r0)), window(1, 10), nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

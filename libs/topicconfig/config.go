@@ -17,7 +17,9 @@ type Config struct {
 	FlushMS               int64
 	IndexIntervalBytes    int32
 	MaxMessageBytes       int32
-	LogAppendTime         bool // message.timestamp.type=LogAppendTime
+	LogAppendTime         bool  // message.timestamp.type=LogAppendTime
+	TimestampBeforeMaxMS  int64 // message.timestamp.before.max.ms
+	TimestampAfterMaxMS   int64 // message.timestamp.after.max.ms
 	MinInsyncReplicas     int32
 	RetentionBytes        int64 // -1 = unlimited
 	RetentionMS           int64 // -1 = forever
@@ -54,6 +56,8 @@ func Parse(overrides map[string]string) (Config, error) {
 		IndexIntervalBytes:    int32(long("index.interval.bytes")),
 		MaxMessageBytes:       int32(long("max.message.bytes")),
 		LogAppendTime:         strings.TrimSpace(v["message.timestamp.type"]) == "LogAppendTime",
+		TimestampBeforeMaxMS:  long("message.timestamp.before.max.ms"),
+		TimestampAfterMaxMS:   long("message.timestamp.after.max.ms"),
 		MinInsyncReplicas:     int32(long("min.insync.replicas")),
 		RetentionBytes:        long("retention.bytes"),
 		RetentionMS:           long("retention.ms"),

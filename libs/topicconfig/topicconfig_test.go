@@ -23,6 +23,7 @@ func TestDefaultsValid(t *testing.T) {
 		CleanupDelete: true, CompressionType: "producer", DeleteRetentionMS: 86400000,
 		FlushMessages: 1<<63 - 1, FlushMS: 1<<63 - 1, IndexIntervalBytes: 4096, MaxMessageBytes: 1048588,
 		MinInsyncReplicas: 1, RetentionBytes: -1, RetentionMS: 604800000, SegmentBytes: 1 << 30, SegmentMS: 604800000,
+		TimestampBeforeMaxMS: 1<<63 - 1, TimestampAfterMaxMS: 1<<63 - 1,
 	}
 	if c != want {
 		t.Fatalf("defaults\n got %+v\nwant %+v", c, want)
@@ -53,6 +54,10 @@ func TestParse(t *testing.T) {
 		{"min.insync.replicas accepted", map[string]string{"min.insync.replicas": "2"}, func(c Config) bool { return c.MinInsyncReplicas == 2 }, ""},
 		{"bool any case", map[string]string{"unclean.leader.election.enable": "TRUE"}, func(c Config) bool { return c.UncleanLeaderElection }, ""},
 		{"log append time", map[string]string{"message.timestamp.type": "LogAppendTime"}, func(c Config) bool { return c.LogAppendTime }, ""},
+		{"create-time bounds", map[string]string{"message.timestamp.before.max.ms": "3600000", "message.timestamp.after.max.ms": "0"}, func(c Config) bool {
+			return c.TimestampBeforeMaxMS == 3600000 && c.TimestampAfterMaxMS == 0
+		}, ""},
+		{"negative create-time bound", map[string]string{"message.timestamp.after.max.ms": "-1"}, nil, "message.timestamp.after.max.ms"},
 		{"flush every message", map[string]string{"flush.messages": "1"}, func(c Config) bool { return c.FlushMessages == 1 }, ""},
 		{"compression", map[string]string{"compression.type": "zstd"}, func(c Config) bool { return c.CompressionType == "zstd" }, ""},
 		{"unused but known", map[string]string{"min.cleanable.dirty.ratio": "0.1", "preallocate": "true"}, func(Config) bool { return true }, ""},

@@ -165,6 +165,7 @@ func (s *Producer) prepare(ctx context.Context, topic string, acks *int32, compr
 		}
 	}
 	limit := client.MaxMessageBytes(m, topic)
+	createTimes := client.CreateTimes(m, topic)
 	now := nowMs()
 	tp := traceparent(ctx) // once per request, not per record
 	out := &prepared{acks: a, codec: codec, records: make([]client.Record, 0, len(recs)), principal: client.PrincipalOf(ctx)}
@@ -183,6 +184,9 @@ func (s *Producer) prepare(ctx context.Context, topic string, acks *int32, compr
 			if err := checkPartition(topic, *r.Partition, n); err != nil {
 				return nil, err
 			}
+		}
+		if err := client.CheckCreateTime(createTimes, topic, r.Timestamp, now); err != nil {
+			return nil, errs.Errorf(errs.InvalidTimestamp, "record %d: %s", i, errs.Message(err))
 		}
 		if size := client.SingleRecordBatchSize(r); size > limit {
 			return nil, errs.Errorf(errs.MessageTooLarge, "record %d is %d bytes as a batch, above max.message.bytes %d of topic %q", i, size, limit, topic)

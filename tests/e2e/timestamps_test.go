@@ -1,0 +1,93 @@
+//go:build integration
+
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestCreateTimeBounds: a topic's message.timestamp.before.max.ms and
+// message.timestamp.after.max.ms refuse a request with a record whose
+// create time is too far from the clock with INVALID_TIMESTAMP, write
+// nothing of it, and take effect again once altered.
+func TestCreateTimeBounds(t *testing.T) {
+	d := devCluster(t)
+	ctx := testCtx(t, 60*time.Second)
+	c := restClient(d)
+	const topic = "e2e-create-times"
+	createTopic(ctx, t, c, topic, 1, 3, map[string]string{
+		"message.timestamp.before.max.ms": "3600000", "message.timestamp.after.max.ms": "3600000",
+	})
+	path := "/v1/topics/" + topic + "/partitions/0/records"
+	produce := func(value string, ts int64) ProduceResult {
+		t.Helper()
+		body := fmt.Sprintf(`{"records": [{"value": %q, "timestamp_ms": %d}]}`, value, ts)
+		if ts == 0 {
+			body = fmt.Sprintf(`{"records": [{"value": %q}]}`, value)
+		}
+		var pr ProduceResponse
+		if err := mustDo(ctx, t, c, http.StatusOK, "POST", path, body).Decode(&pr); err != nil {
+			t.Fatal(err)
+		}
+		if len(pr.Results) != 1 {
+			t.Fatalf("%d results for one record", len(pr.Results))
+		}
+		return pr.Results[0]
+	}
+	now := time.Now().UnixMilli()
+	hour := time.Hour.Milliseconds()
+	for _, tc := range []struct {
+		name, body, says string
+	}{
+		{"two hours old", fmt.Sprintf(`{"records": [{"value": "old", "timestamp_ms": %d}]}`, now-2*hour), "message.timestamp.before.max.ms"},
+		{"two hours ahead", fmt.Sprintf(`{"records": [{"value": "new", "timestamp_ms": %d}]}`, now+2*hour), "message.timestamp.after.max.ms"},
+		{"one good, one old", fmt.Sprintf(`{"records": [{"value": "good"}, {"value": "old", "timestamp_ms": %d}]}`, now-2*hour), "record 1: "},
+	} {
+		resp, err := c.Do(ctx, "POST", path, tc.body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkErrorDocument(t, resp, http.StatusBadRequest, "INVALID_TIMESTAMP")
+		if !strings.Contains(string(resp.Body), tc.says) {
+			t.Errorf("%s: %s does not say %q", tc.name, resp, tc.says)
+		}
+	}
+	for i, r := range []ProduceResult{produce("a minute old", now-60_000), produce("the gateway's clock", 0)} {
+		if r.ErrorCode != "NONE" || int64(r.Offset) != int64(i) {
+			t.Errorf("record %d: %+v, want offset %d", i, r, i)
+		}
+	}
+
+	// Without the bound the old record goes in. The change reaches the
+	// leader shortly after this gateway.
+	mustDo(ctx, t, c, http.StatusOK, "POST", "/v1/topics/"+topic+"/configs", `{"configs": {"message.timestamp.before.max.ms": ""}}`)
+	for {
+		r := produce("two hours old", now-2*hour)
+		if r.ErrorCode == "NONE" {
+			if r.Offset != 2 {
+				t.Errorf("the old record at offset %d, want 2", r.Offset)
+			}
+			break
+		}
+		if r.ErrorCode != "INVALID_TIMESTAMP" || ctx.Err() != nil {
+			t.Fatalf("after the alter: %+v (%v)", r, ctx.Err())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	var fr FetchResponse
+	if err := mustDo(ctx, t, c, http.StatusOK, "GET", path+"?offset=0&max_records=10", nil).Decode(&fr); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range fr.Records {
+		got = append(got, *r.Value)
+	}
+	if want := []string{"a minute old", "the gateway's clock", "two hours old"}; strings.Join(got, "|") != strings.Join(want, "|") || fr.HighWatermark != 3 {
+		t.Fatalf("the partition holds %q (high watermark %d), want %q", got, fr.HighWatermark, want)
+	}
+}
