@@ -216,8 +216,22 @@ func (p *Partition) applyFetchedLocked(epoch int32, fetchOffset record.Offset, r
 	}
 	if res.Diverging {
 		to := p.divergenceEndLocked(res)
+		markers, err := p.holdsMarkersLocked(to)
+		if err != nil {
+			return 0, err
+		}
 		if err := p.log.Truncate(to); err != nil {
 			return 0, errs.Errorf(errs.KafkaStorageError, "%s-%d: truncate to %d: %v", p.cfg.Topic, p.cfg.Partition, to, err)
+		}
+		if p.hw > to {
+			p.hw = to
+		}
+		if markers {
+			// A cut marker reopens the transaction it ended (and may undo
+			// an epoch bump): what the log now holds is replayed, as a
+			// restart would, rather than patched.
+			p.producers, p.aborted = producer.New(), nil
+			return 0, p.recoverLocked(p.log.LogStartOffset())
 		}
 		p.producers.TruncateTo(int64(to))
 		kept := p.aborted[:0]
@@ -227,9 +241,6 @@ func (p *Partition) applyFetchedLocked(epoch int32, fetchOffset record.Offset, r
 			}
 		}
 		p.aborted = kept
-		if p.hw > to {
-			p.hw = to
-		}
 		return 0, nil
 	}
 	if len(res.Records) > 0 {
@@ -296,6 +307,41 @@ func (p *Partition) replayLocked(b record.Batch) {
 func (p *Partition) Recover(from record.Offset) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.recoverLocked(from)
+}
+
+// holdsMarkersLocked reports whether the log holds a transaction marker at
+// or above from.
+func (p *Partition) holdsMarkersLocked(from record.Offset) (bool, error) {
+	l := p.log
+	for off := from; off < l.LogEndOffset(); {
+		data, err := l.Read(off, 1<<20, l.LogEndOffset())
+		if err != nil {
+			return false, errs.Errorf(errs.KafkaStorageError, "%s-%d: reading from %d: %v", p.cfg.Topic, p.cfg.Partition, off, err)
+		}
+		it := record.NewBatchIter(data)
+		it.AllowPartial = true
+		moved := false
+		for it.Next() {
+			b := it.Batch()
+			if b.LastOffset() < off {
+				continue
+			}
+			if b.IsControl() {
+				return true, nil
+			}
+			off = b.NextOffset()
+			moved = true
+		}
+		if it.Err() != nil || !moved {
+			return false, it.Err()
+		}
+	}
+	return false, nil
+}
+
+// recoverLocked is Recover under p.mu.
+func (p *Partition) recoverLocked(from record.Offset) error {
 	l := p.log
 	for off := from; off < l.LogEndOffset(); {
 		data, err := l.Read(off, 1<<20, l.LogEndOffset())

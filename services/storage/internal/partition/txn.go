@@ -35,9 +35,25 @@ func (p *Partition) WriteMarker(ctx context.Context, producerID int64, producerE
 		p.mu.Unlock()
 		return -1, err
 	}
-	if e, ok := p.producers.Get(producerID); ok && producerEpoch < e.Epoch {
-		p.mu.Unlock()
-		return -1, errs.Errorf(errs.InvalidProducerEpoch, "marker for producer %d epoch %d: current epoch %d", producerID, producerEpoch, e.Epoch)
+	if e, ok := p.producers.Get(producerID); ok {
+		var err error
+		switch {
+		case producerEpoch < e.Epoch:
+			err = errs.Errorf(errs.InvalidProducerEpoch, "marker for producer %d epoch %d: current epoch %d", producerID, producerEpoch, e.Epoch)
+		case producerEpoch == e.Epoch && e.TxnFirstOffset >= 0:
+			// A transaction's marker carries the epoch after its batches'
+			// (the coordinator bumps it as it ends one): this one is a
+			// late copy for a transaction that ended here before, and
+			// would end the one now open.
+			err = errs.Errorf(errs.InvalidProducerEpoch, "marker for producer %d epoch %d: the transaction open here since offset %d is at that epoch; its marker comes at a later one",
+				producerID, producerEpoch, e.TxnFirstOffset)
+		case coordinatorEpoch < e.CoordinatorEpoch:
+			err = errs.Errorf(errs.TransactionCoordinatorFenced, "marker for producer %d from coordinator epoch %d: epoch %d wrote here since", producerID, coordinatorEpoch, e.CoordinatorEpoch)
+		}
+		if err != nil {
+			p.mu.Unlock()
+			return -1, err
+		}
 	}
 	first, _, _, err := p.log.AppendAsLeader(batch, record.Epoch(p.st.LeaderEpoch))
 	if err != nil {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
+	"skein/libs/errs"
 	"skein/libs/record"
 	"skein/services/storage/internal/producer"
 )
@@ -32,13 +34,15 @@ func TestTransactionsBoundReadCommitted(t *testing.T) {
 	}
 
 	done := make(chan error, 1)
-	go func() { _, err := leader.WriteMarker(context.Background(), 7, 0, false, 1, 0); done <- err }() // abort at 4
+	// The coordinator writes a transaction's markers at the epoch after its
+	// batches'.
+	go func() { _, err := leader.WriteMarker(context.Background(), 7, 1, false, 1, 0); done <- err }() // abort at 4
 	eventually(t, "abort marker appended", func() bool { return leader.Snapshot().LEO == 5 })
 	c.replicate()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	go func() { _, err := leader.WriteMarker(context.Background(), 8, 0, true, 1, 0); done <- err }() // commit at 5
+	go func() { _, err := leader.WriteMarker(context.Background(), 8, 1, true, 1, 0); done <- err }() // commit at 5
 	eventually(t, "commit marker appended", func() bool { return leader.Snapshot().LEO == 6 })
 	c.replicate()
 	if err := <-done; err != nil {
@@ -114,5 +118,119 @@ func TestProducerSnapshotPlusReplay(t *testing.T) {
 	}
 	if e, _ := again.producers.Get(5); len(e.Batches) != 4 {
 		t.Fatalf("full replay state %+v", e)
+	}
+}
+
+// A follower whose divergent tail held an abort marker reopens the
+// transaction the marker ended, so the new leader's marker for it lands in
+// the aborted index again: read_committed readers of that replica, once it
+// leads, never see the aborted records.
+func TestTruncatedMarkerReopensItsTransaction(t *testing.T) {
+	c := newCluster(t, 1)
+	o := record.DefaultBatchOptions()
+	o.ProducerID, o.ProducerEpoch, o.Transactional = 7, 0, true
+	for seq, v := range []string{"a0", "a1"} {
+		o.BaseSequence = int32(seq)
+		if _, err := c.replicas[1].Produce(context.Background(), AcksLeader, -1, batchOf(t, o, v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.replicate()
+
+	// Leader 1 appends the abort (at the bumped producer epoch) and dies
+	// before a follower has it.
+	c.cut[2], c.cut[3] = true, true
+	ctx, cancel := context.WithCancel(context.Background())
+	go c.replicas[1].WriteMarker(ctx, 7, 1, false, 1, 0)
+	eventually(t, "abort on the old leader", func() bool { return c.replicas[1].Snapshot().LEO == 3 })
+	cancel()
+	c.cut[1], c.cut[2], c.cut[3] = true, false, false
+	c.elect(2, []int32{2, 3})
+
+	// The coordinator writes the abort again on the new leader.
+	done := make(chan error, 1)
+	go func() { _, err := c.replicas[2].WriteMarker(context.Background(), 7, 1, false, 1, 0); done <- err }()
+	eventually(t, "abort on the new leader", func() bool { return c.replicas[2].Snapshot().LEO == 3 })
+	c.replicate()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	c.cut[1] = false
+	c.replicate()
+
+	want := []AbortedTxn{{ProducerID: 7, FirstOffset: 0, LastOffset: 2}}
+	for _, id := range []int32{1, 2, 3} {
+		if got := c.replicas[id].AbortedBetween(0, 10); !slices.Equal(got, want) {
+			t.Errorf("replica %d: aborted index %v, want %v", id, got, want)
+		}
+		if f := c.replicas[id].producers.FirstUnstableOffset(); f != -1 {
+			t.Errorf("replica %d: a transaction is open from %d", id, f)
+		}
+	}
+	if got := c.logs[1].values(); !slices.Equal(got, c.logs[2].values()) {
+		t.Errorf("replica 1 log %v, leader %v", got, c.logs[2].values())
+	}
+}
+
+// A marker that arrives late, after its transaction ended and the producer
+// began the next one at the epoch the marker carries, is refused rather
+// than ending the new transaction; so is one from an older coordinator.
+func TestLateMarkerDoesNotEndTheNextTransaction(t *testing.T) {
+	c := newCluster(t, 1)
+	leader := c.replicas[1]
+	o := record.DefaultBatchOptions()
+	o.ProducerID, o.Transactional, o.BaseSequence = 7, true, 0
+	produce := func(epoch int16, v string) {
+		t.Helper()
+		o.ProducerEpoch = epoch
+		if _, err := leader.Produce(context.Background(), AcksLeader, -1, batchOf(t, o, v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	marker := func(epoch int16, commit bool, coordinatorEpoch int32) error {
+		t.Helper()
+		done := make(chan error, 1)
+		go func() {
+			_, err := leader.WriteMarker(context.Background(), 7, epoch, commit, coordinatorEpoch, 0)
+			done <- err
+		}()
+		for {
+			c.replicate()
+			select {
+			case err := <-done:
+				return err
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}
+	produce(0, "t1")                           // 0
+	if err := marker(1, true, 3); err != nil { // 1: T1 commits
+		t.Fatal(err)
+	}
+	produce(1, "t2") // 2: T2 opens at the epoch the commit gave the producer
+
+	for _, tc := range []struct {
+		name        string
+		epoch       int16
+		coordinator int32
+		want        *errs.Error
+	}{
+		{"T1's commit again", 1, 3, errs.InvalidProducerEpoch},
+		{"an abort at T1's marker epoch", 1, 3, errs.InvalidProducerEpoch},
+		{"an older coordinator", 2, 2, errs.TransactionCoordinatorFenced},
+	} {
+		if err := marker(tc.epoch, tc.name != "an abort at T1's marker epoch", tc.coordinator); errs.Of(err) != tc.want {
+			t.Errorf("%s: %v, want %s", tc.name, err, tc.want.Name)
+		}
+		if s := leader.Snapshot(); s.LEO != 3 || s.LSO != 2 {
+			t.Fatalf("%s: LEO %d LSO %d, want 3 and 2 (T2 open, nothing appended)", tc.name, s.LEO, s.LSO)
+		}
+	}
+	if err := marker(2, false, 3); err != nil { // 3: T2's own abort
+		t.Fatal(err)
+	}
+	want := []AbortedTxn{{ProducerID: 7, FirstOffset: 2, LastOffset: 3}}
+	if got := leader.AbortedBetween(0, 10); !slices.Equal(got, want) {
+		t.Fatalf("aborted %v, want %v", got, want)
 	}
 }
