@@ -99,12 +99,13 @@ type TransactionalProducer struct {
 	groupz map[string]bool          // groups whose offsets are in the open transaction; guarded by mu
 	open   bool                     // Begin was called and the transaction not ended; guarded by mu
 	// touched: the coordinator may have a transaction open (an add was
-	// sent); confirmed: it has one (an add succeeded).
-	touched, confirmed bool
-	abortErr           error               // the cause that leaves only Abort; guarded by mu
-	fatal              error               // answered to every call once set; guarded by mu
-	closed             bool                // guarded by mu
-	sticky             *partitioner.Sticky // guarded by mu
+	// sent); confirmed: it has one (an add succeeded); ending: an EndTxn
+	// for it was sent, whose answer did not come.
+	touched, confirmed, ending bool
+	abortErr                   error               // the cause that leaves only Abort; guarded by mu
+	fatal                      error               // answered to every call once set; guarded by mu
+	closed                     bool                // guarded by mu
+	sticky                     *partitioner.Sticky // guarded by mu
 }
 
 // NewTransactionalProducer makes a producer for transactionalID: it calls
@@ -439,13 +440,17 @@ func (p *TransactionalProducer) end(ctx context.Context, commit bool) error {
 		p.resetLocked()
 		return nil
 	}
+	sentBefore := p.ending
+	p.ending = true
 	pid, epoch, err := p.txns.End(ctx, p.id, p.pid, p.epoch, commit)
 	switch {
 	case err == nil:
 		p.pid, p.epoch = pid, epoch
-	case errs.Of(err) == errs.InvalidTxnState && !p.confirmed:
+	case errs.Of(err) == errs.InvalidTxnState && !p.confirmed && !sentBefore:
 		// Only adds whose answer was lost were sent, and none reached
-		// the coordinator: there is no transaction to end.
+		// the coordinator: there is no transaction to end. After an
+		// EndTxn whose answer was lost the refusal means that one
+		// decided it the other way, and is answered.
 	default:
 		return p.failLocked(err, false)
 	}
@@ -456,7 +461,7 @@ func (p *TransactionalProducer) end(ctx context.Context, commit bool) error {
 // resetLocked closes the local transaction; a new epoch (or not) starts
 // the sequences again.
 func (p *TransactionalProducer) resetLocked() {
-	p.open, p.touched, p.confirmed, p.abortErr = false, false, false, nil
+	p.open, p.touched, p.confirmed, p.ending, p.abortErr = false, false, false, false, nil
 	clear(p.added)
 	clear(p.groupz)
 	clear(p.seq)

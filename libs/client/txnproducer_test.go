@@ -405,3 +405,55 @@ func TestAddPartitionsRetriesACoordinatorBehindOnMetadata(t *testing.T) {
 		t.Errorf("partition batches %v, want one", got)
 	}
 }
+
+// A Commit whose answer was lost may have committed: an Abort after it is
+// refused (the coordinator decided the other way) rather than answered as
+// if nothing was open, and the Commit tried again takes the epoch the
+// coordinator gave, so the next transaction goes on.
+func TestAbortAfterALostCommitIsRefused(t *testing.T) {
+	_, tc, _, c := txnSetup(t, 1)
+	p, err := c.NewTransactionalProducer(ctx(t), "tx-lost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	lost := errs.Errorf(errs.CoordinatorNotAvailable, "the answer was lost")
+	tc.LoseNextAnswers(lost, 1000) // the add takes effect, every answer to it is lost
+	short, cancel := context.WithTimeout(ctx(t), 300*time.Millisecond)
+	_, err = p.Send(short, to(0, "a")...)
+	cancel()
+	if err == nil {
+		t.Fatal("Send with its add's answers lost succeeded")
+	}
+	tc.KeepAnswers()
+	tc.LoseNextAnswers(lost, 1000) // the commit takes effect, every answer to it is lost
+	short, cancel = context.WithTimeout(ctx(t), 300*time.Millisecond)
+	err = p.Commit(short)
+	cancel()
+	if err == nil {
+		t.Fatal("Commit with its answers lost succeeded")
+	}
+	tc.KeepAnswers()
+	if err := p.Abort(ctx(t)); errs.Of(err) != errs.InvalidTxnState {
+		t.Fatalf("Abort after the lost commit: %v, want INVALID_TXN_STATE", err)
+	}
+	if err := p.Commit(ctx(t)); err != nil {
+		t.Fatalf("Commit again: %v", err)
+	}
+	pid, epoch, _ := tc.Identity("tx-lost")
+	if gotPID, gotEpoch := p.ProducerIdentity(); gotPID != pid || gotEpoch != epoch {
+		t.Fatalf("producer at %d/%d, the coordinator at %d/%d", gotPID, gotEpoch, pid, epoch)
+	}
+	if err := p.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Send(ctx(t), to(0, "next")...); err != nil {
+		t.Fatalf("Send in the next transaction: %v", err)
+	}
+	if err := p.Commit(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -2,6 +2,7 @@ package clienttest
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
 	"sync"
@@ -34,17 +35,22 @@ type TxnCoordinator struct {
 	mu    sync.Mutex
 	ids   map[string]*fakeTxn
 	fail  []error
+	lose  []error
 	calls []string // "init", "add", "offsets", "end"
 	adds  [][]string
 }
 
 type fakeTxn struct {
-	pid     int64
-	epoch   int16
-	open    bool
-	parts   map[tp]bool
-	groups  map[string]bool
-	timeout int32
+	pid   int64
+	epoch int16
+	open  bool
+	// ended: the epoch an EndTxn was made at (-1: none), and its decision,
+	// for a retry of it.
+	ended     int16
+	committed bool
+	parts     map[tp]bool
+	groups    map[string]bool
+	timeout   int32
 }
 
 // NewTxnCoordinator returns a coordinator that takes producer ids from ctrl.
@@ -71,6 +77,34 @@ func (tc *TxnCoordinator) FailNext(err error, n int) {
 	}
 }
 
+// LoseNextAnswers makes the next n calls take effect but answer err, as
+// when the answer is lost on its way (a gRPC status of its row).
+func (tc *TxnCoordinator) LoseNextAnswers(err error, n int) {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	for range n {
+		tc.lose = append(tc.lose, err)
+	}
+}
+
+// KeepAnswers drops what LoseNextAnswers left to lose.
+func (tc *TxnCoordinator) KeepAnswers() {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	tc.lose = nil
+}
+
+// lost answers the error that replaces the answer of a call that took
+// effect, if its answer is to be lost.
+func (tc *TxnCoordinator) lost() error {
+	if len(tc.lose) == 0 {
+		return nil
+	}
+	err := tc.lose[0]
+	tc.lose = tc.lose[1:]
+	return rpcerr.ToGRPC(err)
+}
+
 // Fence bumps an id's epoch, as a new instance of the producer would
 // (aborting its open transaction).
 func (tc *TxnCoordinator) Fence(id string) {
@@ -78,6 +112,7 @@ func (tc *TxnCoordinator) Fence(id string) {
 	defer tc.mu.Unlock()
 	if x := tc.ids[id]; x != nil {
 		x.epoch++
+		x.ended = -1
 		tc.endLocked(id, x, false)
 	}
 }
@@ -156,10 +191,11 @@ func (tc *TxnCoordinator) InitProducerId(_ context.Context, req *txnv1.InitProdu
 		pid := tc.ctrl.nextPID
 		tc.ctrl.nextPID++
 		tc.ctrl.mu.Unlock()
-		x = &fakeTxn{pid: pid, parts: map[tp]bool{}, groups: map[string]bool{}}
+		x = &fakeTxn{pid: pid, parts: map[tp]bool{}, groups: map[string]bool{}, ended: -1}
 		tc.ids[id] = x
 	} else {
 		x.epoch++
+		x.ended = -1
 		tc.endLocked(id, x, false)
 	}
 	x.timeout = req.GetTransactionTimeoutMs()
@@ -190,6 +226,9 @@ func (tc *TxnCoordinator) AddPartitionsToTxn(_ context.Context, req *txnv1.AddPa
 		}
 	}
 	tc.adds = append(tc.adds, names)
+	if err := tc.lost(); err != nil {
+		return nil, err
+	}
 	return resp, nil
 }
 
@@ -217,6 +256,17 @@ func (tc *TxnCoordinator) EndTxn(_ context.Context, req *txnv1.EndTxnRequest) (*
 		return nil, err
 	}
 	id := req.GetTransactionalId()
+	if x := tc.ids[id]; x != nil && x.pid == req.GetProducerId() && x.ended >= 0 && int16(req.GetProducerEpoch()) == x.ended {
+		// A retry of the EndTxn that ended the last transaction: the same
+		// decision answers the pair it gave, the other is refused.
+		if req.GetCommitted() != x.committed {
+			return &txnv1.EndTxnResponse{ErrorCode: skeinv1.ErrorCode(errs.CodeOf(errs.InvalidTxnState)), ErrorMessage: fmt.Sprintf("transactional id %q: its last transaction was decided the other way", id)}, nil
+		}
+		if err := tc.lost(); err != nil {
+			return nil, err
+		}
+		return &txnv1.EndTxnResponse{ProducerId: x.pid, ProducerEpoch: int32(x.epoch)}, nil
+	}
 	x, err := tc.check(id, req.GetProducerId(), req.GetProducerEpoch())
 	if err == nil && !x.open {
 		err = errs.Errorf(errs.InvalidTxnState, "transactional id %q has nothing in its transaction", id)
@@ -225,6 +275,10 @@ func (tc *TxnCoordinator) EndTxn(_ context.Context, req *txnv1.EndTxnRequest) (*
 		return &txnv1.EndTxnResponse{ErrorCode: skeinv1.ErrorCode(errs.CodeOf(err)), ErrorMessage: errs.Message(err)}, nil
 	}
 	tc.endLocked(id, x, req.GetCommitted())
+	x.ended, x.committed = x.epoch, req.GetCommitted()
 	x.epoch++
+	if err := tc.lost(); err != nil {
+		return nil, err
+	}
 	return &txnv1.EndTxnResponse{ProducerId: x.pid, ProducerEpoch: int32(x.epoch)}, nil
 }
