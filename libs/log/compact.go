@@ -44,12 +44,11 @@ type CompactStats struct {
 // the old segment or the new one. Appends go on while compaction reads and
 // writes; they wait only for each swap. Truncation, deletion and Close wait
 // for compaction to finish.
-func (l *Log) Compact(now time.Time, upTo Offset) (CompactStats, error) {
+func (l *Log) Compact(now time.Time, upTo Offset) (st CompactStats, err error) {
 	l.cmu.Lock()
 	defer l.cmu.Unlock()
-	var st CompactStats
 	l.wmu.Lock()
-	err := l.checkWritable()
+	err = l.checkWritable()
 	cfg := l.cfg
 	var closed []*segment
 	if len(l.segs) > 1 {
@@ -59,9 +58,18 @@ func (l *Log) Compact(now time.Time, upTo Offset) (CompactStats, error) {
 		closed = closed[:len(closed)-1]
 	}
 	l.wmu.Unlock()
-	if err != nil || cfg.CleanupPolicy&CleanupCompact == 0 || len(closed) == 0 {
+	if err != nil || cfg.CleanupPolicy&CleanupCompact == 0 {
 		return st, err
 	}
+	closed = compactable(closed, l.cleanedTo, cfg, now.UnixMilli())
+	if len(closed) == 0 {
+		return st, nil
+	}
+	defer func() {
+		if err == nil {
+			l.cleanedTo = closed[len(closed)-1].next
+		}
+	}()
 
 	// The newest offset of every key in the closed segments.
 	latest := map[string]Offset{}
@@ -96,14 +104,17 @@ func (l *Log) Compact(now time.Time, upTo Offset) (CompactStats, error) {
 	horizon := now.UnixMilli() - cfg.DeleteRetentionMS
 	c := cleaner{latest: latest, indexInterval: cfg.IndexIntervalBytes, scratch: scratch}
 	for i, s := range closed {
-		ns, removed, err := c.clean(s, s.maxTS >= 0 && s.maxTS < horizon)
+		sweep := s.maxTS >= 0 && s.maxTS < horizon
+		ns, removed, err := c.clean(s, sweep)
 		if err != nil {
 			return st, l.compactError(err)
 		}
 		if ns == nil {
 			st.BytesAfter += s.size
+			s.swept = s.swept || sweep
 			continue
 		}
+		ns.swept = sweep
 		if err := l.swap(i, s, ns); err != nil {
 			return st, err
 		}
@@ -112,6 +123,50 @@ func (l *Log) Compact(now time.Time, upTo Offset) (CompactStats, error) {
 		st.BytesAfter += ns.size
 	}
 	return st, nil
+}
+
+// compactable answers the closed segments (oldest first, all below the
+// caller's bound) a compaction should rewrite now, none when it should
+// wait: those before the first segment holding a record younger than
+// min.compaction.lag.ms, once the dirty ones among them (from cleanedTo)
+// are min.cleanable.dirty.ratio of their bytes, or the oldest dirty one
+// began more than max.compaction.lag.ms ago, or a clean one may hold
+// tombstones past delete.retention.ms (Kafka's delete horizon). Segments
+// without timestamps count as old enough.
+func compactable(closed []*segment, cleanedTo Offset, cfg Config, now int64) []*segment {
+	if cfg.MinCompactionLagMS > 0 {
+		for i, s := range closed {
+			if s.maxTS > now-cfg.MinCompactionLagMS {
+				closed = closed[:i]
+				break
+			}
+		}
+	}
+	var clean, dirty int64
+	var firstDirty *segment
+	sweep := false
+	for _, s := range closed {
+		if s.next <= cleanedTo {
+			clean += s.size
+			sweep = sweep || (!s.swept && s.maxTS >= 0 && s.maxTS < now-cfg.DeleteRetentionMS)
+			continue
+		}
+		if firstDirty == nil {
+			firstDirty = s
+		}
+		dirty += s.size
+	}
+	switch {
+	case sweep:
+		return closed
+	case firstDirty == nil:
+		return nil // nothing written since the last compaction
+	case float64(dirty) >= cfg.MinCleanableDirtyRatio*float64(clean+dirty):
+		return closed
+	case cfg.MaxCompactionLagMS > 0 && firstDirty.firstTS >= 0 && firstDirty.firstTS <= now-cfg.MaxCompactionLagMS:
+		return closed
+	}
+	return nil
 }
 
 // compactError keeps the log usable after a compaction that failed on bad

@@ -1,10 +1,12 @@
 package log
 
 import (
+	"bytes"
 	"fmt"
 	"testing"
 	"time"
 
+	"skein/libs/errs"
 	"skein/libs/record"
 )
 
@@ -23,6 +25,7 @@ func compactedLog(t *testing.T, dir string, c *clock) *Log {
 	cfg := DefaultConfig()
 	cfg.CleanupPolicy = CleanupCompact
 	cfg.DeleteRetentionMS = 1000
+	cfg.MinCleanableDirtyRatio = 0 // whenever something was written
 	l := openLog(t, dir, cfg, State{}, c)
 	ts := int64(5000)
 	rec := func(k string, v *string) kv {
@@ -247,5 +250,72 @@ func TestCompactionStopsAtTheGivenOffset(t *testing.T) {
 		t.Fatalf("with the bound lifted: %v", got)
 	} else if _, ok := got[5]; ok {
 		t.Fatalf("with the bound lifted c1b at 5 survived: %v", got)
+	}
+}
+
+// min.cleanable.dirty.ratio, min.compaction.lag.ms and max.compaction.lag.ms
+// decide when a compaction runs; until then a superseded record stays.
+func TestCompactionWaitsForItsConfig(t *testing.T) {
+	type step struct {
+		write  []kv  // appended, then the segment is closed
+		now    int64 // compaction at this time
+		gone0  bool  // offset 0 (k0's first value) was compacted away
+		reason string
+	}
+	val := func(k string, ts int64) kv { return kv{key: []byte(k), value: bytes.Repeat([]byte{'v'}, 100), ts: ts} }
+	keys := func(ts int64, ks ...string) []kv {
+		var out []kv
+		for _, k := range ks {
+			out = append(out, val(k, ts))
+		}
+		return out
+	}
+	ten := []string{"k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8", "k9"}
+	for _, tc := range []struct {
+		name    string
+		configs map[string]string
+		steps   []step
+	}{
+		{"dirty ratio", map[string]string{"min.cleanable.dirty.ratio": "0.5"}, []step{
+			{keys(1000, ten...), 2000, false, "the first pass cleans the log (nothing superseded yet)"},
+			{keys(1500, "k0"), 2000, false, "one record of eleven is dirty: below the ratio"},
+			{keys(1600, ten[1:]...), 2000, true, "ten of twenty dirty: at the ratio"},
+		}},
+		{"max lag forces it", map[string]string{"min.cleanable.dirty.ratio": "0.99", "max.compaction.lag.ms": "1000"}, []step{
+			{keys(1000, ten...), 2000, false, "the first pass"},
+			{keys(1500, "k0"), 2400, false, "dirty since 1500: not 1000 ms yet"},
+			{nil, 2500, true, "dirty for 1000 ms"},
+		}},
+		{"min lag holds it", map[string]string{"min.cleanable.dirty.ratio": "0", "min.compaction.lag.ms": "1000"}, []step{
+			{append(keys(1000, ten...), val("k0", 1000)), 1500, false, "the newest record is 500 ms old"},
+			{nil, 2000, true, "1000 ms old"},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := ParseConfig(tc.configs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.CleanupPolicy = CleanupCompact
+			l := openLog(t, t.TempDir(), cfg, State{}, &clock{t: time.UnixMilli(1000)})
+			defer l.Close()
+			for i, s := range tc.steps {
+				if len(s.write) > 0 {
+					if _, err := l.Append(batchOf(t, s.write...), 0); err != nil {
+						t.Fatal(err)
+					}
+					l.Roll()
+				}
+				if _, err := l.Compact(time.UnixMilli(s.now), NoMaxOffset); err != nil {
+					t.Fatal(err)
+				}
+				if _, kept := readRecords(t, l, 0)[0]; kept == s.gone0 {
+					t.Fatalf("step %d (%s): offset 0 kept %v", i, s.reason, kept)
+				}
+			}
+		})
+	}
+	if _, err := ParseConfig(map[string]string{"min.compaction.lag.ms": "2000", "max.compaction.lag.ms": "1000"}); errs.Of(err) != errs.InvalidConfig {
+		t.Errorf("min above max lag: %v, want INVALID_CONFIG", err)
 	}
 }

@@ -32,6 +32,17 @@ type Config struct {
 	// record's create time may be (message.timestamp.before.max.ms and
 	// message.timestamp.after.max.ms); a zero Config bounds neither.
 	CreateTimes topicconfig.CreateTimes
+	// When compaction runs (Kafka's log cleaner): a segment whose newest
+	// record is younger than MinCompactionLagMS is not compacted yet
+	// (min.compaction.lag.ms); a log is compacted once its dirty part, the
+	// closed segments written since the last compaction, is at least
+	// MinCleanableDirtyRatio of the compactable ones
+	// (min.cleanable.dirty.ratio), or once its oldest dirty segment began
+	// more than MaxCompactionLagMS ago (max.compaction.lag.ms; 0 never
+	// forces it). A zero Config compacts at every call.
+	MinCompactionLagMS     int64
+	MinCleanableDirtyRatio float64
+	MaxCompactionLagMS     int64
 }
 
 // DefaultConfig is Kafka's defaults: 1 GiB / 7 day segments, 4 KiB index
@@ -41,17 +52,20 @@ func DefaultConfig() Config { return ConfigFrom(topicconfig.Defaults()) }
 // ConfigFrom takes the log's fields from a parsed topic config.
 func ConfigFrom(tc topicconfig.Config) Config {
 	c := Config{
-		SegmentBytes:       int64(tc.SegmentBytes),
-		SegmentMS:          tc.SegmentMS,
-		IndexIntervalBytes: int64(tc.IndexIntervalBytes),
-		FlushMessages:      tc.FlushMessages,
-		FlushMS:            tc.FlushMS,
-		RetentionMS:        tc.RetentionMS,
-		RetentionBytes:     tc.RetentionBytes,
-		DeleteRetentionMS:  tc.DeleteRetentionMS,
-		MaxMessageBytes:    int64(tc.MaxMessageBytes),
-		LogAppendTime:      tc.LogAppendTime,
-		CreateTimes:        topicconfig.CreateTimesOf(tc),
+		SegmentBytes:           int64(tc.SegmentBytes),
+		SegmentMS:              tc.SegmentMS,
+		IndexIntervalBytes:     int64(tc.IndexIntervalBytes),
+		FlushMessages:          tc.FlushMessages,
+		FlushMS:                tc.FlushMS,
+		RetentionMS:            tc.RetentionMS,
+		RetentionBytes:         tc.RetentionBytes,
+		DeleteRetentionMS:      tc.DeleteRetentionMS,
+		MaxMessageBytes:        int64(tc.MaxMessageBytes),
+		LogAppendTime:          tc.LogAppendTime,
+		CreateTimes:            topicconfig.CreateTimesOf(tc),
+		MinCompactionLagMS:     tc.MinCompactionLagMS,
+		MinCleanableDirtyRatio: tc.MinCleanableDirtyRatio,
+		MaxCompactionLagMS:     tc.MaxCompactionLagMS,
 	}
 	if tc.CleanupDelete {
 		c.CleanupPolicy |= CleanupDelete

@@ -57,6 +57,11 @@ type Log struct {
 	// deletion, Close. Taken before wmu. Closed segments do not change
 	// without it, so compaction may read them without wmu.
 	cmu sync.Mutex
+	// cleanedTo is where the last compaction ended: the closed segments
+	// below it are clean, those from it dirty (min.cleanable.dirty.ratio).
+	// Held under cmu; zero at open, so a log is compacted once after a
+	// restart.
+	cleanedTo Offset
 
 	// wmu is the writer lock: every method that changes the log holds it for
 	// its whole run, so there is one writer at a time. The fields below it
@@ -756,6 +761,7 @@ func (l *Log) Truncate(offset Offset) error {
 	if err := l.checkWritable(); err != nil {
 		return err
 	}
+	l.cleanedTo = min(l.cleanedTo, offset)
 	if offset >= l.leo {
 		// Nothing to cut, but an epoch this replica assigned as leader
 		// and never wrote in may stand at the end of the cache: it goes,
@@ -841,6 +847,7 @@ func (l *Log) TruncateFullyAndStartAt(offset Offset) error {
 }
 
 func (l *Log) truncateFullyLocked(offset Offset) error {
+	l.cleanedTo = 0
 	l.waitSyncLocked()
 	// Readers are held off for the whole swap: the new segment may reuse
 	// the name (and so the file) of an old one.

@@ -65,12 +65,15 @@ type segment struct {
 	index    []indexEntry
 	times    []timeEntry
 
-	maxTS       int64     // largest batch max timestamp, -1 if none
-	maxTSRel    uint32    // relative offset of the batch that holds maxTS
-	firstTS     int64     // first batch's max timestamp (segment.ms rolls from it), -1 if none
-	created     time.Time // for segment.ms when batches carry no timestamps
-	sinceIndex  int64     // bytes appended since the last offset index entry
-	indexOnDisk bool      // the .index/.timeindex files hold exactly index/times
+	maxTS    int64     // largest batch max timestamp, -1 if none
+	maxTSRel uint32    // relative offset of the batch that holds maxTS
+	firstTS  int64     // first batch's max timestamp (segment.ms rolls from it), -1 if none
+	created  time.Time // for segment.ms when batches carry no timestamps
+	// swept: compacted once its newest record was older than
+	// delete.retention.ms, which dropped its tombstones for good.
+	swept       bool
+	sinceIndex  int64 // bytes appended since the last offset index entry
+	indexOnDisk bool  // the .index/.timeindex files hold exactly index/times
 
 	// The page-cache window (cache.go), on the active segment: bytes
 	// below wb were handed to the disk and bytes below dropped were dropped

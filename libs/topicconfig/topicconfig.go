@@ -52,13 +52,13 @@ var table = []Key{
 	{Name: "flush.messages", Type: Long, Default: strconv.FormatInt(maxLong, 10), Min: 1, Max: maxLong, Doc: "fsync after this many messages; 1 = fsync before every append returns"},
 	{Name: "flush.ms", Type: Long, Default: strconv.FormatInt(maxLong, 10), Min: 0, Max: maxLong, Doc: "fsync when this long has passed since the last one"},
 	{Name: "index.interval.bytes", Type: Int, Default: "4096", Min: 0, Max: math.MaxInt32, Doc: "bytes between offset index entries"},
-	{Name: "max.compaction.lag.ms", Type: Long, Default: strconv.FormatInt(maxLong, 10), Min: 1, Max: maxLong, Unused: true, Doc: "longest a record may stay uncompacted"},
+	{Name: "max.compaction.lag.ms", Type: Long, Default: strconv.FormatInt(maxLong, 10), Min: 1, Max: maxLong, Doc: "longest a record may stay uncompacted"},
 	{Name: "max.message.bytes", Type: Int, Default: "1048588", Min: 0, Max: math.MaxInt32, Doc: "largest record batch the log accepts"},
 	{Name: "message.timestamp.after.max.ms", Type: Long, Default: strconv.FormatInt(maxLong, 10), Min: 0, Max: maxLong, Doc: "how far in the future a create time may be"},
 	{Name: "message.timestamp.before.max.ms", Type: Long, Default: strconv.FormatInt(maxLong, 10), Min: 0, Max: maxLong, Doc: "how far in the past a create time may be"},
 	{Name: "message.timestamp.type", Type: String, Default: "CreateTime", Allowed: []string{"CreateTime", "LogAppendTime"}, Doc: "whether batches keep the producer's timestamp or get the broker's"},
-	{Name: "min.cleanable.dirty.ratio", Type: Double, Default: "0.5", Min: 0, Max: 1, Unused: true, Doc: "dirty share of the log that triggers compaction"},
-	{Name: "min.compaction.lag.ms", Type: Long, Default: "0", Min: 0, Max: maxLong, Unused: true, Doc: "shortest time a record stays uncompacted"},
+	{Name: "min.cleanable.dirty.ratio", Type: Double, Default: "0.5", Min: 0, Max: 1, Doc: "dirty share of the log that triggers compaction"},
+	{Name: "min.compaction.lag.ms", Type: Long, Default: "0", Min: 0, Max: maxLong, Doc: "shortest time a record stays uncompacted"},
 	{Name: "min.insync.replicas", Type: Int, Default: "1", Min: 1, Max: math.MaxInt32, Doc: "in-sync replicas an acks=all produce needs"},
 	{Name: "preallocate", Type: Bool, Default: "false", Unused: true, Doc: "preallocate segment files"},
 	{Name: "retention.bytes", Type: Long, Default: "-1", Min: -1, Max: maxLong, Doc: "size a partition may grow to before old segments are deleted; -1 = unlimited"},
@@ -164,6 +164,12 @@ func Validate(overrides map[string]string) error {
 		if err := k.Check(overrides[n]); err != nil {
 			return err
 		}
+	}
+	v := Effective(overrides)
+	minLag, err1 := strconv.ParseInt(strings.TrimSpace(v["min.compaction.lag.ms"]), 10, 64)
+	maxLag, err2 := strconv.ParseInt(strings.TrimSpace(v["max.compaction.lag.ms"]), 10, 64)
+	if err1 == nil && err2 == nil && minLag > maxLag {
+		return errs.Errorf(errs.InvalidConfig, "min.compaction.lag.ms %d is above max.compaction.lag.ms %d", minLag, maxLag)
 	}
 	return nil
 }

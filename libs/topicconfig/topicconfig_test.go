@@ -24,6 +24,7 @@ func TestDefaultsValid(t *testing.T) {
 		FlushMessages: 1<<63 - 1, FlushMS: 1<<63 - 1, IndexIntervalBytes: 4096, MaxMessageBytes: 1048588,
 		MinInsyncReplicas: 1, RetentionBytes: -1, RetentionMS: 604800000, SegmentBytes: 1 << 30, SegmentMS: 604800000,
 		TimestampBeforeMaxMS: 1<<63 - 1, TimestampAfterMaxMS: 1<<63 - 1,
+		MaxCompactionLagMS: 1<<63 - 1, MinCleanableDirtyRatio: 0.5,
 	}
 	if c != want {
 		t.Fatalf("defaults\n got %+v\nwant %+v", c, want)
@@ -57,6 +58,10 @@ func TestParse(t *testing.T) {
 		{"create-time bounds", map[string]string{"message.timestamp.before.max.ms": "3600000", "message.timestamp.after.max.ms": "0"}, func(c Config) bool {
 			return c.TimestampBeforeMaxMS == 3600000 && c.TimestampAfterMaxMS == 0
 		}, ""},
+		{"compaction timing", map[string]string{"min.compaction.lag.ms": "1000", "max.compaction.lag.ms": "5000", "min.cleanable.dirty.ratio": "0.1"}, func(c Config) bool {
+			return c.MinCompactionLagMS == 1000 && c.MaxCompactionLagMS == 5000 && c.MinCleanableDirtyRatio == 0.1
+		}, ""},
+		{"min compaction lag above max", map[string]string{"min.compaction.lag.ms": "5000", "max.compaction.lag.ms": "1000"}, nil, "above max.compaction.lag.ms"},
 		{"negative create-time bound", map[string]string{"message.timestamp.after.max.ms": "-1"}, nil, "message.timestamp.after.max.ms"},
 		{"flush every message", map[string]string{"flush.messages": "1"}, func(c Config) bool { return c.FlushMessages == 1 }, ""},
 		{"compression", map[string]string{"compression.type": "zstd"}, func(c Config) bool { return c.CompressionType == "zstd" }, ""},
