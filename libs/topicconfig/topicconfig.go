@@ -165,6 +165,13 @@ func Validate(overrides map[string]string) error {
 			return err
 		}
 	}
+	return CheckCombined(overrides)
+}
+
+// CheckCombined checks the rules that join several keys of a topic's
+// whole set of overrides (an alter's changes merged into what the topic
+// had): min.compaction.lag.ms may not be above max.compaction.lag.ms.
+func CheckCombined(overrides map[string]string) error {
 	v := Effective(overrides)
 	minLag, err1 := strconv.ParseInt(strings.TrimSpace(v["min.compaction.lag.ms"]), 10, 64)
 	maxLag, err2 := strconv.ParseInt(strings.TrimSpace(v["max.compaction.lag.ms"]), 10, 64)

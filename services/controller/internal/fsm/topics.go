@@ -240,7 +240,11 @@ func (t *tx) alterConfigs(r *controllerv1.AlterConfigsRequest) (proto.Message, e
 		}
 		set[k], configs[k] = v, v
 	}
-	if err := topicconfig.Validate(set); err != nil {
+	err := topicconfig.Validate(set)
+	if err == nil {
+		err = topicconfig.CheckCombined(configs)
+	}
+	if err != nil {
 		res.Result = topicResult(name, err)
 		res.Result.TopicId = tp.GetTopicId()
 		return res, nil
