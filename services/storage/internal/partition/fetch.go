@@ -86,8 +86,12 @@ func (p *Partition) ListOffset(ts int64, readCommitted bool, leaderEpoch int32) 
 	if ts < 0 {
 		return 0, 0, 0, errs.Errorf(errs.InvalidRequest, "timestamp %d: want -2, -1 or a time in ms", ts)
 	}
+	limit := hw
+	if readCommitted {
+		limit = lso // not inside a transaction still open
+	}
 	off, t, ok := p.log.OffsetForTimestamp(ts)
-	if !ok || off >= hw {
+	if !ok || off >= limit {
 		return -1, -1, epoch, nil
 	}
 	return off, t, epoch, nil

@@ -271,9 +271,12 @@ func (p *Partition) ReplicaLEOs() []ReplicaLEO {
 	return out
 }
 
+// lsoLocked is the last stable offset: the first offset of the oldest open
+// transaction, below the HW, but never below the log start (retention may
+// have deleted where that transaction began, as in Kafka).
 func (p *Partition) lsoLocked() record.Offset {
 	if first := p.producers.FirstUnstableOffset(); first >= 0 && record.Offset(first) < p.hw {
-		return record.Offset(first)
+		return max(record.Offset(first), p.log.LogStartOffset())
 	}
 	return p.hw
 }

@@ -85,9 +85,15 @@ func (p *Partition) WriteMarker(ctx context.Context, producerID int64, producerE
 }
 
 func (p *Partition) noteMarkerLocked(pid int64, epoch int16, commit bool, coordinatorEpoch int32, at record.Offset, ts int64) {
+	lso := p.lsoLocked()
 	began := p.producers.Marker(pid, epoch, coordinatorEpoch, ts)
 	if !commit && began >= 0 {
 		p.aborted = append(p.aborted, AbortedTxn{ProducerID: pid, FirstOffset: record.Offset(began), LastOffset: at})
+	}
+	if p.lsoLocked() != lso {
+		// read_committed readers wait on the HW's wakers: the last
+		// stable offset moved without it.
+		p.notifyHWLocked()
 	}
 }
 

@@ -234,3 +234,58 @@ func TestLateMarkerDoesNotEndTheNextTransaction(t *testing.T) {
 		t.Fatalf("aborted %v, want %v", got, want)
 	}
 }
+
+// What a read_committed reader sees of an open transaction: the last
+// stable offset never falls below the log start (retention may delete
+// where the transaction began), a lookup by time never answers an offset
+// inside the transaction, and the marker that ends it wakes a reader
+// parked at the last stable offset although the HW did not move.
+func TestReadCommittedAroundAnOpenTransaction(t *testing.T) {
+	c := newCluster(t, 1)
+	leader := c.replicas[1]
+	o := record.DefaultBatchOptions()
+	o.ProducerID, o.ProducerEpoch, o.BaseSequence, o.Transactional = 7, 0, 0, true
+	if _, err := leader.Produce(context.Background(), AcksLeader, -1, batchOf(t, o, "open")); err != nil { // 0
+		t.Fatal(err)
+	}
+	c.replicate()
+	if off, _, _, err := leader.ListOffset(1_600_000_000_000, true, -1); err != nil || off != -1 {
+		t.Errorf("read_committed lookup by time: %d %v, want -1 (offset 0 is in an open transaction)", off, err)
+	}
+	if off, _, _, err := leader.ListOffset(1_600_000_000_000, false, -1); err != nil || off != 0 {
+		t.Errorf("read_uncommitted lookup by time: %d %v, want 0", off, err)
+	}
+
+	w := NewWaker()
+	defer w.Forget()
+	leader.WakeOnHW(w)
+	c.cut[2], c.cut[3] = true, true                               // the marker reaches no follower: the HW stays
+	go leader.WriteMarker(context.Background(), 7, 1, true, 1, 0) // 1
+	select {
+	case <-w.C():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the marker moved the last stable offset and woke no reader")
+	}
+	if s := leader.Snapshot(); s.HW != 1 || s.LSO != 1 {
+		t.Fatalf("HW %d LSO %d after the marker, want 1 and 1", s.HW, s.LSO)
+	}
+
+	// Another transaction, open from offset 2, loses its start to retention.
+	c.cut[2], c.cut[3] = false, false
+	c.replicate()
+	o.ProducerID = 8
+	for i := range 3 {
+		o.BaseSequence = int32(i)
+		if _, err := leader.Produce(context.Background(), AcksLeader, -1, batchOf(t, o, "open2")); err != nil { // 2, 3, 4
+			t.Fatal(err)
+		}
+	}
+	c.replicate()
+	c.logs[1].deleteBefore(3)
+	if s := leader.Snapshot(); s.LSO != 3 {
+		t.Fatalf("LSO %d with the log starting at 3, want 3", s.LSO)
+	}
+	if res, err := leader.Fetch(3, 1<<20, true, -1); err != nil || res.LSO != 3 {
+		t.Fatalf("read_committed fetch at the log start: %+v %v", res.LSO, err)
+	}
+}
