@@ -80,9 +80,11 @@ func (l ClientLog) HighWatermarks(ctx context.Context, topic string, partitions 
 // coordinator — so a restarted process never writes under the epoch its
 // previous incarnation held — and only assignments with a producer id.
 func ViewOf(m *metadata.Image, self int32, incarnation string) View {
-	v := View{Partitions: m.PartitionCount(metadata.ConsumerOffsetsTopic), Owned: map[int32]Ownership{}, Topics: map[string]int32{}}
+	v := View{Partitions: m.PartitionCount(metadata.ConsumerOffsetsTopic), Owned: map[int32]Ownership{}, Topics: map[string]int32{},
+		TopicIDs: map[string]string{}, Version: uint64(m.Version())}
 	for _, t := range m.Topics() {
 		v.Topics[t.GetName()] = m.PartitionCount(t.GetName())
+		v.TopicIDs[t.GetName()] = t.GetTopicId()
 	}
 	kind := controllerv1.CoordinatorKind_COORDINATOR_KIND_GROUP
 	me, ok := m.Coordinator(kind, self)

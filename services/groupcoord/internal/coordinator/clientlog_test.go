@@ -30,7 +30,8 @@ func TestViewOf(t *testing.T) {
 		})
 	}
 	v := ViewOf(image("me", true), 1, "me")
-	if !v.Registered || v.Partitions != 3 || len(v.Owned) != 1 || v.Owned[0] != (Ownership{Epoch: 3, ProducerID: 40}) || v.Topics["orders"] != 1 {
+	if !v.Registered || v.Partitions != 3 || len(v.Owned) != 1 || v.Owned[0] != (Ownership{Epoch: 3, ProducerID: 40}) || v.Topics["orders"] != 1 ||
+		v.TopicIDs["orders"] != "x" || v.Version != 1 {
 		t.Fatalf("view: %+v", v)
 	}
 	// Another incarnation of this id (a newer process, or the metadata has

@@ -10,6 +10,7 @@ import (
 
 	"skein/libs/errs"
 	"skein/libs/metadata"
+	"skein/services/groupcoord/internal/assign"
 	"skein/services/groupcoord/internal/group"
 )
 
@@ -57,6 +58,14 @@ type View struct {
 	Owned map[int32]Ownership
 	// Topics: the partition count of every topic.
 	Topics map[string]int32
+	// TopicIDs: the id of every topic. A topic deleted and created again
+	// under its name has a new id.
+	TopicIDs map[string]string
+	// Version is the version of the metadata the view is of. The topics of
+	// a view older than one already taken (a controller that lags behind)
+	// are not taken: they would miss a topic just created, whose offsets
+	// would then be dropped as a deleted topic's.
+	Version uint64
 	// Registered: the metadata lists this very process (its incarnation)
 	// as a live group coordinator.
 	Registered bool
@@ -103,6 +112,7 @@ type Coordinator struct {
 
 	mu    sync.Mutex
 	view  View                 // guarded by mu
+	tset  *topicSet            // view's topics; replaced (never modified) when they change; guarded by mu
 	parts map[int32]*partition // owned partitions; guarded by mu
 	// fenced: the epoch at which a newer owner fenced this node, by
 	// partition, so a metadata view that lags behind does not load it again.
@@ -128,7 +138,8 @@ func New(cfg Config, log Log, metrics *Metrics) *Coordinator {
 		metrics = NewMetrics(nil)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &Coordinator{cfg: cfg, log: log, logger: cfg.Logger, metrics: metrics, ctx: ctx, cancel: cancel, parts: map[int32]*partition{}, fenced: map[int32]int32{}}
+	c := &Coordinator{cfg: cfg, log: log, logger: cfg.Logger, metrics: metrics, ctx: ctx, cancel: cancel, tset: &topicSet{},
+		parts: map[int32]*partition{}, fenced: map[int32]int32{}}
 	metrics.coord = c
 	if d, ok := log.(DeadLetters); ok {
 		c.dlq = d
@@ -155,15 +166,23 @@ func (c *Coordinator) Close() {
 
 // OnMetadata takes a new view of the metadata: it starts loading newly
 // owned partitions, drops those no longer owned (or owned at a new epoch)
-// and passes topic changes to the groups.
+// and passes topic changes to the groups (which drop the offsets of deleted
+// topics, see partition.dropDeleted).
 func (c *Coordinator) OnMetadata(v View) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.ctx.Err() != nil {
 		return
 	}
-	topicsChanged := !maps.Equal(c.view.Topics, v.Topics)
-	c.view = View{Partitions: v.Partitions, Owned: maps.Clone(v.Owned), Topics: maps.Clone(v.Topics), Registered: v.Registered}
+	if v.Version < c.view.Version {
+		v.Topics, v.TopicIDs, v.Version = c.view.Topics, c.view.TopicIDs, c.view.Version
+	}
+	topicsChanged := !maps.Equal(c.view.Topics, v.Topics) || !maps.Equal(c.view.TopicIDs, v.TopicIDs)
+	c.view = View{Partitions: v.Partitions, Owned: maps.Clone(v.Owned), Topics: maps.Clone(v.Topics),
+		TopicIDs: maps.Clone(v.TopicIDs), Version: v.Version, Registered: v.Registered}
+	if topicsChanged {
+		c.tset = &topicSet{counts: c.view.Topics, ids: c.view.TopicIDs}
+	}
 	for id, p := range c.parts {
 		if own, ok := v.Owned[id]; !ok || own != p.own {
 			c.logger.Info("partition no longer owned at this epoch: dropping it", "partition", id, "epoch", p.own.Epoch)
@@ -209,6 +228,45 @@ func (c *Coordinator) topics() map[string]int32 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.view.Topics
+}
+
+// topicSet is the topics of one view of the metadata. It is never modified:
+// a change of topics makes a new one, so a group compares the one it was
+// last checked against with the current one by pointer.
+type topicSet struct {
+	counts map[string]int32  // partition count by topic
+	ids    map[string]string // topic id by topic
+}
+
+// has reports whether the partition exists.
+func (ts *topicSet) has(tp assign.TopicPartition) bool {
+	if ts == nil {
+		return false
+	}
+	n, ok := ts.counts[tp.Topic]
+	return ok && tp.Partition >= 0 && tp.Partition < n
+}
+
+// gone reports whether a partition known under prev (nil: when unknown)
+// no longer exists under ts: its topic was deleted, or deleted and created
+// again under its name (a new id), or the partition is past the topic's
+// partition count.
+func (ts *topicSet) gone(prev *topicSet, tp assign.TopicPartition) bool {
+	if !ts.has(tp) {
+		return true
+	}
+	if prev == nil {
+		return false
+	}
+	id, ok := prev.ids[tp.Topic]
+	return ok && id != ts.ids[tp.Topic]
+}
+
+// currentTopics answers the current topics.
+func (c *Coordinator) currentTopics() *topicSet {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.tset
 }
 
 // partitionFor answers the loaded partition that owns a group, or

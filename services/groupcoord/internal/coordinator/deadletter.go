@@ -144,6 +144,9 @@ func (c *Coordinator) Nack(ctx context.Context, groupID string, member group.Mem
 	// Count the nack (and, when it decides so, mark the record
 	// dead-lettering) durably.
 	err = p.update(groupID, false, func(gs *groupState, _ time.Time) (change, error) {
+		if !gs.topics.has(tp) {
+			return change{}, errs.Errorf(errs.UnknownTopicOrPartition, "no partition %s:%d", topic, partition)
+		}
 		np, o, err := decide(gs)
 		if err != nil {
 			return change{}, err
@@ -177,6 +180,9 @@ func (c *Coordinator) Nack(ctx context.Context, groupID string, member group.Mem
 		return NackResult{}, err
 	}
 	err = p.update(groupID, false, func(gs *groupState, now time.Time) (change, error) {
+		if !gs.topics.has(tp) {
+			return change{}, errs.Errorf(errs.UnknownTopicOrPartition, "%s:%d was deleted while dead-lettering", topic, partition)
+		}
 		ch := change{deliveries: map[assign.TopicPartition]delivery.Partition{}}
 		committed := int64(-1)
 		if o, ok := gs.offsets[tp]; ok {

@@ -59,6 +59,25 @@
 // completion after a failover applies them. DeleteGroup tombstones them
 // with the group, as Kafka drops a deleted group's pending offsets.
 //
+// # Deleted topics
+//
+// A group's committed offsets, pending offsets and deliveries of a topic
+// that was deleted are tombstoned, as Kafka deletes a deleted partition's
+// offsets, so a topic created again under the name starts with none. Before
+// every event of a group (and, after a load or a topic change, for every
+// group) the group is checked against the current topics of the metadata:
+// what it holds of a topic the metadata no longer has, of a partition past
+// the topic's count, or of a topic whose id changed since the group was
+// last checked (deleted and created again), is tombstoned in one batch
+// through the same write path, before the event is applied; the events of
+// the group validate partitions against the topics it was checked against.
+// A missing topic is a deleted one: a partition is loaded only under a
+// metadata view that assigns it to this coordinator, newer than every view
+// a previous owner committed under, and a view older than one already
+// taken does not replace its topics. The log does not keep topic ids, so a
+// topic deleted and created again under its name while no coordinator that
+// had checked the group against the old topic served it is not told apart.
+//
 // # Time
 //
 // One goroutine per owned partition loads it, then ticks its groups at

@@ -68,13 +68,12 @@ func (c *Coordinator) CommitOffsets(ctx context.Context, groupID string, member 
 	if err != nil {
 		return fill(err)
 	}
-	topics := c.topics()
 	admin := member == "" && epoch < 0
 	var valid []int
 	err = p.update(groupID, admin, func(gs *groupState, now time.Time) (change, error) {
 		ch := change{offsets: map[assign.TopicPartition]offsetlog.Offset{}}
 		for i, cm := range commits {
-			if out[i] = checkCommit(topics, cm); out[i] == nil {
+			if out[i] = checkCommit(gs.topics, cm); out[i] == nil {
 				out[i] = gs.g.CanCommit(member, epoch, cm.Topic, cm.Partition)
 			}
 			if out[i] == nil {
@@ -98,11 +97,11 @@ func (c *Coordinator) CommitOffsets(ctx context.Context, groupID string, member 
 }
 
 // checkCommit validates one partition's offset against the topics.
-func checkCommit(topics map[string]int32, cm Commit) error {
-	switch n, ok := topics[cm.Topic]; {
+func checkCommit(topics *topicSet, cm Commit) error {
+	switch {
 	case len(cm.Metadata) > offsetlog.MaxMetadata:
 		return errs.Errorf(errs.OffsetMetadataTooLarge, "offset metadata of %d bytes: at most %d", len(cm.Metadata), offsetlog.MaxMetadata)
-	case !ok || cm.Partition < 0 || cm.Partition >= n:
+	case !topics.has(assign.TopicPartition{Topic: cm.Topic, Partition: cm.Partition}):
 		return errs.Errorf(errs.UnknownTopicOrPartition, "no partition %s:%d", cm.Topic, cm.Partition)
 	case cm.Offset < 0:
 		return errs.Errorf(errs.InvalidRequest, "negative offset %d for %s:%d", cm.Offset, cm.Topic, cm.Partition)
@@ -151,11 +150,10 @@ func (c *Coordinator) TxnCommitOffsets(ctx context.Context, req TxnCommit) ([]er
 	if err != nil {
 		return out, err
 	}
-	topics := c.topics()
 	offsets := map[assign.TopicPartition]offsetlog.Offset{}
 	err = p.update(req.GroupID, true, func(gs *groupState, now time.Time) (change, error) {
 		for i, cm := range req.Commits {
-			if out[i] = checkCommit(topics, cm); out[i] == nil {
+			if out[i] = checkCommit(gs.topics, cm); out[i] == nil {
 				offsets[assign.TopicPartition{Topic: cm.Topic, Partition: cm.Partition}] = offsetlog.Offset{
 					Offset: cm.Offset, LeaderEpoch: cm.LeaderEpoch, Metadata: cm.Metadata, CommitTime: now}
 			}

@@ -73,6 +73,10 @@ type groupState struct {
 	txns       group.TxnOffsets
 	deliveries map[assign.TopicPartition]delivery.Partition // never an empty partition
 	config     map[string]string                            // the settings set; nil: none
+	// topics: the topics the group's offsets, pending offsets and
+	// deliveries were last checked against (dropDeleted), which its events
+	// validate partitions by; nil when not since it was loaded.
+	topics *topicSet
 }
 
 // durable reports whether the log holds anything of the group.
@@ -94,11 +98,15 @@ type change struct {
 	// configSet: config is the group's new settings (empty: a tombstone).
 	configSet bool
 	config    map[string]string
+	// drop: partitions that no longer exist (their topic was deleted):
+	// tombstones for their committed offsets, the pending offsets of every
+	// producer and their deliveries.
+	drop []assign.TopicPartition
 }
 
 func (ch change) empty() bool {
 	return ch.snapshot == nil && len(ch.offsets) == 0 && !ch.deleted && (ch.txn == nil || !ch.txn.Writes()) &&
-		len(ch.deliveries) == 0 && !ch.configSet
+		len(ch.deliveries) == 0 && !ch.configSet && len(ch.drop) == 0
 }
 
 func newPartition(c *Coordinator, id int32, own Ownership) *partition {
@@ -385,8 +393,9 @@ func (st *loadState) groupIDs() []string {
 }
 
 // encode renders a group's change as records: a group record, offset
-// records, pending offset records and their tombstones, or tombstones for
-// the group, its offsets and its pending offsets (gs: what the log holds).
+// records, pending offset records and their tombstones, tombstones for the
+// partitions dropped, or tombstones for the group, its offsets and its
+// pending offsets (gs: what the log holds).
 func encode(groupID string, ch change, gs *groupState) []KV {
 	var recs []KV
 	if ch.deleted {
@@ -405,6 +414,24 @@ func encode(groupID string, ch change, gs *groupState) []KV {
 			recs = append(recs, KV{Key: offsetlog.ConfigKey(groupID)})
 		}
 		return append(recs, KV{Key: offsetlog.GroupKey(groupID)})
+	}
+	for _, tp := range ch.drop {
+		if _, ok := gs.offsets[tp]; ok {
+			recs = append(recs, KV{Key: offsetlog.OffsetKey(groupID, tp.Topic, tp.Partition)})
+		}
+	}
+	for _, pid := range gs.txns.Producers() {
+		pending := gs.txns.Pending(pid)
+		for _, tp := range ch.drop {
+			if _, ok := pending[tp]; ok {
+				recs = append(recs, KV{Key: offsetlog.PendingKey(groupID, pid, tp.Topic, tp.Partition)})
+			}
+		}
+	}
+	for _, tp := range ch.drop {
+		if _, ok := gs.deliveries[tp]; ok {
+			recs = append(recs, KV{Key: offsetlog.DeliveryKey(groupID, tp.Topic, tp.Partition)})
+		}
 	}
 	for _, tp := range slices.SortedFunc(maps.Keys(ch.offsets), compareTP) {
 		recs = append(recs, KV{Key: offsetlog.OffsetKey(groupID, tp.Topic, tp.Partition), Value: offsetlog.EncodeOffset(ch.offsets[tp])})
@@ -467,6 +494,10 @@ func (p *partition) update(groupID string, create bool, fn func(gs *groupState, 
 	if err := p.settle(); err != nil {
 		return err
 	}
+	topics := p.c.currentTopics()
+	if err := p.dropDeleted(groupID, topics); err != nil {
+		return err
+	}
 	p.mu.Lock()
 	if err := p.readyLocked(); err != nil {
 		p.mu.Unlock()
@@ -479,7 +510,8 @@ func (p *partition) update(groupID string, create bool, fn func(gs *groupState, 
 			return errNoGroup
 		}
 		gs = newGroupState(p.c.cfg.Group, groupID)
-		gs.g.SetTopics(p.c.topics())
+		gs.topics = topics
+		gs.g.SetTopics(topics.counts)
 	}
 	before := gs.g.Epoch()
 	ch, err := fn(gs, p.c.cfg.Now())
@@ -524,6 +556,29 @@ func (p *partition) acknowledged(groupID string, gs *groupState, ch change, rest
 			delete(p.groups, groupID)
 		}
 		return
+	}
+	if len(ch.drop) > 0 {
+		for _, tp := range ch.drop {
+			delete(gs.offsets, tp)
+			delete(gs.deliveries, tp)
+		}
+		for _, pid := range gs.txns.Producers() {
+			pending := gs.txns.Pending(pid)
+			var drop []assign.TopicPartition
+			for _, tp := range ch.drop {
+				if _, ok := pending[tp]; ok {
+					drop = append(drop, tp)
+				}
+			}
+			if len(drop) > 0 {
+				gs.txns.Apply(group.TxnChange{ProducerID: pid, Drop: drop})
+			}
+		}
+		if !gs.durable() && len(gs.g.Describe().Members) == 0 && p.groups[groupID] == gs {
+			// The dropped partitions were all the log had of the group.
+			delete(p.groups, groupID)
+			return
+		}
 	}
 	maps.Copy(gs.offsets, ch.offsets)
 	for tp, d := range ch.deliveries {
@@ -574,6 +629,61 @@ func (p *partition) rollback(groupID string, gs *groupState) {
 		}
 	}
 	p.topicsChanged() // the restored group may predate a topic change
+}
+
+// dropDeleted drops what a group holds of partitions that no longer exist
+// under topics — its committed offsets, pending offsets and deliveries of a
+// deleted topic, as Kafka deletes a deleted partition's offsets — with
+// tombstones written as one batch, unless the group was already checked
+// against topics. A topic deleted and created again under its name has a
+// new id: what the group holds of the old one is dropped too, when the
+// group was checked against the old one (the log does not keep topic ids:
+// a group just loaded is checked against no topics, and only the
+// partitions missing from topics are dropped of it). update calls it before
+// every event, so an event never sees what a deleted topic left, and the
+// events of a group are validated against the topics it was checked
+// against (gs.topics). writeMu held and nothing pending.
+func (p *partition) dropDeleted(groupID string, topics *topicSet) error {
+	p.mu.Lock()
+	gs := p.groups[groupID]
+	if p.readyLocked() != nil || gs == nil || gs.topics == topics {
+		p.mu.Unlock()
+		return nil
+	}
+	seen := map[assign.TopicPartition]bool{}
+	for tp := range gs.offsets {
+		seen[tp] = true
+	}
+	for _, pid := range gs.txns.Producers() {
+		for tp := range gs.txns.Pending(pid) {
+			seen[tp] = true
+		}
+	}
+	for tp := range gs.deliveries {
+		seen[tp] = true
+	}
+	var ch change
+	for _, tp := range slices.SortedFunc(maps.Keys(seen), compareTP) {
+		if topics.gone(gs.topics, tp) {
+			ch.drop = append(ch.drop, tp)
+		}
+	}
+	if len(ch.drop) == 0 {
+		gs.topics = topics
+		p.mu.Unlock()
+		return nil
+	}
+	recs := encode(groupID, ch, gs)
+	p.mu.Unlock()
+	if err := p.write(recs, []pendingChange{{groupID, ch}}); err != nil {
+		return err
+	}
+	p.c.logger.Info("dropped the offsets of deleted topics", "group", groupID, "partitions", len(ch.drop))
+	p.mu.Lock()
+	p.acknowledged(groupID, gs, ch, false)
+	gs.topics = topics
+	p.mu.Unlock()
+	return nil
 }
 
 // write appends recs as the partition's next batch; writeMu held and
@@ -685,12 +795,13 @@ func addSeq(s int32, n int) int32 {
 	}
 }
 
-// applyTopics passes the current topic partition counts to every group.
+// applyTopics brings every group in line with the current topics: it
+// drops what they hold of deleted topics (update) and passes them the
+// partition counts.
 func (p *partition) applyTopics() {
-	topics := p.c.topics()
 	for _, id := range p.groupIDs() {
 		err := p.update(id, false, func(gs *groupState, _ time.Time) (change, error) {
-			return change{snapshot: gs.g.SetTopics(topics).Snapshot}, nil
+			return change{snapshot: gs.g.SetTopics(gs.topics.counts).Snapshot}, nil
 		})
 		if err != nil && err != errNoGroup && p.ctx.Err() == nil {
 			p.c.logger.Warn("applying topic metadata to a group failed", "group", id, "err", err)
