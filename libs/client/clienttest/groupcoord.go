@@ -529,8 +529,13 @@ func (g *GroupCoordinator) DescribeGroups(_ context.Context, req *groupv1.Descri
 		d := &groupv1.GroupDescription{GroupId: id, State: gr.state(), GroupEpoch: gr.epoch, AssignmentEpoch: gr.epoch, Assignor: assignor}
 		for _, mid := range slices.Sorted(maps.Keys(gr.members)) {
 			m := gr.members[mid]
+			// As the real coordinator: the assignment is what the member
+			// holds, the partitions being revoked included.
+			holds := maps.Clone(m.assigned)
+			maps.Copy(holds, m.revoking)
 			d.Members = append(d.Members, &groupv1.MemberDescription{MemberId: m.id, InstanceId: m.instance, MemberEpoch: m.epoch,
-				SubscribedTopics: m.topics, Assignment: toTopicPartitions(m.assigned), TargetAssignment: toTopicPartitions(m.target)})
+				SubscribedTopics: m.topics, Assignment: toTopicPartitions(holds), TargetAssignment: toTopicPartitions(m.target),
+				Revoking: toTopicPartitions(m.revoking)})
 		}
 		out.Groups = append(out.Groups, d)
 	}

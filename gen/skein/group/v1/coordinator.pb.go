@@ -1813,10 +1813,17 @@ type MemberDescription struct {
 	InstanceId       string                 `protobuf:"bytes,2,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
 	MemberEpoch      int32                  `protobuf:"varint,3,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
 	SubscribedTopics []string               `protobuf:"bytes,4,rep,name=subscribed_topics,json=subscribedTopics,proto3" json:"subscribed_topics,omitempty"`
-	Assignment       []*TopicPartitions     `protobuf:"bytes,5,rep,name=assignment,proto3" json:"assignment,omitempty"`
-	TargetAssignment []*TopicPartitions     `protobuf:"bytes,6,rep,name=target_assignment,json=targetAssignment,proto3" json:"target_assignment,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Partitions the member holds: those assigned to it and those being
+	// revoked from it (it may still commit them until it confirms it let go).
+	Assignment       []*TopicPartitions `protobuf:"bytes,5,rep,name=assignment,proto3" json:"assignment,omitempty"`
+	TargetAssignment []*TopicPartitions `protobuf:"bytes,6,rep,name=target_assignment,json=targetAssignment,proto3" json:"target_assignment,omitempty"`
+	// The part of assignment being revoked: the member was told to let go of
+	// them and the coordinator waits for a heartbeat whose owned partitions
+	// lack them. One may be in target_assignment again (the target moved back
+	// to the member meanwhile); it is assigned again only once let go.
+	Revoking      []*TopicPartitions `protobuf:"bytes,7,rep,name=revoking,proto3" json:"revoking,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MemberDescription) Reset() {
@@ -1887,6 +1894,13 @@ func (x *MemberDescription) GetAssignment() []*TopicPartitions {
 func (x *MemberDescription) GetTargetAssignment() []*TopicPartitions {
 	if x != nil {
 		return x.TargetAssignment
+	}
+	return nil
+}
+
+func (x *MemberDescription) GetRevoking() []*TopicPartitions {
+	if x != nil {
+		return x.Revoking
 	}
 	return nil
 }
@@ -2203,7 +2217,7 @@ const file_skein_group_v1_coordinator_proto_rawDesc = "" +
 	"groupEpoch\x12)\n" +
 	"\x10assignment_epoch\x18\x05 \x01(\x05R\x0fassignmentEpoch\x12\x1a\n" +
 	"\bassignor\x18\x06 \x01(\tR\bassignor\x12;\n" +
-	"\amembers\x18\a \x03(\v2!.skein.group.v1.MemberDescriptionR\amembers\"\xb0\x02\n" +
+	"\amembers\x18\a \x03(\v2!.skein.group.v1.MemberDescriptionR\amembers\"\xed\x02\n" +
 	"\x11MemberDescription\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12\x1f\n" +
 	"\vinstance_id\x18\x02 \x01(\tR\n" +
@@ -2213,7 +2227,8 @@ const file_skein_group_v1_coordinator_proto_rawDesc = "" +
 	"\n" +
 	"assignment\x18\x05 \x03(\v2\x1f.skein.group.v1.TopicPartitionsR\n" +
 	"assignment\x12L\n" +
-	"\x11target_assignment\x18\x06 \x03(\v2\x1f.skein.group.v1.TopicPartitionsR\x10targetAssignment\"2\n" +
+	"\x11target_assignment\x18\x06 \x03(\v2\x1f.skein.group.v1.TopicPartitionsR\x10targetAssignment\x12;\n" +
+	"\brevoking\x18\a \x03(\v2\x1f.skein.group.v1.TopicPartitionsR\brevoking\"2\n" +
 	"\x13DeleteGroupsRequest\x12\x1b\n" +
 	"\tgroup_ids\x18\x01 \x03(\tR\bgroupIds\"K\n" +
 	"\x14DeleteGroupsResponse\x123\n" +
@@ -2316,35 +2331,36 @@ var file_skein_group_v1_coordinator_proto_depIdxs = []int32{
 	28, // 23: skein.group.v1.GroupDescription.members:type_name -> skein.group.v1.MemberDescription
 	0,  // 24: skein.group.v1.MemberDescription.assignment:type_name -> skein.group.v1.TopicPartitions
 	0,  // 25: skein.group.v1.MemberDescription.target_assignment:type_name -> skein.group.v1.TopicPartitions
-	31, // 26: skein.group.v1.DeleteGroupsResponse.groups:type_name -> skein.group.v1.GroupResult
-	35, // 27: skein.group.v1.GroupResult.error_code:type_name -> skein.v1.ErrorCode
-	1,  // 28: skein.group.v1.GroupCoordinatorService.ConsumerGroupHeartbeat:input_type -> skein.group.v1.ConsumerGroupHeartbeatRequest
-	11, // 29: skein.group.v1.GroupCoordinatorService.OffsetCommit:input_type -> skein.group.v1.OffsetCommitRequest
-	15, // 30: skein.group.v1.GroupCoordinatorService.OffsetFetch:input_type -> skein.group.v1.OffsetFetchRequest
-	18, // 31: skein.group.v1.GroupCoordinatorService.TxnOffsetCommit:input_type -> skein.group.v1.TxnOffsetCommitRequest
-	20, // 32: skein.group.v1.GroupCoordinatorService.CompleteTxnOffsets:input_type -> skein.group.v1.CompleteTxnOffsetsRequest
-	22, // 33: skein.group.v1.GroupCoordinatorService.ListGroups:input_type -> skein.group.v1.ListGroupsRequest
-	25, // 34: skein.group.v1.GroupCoordinatorService.DescribeGroups:input_type -> skein.group.v1.DescribeGroupsRequest
-	29, // 35: skein.group.v1.GroupCoordinatorService.DeleteGroups:input_type -> skein.group.v1.DeleteGroupsRequest
-	5,  // 36: skein.group.v1.GroupCoordinatorService.Nack:input_type -> skein.group.v1.NackRequest
-	7,  // 37: skein.group.v1.GroupCoordinatorService.DescribeGroupConfig:input_type -> skein.group.v1.DescribeGroupConfigRequest
-	9,  // 38: skein.group.v1.GroupCoordinatorService.AlterGroupConfig:input_type -> skein.group.v1.AlterGroupConfigRequest
-	2,  // 39: skein.group.v1.GroupCoordinatorService.ConsumerGroupHeartbeat:output_type -> skein.group.v1.ConsumerGroupHeartbeatResponse
-	13, // 40: skein.group.v1.GroupCoordinatorService.OffsetCommit:output_type -> skein.group.v1.OffsetCommitResponse
-	16, // 41: skein.group.v1.GroupCoordinatorService.OffsetFetch:output_type -> skein.group.v1.OffsetFetchResponse
-	19, // 42: skein.group.v1.GroupCoordinatorService.TxnOffsetCommit:output_type -> skein.group.v1.TxnOffsetCommitResponse
-	21, // 43: skein.group.v1.GroupCoordinatorService.CompleteTxnOffsets:output_type -> skein.group.v1.CompleteTxnOffsetsResponse
-	23, // 44: skein.group.v1.GroupCoordinatorService.ListGroups:output_type -> skein.group.v1.ListGroupsResponse
-	26, // 45: skein.group.v1.GroupCoordinatorService.DescribeGroups:output_type -> skein.group.v1.DescribeGroupsResponse
-	30, // 46: skein.group.v1.GroupCoordinatorService.DeleteGroups:output_type -> skein.group.v1.DeleteGroupsResponse
-	6,  // 47: skein.group.v1.GroupCoordinatorService.Nack:output_type -> skein.group.v1.NackResponse
-	8,  // 48: skein.group.v1.GroupCoordinatorService.DescribeGroupConfig:output_type -> skein.group.v1.DescribeGroupConfigResponse
-	10, // 49: skein.group.v1.GroupCoordinatorService.AlterGroupConfig:output_type -> skein.group.v1.AlterGroupConfigResponse
-	39, // [39:50] is the sub-list for method output_type
-	28, // [28:39] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	0,  // 26: skein.group.v1.MemberDescription.revoking:type_name -> skein.group.v1.TopicPartitions
+	31, // 27: skein.group.v1.DeleteGroupsResponse.groups:type_name -> skein.group.v1.GroupResult
+	35, // 28: skein.group.v1.GroupResult.error_code:type_name -> skein.v1.ErrorCode
+	1,  // 29: skein.group.v1.GroupCoordinatorService.ConsumerGroupHeartbeat:input_type -> skein.group.v1.ConsumerGroupHeartbeatRequest
+	11, // 30: skein.group.v1.GroupCoordinatorService.OffsetCommit:input_type -> skein.group.v1.OffsetCommitRequest
+	15, // 31: skein.group.v1.GroupCoordinatorService.OffsetFetch:input_type -> skein.group.v1.OffsetFetchRequest
+	18, // 32: skein.group.v1.GroupCoordinatorService.TxnOffsetCommit:input_type -> skein.group.v1.TxnOffsetCommitRequest
+	20, // 33: skein.group.v1.GroupCoordinatorService.CompleteTxnOffsets:input_type -> skein.group.v1.CompleteTxnOffsetsRequest
+	22, // 34: skein.group.v1.GroupCoordinatorService.ListGroups:input_type -> skein.group.v1.ListGroupsRequest
+	25, // 35: skein.group.v1.GroupCoordinatorService.DescribeGroups:input_type -> skein.group.v1.DescribeGroupsRequest
+	29, // 36: skein.group.v1.GroupCoordinatorService.DeleteGroups:input_type -> skein.group.v1.DeleteGroupsRequest
+	5,  // 37: skein.group.v1.GroupCoordinatorService.Nack:input_type -> skein.group.v1.NackRequest
+	7,  // 38: skein.group.v1.GroupCoordinatorService.DescribeGroupConfig:input_type -> skein.group.v1.DescribeGroupConfigRequest
+	9,  // 39: skein.group.v1.GroupCoordinatorService.AlterGroupConfig:input_type -> skein.group.v1.AlterGroupConfigRequest
+	2,  // 40: skein.group.v1.GroupCoordinatorService.ConsumerGroupHeartbeat:output_type -> skein.group.v1.ConsumerGroupHeartbeatResponse
+	13, // 41: skein.group.v1.GroupCoordinatorService.OffsetCommit:output_type -> skein.group.v1.OffsetCommitResponse
+	16, // 42: skein.group.v1.GroupCoordinatorService.OffsetFetch:output_type -> skein.group.v1.OffsetFetchResponse
+	19, // 43: skein.group.v1.GroupCoordinatorService.TxnOffsetCommit:output_type -> skein.group.v1.TxnOffsetCommitResponse
+	21, // 44: skein.group.v1.GroupCoordinatorService.CompleteTxnOffsets:output_type -> skein.group.v1.CompleteTxnOffsetsResponse
+	23, // 45: skein.group.v1.GroupCoordinatorService.ListGroups:output_type -> skein.group.v1.ListGroupsResponse
+	26, // 46: skein.group.v1.GroupCoordinatorService.DescribeGroups:output_type -> skein.group.v1.DescribeGroupsResponse
+	30, // 47: skein.group.v1.GroupCoordinatorService.DeleteGroups:output_type -> skein.group.v1.DeleteGroupsResponse
+	6,  // 48: skein.group.v1.GroupCoordinatorService.Nack:output_type -> skein.group.v1.NackResponse
+	8,  // 49: skein.group.v1.GroupCoordinatorService.DescribeGroupConfig:output_type -> skein.group.v1.DescribeGroupConfigResponse
+	10, // 50: skein.group.v1.GroupCoordinatorService.AlterGroupConfig:output_type -> skein.group.v1.AlterGroupConfigResponse
+	40, // [40:51] is the sub-list for method output_type
+	29, // [29:40] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_skein_group_v1_coordinator_proto_init() }

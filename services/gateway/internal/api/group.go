@@ -150,8 +150,10 @@ func (s *Group) joinRequest(ctx context.Context, req *skeinv1.JoinGroupRequest) 
 }
 
 // owned answers what a member holds as the coordinator sees it: its
-// assignment within its target. A partition being revoked is in neither
-// (the member was told to let go on an earlier call), so reporting this
+// assignment less the partitions being revoked from it (the member was told
+// to let go of them on an earlier call), within its target. Leaving out
+// every partition being revoked — even one the target has given back to
+// the member since, which the coordinator assigns again only once let go —
 // confirms revocations the member has been told about, never one it has not.
 func (s *Group) owned(ctx context.Context, group, member string) ([]client.TopicPartition, error) {
 	d, err := s.groups.Describe(ctx, group)
@@ -166,9 +168,10 @@ func (s *Group) owned(ctx context.Context, group, member string) ([]client.Topic
 			continue
 		}
 		target := client.FromTopicPartitions(m.GetTargetAssignment())
+		revoking := client.FromTopicPartitions(m.GetRevoking())
 		var out []client.TopicPartition
 		for _, tp := range client.FromTopicPartitions(m.GetAssignment()) {
-			if slices.Contains(target, tp) {
+			if slices.Contains(target, tp) && !slices.Contains(revoking, tp) {
 				out = append(out, tp)
 			}
 		}
@@ -544,8 +547,9 @@ func (s *Group) CommitOffsets(ctx context.Context, req *skeinv1.CommitOffsetsReq
 // checkCommit refuses, before anything is written, a commit the
 // coordinator would refuse for some partition: an unknown member, a stale
 // epoch, a partition another member holds or that is outside the member's
-// assignment and target (a partition being revoked from it is in neither
-// but still its to commit); an administrative commit to a group with members.
+// assignment and target (the assignment includes the partitions being
+// revoked from it: still its to commit); an administrative commit to a
+// group with members.
 func (s *Group) checkCommit(ctx context.Context, req *skeinv1.CommitOffsetsRequest, tps map[client.TopicPartition]bool) error {
 	d, err := s.groups.Describe(ctx, req.GetGroup())
 	if errs.Of(err) == errs.GroupIDNotFound {

@@ -370,7 +370,8 @@ func (s *Server) DescribeGroups(ctx context.Context, req *groupv1.DescribeGroups
 			gd.Members = append(gd.Members, &groupv1.MemberDescription{MemberId: string(m.ID), InstanceId: m.InstanceID,
 				MemberEpoch: int32(m.Epoch), SubscribedTopics: m.Topics,
 				Assignment:       protoPartitions(m.Assigned.Union(m.Revoking)),
-				TargetAssignment: protoPartitions(m.Target)})
+				TargetAssignment: protoPartitions(m.Target),
+				Revoking:         protoPartitions(m.Revoking)})
 		}
 		resp.Groups = append(resp.Groups, gd)
 	}

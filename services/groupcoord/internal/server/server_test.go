@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -190,5 +191,62 @@ func TestTxnOffsets(t *testing.T) {
 	}
 	if _, err := s.CompleteTxnOffsets(ctx, &groupv1.CompleteTxnOffsetsRequest{GroupId: "unknown", ProducerId: 7, ProducerEpoch: 4}); err != nil {
 		t.Fatalf("complete of an unknown group: %v", err)
+	}
+}
+
+// TestDescribeRevoking: a member's description tells the partitions being
+// revoked from it apart from those assigned to it, also once its target
+// gives one back; owning what it is assigned confirms the revocation.
+func TestDescribeRevoking(t *testing.T) {
+	s := newServer(t, nil)
+	ctx := context.Background()
+	hb := func(req *groupv1.ConsumerGroupHeartbeatRequest) *groupv1.ConsumerGroupHeartbeatResponse {
+		t.Helper()
+		req.GroupId = "app"
+		resp, err := s.ConsumerGroupHeartbeat(ctx, req)
+		if err != nil || resp.GetErrorCode() != skeinv1.ErrorCode_NONE {
+			t.Fatalf("heartbeat %v: %v %v", req, resp, err)
+		}
+		return resp
+	}
+	describe := func() (*groupv1.GroupDescription, *groupv1.MemberDescription) {
+		t.Helper()
+		dr, err := s.DescribeGroups(ctx, &groupv1.DescribeGroupsRequest{GroupIds: []string{"app"}})
+		if err != nil || len(dr.GetGroups()) != 1 {
+			t.Fatalf("describe: %v %v", dr, err)
+		}
+		for _, m := range dr.GetGroups()[0].GetMembers() {
+			if m.GetMemberId() == "a" {
+				return dr.GetGroups()[0], m
+			}
+		}
+		t.Fatalf("describe: no member a in %v", dr)
+		return nil, nil
+	}
+	both := []*groupv1.TopicPartitions{{Topic: "orders", Partitions: []int32{0, 1}}}
+	a := hb(&groupv1.ConsumerGroupHeartbeatRequest{MemberId: "a", SubscribedTopics: []string{"orders"}})
+	hb(&groupv1.ConsumerGroupHeartbeatRequest{MemberId: "b", SubscribedTopics: []string{"orders"}})
+	// a is told to give one partition up.
+	kept := hb(&groupv1.ConsumerGroupHeartbeatRequest{MemberId: "a", MemberEpoch: a.GetMemberEpoch(), OwnedPartitions: both}).GetAssignment()
+	if len(kept) != 1 || len(kept[0].GetPartitions()) != 1 {
+		t.Fatalf("a keeps %v, want one partition", kept)
+	}
+	revoked := 1 - kept[0].GetPartitions()[0]
+	// b leaves before a calls again: the revoked partition is a's target again.
+	hb(&groupv1.ConsumerGroupHeartbeatRequest{MemberId: "b", MemberEpoch: -1})
+	_, m := describe()
+	if got := fmt.Sprint(m.GetRevoking()); got != fmt.Sprint([]*groupv1.TopicPartitions{{Topic: "orders", Partitions: []int32{revoked}}}) {
+		t.Fatalf("a revoking %s, want orders:%d", got, revoked)
+	}
+	if fmt.Sprint(m.GetAssignment()) != fmt.Sprint(both) || fmt.Sprint(m.GetTargetAssignment()) != fmt.Sprint(both) {
+		t.Fatalf("a holds %v, targets %v; want both partitions", m.GetAssignment(), m.GetTargetAssignment())
+	}
+	// Owning its assignment less what is being revoked lets a finish.
+	resp := hb(&groupv1.ConsumerGroupHeartbeatRequest{MemberId: "a", MemberEpoch: a.GetMemberEpoch(), OwnedPartitions: kept})
+	if fmt.Sprint(resp.GetAssignment()) != fmt.Sprint(both) {
+		t.Fatalf("a is assigned %v, want both partitions", resp.GetAssignment())
+	}
+	if g, m := describe(); g.GetState() != "Stable" || len(m.GetRevoking()) != 0 {
+		t.Fatalf("group %s, a revoking %v; want Stable, nothing", g.GetState(), m.GetRevoking())
 	}
 }

@@ -1,0 +1,96 @@
+package api
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+
+	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/client"
+	"skein/libs/client/clienttest"
+)
+
+func partitionsOf(tps []*skeinv1.TopicPartitions) []int32 {
+	var out []int32
+	for _, t := range tps {
+		out = append(out, t.GetPartitions()...)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// A REST member told to give a partition up gives it up on its next call,
+// even when the target hands the partition back to it before that call: it
+// gets the partition back and the group settles, instead of the coordinator
+// waiting for a revocation the gateway never confirms.
+func TestGroupRevocationWhoseTargetComesBack(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	cl.StartGroupCoordinator(t, 1)
+	c, err := client.New(client.Config{Controllers: []string{cl.ControllerAddr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := c.CreateTopic(ctx, client.TopicSpec{Name: "t", Partitions: 2, ReplicationFactor: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for c.Metadata().PartitionCount("t") != 2 {
+		if ctx.Err() != nil {
+			t.Fatal("the topic never reached the client's metadata")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	s := NewGroup(c, slog.New(slog.DiscardHandler))
+	t.Cleanup(func() { s.Close() })
+
+	a, err := s.JoinGroup(ctx, &skeinv1.JoinGroupRequest{Group: "g", Topics: []string{"t"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := partitionsOf(a.GetAssignment()); !slices.Equal(got, []int32{0, 1}) {
+		t.Fatalf("the first member holds %v, want [0 1]", got)
+	}
+	b, err := s.JoinGroup(ctx, &skeinv1.JoinGroupRequest{Group: "g", Topics: []string{"t"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	epoch := a.GetMemberEpoch()
+	heartbeat := func() []int32 {
+		t.Helper()
+		resp, err := s.Heartbeat(ctx, &skeinv1.HeartbeatRequest{Group: "g", MemberId: a.GetMemberId(), MemberEpoch: epoch})
+		if err != nil {
+			t.Fatal(err)
+		}
+		epoch = resp.GetMemberEpoch()
+		return partitionsOf(resp.GetAssignment())
+	}
+	// The second member's arrival takes t:1 from the first, which is told so.
+	if got := heartbeat(); !slices.Equal(got, []int32{0}) {
+		t.Fatalf("after the second member joined, the first holds %v, want [0]", got)
+	}
+	// The second member leaves before the first calls again: t:1 is in the
+	// first member's target again while its revocation is pending.
+	if _, err := s.LeaveGroup(ctx, &skeinv1.LeaveGroupRequest{Group: "g", MemberId: b.GetMemberId()}); err != nil {
+		t.Fatal(err)
+	}
+	var got []int32
+	for range 3 {
+		if got = heartbeat(); slices.Equal(got, []int32{0, 1}) {
+			break
+		}
+	}
+	if !slices.Equal(got, []int32{0, 1}) {
+		t.Fatalf("the first member holds %v after the second left, want [0 1]", got)
+	}
+	d, err := s.groups.Describe(ctx, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.GetState() != "Stable" {
+		t.Fatalf("the group is %s, want Stable", d.GetState())
+	}
+}
