@@ -263,6 +263,13 @@ func (g *Groups) FetchOffsets(ctx context.Context, group string, partitions []*g
 	return g.fetchOffsets(ctx, group, partitions, false)
 }
 
+// FetchStableOffsets is FetchOffsets for a read_committed reader: a
+// partition whose offset is pending in a transaction answers
+// UNSTABLE_OFFSET_COMMIT (retriable) rather than the offset before it.
+func (g *Groups) FetchStableOffsets(ctx context.Context, group string, partitions []*groupv1.TopicPartitions) ([]*groupv1.CommittedOffset, error) {
+	return g.fetchOffsets(ctx, group, partitions, true)
+}
+
 // fetchOffsets is FetchOffsets; requireStable makes a partition whose
 // offset is pending in a transaction answer UNSTABLE_OFFSET_COMMIT.
 func (g *Groups) fetchOffsets(ctx context.Context, group string, partitions []*groupv1.TopicPartitions, requireStable bool) ([]*groupv1.CommittedOffset, error) {

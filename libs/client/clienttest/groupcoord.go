@@ -647,6 +647,12 @@ func (g *GroupCoordinator) TxnOffsetCommit(_ context.Context, req *groupv1.TxnOf
 	return out, nil
 }
 
+// CompleteTxn commits or drops a producer's pending offsets of a group, as
+// the transaction coordinator does when the transaction ends.
+func (g *GroupCoordinator) CompleteTxn(group string, pid int64, commit bool) {
+	g.completeTxn(group, pid, commit)
+}
+
 // completeTxn commits or drops a producer's pending offsets.
 func (g *GroupCoordinator) completeTxn(group string, pid int64, commit bool) {
 	g.mu.Lock()

@@ -229,7 +229,7 @@ func (s *Group) FetchGroupRecords(ctx context.Context, req *skeinv1.FetchGroupRe
 		if _, dup := given[tp]; dup {
 			return nil, errs.Errorf(errs.InvalidRequest, "positions names %s:%d twice", tp.Topic, tp.Partition)
 		}
-		if p.GetOffset() < 0 {
+		if p.GetOffset() < unknownPosition {
 			return nil, errs.Errorf(errs.OffsetOutOfRange, "position %d of %s:%d is negative", p.GetOffset(), tp.Topic, tp.Partition)
 		}
 		given[tp] = p.GetOffset()
@@ -251,7 +251,7 @@ func (s *Group) FetchGroupRecords(ctx context.Context, req *skeinv1.FetchGroupRe
 	if len(given) > 0 {
 		var revoked []*groupv1.PartitionOffset
 		for _, tp := range owned {
-			if !slices.Contains(assignment, tp) {
+			if !slices.Contains(assignment, tp) && given[tp] >= 0 {
 				revoked = append(revoked, &groupv1.PartitionOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: given[tp]})
 			}
 		}
@@ -279,10 +279,18 @@ func (s *Group) FetchGroupRecords(ctx context.Context, req *skeinv1.FetchGroupRe
 		return nil, err
 	}
 	for _, tp := range assignment {
-		out.Positions = append(out.Positions, &skeinv1.TopicPartitionOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: next[tp]})
+		off, ok := next[tp]
+		if !ok {
+			off = unknownPosition // not started: its committed offset is pending in a transaction
+		}
+		out.Positions = append(out.Positions, &skeinv1.TopicPartitionOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: off})
 	}
 	return out, nil
 }
+
+// unknownPosition is the position of a partition the member holds but has
+// not started reading: the next call starts it at its committed offset.
+const unknownPosition = -1
 
 func fetchLimits(maxRecords, maxWaitMs *int32) (int, time.Duration, error) {
 	n, wait := DefaultMaxRecords, time.Duration(0)
@@ -329,12 +337,16 @@ func (s *Group) commitOnRevoke(ctx context.Context, group, member string, epoch 
 }
 
 // startOffsets answers where each partition of the assignment is read from:
-// the given position, else the committed offset, else the reset policy.
+// the given position, else the committed offset, else the reset policy. A
+// read_committed member does not start a partition whose committed offset
+// is pending in a transaction (Kafka's stable offsets): it is left out
+// until the transaction ends, neither read from the offset before it nor
+// reset.
 func (s *Group) startOffsets(ctx context.Context, group, reset string, assignment []client.TopicPartition, given map[client.TopicPartition]int64, iso skeinv1.IsolationLevel) (map[client.TopicPartition]int64, error) {
 	out := map[client.TopicPartition]int64{}
 	var todo []client.TopicPartition
 	for _, tp := range assignment {
-		if off, ok := given[tp]; ok {
+		if off, ok := given[tp]; ok && off >= 0 {
 			out[tp] = off
 		} else {
 			todo = append(todo, tp)
@@ -343,19 +355,28 @@ func (s *Group) startOffsets(ctx context.Context, group, reset string, assignmen
 	if len(todo) == 0 {
 		return out, nil
 	}
-	committed, err := s.groups.FetchOffsets(ctx, group, client.ToTopicPartitions(todo))
+	fetch := s.groups.FetchOffsets
+	if iso == skeinv1.IsolationLevel_READ_COMMITTED {
+		fetch = s.groups.FetchStableOffsets
+	}
+	committed, err := fetch(ctx, group, client.ToTopicPartitions(todo))
 	if err != nil {
 		return nil, err
 	}
+	unstable := map[client.TopicPartition]bool{}
 	for _, o := range committed {
 		tp := client.TopicPartition{Topic: o.GetTopic(), Partition: o.GetPartition()}
-		if slices.Contains(todo, tp) && o.GetOffset() >= 0 && o.GetErrorCode() == skeinv1.ErrorCode_NONE {
+		switch {
+		case !slices.Contains(todo, tp):
+		case o.GetErrorCode() == skeinv1.ErrorCode_UNSTABLE_OFFSET_COMMIT:
+			unstable[tp] = true
+		case o.GetOffset() >= 0 && o.GetErrorCode() == skeinv1.ErrorCode_NONE:
 			out[tp] = o.GetOffset()
 		}
 	}
 	var missing []client.TopicPartition
 	for _, tp := range todo {
-		if _, ok := out[tp]; !ok {
+		if _, ok := out[tp]; !ok && !unstable[tp] {
 			missing = append(missing, tp)
 		}
 	}

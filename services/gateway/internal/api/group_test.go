@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	groupv1 "skein/gen/skein/group/v1"
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/client"
 	"skein/libs/client/clienttest"
@@ -94,3 +95,70 @@ func TestGroupRevocationWhoseTargetComesBack(t *testing.T) {
 		t.Fatalf("the group is %s, want Stable", d.GetState())
 	}
 }
+
+// A read_committed REST member does not start a partition whose committed
+// offset is pending in a transaction: it reads nothing of it, its position
+// is unknown (-1), and once the transaction commits the next call starts at
+// the transaction's offset, neither before it (records the transaction's
+// outputs already cover) nor at the reset policy's offset.
+func TestGroupReadCommittedWaitsForPendingOffsets(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	gc, _ := cl.StartGroupCoordinator(t, 1)
+	c, err := client.New(client.Config{Controllers: []string{cl.ControllerAddr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := c.CreateTopic(ctx, client.TopicSpec{Name: "t", Partitions: 1, ReplicationFactor: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for c.Metadata().PartitionCount("t") != 1 {
+		if ctx.Err() != nil {
+			t.Fatal("the topic never reached the client's metadata")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	p := c.NewProducer()
+	defer p.Close(ctx)
+	for i := range 10 {
+		if r := p.ProduceSync(ctx, client.Record{Topic: "t", Partition: ptrTo(int32(0)), Value: []byte{byte('0' + i)}})[0]; r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	s := NewGroup(c, slog.New(slog.DiscardHandler))
+	t.Cleanup(func() { s.Close() })
+	if _, err := s.groups.TxnCommitOffsets(ctx, &groupv1.TxnOffsetCommitRequest{GroupId: "g", ProducerId: 5,
+		Offsets: []*groupv1.PartitionOffset{{Topic: "t", Partition: 0, Offset: 8}}}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.JoinGroup(ctx, &skeinv1.JoinGroupRequest{Group: "g", Topics: []string{"t"}, AutoOffsetReset: "earliest"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fetch := func(positions []*skeinv1.TopicPartitionOffset) *skeinv1.FetchGroupRecordsResponse {
+		t.Helper()
+		resp, err := s.FetchGroupRecords(ctx, &skeinv1.FetchGroupRecordsRequest{Group: "g", MemberId: m.GetMemberId(), MemberEpoch: m.GetMemberEpoch(),
+			IsolationLevel: skeinv1.IsolationLevel_READ_COMMITTED, Positions: positions})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	first := fetch(nil)
+	if len(first.GetRecords()) != 0 || len(first.GetPositions()) != 1 || first.GetPositions()[0].GetOffset() != -1 {
+		t.Fatalf("with the offset pending: %d records, positions %v; want none and -1", len(first.GetRecords()), first.GetPositions())
+	}
+	gc.CompleteTxn("g", 5, true)
+	second := fetch(first.GetPositions())
+	var got []string
+	for _, r := range second.GetRecords() {
+		got = append(got, r.GetValue())
+	}
+	if !slices.Equal(got, []string{"8", "9"}) || second.GetPositions()[0].GetOffset() != 10 {
+		t.Fatalf("after the commit: records %q, positions %v; want [8 9] and 10", got, second.GetPositions())
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }

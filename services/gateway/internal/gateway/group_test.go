@@ -266,7 +266,7 @@ func TestGroupRefusals(t *testing.T) {
 		{"fetch of an unknown member", "POST", "/v1/groups/g/members/nobody/records", `{"member_epoch": 1}`, 404, "UNKNOWN_MEMBER_ID"},
 		{"fetch at a stale epoch", "POST", a.path("g") + "/records", fmt.Sprintf(`{"member_epoch": %d}`, a.epoch+7), 409, "FENCED_MEMBER_EPOCH"},
 		{"fetch with max_records 0", "POST", a.path("g") + "/records", fmt.Sprintf(`{"member_epoch": %d, "max_records": 0}`, a.epoch), 400, "INVALID_REQUEST"},
-		{"fetch at a negative position", "POST", a.path("g") + "/records", fmt.Sprintf(`{"member_epoch": %d, "positions": [{"topic": "t", "partition": %d, "offset": -1}]}`, a.epoch, mine), 400, "OFFSET_OUT_OF_RANGE"},
+		{"fetch at a negative position", "POST", a.path("g") + "/records", fmt.Sprintf(`{"member_epoch": %d, "positions": [{"topic": "t", "partition": %d, "offset": -2}]}`, a.epoch, mine), 400, "OFFSET_OUT_OF_RANGE"},
 		{"commit of an unknown member", "POST", "/v1/groups/g/offsets", commit("nobody", 1, off(mine, "")), 404, "UNKNOWN_MEMBER_ID"},
 		{"commit in an unknown group", "POST", "/v1/groups/nope/offsets", commit(a.id, a.epoch, off(mine, "")), 404, "UNKNOWN_MEMBER_ID"},
 		{"commit at a stale epoch", "POST", "/v1/groups/g/offsets", commit(a.id, a.epoch+7, off(mine, "")), 409, "STALE_MEMBER_EPOCH"},
