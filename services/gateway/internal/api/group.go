@@ -566,9 +566,9 @@ func (s *Group) CommitOffsets(ctx context.Context, req *skeinv1.CommitOffsetsReq
 }
 
 // checkCommit refuses, before anything is written, a commit the
-// coordinator would refuse for some partition: an unknown member, a stale
-// epoch, a partition another member holds or that is outside the member's
-// assignment and target (the assignment includes the partitions being
+// coordinator would refuse for some partition, so that a commit is written
+// whole or not at all: an unknown member, a stale epoch, a partition
+// outside the member's assignment (which includes the partitions being
 // revoked from it: still its to commit); an administrative commit to a
 // group with members.
 func (s *Group) checkCommit(ctx context.Context, req *skeinv1.CommitOffsetsRequest, tps map[client.TopicPartition]bool) error {
@@ -589,14 +589,9 @@ func (s *Group) checkCommit(ctx context.Context, req *skeinv1.CommitOffsetsReque
 		return nil
 	}
 	var me *groupv1.MemberDescription
-	others := map[client.TopicPartition]bool{}
 	for _, m := range d.GetMembers() {
 		if m.GetMemberId() == req.GetMemberId() {
 			me = m
-			continue
-		}
-		for _, tp := range client.FromTopicPartitions(m.GetAssignment()) {
-			others[tp] = true
 		}
 	}
 	if me == nil {
@@ -606,12 +601,8 @@ func (s *Group) checkCommit(ctx context.Context, req *skeinv1.CommitOffsetsReque
 		return errs.Errorf(errs.StaleMemberEpoch, "member %s is at epoch %d, not %d", me.GetMemberId(), me.GetMemberEpoch(), req.GetMemberEpoch())
 	}
 	mine := client.FromTopicPartitions(me.GetAssignment())
-	target := client.FromTopicPartitions(me.GetTargetAssignment())
 	for tp := range tps {
-		if slices.Contains(mine, tp) {
-			continue
-		}
-		if others[tp] || slices.Contains(target, tp) {
+		if !slices.Contains(mine, tp) {
 			return errs.Errorf(errs.StaleMemberEpoch, "member %s does not own %s:%d at epoch %d", me.GetMemberId(), tp.Topic, tp.Partition, req.GetMemberEpoch())
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/client"
 	"skein/libs/client/clienttest"
+	"skein/libs/errs"
 )
 
 func partitionsOf(tps []*skeinv1.TopicPartitions) []int32 {
@@ -162,3 +163,48 @@ func TestGroupReadCommittedWaitsForPendingOffsets(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// A member's commit naming a partition it does not hold is refused whole:
+// the partition it does hold keeps its committed offset.
+func TestGroupCommitIsWholeOrNothing(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	cl.StartGroupCoordinator(t, 1)
+	c, err := client.New(client.Config{Controllers: []string{cl.ControllerAddr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, name := range []string{"t", "u"} {
+		if _, err := c.CreateTopic(ctx, client.TopicSpec{Name: name, Partitions: 1, ReplicationFactor: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for c.Metadata().PartitionCount("t") != 1 || c.Metadata().PartitionCount("u") != 1 {
+		if ctx.Err() != nil {
+			t.Fatal("the topics never reached the client's metadata")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	s := NewGroup(c, slog.New(slog.DiscardHandler))
+	t.Cleanup(func() { s.Close() })
+	m, err := s.JoinGroup(ctx, &skeinv1.JoinGroupRequest{Group: "g", Topics: []string{"t"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.CommitOffsets(ctx, &skeinv1.CommitOffsetsRequest{Group: "g", MemberId: m.GetMemberId(), MemberEpoch: m.GetMemberEpoch(),
+		Offsets: []*skeinv1.TopicPartitionOffset{{Topic: "t", Partition: 0, Offset: 5}, {Topic: "u", Partition: 0, Offset: 3}}})
+	if errs.Of(err) != errs.StaleMemberEpoch {
+		t.Fatalf("commit of a partition nobody holds: %v, want STALE_MEMBER_EPOCH", err)
+	}
+	got, err := s.groups.FetchOffsets(ctx, "g", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range got {
+		if o.GetOffset() >= 0 {
+			t.Errorf("%s:%d committed at %d by a refused commit", o.GetTopic(), o.GetPartition(), o.GetOffset())
+		}
+	}
+}
