@@ -38,8 +38,14 @@ type JoinGroupRequest struct {
 	// stable offset (Kafka's isolation.level). A unary JoinGroup keeps no
 	// reader, and ignores it: FetchGroupRecords names its own.
 	IsolationLevel IsolationLevel `protobuf:"varint,7,opt,name=isolation_level,json=isolationLevel,proto3,enum=skein.v1.IsolationLevel" json:"isolation_level,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// An id of the caller's choosing, 1-64 characters of [a-zA-Z0-9._-]
+	// (a random one is best): a join sent again with the same id, because
+	// the answer to the first was lost, is the same member rather than a
+	// second one holding partitions until its session expires. The answered
+	// member_id is made from it. Empty: the gateway picks one.
+	MemberId      string `protobuf:"bytes,8,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JoinGroupRequest) Reset() {
@@ -119,6 +125,13 @@ func (x *JoinGroupRequest) GetIsolationLevel() IsolationLevel {
 		return x.IsolationLevel
 	}
 	return IsolationLevel_READ_UNCOMMITTED
+}
+
+func (x *JoinGroupRequest) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
 }
 
 type JoinGroupResponse struct {
@@ -2094,7 +2107,7 @@ var File_skein_v1_group_proto protoreflect.FileDescriptor
 
 const file_skein_v1_group_proto_rawDesc = "" +
 	"\n" +
-	"\x14skein/v1/group.proto\x12\bskein.v1\x1a\x15skein/v1/errors.proto\x1a\x16skein/v1/records.proto\"\xb6\x02\n" +
+	"\x14skein/v1/group.proto\x12\bskein.v1\x1a\x15skein/v1/errors.proto\x1a\x16skein/v1/records.proto\"\xd3\x02\n" +
 	"\x10JoinGroupRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x16\n" +
 	"\x06topics\x18\x02 \x03(\tR\x06topics\x12\x1f\n" +
@@ -2103,7 +2116,8 @@ const file_skein_v1_group_proto_rawDesc = "" +
 	"\x12session_timeout_ms\x18\x04 \x01(\x05H\x00R\x10sessionTimeoutMs\x88\x01\x01\x12\x1a\n" +
 	"\bassignor\x18\x05 \x01(\tR\bassignor\x12*\n" +
 	"\x11auto_offset_reset\x18\x06 \x01(\tR\x0fautoOffsetReset\x12A\n" +
-	"\x0fisolation_level\x18\a \x01(\x0e2\x18.skein.v1.IsolationLevelR\x0eisolationLevelB\x15\n" +
+	"\x0fisolation_level\x18\a \x01(\x0e2\x18.skein.v1.IsolationLevelR\x0eisolationLevel\x12\x1b\n" +
+	"\tmember_id\x18\b \x01(\tR\bmemberIdB\x15\n" +
 	"\x13_session_timeout_ms\"\xc2\x01\n" +
 	"\x11JoinGroupResponse\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12!\n" +

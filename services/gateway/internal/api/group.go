@@ -83,6 +83,14 @@ func validateMember(group, member string, epoch int32) error {
 	return nil
 }
 
+// maxMemberIDLen bounds a member id a caller chooses.
+const maxMemberIDLen = 64
+
+// validNameRune reports whether r may be in a member id a caller chooses.
+func validNameRune(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-'
+}
+
 // resetOf answers the auto_offset_reset a member id minted here carries.
 func resetOf(member string) string {
 	if strings.HasSuffix(member, "-"+client.ResetEarliest) {
@@ -142,8 +150,15 @@ func (s *Group) joinRequest(ctx context.Context, req *skeinv1.JoinGroupRequest) 
 	default:
 		return nil, errs.Errorf(errs.InvalidRequest, "auto_offset_reset %q: want \"earliest\" or \"latest\"", reset)
 	}
+	id := req.GetMemberId()
+	switch {
+	case id == "":
+		id = client.NewMemberID()
+	case len(id) > maxMemberIDLen || strings.IndexFunc(id, func(r rune) bool { return !validNameRune(r) }) >= 0:
+		return nil, errs.Errorf(errs.InvalidRequest, "member_id %q: want 1-%d characters of [a-zA-Z0-9._-]", id, maxMemberIDLen)
+	}
 	return &groupv1.ConsumerGroupHeartbeatRequest{
-		GroupId: req.GetGroup(), MemberId: client.NewMemberID() + "-" + reset, MemberEpoch: 0,
+		GroupId: req.GetGroup(), MemberId: id + "-" + reset, MemberEpoch: 0,
 		InstanceId: req.GetInstanceId(), SessionTimeoutMs: req.GetSessionTimeoutMs(),
 		SubscribedTopics: req.GetTopics(), ServerAssignor: req.GetAssignor(), OwnedPartitions: []*groupv1.TopicPartitions{},
 	}, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -205,6 +206,59 @@ func TestGroupCommitIsWholeOrNothing(t *testing.T) {
 	for _, o := range got {
 		if o.GetOffset() >= 0 {
 			t.Errorf("%s:%d committed at %d by a refused commit", o.GetTopic(), o.GetPartition(), o.GetOffset())
+		}
+	}
+}
+
+// A join sent again with the id the caller chose (the answer to the first
+// was lost) is the same member, not a second one holding partitions; an
+// id outside the allowed characters is refused.
+func TestGroupJoinRetriedWithTheCallersID(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	cl.StartGroupCoordinator(t, 1)
+	c, err := client.New(client.Config{Controllers: []string{cl.ControllerAddr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := c.CreateTopic(ctx, client.TopicSpec{Name: "t", Partitions: 2, ReplicationFactor: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for c.Metadata().PartitionCount("t") != 2 {
+		if ctx.Err() != nil {
+			t.Fatal("the topic never reached the client's metadata")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	s := NewGroup(c, slog.New(slog.DiscardHandler))
+	t.Cleanup(func() { s.Close() })
+	join := &skeinv1.JoinGroupRequest{Group: "g", Topics: []string{"t"}, MemberId: "worker-7.a_b"}
+	first, err := s.JoinGroup(ctx, join)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := s.JoinGroup(ctx, join)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.GetMemberId() != first.GetMemberId() || !strings.HasPrefix(first.GetMemberId(), "worker-7.a_b") {
+		t.Fatalf("member ids %q and %q, want one made from worker-7.a_b", first.GetMemberId(), again.GetMemberId())
+	}
+	d, err := s.groups.Describe(ctx, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(d.GetMembers()); n != 1 {
+		t.Fatalf("%d members after a retried join, want 1", n)
+	}
+	if got := partitionsOf(again.GetAssignment()); !slices.Equal(got, []int32{0, 1}) {
+		t.Fatalf("the retried join holds %v, want [0 1]", got)
+	}
+	for _, bad := range []string{"has space", "slash/", strings.Repeat("x", 65)} {
+		if _, err := s.JoinGroup(ctx, &skeinv1.JoinGroupRequest{Group: "g", Topics: []string{"t"}, MemberId: bad}); errs.Of(err) != errs.InvalidRequest {
+			t.Errorf("member_id %q: %v, want INVALID_REQUEST", bad, err)
 		}
 	}
 }
