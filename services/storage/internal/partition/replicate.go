@@ -93,12 +93,12 @@ func (p *Partition) ServeFollower(f FollowerFetch) (FollowerFetchResult, error) 
 		p.completeWaitersLocked()
 	}
 	if !slices.Contains(p.st.ISR, f.ReplicaID) {
-		p.maybeExpandISRLocked()
+		p.maybeExpandISRLocked(f.ReplicaID)
 	}
 	res.HW, res.LSO = p.hw, p.lsoLocked()
 	p.mu.Unlock()
 
-	if f.FetchOffset == leo {
+	if f.FetchOffset == leo || f.MaxBytes <= 0 {
 		return res, nil
 	}
 	data, err := p.log.ReadInto(f.Buf, f.FetchOffset, f.MaxBytes, leo, 0)
@@ -394,13 +394,19 @@ func (p *Partition) MaybeShrinkISR() {
 	}
 }
 
-func (p *Partition) maybeExpandISRLocked() {
+// maybeExpandISRLocked proposes adding replica, which has just fetched, to
+// the ISR once it caught up. Only the replica that fetched: another one
+// outside the ISR may have stopped fetching at a LEO that is still high
+// enough (the HW does not move while the ISR is too small for acks=all),
+// and the controller would refuse the whole change if it is fenced, or
+// let in a replica that is gone (Kafka expands by the fetching follower).
+func (p *Partition) maybeExpandISRLocked(replica int32) {
 	if p.pendingISR != nil || p.now().Before(p.expandAfter) {
 		return
 	}
 	_, expand := isr.Evaluate(p.now(), p.followerViewLocked(), isr.Offset(p.hw), isr.Offset(p.leaderEpochStart), p.cfg.ReplicaLagMax)
-	if len(expand) > 0 {
-		p.proposeLocked(isr.Apply(toIDs(p.st.ISR), nil, expand))
+	if slices.Contains(expand, isr.ReplicaID(replica)) {
+		p.proposeLocked(isr.Apply(toIDs(p.st.ISR), nil, []isr.ReplicaID{isr.ReplicaID(replica)}))
 	}
 }
 

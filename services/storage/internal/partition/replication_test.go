@@ -1090,3 +1090,43 @@ func TestRefusedExpansionWaitsBeforeItIsProposedAgain(t *testing.T) {
 	c.fetch(2)
 	eventually(t, "ISR [1 2]", func() bool { return slices.Equal(leader.Snapshot().State.ISR, []int32{1, 2}) })
 }
+
+// A follower that comes back rejoins the ISR on its own fetches although
+// another replica outside the ISR, gone and fenced, stopped at a LEO that
+// is still at the HW (acks=all writes are refused while the ISR is too
+// small, so the HW does not move): the leader proposes only the replica
+// that fetched, and the controller does not refuse the change for the other.
+func TestRejoiningFollowerIsNotHeldBackByAGoneOne(t *testing.T) {
+	c := newCluster(t, 2)
+	done := produceAsync(c.replicas[1], AcksAll, plain(t, "a"), 5*time.Second)
+	eventually(t, "produce appended", func() bool { return c.replicas[1].Snapshot().LEO == 1 })
+	c.replicate() // every replica has offset 0: LEO 1, the HW
+	if o := <-done; o.err != nil {
+		t.Fatal(o.err)
+	}
+	c.cut[2], c.cut[3] = true, true
+	c.fenced = map[int32]bool{3: true}
+	c.advance(11 * time.Second)
+	c.replicas[1].MaybeShrinkISR()
+	eventually(t, "ISR shrink to [1]", func() bool { return slices.Equal(c.replicas[1].Snapshot().State.ISR, []int32{1}) })
+
+	c.cut[2] = false
+	// The controller answers proposals on a goroutine of its own: fetch,
+	// let time pass beyond any wait before a refused change is proposed
+	// again, and look, until the ISR has 2 or a few seconds passed.
+	deadline := time.Now().Add(3 * time.Second)
+	for !slices.Equal(c.replicas[1].Snapshot().State.ISR, []int32{1, 2}) && time.Now().Before(deadline) {
+		c.replicate()
+		c.advance(2 * time.Second)
+		time.Sleep(5 * time.Millisecond)
+	}
+	if isr := c.replicas[1].Snapshot().State.ISR; !slices.Equal(isr, []int32{1, 2}) {
+		t.Fatalf("ISR %v with follower 2 back, want [1 2]", isr)
+	}
+	done = produceAsync(c.replicas[1], AcksAll, plain(t, "b"), 5*time.Second)
+	eventually(t, "produce appended", func() bool { return c.replicas[1].Snapshot().LEO == 2 })
+	c.replicate()
+	if o := <-done; o.err != nil {
+		t.Fatalf("acks=all with two of three replicas back: %v", o.err)
+	}
+}

@@ -632,3 +632,54 @@ func TestRetentionStopsAtTheHighWatermark(t *testing.T) {
 		t.Fatalf("log start %d, HW %d, LEO %d: retention passed the high watermark", s.Start, s.HW, s.LEO)
 	}
 }
+
+// A replication answer stops at the follower's max_bytes: the first
+// partition with records gets its first whole batch whatever the bound,
+// and the partitions after it get none once the bound is reached (rather
+// than a batch each, which let an answer over many partitions outgrow the
+// transport's limit and stop replication from the leader); they come in
+// the next answer.
+func TestReplicationAnswerStopsAtItsBound(t *testing.T) {
+	fc, nodes := startNodes(t)
+	addTopicU(t, fc)
+	if r := produce(t, nodes[0], "v"); r.GetErrorCode() != 0 {
+		t.Fatalf("produce to t-0: %v", r)
+	}
+	client := storagev1.NewStorageServiceClient(nodes[0].cc)
+	resp, err := client.Produce(context.Background(), &storagev1.ProduceRequest{Acks: 1, TimeoutMs: 5000,
+		Partitions: []*storagev1.PartitionProduce{{Topic: "u", Partition: 0, CurrentLeaderEpoch: -1, Records: oneRecord(t, "w")}}})
+	if err != nil || resp.GetPartitions()[0].GetErrorCode() != 0 {
+		t.Fatalf("produce to u-0: %v %v", resp, err)
+	}
+	nodes[2].fet.Close() // from here this test is replica 3's follower
+	s, err := client.Replicate(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ask := func(tOff, uOff int64) map[string]*storagev1.ReplicaFetchResult {
+		t.Helper()
+		err := s.Send(&storagev1.ReplicateRequest{ReplicaId: 3, BrokerEpoch: 1, MaxBytes: 1, Partitions: []*storagev1.ReplicaFetchState{
+			{Topic: "t", Partition: 0, FetchOffset: tOff, LastFetchedEpoch: -1, CurrentLeaderEpoch: 0},
+			{Topic: "u", Partition: 0, FetchOffset: uOff, LastFetchedEpoch: -1, CurrentLeaderEpoch: 0},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := s.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]*storagev1.ReplicaFetchResult{}
+		for _, r := range resp.GetPartitions() {
+			out[fmt.Sprintf("%s-%d", r.GetTopic(), r.GetPartition())] = r
+		}
+		return out
+	}
+	got := ask(0, 0)
+	if len(got["t-0"].GetRecords()) == 0 || len(got["u-0"].GetRecords()) != 0 {
+		t.Fatalf("with max_bytes 1: t-0 %d bytes, u-0 %d bytes; want t-0's batch alone", len(got["t-0"].GetRecords()), len(got["u-0"].GetRecords()))
+	}
+	if got = ask(1, 0); len(got["u-0"].GetRecords()) == 0 {
+		t.Fatalf("the next answer carries %v, want u-0's batch", got)
+	}
+}
