@@ -117,7 +117,9 @@ func (c *Client) produceOnce(ctx context.Context, topic string, partition int32,
 		Partitions: []*storagev1.PartitionProduce{{Topic: topic, Partition: partition, CurrentLeaderEpoch: epoch, Records: data}},
 	}
 	if acks == AcksNone {
-		bc.produce(req, 0, nil)
+		if err := bc.produce(req, 0, false, nil); err != nil {
+			return nil, false, err
+		}
 		return &storagev1.PartitionProduceResult{Topic: topic, Partition: partition, BaseOffset: -1}, true, nil
 	}
 	type answer struct {
@@ -125,7 +127,7 @@ func (c *Client) produceOnce(ctx context.Context, topic string, partition int32,
 		err  error
 	}
 	ch := make(chan answer, 1)
-	bc.produce(req, timeout+5*time.Second, func(resp *storagev1.ProduceResponse, err error) { ch <- answer{resp, err} })
+	bc.produce(req, timeout+5*time.Second, timeout == DefaultRequestTimeout, func(resp *storagev1.ProduceResponse, err error) { ch <- answer{resp, err} })
 	var a answer
 	changed := c.metadataChanged()
 wait:

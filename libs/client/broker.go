@@ -111,7 +111,14 @@ func (b *brokerConn) followClient() (storagev1.StorageServiceClient, error) {
 // answer is awaited), is called exactly once, with the answer or with a
 // retriable error when the stream breaks or no answer came within timeout.
 // cb must not block; it runs on the stream's receive goroutine or a timer's.
-func (b *brokerConn) produce(req *storagev1.ProduceRequest, timeout time.Duration, cb func(*storagev1.ProduceResponse, error)) {
+// With endStream, a request with no answer within timeout (the request
+// timeout) ends the stream, as Kafka closes the connection: every request
+// pending on it fails (retriable; a resend goes on a new stream, and the
+// storage node's sequences make it no duplicate), and a Send held by flow
+// control on a stuck stream returns. Without it (a shorter wait, bounded
+// by a delivery deadline) only the request fails. With cb nil, the error
+// says the request did not reach the stream.
+func (b *brokerConn) produce(req *storagev1.ProduceRequest, timeout time.Duration, endStream bool, cb func(*storagev1.ProduceResponse, error)) error {
 	b.sendMu.Lock()
 	defer b.sendMu.Unlock()
 	b.mu.Lock()
@@ -122,10 +129,11 @@ func (b *brokerConn) produce(req *storagev1.ProduceRequest, timeout time.Duratio
 		raw, err := b.st.ProduceStream(ctx)
 		if err != nil {
 			cancel()
+			err = errs.Errorf(errs.NetworkException, "produce stream to broker %d: %v", b.id, rpcerr.FromStatus(err))
 			if cb != nil {
-				cb(nil, errs.Errorf(errs.NetworkException, "produce stream to broker %d: %v", b.id, rpcerr.FromStatus(err)))
+				cb(nil, err)
 			}
-			return
+			return err
 		}
 		s = &produceStream{s: raw, cancel: cancel, pending: map[uint64]*pendingProduce{}}
 		b.mu.Lock()
@@ -140,20 +148,29 @@ func (b *brokerConn) produce(req *storagev1.ProduceRequest, timeout time.Duratio
 		b.mu.Lock()
 		if s.dead {
 			b.mu.Unlock()
-			cb(nil, errs.Errorf(errs.NetworkException, "produce stream to broker %d failed", b.id))
-			return
+			err := errs.Errorf(errs.NetworkException, "produce stream to broker %d failed", b.id)
+			cb(nil, err)
+			return err
 		}
 		s.pending[corr] = p
 		p.timer = time.AfterFunc(timeout, func() {
-			b.finish(s, corr, nil, errs.Errorf(errs.RequestTimedOut, "broker %d did not answer produce %d within %v", b.id, corr, timeout))
+			err := errs.Errorf(errs.RequestTimedOut, "broker %d did not answer produce %d within %v", b.id, corr, timeout)
+			if endStream {
+				b.fail(s, err)
+			} else {
+				b.finish(s, corr, nil, err)
+			}
 		})
 		b.mu.Unlock()
 	}
 	err := s.s.Send(&storagev1.ProduceStreamRequest{CorrelationId: corr, Request: req})
 	if err != nil {
 		// The real cause comes from Recv; fail everything pending on s.
-		b.fail(s, errs.Errorf(errs.NetworkException, "produce stream to broker %d: %v", b.id, err))
+		err = errs.Errorf(errs.NetworkException, "produce stream to broker %d: %v", b.id, err)
+		b.fail(s, err)
+		return err
 	}
+	return nil
 }
 
 // receive dispatches answers by correlation id until the stream fails.

@@ -1259,3 +1259,59 @@ func at(log []string, i int64) string {
 	}
 	return log[i]
 }
+
+// A request the leader does not answer within the request timeout ends the
+// produce stream, as Kafka closes the connection: the resend goes on a new
+// stream (a stuck one would hold it, and a sender blocked on its flow
+// control, for good), and the record is written once.
+func TestRequestTimeoutEndsTheStream(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 1, nil)
+	p := c.NewProducer(client.WithRequestTimeout(50*time.Millisecond), client.WithDeliveryTimeout(time.Minute))
+	defer p.Close(ctx(t))
+	if r := p.ProduceSync(ctx(t), client.Record{Topic: "t", Value: []byte("first")})[0]; r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	st := cl.Storage[1]
+	if n := st.ProduceStreams(); n != 1 {
+		t.Fatalf("%d produce streams, want 1", n)
+	}
+	release := st.Stall()
+	done := make(chan client.Result, 1)
+	p.Produce(ctx(t), client.Record{Topic: "t", Value: []byte("second")}, func(r client.Result) { done <- r })
+	deadline := time.Now().Add(15 * time.Second)
+	for st.ProduceStreams() < 2 {
+		if time.Now().After(deadline) {
+			release()
+			t.Fatal("the unanswered request did not end its stream")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	release()
+	if r := <-done; r.Err != nil || r.Offset != 1 {
+		t.Fatalf("the second record: %+v, want offset 1", r)
+	}
+	if n := len(st.Batches("t", 0)); n != 2 {
+		t.Fatalf("%d batches in the log, want 2 (the resend is no duplicate)", n)
+	}
+}
+
+// Under acks=0 a record whose request never reached a stream (the leader
+// cannot be reached) is not reported delivered: it is sent again until its
+// delivery timeout.
+func TestAcksNoneUnsentIsNotDelivered(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 1, nil)
+	cl.Controller.AddBroker(2, clienttest.DeadAddr(t))
+	cl.Controller.SetLeader("t", 0, 2)
+	if _, err := c.WaitMetadata(ctx(t), func(m *metadata.Image) bool { l, _, _ := m.LeaderAndEpoch("t", 0); return l == 2 }); err != nil {
+		t.Fatal(err)
+	}
+	p := c.NewProducer(client.WithAcks(client.AcksNone), client.WithDeliveryTimeout(500*time.Millisecond))
+	defer p.Close(ctx(t))
+	if r := p.ProduceSync(ctx(t), client.Record{Topic: "t", Value: []byte("v")})[0]; r.Err == nil {
+		t.Fatalf("a record that never reached the unreachable leader: %+v, want an error", r)
+	}
+}

@@ -1021,15 +1021,16 @@ func (p *Producer) send(br *brokerRequest) {
 		return
 	}
 	if p.cfg.acks == AcksNone {
-		bc.produce(br.req, 0, nil)
-		p.complete(br.batches, nil, nil)
+		// Sent is done; not sent (no stream) is retried like any
+		// request that never reached the broker.
+		p.complete(br.batches, nil, bc.produce(br.req, 0, false, nil))
 		return
 	}
-	wait := p.cfg.requestTimeout + 5*time.Second
+	wait, full := p.cfg.requestTimeout+5*time.Second, true
 	if left := time.Until(br.deadline); left < wait {
-		wait = max(left, 10*time.Millisecond)
+		wait, full = max(left, 10*time.Millisecond), false
 	}
-	bc.produce(br.req, wait, func(resp *storagev1.ProduceResponse, err error) {
+	bc.produce(br.req, wait, full, func(resp *storagev1.ProduceResponse, err error) {
 		p.complete(br.batches, resp, err)
 	})
 }
