@@ -104,6 +104,9 @@ func (c *Client) ProduceBatch(ctx context.Context, topic string, partition int32
 // leader epoch): a paused or cut-off leader would otherwise hold the batch
 // for the whole request timeout.
 func (c *Client) produceOnce(ctx context.Context, topic string, partition int32, acks int, txnID string, data []byte, failover bool) (_ *storagev1.PartitionProduceResult, answered bool, _ error) {
+	// Watched from before the leader is looked up: a change while the
+	// request is being sent (its Send may wait on flow control) is seen.
+	changed := c.metadataChanged()
 	bc, epoch, err := c.leaderOf(topic, partition)
 	if err != nil {
 		return nil, true, err // nothing was sent
@@ -129,7 +132,6 @@ func (c *Client) produceOnce(ctx context.Context, topic string, partition int32,
 	ch := make(chan answer, 1)
 	bc.produce(req, timeout+5*time.Second, timeout == DefaultRequestTimeout, func(resp *storagev1.ProduceResponse, err error) { ch <- answer{resp, err} })
 	var a answer
-	changed := c.metadataChanged()
 wait:
 	for {
 		select {
