@@ -254,6 +254,16 @@ func (p *Partition) applyFetchedLocked(epoch int32, fetchOffset record.Offset, r
 			if err := b.Verify(); err != nil {
 				return 0, err
 			}
+			if b.PartitionLeaderEpoch() > record.Epoch(epoch) {
+				// No leader at this epoch wrote it: the leader changed
+				// while it read (a newer leader's batch now stands where
+				// the old one's did). Taking it would stamp the newer
+				// epoch on a log that may still hold the old one's
+				// divergent records, which the next fetch could no longer
+				// tell.
+				return 0, errs.Errorf(errs.FencedLeaderEpoch, "%s-%d: the batch at %d carries leader epoch %d, above the epoch %d it was fetched at",
+					p.cfg.Topic, p.cfg.Partition, b.BaseOffset(), b.PartitionLeaderEpoch(), epoch)
+			}
 			metas = append(metas, parsed{b: b})
 			end = it.Pos()
 		}

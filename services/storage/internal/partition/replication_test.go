@@ -1130,3 +1130,28 @@ func TestRejoiningFollowerIsNotHeldBackByAGoneOne(t *testing.T) {
 		t.Fatalf("acks=all with two of three replicas back: %v", o.err)
 	}
 }
+
+// A follower refuses an answer holding a batch of a leader epoch above the
+// one it fetched at: the leader it asked changed while it read, and the
+// batch is the next leader's.
+func TestFollowerRefusesABatchOfANewerEpoch(t *testing.T) {
+	c := newCluster(t, 1)
+	f := c.replicas[2]
+	o := record.DefaultBatchOptions()
+	o.PartitionLeaderEpoch = 1
+	newer := batchOf(t, o, "the next leader's")
+	err := f.ApplyFetched(0, 0, FollowerFetchResult{Records: newer, HW: 1, LogStartOffset: 0})
+	if !errors.Is(err, errs.FencedLeaderEpoch) {
+		t.Fatalf("a batch of epoch 1 fetched at epoch 0: %v, want FENCED_LEADER_EPOCH", err)
+	}
+	if s := f.Snapshot(); s.LEO != 0 || s.HW != 0 {
+		t.Fatalf("LEO %d HW %d after the refused answer, want 0 and 0", s.LEO, s.HW)
+	}
+	// The leader's own batch goes in.
+	if err := f.ApplyFetched(0, 0, FollowerFetchResult{Records: plain(t, "the leader's"), HW: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if s := f.Snapshot(); s.LEO != 1 {
+		t.Fatalf("LEO %d after the leader's batch, want 1", s.LEO)
+	}
+}
