@@ -100,12 +100,12 @@ type TransactionalProducer struct {
 	open   bool                     // Begin was called and the transaction not ended; guarded by mu
 	// touched: the coordinator may have a transaction open (an add was
 	// sent); confirmed: it has one (an add succeeded); ending: an EndTxn
-	// for it was sent, whose answer did not come.
-	touched, confirmed, ending bool
-	abortErr                   error               // the cause that leaves only Abort; guarded by mu
-	fatal                      error               // answered to every call once set; guarded by mu
-	closed                     bool                // guarded by mu
-	sticky                     *partitioner.Sticky // guarded by mu
+	// for it was sent, whose answer did not come, deciding endCommit.
+	touched, confirmed, ending, endCommit bool
+	abortErr                              error               // the cause that leaves only Abort; guarded by mu
+	fatal                                 error               // answered to every call once set; guarded by mu
+	closed                                bool                // guarded by mu
+	sticky                                *partitioner.Sticky // guarded by mu
 }
 
 // NewTransactionalProducer makes a producer for transactionalID: it calls
@@ -440,17 +440,21 @@ func (p *TransactionalProducer) end(ctx context.Context, commit bool) error {
 		p.resetLocked()
 		return nil
 	}
-	sentBefore := p.ending
-	p.ending = true
+	otherSent := p.ending && p.endCommit != commit
+	if !p.ending {
+		p.ending, p.endCommit = true, commit
+	}
 	pid, epoch, err := p.txns.End(ctx, p.id, p.pid, p.epoch, commit)
 	switch {
 	case err == nil:
 		p.pid, p.epoch = pid, epoch
-	case errs.Of(err) == errs.InvalidTxnState && !p.confirmed && !sentBefore:
+	case errs.Of(err) == errs.InvalidTxnState && !p.confirmed && !otherSent:
 		// Only adds whose answer was lost were sent, and none reached
-		// the coordinator: there is no transaction to end. After an
-		// EndTxn whose answer was lost the refusal means that one
-		// decided it the other way, and is answered.
+		// the coordinator: there is no transaction to end (an EndTxn of
+		// the same decision that did reach it would be answered as its
+		// retry). After an EndTxn of the other decision whose answer was
+		// lost, the refusal means that one decided the transaction, and
+		// is answered.
 	default:
 		return p.failLocked(err, false)
 	}
@@ -461,7 +465,7 @@ func (p *TransactionalProducer) end(ctx context.Context, commit bool) error {
 // resetLocked closes the local transaction; a new epoch (or not) starts
 // the sequences again.
 func (p *TransactionalProducer) resetLocked() {
-	p.open, p.touched, p.confirmed, p.ending, p.abortErr = false, false, false, false, nil
+	p.open, p.touched, p.confirmed, p.ending, p.endCommit, p.abortErr = false, false, false, false, false, nil
 	clear(p.added)
 	clear(p.groupz)
 	clear(p.seq)

@@ -457,3 +457,46 @@ func TestAbortAfterALostCommitIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// An Abort retried after the first never reached the coordinator (nor did
+// the transaction's adds) finds nothing open and closes the local
+// transaction, so the producer goes on: INVALID_TXN_STATE only refuses an
+// end after one of the other decision may have decided it.
+func TestAbortRetriedAfterItNeverArrived(t *testing.T) {
+	_, tc, _, c := txnSetup(t, 1)
+	p, err := c.NewTransactionalProducer(ctx(t), "tx-unreached")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	down := errs.Errorf(errs.CoordinatorNotAvailable, "the coordinator is down")
+	tc.FailNext(down, 1000) // nothing reaches it
+	short, cancel := context.WithTimeout(ctx(t), 300*time.Millisecond)
+	_, err = p.Send(short, to(0, "a")...)
+	cancel()
+	if err == nil {
+		t.Fatal("Send with the coordinator down succeeded")
+	}
+	short, cancel = context.WithTimeout(ctx(t), 300*time.Millisecond)
+	err = p.Abort(short)
+	cancel()
+	if err == nil {
+		t.Fatal("Abort with the coordinator down succeeded")
+	}
+	tc.KeepAnswers()
+	if err := p.Abort(ctx(t)); err != nil {
+		t.Fatalf("Abort again with the coordinator back: %v", err)
+	}
+	if err := p.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Send(ctx(t), to(0, "b")...); err != nil {
+		t.Fatalf("Send in the next transaction: %v", err)
+	}
+	if err := p.Commit(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -87,11 +87,12 @@ func (tc *TxnCoordinator) LoseNextAnswers(err error, n int) {
 	}
 }
 
-// KeepAnswers drops what LoseNextAnswers left to lose.
+// KeepAnswers drops what LoseNextAnswers left to lose and FailNext left
+// to fail: calls are served and answered again.
 func (tc *TxnCoordinator) KeepAnswers() {
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
-	tc.lose = nil
+	tc.lose, tc.fail = nil, nil
 }
 
 // lost answers the error that replaces the answer of a call that took
@@ -218,7 +219,7 @@ func (tc *TxnCoordinator) AddPartitionsToTxn(_ context.Context, req *txnv1.AddPa
 			if err != nil {
 				r.ErrorCode, r.ErrorMessage = skeinv1.ErrorCode(errs.CodeOf(err)), errs.Message(err)
 			} else {
-				x.open = true
+				x.open, x.ended = true, -1
 				x.parts[tp{t.GetTopic(), p}] = true
 			}
 			names = append(names, t.GetTopic()+"-"+strconv.Itoa(int(p)))
@@ -243,7 +244,7 @@ func (tc *TxnCoordinator) AddOffsetsToTxn(_ context.Context, req *txnv1.AddOffse
 	if err != nil {
 		return &txnv1.AddOffsetsToTxnResponse{ErrorCode: skeinv1.ErrorCode(errs.CodeOf(err)), ErrorMessage: errs.Message(err)}, nil
 	}
-	x.open = true
+	x.open, x.ended = true, -1
 	x.groups[req.GetGroupId()] = true
 	return &txnv1.AddOffsetsToTxnResponse{}, nil
 }
