@@ -265,13 +265,20 @@ func (s *Group) FetchGroupRecords(ctx context.Context, req *skeinv1.FetchGroupRe
 	assignment := client.FromTopicPartitions(resp.GetAssignment())
 	if len(given) > 0 {
 		var revoked []*groupv1.PartitionOffset
+		released := false
 		for _, tp := range owned {
-			if !slices.Contains(assignment, tp) && given[tp] >= 0 {
+			if slices.Contains(assignment, tp) {
+				continue
+			}
+			released = true
+			if given[tp] >= 0 { // an unstarted one has no position to commit
 				revoked = append(revoked, &groupv1.PartitionOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: given[tp]})
 			}
 		}
-		if len(revoked) > 0 {
-			s.commitOnRevoke(ctx, group, member, resp.GetMemberEpoch(), revoked)
+		if released {
+			if len(revoked) > 0 {
+				s.commitOnRevoke(ctx, group, member, resp.GetMemberEpoch(), revoked)
+			}
 			if resp, err = s.heartbeat(ctx, group, member, resp.GetMemberEpoch(), assignment); err != nil {
 				return nil, err
 			}

@@ -262,3 +262,56 @@ func TestGroupJoinRetriedWithTheCallersID(t *testing.T) {
 		}
 	}
 }
+
+// A partition taken from a member that had not started it (position -1)
+// is given up in the same call, like one it had read: the member's second
+// heartbeat of the call confirms it, and nothing is committed for it.
+func TestGroupUnstartedPartitionIsGivenUpInTheSameCall(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	gc, _ := cl.StartGroupCoordinator(t, 1)
+	c, err := client.New(client.Config{Controllers: []string{cl.ControllerAddr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := c.CreateTopic(ctx, client.TopicSpec{Name: "t", Partitions: 2, ReplicationFactor: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for c.Metadata().PartitionCount("t") != 2 {
+		if ctx.Err() != nil {
+			t.Fatal("the topic never reached the client's metadata")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	s := NewGroup(c, slog.New(slog.DiscardHandler))
+	t.Cleanup(func() { s.Close() })
+	a, err := s.JoinGroup(ctx, &skeinv1.JoinGroupRequest{Group: "g", Topics: []string{"t"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.JoinGroup(ctx, &skeinv1.JoinGroupRequest{Group: "g", Topics: []string{"t"}}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := s.FetchGroupRecords(ctx, &skeinv1.FetchGroupRecordsRequest{Group: "g", MemberId: a.GetMemberId(), MemberEpoch: a.GetMemberEpoch(),
+		Positions: []*skeinv1.TopicPartitionOffset{{Topic: "t", Partition: 0, Offset: 0}, {Topic: "t", Partition: 1, Offset: -1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := partitionsOf(resp.GetAssignment()); len(got) != 1 {
+		t.Fatalf("the first member holds %v after the second joined, want one partition", got)
+	}
+	d, err := s.groups.Describe(ctx, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range d.GetMembers() {
+		if m.GetMemberId() == a.GetMemberId() && len(m.GetRevoking()) > 0 {
+			t.Fatalf("after its call the first member is still giving up %v", m.GetRevoking())
+		}
+	}
+	if n := gc.Commits(); n != 0 {
+		t.Fatalf("%d commits for partitions never started", n)
+	}
+}
