@@ -230,6 +230,7 @@ func (c *Coordinator) FetchOffsets(ctx context.Context, groupID string, tps []as
 	if err != nil {
 		return nil, err
 	}
+	current := c.currentTopics()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.readyLocked(); err != nil {
@@ -237,14 +238,28 @@ func (c *Coordinator) FetchOffsets(ctx context.Context, groupID string, tps []as
 	}
 	var offsets map[assign.TopicPartition]offsetlog.Offset
 	var txns *group.TxnOffsets
+	// gone: what the group holds of a topic deleted since it was last
+	// checked, which its next event tombstones: not answered meanwhile.
+	gone := func(assign.TopicPartition) bool { return false }
 	if gs := p.groups[groupID]; gs != nil {
 		offsets, txns = gs.offsets, &gs.txns
+		if gs.topics != current {
+			gone = func(tp assign.TopicPartition) bool { return current.gone(gs.topics, tp) }
+		}
 	}
 	if len(tps) == 0 {
-		tps = slices.SortedFunc(maps.Keys(offsets), compareTP)
+		for _, tp := range slices.SortedFunc(maps.Keys(offsets), compareTP) {
+			if !gone(tp) {
+				tps = append(tps, tp)
+			}
+		}
 	}
 	out := make([]Committed, 0, len(tps))
 	for _, tp := range tps {
+		if gone(tp) {
+			out = append(out, Committed{Topic: tp.Topic, Partition: tp.Partition, Offset: -1, LeaderEpoch: -1})
+			continue
+		}
 		if requireStable && txns != nil && txns.Has(tp) {
 			out = append(out, Committed{Topic: tp.Topic, Partition: tp.Partition, Offset: -1, LeaderEpoch: -1,
 				Err: errs.Errorf(errs.UnstableOffsetCommit, "group %q has an offset of %s pending in a transaction", groupID, tp)})

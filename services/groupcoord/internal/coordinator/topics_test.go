@@ -1,12 +1,14 @@
 package coordinator
 
 import (
+	"bytes"
 	"context"
 	"testing"
 	"time"
 
 	"skein/libs/errs"
 	"skein/services/groupcoord/internal/assign"
+	"skein/services/groupcoord/internal/offsetlog"
 )
 
 // topicView answers a view at version in which the node owns every
@@ -85,16 +87,22 @@ func TestDeletedTopic(t *testing.T) {
 		t.Fatalf("txn commit: %v %v", res, err)
 	}
 
-	// orders is deleted.
+	// orders is deleted. Its offsets are not answered from then on, even
+	// before the groups' tombstones are written.
 	c.OnMetadata(topicView(2, 1, map[string]string{"audit": "audit-1"}))
-	eventually(t, "the deleted topic's offset is still committed", func() bool { return committed(t, c, "app", "orders", 2) == -1 })
+	if got := fetchAll(t, c, "app"); len(got) != 1 {
+		t.Fatalf("app's offsets right after orders was deleted: %v, want audit:0 only", got)
+	}
+	if off, err := stable(t, c, "txn", "orders", 3); off != -1 || err != nil {
+		t.Fatalf("the deleted topic's pending offset right after: %d %v, want none", off, err)
+	}
+	eventually(t, "the deleted topic's offset is not tombstoned", func() bool { return tombstoned(log, offsetlog.OffsetKey("app", "orders", 2)) })
 	eventually(t, "the group of the deleted topic's offset only is still there", func() bool {
 		_, err := c.DescribeGroup(ctx, "tool")
 		return errs.Of(err) == errs.GroupIDNotFound
 	})
-	eventually(t, "the deleted topic's pending offset is still there", func() bool {
-		_, err := stable(t, c, "txn", "orders", 3)
-		return err == nil
+	eventually(t, "the deleted topic's pending offset is not tombstoned", func() bool {
+		return tombstoned(log, offsetlog.PendingKey("txn", 42, "orders", 3))
 	})
 	if got := fetchAll(t, c, "app"); len(got) != 1 || got[assign.TopicPartition{Topic: "audit", Partition: 0}] != 5 {
 		t.Fatalf("app's offsets after orders was deleted: %v, want audit:0 at 5 only", got)
@@ -146,4 +154,18 @@ func TestDeletedTopic(t *testing.T) {
 	if _, err := stable(t, b, "txn", "audit", 0); errs.Of(err) != errs.UnstableOffsetCommit {
 		t.Errorf("the pending offset of audit at the new owner: %v, want UNSTABLE_OFFSET_COMMIT", err)
 	}
+}
+
+// tombstoned reports whether the last record of key in the log is a
+// tombstone.
+func tombstoned(log *memLog, key []byte) bool {
+	found := false
+	for part := range int32(nParts) {
+		for _, e := range log.records(part) {
+			if bytes.Equal(e.Key, key) {
+				found = e.Value == nil
+			}
+		}
+	}
+	return found
 }
