@@ -39,7 +39,8 @@ type Config struct {
 	// MinCleanableDirtyRatio of the compactable ones
 	// (min.cleanable.dirty.ratio), or once its oldest dirty segment began
 	// more than MaxCompactionLagMS ago (max.compaction.lag.ms; 0 never
-	// forces it). A zero Config compacts at every call.
+	// forces it). A zero Config compacts whenever something was written
+	// since the last pass.
 	MinCompactionLagMS     int64
 	MinCleanableDirtyRatio float64
 	MaxCompactionLagMS     int64

@@ -65,7 +65,7 @@ func TestParse(t *testing.T) {
 		{"negative create-time bound", map[string]string{"message.timestamp.after.max.ms": "-1"}, nil, "message.timestamp.after.max.ms"},
 		{"flush every message", map[string]string{"flush.messages": "1"}, func(c Config) bool { return c.FlushMessages == 1 }, ""},
 		{"compression", map[string]string{"compression.type": "zstd"}, func(c Config) bool { return c.CompressionType == "zstd" }, ""},
-		{"unused but known", map[string]string{"min.cleanable.dirty.ratio": "0.1", "preallocate": "true"}, func(Config) bool { return true }, ""},
+		{"unused but known", map[string]string{"segment.jitter.ms": "10", "preallocate": "true"}, func(Config) bool { return true }, ""},
 
 		{"unknown key", map[string]string{"retention.hours": "1"}, nil, `unknown topic config "retention.hours"`},
 		{"not a number", map[string]string{"retention.ms": "soon"}, nil, "retention.ms: not a long"},

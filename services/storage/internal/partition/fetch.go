@@ -65,7 +65,7 @@ func (p *Partition) FetchInto(buf func() []byte, offset record.Offset, maxBytes,
 
 // ListOffset answers the earliest (-2), latest (-1: the HW, or the LSO for
 // read_committed) or first offset at or after a timestamp (-1 offset when
-// there is none below the HW).
+// there is none below the HW, or below the LSO for read_committed).
 func (p *Partition) ListOffset(ts int64, readCommitted bool, leaderEpoch int32) (offset record.Offset, timestamp int64, epoch int32, err error) {
 	p.mu.Lock()
 	if err := p.checkLeaderLocked(leaderEpoch); err != nil {
