@@ -29,26 +29,7 @@ func partitionsOf(tps []*skeinv1.TopicPartitions) []int32 {
 // gets the partition back and the group settles, instead of the coordinator
 // waiting for a revocation the gateway never confirms.
 func TestGroupRevocationWhoseTargetComesBack(t *testing.T) {
-	cl := clienttest.Start(t, 1)
-	cl.StartGroupCoordinator(t, 1)
-	c, err := client.New(client.Config{Controllers: []string{cl.ControllerAddr}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if _, err := c.CreateTopic(ctx, client.TopicSpec{Name: "t", Partitions: 2, ReplicationFactor: 1}); err != nil {
-		t.Fatal(err)
-	}
-	for c.Metadata().PartitionCount("t") != 2 {
-		if ctx.Err() != nil {
-			t.Fatal("the topic never reached the client's metadata")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	s := NewGroup(c, slog.New(slog.DiscardHandler))
-	t.Cleanup(func() { s.Close() })
+	s, _, _, ctx := groupFixture(t, map[string]int32{"t": 2})
 
 	a, err := s.JoinGroup(ctx, &skeinv1.JoinGroupRequest{Group: "g", Topics: []string{"t"}})
 	if err != nil {
@@ -104,24 +85,7 @@ func TestGroupRevocationWhoseTargetComesBack(t *testing.T) {
 // the transaction's offset, neither before it (records the transaction's
 // outputs already cover) nor at the reset policy's offset.
 func TestGroupReadCommittedWaitsForPendingOffsets(t *testing.T) {
-	cl := clienttest.Start(t, 1)
-	gc, _ := cl.StartGroupCoordinator(t, 1)
-	c, err := client.New(client.Config{Controllers: []string{cl.ControllerAddr}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if _, err := c.CreateTopic(ctx, client.TopicSpec{Name: "t", Partitions: 1, ReplicationFactor: 1}); err != nil {
-		t.Fatal(err)
-	}
-	for c.Metadata().PartitionCount("t") != 1 {
-		if ctx.Err() != nil {
-			t.Fatal("the topic never reached the client's metadata")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	s, gc, c, ctx := groupFixture(t, map[string]int32{"t": 1})
 	p := c.NewProducer()
 	defer p.Close(ctx)
 	for i := range 10 {
@@ -129,8 +93,6 @@ func TestGroupReadCommittedWaitsForPendingOffsets(t *testing.T) {
 			t.Fatal(r.Err)
 		}
 	}
-	s := NewGroup(c, slog.New(slog.DiscardHandler))
-	t.Cleanup(func() { s.Close() })
 	if _, err := s.groups.TxnCommitOffsets(ctx, &groupv1.TxnOffsetCommitRequest{GroupId: "g", ProducerId: 5,
 		Offsets: []*groupv1.PartitionOffset{{Topic: "t", Partition: 0, Offset: 8}}}); err != nil {
 		t.Fatal(err)
@@ -168,28 +130,7 @@ func ptrTo[T any](v T) *T { return &v }
 // A member's commit naming a partition it does not hold is refused whole:
 // the partition it does hold keeps its committed offset.
 func TestGroupCommitIsWholeOrNothing(t *testing.T) {
-	cl := clienttest.Start(t, 1)
-	cl.StartGroupCoordinator(t, 1)
-	c, err := client.New(client.Config{Controllers: []string{cl.ControllerAddr}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	for _, name := range []string{"t", "u"} {
-		if _, err := c.CreateTopic(ctx, client.TopicSpec{Name: name, Partitions: 1, ReplicationFactor: 1}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for c.Metadata().PartitionCount("t") != 1 || c.Metadata().PartitionCount("u") != 1 {
-		if ctx.Err() != nil {
-			t.Fatal("the topics never reached the client's metadata")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	s := NewGroup(c, slog.New(slog.DiscardHandler))
-	t.Cleanup(func() { s.Close() })
+	s, _, _, ctx := groupFixture(t, map[string]int32{"t": 1, "u": 1})
 	m, err := s.JoinGroup(ctx, &skeinv1.JoinGroupRequest{Group: "g", Topics: []string{"t"}})
 	if err != nil {
 		t.Fatal(err)
@@ -214,26 +155,7 @@ func TestGroupCommitIsWholeOrNothing(t *testing.T) {
 // was lost) is the same member, not a second one holding partitions; an
 // id outside the allowed characters is refused.
 func TestGroupJoinRetriedWithTheCallersID(t *testing.T) {
-	cl := clienttest.Start(t, 1)
-	cl.StartGroupCoordinator(t, 1)
-	c, err := client.New(client.Config{Controllers: []string{cl.ControllerAddr}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if _, err := c.CreateTopic(ctx, client.TopicSpec{Name: "t", Partitions: 2, ReplicationFactor: 1}); err != nil {
-		t.Fatal(err)
-	}
-	for c.Metadata().PartitionCount("t") != 2 {
-		if ctx.Err() != nil {
-			t.Fatal("the topic never reached the client's metadata")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	s := NewGroup(c, slog.New(slog.DiscardHandler))
-	t.Cleanup(func() { s.Close() })
+	s, _, _, ctx := groupFixture(t, map[string]int32{"t": 2})
 	join := &skeinv1.JoinGroupRequest{Group: "g", Topics: []string{"t"}, MemberId: "worker-7.a_b"}
 	first, err := s.JoinGroup(ctx, join)
 	if err != nil {
@@ -267,26 +189,7 @@ func TestGroupJoinRetriedWithTheCallersID(t *testing.T) {
 // is given up in the same call, like one it had read: the member's second
 // heartbeat of the call confirms it, and nothing is committed for it.
 func TestGroupUnstartedPartitionIsGivenUpInTheSameCall(t *testing.T) {
-	cl := clienttest.Start(t, 1)
-	gc, _ := cl.StartGroupCoordinator(t, 1)
-	c, err := client.New(client.Config{Controllers: []string{cl.ControllerAddr}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if _, err := c.CreateTopic(ctx, client.TopicSpec{Name: "t", Partitions: 2, ReplicationFactor: 1}); err != nil {
-		t.Fatal(err)
-	}
-	for c.Metadata().PartitionCount("t") != 2 {
-		if ctx.Err() != nil {
-			t.Fatal("the topic never reached the client's metadata")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	s := NewGroup(c, slog.New(slog.DiscardHandler))
-	t.Cleanup(func() { s.Close() })
+	s, gc, _, ctx := groupFixture(t, map[string]int32{"t": 2})
 	a, err := s.JoinGroup(ctx, &skeinv1.JoinGroupRequest{Group: "g", Topics: []string{"t"}})
 	if err != nil {
 		t.Fatal(err)
@@ -314,4 +217,34 @@ func TestGroupUnstartedPartitionIsGivenUpInTheSameCall(t *testing.T) {
 	if n := gc.Commits(); n != 0 {
 		t.Fatalf("%d commits for partitions never started", n)
 	}
+}
+
+// groupFixture is a fake cluster (one storage node, a group coordinator)
+// with the topics (name: partition count) in the client's metadata, the
+// Group service over it, and a context for the test.
+func groupFixture(t *testing.T, topics map[string]int32) (*Group, *clienttest.GroupCoordinator, *client.Client, context.Context) {
+	t.Helper()
+	cl := clienttest.Start(t, 1)
+	gc, _ := cl.StartGroupCoordinator(t, 1)
+	c, err := client.New(client.Config{Controllers: []string{cl.ControllerAddr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	for name, n := range topics {
+		if _, err := c.CreateTopic(ctx, client.TopicSpec{Name: name, Partitions: n, ReplicationFactor: 1}); err != nil {
+			t.Fatal(err)
+		}
+		for c.Metadata().PartitionCount(name) != n {
+			if ctx.Err() != nil {
+				t.Fatalf("topic %s never reached the client's metadata", name)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	s := NewGroup(c, slog.New(slog.DiscardHandler))
+	t.Cleanup(func() { s.Close() })
+	return s, gc, c, ctx
 }

@@ -323,35 +323,28 @@ func (p *Partition) Recover(from record.Offset) error {
 // holdsMarkersLocked reports whether the log holds a transaction marker at
 // or above from.
 func (p *Partition) holdsMarkersLocked(from record.Offset) (bool, error) {
-	l := p.log
-	for off := from; off < l.LogEndOffset(); {
-		data, err := l.Read(off, 1<<20, l.LogEndOffset())
-		if err != nil {
-			return false, errs.Errorf(errs.KafkaStorageError, "%s-%d: reading from %d: %v", p.cfg.Topic, p.cfg.Partition, off, err)
-		}
-		it := record.NewBatchIter(data)
-		it.AllowPartial = true
-		moved := false
-		for it.Next() {
-			b := it.Batch()
-			if b.LastOffset() < off {
-				continue
-			}
-			if b.IsControl() {
-				return true, nil
-			}
-			off = b.NextOffset()
-			moved = true
-		}
-		if it.Err() != nil || !moved {
-			return false, it.Err()
-		}
+	found := false
+	err := p.eachBatchLocked(from, func(b record.Batch) bool {
+		found = b.IsControl()
+		return !found
+	})
+	if err != nil {
+		return false, errs.Errorf(errs.KafkaStorageError, "%s-%d: reading from %d: %v", p.cfg.Topic, p.cfg.Partition, from, err)
 	}
-	return false, nil
+	return found, nil
 }
 
 // recoverLocked is Recover under p.mu.
 func (p *Partition) recoverLocked(from record.Offset) error {
+	return p.eachBatchLocked(from, func(b record.Batch) bool {
+		p.replayLocked(b)
+		return true
+	})
+}
+
+// eachBatchLocked calls fn with every batch of the log from the one holding
+// from to the end, in order, until fn answers false.
+func (p *Partition) eachBatchLocked(from record.Offset, fn func(record.Batch) bool) error {
 	l := p.log
 	for off := from; off < l.LogEndOffset(); {
 		data, err := l.Read(off, 1<<20, l.LogEndOffset())
@@ -366,7 +359,9 @@ func (p *Partition) recoverLocked(from record.Offset) error {
 			if b.LastOffset() < off {
 				continue
 			}
-			p.replayLocked(b)
+			if !fn(b) {
+				return nil
+			}
 			off = b.NextOffset()
 			moved = true
 		}
