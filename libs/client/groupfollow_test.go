@@ -185,19 +185,30 @@ func TestGroupConsumerSplitsAnswersAndDropsRevokedStreams(t *testing.T) {
 	}
 }
 
-// Close ends the member's streams: a record produced after it reaches no
-// one, and Close returns only once the streams have stopped.
+// Close ends the member's streams: the leader stops serving them (it sees
+// a stream's end a moment after the reader ends it), and a record produced
+// after that is sent to no one.
 func TestGroupConsumerCloseEndsItsStreams(t *testing.T) {
 	cl, _, c := groupOn(t, 1, 2)
 	m := newMember(t, c, "g", client.GroupConsumerConfig{})
 	pollUntil(t, m, 2)
-	sent := cl.Storage[1].FollowSending()
+	if cl.Storage[1].FollowOpen() == 0 {
+		t.Fatal("the leader serves no Follow stream of the member")
+	}
 	if err := m.Close(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := m.Poll(ctx(t)); err == nil {
 		t.Error("a closed member polled")
 	}
+	deadline := time.Now().Add(10 * time.Second)
+	for cl.Storage[1].FollowOpen() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the leader still serves %d Follow streams after Close", cl.Storage[1].FollowOpen())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	sent := cl.Storage[1].FollowSending()
 	produceN(t, c, "t", 1, 2)
 	time.Sleep(300 * time.Millisecond) // the fake leader's long poll is 100 ms
 	if got := cl.Storage[1].FollowSending(); got != sent {

@@ -66,8 +66,10 @@ type Storage struct {
 	// followSending counts the batch bytes handed to those Sends, before
 	// each: a caller that has read a batch sees it counted here.
 	followSending int
-	streams       int
-	refused       map[string]int // produce refusals by error name
+	// followOpen counts the Follow streams being served now.
+	followOpen int
+	streams    int
+	refused    map[string]int // produce refusals by error name
 	// named counts the principals calls named (client.OnBehalfOf), by
 	// "produce:" or "fetch:" and the principal.
 	named   map[string]int
@@ -294,6 +296,14 @@ func (s *Storage) FollowSending() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.followSending
+}
+
+// FollowOpen counts the Follow streams this node serves now: a stream the
+// reader ended counts until the node has seen it end.
+func (s *Storage) FollowOpen() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.followOpen
 }
 
 // ProduceStreams counts the ProduceStream calls opened on this node.
@@ -524,6 +534,12 @@ func (s *Storage) Follow(req *storagev1.FollowRequest, stream storagev1.StorageS
 	ctx := stream.Context()
 	s.waitStall(ctx)
 	s.mu.Lock()
+	s.followOpen++
+	defer func() {
+		s.mu.Lock()
+		s.followOpen--
+		s.mu.Unlock()
+	}()
 	s.follows = append(s.follows, req)
 	if md, _ := metadata.FromIncomingContext(ctx); len(md.Get(peerauth.PrincipalMD)) == 1 {
 		s.named["follow:"+md.Get(peerauth.PrincipalMD)[0]]++
