@@ -105,7 +105,7 @@ func (c *Client) ProduceBatch(ctx context.Context, topic string, partition int32
 // for the whole request timeout.
 func (c *Client) produceOnce(ctx context.Context, topic string, partition int32, acks int, txnID string, data []byte, failover bool) (_ *storagev1.PartitionProduceResult, answered bool, _ error) {
 	// Watched from before the leader is looked up: a change while the
-	// request is being sent (its Send may wait on flow control) is seen.
+	// request waits to be sent (behind a stuck stream) is seen.
 	changed := c.metadataChanged()
 	bc, epoch, err := c.leaderOf(topic, partition)
 	if err != nil {
@@ -119,18 +119,18 @@ func (c *Client) produceOnce(ctx context.Context, topic string, partition int32,
 		Acks: int32(acks), TimeoutMs: int32(timeout / time.Millisecond), TransactionalId: txnID, Principal: PrincipalOf(ctx),
 		Partitions: []*storagev1.PartitionProduce{{Topic: topic, Partition: partition, CurrentLeaderEpoch: epoch, Records: data}},
 	}
-	if acks == AcksNone {
-		if err := bc.produce(req, 0, false, nil); err != nil {
-			return nil, false, err
-		}
-		return &storagev1.PartitionProduceResult{Topic: topic, Partition: partition, BaseOffset: -1}, true, nil
-	}
 	type answer struct {
 		resp *storagev1.ProduceResponse
 		err  error
 	}
 	ch := make(chan answer, 1)
-	bc.produce(req, timeout+5*time.Second, timeout == DefaultRequestTimeout, func(resp *storagev1.ProduceResponse, err error) { ch <- answer{resp, err} })
+	call := &produceCall{req: req, done: func(resp *storagev1.ProduceResponse, err error) { ch <- answer{resp, err} }}
+	if acks == AcksNone {
+		call.noAnswer = true
+	} else {
+		call.timeout, call.endStream = timeout+5*time.Second, timeout == DefaultRequestTimeout
+	}
+	bc.produce(call)
 	var a answer
 wait:
 	for {
@@ -148,6 +148,9 @@ wait:
 	}
 	if a.err != nil {
 		return nil, false, a.err
+	}
+	if acks == AcksNone {
+		return &storagev1.PartitionProduceResult{Topic: topic, Partition: partition, BaseOffset: -1}, true, nil
 	}
 	for _, r := range a.resp.GetPartitions() {
 		if r.GetTopic() == topic && r.GetPartition() == partition {

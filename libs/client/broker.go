@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -16,6 +17,14 @@ import (
 // brokerConn is the connection to one storage node, and its one pipelined
 // ProduceStream: requests go out in order with a correlation id and are
 // answered by id as each is acknowledged.
+//
+// Nothing a caller of produce does waits on the node. A request goes out
+// on the caller's goroutine only when the stream is open, nothing is queued
+// before it and the bytes still unanswered on the stream leave room for it
+// in the stream's flow-control window, so that its Send cannot block.
+// Otherwise it is queued for a writer goroutine, which opens the stream
+// when needed and sends in order. A paused, cut-off or slow node then holds
+// only its own requests: the producer goes on sending to every other node.
 type brokerConn struct {
 	c    *Client
 	id   int32
@@ -23,13 +32,19 @@ type brokerConn struct {
 	cc   *grpc.ClientConn
 	st   storagev1.StorageServiceClient
 
-	// sendMu serializes Sends (and stream creation) and is never held while
-	// waiting for mu's holders' answers: the receive goroutine only takes mu,
-	// so a Send blocked on flow control cannot stop answers being read.
-	sendMu   sync.Mutex
+	// mu guards the stream, the queue and the send turn. Sends and stream
+	// creation run outside it, by whoever holds the turn (writing): the
+	// receive goroutine and the timers only take mu, so a Send blocked on
+	// flow control cannot stop answers being read or requests timing out.
 	mu       sync.Mutex
-	stream   *produceStream // nil until the first produce or after a failure; guarded by mu
-	nextCorr uint64         // guarded by sendMu
+	stream   *produceStream // nil until the first produce or after a failure
+	nextCorr uint64
+	queue    []*produceCall // waiting for the writer, oldest first
+	writing  bool           // a goroutine has the turn to send
+	// opening cancels the stream being opened, nil when none is: a queued
+	// request that waited a whole request timeout ends the attempt, as it
+	// ends a stream whose Send is stuck.
+	opening context.CancelFunc
 
 	// follow is the connection of Follow streams (see followDialOptions),
 	// dialled on first use; guarded by mu, as closed (after close, no new
@@ -38,18 +53,58 @@ type brokerConn struct {
 	closed bool
 }
 
+// inlineSendBytes bounds the bytes unanswered on a stream, the request's
+// own included, for a request to be sent on the caller's goroutine. A node
+// returns window as it reads (in steps of a quarter of it, 2 MiB), and it
+// has read every request it answered, so the window (8 MiB) still has room
+// for the request; a stopped node's socket buffers take about as much.
+const inlineSendBytes = 2 << 20
+
 // produceStream is one incarnation of the ProduceStream; when it fails every
 // request pending on it fails with it.
 type produceStream struct {
 	s       storagev1.StorageService_ProduceStreamClient
 	cancel  context.CancelFunc
-	pending map[uint64]*pendingProduce // guarded by brokerConn.mu
-	dead    bool                       // guarded by brokerConn.mu
+	pending map[uint64]*produceCall // guarded by brokerConn.mu
+	// unanswered is the record bytes of the requests pending here; guarded
+	// by brokerConn.mu.
+	unanswered int
+	dead       bool // guarded by brokerConn.mu
 }
 
-type pendingProduce struct {
-	cb    func(*storagev1.ProduceResponse, error)
-	timer *time.Timer
+// produceCall is one request on its way to a broker and back.
+type produceCall struct {
+	req *storagev1.ProduceRequest
+	// timeout bounds the wait for the answer, from the call to produce.
+	// With endStream, a request with no answer within it (the request
+	// timeout) ends the stream, as Kafka closes the connection: every
+	// request pending on it fails (retriable; a resend goes on a new stream,
+	// and the storage node's sequences make it no duplicate), and a Send
+	// held by flow control on a stuck stream returns. Without it (a shorter
+	// wait, bounded by a delivery deadline) only the request fails.
+	timeout   time.Duration
+	endStream bool
+	// noAnswer: acks=0. done is called once the request is sent (nil) or
+	// could not be (the error); no timeout applies.
+	noAnswer bool
+	// done is called exactly once, with the answer or with a retriable
+	// error when the request could not be sent, the stream broke or no
+	// answer came within timeout. It must not block; it runs on a caller's,
+	// the writer's, the stream's receive or a timer's goroutine.
+	done func(*storagev1.ProduceResponse, error)
+	// unused, unless nil, is called exactly once when the request's bytes
+	// will not be read again: its Send returned, or it was dropped unsent.
+	unused func()
+
+	size  int         // record bytes, counted in produceStream.unanswered
+	timer *time.Timer // the timeout; nil with noAnswer
+	// Guarded by brokerConn.mu: queued while in brokerConn.queue; s and
+	// corr once registered on a stream; finished once done was called or
+	// is being called.
+	queued   bool
+	s        *produceStream
+	corr     uint64
+	finished bool
 }
 
 // broker returns the connection to a broker, (re)dialing when the broker's
@@ -107,70 +162,175 @@ func (b *brokerConn) followClient() (storagev1.StorageServiceClient, error) {
 	return storagev1.NewStorageServiceClient(b.follow), nil
 }
 
-// produce sends req on the broker's stream. cb, unless nil (acks=0: no
-// answer is awaited), is called exactly once, with the answer or with a
-// retriable error when the stream breaks or no answer came within timeout.
-// cb must not block; it runs on the stream's receive goroutine or a timer's.
-// With endStream, a request with no answer within timeout (the request
-// timeout) ends the stream, as Kafka closes the connection: every request
-// pending on it fails (retriable; a resend goes on a new stream, and the
-// storage node's sequences make it no duplicate), and a Send held by flow
-// control on a stuck stream returns. Without it (a shorter wait, bounded
-// by a delivery deadline) only the request fails. With cb nil, the error
-// says the request did not reach the stream.
-func (b *brokerConn) produce(req *storagev1.ProduceRequest, timeout time.Duration, endStream bool, cb func(*storagev1.ProduceResponse, error)) error {
-	b.sendMu.Lock()
-	defer b.sendMu.Unlock()
+// produce hands call to the broker's stream; it never waits on the node
+// (see brokerConn).
+func (b *brokerConn) produce(call *produceCall) {
+	for _, pp := range call.req.GetPartitions() {
+		call.size += len(pp.GetRecords())
+	}
+	b.mu.Lock()
+	if !call.noAnswer {
+		call.timer = time.AfterFunc(call.timeout, func() { b.expire(call) })
+	}
+	s := b.stream
+	if !b.writing && len(b.queue) == 0 && s != nil && !s.dead && !call.noAnswer && s.unanswered+call.size <= inlineSendBytes {
+		b.writing = true
+		b.mu.Unlock()
+		b.transmit(call)
+		b.mu.Lock()
+		b.writing = false
+		if len(b.queue) > 0 { // queued by another producer meanwhile
+			b.writing = true
+			go b.write()
+		}
+		b.mu.Unlock()
+		return
+	}
+	call.queued = true
+	b.queue = append(b.queue, call)
+	if !b.writing {
+		b.writing = true
+		go b.write()
+	}
+	b.mu.Unlock()
+}
+
+// write is the writer: it sends the queued requests in order and ends when
+// none is left.
+func (b *brokerConn) write() {
+	for {
+		b.mu.Lock()
+		if len(b.queue) == 0 {
+			b.writing = false
+			b.mu.Unlock()
+			return
+		}
+		call := b.queue[0]
+		b.queue[0] = nil
+		b.queue = b.queue[1:]
+		call.queued = false
+		b.mu.Unlock()
+		b.transmit(call)
+	}
+}
+
+// transmit sends call on the stream, opening one when there is none. The
+// caller holds the send turn.
+func (b *brokerConn) transmit(call *produceCall) {
+	if call.unused != nil {
+		defer call.unused()
+	}
 	b.mu.Lock()
 	s := b.stream
-	b.mu.Unlock()
+	if call.finished { // timed out before its turn
+		b.mu.Unlock()
+		return
+	}
 	if s == nil {
 		ctx, cancel := context.WithCancel(b.c.ctx)
-		raw, err := b.st.ProduceStream(ctx)
-		if err != nil {
-			cancel()
-			err = errs.Errorf(errs.NetworkException, "produce stream to broker %d: %v", b.id, rpcerr.FromStatus(err))
-			if cb != nil {
-				cb(nil, err)
-			}
-			return err
-		}
-		s = &produceStream{s: raw, cancel: cancel, pending: map[uint64]*pendingProduce{}}
-		b.mu.Lock()
-		b.stream = s
+		b.opening = cancel
 		b.mu.Unlock()
+		raw, err := b.st.ProduceStream(ctx)
+		b.mu.Lock()
+		b.opening = nil
+		if err != nil {
+			b.mu.Unlock()
+			cancel()
+			b.end(call, errs.Errorf(errs.NetworkException, "produce stream to broker %d: %v", b.id, rpcerr.FromStatus(err)))
+			return
+		}
+		s = &produceStream{s: raw, cancel: cancel, pending: map[uint64]*produceCall{}}
+		b.stream = s
 		go b.receive(s)
+	}
+	if call.finished {
+		b.mu.Unlock()
+		return
+	}
+	if s.dead {
+		b.mu.Unlock()
+		b.end(call, errs.Errorf(errs.NetworkException, "produce stream to broker %d failed", b.id))
+		return
 	}
 	b.nextCorr++
 	corr := b.nextCorr
-	if cb != nil {
-		p := &pendingProduce{cb: cb}
-		b.mu.Lock()
-		if s.dead {
-			b.mu.Unlock()
-			err := errs.Errorf(errs.NetworkException, "produce stream to broker %d failed", b.id)
-			cb(nil, err)
-			return err
-		}
-		s.pending[corr] = p
-		p.timer = time.AfterFunc(timeout, func() {
-			err := errs.Errorf(errs.RequestTimedOut, "broker %d did not answer produce %d within %v", b.id, corr, timeout)
-			if endStream {
-				b.fail(s, err)
-			} else {
-				b.finish(s, corr, nil, err)
-			}
-		})
-		b.mu.Unlock()
+	if !call.noAnswer {
+		call.s, call.corr = s, corr
+		s.pending[corr] = call
+		s.unanswered += call.size
 	}
-	err := s.s.Send(&storagev1.ProduceStreamRequest{CorrelationId: corr, Request: req})
-	if err != nil {
+	b.mu.Unlock()
+	if err := s.s.Send(&storagev1.ProduceStreamRequest{CorrelationId: corr, Request: call.req}); err != nil {
 		// The real cause comes from Recv; fail everything pending on s.
 		err = errs.Errorf(errs.NetworkException, "produce stream to broker %d: %v", b.id, err)
 		b.fail(s, err)
-		return err
+		if call.noAnswer {
+			call.done(nil, err)
+		}
+		return
 	}
-	return nil
+	if call.noAnswer {
+		call.done(nil, nil)
+	}
+}
+
+// end answers a call that is on no stream with err, unless it was answered.
+func (b *brokerConn) end(call *produceCall, err error) {
+	b.mu.Lock()
+	if call.finished {
+		b.mu.Unlock()
+		return
+	}
+	call.finished = true
+	b.mu.Unlock()
+	if call.timer != nil {
+		call.timer.Stop()
+	}
+	call.done(nil, err)
+}
+
+// expire is call's timeout.
+func (b *brokerConn) expire(call *produceCall) {
+	err := errs.Errorf(errs.RequestTimedOut, "broker %d did not answer a produce request within %v", b.id, call.timeout)
+	b.mu.Lock()
+	if call.finished {
+		b.mu.Unlock()
+		return
+	}
+	if s := call.s; s != nil {
+		b.mu.Unlock()
+		if call.endStream {
+			b.fail(s, err)
+		} else {
+			b.finish(s, call.corr, nil, err)
+		}
+		return
+	}
+	// Not sent yet: still queued, or its sender is waiting on the stream.
+	// A whole request timeout of that means the stream (or its opening) is
+	// stuck: end it, so the requests behind it go on a new one.
+	call.finished = true
+	dropped := call.queued
+	if dropped {
+		call.queued = false
+		b.queue = slices.DeleteFunc(b.queue, func(c *produceCall) bool { return c == call })
+	}
+	var stuck *produceStream
+	var opening context.CancelFunc
+	if call.endStream {
+		stuck, opening = b.stream, b.opening
+	}
+	b.mu.Unlock()
+	if opening != nil {
+		opening()
+	}
+	if stuck != nil {
+		b.fail(stuck, err)
+	}
+	if dropped && call.unused != nil {
+		call.unused()
+	}
+	call.done(nil, err)
 }
 
 // receive dispatches answers by correlation id until the stream fails.
@@ -192,14 +352,17 @@ func (b *brokerConn) receive(s *produceStream) {
 // finish completes one pending request, once.
 func (b *brokerConn) finish(s *produceStream, corr uint64, resp *storagev1.ProduceResponse, err error) {
 	b.mu.Lock()
-	p := s.pending[corr]
-	delete(s.pending, corr)
-	b.mu.Unlock()
-	if p == nil {
+	call := s.pending[corr]
+	if call == nil || call.finished {
+		b.mu.Unlock()
 		return // acks=0, or already timed out
 	}
-	p.timer.Stop()
-	p.cb(resp, err)
+	delete(s.pending, corr)
+	s.unanswered -= call.size
+	call.finished = true
+	b.mu.Unlock()
+	call.timer.Stop()
+	call.done(resp, err)
 }
 
 // fail ends stream s and fails all that is pending on it.
@@ -213,12 +376,18 @@ func (b *brokerConn) fail(s *produceStream, err error) {
 	if b.stream == s {
 		b.stream = nil
 	}
-	pending := s.pending
-	s.pending = map[uint64]*pendingProduce{}
+	var calls []*produceCall
+	for _, call := range s.pending {
+		if !call.finished {
+			call.finished = true
+			calls = append(calls, call)
+		}
+	}
+	s.pending, s.unanswered = map[uint64]*produceCall{}, 0
 	b.mu.Unlock()
 	s.cancel()
-	for _, p := range pending {
-		p.timer.Stop()
-		p.cb(nil, err)
+	for _, call := range calls {
+		call.timer.Stop()
+		call.done(nil, err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/propagation"
@@ -193,15 +194,18 @@ type Producer struct {
 	bld        *record.Builder // encodes batches; guarded by mu
 	order      uint64          // order of the last batch made; guarded by mu
 	bufs       batchBuffers    // guarded by mu
+	// sending counts the requests handed to brokers whose bytes may still
+	// be read: not yet sent, or in their Send.
+	sending atomic.Int32
 }
 
 // batchBuffers recycles the buffers batches are encoded into. A settled
 // batch's buffer may still be read by a Send of one of its attempts (an
 // answer or a timeout can settle a batch while its request is being
-// marshalled), and every Send runs on the sender goroutine, between its
-// calls to collect. So a settled batch's buffer is only noted as released,
-// and becomes free for the next batch at the sender's next collect, when
-// no Send is running.
+// marshalled, or while it waits behind a stuck stream for a broker's
+// writer). So a settled batch's buffer is only noted as released, and
+// becomes free for the next batch at a collect of the sender when no
+// request it handed to a broker is still unsent (Producer.sending).
 type batchBuffers struct {
 	released [][]byte
 	free     [][]byte
@@ -686,6 +690,7 @@ func (p *Producer) run() {
 	for {
 		metaChanged := p.c.metadataChanged()
 		sends, wakeAt, pidWait, exit := p.collect(time.Now())
+		p.sending.Add(int32(len(sends)))
 		for _, s := range sends {
 			p.send(s)
 		}
@@ -739,7 +744,9 @@ func (p *Producer) collect(now time.Time) (sends []*brokerRequest, wakeAt time.T
 		}
 		p.noteIdleLocked()
 	}()
-	p.bufs.reclaim() // the sender's previous Sends have all returned
+	if p.sending.Load() == 0 {
+		p.bufs.reclaim() // no request of an earlier round can still be read
+	}
 	soon := func(t time.Time) {
 		if wakeAt.IsZero() || t.Before(wakeAt) {
 			wakeAt = t
@@ -994,7 +1001,8 @@ func (p *Producer) encode(ps *partitionState, b *sendBatch) error {
 		bld.Append(r.Timestamp, r.Key, r.Value, r.Headers...)
 	}
 	// A batch encoded again (a fresh producer id) was last sent before this
-	// collect, so its old buffer is free at once.
+	// collect, so its old buffer is free at once unless a request of an
+	// earlier round still waits to be sent.
 	old := b.data
 	data, _, err := bld.Build(p.bufs.get(b.size + record.HeaderSize))
 	if err != nil {
@@ -1002,7 +1010,9 @@ func (p *Producer) encode(ps *partitionState, b *sendBatch) error {
 	}
 	if old != nil {
 		p.bufs.release(old)
-		p.bufs.reclaim()
+		if p.sending.Load() == 0 {
+			p.bufs.reclaim()
+		}
 	}
 	b.data, b.pid, b.reencode = data, ps.pid, false
 	if p.cfg.idempotent {
@@ -1015,24 +1025,27 @@ func (p *Producer) encode(ps *partitionState, b *sendBatch) error {
 // is the request timeout (plus a margin for the storage node's own acks=all
 // wait to answer first), but never past the batches' delivery deadline.
 func (p *Producer) send(br *brokerRequest) {
+	unused := func() { p.sending.Add(-1) }
 	bc, err := p.c.broker(br.broker)
 	if err != nil {
+		unused()
 		p.complete(br.batches, nil, err)
 		return
 	}
+	call := &produceCall{req: br.req, unused: unused, done: func(resp *storagev1.ProduceResponse, err error) {
+		p.complete(br.batches, resp, err)
+	}}
 	if p.cfg.acks == AcksNone {
 		// Sent is done; not sent (no stream) is retried like any
 		// request that never reached the broker.
-		p.complete(br.batches, nil, bc.produce(br.req, 0, false, nil))
-		return
+		call.noAnswer = true
+	} else {
+		call.timeout, call.endStream = p.cfg.requestTimeout+5*time.Second, true
+		if left := time.Until(br.deadline); left < call.timeout {
+			call.timeout, call.endStream = max(left, 10*time.Millisecond), false
+		}
 	}
-	wait, full := p.cfg.requestTimeout+5*time.Second, true
-	if left := time.Until(br.deadline); left < wait {
-		wait, full = max(left, 10*time.Millisecond), false
-	}
-	bc.produce(br.req, wait, full, func(resp *storagev1.ProduceResponse, err error) {
-		p.complete(br.batches, resp, err)
-	})
+	bc.produce(call)
 }
 
 // complete settles the batches of one request: delivered, to be retried, or

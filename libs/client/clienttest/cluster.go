@@ -10,6 +10,7 @@ import (
 	controllerv1grpc "skein/gen/skein/controller/v1/controllerv1grpc"
 	groupv1 "skein/gen/skein/group/v1"
 	storagev1 "skein/gen/skein/storage/v1"
+	"skein/libs/grpcopt"
 	"skein/libs/telemetry"
 )
 
@@ -31,7 +32,9 @@ func Start(t testing.TB, n int) *Cluster {
 	for id := int32(1); id <= int32(n); id++ {
 		st := NewStorage(id, c.Controller)
 		c.Storage[id] = st
-		c.StorageAddr[id] = serve(t, func(s *grpc.Server) { storagev1.RegisterStorageServiceServer(s, st) })
+		// With a storage node's flow-control windows: what a client may
+		// send a node that stops reading.
+		c.StorageAddr[id] = serve(t, func(s *grpc.Server) { storagev1.RegisterStorageServiceServer(s, st) }, grpcopt.ServerDataWindows()...)
 		c.Controller.AddBroker(id, c.StorageAddr[id])
 	}
 	return c
@@ -68,13 +71,13 @@ func ServeController(t testing.TB, ctrl controllerv1grpc.ControllerServiceServer
 
 // serve starts a gRPC server (with the same tracing as the real services)
 // on a fresh loopback port.
-func serve(t testing.TB, register func(*grpc.Server)) string {
+func serve(t testing.TB, register func(*grpc.Server), opts ...grpc.ServerOption) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := grpc.NewServer(telemetry.GRPCServerOptions(nil)...)
+	s := grpc.NewServer(append(telemetry.GRPCServerOptions(nil), opts...)...)
 	register(s)
 	go s.Serve(lis)
 	t.Cleanup(s.Stop)
