@@ -10,5 +10,7 @@
 // seconds, committed offsets never go backwards, no acknowledged commit is
 // lost); and a paused old owner whose late commit is refused once another
 // coordinator took its partition over, its producer epoch fenced by the
-// storage nodes.
+// storage nodes; and, with a short offset retention, a group whose last
+// member left losing its offsets and itself while a subscribed group keeps
+// its own.
 package groups

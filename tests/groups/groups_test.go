@@ -416,3 +416,71 @@ func TestPausedOwnerFenced(t *testing.T) {
 		t.Fatalf("a write under the old owner's producer epoch %d: %v, want INVALID_PRODUCER_EPOCH", oldEpoch, err)
 	}
 }
+
+// TestOffsetsExpireOnceTheGroupEmpties: with a short --offsets-retention, a
+// group whose last member left loses its committed offsets and is deleted;
+// a group whose member still subscribes keeps an offset as old.
+func TestOffsetsExpireOnceTheGroupEmpties(t *testing.T) {
+	e := startWith(t, func(c *cluster.Cluster) {
+		c.StartGroupCoordinators(2, "--offsets-retention", "3s", "--offsets-retention-check-interval", "200ms")
+	})
+	gone, live := e.join("gone", 30_000), e.join("live", 30_000)
+	committedAt := time.Now() // no later than the coordinator's commit time
+	for _, g := range []struct {
+		id string
+		m  member
+	}{{"gone", gone}, {"live", live}} {
+		if code, err := e.commit(g.id, g.m, 2, 17, 10*time.Second); code != skeinv1.ErrorCode_NONE || err != nil {
+			t.Fatalf("commit of %s: %v %v", g.id, code, err)
+		}
+	}
+	left := time.Now()
+	code, err := e.call("gone", 10*time.Second, func(ctx context.Context, cl groupv1.GroupCoordinatorServiceClient) (skeinv1.ErrorCode, error) {
+		resp, err := cl.ConsumerGroupHeartbeat(ctx, &groupv1.ConsumerGroupHeartbeatRequest{GroupId: "gone", MemberId: gone.id, MemberEpoch: -1})
+		return resp.GetErrorCode(), err
+	})
+	if code != skeinv1.ErrorCode_NONE || err != nil {
+		t.Fatalf("leave: %v %v", code, err)
+	}
+	if got := e.committed("gone", 2); got != 17 {
+		t.Fatalf("committed %d right after the member left, want 17", got)
+	}
+	// The live member heartbeats meanwhile (its session is 30 s).
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Second):
+			}
+			e.call("live", 5*time.Second, func(ctx context.Context, cl groupv1.GroupCoordinatorServiceClient) (skeinv1.ErrorCode, error) {
+				resp, err := cl.ConsumerGroupHeartbeat(ctx, &groupv1.ConsumerGroupHeartbeatRequest{GroupId: "live", MemberId: live.id, MemberEpoch: live.epoch, OwnedPartitions: live.owned})
+				return resp.GetErrorCode(), err
+			})
+		}
+	}()
+	for e.committed("gone", 2) != -1 {
+		if time.Since(left) > 20*time.Second {
+			t.Fatal("the empty group's offset has not expired 20 s after its member left, with a retention of 3 s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if took := time.Since(committedAt); took < 3*time.Second {
+		t.Fatalf("the offset expired %v after the commit, before the retention of 3 s", took)
+	}
+	t.Logf("the empty group's offset expired %v after its member left", time.Since(left).Round(100*time.Millisecond))
+	desc, err := e.conn(e.coordinator("gone").GRPCAddr).DescribeGroups(context.Background(), &groupv1.DescribeGroupsRequest{GroupIds: []string{"gone", "live"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range desc.GetGroups() {
+		if g.GetGroupId() == "gone" && g.GetErrorCode() != skeinv1.ErrorCode_GROUP_ID_NOT_FOUND {
+			t.Errorf("the expired group is still described: %v", g)
+		}
+	}
+	if got := e.committed("live", 2); got != 17 {
+		t.Fatalf("the subscribed group's offset is %d, want 17", got)
+	}
+}

@@ -34,6 +34,8 @@ type config struct {
 	maxGroupSize   int
 	writeTimeout   time.Duration
 	lagInterval    time.Duration
+	retention      time.Duration
+	retentionCheck time.Duration
 }
 
 func main() {
@@ -52,8 +54,16 @@ func main() {
 	fs.IntVar(&c.maxGroupSize, "max-group-size", 0, "group.consumer.max.size: most members per group (0: no limit)")
 	fs.DurationVar(&c.writeTimeout, "write-timeout", 5*time.Second, "bound on one acks=all write to __consumer_offsets, retries included")
 	fs.DurationVar(&c.lagInterval, "lag-interval", 10*time.Second, "how often committed offsets are compared with high watermarks for the lag metrics")
+	fs.DurationVar(&c.retention, "offsets-retention", coordinator.DefaultOffsetsRetention,
+		"offsets.retention.minutes: how long a partition's committed offset is kept once no member of its group subscribes to its topic, from the later of its commit and the last subscription; an empty group left with nothing is deleted")
+	fs.DurationVar(&c.retentionCheck, "offsets-retention-check-interval", coordinator.DefaultRetentionCheckInterval,
+		"offsets.retention.check.interval.ms: how often the offset retention is applied")
 	if err := cliflag.Parse(fs, os.Args[1:], os.Getenv); err != nil {
 		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	if c.retention <= 0 || c.retentionCheck <= 0 {
+		fmt.Fprintf(os.Stderr, "skein-groupcoord: --offsets-retention (%v) and --offsets-retention-check-interval (%v) must be positive\n", c.retention, c.retentionCheck)
 		os.Exit(2)
 	}
 	if err := coordproc.Run(c.proc, c.build); err != nil {
@@ -69,10 +79,12 @@ func (c config) build(env coordproc.Env) (coordproc.Parts, error) {
 		NodeID: nodeID,
 		Group: group.Config{MinSessionTimeout: c.minSession, MaxSessionTimeout: c.maxSession, DefaultSessionTimeout: c.defaultSession,
 			HeartbeatInterval: c.heartbeat, MaxSize: c.maxGroupSize},
-		WriteTimeout: c.writeTimeout,
-		LagInterval:  c.lagInterval,
-		NewMemberID:  uuid.NewString,
-		Logger:       env.Logger,
+		WriteTimeout:           c.writeTimeout,
+		LagInterval:            c.lagInterval,
+		OffsetsRetention:       c.retention,
+		RetentionCheckInterval: c.retentionCheck,
+		NewMemberID:            uuid.NewString,
+		Logger:                 env.Logger,
 	}, coordinator.ClientLog{C: env.Client}, coordinator.NewMetrics(env.Registry))
 	return coordproc.Parts{
 		Register: func(s *grpc.Server) {

@@ -79,6 +79,13 @@ type Ownership struct {
 	ProducerID int64
 }
 
+// The defaults of Config.OffsetsRetention and RetentionCheckInterval, as
+// Kafka's.
+const (
+	DefaultOffsetsRetention       = 7 * 24 * time.Hour
+	DefaultRetentionCheckInterval = 10 * time.Minute
+)
+
 // Config configures a Coordinator.
 type Config struct {
 	// NodeID is this coordinator's id.
@@ -92,6 +99,15 @@ type Config struct {
 	// LagInterval is how often committed offsets are compared with the high
 	// watermarks for the lag metrics (10 s).
 	LagInterval time.Duration
+	// OffsetsRetention is how long a partition's committed offset is kept
+	// once no member of its group subscribes to its topic, counted from the
+	// later of its commit and the last time a member subscribed (Kafka's
+	// offsets.retention.minutes; 7 days). An empty group whose offsets are
+	// all gone is deleted.
+	OffsetsRetention time.Duration
+	// RetentionCheckInterval is how often the retention is applied
+	// (offsets.retention.check.interval.ms; 10 minutes).
+	RetentionCheckInterval time.Duration
 	// NewMemberID answers a fresh member id for a join without one.
 	NewMemberID func() string
 	Logger      *slog.Logger
@@ -130,6 +146,12 @@ func New(cfg Config, log Log, metrics *Metrics) *Coordinator {
 	}
 	if cfg.LagInterval <= 0 {
 		cfg.LagInterval = 10 * time.Second
+	}
+	if cfg.OffsetsRetention <= 0 {
+		cfg.OffsetsRetention = DefaultOffsetsRetention
+	}
+	if cfg.RetentionCheckInterval <= 0 {
+		cfg.RetentionCheckInterval = DefaultRetentionCheckInterval
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

@@ -23,8 +23,11 @@ type Metrics struct {
 	rebalances   prometheus.Counter
 	loads        prometheus.Counter
 	fenced       prometheus.Counter
-	loadSeconds  prometheus.Histogram
-	writeSeconds prometheus.Histogram
+	// expiredOffsets and expiredGroups: what the offset retention removed.
+	expiredOffsets prometheus.Counter
+	expiredGroups  prometheus.Counter
+	loadSeconds    prometheus.Histogram
+	writeSeconds   prometheus.Histogram
 
 	coord *Coordinator // set by New
 
@@ -58,6 +61,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Partitions of __consumer_offsets taken over and loaded."}),
 		fenced: prometheus.NewCounter(prometheus.CounterOpts{Name: "skein_groupcoord_fenced_total",
 			Help: "Partitions dropped because a newer owner fenced this coordinator's writes."}),
+		expiredOffsets: prometheus.NewCounter(prometheus.CounterOpts{Name: "skein_groupcoord_offsets_expired_total",
+			Help: "Partitions whose committed offsets (and failed deliveries) a group lost to the offset retention."}),
+		expiredGroups: prometheus.NewCounter(prometheus.CounterOpts{Name: "skein_groupcoord_groups_expired_total",
+			Help: "Empty groups deleted once the offset retention had removed all they held."}),
 		loadSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "skein_groupcoord_partition_load_seconds",
 			Help: "Time to fence the previous owner and load a partition.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}),
 		writeSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "skein_groupcoord_write_seconds",
@@ -65,7 +72,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		hw: map[assign.TopicPartition]int64{},
 	}
 	if reg != nil {
-		reg.MustRegister(m.nacks, m.redeliveries, m.deadLetters, m.rebalances, m.loads, m.fenced, m.loadSeconds, m.writeSeconds, m)
+		reg.MustRegister(m.nacks, m.redeliveries, m.deadLetters, m.rebalances, m.loads, m.fenced, m.expiredOffsets, m.expiredGroups, m.loadSeconds, m.writeSeconds, m)
 	}
 	return m
 }

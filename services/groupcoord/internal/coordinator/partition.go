@@ -77,6 +77,11 @@ type groupState struct {
 	// deliveries were last checked against (dropDeleted), which its events
 	// validate partitions by; nil when not since it was loaded.
 	topics *topicSet
+	// since: when this coordinator took the group over (loaded or created
+	// it); lastSubscribed: per topic, when a member was last seen
+	// subscribing to it. The offset retention counts from them (group.Expiry).
+	since          time.Time
+	lastSubscribed map[string]time.Time
 }
 
 // durable reports whether the log holds anything of the group.
@@ -185,11 +190,17 @@ func (p *partition) run() {
 
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	nextSweep := p.c.cfg.Now().Add(p.c.cfg.RetentionCheckInterval)
 	for {
+		now := p.c.cfg.Now()
+		if !now.Before(nextSweep) {
+			p.expireOffsets()
+			nextSweep = now.Add(p.c.cfg.RetentionCheckInterval)
+		}
 		next := p.nextDeadline()
-		wait := time.Hour
+		wait := nextSweep.Sub(now)
 		if !next.IsZero() {
-			wait = max(next.Sub(p.c.cfg.Now()), 0)
+			wait = min(wait, max(next.Sub(now), 0))
 		}
 		p.writeMu.Lock()
 		if p.pending != nil {
@@ -273,6 +284,7 @@ func (p *partition) load() error {
 		if gs.g == nil {
 			gs.g = group.New(p.c.cfg.Group, id)
 		}
+		gs.since = now
 		groups[id] = gs
 	}
 	p.mu.Lock()
@@ -511,6 +523,7 @@ func (p *partition) update(groupID string, create bool, fn func(gs *groupState, 
 		}
 		gs = newGroupState(p.c.cfg.Group, groupID)
 		gs.topics = topics
+		gs.since = p.c.cfg.Now()
 		gs.g.SetTopics(topics.counts)
 	}
 	before := gs.g.Epoch()
@@ -806,6 +819,69 @@ func (p *partition) applyTopics() {
 		if err != nil && err != errNoGroup && p.ctx.Err() == nil {
 			p.c.logger.Warn("applying topic metadata to a group failed", "group", id, "err", err)
 			p.topicsChanged()
+		}
+	}
+}
+
+// expireOffsets applies the offset retention to every group: what a group
+// holds of the partitions group.Expiry finds expired is dropped, with
+// tombstones; an empty group left with nothing but its settings goes as a
+// whole, as Kafka deletes an empty group whose offsets are all gone. A
+// group with settings (set by an operator) stays, without its offsets.
+func (p *partition) expireOffsets() {
+	for _, id := range p.groupIDs() {
+		var expired int
+		var deleted bool
+		err := p.update(id, false, func(gs *groupState, now time.Time) (change, error) {
+			members := gs.g.Describe().Members
+			subscribed := map[string]bool{}
+			for _, m := range members {
+				for _, t := range m.Topics {
+					subscribed[t] = true
+				}
+			}
+			if gs.lastSubscribed == nil {
+				gs.lastSubscribed = map[string]time.Time{}
+			}
+			for t := range subscribed {
+				gs.lastSubscribed[t] = now
+			}
+			e := group.Expiry{Now: now, Retention: p.c.cfg.OffsetsRetention, Offsets: gs.offsets,
+				Held: slices.SortedFunc(maps.Keys(gs.deliveries), compareTP), Subscribed: subscribed,
+				Pending: gs.txns.Has, LastSubscribed: gs.lastSubscribed, Since: gs.since}
+			drop := e.Expired()
+			left := len(gs.offsets) + len(gs.deliveries)
+			for _, tp := range drop {
+				if _, ok := gs.offsets[tp]; ok {
+					left--
+				}
+				if _, ok := gs.deliveries[tp]; ok {
+					left--
+				}
+			}
+			expired = len(drop)
+			if len(members) == 0 && left == 0 && gs.txns.Empty() && gs.config == nil {
+				eff, err := gs.g.Delete()
+				if err != nil {
+					return change{}, err
+				}
+				deleted = eff.Deleted
+				return change{deleted: eff.Deleted}, nil
+			}
+			return change{drop: drop}, nil
+		})
+		switch {
+		case err != nil && err != errNoGroup && p.ctx.Err() == nil:
+			p.c.logger.Warn("expiring a group's offsets failed", "group", id, "err", err)
+		case err != nil:
+		case deleted:
+			p.c.metrics.expiredOffsets.Add(float64(expired))
+			p.c.metrics.expiredGroups.Inc()
+			p.c.logger.Info("empty group deleted: nothing of it was left once its offsets expired", "group", id, "partitions", expired,
+				"retention", p.c.cfg.OffsetsRetention.String())
+		case expired > 0:
+			p.c.metrics.expiredOffsets.Add(float64(expired))
+			p.c.logger.Info("offsets expired", "group", id, "partitions", expired, "retention", p.c.cfg.OffsetsRetention.String())
 		}
 	}
 }

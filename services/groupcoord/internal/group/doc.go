@@ -109,5 +109,11 @@
 // TxnOffsetCommit to the group replaces them (its next transaction with
 // offsets for the group starts with one) or a completion drops them.
 //
+// # Offset retention
+//
+// Expiry is the rule by which a group's committed offsets expire (Kafka's
+// offsets.retention.minutes): pure, over the offsets, subscriptions and
+// times the shell passes it; the shell writes the tombstones.
+//
 // A Group is not safe for concurrent use: one goroutine (or one mutex) owns it.
 package group

@@ -1,0 +1,159 @@
+package coordinator
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"skein/services/groupcoord/internal/delivery"
+	"skein/services/groupcoord/internal/group"
+)
+
+// fakeClock is a clock the test moves.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (f *fakeClock) Now() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.now
+}
+
+func (f *fakeClock) advance(d time.Duration) {
+	f.mu.Lock()
+	f.now = f.now.Add(d)
+	f.mu.Unlock()
+}
+
+func listed(c *Coordinator) []string {
+	var ids []string
+	for _, l := range c.ListGroups(context.Background()) {
+		ids = append(ids, l.GroupID)
+	}
+	return ids
+}
+
+// Offsets of an empty group expire a retention after their commit, and the
+// group goes with them; a member subscribed to the topic keeps its group's
+// offsets however old; a group with settings keeps them and loses its
+// offsets; and a coordinator that takes over finds what the first one
+// removed gone.
+func TestOffsetsExpire(t *testing.T) {
+	const day = 24 * time.Hour
+	clock := &fakeClock{now: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+	cfg := testConfig(1)
+	cfg.Now = clock.Now
+	cfg.Group.MaxSessionTimeout, cfg.Group.DefaultSessionTimeout = 60*day, 30*day // the live member outlasts the jumps
+	cfg.OffsetsRetention, cfg.RetentionCheckInterval = 7*day, 10*time.Millisecond
+	log := newMemLog()
+	c := New(cfg, log, nil)
+	t.Cleanup(c.Close)
+	c.OnMetadata(owning(1, all()...))
+	waitLoaded(t, c, nParts)
+
+	for _, id := range []string{"gone", "live", "configured"} {
+		m := join(t, c, id, "orders")
+		if err := commit(c, id, m.MemberID, m.MemberEpoch, "orders", 1, 7); err != nil {
+			t.Fatal(err)
+		}
+		if id == "live" {
+			continue
+		}
+		if _, err := c.Heartbeat(context.Background(), id, group.HeartbeatRequest{MemberID: m.MemberID, MemberEpoch: group.LeaveEpoch}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.AlterGroupConfig(context.Background(), "configured", map[string]string{delivery.KeyMaxAttempts: "3"}); err != nil {
+		t.Fatal(err)
+	}
+	// An empty group that never committed goes at the first check.
+	m := join(t, c, "idle", "audit")
+	if _, err := c.Heartbeat(context.Background(), "idle", group.HeartbeatRequest{MemberID: m.MemberID, MemberEpoch: group.LeaveEpoch}); err != nil {
+		t.Fatal(err)
+	}
+	clock.advance(time.Second) // the next check
+	waitFor(t, "the empty group that never committed is deleted", func() bool { return !slices.Contains(listed(c), "idle") })
+
+	clock.advance(7*day - time.Second - time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // several checks
+	for _, id := range []string{"gone", "live", "configured"} {
+		if got := committed(t, c, id, "orders", 1); got != 7 {
+			t.Fatalf("%s: offset %d a millisecond before the retention, want 7", id, got)
+		}
+	}
+
+	clock.advance(cfg.RetentionCheckInterval) // the next check, past the retention
+	waitFor(t, "the empty group's offsets expire", func() bool { return committed(t, c, "gone", "orders", 1) == -1 })
+	waitFor(t, "the configured group's offsets expire", func() bool { return committed(t, c, "configured", "orders", 1) == -1 })
+	if got := listed(c); !slices.Equal(got, []string{"configured", "live"}) {
+		t.Fatalf("groups %v, want [configured live]", got)
+	}
+	if got := committed(t, c, "live", "orders", 1); got != 7 {
+		t.Fatalf("the subscribed group's offset is %d, want 7", got)
+	}
+	if cf, err := c.GroupConfig(context.Background(), "configured"); err != nil || cf[delivery.KeyMaxAttempts] != "3" {
+		t.Fatalf("the configured group's settings %v, %v", cf, err)
+	}
+
+	// The next owner reads the tombstones.
+	c.Close()
+	c2 := New(cfg, log, nil)
+	t.Cleanup(c2.Close)
+	c2.OnMetadata(owning(2, all()...))
+	waitLoaded(t, c2, nParts)
+	if got := listed(c2); !slices.Equal(got, []string{"configured", "live"}) {
+		t.Fatalf("after the take-over: groups %v, want [configured live]", got)
+	}
+	if got := committed(t, c2, "gone", "orders", 1); got != -1 {
+		t.Fatalf("after the take-over: the expired offset is back: %d", got)
+	}
+	if got := committed(t, c2, "live", "orders", 1); got != 7 {
+		t.Fatalf("after the take-over: the subscribed group's offset is %d, want 7", got)
+	}
+}
+
+// The retention counts from when the coordinator last saw the topic
+// subscribed, not only from the commit: a group that left a topic a day
+// ago keeps an offset committed eight days ago for six more days.
+func TestOffsetsExpireFromTheLastSubscription(t *testing.T) {
+	const day = 24 * time.Hour
+	clock := &fakeClock{now: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+	cfg := testConfig(1)
+	cfg.Now = clock.Now
+	cfg.Group.MaxSessionTimeout, cfg.Group.DefaultSessionTimeout = 60*day, 30*day
+	cfg.OffsetsRetention, cfg.RetentionCheckInterval = 7*day, 10*time.Millisecond
+	c := New(cfg, newMemLog(), nil)
+	t.Cleanup(c.Close)
+	c.OnMetadata(owning(1, all()...))
+	waitLoaded(t, c, nParts)
+
+	m := join(t, c, "app", "orders")
+	if err := commit(c, "app", m.MemberID, m.MemberEpoch, "orders", 2, 11); err != nil {
+		t.Fatal(err)
+	}
+	clock.advance(8 * day)
+	time.Sleep(50 * time.Millisecond) // a check sees the topic subscribed
+	if _, err := c.Heartbeat(context.Background(), "app", group.HeartbeatRequest{MemberID: m.MemberID, MemberEpoch: group.LeaveEpoch}); err != nil {
+		t.Fatal(err)
+	}
+	clock.advance(6 * day)
+	time.Sleep(100 * time.Millisecond)
+	if got := committed(t, c, "app", "orders", 2); got != 11 {
+		t.Fatalf("offset %d six days after the last subscription, want 11", got)
+	}
+	clock.advance(day)
+	waitFor(t, "the offset expires a retention after the last subscription", func() bool { return committed(t, c, "app", "orders", 2) == -1 })
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting: %s", what)
+		}
+	}
+}
