@@ -272,3 +272,42 @@ func TestClientClosedBeforeItsProducer(t *testing.T) {
 		t.Fatalf("the producer's Close after its client's: %v", err)
 	}
 }
+
+// A Close whose context ends with a record in flight answers it before it
+// returns (an error, maybe written), and fails what was still queued (not
+// written); the late answer of the node changes nothing.
+func TestCloseAtItsDeadlineAnswersEveryRecord(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 1, nil)
+	p := c.NewProducer()
+	if r := p.ProduceSync(ctx(t), kibRecord("t", 1))[0]; r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	release := cl.Storage[1].HoldAnswers("t", 0)
+	defer release()
+	_, inFlight := produceAsync1(t, p, ctx(t), kibRecord("t", 2))
+	for deadline := time.Now().Add(10 * time.Second); len(cl.Storage[1].Batches("t", 0)) < 2; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the second record did not reach the node")
+		}
+	}
+	closeCtx, cancel := context.WithTimeout(ctx(t), 200*time.Millisecond)
+	defer cancel()
+	if err := p.Close(closeCtx); err == nil {
+		t.Fatal("Close answered nil with a record unanswered at its deadline")
+	}
+	select {
+	case r := <-inFlight:
+		if r.Err == nil || !r.MaybeWritten {
+			t.Fatalf("the record in flight when Close's context ended: %+v, want an error, maybe written", r)
+		}
+	default:
+		t.Fatal("Close returned before answering the record in flight")
+	}
+	release()
+	time.Sleep(50 * time.Millisecond) // the node's late answer comes and is ignored
+	if got := len(cl.Storage[1].Batches("t", 0)); got != 2 {
+		t.Fatalf("%d batches at the node, want 2", got)
+	}
+}

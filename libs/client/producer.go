@@ -552,9 +552,12 @@ func (p *Producer) Flush(ctx context.Context) error {
 	}
 }
 
-// Close refuses new records, delivers what is queued (bounded by ctx: what
-// is still queued when ctx ends fails) and stops the producer. Like Flush,
-// it waits for the callbacks, so a callback must not call it.
+// Close refuses new records, delivers what is queued (bounded by ctx) and
+// stops the producer. When ctx ends first, every record not yet answered
+// fails before Close returns, as Kafka's close with a timeout: one still
+// queued or waiting to be resent was not written, one in flight may have
+// been (Result.MaybeWritten; a late answer is ignored). Like Flush, it
+// waits for the callbacks, so a callback must not call it.
 func (p *Producer) Close(ctx context.Context) error {
 	p.mu.Lock()
 	p.closing = true
@@ -562,9 +565,42 @@ func (p *Producer) Close(ctx context.Context) error {
 	err := p.Flush(ctx)
 	p.mu.Lock()
 	p.stopped = true
+	var abandoned []*sendBatch
+	if err != nil {
+		for _, ps := range p.parts {
+			for _, b := range ps.inflight {
+				b.maybeWritten = true
+				abandoned = append(abandoned, b)
+				p.inflight--
+			}
+			ps.inflight = nil
+		}
+		if len(abandoned) > 0 {
+			p.delivering++ // their callbacks run after the unlock
+		}
+	}
 	p.mu.Unlock()
 	p.signal()
-	<-p.done
+	<-p.done // the sender failed what was queued or waiting to be resent
+	if len(abandoned) > 0 {
+		why := errs.Errorf(errs.RequestTimedOut, "producer closed before the broker answered: %v", ctx.Err())
+		for _, b := range abandoned {
+			p.deliverErr(b, why)
+		}
+		p.mu.Lock()
+		p.delivering--
+		p.noteIdleLocked()
+		p.mu.Unlock()
+	}
+	if err != nil {
+		// Callbacks of answers that came meanwhile may still be running.
+		p.mu.Lock()
+		idle, drained := p.idle, p.drainedLocked()
+		p.mu.Unlock()
+		if !drained {
+			<-idle
+		}
+	}
 	return err
 }
 
