@@ -124,12 +124,8 @@ func (c *Client) produceOnce(ctx context.Context, topic string, partition int32,
 		err  error
 	}
 	ch := make(chan answer, 1)
-	call := &produceCall{req: req, done: func(resp *storagev1.ProduceResponse, err error) { ch <- answer{resp, err} }}
-	if acks == AcksNone {
-		call.noAnswer = true
-	} else {
-		call.timeout, call.endStream = timeout+5*time.Second, timeout == DefaultRequestTimeout
-	}
+	call := &produceCall{req: req, noAnswer: acks == AcksNone, timeout: timeout + 5*time.Second, endStream: timeout == DefaultRequestTimeout,
+		done: func(resp *storagev1.ProduceResponse, err error) { ch <- answer{resp, err} }}
 	bc.produce(call)
 	var a answer
 wait:

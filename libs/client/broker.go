@@ -66,9 +66,12 @@ type produceStream struct {
 	s       storagev1.StorageService_ProduceStreamClient
 	cancel  context.CancelFunc
 	pending map[uint64]*produceCall // guarded by brokerConn.mu
-	// unanswered is the record bytes of the requests pending here; guarded
-	// by brokerConn.mu.
+	// unanswered is the record bytes of the requests pending here, those
+	// that timed out included: not known to be read. unmetered: an acks=0
+	// request went out here, whose reading is never known. Both guarded by
+	// brokerConn.mu.
 	unanswered int
+	unmetered  bool
 	dead       bool // guarded by brokerConn.mu
 }
 
@@ -85,7 +88,7 @@ type produceCall struct {
 	timeout   time.Duration
 	endStream bool
 	// noAnswer: acks=0. done is called once the request is sent (nil) or
-	// could not be (the error); no timeout applies.
+	// could not be (the error); the timeout bounds the wait to be sent.
 	noAnswer bool
 	// done is called exactly once, with the answer or with a retriable
 	// error when the request could not be sent, the stream broke or no
@@ -97,10 +100,10 @@ type produceCall struct {
 	unused func()
 
 	size  int         // record bytes, counted in produceStream.unanswered
-	timer *time.Timer // the timeout; nil with noAnswer
-	// Guarded by brokerConn.mu: queued while in brokerConn.queue; s and
-	// corr once registered on a stream; finished once done was called or
-	// is being called.
+	timer *time.Timer // the timeout
+	// Guarded by brokerConn.mu: queued while in brokerConn.queue; s once
+	// its Send is under way, and corr once it is pending an answer there;
+	// finished once done was called or is being called.
 	queued   bool
 	s        *produceStream
 	corr     uint64
@@ -169,14 +172,14 @@ func (b *brokerConn) produce(call *produceCall) {
 		call.size += len(pp.GetRecords())
 	}
 	b.mu.Lock()
-	if !call.noAnswer {
-		call.timer = time.AfterFunc(call.timeout, func() { b.expire(call) })
-	}
+	call.timer = time.AfterFunc(call.timeout, func() { b.expire(call) })
 	s := b.stream
-	if !b.writing && len(b.queue) == 0 && s != nil && !s.dead && !call.noAnswer && s.unanswered+call.size <= inlineSendBytes {
+	if !b.writing && len(b.queue) == 0 && s != nil && !s.dead && !s.unmetered && !call.noAnswer && s.unanswered+call.size <= inlineSendBytes {
 		b.writing = true
 		b.mu.Unlock()
-		b.transmit(call)
+		if !b.transmit(call, s) {
+			return // the writer took it over, with the send turn
+		}
 		b.mu.Lock()
 		b.writing = false
 		if len(b.queue) > 0 { // queued by another producer meanwhile
@@ -210,21 +213,31 @@ func (b *brokerConn) write() {
 		b.queue = b.queue[1:]
 		call.queued = false
 		b.mu.Unlock()
-		b.transmit(call)
+		b.transmit(call, nil)
 	}
 }
 
 // transmit sends call on the stream, opening one when there is none. The
-// caller holds the send turn.
-func (b *brokerConn) transmit(call *produceCall) {
+// caller holds the send turn. With inline (the stream the caller saw open),
+// a stream that broke meanwhile is not opened here: the call goes to the
+// front of the queue and a writer, given the send turn, sends it; transmit
+// then answers false.
+func (b *brokerConn) transmit(call *produceCall, inline *produceStream) bool {
+	b.mu.Lock()
+	s := b.stream
+	if inline != nil && (s != inline || s.dead) {
+		call.queued = true
+		b.queue = slices.Insert(b.queue, 0, call)
+		b.mu.Unlock()
+		go b.write()
+		return false
+	}
 	if call.unused != nil {
 		defer call.unused()
 	}
-	b.mu.Lock()
-	s := b.stream
 	if call.finished { // timed out before its turn
 		b.mu.Unlock()
-		return
+		return true
 	}
 	if s == nil {
 		ctx, cancel := context.WithCancel(b.c.ctx)
@@ -237,7 +250,7 @@ func (b *brokerConn) transmit(call *produceCall) {
 			b.mu.Unlock()
 			cancel()
 			b.end(call, errs.Errorf(errs.NetworkException, "produce stream to broker %d: %v", b.id, rpcerr.FromStatus(err)))
-			return
+			return true
 		}
 		s = &produceStream{s: raw, cancel: cancel, pending: map[uint64]*produceCall{}}
 		b.stream = s
@@ -245,17 +258,22 @@ func (b *brokerConn) transmit(call *produceCall) {
 	}
 	if call.finished {
 		b.mu.Unlock()
-		return
+		return true
 	}
 	if s.dead {
 		b.mu.Unlock()
 		b.end(call, errs.Errorf(errs.NetworkException, "produce stream to broker %d failed", b.id))
-		return
+		return true
 	}
 	b.nextCorr++
 	corr := b.nextCorr
-	if !call.noAnswer {
-		call.s, call.corr = s, corr
+	call.s = s
+	if call.noAnswer {
+		// Never answered, so never known to be read: no more requests go
+		// out inline on this stream.
+		s.unmetered = true
+	} else {
+		call.corr = corr
 		s.pending[corr] = call
 		s.unanswered += call.size
 	}
@@ -265,16 +283,18 @@ func (b *brokerConn) transmit(call *produceCall) {
 		err = errs.Errorf(errs.NetworkException, "produce stream to broker %d: %v", b.id, err)
 		b.fail(s, err)
 		if call.noAnswer {
-			call.done(nil, err)
+			b.end(call, err)
 		}
-		return
+		return true
 	}
 	if call.noAnswer {
-		call.done(nil, nil)
+		b.end(call, nil)
 	}
+	return true
 }
 
-// end answers a call that is on no stream with err, unless it was answered.
+// end answers call with err (nil: an acks=0 call sent), unless it was
+// answered.
 func (b *brokerConn) end(call *produceCall, err error) {
 	b.mu.Lock()
 	if call.finished {
@@ -283,9 +303,7 @@ func (b *brokerConn) end(call *produceCall, err error) {
 	}
 	call.finished = true
 	b.mu.Unlock()
-	if call.timer != nil {
-		call.timer.Stop()
-	}
+	call.timer.Stop()
 	call.done(nil, err)
 }
 
@@ -297,18 +315,23 @@ func (b *brokerConn) expire(call *produceCall) {
 		b.mu.Unlock()
 		return
 	}
-	if s := call.s; s != nil {
-		b.mu.Unlock()
+	if s := call.s; s != nil && !call.noAnswer {
 		if call.endStream {
+			b.mu.Unlock()
 			b.fail(s, err)
-		} else {
-			b.finish(s, call.corr, nil, err)
+			return
 		}
+		// Only this request fails. It stays pending, its bytes counted as
+		// unread, until the node answers it or the stream ends.
+		call.finished = true
+		b.mu.Unlock()
+		call.done(nil, err)
 		return
 	}
-	// Not sent yet: still queued, or its sender is waiting on the stream.
-	// A whole request timeout of that means the stream (or its opening) is
-	// stuck: end it, so the requests behind it go on a new one.
+	// Not sent yet: still queued, or its sender is waiting on the stream
+	// (opening it, or in its Send). A whole request timeout of that means
+	// the stream (or its opening) is stuck: end it, so the requests behind
+	// it go on a new one.
 	call.finished = true
 	dropped := call.queued
 	if dropped {
@@ -319,6 +342,9 @@ func (b *brokerConn) expire(call *produceCall) {
 	var opening context.CancelFunc
 	if call.endStream {
 		stuck, opening = b.stream, b.opening
+		if call.s != nil {
+			stuck = call.s
+		}
 	}
 	b.mu.Unlock()
 	if opening != nil {
@@ -345,24 +371,28 @@ func (b *brokerConn) receive(s *produceStream) {
 			b.fail(s, ferr)
 			return
 		}
-		b.finish(s, resp.GetCorrelationId(), resp.GetResponse(), nil)
+		b.answer(s, resp.GetCorrelationId(), resp.GetResponse())
 	}
 }
 
-// finish completes one pending request, once.
-func (b *brokerConn) finish(s *produceStream, corr uint64, resp *storagev1.ProduceResponse, err error) {
+// answer completes the request the node answered, unless it timed out.
+func (b *brokerConn) answer(s *produceStream, corr uint64, resp *storagev1.ProduceResponse) {
 	b.mu.Lock()
 	call := s.pending[corr]
-	if call == nil || call.finished {
+	if call == nil {
 		b.mu.Unlock()
-		return // acks=0, or already timed out
+		return
 	}
 	delete(s.pending, corr)
 	s.unanswered -= call.size
+	if call.finished {
+		b.mu.Unlock()
+		return // timed out: its answer came late
+	}
 	call.finished = true
 	b.mu.Unlock()
 	call.timer.Stop()
-	call.done(resp, err)
+	call.done(resp, nil)
 }
 
 // fail ends stream s and fails all that is pending on it.

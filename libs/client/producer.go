@@ -1071,15 +1071,13 @@ func (p *Producer) send(br *brokerRequest) {
 	call := &produceCall{req: br.req, unused: unused, done: func(resp *storagev1.ProduceResponse, err error) {
 		p.complete(br.batches, resp, err)
 	}}
-	if p.cfg.acks == AcksNone {
-		// Sent is done; not sent (no stream) is retried like any
-		// request that never reached the broker.
-		call.noAnswer = true
-	} else {
-		call.timeout, call.endStream = p.cfg.requestTimeout+5*time.Second, true
-		if left := time.Until(br.deadline); left < call.timeout {
-			call.timeout, call.endStream = max(left, 10*time.Millisecond), false
-		}
+	// Sent is done under acks=0; not sent (no stream, or not within the
+	// request timeout) is retried like any request that never reached the
+	// broker.
+	call.noAnswer = p.cfg.acks == AcksNone
+	call.timeout, call.endStream = p.cfg.requestTimeout+5*time.Second, true
+	if left := time.Until(br.deadline); left < call.timeout && !call.noAnswer {
+		call.timeout, call.endStream = max(left, 10*time.Millisecond), false
 	}
 	bc.produce(call)
 }

@@ -101,6 +101,79 @@ func TestStalledBrokerDoesNotHoldOtherBrokers(t *testing.T) {
 	}
 }
 
+// Requests that timed out unanswered on a stream still hold its window
+// until the node reads them: a node that stopped reading after taking
+// 7 MiB of batches whose delivery timeout passed does not get the next
+// requests on the producer's own goroutine, where a Send would wait for
+// the node, and the producer keeps serving the other broker.
+func TestTimedOutRequestsStillHoldTheWindow(t *testing.T) {
+	cl := clienttest.Start(t, 2)
+	c := newClient(t, cl)
+	const parts = 8 // even partitions on broker 1, odd ones on broker 2
+	createTopic(t, c, "t", parts, nil)
+	p := c.NewProducer(client.WithLinger(-1), client.WithRequestTimeout(30*time.Second))
+	defer p.Close(ctx(t))
+	hasty := c.NewProducer(client.WithLinger(-1), client.WithDeliveryTimeout(400*time.Millisecond))
+	defer hasty.Close(ctx(t))
+	for part := range int32(parts) {
+		for _, pr := range []*client.Producer{p, hasty} {
+			if r := pr.ProduceSync(ctx(t), client.Record{Topic: "t", Partition: &part, Value: []byte("first")})[0]; r.Err != nil {
+				t.Fatal(r.Err)
+			}
+		}
+	}
+
+	release := cl.Storage[1].Stall()
+	defer release()
+	// The node reads one request more before it stops: a small one, so
+	// that it gives back no window.
+	zero := int32(0)
+	hasty.Produce(ctx(t), client.Record{Topic: "t", Partition: &zero, Value: []byte("read")}, func(client.Result) {})
+	time.Sleep(100 * time.Millisecond)
+	var slow []client.Record
+	for i := range 14 {
+		part := int32(2 * (i % 4))
+		slow = append(slow, client.Record{Topic: "t", Partition: &part, Value: make([]byte, 512<<10)})
+	}
+	var wg sync.WaitGroup
+	wg.Add(len(slow))
+	hasty.ProduceAll(ctx(t), slow, func(_ int, r client.Result) {
+		defer wg.Done()
+		if r.Err == nil {
+			t.Error("a batch to the stalled node was acknowledged")
+		}
+	})
+	wg.Wait() // every batch timed out; the node holds 7 MiB unread
+
+	// Two requests for broker 1: 1.5 MiB (three partitions' batches), then
+	// 100 KiB (the first partition's next batch). The first takes the
+	// window's last MiB and leaves the rest queued in the connection; the
+	// second's Send would wait for the node.
+	var recs []client.Record
+	for _, r := range []struct {
+		part int32
+		size int
+	}{{0, 500 << 10}, {2, 500 << 10}, {4, 500 << 10}, {0, 100 << 10}} {
+		recs = append(recs, client.Record{Topic: "t", Partition: &r.part, Value: make([]byte, r.size)})
+	}
+	p.ProduceAll(ctx(t), recs, func(int, client.Result) {})
+	time.Sleep(200 * time.Millisecond) // the sender handed them to broker 1
+
+	one := int32(1)
+	start := time.Now()
+	done := make(chan client.Result, 1)
+	p.Produce(ctx(t), client.Record{Topic: "t", Partition: &one, Value: []byte("beside")}, func(r client.Result) { done <- r })
+	select {
+	case r := <-done:
+		if r.Err != nil {
+			t.Fatalf("broker 2's record: %+v", r)
+		}
+		t.Logf("broker 2 acknowledged %v after the produce", time.Since(start).Round(time.Millisecond))
+	case <-time.After(5 * time.Second):
+		t.Fatal("broker 2's record waits on the stalled broker 1")
+	}
+}
+
 // A leader whose address takes connections and never answers (a node cut
 // off mid-handshake) holds only its own partitions' records while the
 // producer's connection to it waits to open.
