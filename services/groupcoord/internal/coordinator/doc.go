@@ -81,7 +81,8 @@
 // # Time
 //
 // One goroutine per owned partition loads it, then ticks its groups at
-// group.NextDeadline and applies topic metadata changes (SetTopics). Every
+// group.NextDeadline, applies topic metadata changes (SetTopics) and, every
+// Config.RetentionCheckInterval, the offset retention (group.Expiry). Every
 // goroutine is owned: a dropped partition's goroutine is cancelled, Close
 // waits for all of them.
 package coordinator

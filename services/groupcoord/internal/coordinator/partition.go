@@ -84,6 +84,17 @@ type groupState struct {
 	lastSubscribed map[string]time.Time
 }
 
+// noteSubscribed notes that the group's members subscribe to their topics
+// at now (lastSubscribed).
+func (gs *groupState) noteSubscribed(now time.Time) {
+	for _, t := range gs.g.SubscribedTopics() {
+		if gs.lastSubscribed == nil {
+			gs.lastSubscribed = map[string]time.Time{}
+		}
+		gs.lastSubscribed[t] = now
+	}
+}
+
 // durable reports whether the log holds anything of the group.
 func (gs *groupState) durable() bool {
 	return gs.written != nil || len(gs.offsets) > 0 || !gs.txns.Empty() || len(gs.deliveries) > 0 || gs.config != nil
@@ -157,8 +168,8 @@ func (p *partition) identity() Identity {
 	return Identity{ProducerID: p.own.ProducerID, Epoch: int16(p.own.Epoch), Sequence: p.seq}
 }
 
-// run loads the partition, then ticks its groups and applies topic changes
-// until the partition is dropped.
+// run loads the partition, then ticks its groups, applies topic changes and
+// the offset retention until the partition is dropped.
 func (p *partition) run() {
 	start := time.Now()
 	for attempt := 0; ; attempt++ {
@@ -192,11 +203,11 @@ func (p *partition) run() {
 	defer timer.Stop()
 	nextSweep := p.c.cfg.Now().Add(p.c.cfg.RetentionCheckInterval)
 	for {
-		now := p.c.cfg.Now()
-		if !now.Before(nextSweep) {
+		if now := p.c.cfg.Now(); !now.Before(nextSweep) {
 			p.expireOffsets()
 			nextSweep = now.Add(p.c.cfg.RetentionCheckInterval)
 		}
+		now := p.c.cfg.Now()
 		next := p.nextDeadline()
 		wait := nextSweep.Sub(now)
 		if !next.IsZero() {
@@ -527,7 +538,9 @@ func (p *partition) update(groupID string, create bool, fn func(gs *groupState, 
 		gs.g.SetTopics(topics.counts)
 	}
 	before := gs.g.Epoch()
-	ch, err := fn(gs, p.c.cfg.Now())
+	now := p.c.cfg.Now()
+	gs.noteSubscribed(now) // before the event, which may remove members
+	ch, err := fn(gs, now)
 	if err != nil {
 		p.mu.Unlock()
 		return err
@@ -743,6 +756,7 @@ func (p *partition) settle() error {
 			gs := p.groups[pc.groupID]
 			if gs == nil {
 				gs = newGroupState(p.c.cfg.Group, pc.groupID)
+				gs.since = p.c.cfg.Now()
 				p.groups[pc.groupID] = gs
 			}
 			p.acknowledged(pc.groupID, gs, pc.ch, true)
@@ -833,18 +847,9 @@ func (p *partition) expireOffsets() {
 		var expired int
 		var deleted bool
 		err := p.update(id, false, func(gs *groupState, now time.Time) (change, error) {
-			members := gs.g.Describe().Members
 			subscribed := map[string]bool{}
-			for _, m := range members {
-				for _, t := range m.Topics {
-					subscribed[t] = true
-				}
-			}
-			if gs.lastSubscribed == nil {
-				gs.lastSubscribed = map[string]time.Time{}
-			}
-			for t := range subscribed {
-				gs.lastSubscribed[t] = now
+			for _, t := range gs.g.SubscribedTopics() {
+				subscribed[t] = true
 			}
 			e := group.Expiry{Now: now, Retention: p.c.cfg.OffsetsRetention, Offsets: gs.offsets,
 				Held: slices.SortedFunc(maps.Keys(gs.deliveries), compareTP), Subscribed: subscribed,
@@ -860,7 +865,7 @@ func (p *partition) expireOffsets() {
 				}
 			}
 			expired = len(drop)
-			if len(members) == 0 && left == 0 && gs.txns.Empty() && gs.config == nil {
+			if gs.g.State() == group.Empty && left == 0 && gs.txns.Empty() && gs.config == nil {
 				eff, err := gs.g.Delete()
 				if err != nil {
 					return change{}, err
@@ -871,8 +876,13 @@ func (p *partition) expireOffsets() {
 			return change{drop: drop}, nil
 		})
 		switch {
-		case err != nil && err != errNoGroup && p.ctx.Err() == nil:
-			p.c.logger.Warn("expiring a group's offsets failed", "group", id, "err", err)
+		case err != nil && err != errNoGroup:
+			if p.ctx.Err() == nil {
+				// The next check tries again; meanwhile the run loop ticks
+				// the groups rather than waiting on the log group by group.
+				p.c.logger.Warn("expiring a group's offsets failed: the rest waits for the next check", "group", id, "err", err)
+			}
+			return
 		case err != nil:
 		case deleted:
 			p.c.metrics.expiredOffsets.Add(float64(expired))

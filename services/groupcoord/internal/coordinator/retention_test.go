@@ -117,36 +117,50 @@ func TestOffsetsExpire(t *testing.T) {
 }
 
 // The retention counts from when the coordinator last saw the topic
-// subscribed, not only from the commit: a group that left a topic a day
-// ago keeps an offset committed eight days ago for six more days.
+// subscribed, not only from the commit: a group whose member left a topic
+// (between two checks) keeps an offset committed eight days before for a
+// whole retention after the leave.
 func TestOffsetsExpireFromTheLastSubscription(t *testing.T) {
 	const day = 24 * time.Hour
 	clock := &fakeClock{now: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
 	cfg := testConfig(1)
 	cfg.Now = clock.Now
 	cfg.Group.MaxSessionTimeout, cfg.Group.DefaultSessionTimeout = 60*day, 30*day
-	cfg.OffsetsRetention, cfg.RetentionCheckInterval = 7*day, 10*time.Millisecond
+	cfg.OffsetsRetention, cfg.RetentionCheckInterval = 7*day, time.Hour // checks run below, by hand
 	c := New(cfg, newMemLog(), nil)
 	t.Cleanup(c.Close)
 	c.OnMetadata(owning(1, all()...))
 	waitLoaded(t, c, nParts)
+	p, err := c.partitionFor("app")
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	m := join(t, c, "app", "orders")
 	if err := commit(c, "app", m.MemberID, m.MemberEpoch, "orders", 2, 11); err != nil {
 		t.Fatal(err)
 	}
 	clock.advance(8 * day)
-	time.Sleep(50 * time.Millisecond) // a check sees the topic subscribed
 	if _, err := c.Heartbeat(context.Background(), "app", group.HeartbeatRequest{MemberID: m.MemberID, MemberEpoch: group.LeaveEpoch}); err != nil {
 		t.Fatal(err)
 	}
-	clock.advance(6 * day)
-	time.Sleep(100 * time.Millisecond)
+	p.expireOffsets()
 	if got := committed(t, c, "app", "orders", 2); got != 11 {
-		t.Fatalf("offset %d six days after the last subscription, want 11", got)
+		t.Fatalf("offset %d right after the last member left, want 11", got)
 	}
-	clock.advance(day)
-	waitFor(t, "the offset expires a retention after the last subscription", func() bool { return committed(t, c, "app", "orders", 2) == -1 })
+	clock.advance(7*day - time.Millisecond)
+	p.expireOffsets()
+	if got := committed(t, c, "app", "orders", 2); got != 11 {
+		t.Fatalf("offset %d a millisecond before a retention after the leave, want 11", got)
+	}
+	clock.advance(time.Millisecond)
+	p.expireOffsets()
+	if got := committed(t, c, "app", "orders", 2); got != -1 {
+		t.Fatalf("offset %d a retention after the leave, want none", got)
+	}
+	if got := listed(c); len(got) != 0 {
+		t.Fatalf("groups %v, want none", got)
+	}
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {

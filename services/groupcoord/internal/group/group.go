@@ -461,6 +461,27 @@ func (g *Group) State() State {
 	return Stable
 }
 
+// Subscribed reports whether a member of the group subscribes to topic.
+func (g *Group) Subscribed(topic string) bool {
+	for _, m := range g.members {
+		if _, ok := slices.BinarySearch(m.topics, topic); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// SubscribedTopics answers, sorted, the topics the group's members subscribe
+// to.
+func (g *Group) SubscribedTopics() []string {
+	var out []string
+	for _, m := range g.members {
+		out = append(out, m.topics...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
 // Describe answers DescribeGroups' view of the group.
 func (g *Group) Describe() Description {
 	d := Description{GroupID: g.id, State: g.State(), Epoch: g.epoch, AssignmentEpoch: g.assignmentEpoch, Assignor: g.assignor}
