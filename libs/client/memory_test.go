@@ -229,25 +229,34 @@ func TestFlushWaitsForTheCallbacks(t *testing.T) {
 	}
 }
 
+// recordInFlight starts a producer on a one-node cluster whose node has
+// appended its second record and holds the answer until release.
+func recordInFlight(t *testing.T) (cl *clienttest.Cluster, c *client.Client, p *client.Producer, release func(), inFlight chan client.Result) {
+	t.Helper()
+	cl = clienttest.Start(t, 1)
+	c = newClient(t, cl)
+	createTopic(t, c, "t", 1, nil)
+	p = c.NewProducer()
+	if r := p.ProduceSync(ctx(t), kibRecord("t", 1))[0]; r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	release = cl.Storage[1].HoldAnswers("t", 0)
+	_, inFlight = produceAsync1(t, p, ctx(t), kibRecord("t", 2))
+	for deadline := time.Now().Add(10 * time.Second); len(cl.Storage[1].Batches("t", 0)) < 2; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			release()
+			t.Fatal("the second record did not reach the node")
+		}
+	}
+	return cl, c, p, release, inFlight
+}
+
 // A client closed before its producer (the wrong order, easy to get with
 // defers) leaves no record unanswered: what was in flight fails, as a
 // record produced afterwards does, and the producer's Close returns.
 func TestClientClosedBeforeItsProducer(t *testing.T) {
-	cl := clienttest.Start(t, 1)
-	c := newClient(t, cl)
-	createTopic(t, c, "t", 1, nil)
-	p := c.NewProducer()
-	if r := p.ProduceSync(ctx(t), kibRecord("t", 1))[0]; r.Err != nil {
-		t.Fatal(r.Err)
-	}
-	release := cl.Storage[1].HoldAnswers("t", 0)
+	_, c, p, release, inFlight := recordInFlight(t)
 	defer release()
-	_, inFlight := produceAsync1(t, p, ctx(t), kibRecord("t", 2))
-	for deadline := time.Now().Add(10 * time.Second); len(cl.Storage[1].Batches("t", 0)) < 2; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the second record did not reach the node")
-		}
-	}
 	c.Close()
 	select {
 	case r := <-inFlight:
@@ -277,21 +286,8 @@ func TestClientClosedBeforeItsProducer(t *testing.T) {
 // returns (an error, maybe written), and fails what was still queued (not
 // written); the late answer of the node changes nothing.
 func TestCloseAtItsDeadlineAnswersEveryRecord(t *testing.T) {
-	cl := clienttest.Start(t, 1)
-	c := newClient(t, cl)
-	createTopic(t, c, "t", 1, nil)
-	p := c.NewProducer()
-	if r := p.ProduceSync(ctx(t), kibRecord("t", 1))[0]; r.Err != nil {
-		t.Fatal(r.Err)
-	}
-	release := cl.Storage[1].HoldAnswers("t", 0)
+	cl, _, p, release, inFlight := recordInFlight(t)
 	defer release()
-	_, inFlight := produceAsync1(t, p, ctx(t), kibRecord("t", 2))
-	for deadline := time.Now().Add(10 * time.Second); len(cl.Storage[1].Batches("t", 0)) < 2; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the second record did not reach the node")
-		}
-	}
 	closeCtx, cancel := context.WithTimeout(ctx(t), 200*time.Millisecond)
 	defer cancel()
 	if err := p.Close(closeCtx); err == nil {

@@ -56,19 +56,7 @@ func TestStalledBrokerDoesNotHoldOtherBrokers(t *testing.T) {
 	})
 	time.Sleep(500 * time.Millisecond) // the sender is at the stalled window
 
-	one := int32(1)
-	start := time.Now()
-	done := make(chan client.Result, 1)
-	p.Produce(ctx(t), client.Record{Topic: "t", Partition: &one, Value: []byte("beside")}, func(r client.Result) { done <- r })
-	select {
-	case r := <-done:
-		if r.Err != nil || r.Offset != 1 {
-			t.Fatalf("broker 2's record: %+v", r)
-		}
-		t.Logf("broker 2 acknowledged %v after the produce, broker 1 stalled", time.Since(start).Round(time.Millisecond))
-	case <-time.After(5 * time.Second):
-		t.Fatal("broker 2's record waits on the stalled broker 1")
-	}
+	acknowledgedBeside(t, p, 1)
 
 	release()
 	wg.Wait()
@@ -159,16 +147,23 @@ func TestTimedOutRequestsStillHoldTheWindow(t *testing.T) {
 	p.ProduceAll(ctx(t), recs, func(int, client.Result) {})
 	time.Sleep(200 * time.Millisecond) // the sender handed them to broker 1
 
+	acknowledgedBeside(t, p, 2) // after each producer's first
+}
+
+// acknowledgedBeside produces a record to partition 1 (broker 2's) and
+// fails the test unless it is acknowledged, at offset want, within 5 s.
+func acknowledgedBeside(t *testing.T, p *client.Producer, want int64) {
+	t.Helper()
 	one := int32(1)
 	start := time.Now()
 	done := make(chan client.Result, 1)
 	p.Produce(ctx(t), client.Record{Topic: "t", Partition: &one, Value: []byte("beside")}, func(r client.Result) { done <- r })
 	select {
 	case r := <-done:
-		if r.Err != nil {
-			t.Fatalf("broker 2's record: %+v", r)
+		if r.Err != nil || r.Offset != want {
+			t.Fatalf("broker 2's record: %+v, want offset %d", r, want)
 		}
-		t.Logf("broker 2 acknowledged %v after the produce", time.Since(start).Round(time.Millisecond))
+		t.Logf("broker 2 acknowledged %v after the produce, broker 1 stalled", time.Since(start).Round(time.Millisecond))
 	case <-time.After(5 * time.Second):
 		t.Fatal("broker 2's record waits on the stalled broker 1")
 	}
