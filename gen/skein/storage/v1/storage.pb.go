@@ -947,14 +947,19 @@ func (x *AbortedTransaction) GetFirstOffset() int64 {
 }
 
 type ReplicateRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ReplicaId     int32                  `protobuf:"varint,1,opt,name=replica_id,json=replicaId,proto3" json:"replica_id,omitempty"`
-	BrokerEpoch   int64                  `protobuf:"varint,2,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
-	MaxWaitMs     int32                  `protobuf:"varint,3,opt,name=max_wait_ms,json=maxWaitMs,proto3" json:"max_wait_ms,omitempty"`
-	MaxBytes      int32                  `protobuf:"varint,4,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
-	Partitions    []*ReplicaFetchState   `protobuf:"bytes,5,rep,name=partitions,proto3" json:"partitions,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	ReplicaId   int32                  `protobuf:"varint,1,opt,name=replica_id,json=replicaId,proto3" json:"replica_id,omitempty"`
+	BrokerEpoch int64                  `protobuf:"varint,2,opt,name=broker_epoch,json=brokerEpoch,proto3" json:"broker_epoch,omitempty"`
+	MaxWaitMs   int32                  `protobuf:"varint,3,opt,name=max_wait_ms,json=maxWaitMs,proto3" json:"max_wait_ms,omitempty"`
+	MaxBytes    int32                  `protobuf:"varint,4,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	Partitions  []*ReplicaFetchState   `protobuf:"bytes,5,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// The most bytes of batches one partition's result carries (0: no bound
+	// but max_bytes), so that one partition far behind does not take a whole
+	// answer while the others wait for the next round. A partition's first
+	// batch is always whole.
+	PartitionMaxBytes int32 `protobuf:"varint,6,opt,name=partition_max_bytes,json=partitionMaxBytes,proto3" json:"partition_max_bytes,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ReplicateRequest) Reset() {
@@ -1020,6 +1025,13 @@ func (x *ReplicateRequest) GetPartitions() []*ReplicaFetchState {
 		return x.Partitions
 	}
 	return nil
+}
+
+func (x *ReplicateRequest) GetPartitionMaxBytes() int32 {
+	if x != nil {
+		return x.PartitionMaxBytes
+	}
+	return 0
 }
 
 // ReplicaFetchState is a follower's position in one partition. fetch_offset is
@@ -2308,7 +2320,7 @@ const file_skein_storage_v1_storage_proto_rawDesc = "" +
 	"\x12AbortedTransaction\x12\x1f\n" +
 	"\vproducer_id\x18\x01 \x01(\x03R\n" +
 	"producerId\x12!\n" +
-	"\ffirst_offset\x18\x02 \x01(\x03R\vfirstOffset\"\xd6\x01\n" +
+	"\ffirst_offset\x18\x02 \x01(\x03R\vfirstOffset\"\x86\x02\n" +
 	"\x10ReplicateRequest\x12\x1d\n" +
 	"\n" +
 	"replica_id\x18\x01 \x01(\x05R\treplicaId\x12!\n" +
@@ -2317,7 +2329,8 @@ const file_skein_storage_v1_storage_proto_rawDesc = "" +
 	"\tmax_bytes\x18\x04 \x01(\x05R\bmaxBytes\x12C\n" +
 	"\n" +
 	"partitions\x18\x05 \x03(\v2#.skein.storage.v1.ReplicaFetchStateR\n" +
-	"partitions\"\xf4\x01\n" +
+	"partitions\x12.\n" +
+	"\x13partition_max_bytes\x18\x06 \x01(\x05R\x11partitionMaxBytes\"\xf4\x01\n" +
 	"\x11ReplicaFetchState\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12!\n" +

@@ -302,7 +302,7 @@ func (m *Manager) stream(ctx context.Context, th *thread) (err error) {
 		}
 		req := &storagev1.ReplicateRequest{
 			ReplicaId: m.cfg.Self, BrokerEpoch: m.cfg.BrokerEpoch(),
-			MaxWaitMs: int32(m.cfg.MaxWait / time.Millisecond), MaxBytes: int32(m.cfg.MaxBytes),
+			MaxWaitMs: int32(m.cfg.MaxWait / time.Millisecond), MaxBytes: int32(m.cfg.MaxBytes), PartitionMaxBytes: int32(m.cfg.PartitionMaxBytes),
 		}
 		asked := make([]Silent, 0, len(parts))
 		for len(states) < len(parts) {

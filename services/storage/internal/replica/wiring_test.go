@@ -658,22 +658,7 @@ func TestReplicationAnswerStopsAtItsBound(t *testing.T) {
 	}
 	ask := func(tOff, uOff int64) map[string]*storagev1.ReplicaFetchResult {
 		t.Helper()
-		err := s.Send(&storagev1.ReplicateRequest{ReplicaId: 3, BrokerEpoch: 1, MaxBytes: 1, Partitions: []*storagev1.ReplicaFetchState{
-			{Topic: "t", Partition: 0, FetchOffset: tOff, LastFetchedEpoch: -1, CurrentLeaderEpoch: 0},
-			{Topic: "u", Partition: 0, FetchOffset: uOff, LastFetchedEpoch: -1, CurrentLeaderEpoch: 0},
-		}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := s.Recv()
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string]*storagev1.ReplicaFetchResult{}
-		for _, r := range resp.GetPartitions() {
-			out[fmt.Sprintf("%s-%d", r.GetTopic(), r.GetPartition())] = r
-		}
-		return out
+		return askReplicate(t, s, &storagev1.ReplicateRequest{ReplicaId: 3, BrokerEpoch: 1, MaxBytes: 1}, tOff, uOff)
 	}
 	got := ask(0, 0)
 	if len(got["t-0"].GetRecords()) == 0 || len(got["u-0"].GetRecords()) != 0 {
@@ -681,5 +666,56 @@ func TestReplicationAnswerStopsAtItsBound(t *testing.T) {
 	}
 	if got = ask(1, 0); len(got["u-0"].GetRecords()) == 0 {
 		t.Fatalf("the next answer carries %v, want u-0's batch", got)
+	}
+}
+
+// askReplicate sends req on s for t-0 and u-0 at the offsets given and
+// answers the results by partition.
+func askReplicate(t *testing.T, s storagev1.StorageService_ReplicateClient, req *storagev1.ReplicateRequest, tOff, uOff int64) map[string]*storagev1.ReplicaFetchResult {
+	t.Helper()
+	req.Partitions = []*storagev1.ReplicaFetchState{
+		{Topic: "t", Partition: 0, FetchOffset: tOff, LastFetchedEpoch: -1, CurrentLeaderEpoch: 0},
+		{Topic: "u", Partition: 0, FetchOffset: uOff, LastFetchedEpoch: -1, CurrentLeaderEpoch: 0},
+	}
+	if err := s.Send(req); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := s.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*storagev1.ReplicaFetchResult{}
+	for _, r := range resp.GetPartitions() {
+		out[fmt.Sprintf("%s-%d", r.GetTopic(), r.GetPartition())] = r
+	}
+	return out
+}
+
+// A replication answer gives each partition at most the follower's
+// partition_max_bytes (its first batch always whole), so a partition far
+// behind leaves room in the answer for the others.
+func TestReplicationAnswerBoundsEachPartition(t *testing.T) {
+	fc, nodes := startNodes(t)
+	addTopicU(t, fc)
+	for _, v := range []string{"v1", "v2"} {
+		if r := produce(t, nodes[0], v); r.GetErrorCode() != 0 {
+			t.Fatalf("produce to t-0: %v", r)
+		}
+	}
+	if r := produceTo(t, nodes[0], "u", "w"); r.GetErrorCode() != 0 {
+		t.Fatalf("produce to u-0: %v", r)
+	}
+	nodes[2].fet.Close() // from here this test is replica 3's follower
+	s, err := storagev1.NewStorageServiceClient(nodes[0].cc).Replicate(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := askReplicate(t, s, &storagev1.ReplicateRequest{ReplicaId: 3, BrokerEpoch: 1, MaxBytes: 1 << 20, PartitionMaxBytes: 1}, 0, 0)
+	tb, ub := got["t-0"].GetRecords(), got["u-0"].GetRecords()
+	if len(tb) < record.HeaderSize || record.Batch(tb).Size() != len(tb) || len(ub) == 0 {
+		t.Fatalf("with partition_max_bytes 1: t-0 %d bytes, u-0 %d bytes; want t-0's first batch alone and u-0's batch", len(tb), len(ub))
+	}
+	if got = askReplicate(t, s, &storagev1.ReplicateRequest{ReplicaId: 3, BrokerEpoch: 1, MaxBytes: 1 << 20}, 0, 1); record.Batch(got["t-0"].GetRecords()).Size() == len(got["t-0"].GetRecords()) {
+		t.Fatalf("without partition_max_bytes t-0 gets %d bytes, want both its batches", len(got["t-0"].GetRecords()))
 	}
 }

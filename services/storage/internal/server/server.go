@@ -679,12 +679,16 @@ func (s *Server) replicateOnce(req *storagev1.ReplicateRequest, buf []byte, w *p
 		}
 		a.found++
 		t := sess.ask(tp, st.GetCurrentLeaderEpoch())
-		// What is left of the answer's bound: the first partition with
-		// records always gets its first whole batch; once the bound is
-		// reached the others are answered without records (their
-		// follower's offsets still count), so an answer never grows by a
-		// batch per partition past the bound and the transport's limit.
+		// What is left of the answer's bound, and at most the partition's
+		// own: the first partition with records always gets its first
+		// whole batch; once the bound is reached the others are answered
+		// without records (their follower's offsets still count), so an
+		// answer never grows by a batch per partition past the bound and
+		// the transport's limit.
 		budget := maxBytes - total
+		if pm := int(req.GetPartitionMaxBytes()); pm > 0 && pm < budget {
+			budget = pm
+		}
 		fr, err := p.ServeFollower(partition.FollowerFetch{
 			ReplicaID: req.GetReplicaId(), BrokerEpoch: req.GetBrokerEpoch(), FetchOffset: record.Offset(st.GetFetchOffset()), LastFetchedEpoch: record.Epoch(st.GetLastFetchedEpoch()),
 			CurrentLeaderEpoch: st.GetCurrentLeaderEpoch(), MaxBytes: budget, Buf: free, Waker: w,
