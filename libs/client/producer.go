@@ -350,6 +350,26 @@ type sendBatch struct {
 
 // NewProducer starts a producer on c.
 func (c *Client) NewProducer(opts ...ProducerOption) *Producer {
+	cfg := newProducerConfig(opts)
+	p := &Producer{
+		c:      c,
+		cfg:    cfg,
+		wake:   make(chan struct{}, 1),
+		done:   make(chan struct{}),
+		acc:    accumulator.New(accumulator.Config{BatchSize: cfg.batchSize, Linger: cfg.linger}),
+		sticky: partitioner.NewSticky(randIntN),
+		parts:  map[accumulator.TP]*partitionState{},
+		idle:   make(chan struct{}),
+		pid:    -1,
+		bld:    record.NewBuilder(record.DefaultBatchOptions()),
+		mem:    &memoryBudget{limit: cfg.bufferMemory},
+	}
+	go p.run()
+	return p
+}
+
+// newProducerConfig is the configuration opts make of the defaults.
+func newProducerConfig(opts []ProducerOption) producerConfig {
 	cfg := producerConfig{
 		acks:            AcksAll,
 		batchSize:       DefaultBatchSize,
@@ -373,21 +393,15 @@ func (c *Client) NewProducer(opts ...ProducerOption) *Producer {
 	if cfg.maxBlock <= 0 {
 		cfg.maxBlock = DefaultMaxBlock
 	}
-	p := &Producer{
-		c:      c,
-		cfg:    cfg,
-		wake:   make(chan struct{}, 1),
-		done:   make(chan struct{}),
-		acc:    accumulator.New(accumulator.Config{BatchSize: cfg.batchSize, Linger: cfg.linger}),
-		sticky: partitioner.NewSticky(randIntN),
-		parts:  map[accumulator.TP]*partitionState{},
-		idle:   make(chan struct{}),
-		pid:    -1,
-		bld:    record.NewBuilder(record.DefaultBatchOptions()),
-		mem:    &memoryBudget{limit: cfg.bufferMemory},
-	}
-	go p.run()
-	return p
+	return cfg
+}
+
+// ProducerSettings answers the compression and delivery timeout a producer
+// made with opts would have: for a caller that writes batches of its own
+// (ProduceBatch) beside such producers, under the same settings.
+func ProducerSettings(opts ...ProducerOption) (compression record.Compression, deliveryTimeout time.Duration) {
+	cfg := newProducerConfig(opts)
+	return cfg.compression, cfg.deliveryTimeout
 }
 
 // Produce queues r and calls done exactly once with its result (on another

@@ -210,14 +210,19 @@ func (s *Producer) Produce(ctx context.Context, req *skeinv1.ProduceRequest) (*s
 	}
 	var results []client.Result
 	switch {
-	case req.ProducerId != nil || req.GetTransactionalId() != "":
+	case req.ProducerId != nil || req.ProducerEpoch != nil || req.BaseSequence != nil || req.GetTransactionalId() != "":
 		id, err := identity(req)
 		if err != nil {
 			return nil, err
 		}
+		// The gateway's own codec and delivery timeout, as its producers'.
+		codec, timeout := client.ProducerSettings(s.opts...)
+		id.Compression = codec
 		if p.codec != noCodec {
 			id.Compression = p.codec
 		}
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
 		if id.TransactionalID != "" {
 			// The partition joins the producer's open transaction (opening
 			// one) before its records are written, so the coordinator ends

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/client"
+	"skein/libs/errs"
 	"skein/libs/record"
 )
 
@@ -74,4 +76,31 @@ func TestProduceCompression(t *testing.T) {
 		t.Errorf("ProduceStream with zstd: stored as %s", c)
 	}
 	_ = ps.CloseSend()
+}
+
+// A produce with the caller's producer identity is written under the
+// gateway's own settings, as every other produce: its --compression when
+// the request names no codec, and its delivery timeout, which ends the
+// retries of a partition that stays unwritable with an answer.
+func TestIdentityProduceUnderTheGatewaySettings(t *testing.T) {
+	e := startWith(t, func(c *Config) {
+		c.ProducerOptions = append(c.ProducerOptions, client.WithCompression(record.Zstd), client.WithDeliveryTimeout(time.Second))
+	})
+	e.waitReady()
+	e.mustDo("POST", "/v1/topics", `{"name": "p", "replication_factor": 1, "partitions": 2}`)
+	e.mustDo("POST", "/v1/topics/p/partitions/0/records", `{"producer_id": 5, "producer_epoch": 0, "base_sequence": 0, "records": [{"value": "a"}]}`)
+	if bs := e.cluster.Leader("p", 0).Batches("p", 0); len(bs) != 1 || bs[0].Compression() != record.Zstd {
+		t.Fatalf("an idempotent produce with no codec, under --compression zstd: %d batches, codec %v", len(bs), bs[0].Compression())
+	}
+
+	e.cluster.Leader("p", 1).FailNext("p", 1, errs.NotEnoughReplicas, 1_000_000)
+	start := time.Now()
+	code, out := e.do("POST", "/v1/topics/p/partitions/1/records", `{"producer_id": 5, "producer_epoch": 0, "base_sequence": 0, "records": [{"value": "b"}]}`)
+	took := time.Since(start)
+	if code != 200 || took > 10*time.Second {
+		t.Fatalf("an idempotent produce to a partition below min.insync.replicas: %d after %v: %v", code, took, out)
+	}
+	if m := out["results"].([]any)[0].(map[string]any); m["error_code"] != "NOT_ENOUGH_REPLICAS" || m["outcome"] != "NOT_WRITTEN" {
+		t.Errorf("its result: %v, want NOT_ENOUGH_REPLICAS, not written", m)
+	}
 }

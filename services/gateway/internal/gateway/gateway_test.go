@@ -234,6 +234,8 @@ func TestRESTRefusals(t *testing.T) {
 		{"no offsets", "POST", "/v1/transactions/tx/offsets", `{"producer_id": 1, "producer_epoch": 0, "group": "g", "offsets": []}`, 400, "INVALID_REQUEST"},
 		{"negative transactional offset", "POST", "/v1/transactions/tx/offsets", `{"producer_id": 1, "producer_epoch": 0, "group": "g", "offsets": [{"topic": "t", "partition": 0, "offset": -4}]}`, 400, "INVALID_REQUEST"},
 		{"producer id without sequence", "POST", "/v1/topics/t/partitions/0/records", `{"producer_id": 5, "records": [{"value": "v"}]}`, 400, "INVALID_REQUEST"},
+		{"sequence without producer id", "POST", "/v1/topics/t/partitions/0/records", `{"producer_epoch": 0, "base_sequence": 5, "records": [{"value": "v"}]}`, 400, "INVALID_REQUEST"},
+		{"epoch without producer id off the partition route", "POST", "/v1/topics/t/records", `{"producer_epoch": 0, "records": [{"value": "v"}]}`, 400, "INVALID_REQUEST"},
 		{"malformed JSON", "POST", "/v1/topics", `{"name": `, 400, "INVALID_REQUEST"},
 		{"not JSON at all", "POST", "/v1/topics/t/records", `acks=1`, 400, "INVALID_REQUEST"},
 		{"string for an int", "POST", "/v1/topics", `{"name": "w", "partitions": "many"}`, 400, "INVALID_REQUEST"},
