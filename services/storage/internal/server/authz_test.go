@@ -18,6 +18,7 @@ import (
 	"skein/libs/errs"
 	"skein/libs/metadata"
 	"skein/libs/peerauth"
+	"skein/libs/record"
 	"skein/libs/rpcerr"
 	"skein/services/storage/internal/partition"
 )
@@ -221,5 +222,52 @@ func TestRulesBindReplicationAndMarkers(t *testing.T) {
 		if err != nil && errs.Of(err) != errs.ClusterAuthorizationFailed {
 			t.Errorf("%s by %v refused with %s", tc.method, tc.peer, errs.Of(err).Name)
 		}
+	}
+}
+
+// A transaction's batch is refused without the request's transactional id,
+// whoever sends it and with or without ACLs (as Kafka): write on the topic
+// alone would open a transaction no coordinator ends. The same batch with
+// the id, and a plain batch without one, reach the replica.
+func TestTransactionalBatchNeedsItsTransactionalID(t *testing.T) {
+	batch := func(txn bool) []byte {
+		opts := record.DefaultBatchOptions()
+		opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence, opts.Transactional = 7, 0, 0, txn
+		b := record.NewBuilder(opts)
+		b.Append(1, nil, []byte("v"))
+		data, _, err := b.Build(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	acled, acledReps := aclServer(t)
+	open := New(&lookedUp{}, slog.New(slog.NewTextHandler(io.Discard, nil)), NewMetrics(prometheus.NewRegistry()))
+	for _, tc := range []struct {
+		name string
+		s    *Server
+		ctx  context.Context
+		txn  bool
+		id   string
+		want skeinv1.ErrorCode
+	}{
+		{"a client with write on the topic, no transactional id", acled, as(alicePeer, ""), true, "", skeinv1.ErrorCode_TRANSACTIONAL_ID_AUTHORIZATION_FAILED},
+		{"with its transactional id", acled, as(alicePeer, ""), true, "tx-a", skeinv1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION},
+		{"a plain batch", acled, as(alicePeer, ""), false, "", skeinv1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION},
+		{"no ACLs, no transactional id", open, context.Background(), true, "", skeinv1.ErrorCode_TRANSACTIONAL_ID_AUTHORIZATION_FAILED},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, err := tc.s.Produce(tc.ctx, &storagev1.ProduceRequest{Acks: -1, TransactionalId: tc.id,
+				Partitions: []*storagev1.PartitionProduce{{Topic: "orders", Partition: 0, Records: batch(tc.txn)}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := resp.GetPartitions()[0]; got.GetErrorCode() != tc.want || got.GetBaseOffset() != -1 {
+				t.Errorf("%v (%s) at %d, want %v", got.GetErrorCode(), got.GetErrorMessage(), got.GetBaseOffset(), tc.want)
+			}
+		})
+	}
+	if got := acledReps.take(); len(got) != 2 {
+		t.Errorf("replicas looked up %v, want orders twice (the refused batch must not reach its replica)", got)
 	}
 }

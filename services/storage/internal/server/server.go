@@ -205,6 +205,13 @@ func (s *Server) startProduce(ctx context.Context, req *storagev1.ProduceRequest
 		if refused != nil {
 			denied = refused[i]
 		}
+		if denied == nil && req.GetTransactionalId() == "" && transactional(pp.GetRecords()) {
+			// As Kafka: a transaction's batches come with the transactional
+			// id the client is authorized for, or a client with write on
+			// the topic alone could open a transaction no coordinator ends,
+			// holding read_committed readers at its first offset.
+			denied = errs.Errorf(errs.TransactionalIDAuthorizationFailed, "a transactional batch for %s-%d with no transactional id in the request", pp.GetTopic(), pp.GetPartition())
+		}
 		pending[i] = s.appendPartition(ctx, acks, pp, traceFromRecords, denied)
 	}
 	return func() (*storagev1.ProduceResponse, error) {
@@ -227,6 +234,23 @@ func (s *Server) startProduce(ctx context.Context, req *storagev1.ProduceRequest
 		wg.Wait()
 		return out, nil
 	}
+}
+
+// transactional reports whether records hold a transactional batch (the
+// batches' own validation comes later, at the append).
+func transactional(records []byte) bool {
+	for len(records) >= record.HeaderSize {
+		b := record.Batch(records)
+		if b.IsTransactional() {
+			return true
+		}
+		n := b.Size()
+		if n <= 0 || n > len(records) {
+			return false
+		}
+		records = records[n:]
+	}
+	return false
 }
 
 // produceRefusals answers the partitions of req its client may not write
