@@ -66,6 +66,9 @@ func (s *Group) streamNack(ctx context.Context, gc *client.GroupConsumer, req *s
 		return &skeinv1.NackRecordResponse{Topic: req.GetTopic(), Partition: req.GetPartition(), Offset: req.GetOffset(),
 			ErrorCode: skeinv1.ErrorCode(errs.CodeOf(err)), Message: errs.Message(err)}
 	}
+	if req.GetGroup() != "" && req.GetGroup() != gc.Group() {
+		return fail(errs.Errorf(errs.InvalidRequest, "the stream nacks for its group %q, not %q", gc.Group(), req.GetGroup()))
+	}
 	if err := s.checkNack(ctx, req); err != nil {
 		return fail(err)
 	}

@@ -161,10 +161,12 @@ func (s *Group) Consume(stream skeinv1.GroupService_ConsumeServer) error {
 // ending the stream.
 func (s *Group) streamCommit(ctx context.Context, gc *client.GroupConsumer, req *skeinv1.CommitOffsetsRequest) *skeinv1.CommitOffsetsResponse {
 	out := &skeinv1.CommitOffsetsResponse{}
-	creq := &groupv1.OffsetCommitRequest{GroupId: req.GetGroup(), MemberId: gc.MemberID(), MemberEpoch: gc.MemberEpoch()}
+	creq := &groupv1.OffsetCommitRequest{GroupId: gc.Group(), MemberId: gc.MemberID(), MemberEpoch: gc.MemberEpoch()}
 	for _, o := range req.GetOffsets() {
 		var err error
 		switch {
+		case req.GetGroup() != "" && req.GetGroup() != gc.Group():
+			err = errs.Errorf(errs.InvalidRequest, "the stream commits for its group %q, not %q", gc.Group(), req.GetGroup())
 		case o.GetOffset() < 0:
 			err = errs.Errorf(errs.InvalidRequest, "offset %d is negative", o.GetOffset())
 		case len(o.GetMetadata()) > MaxOffsetMetadata:
@@ -178,9 +180,6 @@ func (s *Group) streamCommit(ctx context.Context, gc *client.GroupConsumer, req 
 			continue
 		}
 		creq.Offsets = append(creq.Offsets, &groupv1.PartitionOffset{Topic: o.GetTopic(), Partition: o.GetPartition(), Offset: o.GetOffset(), Metadata: o.GetMetadata()})
-	}
-	if creq.GroupId == "" {
-		creq.GroupId = gc.Group()
 	}
 	if len(creq.Offsets) == 0 {
 		return out

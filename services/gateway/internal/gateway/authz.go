@@ -112,11 +112,11 @@ func needs(p string, req any) []need {
 		switch {
 		case r.GetSubscribe() != nil:
 			return needs(p, r.GetSubscribe())
-		case r.GetCommit() != nil:
-			return needs(p, r.GetCommit())
-		case r.GetNack() != nil:
-			return needs(p, r.GetNack())
 		}
+		// A commit or nack on the stream is for the stream's own group
+		// (one naming another is refused), whose read was checked at the
+		// subscribe: the message needs nothing more, and one that names
+		// no group is not checked against the group "".
 	// TransactionService
 	case *skeinv1.InitProducerRequest:
 		return withTxn(nil, r.GetTransactionalId())

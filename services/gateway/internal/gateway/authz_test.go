@@ -54,10 +54,14 @@ func TestNeedsRefuseWithTheResourceRow(t *testing.T) {
 		{&skeinv1.SendOffsetsRequest{TransactionalId: "x", Group: "g"}, errs.TransactionalIDAuthorizationFailed},
 		{&skeinv1.CommitTransactionRequest{TransactionalId: "x"}, errs.TransactionalIDAuthorizationFailed},
 		{&skeinv1.AbortTransactionRequest{TransactionalId: "x"}, errs.TransactionalIDAuthorizationFailed},
-		// Needing nothing: an idempotent (non-transactional) producer, a listing.
+		// Needing nothing: an idempotent (non-transactional) producer, a
+		// listing, a commit or nack on a Consume stream (for the stream's
+		// own group, checked at its subscribe).
 		{&skeinv1.InitProducerRequest{}, nil},
 		{&skeinv1.ListTopicsRequest{}, nil},
 		{&skeinv1.ListGroupsRequest{}, nil},
+		{&skeinv1.ConsumeRequest{Kind: &skeinv1.ConsumeRequest_Commit{Commit: &skeinv1.CommitOffsetsRequest{}}}, nil},
+		{&skeinv1.ConsumeRequest{Kind: &skeinv1.ConsumeRequest_Nack{Nack: &skeinv1.NackRecordRequest{}}}, nil},
 	} {
 		_, err := z.check("User:bob", tc.req)
 		if got := errs.Of(err); (tc.want == nil && err != nil) || (tc.want != nil && got != tc.want) {

@@ -552,3 +552,59 @@ func TestGroupConsumeStream(t *testing.T) {
 		}
 	}
 }
+
+// A commit or nack on a Consume stream is for the stream's own group: one
+// that names no group commits there, one that names another is refused in
+// its result and commits nothing, and the stream goes on.
+func TestGroupConsumeStreamCommitsForItsOwnGroup(t *testing.T) {
+	e := startGroups(t)
+	e.mustDo("POST", "/v1/topics", `{"name": "t", "partitions": 1, "replication_factor": 1}`)
+	e.produce("t", 1, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	stream := subscribe(t, ctx, e, "s", "t")
+	for read := false; !read; {
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		read = len(resp.GetRecords().GetRecords()) > 0
+	}
+	send := func(m *skeinv1.ConsumeRequest) *skeinv1.ConsumeResponse {
+		t.Helper()
+		if err := stream.Send(m); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			resp, err := stream.Recv()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.GetCommitted() != nil || resp.GetNacked() != nil {
+				return resp
+			}
+		}
+	}
+	commit := func(group string, offset int64) *skeinv1.CommitOffsetsResponse {
+		return send(&skeinv1.ConsumeRequest{Kind: &skeinv1.ConsumeRequest_Commit{Commit: &skeinv1.CommitOffsetsRequest{
+			Group: group, Offsets: []*skeinv1.TopicPartitionOffset{{Topic: "t", Partition: 0, Offset: offset}}}}}).GetCommitted()
+	}
+	if r := commit("", 1).GetResults(); len(r) != 1 || r[0].GetErrorCode() != skeinv1.ErrorCode_NONE {
+		t.Fatalf("a commit naming no group: %v", r)
+	}
+	if got := e.coord.Committed("s", "t", 0); got != 1 {
+		t.Fatalf("committed %d in the stream's group, want 1", got)
+	}
+	if r := commit("other", 2).GetResults(); len(r) != 1 || r[0].GetErrorCode() != skeinv1.ErrorCode_INVALID_REQUEST {
+		t.Fatalf("a commit naming another group: %v, want INVALID_REQUEST", r)
+	}
+	if got, other := e.coord.Committed("s", "t", 0), e.coord.Committed("other", "t", 0); got != 1 || other != -1 {
+		t.Fatalf("after the refused commit: %d in the stream's group, %d in the other, want 1 and none", got, other)
+	}
+	zero, off := int32(0), int64(0)
+	nack := send(&skeinv1.ConsumeRequest{Kind: &skeinv1.ConsumeRequest_Nack{Nack: &skeinv1.NackRecordRequest{
+		Group: "other", Topic: "t", Partition: &zero, Offset: &off}}}).GetNacked()
+	if nack.GetErrorCode() != skeinv1.ErrorCode_INVALID_REQUEST {
+		t.Fatalf("a nack naming another group: %v, want INVALID_REQUEST", nack)
+	}
+}
