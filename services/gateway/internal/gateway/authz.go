@@ -43,6 +43,18 @@ func needs(p string, req any) []need {
 	group := func(name string, op acl.Operation) need { return one(p, acl.Group, name, op) }
 	cluster := func(op acl.Operation) need { return one(p, acl.Cluster, "", op) }
 	txn := func(id string) need { return one(p, acl.TransactionalID, id, acl.Write) }
+	// readTopics adds read on every topic of offsets, as Kafka's offset
+	// commits (plain and transactional) need.
+	readTopics := func(n []need, offsets []*skeinv1.TopicPartitionOffset) []need {
+		seen := map[string]bool{}
+		for _, o := range offsets {
+			if !seen[o.GetTopic()] {
+				seen[o.GetTopic()] = true
+				n = append(n, topic(o.GetTopic(), acl.Read))
+			}
+		}
+		return n
+	}
 	withTxn := func(n []need, id string) []need {
 		if id != "" {
 			n = append(n, txn(id))
@@ -81,7 +93,7 @@ func needs(p string, req any) []need {
 	case *skeinv1.TailRequest:
 		return []need{topic(r.GetTopic(), acl.Read)}
 	// GroupService: a member reads its group, and joining reads the topics
-	// it subscribes to.
+	// it subscribes to; committing offsets reads their topics.
 	case *skeinv1.JoinGroupRequest:
 		n := []need{group(r.GetGroup(), acl.Read)}
 		for _, t := range r.GetTopics() {
@@ -93,7 +105,7 @@ func needs(p string, req any) []need {
 	case *skeinv1.FetchGroupRecordsRequest:
 		return []need{group(r.GetGroup(), acl.Read)}
 	case *skeinv1.CommitOffsetsRequest:
-		return []need{group(r.GetGroup(), acl.Read)}
+		return readTopics([]need{group(r.GetGroup(), acl.Read)}, r.GetOffsets())
 	case *skeinv1.GetOffsetsRequest:
 		return []need{group(r.GetGroup(), acl.Describe)}
 	case *skeinv1.LeaveGroupRequest:
@@ -121,7 +133,7 @@ func needs(p string, req any) []need {
 	case *skeinv1.InitProducerRequest:
 		return withTxn(nil, r.GetTransactionalId())
 	case *skeinv1.SendOffsetsRequest:
-		return []need{txn(r.GetTransactionalId()), group(r.GetGroup(), acl.Read)}
+		return readTopics([]need{txn(r.GetTransactionalId()), group(r.GetGroup(), acl.Read)}, r.GetOffsets())
 	case *skeinv1.CommitTransactionRequest:
 		return []need{txn(r.GetTransactionalId())}
 	case *skeinv1.AbortTransactionRequest:

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	controllerv1 "skein/gen/skein/controller/v1"
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/acl"
 	"skein/libs/client"
@@ -69,6 +70,47 @@ func TestNeedsRefuseWithTheResourceRow(t *testing.T) {
 		}
 		if _, err := z.check("User:root", tc.req); err != nil {
 			t.Errorf("%T refused to a super user: %v", tc.req, err)
+		}
+	}
+}
+
+// Committing offsets, plainly or in a transaction, reads their topics as
+// well as the group, as Kafka's offset commits: read on the group alone
+// does not commit offsets of a topic the principal may not read.
+func TestOffsetCommitsReadTheirTopics(t *testing.T) {
+	img := metadata.New("c")
+	grants := []acl.Binding{
+		{Principal: "User:bob", Resource: acl.Group, Name: "g", Pattern: acl.Literal, Operation: acl.Read, Permission: acl.Allow},
+		{Principal: "User:bob", Resource: acl.TransactionalID, Name: "x", Pattern: acl.Literal, Operation: acl.Write, Permission: acl.Allow},
+		{Principal: "User:bob", Resource: acl.Topic, Name: "mine", Pattern: acl.Literal, Operation: acl.Read, Permission: acl.Allow},
+	}
+	var recs []*controllerv1.MetadataRecord
+	for _, b := range grants {
+		recs = append(recs, metadata.AclRecord(b))
+	}
+	if err := img.Apply(&controllerv1.MetadataDelta{Version: 1, Records: recs}); err != nil {
+		t.Fatal(err)
+	}
+	z := newAuthorizer(func() *metadata.Image { return img }, nil)
+	offsets := func(topics ...string) []*skeinv1.TopicPartitionOffset {
+		var out []*skeinv1.TopicPartitionOffset
+		for _, tp := range topics {
+			out = append(out, &skeinv1.TopicPartitionOffset{Topic: tp})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		req  any
+		want *errs.Error
+	}{
+		{&skeinv1.CommitOffsetsRequest{Group: "g", Offsets: offsets("mine")}, nil},
+		{&skeinv1.CommitOffsetsRequest{Group: "g", Offsets: offsets("mine", "theirs")}, errs.TopicAuthorizationFailed},
+		{&skeinv1.SendOffsetsRequest{TransactionalId: "x", Group: "g", Offsets: offsets("mine")}, nil},
+		{&skeinv1.SendOffsetsRequest{TransactionalId: "x", Group: "g", Offsets: offsets("theirs")}, errs.TopicAuthorizationFailed},
+	} {
+		_, err := z.check("User:bob", tc.req)
+		if got := errs.Of(err); (tc.want == nil && err != nil) || (tc.want != nil && got != tc.want) {
+			t.Errorf("%v: %v, want %v", tc.req, err, tc.want)
 		}
 	}
 }
