@@ -379,6 +379,18 @@ func subscribe(t *testing.T, ctx context.Context, e *groupEnv, group, topic stri
 	return stream
 }
 
+// readSome receives on stream until an answer carries records.
+func readSome(t *testing.T, stream skeinv1.GroupService_ConsumeClient) {
+	t.Helper()
+	for read := false; !read; {
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		read = len(resp.GetRecords().GetRecords()) > 0
+	}
+}
+
 // A Consume stream subscribed with an isolation level that is neither
 // READ_UNCOMMITTED nor READ_COMMITTED is refused, and the gateway serves on.
 func TestGroupConsumeStreamRefusesAnUnknownIsolationLevel(t *testing.T) {
@@ -416,13 +428,7 @@ func TestGroupConsumeStreamAnswersCommitsAtOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	stream := subscribe(t, ctx, e, "s", "t")
-	for read := false; !read; {
-		resp, err := stream.Recv()
-		if err != nil {
-			t.Fatal(err)
-		}
-		read = len(resp.GetRecords().GetRecords()) > 0
-	}
+	readSome(t, stream)
 	// The topic is idle now: each commit arrives while the gateway waits.
 	var took []time.Duration
 	for range 5 {
@@ -563,13 +569,7 @@ func TestGroupConsumeStreamCommitsForItsOwnGroup(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	stream := subscribe(t, ctx, e, "s", "t")
-	for read := false; !read; {
-		resp, err := stream.Recv()
-		if err != nil {
-			t.Fatal(err)
-		}
-		read = len(resp.GetRecords().GetRecords()) > 0
-	}
+	readSome(t, stream)
 	send := func(m *skeinv1.ConsumeRequest) *skeinv1.ConsumeResponse {
 		t.Helper()
 		if err := stream.Send(m); err != nil {

@@ -473,22 +473,7 @@ func TestReplicationAnswersCarryOnlyWhatMoved(t *testing.T) {
 	}
 	ask := func(s storagev1.StorageService_ReplicateClient, wait int32, tOff, uOff int64) map[string]*storagev1.ReplicaFetchResult {
 		t.Helper()
-		err := s.Send(&storagev1.ReplicateRequest{ReplicaId: 3, BrokerEpoch: 1, MaxWaitMs: wait, MaxBytes: 1 << 20, Partitions: []*storagev1.ReplicaFetchState{
-			{Topic: "t", Partition: 0, FetchOffset: tOff, LastFetchedEpoch: 0, CurrentLeaderEpoch: 0},
-			{Topic: "u", Partition: 0, FetchOffset: uOff, LastFetchedEpoch: -1, CurrentLeaderEpoch: 0},
-		}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := s.Recv()
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string]*storagev1.ReplicaFetchResult{}
-		for _, r := range resp.GetPartitions() {
-			out[fmt.Sprintf("%s-%d", r.GetTopic(), r.GetPartition())] = r
-		}
-		return out
+		return askReplicate(t, s, &storagev1.ReplicateRequest{ReplicaId: 3, BrokerEpoch: 1, MaxWaitMs: wait, MaxBytes: 1 << 20}, 0, tOff, uOff)
 	}
 	s := open()
 	if got := ask(s, 0, 1, 0); len(got) != 2 || got["t-0"].GetHighWatermark() != 1 || got["u-0"].GetHighWatermark() != 0 {
@@ -658,7 +643,7 @@ func TestReplicationAnswerStopsAtItsBound(t *testing.T) {
 	}
 	ask := func(tOff, uOff int64) map[string]*storagev1.ReplicaFetchResult {
 		t.Helper()
-		return askReplicate(t, s, &storagev1.ReplicateRequest{ReplicaId: 3, BrokerEpoch: 1, MaxBytes: 1}, tOff, uOff)
+		return askReplicate(t, s, &storagev1.ReplicateRequest{ReplicaId: 3, BrokerEpoch: 1, MaxBytes: 1}, -1, tOff, uOff)
 	}
 	got := ask(0, 0)
 	if len(got["t-0"].GetRecords()) == 0 || len(got["u-0"].GetRecords()) != 0 {
@@ -669,12 +654,12 @@ func TestReplicationAnswerStopsAtItsBound(t *testing.T) {
 	}
 }
 
-// askReplicate sends req on s for t-0 and u-0 at the offsets given and
-// answers the results by partition.
-func askReplicate(t *testing.T, s storagev1.StorageService_ReplicateClient, req *storagev1.ReplicateRequest, tOff, uOff int64) map[string]*storagev1.ReplicaFetchResult {
+// askReplicate sends req on s for t-0 (its last fetched epoch tEpoch) and
+// u-0 at the offsets given and answers the results by partition.
+func askReplicate(t *testing.T, s storagev1.StorageService_ReplicateClient, req *storagev1.ReplicateRequest, tEpoch int32, tOff, uOff int64) map[string]*storagev1.ReplicaFetchResult {
 	t.Helper()
 	req.Partitions = []*storagev1.ReplicaFetchState{
-		{Topic: "t", Partition: 0, FetchOffset: tOff, LastFetchedEpoch: -1, CurrentLeaderEpoch: 0},
+		{Topic: "t", Partition: 0, FetchOffset: tOff, LastFetchedEpoch: tEpoch, CurrentLeaderEpoch: 0},
 		{Topic: "u", Partition: 0, FetchOffset: uOff, LastFetchedEpoch: -1, CurrentLeaderEpoch: 0},
 	}
 	if err := s.Send(req); err != nil {
@@ -710,12 +695,12 @@ func TestReplicationAnswerBoundsEachPartition(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := askReplicate(t, s, &storagev1.ReplicateRequest{ReplicaId: 3, BrokerEpoch: 1, MaxBytes: 1 << 20, PartitionMaxBytes: 1}, 0, 0)
+	got := askReplicate(t, s, &storagev1.ReplicateRequest{ReplicaId: 3, BrokerEpoch: 1, MaxBytes: 1 << 20, PartitionMaxBytes: 1}, -1, 0, 0)
 	tb, ub := got["t-0"].GetRecords(), got["u-0"].GetRecords()
 	if len(tb) < record.HeaderSize || record.Batch(tb).Size() != len(tb) || len(ub) == 0 {
 		t.Fatalf("with partition_max_bytes 1: t-0 %d bytes, u-0 %d bytes; want t-0's first batch alone and u-0's batch", len(tb), len(ub))
 	}
-	if got = askReplicate(t, s, &storagev1.ReplicateRequest{ReplicaId: 3, BrokerEpoch: 1, MaxBytes: 1 << 20}, 0, 1); record.Batch(got["t-0"].GetRecords()).Size() == len(got["t-0"].GetRecords()) {
+	if got = askReplicate(t, s, &storagev1.ReplicateRequest{ReplicaId: 3, BrokerEpoch: 1, MaxBytes: 1 << 20}, -1, 0, 1); record.Batch(got["t-0"].GetRecords()).Size() == len(got["t-0"].GetRecords()) {
 		t.Fatalf("without partition_max_bytes t-0 gets %d bytes, want both its batches", len(got["t-0"].GetRecords()))
 	}
 }
