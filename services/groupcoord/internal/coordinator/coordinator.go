@@ -245,6 +245,12 @@ func (c *Coordinator) Registered() bool {
 	return c.view.Registered
 }
 
+// TopicExists reports whether the current metadata has topic.
+func (c *Coordinator) TopicExists(topic string) bool {
+	_, ok := c.topics()[topic]
+	return ok
+}
+
 // topics answers the current partition counts (shared; do not modify).
 func (c *Coordinator) topics() map[string]int32 {
 	c.mu.Lock()

@@ -60,7 +60,8 @@ func withCert(name string) context.Context {
 func TestAuthorization(t *testing.T) {
 	az := testAuthorizer(t,
 		allow("User:reader", acl.Group, "app", acl.Read), allow("User:reader", acl.Topic, "orders", acl.Read),
-		allow("User:reader", acl.Topic, "orders.dlq", acl.Write),
+		allow("User:reader", acl.Topic, "orders.dlq", acl.Write), allow("User:reader", acl.Topic, "orders.dlq", acl.Create),
+		allow("User:writer", acl.Group, "app", acl.Read), allow("User:writer", acl.Topic, "orders.dlq", acl.Write),
 		allow("User:grouponly", acl.Group, "app", acl.Read),
 		allow("User:describer", acl.Group, "app", acl.Describe),
 		allow("User:alterer", acl.Group, "app", acl.Alter),
@@ -144,6 +145,11 @@ func TestAuthorization(t *testing.T) {
 	// only into a dead-letter topic it may write.
 	if nr, err := s.Nack(viaGateway("User:grouponly"), nack); err != nil || nr.GetErrorCode() != topicDenied || !strings.Contains(nr.GetErrorMessage(), "orders.dlq") {
 		t.Errorf("nack without write on the dead-letter topic: %v %v", nr, err)
+	}
+	// The coordinator creates a dead-letter topic that does not exist yet:
+	// write on it is not enough then, as Kafka's auto-creation.
+	if nr, err := s.Nack(viaGateway("User:writer"), nack); err != nil || nr.GetErrorCode() != topicDenied || !strings.Contains(nr.GetErrorMessage(), "create") {
+		t.Errorf("nack into a dead-letter topic still to be created, without create on it: %v %v", nr, err)
 	}
 
 	// Describing needs describe (read implies it); altering alter;

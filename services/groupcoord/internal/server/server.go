@@ -63,7 +63,8 @@ func (s *Server) group(ctx context.Context, method, id string, op acl.Operation)
 // nack answers nil when the caller may nack a record of topic in a group:
 // read on the group, and write on the record's dead-letter topic, which
 // the coordinator writes as itself once the record has failed its last
-// delivery.
+// delivery; while that topic does not exist (the coordinator creates it
+// then), also create on it or on the cluster, as Kafka's auto-creation.
 func (s *Server) nack(ctx context.Context, groupID, topic string) error {
 	const method = groupv1.GroupCoordinatorService_Nack_FullMethodName
 	if err := s.group(ctx, method, groupID, acl.Read); err != nil {
@@ -80,7 +81,17 @@ func (s *Server) nack(ctx context.Context, groupID, topic string) error {
 	if err != nil {
 		cfg = delivery.DefaultConfig()
 	}
-	return s.az.Authorize(ctx, method, acl.Topic, cfg.TopicFor(topic), acl.Write)
+	dlq := cfg.TopicFor(topic)
+	if err := s.az.Authorize(ctx, method, acl.Topic, dlq, acl.Write); err != nil {
+		return err
+	}
+	if s.c.TopicExists(dlq) {
+		return nil
+	}
+	if c, known := peerauth.CallerFrom(ctx); s.az.Allowed(c, known, acl.Cluster, acl.ClusterName, acl.Create) {
+		return nil
+	}
+	return s.az.Authorize(ctx, method, acl.Topic, dlq, acl.Create)
 }
 
 // txnOffsets answers nil when the caller may commit a transaction's
