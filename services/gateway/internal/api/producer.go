@@ -14,6 +14,7 @@ import (
 	"skein/libs/client"
 	"skein/libs/errs"
 	"skein/libs/record"
+	"skein/libs/rpcerr"
 	"skein/services/gateway/internal/budget"
 )
 
@@ -332,7 +333,11 @@ func (s *Producer) ProduceStream(stream skeinv1.ProducerService_ProduceStreamSer
 			}
 			req = r.req
 		case <-s.draining:
-			return nil
+			// The requests taken are answered before the status (see
+			// the deferred close); the status tells the client that the
+			// rest were not, and so were not written.
+			return rpcerr.ToGRPC(errs.Errorf(errs.BrokerNotAvailable,
+				"the gateway is shutting down: a request this stream did not answer was not written; send it again on a new stream"))
 		}
 		// A request the budget cannot take now is answered like one that
 		// fails validation (nothing sent; retriable); the stream goes on.

@@ -2,13 +2,18 @@ package gateway
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/client"
 	"skein/libs/errs"
 	"skein/libs/record"
+	"skein/libs/rpcerr"
 )
 
 // A produce's compression names the codec of its batches for a topic whose
@@ -102,5 +107,33 @@ func TestIdentityProduceUnderTheGatewaySettings(t *testing.T) {
 	}
 	if m := out["results"].([]any)[0].(map[string]any); m["error_code"] != "NOT_ENOUGH_REPLICAS" || m["outcome"] != "NOT_WRITTEN" {
 		t.Errorf("its result: %v, want NOT_ENOUGH_REPLICAS, not written", m)
+	}
+}
+
+// A ProduceStream that the gateway drains at shutdown answers what it took
+// and ends with BROKER_NOT_AVAILABLE (gRPC UNAVAILABLE), not OK: the client
+// learns that a request it had no answer for was not written, and sends it
+// again elsewhere.
+func TestProduceStreamDrainedEndsUnavailable(t *testing.T) {
+	e := start(t)
+	e.waitReady()
+	e.mustDo("POST", "/v1/topics", `{"name": "p", "replication_factor": 1}`)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	ps, err := skeinv1.NewProducerServiceClient(dialGRPC(t, e.gw.GRPCAddr())).ProduceStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := "v"
+	if err := ps.Send(&skeinv1.ProduceStreamRequest{CorrelationId: 1, Topic: "p", Records: []*skeinv1.ProduceRecord{{Value: &v}}}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := ps.Recv(); err != nil || r.GetResults()[0].GetErrorCode() != skeinv1.ErrorCode_NONE {
+		t.Fatalf("before the drain: %v %v", r, err)
+	}
+	e.gw.producer.Drain()
+	_, err = ps.Recv()
+	if status.Code(err) != codes.Unavailable || errs.Of(rpcerr.FromStatus(err)) != errs.BrokerNotAvailable || !strings.Contains(err.Error(), "shutting down") {
+		t.Fatalf("the drained stream ended with %v, want UNAVAILABLE (BROKER_NOT_AVAILABLE)", err)
 	}
 }
