@@ -167,9 +167,25 @@ func (z *authorizer) allowed(principal string, typ acl.ResourceType, name string
 }
 
 // filter drops from a listing what the principal may not describe, as
-// Kafka's metadata and list-groups answers do.
+// Kafka's metadata and list-groups answers do, and from a group's offsets
+// those of topics it may not describe, as Kafka's offset fetch does (a
+// group's total lag then counts the offsets kept).
 func (z *authorizer) filter(principal string, resp any) {
+	offsets := func(offs []*skeinv1.CommittedOffset) (kept []*skeinv1.CommittedOffset, lag int64) {
+		kept = offs[:0]
+		for _, o := range offs {
+			if z.allowed(principal, acl.Topic, o.GetTopic(), acl.Describe) {
+				kept = append(kept, o)
+				lag += o.GetLag()
+			}
+		}
+		return kept, lag
+	}
 	switch r := resp.(type) {
+	case *skeinv1.GetOffsetsResponse:
+		r.Offsets, _ = offsets(r.GetOffsets())
+	case *skeinv1.DescribeGroupResponse:
+		r.Offsets, r.TotalLag = offsets(r.GetOffsets())
 	case *skeinv1.ListTopicsResponse:
 		kept := r.Topics[:0]
 		for _, t := range r.GetTopics() {

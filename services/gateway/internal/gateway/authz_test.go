@@ -115,6 +115,35 @@ func TestOffsetCommitsReadTheirTopics(t *testing.T) {
 	}
 }
 
+// A group's offsets and lag show only the topics the principal may
+// describe, as Kafka's offset fetch.
+func TestGroupOffsetsShowOnlyDescribedTopics(t *testing.T) {
+	img := metadata.New("c")
+	if err := img.Apply(&controllerv1.MetadataDelta{Version: 1, Records: []*controllerv1.MetadataRecord{metadata.AclRecord(
+		acl.Binding{Principal: "User:bob", Resource: acl.Topic, Name: "mine", Pattern: acl.Literal, Operation: acl.Read, Permission: acl.Allow})}}); err != nil {
+		t.Fatal(err)
+	}
+	z := newAuthorizer(func() *metadata.Image { return img }, map[string]bool{"User:root": true})
+	offsets := func() []*skeinv1.CommittedOffset {
+		return []*skeinv1.CommittedOffset{{Topic: "mine", Lag: 3}, {Topic: "theirs", Lag: 5}, {Topic: "mine", Partition: 1, Lag: 1}}
+	}
+	get := &skeinv1.GetOffsetsResponse{Offsets: offsets()}
+	z.filter("User:bob", get)
+	if len(get.GetOffsets()) != 2 || get.GetOffsets()[0].GetTopic() != "mine" || get.GetOffsets()[1].GetTopic() != "mine" {
+		t.Errorf("offsets shown to bob: %v, want mine's two", get.GetOffsets())
+	}
+	desc := &skeinv1.DescribeGroupResponse{Offsets: offsets(), TotalLag: 9}
+	z.filter("User:bob", desc)
+	if len(desc.GetOffsets()) != 2 || desc.GetTotalLag() != 4 {
+		t.Errorf("a description shown to bob: %v with total lag %d, want mine's two offsets and lag 4", desc.GetOffsets(), desc.GetTotalLag())
+	}
+	desc = &skeinv1.DescribeGroupResponse{Offsets: offsets(), TotalLag: 9}
+	z.filter("User:root", desc)
+	if len(desc.GetOffsets()) != 3 || desc.GetTotalLag() != 9 {
+		t.Errorf("a description shown to a super user: %v with total lag %d, want all", desc.GetOffsets(), desc.GetTotalLag())
+	}
+}
+
 // With --authorizer, calls without a granting binding are 403 with the
 // resource's row and logged; bindings added through the controller grant
 // them; listings show only what the principal may describe.
