@@ -461,16 +461,6 @@ func (g *Group) State() State {
 	return Stable
 }
 
-// Subscribed reports whether a member of the group subscribes to topic.
-func (g *Group) Subscribed(topic string) bool {
-	for _, m := range g.members {
-		if _, ok := slices.BinarySearch(m.topics, topic); ok {
-			return true
-		}
-	}
-	return false
-}
-
 // SubscribedTopics answers, sorted, the topics the group's members subscribe
 // to.
 func (g *Group) SubscribedTopics() []string {
