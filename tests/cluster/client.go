@@ -14,6 +14,7 @@ import (
 	controllerv1 "skein/gen/skein/controller/v1"
 	controllerv1grpc "skein/gen/skein/controller/v1/controllerv1grpc"
 	storagev1 "skein/gen/skein/storage/v1"
+	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/errs"
 	"skein/libs/metadata"
 	"skein/libs/metadata/watch"
@@ -267,6 +268,10 @@ func (c *Client) ReadAll(topic string, partition int32) ([]Entry, int64) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		resp, err := sc.Fetch(ctx, &storagev1.FetchRequest{MaxBytes: 1 << 20, Partitions: []*storagev1.PartitionFetch{{Topic: topic, Partition: partition, FetchOffset: offset, CurrentLeaderEpoch: -1}}})
 		cancel()
+		if err == nil && offset == 0 && resp.GetPartitions()[0].GetErrorCode() == skeinv1.ErrorCode_OFFSET_OUT_OF_RANGE && resp.GetPartitions()[0].GetLogStartOffset() > 0 {
+			offset = resp.GetPartitions()[0].GetLogStartOffset() // records were deleted before it
+			continue
+		}
 		if err != nil || resp.GetPartitions()[0].GetErrorCode() != 0 {
 			time.Sleep(100 * time.Millisecond)
 			continue

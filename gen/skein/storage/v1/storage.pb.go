@@ -2233,6 +2233,253 @@ func (x *TxnMarkerPartitionResult) GetErrorMessage() string {
 	return ""
 }
 
+type DeleteRecordsRequest struct {
+	state      protoimpl.MessageState    `protogen:"open.v1"`
+	Partitions []*DeleteRecordsPartition `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// How long to wait for the ISR members to take the new log start
+	// (default 30 s).
+	TimeoutMs     int32 `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteRecordsRequest) Reset() {
+	*x = DeleteRecordsRequest{}
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRecordsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRecordsRequest) ProtoMessage() {}
+
+func (x *DeleteRecordsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRecordsRequest.ProtoReflect.Descriptor instead.
+func (*DeleteRecordsRequest) Descriptor() ([]byte, []int) {
+	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *DeleteRecordsRequest) GetPartitions() []*DeleteRecordsPartition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *DeleteRecordsRequest) GetTimeoutMs() int32 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+type DeleteRecordsPartition struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// Records before this offset are deleted; -1 means the high watermark.
+	// At most the high watermark.
+	Offset int64 `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	// The leader epoch the client believes current; -1 skips the check.
+	CurrentLeaderEpoch int32 `protobuf:"varint,4,opt,name=current_leader_epoch,json=currentLeaderEpoch,proto3" json:"current_leader_epoch,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *DeleteRecordsPartition) Reset() {
+	*x = DeleteRecordsPartition{}
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRecordsPartition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRecordsPartition) ProtoMessage() {}
+
+func (x *DeleteRecordsPartition) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRecordsPartition.ProtoReflect.Descriptor instead.
+func (*DeleteRecordsPartition) Descriptor() ([]byte, []int) {
+	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *DeleteRecordsPartition) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *DeleteRecordsPartition) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *DeleteRecordsPartition) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *DeleteRecordsPartition) GetCurrentLeaderEpoch() int32 {
+	if x != nil {
+		return x.CurrentLeaderEpoch
+	}
+	return 0
+}
+
+type DeleteRecordsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Partitions    []*DeleteRecordsResult `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteRecordsResponse) Reset() {
+	*x = DeleteRecordsResponse{}
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRecordsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRecordsResponse) ProtoMessage() {}
+
+func (x *DeleteRecordsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRecordsResponse.ProtoReflect.Descriptor instead.
+func (*DeleteRecordsResponse) Descriptor() ([]byte, []int) {
+	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *DeleteRecordsResponse) GetPartitions() []*DeleteRecordsResult {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type DeleteRecordsResult struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Topic        string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition    int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	ErrorCode    v1.ErrorCode           `protobuf:"varint,3,opt,name=error_code,json=errorCode,proto3,enum=skein.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage string                 `protobuf:"bytes,4,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// The lowest log start offset of the ISR members once they took it (-1
+	// on an error).
+	LowWatermark  int64 `protobuf:"varint,5,opt,name=low_watermark,json=lowWatermark,proto3" json:"low_watermark,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteRecordsResult) Reset() {
+	*x = DeleteRecordsResult{}
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRecordsResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRecordsResult) ProtoMessage() {}
+
+func (x *DeleteRecordsResult) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRecordsResult.ProtoReflect.Descriptor instead.
+func (*DeleteRecordsResult) Descriptor() ([]byte, []int) {
+	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *DeleteRecordsResult) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *DeleteRecordsResult) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *DeleteRecordsResult) GetErrorCode() v1.ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return v1.ErrorCode(0)
+}
+
+func (x *DeleteRecordsResult) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *DeleteRecordsResult) GetLowWatermark() int64 {
+	if x != nil {
+		return x.LowWatermark
+	}
+	return 0
+}
+
 var File_skein_storage_v1_storage_proto protoreflect.FileDescriptor
 
 const file_skein_storage_v1_storage_proto_rawDesc = "" +
@@ -2435,7 +2682,29 @@ const file_skein_storage_v1_storage_proto_rawDesc = "" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x122\n" +
 	"\n" +
 	"error_code\x18\x03 \x01(\x0e2\x13.skein.v1.ErrorCodeR\terrorCode\x12#\n" +
-	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage2\xf4\x05\n" +
+	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\"\x7f\n" +
+	"\x14DeleteRecordsRequest\x12H\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2(.skein.storage.v1.DeleteRecordsPartitionR\n" +
+	"partitions\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x02 \x01(\x05R\ttimeoutMs\"\x96\x01\n" +
+	"\x16DeleteRecordsPartition\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
+	"\x06offset\x18\x03 \x01(\x03R\x06offset\x120\n" +
+	"\x14current_leader_epoch\x18\x04 \x01(\x05R\x12currentLeaderEpoch\"^\n" +
+	"\x15DeleteRecordsResponse\x12E\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2%.skein.storage.v1.DeleteRecordsResultR\n" +
+	"partitions\"\xc7\x01\n" +
+	"\x13DeleteRecordsResult\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x122\n" +
+	"\n" +
+	"error_code\x18\x03 \x01(\x0e2\x13.skein.v1.ErrorCodeR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\x12#\n" +
+	"\rlow_watermark\x18\x05 \x01(\x03R\flowWatermark2\xd6\x06\n" +
 	"\x0eStorageService\x12N\n" +
 	"\aProduce\x12 .skein.storage.v1.ProduceRequest\x1a!.skein.storage.v1.ProduceResponse\x12d\n" +
 	"\rProduceStream\x12&.skein.storage.v1.ProduceStreamRequest\x1a'.skein.storage.v1.ProduceStreamResponse(\x010\x01\x12H\n" +
@@ -2444,7 +2713,8 @@ const file_skein_storage_v1_storage_proto_rawDesc = "" +
 	"\tReplicate\x12\".skein.storage.v1.ReplicateRequest\x1a#.skein.storage.v1.ReplicateResponse(\x010\x01\x12u\n" +
 	"\x14OffsetForLeaderEpoch\x12-.skein.storage.v1.OffsetForLeaderEpochRequest\x1a..skein.storage.v1.OffsetForLeaderEpochResponse\x12Z\n" +
 	"\vListOffsets\x12$.skein.storage.v1.ListOffsetsRequest\x1a%.skein.storage.v1.ListOffsetsResponse\x12f\n" +
-	"\x0fWriteTxnMarkers\x12(.skein.storage.v1.WriteTxnMarkersRequest\x1a).skein.storage.v1.WriteTxnMarkersResponseB\xac\x01\n" +
+	"\x0fWriteTxnMarkers\x12(.skein.storage.v1.WriteTxnMarkersRequest\x1a).skein.storage.v1.WriteTxnMarkersResponse\x12`\n" +
+	"\rDeleteRecords\x12&.skein.storage.v1.DeleteRecordsRequest\x1a'.skein.storage.v1.DeleteRecordsResponseB\xac\x01\n" +
 	"\x14com.skein.storage.v1B\fStorageProtoP\x01Z$skein/gen/skein/storage/v1;storagev1\xa2\x02\x03SSX\xaa\x02\x10Skein.Storage.V1\xca\x02\x10Skein\\Storage\\V1\xe2\x02\x1cSkein\\Storage\\V1\\GPBMetadata\xea\x02\x12Skein::Storage::V1b\x06proto3"
 
 var (
@@ -2459,7 +2729,7 @@ func file_skein_storage_v1_storage_proto_rawDescGZIP() []byte {
 	return file_skein_storage_v1_storage_proto_rawDescData
 }
 
-var file_skein_storage_v1_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_skein_storage_v1_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_skein_storage_v1_storage_proto_goTypes = []any{
 	(*ProduceRequest)(nil),                // 0: skein.storage.v1.ProduceRequest
 	(*PartitionProduce)(nil),              // 1: skein.storage.v1.PartitionProduce
@@ -2494,60 +2764,69 @@ var file_skein_storage_v1_storage_proto_goTypes = []any{
 	(*WriteTxnMarkersResponse)(nil),       // 30: skein.storage.v1.WriteTxnMarkersResponse
 	(*TxnMarkerResult)(nil),               // 31: skein.storage.v1.TxnMarkerResult
 	(*TxnMarkerPartitionResult)(nil),      // 32: skein.storage.v1.TxnMarkerPartitionResult
-	(v1.ErrorCode)(0),                     // 33: skein.v1.ErrorCode
-	(v1.IsolationLevel)(0),                // 34: skein.v1.IsolationLevel
+	(*DeleteRecordsRequest)(nil),          // 33: skein.storage.v1.DeleteRecordsRequest
+	(*DeleteRecordsPartition)(nil),        // 34: skein.storage.v1.DeleteRecordsPartition
+	(*DeleteRecordsResponse)(nil),         // 35: skein.storage.v1.DeleteRecordsResponse
+	(*DeleteRecordsResult)(nil),           // 36: skein.storage.v1.DeleteRecordsResult
+	(v1.ErrorCode)(0),                     // 37: skein.v1.ErrorCode
+	(v1.IsolationLevel)(0),                // 38: skein.v1.IsolationLevel
 }
 var file_skein_storage_v1_storage_proto_depIdxs = []int32{
 	1,  // 0: skein.storage.v1.ProduceRequest.partitions:type_name -> skein.storage.v1.PartitionProduce
 	3,  // 1: skein.storage.v1.ProduceResponse.partitions:type_name -> skein.storage.v1.PartitionProduceResult
-	33, // 2: skein.storage.v1.PartitionProduceResult.error_code:type_name -> skein.v1.ErrorCode
+	37, // 2: skein.storage.v1.PartitionProduceResult.error_code:type_name -> skein.v1.ErrorCode
 	0,  // 3: skein.storage.v1.ProduceStreamRequest.request:type_name -> skein.storage.v1.ProduceRequest
 	2,  // 4: skein.storage.v1.ProduceStreamResponse.response:type_name -> skein.storage.v1.ProduceResponse
-	34, // 5: skein.storage.v1.FetchRequest.isolation_level:type_name -> skein.v1.IsolationLevel
+	38, // 5: skein.storage.v1.FetchRequest.isolation_level:type_name -> skein.v1.IsolationLevel
 	7,  // 6: skein.storage.v1.FetchRequest.partitions:type_name -> skein.storage.v1.PartitionFetch
 	9,  // 7: skein.storage.v1.FetchResponse.partitions:type_name -> skein.storage.v1.PartitionFetchResult
-	33, // 8: skein.storage.v1.PartitionFetchResult.error_code:type_name -> skein.v1.ErrorCode
+	37, // 8: skein.storage.v1.PartitionFetchResult.error_code:type_name -> skein.v1.ErrorCode
 	12, // 9: skein.storage.v1.PartitionFetchResult.aborted_transactions:type_name -> skein.storage.v1.AbortedTransaction
-	34, // 10: skein.storage.v1.FollowRequest.isolation_level:type_name -> skein.v1.IsolationLevel
+	38, // 10: skein.storage.v1.FollowRequest.isolation_level:type_name -> skein.v1.IsolationLevel
 	9,  // 11: skein.storage.v1.FollowResponse.partition:type_name -> skein.storage.v1.PartitionFetchResult
 	14, // 12: skein.storage.v1.ReplicateRequest.partitions:type_name -> skein.storage.v1.ReplicaFetchState
 	16, // 13: skein.storage.v1.ReplicateResponse.partitions:type_name -> skein.storage.v1.ReplicaFetchResult
-	33, // 14: skein.storage.v1.ReplicaFetchResult.error_code:type_name -> skein.v1.ErrorCode
+	37, // 14: skein.storage.v1.ReplicaFetchResult.error_code:type_name -> skein.v1.ErrorCode
 	17, // 15: skein.storage.v1.ReplicaFetchResult.diverging_epoch:type_name -> skein.storage.v1.EpochEndOffset
 	19, // 16: skein.storage.v1.OffsetForLeaderEpochRequest.partitions:type_name -> skein.storage.v1.OffsetForLeaderEpochPartition
 	21, // 17: skein.storage.v1.OffsetForLeaderEpochResponse.partitions:type_name -> skein.storage.v1.OffsetForLeaderEpochResult
-	33, // 18: skein.storage.v1.OffsetForLeaderEpochResult.error_code:type_name -> skein.v1.ErrorCode
-	34, // 19: skein.storage.v1.ListOffsetsRequest.isolation_level:type_name -> skein.v1.IsolationLevel
+	37, // 18: skein.storage.v1.OffsetForLeaderEpochResult.error_code:type_name -> skein.v1.ErrorCode
+	38, // 19: skein.storage.v1.ListOffsetsRequest.isolation_level:type_name -> skein.v1.IsolationLevel
 	23, // 20: skein.storage.v1.ListOffsetsRequest.partitions:type_name -> skein.storage.v1.ListOffsetsPartition
 	25, // 21: skein.storage.v1.ListOffsetsResponse.partitions:type_name -> skein.storage.v1.ListOffsetsResult
-	33, // 22: skein.storage.v1.ListOffsetsResult.error_code:type_name -> skein.v1.ErrorCode
+	37, // 22: skein.storage.v1.ListOffsetsResult.error_code:type_name -> skein.v1.ErrorCode
 	26, // 23: skein.storage.v1.ListOffsetsResult.replica_offsets:type_name -> skein.storage.v1.ReplicaLogEnd
 	28, // 24: skein.storage.v1.WriteTxnMarkersRequest.markers:type_name -> skein.storage.v1.TxnMarker
 	29, // 25: skein.storage.v1.TxnMarker.partitions:type_name -> skein.storage.v1.TopicPartition
 	31, // 26: skein.storage.v1.WriteTxnMarkersResponse.markers:type_name -> skein.storage.v1.TxnMarkerResult
 	32, // 27: skein.storage.v1.TxnMarkerResult.partitions:type_name -> skein.storage.v1.TxnMarkerPartitionResult
-	33, // 28: skein.storage.v1.TxnMarkerPartitionResult.error_code:type_name -> skein.v1.ErrorCode
-	0,  // 29: skein.storage.v1.StorageService.Produce:input_type -> skein.storage.v1.ProduceRequest
-	4,  // 30: skein.storage.v1.StorageService.ProduceStream:input_type -> skein.storage.v1.ProduceStreamRequest
-	6,  // 31: skein.storage.v1.StorageService.Fetch:input_type -> skein.storage.v1.FetchRequest
-	10, // 32: skein.storage.v1.StorageService.Follow:input_type -> skein.storage.v1.FollowRequest
-	13, // 33: skein.storage.v1.StorageService.Replicate:input_type -> skein.storage.v1.ReplicateRequest
-	18, // 34: skein.storage.v1.StorageService.OffsetForLeaderEpoch:input_type -> skein.storage.v1.OffsetForLeaderEpochRequest
-	22, // 35: skein.storage.v1.StorageService.ListOffsets:input_type -> skein.storage.v1.ListOffsetsRequest
-	27, // 36: skein.storage.v1.StorageService.WriteTxnMarkers:input_type -> skein.storage.v1.WriteTxnMarkersRequest
-	2,  // 37: skein.storage.v1.StorageService.Produce:output_type -> skein.storage.v1.ProduceResponse
-	5,  // 38: skein.storage.v1.StorageService.ProduceStream:output_type -> skein.storage.v1.ProduceStreamResponse
-	8,  // 39: skein.storage.v1.StorageService.Fetch:output_type -> skein.storage.v1.FetchResponse
-	11, // 40: skein.storage.v1.StorageService.Follow:output_type -> skein.storage.v1.FollowResponse
-	15, // 41: skein.storage.v1.StorageService.Replicate:output_type -> skein.storage.v1.ReplicateResponse
-	20, // 42: skein.storage.v1.StorageService.OffsetForLeaderEpoch:output_type -> skein.storage.v1.OffsetForLeaderEpochResponse
-	24, // 43: skein.storage.v1.StorageService.ListOffsets:output_type -> skein.storage.v1.ListOffsetsResponse
-	30, // 44: skein.storage.v1.StorageService.WriteTxnMarkers:output_type -> skein.storage.v1.WriteTxnMarkersResponse
-	37, // [37:45] is the sub-list for method output_type
-	29, // [29:37] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	37, // 28: skein.storage.v1.TxnMarkerPartitionResult.error_code:type_name -> skein.v1.ErrorCode
+	34, // 29: skein.storage.v1.DeleteRecordsRequest.partitions:type_name -> skein.storage.v1.DeleteRecordsPartition
+	36, // 30: skein.storage.v1.DeleteRecordsResponse.partitions:type_name -> skein.storage.v1.DeleteRecordsResult
+	37, // 31: skein.storage.v1.DeleteRecordsResult.error_code:type_name -> skein.v1.ErrorCode
+	0,  // 32: skein.storage.v1.StorageService.Produce:input_type -> skein.storage.v1.ProduceRequest
+	4,  // 33: skein.storage.v1.StorageService.ProduceStream:input_type -> skein.storage.v1.ProduceStreamRequest
+	6,  // 34: skein.storage.v1.StorageService.Fetch:input_type -> skein.storage.v1.FetchRequest
+	10, // 35: skein.storage.v1.StorageService.Follow:input_type -> skein.storage.v1.FollowRequest
+	13, // 36: skein.storage.v1.StorageService.Replicate:input_type -> skein.storage.v1.ReplicateRequest
+	18, // 37: skein.storage.v1.StorageService.OffsetForLeaderEpoch:input_type -> skein.storage.v1.OffsetForLeaderEpochRequest
+	22, // 38: skein.storage.v1.StorageService.ListOffsets:input_type -> skein.storage.v1.ListOffsetsRequest
+	27, // 39: skein.storage.v1.StorageService.WriteTxnMarkers:input_type -> skein.storage.v1.WriteTxnMarkersRequest
+	33, // 40: skein.storage.v1.StorageService.DeleteRecords:input_type -> skein.storage.v1.DeleteRecordsRequest
+	2,  // 41: skein.storage.v1.StorageService.Produce:output_type -> skein.storage.v1.ProduceResponse
+	5,  // 42: skein.storage.v1.StorageService.ProduceStream:output_type -> skein.storage.v1.ProduceStreamResponse
+	8,  // 43: skein.storage.v1.StorageService.Fetch:output_type -> skein.storage.v1.FetchResponse
+	11, // 44: skein.storage.v1.StorageService.Follow:output_type -> skein.storage.v1.FollowResponse
+	15, // 45: skein.storage.v1.StorageService.Replicate:output_type -> skein.storage.v1.ReplicateResponse
+	20, // 46: skein.storage.v1.StorageService.OffsetForLeaderEpoch:output_type -> skein.storage.v1.OffsetForLeaderEpochResponse
+	24, // 47: skein.storage.v1.StorageService.ListOffsets:output_type -> skein.storage.v1.ListOffsetsResponse
+	30, // 48: skein.storage.v1.StorageService.WriteTxnMarkers:output_type -> skein.storage.v1.WriteTxnMarkersResponse
+	35, // 49: skein.storage.v1.StorageService.DeleteRecords:output_type -> skein.storage.v1.DeleteRecordsResponse
+	41, // [41:50] is the sub-list for method output_type
+	32, // [32:41] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_skein_storage_v1_storage_proto_init() }
@@ -2561,7 +2840,7 @@ func file_skein_storage_v1_storage_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skein_storage_v1_storage_proto_rawDesc), len(file_skein_storage_v1_storage_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   33,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -27,6 +27,7 @@ const (
 	StorageService_OffsetForLeaderEpoch_FullMethodName = "/skein.storage.v1.StorageService/OffsetForLeaderEpoch"
 	StorageService_ListOffsets_FullMethodName          = "/skein.storage.v1.StorageService/ListOffsets"
 	StorageService_WriteTxnMarkers_FullMethodName      = "/skein.storage.v1.StorageService/WriteTxnMarkers"
+	StorageService_DeleteRecords_FullMethodName        = "/skein.storage.v1.StorageService/DeleteRecords"
 )
 
 // StorageServiceClient is the client API for StorageService service.
@@ -63,6 +64,11 @@ type StorageServiceClient interface {
 	ListOffsets(ctx context.Context, in *ListOffsetsRequest, opts ...grpc.CallOption) (*ListOffsetsResponse, error)
 	// WriteTxnMarkers appends transaction commit/abort control batches.
 	WriteTxnMarkers(ctx context.Context, in *WriteTxnMarkersRequest, opts ...grpc.CallOption) (*WriteTxnMarkersResponse, error)
+	// DeleteRecords moves the log start offset of partitions this node leads
+	// up to an offset (Kafka's DeleteRecords): records below it are no
+	// longer served, and segments wholly below it are deleted. Answered per
+	// partition once every ISR member's log start has reached it.
+	DeleteRecords(ctx context.Context, in *DeleteRecordsRequest, opts ...grpc.CallOption) (*DeleteRecordsResponse, error)
 }
 
 type storageServiceClient struct {
@@ -168,6 +174,16 @@ func (c *storageServiceClient) WriteTxnMarkers(ctx context.Context, in *WriteTxn
 	return out, nil
 }
 
+func (c *storageServiceClient) DeleteRecords(ctx context.Context, in *DeleteRecordsRequest, opts ...grpc.CallOption) (*DeleteRecordsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteRecordsResponse)
+	err := c.cc.Invoke(ctx, StorageService_DeleteRecords_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // StorageServiceServer is the server API for StorageService service.
 // All implementations must embed UnimplementedStorageServiceServer
 // for forward compatibility.
@@ -202,6 +218,11 @@ type StorageServiceServer interface {
 	ListOffsets(context.Context, *ListOffsetsRequest) (*ListOffsetsResponse, error)
 	// WriteTxnMarkers appends transaction commit/abort control batches.
 	WriteTxnMarkers(context.Context, *WriteTxnMarkersRequest) (*WriteTxnMarkersResponse, error)
+	// DeleteRecords moves the log start offset of partitions this node leads
+	// up to an offset (Kafka's DeleteRecords): records below it are no
+	// longer served, and segments wholly below it are deleted. Answered per
+	// partition once every ISR member's log start has reached it.
+	DeleteRecords(context.Context, *DeleteRecordsRequest) (*DeleteRecordsResponse, error)
 	mustEmbedUnimplementedStorageServiceServer()
 }
 
@@ -235,6 +256,9 @@ func (UnimplementedStorageServiceServer) ListOffsets(context.Context, *ListOffse
 }
 func (UnimplementedStorageServiceServer) WriteTxnMarkers(context.Context, *WriteTxnMarkersRequest) (*WriteTxnMarkersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method WriteTxnMarkers not implemented")
+}
+func (UnimplementedStorageServiceServer) DeleteRecords(context.Context, *DeleteRecordsRequest) (*DeleteRecordsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteRecords not implemented")
 }
 func (UnimplementedStorageServiceServer) mustEmbedUnimplementedStorageServiceServer() {}
 func (UnimplementedStorageServiceServer) testEmbeddedByValue()                        {}
@@ -372,6 +396,24 @@ func _StorageService_WriteTxnMarkers_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _StorageService_DeleteRecords_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteRecordsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(StorageServiceServer).DeleteRecords(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: StorageService_DeleteRecords_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(StorageServiceServer).DeleteRecords(ctx, req.(*DeleteRecordsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // StorageService_ServiceDesc is the grpc.ServiceDesc for StorageService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -398,6 +440,10 @@ var StorageService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "WriteTxnMarkers",
 			Handler:    _StorageService_WriteTxnMarkers_Handler,
+		},
+		{
+			MethodName: "DeleteRecords",
+			Handler:    _StorageService_DeleteRecords_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"fmt"
 	"slices"
 	"sync"
 
@@ -158,6 +159,18 @@ func (l *memLog) TruncateFullyAndStartAt(offset record.Offset) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.batches, l.epochs, l.start = nil, nil, offset
+	return nil
+}
+
+// DeleteRecordsBefore is libs/log's: the start moves up to offset (at
+// most the LEO), whole batches below it go.
+func (l *memLog) DeleteRecordsBefore(offset record.Offset) error {
+	if leo := l.LogEndOffset(); offset > leo {
+		return fmt.Errorf("cannot delete records before %d: log end offset is %d", offset, leo)
+	}
+	if offset > l.LogStartOffset() {
+		l.deleteBefore(offset)
+	}
 	return nil
 }
 

@@ -42,6 +42,10 @@ type Log interface {
 	Truncate(offset record.Offset) error
 	// TruncateFullyAndStartAt empties the log and restarts it at offset.
 	TruncateFullyAndStartAt(offset record.Offset) error
+	// DeleteRecordsBefore moves the log start offset up to offset (at most
+	// the LEO; a lower one changes nothing) and deletes the segments that
+	// lie wholly below it.
+	DeleteRecordsBefore(offset record.Offset) error
 	// EndOffsetFor answers the largest epoch <= epoch and where it ends
 	// (the LEO for the latest); -1, -1 for an epoch newer than every
 	// known one, or when the log knows none.
@@ -125,9 +129,13 @@ type Config struct {
 	// ISRChanged, if set, is told of every ISR change this leader got
 	// committed (for metrics).
 	ISRChanged func(shrink bool)
+	// Compacted is set when the topic's cleanup.policy lacks delete:
+	// DeleteRecords is refused (POLICY_VIOLATION), as Kafka refuses it.
+	Compacted bool
 	// Truncated, if set, is called (without the replica's lock) after the
-	// follower truncated its log: the recovery point fell, and the node
-	// saves it at once.
+	// log was cut at either end: a follower truncated it (the recovery
+	// point fell) or this leader deleted records before an offset (the
+	// log start rose), and the node saves its offsets at once.
 	Truncated func()
 }
 
@@ -144,8 +152,11 @@ const (
 type follower struct {
 	// brokerEpoch: the registration of the follower's last fetch that
 	// named one.
-	brokerEpoch  int64
-	leo          record.Offset
+	brokerEpoch int64
+	leo         record.Offset
+	// logStart is the log start offset of the follower's last fetch (-1
+	// until it fetched from this leader).
+	logStart     record.Offset
 	lastCaughtUp time.Time
 	prev         isr.FetchState
 }
@@ -197,6 +208,10 @@ type Partition struct {
 	// hwWakers are woken (and forgotten) the next time the HW moves;
 	// leoWakers when the LEO does.
 	hwWakers, leoWakers map[*Waker]struct{}
+	// startMoved, unless nil, is closed (and cleared) when the low
+	// watermark may have moved: a follower's log start, the ISR or the
+	// role changed. DeleteRecords waits on it.
+	startMoved chan struct{}
 }
 
 // New wraps an open log. The replica has no role until Apply gives it one.
@@ -294,6 +309,9 @@ func (p *Partition) Apply(st State) (becameFollower bool) {
 	if st.LeaderEpoch < p.st.LeaderEpoch || (st.LeaderEpoch == p.st.LeaderEpoch && st.PartitionEpoch < p.st.PartitionEpoch) {
 		return false
 	}
+	// The ISR or the role may change: a DeleteRecords waiting for the low
+	// watermark looks again.
+	p.notifyStartLocked()
 	newEpoch := st.LeaderEpoch > p.st.LeaderEpoch || p.role == None
 	settles := st.LeaderEpoch > p.st.LeaderEpoch || st.PartitionEpoch > p.st.PartitionEpoch
 	p.st = State{Leader: st.Leader, LeaderEpoch: st.LeaderEpoch, PartitionEpoch: st.PartitionEpoch,
@@ -347,7 +365,7 @@ func (p *Partition) becomeLeaderLocked() {
 		}
 		// ISR members get the benefit of the doubt for one lag period
 		// (Kafka does the same), others start never caught up.
-		f := &follower{leo: -1}
+		f := &follower{leo: -1, logStart: -1}
 		if slices.Contains(p.st.ISR, r) {
 			f.lastCaughtUp = now
 		}

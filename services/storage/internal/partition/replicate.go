@@ -17,9 +17,12 @@ type FollowerFetch struct {
 	ReplicaID int32
 	// BrokerEpoch is the follower's registration the fetch was made under
 	// (0: not known); an ISR change names the one each member fetched at.
-	BrokerEpoch        int64
-	FetchOffset        record.Offset
-	LastFetchedEpoch   record.Epoch // -1 for an empty follower log
+	BrokerEpoch      int64
+	FetchOffset      record.Offset
+	LastFetchedEpoch record.Epoch // -1 for an empty follower log
+	// LogStartOffset is the follower's (-1: not known), for the low
+	// watermark DeleteRecords waits for.
+	LogStartOffset     record.Offset
 	CurrentLeaderEpoch int32
 	MaxBytes           int
 	// Buf, when it has room, holds the answer's batches (appended to it):
@@ -82,6 +85,10 @@ func (p *Partition) ServeFollower(f FollowerFetch) (FollowerFetchResult, error) 
 	fs.lastCaughtUp = isr.CaughtUp(fs.lastCaughtUp, fs.prev, isr.Offset(f.FetchOffset), isr.Offset(leo), now)
 	fs.prev = isr.FetchState{At: now, LeaderLEO: isr.Offset(leo)}
 	fs.leo = f.FetchOffset
+	if f.LogStartOffset != fs.logStart {
+		fs.logStart = f.LogStartOffset
+		p.notifyStartLocked()
+	}
 	if f.BrokerEpoch > 0 {
 		fs.brokerEpoch = f.BrokerEpoch
 	}
@@ -164,12 +171,15 @@ func (p *Partition) FollowerState() (FollowerState, bool) {
 // HW (capped at its own LEO). A stale answer (the replica moved on) is ignored.
 func (p *Partition) ApplyFetched(epoch int32, fetchOffset record.Offset, res FollowerFetchResult) error {
 	p.mu.Lock()
-	leo := p.log.LogEndOffset()
+	leo, start := p.log.LogEndOffset(), p.log.LogStartOffset()
 	syncTo, err := p.applyFetchedLocked(epoch, fetchOffset, res)
-	truncated := p.log.LogEndOffset() < leo
+	// A log start taken from the leader is saved before the next fetch
+	// reports it: a DeleteRecords answered is on the disk of every ISR
+	// member.
+	cut := p.log.LogEndOffset() < leo || p.log.LogStartOffset() > start
 	onTruncate := p.cfg.Truncated
 	p.mu.Unlock()
-	if truncated && onTruncate != nil {
+	if cut && onTruncate != nil {
 		onTruncate()
 	}
 	if err != nil || syncTo == 0 {
@@ -285,6 +295,14 @@ func (p *Partition) applyFetchedLocked(epoch int32, fetchOffset record.Offset, r
 	if hw > p.hw {
 		p.hw = hw
 		p.notifyHWLocked()
+	}
+	// The leader's records deleted before its log start go here too (as
+	// Kafka's follower takes the leader's log start offset), never past
+	// what this replica knows committed.
+	if start := min(res.LogStartOffset, p.hw); start > p.log.LogStartOffset() {
+		if err := p.log.DeleteRecordsBefore(start); err != nil {
+			return syncTo, errs.Errorf(errs.KafkaStorageError, "%s-%d: delete records before %d: %v", p.cfg.Topic, p.cfg.Partition, start, err)
+		}
 	}
 	return syncTo, nil
 }

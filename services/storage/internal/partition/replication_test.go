@@ -169,7 +169,7 @@ func (c *cluster) fetch(id int32) error {
 	c.mu.Lock()
 	epoch := c.brokerEpochs[id]
 	c.mu.Unlock()
-	res, err := c.replicas[fs.Leader].ServeFollower(FollowerFetch{ReplicaID: id, BrokerEpoch: epoch, FetchOffset: fs.FetchOffset, LastFetchedEpoch: fs.LastFetchedEpoch, CurrentLeaderEpoch: fs.CurrentLeaderEpoch, MaxBytes: 1 << 20})
+	res, err := c.replicas[fs.Leader].ServeFollower(FollowerFetch{ReplicaID: id, BrokerEpoch: epoch, FetchOffset: fs.FetchOffset, LastFetchedEpoch: fs.LastFetchedEpoch, LogStartOffset: fs.LogStartOffset, CurrentLeaderEpoch: fs.CurrentLeaderEpoch, MaxBytes: 1 << 20})
 	if err != nil {
 		return err
 	}

@@ -55,3 +55,7 @@ func (a logAdapter) OffsetForTimestamp(ts int64) (record.Offset, int64, bool) {
 func (a logAdapter) TruncateFullyAndStartAt(offset record.Offset) error {
 	return a.l.TruncateFullyAndStartAt(offset)
 }
+
+func (a logAdapter) DeleteRecordsBefore(offset record.Offset) error {
+	return a.l.DeleteRecordsBefore(offset)
+}

@@ -369,7 +369,7 @@ func configsFor(tp partition.TP, mc Config, configs map[string]string, isrChange
 	pcfg := partition.Config{
 		Topic: tp.Topic, Partition: tp.Partition, Self: mc.Self,
 		MinInsyncReplicas: minISR, MaxMessageBytes: int(lcfg.MaxMessageBytes), ReplicaLagMax: mc.ReplicaLagMax,
-		ISRChanged: isrChanged,
+		ISRChanged: isrChanged, Compacted: lcfg.CleanupPolicy&plog.CleanupDelete == 0,
 	}
 	if pcfg.Recompress, pcfg.Compression, err = storeCodec(configs); err != nil {
 		return plog.Config{}, partition.Config{}, err

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 
@@ -165,6 +166,43 @@ func TestFetchAndListOffsetsAreAuthorized(t *testing.T) {
 		if p.GetErrorCode() == skeinv1.ErrorCode_TOPIC_AUTHORIZATION_FAILED {
 			t.Errorf("a storage node's fetch of %s refused", p.GetTopic())
 		}
+	}
+}
+
+// Deleting records needs delete on the topic: read and write are not
+// enough. A request's malformed partitions are refused one by one.
+func TestDeleteRecordsIsAuthorized(t *testing.T) {
+	s, reps := aclServer(t)
+	req := &storagev1.DeleteRecordsRequest{Partitions: []*storagev1.DeleteRecordsPartition{{Topic: "orders", Offset: 3}, {Topic: "payments", Offset: 3}}}
+	codes := func(resp *storagev1.DeleteRecordsResponse) []skeinv1.ErrorCode {
+		var out []skeinv1.ErrorCode
+		for _, p := range resp.GetPartitions() {
+			out = append(out, p.GetErrorCode())
+		}
+		return out
+	}
+	resp, err := s.DeleteRecords(as(gatewayPeer, "User:alice"), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := codes(resp); !slices.Equal(got, []skeinv1.ErrorCode{skeinv1.ErrorCode_TOPIC_AUTHORIZATION_FAILED, skeinv1.ErrorCode_TOPIC_AUTHORIZATION_FAILED}) {
+		t.Errorf("alice deleting records of orders and payments: %v", got)
+	}
+	if got := reps.take(); len(got) != 0 {
+		t.Errorf("replicas looked up %v for refused deletions", got)
+	}
+	resp, err = s.DeleteRecords(as(gatewayPeer, "User:root"), &storagev1.DeleteRecordsRequest{Partitions: []*storagev1.DeleteRecordsPartition{
+		{Topic: "orders", Offset: 3}, {Topic: "orders", Offset: 4}, {Topic: "payments", Offset: -2},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []skeinv1.ErrorCode{skeinv1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, skeinv1.ErrorCode_INVALID_REQUEST, skeinv1.ErrorCode_OFFSET_OUT_OF_RANGE}
+	if got := codes(resp); !slices.Equal(got, want) {
+		t.Errorf("root deleting orders twice and payments below -1: %v, want %v", got, want)
+	}
+	if got := reps.take(); len(got) != 1 || got[0] != "orders" {
+		t.Errorf("replicas looked up %v, want [orders]", got)
 	}
 }
 

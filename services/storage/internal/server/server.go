@@ -715,7 +715,7 @@ func (s *Server) replicateOnce(req *storagev1.ReplicateRequest, buf []byte, w *p
 		}
 		fr, err := p.ServeFollower(partition.FollowerFetch{
 			ReplicaID: req.GetReplicaId(), BrokerEpoch: req.GetBrokerEpoch(), FetchOffset: record.Offset(st.GetFetchOffset()), LastFetchedEpoch: record.Epoch(st.GetLastFetchedEpoch()),
-			CurrentLeaderEpoch: st.GetCurrentLeaderEpoch(), MaxBytes: budget, Buf: free, Waker: w,
+			LogStartOffset: record.Offset(st.GetLogStartOffset()), CurrentLeaderEpoch: st.GetCurrentLeaderEpoch(), MaxBytes: budget, Buf: free, Waker: w,
 		})
 		if n := len(fr.Records); n > 0 {
 			if cap(fr.Records) > cap(free) {
@@ -798,6 +798,69 @@ func (s *Server) ListOffsets(ctx context.Context, req *storagev1.ListOffsetsRequ
 			r.ErrorCode, r.ErrorMessage = code(err), errs.Message(err)
 		}
 	}
+	return resp, nil
+}
+
+// DeleteRecords moves the log start offsets of partitions this node leads
+// (Kafka's DeleteRecords: delete on each topic), each answered with its low
+// watermark once the ISR members have it, or REQUEST_TIMED_OUT when they
+// do not within the request's timeout (the leader deleted the records).
+func (s *Server) DeleteRecords(ctx context.Context, req *storagev1.DeleteRecordsRequest) (*storagev1.DeleteRecordsResponse, error) {
+	timeout := partition.ProduceTimeout
+	if t := req.GetTimeoutMs(); t > 0 {
+		timeout = min(timeout, time.Duration(t)*time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	topics := make([]string, len(req.GetPartitions()))
+	for i, q := range req.GetPartitions() {
+		topics[i] = q.GetTopic()
+	}
+	denied := s.refusals(ctx, "", "/skein.storage.v1.StorageService/DeleteRecords", topics, acl.Delete)
+	resp := &storagev1.DeleteRecordsResponse{}
+	seen := map[partition.TP]bool{}
+	var wg sync.WaitGroup
+	for i, q := range req.GetPartitions() {
+		tp := partition.TP{Topic: q.GetTopic(), Partition: q.GetPartition()}
+		r := &storagev1.DeleteRecordsResult{Topic: tp.Topic, Partition: tp.Partition, LowWatermark: -1}
+		resp.Partitions = append(resp.Partitions, r)
+		var err error
+		switch {
+		case denied != nil && denied[i] != nil:
+			err = denied[i]
+		case seen[tp]:
+			err = errs.Errorf(errs.InvalidRequest, "%s is named twice", tp)
+		case q.GetOffset() < -1:
+			err = errs.Errorf(errs.OffsetOutOfRange, "%s: cannot delete records before offset %d: it must be -1 (the high watermark) or at least 0", tp, q.GetOffset())
+		}
+		seen[tp] = true
+		if err != nil {
+			r.ErrorCode, r.ErrorMessage = code(err), errs.Message(err)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p, err := s.replicas.Get(tp)
+			var low record.Offset = -1
+			if err == nil {
+				var start record.Offset
+				var epoch int32
+				if start, epoch, err = p.DeleteRecords(record.Offset(q.GetOffset()), q.GetCurrentLeaderEpoch()); err == nil {
+					low, err = p.AwaitLowWatermark(ctx, start, epoch)
+				}
+			}
+			if err != nil && ctx.Err() != nil {
+				err = errs.Errorf(errs.RequestTimedOut, "%s: the leader deleted the records, and the in-sync replicas did not all follow within %v (low watermark %d)", tp, timeout, low)
+			}
+			if err != nil {
+				r.ErrorCode, r.ErrorMessage = code(err), errs.Message(err)
+				return
+			}
+			r.LowWatermark = int64(low)
+		}()
+	}
+	wg.Wait()
 	return resp, nil
 }
 
