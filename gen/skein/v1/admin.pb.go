@@ -1501,6 +1501,229 @@ func (x *PartitionOffset) GetMessage() string {
 	return ""
 }
 
+type DeleteRecordsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Each partition once; at least one.
+	Partitions    []*DeleteRecordsBefore `protobuf:"bytes,2,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteRecordsRequest) Reset() {
+	*x = DeleteRecordsRequest{}
+	mi := &file_skein_v1_admin_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRecordsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRecordsRequest) ProtoMessage() {}
+
+func (x *DeleteRecordsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_v1_admin_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRecordsRequest.ProtoReflect.Descriptor instead.
+func (*DeleteRecordsRequest) Descriptor() ([]byte, []int) {
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *DeleteRecordsRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *DeleteRecordsRequest) GetPartitions() []*DeleteRecordsBefore {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+// DeleteRecordsBefore names a partition and the offset its records are
+// deleted before: at most the partition's high watermark, or -1 for the
+// high watermark (every record written so far).
+type DeleteRecordsBefore struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Partition     int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	Offset        int64                  `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteRecordsBefore) Reset() {
+	*x = DeleteRecordsBefore{}
+	mi := &file_skein_v1_admin_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRecordsBefore) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRecordsBefore) ProtoMessage() {}
+
+func (x *DeleteRecordsBefore) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_v1_admin_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRecordsBefore.ProtoReflect.Descriptor instead.
+func (*DeleteRecordsBefore) Descriptor() ([]byte, []int) {
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *DeleteRecordsBefore) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *DeleteRecordsBefore) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+type DeleteRecordsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per partition asked, in partition order.
+	Partitions    []*DeleteRecordsResult `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteRecordsResponse) Reset() {
+	*x = DeleteRecordsResponse{}
+	mi := &file_skein_v1_admin_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRecordsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRecordsResponse) ProtoMessage() {}
+
+func (x *DeleteRecordsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_v1_admin_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRecordsResponse.ProtoReflect.Descriptor instead.
+func (*DeleteRecordsResponse) Descriptor() ([]byte, []int) {
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *DeleteRecordsResponse) GetPartitions() []*DeleteRecordsResult {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type DeleteRecordsResult struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Partition int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	// The partition's new log start offset, as every in-sync replica has
+	// it (-1 on an error): the earliest offset a consumer can now read.
+	LowWatermark  int64     `protobuf:"varint,2,opt,name=low_watermark,json=lowWatermark,proto3" json:"low_watermark,omitempty"`
+	ErrorCode     ErrorCode `protobuf:"varint,3,opt,name=error_code,json=errorCode,proto3,enum=skein.v1.ErrorCode" json:"error_code,omitempty"`
+	Message       string    `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteRecordsResult) Reset() {
+	*x = DeleteRecordsResult{}
+	mi := &file_skein_v1_admin_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRecordsResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRecordsResult) ProtoMessage() {}
+
+func (x *DeleteRecordsResult) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_v1_admin_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRecordsResult.ProtoReflect.Descriptor instead.
+func (*DeleteRecordsResult) Descriptor() ([]byte, []int) {
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *DeleteRecordsResult) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *DeleteRecordsResult) GetLowWatermark() int64 {
+	if x != nil {
+		return x.LowWatermark
+	}
+	return 0
+}
+
+func (x *DeleteRecordsResult) GetErrorCode() ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ErrorCode_NONE
+}
+
+func (x *DeleteRecordsResult) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 type ElectLeadersRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Empty: every partition of every topic.
@@ -1512,7 +1735,7 @@ type ElectLeadersRequest struct {
 
 func (x *ElectLeadersRequest) Reset() {
 	*x = ElectLeadersRequest{}
-	mi := &file_skein_v1_admin_proto_msgTypes[24]
+	mi := &file_skein_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1524,7 +1747,7 @@ func (x *ElectLeadersRequest) String() string {
 func (*ElectLeadersRequest) ProtoMessage() {}
 
 func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[24]
+	mi := &file_skein_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1537,7 +1760,7 @@ func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersRequest.ProtoReflect.Descriptor instead.
 func (*ElectLeadersRequest) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ElectLeadersRequest) GetTopic() string {
@@ -1563,7 +1786,7 @@ type ElectLeadersResponse struct {
 
 func (x *ElectLeadersResponse) Reset() {
 	*x = ElectLeadersResponse{}
-	mi := &file_skein_v1_admin_proto_msgTypes[25]
+	mi := &file_skein_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1575,7 +1798,7 @@ func (x *ElectLeadersResponse) String() string {
 func (*ElectLeadersResponse) ProtoMessage() {}
 
 func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[25]
+	mi := &file_skein_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1588,7 +1811,7 @@ func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersResponse.ProtoReflect.Descriptor instead.
 func (*ElectLeadersResponse) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ElectLeadersResponse) GetResults() []*ElectionResult {
@@ -1611,7 +1834,7 @@ type ElectionResult struct {
 
 func (x *ElectionResult) Reset() {
 	*x = ElectionResult{}
-	mi := &file_skein_v1_admin_proto_msgTypes[26]
+	mi := &file_skein_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1623,7 +1846,7 @@ func (x *ElectionResult) String() string {
 func (*ElectionResult) ProtoMessage() {}
 
 func (x *ElectionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[26]
+	mi := &file_skein_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1636,7 +1859,7 @@ func (x *ElectionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectionResult.ProtoReflect.Descriptor instead.
 func (*ElectionResult) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ElectionResult) GetTopic() string {
@@ -1698,7 +1921,7 @@ type AclBinding struct {
 
 func (x *AclBinding) Reset() {
 	*x = AclBinding{}
-	mi := &file_skein_v1_admin_proto_msgTypes[27]
+	mi := &file_skein_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1710,7 +1933,7 @@ func (x *AclBinding) String() string {
 func (*AclBinding) ProtoMessage() {}
 
 func (x *AclBinding) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[27]
+	mi := &file_skein_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1723,7 +1946,7 @@ func (x *AclBinding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclBinding.ProtoReflect.Descriptor instead.
 func (*AclBinding) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *AclBinding) GetPrincipal() string {
@@ -1777,7 +2000,7 @@ type CreateAclsRequest struct {
 
 func (x *CreateAclsRequest) Reset() {
 	*x = CreateAclsRequest{}
-	mi := &file_skein_v1_admin_proto_msgTypes[28]
+	mi := &file_skein_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1789,7 +2012,7 @@ func (x *CreateAclsRequest) String() string {
 func (*CreateAclsRequest) ProtoMessage() {}
 
 func (x *CreateAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[28]
+	mi := &file_skein_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1802,7 +2025,7 @@ func (x *CreateAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAclsRequest.ProtoReflect.Descriptor instead.
 func (*CreateAclsRequest) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{28}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CreateAclsRequest) GetAcls() []*AclBinding {
@@ -1822,7 +2045,7 @@ type CreateAclsResponse struct {
 
 func (x *CreateAclsResponse) Reset() {
 	*x = CreateAclsResponse{}
-	mi := &file_skein_v1_admin_proto_msgTypes[29]
+	mi := &file_skein_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1834,7 +2057,7 @@ func (x *CreateAclsResponse) String() string {
 func (*CreateAclsResponse) ProtoMessage() {}
 
 func (x *CreateAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[29]
+	mi := &file_skein_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1847,7 +2070,7 @@ func (x *CreateAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAclsResponse.ProtoReflect.Descriptor instead.
 func (*CreateAclsResponse) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CreateAclsResponse) GetAcls() []*AclBinding {
@@ -1874,7 +2097,7 @@ type DescribeAclsRequest struct {
 
 func (x *DescribeAclsRequest) Reset() {
 	*x = DescribeAclsRequest{}
-	mi := &file_skein_v1_admin_proto_msgTypes[30]
+	mi := &file_skein_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1886,7 +2109,7 @@ func (x *DescribeAclsRequest) String() string {
 func (*DescribeAclsRequest) ProtoMessage() {}
 
 func (x *DescribeAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[30]
+	mi := &file_skein_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1899,7 +2122,7 @@ func (x *DescribeAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeAclsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeAclsRequest) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{30}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DescribeAclsRequest) GetPrincipal() string {
@@ -1953,7 +2176,7 @@ type DescribeAclsResponse struct {
 
 func (x *DescribeAclsResponse) Reset() {
 	*x = DescribeAclsResponse{}
-	mi := &file_skein_v1_admin_proto_msgTypes[31]
+	mi := &file_skein_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1965,7 +2188,7 @@ func (x *DescribeAclsResponse) String() string {
 func (*DescribeAclsResponse) ProtoMessage() {}
 
 func (x *DescribeAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[31]
+	mi := &file_skein_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1978,7 +2201,7 @@ func (x *DescribeAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeAclsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeAclsResponse) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{31}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DescribeAclsResponse) GetAcls() []*AclBinding {
@@ -2004,7 +2227,7 @@ type DeleteAclsRequest struct {
 
 func (x *DeleteAclsRequest) Reset() {
 	*x = DeleteAclsRequest{}
-	mi := &file_skein_v1_admin_proto_msgTypes[32]
+	mi := &file_skein_v1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2016,7 +2239,7 @@ func (x *DeleteAclsRequest) String() string {
 func (*DeleteAclsRequest) ProtoMessage() {}
 
 func (x *DeleteAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[32]
+	mi := &file_skein_v1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2029,7 +2252,7 @@ func (x *DeleteAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAclsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteAclsRequest) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{32}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DeleteAclsRequest) GetPrincipal() string {
@@ -2084,7 +2307,7 @@ type DeleteAclsResponse struct {
 
 func (x *DeleteAclsResponse) Reset() {
 	*x = DeleteAclsResponse{}
-	mi := &file_skein_v1_admin_proto_msgTypes[33]
+	mi := &file_skein_v1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2096,7 +2319,7 @@ func (x *DeleteAclsResponse) String() string {
 func (*DeleteAclsResponse) ProtoMessage() {}
 
 func (x *DeleteAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[33]
+	mi := &file_skein_v1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2109,7 +2332,7 @@ func (x *DeleteAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAclsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteAclsResponse) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{33}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DeleteAclsResponse) GetDeleted() []*AclBinding {
@@ -2231,7 +2454,25 @@ const file_skein_v1_admin_proto_rawDesc = "" +
 	"\ftimestamp_ms\x18\x03 \x01(\x03R\vtimestampMs\x122\n" +
 	"\n" +
 	"error_code\x18\x04 \x01(\x0e2\x13.skein.v1.ErrorCodeR\terrorCode\x12\x18\n" +
-	"\amessage\x18\x05 \x01(\tR\amessage\"W\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage\"k\n" +
+	"\x14DeleteRecordsRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12=\n" +
+	"\n" +
+	"partitions\x18\x02 \x03(\v2\x1d.skein.v1.DeleteRecordsBeforeR\n" +
+	"partitions\"K\n" +
+	"\x13DeleteRecordsBefore\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x16\n" +
+	"\x06offset\x18\x02 \x01(\x03R\x06offset\"V\n" +
+	"\x15DeleteRecordsResponse\x12=\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2\x1d.skein.v1.DeleteRecordsResultR\n" +
+	"partitions\"\xa6\x01\n" +
+	"\x13DeleteRecordsResult\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12#\n" +
+	"\rlow_watermark\x18\x02 \x01(\x03R\flowWatermark\x122\n" +
+	"\n" +
+	"error_code\x18\x03 \x01(\x0e2\x13.skein.v1.ErrorCodeR\terrorCode\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"W\n" +
 	"\x13ElectLeadersRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12*\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x16.skein.v1.ElectionTypeR\x04type\"J\n" +
@@ -2288,7 +2529,7 @@ const file_skein_v1_admin_proto_rawDesc = "" +
 	"\tTIMESTAMP\x10\x02**\n" +
 	"\fElectionType\x12\r\n" +
 	"\tPREFERRED\x10\x00\x12\v\n" +
-	"\aUNCLEAN\x10\x012\xbf\a\n" +
+	"\aUNCLEAN\x10\x012\x91\b\n" +
 	"\fAdminService\x12G\n" +
 	"\n" +
 	"GetCluster\x12\x1b.skein.v1.GetClusterRequest\x1a\x1c.skein.v1.GetClusterResponse\x12J\n" +
@@ -2299,7 +2540,8 @@ const file_skein_v1_admin_proto_rawDesc = "" +
 	"\vDeleteTopic\x12\x1c.skein.v1.DeleteTopicRequest\x1a\x1d.skein.v1.DeleteTopicResponse\x12Y\n" +
 	"\x10CreatePartitions\x12!.skein.v1.CreatePartitionsRequest\x1a\".skein.v1.CreatePartitionsResponse\x12\\\n" +
 	"\x11AlterTopicConfigs\x12\".skein.v1.AlterTopicConfigsRequest\x1a#.skein.v1.AlterTopicConfigsResponse\x12J\n" +
-	"\vListOffsets\x12\x1c.skein.v1.ListOffsetsRequest\x1a\x1d.skein.v1.ListOffsetsResponse\x12M\n" +
+	"\vListOffsets\x12\x1c.skein.v1.ListOffsetsRequest\x1a\x1d.skein.v1.ListOffsetsResponse\x12P\n" +
+	"\rDeleteRecords\x12\x1e.skein.v1.DeleteRecordsRequest\x1a\x1f.skein.v1.DeleteRecordsResponse\x12M\n" +
 	"\fElectLeaders\x12\x1d.skein.v1.ElectLeadersRequest\x1a\x1e.skein.v1.ElectLeadersResponse\x12G\n" +
 	"\n" +
 	"CreateAcls\x12\x1b.skein.v1.CreateAclsRequest\x1a\x1c.skein.v1.CreateAclsResponse\x12M\n" +
@@ -2322,7 +2564,7 @@ func file_skein_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_skein_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_skein_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_skein_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_skein_v1_admin_proto_goTypes = []any{
 	(OffsetSpec)(0),                   // 0: skein.v1.OffsetSpec
 	(ElectionType)(0),                 // 1: skein.v1.ElectionType
@@ -2350,76 +2592,85 @@ var file_skein_v1_admin_proto_goTypes = []any{
 	(*ListOffsetsRequest)(nil),        // 23: skein.v1.ListOffsetsRequest
 	(*ListOffsetsResponse)(nil),       // 24: skein.v1.ListOffsetsResponse
 	(*PartitionOffset)(nil),           // 25: skein.v1.PartitionOffset
-	(*ElectLeadersRequest)(nil),       // 26: skein.v1.ElectLeadersRequest
-	(*ElectLeadersResponse)(nil),      // 27: skein.v1.ElectLeadersResponse
-	(*ElectionResult)(nil),            // 28: skein.v1.ElectionResult
-	(*AclBinding)(nil),                // 29: skein.v1.AclBinding
-	(*CreateAclsRequest)(nil),         // 30: skein.v1.CreateAclsRequest
-	(*CreateAclsResponse)(nil),        // 31: skein.v1.CreateAclsResponse
-	(*DescribeAclsRequest)(nil),       // 32: skein.v1.DescribeAclsRequest
-	(*DescribeAclsResponse)(nil),      // 33: skein.v1.DescribeAclsResponse
-	(*DeleteAclsRequest)(nil),         // 34: skein.v1.DeleteAclsRequest
-	(*DeleteAclsResponse)(nil),        // 35: skein.v1.DeleteAclsResponse
-	nil,                               // 36: skein.v1.CreateTopicRequest.ConfigsEntry
-	nil,                               // 37: skein.v1.TopicDescription.ConfigsEntry
-	nil,                               // 38: skein.v1.AlterTopicConfigsRequest.ConfigsEntry
-	(IsolationLevel)(0),               // 39: skein.v1.IsolationLevel
-	(ErrorCode)(0),                    // 40: skein.v1.ErrorCode
+	(*DeleteRecordsRequest)(nil),      // 26: skein.v1.DeleteRecordsRequest
+	(*DeleteRecordsBefore)(nil),       // 27: skein.v1.DeleteRecordsBefore
+	(*DeleteRecordsResponse)(nil),     // 28: skein.v1.DeleteRecordsResponse
+	(*DeleteRecordsResult)(nil),       // 29: skein.v1.DeleteRecordsResult
+	(*ElectLeadersRequest)(nil),       // 30: skein.v1.ElectLeadersRequest
+	(*ElectLeadersResponse)(nil),      // 31: skein.v1.ElectLeadersResponse
+	(*ElectionResult)(nil),            // 32: skein.v1.ElectionResult
+	(*AclBinding)(nil),                // 33: skein.v1.AclBinding
+	(*CreateAclsRequest)(nil),         // 34: skein.v1.CreateAclsRequest
+	(*CreateAclsResponse)(nil),        // 35: skein.v1.CreateAclsResponse
+	(*DescribeAclsRequest)(nil),       // 36: skein.v1.DescribeAclsRequest
+	(*DescribeAclsResponse)(nil),      // 37: skein.v1.DescribeAclsResponse
+	(*DeleteAclsRequest)(nil),         // 38: skein.v1.DeleteAclsRequest
+	(*DeleteAclsResponse)(nil),        // 39: skein.v1.DeleteAclsResponse
+	nil,                               // 40: skein.v1.CreateTopicRequest.ConfigsEntry
+	nil,                               // 41: skein.v1.TopicDescription.ConfigsEntry
+	nil,                               // 42: skein.v1.AlterTopicConfigsRequest.ConfigsEntry
+	(IsolationLevel)(0),               // 43: skein.v1.IsolationLevel
+	(ErrorCode)(0),                    // 44: skein.v1.ErrorCode
 }
 var file_skein_v1_admin_proto_depIdxs = []int32{
 	4,  // 0: skein.v1.GetClusterResponse.brokers:type_name -> skein.v1.BrokerInfo
 	5,  // 1: skein.v1.GetClusterResponse.controllers:type_name -> skein.v1.ControllerInfo
-	36, // 2: skein.v1.CreateTopicRequest.configs:type_name -> skein.v1.CreateTopicRequest.ConfigsEntry
+	40, // 2: skein.v1.CreateTopicRequest.configs:type_name -> skein.v1.CreateTopicRequest.ConfigsEntry
 	8,  // 3: skein.v1.CreateTopicResponse.topic:type_name -> skein.v1.TopicDescription
-	37, // 4: skein.v1.TopicDescription.configs:type_name -> skein.v1.TopicDescription.ConfigsEntry
+	41, // 4: skein.v1.TopicDescription.configs:type_name -> skein.v1.TopicDescription.ConfigsEntry
 	9,  // 5: skein.v1.TopicDescription.partitions:type_name -> skein.v1.PartitionDescription
 	11, // 6: skein.v1.PartitionDescription.replica_offsets:type_name -> skein.v1.ReplicaOffset
 	10, // 7: skein.v1.PartitionDescription.lost_replica:type_name -> skein.v1.LostReplica
 	14, // 8: skein.v1.ListTopicsResponse.topics:type_name -> skein.v1.TopicSummary
 	8,  // 9: skein.v1.DescribeTopicResponse.topic:type_name -> skein.v1.TopicDescription
 	8,  // 10: skein.v1.CreatePartitionsResponse.topic:type_name -> skein.v1.TopicDescription
-	38, // 11: skein.v1.AlterTopicConfigsRequest.configs:type_name -> skein.v1.AlterTopicConfigsRequest.ConfigsEntry
+	42, // 11: skein.v1.AlterTopicConfigsRequest.configs:type_name -> skein.v1.AlterTopicConfigsRequest.ConfigsEntry
 	8,  // 12: skein.v1.AlterTopicConfigsResponse.topic:type_name -> skein.v1.TopicDescription
 	0,  // 13: skein.v1.ListOffsetsRequest.spec:type_name -> skein.v1.OffsetSpec
-	39, // 14: skein.v1.ListOffsetsRequest.isolation_level:type_name -> skein.v1.IsolationLevel
+	43, // 14: skein.v1.ListOffsetsRequest.isolation_level:type_name -> skein.v1.IsolationLevel
 	25, // 15: skein.v1.ListOffsetsResponse.offsets:type_name -> skein.v1.PartitionOffset
-	40, // 16: skein.v1.PartitionOffset.error_code:type_name -> skein.v1.ErrorCode
-	1,  // 17: skein.v1.ElectLeadersRequest.type:type_name -> skein.v1.ElectionType
-	28, // 18: skein.v1.ElectLeadersResponse.results:type_name -> skein.v1.ElectionResult
-	40, // 19: skein.v1.ElectionResult.error_code:type_name -> skein.v1.ErrorCode
-	29, // 20: skein.v1.CreateAclsRequest.acls:type_name -> skein.v1.AclBinding
-	29, // 21: skein.v1.CreateAclsResponse.acls:type_name -> skein.v1.AclBinding
-	29, // 22: skein.v1.DescribeAclsResponse.acls:type_name -> skein.v1.AclBinding
-	29, // 23: skein.v1.DeleteAclsResponse.deleted:type_name -> skein.v1.AclBinding
-	2,  // 24: skein.v1.AdminService.GetCluster:input_type -> skein.v1.GetClusterRequest
-	6,  // 25: skein.v1.AdminService.CreateTopic:input_type -> skein.v1.CreateTopicRequest
-	12, // 26: skein.v1.AdminService.ListTopics:input_type -> skein.v1.ListTopicsRequest
-	15, // 27: skein.v1.AdminService.DescribeTopic:input_type -> skein.v1.DescribeTopicRequest
-	17, // 28: skein.v1.AdminService.DeleteTopic:input_type -> skein.v1.DeleteTopicRequest
-	19, // 29: skein.v1.AdminService.CreatePartitions:input_type -> skein.v1.CreatePartitionsRequest
-	21, // 30: skein.v1.AdminService.AlterTopicConfigs:input_type -> skein.v1.AlterTopicConfigsRequest
-	23, // 31: skein.v1.AdminService.ListOffsets:input_type -> skein.v1.ListOffsetsRequest
-	26, // 32: skein.v1.AdminService.ElectLeaders:input_type -> skein.v1.ElectLeadersRequest
-	30, // 33: skein.v1.AdminService.CreateAcls:input_type -> skein.v1.CreateAclsRequest
-	32, // 34: skein.v1.AdminService.DescribeAcls:input_type -> skein.v1.DescribeAclsRequest
-	34, // 35: skein.v1.AdminService.DeleteAcls:input_type -> skein.v1.DeleteAclsRequest
-	3,  // 36: skein.v1.AdminService.GetCluster:output_type -> skein.v1.GetClusterResponse
-	7,  // 37: skein.v1.AdminService.CreateTopic:output_type -> skein.v1.CreateTopicResponse
-	13, // 38: skein.v1.AdminService.ListTopics:output_type -> skein.v1.ListTopicsResponse
-	16, // 39: skein.v1.AdminService.DescribeTopic:output_type -> skein.v1.DescribeTopicResponse
-	18, // 40: skein.v1.AdminService.DeleteTopic:output_type -> skein.v1.DeleteTopicResponse
-	20, // 41: skein.v1.AdminService.CreatePartitions:output_type -> skein.v1.CreatePartitionsResponse
-	22, // 42: skein.v1.AdminService.AlterTopicConfigs:output_type -> skein.v1.AlterTopicConfigsResponse
-	24, // 43: skein.v1.AdminService.ListOffsets:output_type -> skein.v1.ListOffsetsResponse
-	27, // 44: skein.v1.AdminService.ElectLeaders:output_type -> skein.v1.ElectLeadersResponse
-	31, // 45: skein.v1.AdminService.CreateAcls:output_type -> skein.v1.CreateAclsResponse
-	33, // 46: skein.v1.AdminService.DescribeAcls:output_type -> skein.v1.DescribeAclsResponse
-	35, // 47: skein.v1.AdminService.DeleteAcls:output_type -> skein.v1.DeleteAclsResponse
-	36, // [36:48] is the sub-list for method output_type
-	24, // [24:36] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	44, // 16: skein.v1.PartitionOffset.error_code:type_name -> skein.v1.ErrorCode
+	27, // 17: skein.v1.DeleteRecordsRequest.partitions:type_name -> skein.v1.DeleteRecordsBefore
+	29, // 18: skein.v1.DeleteRecordsResponse.partitions:type_name -> skein.v1.DeleteRecordsResult
+	44, // 19: skein.v1.DeleteRecordsResult.error_code:type_name -> skein.v1.ErrorCode
+	1,  // 20: skein.v1.ElectLeadersRequest.type:type_name -> skein.v1.ElectionType
+	32, // 21: skein.v1.ElectLeadersResponse.results:type_name -> skein.v1.ElectionResult
+	44, // 22: skein.v1.ElectionResult.error_code:type_name -> skein.v1.ErrorCode
+	33, // 23: skein.v1.CreateAclsRequest.acls:type_name -> skein.v1.AclBinding
+	33, // 24: skein.v1.CreateAclsResponse.acls:type_name -> skein.v1.AclBinding
+	33, // 25: skein.v1.DescribeAclsResponse.acls:type_name -> skein.v1.AclBinding
+	33, // 26: skein.v1.DeleteAclsResponse.deleted:type_name -> skein.v1.AclBinding
+	2,  // 27: skein.v1.AdminService.GetCluster:input_type -> skein.v1.GetClusterRequest
+	6,  // 28: skein.v1.AdminService.CreateTopic:input_type -> skein.v1.CreateTopicRequest
+	12, // 29: skein.v1.AdminService.ListTopics:input_type -> skein.v1.ListTopicsRequest
+	15, // 30: skein.v1.AdminService.DescribeTopic:input_type -> skein.v1.DescribeTopicRequest
+	17, // 31: skein.v1.AdminService.DeleteTopic:input_type -> skein.v1.DeleteTopicRequest
+	19, // 32: skein.v1.AdminService.CreatePartitions:input_type -> skein.v1.CreatePartitionsRequest
+	21, // 33: skein.v1.AdminService.AlterTopicConfigs:input_type -> skein.v1.AlterTopicConfigsRequest
+	23, // 34: skein.v1.AdminService.ListOffsets:input_type -> skein.v1.ListOffsetsRequest
+	26, // 35: skein.v1.AdminService.DeleteRecords:input_type -> skein.v1.DeleteRecordsRequest
+	30, // 36: skein.v1.AdminService.ElectLeaders:input_type -> skein.v1.ElectLeadersRequest
+	34, // 37: skein.v1.AdminService.CreateAcls:input_type -> skein.v1.CreateAclsRequest
+	36, // 38: skein.v1.AdminService.DescribeAcls:input_type -> skein.v1.DescribeAclsRequest
+	38, // 39: skein.v1.AdminService.DeleteAcls:input_type -> skein.v1.DeleteAclsRequest
+	3,  // 40: skein.v1.AdminService.GetCluster:output_type -> skein.v1.GetClusterResponse
+	7,  // 41: skein.v1.AdminService.CreateTopic:output_type -> skein.v1.CreateTopicResponse
+	13, // 42: skein.v1.AdminService.ListTopics:output_type -> skein.v1.ListTopicsResponse
+	16, // 43: skein.v1.AdminService.DescribeTopic:output_type -> skein.v1.DescribeTopicResponse
+	18, // 44: skein.v1.AdminService.DeleteTopic:output_type -> skein.v1.DeleteTopicResponse
+	20, // 45: skein.v1.AdminService.CreatePartitions:output_type -> skein.v1.CreatePartitionsResponse
+	22, // 46: skein.v1.AdminService.AlterTopicConfigs:output_type -> skein.v1.AlterTopicConfigsResponse
+	24, // 47: skein.v1.AdminService.ListOffsets:output_type -> skein.v1.ListOffsetsResponse
+	28, // 48: skein.v1.AdminService.DeleteRecords:output_type -> skein.v1.DeleteRecordsResponse
+	31, // 49: skein.v1.AdminService.ElectLeaders:output_type -> skein.v1.ElectLeadersResponse
+	35, // 50: skein.v1.AdminService.CreateAcls:output_type -> skein.v1.CreateAclsResponse
+	37, // 51: skein.v1.AdminService.DescribeAcls:output_type -> skein.v1.DescribeAclsResponse
+	39, // 52: skein.v1.AdminService.DeleteAcls:output_type -> skein.v1.DeleteAclsResponse
+	40, // [40:53] is the sub-list for method output_type
+	27, // [27:40] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_skein_v1_admin_proto_init() }
@@ -2436,7 +2687,7 @@ func file_skein_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skein_v1_admin_proto_rawDesc), len(file_skein_v1_admin_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   37,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

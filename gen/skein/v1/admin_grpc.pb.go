@@ -27,6 +27,7 @@ const (
 	AdminService_CreatePartitions_FullMethodName  = "/skein.v1.AdminService/CreatePartitions"
 	AdminService_AlterTopicConfigs_FullMethodName = "/skein.v1.AdminService/AlterTopicConfigs"
 	AdminService_ListOffsets_FullMethodName       = "/skein.v1.AdminService/ListOffsets"
+	AdminService_DeleteRecords_FullMethodName     = "/skein.v1.AdminService/DeleteRecords"
 	AdminService_ElectLeaders_FullMethodName      = "/skein.v1.AdminService/ElectLeaders"
 	AdminService_CreateAcls_FullMethodName        = "/skein.v1.AdminService/CreateAcls"
 	AdminService_DescribeAcls_FullMethodName      = "/skein.v1.AdminService/DescribeAcls"
@@ -55,6 +56,10 @@ type AdminServiceClient interface {
 	AlterTopicConfigs(ctx context.Context, in *AlterTopicConfigsRequest, opts ...grpc.CallOption) (*AlterTopicConfigsResponse, error)
 	// ListOffsets answers, per partition, the earliest, latest or by-timestamp offset.
 	ListOffsets(ctx context.Context, in *ListOffsetsRequest, opts ...grpc.CallOption) (*ListOffsetsResponse, error)
+	// DeleteRecords deletes a topic's records before an offset, per
+	// partition (POST /v1/topics/{topic}/records:delete): the partitions'
+	// log start offsets move up to it, as Kafka's DeleteRecords.
+	DeleteRecords(ctx context.Context, in *DeleteRecordsRequest, opts ...grpc.CallOption) (*DeleteRecordsResponse, error)
 	// ElectLeaders runs a preferred or unclean leader election.
 	ElectLeaders(ctx context.Context, in *ElectLeadersRequest, opts ...grpc.CallOption) (*ElectLeadersResponse, error)
 	// CreateAcls adds ACL bindings (POST /v1/acls); all are checked before any is added.
@@ -153,6 +158,16 @@ func (c *adminServiceClient) ListOffsets(ctx context.Context, in *ListOffsetsReq
 	return out, nil
 }
 
+func (c *adminServiceClient) DeleteRecords(ctx context.Context, in *DeleteRecordsRequest, opts ...grpc.CallOption) (*DeleteRecordsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteRecordsResponse)
+	err := c.cc.Invoke(ctx, AdminService_DeleteRecords_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *adminServiceClient) ElectLeaders(ctx context.Context, in *ElectLeadersRequest, opts ...grpc.CallOption) (*ElectLeadersResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ElectLeadersResponse)
@@ -215,6 +230,10 @@ type AdminServiceServer interface {
 	AlterTopicConfigs(context.Context, *AlterTopicConfigsRequest) (*AlterTopicConfigsResponse, error)
 	// ListOffsets answers, per partition, the earliest, latest or by-timestamp offset.
 	ListOffsets(context.Context, *ListOffsetsRequest) (*ListOffsetsResponse, error)
+	// DeleteRecords deletes a topic's records before an offset, per
+	// partition (POST /v1/topics/{topic}/records:delete): the partitions'
+	// log start offsets move up to it, as Kafka's DeleteRecords.
+	DeleteRecords(context.Context, *DeleteRecordsRequest) (*DeleteRecordsResponse, error)
 	// ElectLeaders runs a preferred or unclean leader election.
 	ElectLeaders(context.Context, *ElectLeadersRequest) (*ElectLeadersResponse, error)
 	// CreateAcls adds ACL bindings (POST /v1/acls); all are checked before any is added.
@@ -256,6 +275,9 @@ func (UnimplementedAdminServiceServer) AlterTopicConfigs(context.Context, *Alter
 }
 func (UnimplementedAdminServiceServer) ListOffsets(context.Context, *ListOffsetsRequest) (*ListOffsetsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListOffsets not implemented")
+}
+func (UnimplementedAdminServiceServer) DeleteRecords(context.Context, *DeleteRecordsRequest) (*DeleteRecordsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteRecords not implemented")
 }
 func (UnimplementedAdminServiceServer) ElectLeaders(context.Context, *ElectLeadersRequest) (*ElectLeadersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ElectLeaders not implemented")
@@ -434,6 +456,24 @@ func _AdminService_ListOffsets_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_DeleteRecords_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteRecordsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).DeleteRecords(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_DeleteRecords_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).DeleteRecords(ctx, req.(*DeleteRecordsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _AdminService_ElectLeaders_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ElectLeadersRequest)
 	if err := dec(in); err != nil {
@@ -544,6 +584,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListOffsets",
 			Handler:    _AdminService_ListOffsets_Handler,
+		},
+		{
+			MethodName: "DeleteRecords",
+			Handler:    _AdminService_DeleteRecords_Handler,
 		},
 		{
 			MethodName: "ElectLeaders",

@@ -52,6 +52,7 @@ Usage:
   skein topic describe NAME
   skein topic alter NAME [--partitions N] [--config KEY=VALUE]...
   skein topic delete NAME
+  skein topic delete-records NAME (--before PARTITION=OFFSET... | --all)   (OFFSET -1: the high watermark)
   skein produce TOPIC [--key-separator SEP] [--acks 0|1|-1] [--partition N]   (records: stdin lines)
                 [--transactional-id ID]   (all lines in one transaction, committed at the end)
                 [--compression none|gzip|snappy|lz4|zstd]

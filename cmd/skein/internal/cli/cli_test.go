@@ -31,6 +31,8 @@ type fakeGateway struct {
 	grew   chan struct{}
 	acks   []int32
 	codecs []string // each ProduceStream request's compression
+	// deletes are the DeleteRecords requests, in order.
+	deletes []*skeinv1.DeleteRecordsRequest
 }
 
 func (g *fakeGateway) describe(name string) *skeinv1.TopicDescription {
@@ -68,6 +70,31 @@ func (g *fakeGateway) DescribeTopic(_ context.Context, req *skeinv1.DescribeTopi
 		return nil, rpcerr.ToGRPC(errs.Errorf(errs.UnknownTopicOrPartition, "topic %q does not exist", req.GetTopic()))
 	}
 	return &skeinv1.DescribeTopicResponse{Topic: g.describe(req.GetTopic())}, nil
+}
+
+// DeleteRecords answers each partition's offset (its record count for
+// -1), OFFSET_OUT_OF_RANGE above it, and keeps the request.
+func (g *fakeGateway) DeleteRecords(_ context.Context, req *skeinv1.DeleteRecordsRequest) (*skeinv1.DeleteRecordsResponse, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	ps, ok := g.topics[req.GetTopic()]
+	if !ok {
+		return nil, rpcerr.ToGRPC(errs.Errorf(errs.UnknownTopicOrPartition, "topic %q does not exist", req.GetTopic()))
+	}
+	g.deletes = append(g.deletes, req)
+	out := &skeinv1.DeleteRecordsResponse{}
+	for _, p := range req.GetPartitions() {
+		hw := int64(len(ps[p.GetPartition()]))
+		r := &skeinv1.DeleteRecordsResult{Partition: p.GetPartition(), LowWatermark: p.GetOffset()}
+		switch {
+		case p.GetOffset() == -1:
+			r.LowWatermark = hw
+		case p.GetOffset() > hw:
+			r.LowWatermark, r.ErrorCode, r.Message = -1, skeinv1.ErrorCode_OFFSET_OUT_OF_RANGE, "above the high watermark"
+		}
+		out.Partitions = append(out.Partitions, r)
+	}
+	return out, nil
 }
 
 func (g *fakeGateway) ListOffsets(_ context.Context, req *skeinv1.ListOffsetsRequest) (*skeinv1.ListOffsetsResponse, error) {
@@ -222,6 +249,47 @@ func TestTopicProduceConsume(t *testing.T) {
 	}
 	if code, _, _ := run(t, "", "consume", "orders", "--from", "3"); code != 2 {
 		t.Errorf("--from OFFSET over several partitions must be a usage error, got %d", code)
+	}
+}
+
+func TestTopicDeleteRecords(t *testing.T) {
+	g, addr := startFake(t)
+	t.Setenv("SKEIN_GATEWAY", addr)
+	run(t, "", "topic", "create", "orders", "--partitions", "2")
+	run(t, "a\nb\nc\n", "produce", "orders", "--partition", "0")
+	sent := func() string {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		var out []string
+		for _, p := range g.deletes[len(g.deletes)-1].GetPartitions() {
+			out = append(out, fmt.Sprintf("%d=%d", p.GetPartition(), p.GetOffset()))
+		}
+		return strings.Join(out, " ")
+	}
+	if code, out, errOut := run(t, "", "topic", "delete-records", "orders", "--before", "1=-1", "--before", "0=2"); code != 0 || !strings.Contains(out, "LOG START") || sent() != "0=2 1=-1" {
+		t.Fatalf("--before: %d %q %q, sent %s", code, out, errOut, sent())
+	}
+	if code, out, _ := run(t, "", "topic", "delete-records", "orders", "--all", "--json"); code != 0 || !strings.Contains(out, `"low_watermark": "3"`) || sent() != "0=-1 1=-1" {
+		t.Errorf("--all: %d %q, sent %s", code, out, sent())
+	}
+	if code, _, errOut := run(t, "", "topic", "delete-records", "orders", "--before", "0=9", "--before", "1=0"); code != 1 || !strings.Contains(errOut, "1 of 2 partitions failed") {
+		t.Errorf("a partition refused: %d %q", code, errOut)
+	}
+	g.mu.Lock()
+	n := len(g.deletes)
+	g.mu.Unlock()
+	for _, args := range [][]string{
+		{"orders"}, {"orders", "--all", "--before", "0=1"}, {"orders", "--before", "0"}, {"orders", "--before", "x=1"},
+		{"orders", "--before", "0=-2"}, {"orders", "--before", "-1=3"}, {"orders", "--before", "0=1", "--before", "0=2"},
+	} {
+		if code, _, _ := run(t, "", append([]string{"topic", "delete-records"}, args...)...); code != 2 {
+			t.Errorf("delete-records %q: exit %d, want 2", args, code)
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.deletes) != n {
+		t.Errorf("a usage error sent %d requests", len(g.deletes)-n)
 	}
 }
 

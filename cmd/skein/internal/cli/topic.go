@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -27,13 +28,14 @@ func (c configFlag) Set(v string) error {
 
 func topicCmd(ctx context.Context, args []string, io IO) error {
 	if len(args) == 0 {
-		return usagef("topic needs a subcommand: create, list, describe, alter or delete")
+		return usagef("topic needs a subcommand: create, list, describe, alter, delete or delete-records")
 	}
 	sub, args := args[0], args[1:]
 	f := newFlags("topic "+sub, io, true)
 	configs := configFlag{}
 	var partitions, rf *int
-	var internal *bool
+	var internal, all *bool
+	before := beforeFlag{}
 	switch sub {
 	case "create":
 		partitions = f.Int("partitions", 0, "partitions (default 1)")
@@ -45,6 +47,9 @@ func topicCmd(ctx context.Context, args []string, io IO) error {
 	case "list":
 		internal = f.Bool("internal", false, "include internal topics")
 	case "describe", "delete":
+	case "delete-records":
+		f.Var(before, "before", "PARTITION=OFFSET (repeatable): delete the partition's records before OFFSET; -1 is its high watermark")
+		all = f.Bool("all", false, "delete every record written so far, in every partition (each before its high watermark)")
 	default:
 		return usagef("unknown topic subcommand %q", sub)
 	}
@@ -108,6 +113,8 @@ func topicCmd(ctx context.Context, args []string, io IO) error {
 		}
 		fmt.Fprintf(io.Out, "deleted topic %s\n", pos[0])
 		return nil
+	case "delete-records":
+		return deleteRecords(cctx, io, admin, pos[0], before, *all, *f.json)
 	case "alter":
 		if *partitions == 0 && len(configs) == 0 {
 			return usagef("topic alter needs --partitions or --config")
@@ -131,6 +138,78 @@ func topicCmd(ctx context.Context, args []string, io IO) error {
 			return printJSON(io.Out, last)
 		}
 		return printTopic(io, last)
+	}
+	return nil
+}
+
+// beforeFlag collects repeated --before PARTITION=OFFSET.
+type beforeFlag map[int32]int64
+
+func (b beforeFlag) String() string { return fmt.Sprint(map[int32]int64(b)) }
+
+func (b beforeFlag) Set(v string) error {
+	ps, ofs, ok := strings.Cut(v, "=")
+	p, perr := strconv.ParseInt(ps, 10, 32)
+	o, oerr := strconv.ParseInt(ofs, 10, 64)
+	if !ok || perr != nil || oerr != nil || p < 0 || o < -1 {
+		return fmt.Errorf("want PARTITION=OFFSET (a partition of 0 or more, an offset of -1 or more), got %q", v)
+	}
+	if _, dup := b[int32(p)]; dup {
+		return fmt.Errorf("partition %d is named twice", p)
+	}
+	b[int32(p)] = o
+	return nil
+}
+
+// deleteRecords runs topic delete-records: the partitions of before, or
+// every partition at its high watermark with all.
+func deleteRecords(ctx context.Context, io IO, admin skeinv1.AdminServiceClient, topic string, before beforeFlag, all, asJSON bool) error {
+	if all == (len(before) > 0) {
+		return usagef("topic delete-records needs --before PARTITION=OFFSET (repeatable) or --all")
+	}
+	req := &skeinv1.DeleteRecordsRequest{Topic: topic}
+	if all {
+		d, err := admin.DescribeTopic(ctx, &skeinv1.DescribeTopicRequest{Topic: topic})
+		if err != nil {
+			return err
+		}
+		for _, p := range d.GetTopic().GetPartitions() {
+			req.Partitions = append(req.Partitions, &skeinv1.DeleteRecordsBefore{Partition: p.GetPartition(), Offset: -1})
+		}
+	}
+	for _, p := range slices.Sorted(maps.Keys(before)) {
+		req.Partitions = append(req.Partitions, &skeinv1.DeleteRecordsBefore{Partition: p, Offset: before[p]})
+	}
+	resp, err := admin.DeleteRecords(ctx, req)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		if err := printJSON(io.Out, resp); err != nil {
+			return err
+		}
+	} else {
+		tw := tabwriter.NewWriter(io.Out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "PARTITION\tLOG START\tERROR")
+		for _, r := range resp.GetPartitions() {
+			e := "-"
+			if r.GetErrorCode() != skeinv1.ErrorCode_NONE {
+				e = fmt.Sprintf("%s: %s", r.GetErrorCode(), r.GetMessage())
+			}
+			fmt.Fprintf(tw, "%d\t%d\t%s\n", r.GetPartition(), r.GetLowWatermark(), e)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	failed := 0
+	for _, r := range resp.GetPartitions() {
+		if r.GetErrorCode() != skeinv1.ErrorCode_NONE {
+			failed++
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d partitions failed", failed, len(resp.GetPartitions()))
 	}
 	return nil
 }

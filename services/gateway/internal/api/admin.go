@@ -367,6 +367,48 @@ func (s *Admin) ListOffsets(ctx context.Context, req *skeinv1.ListOffsetsRequest
 	return out, nil
 }
 
+// DeleteRecords deletes a topic's records before an offset per partition,
+// as Kafka's DeleteRecords: each partition's log start offset moves up to
+// it on every in-sync replica. A malformed request (no partitions, one
+// named twice or not in the topic, an offset below -1) is refused whole;
+// what a partition's leader refuses (an offset above its high watermark, a
+// compacted topic) is in that partition's result.
+func (s *Admin) DeleteRecords(ctx context.Context, req *skeinv1.DeleteRecordsRequest) (*skeinv1.DeleteRecordsResponse, error) {
+	_, n, err := knownTopic(ctx, s.c, req.GetTopic())
+	if err != nil {
+		return nil, err
+	}
+	if len(req.GetPartitions()) == 0 {
+		return nil, errs.Errorf(errs.InvalidRequest, "name at least one partition and the offset to delete its records before")
+	}
+	before := make(map[int32]int64, len(req.GetPartitions()))
+	for _, p := range req.GetPartitions() {
+		switch part, off := p.GetPartition(), p.GetOffset(); {
+		case part < 0 || part >= n:
+			return nil, errs.Errorf(errs.UnknownTopicOrPartition, "topic %q has no partition %d (it has %d)", req.GetTopic(), part, n)
+		case off < -1:
+			return nil, errs.Errorf(errs.InvalidRequest, "offset %d of partition %d: want -1 (the high watermark) or an offset of 0 or more", off, part)
+		default:
+			if _, dup := before[part]; dup {
+				return nil, errs.Errorf(errs.InvalidRequest, "partition %d is named twice", part)
+			}
+			before[part] = off
+		}
+	}
+	res, err := s.c.DeleteRecords(ctx, req.GetTopic(), before)
+	if err != nil {
+		return nil, err
+	}
+	out := &skeinv1.DeleteRecordsResponse{Partitions: make([]*skeinv1.DeleteRecordsResult, 0, len(res))}
+	for _, r := range res {
+		out.Partitions = append(out.Partitions, &skeinv1.DeleteRecordsResult{
+			Partition: r.Partition, LowWatermark: r.LowWatermark,
+			ErrorCode: skeinv1.ErrorCode(errs.CodeOf(r.Err)), Message: errs.Message(r.Err),
+		})
+	}
+	return out, nil
+}
+
 // ElectLeaders runs a preferred or unclean election on a topic or everywhere.
 func (s *Admin) ElectLeaders(ctx context.Context, req *skeinv1.ElectLeadersRequest) (*skeinv1.ElectLeadersResponse, error) {
 	var parts []client.TopicPartitions

@@ -79,6 +79,9 @@ func needs(p string, req any) []need {
 	case *skeinv1.ListOffsetsRequest:
 		// As Kafka's ListOffsets (and the storage nodes): describe.
 		return []need{topic(r.GetTopic(), acl.Describe)}
+	case *skeinv1.DeleteRecordsRequest:
+		// As Kafka's DeleteRecords: delete on the topic.
+		return []need{topic(r.GetTopic(), acl.Delete)}
 	case *skeinv1.ElectLeadersRequest, *skeinv1.CreateAclsRequest, *skeinv1.DeleteAclsRequest:
 		return []need{cluster(acl.Alter)}
 	case *skeinv1.DescribeAclsRequest:

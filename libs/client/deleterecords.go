@@ -1,0 +1,93 @@
+package client
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"sync"
+
+	storagev1 "skein/gen/skein/storage/v1"
+	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/errs"
+	"skein/libs/rpcerr"
+)
+
+// DeletedRecords is one partition's answer to DeleteRecords.
+type DeletedRecords struct {
+	Partition int32
+	// LowWatermark is the partition's log start offset once every in-sync
+	// replica has it: the earliest offset a consumer can read now (-1 with
+	// Err).
+	LowWatermark int64
+	Err          error
+}
+
+// DeleteRecords deletes the records of topic's partitions before the
+// offsets of before (partition → offset; -1 is the partition's high
+// watermark), as Kafka's Admin.deleteRecords: each partition's leader
+// moves its log start offset up and answers once the in-sync replicas
+// have it. Leader changes are followed; a partition's error is in its
+// answer, which comes in partition order.
+func (c *Client) DeleteRecords(ctx context.Context, topic string, before map[int32]int64) ([]DeletedRecords, error) {
+	if err := c.WaitReady(ctx); err != nil {
+		return nil, err
+	}
+	if c.Metadata().PartitionCount(topic) == 0 {
+		return nil, errs.Errorf(errs.UnknownTopicOrPartition, "topic %q does not exist", topic)
+	}
+	results := make(map[int32]*DeletedRecords, len(before))
+	todo := make([]int32, 0, len(before))
+	for p := range before {
+		todo = append(todo, p)
+	}
+	slices.Sort(todo)
+	for attempt := 0; len(todo) > 0; attempt++ {
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		byBroker := map[*brokerConn][]*storagev1.DeleteRecordsPartition{}
+		for _, p := range todo {
+			bc, epoch, err := c.leaderOf(topic, p)
+			if err != nil {
+				results[p] = &DeletedRecords{Partition: p, LowWatermark: -1, Err: err}
+				continue
+			}
+			byBroker[bc] = append(byBroker[bc], &storagev1.DeleteRecordsPartition{Topic: topic, Partition: p, Offset: before[p], CurrentLeaderEpoch: epoch})
+		}
+		for bc, parts := range byBroker {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				resp, err := bc.st.DeleteRecords(ctx, &storagev1.DeleteRecordsRequest{Partitions: parts})
+				mu.Lock()
+				defer mu.Unlock()
+				for _, dp := range parts {
+					results[dp.GetPartition()] = &DeletedRecords{Partition: dp.GetPartition(), LowWatermark: -1, Err: rpcerr.FromStatus(err)}
+				}
+				for _, r := range resp.GetPartitions() {
+					d := &DeletedRecords{Partition: r.GetPartition(), LowWatermark: r.GetLowWatermark()}
+					if code := r.GetErrorCode(); code != skeinv1.ErrorCode_NONE {
+						d.LowWatermark, d.Err = -1, errs.Errorf(errs.ForCode(errs.Code(code)), "%s", r.GetErrorMessage())
+					}
+					results[r.GetPartition()] = d
+				}
+			}()
+		}
+		wg.Wait()
+		var retry []int32
+		var lastErr error
+		for _, p := range todo {
+			if r := results[p]; r.Err != nil && errs.IsRetriable(r.Err) {
+				retry, lastErr = append(retry, p), r.Err
+			}
+		}
+		if len(retry) == 0 || attempt >= 3 || ctx.Err() != nil || c.waitRetry(ctx, attempt, lastErr) != nil {
+			break
+		}
+		todo = retry
+	}
+	out := make([]DeletedRecords, 0, len(results))
+	for _, p := range slices.Sorted(maps.Keys(results)) {
+		out = append(out, *results[p])
+	}
+	return out, nil
+}
