@@ -13,6 +13,7 @@ import (
 	"skein/libs/client"
 	"skein/libs/errs"
 	"skein/libs/grpcopt"
+	"skein/libs/rpcerr"
 )
 
 // Fetch defaults, as documented in docs/API.md.
@@ -202,7 +203,21 @@ func (s *Consumer) Tail(req *skeinv1.TailRequest, stream skeinv1.ConsumerService
 		return stream.Send(out)
 	})
 	if ctx.Err() != nil {
-		return nil // the caller left, or the gateway drains
+		// The caller left, or the gateway drains: the status says which.
+		return drained(s.draining, "tail again from the next offset on a new stream")
 	}
 	return err
+}
+
+// drained is the status of a stream ended by its context: nil when the
+// caller left, BROKER_NOT_AVAILABLE (gRPC UNAVAILABLE) when the gateway
+// is shutting down, so that the client tells a stop from the end it asked
+// for and goes to another gateway; next says what to do.
+func drained(draining <-chan struct{}, next string) error {
+	select {
+	case <-draining:
+		return rpcerr.ToGRPC(errs.Errorf(errs.BrokerNotAvailable, "the gateway is shutting down: %s", next))
+	default:
+		return nil
+	}
 }

@@ -12,6 +12,10 @@ import (
 	"skein/libs/errs"
 )
 
+// consumeAgain is what a Consume stream's client does when the gateway
+// ends it to shut down.
+const consumeAgain = "the member left the group; subscribe again on a new stream"
+
 // consumePoll is how long one round of a Consume stream long-polls.
 const consumePoll = 500 * time.Millisecond
 
@@ -97,7 +101,10 @@ func (s *Group) Consume(stream skeinv1.GroupService_ConsumeServer) error {
 	for {
 		select {
 		case err := <-recvErr:
-			if errors.Is(err, io.EOF) || ctx.Err() != nil {
+			if ctx.Err() != nil {
+				return drained(s.draining, consumeAgain)
+			}
+			if errors.Is(err, io.EOF) {
 				return nil
 			}
 			return err
@@ -116,7 +123,7 @@ func (s *Group) Consume(stream skeinv1.GroupService_ConsumeServer) error {
 		}
 		recs, err := gc.Poll(ctx)
 		if ctx.Err() != nil {
-			return nil
+			return drained(s.draining, consumeAgain)
 		}
 		if err != nil {
 			return err

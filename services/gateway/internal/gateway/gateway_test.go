@@ -676,6 +676,7 @@ func recvUntilEOF(t *testing.T, ps skeinv1.ProducerService_ProduceStreamClient) 
 // waiting out the grace period for callers that never leave.
 func TestGracefulShutdownEndsStreams(t *testing.T) {
 	cl := clienttest.Start(t, 1)
+	coord, _ := cl.StartGroupCoordinator(t, 1)
 	g, err := New(Config{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Controllers: []string{cl.ControllerAddr}, ShutdownGrace: 20 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -711,6 +712,21 @@ func TestGracefulShutdownEndsStreams(t *testing.T) {
 	if resp, err := tail.Recv(); err != nil || len(resp.GetRecords()) != 1 {
 		t.Fatalf("tail %v %v", resp, err)
 	}
+	consume, err := skeinv1.NewGroupServiceClient(conn).Consume(sctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := consume.Send(&skeinv1.ConsumeRequest{Kind: &skeinv1.ConsumeRequest_Subscribe{Subscribe: &skeinv1.JoinGroupRequest{
+		Group: "drained", Topics: []string{"s"}, AutoOffsetReset: "earliest"}}}); err != nil {
+		t.Fatal(err)
+	}
+	for read := false; !read; {
+		resp, err := consume.Recv()
+		if err != nil {
+			t.Fatalf("consume: %v", err)
+		}
+		read = len(resp.GetRecords().GetRecords()) > 0
+	}
 
 	start := time.Now()
 	cancel()
@@ -725,13 +741,22 @@ func TestGracefulShutdownEndsStreams(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("shutdown took %v", d)
 	}
-	if _, err := tail.Recv(); err != io.EOF {
-		t.Errorf("tail after shutdown: %v, want a clean end", err)
+	// Every stream ends UNAVAILABLE, which tells the client to go on at
+	// another gateway: a produce stream's request it did not answer was
+	// not written (TestProduceStreamDrainedEndsUnavailable), a tail goes
+	// on from its next offset, and a group member (which left the group)
+	// subscribes again.
+	if _, err := tail.Recv(); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "shutting down") {
+		t.Errorf("tail after shutdown: %v, want UNAVAILABLE", err)
 	}
-	// A produce stream ends UNAVAILABLE: a request it did not answer was
-	// not written (TestProduceStreamDrainedEndsUnavailable).
 	if _, err := ps.Recv(); status.Code(err) != codes.Unavailable {
 		t.Errorf("produce stream after shutdown: %v, want UNAVAILABLE", err)
+	}
+	if _, err := consume.Recv(); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "left the group") {
+		t.Errorf("consume stream after shutdown: %v, want UNAVAILABLE", err)
+	}
+	if m := coord.Members("drained"); len(m) != 0 {
+		t.Errorf("the drained member is still in the group: %v", m)
 	}
 }
 
