@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	storagev1 "skein/gen/skein/storage/v1"
 	skeinv1 "skein/gen/skein/v1"
@@ -22,11 +23,17 @@ type DeletedRecords struct {
 	Err          error
 }
 
+// deleteRecordsWait is how long a leader waits for its in-sync replicas to
+// take a new log start, unless the caller's deadline is sooner.
+const deleteRecordsWait = 30 * time.Second
+
 // DeleteRecords deletes the records of topic's partitions before the
 // offsets of before (partition → offset; -1 is the partition's high
 // watermark), as Kafka's Admin.deleteRecords: each partition's leader
 // moves its log start offset up and answers once the in-sync replicas
-// have it. Leader changes are followed; a partition's error is in its
+// have it, within 30 s or a little before ctx's deadline, whichever is
+// sooner (REQUEST_TIMED_OUT after it: the leader deleted, and that is not
+// retried). A leader change is followed; a partition's error is in its
 // answer, which comes in partition order.
 func (c *Client) DeleteRecords(ctx context.Context, topic string, before map[int32]int64) ([]DeletedRecords, error) {
 	if err := c.WaitReady(ctx); err != nil {
@@ -57,7 +64,7 @@ func (c *Client) DeleteRecords(ctx context.Context, topic string, before map[int
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				resp, err := bc.st.DeleteRecords(ctx, &storagev1.DeleteRecordsRequest{Partitions: parts})
+				resp, err := bc.st.DeleteRecords(ctx, &storagev1.DeleteRecordsRequest{Partitions: parts, TimeoutMs: waitMs(ctx, deleteRecordsWait)})
 				mu.Lock()
 				defer mu.Unlock()
 				for _, dp := range parts {
@@ -76,7 +83,7 @@ func (c *Client) DeleteRecords(ctx context.Context, topic string, before map[int
 		var retry []int32
 		var lastErr error
 		for _, p := range todo {
-			if r := results[p]; r.Err != nil && errs.IsRetriable(r.Err) {
+			if r := results[p]; r.Err != nil && errs.IsRetriable(r.Err) && errs.Of(r.Err) != errs.RequestTimedOut {
 				retry, lastErr = append(retry, p), r.Err
 			}
 		}
@@ -90,4 +97,16 @@ func (c *Client) DeleteRecords(ctx context.Context, topic string, before map[int
 		out = append(out, *results[p])
 	}
 	return out, nil
+}
+
+// waitMs is how long a server may wait for the caller of ctx: at most
+// limit, and short enough of ctx's deadline (by a tenth of what is left,
+// at most 2 s) that its answer arrives before the deadline does.
+func waitMs(ctx context.Context, limit time.Duration) int32 {
+	d := limit
+	if dl, ok := ctx.Deadline(); ok {
+		left := time.Until(dl)
+		d = min(d, left-min(left/10, 2*time.Second))
+	}
+	return int32(max(d.Milliseconds(), 1))
 }

@@ -898,6 +898,31 @@ func (l *Log) DeleteRecordsBefore(offset Offset) error {
 	return err
 }
 
+// AdvanceLogStart moves the log start offset up to offset (at most the
+// LEO; a lower one changes nothing), as a follower takes its leader's and
+// as a leader answers DeleteRecords without waiting: reads below it are
+// refused at once, and the segments wholly below it are deleted by the
+// next DeleteExpired. Unlike DeleteRecordsBefore it never waits for a
+// compaction in progress (it takes only the writer lock), so a caller
+// that holds a lock of its own across it is not held by one.
+func (l *Log) AdvanceLogStart(offset Offset) error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if err := l.checkWritable(); err != nil {
+		return err
+	}
+	if offset > l.leo {
+		return errs.Errorf(errs.OffsetOutOfRange, "cannot move the log start to %d: log end offset is %d", offset, l.leo)
+	}
+	if offset <= l.lso {
+		return nil
+	}
+	l.mu.Lock()
+	l.lso = offset
+	l.mu.Unlock()
+	return nil
+}
+
 // deleteSegmentsLocked deletes the oldest closed segments while keep says
 // they may go (it sees each segment and its successor), moves the log start
 // offset up past them, and returns how many went.

@@ -1,10 +1,13 @@
 package log
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
 	"time"
+
+	"skein/libs/errs"
 )
 
 // retentionLog holds 11 one-record batches of 369 bytes with timestamps
@@ -98,6 +101,39 @@ func TestRetentionAfterDeleteRecords(t *testing.T) {
 	}
 	if n, _ := l.DeleteExpired(t0, l.LEO()); n != 0 {
 		t.Fatalf("deleted %d more", n)
+	}
+	if got := survivors(t, l); fmt.Sprint(got) != "[5 6 7 8 9 10]" {
+		t.Fatalf("survivors %v", got)
+	}
+}
+
+// AdvanceLogStart moves the start at once and leaves the segments to the
+// next retention pass, whatever the policy; it waits for no compaction.
+func TestAdvanceLogStart(t *testing.T) {
+	cfg := smallConfig()
+	cfg.RetentionMS, cfg.RetentionBytes, cfg.CleanupPolicy = -1, -1, CleanupDelete|CleanupCompact
+	l := retentionLog(t, cfg)
+	defer l.Close()
+	l.cmu.Lock() // a compaction in progress
+	err := l.AdvanceLogStart(5)
+	l.cmu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(l.SegmentBases()); got != "[0 2 4 6 8 10]" || l.LogStartOffset() != 5 {
+		t.Fatalf("segments %s start %d", got, l.LogStartOffset())
+	}
+	if _, err := l.Read(4, 100, NoMaxOffset); !errors.Is(err, errs.OffsetOutOfRange) {
+		t.Fatalf("a read below the new start: %v", err)
+	}
+	if err := l.AdvanceLogStart(3); err != nil || l.LogStartOffset() != 5 {
+		t.Fatalf("a lower start: %v, start %d", err, l.LogStartOffset())
+	}
+	if err := l.AdvanceLogStart(l.LEO() + 1); !errors.Is(err, errs.OffsetOutOfRange) || l.LogStartOffset() != 5 {
+		t.Fatalf("past the log end: %v, start %d", err, l.LogStartOffset())
+	}
+	if n, err := l.DeleteExpired(t0, l.LEO()); err != nil || n != 2 || fmt.Sprint(l.SegmentBases()) != "[4 6 8 10]" {
+		t.Fatalf("the next pass deleted %d (%v): segments %v", n, err, l.SegmentBases())
 	}
 	if got := survivors(t, l); fmt.Sprint(got) != "[5 6 7 8 9 10]" {
 		t.Fatalf("survivors %v", got)

@@ -5,18 +5,22 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
 	storagev1 "skein/gen/skein/storage/v1"
+	"skein/libs/checkpoint"
 	"skein/libs/metadata"
 )
 
 // Records deleted before an offset stay deleted through a crash of every
 // storage node right after the answer: the leader saves its new log start
-// at once, and each follower saves the one it takes before its next fetch
-// reports it, so whichever replica leads afterwards starts there, and the
-// records after it are all still there.
+// at once, and each follower saves the one it takes from the leader before
+// its next fetch reports it, so the answer comes only once the new start
+// is on every replica's disk (read here from each node's checkpoint store
+// after the crash). Whichever replica leads afterwards starts there, and
+// the records after it are all still there.
 func TestDeletedRecordsStayDeletedThroughACrash(t *testing.T) {
 	c := Start(t, Options{StorageNodes: 3})
 	cl := NewClient(t, c.ControllerAddrs())
@@ -54,6 +58,17 @@ func TestDeletedRecordsStayDeletedThroughACrash(t *testing.T) {
 	}
 	for _, p := range c.Storage {
 		c.Kill(p)
+	}
+	for _, p := range c.Storage {
+		store, err := checkpoint.OpenBadger(filepath.Join(p.DataDir, "checkpoints"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		all, err := store.LoadOffsets()
+		store.Close()
+		if got := all[checkpoint.Partition{Topic: "purge", Partition: 0}].LogStartOffset; err != nil || got != 6 {
+			t.Errorf("broker %d saved log start %d (%v) before the crash, want 6", p.ID, got, err)
+		}
 	}
 	for _, p := range c.Storage {
 		c.Restart(p)

@@ -98,6 +98,11 @@ func TestDeleteRecords(t *testing.T) {
 	if td.Partitions[0].LogStartOffset != 6 {
 		t.Fatalf("described log start %d, want 6", td.Partitions[0].LogStartOffset)
 	}
+	// The low watermark counts every ISR member: with all three in it,
+	// both followers took the new start.
+	if len(td.Partitions[0].ISR) != 3 {
+		t.Fatalf("ISR %v: the low watermark did not cover the followers", td.Partitions[0].ISR)
+	}
 
 	// A leader's refusals are per partition; the other partition is done.
 	got = deleteRecords(map[string]any{"partitions": []map[string]any{{"partition": 0, "offset": 11}, {"partition": 1, "offset": 2}}})

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	skeinv1 "skein/gen/skein/v1"
 )
@@ -114,7 +115,12 @@ func topicCmd(ctx context.Context, args []string, io IO) error {
 		fmt.Fprintf(io.Out, "deleted topic %s\n", pos[0])
 		return nil
 	case "delete-records":
-		return deleteRecords(cctx, io, admin, pos[0], before, *all, *f.json)
+		// Longer than the 30 s a leader waits for its in-sync replicas,
+		// so that a partition they did not follow in time is answered
+		// with the others.
+		dctx, dcancel := context.WithTimeout(ctx, 45*time.Second)
+		defer dcancel()
+		return deleteRecords(dctx, io, admin, pos[0], before, *all, *f.json)
 	case "alter":
 		if *partitions == 0 && len(configs) == 0 {
 			return usagef("topic alter needs --partitions or --config")

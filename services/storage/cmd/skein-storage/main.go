@@ -35,6 +35,7 @@ import (
 	"skein/services/storage/internal/dirid"
 	"skein/services/storage/internal/fetcher"
 	"skein/services/storage/internal/isrsender"
+	"skein/services/storage/internal/partition"
 	"skein/services/storage/internal/replica"
 	"skein/services/storage/internal/server"
 )
@@ -167,7 +168,7 @@ func run(c config) error {
 	defer conns.Close()
 
 	var mgr *replica.Manager
-	fetchers := fetcher.New(fetcher.Config{Self: int32(c.nodeID), BrokerEpoch: link.BrokerEpoch}, func(broker int32) (*grpc.ClientConn, bool) {
+	fetchers := fetcher.New(fetcher.Config{Self: int32(c.nodeID), BrokerEpoch: link.BrokerEpoch, SaveStarts: func(tps []partition.TP) { mgr.Checkpoint(tps) }}, func(broker int32) (*grpc.ClientConn, bool) {
 		addr, ok := mgr.BrokerAddr(broker)
 		if !ok {
 			return nil, false

@@ -37,6 +37,12 @@ type Config struct {
 	// MaxWait plus this long (or could not be reached for as long) is
 	// reported unreachable for its partitions by Unreachable (default 1 s).
 	ReportAfter time.Duration
+	// SaveStarts, if set, saves the log start offsets of partitions that
+	// took a higher one from their leader in a round, at once and in one
+	// write, before the next round reports them to the leader: a
+	// DeleteRecords the leader answers is then on the disk of every ISR
+	// member.
+	SaveStarts func([]partition.TP)
 }
 
 // Dialer returns a connection to a broker, or false when its address is
@@ -342,6 +348,12 @@ func (m *Manager) round(ctx context.Context, th *thread, stream storagev1.Storag
 	}
 	th.waiting.Store(0)
 	backoff := false
+	var rose []partition.TP // partitions whose leader's log start is above theirs
+	defer func() {
+		if len(rose) > 0 && m.cfg.SaveStarts != nil {
+			m.cfg.SaveStarts(rose)
+		}
+	}()
 	for _, r := range resp.GetPartitions() {
 		tp := partition.TP{Topic: r.GetTopic(), Partition: r.GetPartition()}
 		x, ok := parts[tp]
@@ -369,6 +381,9 @@ func (m *Manager) round(ctx context.Context, th *thread, stream storagev1.Storag
 		}
 		if d := r.GetDivergingEpoch(); d != nil {
 			res.Diverging, res.DivergingEpoch, res.DivergingEnd = true, record.Epoch(d.GetEpoch()), record.Offset(d.GetEndOffset())
+		}
+		if res.LogStartOffset > x.fs.LogStartOffset {
+			rose = append(rose, tp)
 		}
 		spans := startAppendSpans(res.Records, m.cfg.Self, tp)
 		err := x.p.ApplyFetched(x.fs.CurrentLeaderEpoch, x.fs.FetchOffset, res)

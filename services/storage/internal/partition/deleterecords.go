@@ -12,7 +12,8 @@ import (
 // segments wholly below it go. offset -1 means the high watermark; an
 // offset above the high watermark is refused (OFFSET_OUT_OF_RANGE), as a
 // record there may not survive a leader change. An offset at or below the
-// log start changes nothing. It answers the log start offset after the
+// log start changes nothing. The segments wholly below the new start go
+// at the next retention pass; the call never waits for a compaction. It answers the log start offset after the
 // deletion and the leader epoch it was made at; followers take it from
 // their next fetch (see AwaitLowWatermark).
 func (p *Partition) DeleteRecords(offset record.Offset, leaderEpoch int32) (start record.Offset, epoch int32, _ error) {
@@ -36,12 +37,13 @@ func (p *Partition) DeleteRecords(offset record.Offset, leaderEpoch int32) (star
 	}
 	moved := offset > p.log.LogStartOffset()
 	if moved {
-		if err := p.log.DeleteRecordsBefore(offset); err != nil {
+		if err := p.log.AdvanceLogStart(offset); err != nil {
 			p.mu.Unlock()
 			return -1, -1, errs.Errorf(errs.KafkaStorageError, "%s-%d: delete records before %d: %v", p.cfg.Topic, p.cfg.Partition, offset, err)
 		}
-		// Followers parked on a long poll learn the new start now rather
-		// than at the poll's end; readers below it are told.
+		// Followers parked on a long poll are answered now, with the new
+		// start (the leader answers a rise of the log start at once);
+		// readers below it are told.
 		p.notifyLEOLocked()
 		p.notifyHWLocked()
 		p.notifyStartLocked()
@@ -57,16 +59,16 @@ func (p *Partition) DeleteRecords(offset record.Offset, leaderEpoch int32) (star
 
 // lowWatermarkLocked answers the low watermark, the lowest log start
 // offset of this leader and every other ISR member as each last fetched
-// (Kafka's low watermark, over the ISR; a member that has not fetched from
-// this leader yet counts as 0), and a channel closed when it may have
-// moved.
+// (Kafka's low watermark, over the ISR the HW counts, a pending expansion
+// included; a member that has not fetched from this leader yet counts as
+// 0), and a channel closed when it may have moved.
 func (p *Partition) lowWatermarkLocked() (record.Offset, <-chan struct{}) {
 	low := p.log.LogStartOffset()
-	for _, r := range p.st.ISR {
-		if r == p.cfg.Self {
+	for _, r := range p.maximalISRLocked() {
+		if int32(r) == p.cfg.Self {
 			continue
 		}
-		f, ok := p.followers[r]
+		f, ok := p.followers[int32(r)]
 		if !ok {
 			continue
 		}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -68,10 +67,6 @@ func TestDeleteRecordsReachesTheISR(t *testing.T) {
 	leader := c.replicas[1]
 	cut := 0
 	leader.cfg.Truncated = func() { cut++ }
-	var followerCuts [4]atomic.Int32
-	for _, id := range []int32{2, 3} {
-		c.replicas[id].cfg.Truncated = func() { followerCuts[id].Add(1) }
-	}
 
 	start, epoch, err := leader.DeleteRecords(3, -1)
 	if err != nil || start != 3 || epoch != 0 {
@@ -121,10 +116,6 @@ func TestDeleteRecordsReachesTheISR(t *testing.T) {
 		if got := c.logs[id].values(); !slices.Equal(got, []string{"3", "4"}) {
 			t.Errorf("follower %d holds %v", id, got)
 		}
-		// Saved at once, before its next fetch reports it.
-		if n := followerCuts[id].Load(); n != 1 {
-			t.Errorf("follower %d told its node of %d cuts, want 1", id, n)
-		}
 	}
 
 	// Below the log start changes nothing; -1 is the high watermark.
@@ -141,8 +132,60 @@ func TestDeleteRecordsReachesTheISR(t *testing.T) {
 }
 
 // A follower takes the leader's log start only up to what it knows
-// committed, and an ISR member that stops fetching holds the low watermark
-// until it leaves the ISR.
+// committed.
+func TestFollowerTakesTheLeaderStartUpToItsHW(t *testing.T) {
+	c := newCluster(t, 1)
+	c.cut[2], c.cut[3] = true, true
+	for i := range 5 {
+		if _, err := c.replicas[1].Produce(context.Background(), AcksLeader, -1, plain(t, fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := c.replicas[2]
+	fs, _ := f.FollowerState()
+	res, err := c.replicas[1].ServeFollower(FollowerFetch{ReplicaID: 2, FetchOffset: fs.FetchOffset, LastFetchedEpoch: fs.LastFetchedEpoch, CurrentLeaderEpoch: fs.CurrentLeaderEpoch, MaxBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The answer as it would be once the leader's HW is 2 and its start 4.
+	res.HW, res.LogStartOffset = 2, 4
+	if err := f.ApplyFetched(fs.CurrentLeaderEpoch, fs.FetchOffset, res); err != nil {
+		t.Fatal(err)
+	}
+	if s := f.Snapshot(); s.LEO != 5 || s.HW != 2 || s.Start != 2 {
+		t.Fatalf("follower LEO %d HW %d start %d, want 5, 2 and 2", s.LEO, s.HW, s.Start)
+	}
+}
+
+// A waiting DeleteRecords ends when its replica is closed.
+func TestDeleteRecordsWaitEndsWithTheReplica(t *testing.T) {
+	c := newCluster(t, 1)
+	produceAll(t, c, 3)
+	leader := c.replicas[1]
+	c.cut[2], c.cut[3] = true, true
+	_, epoch, err := leader.DeleteRecords(2, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := leader.AwaitLowWatermark(context.Background(), 2, epoch)
+		done <- err
+	}()
+	time.Sleep(20 * time.Millisecond) // parked
+	leader.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, errs.NotLeaderOrFollower) {
+			t.Fatalf("wait ended with %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the wait outlived the replica")
+	}
+}
+
+// An ISR member that stops fetching holds the low watermark until it
+// leaves the ISR.
 func TestDeleteRecordsWithAFollowerGone(t *testing.T) {
 	c := newCluster(t, 1)
 	produceAll(t, c, 4)

@@ -162,9 +162,11 @@ func (l *memLog) TruncateFullyAndStartAt(offset record.Offset) error {
 	return nil
 }
 
-// DeleteRecordsBefore is libs/log's: the start moves up to offset (at
-// most the LEO), whole batches below it go.
-func (l *memLog) DeleteRecordsBefore(offset record.Offset) error {
+// AdvanceLogStart is libs/log's: the start moves up to offset (at most
+// the LEO); the whole batches below it go at once here (libs/log leaves
+// them to its next retention pass, and refuses reads below the start as
+// the partition does).
+func (l *memLog) AdvanceLogStart(offset record.Offset) error {
 	if leo := l.LogEndOffset(); offset > leo {
 		return fmt.Errorf("cannot delete records before %d: log end offset is %d", offset, leo)
 	}

@@ -42,10 +42,11 @@ type Log interface {
 	Truncate(offset record.Offset) error
 	// TruncateFullyAndStartAt empties the log and restarts it at offset.
 	TruncateFullyAndStartAt(offset record.Offset) error
-	// DeleteRecordsBefore moves the log start offset up to offset (at most
-	// the LEO; a lower one changes nothing) and deletes the segments that
-	// lie wholly below it.
-	DeleteRecordsBefore(offset record.Offset) error
+	// AdvanceLogStart moves the log start offset up to offset (at most the
+	// LEO; a lower one changes nothing): reads below it are refused, and
+	// the segments wholly below it go at the next retention pass. It waits
+	// for nothing but the log's writer (never for a compaction).
+	AdvanceLogStart(offset record.Offset) error
 	// EndOffsetFor answers the largest epoch <= epoch and where it ends
 	// (the LEO for the latest); -1, -1 for an epoch newer than every
 	// known one, or when the log knows none.
@@ -135,7 +136,9 @@ type Config struct {
 	// Truncated, if set, is called (without the replica's lock) after the
 	// log was cut at either end: a follower truncated it (the recovery
 	// point fell) or this leader deleted records before an offset (the
-	// log start rose), and the node saves its offsets at once.
+	// log start rose), and the node saves its offsets at once. (A
+	// follower's fetcher saves the log starts it took from its leader
+	// once per round.)
 	Truncated func()
 }
 
@@ -458,9 +461,11 @@ func (p *Partition) Close() {
 	defer p.mu.Unlock()
 	p.closed = true
 	p.role = None
-	// Long polls read again and find the replica gone.
+	// Long polls, and DeleteRecords waiting for the low watermark, look
+	// again and find the replica gone.
 	p.notifyHWLocked()
 	p.notifyLEOLocked()
+	p.notifyStartLocked()
 	p.failWaitersLocked(errs.Errorf(errs.NotLeaderOrFollower, "%s-%d: replica closed on broker %d", p.cfg.Topic, p.cfg.Partition, p.cfg.Self))
 }
 

@@ -171,15 +171,12 @@ func (p *Partition) FollowerState() (FollowerState, bool) {
 // HW (capped at its own LEO). A stale answer (the replica moved on) is ignored.
 func (p *Partition) ApplyFetched(epoch int32, fetchOffset record.Offset, res FollowerFetchResult) error {
 	p.mu.Lock()
-	leo, start := p.log.LogEndOffset(), p.log.LogStartOffset()
+	leo := p.log.LogEndOffset()
 	syncTo, err := p.applyFetchedLocked(epoch, fetchOffset, res)
-	// A log start taken from the leader is saved before the next fetch
-	// reports it: a DeleteRecords answered is on the disk of every ISR
-	// member.
-	cut := p.log.LogEndOffset() < leo || p.log.LogStartOffset() > start
+	truncated := p.log.LogEndOffset() < leo
 	onTruncate := p.cfg.Truncated
 	p.mu.Unlock()
-	if cut && onTruncate != nil {
+	if truncated && onTruncate != nil {
 		onTruncate()
 	}
 	if err != nil || syncTo == 0 {
@@ -298,9 +295,10 @@ func (p *Partition) applyFetchedLocked(epoch int32, fetchOffset record.Offset, r
 	}
 	// The leader's records deleted before its log start go here too (as
 	// Kafka's follower takes the leader's log start offset), never past
-	// what this replica knows committed.
+	// what this replica knows committed. The fetcher saves the new start
+	// before its next fetch reports it.
 	if start := min(res.LogStartOffset, p.hw); start > p.log.LogStartOffset() {
-		if err := p.log.DeleteRecordsBefore(start); err != nil {
+		if err := p.log.AdvanceLogStart(start); err != nil {
 			return syncTo, errs.Errorf(errs.KafkaStorageError, "%s-%d: delete records before %d: %v", p.cfg.Topic, p.cfg.Partition, start, err)
 		}
 	}

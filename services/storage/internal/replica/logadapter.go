@@ -56,6 +56,6 @@ func (a logAdapter) TruncateFullyAndStartAt(offset record.Offset) error {
 	return a.l.TruncateFullyAndStartAt(offset)
 }
 
-func (a logAdapter) DeleteRecordsBefore(offset record.Offset) error {
-	return a.l.DeleteRecordsBefore(offset)
+func (a logAdapter) AdvanceLogStart(offset record.Offset) error {
+	return a.l.AdvanceLogStart(offset)
 }

@@ -591,6 +591,22 @@ func (m *Manager) checkpointOne(tp partition.TP) {
 	}
 }
 
+// Checkpoint saves the offsets of the named replicas now, in one write
+// (those it does not host are skipped).
+func (m *Manager) Checkpoint(tps []partition.TP) {
+	m.mu.RLock()
+	list := make([]*hosted, 0, len(tps))
+	for _, tp := range tps {
+		if h, ok := m.hosted[tp]; ok {
+			list = append(list, h)
+		}
+	}
+	m.mu.RUnlock()
+	if len(list) > 0 {
+		m.checkpoint(list)
+	}
+}
+
 func (m *Manager) checkpoint(list []*hosted) {
 	m.savedMu.Lock()
 	defer m.savedMu.Unlock()

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -735,6 +736,11 @@ func (s *Server) replicateOnce(req *storagev1.ReplicateRequest, buf []byte, w *p
 		default:
 			r.Records = fr.Records
 			total += len(fr.Records)
+			if t.known && r.GetLogStartOffset() > t.logStart {
+				// The follower takes a higher log start now: a
+				// DeleteRecords waits for it.
+				total++
+			}
 		}
 		if t.news(r) {
 			resp.Partitions, a.carried = append(resp.Partitions, r), append(a.carried, t)
@@ -848,10 +854,10 @@ func (s *Server) DeleteRecords(ctx context.Context, req *storagev1.DeleteRecords
 				var epoch int32
 				if start, epoch, err = p.DeleteRecords(record.Offset(q.GetOffset()), q.GetCurrentLeaderEpoch()); err == nil {
 					low, err = p.AwaitLowWatermark(ctx, start, epoch)
+					if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+						err = errs.Errorf(errs.RequestTimedOut, "%s: the leader deleted the records before %d, and the in-sync replicas did not all follow within %v (low watermark %d)", tp, start, timeout, low)
+					}
 				}
-			}
-			if err != nil && ctx.Err() != nil {
-				err = errs.Errorf(errs.RequestTimedOut, "%s: the leader deleted the records, and the in-sync replicas did not all follow within %v (low watermark %d)", tp, timeout, low)
 			}
 			if err != nil {
 				r.ErrorCode, r.ErrorMessage = code(err), errs.Message(err)
