@@ -65,6 +65,7 @@ func run(args []string) error {
 	compression := fs.String("compression", "none", "codec of the gateway's batches for topics whose compression.type is producer: none, gzip, snappy, lz4 or zstd")
 	maxRequestBytes := fs.Int64("max-request-bytes", gateway.DefaultMaxRequestBytes, "largest REST body and gRPC message accepted; a larger REST body is answered 413 RECORD_LIST_TOO_LARGE without being decoded")
 	maxInflight := fs.Int64("max-inflight-produce-bytes", gateway.DefaultMaxInflightProduceBytes, "buffer.memory: produce request bytes held at once by all callers; beyond it, 429 / RESOURCE_EXHAUSTED THROTTLING_QUOTA_EXCEEDED")
+	producerIdle := fs.Duration("producer-idle-timeout", gateway.DefaultProducerIdleTimeout, "close a Produce producer (one per client principal, acks and codec) that no call has used for this long")
 	memoryLimit := fs.Int64("memory-limit", 0, "the Go runtime's soft memory limit in bytes (GOMEMLIMIT, which wins when set); 0: 6 × --max-inflight-produce-bytes, so a gateway under hostile load collects its garbage before its heap doubles")
 	consoleDemos := fs.Bool("console-demos", false, "let the console at /console/ kill, pause and resume the storage nodes --dev-cluster-file lists (a skein dev cluster; never in production)")
 	devClusterFile := fs.String("dev-cluster-file", "", "the cluster.json of the skein dev cluster this gateway belongs to (skein dev passes it); the console's demos signal only the storage pids it lists")
@@ -100,6 +101,9 @@ func run(args []string) error {
 	}
 	if *maxInflight <= 0 {
 		return fmt.Errorf("--max-inflight-produce-bytes %d: want a positive number of bytes", *maxInflight)
+	}
+	if *producerIdle <= 0 {
+		return fmt.Errorf("--producer-idle-timeout %v: want a positive duration", *producerIdle)
 	}
 	if *memoryLimit < 0 {
 		return fmt.Errorf("--memory-limit %d: want a number of bytes, or 0 for 6 × --max-inflight-produce-bytes", *memoryLimit)
@@ -141,7 +145,7 @@ func run(args []string) error {
 	g, err := gateway.New(gateway.Config{
 		GRPCAddr: *grpcAddr, HTTPAddr: *httpAddr, Controllers: ctrls, NodeID: int32(*nodeID), Logger: log,
 		ProducerOptions: []client.ProducerOption{client.WithBatchSize(*batchSize), client.WithLinger(*linger), client.WithSendWhenIdle(*sendWhenIdle), client.WithCompression(codec)},
-		MaxRequestBytes: *maxRequestBytes, MaxInflightProduceBytes: *maxInflight,
+		MaxRequestBytes: *maxRequestBytes, MaxInflightProduceBytes: *maxInflight, ProducerIdleTimeout: *producerIdle,
 		ConsoleDemos: *consoleDemos, DevClusterFile: *devClusterFile,
 		Auth: verifier, AuthRequired: *authRequired,
 		Authorizer: *authorizer, SuperUsers: superUsers,

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -30,8 +31,10 @@ type Producer struct {
 	opts []client.ProducerOption
 
 	mu        sync.Mutex
-	producers map[producerKey]*client.Producer // guarded by mu
-	closed    bool                             // guarded by mu
+	producers map[producerKey]*sharedProducer // guarded by mu
+	closed    bool                            // guarded by mu
+	// reaperStop, once closed, ends the goroutine ExpireIdle starts.
+	reaperStop chan struct{}
 
 	drain    sync.Once
 	draining chan struct{} // closed by Drain
@@ -69,7 +72,67 @@ func (s *Producer) Drain() { s.drain.Do(func() { close(s.draining) }) }
 // NewProducer serves ProducerService through c; opts apply to every
 // producer it starts.
 func NewProducer(c *client.Client, log *slog.Logger, opts ...client.ProducerOption) *Producer {
-	return &Producer{c: c, txns: c.Transactions(), log: log, opts: opts, producers: map[producerKey]*client.Producer{}, draining: make(chan struct{})}
+	return &Producer{c: c, txns: c.Transactions(), log: log, opts: opts, producers: map[producerKey]*sharedProducer{},
+		draining: make(chan struct{}), reaperStop: make(chan struct{})}
+}
+
+// sharedProducer is a producer the Produce calls of one key share, with
+// the calls using it now and since when none has.
+type sharedProducer struct {
+	p         *client.Producer
+	users     int       // guarded by Producer.mu
+	idleSince time.Time // guarded by Producer.mu; when users fell to 0
+}
+
+// ExpireIdle closes a shared producer that no Produce call has used for
+// idle (each producer is one principal's, acks' and codec's: with many
+// clients the gateway would otherwise keep every one it ever started),
+// checking every idle/2 until Close.
+func (s *Producer) ExpireIdle(idle time.Duration) {
+	if idle <= 0 {
+		return
+	}
+	go func() {
+		t := time.NewTicker(idle / 2)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.reaperStop:
+				return
+			case now := <-t.C:
+				s.closeIdle(now, idle)
+			}
+		}
+	}()
+}
+
+// closeIdle closes the shared producers idle since before now - idle. One
+// that no call uses has nothing in flight: ProduceSync returns once its
+// records are settled.
+func (s *Producer) closeIdle(now time.Time, idle time.Duration) {
+	var gone []*client.Producer
+	s.mu.Lock()
+	for k, sp := range s.producers {
+		if sp.users == 0 && now.Sub(sp.idleSince) >= idle {
+			delete(s.producers, k)
+			gone = append(gone, sp.p)
+		}
+	}
+	s.mu.Unlock()
+	for _, p := range gone {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := p.Close(ctx); err != nil {
+			s.log.Warn("closing an idle shared producer", "err", err)
+		}
+		cancel()
+	}
+}
+
+// Shared is how many shared producers are open (a metric).
+func (s *Producer) Shared() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.producers)
 }
 
 // producerKey tells producers apart: a request's acks and the codec it
@@ -105,29 +168,41 @@ func parseCodec(name *string) (record.Compression, error) {
 // Close flushes and stops the shared producers.
 func (s *Producer) Close(ctx context.Context) error {
 	s.mu.Lock()
+	if !s.closed {
+		close(s.reaperStop)
+	}
 	s.closed = true
 	ps := s.producers
-	s.producers = map[producerKey]*client.Producer{}
+	s.producers = map[producerKey]*sharedProducer{}
 	s.mu.Unlock()
 	var errList []error
-	for _, p := range ps {
-		errList = append(errList, p.Close(ctx))
+	for _, sp := range ps {
+		errList = append(errList, sp.p.Close(ctx))
 	}
 	return errors.Join(errList...)
 }
 
-func (s *Producer) shared(key producerKey) (*client.Producer, error) {
+// shared answers key's shared producer, started when there is none, and
+// counts the caller as using it until release.
+func (s *Producer) shared(key producerKey) (_ *client.Producer, release func(), _ error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return nil, errs.Errorf(errs.BrokerNotAvailable, "the gateway is shutting down")
+		return nil, nil, errs.Errorf(errs.BrokerNotAvailable, "the gateway is shutting down")
 	}
-	p := s.producers[key]
-	if p == nil {
-		p = s.newProducer(key)
-		s.producers[key] = p
+	sp := s.producers[key]
+	if sp == nil {
+		sp = &sharedProducer{p: s.newProducer(key)}
+		s.producers[key] = sp
 	}
-	return p, nil
+	sp.users++
+	return sp.p, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if sp.users--; sp.users == 0 {
+			sp.idleSince = time.Now()
+		}
+	}, nil
 }
 
 // prepared is a validated produce request.
@@ -242,11 +317,12 @@ func (s *Producer) Produce(ctx context.Context, req *skeinv1.ProduceRequest) (*s
 			}
 		}
 	default:
-		prod, err := s.shared(p.key())
+		prod, release, err := s.shared(p.key())
 		if err != nil {
 			return nil, err
 		}
 		results = prod.ProduceSync(ctx, p.records...)
+		release()
 	}
 	resp := &skeinv1.ProduceResponse{Results: newResults(len(results))}
 	for i, r := range results {

@@ -40,6 +40,11 @@ const (
 	DefaultSendWhenIdle = client.DefaultSendWhenIdle
 )
 
+// DefaultProducerIdleTimeout is how long a producer of Produce calls is
+// kept with no call using it (Kafka's connections.max.idle.ms, a close
+// cousin: an idle client's resources go after ten minutes or so).
+const DefaultProducerIdleTimeout = 10 * time.Minute
+
 // DeliveryTimeout bounds how long a produce through the gateway waits for
 // its records' results, retries included.
 const DeliveryTimeout = 30 * time.Second
@@ -57,6 +62,10 @@ type Config struct {
 	// ShutdownGrace bounds how long Serve waits for in-flight calls and
 	// producer flushes after its context ends (default 10 s).
 	ShutdownGrace time.Duration
+	// ProducerIdleTimeout closes a producer of Produce calls (one per
+	// client principal, acks and codec) that no call has used for this
+	// long (default DefaultProducerIdleTimeout).
+	ProducerIdleTimeout time.Duration
 	// ProducerOptions apply to every producer the gateway starts.
 	ProducerOptions []client.ProducerOption
 	// MaxRequestBytes bounds one REST body and one gRPC message the gateway
@@ -114,6 +123,9 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.ShutdownGrace <= 0 {
 		cfg.ShutdownGrace = 10 * time.Second
 	}
+	if cfg.ProducerIdleTimeout <= 0 {
+		cfg.ProducerIdleTimeout = DefaultProducerIdleTimeout
+	}
 	if cfg.MaxRequestBytes <= 0 {
 		cfg.MaxRequestBytes = DefaultMaxRequestBytes
 	}
@@ -169,6 +181,11 @@ func New(cfg Config) (*Gateway, error) {
 	g.inflight = budget.New(cfg.MaxInflightProduceBytes, cfg.Registry)
 	g.producer = api.NewProducer(g.client, g.log, popts...)
 	g.producer.SetBudget(g.inflight, fromLoopback)
+	g.producer.ExpireIdle(cfg.ProducerIdleTimeout)
+	cfg.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "skein_gateway_shared_producers",
+		Help: "Producers of Produce calls open now: one per client principal, acks and codec used within --producer-idle-timeout.",
+	}, func() float64 { return float64(g.producer.Shared()) }))
 	admin := api.NewAdmin(g.client, g.log)
 	skeinv1.RegisterAdminServiceServer(g.grpc, admin)
 	skeinv1.RegisterProducerServiceServer(g.grpc, g.producer)

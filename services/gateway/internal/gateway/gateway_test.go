@@ -777,3 +777,48 @@ func TestInitProducerIdempotent(t *testing.T) {
 		seen[body["producer_id"]] = true
 	}
 }
+
+// A producer of Produce calls that no call uses for the idle timeout is
+// closed (each is one principal's, acks' and codec's: a gateway with many
+// clients would otherwise keep them all), and the next call starts another.
+func TestIdleSharedProducersAreClosed(t *testing.T) {
+	e := startWith(t, func(c *Config) { c.ProducerIdleTimeout = time.Second })
+	e.waitReady()
+	e.mustDo("POST", "/v1/topics", `{"name": "idle", "replication_factor": 1}`)
+	shared := func() string {
+		_, metrics := get2(t, e.base+"/metrics")
+		for _, line := range strings.Split(metrics, "\n") {
+			if v, ok := strings.CutPrefix(line, "skein_gateway_shared_producers "); ok {
+				return v
+			}
+		}
+		t.Fatal("/metrics lacks skein_gateway_shared_producers")
+		return ""
+	}
+	start := time.Now()
+	e.mustDo("POST", "/v1/topics/idle/records", `{"acks": 1, "records": [{"value": "a"}]}`)
+	e.mustDo("POST", "/v1/topics/idle/records", `{"acks": -1, "records": [{"value": "b"}]}`)
+	if got := shared(); got != "2" && time.Since(start) < 900*time.Millisecond {
+		t.Fatalf("%s shared producers after produces with acks 1 and -1, want 2", got)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for shared() != "0" {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s shared producers 10 s after the last call, want 0", shared())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	e.mustDo("POST", "/v1/topics/idle/records", `{"acks": 1, "records": [{"value": "c"}]}`)
+	if got := shared(); got != "1" {
+		t.Fatalf("%s shared producers after another produce, want 1", got)
+	}
+	var fetched struct {
+		Records []struct {
+			Value string `json:"value"`
+		} `json:"records"`
+	}
+	code, raw := get2(t, e.base+"/v1/topics/idle/partitions/0/records?offset=0")
+	if err := json.Unmarshal([]byte(raw), &fetched); err != nil || code != 200 || len(fetched.Records) != 3 || fetched.Records[2].Value != "c" {
+		t.Fatalf("after the closes: %d %s", code, raw)
+	}
+}
