@@ -349,11 +349,6 @@ func (m *Manager) round(ctx context.Context, th *thread, stream storagev1.Storag
 	th.waiting.Store(0)
 	backoff := false
 	var rose []partition.TP // partitions whose leader's log start is above theirs
-	defer func() {
-		if len(rose) > 0 && m.cfg.SaveStarts != nil {
-			m.cfg.SaveStarts(rose)
-		}
-	}()
 	for _, r := range resp.GetPartitions() {
 		tp := partition.TP{Topic: r.GetTopic(), Partition: r.GetPartition()}
 		x, ok := parts[tp]
@@ -394,6 +389,11 @@ func (m *Manager) round(ctx context.Context, th *thread, stream storagev1.Storag
 			m.log.Error("applying fetched batches failed", "partition", tp, "err", err)
 			backoff = true
 		}
+	}
+	// Saved before anything else runs: a thread this partition moves to
+	// (a new leader) reports its start in its next fetch.
+	if len(rose) > 0 && m.cfg.SaveStarts != nil {
+		m.cfg.SaveStarts(rose)
 	}
 	if backoff {
 		select {

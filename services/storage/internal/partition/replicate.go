@@ -538,4 +538,5 @@ func (p *Partition) clearPendingISRLocked() {
 	p.pendingISR, p.pendingUnsure = nil, false
 	p.maybeAdvanceHWLocked()
 	p.completeWaitersLocked()
+	p.notifyStartLocked() // a refused expansion no longer holds the low watermark
 }

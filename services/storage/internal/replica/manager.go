@@ -555,14 +555,15 @@ func (m *Manager) cleanOne(h *hosted, now time.Time) {
 	}
 	policy := h.log.Config().CleanupPolicy
 	snap := h.p.Snapshot()
-	if policy&plog.CleanupDelete != 0 {
-		// Never past the high watermark: above it a record may be on this
-		// replica alone, and a consumer may not have been allowed to read it.
-		if n, err := h.log.DeleteExpired(now, snap.HW); err != nil {
-			m.log.Error("retention failed", "dir", h.key, "err", err)
-		} else if n > 0 {
-			m.log.Info("retention deleted segments", "dir", h.key, "segments", n)
-		}
+	// Whatever the policy: the segments below a log start that records
+	// deleted before an offset moved go here (a topic made compact since
+	// keeps no segment below its start), and with delete, retention's.
+	// Never past the high watermark: above it a record may be on this
+	// replica alone, and a consumer may not have been allowed to read it.
+	if n, err := h.log.DeleteExpired(now, snap.HW); err != nil {
+		m.log.Error("retention failed", "dir", h.key, "err", err)
+	} else if n > 0 {
+		m.log.Info("retention deleted segments", "dir", h.key, "segments", n)
 	}
 	if policy&plog.CleanupCompact != 0 {
 		// Only what every ISR member holds, and no open transaction's

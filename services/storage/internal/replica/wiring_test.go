@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -702,5 +703,64 @@ func TestReplicationAnswerBoundsEachPartition(t *testing.T) {
 	}
 	if got = askReplicate(t, s, &storagev1.ReplicateRequest{ReplicaId: 3, BrokerEpoch: 1, MaxBytes: 1 << 20}, -1, 0, 1); record.Batch(got["t-0"].GetRecords()).Size() == len(got["t-0"].GetRecords()) {
 		t.Fatalf("without partition_max_bytes t-0 gets %d bytes, want both its batches", len(got["t-0"].GetRecords()))
+	}
+}
+
+// Records deleted before an offset leave the disk of every replica: the
+// leader moves its log start, the followers take it from their fetches,
+// and each node's cleaner deletes the segments wholly below it, whatever
+// the topic's cleanup.policy is by then.
+func TestDeletedRecordsLeaveEveryReplicasDisk(t *testing.T) {
+	fc, nodes := startNodes(t)
+	topic := &controllerv1.TopicRecord{TopicId: "tid4", Name: "d", Configs: map[string]string{"segment.bytes": "100"}}
+	fc.apply(t,
+		metadata.TopicRecord(topic),
+		metadata.PartitionRecord(&controllerv1.PartitionRecord{Topic: "d", TopicId: "tid4", Partition: 0, Replicas: []int32{1, 2, 3}, Isr: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 0}),
+	)
+	client := storagev1.NewStorageServiceClient(nodes[0].cc)
+	for i := range 5 { // one segment each (segment.bytes 100)
+		resp, err := client.Produce(context.Background(), &storagev1.ProduceRequest{
+			Acks: -1, TimeoutMs: 5000, Partitions: []*storagev1.PartitionProduce{{Topic: "d", Partition: 0, CurrentLeaderEpoch: -1, Records: oneRecord(t, fmt.Sprint("v", i))}},
+		})
+		if err != nil || resp.GetPartitions()[0].GetErrorCode() != 0 {
+			t.Fatalf("produce %d: %v %v", i, resp, err)
+		}
+	}
+	resp, err := client.DeleteRecords(context.Background(), &storagev1.DeleteRecordsRequest{TimeoutMs: 10_000,
+		Partitions: []*storagev1.DeleteRecordsPartition{{Topic: "d", Partition: 0, Offset: 3, CurrentLeaderEpoch: -1}}})
+	if err != nil || resp.GetPartitions()[0].GetErrorCode() != 0 || resp.GetPartitions()[0].GetLowWatermark() != 3 {
+		t.Fatalf("DeleteRecords before 3: %v %v", resp, err)
+	}
+	// The topic is compacted from now on: its segments below the start go
+	// all the same.
+	topic.Configs = map[string]string{"segment.bytes": "100", "cleanup.policy": "compact"}
+	fc.apply(t, metadata.TopicRecord(topic))
+	segmentBases := func(n *node) []string {
+		files, _ := filepath.Glob(filepath.Join(n.dir, "logs", "d-0-tid4", "*.log"))
+		var out []string
+		for _, f := range files {
+			out = append(out, strings.TrimLeft(strings.TrimSuffix(filepath.Base(f), ".log"), "0"))
+		}
+		return out
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, n := range nodes {
+		for {
+			bases := segmentBases(n)
+			if len(bases) > 0 && !slices.ContainsFunc(bases, func(b string) bool { return b == "" || b == "1" || b == "2" }) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("node %d still holds segments %v below the log start 3", n.id, bases)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		p, err := n.mgr.Get(partition.TP{Topic: "d", Partition: 0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := p.Snapshot(); s.Start != 3 || s.LEO != 5 {
+			t.Errorf("node %d: log start %d, LEO %d; want 3 and 5", n.id, s.Start, s.LEO)
+		}
 	}
 }
