@@ -15,6 +15,7 @@ package acl
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"skein/libs/errs"
@@ -275,6 +276,54 @@ func Authorize(bindings []Binding, superUsers map[string]bool, r Request) Decisi
 		return Decision{Allowed: true, By: *allow}
 	}
 	return Decision{}
+}
+
+// AuthorizeAny reports whether principal may do op on at least one
+// resource of type typ, as Kafka's authorizeByResourceType (which an
+// idempotent producer's InitProducerId asks, with write on topics): super
+// users may; otherwise some allow binding must grant op on a name, literal
+// or prefix, that no deny binding of op covers. A deny of the literal *
+// covers every name, a denied prefix every name and prefix that starts
+// with it, a denied literal name only itself.
+func AuthorizeAny(bindings []Binding, superUsers map[string]bool, principal string, typ ResourceType, op Operation) bool {
+	if superUsers[principal] {
+		return true
+	}
+	deniedNames := map[string]bool{}
+	var deniedPrefixes []string
+	for _, b := range bindings {
+		if b.Resource != typ || b.Permission != Deny || !b.matchesPrincipal(principal) || (b.Operation != All && b.Operation != op) {
+			continue
+		}
+		switch {
+		case b.Pattern == Literal && b.Name == Wildcard:
+			return false
+		case b.Pattern == Literal:
+			deniedNames[b.Name] = true
+		case b.Pattern == Prefixed:
+			deniedPrefixes = append(deniedPrefixes, b.Name)
+		}
+	}
+	for _, b := range bindings {
+		if b.Resource != typ || b.Permission != Allow || !b.matchesPrincipal(principal) || !implies(b.Operation, op) {
+			continue
+		}
+		if slices.ContainsFunc(deniedPrefixes, func(p string) bool { return strings.HasPrefix(b.Name, p) }) {
+			continue
+		}
+		if b.Pattern == Literal && b.Name != Wildcard && deniedNames[b.Name] {
+			continue
+		}
+		return true
+	}
+	return false
+}
+
+// RefusalAny answers the error of a principal AuthorizeAny refused, as
+// Kafka answers an idempotent producer that may write no topic:
+// CLUSTER_AUTHORIZATION_FAILED.
+func RefusalAny(principal string, typ ResourceType, op Operation) error {
+	return errs.Errorf(errs.ClusterAuthorizationFailed, "%s may not %s any %s", principal, op, typ)
 }
 
 // Refusal answers the error of a denied request: the row of its resource

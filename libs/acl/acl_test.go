@@ -64,6 +64,44 @@ func TestAuthorize(t *testing.T) {
 	}
 }
 
+// Write on some topic, as an idempotent producer's InitProducerId asks.
+func TestAuthorizeAny(t *testing.T) {
+	supers := map[string]bool{"User:admin": true}
+	for _, tc := range []struct {
+		name      string
+		bindings  []Binding
+		principal string
+		want      bool
+	}{
+		{"nothing", nil, "User:alice", false},
+		{"a super user", nil, "User:admin", true},
+		{"a literal topic", []Binding{allow("User:alice", Topic, "orders", Literal, Write)}, "User:alice", true},
+		{"a prefix", []Binding{allow("User:alice", Topic, "orders-", Prefixed, Write)}, "User:alice", true},
+		{"every topic", []Binding{allow("User:*", Topic, "*", Literal, All)}, "User:alice", true},
+		{"read is not write", []Binding{allow("User:alice", Topic, "orders", Literal, Read)}, "User:alice", false},
+		{"another principal's", []Binding{allow("User:bob", Topic, "orders", Literal, Write)}, "User:alice", false},
+		{"a group is not a topic", []Binding{allow("User:alice", Group, "orders", Literal, Write)}, "User:alice", false},
+		{"its name denied", []Binding{allow("User:alice", Topic, "orders", Literal, Write), deny("User:alice", Topic, "orders", Literal, Write)}, "User:alice", false},
+		{"its name denied every operation", []Binding{allow("User:alice", Topic, "orders", Literal, Write), deny("User:*", Topic, "orders", Literal, All)}, "User:alice", false},
+		{"another operation denied", []Binding{allow("User:alice", Topic, "orders", Literal, Write), deny("User:alice", Topic, "orders", Literal, Read)}, "User:alice", true},
+		{"every name denied", []Binding{allow("User:alice", Topic, "orders-", Prefixed, Write), deny("User:alice", Topic, "*", Literal, Write)}, "User:alice", false},
+		{"a prefix covering the name denied", []Binding{allow("User:alice", Topic, "orders", Literal, Write), deny("User:alice", Topic, "ord", Prefixed, Write)}, "User:alice", false},
+		{"a prefix covering the prefix denied", []Binding{allow("User:alice", Topic, "orders-", Prefixed, Write), deny("User:alice", Topic, "orders", Prefixed, Write)}, "User:alice", false},
+		{"a longer prefix denied leaves names", []Binding{allow("User:alice", Topic, "orders-", Prefixed, Write), deny("User:alice", Topic, "orders-eu", Prefixed, Write)}, "User:alice", true},
+		{"a literal denied leaves the prefix", []Binding{allow("User:alice", Topic, "orders-", Prefixed, Write), deny("User:alice", Topic, "orders-", Literal, Write)}, "User:alice", true},
+		{"every topic but one", []Binding{allow("User:alice", Topic, "*", Literal, Write), deny("User:alice", Topic, "secret", Literal, Write)}, "User:alice", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := AuthorizeAny(tc.bindings, supers, tc.principal, Topic, Write); got != tc.want {
+				t.Fatalf("AuthorizeAny = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	if err := RefusalAny("User:alice", Topic, Write); !errors.Is(err, errs.ClusterAuthorizationFailed) || !strings.Contains(err.Error(), "User:alice may not write any topic") {
+		t.Fatalf("RefusalAny: %v", err)
+	}
+}
+
 func TestValidate(t *testing.T) {
 	good := allow("User:alice", Topic, "orders", Literal, Read)
 	for _, tc := range []struct {

@@ -85,6 +85,26 @@ func (a *Authorizer) AuthorizeCaller(ctx context.Context, c Caller, known bool, 
 	return err
 }
 
+// AuthorizeAny answers nil when the caller of ctx may do op on at least
+// one resource of type typ (acl.AuthorizeAny: an idempotent producer's id
+// needs write on some topic), else CLUSTER_AUTHORIZATION_FAILED, logged as
+// an audit line naming method. Skein's services and a plaintext server's
+// callers are always allowed, as for Authorize.
+func (a *Authorizer) AuthorizeAny(ctx context.Context, method string, typ acl.ResourceType, op acl.Operation) error {
+	c, known := CallerFrom(ctx)
+	return a.AuthorizeAnyCaller(ctx, c, known, method, typ, op)
+}
+
+// AuthorizeAnyCaller is AuthorizeAny for a caller named apart from ctx.
+func (a *Authorizer) AuthorizeAnyCaller(ctx context.Context, c Caller, known bool, method string, typ acl.ResourceType, op acl.Operation) error {
+	if a == nil || !known || c.Service || acl.AuthorizeAny(a.bindings.Get(), a.super, c.Principal, typ, op) {
+		return nil
+	}
+	err := acl.RefusalAny(c.Principal, typ, op)
+	Refused(ctx, a.log, c.Principal, method, "any "+typ.String(), err)
+	return err
+}
+
 // TopicRefusals decides op on each topic of a request for caller c: nil
 // when every one is allowed, else one entry per topic, the refusal of a
 // refused one and nil for an allowed one. A topic named several times (one

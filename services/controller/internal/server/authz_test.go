@@ -208,6 +208,11 @@ func (a admin) elect() *errs.Error {
 	return rowOf(err)
 }
 
+func (a admin) pids() *errs.Error {
+	_, err := a.cl.AllocateProducerIds(a.ctx(), &controllerv1.AllocateProducerIdsRequest{NodeId: -1, Count: 10})
+	return rowOf(err)
+}
+
 func (a admin) grant(bs ...acl.Binding) []*errs.Error {
 	a.t.Helper()
 	req := &controllerv1.CreateAclsRequest{}
@@ -314,6 +319,7 @@ func TestAdminChangesNeedACLs(t *testing.T) {
 	expect(t, "alice grants herself", alice.grant(binding("User:alice", acl.Cluster, "", acl.Literal, acl.All), binding("User:alice", acl.Topic, "*", acl.Literal, acl.All)), rows(clusterAuth, clusterAuth))
 	expect(t, "alice revokes", rows(alice.revoke(acl.Filter{})), rows(clusterAuth))
 	expect(t, "bob, through the gateway, creates", bob.create("b-1"), rows(topicAuth))
+	expect(t, "alice takes producer ids", rows(alice.pids()), rows(clusterAuth))
 	if img := ctl.node.Image(); len(img.Topics()) != 0 || len(img.Acls()) != 0 {
 		t.Fatalf("refused calls changed the metadata: topics %v, ACLs %v", img.Topics(), img.Acls())
 	}
@@ -334,6 +340,8 @@ func TestAdminChangesNeedACLs(t *testing.T) {
 	expect(t, "alice alters a-1", rows(alice.alter("a-1")), rows(ok))
 	expect(t, "alice deletes", alice.delete("a-1", "a-2"), rows(topicAuth, topicAuth))
 	expect(t, "alice elects", rows(alice.elect()), rows(clusterAuth))
+	// Producer ids need write on some topic: create and alter are not.
+	expect(t, "alice takes producer ids", rows(alice.pids()), rows(clusterAuth))
 
 	expect(t, "bob creates", bob.create("b-1", "z-1"), rows(ok, ok))
 	expect(t, "bob deletes", bob.delete("b-1"), rows(topicAuth))
@@ -345,6 +353,9 @@ func TestAdminChangesNeedACLs(t *testing.T) {
 	expect(t, "the gateway elects", rows(gatewayItself.elect()), rows(ok))
 	expect(t, "the gateway grants", gatewayItself.grant(binding("User:carol", acl.Topic, "c-", acl.Prefixed, acl.All)), rows(ok))
 	expect(t, "carol creates", carol.create("c-1"), rows(ok))
+	expect(t, "carol takes producer ids", rows(carol.pids()), rows(ok))
+	expect(t, "a storage node takes producer ids", rows(storageAdmin.pids()), rows(ok))
+	expect(t, "the gateway takes producer ids", rows(gatewayItself.pids()), rows(ok))
 
 	// The super user does the rest.
 	expect(t, "admin deletes", root.delete("a-1", "a-2", "z-1", "c-1"), rows(ok, ok, ok, ok))

@@ -421,8 +421,15 @@ func (s *Server) ElectLeaders(ctx context.Context, req *controllerv1.ElectLeader
 	})
 }
 
+// AllocateProducerIds hands out a block of producer ids; under an
+// authorizer a client (not a Skein service) needs write on some topic, as
+// Kafka's idempotent InitProducerId, else CLUSTER_AUTHORIZATION_FAILED.
 func (s *Server) AllocateProducerIds(ctx context.Context, req *controllerv1.AllocateProducerIdsRequest) (*controllerv1.AllocateProducerIdsResponse, error) {
 	return onLeader(s, ctx, req, controllerv1grpc.ControllerServiceClient.AllocateProducerIds, func(ctx context.Context) (*controllerv1.AllocateProducerIdsResponse, error) {
+		c, known := caller(ctx)
+		if err := s.auth.AuthorizeAnyCaller(ctx, c, known, controllerv1grpc.ControllerService_AllocateProducerIds_FullMethodName, acl.Topic, acl.Write); err != nil {
+			return nil, err
+		}
 		return propose[*controllerv1.AllocateProducerIdsResponse](s, ctx, &controllerv1.Command{Command: &controllerv1.Command_AllocateProducerIds{AllocateProducerIds: req}})
 	})
 }

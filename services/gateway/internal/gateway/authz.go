@@ -134,6 +134,7 @@ func needs(p string, req any) []need {
 		// no group is not checked against the group "".
 	// TransactionService
 	case *skeinv1.InitProducerRequest:
+		// Without a transactional id: write on some topic (check).
 		return withTxn(nil, r.GetTransactionalId())
 	case *skeinv1.SendOffsetsRequest:
 		return readTopics([]need{txn(r.GetTransactionalId()), group(r.GetGroup(), acl.Read)}, r.GetOffsets())
@@ -149,6 +150,14 @@ func needs(p string, req any) []need {
 // the refusal of the first need that is not, and the request it names.
 func (z *authorizer) check(principal string, req any) (acl.Request, error) {
 	bs := z.bindings.Get()
+	if r, ok := req.(*skeinv1.InitProducerRequest); ok && r.GetTransactionalId() == "" {
+		// An idempotent producer's id needs write on some topic, as
+		// Kafka's InitProducerId asks (authorizeByResourceType).
+		if !acl.AuthorizeAny(bs, z.super, principal, acl.Topic, acl.Write) {
+			return acl.Request{Principal: principal, Resource: acl.Topic, Name: "(any)", Operation: acl.Write}, acl.RefusalAny(principal, acl.Topic, acl.Write)
+		}
+		return acl.Request{}, nil
+	}
 	for _, n := range needs(principal, req) {
 		granted := false
 		for _, r := range n {

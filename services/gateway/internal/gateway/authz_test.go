@@ -60,10 +60,11 @@ func TestNeedsRefuseWithTheResourceRow(t *testing.T) {
 		{&skeinv1.SendOffsetsRequest{TransactionalId: "x", Group: "g"}, errs.TransactionalIDAuthorizationFailed},
 		{&skeinv1.CommitTransactionRequest{TransactionalId: "x"}, errs.TransactionalIDAuthorizationFailed},
 		{&skeinv1.AbortTransactionRequest{TransactionalId: "x"}, errs.TransactionalIDAuthorizationFailed},
-		// Needing nothing: an idempotent (non-transactional) producer, a
-		// listing, a commit or nack on a Consume stream (for the stream's
-		// own group, checked at its subscribe).
-		{&skeinv1.InitProducerRequest{}, nil},
+		// An idempotent (non-transactional) producer: write on some topic,
+		// refused as Kafka does.
+		{&skeinv1.InitProducerRequest{}, errs.ClusterAuthorizationFailed},
+		// Needing nothing: a listing, a commit or nack on a Consume stream
+		// (for the stream's own group, checked at its subscribe).
 		{&skeinv1.ListTopicsRequest{}, nil},
 		{&skeinv1.ListGroupsRequest{}, nil},
 		{&skeinv1.ConsumeRequest{Kind: &skeinv1.ConsumeRequest_Commit{Commit: &skeinv1.CommitOffsetsRequest{}}}, nil},
@@ -134,6 +135,31 @@ func TestOffsetCommitsReadTheirTopics(t *testing.T) {
 		_, err := z.check("User:bob", tc.req)
 		if got := errs.Of(err); (tc.want == nil && err != nil) || (tc.want != nil && got != tc.want) {
 			t.Errorf("%v: %v, want %v", tc.req, err, tc.want)
+		}
+	}
+}
+
+// An idempotent producer's id needs write on some topic: read is not
+// enough, and a write denied where it was allowed leaves nothing.
+func TestIdempotentProducerNeedsWriteOnSomeTopic(t *testing.T) {
+	img := metadata.New("c")
+	var recs []*controllerv1.MetadataRecord
+	for _, b := range []acl.Binding{
+		{Principal: "User:bob", Resource: acl.Topic, Name: "orders-", Pattern: acl.Prefixed, Operation: acl.Write, Permission: acl.Allow},
+		{Principal: "User:eve", Resource: acl.Topic, Name: "*", Pattern: acl.Literal, Operation: acl.Read, Permission: acl.Allow},
+		{Principal: "User:mallory", Resource: acl.Topic, Name: "orders", Pattern: acl.Literal, Operation: acl.Write, Permission: acl.Allow},
+		{Principal: "User:mallory", Resource: acl.Topic, Name: "orders", Pattern: acl.Prefixed, Operation: acl.All, Permission: acl.Deny},
+	} {
+		recs = append(recs, metadata.AclRecord(b))
+	}
+	if err := img.Apply(&controllerv1.MetadataDelta{Version: 1, Records: recs}); err != nil {
+		t.Fatal(err)
+	}
+	z := newAuthorizer(func() *metadata.Image { return img }, nil)
+	for principal, want := range map[string]*errs.Error{"User:bob": nil, "User:eve": errs.ClusterAuthorizationFailed, "User:mallory": errs.ClusterAuthorizationFailed} {
+		_, err := z.check(principal, &skeinv1.InitProducerRequest{})
+		if got := errs.Of(err); (want == nil && err != nil) || (want != nil && got != want) {
+			t.Errorf("%s: %v, want %v", principal, err, want)
 		}
 	}
 }

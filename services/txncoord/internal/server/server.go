@@ -13,8 +13,9 @@
 // describing an id needs describe on it. A refusal
 // (TRANSACTIONAL_ID_, TOPIC_ or GROUP_AUTHORIZATION_FAILED) is answered
 // where the coordinator answers its domain errors. An idempotent
-// producer's InitProducerId (no transactional id) needs nothing, and
-// Skein's own services are not subject to ACLs.
+// producer's InitProducerId (no transactional id) needs write on some
+// topic (CLUSTER_AUTHORIZATION_FAILED otherwise, as Kafka), and Skein's
+// own services are not subject to ACLs.
 package server
 
 import (
@@ -69,11 +70,17 @@ func (s *Server) useID(ctx context.Context, method, id string) error {
 
 // InitProducerId gives a producer its id and epoch.
 func (s *Server) InitProducerId(ctx context.Context, req *txnv1.InitProducerIdRequest) (*txnv1.InitProducerIdResponse, error) {
+	const method = txnv1.TransactionCoordinatorService_InitProducerId_FullMethodName
+	var err error
 	if id := req.GetTransactionalId(); id != "" {
-		if err := s.useID(ctx, txnv1.TransactionCoordinatorService_InitProducerId_FullMethodName, id); err != nil {
-			c, msg := code(err)
-			return &txnv1.InitProducerIdResponse{ErrorCode: c, ErrorMessage: msg, ProducerId: txn.NoProducerID, ProducerEpoch: int32(txn.NoEpoch)}, nil
-		}
+		err = s.useID(ctx, method, id)
+	} else {
+		// An idempotent producer writes some topic, as Kafka asks.
+		err = s.az.AuthorizeAny(ctx, method, acl.Topic, acl.Write)
+	}
+	if err != nil {
+		c, msg := code(err)
+		return &txnv1.InitProducerIdResponse{ErrorCode: c, ErrorMessage: msg, ProducerId: txn.NoProducerID, ProducerEpoch: int32(txn.NoEpoch)}, nil
 	}
 	return answer(s.c.InitProducerId(ctx, req))
 }

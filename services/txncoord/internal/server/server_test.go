@@ -139,7 +139,7 @@ func TestAuthorization(t *testing.T) {
 	alice, bob := viaGateway("User:alice"), viaGateway("User:bob")
 
 	// InitProducerId writes the transactional id; an idempotent producer
-	// (no id) needs nothing.
+	// (no id) needs write on some topic, as Kafka's.
 	init := &txnv1.InitProducerIdRequest{TransactionalId: "tx", TransactionTimeoutMs: 60_000, ProducerId: -1, ProducerEpoch: -1}
 	for name, ctx := range map[string]context.Context{
 		"no ACL": bob, "no ACL, own certificate": withCert("bob"), "describe is not write": viaGateway("User:describer"),
@@ -149,9 +149,14 @@ func TestAuthorization(t *testing.T) {
 			t.Errorf("init, %s: %v %v", name, r, err)
 		}
 	}
-	if r, err := s.InitProducerId(bob, &txnv1.InitProducerIdRequest{ProducerId: -1, ProducerEpoch: -1}); err != nil ||
-		r.GetErrorCode() != skeinv1.ErrorCode_NONE || r.GetProducerId() < 0 {
-		t.Errorf("idempotent init without ACLs: %v %v", r, err)
+	idempotent := &txnv1.InitProducerIdRequest{ProducerId: -1, ProducerEpoch: -1}
+	for name, ctx := range map[string]context.Context{"no ACL": bob, "no ACL, own certificate": withCert("bob"), "describe": viaGateway("User:describer")} {
+		if r, err := s.InitProducerId(ctx, idempotent); err != nil || r.GetErrorCode() != skeinv1.ErrorCode_CLUSTER_AUTHORIZATION_FAILED || r.GetProducerId() != -1 {
+			t.Errorf("idempotent init, %s: %v %v", name, r, err)
+		}
+	}
+	if r, err := s.InitProducerId(alice, idempotent); err != nil || r.GetErrorCode() != skeinv1.ErrorCode_NONE || r.GetProducerId() < 0 {
+		t.Errorf("idempotent init with write on a topic: %v %v", r, err)
 	}
 	r, err := s.InitProducerId(alice, init)
 	if err != nil || r.GetErrorCode() != skeinv1.ErrorCode_NONE {
