@@ -181,7 +181,8 @@ func (z *authorizer) allowed(principal string, typ acl.ResourceType, name string
 // filter drops from a listing what the principal may not describe, as
 // Kafka's metadata and list-groups answers do, and from a group's offsets
 // those of topics it may not describe, as Kafka's offset fetch does (a
-// group's total lag then counts the offsets kept).
+// group's total lag then counts the offsets kept); from a group's members
+// it drops those topics from their subscriptions and assignments.
 func (z *authorizer) filter(principal string, resp any) {
 	offsets := func(offs []*skeinv1.CommittedOffset) (kept []*skeinv1.CommittedOffset, lag int64) {
 		kept = offs[:0]
@@ -198,6 +199,24 @@ func (z *authorizer) filter(principal string, resp any) {
 		r.Offsets, _ = offsets(r.GetOffsets())
 	case *skeinv1.DescribeGroupResponse:
 		r.Offsets, r.TotalLag = offsets(r.GetOffsets())
+		// A member's subscription and assignment, too: which topics a
+		// group reads is the topics' to show.
+		for _, m := range r.GetMembers() {
+			topics := m.Topics[:0]
+			for _, t := range m.GetTopics() {
+				if z.allowed(principal, acl.Topic, t, acl.Describe) {
+					topics = append(topics, t)
+				}
+			}
+			m.Topics = topics
+			assigned := m.Assignment[:0]
+			for _, a := range m.GetAssignment() {
+				if z.allowed(principal, acl.Topic, a.GetTopic(), acl.Describe) {
+					assigned = append(assigned, a)
+				}
+			}
+			m.Assignment = assigned
+		}
 	case *skeinv1.ListTopicsResponse:
 		kept := r.Topics[:0]
 		for _, t := range r.GetTopics() {

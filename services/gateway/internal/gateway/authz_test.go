@@ -164,8 +164,9 @@ func TestIdempotentProducerNeedsWriteOnSomeTopic(t *testing.T) {
 	}
 }
 
-// A group's offsets and lag show only the topics the principal may
-// describe, as Kafka's offset fetch.
+// A group's offsets and lag, and its members' subscriptions and
+// assignments, show only the topics the principal may describe, as
+// Kafka's offset fetch.
 func TestGroupOffsetsShowOnlyDescribedTopics(t *testing.T) {
 	img := metadata.New("c")
 	if err := img.Apply(&controllerv1.MetadataDelta{Version: 1, Records: []*controllerv1.MetadataRecord{metadata.AclRecord(
@@ -186,8 +187,20 @@ func TestGroupOffsetsShowOnlyDescribedTopics(t *testing.T) {
 	if len(desc.GetOffsets()) != 2 || desc.GetTotalLag() != 4 {
 		t.Errorf("a description shown to bob: %v with total lag %d, want mine's two offsets and lag 4", desc.GetOffsets(), desc.GetTotalLag())
 	}
-	desc = &skeinv1.DescribeGroupResponse{Offsets: offsets(), TotalLag: 9}
+	members := func() []*skeinv1.GroupMember {
+		return []*skeinv1.GroupMember{{MemberId: "m", Topics: []string{"theirs", "mine"},
+			Assignment: []*skeinv1.TopicPartitions{{Topic: "theirs", Partitions: []int32{0}}, {Topic: "mine", Partitions: []int32{0, 1}}}}}
+	}
+	desc = &skeinv1.DescribeGroupResponse{Offsets: offsets(), TotalLag: 9, Members: members()}
+	z.filter("User:bob", desc)
+	if m := desc.GetMembers()[0]; len(m.GetTopics()) != 1 || m.GetTopics()[0] != "mine" || len(m.GetAssignment()) != 1 || m.GetAssignment()[0].GetTopic() != "mine" {
+		t.Errorf("a member shown to bob: %v, want only mine", m)
+	}
+	desc = &skeinv1.DescribeGroupResponse{Offsets: offsets(), TotalLag: 9, Members: members()}
 	z.filter("User:root", desc)
+	if m := desc.GetMembers()[0]; len(m.GetTopics()) != 2 || len(m.GetAssignment()) != 2 {
+		t.Errorf("a member shown to a super user: %v, want all", m)
+	}
 	if len(desc.GetOffsets()) != 3 || desc.GetTotalLag() != 9 {
 		t.Errorf("a description shown to a super user: %v with total lag %d, want all", desc.GetOffsets(), desc.GetTotalLag())
 	}
