@@ -2,10 +2,13 @@ package server
 
 import (
 	"context"
+	"slices"
 	"strconv"
 
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
 
+	controllerv1 "skein/gen/skein/controller/v1"
 	controllerv1grpc "skein/gen/skein/controller/v1/controllerv1grpc"
 	"skein/libs/acl"
 	"skein/libs/errs"
@@ -17,8 +20,10 @@ import (
 // come from storage nodes — or from a follower controller relaying one to
 // the leader. Every other method is open to every verified certificate:
 // metadata reads (WatchMetadata, DescribeCluster, FindCoordinator) and
-// producer-id blocks serve libs/client wherever it runs, clients included;
-// admin changes are for whoever the ACLs allow (SetAuthorizer).
+// producer-id blocks serve libs/client wherever it runs, clients included
+// (under an authorizer a client's metadata shows the ACL bindings only
+// with cluster describe, and producer ids need write on some topic); admin
+// changes are for whoever the ACLs allow (SetAuthorizer).
 func Rules() peerauth.Rules {
 	sd := controllerv1grpc.ControllerService_ServiceDesc
 	brokers := []string{peerauth.RoleStorage, peerauth.RoleController}
@@ -119,3 +124,37 @@ func merged[R any](refused []error, results []R, refusal func(i int, err error) 
 	}
 	return out, nil
 }
+
+// aclsShown answers, for a metadata watch by a client (not a Skein
+// service) under an authorizer, whether it may see the ACL bindings now:
+// with describe on the cluster, as Kafka's DescribeAcls. nil: the watch
+// shows everything.
+func (s *Server) aclsShown(ctx context.Context) func() bool {
+	c, known := caller(ctx)
+	if s.auth == nil || !known || c.Service {
+		return nil
+	}
+	return func() bool { return s.auth.Allowed(c, known, acl.Cluster, acl.ClusterName, acl.Describe) }
+}
+
+// withoutAcls answers a watch message with its ACL bindings left out.
+func withoutAcls(m *controllerv1.WatchMetadataResponse) *controllerv1.WatchMetadataResponse {
+	if im := m.GetImage(); im != nil && len(im.GetAcls()) > 0 {
+		out := proto.CloneOf(im)
+		out.Acls = nil
+		return &controllerv1.WatchMetadataResponse{Update: &controllerv1.WatchMetadataResponse_Image{Image: out}}
+	}
+	d := m.GetDelta()
+	if d == nil || !slices.ContainsFunc(d.GetRecords(), isAcl) {
+		return m
+	}
+	out := &controllerv1.MetadataDelta{Version: d.GetVersion()}
+	for _, r := range d.GetRecords() {
+		if !isAcl(r) {
+			out.Records = append(out.Records, r)
+		}
+	}
+	return &controllerv1.WatchMetadataResponse{Update: &controllerv1.WatchMetadataResponse_Delta{Delta: out}}
+}
+
+func isAcl(r *controllerv1.MetadataRecord) bool { return r.GetAcl() != nil || r.GetRemovedAcl() != nil }

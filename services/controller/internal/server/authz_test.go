@@ -453,3 +453,39 @@ func TestMerged(t *testing.T) {
 		t.Errorf("a missing result: %v", err)
 	}
 }
+
+// Under an authorizer a client's metadata watch shows the ACL bindings
+// only with describe on the cluster, and follows that permission as it is
+// granted and revoked; a Skein service's watch shows everything.
+func TestClientWatchShowsACLsOnlyWithClusterDescribe(t *testing.T) {
+	c := newSecuredCluster(t, 1, &secured{authorizer: true, super: map[string]bool{"User:admin": true}})
+	ctl := c.leader()
+	storage := c.clientAs(ctl, "storage-1")
+	b := c.startBroker(storage, 1, 100*time.Millisecond)
+	defer b.kill()
+	service := watch(t, storage)
+	service.waitFor(t, "broker 1 live", 5*time.Second, func(img *md.Image) bool { return img.IsLive(1) })
+	root := admin{t: t, cl: c.clientAs(ctl, "admin")}
+	expect(t, "admin creates", root.create("a-1"), rows(ok))
+	expect(t, "admin grants", root.grant(binding("User:bob", acl.Topic, "a-", acl.Prefixed, acl.Read)), rows(ok))
+
+	seen := func(img *md.Image) string {
+		return fmt.Sprintf("topics=%d acls=%d", len(img.Topics()), len(img.Acls()))
+	}
+	alice := watch(t, c.clientAs(ctl, "alice"))
+	alice.waitFor(t, "alice sees the topic, no ACLs", 5*time.Second, func(img *md.Image) bool { return seen(img) == "topics=1 acls=0" })
+	service.waitFor(t, "a service sees the ACLs", 5*time.Second, func(img *md.Image) bool { return seen(img) == "topics=1 acls=1" })
+
+	expect(t, "admin grants", root.grant(binding("User:carol", acl.Topic, "c-", acl.Prefixed, acl.Read)), rows(ok))
+	expect(t, "admin creates", root.create("a-2"), rows(ok))
+	alice.waitFor(t, "alice sees the new topic, not the new binding", 5*time.Second, func(img *md.Image) bool { return seen(img) == "topics=2 acls=0" })
+	expect(t, "admin grants", root.grant(binding("User:alice", acl.Cluster, "", acl.Literal, acl.Describe)), rows(ok))
+	alice.waitFor(t, "alice sees every binding with cluster describe", 5*time.Second, func(img *md.Image) bool { return seen(img) == "topics=2 acls=3" })
+	expect(t, "admin revokes", rows(root.revoke(acl.Filter{Principal: "User:alice"})), rows(ok))
+	alice.waitFor(t, "alice sees none once it is revoked", 5*time.Second, func(img *md.Image) bool { return seen(img) == "topics=2 acls=0" })
+	alice.mu.Lock()
+	defer alice.mu.Unlock()
+	if alice.err != nil {
+		t.Fatalf("alice's watch: %v", alice.err)
+	}
+}

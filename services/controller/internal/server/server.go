@@ -537,8 +537,28 @@ func (s *Server) WatchMetadata(req *controllerv1.WatchMetadataRequest, stream gr
 	}
 	sub, img := s.node.Subscribe(req.GetKnownVersion())
 	defer sub.Close()
+	// A client's watch (not a Skein service's) under an authorizer shows
+	// the ACL bindings only with describe on the cluster: they are left
+	// out of its images and deltas, and when that permission changes it is
+	// sent a whole image.
+	aclsShown := s.aclsShown(stream.Context())
+	shown := aclsShown == nil || aclsShown()
+	if aclsShown != nil && img == nil {
+		// Its image may hold bindings it may no longer see: a new one.
+		img = sub.Image()
+	}
 	var sent uint64 // the version the watcher holds after what was sent
 	send := func(m *controllerv1.WatchMetadataResponse) error {
+		if aclsShown != nil {
+			was := shown
+			shown = aclsShown()
+			if d := m.GetDelta(); d != nil && len(d.GetRecords()) > 0 && shown != was {
+				m = &controllerv1.WatchMetadataResponse{Update: &controllerv1.WatchMetadataResponse_Image{Image: sub.Image()}}
+			}
+			if !shown {
+				m = withoutAcls(m)
+			}
+		}
 		if im := m.GetImage(); im != nil {
 			sent = im.GetVersion()
 		} else if d := m.GetDelta(); d != nil && d.GetVersion() > sent {
