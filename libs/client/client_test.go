@@ -1315,3 +1315,34 @@ func TestAcksNoneUnsentIsNotDelivered(t *testing.T) {
 		t.Fatalf("a record that never reached the unreachable leader: %+v, want an error", r)
 	}
 }
+
+// A producer whose client the controller refuses producer ids (it may
+// write no topic) fails the records waiting for one with that refusal at
+// once, not at their delivery timeout, and produces again once ids come.
+func TestRefusedProducerIDsFailRecordsAtOnce(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 1, nil)
+	cl.Controller.RefuseProducerIDs(errs.Errorf(errs.ClusterAuthorizationFailed, "User:alice may not write any topic"))
+	p := c.NewProducer(client.WithDeliveryTimeout(time.Minute))
+	defer p.Close(ctx(t))
+	start := time.Now()
+	r := p.ProduceSync(ctx(t), client.Record{Topic: "t", Value: []byte("v")})[0]
+	if errs.Of(r.Err) != errs.ClusterAuthorizationFailed || !strings.Contains(r.Err.Error(), "may not write any topic") || r.MaybeWritten {
+		t.Fatalf("a record with ids refused: %+v", r)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("failed after %v, as late as its delivery timeout", d)
+	}
+	cl.Controller.RefuseProducerIDs(nil)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r = p.ProduceSync(ctx(t), client.Record{Topic: "t", Value: []byte("w")})[0]
+		if r.Err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	if r.Err != nil || r.Offset != 0 {
+		t.Fatalf("a record once ids are allowed: %+v", r)
+	}
+}

@@ -25,6 +25,20 @@ type pidPool struct {
 	refilling bool          // a refill is running; guarded by mu
 	done      chan struct{} // closed when the running refill ends; guarded by mu
 	failures  int           // refills that failed in a row; guarded by mu
+	// refused is the last refill's error when the controller refused this
+	// client ids (CLUSTER_AUTHORIZATION_FAILED: it may write no topic);
+	// nil after a refill that got some. Guarded by mu.
+	refused error
+}
+
+// refusal answers why the controller refused this client producer ids at
+// its last refill, nil when it did not: a producer fails the batches
+// waiting for an id with it rather than holding them to their delivery
+// timeout (refills go on, so ids come once the client is allowed).
+func (p *pidPool) refusal() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.refused
 }
 
 // tryTake answers an id when one is at hand; otherwise it starts a refill
@@ -83,9 +97,12 @@ func (p *pidPool) refill(failures int) {
 	defer p.mu.Unlock()
 	if err == nil && resp.GetCount() > 0 {
 		p.next, p.end = resp.GetFirstProducerId(), resp.GetFirstProducerId()+int64(resp.GetCount())
-		p.failures = 0
+		p.failures, p.refused = 0, nil
 	} else {
 		p.failures++
+		if errs.Of(err) == errs.ClusterAuthorizationFailed {
+			p.refused = err
+		}
 		p.c.log.Warn("allocating producer ids failed", "err", err)
 	}
 	p.refilling = false

@@ -923,6 +923,13 @@ func (p *Producer) collect(now time.Time) (sends []*brokerRequest, wakeAt time.T
 			if b.reencode {
 				var wait <-chan struct{}
 				if wait = p.ensurePID(ps); wait != nil {
+					if err := p.c.pids.refusal(); err != nil {
+						for _, x := range ps.retry {
+							failed, failErrs = append(failed, x), append(failErrs, err)
+							p.retries--
+						}
+						ps.retry = nil
+					}
 					pidWait = wait
 					break
 				}
@@ -974,6 +981,14 @@ func (p *Producer) collect(now time.Time) (sends []*brokerRequest, wakeAt time.T
 				break // a metadata change wakes us; Expire bounds the wait
 			}
 			if wait := p.ensurePID(ps); wait != nil {
+				if err := p.c.pids.refusal(); err != nil {
+					// Refused ids (the client may write no topic): what
+					// waits for one fails now, as Kafka's producer fails
+					// on a refused InitProducerId.
+					for ab := p.acc.Pop(tp); ab != nil; ab = p.acc.Pop(tp) {
+						failed, failErrs = append(failed, p.wrap(ab)), append(failErrs, err)
+					}
+				}
 				pidWait = wait
 				break
 			}

@@ -33,6 +33,7 @@ type Controller struct {
 	nextTopic  int
 	watchers   map[chan *controllerv1.WatchMetadataResponse]bool
 	pidCalls   int
+	pidRefusal error // AllocateProducerIds answers it when set
 	addr       string
 	paused     bool                                  // deltas wait in held
 	held       []*controllerv1.WatchMetadataResponse // guarded by mu
@@ -272,11 +273,22 @@ func (c *Controller) WatchMetadata(req *controllerv1.WatchMetadataRequest, strea
 	}
 }
 
+// RefuseProducerIDs makes AllocateProducerIds answer err (nil: serve
+// again), as a controller refuses a client that may write no topic.
+func (c *Controller) RefuseProducerIDs(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pidRefusal = err
+}
+
 // AllocateProducerIds hands out the next block.
 func (c *Controller) AllocateProducerIds(_ context.Context, req *controllerv1.AllocateProducerIdsRequest) (*controllerv1.AllocateProducerIdsResponse, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.pidCalls++
+	if c.pidRefusal != nil {
+		return nil, rpcerr.ToGRPC(c.pidRefusal)
+	}
 	n := req.GetCount()
 	if n <= 0 {
 		n = 1000
