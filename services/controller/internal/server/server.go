@@ -552,7 +552,9 @@ func (s *Server) WatchMetadata(req *controllerv1.WatchMetadataRequest, stream gr
 		if aclsShown != nil {
 			was := shown
 			shown = aclsShown()
-			if d := m.GetDelta(); d != nil && len(d.GetRecords()) > 0 && shown != was {
+			if shown != was {
+				// Whatever is sent next (a heartbeat may go before the
+				// change's delta), the whole image after the change.
 				m = &controllerv1.WatchMetadataResponse{Update: &controllerv1.WatchMetadataResponse_Image{Image: sub.Image()}}
 			}
 			if !shown {
