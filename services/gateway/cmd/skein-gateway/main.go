@@ -102,8 +102,8 @@ func run(args []string) error {
 	if *maxInflight <= 0 {
 		return fmt.Errorf("--max-inflight-produce-bytes %d: want a positive number of bytes", *maxInflight)
 	}
-	if *producerIdle <= 0 {
-		return fmt.Errorf("--producer-idle-timeout %v: want a positive duration", *producerIdle)
+	if *producerIdle < gateway.DeliveryTimeout {
+		return fmt.Errorf("--producer-idle-timeout %v: want at least the delivery timeout, %v (a call that gave up may leave records in flight that long)", *producerIdle, gateway.DeliveryTimeout)
 	}
 	if *memoryLimit < 0 {
 		return fmt.Errorf("--memory-limit %d: want a number of bytes, or 0 for 6 × --max-inflight-produce-bytes", *memoryLimit)

@@ -45,6 +45,7 @@ func TestRunRefusesBadProducerFlags(t *testing.T) {
 		{[]string{"--batch-size", "0"}, "--batch-size"},
 		{[]string{"--producer-idle-timeout", "0s"}, "--producer-idle-timeout"},
 		{[]string{"--producer-idle-timeout", "-1m"}, "--producer-idle-timeout"},
+		{[]string{"--producer-idle-timeout", "10s"}, "at least the delivery timeout"},
 	} {
 		args := append([]string{"--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--controllers", "127.0.0.1:1"}, tc.args...)
 		if err := run(args); err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -33,8 +33,10 @@ type Producer struct {
 	mu        sync.Mutex
 	producers map[producerKey]*sharedProducer // guarded by mu
 	closed    bool                            // guarded by mu
-	// reaperStop, once closed, ends the goroutine ExpireIdle starts.
+	// reaperStop, once closed, ends the goroutine ExpireIdle starts;
+	// Close waits for it on reaper.
 	reaperStop chan struct{}
+	reaper     sync.WaitGroup
 
 	drain    sync.Once
 	draining chan struct{} // closed by Drain
@@ -87,12 +89,16 @@ type sharedProducer struct {
 // ExpireIdle closes a shared producer that no Produce call has used for
 // idle (each producer is one principal's, acks' and codec's: with many
 // clients the gateway would otherwise keep every one it ever started),
-// checking every idle/2 until Close.
+// checking every idle/2 until Close. A call whose context ends returns
+// before its records are settled: idle should be at least the producers'
+// delivery timeout, by which they are.
 func (s *Producer) ExpireIdle(idle time.Duration) {
 	if idle <= 0 {
 		return
 	}
+	s.reaper.Add(1)
 	go func() {
+		defer s.reaper.Done()
 		t := time.NewTicker(idle / 2)
 		defer t.Stop()
 		for {
@@ -107,8 +113,8 @@ func (s *Producer) ExpireIdle(idle time.Duration) {
 }
 
 // closeIdle closes the shared producers idle since before now - idle. One
-// that no call uses has nothing in flight: ProduceSync returns once its
-// records are settled.
+// that no call uses has nothing in flight once the delivery timeout has
+// passed (see ExpireIdle).
 func (s *Producer) closeIdle(now time.Time, idle time.Duration) {
 	var gone []*client.Producer
 	s.mu.Lock()
@@ -175,6 +181,7 @@ func (s *Producer) Close(ctx context.Context) error {
 	ps := s.producers
 	s.producers = map[producerKey]*sharedProducer{}
 	s.mu.Unlock()
+	s.reaper.Wait() // it may be closing producers it took out
 	var errList []error
 	for _, sp := range ps {
 		errList = append(errList, sp.p.Close(ctx))

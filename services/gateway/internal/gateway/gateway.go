@@ -181,7 +181,6 @@ func New(cfg Config) (*Gateway, error) {
 	g.inflight = budget.New(cfg.MaxInflightProduceBytes, cfg.Registry)
 	g.producer = api.NewProducer(g.client, g.log, popts...)
 	g.producer.SetBudget(g.inflight, fromLoopback)
-	g.producer.ExpireIdle(cfg.ProducerIdleTimeout)
 	cfg.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "skein_gateway_shared_producers",
 		Help: "Producers of Produce calls open now: one per client principal, acks and codec used within --producer-idle-timeout.",
@@ -250,6 +249,7 @@ func (g *Gateway) Client() *client.Client { return g.client }
 // Serve runs until ctx ends, then shuts down gracefully: stop accepting,
 // finish in-flight calls, flush producers, close the client.
 func (g *Gateway) Serve(ctx context.Context) error {
+	g.producer.ExpireIdle(g.cfg.ProducerIdleTimeout) // until the shutdown's Close
 	eg, ectx := errgroup.WithContext(ctx)
 	eg.Go(func() error { return g.grpc.Serve(g.grpcLis) })
 	eg.Go(func() error { return g.grpc.Serve(g.loopLis) })
