@@ -157,33 +157,6 @@ func TestFollowerTakesTheLeaderStartUpToItsHW(t *testing.T) {
 	}
 }
 
-// A waiting DeleteRecords ends when its replica is closed.
-func TestDeleteRecordsWaitEndsWithTheReplica(t *testing.T) {
-	c := newCluster(t, 1)
-	produceAll(t, c, 3)
-	leader := c.replicas[1]
-	c.cut[2], c.cut[3] = true, true
-	_, epoch, err := leader.DeleteRecords(2, -1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() {
-		_, err := leader.AwaitLowWatermark(context.Background(), 2, epoch)
-		done <- err
-	}()
-	time.Sleep(20 * time.Millisecond) // parked
-	leader.Close()
-	select {
-	case err := <-done:
-		if !errors.Is(err, errs.NotLeaderOrFollower) {
-			t.Fatalf("wait ended with %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the wait outlived the replica")
-	}
-}
-
 // An ISR member that stops fetching holds the low watermark until it
 // leaves the ISR.
 func TestDeleteRecordsWithAFollowerGone(t *testing.T) {
@@ -225,31 +198,45 @@ func TestDeleteRecordsWithAFollowerGone(t *testing.T) {
 	}
 }
 
-// A waiting DeleteRecords ends when this replica stops leading.
-func TestDeleteRecordsWaitEndsWithTheLeadership(t *testing.T) {
-	c := newCluster(t, 1)
-	produceAll(t, c, 3)
-	leader := c.replicas[1]
-	c.cut[2], c.cut[3] = true, true
-	_, epoch, err := leader.DeleteRecords(2, -1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() {
-		_, err := leader.AwaitLowWatermark(context.Background(), 2, epoch)
-		done <- err
-	}()
-	c.mu.Lock()
-	c.state.Leader, c.state.LeaderEpoch = 2, 1
-	c.mu.Unlock()
-	c.push()
-	select {
-	case err := <-done:
-		if !errors.Is(err, errs.NotLeaderOrFollower) {
-			t.Fatalf("wait ended with %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the wait outlived the leadership")
+// A waiting DeleteRecords ends when this replica stops leading or is
+// closed.
+func TestDeleteRecordsWaitEnds(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		end  func(c *cluster)
+	}{
+		{"the leadership moves", func(c *cluster) {
+			c.mu.Lock()
+			c.state.Leader, c.state.LeaderEpoch = 2, 1
+			c.mu.Unlock()
+			c.push()
+		}},
+		{"the replica is closed", func(c *cluster) { c.replicas[1].Close() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t, 1)
+			produceAll(t, c, 3)
+			leader := c.replicas[1]
+			c.cut[2], c.cut[3] = true, true
+			_, epoch, err := leader.DeleteRecords(2, -1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() {
+				_, err := leader.AwaitLowWatermark(context.Background(), 2, epoch)
+				done <- err
+			}()
+			time.Sleep(20 * time.Millisecond) // parked
+			tc.end(c)
+			select {
+			case err := <-done:
+				if !errors.Is(err, errs.NotLeaderOrFollower) {
+					t.Fatalf("wait ended with %v", err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the wait outlived its leader")
+			}
+		})
 	}
 }
