@@ -882,18 +882,9 @@ func (l *Log) DeleteRecordsBefore(offset Offset) error {
 	defer l.cmu.Unlock()
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
-	if err := l.checkWritable(); err != nil {
+	if moved, err := l.advanceStartLocked(offset); !moved || err != nil {
 		return err
 	}
-	if offset > l.leo {
-		return errs.Errorf(errs.OffsetOutOfRange, "cannot delete records before %d: log end offset is %d", offset, l.leo)
-	}
-	if offset <= l.lso {
-		return nil
-	}
-	l.mu.Lock()
-	l.lso = offset
-	l.mu.Unlock()
 	_, err := l.deleteSegmentsLocked(func(s, next *segment) bool { return next.base <= l.lso })
 	return err
 }
@@ -908,19 +899,26 @@ func (l *Log) DeleteRecordsBefore(offset Offset) error {
 func (l *Log) AdvanceLogStart(offset Offset) error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
+	_, err := l.advanceStartLocked(offset)
+	return err
+}
+
+// advanceStartLocked moves the log start up to offset, with wmu held;
+// moved is false when offset is at or below it already.
+func (l *Log) advanceStartLocked(offset Offset) (moved bool, _ error) {
 	if err := l.checkWritable(); err != nil {
-		return err
+		return false, err
 	}
 	if offset > l.leo {
-		return errs.Errorf(errs.OffsetOutOfRange, "cannot move the log start to %d: log end offset is %d", offset, l.leo)
+		return false, errs.Errorf(errs.OffsetOutOfRange, "cannot move the log start to %d: log end offset is %d", offset, l.leo)
 	}
 	if offset <= l.lso {
-		return nil
+		return false, nil
 	}
 	l.mu.Lock()
 	l.lso = offset
 	l.mu.Unlock()
-	return nil
+	return true, nil
 }
 
 // deleteSegmentsLocked deletes the oldest closed segments while keep says
