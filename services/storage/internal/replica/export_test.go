@@ -1,6 +1,10 @@
 package replica
 
-import "time"
+import (
+	"time"
+
+	"skein/services/storage/internal/partition"
+)
 
 // SetCleanup replaces what the cleaner does with each hosted log: f is
 // given the log's directory name.
@@ -8,3 +12,6 @@ func SetCleanup(m *Manager, f func(dir string)) {
 	clean := func(h *hosted, _ time.Time) { f(h.key) }
 	m.cleanup.Store(&clean)
 }
+
+// DirName is a partition's directory name in the log directory.
+func DirName(tp partition.TP, topicID string) string { return dirName(tp, topicID) }

@@ -377,8 +377,22 @@ func configsFor(tp partition.TP, mc Config, configs map[string]string, isrChange
 	return lcfg, pcfg, nil
 }
 
+// maxDirName is the longest name a directory entry takes on Linux file
+// systems (NAME_MAX), in bytes.
+const maxDirName = 255
+
+// dirName is a partition's directory in the log directory: topic,
+// partition and topic id. A topic name may be 249 characters long, too long
+// for that with the id after it, so a long name is cut to fit: the topic id
+// alone keeps two partitions' directories apart, and the name is only there
+// for a person reading the directory.
 func dirName(tp partition.TP, topicID string) string {
-	return fmt.Sprintf("%s-%d-%s", tp.Topic, tp.Partition, topicID)
+	suffix := fmt.Sprintf("-%d-%s", tp.Partition, topicID)
+	topic := tp.Topic
+	if len(topic)+len(suffix) > maxDirName {
+		topic = topic[:max(0, maxDirName-len(suffix))]
+	}
+	return topic + suffix
 }
 
 func (m *Manager) openLocked(tp partition.TP, topicID string, lcfg plog.Config, pcfg partition.Config) (*hosted, error) {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -762,5 +763,51 @@ func TestDeletedRecordsLeaveEveryReplicasDisk(t *testing.T) {
 		if s := p.Snapshot(); s.Start != 3 || s.LEO != 5 {
 			t.Errorf("node %d: log start %d, LEO %d; want 3 and 5", n.id, s.Start, s.LEO)
 		}
+	}
+}
+
+// A topic name of the longest length a topic may have (249 characters) does
+// not fit in a directory name with its partition and id after it: the
+// replicas still open, take writes and replicate them.
+func TestLongestTopicNameFitsADirectory(t *testing.T) {
+	fc, nodes := startNodes(t)
+	long := strings.Repeat("e", 249)
+	fc.apply(t,
+		metadata.TopicRecord(&controllerv1.TopicRecord{TopicId: "b8a1a4c2-5f1e-4a7e-9d43-0c6f3a3e2b11", Name: long, Configs: map[string]string{"min.insync.replicas": "2"}}),
+		metadata.PartitionRecord(&controllerv1.PartitionRecord{Topic: long, TopicId: "b8a1a4c2-5f1e-4a7e-9d43-0c6f3a3e2b11", Partition: 0, Replicas: []int32{1, 2, 3}, Isr: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 0}),
+	)
+	var r *storagev1.PartitionProduceResult
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r = produceTo(t, nodes[0], long, "v")
+		if r.GetErrorCode() == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if r.GetErrorCode() != 0 || r.GetBaseOffset() != 0 {
+		t.Fatalf("produce to a topic with a 249-character name: %v", r)
+	}
+	for _, n := range nodes {
+		p, err := n.mgr.Get(partition.TP{Topic: long, Partition: 0})
+		if err != nil {
+			t.Fatalf("node %d: %v", n.id, err)
+		}
+		if leo := p.Snapshot().LEO; leo != 1 {
+			t.Errorf("node %d: LEO %d after acks=all, want 1", n.id, leo)
+		}
+		dirs, err := os.ReadDir(filepath.Join(n.dir, "logs"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range dirs {
+			if len(d.Name()) > 255 {
+				t.Errorf("node %d: directory name of %d bytes", n.id, len(d.Name()))
+			}
+		}
+	}
+	// The short names of existing directories are as they were.
+	if got := replica.DirName(partition.TP{Topic: "t", Partition: 0}, "tid1"); got != "t-0-tid1" {
+		t.Errorf("directory of t-0: %q", got)
 	}
 }
