@@ -82,6 +82,19 @@ func Lookup(name string) (Key, bool) {
 	return table[i], true
 }
 
+// longBound is a Long or Int key's bound as an integer. The table keeps
+// bounds as float64, in which math.MaxInt64 rounds up to 2^63: converted
+// back as it is, that overflows int64.
+func longBound(f float64) int64 {
+	switch {
+	case f >= math.MaxInt64:
+		return math.MaxInt64
+	case f <= math.MinInt64:
+		return math.MinInt64
+	}
+	return int64(f)
+}
+
 // Check validates one value against its key's row.
 func (k Key) Check(value string) error {
 	bad := func(format string, args ...any) error {
@@ -94,7 +107,7 @@ func (k Key) Check(value string) error {
 			return bad("not a %s", k.Type)
 		}
 		if float64(v) < k.Min || float64(v) > k.Max {
-			return bad("must be in [%d, %d]", int64(k.Min), int64(k.Max))
+			return bad("must be in [%d, %d]", longBound(k.Min), longBound(k.Max))
 		}
 	case Double:
 		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)

@@ -116,3 +116,17 @@ func TestEffective(t *testing.T) {
 		t.Fatalf("%v", e)
 	}
 }
+
+// A value out of range is refused with the range it must be in.
+func TestOutOfRangeNamesTheRange(t *testing.T) {
+	for _, tc := range []struct{ key, value, want string }{
+		{"retention.ms", "-5", "must be in [-1, 9223372036854775807]"},
+		{"segment.bytes", "3", "must be in [14, 2147483647]"},
+		{"min.cleanable.dirty.ratio", "2", "must be in [0, 1]"},
+	} {
+		err := Validate(map[string]string{tc.key: tc.value})
+		if errs.Of(err) != errs.InvalidConfig || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s=%s: %v, want %q", tc.key, tc.value, err, tc.want)
+		}
+	}
+}
