@@ -3,6 +3,7 @@ package delivery
 import (
 	"maps"
 	"strconv"
+	"strings"
 
 	"skein/libs/errs"
 )
@@ -99,11 +100,14 @@ func Alter(cur, set map[string]string) (map[string]string, Config, error) {
 }
 
 // validTopic applies Kafka's topic name rules: 1-249 characters of
-// [a-zA-Z0-9._-], not "." or "..".
+// [a-zA-Z0-9._-], not "." or "..", and not a name reserved for Skein's
+// internal topics (a "__" prefix), which hold the coordinators' state.
 func validTopic(name string) error {
 	switch {
 	case name == "." || name == "..":
 		return errs.Errorf(errs.InvalidConfig, "the topic name %q is not allowed", name)
+	case strings.HasPrefix(name, "__"):
+		return errs.Errorf(errs.InvalidConfig, "the topic name %q starts with \"__\", which is reserved for internal topics", name)
 	case len(name) > 249:
 		return errs.Errorf(errs.InvalidConfig, "the topic name is %d characters, the limit is 249", len(name))
 	case name == "":

@@ -163,6 +163,10 @@ func TestConfig(t *testing.T) {
 		{name: "too many attempts", set: map[string]string{KeyMaxAttempts: "1001"}, code: errs.InvalidConfig},
 		{name: "not a number", set: map[string]string{KeyMaxAttempts: "five"}, code: errs.InvalidConfig},
 		{name: "bad topic", set: map[string]string{KeyTopic: "a/b"}, code: errs.InvalidConfig},
+		{name: "the group coordinators' topic", set: map[string]string{KeyTopic: "__consumer_offsets"}, code: errs.InvalidConfig},
+		{name: "a reserved name", set: map[string]string{KeyTopic: "__dead"}, code: errs.InvalidConfig},
+		{name: "the longest topic name", set: map[string]string{KeyTopic: strings.Repeat("d", 249)}, want: Config{MaxAttempts: 5, Topic: strings.Repeat("d", 249)}},
+		{name: "a topic name too long", set: map[string]string{KeyTopic: strings.Repeat("d", 250)}, code: errs.InvalidConfig},
 		{name: "unknown key", set: map[string]string{"retention.ms": "1"}, code: errs.InvalidConfig},
 		{name: "nothing", set: map[string]string{}, code: errs.InvalidConfig},
 	}
