@@ -65,6 +65,8 @@ func TestBadInputREST(t *testing.T) {
 		{"internal topic name", "POST", topics, `{"name": "__e2e"}`, 400, "INVALID_TOPIC_EXCEPTION"},
 		{"250-character name in the path", "GET", topics + "/" + long, nil, 400, "INVALID_TOPIC_EXCEPTION"},
 		{"bad name in the produce path", "POST", "/v1/topics/bad%20name/records", `{` + recs + `}`, 400, "INVALID_TOPIC_EXCEPTION"},
+		{"produce to the group coordinators' topic", "POST", topics + "/__consumer_offsets/records", `{"records": [{"key": "x", "value": "y"}]}`, 400, "INVALID_TOPIC_EXCEPTION"},
+		{"produce to the transaction coordinators' topic", "POST", topics + "/__transaction_state/partitions/0/records", `{"records": [{"key": "x", "value": "y"}]}`, 400, "INVALID_TOPIC_EXCEPTION"},
 		// Unknown topic, everywhere a topic is named.
 		{"describe unknown topic", "GET", topics + "/e2e-no-such-topic", nil, 404, "UNKNOWN_TOPIC_OR_PARTITION"},
 		{"delete unknown topic", "DELETE", topics + "/e2e-no-such-topic", nil, 404, "UNKNOWN_TOPIC_OR_PARTITION"},
@@ -168,6 +170,12 @@ func TestBadInputREST(t *testing.T) {
 		t.Errorf("%d of %d brokers alive after the bad input", alive, len(cl.Brokers))
 	}
 	checkStillServes(ctx, t, c, topic)
+
+	// The longest name a topic may have works like any other: its
+	// partitions' directories fit on the storage nodes' disks.
+	longest := strings.Repeat("e", 249)
+	createTopic(ctx, t, c, longest, 1, 3, nil)
+	checkStillServes(ctx, t, c, longest)
 }
 
 // checkStillServes produces a record and fetches it back.

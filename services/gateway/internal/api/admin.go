@@ -352,6 +352,9 @@ func (s *Admin) ListOffsets(ctx context.Context, req *skeinv1.ListOffsetsRequest
 	default:
 		return nil, errs.Errorf(errs.InvalidRequest, "unknown offset spec %d", req.GetSpec())
 	}
+	if err := validateRead(req.GetIsolationLevel(), skeinv1.Encoding_TEXT); err != nil {
+		return nil, err
+	}
 	offs, err := s.c.ListOffsets(ctx, req.GetTopic(), nil, spec, req.GetIsolationLevel())
 	if err != nil {
 		return nil, err

@@ -105,6 +105,9 @@ func (s *Consumer) FetchEncoded(ctx context.Context, req *skeinv1.FetchRequest) 
 // fetchRequest checks a Fetch request and answers what to ask the
 // partition's leader.
 func (s *Consumer) fetchRequest(ctx context.Context, req *skeinv1.FetchRequest) (client.FetchRequest, error) {
+	if err := validateRead(req.GetIsolationLevel(), req.GetEncoding()); err != nil {
+		return client.FetchRequest{}, err
+	}
 	_, n, err := knownTopic(ctx, s.c, req.GetTopic())
 	if err != nil {
 		return client.FetchRequest{}, err
@@ -175,6 +178,9 @@ func (s *Consumer) Tail(req *skeinv1.TailRequest, stream skeinv1.ConsumerService
 		case <-ctx.Done():
 		}
 	}()
+	if err := validateRead(req.GetIsolationLevel(), req.GetEncoding()); err != nil {
+		return err
+	}
 	_, n, err := knownTopic(ctx, s.c, req.GetTopic())
 	if err != nil {
 		return err

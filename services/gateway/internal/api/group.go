@@ -235,6 +235,9 @@ func (s *Group) FetchGroupRecords(ctx context.Context, req *skeinv1.FetchGroupRe
 	if req.GetMinBytes() < 0 {
 		return nil, errs.Errorf(errs.InvalidRequest, "min_bytes must not be negative, got %d", req.GetMinBytes())
 	}
+	if err := validateRead(req.GetIsolationLevel(), req.GetEncoding()); err != nil {
+		return nil, err
+	}
 	given := map[client.TopicPartition]int64{}
 	for _, p := range req.GetPositions() {
 		if err := validateTopicPartition(p.GetTopic(), p.GetPartition()); err != nil {

@@ -54,8 +54,8 @@ func (s *Group) Consume(stream skeinv1.GroupService_ConsumeServer) error {
 		return err
 	}
 	iso := sub.GetIsolationLevel()
-	if iso != skeinv1.IsolationLevel_READ_UNCOMMITTED && iso != skeinv1.IsolationLevel_READ_COMMITTED {
-		return errs.Errorf(errs.InvalidRequest, "isolation_level %d: want READ_UNCOMMITTED or READ_COMMITTED", iso)
+	if err := validateRead(iso, skeinv1.Encoding_TEXT); err != nil {
+		return err
 	}
 	changed := false
 	mark := func(context.Context, []client.TopicPartition) { changed = true }

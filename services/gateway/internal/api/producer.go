@@ -238,6 +238,10 @@ func (s *Producer) prepare(ctx context.Context, topic string, acks *int32, compr
 	if len(recs) == 0 {
 		return nil, errs.Errorf(errs.InvalidRequest, "no records to produce")
 	}
+	if IsInternalTopic(topic) {
+		// The coordinators' state: only they write it, as in Kafka.
+		return nil, errs.Errorf(errs.InvalidTopic, "%s is an internal topic: only Skein's coordinators write to it", topic)
+	}
 	m, n, err := knownTopic(ctx, s.c, topic)
 	if err != nil {
 		return nil, err
@@ -351,9 +355,9 @@ func identity(req *skeinv1.ProduceRequest) (client.BatchIdentity, error) {
 	case *req.ProducerId < 0:
 		return client.BatchIdentity{}, errs.Errorf(errs.InvalidRequest, "producer_id %d is negative", *req.ProducerId)
 	case *req.ProducerEpoch < 0 || *req.ProducerEpoch > 32767:
-		return client.BatchIdentity{}, errs.Errorf(errs.InvalidProducerEpoch, "producer_epoch %d is outside [0, 32767]", *req.ProducerEpoch)
+		return client.BatchIdentity{}, errs.Errorf(errs.InvalidRequest, "producer_epoch %d is outside [0, 32767]", *req.ProducerEpoch)
 	case *req.BaseSequence < 0:
-		return client.BatchIdentity{}, errs.Errorf(errs.OutOfOrderSequenceNumber, "base_sequence %d is negative", *req.BaseSequence)
+		return client.BatchIdentity{}, errs.Errorf(errs.InvalidRequest, "base_sequence %d is negative", *req.BaseSequence)
 	}
 	if len(req.GetTransactionalId()) > MaxTransactionalIDLength {
 		return client.BatchIdentity{}, errs.Errorf(errs.InvalidRequest, "the transactional id is %d bytes long, more than %d", len(req.GetTransactionalId()), MaxTransactionalIDLength)

@@ -54,7 +54,7 @@ func validateProducer(pid int64, epoch int32) error {
 	case pid < 0:
 		return errs.Errorf(errs.InvalidRequest, "producer_id %d is negative", pid)
 	case epoch < 0 || epoch > 32767:
-		return errs.Errorf(errs.InvalidProducerEpoch, "producer_epoch %d is outside [0, 32767]", epoch)
+		return errs.Errorf(errs.InvalidRequest, "producer_epoch %d is outside [0, 32767]", epoch)
 	}
 	return nil
 }

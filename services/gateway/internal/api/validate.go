@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/client"
 	"skein/libs/errs"
 	"skein/libs/metadata"
@@ -105,4 +106,16 @@ func ErrorInterceptors() (grpc.UnaryServerInterceptor, grpc.StreamServerIntercep
 		return rpcerr.ToGRPC(h(srv, ss))
 	}
 	return unary, stream
+}
+
+// validateRead refuses an isolation level or an encoding the API does not
+// define: a JSON body or a gRPC client may send any number for an enum.
+func validateRead(iso skeinv1.IsolationLevel, enc skeinv1.Encoding) error {
+	if _, ok := skeinv1.IsolationLevel_name[int32(iso)]; !ok {
+		return errs.Errorf(errs.InvalidRequest, "isolation_level %d: want READ_UNCOMMITTED or READ_COMMITTED", iso)
+	}
+	if _, ok := skeinv1.Encoding_name[int32(enc)]; !ok {
+		return errs.Errorf(errs.InvalidRequest, "encoding %d: want TEXT or BYTES", enc)
+	}
+	return nil
 }

@@ -70,3 +70,22 @@ func TestEncode(t *testing.T) {
 		}
 	}
 }
+
+func TestValidateRead(t *testing.T) {
+	for _, tc := range []struct {
+		iso skeinv1.IsolationLevel
+		enc skeinv1.Encoding
+		ok  bool
+	}{
+		{skeinv1.IsolationLevel_READ_UNCOMMITTED, skeinv1.Encoding_TEXT, true},
+		{skeinv1.IsolationLevel_READ_COMMITTED, skeinv1.Encoding_BYTES, true},
+		{7, skeinv1.Encoding_TEXT, false},
+		{-1, skeinv1.Encoding_TEXT, false},
+		{skeinv1.IsolationLevel_READ_COMMITTED, 9, false},
+	} {
+		err := validateRead(tc.iso, tc.enc)
+		if (err == nil) != tc.ok || (err != nil && errs.Of(err) != errs.InvalidRequest) {
+			t.Errorf("validateRead(%d, %d) = %v", tc.iso, tc.enc, err)
+		}
+	}
+}

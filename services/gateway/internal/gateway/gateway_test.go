@@ -231,7 +231,11 @@ func TestRESTRefusals(t *testing.T) {
 		{"transaction timeout without a transactional id", "POST", "/v1/producers", `{"transaction_timeout_ms": 5000}`, 400, "INVALID_REQUEST"},
 		{"zero transaction timeout", "POST", "/v1/producers", `{"transactional_id": "tx", "transaction_timeout_ms": 0}`, 400, "INVALID_TRANSACTION_TIMEOUT"},
 		{"commit with a negative producer id", "POST", "/v1/transactions/tx:commit", `{"producer_id": -1, "producer_epoch": 0}`, 400, "INVALID_REQUEST"},
-		{"abort with an epoch out of range", "POST", "/v1/transactions/tx:abort", `{"producer_id": 1, "producer_epoch": 40000}`, 409, "INVALID_PRODUCER_EPOCH"},
+		{"abort with an epoch out of range", "POST", "/v1/transactions/tx:abort", `{"producer_id": 1, "producer_epoch": 40000}`, 400, "INVALID_REQUEST"},
+		{"produce with an epoch out of range", "POST", "/v1/topics/t/partitions/0/records", `{"producer_id": 5, "producer_epoch": -1, "base_sequence": 0, "records": [{"value": "v"}]}`, 400, "INVALID_REQUEST"},
+		{"produce with a negative sequence", "POST", "/v1/topics/t/partitions/0/records", `{"producer_id": 5, "producer_epoch": 0, "base_sequence": -5, "records": [{"value": "v"}]}`, 400, "INVALID_REQUEST"},
+		{"produce to the group coordinators' topic", "POST", "/v1/topics/__consumer_offsets/records", `{"records": [{"key": "x", "value": "y"}]}`, 400, "INVALID_TOPIC_EXCEPTION"},
+		{"produce to the transaction coordinators' topic", "POST", "/v1/topics/__transaction_state/partitions/0/records", `{"records": [{"key": "x", "value": "y"}]}`, 400, "INVALID_TOPIC_EXCEPTION"},
 		{"offsets for no group", "POST", "/v1/transactions/tx/offsets", `{"producer_id": 1, "producer_epoch": 0, "group": "", "offsets": [{"topic": "t", "partition": 0, "offset": 1}]}`, 400, "INVALID_GROUP_ID"},
 		{"no offsets", "POST", "/v1/transactions/tx/offsets", `{"producer_id": 1, "producer_epoch": 0, "group": "g", "offsets": []}`, 400, "INVALID_REQUEST"},
 		{"negative transactional offset", "POST", "/v1/transactions/tx/offsets", `{"producer_id": 1, "producer_epoch": 0, "group": "g", "offsets": [{"topic": "t", "partition": 0, "offset": -4}]}`, 400, "INVALID_REQUEST"},
@@ -249,6 +253,8 @@ func TestRESTRefusals(t *testing.T) {
 		{"non-numeric offset", "GET", "/v1/topics/t/partitions/0/records?offset=abc", "", 400, "INVALID_REQUEST"},
 		{"unknown isolation level", "GET", "/v1/topics/t/partitions/0/records?isolation_level=SOMETIMES", "", 400, "INVALID_REQUEST"},
 		{"bad offsets spec", "GET", "/v1/topics/t/offsets?spec=SOON", "", 400, "INVALID_REQUEST"},
+		{"group fetch with an isolation level out of range", "POST", "/v1/groups/g/members/m1/records", `{"member_epoch": 1, "isolation_level": 7}`, 400, "INVALID_REQUEST"},
+		{"group fetch with an encoding out of range", "POST", "/v1/groups/g/members/m1/records", `{"member_epoch": 1, "encoding": 9}`, 400, "INVALID_REQUEST"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, body := e.do(tc.method, tc.path, tc.body)
@@ -820,5 +826,77 @@ func TestIdleSharedProducersAreClosed(t *testing.T) {
 	code, raw := get2(t, e.base+"/v1/topics/idle/partitions/0/records?offset=0")
 	if err := json.Unmarshal([]byte(raw), &fetched); err != nil || code != 200 || len(fetched.Records) != 3 || fetched.Records[2].Value != "c" {
 		t.Fatalf("after the closes: %d %s", code, raw)
+	}
+}
+
+// The REST API takes a request as it was sent: one JSON value as its body,
+// the method it names, and no state change a browser was led into by a web
+// page of another origin. Clients that are not browsers (curl, programs)
+// are not affected.
+func TestRESTTakesRequestsAsSent(t *testing.T) {
+	e := start(t)
+	e.waitReady()
+	e.mustDo("POST", "/v1/topics", `{"name": "victim", "partitions": 1, "replication_factor": 1}`)
+	send := func(method, path, body string, headers ...string) (int, map[string]any) {
+		t.Helper()
+		req, err := http.NewRequest(method, e.base+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i+1 < len(headers); i += 2 {
+			req.Header.Set(headers[i], headers[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		var out map[string]any
+		if err := json.Unmarshal(raw, &out); err != nil {
+			t.Fatalf("%s %s: %d, not JSON: %q", method, path, resp.StatusCode, raw)
+		}
+		return resp.StatusCode, out
+	}
+	exists := func(topic string) bool {
+		code, _ := e.do("GET", "/v1/topics/"+topic, "")
+		return code == http.StatusOK
+	}
+	form := "application/x-www-form-urlencoded"
+	for _, tc := range []struct {
+		name, method, path, body string
+		headers                  []string
+		status                   int
+	}{
+		{"JSON with junk after it", "POST", "/v1/topics", `{"name": "junk"} trailing`, []string{"Content-Type", "application/json"}, 400},
+		{"two JSON values", "POST", "/v1/topics", `{"name": "junk"} {"name": "junk2"}`, nil, 400},
+		{"a form POST to a GET route", "POST", "/v1/cluster", "x=1", []string{"Content-Type", form}, 405},
+		{"a method override to DELETE", "POST", "/v1/topics/victim", "", []string{"Content-Type", form, "X-HTTP-Method-Override", "DELETE"}, 405},
+		{"a create from another origin's page", "POST", "/v1/topics", `{"name": "junk"}`, []string{"Content-Type", "text/plain", "Origin", "http://elsewhere.invalid", "Sec-Fetch-Site", "cross-site"}, 403},
+		{"a delete from another origin's page", "DELETE", "/v1/topics/victim", "", []string{"Origin", "http://elsewhere.invalid"}, 403},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := send(tc.method, tc.path, tc.body, tc.headers...)
+			if code != tc.status || body["error_code"] != "INVALID_REQUEST" {
+				t.Fatalf("%d %v, want %d INVALID_REQUEST", code, body, tc.status)
+			}
+			if msg, _ := body["message"].(string); msg == "" {
+				t.Errorf("no message in %v", body)
+			}
+		})
+	}
+	if exists("junk") || exists("junk2") {
+		t.Error("a refused request created a topic")
+	}
+	if !exists("victim") {
+		t.Fatal("a refused request deleted a topic")
+	}
+	// The console's own page, and curl with its default content type, go
+	// through.
+	if code, body := send("POST", "/v1/topics", `{"name": "same-origin"}`, "Content-Type", "application/json", "Origin", e.base, "Sec-Fetch-Site", "same-origin"); code != http.StatusOK {
+		t.Fatalf("same-origin create: %d %v", code, body)
+	}
+	if code, body := send("POST", "/v1/topics", `{"name": "from-curl"}`, "Content-Type", form); code != http.StatusOK {
+		t.Fatalf("curl's create: %d %v", code, body)
 	}
 }

@@ -3,6 +3,8 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"net/http"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
@@ -69,6 +71,24 @@ type restMarshaler struct {
 	runtime.JSONPb
 }
 
+// NewDecoder decodes a request body as exactly one JSON value: anything
+// after it but white space is refused, where the JSON decoder alone would
+// stop at the end of the first value and ignore the rest.
+func (m *restMarshaler) NewDecoder(r io.Reader) runtime.Decoder {
+	d := json.NewDecoder(r)
+	one := runtime.DecoderWrapper{Decoder: d, UnmarshalOptions: m.UnmarshalOptions}
+	return runtime.DecoderFunc(func(v any) error {
+		if err := one.Decode(v); err != nil {
+			return err
+		}
+		var extra json.RawMessage
+		if err := d.Decode(&extra); err != io.EOF {
+			return errors.New("the body holds more than one JSON value: a request is one JSON object")
+		}
+		return nil
+	})
+}
+
 func (m *restMarshaler) Marshal(v any) ([]byte, error) {
 	if r, ok := v.(*skeinv1.FetchResponse); ok {
 		return restjson.AppendFetchResponse(nil, r), nil
@@ -99,6 +119,10 @@ func newRESTMux(ctx context.Context, conn *grpc.ClientConn, rl restLimits) (*run
 		// parameter, so /v1/topics/a%2Fb reaches the topic handlers (and is
 		// refused as an invalid topic name) instead of matching no route.
 		runtime.WithUnescapingMode(runtime.UnescapingModeAllExceptSlash),
+		// A POST is the method it says: grpc-gateway would otherwise run a
+		// form-encoded POST as the GET of its path, or as the method an
+		// X-HTTP-Method-Override header names (a DELETE, say).
+		runtime.WithDisablePathLengthFallback(),
 	)
 	for _, register := range []func(context.Context, *runtime.ServeMux, *grpc.ClientConn) error{
 		skeinv1.RegisterAdminServiceHandler,
@@ -137,4 +161,21 @@ func newHTTPHandler(api http.Handler, rl restLimits, ready func() bool, metrics 
 	h.Handle("GET /metrics", metrics)
 	h.Handle("/", rl.wrap(api))
 	return h
+}
+
+// crossOrigin refuses state-changing requests that a browser sends from
+// another origin (by their Sec-Fetch-Site or Origin headers): a web page
+// could otherwise have its visitor's browser create, delete or produce
+// through a gateway it can reach, such as one on localhost, and with mutual
+// TLS the browser would even present the visitor's certificate. Clients
+// that are not browsers (curl, programs) send neither header and are not
+// affected; neither is the console, which the gateway serves itself. It
+// wraps the whole HTTP surface, the console's own actions included.
+func crossOrigin() *http.CrossOriginProtection {
+	p := http.NewCrossOriginProtection()
+	p.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusForbidden, errorBody{Code: int32(codes.PermissionDenied), ErrorCode: errs.InvalidRequest.Name,
+			Message: r.Method + " " + r.URL.Path + " from a web page of another origin is refused: the REST API takes state-changing requests from browsers only from its own origin"})
+	}))
+	return p
 }
