@@ -766,12 +766,34 @@ func TestFailedRecordsTellWhetherTheyMayBeWritten(t *testing.T) {
 		t.Errorf("appended without enough replicas until the deadline: %+v, want maybe-written", r)
 	}
 	st.ClearFailures("t", 0)
+	// Appended, and then the leader lost its leadership (or its disk)
+	// while the batch waited for its followers; every attempt after that
+	// is refused before the append until the deadline.
+	for _, after := range []*errs.Error{errs.NotLeaderOrFollower, errs.KafkaStorageError} {
+		before := len(st.Batches("t", 0))
+		st.FailAfterAppendNext("t", 0, after, 1)
+		st.FailNext("t", 0, errs.NotLeaderOrFollower, 1000)
+		r := produce()
+		st.ClearFailures("t", 0)
+		if len(st.Batches("t", 0)) != before+1 {
+			t.Fatalf("%s after the append: the log holds %d batches, want %d", after.Name, len(st.Batches("t", 0)), before+1)
+		}
+		if r.Err == nil || !r.MaybeWritten {
+			t.Errorf("%s after the append, the record in the log: %+v, want maybe-written", after.Name, r)
+		}
+	}
 	release := st.Stall()
 	if r := produce(); errs.Of(r.Err) != errs.RequestTimedOut || !r.MaybeWritten {
 		t.Errorf("no answer from a stalled leader: %+v, want REQUEST_TIMED_OUT and maybe-written", r)
 	}
 	release()
 	cl.Controller.SetLeader("t", 0, -1) // offline: nothing is ever sent
+	if _, err := c.WaitMetadata(ctx(t), func(m *metadata.Image) bool {
+		p, ok := m.Partition("t", 0)
+		return ok && p.GetLeader() < 0
+	}); err != nil {
+		t.Fatal(err)
+	}
 	if r := produce(); errs.Of(r.Err) != errs.RequestTimedOut || r.MaybeWritten {
 		t.Errorf("never sent: %+v, want REQUEST_TIMED_OUT and not maybe-written", r)
 	}
@@ -789,6 +811,17 @@ func TestProduceBatchTellsWhetherItMayBeWritten(t *testing.T) {
 	_, err := c.ProduceBatch(ctx(t), "t", 0, client.AcksAll, client.BatchIdentity{ProducerID: 7}, recs)
 	if errs.Of(err) != errs.InvalidRecord || client.MaybeWritten(err) {
 		t.Errorf("refused before the append: %v (maybe written %v)", err, client.MaybeWritten(err))
+	}
+	for i, after := range []*errs.Error{errs.NotLeaderOrFollower, errs.KafkaStorageError} {
+		st.FailAfterAppendNext("t", 0, after, 1)
+		st.FailNext("t", 0, errs.NotLeaderOrFollower, 1000)
+		short, cancel := context.WithTimeout(ctx(t), 300*time.Millisecond)
+		_, err := c.ProduceBatch(short, "t", 0, client.AcksAll, client.BatchIdentity{ProducerID: 8, BaseSequence: int32(i)}, recs)
+		cancel()
+		st.ClearFailures("t", 0)
+		if err == nil || !client.MaybeWritten(err) {
+			t.Errorf("%s after the append: %v (maybe written %v), want maybe written", after.Name, err, client.MaybeWritten(err))
+		}
 	}
 	release := st.Stall()
 	defer release()

@@ -1237,13 +1237,17 @@ func (p *Producer) deliverErr(b *sendBatch, err error) {
 // definite reports whether a failed attempt is known not to have written
 // the batch: the leader answered it (answered is true) with a refusal made
 // before the append. A whole request that failed (timeout, broken stream)
-// and the refusals that come after the append are not definite.
+// and the refusals that can come after the append are not definite. Those
+// include NOT_LEADER_OR_FOLLOWER and KAFKA_STORAGE_ERROR: a leader that
+// loses its leadership, or whose fsync fails, while an appended batch waits
+// for its followers answers it so, and a follower that fetched it may be
+// the next leader.
 func definite(err error, answered bool) bool {
 	if !answered {
 		return false
 	}
 	switch errs.Of(err) {
-	case errs.NotEnoughReplicasAfterAppend, errs.RequestTimedOut:
+	case errs.NotEnoughReplicasAfterAppend, errs.RequestTimedOut, errs.NotLeaderOrFollower, errs.KafkaStorageError:
 		return false
 	}
 	return true

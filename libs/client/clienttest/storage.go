@@ -55,11 +55,13 @@ type Storage struct {
 	ID   int32
 	ctrl *Controller
 
-	mu      sync.Mutex
-	logs    map[tp]*partitionLog
-	fail    map[tp][]error
-	fetches []*storagev1.FetchRequest
-	follows []*storagev1.FollowRequest
+	mu   sync.Mutex
+	logs map[tp]*partitionLog
+	fail map[tp][]error
+	// failAfter holds the answers of appends that write and then fail.
+	failAfter map[tp][]error
+	fetches   []*storagev1.FetchRequest
+	follows   []*storagev1.FollowRequest
 	// followSent counts the batch bytes Follow streams' Sends returned
 	// from (a Send blocks while the reader's flow-control window is full).
 	followSent int
@@ -191,7 +193,7 @@ func (s *Storage) waitStall(ctx context.Context) {
 
 // NewStorage returns node id, serving what ctrl's metadata says it leads.
 func NewStorage(id int32, ctrl *Controller) *Storage {
-	return &Storage{ID: id, ctrl: ctrl, logs: map[tp]*partitionLog{}, fail: map[tp][]error{}, refused: map[string]int{}, named: map[string]int{}}
+	return &Storage{ID: id, ctrl: ctrl, logs: map[tp]*partitionLog{}, fail: map[tp][]error{}, failAfter: map[tp][]error{}, refused: map[string]int{}, named: map[string]int{}}
 }
 
 // FailNext makes the next n produce attempts on a partition of this node
@@ -204,11 +206,26 @@ func (s *Storage) FailNext(topic string, partition int32, err error, n int) {
 	}
 }
 
-// ClearFailures drops what FailNext queued for a partition and was not used.
+// FailAfterAppendNext makes the next n appends to a partition of this node
+// write their batches and then answer err, as a leader does that loses its
+// leadership (NOT_LEADER_OR_FOLLOWER) or fails its fsync
+// (KAFKA_STORAGE_ERROR) while the batch waits for its followers. They come
+// before the refusals FailNext queued.
+func (s *Storage) FailAfterAppendNext(topic string, partition int32, err error, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := 0; i < n; i++ {
+		s.failAfter[tp{topic, partition}] = append(s.failAfter[tp{topic, partition}], err)
+	}
+}
+
+// ClearFailures drops what FailNext and FailAfterAppendNext queued for a
+// partition and was not used.
 func (s *Storage) ClearFailures(topic string, partition int32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.fail, tp{topic, partition})
+	delete(s.failAfter, tp{topic, partition})
 }
 
 // CopyLog makes this node's copy of a partition equal to from's, producer
@@ -394,7 +411,7 @@ func (s *Storage) append(pp *storagev1.PartitionProduce) (int64, error) {
 	cfg, _ := s.ctrl.TopicConfig(k.topic)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if q := s.fail[k]; len(q) > 0 {
+	if q := s.fail[k]; len(q) > 0 && len(s.failAfter[k]) == 0 {
 		s.fail[k] = q[1:]
 		return -1, q[0]
 	}
@@ -454,6 +471,10 @@ func (s *Storage) append(pp *storagev1.PartitionProduce) (int64, error) {
 	}
 	close(l.grew)
 	l.grew = make(chan struct{})
+	if q := s.failAfter[k]; len(q) > 0 {
+		s.failAfter[k] = q[1:]
+		return -1, q[0]
+	}
 	return first, nil
 }
 
