@@ -253,6 +253,9 @@ func TestRESTRefusals(t *testing.T) {
 		{"non-numeric offset", "GET", "/v1/topics/t/partitions/0/records?offset=abc", "", 400, "INVALID_REQUEST"},
 		{"unknown isolation level", "GET", "/v1/topics/t/partitions/0/records?isolation_level=SOMETIMES", "", 400, "INVALID_REQUEST"},
 		{"bad offsets spec", "GET", "/v1/topics/t/offsets?spec=SOON", "", 400, "INVALID_REQUEST"},
+		{"misspelt query parameter", "GET", "/v1/topics/t/partitions/0/records?offest=5", "", 400, "INVALID_REQUEST"},
+		{"query parameter the route does not take", "GET", "/v1/topics/t/offsets?partition=1", "", 400, "INVALID_REQUEST"},
+		{"query parameter inside a scalar", "GET", "/v1/topics/t/partitions/0/records?offset.x=5", "", 400, "INVALID_REQUEST"},
 		{"group fetch with an isolation level out of range", "POST", "/v1/groups/g/members/m1/records", `{"member_epoch": 1, "isolation_level": 7}`, 400, "INVALID_REQUEST"},
 		{"group fetch with an encoding out of range", "POST", "/v1/groups/g/members/m1/records", `{"member_epoch": 1, "encoding": 9}`, 400, "INVALID_REQUEST"},
 	} {
@@ -263,6 +266,8 @@ func TestRESTRefusals(t *testing.T) {
 			}
 			if msg, _ := body["message"].(string); msg == "" {
 				t.Errorf("no message in %v", body)
+			} else if strings.Contains(msg, "strconv") || strings.Contains(msg, "proto:") || strings.Contains(msg, "field valueBytes") {
+				t.Errorf("a message in Go's terms, not the API's: %q", msg)
 			}
 			grpcCode, ok := body["code"].(float64)
 			if !ok {

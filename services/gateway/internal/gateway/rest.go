@@ -51,7 +51,11 @@ func errorHandler(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w
 	if row == errs.ThrottlingQuotaExceeded {
 		w.Header().Set("Retry-After", budget.RetryAfterHeader())
 	}
-	writeError(w, httpStatus, errorBody{Code: int32(code), ErrorCode: row.Name, Message: st.Message()})
+	msg := st.Message()
+	if code == codes.InvalidArgument && len(st.Details()) == 0 {
+		msg = restMessage(msg) // one of grpc-gateway's or protojson's own
+	}
+	writeError(w, httpStatus, errorBody{Code: int32(code), ErrorCode: row.Name, Message: msg})
 }
 
 // routingErrorHandler answers requests no route matches.
@@ -123,6 +127,7 @@ func newRESTMux(ctx context.Context, conn *grpc.ClientConn, rl restLimits) (*run
 		// form-encoded POST as the GET of its path, or as the method an
 		// X-HTTP-Method-Override header names (a DELETE, say).
 		runtime.WithDisablePathLengthFallback(),
+		runtime.SetQueryParameterParser(&strictQueryParser{}), // process-wide in grpc-gateway: the one REST mux is its only user
 	)
 	for _, register := range []func(context.Context, *runtime.ServeMux, *grpc.ClientConn) error{
 		skeinv1.RegisterAdminServiceHandler,
