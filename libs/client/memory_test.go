@@ -229,6 +229,58 @@ func TestFlushWaitsForTheCallbacks(t *testing.T) {
 	}
 }
 
+// Flush waits for the records produced before it began, as Kafka's does,
+// not for the records other goroutines go on producing while it waits.
+func TestFlushWaitsOnlyForTheRecordsBeforeIt(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 2, nil)
+	st := cl.Storage[1]
+	p := c.NewProducer()
+	defer p.Close(ctx(t))
+	releaseEarlier := st.HoldAnswers("t", 0)
+	defer releaseEarlier()
+	earlier := make(chan client.Result, 1)
+	p.Produce(ctx(t), client.Record{Topic: "t", Partition: ptr(int32(0)), Value: []byte("before")}, func(r client.Result) { earlier <- r })
+	flushed := make(chan error, 1)
+	go func() { flushed <- p.Flush(ctx(t)) }()
+	select {
+	case err := <-flushed:
+		t.Fatalf("Flush returned (%v) with an earlier record unanswered", err)
+	case <-time.After(200 * time.Millisecond): // Flush has begun
+	}
+	releaseLater := st.HoldAnswers("t", 1)
+	defer releaseLater()
+	later := make(chan client.Result, 1)
+	p.Produce(ctx(t), client.Record{Topic: "t", Partition: ptr(int32(1)), Value: []byte("after")}, func(r client.Result) { later <- r })
+	releaseEarlier()
+	select {
+	case err := <-flushed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Flush still waits, for a record produced after it began")
+	}
+	select {
+	case r := <-earlier:
+		if r.Err != nil || r.Offset != 0 {
+			t.Fatalf("the earlier record: %+v", r)
+		}
+	default:
+		t.Fatal("Flush returned before the earlier record's callback")
+	}
+	select {
+	case r := <-later:
+		t.Fatalf("the later record was answered while its answer is held: %+v", r)
+	default:
+	}
+	releaseLater()
+	if r := <-later; r.Err != nil || r.Offset != 0 {
+		t.Fatalf("the later record: %+v", r)
+	}
+}
+
 // recordInFlight starts a producer on a one-node cluster whose node has
 // appended its second record and holds the answer until release.
 func recordInFlight(t *testing.T) (cl *clienttest.Cluster, c *client.Client, p *client.Producer, release func(), inFlight chan client.Result) {

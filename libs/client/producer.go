@@ -184,16 +184,21 @@ type Producer struct {
 	// delivering counts the groups of results whose callbacks run outside
 	// the lock and have not all returned; guarded by mu.
 	delivering int
-	flushers   int             // Flush calls and full-buffer waits; guarded by mu
-	mem        *memoryBudget   // buffer.memory
-	adding     int             // ProduceAll calls still queueing their records; guarded by mu
-	closing    bool            // no more Produce; guarded by mu
-	stopped    bool            // the sender is gone: no more retries; guarded by mu
-	idle       chan struct{}   // closed and replaced when all is delivered; guarded by mu
-	pid        int64           // the producer's id, shared by its partitions; -1 until taken; guarded by mu
-	bld        *record.Builder // encodes batches; guarded by mu
-	order      uint64          // order of the last batch made; guarded by mu
-	bufs       batchBuffers    // guarded by mu
+	flushers   int           // Flush calls and full-buffer waits; guarded by mu
+	mem        *memoryBudget // buffer.memory
+	adding     int           // ProduceAll calls still queueing their records; guarded by mu
+	closing    bool          // no more Produce; guarded by mu
+	stopped    bool          // the sender is gone: no more retries; guarded by mu
+	idle       chan struct{} // closed and replaced when all is delivered; guarded by mu
+	// gen is the flush generation of the records produced now: a Flush
+	// moves it on, and waits for the records of the generations before.
+	gen     uint64          // guarded by mu
+	pending map[uint64]int  // records whose callbacks have not returned, by generation; guarded by mu
+	settled chan struct{}   // closed and replaced when a generation's last callback returns; guarded by mu
+	pid     int64           // the producer's id, shared by its partitions; -1 until taken; guarded by mu
+	bld     *record.Builder // encodes batches; guarded by mu
+	order   uint64          // order of the last batch made; guarded by mu
+	bufs    batchBuffers    // guarded by mu
 	// sending counts the requests handed to brokers whose bytes may still
 	// be read: not yet sent, or in their Send.
 	sending atomic.Int32
@@ -352,17 +357,19 @@ type sendBatch struct {
 func (c *Client) NewProducer(opts ...ProducerOption) *Producer {
 	cfg := newProducerConfig(opts)
 	p := &Producer{
-		c:      c,
-		cfg:    cfg,
-		wake:   make(chan struct{}, 1),
-		done:   make(chan struct{}),
-		acc:    accumulator.New(accumulator.Config{BatchSize: cfg.batchSize, Linger: cfg.linger}),
-		sticky: partitioner.NewSticky(randIntN),
-		parts:  map[accumulator.TP]*partitionState{},
-		idle:   make(chan struct{}),
-		pid:    -1,
-		bld:    record.NewBuilder(record.DefaultBatchOptions()),
-		mem:    &memoryBudget{limit: cfg.bufferMemory},
+		c:       c,
+		cfg:     cfg,
+		wake:    make(chan struct{}, 1),
+		done:    make(chan struct{}),
+		acc:     accumulator.New(accumulator.Config{BatchSize: cfg.batchSize, Linger: cfg.linger}),
+		sticky:  partitioner.NewSticky(randIntN),
+		parts:   map[accumulator.TP]*partitionState{},
+		idle:    make(chan struct{}),
+		pending: map[uint64]int{},
+		settled: make(chan struct{}),
+		pid:     -1,
+		bld:     record.NewBuilder(record.DefaultBatchOptions()),
+		mem:     &memoryBudget{limit: cfg.bufferMemory},
 	}
 	go p.run()
 	return p
@@ -487,6 +494,8 @@ func (p *Producer) Produce(ctx context.Context, r Record, done func(Result)) {
 			tp.Partition = p.sticky.OnNewBatch(r.Topic, n, avail, tp.Partition)
 		}
 	}
+	rec.Gen = p.gen
+	p.pending[rec.Gen]++
 	p.acc.Append(tp, rec, now, maxBytes)
 	p.mu.Unlock()
 	p.signal()
@@ -538,9 +547,72 @@ func (p *Producer) ProduceAll(ctx context.Context, recs []Record, done func(i in
 }
 
 // Flush sends everything queued without waiting for linger and waits until
-// every record produced so far has its result and its callback has
-// returned. A callback must not call Flush or Close: they would wait for it.
+// every record produced before the call has its result and its callback
+// has returned, as Kafka's flush waits for the batches incomplete when it
+// begins: records other goroutines go on producing meanwhile do not hold it
+// up. A callback must not call Flush or Close: they would wait for it.
 func (p *Producer) Flush(ctx context.Context) error {
+	p.mu.Lock()
+	gen := p.gen
+	p.gen++ // records produced from now on are the next flush's
+	p.flushers++
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.flushers--
+		p.mu.Unlock()
+	}()
+	p.signal()
+	for {
+		p.mu.Lock()
+		if p.pendingThroughLocked(gen) == 0 {
+			p.mu.Unlock()
+			return nil
+		}
+		settled := p.settled
+		p.mu.Unlock()
+		select {
+		case <-settled:
+		case <-ctx.Done():
+			return errs.Errorf(errs.RequestTimedOut, "flush: %v", ctx.Err())
+		}
+	}
+}
+
+// pendingThroughLocked counts the records of generations up to gen whose
+// callbacks have not yet returned.
+func (p *Producer) pendingThroughLocked(gen uint64) int {
+	n := 0
+	for g, c := range p.pending {
+		if g <= gen {
+			n += c
+		}
+	}
+	return n
+}
+
+// delivered notes that the callbacks of recs have returned, and wakes the
+// Flush calls waiting when a generation has none left.
+func (p *Producer) delivered(recs []accumulator.Record) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	emptied := false
+	for i := range recs {
+		g := recs[i].Gen
+		if p.pending[g]--; p.pending[g] <= 0 {
+			delete(p.pending, g)
+			emptied = true
+		}
+	}
+	if emptied {
+		close(p.settled)
+		p.settled = make(chan struct{})
+	}
+}
+
+// waitDrained waits until nothing is queued, in flight, waiting to be
+// resent or being delivered.
+func (p *Producer) waitDrained(ctx context.Context) error {
 	p.mu.Lock()
 	p.flushers++
 	p.mu.Unlock()
@@ -576,7 +648,7 @@ func (p *Producer) Close(ctx context.Context) error {
 	p.mu.Lock()
 	p.closing = true
 	p.mu.Unlock()
-	err := p.Flush(ctx)
+	err := p.waitDrained(ctx)
 	p.mu.Lock()
 	p.stopped = true
 	var abandoned []*sendBatch
@@ -1224,6 +1296,7 @@ func (p *Producer) complete(batches []sentBatch, resp *storagev1.ProduceResponse
 			}
 			r.Token.(func(Result))(res)
 		}
+		p.delivered(o.b.recs)
 	}
 }
 
@@ -1232,6 +1305,7 @@ func (p *Producer) deliverErr(b *sendBatch, err error) {
 	for _, r := range b.recs {
 		r.Token.(func(Result))(Result{Partition: b.tp.Partition, Offset: -1, Timestamp: r.Timestamp, Err: err, MaybeWritten: b.maybeWritten})
 	}
+	p.delivered(b.recs)
 }
 
 // definite reports whether a failed attempt is known not to have written

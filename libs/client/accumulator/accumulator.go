@@ -30,6 +30,7 @@ type Record struct {
 	Headers   []record.Header
 	Token     any
 	Held      int64
+	Gen       uint64 // the producer's flush generation when it was queued
 }
 
 // Batch is an ordered run of records of one partition.
