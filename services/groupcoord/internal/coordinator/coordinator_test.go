@@ -346,6 +346,59 @@ func TestFailedWrites(t *testing.T) {
 	}
 }
 
+// A member that keeps heartbeating while its partition of the log cannot
+// be written (a write of unknown outcome waits to be settled) is not
+// expired once the log comes back: only its writes waited, not its
+// liveness.
+func TestHeartbeatsThroughAWriteOutageKeepTheMember(t *testing.T) {
+	log := newMemLog()
+	c := start(t, log, 1, owning(1, all()...))
+	waitLoaded(t, c, nParts)
+	other := ""
+	for i := 0; other == ""; i++ { // another group on the same partition
+		if g := fmt.Sprintf("other-%d", i); metadata.CoordinatorPartition(g, nParts) == metadata.CoordinatorPartition("app", nParts) {
+			other = g
+		}
+	}
+	m, err := c.Heartbeat(context.Background(), "app", group.HeartbeatRequest{Topics: []string{"orders"}, SessionTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The other group's commit meets an outage: its outcome is unknown,
+	// and every event of the partition waits for it to be settled.
+	outage := make([]memFailure, 100000)
+	for i := range outage {
+		outage[i] = memFailure{err: errs.Errorf(errs.NotEnoughReplicas, "injected")}
+	}
+	log.failWith(outage...)
+	if err := commit(c, other, "", -1, "orders", 0, 7); errs.Of(err) != errs.NotEnoughReplicas {
+		t.Fatalf("commit during the outage: %v", err)
+	}
+	end := time.Now().Add(2500 * time.Millisecond)
+	for time.Now().Before(end) {
+		if _, err := c.Heartbeat(context.Background(), "app", group.HeartbeatRequest{MemberID: m.MemberID, MemberEpoch: m.MemberEpoch}); err == nil {
+			t.Fatal("a heartbeat was written during the outage")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	log.clearFailures()
+	deadline := time.Now().Add(5 * time.Second)
+	for committed(t, c, other, "orders", 0) != 7 {
+		if time.Now().After(deadline) {
+			t.Fatal("the commit of unknown outcome was not settled after the outage")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // the partition's tick after the settle
+	d, err := c.DescribeGroup(context.Background(), "app")
+	if err != nil || len(d.Members) != 1 || d.Members[0].ID != m.MemberID {
+		t.Fatalf("after the outage: %+v %v, want the member that kept heartbeating", d, err)
+	}
+	if _, err := c.Heartbeat(context.Background(), "app", group.HeartbeatRequest{MemberID: m.MemberID, MemberEpoch: m.MemberEpoch}); err != nil {
+		t.Fatalf("a heartbeat after the outage: %v", err)
+	}
+}
+
 // TestSessionExpiry: the partition's goroutine ticks the group at its
 // deadline and writes the result.
 func TestSessionExpiry(t *testing.T) {

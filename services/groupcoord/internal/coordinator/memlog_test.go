@@ -128,6 +128,13 @@ func (l *memLog) failWith(f ...memFailure) {
 	l.failNext = append(l.failNext, f...)
 }
 
+// clearFailures drops the failures failWith queued and were not used.
+func (l *memLog) clearFailures() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.failNext = nil
+}
+
 func (l *memLog) records(partition int32) []Entry {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -24,6 +24,10 @@ func (c *Coordinator) Heartbeat(ctx context.Context, groupID string, req group.H
 	if req.MemberEpoch == group.JoinEpoch && req.MemberID == "" {
 		req.MemberID = group.MemberID(c.cfg.NewMemberID())
 	}
+	// The member is alive whether or not the log can take its heartbeat's
+	// changes now: a write outage must not expire the members that kept
+	// heartbeating through it.
+	p.touch(groupID, req)
 	var resp group.HeartbeatResponse
 	err = p.update(groupID, req.MemberEpoch == group.JoinEpoch, func(gs *groupState, now time.Time) (change, error) {
 		r, eff, err := gs.g.Heartbeat(req, now)

@@ -502,6 +502,18 @@ func compareTP(a, b assign.TopicPartition) int {
 	return int(a.Partition - b.Partition)
 }
 
+// touch refreshes the session of the member a heartbeat comes from
+// (group.Group.Touch) before the heartbeat waits for the partition's
+// writes: an earlier write of unknown outcome may hold every event of the
+// partition up until the log can be written again.
+func (p *partition) touch(groupID string, req group.HeartbeatRequest) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if gs := p.groups[groupID]; gs != nil {
+		gs.g.Touch(req, p.c.cfg.Now())
+	}
+}
+
 // errNoGroup: an event for a group the partition does not hold.
 var errNoGroup = errs.Errorf(errs.GroupIDNotFound, "no such group")
 

@@ -93,6 +93,27 @@ func (g *Group) Heartbeat(req HeartbeatRequest, now time.Time) (HeartbeatRespons
 	return resp, g.effects(), nil
 }
 
+// Touch notes a heartbeat's proof that its member is alive, apart from
+// the heartbeat itself: the member's session runs from now if req is a
+// heartbeat (not a join or a leave) of a member of the group at its
+// current or previous epoch. It changes nothing else and answers whether
+// it refreshed a session. The coordinator calls it before it waits to
+// write, so that a member that keeps heartbeating is not expired while
+// the group's log cannot be written.
+func (g *Group) Touch(req HeartbeatRequest, now time.Time) bool {
+	if g.dead || req.MemberEpoch <= JoinEpoch {
+		return false
+	}
+	m, err := g.lookup(req)
+	if err != nil || m.staticLeft || (req.MemberEpoch != m.epoch && req.MemberEpoch != m.prevEpoch) {
+		return false
+	}
+	if now.After(m.lastHeartbeat) {
+		m.lastHeartbeat = now
+	}
+	return true
+}
+
 // settings are the member fields a request may set, validated.
 type settings struct {
 	topics             []string

@@ -47,6 +47,44 @@ func TestNextDeadline(t *testing.T) {
 	}
 }
 
+// Touch keeps a heartbeating member's session alive without changing the
+// group, and only for a heartbeat the group would take as its member's.
+func TestTouch(t *testing.T) {
+	g := New(testConfig(), "g")
+	g.SetTopics(map[string]int32{"t": 2})
+	mustHeartbeat(t, g, HeartbeatRequest{MemberID: "a", Topics: []string{"t"}, SessionTimeout: 10 * time.Second}, epoch0)
+	mustHeartbeat(t, g, HeartbeatRequest{MemberID: "s", InstanceID: "i", Topics: []string{"t"}, SessionTimeout: 10 * time.Second}, epoch0)
+	epochBefore := g.Epoch()
+	later := epoch0.Add(8 * time.Second)
+	for _, tc := range []struct {
+		name string
+		req  HeartbeatRequest
+		want bool
+	}{
+		{"a heartbeat at the member's epoch", HeartbeatRequest{MemberID: "a", MemberEpoch: 1}, true},
+		{"a static member's heartbeat", HeartbeatRequest{MemberID: "s", InstanceID: "i", MemberEpoch: 2}, true},
+		{"a join", HeartbeatRequest{MemberID: "a", MemberEpoch: JoinEpoch}, false},
+		{"a leave", HeartbeatRequest{MemberID: "a", MemberEpoch: LeaveEpoch}, false},
+		{"an unknown member", HeartbeatRequest{MemberID: "z", MemberEpoch: 1}, false},
+		{"a fenced epoch", HeartbeatRequest{MemberID: "a", MemberEpoch: 7}, false},
+		{"another instance id", HeartbeatRequest{MemberID: "s", InstanceID: "j", MemberEpoch: 2}, false},
+	} {
+		if got := g.Touch(tc.req, later); got != tc.want {
+			t.Errorf("%s: Touch = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if g.Epoch() != epochBefore {
+		t.Fatalf("Touch moved the group epoch from %d to %d", epochBefore, g.Epoch())
+	}
+	// Both sessions now run from 8s: nothing expires at 10s, both at 18s.
+	if eff := g.Tick(epoch0.Add(10 * time.Second)); len(eff.Removed) != 0 {
+		t.Fatalf("removed at 10s after a touch at 8s: %+v", eff.Removed)
+	}
+	if eff := g.Tick(epoch0.Add(18 * time.Second)); len(eff.Removed) != 2 {
+		t.Fatalf("at 18s: %+v, want both sessions expired", eff.Removed)
+	}
+}
+
 func TestRestoreRefusesBrokenSnapshots(t *testing.T) {
 	g := New(testConfig(), "g")
 	g.SetTopics(map[string]int32{"t": 2})
