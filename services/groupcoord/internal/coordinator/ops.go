@@ -197,6 +197,16 @@ func (c *Coordinator) CompleteTxnOffsets(ctx context.Context, groupID string, pi
 		if err != nil {
 			return change{}, err
 		}
+		if stale := gs.supersededCommits(pid, tch.Commit); len(stale) > 0 {
+			// A plain commit came after the transaction's offsets (the
+			// partition's new owner, say): it is the newer, and stays.
+			tch.Commit = maps.Clone(tch.Commit)
+			for _, tp := range stale {
+				delete(tch.Commit, tp)
+			}
+			c.logger.Info("a transaction's offsets were committed over by a later commit, which stays", "group", groupID,
+				"producer_id", pid, "partitions", len(stale))
+		}
 		if !tch.Writes() {
 			if top, ok := gs.txns.Epoch(pid); ok {
 				c.logger.Info("a completion older than the producer's pending offsets leaves them", "group", groupID,

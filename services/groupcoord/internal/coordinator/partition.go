@@ -48,6 +48,7 @@ type partition struct {
 	mu     sync.Mutex
 	state  partState              // guarded by mu
 	groups map[string]*groupState // guarded by mu; only while serving
+	order  uint64                 // the last log order given (groupState.offsetOrder); guarded by mu
 }
 
 // pendingBatch is a write whose outcome is unknown: it is sent again with
@@ -82,6 +83,58 @@ type groupState struct {
 	// subscribing to it. The offset retention counts from them (group.Expiry).
 	since          time.Time
 	lastSubscribed map[string]time.Time
+	// offsetOrder and pendingOrder: where each committed offset, and each
+	// producer's pending offset, was written in the partition's log, as a
+	// count that follows the log's order (live and on load). A
+	// transaction's completion commits a pending offset only over a
+	// committed offset written before it, as Kafka does: a plain commit
+	// made after the transaction's TxnOffsetCommit stays.
+	offsetOrder  map[assign.TopicPartition]uint64
+	pendingOrder map[pendingKey]uint64
+}
+
+// noteWritten notes the log order of the offsets and pending offsets a
+// change wrote, and forgets those it deleted. mu held.
+func (gs *groupState) noteWritten(ch change, next func() uint64) {
+	if gs.offsetOrder == nil {
+		gs.offsetOrder = map[assign.TopicPartition]uint64{}
+	}
+	if gs.pendingOrder == nil {
+		gs.pendingOrder = map[pendingKey]uint64{}
+	}
+	for _, tp := range ch.drop {
+		delete(gs.offsetOrder, tp)
+		for pk := range gs.pendingOrder {
+			if pk.tp == tp {
+				delete(gs.pendingOrder, pk)
+			}
+		}
+	}
+	for _, tp := range slices.SortedFunc(maps.Keys(ch.offsets), compareTP) {
+		gs.offsetOrder[tp] = next()
+	}
+	if t := ch.txn; t != nil {
+		for _, tp := range t.Drop {
+			delete(gs.pendingOrder, pendingKey{t.ProducerID, tp})
+		}
+		for _, tp := range slices.SortedFunc(maps.Keys(t.Put), compareTP) {
+			gs.pendingOrder[pendingKey{t.ProducerID, tp}] = next()
+		}
+	}
+}
+
+// supersededCommits answers the partitions of a transaction's completion
+// whose committed offset was written after the producer's pending offset:
+// the completion leaves those as they are. mu held.
+func (gs *groupState) supersededCommits(pid int64, commit map[assign.TopicPartition]offsetlog.Offset) []assign.TopicPartition {
+	var out []assign.TopicPartition
+	for tp := range commit {
+		if gs.offsetOrder[tp] > gs.pendingOrder[pendingKey{pid, tp}] {
+			out = append(out, tp)
+		}
+	}
+	slices.SortFunc(out, compareTP)
+	return out
 }
 
 // noteSubscribed notes that the group's members subscribe to their topics
@@ -274,7 +327,8 @@ func (p *partition) load() error {
 	groups := map[string]*groupState{}
 	now := p.c.cfg.Now()
 	for _, id := range st.groupIDs() {
-		gs := &groupState{offsets: st.offsets[id], deliveries: st.deliveries[id], config: st.configs[id]}
+		gs := &groupState{offsets: st.offsets[id], deliveries: st.deliveries[id], config: st.configs[id],
+			offsetOrder: st.offsetOrder[id], pendingOrder: st.pendingOrder[id]}
 		if gs.offsets == nil {
 			gs.offsets = map[assign.TopicPartition]offsetlog.Offset{}
 		}
@@ -299,18 +353,23 @@ func (p *partition) load() error {
 		groups[id] = gs
 	}
 	p.mu.Lock()
-	p.groups, p.state = groups, serving
+	p.groups, p.state, p.order = groups, serving, st.order
 	p.mu.Unlock()
 	return nil
 }
 
 // loadState folds records into the newest state per key.
 type loadState struct {
-	snaps      map[string]group.Snapshot
-	offsets    map[string]map[assign.TopicPartition]offsetlog.Offset
-	pending    map[string]map[pendingKey]offsetlog.Pending
-	deliveries map[string]map[assign.TopicPartition]delivery.Partition
-	configs    map[string]map[string]string
+	// order counts the offset and pending records applied, in log order
+	// (groupState.offsetOrder, pendingOrder).
+	order        uint64
+	offsetOrder  map[string]map[assign.TopicPartition]uint64
+	pendingOrder map[string]map[pendingKey]uint64
+	snaps        map[string]group.Snapshot
+	offsets      map[string]map[assign.TopicPartition]offsetlog.Offset
+	pending      map[string]map[pendingKey]offsetlog.Pending
+	deliveries   map[string]map[assign.TopicPartition]delivery.Partition
+	configs      map[string]map[string]string
 }
 
 type pendingKey struct {
@@ -319,7 +378,8 @@ type pendingKey struct {
 }
 
 func newLoadState() *loadState {
-	return &loadState{snaps: map[string]group.Snapshot{}, offsets: map[string]map[assign.TopicPartition]offsetlog.Offset{},
+	return &loadState{offsetOrder: map[string]map[assign.TopicPartition]uint64{}, pendingOrder: map[string]map[pendingKey]uint64{},
+		snaps: map[string]group.Snapshot{}, offsets: map[string]map[assign.TopicPartition]offsetlog.Offset{},
 		pending: map[string]map[pendingKey]offsetlog.Pending{}, deliveries: map[string]map[assign.TopicPartition]delivery.Partition{},
 		configs: map[string]map[string]string{}}
 }
@@ -344,6 +404,7 @@ func (st *loadState) apply(r KV) error {
 		tp := assign.TopicPartition{Topic: k.Topic, Partition: k.Partition}
 		if r.Value == nil {
 			delete(st.offsets[k.Group], tp)
+			delete(st.offsetOrder[k.Group], tp)
 			if len(st.offsets[k.Group]) == 0 {
 				delete(st.offsets, k.Group)
 			}
@@ -357,10 +418,16 @@ func (st *loadState) apply(r KV) error {
 			st.offsets[k.Group] = map[assign.TopicPartition]offsetlog.Offset{}
 		}
 		st.offsets[k.Group][tp] = o
+		if st.offsetOrder[k.Group] == nil {
+			st.offsetOrder[k.Group] = map[assign.TopicPartition]uint64{}
+		}
+		st.order++
+		st.offsetOrder[k.Group][tp] = st.order
 	case offsetlog.KindPending:
 		pk := pendingKey{pid: k.ProducerID, tp: assign.TopicPartition{Topic: k.Topic, Partition: k.Partition}}
 		if r.Value == nil {
 			delete(st.pending[k.Group], pk)
+			delete(st.pendingOrder[k.Group], pk)
 			if len(st.pending[k.Group]) == 0 {
 				delete(st.pending, k.Group)
 			}
@@ -374,6 +441,11 @@ func (st *loadState) apply(r KV) error {
 			st.pending[k.Group] = map[pendingKey]offsetlog.Pending{}
 		}
 		st.pending[k.Group][pk] = po
+		if st.pendingOrder[k.Group] == nil {
+			st.pendingOrder[k.Group] = map[pendingKey]uint64{}
+		}
+		st.order++
+		st.pendingOrder[k.Group][pk] = st.order
 	case offsetlog.KindDelivery:
 		tp := assign.TopicPartition{Topic: k.Topic, Partition: k.Partition}
 		if r.Value == nil {
@@ -595,6 +667,7 @@ func (p *partition) acknowledged(groupID string, gs *groupState, ch change, rest
 		}
 		return
 	}
+	gs.noteWritten(ch, func() uint64 { p.order++; return p.order })
 	if len(ch.drop) > 0 {
 		for _, tp := range ch.drop {
 			delete(gs.offsets, tp)

@@ -281,6 +281,51 @@ func TestTxnOffsetsFailover(t *testing.T) {
 	}
 }
 
+// A plain commit made after a transaction's TxnOffsetCommit (the
+// partition's new owner, reading uncommitted, say) is the newer: the
+// transaction's completion leaves it, as Kafka does, and commits its
+// offsets only where no later commit came. A coordinator that loads the
+// log after the pending offsets and the plain commit decides the same.
+func TestTxnCompletionLeavesALaterCommit(t *testing.T) {
+	log := newMemLog()
+	a := start(t, log, 1, owning(1, all()...))
+	waitLoaded(t, a, nParts)
+	if err := commit(a, "app", "", -1, "orders", 2, 100); err != nil { // before the transaction
+		t.Fatal(err)
+	}
+	mustTxnCommit(t, a, "app", 7, 3, 0, 150)
+	mustTxnCommit(t, a, "app", 7, 3, 1, 160)
+	mustTxnCommit(t, a, "app", 7, 3, 2, 170)
+	if err := commit(a, "app", "", -1, "orders", 0, 300); err != nil { // after it
+		t.Fatal(err)
+	}
+	from := logLen(log, "app")
+	complete(t, a, "app", 7, 4, true)
+	expectWritten(t, log, "app", from, "offset orders:1=160", "offset orders:2=170",
+		"pending 7 orders:0 tombstone", "pending 7 orders:1 tombstone", "pending 7 orders:2 tombstone")
+	for p, want := range map[int32]int64{0: 300, 1: 160, 2: 170} {
+		if got := committed(t, a, "app", "orders", p); got != want {
+			t.Errorf("orders:%d after the completion: %d, want %d", p, got, want)
+		}
+	}
+
+	// The same again, completed by a coordinator that loaded the log.
+	mustTxnCommit(t, a, "app", 7, 4, 0, 400)
+	mustTxnCommit(t, a, "app", 7, 4, 1, 410)
+	if err := commit(a, "app", "", -1, "orders", 1, 500); err != nil {
+		t.Fatal(err)
+	}
+	a.OnMetadata(owning(1))
+	b := start(t, log, 2, owning(2, all()...))
+	waitLoaded(t, b, nParts)
+	complete(t, b, "app", 7, 5, true)
+	for p, want := range map[int32]int64{0: 400, 1: 500, 2: 170} {
+		if got := committed(t, b, "app", "orders", p); got != want {
+			t.Errorf("orders:%d after the completion at the new coordinator: %d, want %d", p, got, want)
+		}
+	}
+}
+
 // TestTxnOffsetsBadInput: every malformed request is refused with its code
 // and nothing is written.
 func TestTxnOffsetsBadInput(t *testing.T) {
