@@ -49,6 +49,9 @@ type partition struct {
 	state  partState              // guarded by mu
 	groups map[string]*groupState // guarded by mu; only while serving
 	order  uint64                 // the last log order given (groupState.offsetOrder); guarded by mu
+	// retryTopics: when to apply the topics again to the groups, after a
+	// group failed to take them; zero when none did. The run goroutine's.
+	retryTopics time.Time
 }
 
 // pendingBatch is a write whose outcome is unknown: it is sent again with
@@ -266,6 +269,9 @@ func (p *partition) run() {
 		if !next.IsZero() {
 			wait = min(wait, max(next.Sub(now), 0))
 		}
+		if !p.retryTopics.IsZero() {
+			wait = min(wait, max(p.retryTopics.Sub(now), 0))
+		}
 		p.writeMu.Lock()
 		if p.pending != nil {
 			wait = min(wait, 200*time.Millisecond) // settle it even if no call comes
@@ -279,6 +285,9 @@ func (p *partition) run() {
 			p.applyTopics()
 		case <-p.wakeCh:
 		case <-timer.C:
+			if !p.retryTopics.IsZero() && !p.c.cfg.Now().Before(p.retryTopics) {
+				p.applyTopics()
+			}
 			p.tick()
 		}
 	}
@@ -910,14 +919,27 @@ func addSeq(s int32, n int) int32 {
 // applyTopics brings every group in line with the current topics: it
 // drops what they hold of deleted topics (update) and passes them the
 // partition counts.
+// topicsRetry is how long a partition waits before it applies the topics
+// again to a group that failed to take them.
+const topicsRetry = time.Second
+
 func (p *partition) applyTopics() {
+	p.retryTopics = time.Time{}
 	for _, id := range p.groupIDs() {
 		err := p.update(id, false, func(gs *groupState, _ time.Time) (change, error) {
 			return change{snapshot: gs.g.SetTopics(gs.topics.counts).Snapshot}, nil
 		})
 		if err != nil && err != errNoGroup && p.ctx.Err() == nil {
-			p.c.logger.Warn("applying topic metadata to a group failed", "group", id, "err", err)
-			p.topicsChanged()
+			p.c.logger.Warn("applying topic metadata to a group failed: trying again in a second", "group", id, "err", err)
+			p.retryTopics = p.c.cfg.Now().Add(topicsRetry)
+		}
+	}
+	if !p.retryTopics.IsZero() {
+		// The failed write's rollback asked for another pass at once; the
+		// retry is that pass, after a pause.
+		select {
+		case <-p.topics:
+		default:
 		}
 	}
 }
@@ -961,6 +983,12 @@ func (p *partition) expireOffsets() {
 			return change{drop: drop}, nil
 		})
 		switch {
+		case err != nil && err != errNoGroup && !errs.IsRetriable(err):
+			// This group's write is refused (too large, say): the others'
+			// expiry goes on without it.
+			if p.ctx.Err() == nil {
+				p.c.logger.Warn("expiring a group's offsets failed: it is tried again at the next check", "group", id, "err", err)
+			}
 		case err != nil && err != errNoGroup:
 			if p.ctx.Err() == nil {
 				// The next check tries again; meanwhile the run loop ticks

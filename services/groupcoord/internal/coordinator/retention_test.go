@@ -2,11 +2,14 @@ package coordinator
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"skein/libs/errs"
+	"skein/libs/metadata"
 	"skein/services/groupcoord/internal/delivery"
 	"skein/services/groupcoord/internal/group"
 )
@@ -160,6 +163,56 @@ func TestOffsetsExpireFromTheLastSubscription(t *testing.T) {
 	}
 	if got := listed(c); len(got) != 0 {
 		t.Fatalf("groups %v, want none", got)
+	}
+}
+
+// A group whose expiry write is refused outright (too large, say) does not
+// hold up the expiry of the groups after it on the partition; it is tried
+// again at the next check.
+func TestOffsetsExpireAroundARefusedGroup(t *testing.T) {
+	const day = 24 * time.Hour
+	clock := &fakeClock{now: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+	cfg := testConfig(1)
+	cfg.Now = clock.Now
+	cfg.OffsetsRetention, cfg.RetentionCheckInterval = 7*day, 1000*day // checks run below, by hand
+	log := newMemLog()
+	c := New(cfg, log, nil)
+	t.Cleanup(c.Close)
+	c.OnMetadata(owning(1, all()...))
+	waitLoaded(t, c, nParts)
+	// Two groups on one partition, the refused one first in the pass.
+	first, second := "", ""
+	for i := 0; second == ""; i++ {
+		g := fmt.Sprintf("g%03d", i)
+		switch {
+		case metadata.CoordinatorPartition(g, nParts) != 0:
+		case first == "":
+			first = g
+		default:
+			second = g
+		}
+	}
+	for _, id := range []string{first, second} {
+		if err := commit(c, id, "", -1, "orders", 1, 7); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := c.partitionFor(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.advance(8 * day)
+	log.failWith(memFailure{err: errs.Errorf(errs.MessageTooLarge, "injected")})
+	p.expireOffsets()
+	if got := committed(t, c, first, "orders", 1); got != 7 {
+		t.Fatalf("%s: offset %d after its refused expiry, want 7", first, got)
+	}
+	if got := committed(t, c, second, "orders", 1); got != -1 {
+		t.Fatalf("%s: offset %d, want it expired in the same pass", second, got)
+	}
+	p.expireOffsets()
+	if got := committed(t, c, first, "orders", 1); got != -1 {
+		t.Fatalf("%s: offset %d at the next check, want it expired", first, got)
 	}
 }
 

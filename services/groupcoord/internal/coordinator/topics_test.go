@@ -169,3 +169,33 @@ func tombstoned(log *memLog, key []byte) bool {
 	}
 	return found
 }
+
+// A group that refuses a topic change outright (its write too large, say)
+// is asked again after a pause, not in a loop that rewrites every group of
+// the partition as fast as the log answers.
+func TestRefusedTopicChangeIsRetriedAfterAPause(t *testing.T) {
+	log := newMemLog()
+	ids := map[string]string{"orders": "id-orders", "audit": "id-audit"}
+	c := start(t, log, 1, topicView(1, 1, ids))
+	waitLoaded(t, c, nParts)
+	join(t, c, "app", "orders", "audit")
+	refusals := make([]memFailure, 1000)
+	for i := range refusals {
+		refusals[i] = memFailure{err: errs.Errorf(errs.MessageTooLarge, "injected")}
+	}
+	log.failWith(refusals...)
+	c.OnMetadata(topicView(2, 1, map[string]string{"orders": "id-orders"})) // audit deleted
+	time.Sleep(1500 * time.Millisecond)
+	log.mu.Lock()
+	used := len(refusals) - len(log.failNext)
+	log.mu.Unlock()
+	log.clearFailures()
+	if used < 1 || used > 6 {
+		t.Fatalf("%d writes refused in 1.5 s, want the change tried about once a second", used)
+	}
+	// Once the log takes it, the change lands.
+	eventually(t, "the deleted topic leaves the group", func() bool {
+		d, err := c.DescribeGroup(context.Background(), "app")
+		return err == nil && len(d.Members) == 1 && d.Members[0].Target.Count() == 4
+	})
+}
