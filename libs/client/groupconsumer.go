@@ -631,6 +631,12 @@ func (g *GroupConsumer) Close(ctx context.Context) error {
 	}
 	_, err := g.groups.Heartbeat(ctx, &groupv1.ConsumerGroupHeartbeatRequest{
 		GroupId: g.cfg.Group, MemberId: g.memberID, MemberEpoch: epoch, InstanceId: g.cfg.InstanceID})
+	if errs.Of(err) == errs.UnknownMemberID {
+		// The member is out of the group already, which is what leaving
+		// asks for: its session ran out, or a retried leave's first try
+		// was answered and the answer lost.
+		err = nil
+	}
 	g.owned = map[TopicPartition]*partState{}
 	g.epoch = 0
 	return cmp.Or(first, err)

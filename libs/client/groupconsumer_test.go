@@ -208,6 +208,35 @@ func TestGroupConsumerRejoinsAfterExpiry(t *testing.T) {
 	}
 }
 
+// Leaving a group the member is already out of (its session ran out, or
+// a retried leave found its first try done) is not an error for Close.
+func TestCloseAfterTheMemberIsGone(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	gcoord, _ := cl.StartGroupCoordinator(t, 1)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 1, nil)
+	a := newMember(t, c, "g", client.GroupConsumerConfig{})
+	b := newMember(t, c, "g", client.GroupConsumerConfig{})
+	for range 3 {
+		for _, m := range []*client.GroupConsumer{a, b} {
+			if _, err := m.Poll(ctx(t)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	idle := b
+	if len(a.Assignment()) == 0 {
+		idle = a
+	}
+	if len(idle.Assignment()) != 0 || idle.MemberEpoch() <= 0 {
+		t.Fatalf("want a member in the group with no partition: owns %v at epoch %d", idle.Assignment(), idle.MemberEpoch())
+	}
+	gcoord.Expire("g", idle.MemberID())
+	if err := idle.Close(ctx(t)); err != nil {
+		t.Fatalf("Close of a member already out of the group: %v", err)
+	}
+}
+
 // A coordinator that says the group lives elsewhere makes the client look
 // the coordinator up again and retry there.
 func TestGroupsFollowTheCoordinator(t *testing.T) {
