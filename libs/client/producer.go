@@ -555,6 +555,15 @@ func (p *Producer) Flush(ctx context.Context) error {
 	p.mu.Lock()
 	gen := p.gen
 	p.gen++ // records produced from now on are the next flush's
+	p.mu.Unlock()
+	return p.sendUntil(ctx, func() (bool, chan struct{}) { return p.pendingThroughLocked(gen) == 0, p.settled })
+}
+
+// sendUntil sends what is queued without lingering until over answers
+// true, waiting on the channel it answers otherwise (over is called with
+// mu held), or until ctx ends.
+func (p *Producer) sendUntil(ctx context.Context, over func() (bool, chan struct{})) error {
+	p.mu.Lock()
 	p.flushers++
 	p.mu.Unlock()
 	defer func() {
@@ -565,14 +574,13 @@ func (p *Producer) Flush(ctx context.Context) error {
 	p.signal()
 	for {
 		p.mu.Lock()
-		if p.pendingThroughLocked(gen) == 0 {
-			p.mu.Unlock()
+		done, changed := over()
+		p.mu.Unlock()
+		if done {
 			return nil
 		}
-		settled := p.settled
-		p.mu.Unlock()
 		select {
-		case <-settled:
+		case <-changed:
 		case <-ctx.Done():
 			return errs.Errorf(errs.RequestTimedOut, "flush: %v", ctx.Err())
 		}
@@ -613,29 +621,7 @@ func (p *Producer) delivered(recs []accumulator.Record) {
 // waitDrained waits until nothing is queued, in flight, waiting to be
 // resent or being delivered.
 func (p *Producer) waitDrained(ctx context.Context) error {
-	p.mu.Lock()
-	p.flushers++
-	p.mu.Unlock()
-	defer func() {
-		p.mu.Lock()
-		p.flushers--
-		p.mu.Unlock()
-	}()
-	p.signal()
-	for {
-		p.mu.Lock()
-		if p.drainedLocked() {
-			p.mu.Unlock()
-			return nil
-		}
-		idle := p.idle
-		p.mu.Unlock()
-		select {
-		case <-idle:
-		case <-ctx.Done():
-			return errs.Errorf(errs.RequestTimedOut, "flush: %v", ctx.Err())
-		}
-	}
+	return p.sendUntil(ctx, func() (bool, chan struct{}) { return p.drainedLocked(), p.idle })
 }
 
 // Close refuses new records, delivers what is queued (bounded by ctx) and
