@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
@@ -77,6 +79,12 @@ Usage:
 Every command but dev and certs talks to a gateway's gRPC API: --gateway ADDR (env
 SKEIN_GATEWAY, default 127.0.0.1:9090). Flags have environment twins
 SKEIN_<FLAG>, e.g. SKEIN_KEY_SEPARATOR. Add --json for the API's JSON output.
+
+produce sends each stdin line as a record (as bytes when it is not UTF-8).
+A line it cannot send stops the input there: the lines before it are
+written, and the error says how many. Ctrl-C stops reading, waits for the
+answers of what was sent, and exits with status 130, as an interrupted
+consume does.
 `
 
 // Main runs the command line and answers the exit status.
@@ -117,12 +125,26 @@ func Main(args []string, io IO) int {
 		return 0
 	case errors.Is(err, flag.ErrHelp):
 		return 0
+	case ctx.Err() != nil && (errors.Is(err, context.Canceled) || status.Code(err) == codes.Canceled):
+		// Interrupted (Ctrl-C or SIGTERM): no error of the gateway's, and
+		// the status a shell gives a command SIGINT ended.
+		return 130
 	case errors.As(err, &ue):
 		fmt.Fprintf(io.Err, "skein: %v\n\n%s", err, usage)
 		return 2
 	}
 	fmt.Fprintln(io.Err, "skein:", describeErr(err))
 	return 1
+}
+
+// int32Flag answers a flag's value as an int32, or a usage error naming
+// the flag when it does not fit one (a plain conversion would make
+// 4294967297 a 1).
+func int32Flag(name string, v int) (int32, error) {
+	if v < math.MinInt32 || v > math.MaxInt32 {
+		return 0, usagef("--%s %d is out of range: at most %d", name, v, math.MaxInt32)
+	}
+	return int32(v), nil
 }
 
 // describeErr renders a gateway refusal as "ERROR_CODE: message".

@@ -3,10 +3,12 @@ package cli
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -61,6 +63,20 @@ func (g *fakeGateway) ListTopics(context.Context, *skeinv1.ListTopicsRequest) (*
 		out.Topics = append(out.Topics, &skeinv1.TopicSummary{Name: name, Partitions: int32(len(ps)), ReplicationFactor: 1})
 	}
 	return out, nil
+}
+
+func (g *fakeGateway) CreatePartitions(_ context.Context, req *skeinv1.CreatePartitionsRequest) (*skeinv1.CreatePartitionsResponse, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	parts, ok := g.topics[req.GetTopic()]
+	if !ok {
+		return nil, rpcerr.ToGRPC(errs.Errorf(errs.UnknownTopicOrPartition, "no topic %q", req.GetTopic()))
+	}
+	for len(parts) < int(req.GetCount()) {
+		parts = append(parts, nil)
+	}
+	g.topics[req.GetTopic()] = parts
+	return &skeinv1.CreatePartitionsResponse{Topic: g.describe(req.GetTopic())}, nil
 }
 
 func (g *fakeGateway) DescribeTopic(_ context.Context, req *skeinv1.DescribeTopicRequest) (*skeinv1.DescribeTopicResponse, error) {
@@ -134,7 +150,8 @@ func (g *fakeGateway) ProduceStream(stream skeinv1.ProducerService_ProduceStream
 				continue
 			}
 			off := int64(len(parts[p]))
-			parts[p] = append(parts[p], &skeinv1.ConsumedRecord{Topic: req.GetTopic(), Partition: p, Offset: off, Key: r.Key, Value: r.Value})
+			parts[p] = append(parts[p], &skeinv1.ConsumedRecord{Topic: req.GetTopic(), Partition: p, Offset: off, Key: r.Key, Value: r.Value,
+				KeyBytes: r.KeyBytes, ValueBytes: r.ValueBytes})
 			resp.Results = append(resp.Results, &skeinv1.ProduceResult{Partition: p, Offset: off})
 		}
 		close(g.grew)
@@ -376,6 +393,139 @@ func TestProduceSplitsLargeInput(t *testing.T) {
 	defer g.mu.Unlock()
 	if n := len(g.topics["big"][0]); n != 20 {
 		t.Errorf("%d records written, want 20", n)
+	}
+}
+
+// A line produce cannot send stops the input there: the lines before it
+// are written (and the command waits for their answers), nothing after
+// it is sent, and the error says how far it got.
+func TestProduceStopsAtABadLine(t *testing.T) {
+	g, addr := startFake(t)
+	t.Setenv("SKEIN_GATEWAY", addr)
+	if code, _, errOut := run(t, "", "topic", "create", "kv"); code != 0 {
+		t.Fatalf("create: %d %q", code, errOut)
+	}
+	var in strings.Builder
+	for i := range 3000 {
+		fmt.Fprintf(&in, "k:%d\n", i)
+	}
+	in.WriteString("no separator here\nk:after\n")
+	code, _, errOut := run(t, in.String(), "produce", "kv", "--key-separator", ":")
+	if code != 1 || !strings.Contains(errOut, "line 3001 has no key separator") || !strings.Contains(errOut, "3000 of the 3000 records before it were written") {
+		t.Fatalf("produce with a bad line 3001: %d %q", code, errOut)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	got := g.topics["kv"][0]
+	if len(got) != 3000 {
+		t.Fatalf("%d records written, want the 3000 lines before the bad one", len(got))
+	}
+	for i, r := range got {
+		if r.GetValue() != strconv.Itoa(i) || r.GetKey() != "k" {
+			t.Fatalf("record %d: %v, want k:%d", i, r, i)
+		}
+	}
+}
+
+// An interrupt ends produce while its input is still open: it stops
+// reading, waits for the answers of what it sent, and says what was
+// written.
+func TestProduceInterrupted(t *testing.T) {
+	g, addr := startFake(t)
+	t.Setenv("SKEIN_GATEWAY", addr)
+	if code, _, errOut := run(t, "", "topic", "create", "open"); code != 0 {
+		t.Fatalf("create: %d %q", code, errOut)
+	}
+	stdin, feed := io.Pipe()
+	defer feed.Close()
+	ctx, interrupt := context.WithCancel(context.Background())
+	defer interrupt()
+	var errOut bytes.Buffer
+	done := make(chan error, 1)
+	go func() { done <- produceCmd(ctx, []string{"open"}, IO{In: stdin, Out: io.Discard, Err: &errOut}) }()
+	for i := range 10 {
+		fmt.Fprintf(feed, "line %d\n", i)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		g.mu.Lock()
+		n := len(g.topics["open"][0])
+		g.mu.Unlock()
+		if n == 10 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d records written before the interrupt, want 10", n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	interrupt() // stdin stays open, as a terminal's does
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("produce after an interrupt: %v, want context.Canceled (exit status 130)", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("produce still reads its open input after an interrupt")
+	}
+	if !strings.Contains(errOut.String(), "interrupted: 10 of the 10 records sent were written") {
+		t.Fatalf("stderr %q", errOut.String())
+	}
+}
+
+// A number a flag cannot take is a usage error, never wrapped or taken as
+// the default; a bad config leaves a topic alter undone, partitions too.
+func TestFlagValuesOutOfRange(t *testing.T) {
+	g, addr := startFake(t)
+	t.Setenv("SKEIN_GATEWAY", addr)
+	if code, _, errOut := run(t, "", "topic", "create", "t", "--partitions", "2"); code != 0 {
+		t.Fatalf("create: %d %q", code, errOut)
+	}
+	for _, args := range [][]string{
+		{"topic", "create", "wrap", "--partitions", "4294967297"},
+		{"topic", "create", "wrap", "--replication-factor", "2147483648"},
+		{"topic", "alter", "t", "--partitions", "4294967300"},
+		{"produce", "t", "--partition", "4294967297"},
+		{"produce", "t", "--partition", "-5"},
+		{"produce", "t", "--acks", "2"},
+		{"consume", "t", "--partition", "4294967297"},
+		{"consume", "t", "--partition", "-5"},
+		{"consume", "t", "--max", "-2"},
+		{"consume", "t", "--group", "g", "--session-timeout", "1000h"},
+	} {
+		if code, _, errOut := run(t, "x\n", args...); code != 2 || !strings.Contains(errOut, "--") {
+			t.Errorf("%q: %d %q, want a usage error naming the flag", args, code, errOut)
+		}
+	}
+	if code, _, errOut := run(t, "", "topic", "alter", "t", "--partitions", "5", "--config", "retention.ms=abc"); code != 1 || !strings.Contains(errOut, "INVALID_CONFIG") {
+		t.Fatalf("alter with a bad config: %d %q", code, errOut)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if n := len(g.topics["t"]); n != 2 {
+		t.Fatalf("t has %d partitions after a refused alter, want 2", n)
+	}
+	if _, ok := g.topics["wrap"]; ok {
+		t.Fatal("a topic was created from a partition count out of range")
+	}
+}
+
+// Input that is not UTF-8 is produced as it is, in the bytes fields.
+func TestProduceBytesThatAreNotUTF8(t *testing.T) {
+	g, addr := startFake(t)
+	t.Setenv("SKEIN_GATEWAY", addr)
+	if code, _, errOut := run(t, "", "topic", "create", "raw"); code != 0 {
+		t.Fatalf("create: %d %q", code, errOut)
+	}
+	if code, _, errOut := run(t, "caf\xe9\xff:v\xe9\nplain:text\n", "produce", "raw", "--key-separator", ":"); code != 0 {
+		t.Fatalf("produce of latin-1 bytes: %d %q", code, errOut)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	got := g.topics["raw"][0]
+	if len(got) != 2 || string(got[0].GetKeyBytes()) != "caf\xe9\xff" || string(got[0].GetValueBytes()) != "v\xe9" ||
+		got[1].GetKey() != "plain" || got[1].GetValue() != "text" {
+		t.Fatalf("records %v", got)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"sync"
 	"time"
@@ -101,6 +102,17 @@ func consumeCmd(ctx context.Context, args []string, stdio IO) error {
 		return err
 	}
 	topic := pos[0]
+	switch {
+	case *partition < -1:
+		return usagef("--partition %d: want a partition number, or -1 for all", *partition)
+	case *maxRecords < 0:
+		return usagef("--max %d: want 0 (no limit) or more", *maxRecords)
+	case *sessionTimeout > math.MaxInt32*time.Millisecond:
+		return usagef("--session-timeout %v is out of range", *sessionTimeout)
+	}
+	if _, err := int32Flag("partition", *partition); err != nil {
+		return err
+	}
 	iso := skeinv1.IsolationLevel_READ_UNCOMMITTED
 	if *readCommitted {
 		iso = skeinv1.IsolationLevel_READ_COMMITTED

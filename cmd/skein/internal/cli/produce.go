@@ -10,10 +10,13 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/client/partitioner"
+	"skein/libs/errs"
 	"skein/libs/record"
+	"skein/libs/rpcerr"
 )
 
 // maxLine bounds one stdin line (one record).
@@ -27,25 +30,50 @@ const maxRecordsPerRequest = 500
 // default); a line alone may pass it.
 const maxRequestBytes = 1 << 20
 
+// maxLineBytes is the longest line sent as a record: a request of one such
+// record stays within the gateway's default message limit (4 MiB).
+const maxLineBytes = 4<<20 - 64<<10
+
 // line is one stdin line and its number.
 type line struct {
 	n    int
 	text string
 }
 
-// toRecord splits a line into key and value at the first separator.
+// toRecord splits a line into key and value at the first separator. Text
+// that is not valid UTF-8 goes in the bytes fields, as it is.
 func toRecord(l line, sep string, partition *int32) (*skeinv1.ProduceRecord, error) {
 	r := &skeinv1.ProduceRecord{Partition: partition}
-	if sep == "" {
-		r.Value = ptr(l.text)
-		return r, nil
+	if len(l.text) > maxLineBytes {
+		return nil, fmt.Errorf("line %d is %d bytes, more than a record sent through the gateway may be (%d)", l.n, len(l.text), maxLineBytes)
 	}
-	k, v, ok := strings.Cut(l.text, sep)
-	if !ok {
-		return nil, fmt.Errorf("line %d has no key separator %q", l.n, sep)
+	v := l.text
+	if sep != "" {
+		k, rest, ok := strings.Cut(l.text, sep)
+		if !ok {
+			return nil, fmt.Errorf("line %d has no key separator %q", l.n, sep)
+		}
+		if utf8.ValidString(k) {
+			r.Key = ptr(k)
+		} else {
+			r.KeyBytes = []byte(k)
+		}
+		v = rest
 	}
-	r.Key, r.Value = ptr(k), ptr(v)
+	if utf8.ValidString(v) {
+		r.Value = ptr(v)
+	} else {
+		r.ValueBytes = []byte(v)
+	}
 	return r, nil
+}
+
+// recordKey is a record's key as bytes; nil when it has none.
+func recordKey(r *skeinv1.ProduceRecord) []byte {
+	if r.Key != nil {
+		return []byte(*r.Key)
+	}
+	return r.KeyBytes
 }
 
 func produceCmd(ctx context.Context, args []string, stdio IO) error {
@@ -69,6 +97,15 @@ func produceCmd(ctx context.Context, args []string, stdio IO) error {
 		}
 		compression = codec
 	}
+	switch {
+	case *acks != -1 && *acks != 0 && *acks != 1:
+		return usagef("--acks %d: want 0, 1 or -1", *acks)
+	case *partition < -1:
+		return usagef("--partition %d: want a partition number, or -1 for the default", *partition)
+	}
+	if _, err := int32Flag("partition", *partition); err != nil {
+		return err
+	}
 	if *txid != "" {
 		if *acks != -1 {
 			return usagef("--transactional-id writes with acks=all; --acks %d does not go with it", *acks)
@@ -84,7 +121,9 @@ func produceCmd(ctx context.Context, args []string, stdio IO) error {
 		return err
 	}
 	defer conn.Close()
-	sctx, cancel := context.WithCancel(ctx)
+	// The stream outlives an interrupt: what was sent is answered before
+	// the command ends, so it can say what was written.
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	stream, err := skeinv1.NewProducerServiceClient(conn).ProduceStream(sctx)
 	if err != nil {
@@ -137,8 +176,21 @@ func produceCmd(ctx context.Context, args []string, stdio IO) error {
 	}()
 
 	var corr uint64
-	var sendErr error
-	for l := range lines {
+	var sendErr, lineErr error
+	interrupted := false
+send:
+	for {
+		var l line
+		var ok bool
+		select {
+		case l, ok = <-lines:
+		case <-ctx.Done():
+			interrupted = true
+			break send
+		}
+		if !ok {
+			break
+		}
 		batch, size := []line{l}, len(l.text)
 	more:
 		for len(batch) < maxRecordsPerRequest && size < maxRequestBytes {
@@ -156,38 +208,64 @@ func produceCmd(ctx context.Context, args []string, stdio IO) error {
 		for _, l := range batch {
 			r, err := toRecord(l, *sep, part)
 			if err != nil {
-				return err
+				lineErr = err // the lines before it still go
+				break
 			}
 			req.Records = append(req.Records, r)
 		}
-		mu.Lock()
-		firstLine[corr] = batch[0].n
-		sent += len(batch)
-		mu.Unlock()
-		if sendErr = stream.Send(req); sendErr != nil {
+		if len(req.Records) > 0 {
+			mu.Lock()
+			firstLine[corr] = batch[0].n
+			sent += len(req.Records)
+			mu.Unlock()
+			if sendErr = stream.Send(req); sendErr != nil {
+				break
+			}
+			corr++
+		}
+		if lineErr != nil {
 			break
 		}
-		corr++
 	}
 	if sendErr == nil {
-		select {
-		case err := <-readErr:
-			if err != nil {
-				return fmt.Errorf("reading stdin: %w", err)
+		if lineErr == nil && !interrupted {
+			select {
+			case err := <-readErr:
+				if err != nil {
+					lineErr = fmt.Errorf("reading stdin: %w", err)
+				}
+			default:
 			}
-		default:
 		}
 		sendErr = stream.CloseSend()
 	}
-	if err := <-recvDone; err != nil {
-		return err
+	// Every request sent is answered before the stream ends; an interrupt
+	// waits a little for that, not forever.
+	var recvErr error
+	if interrupted {
+		select {
+		case recvErr = <-recvDone:
+		case <-time.After(10 * time.Second):
+			recvErr = fmt.Errorf("interrupted: the gateway did not answer every request within 10 s")
+		}
+	} else {
+		recvErr = <-recvDone
+	}
+	if recvErr != nil {
+		return recvErr
 	}
 	if sendErr != nil && !errors.Is(sendErr, io.EOF) {
 		return sendErr
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if failed > 0 {
+	switch {
+	case lineErr != nil:
+		return fmt.Errorf("%w; nothing after it was sent, and %d of the %d records before it were written", lineErr, sent-failed, sent)
+	case interrupted:
+		fmt.Fprintf(stdio.Err, "interrupted: %d of the %d records sent were written\n", sent-failed, sent)
+		return ctx.Err()
+	case failed > 0:
 		return fmt.Errorf("%d of %d records were not written", failed, sent)
 	}
 	return nil
@@ -236,8 +314,8 @@ func transactionalProduce(ctx context.Context, f *flags, stdio IO, topic, txid, 
 		p := partition
 		if p < 0 {
 			p = sticky
-			if r.Key != nil {
-				p = partitioner.ForKey([]byte(r.GetKey()), n)
+			if k := recordKey(r); k != nil {
+				p = partitioner.ForKey(k, n)
 			}
 		}
 		if _, ok := byPartition[p]; !ok {
@@ -258,12 +336,17 @@ func transactionalProduce(ctx context.Context, f *flags, stdio IO, topic, txid, 
 		return err
 	}
 	abort := func(cause error) error {
+		why := describeErr(cause)
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		if _, err := txns.AbortTransaction(actx, &skeinv1.AbortTransactionRequest{TransactionalId: txid, ProducerId: id.GetProducerId(), ProducerEpoch: id.GetProducerEpoch()}); err != nil {
-			return fmt.Errorf("%w (and the abort failed: %v)", cause, err)
+			if errs.Of(rpcerr.FromStatus(err)) == errs.InvalidTxnState {
+				// No partition had joined the transaction: it never began.
+				return fmt.Errorf("%s: nothing was written", why)
+			}
+			return fmt.Errorf("%s (and the abort failed: %s)", why, describeErr(err))
 		}
-		return fmt.Errorf("%w: transaction aborted, nothing of it is visible to read_committed consumers", cause)
+		return fmt.Errorf("%s: transaction aborted, nothing of it is visible to read_committed consumers", why)
 	}
 	for _, p := range order {
 		recs := byPartition[p]

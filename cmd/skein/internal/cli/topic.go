@@ -11,6 +11,7 @@ import (
 	"time"
 
 	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/topicconfig"
 )
 
 // configFlag collects repeated --config KEY=VALUE.
@@ -67,14 +68,25 @@ func topicCmd(ctx context.Context, args []string, io IO) error {
 	cctx, cancel := timeout(ctx)
 	defer cancel()
 
+	var nParts, nRF int32
+	if partitions != nil {
+		if nParts, err = int32Flag("partitions", *partitions); err != nil {
+			return err
+		}
+	}
+	if rf != nil {
+		if nRF, err = int32Flag("replication-factor", *rf); err != nil {
+			return err
+		}
+	}
 	switch sub {
 	case "create":
 		req := &skeinv1.CreateTopicRequest{Name: pos[0], Configs: configs}
 		if *partitions != 0 {
-			req.Partitions = ptr(int32(*partitions))
+			req.Partitions = ptr(nParts)
 		}
 		if *rf != 0 {
-			req.ReplicationFactor = ptr(int32(*rf))
+			req.ReplicationFactor = ptr(nRF)
 		}
 		resp, err := admin.CreateTopic(cctx, req)
 		if err != nil {
@@ -125,9 +137,20 @@ func topicCmd(ctx context.Context, args []string, io IO) error {
 		if *partitions == 0 && len(configs) == 0 {
 			return usagef("topic alter needs --partitions or --config")
 		}
+		// The configs are checked before the partitions are added: a bad
+		// value must not leave the topic half changed.
+		set := map[string]string{}
+		for k, v := range configs {
+			if v != "" { // "" resets a config to its default
+				set[k] = v
+			}
+		}
+		if err := topicconfig.Validate(set); err != nil {
+			return err
+		}
 		var last *skeinv1.TopicDescription
 		if *partitions != 0 {
-			resp, err := admin.CreatePartitions(cctx, &skeinv1.CreatePartitionsRequest{Topic: pos[0], Count: int32(*partitions)})
+			resp, err := admin.CreatePartitions(cctx, &skeinv1.CreatePartitionsRequest{Topic: pos[0], Count: nParts})
 			if err != nil {
 				return err
 			}
