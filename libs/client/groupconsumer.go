@@ -608,7 +608,16 @@ func (g *GroupConsumer) commitPositions(ctx context.Context, tps []TopicPartitio
 // Close gives up every partition (OnRevoked, then their positions are
 // committed) and leaves the group: with epoch -1, or -2 for a static member,
 // whose partitions then wait for it for its session timeout.
-func (g *GroupConsumer) Close(ctx context.Context) error {
+func (g *GroupConsumer) Close(ctx context.Context) error { return g.close(ctx, true) }
+
+// Leave is Close without the commit: for a caller that hands the records
+// Poll returns on to someone else (a stream's client), who commits what it
+// processed itself. A position Poll moved past is not committed here, so
+// records that were returned but never processed are read again by the
+// partition's next owner.
+func (g *GroupConsumer) Leave(ctx context.Context) error { return g.close(ctx, false) }
+
+func (g *GroupConsumer) close(ctx context.Context, commit bool) error {
 	if g.closed {
 		return nil
 	}
@@ -623,7 +632,9 @@ func (g *GroupConsumer) Close(ctx context.Context) error {
 		if g.cfg.OnRevoked != nil {
 			g.cfg.OnRevoked(ctx, all)
 		}
-		first = g.commitPositions(ctx, all)
+		if commit {
+			first = g.commitPositions(ctx, all)
+		}
 	}
 	epoch := int32(-1)
 	if g.cfg.InstanceID != "" {

@@ -71,7 +71,10 @@ func (s *Group) Consume(stream skeinv1.GroupService_ConsumeServer) error {
 	defer func() {
 		lctx, lcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer lcancel()
-		if err := gc.Close(lctx); err != nil {
+		// The client commits what it processed: records streamed to it
+		// may never have been (it stopped after a few, or was
+		// interrupted), so their positions are not committed here.
+		if err := gc.Leave(lctx); err != nil {
 			s.log.WarnContext(ctx, "leaving the group at the end of a Consume stream", "group", join.GetGroupId(), "member", gc.MemberID(), "err", err)
 		}
 	}()

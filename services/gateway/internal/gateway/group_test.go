@@ -418,6 +418,55 @@ func TestGroupConsumeStreamRefusesAnUnknownIsolationLevel(t *testing.T) {
 	}
 }
 
+// When a Consume stream ends, its member leaves without committing what
+// was streamed: the client commits what it processed, and a record sent to
+// it but never processed is read again by the partition's next owner.
+func TestGroupConsumeStreamEndCommitsOnlyWhatTheClientDid(t *testing.T) {
+	e := startGroups(t)
+	e.mustDo("POST", "/v1/topics", `{"name": "t", "partitions": 1, "replication_factor": 1}`)
+	e.produce("t", 1, 10)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	sctx, end := context.WithCancel(ctx)
+	stream := subscribe(t, sctx, e, "s", "t")
+	streamed := 0
+	for streamed < 10 {
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		streamed += len(resp.GetRecords().GetRecords())
+	}
+	// The client processed three of them, and commits that.
+	if err := stream.Send(&skeinv1.ConsumeRequest{Kind: &skeinv1.ConsumeRequest_Commit{Commit: &skeinv1.CommitOffsetsRequest{
+		Group: "s", Offsets: []*skeinv1.TopicPartitionOffset{{Topic: "t", Partition: 0, Offset: 3}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := resp.GetCommitted(); c != nil {
+			if len(c.GetResults()) != 1 || c.GetResults()[0].GetErrorCode() != skeinv1.ErrorCode_NONE {
+				t.Fatalf("commit of 3: %v", c)
+			}
+			break
+		}
+	}
+	end() // the client stops, as a consumer that was interrupted does
+	deadline := time.Now().Add(10 * time.Second)
+	for len(e.coord.Members("s")) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the member did not leave: %v", e.coord.Members("s"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := e.coord.Committed("s", "t", 0); got != 3 {
+		t.Fatalf("committed %d after the stream ended, want the client's 3 (10 were streamed)", got)
+	}
+}
+
 // A commit on a Consume stream is answered at once, not after the
 // gateway's wait for records on an idle topic (half a second) has passed.
 func TestGroupConsumeStreamAnswersCommitsAtOnce(t *testing.T) {
