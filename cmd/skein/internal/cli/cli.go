@@ -260,6 +260,22 @@ func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]strin
 func (bearer) RequireTransportSecurity() bool { return true }
 
 // printJSON prints m as the REST API would.
+// printJSONLine writes m as the API's JSON on one line (JSON Lines), for
+// commands that print a stream of answers.
+func printJSONLine(w io.Writer, m proto.Message) error {
+	b, err := protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}.Marshal(m)
+	if err != nil {
+		return err
+	}
+	var line bytes.Buffer
+	if err := json.Compact(&line, b); err != nil {
+		return err
+	}
+	line.WriteByte('\n')
+	_, err = w.Write(line.Bytes())
+	return err
+}
+
 func printJSON(w io.Writer, m proto.Message) error {
 	b, err := protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}.Marshal(m)
 	if err != nil {

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -507,6 +508,44 @@ func TestFlagValuesOutOfRange(t *testing.T) {
 	}
 	if _, ok := g.topics["wrap"]; ok {
 		t.Fatal("a topic was created from a partition count out of range")
+	}
+}
+
+// --json prints the API's JSON wherever a command answers: a record or a
+// produce result per line for the streaming commands.
+func TestJSONOutputOfStreams(t *testing.T) {
+	_, addr := startFake(t)
+	t.Setenv("SKEIN_GATEWAY", addr)
+	if code, _, errOut := run(t, "", "topic", "create", "j"); code != 0 {
+		t.Fatalf("create: %d %q", code, errOut)
+	}
+	code, out, errOut := run(t, "a\nb\nc\n", "produce", "j", "--json")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) != 3 {
+		t.Fatalf("produce --json: %d %q %q, want three lines", code, out, errOut)
+	}
+	for i, l := range lines {
+		var r struct {
+			Offset    string `json:"offset"`
+			ErrorCode string `json:"error_code"`
+		}
+		if err := json.Unmarshal([]byte(l), &r); err != nil || r.Offset != strconv.Itoa(i) || r.ErrorCode != "NONE" {
+			t.Fatalf("produce --json line %d: %q (%v)", i, l, err)
+		}
+	}
+	code, out, errOut = run(t, "", "consume", "j", "--from", "earliest", "--max", "3", "--json")
+	lines = strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) != 3 {
+		t.Fatalf("consume --json: %d %q %q, want three lines", code, out, errOut)
+	}
+	for i, l := range lines {
+		var r struct {
+			Value  string `json:"value"`
+			Offset string `json:"offset"`
+		}
+		if err := json.Unmarshal([]byte(l), &r); err != nil || r.Value != string(rune('a'+i)) || r.Offset != strconv.Itoa(i) {
+			t.Fatalf("consume --json line %d: %q (%v)", i, l, err)
+		}
 	}
 }
 

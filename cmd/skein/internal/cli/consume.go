@@ -40,6 +40,7 @@ func parseFrom(s string) (from, error) {
 type printer struct {
 	mu       sync.Mutex
 	w        io.Writer
+	json     bool // each record as the API's JSON, one per line
 	printKey bool
 	sep      string
 	max      int
@@ -52,6 +53,13 @@ func (p *printer) print(r *skeinv1.ConsumedRecord) (done bool, err error) {
 	defer p.mu.Unlock()
 	if p.max > 0 && p.n >= p.max {
 		return true, nil
+	}
+	if p.json {
+		if err := printJSONLine(p.w, r); err != nil {
+			return true, err
+		}
+		p.n++
+		return p.max > 0 && p.n >= p.max, nil
 	}
 	if p.printKey {
 		k := r.GetKey()
@@ -122,7 +130,7 @@ func consumeCmd(ctx context.Context, args []string, stdio IO) error {
 		return err
 	}
 	defer conn.Close()
-	out := &printer{w: stdio.Out, printKey: *printKey, sep: *sep, max: *maxRecords}
+	out := &printer{w: stdio.Out, json: *f.json, printKey: *printKey, sep: *sep, max: *maxRecords}
 	if *group != "" {
 		switch {
 		case *partition >= 0 || *follow:

@@ -91,8 +91,12 @@ func groupCmd(ctx context.Context, args []string, stdio IO) error {
 		if err := mustBeEmpty(cctx, groups, pos[0], "deleted"); err != nil {
 			return err
 		}
-		if _, err := groups.DeleteGroup(cctx, &skeinv1.DeleteGroupRequest{Group: pos[0]}); err != nil {
+		resp, err := groups.DeleteGroup(cctx, &skeinv1.DeleteGroupRequest{Group: pos[0]})
+		if err != nil {
 			return err
+		}
+		if *f.json {
+			return printJSON(stdio.Out, resp)
 		}
 		fmt.Fprintf(stdio.Out, "deleted group %s\n", pos[0])
 		return nil

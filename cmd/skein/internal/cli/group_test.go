@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -160,6 +161,9 @@ func TestGroupCommands(t *testing.T) {
 	}
 	if code, out, _ := run(t, "", "group", "delete", "g", "--gateway", addr); code != 0 || !f.deleted || !strings.Contains(out, "deleted group g") {
 		t.Errorf("delete of an empty group: %d %q", code, out)
+	}
+	if code, out, _ := run(t, "", "group", "delete", "g", "--gateway", addr, "--json"); code != 0 || !json.Valid([]byte(out)) {
+		t.Errorf("delete --json: %d %q, want the API's JSON", code, out)
 	}
 }
 

@@ -166,6 +166,9 @@ func produceCmd(ctx context.Context, args []string, stdio IO) error {
 			first := firstLine[resp.GetCorrelationId()]
 			delete(firstLine, resp.GetCorrelationId())
 			for i, r := range resp.GetResults() {
+				if *f.json {
+					_ = printJSONLine(stdio.Out, r) // one result per line, in input order
+				}
 				if r.GetErrorCode() != skeinv1.ErrorCode_NONE {
 					failed++
 					fmt.Fprintf(stdio.Err, "line %d: %s: %s\n", first+i, r.GetErrorCode(), r.GetMessage())

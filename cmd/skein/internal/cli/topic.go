@@ -121,8 +121,12 @@ func topicCmd(ctx context.Context, args []string, io IO) error {
 		}
 		return printTopic(io, resp.GetTopic())
 	case "delete":
-		if _, err := admin.DeleteTopic(cctx, &skeinv1.DeleteTopicRequest{Topic: pos[0]}); err != nil {
+		resp, err := admin.DeleteTopic(cctx, &skeinv1.DeleteTopicRequest{Topic: pos[0]})
+		if err != nil {
 			return err
+		}
+		if *f.json {
+			return printJSON(io.Out, resp)
 		}
 		fmt.Fprintf(io.Out, "deleted topic %s\n", pos[0])
 		return nil
