@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"os"
 	"os/signal"
 	"strings"
@@ -149,9 +150,13 @@ func int32Flag(name string, v int) (int32, error) {
 
 // describeErr renders a gateway refusal as "ERROR_CODE: message".
 func describeErr(err error) string {
-	if _, ok := status.FromError(err); ok {
+	if st, ok := status.FromError(err); ok {
 		d := rpcerr.FromStatus(err)
-		return errs.Of(d).Name + ": " + errs.Message(d)
+		msg := errs.Of(d).Name + ": " + errs.Message(d)
+		if st.Code() == codes.Unavailable && strings.Contains(st.Message(), "connection refused") {
+			msg += " (is a gateway listening there? --gateway or SKEIN_GATEWAY names its gRPC address)"
+		}
+		return msg
 	}
 	return err.Error()
 }
@@ -227,6 +232,9 @@ func (f *flags) dial() (*grpc.ClientConn, error) {
 	addr := strings.TrimPrefix(strings.TrimPrefix(*f.gateway, "grpc://"), "dns:///")
 	if strings.HasPrefix(addr, "http://") || strings.HasPrefix(addr, "https://") {
 		return nil, usagef("--gateway %s: skein talks to the gateway's gRPC address (host:port, default %s), not its REST URL", *f.gateway, DefaultGateway)
+	}
+	if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
+		return nil, usagef("--gateway %s: want the gateway's gRPC address as host:port (default %s)", *f.gateway, DefaultGateway)
 	}
 	creds := insecure.NewCredentials()
 	if *f.tlsCA != "" {

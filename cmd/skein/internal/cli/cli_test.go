@@ -549,6 +549,37 @@ func TestJSONOutputOfStreams(t *testing.T) {
 	}
 }
 
+// A gateway address without a port is a usage error (not port 443), one
+// that nothing listens on says where to look, and a line too long for
+// produce is named by its number.
+func TestGatewayAddressAndLongLines(t *testing.T) {
+	if code, _, errOut := run(t, "", "topic", "list", "--gateway", "127.0.0.1"); code != 2 || !strings.Contains(errOut, "host:port") {
+		t.Errorf("--gateway without a port: %d %q", code, errOut)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := lis.Addr().String()
+	lis.Close() // nothing listens there now
+	if code, _, errOut := run(t, "", "topic", "list", "--gateway", closed); code != 1 || !strings.Contains(errOut, "SKEIN_GATEWAY") {
+		t.Errorf("no gateway at %s: %d %q, want a hint at --gateway", closed, code, errOut)
+	}
+	_, addr := startFake(t)
+	t.Setenv("SKEIN_GATEWAY", addr)
+	if code, _, errOut := run(t, "", "topic", "create", "long"); code != 0 {
+		t.Fatalf("create: %d %q", code, errOut)
+	}
+	huge := "ok\n" + strings.Repeat("x", maxLine+1) + "\n"
+	if code, _, errOut := run(t, huge, "produce", "long"); code != 1 || !strings.Contains(errOut, "line 2 is longer than") {
+		t.Errorf("a line over %d bytes: %d %q", maxLine, code, errOut)
+	}
+	big := strings.Repeat("y", maxLineBytes+1) + "\n"
+	if code, _, errOut := run(t, big, "produce", "long"); code != 1 || !strings.Contains(errOut, "line 1 is") || strings.Contains(errOut, "UNKNOWN_SERVER_ERROR") {
+		t.Errorf("a line over what one request carries: %d %q", code, errOut)
+	}
+}
+
 // Input that is not UTF-8 is produced as it is, in the bytes fields.
 func TestProduceBytesThatAreNotUTF8(t *testing.T) {
 	g, addr := startFake(t)

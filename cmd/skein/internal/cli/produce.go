@@ -68,6 +68,15 @@ func toRecord(l line, sep string, partition *int32) (*skeinv1.ProduceRecord, err
 	return r, nil
 }
 
+// lineTooLong says which line was too long for the scanner, in place of
+// bufio's "token too long"; other errors come back as they are.
+func lineTooLong(err error, n int) error {
+	if errors.Is(err, bufio.ErrTooLong) {
+		return fmt.Errorf("line %d is longer than %d bytes", n, maxLine)
+	}
+	return err
+}
+
 // recordKey is a record's key as bytes; nil when it has none.
 func recordKey(r *skeinv1.ProduceRecord) []byte {
 	if r.Key != nil {
@@ -136,14 +145,15 @@ func produceCmd(ctx context.Context, args []string, stdio IO) error {
 		defer close(lines)
 		sc := bufio.NewScanner(stdio.In)
 		sc.Buffer(make([]byte, 64<<10), maxLine)
-		for n := 1; sc.Scan(); n++ {
+		n := 1
+		for ; sc.Scan(); n++ {
 			select {
 			case lines <- line{n, sc.Text()}:
 			case <-sctx.Done():
 				return
 			}
 		}
-		readErr <- sc.Err()
+		readErr <- lineTooLong(sc.Err(), n)
 	}()
 
 	// Answers arrive by correlation id; firstLine maps one back to its lines.
@@ -327,7 +337,7 @@ func transactionalProduce(ctx context.Context, f *flags, stdio IO, topic, txid, 
 		byPartition[p] = append(byPartition[p], r)
 		lines++
 	}
-	if err := sc.Err(); err != nil {
+	if err := lineTooLong(sc.Err(), lines+1); err != nil {
 		return fmt.Errorf("reading stdin: %w", err)
 	}
 	if lines == 0 {
