@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -16,6 +17,9 @@ func aclCmd(ctx context.Context, args []string, io IO) error {
 		return usagef("acl needs a subcommand: add, list or remove")
 	}
 	sub, args := args[0], args[1:]
+	if subcommandHelp(io.Out, "acl", sub) {
+		return flag.ErrHelp
+	}
 	switch sub {
 	case "add", "list", "remove":
 	default:

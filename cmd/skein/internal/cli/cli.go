@@ -41,11 +41,33 @@ type IO struct {
 }
 
 // usageError is a mistake on the command line: exit status 2.
-type usageError struct{ msg string }
+type usageError struct {
+	msg string
+	// flagged: the flag package has printed the command's own usage
+	// already, so the whole command line's is not printed after it.
+	flagged bool
+}
+
+// subcommandHelp answers whether sub asks for help ("skein topic --help"),
+// after printing the usage lines of cmd's subcommands.
+func subcommandHelp(w io.Writer, cmd, sub string) bool {
+	switch sub {
+	case "-h", "-help", "--help", "help":
+	default:
+		return false
+	}
+	fmt.Fprintln(w, "Usage:")
+	for _, l := range strings.Split(usage, "\n") {
+		if strings.HasPrefix(l, "  skein "+cmd+" ") {
+			fmt.Fprintln(w, l)
+		}
+	}
+	return true
+}
 
 func (e usageError) Error() string { return e.msg }
 
-func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+func usagef(format string, args ...any) error { return usageError{msg: fmt.Sprintf(format, args...)} }
 
 const usage = `skein is the command line of Skein, a replicated commit log.
 
@@ -130,6 +152,9 @@ func Main(args []string, io IO) int {
 		// Interrupted (Ctrl-C or SIGTERM): no error of the gateway's, and
 		// the status a shell gives a command SIGINT ended.
 		return 130
+	case errors.As(err, &ue) && ue.flagged:
+		fmt.Fprintf(io.Err, "skein: %v\n", err)
+		return 2
 	case errors.As(err, &ue):
 		fmt.Fprintf(io.Err, "skein: %v\n\n%s", err, usage)
 		return 2
@@ -212,7 +237,7 @@ func (f *flags) parse(args []string) ([]string, error) {
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, err
 			}
-			return nil, usageError{err.Error()}
+			return nil, usageError{msg: err.Error(), flagged: true}
 		}
 		args = f.Args()
 		if len(args) == 0 {

@@ -580,6 +580,21 @@ func TestGatewayAddressAndLongLines(t *testing.T) {
 	}
 }
 
+// --help after a command with subcommands lists them, and a bad flag is
+// reported once with the command's own flags, not the whole usage too.
+func TestHelpAndFlagErrors(t *testing.T) {
+	for _, cmd := range []string{"topic", "group", "acl"} {
+		code, out, errOut := run(t, "", cmd, "--help")
+		if code != 0 || !strings.Contains(out, "skein "+cmd+" ") || strings.Contains(out, "skein dev") {
+			t.Errorf("%s --help: %d %q %q, want its subcommands' usage", cmd, code, out, errOut)
+		}
+	}
+	code, _, errOut := run(t, "", "topic", "create", "t", "--partitons", "3")
+	if code != 2 || strings.Count(errOut, "-partitons") != 2 || strings.Contains(errOut, "skein topic list") {
+		t.Errorf("a misspelt flag: %d %q, want the flag package's error and usage of topic create alone", code, errOut)
+	}
+}
+
 // Input that is not UTF-8 is produced as it is, in the bytes fields.
 func TestProduceBytesThatAreNotUTF8(t *testing.T) {
 	g, addr := startFake(t)

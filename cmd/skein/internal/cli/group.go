@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"sort"
@@ -22,6 +23,9 @@ func groupCmd(ctx context.Context, args []string, stdio IO) error {
 		return usagef("group needs a subcommand: list, describe, reset-offsets, delete, dlq or dlq-replay")
 	}
 	sub, args := args[0], args[1:]
+	if subcommandHelp(stdio.Out, "group", sub) {
+		return flag.ErrHelp
+	}
 	f := newFlags("group "+sub, stdio, true)
 	var topic *string
 	var toEarliest, toLatest *bool

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"maps"
 	"slices"
@@ -33,6 +34,9 @@ func topicCmd(ctx context.Context, args []string, io IO) error {
 		return usagef("topic needs a subcommand: create, list, describe, alter, delete or delete-records")
 	}
 	sub, args := args[0], args[1:]
+	if subcommandHelp(io.Out, "topic", sub) {
+		return flag.ErrHelp
+	}
 	f := newFlags("topic "+sub, io, true)
 	configs := configFlag{}
 	var partitions, rf *int
