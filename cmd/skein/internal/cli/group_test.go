@@ -107,6 +107,23 @@ func (f *fakeGroups) Consume(stream skeinv1.GroupService_ConsumeServer) error {
 	}
 }
 
+func (f *fakeGroups) GetGroupConfig(_ context.Context, req *skeinv1.GetGroupConfigRequest) (*skeinv1.GetGroupConfigResponse, error) {
+	return &skeinv1.GetGroupConfigResponse{Group: req.GetGroup(), Configs: map[string]string{"dlq.topic": "", "max.delivery.attempts": "5"}}, nil
+}
+
+// Before a group dead-letters anything its dead-letter topic does not
+// exist: group dlq lists nothing, it does not fail.
+func TestGroupDLQBeforeTheFirstDeadLetter(t *testing.T) {
+	_, addr := startFakeGroups(t)
+	code, out, errOut := run(t, "", "group", "dlq", "g", "--topic", "t", "--gateway", addr)
+	if code != 0 || !strings.Contains(errOut, "0 record(s) of group g from t in t.dlq") || strings.Count(out, "\n") != 1 {
+		t.Fatalf("group dlq with no dead-letter topic yet: %d %q %q", code, out, errOut)
+	}
+	if code, out, _ := run(t, "", "group", "dlq", "g", "--topic", "t", "--gateway", addr, "--json"); code != 0 || strings.TrimSpace(out) != "[]" {
+		t.Fatalf("group dlq --json with none: %d %q", code, out)
+	}
+}
+
 func startFakeGroups(t *testing.T) (*fakeGroups, string) {
 	g := &fakeGateway{topics: map[string][][]*skeinv1.ConsumedRecord{"t": make([][]*skeinv1.ConsumedRecord, 2)}, grew: make(chan struct{})}
 	f := &fakeGroups{exists: true}

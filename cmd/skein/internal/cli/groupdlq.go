@@ -11,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/errs"
+	"skein/libs/rpcerr"
 )
 
 // The headers the group coordinator puts on a dead-lettered record, after
@@ -59,6 +61,9 @@ func dlqTopicOf(ctx context.Context, groups skeinv1.GroupServiceClient, group, t
 // high watermark and answers the records the group dead-lettered from topic.
 func readDeadLetters(ctx context.Context, admin skeinv1.AdminServiceClient, consumer skeinv1.ConsumerServiceClient, dlqTopic, group, topic string) ([]deadLetter, error) {
 	desc, err := admin.DescribeTopic(ctx, &skeinv1.DescribeTopicRequest{Topic: dlqTopic})
+	if errs.Of(rpcerr.FromStatus(err)) == errs.UnknownTopicOrPartition {
+		return nil, nil // created with the first dead letter: none yet
+	}
 	if err != nil {
 		return nil, err
 	}
