@@ -15,12 +15,16 @@ var (
 	pathParse  = regexp.MustCompile(`^type mismatch, parameter: ([^,]*), error: (.*)$`)
 	strconvErr = regexp.MustCompile(`^strconv\.Parse(Int|Uint|Float|Bool): parsing "(.*)": (invalid syntax|value out of range)$`)
 	bodyAt     = regexp.MustCompile(`^proto: +\(line (\d+):(\d+)\): (.*)$`)
-	fieldName  = regexp.MustCompile(`(field )([a-z][A-Za-z0-9]*)`)
+	// protobuf writes "proto:" then a space or, picked by a hash of the
+	// binary to discourage matching its messages, a no-break space.
+	protoPrefix = strings.NewReplacer("proto:\u00a0", "proto: ")
+	fieldName   = regexp.MustCompile(`(field )([a-z][A-Za-z0-9]*)`)
 )
 
 // restMessage rewrites the message of one of grpc-gateway's or protojson's
 // own refusals; any other message comes back as it is.
 func restMessage(msg string) string {
+	msg = protoPrefix.Replace(msg)
 	if m := queryParse.FindStringSubmatch(msg); m != nil {
 		return "query parameter " + quote(m[1]) + ": " + valueProblem(m[2])
 	}

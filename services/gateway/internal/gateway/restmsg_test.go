@@ -14,6 +14,8 @@ func TestRESTMessage(t *testing.T) {
 		{`proto: (line 1:10): invalid value for string field name: 5`, `the body, at line 1 column 10: invalid value for string field name: 5`},
 		{`proto: (line 1:15): unknown field "valu"`, `the body, at line 1 column 15: unknown field "valu"`},
 		{`proto: unexpected EOF`, `the body is not valid JSON: it ends inside a value, or holds an invalid escape`},
+		{"proto:\u00a0(line 1:15): unknown field \"valu\"", `the body, at line 1 column 15: unknown field "valu"`},
+		{"proto:\u00a0unexpected EOF", `the body is not valid JSON: it ends inside a value, or holds an invalid escape`},
 		{`unexpected EOF`, `the body is not valid JSON: it ends inside a value, or holds an invalid escape`},
 		{`too many values for field "offset": 1, 2`, `too many values for field "offset": 1, 2`},
 		{`topic "nope" does not exist`, `topic "nope" does not exist`},
