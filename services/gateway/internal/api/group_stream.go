@@ -100,6 +100,16 @@ func (s *Group) Consume(stream skeinv1.GroupService_ConsumeServer) error {
 		}
 	}()
 
+	// answer runs one commit or nack the client sent and answers it.
+	answer := func(m *skeinv1.ConsumeRequest) error {
+		resp := &skeinv1.ConsumeResponse{}
+		if n := m.GetNack(); n != nil {
+			resp.Kind = &skeinv1.ConsumeResponse_Nacked{Nacked: s.streamNack(ctx, gc, n)}
+		} else {
+			resp.Kind = &skeinv1.ConsumeResponse_Committed{Committed: s.streamCommit(ctx, gc, m.GetCommit())}
+		}
+		return stream.Send(resp)
+	}
 	joined := false
 	for {
 		select {
@@ -108,17 +118,24 @@ func (s *Group) Consume(stream skeinv1.GroupService_ConsumeServer) error {
 				return drained(s.draining, consumeAgain)
 			}
 			if errors.Is(err, io.EOF) {
-				return nil
+				// The client's last commits may still be queued (a client
+				// that commits and closes at once): the member leaves
+				// without committing, so they are run before it does.
+				for {
+					select {
+					case m := <-commits:
+						if err := answer(m); err != nil {
+							return err
+						}
+						continue
+					default:
+					}
+					return nil
+				}
 			}
 			return err
 		case m := <-commits:
-			resp := &skeinv1.ConsumeResponse{}
-			if n := m.GetNack(); n != nil {
-				resp.Kind = &skeinv1.ConsumeResponse_Nacked{Nacked: s.streamNack(ctx, gc, n)}
-			} else {
-				resp.Kind = &skeinv1.ConsumeResponse_Committed{Committed: s.streamCommit(ctx, gc, m.GetCommit())}
-			}
-			if err := stream.Send(resp); err != nil {
+			if err := answer(m); err != nil {
 				return err
 			}
 			continue

@@ -467,6 +467,42 @@ func TestGroupConsumeStreamEndCommitsOnlyWhatTheClientDid(t *testing.T) {
 	}
 }
 
+// A client that commits and half-closes its stream at once (as grpcurl
+// does) has that commit run before the member leaves.
+func TestGroupConsumeStreamRunsTheLastCommitBeforeLeaving(t *testing.T) {
+	e := startGroups(t)
+	e.mustDo("POST", "/v1/topics", `{"name": "t", "partitions": 1, "replication_factor": 1}`)
+	e.produce("t", 1, 10)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for round := int64(1); round <= 6; round++ {
+		stream := subscribe(t, ctx, e, "s", "t")
+		readSome(t, stream)
+		if err := stream.Send(&skeinv1.ConsumeRequest{Kind: &skeinv1.ConsumeRequest_Commit{Commit: &skeinv1.CommitOffsetsRequest{
+			Group: "s", Offsets: []*skeinv1.TopicPartitionOffset{{Topic: "t", Partition: 0, Offset: round}}}}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := stream.CloseSend(); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			if _, err := stream.Recv(); err != nil {
+				break // the stream ended
+			}
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for len(e.coord.Members("s")) != 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: the member did not leave", round)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if got := e.coord.Committed("s", "t", 0); got != round {
+			t.Fatalf("round %d: committed %d, want the client's last commit, %d", round, got, round)
+		}
+	}
+}
+
 // A commit on a Consume stream is answered at once, not after the
 // gateway's wait for records on an idle topic (half a second) has passed.
 func TestGroupConsumeStreamAnswersCommitsAtOnce(t *testing.T) {
