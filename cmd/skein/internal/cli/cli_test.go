@@ -34,6 +34,9 @@ type fakeGateway struct {
 	grew   chan struct{}
 	acks   []int32
 	codecs []string // each ProduceStream request's compression
+	// holdProduce, when set, holds every ProduceStream request unanswered
+	// until it is closed.
+	holdProduce chan struct{}
 	// deletes are the DeleteRecords requests, in order.
 	deletes []*skeinv1.DeleteRecordsRequest
 }
@@ -140,6 +143,11 @@ func (g *fakeGateway) ProduceStream(stream skeinv1.ProducerService_ProduceStream
 			return err
 		}
 		g.mu.Lock()
+		if hold := g.holdProduce; hold != nil {
+			g.mu.Unlock()
+			<-hold // never answered while held
+			g.mu.Lock()
+		}
 		g.acks = append(g.acks, req.GetAcks())
 		g.codecs = append(g.codecs, req.GetCompression())
 		resp := &skeinv1.ProduceStreamResponse{CorrelationId: req.GetCorrelationId()}
@@ -592,6 +600,39 @@ func TestHelpAndFlagErrors(t *testing.T) {
 	code, _, errOut := run(t, "", "topic", "create", "t", "--partitons", "3")
 	if code != 2 || strings.Count(errOut, "-partitons") != 2 || strings.Contains(errOut, "skein topic list") {
 		t.Errorf("a misspelt flag: %d %q, want the flag package's error and usage of topic create alone", code, errOut)
+	}
+}
+
+// An interrupt ends produce within its grace period even when the
+// gateway never answers what was sent.
+func TestProduceInterruptedWithoutAnswers(t *testing.T) {
+	g, addr := startFake(t)
+	t.Setenv("SKEIN_GATEWAY", addr)
+	if code, _, errOut := run(t, "", "topic", "create", "mute"); code != 0 {
+		t.Fatalf("create: %d %q", code, errOut)
+	}
+	hold := make(chan struct{})
+	defer close(hold)
+	g.mu.Lock()
+	g.holdProduce = hold
+	g.mu.Unlock()
+	defer func(d time.Duration) { interruptGrace = d }(interruptGrace)
+	interruptGrace = 200 * time.Millisecond
+	ctx, interrupt := context.WithCancel(context.Background())
+	var errOut bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- produceCmd(ctx, []string{"mute"}, IO{In: strings.NewReader("a\nb\n"), Out: io.Discard, Err: &errOut})
+	}()
+	time.Sleep(200 * time.Millisecond) // sent, and waiting for the answers
+	interrupt()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) || !strings.Contains(errOut.String(), "may or may not be written") {
+			t.Fatalf("produce interrupted with its answers held: %v %q", err, errOut.String())
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("produce still waits for a gateway that does not answer, after an interrupt")
 	}
 }
 

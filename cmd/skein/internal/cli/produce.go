@@ -19,6 +19,10 @@ import (
 	"skein/libs/rpcerr"
 )
 
+// interruptGrace is how long an interrupted produce waits for the answers
+// of what it sent.
+var interruptGrace = 10 * time.Second
+
 // maxLine bounds one stdin line (one record).
 const maxLine = 16 << 20
 
@@ -138,6 +142,23 @@ func produceCmd(ctx context.Context, args []string, stdio IO) error {
 	if err != nil {
 		return err
 	}
+	// An interrupt gives the gateway 10 s to answer what was sent, wherever
+	// the command waits (a send held by flow control, the last answers),
+	// then ends the stream.
+	finished := make(chan struct{})
+	defer close(finished)
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-finished:
+			return
+		}
+		select {
+		case <-time.After(interruptGrace):
+			cancel()
+		case <-finished:
+		}
+	}()
 
 	lines := make(chan line, maxRecordsPerRequest)
 	readErr := make(chan error, 1)
@@ -159,7 +180,7 @@ func produceCmd(ctx context.Context, args []string, stdio IO) error {
 	// Answers arrive by correlation id; firstLine maps one back to its lines.
 	var mu sync.Mutex
 	firstLine := map[uint64]int{}
-	failed, sent := 0, 0
+	failed, unknown, sent := 0, 0, 0 // failed includes unknown: an UNKNOWN outcome may be written
 	recvDone := make(chan error, 1)
 	go func() {
 		for {
@@ -181,6 +202,9 @@ func produceCmd(ctx context.Context, args []string, stdio IO) error {
 				}
 				if r.GetErrorCode() != skeinv1.ErrorCode_NONE {
 					failed++
+					if r.GetOutcome() == skeinv1.ProduceOutcome_UNKNOWN {
+						unknown++
+					}
 					fmt.Fprintf(stdio.Err, "line %d: %s: %s\n", first+i, r.GetErrorCode(), r.GetMessage())
 				}
 			}
@@ -252,19 +276,17 @@ send:
 		}
 		sendErr = stream.CloseSend()
 	}
-	// Every request sent is answered before the stream ends; an interrupt
-	// waits a little for that, not forever.
-	var recvErr error
-	if interrupted {
-		select {
-		case recvErr = <-recvDone:
-		case <-time.After(10 * time.Second):
-			recvErr = fmt.Errorf("interrupted: the gateway did not answer every request within 10 s")
-		}
-	} else {
-		recvErr = <-recvDone
-	}
+	// Every request sent is answered before the stream ends (or, after an
+	// interrupt, within 10 s).
+	recvErr := <-recvDone
+	interrupted = interrupted || ctx.Err() != nil
 	if recvErr != nil {
+		if interrupted {
+			mu.Lock()
+			fmt.Fprintf(stdio.Err, "interrupted: the gateway did not answer every request in time; of the %d records sent, %d failed and the rest may or may not be written\n", sent, failed)
+			mu.Unlock()
+			return ctx.Err()
+		}
 		return recvErr
 	}
 	if sendErr != nil && !errors.Is(sendErr, io.EOF) {
@@ -278,6 +300,8 @@ send:
 	case interrupted:
 		fmt.Fprintf(stdio.Err, "interrupted: %d of the %d records sent were written\n", sent-failed, sent)
 		return ctx.Err()
+	case unknown > 0:
+		return fmt.Errorf("%d of %d records were not written, and %d more may or may not be (their outcome is UNKNOWN)", failed-unknown, sent, unknown)
 	case failed > 0:
 		return fmt.Errorf("%d of %d records were not written", failed, sent)
 	}
@@ -348,7 +372,7 @@ func transactionalProduce(ctx context.Context, f *flags, stdio IO, topic, txid, 
 	if err != nil {
 		return err
 	}
-	abort := func(cause error) error {
+	abortTxn := func(cause error) error {
 		why := describeErr(cause)
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
@@ -360,6 +384,16 @@ func transactionalProduce(ctx context.Context, f *flags, stdio IO, topic, txid, 
 			return fmt.Errorf("%s (and the abort failed: %s)", why, describeErr(err))
 		}
 		return fmt.Errorf("%s: transaction aborted, nothing of it is visible to read_committed consumers", why)
+	}
+	abort := func(cause error) error {
+		err := abortTxn(cause)
+		if ctx.Err() != nil {
+			// Interrupted: say what became of the transaction, and end
+			// with the interrupt's exit status.
+			fmt.Fprintln(stdio.Err, "skein: interrupted:", err)
+			return ctx.Err()
+		}
+		return err
 	}
 	for _, p := range order {
 		recs := byPartition[p]
