@@ -105,8 +105,18 @@ func (g *Group) Touch(req HeartbeatRequest, now time.Time) bool {
 		return false
 	}
 	m, err := g.lookup(req)
-	if err != nil || m.staticLeft || (req.MemberEpoch != m.epoch && req.MemberEpoch != m.prevEpoch) {
+	if err != nil || m.staticLeft {
 		return false
+	}
+	// The epochs Heartbeat takes: the member's, or the one before it from
+	// a member holding no more than its assignment (the answer that moved
+	// it on was lost).
+	lost := req.MemberEpoch == m.prevEpoch && req.Owned != nil && req.Owned.SubsetOf(m.assigned)
+	if req.MemberEpoch != m.epoch && !lost {
+		return false
+	}
+	if !now.Before(m.lastHeartbeat.Add(m.session)) {
+		return false // its session is over; only the tick decides now
 	}
 	if now.After(m.lastHeartbeat) {
 		m.lastHeartbeat = now

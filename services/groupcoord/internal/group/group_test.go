@@ -83,6 +83,18 @@ func TestTouch(t *testing.T) {
 	if eff := g.Tick(epoch0.Add(18 * time.Second)); len(eff.Removed) != 2 {
 		t.Fatalf("at 18s: %+v, want both sessions expired", eff.Removed)
 	}
+
+	// A session already over is not renewed, even before the tick removes
+	// the member.
+	h := New(testConfig(), "h")
+	h.SetTopics(map[string]int32{"t": 2})
+	mustHeartbeat(t, h, HeartbeatRequest{MemberID: "a", Topics: []string{"t"}, SessionTimeout: 10 * time.Second}, epoch0)
+	if h.Touch(HeartbeatRequest{MemberID: "a", MemberEpoch: 1}, epoch0.Add(10*time.Second)) {
+		t.Fatal("Touch renewed a session that had run out")
+	}
+	if eff := h.Tick(epoch0.Add(10 * time.Second)); len(eff.Removed) != 1 {
+		t.Fatalf("the expired member stayed: %+v", eff)
+	}
 }
 
 func TestRestoreRefusesBrokenSnapshots(t *testing.T) {
