@@ -418,6 +418,18 @@ func TestGroupConsumeStreamRefusesAnUnknownIsolationLevel(t *testing.T) {
 	}
 }
 
+// waitLeft waits until group has no member left at the coordinator.
+func waitLeft(t *testing.T, e *groupEnv, group string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(e.coord.Members(group)) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the member did not leave: %v", e.coord.Members(group))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // When a Consume stream ends, its member leaves without committing what
 // was streamed: the client commits what it processed, and a record sent to
 // it but never processed is read again by the partition's next owner.
@@ -455,13 +467,7 @@ func TestGroupConsumeStreamEndCommitsOnlyWhatTheClientDid(t *testing.T) {
 		}
 	}
 	end() // the client stops, as a consumer that was interrupted does
-	deadline := time.Now().Add(10 * time.Second)
-	for len(e.coord.Members("s")) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the member did not leave: %v", e.coord.Members("s"))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitLeft(t, e, "s")
 	if got := e.coord.Committed("s", "t", 0); got != 3 {
 		t.Fatalf("committed %d after the stream ended, want the client's 3 (10 were streamed)", got)
 	}
@@ -490,13 +496,7 @@ func TestGroupConsumeStreamRunsTheLastCommitBeforeLeaving(t *testing.T) {
 				break // the stream ended
 			}
 		}
-		deadline := time.Now().Add(10 * time.Second)
-		for len(e.coord.Members("s")) != 0 {
-			if time.Now().After(deadline) {
-				t.Fatalf("round %d: the member did not leave", round)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		waitLeft(t, e, "s")
 		if got := e.coord.Committed("s", "t", 0); got != round {
 			t.Fatalf("round %d: committed %d, want the client's last commit, %d", round, got, round)
 		}
