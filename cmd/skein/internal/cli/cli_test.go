@@ -683,3 +683,25 @@ func TestDevGoMaxProcs(t *testing.T) {
 		}
 	}
 }
+
+func TestConsumePrintsNullForAMissingKeyOrValue(t *testing.T) {
+	g, addr := startFake(t)
+	t.Setenv("SKEIN_GATEWAY", addr)
+	run(t, "", "topic", "create", "orders")
+	if code, _, errOut := run(t, "k:v\n:empty key\n", "produce", "orders", "--key-separator", ":"); code != 0 {
+		t.Fatalf("produce keyed: %d %q", code, errOut)
+	}
+	if code, _, errOut := run(t, "no key\n", "produce", "orders"); code != 0 {
+		t.Fatalf("produce keyless: %d %q", code, errOut)
+	}
+	g.mu.Lock() // a tombstone: a key and no value
+	g.topics["orders"][0] = append(g.topics["orders"][0], &skeinv1.ConsumedRecord{Topic: "orders", Offset: 3, Key: ptr("gone")})
+	g.mu.Unlock()
+	code, out, errOut := run(t, "", "consume", "orders", "--print-key")
+	if want := "k\tv\n\tempty key\nnull\tno key\ngone\tnull\n"; code != 0 || out != want {
+		t.Fatalf("consume --print-key: %d %q %q, want %q", code, out, errOut, want)
+	}
+	if code, out, _ := run(t, "", "consume", "orders", "--from", "3"); code != 0 || out != "null\n" {
+		t.Errorf("a tombstone's value: %d %q", code, out)
+	}
+}

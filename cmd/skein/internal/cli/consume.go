@@ -62,23 +62,28 @@ func (p *printer) print(r *skeinv1.ConsumedRecord) (done bool, err error) {
 		return p.max > 0 && p.n >= p.max, nil
 	}
 	if p.printKey {
-		k := r.GetKey()
-		if r.KeyBytes != nil {
-			k = string(r.GetKeyBytes())
-		}
-		if _, err := io.WriteString(p.w, k+p.sep); err != nil {
+		if _, err := io.WriteString(p.w, fieldText(r.Key, r.KeyBytes)+p.sep); err != nil {
 			return true, err
 		}
 	}
-	v := r.GetValue()
-	if r.ValueBytes != nil {
-		v = string(r.GetValueBytes())
-	}
-	if _, err := io.WriteString(p.w, v+"\n"); err != nil {
+	if _, err := io.WriteString(p.w, fieldText(r.Value, r.ValueBytes)+"\n"); err != nil {
 		return true, err
 	}
 	p.n++
 	return p.max > 0 && p.n >= p.max, nil
+}
+
+// fieldText is a key or value as printed: its text, its bytes as they
+// are, or "null" for a record without one (as Kafka's console consumer
+// prints a null key, and a tombstone's value).
+func fieldText(text *string, raw []byte) string {
+	switch {
+	case raw != nil:
+		return string(raw)
+	case text != nil:
+		return *text
+	}
+	return "null"
 }
 
 // errMaxReached ends consumption once --max records are printed.
@@ -90,7 +95,7 @@ func consumeCmd(ctx context.Context, args []string, stdio IO) error {
 	follow := f.Bool("follow", false, "keep printing new records as they are committed (Ctrl-C to stop)")
 	partition := f.Int("partition", -1, "only this partition (default: all)")
 	maxRecords := f.Int("max", 0, "stop after this many records (0: no limit)")
-	printKey := f.Bool("print-key", false, "print each record's key before its value")
+	printKey := f.Bool("print-key", false, "print each record's key before its value (null for a record without a key)")
 	sep := f.String("key-separator", "\t", "what separates key and value with --print-key")
 	readCommitted := f.Bool("read-committed", false, "skip aborted and open transactions")
 	group := f.String("group", "", "consume as a member of this consumer group, committing what is printed")
