@@ -87,6 +87,7 @@ Usage:
   skein group list
   skein group describe GROUP
   skein group reset-offsets GROUP --topic T (--to-earliest | --to-latest | --to-offset N | --to-timestamp MS)
+                [--execute]   (without it, only prints the new offsets, as Kafka's tool)
   skein group delete GROUP
   skein group dlq GROUP --topic T              (what the group dead-lettered from T, with the reasons)
   skein group dlq-replay GROUP --topic T       (produce those records back to T)

@@ -28,7 +28,7 @@ func groupCmd(ctx context.Context, args []string, stdio IO) error {
 	}
 	f := newFlags("group "+sub, stdio, true)
 	var topic *string
-	var toEarliest, toLatest *bool
+	var toEarliest, toLatest, execute, dryRun *bool
 	var toOffset, toTimestamp *int64
 	switch sub {
 	case "reset-offsets":
@@ -37,6 +37,8 @@ func groupCmd(ctx context.Context, args []string, stdio IO) error {
 		toLatest = f.Bool("to-latest", false, "reset to each partition's end")
 		toOffset = f.Int64("to-offset", -1, "reset every partition to this offset (kept within the partition's log)")
 		toTimestamp = f.Int64("to-timestamp", -1, "reset to the first offset at or after this time (ms since the epoch)")
+		execute = f.Bool("execute", false, "commit the new offsets (without it, only print them)")
+		dryRun = f.Bool("dry-run", false, "only print the new offsets (the default; as Kafka's tool, for scripts to say so)")
 	case "dlq", "dlq-replay":
 		topic = f.String("topic", "", "the topic whose dead-lettered records to "+map[string]string{"dlq": "list", "dlq-replay": "produce back to it"}[sub]+" (required)")
 	case "list", "describe", "delete":
@@ -119,6 +121,9 @@ func groupCmd(ctx context.Context, args []string, stdio IO) error {
 	if *topic == "" {
 		return usagef("reset-offsets needs --topic")
 	}
+	if *execute && *dryRun {
+		return usagef("reset-offsets takes --execute or --dry-run, not both")
+	}
 	if err := mustBeEmpty(cctx, groups, pos[0], "reset"); err != nil {
 		return err
 	}
@@ -126,17 +131,76 @@ func groupCmd(ctx context.Context, args []string, stdio IO) error {
 	if err != nil {
 		return err
 	}
-	resp, err := groups.CommitOffsets(cctx, &skeinv1.CommitOffsetsRequest{Group: pos[0], MemberId: "", MemberEpoch: -1, Offsets: offsets})
+	commit := &skeinv1.CommitOffsetsRequest{Group: pos[0], MemberId: "", MemberEpoch: -1, Offsets: offsets}
+	if !*execute {
+		// As Kafka's kafka-consumer-groups: without --execute nothing
+		// changes; the plan is printed (as JSON, the commit that
+		// --execute would send).
+		if *f.json {
+			return printJSON(stdio.Out, commit)
+		}
+		if err := printResetPlan(stdio.Out, offsets, nil); err != nil {
+			return err
+		}
+		if !*dryRun {
+			fmt.Fprintf(stdio.Err, "dry run: group %s's offsets are unchanged; add --execute to commit them\n", pos[0])
+		}
+		return nil
+	}
+	resp, err := groups.CommitOffsets(cctx, commit)
 	if err != nil {
 		return err
 	}
-	if *f.json {
-		return printJSON(stdio.Out, resp)
+	failed := len(offsets) // less each partition the answer says is committed
+	for _, r := range resp.GetResults() {
+		if r.GetErrorCode() == skeinv1.ErrorCode_NONE {
+			failed--
+		}
 	}
-	tw := tabwriter.NewWriter(stdio.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TOPIC\tPARTITION\tNEW OFFSET")
+	if *f.json {
+		if err := printJSON(stdio.Out, resp); err != nil {
+			return err
+		}
+	} else if err := printResetPlan(stdio.Out, offsets, resp.GetResults()); err != nil {
+		return err
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d partitions of %s were not reset", failed, len(offsets), *topic)
+	}
+	return nil
+}
+
+// printResetPlan prints each partition's new offset and, once committed,
+// its result.
+func printResetPlan(w io.Writer, offsets []*skeinv1.TopicPartitionOffset, results []*skeinv1.PartitionCommitResult) error {
+	type tp struct {
+		topic string
+		part  int32
+	}
+	res := map[tp]*skeinv1.PartitionCommitResult{}
+	for _, r := range results {
+		res[tp{r.GetTopic(), r.GetPartition()}] = r
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if results == nil {
+		fmt.Fprintln(tw, "TOPIC\tPARTITION\tNEW OFFSET")
+	} else {
+		fmt.Fprintln(tw, "TOPIC\tPARTITION\tNEW OFFSET\tRESULT")
+	}
 	for _, o := range offsets {
-		fmt.Fprintf(tw, "%s\t%d\t%d\n", o.GetTopic(), o.GetPartition(), o.GetOffset())
+		fmt.Fprintf(tw, "%s\t%d\t%d", o.GetTopic(), o.GetPartition(), o.GetOffset())
+		if results != nil {
+			r, ok := res[tp{o.GetTopic(), o.GetPartition()}]
+			switch {
+			case !ok:
+				fmt.Fprint(tw, "\tno answer")
+			case r.GetErrorCode() == skeinv1.ErrorCode_NONE:
+				fmt.Fprint(tw, "\tcommitted")
+			default:
+				fmt.Fprintf(tw, "\t%s: %s", r.GetErrorCode(), r.GetMessage())
+			}
+		}
+		fmt.Fprintln(tw)
 	}
 	return tw.Flush()
 }

@@ -27,6 +27,8 @@ type fakeGroups struct {
 	commits   []*skeinv1.CommitOffsetsRequest
 	deleted   bool
 	subscribe *skeinv1.JoinGroupRequest
+	// refuse: partitions whose commits are answered with this code.
+	refuse map[int32]skeinv1.ErrorCode
 }
 
 func (f *fakeGroups) ListGroups(context.Context, *skeinv1.ListGroupsRequest) (*skeinv1.ListGroupsResponse, error) {
@@ -59,7 +61,11 @@ func (f *fakeGroups) CommitOffsets(_ context.Context, req *skeinv1.CommitOffsets
 	f.commits = append(f.commits, req)
 	out := &skeinv1.CommitOffsetsResponse{}
 	for _, o := range req.GetOffsets() {
-		out.Results = append(out.Results, &skeinv1.PartitionCommitResult{Topic: o.GetTopic(), Partition: o.GetPartition()})
+		r := &skeinv1.PartitionCommitResult{Topic: o.GetTopic(), Partition: o.GetPartition()}
+		if c, ok := f.refuse[o.GetPartition()]; ok {
+			r.ErrorCode, r.Message = c, "refused by the test"
+		}
+		out.Results = append(out.Results, r)
 	}
 	return out, nil
 }
@@ -168,14 +174,47 @@ func TestGroupCommands(t *testing.T) {
 	}
 
 	f.members = 0
+	// As Kafka's tool, a reset without --execute changes nothing.
 	code, out, errOut = run(t, "", "group", "reset-offsets", "g", "--topic", "t", "--to-offset", "0", "--gateway", addr)
-	if code != 0 || len(f.commits) != 1 || !strings.Contains(out, "NEW OFFSET") {
-		t.Fatalf("reset of an empty group: %d %q %q", code, out, errOut)
+	if code != 0 || len(f.commits) != 0 || !strings.Contains(out, "NEW OFFSET") || !strings.Contains(errOut, "add --execute") {
+		t.Fatalf("reset without --execute: %d %q %q, commits %v", code, out, errOut, f.commits)
+	}
+	code, out, errOut = run(t, "", "group", "reset-offsets", "g", "--topic", "t", "--to-offset", "0", "--dry-run", "--gateway", addr)
+	if code != 0 || len(f.commits) != 0 || !strings.Contains(out, "NEW OFFSET") || errOut != "" {
+		t.Fatalf("reset --dry-run: %d %q %q, commits %v", code, out, errOut, f.commits)
+	}
+	code, out, _ = run(t, "", "group", "reset-offsets", "g", "--topic", "t", "--to-offset", "0", "--json", "--gateway", addr)
+	var plan struct {
+		Group   string `json:"group"`
+		Offsets []struct {
+			Partition int32  `json:"partition"`
+			Offset    string `json:"offset"`
+		} `json:"offsets"`
+	}
+	if err := json.Unmarshal([]byte(out), &plan); code != 0 || err != nil || plan.Group != "g" || len(plan.Offsets) != 2 || len(f.commits) != 0 {
+		t.Fatalf("reset --json without --execute: %d %q (%v), commits %v; want the commit it would send", code, out, err, f.commits)
+	}
+	if code, _, _ := run(t, "", "group", "reset-offsets", "g", "--topic", "t", "--to-offset", "0", "--dry-run", "--execute", "--gateway", addr); code != 2 || len(f.commits) != 0 {
+		t.Errorf("--dry-run with --execute: exit %d, want 2", code)
+	}
+	code, out, errOut = run(t, "", "group", "reset-offsets", "g", "--topic", "t", "--to-offset", "0", "--execute", "--gateway", addr)
+	if code != 0 || len(f.commits) != 1 || !strings.Contains(out, "NEW OFFSET") || strings.Count(out, "committed") != 2 {
+		t.Fatalf("reset --execute of an empty group: %d %q %q", code, out, errOut)
 	}
 	c := f.commits[0]
 	if c.GetMemberId() != "" || c.GetMemberEpoch() != -1 || len(c.GetOffsets()) != 2 {
 		t.Errorf("reset committed %v", c)
 	}
+	// A partition the coordinator refuses is named, and the exit status says so.
+	f.refuse = map[int32]skeinv1.ErrorCode{1: skeinv1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION}
+	code, out, errOut = run(t, "", "group", "reset-offsets", "g", "--topic", "t", "--to-earliest", "--execute", "--gateway", addr)
+	if code != 1 || !strings.Contains(out, "UNKNOWN_TOPIC_OR_PARTITION: refused by the test") || !strings.Contains(errOut, "1 of 2 partitions of t were not reset") {
+		t.Errorf("reset --execute with a refused partition: %d %q %q", code, out, errOut)
+	}
+	if code, _, errOut := run(t, "", "group", "reset-offsets", "g", "--topic", "t", "--to-earliest", "--execute", "--json", "--gateway", addr); code != 1 || !strings.Contains(errOut, "were not reset") {
+		t.Errorf("reset --execute --json with a refused partition: %d %q", code, errOut)
+	}
+	f.refuse = nil
 	if code, out, _ := run(t, "", "group", "delete", "g", "--gateway", addr); code != 0 || !f.deleted || !strings.Contains(out, "deleted group g") {
 		t.Errorf("delete of an empty group: %d %q", code, out)
 	}
