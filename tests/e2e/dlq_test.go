@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net/http"
 	"os"
@@ -524,6 +525,58 @@ func TestDeadLetterAfterFiveNacks(t *testing.T) {
 		if got < m.min || m.exact && got != m.min {
 			t.Errorf("%s-%d: %s is %v, want %v (at least: %v)", owner.Role, owner.ID, m.series, got, m.min, !m.exact)
 		}
+	}
+
+	// A source topic of the longest name: its default dead-letter topic
+	// keeps its first 236 characters, a hash of the whole and ".dlq" (249
+	// in all), so it can be created; the command line finds it.
+	long := "long-" + strings.Repeat("x", 244)
+	h := fnv.New32a()
+	h.Write([]byte(long))
+	longDLQ := fmt.Sprintf("%s-%08x.dlq", long[:236], h.Sum32())
+	createTopic(ctx, t, c, long, 1, 3, nil)
+	if err := c.Call(ctx, "POST", "/v1/topics/"+long+"/records", ProduceRequest{Records: []ProduceRecord{{Key: ptr("lk"), Value: ptr("lv")}}}, &pr); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gs.SetGroupConfig(ctx, &skeinv1.SetGroupConfigRequest{Group: "long-dlq", Configs: map[string]string{"max.delivery.attempts": "1"}}); err != nil {
+		t.Fatal(err)
+	}
+	lctx, lcancel := context.WithCancel(ctx)
+	defer lcancel()
+	ls, err := gs.Consume(lctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ls.Send(&skeinv1.ConsumeRequest{Kind: &skeinv1.ConsumeRequest_Subscribe{Subscribe: &skeinv1.JoinGroupRequest{
+		Group: "long-dlq", Topics: []string{long}, AutoOffsetReset: "earliest"}}}); err != nil {
+		t.Fatal(err)
+	}
+	for got := false; !got; {
+		msg, err := ls.Recv()
+		if err != nil {
+			t.Fatalf("stream of the long topic: %v", err)
+		}
+		got = len(msg.GetRecords().GetRecords()) > 0
+	}
+	if err := ls.Send(&skeinv1.ConsumeRequest{Kind: &skeinv1.ConsumeRequest_Nack{Nack: &skeinv1.NackRecordRequest{
+		Topic: long, Partition: ptr(int32(0)), Offset: ptr(int64(0)), Reason: "too long to handle"}}}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		msg, err := ls.Recv()
+		if err != nil {
+			t.Fatalf("stream of the long topic: %v", err)
+		}
+		if n := msg.GetNacked(); n != nil {
+			if n.GetErrorCode() != skeinv1.ErrorCode_NONE || !n.GetDeadLettered() || n.GetDlqTopic() != longDLQ {
+				t.Fatalf("the nack of the long topic's record: %v, want it dead-lettered to %s", n, longDLQ)
+			}
+			break
+		}
+	}
+	lcancel()
+	if out := skein("group", "dlq", "long-dlq", "--topic", long); !strings.Contains(out, longDLQ+":0@0") || !strings.Contains(out, "too long to handle") {
+		t.Fatalf("skein group dlq of the long topic:\n%s", out)
 	}
 }
 

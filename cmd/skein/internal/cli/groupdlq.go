@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/dlqtopic"
 	"skein/libs/errs"
 	"skein/libs/rpcerr"
 )
@@ -45,7 +46,7 @@ type deadLetter struct {
 }
 
 // dlqTopicOf answers the dead-letter topic of a group's topic: the group's
-// dlq.topic, else TOPIC.dlq.
+// dlq.topic, else the topic's own (TOPIC.dlq, shortened for a long name).
 func dlqTopicOf(ctx context.Context, groups skeinv1.GroupServiceClient, group, topic string) (string, error) {
 	cfg, err := groups.GetGroupConfig(ctx, &skeinv1.GetGroupConfigRequest{Group: group})
 	if err != nil {
@@ -54,7 +55,7 @@ func dlqTopicOf(ctx context.Context, groups skeinv1.GroupServiceClient, group, t
 	if t := cfg.GetConfigs()["dlq.topic"]; t != "" {
 		return t, nil
 	}
-	return topic + ".dlq", nil
+	return dlqtopic.Default(topic), nil
 }
 
 // readDeadLetters reads every partition of the dead-letter topic up to its

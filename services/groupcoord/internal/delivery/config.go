@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"skein/libs/dlqtopic"
 	"skein/libs/errs"
 )
 
@@ -13,14 +14,12 @@ const (
 	// KeyMaxAttempts: deliveries of a record before it is dead-lettered.
 	KeyMaxAttempts = "max.delivery.attempts"
 	// KeyTopic: the dead-letter topic of every topic the group reads;
-	// empty means "<topic>.dlq" per source topic.
+	// empty means each source topic's own (dlqtopic.Default: "<topic>.dlq").
 	KeyTopic = "dlq.topic"
 
 	DefaultMaxAttempts = 5
 	// MaxMaxAttempts bounds max.delivery.attempts.
 	MaxMaxAttempts = 1000
-	// TopicSuffix makes a source topic's default dead-letter topic.
-	TopicSuffix = ".dlq"
 )
 
 // Config is a group's dead-letter settings.
@@ -38,7 +37,7 @@ func (c Config) TopicFor(source string) string {
 	if c.Topic != "" {
 		return c.Topic
 	}
-	return source + TopicSuffix
+	return dlqtopic.Default(source)
 }
 
 // Values answers every setting with its effective value (dlq.topic ""
