@@ -154,6 +154,16 @@ func (b Binding) Validate() (Binding, error) {
 	if !ok || typ == "" || name == "" {
 		return bad("principal %q: want Type:name, e.g. User:alice (User:* for everyone)", b.Principal)
 	}
+	// Every principal a caller is known as is a User (its certificate's
+	// common name, its token's subject): a binding of another type, or of
+	// a name no caller can have, would never match, and a deny that never
+	// matches is worse than a refusal.
+	if typ != PrincipalType {
+		return bad("principal %q: the principal type is %s (%s:alice; %s:* for everyone)", b.Principal, PrincipalType, PrincipalType, PrincipalType)
+	}
+	if strings.TrimSpace(name) != name {
+		return bad("principal %q: the name begins or ends with a space", b.Principal)
+	}
 	if _, ok := resourceNames[b.Resource]; !ok {
 		return bad("unknown resource type %d", b.Resource)
 	}
@@ -178,11 +188,30 @@ func (b Binding) Validate() (Binding, error) {
 	if b.Pattern == Prefixed && b.Name == Wildcard {
 		return bad("the prefix * is not a wildcard: use * with the literal pattern")
 	}
-	if b.Resource == Cluster && b.Operation != All && b.Operation != Create && b.Operation != Alter && b.Operation != Describe {
-		return bad("operation %s does not apply to the cluster (all, create, alter or describe)", b.Operation)
+	if ops := resourceOperations[b.Resource]; !slices.Contains(ops, b.Operation) {
+		names := make([]string, len(ops))
+		for i, o := range ops {
+			names[i] = o.String()
+		}
+		return bad("operation %s does not apply to %s (%s)", b.Operation, resourceNoun[b.Resource], strings.Join(names, ", "))
 	}
 	return b, nil
 }
+
+// PrincipalType is the type of every principal: User:<name>.
+const PrincipalType = "User"
+
+// resourceOperations is what each resource type's calls check (All
+// included, which matches each of them), as Kafka's kafka-acls refuses an
+// operation its resource type has no use for.
+var resourceOperations = map[ResourceType][]Operation{
+	Topic:           {All, Read, Write, Create, Delete, Alter, Describe},
+	Group:           {All, Read, Delete, Alter, Describe},
+	Cluster:         {All, Create, Alter, Describe},
+	TransactionalID: {All, Write, Describe},
+}
+
+var resourceNoun = map[ResourceType]string{Topic: "a topic", Group: "a group", Cluster: "the cluster", TransactionalID: "a transactional id"}
 
 // Filter selects bindings: each zero field matches anything.
 type Filter struct {

@@ -117,6 +117,20 @@ func checkAuth(t *testing.T, d *Dev, sec *secureFiles, caOnly, withCert *tls.Con
 	if code, out := call(certed, "POST", "/v1/acls", "", bad); code != http.StatusBadRequest || out["error_code"] != "INVALID_REQUEST" || !strings.Contains(fmt.Sprint(out["message"]), `unknown operation "obliterate"`) {
 		t.Errorf("an ACL with an unknown operation: %d %v, want 400 INVALID_REQUEST", code, out)
 	}
+	// A binding no call could ever match (a deny that would do nothing)
+	// is refused, not stored.
+	for _, b := range []struct {
+		binding map[string]any
+		says    string
+	}{
+		{map[string]any{"principal": "User:dev", "resource_type": "group", "resource_name": "dev-group", "operation": "write", "permission": "deny"}, "does not apply to a group"},
+		{map[string]any{"principal": "user:dev", "resource_type": "topic", "resource_name": "secure", "operation": "read", "permission": "deny"}, "the principal type is User"},
+	} {
+		code, out := call(certed, "POST", "/v1/acls", "", map[string]any{"acls": []map[string]any{b.binding}})
+		if code != http.StatusBadRequest || out["error_code"] != "INVALID_REQUEST" || !strings.Contains(fmt.Sprint(out["message"]), b.says) {
+			t.Errorf("the ACL %v: %d %v, want 400 INVALID_REQUEST saying %q", b.binding, code, out, b.says)
+		}
+	}
 	if code, out := call(certed, "GET", "/v1/acls?principal=User:dev", "", nil); code != http.StatusOK || len(out["acls"].([]any)) != 4 {
 		t.Errorf("the ACLs of User:dev: %d %v", code, out)
 	}
