@@ -87,6 +87,25 @@ func TestTransactionsOverREST(t *testing.T) {
 	if pr, err := produce(id, 1, 0, "c"); err != nil || !written(pr) {
 		t.Fatalf("transactional produce: %v %+v", err, pr)
 	}
+	// A plain (not transactional) batch under the producer id of the open
+	// transaction is refused, at its epoch or a higher one: it would join
+	// no transaction, and at a higher epoch fence the commit's marker and
+	// leave the transaction open for every read_committed reader.
+	for _, epoch := range []int32{id.ProducerEpoch, id.ProducerEpoch + 7} {
+		seq := map[bool]int{true: 2, false: 0}[epoch == id.ProducerEpoch]
+		var pr ProduceResponse
+		err := c.Call(ctx, "POST", fmt.Sprintf("/v1/topics/%s/partitions/0/records", topic), map[string]any{
+			"producer_id": id.ProducerID, "producer_epoch": epoch, "base_sequence": seq, "records": []map[string]any{{"value": "plain"}}}, &pr)
+		code := ""
+		if e, ok := err.(*APIError); ok {
+			code = e.ErrorCode
+		} else if err == nil && len(pr.Results) == 1 {
+			code = pr.Results[0].ErrorCode
+		}
+		if code != "INVALID_TXN_STATE" {
+			t.Errorf("a plain batch of the open transaction's producer at epoch %d: %+v %v, want INVALID_TXN_STATE", epoch, pr, err)
+		}
+	}
 	if got, lso := committedValues(ctx, t, c, topic, 0, true); len(got) != 0 || lso != 0 {
 		t.Fatalf("read_committed before the commit: %v, LSO %d", got, lso)
 	}

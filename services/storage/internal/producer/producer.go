@@ -42,6 +42,24 @@ type Appended struct {
 	FirstOffset int64 `json:"first_offset"`
 	LastOffset  int64 `json:"last_offset"`
 	Timestamp   int64 `json:"timestamp"`
+	// Kind is whether the batch was transactional (KindTransactional) or
+	// not (KindPlain); KindUnknown in a snapshot written before it was
+	// kept. A retry matches only a batch of its own kind.
+	Kind int8 `json:"kind,omitempty"`
+}
+
+// The kinds of an Appended batch.
+const (
+	KindUnknown int8 = iota
+	KindPlain
+	KindTransactional
+)
+
+func kindOf(b Batch) int8 {
+	if b.Transactional {
+		return KindTransactional
+	}
+	return KindPlain
 }
 
 // Entry is one producer's state.
@@ -53,6 +71,11 @@ type Entry struct {
 	TxnFirstOffset   int64 `json:"txn_first_offset"`
 	CoordinatorEpoch int32 `json:"coordinator_epoch"`
 	LastTimestamp    int64 `json:"last_timestamp"`
+	// EpochFromMarker: Epoch was set by a transaction marker that began
+	// it, and no batch has come since, so the next one starts at sequence
+	// 0 (every transaction's end bumps the epoch, and the producer's
+	// sequences start again).
+	EpochFromMarker bool `json:"epoch_from_marker,omitempty"`
 
 	// written: a batch or marker since the last Expire, which then sets
 	// seen (its caller's clock, not a record's timestamp) and clears it.
@@ -95,11 +118,26 @@ func (s *State) Get(pid int64) (Entry, bool) {
 }
 
 // Check decides what to do with a batch the leader is asked to append:
-// a duplicate of one of the last Window batches is answered with its
-// original offsets; an older epoch is INVALID_PRODUCER_EPOCH; a sequence that
-// is not the next expected one is OUT_OF_ORDER_SEQUENCE_NUMBER. Batches
-// without a producer id always pass.
+// a duplicate of one of the last Window batches (the same sequences, both
+// transactional or both not) is answered with its original offsets; an
+// older epoch is INVALID_PRODUCER_EPOCH; a sequence that is not the next
+// expected one is OUT_OF_ORDER_SEQUENCE_NUMBER; a batch that is not
+// transactional from a producer with a transaction open here is
+// INVALID_TXN_STATE, as in Kafka (it would join no transaction, and at a
+// higher epoch it would fence the transaction's own marker, leaving it
+// open for good). Batches without a producer id always pass.
 func (s *State) Check(b Batch) (Verdict, error) {
+	v, err := s.check(b)
+	if err != nil || v.Duplicate {
+		return v, err
+	}
+	if e := s.entries[b.ProducerID]; e != nil && !b.Transactional && e.TxnFirstOffset >= 0 {
+		return Verdict{}, errs.Errorf(errs.InvalidTxnState, "producer %d has a transaction open at offset %d: its batches must be transactional until the transaction ends", b.ProducerID, e.TxnFirstOffset)
+	}
+	return v, nil
+}
+
+func (s *State) check(b Batch) (Verdict, error) {
 	if b.ProducerID == NoProducer {
 		return Verdict{}, nil
 	}
@@ -123,12 +161,16 @@ func (s *State) Check(b Batch) (Verdict, error) {
 	}
 	last := b.LastSeq()
 	for _, a := range e.Batches {
-		if a.FirstSeq == b.FirstSeq && a.LastSeq == last {
+		if a.FirstSeq == b.FirstSeq && a.LastSeq == last && (a.Kind == KindUnknown || a.Kind == kindOf(b)) {
 			return Verdict{Duplicate: true, FirstOffset: a.FirstOffset, LastOffset: a.LastOffset}, nil
 		}
 	}
 	if len(e.Batches) == 0 {
-		// Epoch known (from a transaction marker) but no batch yet.
+		if e.EpochFromMarker && b.FirstSeq != 0 {
+			return Verdict{}, errs.Errorf(errs.OutOfOrderSequenceNumber, "producer %d: epoch %d began with a transaction marker; its first batch must start at sequence 0, got %d", b.ProducerID, b.Epoch, b.FirstSeq)
+		}
+		// Epoch known but no batch of it remembered (its batches were
+		// truncated away): the producer's retries continue its sequence.
 		return Verdict{}, nil
 	}
 	if want := addSeq(e.Batches[len(e.Batches)-1].LastSeq, 1); b.FirstSeq != want {
@@ -147,7 +189,8 @@ func (s *State) Append(b Batch, firstOffset, lastOffset, timestamp int64) {
 		e.Epoch = b.Epoch
 		e.Batches = e.Batches[:0]
 	}
-	e.Batches = append(e.Batches, Appended{FirstSeq: b.FirstSeq, LastSeq: b.LastSeq(), FirstOffset: firstOffset, LastOffset: lastOffset, Timestamp: timestamp})
+	e.EpochFromMarker = false
+	e.Batches = append(e.Batches, Appended{FirstSeq: b.FirstSeq, LastSeq: b.LastSeq(), FirstOffset: firstOffset, LastOffset: lastOffset, Timestamp: timestamp, Kind: kindOf(b)})
 	if len(e.Batches) > Window {
 		e.Batches = append(e.Batches[:0], e.Batches[len(e.Batches)-Window:]...)
 	}
@@ -167,6 +210,7 @@ func (s *State) Marker(pid int64, epoch int16, coordinatorEpoch int32, timestamp
 	if epoch > e.Epoch {
 		e.Epoch = epoch
 		e.Batches = e.Batches[:0]
+		e.EpochFromMarker = true
 	}
 	first := e.TxnFirstOffset
 	e.TxnFirstOffset = -1

@@ -310,3 +310,91 @@ func TestExpire(t *testing.T) {
 		t.Fatalf("a restored idle producer kept after maxAge")
 	}
 }
+
+// A producer with a transaction open on the partition writes only
+// transactional batches until a marker ends it, at any epoch: a plain
+// batch at a higher epoch would fence the transaction's own marker and
+// leave it open for good.
+func TestPlainBatchDuringAnOpenTransaction(t *testing.T) {
+	txn := func(epoch int16, seq int32) Batch {
+		return Batch{ProducerID: 9, Epoch: epoch, FirstSeq: seq, Records: 1, Transactional: true}
+	}
+	plain := func(epoch int16, seq int32) Batch { return Batch{ProducerID: 9, Epoch: epoch, FirstSeq: seq, Records: 1} }
+	s := run(t, "open transaction", []step{
+		{b: txn(0, 0), first: 0},
+		{b: plain(0, 1), wantErr: errs.InvalidTxnState},
+		{b: plain(7, 0), wantErr: errs.InvalidTxnState},
+		{b: txn(0, 1), first: 1},
+		{b: txn(0, 1), dup: true, first: 1},
+	})
+	if e, _ := s.Get(9); e.Epoch != 0 || s.FirstUnstableOffset() != 0 {
+		t.Fatalf("after the refused batches: epoch %d, first unstable offset %d; want 0 and 0", e.Epoch, s.FirstUnstableOffset())
+	}
+	// The transaction's marker, at the next epoch, is not fenced, and ends it.
+	if first := s.Marker(9, 1, 0, 0); first != 0 || s.FirstUnstableOffset() != -1 {
+		t.Fatalf("marker: began at %d, first unstable offset %d", first, s.FirstUnstableOffset())
+	}
+	if _, err := s.Check(plain(1, 0)); err != nil {
+		t.Fatalf("a plain batch after the transaction ended: %v", err)
+	}
+}
+
+// A retry matches only a batch of its own kind: a transactional batch
+// with the sequences of a plain one already written is not that batch.
+func TestDuplicateOfAnotherKindIsNoDuplicate(t *testing.T) {
+	run(t, "kinds", []step{
+		{b: Batch{ProducerID: 4, FirstSeq: 0, Records: 2}, first: 0},
+		{b: Batch{ProducerID: 4, FirstSeq: 0, Records: 2, Transactional: true}, wantErr: errs.OutOfOrderSequenceNumber},
+		{b: Batch{ProducerID: 4, FirstSeq: 0, Records: 2}, dup: true, first: 0},
+	})
+	// A batch remembered by a snapshot of before kinds were kept matches
+	// a retry of either kind.
+	s, err := Restore([]byte(`{"version":1,"producers":{"4":{"epoch":0,"batches":[{"first_seq":0,"last_seq":1,"first_offset":0,"last_offset":1}],"txn_first_offset":-1}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, txn := range []bool{false, true} {
+		if v, err := s.Check(Batch{ProducerID: 4, FirstSeq: 0, Records: 2, Transactional: txn}); err != nil || !v.Duplicate {
+			t.Errorf("transactional=%v against an old snapshot's batch: %+v %v, want a duplicate", txn, v, err)
+		}
+	}
+}
+
+// Every transaction's end bumps the epoch: the next epoch's first batch
+// starts at sequence 0, as the producer's sequences do.
+func TestEpochFromAMarkerStartsAtSequenceZero(t *testing.T) {
+	s := New()
+	b := Batch{ProducerID: 5, Epoch: 2, FirstSeq: 0, Records: 3, Transactional: true}
+	s.Append(b, 0, 2, 0)
+	s.Marker(5, 3, 0, 0)
+	if _, err := s.Check(Batch{ProducerID: 5, Epoch: 3, FirstSeq: 3, Records: 1, Transactional: true}); !errors.Is(err, errs.OutOfOrderSequenceNumber) {
+		t.Fatalf("sequence 3 as the first batch of the epoch a marker began: %v, want OUT_OF_ORDER_SEQUENCE_NUMBER", err)
+	}
+	// Kept across a snapshot.
+	r, err := Restore(s.Snapshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Check(Batch{ProducerID: 5, Epoch: 3, FirstSeq: 3, Records: 1, Transactional: true}); !errors.Is(err, errs.OutOfOrderSequenceNumber) {
+		t.Fatalf("after a restore: %v, want OUT_OF_ORDER_SEQUENCE_NUMBER", err)
+	}
+	next := Batch{ProducerID: 5, Epoch: 3, FirstSeq: 0, Records: 1, Transactional: true}
+	if _, err := r.Check(next); err != nil {
+		t.Fatalf("sequence 0: %v", err)
+	}
+	r.Append(next, 4, 4, 0)
+	if _, err := r.Check(Batch{ProducerID: 5, Epoch: 3, FirstSeq: 1, Records: 1, Transactional: true}); err != nil {
+		t.Fatalf("sequence 1 after it: %v", err)
+	}
+
+	// Batches truncated away leave the epoch with none remembered: the
+	// producer's retries go on from where its sequence was.
+	s = New()
+	for i := int32(0); i < 8; i++ {
+		s.Append(Batch{ProducerID: 6, FirstSeq: i, Records: 1, Transactional: true}, int64(i), int64(i), 0)
+	}
+	s.TruncateTo(3)
+	if _, err := s.Check(Batch{ProducerID: 6, FirstSeq: 3, Records: 1, Transactional: true}); err != nil {
+		t.Fatalf("a retry after the truncation: %v", err)
+	}
+}
