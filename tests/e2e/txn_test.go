@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -390,5 +391,41 @@ func TestTransactionalProduceCLI(t *testing.T) {
 	}
 	if len(all) != 30 {
 		t.Errorf("the refused runs wrote something: %d records in the topic", len(all))
+	}
+
+	// --json: once committed, one result per line of input, in its order.
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, "skein"), "produce", topic, "--transactional-id", "e2e-cli-tx", "--key-separator", ":", "--json")
+	cmd.Env = append(os.Environ(), "SKEIN_GATEWAY="+d.GRPCAddr)
+	cmd.Stdin = strings.NewReader("a:j0\nb:j1\na:j2\nc:j3\n")
+	stdout, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("transactional produce --json: %v", err)
+	}
+	results := strings.Split(strings.TrimSpace(string(stdout)), "\n")
+	if len(results) != 4 {
+		t.Fatalf("transactional produce --json printed %q, want 4 lines", stdout)
+	}
+	type result struct {
+		Partition int32  `json:"partition"`
+		Offset    Int64  `json:"offset"`
+		ErrorCode string `json:"error_code"`
+	}
+	var parsed []result
+	for _, line := range results {
+		var r result
+		if err := json.Unmarshal([]byte(line), &r); err != nil || r.ErrorCode != "NONE" {
+			t.Fatalf("a result line %q: %v", line, err)
+		}
+		parsed = append(parsed, r)
+	}
+	// Records of one key go to one partition, in order.
+	if parsed[0].Partition != parsed[2].Partition || parsed[0].Offset >= parsed[2].Offset {
+		t.Errorf("the results of key a: %+v and %+v", parsed[0], parsed[2])
+	}
+	for i, r := range parsed {
+		vals, _ := committedValues(ctx, t, c, topic, r.Partition, true)
+		if want := fmt.Sprintf("j%d", i); !slices.Contains(vals, want) {
+			t.Errorf("result %d says partition %d, which read_committed reads as %v (no %s)", i, r.Partition, vals, want)
+		}
 	}
 }

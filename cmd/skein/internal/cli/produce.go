@@ -335,6 +335,7 @@ func transactionalProduce(ctx context.Context, f *flags, stdio IO, topic, txid, 
 	// Every line first: the transaction goes out only once the input is
 	// whole, so a bad line aborts nothing and writes nothing.
 	byPartition := map[int32][]*skeinv1.ProduceRecord{}
+	lineOf := map[int32][]int{} // each record's place in the input, from 0
 	var order []int32
 	sticky := partition
 	if sticky < 0 {
@@ -359,6 +360,7 @@ func transactionalProduce(ctx context.Context, f *flags, stdio IO, topic, txid, 
 			order = append(order, p)
 		}
 		byPartition[p] = append(byPartition[p], r)
+		lineOf[p] = append(lineOf[p], lines)
 		lines++
 	}
 	if err := lineTooLong(sc.Err(), lines+1); err != nil {
@@ -395,6 +397,7 @@ func transactionalProduce(ctx context.Context, f *flags, stdio IO, topic, txid, 
 		}
 		return err
 	}
+	results := make([]*skeinv1.ProduceResult, lines) // in input order, for --json
 	for _, p := range order {
 		recs := byPartition[p]
 		for seq := 0; seq < len(recs); seq += maxRecordsPerRequest {
@@ -405,10 +408,16 @@ func transactionalProduce(ctx context.Context, f *flags, stdio IO, topic, txid, 
 			if err != nil {
 				return abort(err)
 			}
-			for _, r := range resp.GetResults() {
+			for i, r := range resp.GetResults() {
 				if r.GetErrorCode() != skeinv1.ErrorCode_NONE {
 					return abort(fmt.Errorf("partition %d: %s: %s", p, r.GetErrorCode(), r.GetMessage()))
 				}
+				if i < len(chunk) {
+					results[lineOf[p][seq+i]] = r
+				}
+			}
+			if n := len(resp.GetResults()); n != len(chunk) {
+				return abort(fmt.Errorf("partition %d: %d results for %d records", p, n, len(chunk)))
 			}
 		}
 	}
@@ -417,6 +426,15 @@ func transactionalProduce(ctx context.Context, f *flags, stdio IO, topic, txid, 
 	}
 	if _, err := txns.CommitTransaction(ctx, &skeinv1.CommitTransactionRequest{TransactionalId: txid, ProducerId: id.GetProducerId(), ProducerEpoch: id.GetProducerEpoch()}); err != nil {
 		return err
+	}
+	if *f.json {
+		// Once committed, as the plain produce prints them: one result
+		// per line of input, in its order.
+		for _, r := range results {
+			if err := printJSONLine(stdio.Out, r); err != nil {
+				return err
+			}
+		}
 	}
 	fmt.Fprintf(stdio.Err, "committed %d records on %d partitions in one transaction (transactional id %s, producer %d epoch %d)\n",
 		lines, len(order), txid, id.GetProducerId(), id.GetProducerEpoch())
