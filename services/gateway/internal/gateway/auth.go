@@ -81,8 +81,9 @@ func (a *auth) grpcPrincipal(ctx context.Context) (authn.Principal, error) {
 		}
 	}
 	var c authn.Credentials
-	if v := md.Get("authorization"); len(v) > 0 {
-		c.Authorization = v[0]
+	var err error
+	if c.Authorization, err = oneAuthorization(md.Get("authorization")); err != nil {
+		return "", err
 	}
 	if p, ok := peer.FromContext(ctx); ok {
 		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok {
@@ -90,6 +91,20 @@ func (a *auth) grpcPrincipal(ctx context.Context) (authn.Principal, error) {
 		}
 	}
 	return a.verifier.Authenticate(c)
+}
+
+// oneAuthorization answers the one Authorization value a call carries
+// ("" for none). Several are refused: which one a server reads differs
+// from server to server, so a token that does not verify could ride
+// beside one that does.
+func oneAuthorization(values []string) (string, error) {
+	switch len(values) {
+	case 0:
+		return "", nil
+	case 1:
+		return values[0], nil
+	}
+	return "", errs.Errorf(errs.SaslAuthenticationFailed, "the call carries %d Authorization headers: send one", len(values))
 }
 
 func verifiedLeaf(chains [][]*x509.Certificate) *x509.Certificate {
@@ -211,11 +226,15 @@ func (a *auth) wrapHTTP(next http.Handler) http.Handler {
 		for _, h := range forgeableHeaders {
 			r.Header.Del(h)
 		}
-		c := authn.Credentials{Authorization: r.Header.Get("Authorization")}
+		var c authn.Credentials
 		if r.TLS != nil {
 			c.Cert = verifiedLeaf(r.TLS.VerifiedChains)
 		}
-		p, err := a.verifier.Authenticate(c)
+		var p authn.Principal
+		var err error
+		if c.Authorization, err = oneAuthorization(r.Header.Values("Authorization")); err == nil {
+			p, err = a.verifier.Authenticate(c)
+		}
 		if err == nil && p == "" && a.required && !openHTTP(r) {
 			err = errs.Errorf(errs.SaslAuthenticationFailed, "authentication required: present a client certificate or an Authorization: Bearer token")
 		}

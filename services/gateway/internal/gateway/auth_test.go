@@ -136,6 +136,26 @@ func TestRESTAuthentication(t *testing.T) {
 	if !strings.Contains(logs.String(), `"msg":"call refused"`) {
 		t.Errorf("no refusal in the log:\n%s", logs.String())
 	}
+	// Two Authorization headers are refused, whichever comes first: a
+	// token that does not verify may not ride beside one that does.
+	for _, pair := range [][2]string{{"Bearer dev-token", "Bearer nope"}, {"Bearer nope", "Bearer dev-token"}, {"Bearer dev-token", "Bearer dev-token"}} {
+		req, err := http.NewRequest("GET", e.base+"/v1/topics", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Add("Authorization", pair[0])
+		req.Header.Add("Authorization", pair[1])
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized || out["error_code"] != "SASL_AUTHENTICATION_FAILED" || !strings.Contains(fmt.Sprint(out["message"]), "2 Authorization headers") {
+			t.Errorf("Authorization %q then %q: %d %v, want 401 SASL_AUTHENTICATION_FAILED", pair[0], pair[1], resp.StatusCode, out)
+		}
+	}
 
 	// Probes stay open.
 	if code, _, _ := e.call("GET", "/healthz", "", nil); code != http.StatusOK {
@@ -193,6 +213,8 @@ func TestGRPCAuthentication(t *testing.T) {
 	}{
 		{"no credentials", nil},
 		{"unknown token", metadata.Pairs("authorization", "Bearer nope")},
+		{"a good token, then an unknown one", metadata.Pairs("authorization", "Bearer dev-token", "authorization", "Bearer nope")},
+		{"an unknown token, then a good one", metadata.Pairs("authorization", "Bearer nope", "authorization", "Bearer dev-token")},
 		// Only the in-memory hop may carry a principal.
 		{"forged principal", metadata.Pairs(principalMD, "User:admin")},
 	} {
