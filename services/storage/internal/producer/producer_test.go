@@ -319,7 +319,9 @@ func TestPlainBatchDuringAnOpenTransaction(t *testing.T) {
 	txn := func(epoch int16, seq int32) Batch {
 		return Batch{ProducerID: 9, Epoch: epoch, FirstSeq: seq, Records: 1, Transactional: true}
 	}
-	plain := func(epoch int16, seq int32) Batch { return Batch{ProducerID: 9, Epoch: epoch, FirstSeq: seq, Records: 1} }
+	plain := func(epoch int16, seq int32) Batch {
+		return Batch{ProducerID: 9, Epoch: epoch, FirstSeq: seq, Records: 1}
+	}
 	s := run(t, "open transaction", []step{
 		{b: txn(0, 0), first: 0},
 		{b: plain(0, 1), wantErr: errs.InvalidTxnState},
