@@ -42,6 +42,9 @@ func (c *Client) ProduceBatch(ctx context.Context, topic string, partition int32
 		return nil, err
 	}
 	m := c.Metadata()
+	if m.PartitionCount(topic) == 0 {
+		return nil, noTopic(m, topic)
+	}
 	if n := m.PartitionCount(topic); partition < 0 || partition >= n {
 		return nil, errs.Errorf(errs.UnknownTopicOrPartition, "topic %q has %d partitions, no partition %d", topic, n, partition)
 	}

@@ -161,6 +161,17 @@ func (c *Client) Metadata() *metadata.Image {
 	return metadata.New("")
 }
 
+// noTopic is the error for a topic the metadata m lacks. Under an
+// authorizer a client's metadata holds only the topics it may describe
+// (m.Filtered), so the topic may exist: as Kafka answers a topic it may
+// not describe, whether it exists or not, that is TOPIC_AUTHORIZATION_FAILED.
+func noTopic(m *metadata.Image, topic string) error {
+	if m.Filtered() {
+		return errs.Errorf(errs.TopicAuthorizationFailed, "topic %q is not in this client's metadata: it does not exist, or this client may not describe it", topic)
+	}
+	return errs.Errorf(errs.UnknownTopicOrPartition, "topic %q does not exist", topic)
+}
+
 // metadataChanged returns a channel closed at the next metadata change.
 func (c *Client) metadataChanged() <-chan struct{} {
 	c.changedMu.Lock()

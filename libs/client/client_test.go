@@ -1379,3 +1379,59 @@ func TestRefusedProducerIDsFailRecordsAtOnce(t *testing.T) {
 		t.Fatalf("a record once ids are allowed: %+v", r)
 	}
 }
+
+// A topic missing from a client's filtered view (under an authorizer, the
+// topics it may describe) may exist: as Kafka, the client answers
+// TOPIC_AUTHORIZATION_FAILED for it, at once where it would have answered
+// UNKNOWN_TOPIC_OR_PARTITION. A view of everything still says the topic
+// does not exist.
+func TestMissingTopicOfAFilteredView(t *testing.T) {
+	for _, filtered := range []bool{true, false} {
+		t.Run(fmt.Sprintf("filtered=%v", filtered), func(t *testing.T) {
+			cl := clienttest.Start(t, 1)
+			cl.Controller.SetFiltered(filtered)
+			c := newClient(t, cl)
+			createTopic(t, c, "seen", 1, nil)
+			want := errs.UnknownTopicOrPartition
+			if filtered {
+				want = errs.TopicAuthorizationFailed
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			calls := map[string]func() error{
+				"fetch": func() error {
+					_, err := c.Fetch(ctx, client.FetchRequest{Topic: "hidden", Partition: 0})
+					return err
+				},
+				"list offsets": func() error {
+					_, err := c.ListOffsets(ctx, "hidden", nil, client.LatestOffset, skeinv1.IsolationLevel_READ_UNCOMMITTED)
+					return err
+				},
+				"produce a batch": func() error {
+					_, err := c.ProduceBatch(ctx, "hidden", 0, client.AcksAll, client.BatchIdentity{ProducerID: -1}, []client.Record{{Value: []byte("x")}})
+					return err
+				},
+				"delete records": func() error {
+					_, err := c.DeleteRecords(ctx, "hidden", map[int32]int64{0: 1})
+					return err
+				},
+				"produce": func() error {
+					p := c.NewProducer()
+					defer p.Close(ctx)
+					res := make(chan client.Result, 1)
+					p.Produce(ctx, client.Record{Topic: "hidden", Value: []byte("x")}, func(r client.Result) { res <- r })
+					return (<-res).Err
+				},
+			}
+			for name, call := range calls {
+				if err := call(); errs.Of(err) != want {
+					t.Errorf("%s of a topic not in the view: %v, want %s", name, err, want.Name)
+				}
+			}
+			// A topic in the view is served as ever.
+			if _, err := c.Fetch(ctx, client.FetchRequest{Topic: "seen", Partition: 0}); err != nil {
+				t.Errorf("fetch of a topic in the view: %v", err)
+			}
+		})
+	}
+}

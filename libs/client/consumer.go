@@ -150,8 +150,8 @@ func (c *Client) fetch(ctx context.Context, req FetchRequest, view bool) (*Fetch
 		if err == nil || !errs.IsRetriable(err) || ctx.Err() != nil {
 			return res, release, err
 		}
-		if errs.Of(err) == errs.UnknownTopicOrPartition && c.Metadata().PartitionCount(req.Topic) == 0 {
-			return nil, nil, err // the topic is gone (or never was): no point waiting
+		if m := c.Metadata(); errs.Of(err) == errs.UnknownTopicOrPartition && m.PartitionCount(req.Topic) == 0 {
+			return nil, nil, noTopic(m, req.Topic) // the topic is gone (or never was): no point waiting
 		}
 		if c.waitRetry(ctx, attempt, err) != nil {
 			return nil, nil, err
@@ -404,9 +404,10 @@ func (c *Client) ListOffsets(ctx context.Context, topic string, partitions []int
 	if err := c.WaitReady(ctx); err != nil {
 		return nil, err
 	}
-	n := c.Metadata().PartitionCount(topic)
+	m := c.Metadata()
+	n := m.PartitionCount(topic)
 	if n == 0 {
-		return nil, errs.Errorf(errs.UnknownTopicOrPartition, "topic %q does not exist", topic)
+		return nil, noTopic(m, topic)
 	}
 	if partitions == nil {
 		for p := int32(0); p < n; p++ {

@@ -39,8 +39,8 @@ func (c *Client) DeleteRecords(ctx context.Context, topic string, before map[int
 	if err := c.WaitReady(ctx); err != nil {
 		return nil, err
 	}
-	if c.Metadata().PartitionCount(topic) == 0 {
-		return nil, errs.Errorf(errs.UnknownTopicOrPartition, "topic %q does not exist", topic)
+	if m := c.Metadata(); m.PartitionCount(topic) == 0 {
+		return nil, noTopic(m, topic)
 	}
 	results := make(map[int32]*DeletedRecords, len(before))
 	todo := make([]int32, 0, len(before))

@@ -721,7 +721,7 @@ func (p *Producer) topicMetadata(ctx context.Context, topic string) (*metadata.I
 	defer cancel()
 	m, err := p.c.WaitMetadata(wctx, func(m *metadata.Image) bool { return m.PartitionCount(topic) > 0 })
 	if err != nil {
-		return nil, errs.Errorf(errs.UnknownTopicOrPartition, "topic %q does not exist", topic)
+		return nil, noTopic(p.c.Metadata(), topic)
 	}
 	return m, nil
 }

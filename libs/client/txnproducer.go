@@ -319,7 +319,7 @@ func (p *TransactionalProducer) partitionLocked(ctx context.Context, recs []Reco
 			m2, err := p.c.WaitMetadata(wctx, func(m *metadata.Image) bool { return m.PartitionCount(r.Topic) > 0 })
 			cancel()
 			if err != nil {
-				return nil, errs.Errorf(errs.UnknownTopicOrPartition, "topic %q does not exist", r.Topic)
+				return nil, noTopic(p.c.Metadata(), r.Topic)
 			}
 			m, n = m2, m2.PartitionCount(r.Topic)
 		}

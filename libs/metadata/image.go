@@ -32,6 +32,9 @@ type Image struct {
 	clusterID      string
 	version        Version
 	nextProducerID int64 // the first producer id not yet handed out; never decreases
+	// filtered: a client's view under an authorizer, holding only the
+	// topics it may describe (see Filtered).
+	filtered bool
 
 	brokers map[BrokerID]*controllerv1.BrokerRecord
 	topics  map[string]*controllerv1.TopicRecord // by name
@@ -97,6 +100,7 @@ func FromProto(p *controllerv1.MetadataImage) (*Image, error) {
 	if err := im.Apply(&controllerv1.MetadataDelta{Version: p.GetVersion(), Records: recs}); err != nil {
 		return nil, err
 	}
+	im.filtered = p.GetFiltered()
 	return im, nil
 }
 
@@ -106,6 +110,7 @@ func (im *Image) Clone() *Image {
 		clusterID:      im.clusterID,
 		version:        im.version,
 		nextProducerID: im.nextProducerID,
+		filtered:       im.filtered,
 		brokers:        maps.Clone(im.brokers),
 		topics:         maps.Clone(im.topics),
 		topicID:        maps.Clone(im.topicID),
@@ -122,6 +127,11 @@ func (im *Image) Clone() *Image {
 	}
 	return c
 }
+
+// Filtered reports whether the image is a client's view under an
+// authorizer: it holds only the topics the client may describe, so a topic
+// it lacks may exist all the same.
+func (im *Image) Filtered() bool { return im.filtered }
 
 // ClusterID is the cluster's id ("" until the controller bootstrapped it).
 func (im *Image) ClusterID() string { return im.clusterID }
@@ -342,6 +352,7 @@ func (im *Image) ToProto() *controllerv1.MetadataImage {
 		ClusterId:      im.clusterID,
 		Version:        uint64(im.version),
 		NextProducerId: im.nextProducerID,
+		Filtered:       im.filtered,
 	}
 	for _, b := range im.Brokers() {
 		out.Brokers = append(out.Brokers, proto.CloneOf(b))

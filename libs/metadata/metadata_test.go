@@ -286,3 +286,21 @@ func TestCoordinatorFor(t *testing.T) {
 		t.Error("IsInternalTopic")
 	}
 }
+
+// A client's filtered view says so through every copy of it.
+func TestFilteredImageKeepsItsMark(t *testing.T) {
+	im, err := FromProto(&controllerv1.MetadataImage{ClusterId: "c", Version: 3, Filtered: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !im.Filtered() || !im.Clone().Filtered() || !im.ToProto().GetFiltered() {
+		t.Fatalf("filtered: %v, clone %v, proto %v", im.Filtered(), im.Clone().Filtered(), im.ToProto().GetFiltered())
+	}
+	if err := im.Apply(&controllerv1.MetadataDelta{Version: 4}); err != nil || !im.Filtered() {
+		t.Fatalf("after a delta: filtered %v, %v", im.Filtered(), err)
+	}
+	plain, err := FromProto(&controllerv1.MetadataImage{ClusterId: "c", Version: 3})
+	if err != nil || plain.Filtered() {
+		t.Fatalf("an image of everything: filtered %v, %v", plain.Filtered(), err)
+	}
+}

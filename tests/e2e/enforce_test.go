@@ -27,6 +27,7 @@ import (
 	storagev1 "skein/gen/skein/storage/v1"
 	"skein/libs/client"
 	"skein/libs/errs"
+	md "skein/libs/metadata"
 	"skein/libs/rpcerr"
 	"skein/libs/tlsconf"
 )
@@ -103,6 +104,24 @@ func checkEnforcement(t *testing.T, bin string, d *Dev, sec *secureFiles) {
 	create := func() error {
 		_, err := cl.CreateTopic(ctx, client.TopicSpec{Name: "alice-direct", Partitions: 1, ReplicationFactor: 3})
 		return err
+	}
+	// A client's metadata holds only the topics it may describe (as
+	// Kafka's Metadata answers): alice's has no "secure", and her client
+	// refuses to write there without asking a storage node.
+	if m := cl.Metadata(); !m.Filtered() || m.PartitionCount("secure") != 0 || len(m.Topics()) != 0 {
+		t.Errorf("alice's metadata: filtered %v, %d topics, %d partitions of secure; want a filtered view with no topic", m.Filtered(), len(m.Topics()), m.PartitionCount("secure"))
+	}
+	if err := produce(); errs.Of(err) != errs.TopicAuthorizationFailed || !strings.Contains(err.Error(), "not in this client's metadata") {
+		t.Errorf("alice's produce to a topic she may not describe: %v, want TOPIC_AUTHORIZATION_FAILED from her client", err)
+	}
+	// With describe alone she sees it, and each service refuses the rest.
+	gw := []string{"--gateway", d.GRPCAddr, "--tls-ca", sec.CA}
+	super := append(gw, "--tls-cert", sec.ClientCert, "--tls-key", sec.ClientKey)
+	if out, err := skein(append([]string{"acl", "add", "--principal", "User:alice", "--topic", "secure", "--operation", "describe"}, super...)...); err != nil {
+		t.Fatalf("skein acl add describe: %v\n%s", err, out)
+	}
+	if _, err := cl.WaitMetadata(ctx, func(m *md.Image) bool { return m.PartitionCount("secure") > 0 }); err != nil {
+		t.Fatalf("alice's metadata never showed secure after describe: %v", err)
 	}
 	direct := []struct {
 		name string
@@ -182,14 +201,12 @@ func checkEnforcement(t *testing.T, bin string, d *Dev, sec *secureFiles) {
 	// The CLI: the dev token's User:dev may not list ACLs (--token is
 	// checked, then refused by the authorizer); the super user's client
 	// certificate grants alice what she needs.
-	gw := []string{"--gateway", d.GRPCAddr, "--tls-ca", sec.CA}
 	if out, err := skein(append([]string{"acl", "list", "--token", sec.DevToken}, gw...)...); err == nil || !strings.Contains(out, "CLUSTER_AUTHORIZATION_FAILED") {
 		t.Errorf("skein acl list --token (User:dev): %v\n%s", err, out)
 	}
 	if out, err := skein(append([]string{"acl", "list", "--token", "not-a-token"}, gw...)...); err == nil || !strings.Contains(out, "SASL_AUTHENTICATION_FAILED") {
 		t.Errorf("skein acl list with an unknown token: %v\n%s", err, out)
 	}
-	super := append(gw, "--tls-cert", sec.ClientCert, "--tls-key", sec.ClientKey)
 	for _, add := range [][]string{
 		{"--topic", "secure", "--operation", "read,write"},
 		{"--topic", "alice-", "--pattern", "prefixed", "--operation", "create"},
@@ -204,8 +221,8 @@ func checkEnforcement(t *testing.T, bin string, d *Dev, sec *secureFiles) {
 		t.Errorf("skein acl add with an unknown operation: %v\n%s", err, out)
 	}
 	out, err := skein(append([]string{"acl", "list", "--principal", "User:alice"}, super...)...)
-	if err != nil || strings.Count(out, "User:alice") != 4 {
-		t.Errorf("skein acl list --principal User:alice: %v, want 4 bindings:\n%s", err, out)
+	if err != nil || strings.Count(out, "User:alice") != 5 {
+		t.Errorf("skein acl list --principal User:alice: %v, want 5 bindings:\n%s", err, out)
 	}
 
 	// Now alice's calls are served, directly and through the gateway, once

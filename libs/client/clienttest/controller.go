@@ -40,6 +40,7 @@ type Controller struct {
 	coords     map[int32]*controllerv1.CoordinatorRecord
 	coordFor   map[string]int32 // FindCoordinator overrides by key
 	acls       *metadata.Image  // only its ACL bindings are used
+	filtered   bool             // images marked as a client's filtered view
 }
 
 // NewController returns a controller with an empty image.
@@ -94,7 +95,17 @@ func (c *Controller) imageLocked() *controllerv1.MetadataImage {
 		im.Coordinators = append(im.Coordinators, c.coords[id])
 	}
 	im.Acls = c.acls.ToProto().GetAcls()
+	im.Filtered = c.filtered
 	return im
+}
+
+// SetFiltered marks the images of the watches started after it as a
+// client's view under an authorizer (the topics it may describe only),
+// as a controller does for a client's certificate.
+func (c *Controller) SetFiltered(filtered bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.filtered = filtered
 }
 
 // CreateAcls adds the valid bindings, as the controller's state machine does.

@@ -86,7 +86,11 @@ type MetadataImage struct {
 	// The first producer id not yet handed out.
 	NextProducerId int64 `protobuf:"varint,8,opt,name=next_producer_id,json=nextProducerId,proto3" json:"next_producer_id,omitempty"`
 	// The ACL bindings, in a fixed order (libs/metadata sorts them).
-	Acls          []*AclRecord `protobuf:"bytes,9,rep,name=acls,proto3" json:"acls,omitempty"`
+	Acls []*AclRecord `protobuf:"bytes,9,rep,name=acls,proto3" json:"acls,omitempty"`
+	// Set in the images a client's watch gets under an authorizer: they
+	// hold only the topics the client may describe (and the bindings only
+	// with describe on the cluster), so a topic missing from one may exist.
+	Filtered      bool `protobuf:"varint,10,opt,name=filtered,proto3" json:"filtered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -182,6 +186,13 @@ func (x *MetadataImage) GetAcls() []*AclRecord {
 		return x.Acls
 	}
 	return nil
+}
+
+func (x *MetadataImage) GetFiltered() bool {
+	if x != nil {
+		return x.Filtered
+	}
+	return false
 }
 
 type MetadataDelta struct {
@@ -1170,7 +1181,7 @@ var File_skein_controller_v1_metadata_proto protoreflect.FileDescriptor
 
 const file_skein_controller_v1_metadata_proto_rawDesc = "" +
 	"\n" +
-	"\"skein/controller/v1/metadata.proto\x12\x13skein.controller.v1\"\x9a\x04\n" +
+	"\"skein/controller/v1/metadata.proto\x12\x13skein.controller.v1\"\xb6\x04\n" +
 	"\rMetadataImage\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x18\n" +
@@ -1183,7 +1194,9 @@ const file_skein_controller_v1_metadata_proto_rawDesc = "" +
 	"\fcoordinators\x18\x06 \x03(\v2&.skein.controller.v1.CoordinatorRecordR\fcoordinators\x12i\n" +
 	"\x17coordinator_assignments\x18\a \x03(\v20.skein.controller.v1.CoordinatorAssignmentRecordR\x16coordinatorAssignments\x12(\n" +
 	"\x10next_producer_id\x18\b \x01(\x03R\x0enextProducerId\x122\n" +
-	"\x04acls\x18\t \x03(\v2\x1e.skein.controller.v1.AclRecordR\x04acls\"h\n" +
+	"\x04acls\x18\t \x03(\v2\x1e.skein.controller.v1.AclRecordR\x04acls\x12\x1a\n" +
+	"\bfiltered\x18\n" +
+	" \x01(\bR\bfiltered\"h\n" +
 	"\rMetadataDelta\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12=\n" +
 	"\arecords\x18\x02 \x03(\v2#.skein.controller.v1.MetadataRecordR\arecords\"\xfe\x05\n" +

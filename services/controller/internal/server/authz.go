@@ -2,11 +2,9 @@ package server
 
 import (
 	"context"
-	"slices"
 	"strconv"
 
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/protobuf/proto"
 
 	controllerv1 "skein/gen/skein/controller/v1"
 	controllerv1grpc "skein/gen/skein/controller/v1/controllerv1grpc"
@@ -123,38 +121,6 @@ func merged[R any](refused []error, results []R, refusal func(i int, err error) 
 		next++
 	}
 	return out, nil
-}
-
-// aclsShown answers, for a metadata watch by a client (not a Skein
-// service) under an authorizer, whether it may see the ACL bindings now:
-// with describe on the cluster, as Kafka's DescribeAcls. nil: the watch
-// shows everything.
-func (s *Server) aclsShown(ctx context.Context) func() bool {
-	c, known := caller(ctx)
-	if s.auth == nil || !known || c.Service {
-		return nil
-	}
-	return func() bool { return s.auth.Allowed(c, known, acl.Cluster, acl.ClusterName, acl.Describe) }
-}
-
-// withoutAcls answers a watch message with its ACL bindings left out.
-func withoutAcls(m *controllerv1.WatchMetadataResponse) *controllerv1.WatchMetadataResponse {
-	if im := m.GetImage(); im != nil && len(im.GetAcls()) > 0 {
-		out := proto.CloneOf(im)
-		out.Acls = nil
-		return &controllerv1.WatchMetadataResponse{Update: &controllerv1.WatchMetadataResponse_Image{Image: out}}
-	}
-	d := m.GetDelta()
-	if d == nil || !slices.ContainsFunc(d.GetRecords(), isAcl) {
-		return m
-	}
-	out := &controllerv1.MetadataDelta{Version: d.GetVersion()}
-	for _, r := range d.GetRecords() {
-		if !isAcl(r) {
-			out.Records = append(out.Records, r)
-		}
-	}
-	return &controllerv1.WatchMetadataResponse{Update: &controllerv1.WatchMetadataResponse_Delta{Delta: out}}
 }
 
 func isAcl(r *controllerv1.MetadataRecord) bool { return r.GetAcl() != nil || r.GetRemovedAcl() != nil }

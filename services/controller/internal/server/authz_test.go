@@ -454,10 +454,12 @@ func TestMerged(t *testing.T) {
 	}
 }
 
-// Under an authorizer a client's metadata watch shows the ACL bindings
-// only with describe on the cluster, and follows that permission as it is
-// granted and revoked; a Skein service's watch shows everything.
-func TestClientWatchShowsACLsOnlyWithClusterDescribe(t *testing.T) {
+// Under an authorizer a client's metadata watch shows the topics it may
+// describe, as Kafka's Metadata, and the ACL bindings only with describe
+// on the cluster, as Kafka's DescribeAcls, in images marked filtered; it
+// follows those permissions as they are granted and revoked. A Skein
+// service's watch shows everything.
+func TestClientWatchShowsOnlyWhatItMayDescribe(t *testing.T) {
 	c := newSecuredCluster(t, 1, &secured{authorizer: true, super: map[string]bool{"User:admin": true}})
 	ctl := c.leader()
 	storage := c.clientAs(ctl, "storage-1")
@@ -466,23 +468,49 @@ func TestClientWatchShowsACLsOnlyWithClusterDescribe(t *testing.T) {
 	service := watch(t, storage)
 	service.waitFor(t, "broker 1 live", 5*time.Second, func(img *md.Image) bool { return img.IsLive(1) })
 	root := admin{t: t, cl: c.clientAs(ctl, "admin")}
-	expect(t, "admin creates", root.create("a-1"), rows(ok))
+	expect(t, "admin creates", root.create("a-1", "secret"), rows(ok, ok))
 	expect(t, "admin grants", root.grant(binding("User:bob", acl.Topic, "a-", acl.Prefixed, acl.Read)), rows(ok))
 
 	seen := func(img *md.Image) string {
-		return fmt.Sprintf("topics=%d acls=%d", len(img.Topics()), len(img.Acls()))
+		var names []string
+		for _, tp := range img.Topics() {
+			names = append(names, tp.GetName())
+		}
+		slices.Sort(names)
+		return fmt.Sprintf("topics=%v partitions=%d acls=%d filtered=%v", names, len(img.Partitions("a-1"))+len(img.Partitions("secret")), len(img.Acls()), img.Filtered())
 	}
 	alice := watch(t, c.clientAs(ctl, "alice"))
-	alice.waitFor(t, "alice sees the topic, no ACLs", 5*time.Second, func(img *md.Image) bool { return seen(img) == "topics=1 acls=0" })
-	service.waitFor(t, "a service sees the ACLs", 5*time.Second, func(img *md.Image) bool { return seen(img) == "topics=1 acls=1" })
+	alice.waitFor(t, "alice, with no ACLs, sees no topic and no binding", 5*time.Second, func(img *md.Image) bool {
+		return seen(img) == "topics=[] partitions=0 acls=0 filtered=true"
+	})
+	service.waitFor(t, "a service sees everything", 5*time.Second, func(img *md.Image) bool {
+		return seen(img) == "topics=[a-1 secret] partitions=2 acls=1 filtered=false"
+	})
 
-	expect(t, "admin grants", root.grant(binding("User:carol", acl.Topic, "c-", acl.Prefixed, acl.Read)), rows(ok))
-	expect(t, "admin creates", root.create("a-2"), rows(ok))
-	alice.waitFor(t, "alice sees the new topic, not the new binding", 5*time.Second, func(img *md.Image) bool { return seen(img) == "topics=2 acls=0" })
+	expect(t, "admin grants", root.grant(binding("User:alice", acl.Topic, "a-", acl.Prefixed, acl.Write)), rows(ok))
+	alice.waitFor(t, "alice sees the topic she may write", 5*time.Second, func(img *md.Image) bool {
+		return seen(img) == "topics=[a-1] partitions=1 acls=0 filtered=true"
+	})
+	expect(t, "admin creates", root.create("a-2", "secret-2"), rows(ok, ok))
+	alice.waitFor(t, "alice sees the new topic of her prefix only", 5*time.Second, func(img *md.Image) bool {
+		return seen(img) == "topics=[a-1 a-2] partitions=1 acls=0 filtered=true" && len(img.Partitions("a-2")) == 1
+	})
+	expect(t, "admin deletes", root.delete("a-2", "secret-2"), rows(ok, ok))
+	alice.waitFor(t, "alice sees the deletion", 5*time.Second, func(img *md.Image) bool {
+		return seen(img) == "topics=[a-1] partitions=1 acls=0 filtered=true"
+	})
 	expect(t, "admin grants", root.grant(binding("User:alice", acl.Cluster, "", acl.Literal, acl.Describe)), rows(ok))
-	alice.waitFor(t, "alice sees every binding with cluster describe", 5*time.Second, func(img *md.Image) bool { return seen(img) == "topics=2 acls=3" })
+	alice.waitFor(t, "alice sees every binding with cluster describe", 5*time.Second, func(img *md.Image) bool {
+		return seen(img) == "topics=[a-1] partitions=1 acls=3 filtered=true"
+	})
+	expect(t, "admin grants", root.grant(acl.Binding{Principal: "User:alice", Resource: acl.Topic, Name: "a-1", Pattern: acl.Literal, Operation: acl.Describe, Permission: acl.Deny}), rows(ok))
+	alice.waitFor(t, "a deny hides the topic again", 5*time.Second, func(img *md.Image) bool {
+		return seen(img) == "topics=[] partitions=0 acls=4 filtered=true"
+	})
 	expect(t, "admin revokes", rows(root.revoke(acl.Filter{Principal: "User:alice"})), rows(ok))
-	alice.waitFor(t, "alice sees none once it is revoked", 5*time.Second, func(img *md.Image) bool { return seen(img) == "topics=2 acls=0" })
+	alice.waitFor(t, "alice sees nothing once it is all revoked", 5*time.Second, func(img *md.Image) bool {
+		return seen(img) == "topics=[] partitions=0 acls=0 filtered=true"
+	})
 	alice.mu.Lock()
 	defer alice.mu.Unlock()
 	if alice.err != nil {

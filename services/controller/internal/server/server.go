@@ -538,28 +538,16 @@ func (s *Server) WatchMetadata(req *controllerv1.WatchMetadataRequest, stream gr
 	sub, img := s.node.Subscribe(req.GetKnownVersion())
 	defer sub.Close()
 	// A client's watch (not a Skein service's) under an authorizer shows
-	// the ACL bindings only with describe on the cluster: they are left
-	// out of its images and deltas, and when that permission changes it is
-	// sent a whole image.
-	aclsShown := s.aclsShown(stream.Context())
-	shown := aclsShown == nil || aclsShown()
-	if aclsShown != nil && img == nil {
-		// Its image may hold bindings it may no longer see: a new one.
+	// only what the client may see (watchView).
+	view := s.watchView(stream.Context())
+	if view != nil && img == nil {
+		// Its image may hold what it may no longer see: a new one.
 		img = sub.Image()
 	}
 	var sent uint64 // the version the watcher holds after what was sent
 	send := func(m *controllerv1.WatchMetadataResponse) error {
-		if aclsShown != nil {
-			was := shown
-			shown = aclsShown()
-			if shown != was {
-				// Whatever is sent next (a heartbeat may go before the
-				// change's delta), the whole image after the change.
-				m = &controllerv1.WatchMetadataResponse{Update: &controllerv1.WatchMetadataResponse_Image{Image: sub.Image()}}
-			}
-			if !shown {
-				m = withoutAcls(m)
-			}
+		if view != nil {
+			m = view.filter(m, sub.Image)
 		}
 		if im := m.GetImage(); im != nil {
 			sent = im.GetVersion()
