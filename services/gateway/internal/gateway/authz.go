@@ -182,7 +182,10 @@ func (z *authorizer) allowed(principal string, typ acl.ResourceType, name string
 // Kafka's metadata and list-groups answers do, and from a group's offsets
 // those of topics it may not describe, as Kafka's offset fetch does (a
 // group's total lag then counts the offsets kept); from a group's members
-// it drops those topics from their subscriptions and assignments.
+// it drops those topics from their subscriptions and assignments. A topic
+// the principal created but may not describe (create alone) is answered
+// by its name only, as Kafka's CreateTopics leaves out the id, configs
+// and counts of a topic its caller may not describe.
 func (z *authorizer) filter(principal string, resp any) {
 	offsets := func(offs []*skeinv1.CommittedOffset) (kept []*skeinv1.CommittedOffset, lag int64) {
 		kept = offs[:0]
@@ -216,6 +219,10 @@ func (z *authorizer) filter(principal string, resp any) {
 				}
 			}
 			m.Assignment = assigned
+		}
+	case *skeinv1.CreateTopicResponse:
+		if t := r.GetTopic(); t != nil && !z.allowed(principal, acl.Topic, t.GetName(), acl.Describe) {
+			r.Topic = &skeinv1.TopicDescription{Name: t.GetName()}
 		}
 	case *skeinv1.ListTopicsResponse:
 		kept := r.Topics[:0]

@@ -206,6 +206,33 @@ func TestGroupOffsetsShowOnlyDescribedTopics(t *testing.T) {
 	}
 }
 
+// A topic created with create alone is answered by its name: its id,
+// configs and placement are for those who may describe it.
+func TestCreatedTopicShownOnlyToDescribers(t *testing.T) {
+	img := metadata.New("c")
+	if err := img.Apply(&controllerv1.MetadataDelta{Version: 1, Records: []*controllerv1.MetadataRecord{
+		metadata.AclRecord(acl.Binding{Principal: "User:bob", Resource: acl.Topic, Name: "bob-", Pattern: acl.Prefixed, Operation: acl.Create, Permission: acl.Allow}),
+		metadata.AclRecord(acl.Binding{Principal: "User:carol", Resource: acl.Topic, Name: "bob-", Pattern: acl.Prefixed, Operation: acl.All, Permission: acl.Allow}),
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	z := newAuthorizer(func() *metadata.Image { return img }, nil)
+	created := func() *skeinv1.CreateTopicResponse {
+		return &skeinv1.CreateTopicResponse{Topic: &skeinv1.TopicDescription{Name: "bob-1", TopicId: "id-1", ReplicationFactor: 3,
+			Configs: map[string]string{"retention.ms": "1"}, Partitions: []*skeinv1.PartitionDescription{{Leader: 2, Replicas: []int32{2, 3, 1}}}}}
+	}
+	r := created()
+	z.filter("User:bob", r)
+	if !proto.Equal(r.GetTopic(), &skeinv1.TopicDescription{Name: "bob-1"}) {
+		t.Errorf("shown to its creator, who may not describe it: %v, want the name only", r.GetTopic())
+	}
+	r = created()
+	z.filter("User:carol", r)
+	if !proto.Equal(r, created()) {
+		t.Errorf("shown to a principal who may describe it: %v, want all of it", r.GetTopic())
+	}
+}
+
 // With --authorizer, calls without a granting binding are 403 with the
 // resource's row and logged; bindings added through the controller grant
 // them; listings show only what the principal may describe.
