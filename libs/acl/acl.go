@@ -144,8 +144,10 @@ func (b Binding) String() string {
 	return fmt.Sprintf("%s %s %s:%s(%s) %s", b.Principal, b.Permission, b.Resource, b.Name, b.Pattern, b.Operation)
 }
 
-// Validate checks a binding as an operator writes it; it answers the
-// binding as stored (a cluster binding's name is ClusterName).
+// Validate checks a binding's shape; it answers the binding as stored (a
+// cluster binding's name is ClusterName). It is what every stored binding
+// passes, so replaying or restoring the bindings a cluster holds checks no
+// more than this: a new rule goes in ValidateNew.
 func (b Binding) Validate() (Binding, error) {
 	bad := func(format string, args ...any) (Binding, error) {
 		return b, errs.Errorf(errs.InvalidRequest, "ACL binding: "+format, args...)
@@ -153,16 +155,6 @@ func (b Binding) Validate() (Binding, error) {
 	typ, name, ok := strings.Cut(b.Principal, ":")
 	if !ok || typ == "" || name == "" {
 		return bad("principal %q: want Type:name, e.g. User:alice (User:* for everyone)", b.Principal)
-	}
-	// Every principal a caller is known as is a User (its certificate's
-	// common name, its token's subject): a binding of another type, or of
-	// a name no caller can have, would never match, and a deny that never
-	// matches is worse than a refusal.
-	if typ != PrincipalType {
-		return bad("principal %q: the principal type is %s (%s:alice; %s:* for everyone)", b.Principal, PrincipalType, PrincipalType, PrincipalType)
-	}
-	if strings.TrimSpace(name) != name {
-		return bad("principal %q: the name begins or ends with a space", b.Principal)
 	}
 	if _, ok := resourceNames[b.Resource]; !ok {
 		return bad("unknown resource type %d", b.Resource)
@@ -187,6 +179,34 @@ func (b Binding) Validate() (Binding, error) {
 	}
 	if b.Pattern == Prefixed && b.Name == Wildcard {
 		return bad("the prefix * is not a wildcard: use * with the literal pattern")
+	}
+	if b.Resource == Cluster && b.Operation != All && b.Operation != Create && b.Operation != Alter && b.Operation != Describe {
+		return bad("operation %s does not apply to the cluster (all, create, alter or describe)", b.Operation)
+	}
+	return b, nil
+}
+
+// ValidateNew checks a binding an operator adds: Validate, and, as Kafka's
+// kafka-acls does, that some call could ever match it. Every principal a
+// caller is known as is a User (its certificate's common name, its
+// token's subject), and each resource type's calls check only some
+// operations; a binding of another type, of a name no caller can have, or
+// of an operation never checked would match nothing, and a deny that
+// matches nothing is worse than a refusal.
+func (b Binding) ValidateNew() (Binding, error) {
+	b, err := b.Validate()
+	if err != nil {
+		return b, err
+	}
+	bad := func(format string, args ...any) (Binding, error) {
+		return b, errs.Errorf(errs.InvalidRequest, "ACL binding: "+format, args...)
+	}
+	typ, name, _ := strings.Cut(b.Principal, ":")
+	if typ != PrincipalType {
+		return bad("principal %q: the principal type is %s (%s:alice; %s:* for everyone)", b.Principal, PrincipalType, PrincipalType, PrincipalType)
+	}
+	if strings.TrimSpace(name) != name {
+		return bad("principal %q: the name begins or ends with a space", b.Principal)
 	}
 	if ops := resourceOperations[b.Resource]; !slices.Contains(ops, b.Operation) {
 		names := make([]string, len(ops))

@@ -114,7 +114,7 @@ func (c *Controller) CreateAcls(_ context.Context, req *controllerv1.CreateAclsR
 	defer c.mu.Unlock()
 	resp := &controllerv1.CreateAclsResponse{}
 	for _, r := range req.GetAcls() {
-		b, err := metadata.Binding(r).Validate()
+		b, err := metadata.Binding(r).ValidateNew()
 		if err == nil && !c.acls.HasAcl(b) {
 			rec := metadata.AclRecord(b)
 			if err = c.acls.Apply(&controllerv1.MetadataDelta{Records: []*controllerv1.MetadataRecord{rec}}); err == nil {

@@ -44,6 +44,11 @@ func TestAcls(t *testing.T) {
 	badRes.Resource = 0
 	noPrincipal := bobRead
 	noPrincipal.Principal = "bob"
+	// A binding a cluster may hold from before the controller refused such
+	// ones at the request (its Raft log or snapshot): applying the logged
+	// command stores it as it always did.
+	legacy := bobGroup
+	legacy.Principal, legacy.Operation, legacy.Permission = "user:bob", acl.Write, acl.Deny
 
 	for _, tc := range []struct {
 		name string
@@ -62,6 +67,8 @@ func TestAcls(t *testing.T) {
 		{name: "twice in one request is added once", cmd: createAcls(bobRead, bobRead), wantErrs: []*errs.Error{nil, nil}, wantAfter: []acl.Binding{bobRead}, wantRecords: 1},
 		{name: "invalid bindings fail alone", cmd: createAcls(badOp, bobRead, badRes, noPrincipal),
 			wantErrs: []*errs.Error{errs.InvalidRequest, nil, errs.InvalidRequest, errs.InvalidRequest}, wantAfter: []acl.Binding{bobRead}, wantRecords: 1},
+		{name: "a logged command of a binding from before applies as it did", cmd: createAcls(legacy),
+			wantErrs: []*errs.Error{nil}, wantAfter: []acl.Binding{legacy}, wantRecords: 1},
 		{name: "delete by principal", before: all, cmd: deleteAcls(acl.Filter{Principal: "User:bob"}),
 			wantErrs: []*errs.Error{nil}, wantDeleted: []int{2}, wantAfter: []acl.Binding{anyDeny, aliceWrite, clusterStored}, wantRecords: 2},
 		{name: "delete exactly one", before: all, cmd: deleteAcls(acl.Filter{Principal: "User:bob", Resource: acl.Topic, Name: "orders", Pattern: acl.Literal, Operation: acl.Read, Permission: acl.Allow}),

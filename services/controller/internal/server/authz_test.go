@@ -146,6 +146,22 @@ func TestGuardRefusesBrokerCallsFromOtherRoles(t *testing.T) {
 	}
 }
 
+// A binding no call could match is refused at the request, alone among
+// the request's bindings; the others are added.
+func TestCreateAclsRefusesBindingsThatMatchNothing(t *testing.T) {
+	c := newSecuredCluster(t, 1, &secured{authorizer: true, super: map[string]bool{"User:admin": true}})
+	ctl := c.leader()
+	root := admin{t: t, cl: c.clientAs(ctl, "admin")}
+	good := binding("User:bob", acl.Topic, "orders", acl.Literal, acl.Read)
+	lower := binding("user:bob", acl.Topic, "orders", acl.Literal, acl.Read)
+	groupWrite := binding("User:bob", acl.Group, "g", acl.Literal, acl.Write)
+	good2 := binding("User:bob", acl.Group, "g", acl.Literal, acl.Read)
+	expect(t, "a mixed request", root.grant(good, lower, groupWrite, good2), rows(ok, errs.InvalidRequest, errs.InvalidRequest, ok))
+	if got := ctl.node.Image().Acls(); len(got) != 2 {
+		t.Errorf("bindings held: %v, want the two good ones", got)
+	}
+}
+
 // admin is a secured cluster's client certificates as the calls name them.
 type admin struct {
 	t  *testing.T

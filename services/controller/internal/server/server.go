@@ -352,7 +352,33 @@ func (s *Server) CreateAcls(ctx context.Context, req *controllerv1.CreateAclsReq
 			}
 			return resp, nil
 		}
-		return propose[*controllerv1.CreateAclsResponse](s, ctx, &controllerv1.Command{Command: &controllerv1.Command_CreateAcls{CreateAcls: req}})
+		// A new binding passes ValidateNew here, before it is proposed: the
+		// state machine checks only Validate, which every binding a
+		// cluster already holds passes, so that replaying its log and
+		// restoring its snapshots come to the same bindings whatever the
+		// version.
+		refused := make([]error, len(req.GetAcls()))
+		some := false
+		for i, a := range req.GetAcls() {
+			if _, err := md.Binding(a).ValidateNew(); err != nil {
+				refused[i], some = err, true
+			}
+		}
+		if !some {
+			return propose[*controllerv1.CreateAclsResponse](s, ctx, &controllerv1.Command{Command: &controllerv1.Command_CreateAcls{CreateAcls: req}})
+		}
+		var got []*controllerv1.AclResult
+		if allowed := allowedOnly(req.GetAcls(), refused); len(allowed) > 0 {
+			resp, err := propose[*controllerv1.CreateAclsResponse](s, ctx, &controllerv1.Command{Command: &controllerv1.Command_CreateAcls{CreateAcls: &controllerv1.CreateAclsRequest{Acls: allowed}}})
+			if err != nil {
+				return nil, err
+			}
+			got = resp.GetResults()
+		}
+		results, err := merged(refused, got, func(_ int, err error) *controllerv1.AclResult {
+			return &controllerv1.AclResult{ErrorCode: int32(errs.CodeOf(err)), ErrorMessage: errs.Message(err)}
+		})
+		return &controllerv1.CreateAclsResponse{Results: results}, err
 	})
 }
 

@@ -31,7 +31,7 @@ func bindingOf(b *skeinv1.AclBinding) (acl.Binding, error) {
 			return out, err
 		}
 	}
-	return out.Validate()
+	return out.ValidateNew()
 }
 
 // aclFilter is the fields of a describe or delete filter.
