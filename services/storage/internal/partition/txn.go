@@ -86,7 +86,7 @@ func (p *Partition) WriteMarker(ctx context.Context, producerID int64, producerE
 
 func (p *Partition) noteMarkerLocked(pid int64, epoch int16, commit bool, coordinatorEpoch int32, at record.Offset, ts int64) {
 	lso := p.lsoLocked()
-	began := p.producers.Marker(pid, epoch, coordinatorEpoch, ts)
+	began := p.producers.Marker(pid, epoch, coordinatorEpoch, int64(at), ts)
 	if !commit && began >= 0 {
 		p.aborted = append(p.aborted, AbortedTxn{ProducerID: pid, FirstOffset: record.Offset(began), LastOffset: at})
 	}

@@ -71,11 +71,12 @@ type Entry struct {
 	TxnFirstOffset   int64 `json:"txn_first_offset"`
 	CoordinatorEpoch int32 `json:"coordinator_epoch"`
 	LastTimestamp    int64 `json:"last_timestamp"`
-	// EpochFromMarker: Epoch was set by a transaction marker that began
-	// it, and no batch has come since, so the next one starts at sequence
-	// 0 (every transaction's end bumps the epoch, and the producer's
-	// sequences start again).
-	EpochFromMarker bool `json:"epoch_from_marker,omitempty"`
+	// EpochFromMarker: the transaction marker at MarkerOffset began
+	// Epoch (every transaction's end bumps the epoch, and the producer's
+	// sequences start again), so while no batch of the epoch is known the
+	// next one starts at sequence 0.
+	EpochFromMarker bool  `json:"epoch_from_marker,omitempty"`
+	MarkerOffset    int64 `json:"marker_offset,omitempty"`
 
 	// written: a batch or marker since the last Expire, which then sets
 	// seen (its caller's clock, not a record's timestamp) and clears it.
@@ -188,8 +189,8 @@ func (s *State) Append(b Batch, firstOffset, lastOffset, timestamp int64) {
 	if b.Epoch != e.Epoch {
 		e.Epoch = b.Epoch
 		e.Batches = e.Batches[:0]
+		e.EpochFromMarker = false
 	}
-	e.EpochFromMarker = false
 	e.Batches = append(e.Batches, Appended{FirstSeq: b.FirstSeq, LastSeq: b.LastSeq(), FirstOffset: firstOffset, LastOffset: lastOffset, Timestamp: timestamp, Kind: kindOf(b)})
 	if len(e.Batches) > Window {
 		e.Batches = append(e.Batches[:0], e.Batches[len(e.Batches)-Window:]...)
@@ -205,12 +206,12 @@ func (s *State) Append(b Batch, firstOffset, lastOffset, timestamp int64) {
 // Marker records a transaction commit or abort marker written at offset.
 // It ends the producer's open transaction and returns where it began (-1 if
 // none was open), which an abort adds to the aborted-transaction index.
-func (s *State) Marker(pid int64, epoch int16, coordinatorEpoch int32, timestamp int64) (txnFirstOffset int64) {
+func (s *State) Marker(pid int64, epoch int16, coordinatorEpoch int32, offset, timestamp int64) (txnFirstOffset int64) {
 	e := s.entry(pid)
 	if epoch > e.Epoch {
 		e.Epoch = epoch
 		e.Batches = e.Batches[:0]
-		e.EpochFromMarker = true
+		e.EpochFromMarker, e.MarkerOffset = true, offset
 	}
 	first := e.TxnFirstOffset
 	e.TxnFirstOffset = -1
@@ -265,10 +266,20 @@ func (s *State) FirstUnstableOffset() int64 {
 }
 
 // TruncateTo forgets batches at or above offset (a follower that truncated
-// its log). Producers left with nothing and no open transaction are removed;
-// a transaction that began at or after offset is no longer open.
+// its log; its caller replays the log instead when a marker is cut, but
+// for offset 0, the whole log). A transaction that began at or after
+// offset is no longer open. An epoch a marker below offset began, whose
+// batches were all cut, is left as replaying the log would leave it: no
+// batch known, the next starting at sequence 0; when its oldest batch
+// known was not its first, what is below the cut is not known here, and
+// the producer's next sequence is taken as it comes. Producers left with
+// nothing to remember are removed.
 func (s *State) TruncateTo(offset int64) {
 	for pid, e := range s.entries {
+		had, oldest := len(e.Batches), int32(-1)
+		if had > 0 {
+			oldest = e.Batches[0].FirstSeq
+		}
 		kept := e.Batches[:0]
 		for _, a := range e.Batches {
 			if a.LastOffset < offset {
@@ -276,11 +287,14 @@ func (s *State) TruncateTo(offset int64) {
 			}
 		}
 		e.Batches = kept
+		if e.EpochFromMarker && (e.MarkerOffset >= offset || had > 0 && len(kept) == 0 && oldest != 0) {
+			e.EpochFromMarker = false
+		}
 		if e.TxnFirstOffset >= offset {
 			e.TxnFirstOffset = -1
 			delete(s.open, pid)
 		}
-		if len(e.Batches) == 0 && e.TxnFirstOffset < 0 {
+		if len(e.Batches) == 0 && e.TxnFirstOffset < 0 && !e.EpochFromMarker {
 			delete(s.entries, pid)
 		}
 	}

@@ -126,19 +126,19 @@ func TestTransactionsAndLSO(t *testing.T) {
 	if got := s.FirstUnstableOffset(); got != 10 {
 		t.Fatalf("first unstable %d, want 10", got)
 	}
-	if began := s.Marker(1, 0, 3, 0); began != 10 {
+	if began := s.Marker(1, 0, 3, 12, 0); began != 10 {
 		t.Fatalf("marker: txn began at %d, want 10", began)
 	}
 	if got := s.FirstUnstableOffset(); got != 12 {
 		t.Fatalf("first unstable %d, want 12 after producer 1 committed", got)
 	}
-	s.Marker(2, 0, 3, 0)
+	s.Marker(2, 0, 3, 13, 0)
 	if got := s.FirstUnstableOffset(); got != -1 {
 		t.Fatalf("first unstable %d, want -1", got)
 	}
 	// A marker with a bumped epoch (a timed-out transaction aborted by the
 	// coordinator) fences the old epoch.
-	s.Marker(1, 1, 4, 0)
+	s.Marker(1, 1, 4, 14, 0)
 	if _, err := s.Check(Batch{ProducerID: 1, Epoch: 0, FirstSeq: 3, Records: 1}); !errors.Is(err, errs.InvalidProducerEpoch) {
 		t.Fatalf("old epoch after bump: %v", err)
 	}
@@ -215,7 +215,7 @@ func TestFirstUnstableOffsetFollowsEveryProducer(t *testing.T) {
 				seq[pid] += n
 				next += int64(n)
 			case op < 8:
-				s.Marker(pid, 0, 1, next)
+				s.Marker(pid, 0, 1, next, next)
 				next++
 			case op < 9:
 				if next > 0 {
@@ -287,7 +287,7 @@ func TestExpire(t *testing.T) {
 		t.Fatalf("producer 2's transaction must stay open")
 	}
 	// Its marker ends the transaction; it is forgotten maxAge after that.
-	s.Marker(2, 0, 1, 0)
+	s.Marker(2, 0, 1, 0, 0)
 	if n := s.Expire(9000, maxAge); n != 1 || !slices.Equal(ids(), []int64{2}) {
 		t.Fatalf("expired %d, left %v; want producer 3 (idle since 6000) gone, 2 (its marker) kept", n, ids())
 	}
@@ -333,7 +333,7 @@ func TestPlainBatchDuringAnOpenTransaction(t *testing.T) {
 		t.Fatalf("after the refused batches: epoch %d, first unstable offset %d; want 0 and 0", e.Epoch, s.FirstUnstableOffset())
 	}
 	// The transaction's marker, at the next epoch, is not fenced, and ends it.
-	if first := s.Marker(9, 1, 0, 0); first != 0 || s.FirstUnstableOffset() != -1 {
+	if first := s.Marker(9, 1, 0, 3, 0); first != 0 || s.FirstUnstableOffset() != -1 {
 		t.Fatalf("marker: began at %d, first unstable offset %d", first, s.FirstUnstableOffset())
 	}
 	if _, err := s.Check(plain(1, 0)); err != nil {
@@ -368,7 +368,7 @@ func TestEpochFromAMarkerStartsAtSequenceZero(t *testing.T) {
 	s := New()
 	b := Batch{ProducerID: 5, Epoch: 2, FirstSeq: 0, Records: 3, Transactional: true}
 	s.Append(b, 0, 2, 0)
-	s.Marker(5, 3, 0, 0)
+	s.Marker(5, 3, 0, 3, 0)
 	if _, err := s.Check(Batch{ProducerID: 5, Epoch: 3, FirstSeq: 3, Records: 1, Transactional: true}); !errors.Is(err, errs.OutOfOrderSequenceNumber) {
 		t.Fatalf("sequence 3 as the first batch of the epoch a marker began: %v, want OUT_OF_ORDER_SEQUENCE_NUMBER", err)
 	}
@@ -398,5 +398,82 @@ func TestEpochFromAMarkerStartsAtSequenceZero(t *testing.T) {
 	s.TruncateTo(3)
 	if _, err := s.Check(Batch{ProducerID: 6, FirstSeq: 3, Records: 1, Transactional: true}); err != nil {
 		t.Fatalf("a retry after the truncation: %v", err)
+	}
+}
+
+// A follower that truncates its log (no marker cut) holds the producer
+// state a replay of what is left would give, for what a producer may send
+// next: the epoch a marker began is kept, and with it the rule that its
+// first batch starts at sequence 0.
+func TestTruncateAnswersAsAReplayOfWhatIsLeft(t *testing.T) {
+	type event struct {
+		marker bool
+		b      Batch
+		at     int64 // offset (a batch's first; it takes b.Records offsets)
+	}
+	txn := func(epoch int16, seq, n int32) Batch {
+		return Batch{ProducerID: 5, Epoch: epoch, FirstSeq: seq, Records: n, Transactional: true}
+	}
+	apply := func(s *State, evs []event, below int64) {
+		for _, ev := range evs {
+			switch {
+			case ev.at >= below:
+			case ev.marker:
+				s.Marker(5, ev.b.Epoch, 0, ev.at, 0)
+			default:
+				s.Append(ev.b, ev.at, ev.at+int64(ev.b.Records)-1, 0)
+			}
+		}
+	}
+	probes := []Batch{txn(1, 0, 1), txn(1, 1, 1), txn(1, 2, 1), txn(1, 3, 1), txn(1, 8, 1), txn(0, 0, 1), txn(2, 0, 1)}
+	answers := func(s *State) []string {
+		var out []string
+		for _, b := range probes {
+			v, err := s.Check(b)
+			out = append(out, fmt.Sprintf("%v/%s", v.Duplicate, errs.Of(err).Name))
+		}
+		return out
+	}
+	// The epoch-0 transaction ends with a marker at offset 2 that begins
+	// epoch 1; then n batches of epoch 1 at offsets 3...
+	history := func(n int32) []event {
+		evs := []event{{b: txn(0, 0, 2), at: 0}, {marker: true, b: txn(1, 0, 0), at: 2}}
+		for seq := int32(0); seq < n; seq++ {
+			evs = append(evs, event{b: txn(1, seq, 1), at: 3 + int64(seq)})
+		}
+		return evs
+	}
+	// Window batches or fewer: every batch of the epoch is remembered, and
+	// a truncation anywhere answers as the replay.
+	for cut := int64(3); cut <= 3+Window; cut++ {
+		truncated, replayed := New(), New()
+		apply(truncated, history(Window), math.MaxInt64)
+		truncated.TruncateTo(cut)
+		apply(replayed, history(Window), cut)
+		if got, want := answers(truncated), answers(replayed); !slices.Equal(got, want) {
+			t.Errorf("cut at %d: probes %v: truncated %v, replayed %v", cut, probes, got, want)
+		}
+	}
+	// More: the epoch's first batches are no longer remembered, so a cut
+	// of every remembered one leaves what is below unknown here; the
+	// producer's next batch is taken at the sequence it comes with (its
+	// retry of the first batch cut), as for a producer not seen before.
+	truncated := New()
+	apply(truncated, history(8), math.MaxInt64)
+	truncated.TruncateTo(6) // seqs 3..7 cut
+	if v, err := truncated.Check(txn(1, 3, 1)); err != nil || v.Duplicate {
+		t.Errorf("the retry of sequence 3 after the cut: %+v %v", v, err)
+	}
+	// Nothing of the producer cut: the epoch its marker began is kept.
+	s := New()
+	s.Marker(5, 1, 0, 2, 0)
+	s.TruncateTo(20)
+	if _, err := s.Check(txn(1, 3, 1)); !errors.Is(err, errs.OutOfOrderSequenceNumber) {
+		t.Errorf("a truncation past the marker forgot its epoch: sequence 3 answered %v", err)
+	}
+	// The whole log cut: nothing is left of the producer.
+	s.TruncateTo(0)
+	if _, ok := s.Get(5); ok {
+		t.Error("a truncation to 0 kept the producer")
 	}
 }
