@@ -151,10 +151,21 @@ func groupCmd(ctx context.Context, args []string, stdio IO) error {
 	if err != nil {
 		return err
 	}
-	failed := len(offsets) // less each partition the answer says is committed
+	// A partition counts as reset only with a result of its own saying so.
+	type tp struct {
+		topic string
+		part  int32
+	}
+	committed := map[tp]bool{}
 	for _, r := range resp.GetResults() {
 		if r.GetErrorCode() == skeinv1.ErrorCode_NONE {
-			failed--
+			committed[tp{r.GetTopic(), r.GetPartition()}] = true
+		}
+	}
+	failed := 0
+	for _, o := range offsets {
+		if !committed[tp{o.GetTopic(), o.GetPartition()}] {
+			failed++
 		}
 	}
 	if *f.json {

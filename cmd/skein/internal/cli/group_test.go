@@ -29,6 +29,9 @@ type fakeGroups struct {
 	subscribe *skeinv1.JoinGroupRequest
 	// refuse: partitions whose commits are answered with this code.
 	refuse map[int32]skeinv1.ErrorCode
+	// firstTwice: the answer holds the first partition's result twice and
+	// no other.
+	firstTwice bool
 }
 
 func (f *fakeGroups) ListGroups(context.Context, *skeinv1.ListGroupsRequest) (*skeinv1.ListGroupsResponse, error) {
@@ -66,6 +69,9 @@ func (f *fakeGroups) CommitOffsets(_ context.Context, req *skeinv1.CommitOffsets
 			r.ErrorCode, r.Message = c, "refused by the test"
 		}
 		out.Results = append(out.Results, r)
+	}
+	if f.firstTwice && len(out.Results) > 0 {
+		out.Results = []*skeinv1.PartitionCommitResult{out.Results[0], out.Results[0]}
 	}
 	return out, nil
 }
@@ -215,6 +221,12 @@ func TestGroupCommands(t *testing.T) {
 		t.Errorf("reset --execute --json with a refused partition: %d %q", code, errOut)
 	}
 	f.refuse = nil
+	// A result twice and one missing: the partition without one was not reset.
+	f.firstTwice = true
+	if code, _, errOut := run(t, "", "group", "reset-offsets", "g", "--topic", "t", "--to-earliest", "--execute", "--gateway", addr); code != 1 || !strings.Contains(errOut, "1 of 2 partitions of t were not reset") {
+		t.Errorf("reset --execute answered one partition twice: %d %q", code, errOut)
+	}
+	f.firstTwice = false
 	if code, out, _ := run(t, "", "group", "delete", "g", "--gateway", addr); code != 0 || !f.deleted || !strings.Contains(out, "deleted group g") {
 		t.Errorf("delete of an empty group: %d %q", code, out)
 	}
