@@ -346,7 +346,7 @@ func (s *Producer) Produce(ctx context.Context, req *skeinv1.ProduceRequest) (*s
 // the partition route may carry, and only whole.
 func identity(req *skeinv1.ProduceRequest) (client.BatchIdentity, error) {
 	if req.Partition == nil {
-		return client.BatchIdentity{}, errs.Errorf(errs.InvalidRequest, "producer_id, base_sequence and transactional_id need the partition route /v1/topics/{topic}/partitions/{partition}/records")
+		return client.BatchIdentity{}, errs.Errorf(errs.InvalidRequest, "producer_id, base_sequence and transactional_id need the request's partition (over REST, the route /v1/topics/{topic}/partitions/{partition}/records)")
 	}
 	if req.ProducerId == nil || req.ProducerEpoch == nil || req.BaseSequence == nil {
 		return client.BatchIdentity{}, errs.Errorf(errs.InvalidRequest, "an idempotent produce needs producer_id, producer_epoch and base_sequence together")
