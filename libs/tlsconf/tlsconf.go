@@ -263,7 +263,12 @@ func ClientConfigFiles(caFile, certFile, keyFile string) (*tls.Config, error) {
 		if err != nil {
 			return nil, fmt.Errorf("loading %s and %s: %w", certFile, keyFile, err)
 		}
-		cfg.Certificates = []tls.Certificate{cert}
+		// Presented whatever issuers the server says it takes: Go's
+		// client otherwise sends no certificate when its issuer is not
+		// among them, and a server that takes a certificate optionally
+		// (the gateway) answers that none was given rather than that this
+		// one is not of its CA.
+		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &cert, nil }
 	case certFile != "" || keyFile != "":
 		return nil, errors.New("a client certificate needs its key, and a key its certificate")
 	}

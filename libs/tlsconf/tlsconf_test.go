@@ -204,6 +204,23 @@ func TestClientConfigFiles(t *testing.T) {
 	if cerr, serr := handshake(withCert, srv.ServerConfig(false), "127.0.0.1"); cerr != nil || serr != nil {
 		t.Errorf("with a client certificate: %v / %v", cerr, serr)
 	}
+	// A certificate of another CA is presented all the same, and refused
+	// for what it is, even where a certificate is optional.
+	other, err := OpenCA(filepath.Join(dir, "other"), "another CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	of, err := other.Issue(Leaf{Name: "stranger"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stranger, err := ClientConfigFiles(ca.CertFile(), of.Cert, of.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, serr := handshake(stranger, srv.ServerConfig(true), "127.0.0.1"); serr == nil || !strings.Contains(serr.Error(), "unknown authority") {
+		t.Errorf("a certificate of another CA, optional client certificate: the server said %v, want the certificate refused", serr)
+	}
 	if _, err := ClientConfigFiles(ca.CertFile(), cf.Cert, ""); err == nil {
 		t.Error("a certificate without its key was accepted")
 	}

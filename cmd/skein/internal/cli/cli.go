@@ -182,6 +182,9 @@ func describeErr(err error) string {
 		if st.Code() == codes.Unavailable && strings.Contains(st.Message(), "connection refused") {
 			msg += " (is a gateway listening there? --gateway or SKEIN_GATEWAY names its gRPC address)"
 		}
+		if st.Code() == codes.Unavailable && (strings.Contains(st.Message(), "tls: unknown certificate authority") || strings.Contains(st.Message(), "tls: bad certificate")) {
+			msg += " (the gateway refused the client certificate: --tls-cert must be one the cluster's CA issued)"
+		}
 		return msg
 	}
 	return err.Error()
