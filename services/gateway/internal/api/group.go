@@ -634,12 +634,24 @@ func (s *Group) checkCommit(ctx context.Context, req *skeinv1.CommitOffsetsReque
 	return nil
 }
 
-// LeaveGroup removes a member; its partitions move to the others.
+// LeaveGroup removes a member; its partitions move to the others. A
+// static member (one with an instance id) leaves for now, as Kafka's
+// static members do on close (epoch -2): its partitions wait, until its
+// session times out, for a member that joins with its instance id.
 func (s *Group) LeaveGroup(ctx context.Context, req *skeinv1.LeaveGroupRequest) (*skeinv1.LeaveGroupResponse, error) {
 	if err := validateMember(req.GetGroup(), req.GetMemberId(), 1); err != nil {
 		return nil, err
 	}
-	if _, err := s.groups.Heartbeat(ctx, &groupv1.ConsumerGroupHeartbeatRequest{GroupId: req.GetGroup(), MemberId: req.GetMemberId(), MemberEpoch: -1}); err != nil {
+	leave := &groupv1.ConsumerGroupHeartbeatRequest{GroupId: req.GetGroup(), MemberId: req.GetMemberId(), MemberEpoch: -1}
+	if d, err := s.groups.Describe(ctx, req.GetGroup()); err == nil {
+		// (Without a description, the plain leave answers what is wrong.)
+		for _, m := range d.GetMembers() {
+			if m.GetMemberId() == req.GetMemberId() && m.GetInstanceId() != "" {
+				leave.MemberEpoch, leave.InstanceId = -2, m.GetInstanceId()
+			}
+		}
+	}
+	if _, err := s.groups.Heartbeat(ctx, leave); err != nil {
 		return nil, err
 	}
 	return &skeinv1.LeaveGroupResponse{}, nil
