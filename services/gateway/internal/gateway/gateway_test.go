@@ -258,6 +258,11 @@ func TestRESTRefusals(t *testing.T) {
 		{"query parameter inside a scalar", "GET", "/v1/topics/t/partitions/0/records?offset.x=5", "", 400, "INVALID_REQUEST"},
 		{"group fetch with an isolation level out of range", "POST", "/v1/groups/g/members/m1/records", `{"member_epoch": 1, "isolation_level": 7}`, 400, "INVALID_REQUEST"},
 		{"group fetch with an encoding out of range", "POST", "/v1/groups/g/members/m1/records", `{"member_epoch": 1, "encoding": 9}`, 400, "INVALID_REQUEST"},
+		// Decoded, not UTF-8: a protobuf string may not hold it.
+		{"a group id not UTF-8", "POST", "/v1/groups/%FF/members", `{"topics": ["t"]}`, 400, "INVALID_REQUEST"},
+		{"a group id not UTF-8, described", "GET", "/v1/groups/%FF", "", 400, "INVALID_REQUEST"},
+		{"a topic name not UTF-8", "GET", "/v1/topics/%C3%28", "", 400, "INVALID_REQUEST"},
+		{"a query value not UTF-8", "GET", "/v1/acls?principal=User:%FF", "", 400, "INVALID_REQUEST"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, body := e.do(tc.method, tc.path, tc.body)

@@ -6,6 +6,9 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
+	"strconv"
+	"unicode/utf8"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc"
@@ -164,8 +167,33 @@ func newHTTPHandler(api http.Handler, rl restLimits, ready func() bool, metrics 
 		_, _ = w.Write([]byte(`{"status":"ready"}` + "\n"))
 	})
 	h.Handle("GET /metrics", metrics)
-	h.Handle("/", rl.wrap(api))
+	h.Handle("/", rl.wrap(validUTF8(api)))
 	return h
+}
+
+// validUTF8 refuses a request whose path or query is not UTF-8 once
+// decoded (a %FF, say): the names and values it carries become protobuf
+// strings, which must be UTF-8, and the call would otherwise fail inside
+// the gateway as a 500. (A JSON body's strings are checked by its decoder.)
+func validUTF8(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		bad := ""
+		if !utf8.ValidString(r.URL.Path) {
+			bad = "the path " + strconv.Quote(r.URL.Path) + " is not valid UTF-8 once decoded"
+		} else {
+			for k, vs := range r.URL.Query() {
+				if !utf8.ValidString(k) || slices.ContainsFunc(vs, func(v string) bool { return !utf8.ValidString(v) }) {
+					bad = "query parameter " + strconv.Quote(k) + " is not valid UTF-8 once decoded"
+					break
+				}
+			}
+		}
+		if bad != "" {
+			writeError(w, http.StatusBadRequest, errorBody{Code: int32(codes.InvalidArgument), ErrorCode: errs.InvalidRequest.Name, Message: bad})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // crossOrigin refuses state-changing requests that a browser sends from
