@@ -125,6 +125,11 @@ func (c *Coordinator) Nack(ctx context.Context, groupID string, member group.Mem
 		return NackResult{}, errs.Errorf(errs.OffsetOutOfRange, "offset %d of %s:%d is at or past its high watermark %d", offset, topic, partition, hw)
 	}
 	dlqTopic := cfg.TopicFor(topic)
+	if out.Action == delivery.DeadLetter && dlqTopic == topic {
+		// The copy would come back to the group as a new record, and be
+		// dead-lettered again, for ever.
+		return NackResult{}, errs.Errorf(errs.InvalidConfig, "group %q's dlq.topic is %q, the record's own topic: a dead-lettered record would come back to the group; set dlq.topic to another topic", groupID, topic)
+	}
 	var dlqFrom int64 = -1
 	var dlqPart int32
 	if out.Action == delivery.DeadLetter {

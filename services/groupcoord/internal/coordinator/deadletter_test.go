@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -312,5 +313,44 @@ func TestGroupConfig(t *testing.T) {
 	got, err = b.GroupConfig(ctx, "app")
 	if err != nil || got[delivery.KeyMaxAttempts] != "5" {
 		t.Fatalf("after delete: %v %v", got, err)
+	}
+}
+
+// A group whose dlq.topic is the record's own topic would dead-letter the
+// record back into its own input, for ever: the nack that would do it is
+// refused INVALID_CONFIG, nothing written and nothing counted, and the
+// nacks before it count as ever.
+func TestDeadLetterToTheSourceTopicIsRefused(t *testing.T) {
+	log := newDLQLog()
+	sourceRecords(log)
+	c := start(t, log, 1, owning(1, all()...))
+	waitLoaded(t, c, nParts)
+	ctx := context.Background()
+	if _, err := c.AlterGroupConfig(ctx, "app", map[string]string{delivery.KeyMaxAttempts: "2", delivery.KeyTopic: "orders"}); err != nil {
+		t.Fatal(err)
+	}
+	m := join(t, c, "app", "orders")
+	if res, err := c.Nack(ctx, "app", m.MemberID, m.MemberEpoch, "orders", 1, 0, "first"); err != nil || res.Failed != 1 || res.DeadLettered {
+		t.Fatalf("the first nack: %+v %v", res, err)
+	}
+	before := len(log.topic("orders", 1))
+	for range 2 {
+		if _, err := c.Nack(ctx, "app", m.MemberID, m.MemberEpoch, "orders", 1, 0, "second"); errs.Of(err) != errs.InvalidConfig || !strings.Contains(err.Error(), "the record's own topic") {
+			t.Fatalf("the nack that would dead-letter into the source topic: %v, want INVALID_CONFIG", err)
+		}
+	}
+	if after := len(log.topic("orders", 1)); after != before {
+		t.Fatalf("the refused nack wrote %d records to orders:1", after-before)
+	}
+	tp := assign.TopicPartition{Topic: "orders", Partition: 1}
+	if d := c.Deliveries("app", []assign.TopicPartition{tp}); d[tp].Attempt(0) != 2 {
+		t.Fatalf("deliveries after the refusals: %+v, want the record at its second delivery still", d)
+	}
+	// With another dead-letter topic, the same nack goes through.
+	if _, err := c.AlterGroupConfig(ctx, "app", map[string]string{delivery.KeyTopic: ""}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := c.Nack(ctx, "app", m.MemberID, m.MemberEpoch, "orders", 1, 0, "second"); err != nil || !res.DeadLettered || res.DLQTopic != "orders.dlq" {
+		t.Fatalf("with the default dead-letter topic: %+v %v", res, err)
 	}
 }
