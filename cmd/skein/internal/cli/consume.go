@@ -181,8 +181,13 @@ func consumeCmd(ctx context.Context, args []string, stdio IO) error {
 			}
 		}
 	}
-	if errors.Is(err, errMaxReached) || (ctx.Err() != nil && *follow) {
+	switch {
+	case errors.Is(err, errMaxReached):
 		return nil
+	case ctx.Err() != nil:
+		// Interrupted (Ctrl-C, the usual end of --follow): what was
+		// printed stands, and the exit status says how it ended.
+		return ctx.Err()
 	}
 	return err
 }

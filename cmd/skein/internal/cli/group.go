@@ -393,7 +393,12 @@ func groupConsume(ctx context.Context, conn grpc.ClientConnInterface, sub *skein
 	for {
 		select {
 		case <-ctx.Done():
-			return finish()
+			// Interrupted: the commit of what was printed and the leave
+			// first, then the interrupt's exit status.
+			if err := finish(); err != nil {
+				return err
+			}
+			return ctx.Err()
 		case <-idleC:
 			return finish()
 		case m := <-recv:

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -251,5 +253,73 @@ func TestConsumeAsGroupMember(t *testing.T) {
 	}
 	if code, _, _ := run(t, "", "consume", "t", "--group", "g", "--partition", "1", "--gateway", addr); code != 2 {
 		t.Errorf("--group with --partition: exit %d, want 2", code)
+	}
+}
+
+// syncBuffer is a bytes.Buffer a command writes while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// interrupted runs consume with args until out holds want, then
+// interrupts it (Ctrl-C) and answers its error.
+func interrupted(t *testing.T, want string, args ...string) (error, string) {
+	t.Helper()
+	ctx, interrupt := context.WithCancel(context.Background())
+	defer interrupt()
+	var out, errOut syncBuffer
+	done := make(chan error, 1)
+	go func() { done <- consumeCmd(ctx, args, IO{In: strings.NewReader(""), Out: &out, Err: &errOut}) }()
+	for deadline := time.Now().Add(5 * time.Second); out.String() != want; {
+		if time.Now().After(deadline) {
+			t.Fatalf("consume %v printed %q, want %q", args, out.String(), want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	interrupt()
+	select {
+	case err := <-done:
+		return err, errOut.String()
+	case <-time.After(10 * time.Second):
+		t.Fatalf("consume %v still runs after an interrupt", args)
+	}
+	return nil, ""
+}
+
+// An interrupted consume, as an interrupted produce, ends with the
+// interrupt (exit status 130), after what it printed; a group member first
+// commits what it printed and leaves.
+func TestConsumeInterrupted(t *testing.T) {
+	f, addr := startFakeGroups(t)
+	err, errOut := interrupted(t, "a\nb\nc\nd\ne\n", "t", "--group", "g", "--from", "earliest", "--gateway", addr)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("consume --group interrupted: %v (%q), want context.Canceled (exit status 130)", err, errOut)
+	}
+	f.mu.Lock()
+	commits := f.commits
+	f.mu.Unlock()
+	if n := len(commits); n == 0 || commits[n-1].GetOffsets()[0].GetOffset() != 5 {
+		t.Errorf("commits %v, want the last at offset 5", commits)
+	}
+
+	_, addr2 := startFake(t)
+	t.Setenv("SKEIN_GATEWAY", addr2)
+	run(t, "", "topic", "create", "orders")
+	run(t, "x\ny\n", "produce", "orders")
+	if err, errOut := interrupted(t, "x\ny\n", "orders", "--follow"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("consume --follow interrupted: %v (%q), want context.Canceled (exit status 130)", err, errOut)
 	}
 }
