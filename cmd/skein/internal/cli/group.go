@@ -109,6 +109,15 @@ func groupCmd(ctx context.Context, args []string, stdio IO) error {
 	}
 
 	// reset-offsets
+	var bad error
+	f.Visit(func(fl *flag.Flag) {
+		if v := map[string]*int64{"to-offset": toOffset, "to-timestamp": toTimestamp}[fl.Name]; v != nil && *v < 0 && bad == nil {
+			bad = usagef("--%s %d: want 0 or more", fl.Name, *v)
+		}
+	})
+	if bad != nil {
+		return bad
+	}
 	chosen := 0
 	for _, set := range []bool{*toEarliest, *toLatest, *toOffset >= 0, *toTimestamp >= 0} {
 		if set {

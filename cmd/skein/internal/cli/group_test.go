@@ -180,6 +180,11 @@ func TestGroupCommands(t *testing.T) {
 	if code, _, _ := run(t, "", "group", "reset-offsets", "g", "--topic", "t", "--to-earliest", "--to-latest", "--gateway", addr); code != 2 {
 		t.Errorf("two targets: exit %d, want 2", code)
 	}
+	for _, target := range []string{"--to-offset", "--to-timestamp"} {
+		if code, _, errOut := run(t, "", "group", "reset-offsets", "g", "--topic", "t", target, "-5", "--gateway", addr); code != 2 || !strings.Contains(errOut, target+" -5: want 0 or more") {
+			t.Errorf("%s -5: exit %d %q, want 2 naming the value", target, code, errOut)
+		}
+	}
 
 	f.members = 0
 	// As Kafka's tool, a reset without --execute changes nothing.
