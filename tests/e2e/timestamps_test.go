@@ -91,3 +91,37 @@ func TestCreateTimeBounds(t *testing.T) {
 		t.Fatalf("the partition holds %q (high watermark %d), want %q", got, fr.HighWatermark, want)
 	}
 }
+
+// On a topic of message.timestamp.type=LogAppendTime the answer to a
+// produce carries the time the leader stamped, which a fetch reads back,
+// not the create time the record was sent with (as Kafka's
+// log_append_time_ms), whichever route wrote it.
+func TestLogAppendTimeInTheProduceAnswer(t *testing.T) {
+	d := devCluster(t)
+	ctx := testCtx(t, 60*time.Second)
+	c := restClient(d)
+	const topic = "e2e-append-time"
+	createTopic(ctx, t, c, topic, 1, 3, map[string]string{"message.timestamp.type": "LogAppendTime"})
+	for _, path := range []string{"/v1/topics/" + topic + "/records", "/v1/topics/" + topic + "/partitions/0/records"} {
+		before := time.Now().UnixMilli()
+		var pr ProduceResponse
+		if err := mustDo(ctx, t, c, http.StatusOK, "POST", path, `{"records": [{"value": "v", "timestamp_ms": 1700000000000}]}`).Decode(&pr); err != nil {
+			t.Fatal(err)
+		}
+		after := time.Now().UnixMilli()
+		if len(pr.Results) != 1 || pr.Results[0].ErrorCode != "NONE" {
+			t.Fatalf("%s: %+v", path, pr)
+		}
+		got := int64(pr.Results[0].TimestampMs)
+		if got < before || got > after {
+			t.Errorf("%s: answered timestamp %d, want the append time, within [%d, %d]", path, got, before, after)
+		}
+		var f FetchResponse
+		if err := c.Call(ctx, "GET", fmt.Sprintf("/v1/topics/%s/partitions/0/records?offset=%d", topic, pr.Results[0].Offset), nil, &f); err != nil {
+			t.Fatal(err)
+		}
+		if len(f.Records) == 0 || int64(f.Records[0].TimestampMs) != got {
+			t.Errorf("%s: the record reads back with %+v, want timestamp %d", path, f.Records, got)
+		}
+	}
+}

@@ -71,12 +71,12 @@ func (l *memLog) noteEpochLocked(e record.Epoch, at record.Offset) {
 	}
 }
 
-func (l *memLog) AppendAsLeader(b record.Batch, epoch record.Epoch) (record.Offset, record.Offset, int, error) {
+func (l *memLog) AppendAsLeader(b record.Batch, epoch record.Epoch) (Appended, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var it record.RecordIter
 	if err := it.Reset(b); err != nil {
-		return 0, 0, 0, err
+		return Appended{}, err
 	}
 	c := record.Batch(slices.Clone(b))
 	leo := l.leoLocked()
@@ -84,7 +84,7 @@ func (l *memLog) AppendAsLeader(b record.Batch, epoch record.Epoch) (record.Offs
 	c.SetPartitionLeaderEpoch(epoch)
 	l.noteEpochLocked(epoch, leo)
 	l.batches = append(l.batches, c)
-	return c.BaseOffset(), c.LastOffset(), record.HeaderSize + it.RecordsSize(), nil
+	return Appended{First: c.BaseOffset(), Last: c.LastOffset(), Uncompressed: record.HeaderSize + it.RecordsSize(), LogAppendTime: -1}, nil
 }
 
 func (l *memLog) AppendAsFollower(data []byte) error {

@@ -15,13 +15,23 @@ import (
 
 // Log is what a replica needs of its partition log; libs/log implements it.
 // The replica is the log's only writer.
+// Appended is what the log stored of one batch a leader appended.
+type Appended struct {
+	First, Last record.Offset
+	// Uncompressed is what the batch would take with its records
+	// decompressed (the log decodes them to validate them).
+	Uncompressed int
+	// LogAppendTime is the time stamped on the batch under
+	// message.timestamp.type=LogAppendTime, -1 otherwise.
+	LogAppendTime int64
+}
+
 type Log interface {
 	LogEndOffset() record.Offset
 	LogStartOffset() record.Offset
 	// AppendAsLeader assigns offsets to one batch and stamps the leader
-	// epoch; uncompressed is what the batch would take with its records
-	// decompressed (the log decodes them to validate them).
-	AppendAsLeader(b record.Batch, epoch record.Epoch) (first, last record.Offset, uncompressed int, err error)
+	// epoch (and, under message.timestamp.type=LogAppendTime, the time).
+	AppendAsLeader(b record.Batch, epoch record.Epoch) (Appended, error)
 	// AppendAsFollower appends batches that carry the leader's offsets.
 	AppendAsFollower(batches []byte) error
 	// SyncIfDue applies the topic's flush.messages to the offsets below

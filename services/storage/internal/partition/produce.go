@@ -230,8 +230,7 @@ func (p *Partition) append(acks int, leaderEpoch int32, batches []byte) (Produce
 		if x.dup != nil {
 			first, last = record.Offset(x.dup.FirstOffset), record.Offset(x.dup.LastOffset)
 		} else {
-			var uncompressed int
-			first, last, uncompressed, err = p.log.AppendAsLeader(x.b, record.Epoch(p.st.LeaderEpoch))
+			a, err := p.log.AppendAsLeader(x.b, record.Epoch(p.st.LeaderEpoch))
 			if err != nil {
 				// The log's own validation (records, keys on compacted topics)
 				// answers with its code; anything else is the disk failing.
@@ -240,9 +239,13 @@ func (p *Partition) append(acks int, leaderEpoch int32, batches []byte) (Produce
 				}
 				return res, nil, err
 			}
+			first, last = a.First, a.Last
 			p.producers.Append(x.pb, int64(first), int64(last), x.b.MaxTimestamp())
 			res.StoredBytes += len(x.b)
-			res.UncompressedBytes += uncompressed
+			res.UncompressedBytes += a.Uncompressed
+			if a.LogAppendTime >= 0 {
+				res.LogAppendTime = a.LogAppendTime
+			}
 			appended = true
 		}
 		if res.BaseOffset < 0 {

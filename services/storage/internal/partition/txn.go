@@ -55,7 +55,8 @@ func (p *Partition) WriteMarker(ctx context.Context, producerID int64, producerE
 			return -1, err
 		}
 	}
-	first, _, _, err := p.log.AppendAsLeader(batch, record.Epoch(p.st.LeaderEpoch))
+	a, err := p.log.AppendAsLeader(batch, record.Epoch(p.st.LeaderEpoch))
+	first := a.First
 	if err != nil {
 		p.mu.Unlock()
 		return -1, errs.Errorf(errs.KafkaStorageError, "%s-%d: marker append: %v", p.cfg.Topic, p.cfg.Partition, err)

@@ -3,6 +3,7 @@ package replica
 import (
 	plog "skein/libs/log"
 	"skein/libs/record"
+	"skein/services/storage/internal/partition"
 )
 
 // logAdapter presents a libs/log Log as the replica's partition.Log.
@@ -16,9 +17,9 @@ func (a logAdapter) EndOffsetFor(e record.Epoch) (record.Epoch, record.Offset) {
 	return a.l.EndOffsetFor(e)
 }
 
-func (a logAdapter) AppendAsLeader(b record.Batch, epoch record.Epoch) (record.Offset, record.Offset, int, error) {
+func (a logAdapter) AppendAsLeader(b record.Batch, epoch record.Epoch) (partition.Appended, error) {
 	info, err := a.l.Append(b, epoch)
-	return info.FirstOffset, info.LastOffset, info.UncompressedBytes, err
+	return partition.Appended{First: info.FirstOffset, Last: info.LastOffset, Uncompressed: info.UncompressedBytes, LogAppendTime: info.LogAppendTime}, err
 }
 
 func (a logAdapter) AppendAsFollower(batches []byte) error {
