@@ -643,12 +643,18 @@ func (s *Group) LeaveGroup(ctx context.Context, req *skeinv1.LeaveGroupRequest) 
 		return nil, err
 	}
 	leave := &groupv1.ConsumerGroupHeartbeatRequest{GroupId: req.GetGroup(), MemberId: req.GetMemberId(), MemberEpoch: -1}
-	if d, err := s.groups.Describe(ctx, req.GetGroup()); err == nil {
-		// (Without a description, the plain leave answers what is wrong.)
-		for _, m := range d.GetMembers() {
-			if m.GetMemberId() == req.GetMemberId() && m.GetInstanceId() != "" {
-				leave.MemberEpoch, leave.InstanceId = -2, m.GetInstanceId()
-			}
+	d, err := s.groups.Describe(ctx, req.GetGroup())
+	switch {
+	case errs.Of(err) == errs.GroupIDNotFound:
+		// No such group: the plain leave answers what is wrong.
+	case err != nil:
+		// Without knowing whether the member is static, a plain leave
+		// could end a static member's membership for good.
+		return nil, err
+	}
+	for _, m := range d.GetMembers() {
+		if m.GetMemberId() == req.GetMemberId() && m.GetInstanceId() != "" {
+			leave.MemberEpoch, leave.InstanceId = -2, m.GetInstanceId()
 		}
 	}
 	if _, err := s.groups.Heartbeat(ctx, leave); err != nil {
