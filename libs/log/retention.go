@@ -11,9 +11,7 @@ import (
 // passes the partition's high watermark: what lies above it may not be on
 // every in-sync replica yet, and a consumer must never find the log start
 // past what it was allowed to read (Kafka bounds deletion the same way).
-// Within that bound a segment goes when (the active one too, closed first,
-// when it is the last left and every record of the log has expired, so an
-// idle partition does not keep its last segment for ever):
+// Within that bound a segment goes when:
 //
 //   - whatever the policy, it lies wholly below the log start offset
 //     (DeleteRecords);
@@ -38,24 +36,10 @@ func (l *Log) DeleteExpired(now time.Time, upTo Offset) (int, error) {
 	}
 	if ms := l.cfg.RetentionMS; ms >= 0 {
 		cutoff := now.UnixMilli() - ms
-		expired := func(s, next *segment) bool { return below(next) && s.newestTimestamp() < cutoff }
-		n, err := l.deleteSegmentsLocked(expired)
+		n, err := l.deleteSegmentsLocked(func(s, next *segment) bool { return below(next) && s.newestTimestamp() < cutoff })
 		deleted += n
 		if err != nil {
 			return deleted, err
-		}
-		// Every segment left is the active one, and it has expired too,
-		// wholly below the bound: no append will close it (the partition
-		// is idle), so, as Kafka, it is closed here, and goes.
-		if s := l.active(); len(l.segs) == 1 && !s.empty() && l.leo <= upTo && s.newestTimestamp() < cutoff {
-			if err := l.roll(); err != nil {
-				return deleted, err
-			}
-			n, err := l.deleteSegmentsLocked(expired)
-			deleted += n
-			if err != nil {
-				return deleted, err
-			}
 		}
 	}
 	if limit := l.cfg.RetentionBytes; limit >= 0 {

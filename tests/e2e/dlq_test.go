@@ -187,13 +187,10 @@ func TestDeadLetterAfterFiveNacks(t *testing.T) {
 	const topic, group = "payments", "billing-dlq"
 	createTopic(ctx, t, c, topic, 1, 3, map[string]string{"min.insync.replicas": "2"})
 	createTopic(ctx, t, c, "ledger", 1, 3, nil) // a topic the group does not read
-	// Timestamps of the records' own (an hour ago), which the dead-letter
-	// copy and the replay keep; within the topics' retention.
-	ts0 := time.Now().Add(-time.Hour).UnixMilli()
 	var recs []ProduceRecord
 	for i := range 3 {
 		recs = append(recs, ProduceRecord{Key: ptr(fmt.Sprint("k", i)), Value: ptr(fmt.Sprint("v", i)),
-			Headers: []Header{{Key: "origin", Value: ptr(fmt.Sprint("test-", i))}}, Partition: ptr(int32(0)), TimestampMs: ptr(ts0 + int64(i))})
+			Headers: []Header{{Key: "origin", Value: ptr(fmt.Sprint("test-", i))}}, Partition: ptr(int32(0)), TimestampMs: ptr(int64(1_700_000_000_000 + i))})
 	}
 	var pr ProduceResponse
 	if err := c.Call(ctx, "POST", "/v1/topics/"+topic+"/records", ProduceRequest{Records: recs}, &pr); err != nil {
@@ -295,7 +292,7 @@ func TestDeadLetterAfterFiveNacks(t *testing.T) {
 			t.Fatalf("%s.dlq holds %d records, want 1", topic, len(f.Records))
 		}
 		r := f.Records[0]
-		if *r.Key != "k0" || *r.Value != "v0" || int64(r.TimestampMs) != ts0 || header(r.Headers, "origin") != "test-0" {
+		if *r.Key != "k0" || *r.Value != "v0" || r.TimestampMs != 1_700_000_000_000 || header(r.Headers, "origin") != "test-0" {
 			t.Fatalf("the dead-letter record: %+v", r)
 		}
 		for k, want := range map[string]string{"dlq.source.topic": topic, "dlq.source.partition": "0", "dlq.source.offset": "0",
@@ -422,7 +419,7 @@ func TestDeadLetterAfterFiveNacks(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(back.Records) != 1 || *back.Records[0].Key != "k1" || *back.Records[0].Value != "v1" || header(back.Records[0].Headers, "origin") != "test-1" ||
-		header(back.Records[0].Headers, "dlq.reason") != "" || int64(back.Records[0].TimestampMs) != ts0+1 {
+		header(back.Records[0].Headers, "dlq.reason") != "" || back.Records[0].TimestampMs != 1_700_000_000_001 {
 		t.Fatalf("the replayed record: %+v", back.Records)
 	}
 

@@ -41,10 +41,8 @@ func fetchBatches(t *testing.T, n *node, topic string, want int64) []byte {
 // leader's bytes.
 func TestLeaderRecompressesToTheTopicCodec(t *testing.T) {
 	fc, nodes := startNodes(t)
-	// Kept whatever their age: the batches carry timestamps of 2023.
 	fc.apply(t,
-		metadata.TopicRecord(&controllerv1.TopicRecord{TopicId: "tidz", Name: "z", Configs: map[string]string{"min.insync.replicas": "2", "compression.type": "zstd",
-			"retention.ms": "-1"}}),
+		metadata.TopicRecord(&controllerv1.TopicRecord{TopicId: "tidz", Name: "z", Configs: map[string]string{"min.insync.replicas": "2", "compression.type": "zstd"}}),
 		metadata.PartitionRecord(&controllerv1.PartitionRecord{Topic: "z", TopicId: "tidz", Partition: 0, Replicas: []int32{1, 2, 3}, Isr: []int32{1, 2, 3}, Leader: 1}),
 	)
 	build := func(c record.Compression, seq int32, values ...string) record.Batch {

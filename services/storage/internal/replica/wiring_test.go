@@ -620,44 +620,6 @@ func TestRetentionStopsAtTheHighWatermark(t *testing.T) {
 	}
 }
 
-// An idle partition whose every record expired keeps none: its active
-// segment, which no append will close, is closed and deleted as well, on
-// every replica, and the log start reaches the high watermark, as in
-// Kafka. Fetching below it is OFFSET_OUT_OF_RANGE.
-func TestRetentionEmptiesAnIdlePartition(t *testing.T) {
-	fc, nodes := startNodes(t)
-	fc.apply(t,
-		metadata.TopicRecord(&controllerv1.TopicRecord{TopicId: "tid4", Name: "idle", Configs: map[string]string{"retention.ms": "1000"}}),
-		metadata.PartitionRecord(&controllerv1.PartitionRecord{Topic: "idle", TopicId: "tid4", Partition: 0, Replicas: []int32{1, 2, 3}, Isr: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 0}),
-	)
-	for i := range 3 { // one segment (segment.bytes is 1 GiB)
-		resp, err := storagev1.NewStorageServiceClient(nodes[0].cc).Produce(context.Background(), &storagev1.ProduceRequest{
-			Acks: -1, TimeoutMs: 5000, Partitions: []*storagev1.PartitionProduce{{Topic: "idle", Partition: 0, CurrentLeaderEpoch: -1, Records: oneRecord(t, fmt.Sprint("v", i))}},
-		})
-		if err != nil || resp.GetPartitions()[0].GetErrorCode() != 0 {
-			t.Fatalf("produce %d: %v %v", i, resp, err)
-		}
-	}
-	for _, n := range nodes {
-		p, err := n.mgr.Get(partition.TP{Topic: "idle", Partition: 0})
-		if err != nil {
-			t.Fatal(err)
-		}
-		deadline := time.Now().Add(10 * time.Second)
-		for s := p.Snapshot(); s.Start != 3 || s.HW != 3; s = p.Snapshot() {
-			if time.Now().After(deadline) {
-				t.Fatalf("replica %d: log start %d, HW %d, LEO %d; want the three expired records gone", n.id, s.Start, s.HW, s.LEO)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-	resp, err := storagev1.NewStorageServiceClient(nodes[0].cc).Fetch(context.Background(), &storagev1.FetchRequest{MaxBytes: 1 << 20,
-		Partitions: []*storagev1.PartitionFetch{{Topic: "idle", Partition: 0, FetchOffset: 0, CurrentLeaderEpoch: -1, PartitionMaxBytes: 1 << 20}}})
-	if err != nil || resp.GetPartitions()[0].GetErrorCode() != skeinv1.ErrorCode_OFFSET_OUT_OF_RANGE {
-		t.Fatalf("a fetch from offset 0 after retention: %v %v, want OFFSET_OUT_OF_RANGE", resp, err)
-	}
-}
-
 // A replication answer stops at the follower's max_bytes: the first
 // partition with records gets its first whole batch whatever the bound,
 // and the partitions after it get none once the bound is reached (rather
