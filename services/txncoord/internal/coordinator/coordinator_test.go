@@ -560,6 +560,16 @@ func TestWriteFailures(t *testing.T) {
 	c := e.start(1, m, owning(1, all()...), nil)
 	id := "flaky"
 	waitServing(t, c, id)
+	// Every partition has written its owner record: no load of another
+	// partition takes the failures injected below for its own write.
+	eventually(t, "every partition's owner record", func() bool {
+		for _, p := range all() {
+			if e.log.size(p) == 0 {
+				return false
+			}
+		}
+		return true
+	})
 	pid, epoch := initTxn(t, c, id, 60_000)
 	n := e.log.size(partitionOf(id))
 
