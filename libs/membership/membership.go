@@ -307,6 +307,17 @@ func Start(cfg Config) (*Node, error) {
 	}
 	mc.GossipToTheDeadTime = t.GossipToTheDeadTime
 	mc.Transport = cfg.Transport
+	if mc.Transport == nil {
+		tr, err := newTransport(host, port, n.logger)
+		if err != nil {
+			return nil, err
+		}
+		if port == 0 { // as memberlist does with a port it picked itself
+			mc.BindPort = tr.tcp.Addr().(*net.TCPAddr).Port
+			mc.AdvertisePort = mc.BindPort
+		}
+		mc.Transport = tr
+	}
 	// Gossip messages are a few hundred bytes on a LAN: compressing each
 	// one (LZW) cost more CPU than anything else an idle controller did.
 	mc.EnableCompression = false
@@ -317,6 +328,9 @@ func Start(cfg Config) (*Node, error) {
 	go n.pump()
 	list, err := memberlist.Create(mc)
 	if err != nil {
+		if cfg.Transport == nil {
+			_ = mc.Transport.Shutdown() // ours; memberlist may not have shut it down
+		}
 		close(n.stop)
 		n.wg.Wait()
 		return nil, fmt.Errorf("membership: %w", err)
