@@ -352,6 +352,31 @@ func TestDeliveryTimeout(t *testing.T) {
 	}
 }
 
+// A batch the leader keeps refusing with a retriable error is retried until
+// its delivery timeout and then fails with that error, unwritten: the
+// caller learns why, as from Kafka's producer, not only that time ran out.
+func TestDeliveryTimeoutReportsTheLastRefusal(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 1, nil)
+	st := cl.Storage[1]
+	st.FailNext("t", 0, errs.Errorf(errs.NotEnoughReplicas, "ISR [1] is smaller than min.insync.replicas=2"), 1000)
+	p := c.NewProducer(client.WithLinger(-1), client.WithDeliveryTimeout(300*time.Millisecond))
+	defer p.Close(ctx(t))
+	r := p.ProduceSync(ctx(t), client.Record{Topic: "t", Value: []byte("v")})[0]
+	if errs.Of(r.Err) != errs.NotEnoughReplicas || r.MaybeWritten || r.Offset != -1 {
+		t.Fatalf("result %+v, want NOT_ENOUGH_REPLICAS, not written", r)
+	}
+	for _, want := range []string{"delivery timeout of 300ms expired", "min.insync.replicas=2"} {
+		if !strings.Contains(r.Err.Error(), want) {
+			t.Errorf("error %q does not say %q", r.Err, want)
+		}
+	}
+	if n := len(st.Batches("t", 0)); n != 0 {
+		t.Fatalf("the log holds %d batches, want none", n)
+	}
+}
+
 func TestProduceRefusals(t *testing.T) {
 	cl := clienttest.Start(t, 1)
 	c := newClient(t, cl)

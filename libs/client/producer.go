@@ -346,6 +346,11 @@ type sendBatch struct {
 	// maybeWritten: some attempt ended without a definite answer, so the
 	// batch may be in the log whatever later attempts say.
 	maybeWritten bool
+	// lastErr: why the last attempt is being retried. A batch whose
+	// delivery timeout ends while it waits to be resent fails with it, as
+	// Kafka's producer reports its last error: a caller learns that the
+	// in-sync replicas were too few, say, not only that time ran out.
+	lastErr error
 	// leader and leaderEpoch: where the current attempt went. When the
 	// metadata names another leader or a newer epoch, the attempt is
 	// abandoned and the batch resent to the new leader at once.
@@ -878,6 +883,10 @@ func (p *Producer) collect(now time.Time) (sends []*brokerRequest, wakeAt time.T
 	}
 
 	timedOut := func(b *sendBatch) error {
+		if b.lastErr != nil {
+			return errs.Errorf(errs.Of(b.lastErr), "delivery timeout of %v expired for %d records of %s-%d after %d attempts; the last: %s",
+				p.cfg.deliveryTimeout, len(b.recs), b.tp.Topic, b.tp.Partition, b.attempts, errs.Message(b.lastErr))
+		}
 		return errs.Errorf(errs.RequestTimedOut, "delivery timeout of %v expired for %d records of %s-%d", p.cfg.deliveryTimeout, len(b.recs), b.tp.Topic, b.tp.Partition)
 	}
 	for _, ab := range p.acc.Expire(now.Add(-p.cfg.deliveryTimeout)) {
@@ -1227,6 +1236,7 @@ func (p *Producer) complete(batches []sentBatch, resp *storagev1.ProduceResponse
 		}
 		if berr != nil && retriable && now.Before(b.deadline) && !p.stopped && p.c.ctx.Err() == nil {
 			b.retryAt = now.Add(p.c.backoff(b.attempts - 1))
+			b.lastErr = berr
 			ps.requeue(b)
 			p.retries++
 			p.c.log.Debug("produce will be retried", "topic", b.tp.Topic, "partition", b.tp.Partition, "attempt", b.attempts, "err", berr)
