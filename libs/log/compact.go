@@ -36,8 +36,11 @@ type CompactStats struct {
 //   - control batches (transaction markers) and transactional batches, whole:
 //     their records also do not count as newer versions of a key, so that an
 //     aborted transactional write can never cause a committed record to be
-//     removed;
-//   - records without a key.
+//     removed.
+//
+// A record without a key (a compacted topic refuses them, so it was written
+// while the topic was not compacted) has no newer version to wait for and is
+// removed, as Kafka's cleaner removes it.
 //
 // Each rewritten segment is written to <base>.log.cleaned, fsynced, and
 // swapped in by rename while readers are held off, so a reader sees either
@@ -196,7 +199,7 @@ type cleaner struct {
 func (c *cleaner) clean(s *segment, dropTombstones bool) (*segment, int, error) {
 	keep := func(r *record.Record, off Offset) bool {
 		if r.Key == nil {
-			return true
+			return false // written before the topic became compacted; Kafka's cleaner drops them too
 		}
 		if c.latest[string(r.Key)] != off {
 			return false

@@ -160,6 +160,42 @@ func TestCompaction(t *testing.T) {
 	}
 }
 
+// Records without a key, written while the topic was not compacted, go
+// at the first compaction after it becomes compacted; keyed ones and the
+// offsets of every batch stay.
+func TestCompactionRemovesRecordsWithoutAKey(t *testing.T) {
+	c := &clock{t: t0}
+	l := openLog(t, t.TempDir(), DefaultConfig(), State{}, c)
+	defer l.Close()
+	for _, b := range [][]byte{
+		batchOf(t, kv{value: []byte("n0"), ts: 1}, kv{key: []byte("k"), value: []byte("v1"), ts: 1}),
+		batchOf(t, kv{value: []byte("n2"), ts: 2}),
+	} {
+		if _, err := l.Append(b, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.Roll()
+	cfg := l.Config()
+	cfg.CleanupPolicy = CleanupCompact
+	cfg.MinCleanableDirtyRatio = 0
+	l.SetConfig(cfg)
+	if _, err := l.Append(batchOf(t, kv{value: []byte("n3"), ts: 3}), 1); errs.Of(err) != errs.InvalidRecord {
+		t.Fatalf("a record without a key in a compacted topic: %v, want INVALID_RECORD", err)
+	}
+	st, err := l.Compact(time.UnixMilli(5000), NoMaxOffset)
+	if err != nil || st.RecordsRemoved != 2 {
+		t.Fatalf("compaction: %+v, %v; want the 2 records without a key removed", st, err)
+	}
+	if got, want := fmt.Sprint(readRecords(t, l, 0)), fmt.Sprint(map[Offset]string{1: "v1"}); got != want {
+		t.Fatalf("after compaction %s, want %s", got, want)
+	}
+	wantShapes := []batchShape{{0, 1, 1, record.None}, {2, 2, 0, record.None}}
+	if got := shapes(t, l); fmt.Sprint(got) != fmt.Sprint(wantShapes) {
+		t.Fatalf("batches\n got %v\nwant %v", got, wantShapes)
+	}
+}
+
 func TestCompactionNeedsPolicy(t *testing.T) {
 	c := &clock{t: t0}
 	l := compactedLog(t, t.TempDir(), c)
