@@ -124,4 +124,23 @@ func TestLogAppendTimeInTheProduceAnswer(t *testing.T) {
 			t.Errorf("%s: the record reads back with %+v, want timestamp %d", path, f.Records, got)
 		}
 	}
+
+	// A retried idempotent batch is answered as the first time: its
+	// offset and the time it was appended, not its create time.
+	retry := `{"producer_id": 7001, "producer_epoch": 0, "base_sequence": 0, "records": [{"value": "once", "timestamp_ms": 1700000000000}]}`
+	var first, again ProduceResponse
+	if err := mustDo(ctx, t, c, http.StatusOK, "POST", "/v1/topics/"+topic+"/partitions/0/records", retry).Decode(&first); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond) // a later append time would differ
+	if err := mustDo(ctx, t, c, http.StatusOK, "POST", "/v1/topics/"+topic+"/partitions/0/records", retry).Decode(&again); err != nil {
+		t.Fatal(err)
+	}
+	if len(first.Results) != 1 || len(again.Results) != 1 || first.Results[0].ErrorCode != "NONE" || again.Results[0].ErrorCode != "NONE" {
+		t.Fatalf("idempotent produce and its retry: %+v, %+v", first, again)
+	}
+	if again.Results[0].Offset != first.Results[0].Offset || again.Results[0].TimestampMs != first.Results[0].TimestampMs || int64(first.Results[0].TimestampMs) == 1700000000000 {
+		t.Errorf("the retry answered offset %d, timestamp %d; the first append offset %d, timestamp %d (want the same append time)",
+			again.Results[0].Offset, again.Results[0].TimestampMs, first.Results[0].Offset, first.Results[0].TimestampMs)
+	}
 }

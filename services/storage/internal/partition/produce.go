@@ -229,6 +229,9 @@ func (p *Partition) append(acks int, leaderEpoch int32, batches []byte) (Produce
 		var first, last record.Offset
 		if x.dup != nil {
 			first, last = record.Offset(x.dup.FirstOffset), record.Offset(x.dup.LastOffset)
+			if x.dup.LogAppendTime >= 0 {
+				res.LogAppendTime = x.dup.LogAppendTime // as the first answer said
+			}
 		} else {
 			a, err := p.log.AppendAsLeader(x.b, record.Epoch(p.st.LeaderEpoch))
 			if err != nil {
@@ -240,6 +243,7 @@ func (p *Partition) append(acks int, leaderEpoch int32, batches []byte) (Produce
 				return res, nil, err
 			}
 			first, last = a.First, a.Last
+			x.pb.LogAppendTime = a.LogAppendTime >= 0
 			p.producers.Append(x.pb, int64(first), int64(last), x.b.MaxTimestamp())
 			res.StoredBytes += len(x.b)
 			res.UncompressedBytes += a.Uncompressed

@@ -324,7 +324,7 @@ func (p *Partition) replayLocked(b record.Batch) {
 		p.noteMarkerLocked(pid, b.ProducerEpoch(), commit, coordEpoch, b.BaseOffset(), b.MaxTimestamp())
 		return
 	}
-	p.producers.Append(producer.Batch{ProducerID: pid, Epoch: b.ProducerEpoch(), FirstSeq: b.BaseSequence(), Records: b.LastOffsetDelta() + 1, Transactional: b.IsTransactional()},
+	p.producers.Append(producer.Batch{ProducerID: pid, Epoch: b.ProducerEpoch(), FirstSeq: b.BaseSequence(), Records: b.LastOffsetDelta() + 1, Transactional: b.IsTransactional(), LogAppendTime: b.LogAppendTime()},
 		int64(b.BaseOffset()), int64(b.LastOffset()), b.MaxTimestamp())
 }
 

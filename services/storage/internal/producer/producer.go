@@ -22,6 +22,9 @@ type Batch struct {
 	FirstSeq      int32
 	Records       int32 // number of records (lastOffsetDelta + 1)
 	Transactional bool
+	// LogAppendTime: the log stamped the batch with the time it appended it
+	// (message.timestamp.type=LogAppendTime), the timestamp Append is given.
+	LogAppendTime bool
 }
 
 // LastSeq is the sequence of the batch's last record; sequences wrap from
@@ -46,6 +49,9 @@ type Appended struct {
 	// not (KindPlain); KindUnknown in a snapshot written before it was
 	// kept. A retry matches only a batch of its own kind.
 	Kind int8 `json:"kind,omitempty"`
+	// LogAppendTime: Timestamp is the time the log appended the batch, which
+	// a retry of it is answered with.
+	LogAppendTime bool `json:"log_append_time,omitempty"`
 }
 
 // The kinds of an Appended batch.
@@ -91,6 +97,9 @@ type Verdict struct {
 	Duplicate   bool
 	FirstOffset int64
 	LastOffset  int64
+	// LogAppendTime is the duplicate's append time when the log stamped it
+	// with one, -1 otherwise.
+	LogAppendTime int64
 }
 
 // State is the producer state of one partition. Not safe for concurrent use:
@@ -163,7 +172,11 @@ func (s *State) check(b Batch) (Verdict, error) {
 	last := b.LastSeq()
 	for _, a := range e.Batches {
 		if a.FirstSeq == b.FirstSeq && a.LastSeq == last && (a.Kind == KindUnknown || a.Kind == kindOf(b)) {
-			return Verdict{Duplicate: true, FirstOffset: a.FirstOffset, LastOffset: a.LastOffset}, nil
+			v := Verdict{Duplicate: true, FirstOffset: a.FirstOffset, LastOffset: a.LastOffset, LogAppendTime: -1}
+			if a.LogAppendTime {
+				v.LogAppendTime = a.Timestamp
+			}
+			return v, nil
 		}
 	}
 	if len(e.Batches) == 0 {
@@ -191,7 +204,7 @@ func (s *State) Append(b Batch, firstOffset, lastOffset, timestamp int64) {
 		e.Batches = e.Batches[:0]
 		e.EpochFromMarker = false
 	}
-	e.Batches = append(e.Batches, Appended{FirstSeq: b.FirstSeq, LastSeq: b.LastSeq(), FirstOffset: firstOffset, LastOffset: lastOffset, Timestamp: timestamp, Kind: kindOf(b)})
+	e.Batches = append(e.Batches, Appended{FirstSeq: b.FirstSeq, LastSeq: b.LastSeq(), FirstOffset: firstOffset, LastOffset: lastOffset, Timestamp: timestamp, Kind: kindOf(b), LogAppendTime: b.LogAppendTime})
 	if len(e.Batches) > Window {
 		e.Batches = append(e.Batches[:0], e.Batches[len(e.Batches)-Window:]...)
 	}

@@ -477,3 +477,23 @@ func TestTruncateAnswersAsAReplayOfWhatIsLeft(t *testing.T) {
 		t.Error("a truncation to 0 kept the producer")
 	}
 }
+
+// A retry is answered with the time its first append was stamped with
+// under LogAppendTime, kept across a snapshot; under CreateTime, with none.
+func TestDuplicateCarriesItsAppendTime(t *testing.T) {
+	s := New()
+	s.Append(Batch{ProducerID: 6, FirstSeq: 0, Records: 1, LogAppendTime: true}, 10, 10, 1234)
+	s.Append(Batch{ProducerID: 6, FirstSeq: 1, Records: 1}, 11, 11, 999)
+	r, err := Restore(s.Snapshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, st := range map[string]*State{"live": s, "restored": r} {
+		if v, err := st.Check(Batch{ProducerID: 6, FirstSeq: 0, Records: 1}); err != nil || !v.Duplicate || v.FirstOffset != 10 || v.LogAppendTime != 1234 {
+			t.Errorf("%s: retry of the batch stamped at 1234: %+v %v", name, v, err)
+		}
+		if v, err := st.Check(Batch{ProducerID: 6, FirstSeq: 1, Records: 1}); err != nil || !v.Duplicate || v.FirstOffset != 11 || v.LogAppendTime != -1 {
+			t.Errorf("%s: retry of a batch keeping its create time: %+v %v, want LogAppendTime -1", name, v, err)
+		}
+	}
+}
