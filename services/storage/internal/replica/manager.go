@@ -112,6 +112,13 @@ type Manager struct {
 	savedMu    sync.Mutex
 	savedOffs  map[checkpoint.Partition]checkpoint.Offsets
 	savedSnaps map[string][]byte // producer snapshots by key
+
+	// Under mu: the version of the newest image a partition directory was
+	// created from, as the store holds it, and whether stray directories
+	// were looked for (stray.go).
+	dirsVersion                       uint64
+	dirsVersionRead, dirsVersionFound bool
+	strayChecked                      bool
 }
 
 type hosted struct {
@@ -231,6 +238,7 @@ func (m *Manager) OnImage(im *metadata.Image) {
 			delete(m.unopened, tp)
 		}
 	}
+	m.sweepStrayLocked(im)
 }
 
 // LogDirFailed reports whether the log directory has failed: a log's write
@@ -411,6 +419,9 @@ func (m *Manager) openLocked(tp partition.TP, topicID string, lcfg plog.Config, 
 	} else {
 		m.forgetSaved(tp, key)
 		if err := m.ckpt.Delete(producersKey(key)); err != nil {
+			return nil, err
+		}
+		if err := m.noteDirVersionLocked(); err != nil {
 			return nil, err
 		}
 	}
