@@ -593,3 +593,78 @@ func nackBody(ctx context.Context, c *REST, path string, body map[string]any) (*
 	}
 	return resp, nil
 }
+
+// Only a committed record is nacked: a record of a transaction still open,
+// the record of an aborted one and a transaction marker are refused
+// OFFSET_OUT_OF_RANGE, and nothing reaches the dead-letter topic, where
+// every reader would see it as committed.
+func TestNackOnlyCommittedRecords(t *testing.T) {
+	d := devCluster(t)
+	c := restClient(d)
+	ctx := testCtx(t, 2*time.Minute)
+	const topic, group, txid = "e2e-nack-txn", "e2e-nack-txn-group", "e2e-nack-txn-producer"
+	createTopic(ctx, t, c, topic, 1, 3, map[string]string{"min.insync.replicas": "2"})
+	if err := c.Call(ctx, "POST", "/v1/topics/"+topic+"/records", ProduceRequest{Records: []ProduceRecord{{Value: ptr("committed")}}}, &ProduceResponse{}); err != nil {
+		t.Fatal(err)
+	}
+	var id producerIdentity
+	if err := c.Call(ctx, "POST", "/v1/producers", map[string]any{"transactional_id": txid}, &id); err != nil {
+		t.Fatal(err)
+	}
+	var pr ProduceResponse
+	if err := c.Call(ctx, "POST", "/v1/topics/"+topic+"/partitions/0/records", map[string]any{
+		"transactional_id": txid, "producer_id": id.ProducerID, "producer_epoch": id.ProducerEpoch, "base_sequence": 0,
+		"records": []map[string]any{{"value": "in-flight"}}}, &pr); err != nil || !written(pr) || pr.Results[0].Offset != 1 {
+		t.Fatalf("transactional produce: %+v %v, want offset 1", pr, err)
+	}
+	if err := callRetrying(ctx, t, c, "PUT", "/v1/groups/"+group+"/config", map[string]any{"configs": map[string]string{"max.delivery.attempts": "1"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var m restMember
+	if err := callRetrying(ctx, t, c, "POST", "/v1/groups/"+group+"/members", map[string]any{"topics": []string{topic}, "auto_offset_reset": "earliest"}, &m); err != nil {
+		t.Fatal(err)
+	}
+	base := "/v1/groups/" + group + "/members/" + m.ID
+	var f groupFetch
+	if err := callRetrying(ctx, t, c, "POST", base+"/records", map[string]any{"member_epoch": m.Epoch, "isolation_level": "READ_COMMITTED", "max_wait_ms": 1000}, &f); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Records) != 1 || f.Records[0].Value == nil || *f.Records[0].Value != "committed" {
+		t.Fatalf("a read_committed member read %+v, want only the committed record", f.Records)
+	}
+	m.Epoch = f.MemberEpoch
+	nack := func(offset int64) error {
+		return callRetrying(ctx, t, c, "POST", base+"/nack", map[string]any{"member_epoch": m.Epoch, "topic": topic, "partition": 0, "offset": offset}, &nackAnswer{})
+	}
+	if err := nack(1); apiCode(err) != "400 OFFSET_OUT_OF_RANGE" {
+		t.Fatalf("nack of a record of an open transaction: %v, want 400 OFFSET_OUT_OF_RANGE", err)
+	}
+	if err := c.Call(ctx, "POST", "/v1/transactions/"+txid+":abort", id, &producerIdentity{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, off := range []int64{1, 2} { // the aborted record, the abort marker
+		if err := nack(off); apiCode(err) != "400 OFFSET_OUT_OF_RANGE" {
+			t.Errorf("nack of offset %d after the abort: %v, want 400 OFFSET_OUT_OF_RANGE", off, err)
+		}
+	}
+	var topics struct {
+		Topics []struct {
+			Name string `json:"name"`
+		} `json:"topics"`
+	}
+	if err := c.Call(ctx, "GET", "/v1/topics", nil, &topics); err != nil {
+		t.Fatal(err)
+	}
+	for _, tp := range topics.Topics {
+		if tp.Name == topic+".dlq" {
+			if got, _ := committedValues(ctx, t, c, topic+".dlq", 0, false); len(got) != 0 {
+				t.Fatalf("the dead-letter topic holds %v", got)
+			}
+		}
+	}
+	// The committed record is nacked as ever.
+	var a nackAnswer
+	if err := callRetrying(ctx, t, c, "POST", base+"/nack", map[string]any{"member_epoch": m.Epoch, "topic": topic, "partition": 0, "offset": 0}, &a); err != nil || !a.DeadLettered {
+		t.Fatalf("nack of the committed record: %+v %v, want it dead-lettered", a, err)
+	}
+}

@@ -52,7 +52,7 @@ func (l ClientLog) EnsureTopic(ctx context.Context, topic, like string) (int32, 
 
 // Read implements DeadLetters.
 func (l ClientLog) Read(ctx context.Context, topic string, partition int32, offset int64) (Record, bool, error) {
-	res, err := l.C.Fetch(ctx, client.FetchRequest{Topic: topic, Partition: partition, Offset: offset, MaxRecords: 1})
+	res, err := l.C.Fetch(ctx, client.FetchRequest{Topic: topic, Partition: partition, Offset: offset, MaxRecords: 1, Isolation: skeinv1.IsolationLevel_READ_COMMITTED})
 	if errs.Of(err) == errs.OffsetOutOfRange {
 		return Record{}, false, nil // below the log start: deleted
 	}
@@ -67,7 +67,7 @@ func (l ClientLog) Read(ctx context.Context, topic string, partition int32, offs
 			break
 		}
 	}
-	return Record{}, false, nil // compacted away, or a control record
+	return Record{}, false, nil // past the last stable offset, a control record, aborted, or compacted away
 }
 
 // Find implements DeadLetters: a read of the partition from from to the

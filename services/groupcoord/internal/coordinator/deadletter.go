@@ -33,8 +33,10 @@ type DeadLetters interface {
 	// count and replication factor of like, and answers its partition count
 	// once the metadata has it.
 	EnsureTopic(ctx context.Context, topic, like string) (int32, error)
-	// Read answers the record at offset; ok is false when the log no
-	// longer holds it (compacted or deleted).
+	// Read answers the committed record at offset, as a read_committed
+	// reader gets it; ok is false when there is none: at or past the last
+	// stable offset, a transaction marker, a record of an aborted
+	// transaction, or deleted or compacted away.
 	Read(ctx context.Context, topic string, partition int32, offset int64) (rec Record, ok bool, err error)
 	// Find answers the offset of the first record at or after from whose
 	// headers satisfy match, -1 when none up to the high watermark.
@@ -64,7 +66,10 @@ type NackResult struct {
 // nothing: UNKNOWN_MEMBER_ID (no such member or group), STALE_MEMBER_EPOCH
 // (another epoch, or a partition the member does not own),
 // UNKNOWN_TOPIC_OR_PARTITION, OFFSET_OUT_OF_RANGE (at or past the high
-// watermark, or below the committed offset), INVALID_REQUEST.
+// watermark, below the committed offset, or no committed record there: a
+// transaction still open, a marker, an aborted record, a deleted one),
+// INVALID_REQUEST, and what the dead-letter topic refuses the copy with
+// (INVALID_RECORD, MESSAGE_TOO_LARGE, ...: the nack is then undone).
 func (c *Coordinator) Nack(ctx context.Context, groupID string, member group.MemberID, epoch group.Epoch, topic string, partition int32, offset int64, reason string) (NackResult, error) {
 	switch {
 	case member == "":
@@ -124,6 +129,16 @@ func (c *Coordinator) Nack(ctx context.Context, groupID string, member group.Mem
 	if offset >= hw {
 		return NackResult{}, errs.Errorf(errs.OffsetOutOfRange, "offset %d of %s:%d is at or past its high watermark %d", offset, topic, partition, hw)
 	}
+	// Only a committed record is nacked: a copy of one from a transaction
+	// that is still open, or was aborted, would make it visible to every
+	// reader of the dead-letter topic.
+	rec, ok, err := c.dlq.Read(ctx, topic, partition, offset)
+	if err != nil {
+		return NackResult{}, err
+	}
+	if !ok {
+		return NackResult{}, errs.Errorf(errs.OffsetOutOfRange, "no committed record at offset %d of %s:%d to nack: its transaction is still open, or it is a transaction marker, a record of an aborted transaction, or deleted", offset, topic, partition)
+	}
 	dlqTopic := cfg.TopicFor(topic)
 	if out.Action == delivery.DeadLetter && dlqTopic == topic {
 		// The copy would come back to the group as a new record, and be
@@ -148,10 +163,13 @@ func (c *Coordinator) Nack(ctx context.Context, groupID string, member group.Mem
 
 	// Count the nack (and, when it decides so, mark the record
 	// dead-lettering) durably.
+	var prev delivery.Entry
+	var hadPrev bool
 	err = p.update(groupID, false, func(gs *groupState, _ time.Time) (change, error) {
 		if !gs.topics.has(tp) {
 			return change{}, errs.Errorf(errs.UnknownTopicOrPartition, "no partition %s:%d", topic, partition)
 		}
+		prev, hadPrev = gs.deliveries[tp].Find(offset)
 		np, o, err := decide(gs)
 		if err != nil {
 			return change{}, err
@@ -181,7 +199,19 @@ func (c *Coordinator) Nack(ctx context.Context, groupID string, member group.Mem
 
 	// Dead-letter: the copy first, then move the group past the record.
 	res.DLQTopic, res.DLQPartition = dlqTopic, dlqPart
-	if res.DLQOffset, err = c.deadLetter(ctx, groupID, tp, dlqTopic, dlqPart, out.Entry); err != nil {
+	if res.DLQOffset, err = c.deadLetter(ctx, groupID, tp, dlqTopic, dlqPart, out.Entry, rec); err != nil {
+		if !out.Resumed && refusedCopy(err) {
+			// Nothing was written: undo this nack's count and mark, so that
+			// a refused nack changes nothing.
+			uerr := p.update(groupID, false, func(gs *groupState, _ time.Time) (change, error) {
+				return change{deliveries: map[assign.TopicPartition]delivery.Partition{tp: gs.deliveries[tp].Undo(out.Entry, prev, hadPrev)}}, nil
+			})
+			if uerr != nil {
+				c.logger.Warn("undoing a nack whose dead-letter copy was refused failed: the next nack of the record dead-letters it", "group", groupID,
+					"topic", topic, "partition", partition, "offset", offset, "err", uerr)
+			}
+			return NackResult{}, errs.Errorf(errs.Of(err), "the dead-letter topic %q refused the record, so the nack changed nothing: %s", dlqTopic, errs.Message(err))
+		}
 		return NackResult{}, err
 	}
 	err = p.update(groupID, false, func(gs *groupState, now time.Time) (change, error) {
@@ -213,11 +243,22 @@ func (c *Coordinator) Nack(ctx context.Context, groupID string, member group.Mem
 	return res, nil
 }
 
-// deadLetter writes the record at tp's offset e.Offset to the dead-letter
-// partition once: a copy an earlier attempt wrote (at or after e.DLQFrom)
-// is answered instead of a second. A record the source log no longer holds
-// is written with no key and value, with the dead-letter headers.
-func (c *Coordinator) deadLetter(ctx context.Context, groupID string, tp assign.TopicPartition, dlqTopic string, dlqPart int32, e delivery.Entry) (int64, error) {
+// refusedCopy reports whether the dead-letter topic refused a copy before
+// writing it: anything else (a timeout, a lost connection) may have
+// written it.
+func refusedCopy(err error) bool {
+	switch errs.Of(err) {
+	case errs.InvalidRecord, errs.MessageTooLarge, errs.RecordListTooLarge, errs.InvalidTimestamp, errs.CorruptMessage,
+		errs.TopicAuthorizationFailed, errs.PolicyViolation, errs.InvalidConfig:
+		return true
+	}
+	return false
+}
+
+// deadLetter writes rec, the record at tp's offset e.Offset, to the
+// dead-letter partition once: a copy an earlier attempt wrote (at or after
+// e.DLQFrom) is answered instead of a second.
+func (c *Coordinator) deadLetter(ctx context.Context, groupID string, tp assign.TopicPartition, dlqTopic string, dlqPart int32, e delivery.Entry, rec Record) (int64, error) {
 	match := func(hs []record.Header) bool { return delivery.Matches(hs, groupID, tp.Topic, tp.Partition, e.Offset) }
 	from := e.DLQFrom
 	if from < 0 {
@@ -229,14 +270,6 @@ func (c *Coordinator) deadLetter(ctx context.Context, groupID string, tp assign.
 		c.logger.Info("the record is in the dead-letter topic already: not writing it again", "group", groupID,
 			"topic", tp.Topic, "partition", tp.Partition, "offset", e.Offset, "dlq_offset", off)
 		return off, nil
-	}
-	rec, ok, err := c.dlq.Read(ctx, tp.Topic, tp.Partition, e.Offset)
-	if err != nil {
-		return -1, err
-	}
-	if !ok {
-		c.logger.Warn("the dead-lettered record is no longer in its log: its dead-letter copy has no key or value", "group", groupID,
-			"topic", tp.Topic, "partition", tp.Partition, "offset", e.Offset)
 	}
 	rec.Headers = delivery.Headers(rec.Headers, groupID, tp.Topic, tp.Partition, e.Offset, e)
 	return c.dlq.Append(ctx, dlqTopic, dlqPart, rec)

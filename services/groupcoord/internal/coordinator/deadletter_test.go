@@ -24,6 +24,11 @@ type dlqLog struct {
 	// failAppend: the next Append answers this error after writing (an
 	// unknown outcome).
 	failAppend error
+	// refuseAppend: the next Append answers this error, writing nothing.
+	refuseAppend error
+	// uncommitted: offsets ("topic/partition/offset") holding no committed
+	// record (an open or aborted transaction's, a marker, deleted).
+	uncommitted map[string]bool
 }
 
 func newDLQLog() *dlqLog {
@@ -61,7 +66,7 @@ func (l *dlqLog) Read(_ context.Context, topic string, partition int32, offset i
 	l.tmu.Lock()
 	defer l.tmu.Unlock()
 	recs := l.data[topic][partition]
-	if offset >= int64(len(recs)) {
+	if offset >= int64(len(recs)) || l.uncommitted[fmt.Sprintf("%s/%d/%d", topic, partition, offset)] {
 		return Record{}, false, nil
 	}
 	return recs[offset], true, nil
@@ -82,6 +87,10 @@ func (l *dlqLog) Find(_ context.Context, topic string, partition int32, from int
 func (l *dlqLog) Append(_ context.Context, topic string, partition int32, rec Record) (int64, error) {
 	l.tmu.Lock()
 	defer l.tmu.Unlock()
+	if err := l.refuseAppend; err != nil {
+		l.refuseAppend = nil
+		return -1, err
+	}
 	l.data[topic][partition] = append(l.data[topic][partition], rec)
 	l.appends++
 	if err := l.failAppend; err != nil {
@@ -251,6 +260,9 @@ func TestNackRefusals(t *testing.T) {
 		return p.id
 	}()
 	before := len(log.records(part))
+	log.tmu.Lock()
+	log.uncommitted = map[string]bool{"orders/2/1": true}
+	log.tmu.Unlock()
 	for _, tc := range []struct {
 		name      string
 		group     string
@@ -268,6 +280,7 @@ func TestNackRefusals(t *testing.T) {
 		{"no member id", "app", "", 1, "orders", 2, 0, "", errs.UnknownMemberID},
 		{"unknown group", "nope", m.MemberID, 1, "orders", 2, 0, "", errs.UnknownMemberID},
 		{"at the high watermark", "app", m.MemberID, m.MemberEpoch, "orders", 2, 4, "", errs.OffsetOutOfRange},
+		{"no committed record there", "app", m.MemberID, m.MemberEpoch, "orders", 2, 1, "", errs.OffsetOutOfRange},
 		{"below the committed offset", "app", m.MemberID, m.MemberEpoch, "orders", 3, 1, "", errs.OffsetOutOfRange},
 		{"unknown topic", "app", m.MemberID, m.MemberEpoch, "nope", 0, 0, "", errs.UnknownTopicOrPartition},
 		{"partition out of range", "app", m.MemberID, m.MemberEpoch, "orders", 9, 0, "", errs.UnknownTopicOrPartition},
@@ -352,5 +365,57 @@ func TestDeadLetterToTheSourceTopicIsRefused(t *testing.T) {
 	}
 	if res, err := c.Nack(ctx, "app", m.MemberID, m.MemberEpoch, "orders", 1, 0, "second"); err != nil || !res.DeadLettered || res.DLQTopic != "orders.dlq" {
 		t.Fatalf("with the default dead-letter topic: %+v %v", res, err)
+	}
+}
+
+// A nack whose dead-letter copy the dead-letter topic refuses (a compacted
+// one and a record without a key, say) changes nothing: the record's count
+// and mark are undone, so the next nack starts from where the group was,
+// under the settings of then, and carries its own reason.
+func TestRefusedDeadLetterCopyUndoesTheNack(t *testing.T) {
+	log := newDLQLog()
+	sourceRecords(log)
+	c := start(t, log, 1, owning(1, all()...))
+	waitLoaded(t, c, nParts)
+	ctx := context.Background()
+	if _, err := c.AlterGroupConfig(ctx, "app", map[string]string{delivery.KeyMaxAttempts: "2"}); err != nil {
+		t.Fatal(err)
+	}
+	m := join(t, c, "app", "orders")
+	if res, err := c.Nack(ctx, "app", m.MemberID, m.MemberEpoch, "orders", 1, 2, "first"); err != nil || res.Failed != 1 || res.DeadLettered {
+		t.Fatalf("first nack: %+v %v", res, err)
+	}
+	log.tmu.Lock()
+	log.refuseAppend = errs.Errorf(errs.InvalidRecord, "a compacted topic does not accept a record without a key")
+	log.tmu.Unlock()
+	if _, err := c.Nack(ctx, "app", m.MemberID, m.MemberEpoch, "orders", 1, 2, "refused"); errs.Of(err) != errs.InvalidRecord {
+		t.Fatalf("nack whose copy is refused: %v, want INVALID_RECORD", err)
+	}
+	tp := assign.TopicPartition{Topic: "orders", Partition: 1}
+	if e, ok := c.Deliveries("app", []assign.TopicPartition{tp})[tp].Find(2); !ok || e.Nacks != 1 || e.State != delivery.Nacked || e.Reason != "first" {
+		t.Fatalf("after the refused nack the record's entry is %+v (found %v), want the first nack's", e, ok)
+	}
+	if _, err := c.AlterGroupConfig(ctx, "app", map[string]string{delivery.KeyMaxAttempts: "10"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Nack(ctx, "app", m.MemberID, m.MemberEpoch, "orders", 1, 2, "second")
+	if err != nil || res.Failed != 2 || res.DeadLettered || res.Next != 2 {
+		t.Fatalf("the next nack: %+v %v, want 2 failed deliveries and a redelivery", res, err)
+	}
+	if n := len(log.topic("orders.dlq", 1)); n != 0 {
+		t.Fatalf("the dead-letter topic holds %d records, want none", n)
+	}
+	// Refused with the group's first nack of a record: no entry is left.
+	if _, err := c.AlterGroupConfig(ctx, "app", map[string]string{delivery.KeyMaxAttempts: "1"}); err != nil {
+		t.Fatal(err)
+	}
+	log.tmu.Lock()
+	log.refuseAppend = errs.Errorf(errs.MessageTooLarge, "too large")
+	log.tmu.Unlock()
+	if _, err := c.Nack(ctx, "app", m.MemberID, m.MemberEpoch, "orders", 1, 3, "big"); errs.Of(err) != errs.MessageTooLarge {
+		t.Fatalf("nack whose copy is too large: %v", err)
+	}
+	if _, ok := c.Deliveries("app", []assign.TopicPartition{tp})[tp].Find(3); ok {
+		t.Fatal("a refused first nack left an entry")
 	}
 }

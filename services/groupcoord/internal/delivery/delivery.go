@@ -184,6 +184,21 @@ func Nack(p Partition, offset, committed int64, maxAttempts int32, reason string
 	return p.put(e).Prune(committed), out, nil
 }
 
+// Undo answers p without the change a nack made: after is the entry the
+// nack left, prev the entry before it (had: there was one). A nack whose
+// dead-letter write was refused thus changes nothing. An entry that has
+// changed since (it is no longer after) is left as it is.
+func (p Partition) Undo(after, prev Entry, had bool) Partition {
+	e, ok := p.Find(after.Offset)
+	switch {
+	case !ok || e != after:
+		return p
+	case had:
+		return p.put(prev)
+	}
+	return slices.DeleteFunc(slices.Clone(p), func(x Entry) bool { return x.Offset == after.Offset })
+}
+
 // WithDLQFrom answers p with the entry of offset carrying the dead-letter
 // partition's high watermark (the caller learns it before it writes the
 // DeadLettering entry).

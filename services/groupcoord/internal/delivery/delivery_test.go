@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -192,5 +193,33 @@ func TestConfig(t *testing.T) {
 	}
 	if got := (Config{Topic: "dl"}).TopicFor("orders"); got != "dl" {
 		t.Fatal(got)
+	}
+}
+
+func TestUndo(t *testing.T) {
+	e5 := Entry{Offset: 5, Nacks: 1, Reason: "a", DLQFrom: -1}
+	e5dl := Entry{Offset: 5, Nacks: 2, Reason: "b", State: DeadLettering, DLQFrom: 7}
+	e9 := Entry{Offset: 9, Nacks: 1, DLQFrom: -1}
+	for _, tc := range []struct {
+		name        string
+		p           Partition
+		after, prev Entry
+		had         bool
+		want        Partition
+	}{
+		{"back to the entry before", Partition{e5dl, e9}, e5dl, e5, true, Partition{e5, e9}},
+		{"no entry before: removed", Partition{e5, e9}, e5, Entry{}, false, Partition{e9}},
+		{"the only entry removed", Partition{e5}, e5, Entry{}, false, Partition{}},
+		{"changed since: kept", Partition{e5dl, e9}, Entry{Offset: 5, Nacks: 3}, e5, true, Partition{e5dl, e9}},
+		{"gone since: nothing", Partition{e9}, e5, Entry{}, false, Partition{e9}},
+	} {
+		before := slices.Clone(tc.p)
+		got := tc.p.Undo(tc.after, tc.prev, tc.had)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
+		}
+		if !slices.Equal(tc.p, before) {
+			t.Errorf("%s: Undo changed its receiver: %+v", tc.name, tc.p)
+		}
 	}
 }
