@@ -56,6 +56,9 @@ type ConsumedRecord struct {
 	Value       []byte // nil: a tombstone
 	Headers     []record.Header
 	LeaderEpoch int32
+	// Transactional: the record was written in a transaction (a
+	// read_uncommitted reader also gets those of open and aborted ones).
+	Transactional bool
 }
 
 // FetchResult is a fetch's records and the partition's offsets.
@@ -322,7 +325,7 @@ func decodeFetch(req FetchRequest, pr *storagev1.PartitionFetchResult, view bool
 			}
 			cr := ConsumedRecord{
 				Topic: req.Topic, Partition: req.Partition, Offset: off, Timestamp: ts,
-				Key: cp(r.Key), Value: cp(r.Value), LeaderEpoch: int32(b.PartitionLeaderEpoch()),
+				Key: cp(r.Key), Value: cp(r.Value), LeaderEpoch: int32(b.PartitionLeaderEpoch()), Transactional: b.IsTransactional(),
 			}
 			for _, h := range r.AppendHeaders(nil) {
 				cr.Headers = append(cr.Headers, record.Header{Key: h.Key, Value: cp(h.Value)})

@@ -594,10 +594,11 @@ func nackBody(ctx context.Context, c *REST, path string, body map[string]any) (*
 	return resp, nil
 }
 
-// Only a committed record is nacked: a record of a transaction still open,
-// the record of an aborted one and a transaction marker are refused
-// OFFSET_OUT_OF_RANGE, and nothing reaches the dead-letter topic, where
-// every reader would see it as committed.
+// Only a committed record is dead-lettered: the nack that would
+// dead-letter a record of a transaction still open is refused
+// OFFSET_NOT_AVAILABLE (retriable), a record of an aborted transaction and
+// a transaction marker OFFSET_OUT_OF_RANGE, and nothing reaches the
+// dead-letter topic, where every reader would see it as committed.
 func TestNackOnlyCommittedRecords(t *testing.T) {
 	d := devCluster(t)
 	c := restClient(d)
@@ -636,8 +637,8 @@ func TestNackOnlyCommittedRecords(t *testing.T) {
 	nack := func(offset int64) error {
 		return callRetrying(ctx, t, c, "POST", base+"/nack", map[string]any{"member_epoch": m.Epoch, "topic": topic, "partition": 0, "offset": offset}, &nackAnswer{})
 	}
-	if err := nack(1); apiCode(err) != "400 OFFSET_OUT_OF_RANGE" {
-		t.Fatalf("nack of a record of an open transaction: %v, want 400 OFFSET_OUT_OF_RANGE", err)
+	if err := nack(1); apiCode(err) != "503 OFFSET_NOT_AVAILABLE" {
+		t.Fatalf("the nack that would dead-letter a record of an open transaction: %v, want 503 OFFSET_NOT_AVAILABLE", err)
 	}
 	if err := c.Call(ctx, "POST", "/v1/transactions/"+txid+":abort", id, &producerIdentity{}); err != nil {
 		t.Fatal(err)

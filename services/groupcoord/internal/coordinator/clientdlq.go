@@ -52,22 +52,41 @@ func (l ClientLog) EnsureTopic(ctx context.Context, topic, like string) (int32, 
 
 // Read implements DeadLetters.
 func (l ClientLog) Read(ctx context.Context, topic string, partition int32, offset int64) (Record, bool, error) {
-	res, err := l.C.Fetch(ctx, client.FetchRequest{Topic: topic, Partition: partition, Offset: offset, MaxRecords: 1, Isolation: skeinv1.IsolationLevel_READ_COMMITTED})
+	rec, ok, _, err := l.read(ctx, topic, partition, offset, skeinv1.IsolationLevel_READ_UNCOMMITTED)
+	return rec, ok, err
+}
+
+// TxnOutcome implements DeadLetters: the record read as a read_committed
+// reader reads it.
+func (l ClientLog) TxnOutcome(ctx context.Context, topic string, partition int32, offset int64) (committed, ended bool, err error) {
+	_, ok, lso, err := l.read(ctx, topic, partition, offset, skeinv1.IsolationLevel_READ_COMMITTED)
+	if err != nil {
+		return false, false, err
+	}
+	return ok, ok || offset < lso, nil
+}
+
+// read answers the record at offset as a reader of the isolation level
+// gets it (ok false: none there) and the partition's last stable offset.
+func (l ClientLog) read(ctx context.Context, topic string, partition int32, offset int64, iso skeinv1.IsolationLevel) (Record, bool, int64, error) {
+	res, err := l.C.Fetch(ctx, client.FetchRequest{Topic: topic, Partition: partition, Offset: offset, MaxRecords: 1, Isolation: iso})
 	if errs.Of(err) == errs.OffsetOutOfRange {
-		return Record{}, false, nil // below the log start: deleted
+		return Record{}, false, -1, nil // below the log start: deleted
 	}
 	if err != nil {
-		return Record{}, false, err
+		return Record{}, false, -1, err
 	}
 	for _, r := range res.Records {
 		if r.Offset == offset {
-			return Record{Key: r.Key, Value: r.Value, Headers: r.Headers, Timestamp: r.Timestamp}, true, nil
+			return Record{Key: r.Key, Value: r.Value, Headers: r.Headers, Timestamp: r.Timestamp, Transactional: r.Transactional}, true, res.LastStableOffset, nil
 		}
 		if r.Offset > offset {
 			break
 		}
 	}
-	return Record{}, false, nil // past the last stable offset, a control record, aborted, or compacted away
+	// A control record, compacted away, or not for this reader: an aborted
+	// transaction's, or past the last stable offset.
+	return Record{}, false, res.LastStableOffset, nil
 }
 
 // Find implements DeadLetters: a read of the partition from from to the

@@ -2,9 +2,11 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"time"
 
+	"skein/libs/client"
 	"skein/libs/errs"
 	"skein/libs/record"
 	"skein/services/groupcoord/internal/assign"
@@ -19,6 +21,9 @@ type Record struct {
 	Key, Value []byte // nil: none (a null key, a tombstone)
 	Headers    []record.Header
 	Timestamp  int64 // ms since the epoch
+	// Transactional: read back, the record was written in a transaction
+	// (written, it never is: a dead-letter copy is a plain record).
+	Transactional bool
 }
 
 // DeadLetters is what dead-lettering needs of the cluster beyond
@@ -33,11 +38,13 @@ type DeadLetters interface {
 	// count and replication factor of like, and answers its partition count
 	// once the metadata has it.
 	EnsureTopic(ctx context.Context, topic, like string) (int32, error)
-	// Read answers the committed record at offset, as a read_committed
-	// reader gets it; ok is false when there is none: at or past the last
-	// stable offset, a transaction marker, a record of an aborted
-	// transaction, or deleted or compacted away.
+	// Read answers the record at offset, as a read_uncommitted reader gets
+	// it; ok is false when there is none: a transaction marker, or deleted
+	// or compacted away.
 	Read(ctx context.Context, topic string, partition int32, offset int64) (rec Record, ok bool, err error)
+	// TxnOutcome answers, of the transactional record at offset, whether
+	// its transaction has ended and whether it committed.
+	TxnOutcome(ctx context.Context, topic string, partition int32, offset int64) (committed, ended bool, err error)
 	// Find answers the offset of the first record at or after from whose
 	// headers satisfy match, -1 when none up to the high watermark.
 	Find(ctx context.Context, topic string, partition int32, from int64, match func([]record.Header) bool) (int64, error)
@@ -66,10 +73,12 @@ type NackResult struct {
 // nothing: UNKNOWN_MEMBER_ID (no such member or group), STALE_MEMBER_EPOCH
 // (another epoch, or a partition the member does not own),
 // UNKNOWN_TOPIC_OR_PARTITION, OFFSET_OUT_OF_RANGE (at or past the high
-// watermark, below the committed offset, or no committed record there: a
-// transaction still open, a marker, an aborted record, a deleted one),
-// INVALID_REQUEST, and what the dead-letter topic refuses the copy with
-// (INVALID_RECORD, MESSAGE_TOO_LARGE, ...: the nack is then undone).
+// watermark, below the committed offset, or no record to nack there: a
+// transaction marker, a record of an aborted transaction, a deleted one),
+// OFFSET_NOT_AVAILABLE (retriable: the nack would dead-letter a record
+// whose transaction is still open), INVALID_REQUEST, and what the
+// dead-letter topic refuses the copy with (INVALID_RECORD,
+// MESSAGE_TOO_LARGE, ...: the nack is then undone).
 func (c *Coordinator) Nack(ctx context.Context, groupID string, member group.MemberID, epoch group.Epoch, topic string, partition int32, offset int64, reason string) (NackResult, error) {
 	switch {
 	case member == "":
@@ -129,15 +138,31 @@ func (c *Coordinator) Nack(ctx context.Context, groupID string, member group.Mem
 	if offset >= hw {
 		return NackResult{}, errs.Errorf(errs.OffsetOutOfRange, "offset %d of %s:%d is at or past its high watermark %d", offset, topic, partition, hw)
 	}
-	// Only a committed record is nacked: a copy of one from a transaction
-	// that is still open, or was aborted, would make it visible to every
-	// reader of the dead-letter topic.
+	// A record of an aborted transaction is nacked by nobody (its copy
+	// would make it visible to every reader of the dead-letter topic), nor
+	// a marker or a deleted record; one of a transaction still open is
+	// counted, and dead-lettered once the transaction has committed.
 	rec, ok, err := c.dlq.Read(ctx, topic, partition, offset)
 	if err != nil {
 		return NackResult{}, err
 	}
-	if !ok {
-		return NackResult{}, errs.Errorf(errs.OffsetOutOfRange, "no committed record at offset %d of %s:%d to nack: its transaction is still open, or it is a transaction marker, a record of an aborted transaction, or deleted", offset, topic, partition)
+	if !ok && !out.Resumed { // a resumed dead-lettering may have copied it already
+		return NackResult{}, errs.Errorf(errs.OffsetOutOfRange, "no record at offset %d of %s:%d to nack: it is a transaction marker, or was deleted", offset, topic, partition)
+	}
+	if ok && rec.Transactional {
+		committed, ended, err := c.dlq.TxnOutcome(ctx, topic, partition, offset)
+		switch {
+		case err != nil:
+			return NackResult{}, err
+		case ended && !committed:
+			return NackResult{}, errs.Errorf(errs.OffsetOutOfRange, "offset %d of %s:%d is a record of an aborted transaction: nothing to nack", offset, topic, partition)
+		case !ended && out.Action == delivery.DeadLetter:
+			return NackResult{}, errs.Errorf(errs.OffsetNotAvailable, "offset %d of %s:%d is a record of a transaction still open: it can be dead-lettered once the transaction commits; retry", offset, topic, partition)
+		}
+	}
+	var src *Record
+	if ok {
+		src = &rec
 	}
 	dlqTopic := cfg.TopicFor(topic)
 	if out.Action == delivery.DeadLetter && dlqTopic == topic {
@@ -199,10 +224,14 @@ func (c *Coordinator) Nack(ctx context.Context, groupID string, member group.Mem
 
 	// Dead-letter: the copy first, then move the group past the record.
 	res.DLQTopic, res.DLQPartition = dlqTopic, dlqPart
-	if res.DLQOffset, err = c.deadLetter(ctx, groupID, tp, dlqTopic, dlqPart, out.Entry, rec); err != nil {
-		if !out.Resumed && refusedCopy(err) {
-			// Nothing was written: undo this nack's count and mark, so that
-			// a refused nack changes nothing.
+	if res.DLQOffset, err = c.deadLetter(ctx, groupID, tp, dlqTopic, dlqPart, out.Entry, src); err != nil {
+		if refusedCopy(err) {
+			// Nothing was written: undo this nack's count and mark (or, when
+			// an earlier nack marked it, that mark), so that a refused nack
+			// changes nothing.
+			if out.Resumed {
+				prev, hadPrev = out.Entry.Unmarked()
+			}
 			uerr := p.update(groupID, false, func(gs *groupState, _ time.Time) (change, error) {
 				return change{deliveries: map[assign.TopicPartition]delivery.Partition{tp: gs.deliveries[tp].Undo(out.Entry, prev, hadPrev)}}, nil
 			})
@@ -243,10 +272,14 @@ func (c *Coordinator) Nack(ctx context.Context, groupID string, member group.Mem
 	return res, nil
 }
 
-// refusedCopy reports whether the dead-letter topic refused a copy before
-// writing it: anything else (a timeout, a lost connection) may have
-// written it.
+// refusedCopy reports whether the dead-letter topic refused a copy and no
+// attempt wrote it: anything else (a timeout, a lost connection, a refusal
+// after an attempt without an answer) may have written it.
 func refusedCopy(err error) bool {
+	var uncertain *client.UncertainError
+	if errors.As(err, &uncertain) {
+		return false
+	}
 	switch errs.Of(err) {
 	case errs.InvalidRecord, errs.MessageTooLarge, errs.RecordListTooLarge, errs.InvalidTimestamp, errs.CorruptMessage,
 		errs.TopicAuthorizationFailed, errs.PolicyViolation, errs.InvalidConfig:
@@ -257,8 +290,9 @@ func refusedCopy(err error) bool {
 
 // deadLetter writes rec, the record at tp's offset e.Offset, to the
 // dead-letter partition once: a copy an earlier attempt wrote (at or after
-// e.DLQFrom) is answered instead of a second.
-func (c *Coordinator) deadLetter(ctx context.Context, groupID string, tp assign.TopicPartition, dlqTopic string, dlqPart int32, e delivery.Entry, rec Record) (int64, error) {
+// e.DLQFrom) is answered instead of a second. rec is nil when the source
+// log no longer holds the record: only an earlier copy can then be found.
+func (c *Coordinator) deadLetter(ctx context.Context, groupID string, tp assign.TopicPartition, dlqTopic string, dlqPart int32, e delivery.Entry, rec *Record) (int64, error) {
 	match := func(hs []record.Header) bool { return delivery.Matches(hs, groupID, tp.Topic, tp.Partition, e.Offset) }
 	from := e.DLQFrom
 	if from < 0 {
@@ -271,8 +305,13 @@ func (c *Coordinator) deadLetter(ctx context.Context, groupID string, tp assign.
 			"topic", tp.Topic, "partition", tp.Partition, "offset", e.Offset, "dlq_offset", off)
 		return off, nil
 	}
-	rec.Headers = delivery.Headers(rec.Headers, groupID, tp.Topic, tp.Partition, e.Offset, e)
-	return c.dlq.Append(ctx, dlqTopic, dlqPart, rec)
+	if rec == nil {
+		return -1, errs.Errorf(errs.OffsetOutOfRange, "offset %d of %s:%d was deleted before it was dead-lettered: commit past it", e.Offset, tp.Topic, tp.Partition)
+	}
+	cp := *rec
+	cp.Headers = delivery.Headers(rec.Headers, groupID, tp.Topic, tp.Partition, e.Offset, e)
+	cp.Transactional = false
+	return c.dlq.Append(ctx, dlqTopic, dlqPart, cp)
 }
 
 // Deliveries answers the failed deliveries of records of tps the group

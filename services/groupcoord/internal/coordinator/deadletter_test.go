@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"skein/libs/client"
 	"skein/libs/errs"
 	"skein/libs/record"
 	"skein/services/groupcoord/internal/assign"
@@ -26,9 +27,33 @@ type dlqLog struct {
 	failAppend error
 	// refuseAppend: the next Append answers this error, writing nothing.
 	refuseAppend error
-	// uncommitted: offsets ("topic/partition/offset") holding no committed
-	// record (an open or aborted transaction's, a marker, deleted).
-	uncommitted map[string]bool
+	// missing: offsets ("topic/partition/offset") holding no record (a
+	// transaction marker, deleted).
+	missing map[string]bool
+	// txn: offsets holding a transactional record, and where its
+	// transaction stands: "open", "committed" or "aborted".
+	txn map[string]string
+}
+
+func (l *dlqLog) setTxn(topic string, partition int32, offset int64, state string) {
+	l.tmu.Lock()
+	defer l.tmu.Unlock()
+	if l.txn == nil {
+		l.txn = map[string]string{}
+	}
+	l.txn[fmt.Sprintf("%s/%d/%d", topic, partition, offset)] = state
+}
+
+func (l *dlqLog) TxnOutcome(_ context.Context, topic string, partition int32, offset int64) (committed, ended bool, err error) {
+	l.tmu.Lock()
+	defer l.tmu.Unlock()
+	switch l.txn[fmt.Sprintf("%s/%d/%d", topic, partition, offset)] {
+	case "open":
+		return false, false, nil
+	case "aborted":
+		return false, true, nil
+	}
+	return true, true, nil
 }
 
 func newDLQLog() *dlqLog {
@@ -66,10 +91,13 @@ func (l *dlqLog) Read(_ context.Context, topic string, partition int32, offset i
 	l.tmu.Lock()
 	defer l.tmu.Unlock()
 	recs := l.data[topic][partition]
-	if offset >= int64(len(recs)) || l.uncommitted[fmt.Sprintf("%s/%d/%d", topic, partition, offset)] {
+	key := fmt.Sprintf("%s/%d/%d", topic, partition, offset)
+	if offset >= int64(len(recs)) || l.missing[key] {
 		return Record{}, false, nil
 	}
-	return recs[offset], true, nil
+	r := recs[offset]
+	r.Transactional = l.txn[key] != ""
+	return r, true, nil
 }
 
 func (l *dlqLog) Find(_ context.Context, topic string, partition int32, from int64, match func([]record.Header) bool) (int64, error) {
@@ -261,7 +289,8 @@ func TestNackRefusals(t *testing.T) {
 	}()
 	before := len(log.records(part))
 	log.tmu.Lock()
-	log.uncommitted = map[string]bool{"orders/2/1": true}
+	log.missing = map[string]bool{"orders/2/1": true}
+	log.txn = map[string]string{"orders/2/2": "aborted"}
 	log.tmu.Unlock()
 	for _, tc := range []struct {
 		name      string
@@ -280,7 +309,8 @@ func TestNackRefusals(t *testing.T) {
 		{"no member id", "app", "", 1, "orders", 2, 0, "", errs.UnknownMemberID},
 		{"unknown group", "nope", m.MemberID, 1, "orders", 2, 0, "", errs.UnknownMemberID},
 		{"at the high watermark", "app", m.MemberID, m.MemberEpoch, "orders", 2, 4, "", errs.OffsetOutOfRange},
-		{"no committed record there", "app", m.MemberID, m.MemberEpoch, "orders", 2, 1, "", errs.OffsetOutOfRange},
+		{"a marker or a deleted record", "app", m.MemberID, m.MemberEpoch, "orders", 2, 1, "", errs.OffsetOutOfRange},
+		{"a record of an aborted transaction", "app", m.MemberID, m.MemberEpoch, "orders", 2, 2, "", errs.OffsetOutOfRange},
 		{"below the committed offset", "app", m.MemberID, m.MemberEpoch, "orders", 3, 1, "", errs.OffsetOutOfRange},
 		{"unknown topic", "app", m.MemberID, m.MemberEpoch, "nope", 0, 0, "", errs.UnknownTopicOrPartition},
 		{"partition out of range", "app", m.MemberID, m.MemberEpoch, "orders", 9, 0, "", errs.UnknownTopicOrPartition},
@@ -417,5 +447,51 @@ func TestRefusedDeadLetterCopyUndoesTheNack(t *testing.T) {
 	}
 	if _, ok := c.Deliveries("app", []assign.TopicPartition{tp})[tp].Find(3); ok {
 		t.Fatal("a refused first nack left an entry")
+	}
+	// A refusal after an attempt without an answer may follow a copy that
+	// was written: nothing is undone, and the next nack finds the copy.
+	log.tmu.Lock()
+	log.refuseAppend = &client.UncertainError{Err: errs.Errorf(errs.CorruptMessage, "refused on a retry")}
+	log.tmu.Unlock()
+	if _, err := c.Nack(ctx, "app", m.MemberID, m.MemberEpoch, "orders", 1, 3, "uncertain"); errs.Of(err) != errs.CorruptMessage {
+		t.Fatalf("nack whose copy's outcome is unknown: %v", err)
+	}
+	if e, ok := c.Deliveries("app", []assign.TopicPartition{tp})[tp].Find(3); !ok || e.State != delivery.DeadLettering {
+		t.Fatalf("after an uncertain copy the entry is %+v (found %v), want it still dead-lettering", e, ok)
+	}
+}
+
+// A record of a transaction still open is nacked and delivered again as any
+// other, but dead-lettered only once its transaction has committed: until
+// then the nack that would dead-letter it is refused OFFSET_NOT_AVAILABLE
+// (retriable), changing nothing.
+func TestNackOfARecordOfAnOpenTransaction(t *testing.T) {
+	log := newDLQLog()
+	sourceRecords(log)
+	log.setTxn("orders", 0, 1, "open")
+	c := start(t, log, 1, owning(1, all()...))
+	waitLoaded(t, c, nParts)
+	ctx := context.Background()
+	if _, err := c.AlterGroupConfig(ctx, "app", map[string]string{delivery.KeyMaxAttempts: "2"}); err != nil {
+		t.Fatal(err)
+	}
+	m := join(t, c, "app", "orders")
+	if res, err := c.Nack(ctx, "app", m.MemberID, m.MemberEpoch, "orders", 0, 1, "one"); err != nil || res.Failed != 1 || res.DeadLettered {
+		t.Fatalf("first nack of the open transaction's record: %+v %v, want it counted", res, err)
+	}
+	if _, err := c.Nack(ctx, "app", m.MemberID, m.MemberEpoch, "orders", 0, 1, "two"); errs.Of(err) != errs.OffsetNotAvailable {
+		t.Fatalf("the nack that would dead-letter it: %v, want OFFSET_NOT_AVAILABLE", err)
+	}
+	tp := assign.TopicPartition{Topic: "orders", Partition: 0}
+	if e, _ := c.Deliveries("app", []assign.TopicPartition{tp})[tp].Find(1); e.Nacks != 1 || e.State != delivery.Nacked {
+		t.Fatalf("after the refusal the entry is %+v, want one nack", e)
+	}
+	log.setTxn("orders", 0, 1, "committed")
+	res, err := c.Nack(ctx, "app", m.MemberID, m.MemberEpoch, "orders", 0, 1, "two")
+	if err != nil || !res.DeadLettered || res.Failed != 2 {
+		t.Fatalf("once committed: %+v %v, want it dead-lettered", res, err)
+	}
+	if got := log.topic("orders.dlq", 0); len(got) != 1 || string(got[0].Value) != "v1" || got[0].Transactional {
+		t.Fatalf("dead-letter copies %+v, want one plain copy of v1", got)
 	}
 }

@@ -199,6 +199,16 @@ func (p Partition) Undo(after, prev Entry, had bool) Partition {
 	return slices.DeleteFunc(slices.Clone(p), func(x Entry) bool { return x.Offset == after.Offset })
 }
 
+// Unmarked answers what a DeadLettering entry was before the nack that
+// marked it: Nacked, one nack fewer (none: no entry, had false). The
+// reason of the nack before is not kept; the marking nack's stays.
+func (e Entry) Unmarked() (prev Entry, had bool) {
+	if e.Nacks <= 1 {
+		return Entry{}, false
+	}
+	return Entry{Offset: e.Offset, Nacks: e.Nacks - 1, Reason: e.Reason, State: Nacked, DLQFrom: -1}, true
+}
+
 // WithDLQFrom answers p with the entry of offset carrying the dead-letter
 // partition's high watermark (the caller learns it before it writes the
 // DeadLettering entry).

@@ -223,3 +223,12 @@ func TestUndo(t *testing.T) {
 		}
 	}
 }
+
+func TestUnmarked(t *testing.T) {
+	if prev, had := (Entry{Offset: 5, Nacks: 3, Reason: "r", State: DeadLettering, DLQFrom: 7}).Unmarked(); !had || prev != (Entry{Offset: 5, Nacks: 2, Reason: "r", State: Nacked, DLQFrom: -1}) {
+		t.Errorf("marked at its third nack: %+v %v", prev, had)
+	}
+	if _, had := (Entry{Offset: 5, Nacks: 1, State: DeadLettering}).Unmarked(); had {
+		t.Error("marked at its first nack: an entry before it")
+	}
+}
