@@ -375,6 +375,14 @@ func TestDeliveryTimeoutReportsTheLastRefusal(t *testing.T) {
 	if n := len(st.Batches("t", 0)); n != 0 {
 		t.Fatalf("the log holds %d batches, want none", n)
 	}
+	// OUT_OF_ORDER_SEQUENCE_NUMBER is the producer's own affair (a batch
+	// behind one that failed): a caller whose batch timed out behind it
+	// learns that time ran out.
+	st.ClearFailures("t", 0)
+	st.FailNext("t", 0, errs.OutOfOrderSequenceNumber, 1000)
+	if r := p.ProduceSync(ctx(t), client.Record{Topic: "t", Value: []byte("v")})[0]; errs.Of(r.Err) != errs.RequestTimedOut {
+		t.Fatalf("refused out of order until the deadline: %+v, want REQUEST_TIMED_OUT", r)
+	}
 }
 
 func TestProduceRefusals(t *testing.T) {

@@ -953,6 +953,7 @@ func (p *Producer) collect(now time.Time) (sends []*brokerRequest, wakeAt time.T
 				"old_leader", b.leader, "old_epoch", b.leaderEpoch)
 			b.retryAt = now
 			b.maybeWritten = true // the old leader may have appended it
+			b.lastErr = nil       // what the old leader said is no longer news
 			ps.requeue(b)
 			p.inflight--
 			p.retries++
@@ -1237,6 +1238,11 @@ func (p *Producer) complete(batches []sentBatch, resp *storagev1.ProduceResponse
 		if berr != nil && retriable && now.Before(b.deadline) && !p.stopped && p.c.ctx.Err() == nil {
 			b.retryAt = now.Add(p.c.backoff(b.attempts - 1))
 			b.lastErr = berr
+			if errs.Of(berr) == errs.OutOfOrderSequenceNumber {
+				// Behind a batch that failed: the producer's own affair,
+				// not what the caller should learn.
+				b.lastErr = nil
+			}
 			ps.requeue(b)
 			p.retries++
 			p.c.log.Debug("produce will be retried", "topic", b.tp.Topic, "partition", b.tp.Partition, "attempt", b.attempts, "err", berr)
