@@ -113,12 +113,12 @@ type Manager struct {
 	savedOffs  map[checkpoint.Partition]checkpoint.Offsets
 	savedSnaps map[string][]byte // producer snapshots by key
 
-	// Under mu: the version of the newest image a partition directory was
-	// created from, as the store holds it, and whether stray directories
-	// were looked for (stray.go).
-	dirsVersion                       uint64
-	dirsVersionRead, dirsVersionFound bool
-	strayChecked                      bool
+	// Under mu: the newest image a partition directory was created from,
+	// as the store holds it (dirsMark), and what it held when this process
+	// got its first image (startMark), which decides whether stray
+	// directories are set aside (stray.go).
+	dirsMark, startMark       dirMark
+	dirsMarkRead, strayLooked bool
 }
 
 type hosted struct {
@@ -208,6 +208,7 @@ func (m *Manager) OnImage(im *metadata.Image) {
 		return
 	}
 	m.image = im
+	m.readDirMarkLocked()
 	seen := map[partition.TP]bool{}
 	for _, t := range im.Topics() {
 		for _, pr := range im.Partitions(t.GetName()) {
@@ -238,7 +239,7 @@ func (m *Manager) OnImage(im *metadata.Image) {
 			delete(m.unopened, tp)
 		}
 	}
-	m.sweepStrayLocked(im)
+	m.setStrayAsideLocked(im)
 }
 
 // LogDirFailed reports whether the log directory has failed: a log's write
@@ -421,7 +422,7 @@ func (m *Manager) openLocked(tp partition.TP, topicID string, lcfg plog.Config, 
 		if err := m.ckpt.Delete(producersKey(key)); err != nil {
 			return nil, err
 		}
-		if err := m.noteDirVersionLocked(); err != nil {
+		if err := m.noteDirLocked(); err != nil {
 			return nil, err
 		}
 	}

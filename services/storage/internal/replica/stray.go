@@ -1,15 +1,13 @@
 package replica
 
 import (
-	"encoding/binary"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 
-	"skein/libs/checkpoint"
 	"skein/libs/errs"
 	"skein/libs/metadata"
 	"skein/services/storage/internal/partition"
@@ -17,93 +15,96 @@ import (
 
 // A partition directory left behind by a topic deleted (or a replica moved
 // away) while this node was down is stray: no image will ever name it, so
-// nothing would remove it. The node removes such directories once, after
-// it starts, from the first image that is at least as new as every image
-// it created a directory from: an older image (a controller that has not
-// caught up) may not know of a topic created since, and the node must not
-// take a live replica's directory for a stray.
-//
-// dirsVersionKey holds, in the checkpoint store, the version of the newest
+// nothing would remove it. Once after it starts, the node sets such
+// directories aside, renamed with strayExt (as Kafka renames its stray
+// logs), for an operator to remove: the log says which, and a mistake (a
+// node started with another's id or volume) can be undone by renaming
+// them back. It does so only from an image of the same cluster, for the
+// same node id, at least as new as every image it had created a directory
+// from when it started: an older image (a controller that has not caught
+// up) may not know of a topic created since, and the node must not take a
+// live replica's directory for a stray.
+const strayExt = ".stray"
+
+// dirMarkKey holds, in the checkpoint store, the dirMark of the newest
 // image a partition directory was created from.
-const dirsVersionKey = "metadata/dirs-version"
+const dirMarkKey = "metadata/partition-dirs"
+
+type dirMark struct {
+	ClusterID string `json:"cluster_id"`
+	NodeID    int32  `json:"node_id"`
+	Version   uint64 `json:"version"`
+}
 
 // partitionDir is how a partition directory is named (dirName): the topic
 // (perhaps cut short), the partition and the topic id.
 var partitionDir = regexp.MustCompile(`^(.*)-([0-9]+)-([0-9A-Za-z][0-9A-Za-z-]*)$`)
 
-// uuidDir is a partition directory whose topic id is a UUID, the form
-// controllers give: its topic and partition can be read off its name.
-var uuidDir = regexp.MustCompile(`^(.+)-([0-9]+)-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
-
-func encodeVersion(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
-
-// dirsVersionLocked reads, once, the version new directories were last
-// recorded at; found is false when the store has none.
-func (m *Manager) dirsVersionLocked() (v uint64, found bool, err error) {
-	if !m.dirsVersionRead {
-		raw, ok, err := m.ckpt.Get(dirsVersionKey)
-		if err != nil {
-			return 0, false, err
-		}
-		if ok && len(raw) == 8 {
-			m.dirsVersion, m.dirsVersionFound = binary.BigEndian.Uint64(raw), true
-		}
-		m.dirsVersionRead = true
+// readDirMarkLocked reads the mark once, before the first image makes
+// any directory: what it holds then is startMark.
+func (m *Manager) readDirMarkLocked() {
+	if m.dirsMarkRead {
+		return
 	}
-	return m.dirsVersion, m.dirsVersionFound, nil
+	raw, ok, err := m.ckpt.Get(dirMarkKey)
+	if err != nil {
+		m.log.Warn("cannot read the metadata version of the partition directories; stray directories stay as they are", "err", err)
+		m.strayLooked = true // not this time
+		return
+	}
+	m.dirsMarkRead = true
+	if ok && json.Unmarshal(raw, &m.dirsMark) != nil {
+		m.dirsMark = dirMark{}
+	}
+	m.startMark = m.dirsMark
 }
 
-func (m *Manager) putDirsVersionLocked(v uint64) error {
-	if err := m.ckpt.Put(dirsVersionKey, encodeVersion(v)); err != nil {
-		return err
-	}
-	m.dirsVersion, m.dirsVersionFound = v, true
-	return nil
-}
-
-// noteDirVersionLocked records, before a partition directory is created
-// from the image held now, that directories exist up to its version.
-func (m *Manager) noteDirVersionLocked() error {
-	if m.image == nil {
+// noteDirLocked records, before a partition directory is created from the
+// image held now, that directories exist up to its version.
+func (m *Manager) noteDirLocked() error {
+	if m.image == nil || !m.dirsMarkRead {
 		return nil
 	}
-	v := uint64(m.image.Version())
-	stored, found, err := m.dirsVersionLocked()
-	if err == nil && (!found || v > stored) {
-		err = m.putDirsVersionLocked(v)
+	mark := dirMark{ClusterID: m.image.ClusterID(), NodeID: m.cfg.Self, Version: uint64(m.image.Version())}
+	if mark.ClusterID == m.dirsMark.ClusterID && mark.NodeID == m.dirsMark.NodeID && mark.Version <= m.dirsMark.Version {
+		return nil
 	}
-	if err != nil {
+	raw, _ := json.Marshal(mark)
+	if err := m.ckpt.Put(dirMarkKey, raw); err != nil {
 		return errs.Errorf(errs.KafkaStorageError, "recording the metadata version of a new partition directory: %v", err)
 	}
+	m.dirsMark = mark
 	return nil
 }
 
-// sweepStrayLocked removes, once, the partition directories of the log
-// directory that im does not assign to this node, when im is at least as
-// new as the directories (see above) and the log directory is healthy.
-func (m *Manager) sweepStrayLocked(im *metadata.Image) {
-	if m.strayChecked || im.Filtered() || m.dirFailed.Load() {
+// setStrayAsideLocked renames, once, the partition directories im does not
+// assign to this node, when im may speak for them (see above) and the log
+// directory is healthy.
+func (m *Manager) setStrayAsideLocked(im *metadata.Image) {
+	start := m.startMark
+	switch {
+	case m.strayLooked || im.Filtered() || m.dirFailed.Load():
 		return
-	}
-	stored, found, err := m.dirsVersionLocked()
-	if err != nil {
-		m.log.Warn("cannot read the metadata version of the partition directories; stray directories stay for now", "err", err)
-		return
-	}
-	if !found {
-		// Directories made before the version was recorded: this image
-		// may be behind them. Record it, and sweep after a later start.
-		if err := m.putDirsVersionLocked(uint64(im.Version())); err != nil {
-			m.log.Warn("cannot record the metadata version of the partition directories", "err", err)
-			return
+	case start.Version == 0:
+		// No mark when this process started: directories made by a version
+		// that kept none, which this image may be behind. Record it, and
+		// wait for a start that finds it.
+		m.strayLooked = true
+		if m.dirsMark.Version == 0 {
+			if err := m.noteDirLocked(); err != nil {
+				m.log.Warn("cannot record the metadata version of the partition directories", "err", err)
+			}
 		}
-		m.strayChecked = true
 		return
-	}
-	if uint64(im.Version()) < stored {
+	case start.ClusterID != im.ClusterID() || start.NodeID != m.cfg.Self:
+		m.strayLooked = true
+		m.log.Warn("the partition directories were made for another cluster or node id: none is set aside as stray",
+			"dirs_cluster_id", start.ClusterID, "dirs_node_id", start.NodeID, "cluster_id", im.ClusterID(), "node_id", m.cfg.Self)
+		return
+	case uint64(im.Version()) < start.Version:
 		return // a controller that has not caught up: wait for a newer image
 	}
-	m.strayChecked = true
+	m.strayLooked = true
 	entries, err := os.ReadDir(m.logDir())
 	if err != nil {
 		if !os.IsNotExist(err) {
@@ -119,37 +120,20 @@ func (m *Manager) sweepStrayLocked(im *metadata.Image) {
 			}
 		}
 	}
-	hostedTP := map[checkpoint.Partition]bool{}
-	for tp, h := range m.hosted {
+	for _, h := range m.hosted {
 		expected[h.key] = true
-		hostedTP[checkpoint.Partition{Topic: tp.Topic, Partition: tp.Partition}] = true
 	}
 	for _, e := range entries {
 		name := e.Name()
 		if !e.IsDir() || strings.HasPrefix(name, ".") || expected[name] || !partitionDir.MatchString(name) {
 			continue
 		}
-		if err := os.RemoveAll(filepath.Join(m.logDir(), name)); err != nil {
-			m.log.Warn("removing a stray partition directory", "dir", name, "err", err)
+		from, to := filepath.Join(m.logDir(), name), filepath.Join(m.logDir(), name+strayExt)
+		if err := os.Rename(from, to); err != nil {
+			m.log.Warn("setting a stray partition directory aside", "dir", from, "err", err)
 			continue
 		}
-		cleanup := []error{m.ckpt.Delete(producersKey(name))}
-		// Its offsets are kept by topic and partition: forgotten when no
-		// replica of that name is hosted, and the name was not cut short.
-		if g := uuidDir.FindStringSubmatch(name); g != nil && len(name) < maxDirName {
-			if p, err := strconv.ParseInt(g[2], 10, 32); err == nil {
-				cp := checkpoint.Partition{Topic: g[1], Partition: int32(p)}
-				if !hostedTP[cp] {
-					cleanup = append(cleanup, m.ckpt.DeletePartition(cp))
-					m.forgetSaved(partition.TP{Topic: cp.Topic, Partition: cp.Partition}, name)
-				}
-			}
-		}
-		for _, err := range cleanup {
-			if err != nil {
-				m.log.Warn("removing a stray partition's checkpoint", "dir", name, "err", err)
-			}
-		}
-		m.log.Info("removed a stray partition directory: its topic was deleted, or its replica moved, while this node was down", "dir", name, "metadata_version", im.Version())
+		m.log.Warn("set a stray partition directory aside: its topic was deleted, or its replica moved, while this node was down; remove it when you are sure",
+			"dir", to, "metadata_version", im.Version())
 	}
 }

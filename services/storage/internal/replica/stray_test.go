@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	controllerv1 "skein/gen/skein/controller/v1"
@@ -63,54 +64,52 @@ func logDirs(t *testing.T, dataDir string) []string {
 }
 
 // A topic deleted while a node was down leaves its directory behind; the
-// node removes it once it sees an image at least as new as the one the
-// directory was made from, and never on an older one.
-func TestStrayPartitionDirectoriesAreRemoved(t *testing.T) {
+// node sets it aside (renamed .stray) once it sees an image at least as new
+// as the one the directory was made from, and never on an older one.
+func TestStrayPartitionDirectoriesAreSetAside(t *testing.T) {
 	dataDir := t.TempDir()
 	store := checkpoint.NewMemory()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	start := func() *replica.Manager {
-		return replica.New(replica.Config{Self: 1, DataDir: dataDir}, log, noProposer{}, noFetchers{}, store)
+	start := func(self int32) *replica.Manager {
+		return replica.New(replica.Config{Self: self, DataDir: dataDir}, log, noProposer{}, noFetchers{}, store)
 	}
 	dirA := replica.DirName(partition.TP{Topic: "a", Partition: 0}, idA)
 	dirB := replica.DirName(partition.TP{Topic: "b", Partition: 0}, idB)
-	// Both topics hosted at version 10, a lost-and-found left by the file
-	// system, and a file.
-	m := start()
+	m := start(1)
 	m.OnImage(strayImage(t, 10, "a", "b"))
 	m.Close()
 	if got := logDirs(t, dataDir); !slices.Equal(got, []string{dirA, dirB}) {
 		t.Fatalf("directories %v, want %v", got, []string{dirA, dirB})
 	}
+	// A lost-and-found left by the file system, and a hidden directory.
 	for _, p := range []string{"lost+found", ".hidden-1-x"} {
 		if err := os.Mkdir(filepath.Join(dataDir, "logs", p), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := store.SaveOffsets(map[checkpoint.Partition]checkpoint.Offsets{{Topic: "b", Partition: 0}: {HighWatermark: 5}}); err != nil {
-		t.Fatal(err)
-	}
+	all := []string{".hidden-1-x", dirA, dirB, "lost+found"}
 
-	// Restarted, it meets a controller that has not caught up (version 9,
-	// before either topic): nothing is removed, though neither is named.
-	m = start()
-	m.OnImage(strayImage(t, 9))
-	if got := logDirs(t, dataDir); len(got) != 4 {
-		t.Fatalf("an image older than the directories removed some: %v", got)
+	// Started with another node's id (its volume mixed up): nothing is
+	// set aside, though nothing is assigned to it.
+	m = start(2)
+	m.OnImage(strayImage(t, 12))
+	m.Close()
+	if got := logDirs(t, dataDir); !slices.Equal(got, all) {
+		t.Fatalf("a node with another id set directories aside: %v", got)
 	}
-	// Then b is deleted (version 12): its directory and checkpoint go,
-	// a's directory and the other entries stay.
+	// Restarted, it meets a controller that has not caught up (version 9,
+	// before either topic): nothing is set aside, though neither is named.
+	m = start(1)
+	m.OnImage(strayImage(t, 9))
+	if got := logDirs(t, dataDir); !slices.Equal(got, all) {
+		t.Fatalf("an image older than the directories set some aside: %v", got)
+	}
+	// Then b is deleted (version 12): its directory is set aside; a's and
+	// the other entries stay.
 	m.OnImage(strayImage(t, 12, "a"))
-	want := []string{".hidden-1-x", dirA, "lost+found"}
+	want := []string{".hidden-1-x", dirA, dirB + ".stray", "lost+found"}
 	if got := logDirs(t, dataDir); !slices.Equal(got, want) {
 		t.Fatalf("after b's deletion: directories %v, want %v", got, want)
-	}
-	all, err := store.LoadOffsets()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := all[checkpoint.Partition{Topic: "b", Partition: 0}]; ok {
-		t.Errorf("the stray partition's offsets are still in the checkpoint store: %v", all)
 	}
 	if _, err := m.Get(partition.TP{Topic: "a", Partition: 0}); err != nil {
 		t.Fatalf("a is no longer hosted: %v", err)
@@ -120,7 +119,7 @@ func TestStrayPartitionDirectoriesAreRemoved(t *testing.T) {
 
 // A node whose store has no recorded version (its directories were made
 // before it kept one) does not trust its first image: it records the
-// version and removes strays only after a later start.
+// version and sets strays aside only after a later start.
 func TestStrayDirectoriesWaitForARecordedVersion(t *testing.T) {
 	dataDir := t.TempDir()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -131,13 +130,14 @@ func TestStrayDirectoriesWaitForARecordedVersion(t *testing.T) {
 	m = replica.New(replica.Config{Self: 1, DataDir: dataDir}, log, noProposer{}, noFetchers{}, store)
 	m.OnImage(strayImage(t, 12, "a"))
 	m.Close()
-	if got := logDirs(t, dataDir); len(got) != 2 {
-		t.Fatalf("strays removed without a recorded version: %v", got)
+	if got := logDirs(t, dataDir); len(got) != 2 || strings.HasSuffix(got[1], ".stray") {
+		t.Fatalf("strays set aside without a recorded version: %v", got)
 	}
 	m = replica.New(replica.Config{Self: 1, DataDir: dataDir}, log, noProposer{}, noFetchers{}, store)
 	m.OnImage(strayImage(t, 12, "a"))
 	defer m.Close()
-	if got, want := logDirs(t, dataDir), []string{replica.DirName(partition.TP{Topic: "a", Partition: 0}, idA)}; !slices.Equal(got, want) {
+	dirB := replica.DirName(partition.TP{Topic: "b", Partition: 0}, idB)
+	if got, want := logDirs(t, dataDir), []string{replica.DirName(partition.TP{Topic: "a", Partition: 0}, idA), dirB + ".stray"}; !slices.Equal(got, want) {
 		t.Fatalf("after the next start: %v, want %v", got, want)
 	}
 }
