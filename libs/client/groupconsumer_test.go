@@ -389,3 +389,41 @@ func TestGroupConsumerRefusesNegativeMinBytes(t *testing.T) {
 		t.Fatalf("MinBytes -1: %v, want INVALID_REQUEST", err)
 	}
 }
+
+// A call parked on a group coordinator that stopped answering (paused, cut
+// off) ends as soon as the metadata names a new owner of the group's
+// partition, and is answered there: it does not wait for the connection's
+// keepalive to fail.
+func TestGroupCallFollowsACoordinatorMove(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	first, _ := cl.StartGroupCoordinator(t, 1)
+	second, _ := cl.StartGroupCoordinator(t, 2)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 1, nil)
+	groups := c.Groups()
+	defer groups.Close()
+	commit := func(offset int64) error {
+		_, err := groups.CommitOffsets(ctx(t), &groupv1.OffsetCommitRequest{GroupId: "g", MemberEpoch: -1,
+			Offsets: []*groupv1.PartitionOffset{{Topic: "t", Partition: 0, Offset: offset}}})
+		return err
+	}
+	if err := commit(1); err != nil || first.Commits() != 1 {
+		t.Fatalf("commit at the first coordinator: %v (it served %d)", err, first.Commits())
+	}
+	release := first.Stall()
+	defer release()
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- commit(2) }()
+	time.Sleep(300 * time.Millisecond)
+	cl.Controller.MoveCoordinatorFor("g", 2)
+	select {
+	case err := <-done:
+		if err != nil || second.Commits() != 1 {
+			t.Fatalf("the commit after the move: %v (the new coordinator served %d)", err, second.Commits())
+		}
+		t.Logf("answered %v after it began, by the new coordinator", time.Since(start).Round(time.Millisecond))
+	case <-time.After(10 * time.Second):
+		t.Fatal("the commit still waits on the stalled coordinator 10 s after the move")
+	}
+}

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 
@@ -102,12 +103,12 @@ type Groups struct {
 
 	mu     sync.Mutex
 	conns  map[string]*grpc.ClientConn // by address; guarded by mu
-	owners map[string]string           // group id -> coordinator address; guarded by mu
+	owners map[string]Coordinator      // by group id; guarded by mu
 }
 
 // Groups returns a new handle on the group coordinators; Close it when done.
 func (c *Client) Groups() *Groups {
-	return &Groups{c: c, conns: map[string]*grpc.ClientConn{}, owners: map[string]string{}}
+	return &Groups{c: c, conns: map[string]*grpc.ClientConn{}, owners: map[string]Coordinator{}}
 }
 
 // Close closes the coordinator connections.
@@ -137,31 +138,67 @@ func (g *Groups) conn(addr string) (groupv1.GroupCoordinatorServiceClient, error
 
 // owner answers the cached coordinator address of a group, asking the
 // controller when there is none.
-func (g *Groups) owner(ctx context.Context, group string) (string, error) {
+func (g *Groups) owner(ctx context.Context, group string) (Coordinator, error) {
 	g.mu.Lock()
-	addr, ok := g.owners[group]
+	co, ok := g.owners[group]
 	g.mu.Unlock()
 	if ok {
-		return addr, nil
+		return co, nil
 	}
 	co, err := g.c.FindCoordinator(ctx, GroupCoordinator, group)
 	if err != nil {
-		return "", err
+		return Coordinator{}, err
 	}
 	if co.Addr == "" {
-		return "", errs.Errorf(errs.CoordinatorNotAvailable, "no coordinator address for group %q", group)
+		return Coordinator{}, errs.Errorf(errs.CoordinatorNotAvailable, "no coordinator address for group %q", group)
 	}
 	g.mu.Lock()
-	g.owners[group] = co.Addr
+	g.owners[group] = co
 	g.mu.Unlock()
-	return co.Addr, nil
+	return co, nil
 }
 
-func (g *Groups) forget(group, addr string) {
+func (g *Groups) forget(group string, co Coordinator) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.owners[group] == addr {
+	if g.owners[group] == co {
 		delete(g.owners, group)
+	}
+}
+
+var errCoordinatorMoved = errors.New("the metadata names a new owner of the coordinator's partition")
+
+// callOwner runs fn under a context that also ends when the metadata names
+// a newer owner of co's partition than co (a higher coordinator epoch): a
+// call parked on a coordinator that was paused or cut off would otherwise
+// wait for its connection's keepalive to fail. It then answers
+// NOT_COORDINATOR, which the caller retries at the new owner.
+func (c *Client) callOwner(ctx context.Context, kind CoordinatorKind, co Coordinator, fn func(context.Context) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go c.cancelOnOwnerChange(ctx, cancel, kind, co.Partition, co.Epoch)
+	err := fn(ctx)
+	if err != nil && errors.Is(context.Cause(ctx), errCoordinatorMoved) {
+		return errs.Errorf(errs.NotCoordinator, "%s coordinator %d at %s: %v", kind, co.NodeID, co.Addr, errCoordinatorMoved)
+	}
+	return err
+}
+
+// cancelOnOwnerChange cancels ctx when the metadata's owner of a partition
+// of the kind's internal topic has a coordinator epoch above epoch, until
+// ctx ends.
+func (c *Client) cancelOnOwnerChange(ctx context.Context, cancel context.CancelCauseFunc, kind CoordinatorKind, partition, epoch int32) {
+	for {
+		changed := c.metadataChanged()
+		if a, ok := c.Metadata().Assignment(kind.proto(), partition); ok && a.GetCoordinatorEpoch() > epoch {
+			cancel(errCoordinatorMoved)
+			return
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return
+		}
 	}
 }
 
@@ -176,16 +213,16 @@ const maxCoordinatorAttempts = 30
 // backoff until ctx ends.
 func (g *Groups) call(ctx context.Context, group string, fn func(context.Context, groupv1.GroupCoordinatorServiceClient) error) error {
 	for attempt := 0; ; attempt++ {
-		addr, err := g.owner(ctx, group)
+		co, err := g.owner(ctx, group)
 		if err == nil {
 			var cl groupv1.GroupCoordinatorServiceClient
-			if cl, err = g.conn(addr); err == nil {
-				err = fn(ctx, cl)
+			if cl, err = g.conn(co.Addr); err == nil {
+				err = g.c.callOwner(ctx, GroupCoordinator, co, func(ctx context.Context) error { return fn(ctx, cl) })
 			}
 			if err != nil {
 				err = rpcerr.FromStatus(err)
 				if coordinatorErr(err) {
-					g.forget(group, addr)
+					g.forget(group, co)
 				}
 			}
 		}

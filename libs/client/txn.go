@@ -25,13 +25,13 @@ type Transactions struct {
 
 	mu     sync.Mutex
 	conns  map[string]*grpc.ClientConn // by address; guarded by mu
-	owners map[string]string           // transactional id -> coordinator address; guarded by mu
+	owners map[string]Coordinator      // by transactional id; guarded by mu
 }
 
 // Transactions returns a new handle on the transaction coordinators; Close
 // it when done.
 func (c *Client) Transactions() *Transactions {
-	return &Transactions{c: c, conns: map[string]*grpc.ClientConn{}, owners: map[string]string{}}
+	return &Transactions{c: c, conns: map[string]*grpc.ClientConn{}, owners: map[string]Coordinator{}}
 }
 
 // Close closes the coordinator connections.
@@ -59,30 +59,30 @@ func (t *Transactions) conn(addr string) (txnv1.TransactionCoordinatorServiceCli
 	return txnv1.NewTransactionCoordinatorServiceClient(cc), nil
 }
 
-func (t *Transactions) owner(ctx context.Context, id string) (string, error) {
+func (t *Transactions) owner(ctx context.Context, id string) (Coordinator, error) {
 	t.mu.Lock()
-	addr, ok := t.owners[id]
+	co, ok := t.owners[id]
 	t.mu.Unlock()
 	if ok {
-		return addr, nil
+		return co, nil
 	}
 	co, err := t.c.FindCoordinator(ctx, TransactionCoordinator, id)
 	if err != nil {
-		return "", err
+		return Coordinator{}, err
 	}
 	if co.Addr == "" {
-		return "", errs.Errorf(errs.CoordinatorNotAvailable, "no coordinator address for transactional id %q", id)
+		return Coordinator{}, errs.Errorf(errs.CoordinatorNotAvailable, "no coordinator address for transactional id %q", id)
 	}
 	t.mu.Lock()
-	t.owners[id] = co.Addr
+	t.owners[id] = co
 	t.mu.Unlock()
-	return co.Addr, nil
+	return co, nil
 }
 
-func (t *Transactions) forget(id, addr string) {
+func (t *Transactions) forget(id string, co Coordinator) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.owners[id] == addr {
+	if t.owners[id] == co {
 		delete(t.owners, id)
 	}
 }
@@ -96,16 +96,16 @@ func (t *Transactions) call(ctx context.Context, id string, fn func(context.Cont
 		defer cancel()
 	}
 	for attempt := 0; ; attempt++ {
-		addr, err := t.owner(ctx, id)
+		co, err := t.owner(ctx, id)
 		if err == nil {
 			var cl txnv1.TransactionCoordinatorServiceClient
-			if cl, err = t.conn(addr); err == nil {
-				err = fn(ctx, cl)
+			if cl, err = t.conn(co.Addr); err == nil {
+				err = t.c.callOwner(ctx, TransactionCoordinator, co, func(ctx context.Context) error { return fn(ctx, cl) })
 			}
 			if err != nil {
 				err = rpcerr.FromStatus(err)
 				if coordinatorErr(err) {
-					t.forget(id, addr)
+					t.forget(id, co)
 				}
 			}
 		}

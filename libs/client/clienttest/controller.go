@@ -39,7 +39,11 @@ type Controller struct {
 	held       []*controllerv1.WatchMetadataResponse // guarded by mu
 	coords     map[int32]*controllerv1.CoordinatorRecord
 	coordFor   map[string]int32 // FindCoordinator overrides by key
-	acls       *metadata.Image  // only its ACL bindings are used
+	// assigns: the owner of partition 0 of each kind's internal topic once
+	// MoveCoordinatorFor moved one; coordEpoch is its coordinator epoch.
+	assigns    map[controllerv1.CoordinatorKind]*controllerv1.CoordinatorAssignmentRecord
+	coordEpoch int32
+	acls       *metadata.Image // only its ACL bindings are used
 	filtered   bool             // images marked as a client's filtered view
 }
 
@@ -55,6 +59,8 @@ func NewController(clusterID string) *Controller {
 		watchers:   map[chan *controllerv1.WatchMetadataResponse]bool{},
 		coords:     map[int32]*controllerv1.CoordinatorRecord{},
 		coordFor:   map[string]int32{},
+		assigns:    map[controllerv1.CoordinatorKind]*controllerv1.CoordinatorAssignmentRecord{},
+		coordEpoch: 1,
 		acls:       metadata.New(""),
 	}
 }
@@ -93,6 +99,9 @@ func (c *Controller) imageLocked() *controllerv1.MetadataImage {
 	}
 	for _, id := range slices.Sorted(maps.Keys(c.coords)) {
 		im.Coordinators = append(im.Coordinators, c.coords[id])
+	}
+	for _, k := range slices.Sorted(maps.Keys(c.assigns)) {
+		im.CoordinatorAssignments = append(im.CoordinatorAssignments, c.assigns[k])
 	}
 	im.Acls = c.acls.ToProto().GetAcls()
 	im.Filtered = c.filtered

@@ -36,8 +36,27 @@ type GroupCoordinator struct {
 	// for; DefaultSession is the one they get when they ask for none.
 	MinSession, MaxSession, DefaultSession time.Duration
 	groups                                 map[string]*fakeGroup
-	fail                                   []error // answered (and consumed) by the next calls
-	commits                                int     // OffsetCommit calls
+	fail                                   []error       // answered (and consumed) by the next calls
+	commits                                int           // OffsetCommit calls
+	stalled                                chan struct{} // OffsetCommit waits while set (Stall)
+}
+
+// Stall makes OffsetCommit calls wait, as a paused coordinator's would,
+// until release is called or their context ends.
+func (g *GroupCoordinator) Stall() (release func()) {
+	ch := make(chan struct{})
+	g.mu.Lock()
+	g.stalled = ch
+	g.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			g.mu.Lock()
+			g.stalled = nil
+			g.mu.Unlock()
+			close(ch)
+		})
+	}
 }
 
 type fakeGroup struct {
@@ -392,8 +411,17 @@ func (g *GroupCoordinator) answer(gr *fakeGroup, m *fakeMember) *groupv1.Consume
 }
 
 // OffsetCommit commits each partition the member holds at its epoch.
-func (g *GroupCoordinator) OffsetCommit(_ context.Context, req *groupv1.OffsetCommitRequest) (*groupv1.OffsetCommitResponse, error) {
+func (g *GroupCoordinator) OffsetCommit(ctx context.Context, req *groupv1.OffsetCommitRequest) (*groupv1.OffsetCommitResponse, error) {
 	g.mu.Lock()
+	if ch := g.stalled; ch != nil {
+		g.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		g.mu.Lock()
+	}
 	defer g.mu.Unlock()
 	if err := g.failed(); err != nil {
 		return nil, err
@@ -616,7 +644,21 @@ func (c *Controller) FindCoordinator(_ context.Context, req *controllerv1.FindCo
 	if r == nil {
 		return nil, rpcerr.ToGRPC(errs.Errorf(errs.CoordinatorNotAvailable, "no coordinator %d", id))
 	}
-	return &controllerv1.FindCoordinatorResponse{NodeId: id, GrpcAddr: r.GetGrpcAddr(), CoordinatorEpoch: 1}, nil
+	return &controllerv1.FindCoordinatorResponse{NodeId: id, GrpcAddr: r.GetGrpcAddr(), CoordinatorEpoch: c.coordEpoch}, nil
+}
+
+// MoveCoordinatorFor makes coordinator id the owner of key, as a failover
+// does: FindCoordinator answers it from now on, and the metadata names it
+// the owner of partition 0 of its kind's internal topic at a new
+// coordinator epoch.
+func (c *Controller) MoveCoordinatorFor(key string, id int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.coordFor[key] = id
+	c.coordEpoch++
+	a := &controllerv1.CoordinatorAssignmentRecord{Kind: c.coords[id].GetKind(), Partition: 0, Owner: id, CoordinatorEpoch: c.coordEpoch}
+	c.assigns[a.GetKind()] = a
+	c.publishLocked(&controllerv1.MetadataRecord{Record: &controllerv1.MetadataRecord_CoordinatorAssignment{CoordinatorAssignment: a}})
 }
 
 // TxnOffsetCommit keeps a transaction's offsets pending until the
