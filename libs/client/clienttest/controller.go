@@ -44,7 +44,7 @@ type Controller struct {
 	assigns    map[controllerv1.CoordinatorKind]*controllerv1.CoordinatorAssignmentRecord
 	coordEpoch int32
 	acls       *metadata.Image // only its ACL bindings are used
-	filtered   bool             // images marked as a client's filtered view
+	filtered   bool            // images marked as a client's filtered view
 }
 
 // NewController returns a controller with an empty image.
