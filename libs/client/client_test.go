@@ -1468,3 +1468,32 @@ func TestMissingTopicOfAFilteredView(t *testing.T) {
 		})
 	}
 }
+
+// A fetch of a partition without a leader waits LeaderWait for one, then
+// answers LEADER_NOT_AVAILABLE; one that comes within it is read from.
+func TestFetchOfAnOfflinePartitionWaitsLeaderWait(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 1, nil)
+	produceN(t, c, "t", 1, 3)
+	cl.Controller.SetLeader("t", 0, -1)
+	if _, err := c.WaitMetadata(ctx(t), func(m *metadata.Image) bool {
+		p, ok := m.Partition("t", 0)
+		return ok && p.GetLeader() < 0
+	}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err := c.Fetch(ctx(t), client.FetchRequest{Topic: "t", Partition: 0, Offset: 0, LeaderWait: 300 * time.Millisecond})
+	if took := time.Since(start); errs.Of(err) != errs.LeaderNotAvailable || took > 5*time.Second {
+		t.Fatalf("fetch of an offline partition: %v after %v, want LEADER_NOT_AVAILABLE after about 300ms", err, took)
+	}
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		cl.Controller.SetLeader("t", 0, 1)
+	}()
+	res, err := c.Fetch(ctx(t), client.FetchRequest{Topic: "t", Partition: 0, Offset: 0, LeaderWait: 10 * time.Second})
+	if err != nil || len(res.Records) != 3 {
+		t.Fatalf("fetch while the leader comes back: %+v %v, want the 3 records", res, err)
+	}
+}

@@ -44,6 +44,10 @@ type FetchRequest struct {
 	// (fetch.min.bytes; 0 or 1: answer as soon as there is anything).
 	MinBytes  int32
 	Isolation skeinv1.IsolationLevel
+	// LeaderWait bounds how long the fetch waits for a partition the
+	// metadata names no leader of (an offline partition) to get one before
+	// it answers LEADER_NOT_AVAILABLE; 0 waits until ctx ends.
+	LeaderWait time.Duration
 }
 
 // ConsumedRecord is one record read back. Its slices are the caller's.
@@ -148,6 +152,7 @@ func (c *Client) fetch(ctx context.Context, req FetchRequest, view bool) (*Fetch
 	if maxBytes <= 0 {
 		maxBytes = 1 << 20
 	}
+	var leaderless time.Time // when the fetch first found no leader
 	for attempt := 0; ; attempt++ {
 		res, release, err := c.fetchOnce(ctx, req, maxBytes, view)
 		if err == nil || !errs.IsRetriable(err) || ctx.Err() != nil {
@@ -156,7 +161,20 @@ func (c *Client) fetch(ctx context.Context, req FetchRequest, view bool) (*Fetch
 		if m := c.Metadata(); errs.Of(err) == errs.UnknownTopicOrPartition && m.PartitionCount(req.Topic) == 0 {
 			return nil, nil, noTopic(m, req.Topic) // the topic is gone (or never was): no point waiting
 		}
-		if c.waitRetry(ctx, attempt, err) != nil {
+		wctx, cancel := ctx, context.CancelFunc(func() {})
+		if errs.Of(err) == errs.LeaderNotAvailable && req.LeaderWait > 0 {
+			if leaderless.IsZero() {
+				leaderless = time.Now()
+			}
+			left := req.LeaderWait - time.Since(leaderless)
+			if left <= 0 {
+				return nil, nil, err
+			}
+			wctx, cancel = context.WithTimeout(ctx, left)
+		}
+		werr := c.waitRetry(wctx, attempt, err)
+		cancel()
+		if werr != nil && ctx.Err() != nil {
 			return nil, nil, err
 		}
 	}

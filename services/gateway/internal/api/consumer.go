@@ -138,12 +138,21 @@ func (s *Consumer) fetchRequest(ctx context.Context, req *skeinv1.FetchRequest) 
 	if err != nil {
 		return client.FetchRequest{}, err
 	}
+	wait := time.Duration(maxWait) * time.Millisecond
 	return client.FetchRequest{
 		Topic: req.GetTopic(), Partition: req.GetPartition(), Offset: offset,
-		MaxRecords: int(maxRecords), MaxBytes: maxBytes, MaxWait: time.Duration(maxWait) * time.Millisecond,
+		MaxRecords: int(maxRecords), MaxBytes: maxBytes, MaxWait: wait,
 		MinBytes: req.GetMinBytes(), Isolation: req.GetIsolationLevel(),
+		// An offline partition is answered LEADER_NOT_AVAILABLE once the
+		// caller's own wait (or a moment for the metadata) has passed.
+		LeaderWait: max(wait, offlineGrace),
 	}, nil
 }
+
+// offlineGrace is how long a fetch that may not wait (max_wait_ms 0) waits
+// for a partition without a leader to get one: a moment for the metadata,
+// not the request timeout.
+const offlineGrace = 2 * time.Second
 
 func toFetchResponse(res *client.FetchResult, enc skeinv1.Encoding) *skeinv1.FetchResponse {
 	out := &skeinv1.FetchResponse{
