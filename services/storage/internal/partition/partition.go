@@ -137,8 +137,9 @@ type Config struct {
 	Compression record.Compression
 	// ReplicaLagMax is replica.lag.time.max.ms.
 	ReplicaLagMax time.Duration
-	// ISRChanged, if set, is told of every ISR change this leader got
-	// committed (for metrics).
+	// ISRChanged, if set, is told of every change of this leader's ISR,
+	// its own proposals' and the controller's (for metrics). It is called
+	// with the replica's lock held.
 	ISRChanged func(shrink bool)
 	// Compacted is set when the topic's cleanup.policy lacks delete:
 	// DeleteRecords is refused (POLICY_VIOLATION), as Kafka refuses it.
@@ -327,6 +328,7 @@ func (p *Partition) Apply(st State) (becameFollower bool) {
 	p.notifyStartLocked()
 	newEpoch := st.LeaderEpoch > p.st.LeaderEpoch || p.role == None
 	settles := st.LeaderEpoch > p.st.LeaderEpoch || st.PartitionEpoch > p.st.PartitionEpoch
+	isrBefore := p.st.ISR
 	p.st = State{Leader: st.Leader, LeaderEpoch: st.LeaderEpoch, PartitionEpoch: st.PartitionEpoch,
 		Replicas: slices.Clone(st.Replicas), ISR: slices.Clone(st.ISR)}
 	if settles {
@@ -343,6 +345,7 @@ func (p *Partition) Apply(st State) (becameFollower bool) {
 		p.becomeLeaderLocked()
 	case st.Leader == p.cfg.Self:
 		// Same epoch: an ISR change committed. The HW may move (a shrink).
+		p.countISRChangeLocked(isrBefore, st.ISR)
 		p.maybeAdvanceHWLocked()
 		p.completeWaitersLocked()
 	case slices.Contains(st.Replicas, p.cfg.Self):
@@ -357,6 +360,22 @@ func (p *Partition) Apply(st State) (becameFollower bool) {
 		p.notifyHWLocked()
 	}
 	return false
+}
+
+// countISRChangeLocked tells ISRChanged of a leader's ISR going from
+// before to after: whoever changed it (this leader's proposal, or the
+// controller fencing a member), once, when the state that holds it is
+// applied.
+func (p *Partition) countISRChangeLocked(before, after []int32) {
+	if p.cfg.ISRChanged == nil {
+		return
+	}
+	if slices.ContainsFunc(before, func(r int32) bool { return !slices.Contains(after, r) }) {
+		p.cfg.ISRChanged(true)
+	}
+	if slices.ContainsFunc(after, func(r int32) bool { return !slices.Contains(before, r) }) {
+		p.cfg.ISRChanged(false)
+	}
 }
 
 func (p *Partition) becomeLeaderLocked() {

@@ -475,7 +475,6 @@ func (p *Partition) sendLocked(change ISRChange) {
 	p.nextProposal++
 	id := p.nextProposal
 	p.pendingISR, p.pendingChange, p.pendingID, p.pendingUnsure = newISR, change, id, false
-	isrBefore := slices.Clone(p.st.ISR)
 	le, pe := change.LeaderEpoch, change.PartitionEpoch
 	p.proposer.ProposeISR(change, func(st State, err error) {
 		p.mu.Lock()
@@ -520,12 +519,8 @@ func (p *Partition) sendLocked(change ISRChange) {
 			}
 			return
 		}
-		onChange := p.cfg.ISRChanged
 		p.mu.Unlock()
-		if onChange != nil && st.LeaderEpoch == le {
-			onChange(len(newISR) < len(isrBefore))
-		}
-		p.Apply(st)
+		p.Apply(st) // counts the change, unless the metadata applied it first
 	})
 }
 

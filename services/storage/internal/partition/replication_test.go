@@ -1155,3 +1155,56 @@ func TestFollowerRefusesABatchOfANewerEpoch(t *testing.T) {
 		t.Fatalf("LEO %d after the leader's batch, want 1", s.LEO)
 	}
 }
+
+// Every change of a leader's ISR is counted once, as the state that holds
+// it is applied: the leader's own proposals (whose state both the answer
+// and the metadata bring) and the controller's (a fenced member removed).
+func TestISRChangesAreCountedOnce(t *testing.T) {
+	c := newCluster(t, 1)
+	var mu sync.Mutex
+	shrinks, expands := 0, 0
+	cfg := Config{MinInsyncReplicas: 1, MaxMessageBytes: 1 << 20, ReplicaLagMax: 10 * time.Second, ISRChanged: func(shrink bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if shrink {
+			shrinks++
+		} else {
+			expands++
+		}
+	}}
+	c.replicas[1].SetConfig(cfg)
+	counts := func() (int, int) {
+		mu.Lock()
+		defer mu.Unlock()
+		return shrinks, expands
+	}
+	// The leader shrinks its ISR: counted once, though the answer and the
+	// metadata both apply the new state.
+	c.cut[3] = true
+	c.advance(11 * time.Second)
+	c.fetch(2)
+	c.replicas[1].MaybeShrinkISR()
+	eventually(t, "ISR shrink to [1 2]", func() bool { return slices.Equal(c.replicas[1].Snapshot().State.ISR, []int32{1, 2}) })
+	c.push()
+	if s, e := counts(); s != 1 || e != 0 {
+		t.Fatalf("after the leader's shrink: %d shrinks, %d expands; want 1, 0", s, e)
+	}
+	// The controller fences broker 2: its state comes with the metadata.
+	c.mu.Lock()
+	c.state.PartitionEpoch++
+	c.state.ISR = []int32{1}
+	c.mu.Unlock()
+	c.push()
+	c.push()
+	if s, e := counts(); s != 2 || e != 0 {
+		t.Fatalf("after the controller's shrink: %d shrinks, %d expands; want 2, 0", s, e)
+	}
+	// Broker 3 catches up and is proposed back.
+	c.cut[3] = false
+	c.replicate()
+	eventually(t, "ISR expand", func() bool { return slices.Contains(c.replicas[1].Snapshot().State.ISR, 3) })
+	c.push()
+	if s, e := counts(); s != 2 || e < 1 {
+		t.Fatalf("after the expansion: %d shrinks, %d expands; want 2 and at least 1", s, e)
+	}
+}
