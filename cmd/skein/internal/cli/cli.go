@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -101,7 +102,8 @@ Usage:
   skein certs --dir DIR --name storage-1,gateway,client [--hosts storage-1,127.0.0.1] [--gossip-key]
 
 Every command but dev and certs talks to a gateway's gRPC API: --gateway ADDR (env
-SKEIN_GATEWAY, default 127.0.0.1:9090). Flags have environment twins
+SKEIN_GATEWAY, default 127.0.0.1:9090), before or after the command, as --json,
+--tls-ca, --tls-cert, --tls-key and --token may be. Flags have environment twins
 SKEIN_<FLAG>, e.g. SKEIN_KEY_SEPARATOR. Add --json for the API's JSON output.
 
 produce sends each stdin line as a record (as bytes when it is not UTF-8).
@@ -111,8 +113,45 @@ answers of what was sent, and exits with status 130, as an interrupted
 consume does.
 `
 
+// connectionFlags are the flags every command that talks to a gateway
+// takes, with whether each takes a value.
+var connectionFlags = map[string]bool{"gateway": true, "tls-ca": true, "tls-cert": true, "tls-key": true, "token": true, "json": false}
+
+// hoistConnectionFlags moves the connection flags given before the command
+// ("skein --gateway ADDR topic list", as other tools take them) after it,
+// where the command's own flags are parsed. Anything else before the
+// command is left for the command name check to refuse.
+func hoistConnectionFlags(args []string) []string {
+	var lead []string
+	i := 0
+	for i < len(args) {
+		name, hasValue := strings.CutPrefix(args[i], "--")
+		if !hasValue {
+			if name, hasValue = strings.CutPrefix(args[i], "-"); !hasValue || name == "" {
+				break
+			}
+		}
+		name, _, inline := strings.Cut(name, "=")
+		takesValue, ok := connectionFlags[name]
+		if !ok {
+			break
+		}
+		n := 1
+		if takesValue && !inline && i+1 < len(args) {
+			n = 2
+		}
+		lead = append(lead, args[i:i+n]...)
+		i += n
+	}
+	if len(lead) == 0 {
+		return args
+	}
+	return append(slices.Clone(args[i:]), lead...)
+}
+
 // Main runs the command line and answers the exit status.
 func Main(args []string, io IO) int {
+	args = hoistConnectionFlags(args)
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		fmt.Fprint(io.Out, usage)
 		if len(args) == 0 {

@@ -356,6 +356,18 @@ func TestClusterAndUsage(t *testing.T) {
 	if code, out, _ := run(t, "", "help"); code != 0 || !strings.Contains(out, "skein dev") {
 		t.Errorf("help: %d", code)
 	}
+	// The connection flags may come before the command, as other tools
+	// take them; other flags there are not taken for a command.
+	for _, args := range [][]string{{"--gateway", addr, "cluster"}, {"--gateway=" + addr, "--json", "cluster"}, {"-gateway", addr, "cluster", "--json"}} {
+		if code, out, errOut := run(t, "", args...); code != 0 || !strings.Contains(out, "fake") {
+			t.Errorf("%q: exit %d, %q %q", args, code, out, errOut)
+		}
+	}
+	for _, args := range [][]string{{"--partitions", "3", "cluster"}, {"--gateway", addr}, {"--gateway", addr, "dev"}} {
+		if code, _, _ := run(t, "", args...); code != 2 {
+			t.Errorf("%q: exit %d, want 2", args, code)
+		}
+	}
 }
 
 // --compression goes in every produce request; a codec that is not one is
