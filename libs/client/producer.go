@@ -882,13 +882,7 @@ func (p *Producer) collect(now time.Time) (sends []*brokerRequest, wakeAt time.T
 		return nil, time.Time{}, nil, true
 	}
 
-	timedOut := func(b *sendBatch) error {
-		if b.lastErr != nil {
-			return errs.Errorf(errs.Of(b.lastErr), "delivery timeout of %v expired for %d records of %s-%d after %d attempts; the last: %s",
-				p.cfg.deliveryTimeout, len(b.recs), b.tp.Topic, b.tp.Partition, b.attempts, errs.Message(b.lastErr))
-		}
-		return errs.Errorf(errs.RequestTimedOut, "delivery timeout of %v expired for %d records of %s-%d", p.cfg.deliveryTimeout, len(b.recs), b.tp.Topic, b.tp.Partition)
-	}
+	timedOut := p.timedOut
 	for _, ab := range p.acc.Expire(now.Add(-p.cfg.deliveryTimeout)) {
 		b := p.wrap(ab)
 		failed, failErrs = append(failed, b), append(failErrs, timedOut(b))
@@ -1235,18 +1229,22 @@ func (p *Producer) complete(batches []sentBatch, resp *storagev1.ProduceResponse
 				}
 			}
 		}
+		// An out-of-order refusal of a batch behind one that failed is the
+		// producer's own affair, not what the caller should learn: the
+		// batch's last refusal before it stands.
+		ownAffair := retriable && errs.Of(berr) == errs.OutOfOrderSequenceNumber
 		if berr != nil && retriable && now.Before(b.deadline) && !p.stopped && p.c.ctx.Err() == nil {
 			b.retryAt = now.Add(p.c.backoff(b.attempts - 1))
-			b.lastErr = berr
-			if errs.Of(berr) == errs.OutOfOrderSequenceNumber {
-				// Behind a batch that failed: the producer's own affair,
-				// not what the caller should learn.
-				b.lastErr = nil
+			if !ownAffair {
+				b.lastErr = berr
 			}
 			ps.requeue(b)
 			p.retries++
 			p.c.log.Debug("produce will be retried", "topic", b.tp.Topic, "partition", b.tp.Partition, "attempt", b.attempts, "err", berr)
 			continue
+		}
+		if ownAffair {
+			berr = p.timedOut(b) // its deadline passed (or the producer stops)
 		}
 		if berr != nil {
 			if p.cfg.idempotent && b.pid == ps.pid {
@@ -1300,6 +1298,16 @@ func (p *Producer) complete(batches []sentBatch, resp *storagev1.ProduceResponse
 		}
 		p.delivered(o.b.recs)
 	}
+}
+
+// timedOut is the error of a batch whose delivery timeout ended: its last
+// refusal, or REQUEST_TIMED_OUT when it has none.
+func (p *Producer) timedOut(b *sendBatch) error {
+	if b.lastErr != nil {
+		return errs.Errorf(errs.Of(b.lastErr), "delivery timeout of %v expired for %d records of %s-%d after %d attempts; the last: %s",
+			p.cfg.deliveryTimeout, len(b.recs), b.tp.Topic, b.tp.Partition, b.attempts, errs.Message(b.lastErr))
+	}
+	return errs.Errorf(errs.RequestTimedOut, "delivery timeout of %v expired for %d records of %s-%d", p.cfg.deliveryTimeout, len(b.recs), b.tp.Topic, b.tp.Partition)
 }
 
 func (p *Producer) deliverErr(b *sendBatch, err error) {

@@ -80,6 +80,21 @@ type NackResult struct {
 // dead-letter topic refuses the copy with (INVALID_RECORD,
 // MESSAGE_TOO_LARGE, ...: the nack is then undone).
 func (c *Coordinator) Nack(ctx context.Context, groupID string, member group.MemberID, epoch group.Epoch, topic string, partition int32, offset int64, reason string) (NackResult, error) {
+	for range 3 {
+		res, err := c.nack(ctx, groupID, member, epoch, topic, partition, offset, reason)
+		if !errors.Is(err, errDecisionChanged) {
+			return res, err
+		}
+	}
+	return NackResult{}, errs.Errorf(errs.CoordinatorLoadInProgress, "group %q's settings kept changing during the nack: nothing changed; retry", groupID)
+}
+
+// errDecisionChanged: what the nack decides changed between its checks and
+// its write (the group's settings were altered meanwhile); nothing was
+// written, and the nack starts again.
+var errDecisionChanged = errors.New("the nack's decision changed before it was written")
+
+func (c *Coordinator) nack(ctx context.Context, groupID string, member group.MemberID, epoch group.Epoch, topic string, partition int32, offset int64, reason string) (NackResult, error) {
 	switch {
 	case member == "":
 		return NackResult{}, errs.Errorf(errs.UnknownMemberID, "no member id: a nack comes from a member")
@@ -198,6 +213,11 @@ func (c *Coordinator) Nack(ctx context.Context, groupID string, member group.Mem
 		np, o, err := decide(gs)
 		if err != nil {
 			return change{}, err
+		}
+		if o.Action != out.Action || o.Resumed != out.Resumed {
+			// Checked for the other decision (the dead-letter topic, an
+			// open transaction): check again.
+			return change{}, errDecisionChanged
 		}
 		out = o
 		if o.Resumed {

@@ -33,6 +33,8 @@ type dlqLog struct {
 	// txn: offsets holding a transactional record, and where its
 	// transaction stands: "open", "committed" or "aborted".
 	txn map[string]string
+	// onRead, when set, runs (once) as the next Read begins.
+	onRead func()
 }
 
 func (l *dlqLog) setTxn(topic string, partition int32, offset int64, state string) {
@@ -88,6 +90,13 @@ func (l *dlqLog) EnsureTopic(_ context.Context, topic, like string) (int32, erro
 }
 
 func (l *dlqLog) Read(_ context.Context, topic string, partition int32, offset int64) (Record, bool, error) {
+	l.tmu.Lock()
+	hook := l.onRead
+	l.onRead = nil
+	l.tmu.Unlock()
+	if hook != nil {
+		hook()
+	}
 	l.tmu.Lock()
 	defer l.tmu.Unlock()
 	recs := l.data[topic][partition]
@@ -485,6 +494,24 @@ func TestNackOfARecordOfAnOpenTransaction(t *testing.T) {
 	tp := assign.TopicPartition{Topic: "orders", Partition: 0}
 	if e, _ := c.Deliveries("app", []assign.TopicPartition{tp})[tp].Find(1); e.Nacks != 1 || e.State != delivery.Nacked {
 		t.Fatalf("after the refusal the entry is %+v, want one nack", e)
+	}
+	// The group's settings change while a nack is checked: it is checked
+	// again for what it now decides.
+	if _, err := c.AlterGroupConfig(ctx, "app", map[string]string{delivery.KeyMaxAttempts: "5"}); err != nil {
+		t.Fatal(err)
+	}
+	log.tmu.Lock()
+	log.onRead = func() {
+		if _, err := c.AlterGroupConfig(ctx, "app", map[string]string{delivery.KeyMaxAttempts: "2"}); err != nil {
+			t.Error(err)
+		}
+	}
+	log.tmu.Unlock()
+	if _, err := c.Nack(ctx, "app", m.MemberID, m.MemberEpoch, "orders", 0, 1, "two"); errs.Of(err) != errs.OffsetNotAvailable {
+		t.Fatalf("a nack that turns into a dead-lettering while it is checked: %v, want OFFSET_NOT_AVAILABLE", err)
+	}
+	if n := len(log.topic("orders.dlq", 0)); n != 0 {
+		t.Fatalf("the open transaction's record was dead-lettered: %d copies", n)
 	}
 	log.setTxn("orders", 0, 1, "committed")
 	res, err := c.Nack(ctx, "app", m.MemberID, m.MemberEpoch, "orders", 0, 1, "two")
