@@ -342,6 +342,11 @@ func (p *Partition) Apply(st State) (becameFollower bool) {
 	}
 	switch {
 	case st.Leader == p.cfg.Self && newEpoch:
+		if len(isrBefore) > 0 {
+			// Elected by the controller, which dropped the old leader (or
+			// others) from the ISR with it: a shrink this leader counts.
+			p.countISRChangeLocked(isrBefore, intersect(isrBefore, st.ISR))
+		}
 		p.becomeLeaderLocked()
 	case st.Leader == p.cfg.Self:
 		// Same epoch: an ISR change committed. The HW may move (a shrink).
@@ -360,6 +365,11 @@ func (p *Partition) Apply(st State) (becameFollower bool) {
 		p.notifyHWLocked()
 	}
 	return false
+}
+
+// intersect answers the members of a that are in b.
+func intersect(a, b []int32) []int32 {
+	return slices.DeleteFunc(slices.Clone(a), func(r int32) bool { return !slices.Contains(b, r) })
 }
 
 // countISRChangeLocked tells ISRChanged of a leader's ISR going from

@@ -1201,10 +1201,25 @@ func TestISRChangesAreCountedOnce(t *testing.T) {
 	}
 	// Broker 3 catches up and is proposed back.
 	c.cut[3] = false
-	c.replicate()
-	eventually(t, "ISR expand", func() bool { return slices.Contains(c.replicas[1].Snapshot().State.ISR, 3) })
+	eventually(t, "ISR expand", func() bool {
+		c.replicate()
+		return slices.Contains(c.replicas[1].Snapshot().State.ISR, 3)
+	})
 	c.push()
 	if s, e := counts(); s != 2 || e < 1 {
 		t.Fatalf("after the expansion: %d shrinks, %d expands; want 2 and at least 1", s, e)
+	}
+	// Broker 2 is elected in place of 1, which the controller drops from
+	// the ISR: the new leader counts the shrink.
+	c.replicas[2].SetConfig(cfg)
+	s0, _ := counts()
+	c.mu.Lock()
+	c.state.Leader, c.state.LeaderEpoch, c.state.PartitionEpoch = 2, c.state.LeaderEpoch+1, c.state.PartitionEpoch+1
+	c.state.ISR = slices.DeleteFunc(slices.Clone(c.state.ISR), func(r int32) bool { return r == 1 })
+	c.mu.Unlock()
+	c.push()
+	c.push()
+	if s, _ := counts(); s != s0+1 {
+		t.Fatalf("a new leader elected without the old one: %d shrinks counted, want 1", s-s0)
 	}
 }

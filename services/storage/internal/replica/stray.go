@@ -48,8 +48,8 @@ func (m *Manager) readDirMarkLocked() {
 	}
 	raw, ok, err := m.ckpt.Get(dirMarkKey)
 	if err != nil {
-		m.log.Warn("cannot read the metadata version of the partition directories; stray directories stay as they are", "err", err)
-		m.strayLooked = true // not this time
+		// No directory is made, and none set aside, until it reads.
+		m.log.Warn("cannot read the metadata version of the partition directories", "err", err)
 		return
 	}
 	m.dirsMarkRead = true
@@ -62,8 +62,13 @@ func (m *Manager) readDirMarkLocked() {
 // noteDirLocked records, before a partition directory is created from the
 // image held now, that directories exist up to its version.
 func (m *Manager) noteDirLocked() error {
-	if m.image == nil || !m.dirsMarkRead {
+	if m.image == nil {
 		return nil
+	}
+	if !m.dirsMarkRead {
+		// A directory made without its mark could later be taken for a
+		// stray: none is made until the mark can be read.
+		return errs.Errorf(errs.KafkaStorageError, "the metadata version of the partition directories could not be read from the checkpoint store")
 	}
 	mark := dirMark{ClusterID: m.image.ClusterID(), NodeID: m.cfg.Self, Version: uint64(m.image.Version())}
 	if mark.ClusterID == m.dirsMark.ClusterID && mark.NodeID == m.dirsMark.NodeID && mark.Version <= m.dirsMark.Version {
@@ -83,17 +88,14 @@ func (m *Manager) noteDirLocked() error {
 func (m *Manager) setStrayAsideLocked(im *metadata.Image) {
 	start := m.startMark
 	switch {
-	case m.strayLooked || im.Filtered() || m.dirFailed.Load():
+	case m.strayLooked || !m.dirsMarkRead || im.Filtered() || m.dirFailed.Load():
 		return
 	case start.Version == 0:
 		// No mark when this process started: directories made by a version
-		// that kept none, which this image may be behind. Record it, and
-		// wait for a start that finds it.
-		m.strayLooked = true
-		if m.dirsMark.Version == 0 {
-			if err := m.noteDirLocked(); err != nil {
-				m.log.Warn("cannot record the metadata version of the partition directories", "err", err)
-			}
+		// that kept none, which this image may be behind. Record the
+		// newest image it sees, and wait for a start that finds it.
+		if err := m.noteDirLocked(); err != nil {
+			m.log.Warn("cannot record the metadata version of the partition directories", "err", err)
 		}
 		return
 	case start.ClusterID != im.ClusterID() || start.NodeID != m.cfg.Self:

@@ -1,6 +1,7 @@
 package replica_test
 
 import (
+	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -139,5 +140,40 @@ func TestStrayDirectoriesWaitForARecordedVersion(t *testing.T) {
 	dirB := replica.DirName(partition.TP{Topic: "b", Partition: 0}, idB)
 	if got, want := logDirs(t, dataDir), []string{replica.DirName(partition.TP{Topic: "a", Partition: 0}, idA), dirB + ".stray"}; !slices.Equal(got, want) {
 		t.Fatalf("after the next start: %v, want %v", got, want)
+	}
+}
+
+// getFailing is a store whose Get fails while fail is set.
+type getFailing struct {
+	checkpoint.Store
+	fail bool
+}
+
+func (g *getFailing) Get(key string) ([]byte, bool, error) {
+	if g.fail {
+		return nil, false, errors.New("disk trouble")
+	}
+	return g.Store.Get(key)
+}
+
+// A directory is never made without its mark: while the mark cannot be
+// read, a new replica is not opened (the log directory is reported failed).
+func TestNoPartitionDirectoryWithoutItsMark(t *testing.T) {
+	dataDir := t.TempDir()
+	store := &getFailing{Store: checkpoint.NewMemory(), fail: true}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	m := replica.New(replica.Config{Self: 1, DataDir: dataDir}, log, noProposer{}, noFetchers{}, store)
+	defer m.Close()
+	m.OnImage(strayImage(t, 10, "a"))
+	if _, err := m.Get(partition.TP{Topic: "a", Partition: 0}); err == nil || !m.LogDirFailed() {
+		t.Fatalf("a replica opened while its mark could not be read (log dir failed: %v)", m.LogDirFailed())
+	}
+	store.fail = false
+	m.OnImage(strayImage(t, 11, "a"))
+	if _, err := m.Get(partition.TP{Topic: "a", Partition: 0}); err != nil {
+		t.Fatalf("once the mark reads: %v", err)
+	}
+	if raw, ok, err := store.Get("metadata/partition-dirs"); err != nil || !ok || !strings.Contains(string(raw), `"version":11`) {
+		t.Fatalf("mark %s %v %v, want version 11", raw, ok, err)
 	}
 }
