@@ -237,16 +237,24 @@ func TestCloseAfterTheMemberIsGone(t *testing.T) {
 	}
 }
 
+// twoGroupCoordinators starts a cluster with group coordinators 1 (first,
+// the one FindCoordinator names) and 2, topic t, and a Groups handle.
+func twoGroupCoordinators(t *testing.T) (cl *clienttest.Cluster, first, second *clienttest.GroupCoordinator, groups *client.Groups) {
+	t.Helper()
+	cl = clienttest.Start(t, 1)
+	first, _ = cl.StartGroupCoordinator(t, 1)
+	second, _ = cl.StartGroupCoordinator(t, 2)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 1, nil)
+	groups = c.Groups()
+	t.Cleanup(func() { groups.Close() })
+	return cl, first, second, groups
+}
+
 // A coordinator that says the group lives elsewhere makes the client look
 // the coordinator up again and retry there.
 func TestGroupsFollowTheCoordinator(t *testing.T) {
-	cl := clienttest.Start(t, 1)
-	first, _ := cl.StartGroupCoordinator(t, 1)
-	second, _ := cl.StartGroupCoordinator(t, 2)
-	c := newClient(t, cl)
-	createTopic(t, c, "t", 1, nil)
-	groups := c.Groups()
-	defer groups.Close()
+	cl, first, second, groups := twoGroupCoordinators(t)
 	join := &groupv1.ConsumerGroupHeartbeatRequest{GroupId: "g", MemberId: "m1", SubscribedTopics: []string{"t"}}
 	if _, err := groups.Heartbeat(ctx(t), join); err != nil {
 		t.Fatal(err)
@@ -395,13 +403,7 @@ func TestGroupConsumerRefusesNegativeMinBytes(t *testing.T) {
 // partition, and is answered there: it does not wait for the connection's
 // keepalive to fail.
 func TestGroupCallFollowsACoordinatorMove(t *testing.T) {
-	cl := clienttest.Start(t, 1)
-	first, _ := cl.StartGroupCoordinator(t, 1)
-	second, _ := cl.StartGroupCoordinator(t, 2)
-	c := newClient(t, cl)
-	createTopic(t, c, "t", 1, nil)
-	groups := c.Groups()
-	defer groups.Close()
+	cl, first, second, groups := twoGroupCoordinators(t)
 	commit := func(offset int64) error {
 		_, err := groups.CommitOffsets(ctx(t), &groupv1.OffsetCommitRequest{GroupId: "g", MemberEpoch: -1,
 			Offsets: []*groupv1.PartitionOffset{{Topic: "t", Partition: 0, Offset: offset}}})

@@ -407,6 +407,18 @@ func TestDeadLetterToTheSourceTopicIsRefused(t *testing.T) {
 	}
 }
 
+// dlqGroup starts a coordinator on log owning every partition, with group
+// "app" allowed maxAttempts deliveries and a member of it reading orders.
+func dlqGroup(t *testing.T, log *dlqLog, maxAttempts string) (*Coordinator, group.HeartbeatResponse) {
+	t.Helper()
+	c := start(t, log, 1, owning(1, all()...))
+	waitLoaded(t, c, nParts)
+	if _, err := c.AlterGroupConfig(context.Background(), "app", map[string]string{delivery.KeyMaxAttempts: maxAttempts}); err != nil {
+		t.Fatal(err)
+	}
+	return c, join(t, c, "app", "orders")
+}
+
 // A nack whose dead-letter copy the dead-letter topic refuses (a compacted
 // one and a record without a key, say) changes nothing: the record's count
 // and mark are undone, so the next nack starts from where the group was,
@@ -414,13 +426,8 @@ func TestDeadLetterToTheSourceTopicIsRefused(t *testing.T) {
 func TestRefusedDeadLetterCopyUndoesTheNack(t *testing.T) {
 	log := newDLQLog()
 	sourceRecords(log)
-	c := start(t, log, 1, owning(1, all()...))
-	waitLoaded(t, c, nParts)
+	c, m := dlqGroup(t, log, "2")
 	ctx := context.Background()
-	if _, err := c.AlterGroupConfig(ctx, "app", map[string]string{delivery.KeyMaxAttempts: "2"}); err != nil {
-		t.Fatal(err)
-	}
-	m := join(t, c, "app", "orders")
 	if res, err := c.Nack(ctx, "app", m.MemberID, m.MemberEpoch, "orders", 1, 2, "first"); err != nil || res.Failed != 1 || res.DeadLettered {
 		t.Fatalf("first nack: %+v %v", res, err)
 	}
@@ -478,13 +485,8 @@ func TestNackOfARecordOfAnOpenTransaction(t *testing.T) {
 	log := newDLQLog()
 	sourceRecords(log)
 	log.setTxn("orders", 0, 1, "open")
-	c := start(t, log, 1, owning(1, all()...))
-	waitLoaded(t, c, nParts)
+	c, m := dlqGroup(t, log, "2")
 	ctx := context.Background()
-	if _, err := c.AlterGroupConfig(ctx, "app", map[string]string{delivery.KeyMaxAttempts: "2"}); err != nil {
-		t.Fatal(err)
-	}
-	m := join(t, c, "app", "orders")
 	if res, err := c.Nack(ctx, "app", m.MemberID, m.MemberEpoch, "orders", 0, 1, "one"); err != nil || res.Failed != 1 || res.DeadLettered {
 		t.Fatalf("first nack of the open transaction's record: %+v %v, want it counted", res, err)
 	}
