@@ -256,6 +256,13 @@ func TestRESTRefusals(t *testing.T) {
 		{"misspelt query parameter", "GET", "/v1/topics/t/partitions/0/records?offest=5", "", 400, "INVALID_REQUEST"},
 		{"query parameter the route does not take", "GET", "/v1/topics/t/offsets?partition=1", "", 400, "INVALID_REQUEST"},
 		{"query parameter inside a scalar", "GET", "/v1/topics/t/partitions/0/records?offset.x=5", "", 400, "INVALID_REQUEST"},
+		// Routes that take every field from the body or the path.
+		{"query parameter on a produce", "POST", "/v1/topics/t/records?acks=0", `{"records": [{"value": "v"}]}`, 400, "INVALID_REQUEST"},
+		{"query parameter on a partition's produce", "POST", "/v1/topics/t/partitions/0/records?partition=1", `{"records": [{"value": "v"}]}`, 400, "INVALID_REQUEST"},
+		{"query parameter on a topic's description", "GET", "/v1/topics/t?bogus=1", "", 400, "INVALID_REQUEST"},
+		{"query parameter on a topic's deletion", "DELETE", "/v1/topics/t?if_exists", "", 400, "INVALID_REQUEST"},
+		{"query parameter on the cluster", "GET", "/v1/cluster?verbose=1", "", 400, "INVALID_REQUEST"},
+		{"query parameter on a group list", "GET", "/v1/groups?state=EMPTY", "", 400, "INVALID_REQUEST"},
 		{"group fetch with an isolation level out of range", "POST", "/v1/groups/g/members/m1/records", `{"member_epoch": 1, "isolation_level": 7}`, 400, "INVALID_REQUEST"},
 		{"group fetch with an encoding out of range", "POST", "/v1/groups/g/members/m1/records", `{"member_epoch": 1, "encoding": 9}`, 400, "INVALID_REQUEST"},
 		// Decoded, not UTF-8: a protobuf string may not hold it.

@@ -2,14 +2,20 @@ package gateway
 
 import (
 	"fmt"
+	"maps"
+	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/utilities"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"skein/libs/errs"
 )
 
 // strictQueryParser is grpc-gateway's query parser, except that a query
@@ -54,4 +60,42 @@ func hasField(md protoreflect.MessageDescriptor, path []string) bool {
 		}
 	}
 	return false
+}
+
+// queryRoutes are the routes that take query parameters: those without a
+// body whose request has fields the path does not fill. Every other route
+// is answered by grpc-gateway without reading its query, so a parameter
+// there (a POST .../records?acks=0 that would have written with acks=-1)
+// is refused by refuseQuery rather than ignored. Keys are the method and
+// the route's template as in proto/skein/v1/http.yaml; a test derives the
+// same set from that file and the protos.
+var queryRoutes = map[string]bool{
+	"GET /v1/topics":                 true,
+	"GET /v1/topics/{topic}/offsets": true,
+	"GET /v1/acls":                   true,
+	"DELETE /v1/acls":                true,
+	"GET /v1/topics/{topic}/partitions/{partition}/records": true,
+}
+
+// patternVar is a path variable in grpc-gateway's form of a template,
+// {name=*}, which http.yaml writes {name}.
+var patternVar = regexp.MustCompile(`\{([A-Za-z0-9_.]+)=\*\}`)
+
+// refuseQuery answers INVALID_REQUEST for a query parameter on a route
+// that takes none (see queryRoutes); the routes that take some check their
+// names with strictQueryParser.
+func refuseQuery(next runtime.HandlerFunc) runtime.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, pathParams map[string]string) {
+		if r.URL.RawQuery != "" {
+			if pat, ok := runtime.HTTPPattern(r.Context()); ok {
+				route := r.Method + " " + patternVar.ReplaceAllString(pat.String(), "{$1}")
+				if keys := slices.Sorted(maps.Keys(r.URL.Query())); len(keys) > 0 && !queryRoutes[route] {
+					writeError(w, http.StatusBadRequest, errorBody{Code: int32(codes.InvalidArgument), ErrorCode: errs.InvalidRequest.Name,
+						Message: fmt.Sprintf("unknown query parameter %q: %s takes its fields in the body or the path", keys[0], route)})
+					return
+				}
+			}
+		}
+		next(w, r, pathParams)
+	}
 }
