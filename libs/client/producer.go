@@ -5,6 +5,7 @@ import (
 	"context"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -739,7 +740,7 @@ func (p *Producer) topicMetadata(ctx context.Context, topic string) (*metadata.I
 // receives.
 func codecFor(m *metadata.Image, topic string, producer record.Compression) record.Compression {
 	if t, ok := m.Topic(topic); ok {
-		if name := t.GetConfigs()["compression.type"]; name != "" && name != "producer" {
+		if name := strings.TrimSpace(t.GetConfigs()["compression.type"]); name != "" && name != "producer" {
 			if c, err := record.ParseCompression(name); err == nil {
 				return c
 			}
@@ -752,7 +753,7 @@ func codecFor(m *metadata.Image, topic string, producer record.Compression) reco
 func maxMessageBytes(m *metadata.Image, topic string) int {
 	if t, ok := m.Topic(topic); ok {
 		if v, ok := t.GetConfigs()["max.message.bytes"]; ok {
-			if n, err := strconv.Atoi(v); err == nil && n > 0 {
+			if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n > 0 {
 				return n
 			}
 		}

@@ -181,6 +181,20 @@ func Validate(overrides map[string]string) error {
 	return CheckCombined(overrides)
 }
 
+// Normalize returns overrides with each value as the topic keeps it: without
+// the spaces around it, which Check and Parse read past (Kafka trims them
+// too), so that every reader of a stored value reads what was validated.
+func Normalize(overrides map[string]string) map[string]string {
+	if overrides == nil {
+		return nil
+	}
+	out := make(map[string]string, len(overrides))
+	for k, v := range overrides {
+		out[k] = strings.TrimSpace(v)
+	}
+	return out
+}
+
 // CheckCombined checks the rules that join several keys of a topic's
 // whole set of overrides (an alter's changes merged into what the topic
 // had): min.compaction.lag.ms may not be above max.compaction.lag.ms.

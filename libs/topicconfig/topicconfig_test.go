@@ -2,6 +2,7 @@ package topicconfig
 
 import (
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -128,5 +129,16 @@ func TestOutOfRangeNamesTheRange(t *testing.T) {
 		if errs.Of(err) != errs.InvalidConfig || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s=%s: %v, want %q", tc.key, tc.value, err, tc.want)
 		}
+	}
+}
+
+func TestNormalizeTrimsValues(t *testing.T) {
+	got := Normalize(map[string]string{"min.insync.replicas": " 2 ", "cleanup.policy": "compact, delete\t", "retention.ms": ""})
+	want := map[string]string{"min.insync.replicas": "2", "cleanup.policy": "compact, delete", "retention.ms": ""}
+	if !maps.Equal(got, want) {
+		t.Errorf("Normalize = %q, want %q", got, want)
+	}
+	if Normalize(nil) != nil {
+		t.Error("Normalize(nil) is not nil")
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -371,7 +372,7 @@ func configsFor(tp partition.TP, mc Config, configs map[string]string, isrChange
 	}
 	minISR := 1
 	if v, ok := configs["min.insync.replicas"]; ok {
-		if n, err := strconv.Atoi(v); err == nil && n > 0 {
+		if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n > 0 {
 			minISR = n
 		}
 	}
