@@ -57,7 +57,7 @@ func (c *Client) ProduceBatch(ctx context.Context, topic string, partition int32
 	stamps := make([]int64, len(recs))
 	for i, r := range recs {
 		stamps[i] = r.Timestamp
-		if stamps[i] == 0 {
+		if stamps[i] == 0 && !r.TimestampSet {
 			stamps[i] = now
 		}
 		bld.Append(stamps[i], r.Key, r.Value, withTraceparent(ctx, r.Headers)...)

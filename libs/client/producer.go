@@ -148,8 +148,10 @@ type Record struct {
 	Key     []byte
 	Value   []byte
 	Headers []record.Header
-	// Timestamp is the create time in ms since the epoch; 0 means now.
-	Timestamp int64
+	// Timestamp is the create time in ms since the epoch; 0 means now,
+	// unless TimestampSet says the caller chose 0, the epoch itself.
+	Timestamp    int64
+	TimestampSet bool
 }
 
 // Result is the outcome of one produced record.
@@ -442,7 +444,7 @@ func (p *Producer) Produce(ctx context.Context, r Record, done func(Result)) {
 		fail(errs.Errorf(errs.UnknownTopicOrPartition, "topic %q has %d partitions, no partition %d", r.Topic, n, *r.Partition))
 		return
 	}
-	if r.Timestamp == 0 {
+	if r.Timestamp == 0 && !r.TimestampSet {
 		r.Timestamp = time.Now().UnixMilli()
 	}
 	if w := CreateTimes(m, r.Topic); w.Check {

@@ -46,7 +46,7 @@ func toClientRecord(tp string, topic string, i int, pr *skeinv1.ProduceRecord, n
 		if *pr.TimestampMs < 0 {
 			return client.Record{}, errs.Errorf(errs.InvalidTimestamp, "record %d: timestamp_ms %d is negative", i, *pr.TimestampMs)
 		}
-		r.Timestamp = *pr.TimestampMs
+		r.Timestamp, r.TimestampSet = *pr.TimestampMs, true
 	}
 	hasTrace := false
 	for j, h := range pr.GetHeaders() {
