@@ -55,6 +55,13 @@ func (g *fakeGateway) CreateTopic(_ context.Context, req *skeinv1.CreateTopicReq
 	if _, ok := g.topics[req.GetName()]; ok {
 		return nil, rpcerr.ToGRPC(errs.Errorf(errs.TopicAlreadyExists, "topic %q already exists", req.GetName()))
 	}
+	// As the gateway: a count given is checked, an absent one is the default.
+	if req.Partitions != nil && req.GetPartitions() < 1 {
+		return nil, rpcerr.ToGRPC(errs.Errorf(errs.InvalidPartitions, "%d partitions", req.GetPartitions()))
+	}
+	if req.ReplicationFactor != nil && req.GetReplicationFactor() < 1 {
+		return nil, rpcerr.ToGRPC(errs.Errorf(errs.InvalidReplicationFactor, "replication factor %d", req.GetReplicationFactor()))
+	}
 	g.topics[req.GetName()] = make([][]*skeinv1.ConsumedRecord, max(req.GetPartitions(), 1))
 	return &skeinv1.CreateTopicResponse{Topic: g.describe(req.GetName())}, nil
 }
@@ -75,6 +82,9 @@ func (g *fakeGateway) CreatePartitions(_ context.Context, req *skeinv1.CreatePar
 	parts, ok := g.topics[req.GetTopic()]
 	if !ok {
 		return nil, rpcerr.ToGRPC(errs.Errorf(errs.UnknownTopicOrPartition, "no topic %q", req.GetTopic()))
+	}
+	if int(req.GetCount()) <= len(parts) {
+		return nil, rpcerr.ToGRPC(errs.Errorf(errs.InvalidPartitions, "topic %q has %d partitions; %d does not grow it", req.GetTopic(), len(parts), req.GetCount()))
 	}
 	for len(parts) < int(req.GetCount()) {
 		parts = append(parts, nil)
@@ -242,6 +252,16 @@ func TestTopicProduceConsume(t *testing.T) {
 	}
 	if code, _, errOut := run(t, "", "topic", "create", "orders"); code != 1 || !strings.Contains(errOut, "TOPIC_ALREADY_EXISTS") {
 		t.Errorf("create twice: %d %q", code, errOut)
+	}
+	// A count of 0 given is sent, and refused, not read as the default.
+	for _, tc := range []struct{ args, want string }{
+		{"topic create zero --partitions 0", "INVALID_PARTITIONS"},
+		{"topic create zero --replication-factor 0", "INVALID_REPLICATION_FACTOR"},
+		{"topic alter orders --partitions 0", "INVALID_PARTITIONS"},
+	} {
+		if code, _, errOut := run(t, "", strings.Fields(tc.args)...); code != 1 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%s: %d %q, want %s", tc.args, code, errOut, tc.want)
+		}
 	}
 	if code, out, _ := run(t, "", "topic", "list"); code != 0 || !strings.Contains(out, "orders") {
 		t.Errorf("list: %d %q", code, out)

@@ -63,6 +63,8 @@ func topicCmd(ctx context.Context, args []string, io IO) error {
 	if err != nil {
 		return err
 	}
+	given := map[string]bool{} // a count of 0 given is sent (and refused), not read as unset
+	f.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
 	conn, err := f.dial()
 	if err != nil {
 		return err
@@ -86,10 +88,10 @@ func topicCmd(ctx context.Context, args []string, io IO) error {
 	switch sub {
 	case "create":
 		req := &skeinv1.CreateTopicRequest{Name: pos[0], Configs: configs}
-		if *partitions != 0 {
+		if given["partitions"] {
 			req.Partitions = ptr(nParts)
 		}
-		if *rf != 0 {
+		if given["replication-factor"] {
 			req.ReplicationFactor = ptr(nRF)
 		}
 		resp, err := admin.CreateTopic(cctx, req)
@@ -142,7 +144,7 @@ func topicCmd(ctx context.Context, args []string, io IO) error {
 		defer dcancel()
 		return deleteRecords(dctx, io, admin, pos[0], before, *all, *f.json)
 	case "alter":
-		if *partitions == 0 && len(configs) == 0 {
+		if !given["partitions"] && len(configs) == 0 {
 			return usagef("topic alter needs --partitions or --config")
 		}
 		// The configs are checked before the partitions are added: a bad
@@ -157,7 +159,7 @@ func topicCmd(ctx context.Context, args []string, io IO) error {
 			return err
 		}
 		var last *skeinv1.TopicDescription
-		if *partitions != 0 {
+		if given["partitions"] {
 			resp, err := admin.CreatePartitions(cctx, &skeinv1.CreatePartitionsRequest{Topic: pos[0], Count: nParts})
 			if err != nil {
 				return err
