@@ -122,7 +122,7 @@ func setResult(out *skeinv1.ProduceResult, r client.Result) {
 	if r.Err != nil {
 		out.ErrorCode = skeinv1.ErrorCode(errs.CodeOf(r.Err))
 		out.Message = errs.Message(r.Err)
-		out.Offset = -1
+		out.Offset, out.TimestampMs = -1, -1 // as Kafka's: 0 is a time a record may have
 		out.Outcome = skeinv1.ProduceOutcome_NOT_WRITTEN
 		if r.MaybeWritten {
 			out.Outcome = skeinv1.ProduceOutcome_UNKNOWN

@@ -13,14 +13,14 @@ import (
 func TestResultsShareOneAllocationAndStayApart(t *testing.T) {
 	in := []client.Result{
 		{Partition: 2, Offset: 41, Timestamp: 1700},
-		{Partition: 2, Offset: 7, Err: errs.Errorf(errs.NotEnoughReplicas, "isr is 1 of 3")},
+		{Partition: 2, Offset: 7, Timestamp: 1699, Err: errs.Errorf(errs.NotEnoughReplicas, "isr is 1 of 3")},
 		{Partition: 2, Offset: 8, Err: errs.Errorf(errs.RequestTimedOut, "no answer"), MaybeWritten: true},
 		{Partition: 2, Offset: 42, Timestamp: 1701},
 	}
 	want := []*skeinv1.ProduceResult{
 		{Partition: 2, Offset: 41, TimestampMs: 1700},
-		{Partition: 2, Offset: -1, ErrorCode: skeinv1.ErrorCode(errs.CodeOf(errs.NotEnoughReplicas)), Message: "isr is 1 of 3", Outcome: skeinv1.ProduceOutcome_NOT_WRITTEN},
-		{Partition: 2, Offset: -1, ErrorCode: skeinv1.ErrorCode(errs.CodeOf(errs.RequestTimedOut)), Message: "no answer", Outcome: skeinv1.ProduceOutcome_UNKNOWN},
+		{Partition: 2, Offset: -1, TimestampMs: -1, ErrorCode: skeinv1.ErrorCode(errs.CodeOf(errs.NotEnoughReplicas)), Message: "isr is 1 of 3", Outcome: skeinv1.ProduceOutcome_NOT_WRITTEN},
+		{Partition: 2, Offset: -1, TimestampMs: -1, ErrorCode: skeinv1.ErrorCode(errs.CodeOf(errs.RequestTimedOut)), Message: "no answer", Outcome: skeinv1.ProduceOutcome_UNKNOWN},
 		{Partition: 2, Offset: 42, TimestampMs: 1701},
 	}
 	// Filled out of order, as the stream's callbacks may.
