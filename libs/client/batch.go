@@ -55,11 +55,13 @@ func (c *Client) ProduceBatch(ctx context.Context, topic string, partition int32
 	bld := record.NewBuilder(opts)
 	now := time.Now().UnixMilli()
 	stamps := make([]int64, len(recs))
+	oneTime := true // every record has the same timestamp
 	for i, r := range recs {
 		stamps[i] = r.Timestamp
 		if stamps[i] == 0 && !r.TimestampSet {
 			stamps[i] = now
 		}
+		oneTime = oneTime && stamps[i] == stamps[0]
 		bld.Append(stamps[i], r.Key, r.Value, withTraceparent(ctx, r.Headers)...)
 	}
 	data, _, err := bld.Build(nil)
@@ -93,8 +95,16 @@ func (c *Client) ProduceBatch(ctx context.Context, topic string, partition int32
 		if acks != AcksNone && res.GetBaseOffset() >= 0 {
 			out[i].Offset = res.GetBaseOffset() + int64(i)
 		}
-		if res.GetLogAppendTimeMs() > 0 {
+		switch {
+		case res.GetLogAppendTimeMs() > 0:
 			out[i].Timestamp = res.GetLogAppendTimeMs()
+		case oneTime && res.DuplicateMaxTimestampMs != nil:
+			// A retry of a batch written before, its records stamped
+			// with one time, as a clock stamps them (a gateway's, for
+			// a caller that sent none): they have the time of that
+			// write, not of this attempt. Records with times of their
+			// own are the same as the first time.
+			out[i].Timestamp = res.GetDuplicateMaxTimestampMs()
 		}
 	}
 	return out, nil

@@ -144,3 +144,47 @@ func TestLogAppendTimeInTheProduceAnswer(t *testing.T) {
 			again.Results[0].Offset, again.Results[0].TimestampMs, first.Results[0].Offset, first.Results[0].TimestampMs)
 	}
 }
+
+// A retried idempotent batch whose records take the gateway's clock is
+// answered with the time its first write stored, which a fetch reads back,
+// not the time of the retry (a create-time topic); a record sent with
+// timestamp_ms 0 keeps it, through a retry too.
+func TestRetryAnswersTheStoredCreateTime(t *testing.T) {
+	d := devCluster(t)
+	ctx := testCtx(t, 60*time.Second)
+	c := restClient(d)
+	const topic = "e2e-retry-create-time"
+	createTopic(ctx, t, c, topic, 1, 3, nil)
+	path := "/v1/topics/" + topic + "/partitions/0/records"
+	for i, tc := range []struct{ records, want string }{
+		{`[{"value": "a"}, {"value": "b"}]`, "the first write's time"},
+		{`[{"value": "epoch", "timestamp_ms": 0}]`, "0"},
+	} {
+		body := fmt.Sprintf(`{"producer_id": 7002, "producer_epoch": 0, "base_sequence": %d, "records": %s}`, 2*i, tc.records)
+		var first, again ProduceResponse
+		if err := mustDo(ctx, t, c, http.StatusOK, "POST", path, body).Decode(&first); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond) // the gateway's clock moves on
+		if err := mustDo(ctx, t, c, http.StatusOK, "POST", path, body).Decode(&again); err != nil {
+			t.Fatal(err)
+		}
+		var f FetchResponse
+		if err := c.Call(ctx, "GET", fmt.Sprintf("/v1/topics/%s/partitions/0/records?offset=%d", topic, first.Results[0].Offset), nil, &f); err != nil {
+			t.Fatal(err)
+		}
+		if len(f.Records) < len(first.Results) {
+			t.Fatalf("%s: %d records read back", tc.records, len(f.Records))
+		}
+		for j := range first.Results {
+			stored := f.Records[j].TimestampMs
+			if again.Results[j].Offset != first.Results[j].Offset || again.Results[j].TimestampMs != stored || first.Results[j].TimestampMs != stored {
+				t.Errorf("%s record %d: written at %d (%d), retried at %d (%d); stored with %d, want %s",
+					tc.records, j, first.Results[j].Offset, first.Results[j].TimestampMs, again.Results[j].Offset, again.Results[j].TimestampMs, stored, tc.want)
+			}
+		}
+		if tc.want == "0" && f.Records[0].TimestampMs != 0 {
+			t.Errorf("a record sent at 0 stored with %d", f.Records[0].TimestampMs)
+		}
+	}
+}

@@ -230,9 +230,13 @@ type PartitionProduceResult struct {
 	LogAppendTimeMs int64 `protobuf:"varint,6,opt,name=log_append_time_ms,json=logAppendTimeMs,proto3" json:"log_append_time_ms,omitempty"`
 	LogStartOffset  int64 `protobuf:"varint,7,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
 	// The leader epoch that wrote it.
-	LeaderEpoch   int32 `protobuf:"varint,8,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LeaderEpoch int32 `protobuf:"varint,8,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	// For a retried idempotent batch, the largest timestamp the original
+	// write stored: a retry that took the time of its resend answers with the
+	// time the record has.
+	DuplicateMaxTimestampMs *int64 `protobuf:"varint,9,opt,name=duplicate_max_timestamp_ms,json=duplicateMaxTimestampMs,proto3,oneof" json:"duplicate_max_timestamp_ms,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *PartitionProduceResult) Reset() {
@@ -317,6 +321,13 @@ func (x *PartitionProduceResult) GetLogStartOffset() int64 {
 func (x *PartitionProduceResult) GetLeaderEpoch() int32 {
 	if x != nil {
 		return x.LeaderEpoch
+	}
+	return 0
+}
+
+func (x *PartitionProduceResult) GetDuplicateMaxTimestampMs() int64 {
+	if x != nil && x.DuplicateMaxTimestampMs != nil {
+		return *x.DuplicateMaxTimestampMs
 	}
 	return 0
 }
@@ -2502,7 +2513,7 @@ const file_skein_storage_v1_storage_proto_rawDesc = "" +
 	"\x0fProduceResponse\x12H\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2(.skein.storage.v1.PartitionProduceResultR\n" +
-	"partitions\"\xc0\x02\n" +
+	"partitions\"\xa1\x03\n" +
 	"\x16PartitionProduceResult\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x122\n" +
@@ -2513,7 +2524,9 @@ const file_skein_storage_v1_storage_proto_rawDesc = "" +
 	"baseOffset\x12+\n" +
 	"\x12log_append_time_ms\x18\x06 \x01(\x03R\x0flogAppendTimeMs\x12(\n" +
 	"\x10log_start_offset\x18\a \x01(\x03R\x0elogStartOffset\x12!\n" +
-	"\fleader_epoch\x18\b \x01(\x05R\vleaderEpoch\"y\n" +
+	"\fleader_epoch\x18\b \x01(\x05R\vleaderEpoch\x12@\n" +
+	"\x1aduplicate_max_timestamp_ms\x18\t \x01(\x03H\x00R\x17duplicateMaxTimestampMs\x88\x01\x01B\x1d\n" +
+	"\x1b_duplicate_max_timestamp_ms\"y\n" +
 	"\x14ProduceStreamRequest\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x04R\rcorrelationId\x12:\n" +
 	"\arequest\x18\x02 \x01(\v2 .skein.storage.v1.ProduceRequestR\arequest\"}\n" +
@@ -2834,6 +2847,7 @@ func file_skein_storage_v1_storage_proto_init() {
 	if File_skein_storage_v1_storage_proto != nil {
 		return
 	}
+	file_skein_storage_v1_storage_proto_msgTypes[3].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

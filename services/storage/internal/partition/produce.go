@@ -19,11 +19,15 @@ const (
 
 // ProduceResult is where a produce landed.
 type ProduceResult struct {
-	BaseOffset     record.Offset
-	LastOffset     record.Offset
-	LogAppendTime  int64 // -1: create time is kept
-	LogStartOffset record.Offset
-	LeaderEpoch    int32
+	BaseOffset    record.Offset
+	LastOffset    record.Offset
+	LogAppendTime int64 // -1: create time is kept
+	// DuplicateMaxTimestamp, for a batch answered as a retry of one
+	// already written, is the largest timestamp that write stored; -1
+	// otherwise.
+	DuplicateMaxTimestamp int64
+	LogStartOffset        record.Offset
+	LeaderEpoch           int32
 	// StoredBytes is what the batches appended take in the log;
 	// UncompressedBytes what they would take with their records
 	// decompressed. Both 0 for a duplicate (nothing appended).
@@ -223,7 +227,7 @@ func (p *Partition) append(acks int, leaderEpoch int32, batches []byte) (Produce
 	if err != nil {
 		return ProduceResult{}, nil, err
 	}
-	res := ProduceResult{BaseOffset: -1, LogAppendTime: -1, LeaderEpoch: p.st.LeaderEpoch}
+	res := ProduceResult{BaseOffset: -1, LogAppendTime: -1, DuplicateMaxTimestamp: -1, LeaderEpoch: p.st.LeaderEpoch}
 	appended := false
 	for _, x := range list {
 		var first, last record.Offset
@@ -232,6 +236,7 @@ func (p *Partition) append(acks int, leaderEpoch int32, batches []byte) (Produce
 			if x.dup.LogAppendTime >= 0 {
 				res.LogAppendTime = x.dup.LogAppendTime // as the first answer said
 			}
+			res.DuplicateMaxTimestamp = x.dup.MaxTimestamp
 		} else {
 			a, err := p.log.AppendAsLeader(x.b, record.Epoch(p.st.LeaderEpoch))
 			if err != nil {

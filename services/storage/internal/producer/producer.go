@@ -100,6 +100,8 @@ type Verdict struct {
 	// LogAppendTime is the duplicate's append time when the log stamped it
 	// with one, -1 otherwise.
 	LogAppendTime int64
+	// MaxTimestamp is the largest timestamp of the duplicate's first write.
+	MaxTimestamp int64
 }
 
 // State is the producer state of one partition. Not safe for concurrent use:
@@ -172,7 +174,7 @@ func (s *State) check(b Batch) (Verdict, error) {
 	last := b.LastSeq()
 	for _, a := range e.Batches {
 		if a.FirstSeq == b.FirstSeq && a.LastSeq == last && (a.Kind == KindUnknown || a.Kind == kindOf(b)) {
-			v := Verdict{Duplicate: true, FirstOffset: a.FirstOffset, LastOffset: a.LastOffset, LogAppendTime: -1}
+			v := Verdict{Duplicate: true, FirstOffset: a.FirstOffset, LastOffset: a.LastOffset, LogAppendTime: -1, MaxTimestamp: a.Timestamp}
 			if a.LogAppendTime {
 				v.LogAppendTime = a.Timestamp
 			}

@@ -492,8 +492,8 @@ func TestDuplicateCarriesItsAppendTime(t *testing.T) {
 		if v, err := st.Check(Batch{ProducerID: 6, FirstSeq: 0, Records: 1}); err != nil || !v.Duplicate || v.FirstOffset != 10 || v.LogAppendTime != 1234 {
 			t.Errorf("%s: retry of the batch stamped at 1234: %+v %v", name, v, err)
 		}
-		if v, err := st.Check(Batch{ProducerID: 6, FirstSeq: 1, Records: 1}); err != nil || !v.Duplicate || v.FirstOffset != 11 || v.LogAppendTime != -1 {
-			t.Errorf("%s: retry of a batch keeping its create time: %+v %v, want LogAppendTime -1", name, v, err)
+		if v, err := st.Check(Batch{ProducerID: 6, FirstSeq: 1, Records: 1}); err != nil || !v.Duplicate || v.FirstOffset != 11 || v.LogAppendTime != -1 || v.MaxTimestamp != 999 {
+			t.Errorf("%s: retry of a batch keeping its create time: %+v %v, want LogAppendTime -1, MaxTimestamp 999", name, v, err)
 		}
 	}
 }

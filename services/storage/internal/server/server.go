@@ -332,6 +332,9 @@ func (s *Server) awaitPartition(x *partitionProduce) *storagev1.PartitionProduce
 		if r.LogAppendTime >= 0 {
 			res.LogAppendTimeMs = r.LogAppendTime // message.timestamp.type=LogAppendTime
 		}
+		if r.DuplicateMaxTimestamp >= 0 {
+			res.DuplicateMaxTimestampMs = &r.DuplicateMaxTimestamp
+		}
 		x.span.SetAttributes(attribute.Int64("base_offset", int64(r.BaseOffset)), attribute.Int64("last_offset", int64(r.LastOffset)))
 	} else {
 		res.ErrorCode, res.ErrorMessage = code(err), errs.Message(err)
