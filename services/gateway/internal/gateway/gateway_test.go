@@ -263,6 +263,8 @@ func TestRESTRefusals(t *testing.T) {
 		{"query parameter on a topic's deletion", "DELETE", "/v1/topics/t?if_exists", "", 400, "INVALID_REQUEST"},
 		{"query parameter on the cluster", "GET", "/v1/cluster?verbose=1", "", 400, "INVALID_REQUEST"},
 		{"query parameter on a group list", "GET", "/v1/groups?state=EMPTY", "", 400, "INVALID_REQUEST"},
+		{"malformed query on a produce", "POST", "/v1/topics/t/records?acks=0;x", `{"records": [{"value": "v"}]}`, 400, "INVALID_REQUEST"},
+		{"badly escaped query on a produce", "POST", "/v1/topics/t/records?acks=%zz", `{"records": [{"value": "v"}]}`, 400, "INVALID_REQUEST"},
 		{"group fetch with an isolation level out of range", "POST", "/v1/groups/g/members/m1/records", `{"member_epoch": 1, "isolation_level": 7}`, 400, "INVALID_REQUEST"},
 		{"group fetch with an encoding out of range", "POST", "/v1/groups/g/members/m1/records", `{"member_epoch": 1, "encoding": 9}`, 400, "INVALID_REQUEST"},
 		// Decoded, not UTF-8: a protobuf string may not hold it.

@@ -89,9 +89,15 @@ func refuseQuery(next runtime.HandlerFunc) runtime.HandlerFunc {
 		if r.URL.RawQuery != "" {
 			if pat, ok := runtime.HTTPPattern(r.Context()); ok {
 				route := r.Method + " " + patternVar.ReplaceAllString(pat.String(), "{$1}")
-				if keys := slices.Sorted(maps.Keys(r.URL.Query())); len(keys) > 0 && !queryRoutes[route] {
-					writeError(w, http.StatusBadRequest, errorBody{Code: int32(codes.InvalidArgument), ErrorCode: errs.InvalidRequest.Name,
-						Message: fmt.Sprintf("unknown query parameter %q: %s takes its fields in the body or the path", keys[0], route)})
+				// ParseQuery, not URL.Query, which drops what it cannot parse
+				// (?acks=0;x would pass as no parameter at all).
+				vals, err := url.ParseQuery(r.URL.RawQuery)
+				if keys := slices.Sorted(maps.Keys(vals)); (err != nil || len(keys) > 0) && !queryRoutes[route] {
+					msg := fmt.Sprintf("a malformed query %q: %s takes its fields in the body or the path", r.URL.RawQuery, route)
+					if err == nil {
+						msg = fmt.Sprintf("unknown query parameter %q: %s takes its fields in the body or the path", keys[0], route)
+					}
+					writeError(w, http.StatusBadRequest, errorBody{Code: int32(codes.InvalidArgument), ErrorCode: errs.InvalidRequest.Name, Message: msg})
 					return
 				}
 			}
