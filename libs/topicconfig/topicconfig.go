@@ -183,14 +183,19 @@ func Validate(overrides map[string]string) error {
 
 // Normalize returns overrides with each value as the topic keeps it: without
 // the spaces around it, which Check and Parse read past (Kafka trims them
-// too), so that every reader of a stored value reads what was validated.
+// too), so that every reader of a stored value reads what was validated. A
+// value of spaces alone is left as it is, for validation to refuse: it is
+// not the empty value, which removes an override.
 func Normalize(overrides map[string]string) map[string]string {
 	if overrides == nil {
 		return nil
 	}
 	out := make(map[string]string, len(overrides))
 	for k, v := range overrides {
-		out[k] = strings.TrimSpace(v)
+		if t := strings.TrimSpace(v); t != "" {
+			v = t
+		}
+		out[k] = v
 	}
 	return out
 }

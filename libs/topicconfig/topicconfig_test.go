@@ -133,8 +133,8 @@ func TestOutOfRangeNamesTheRange(t *testing.T) {
 }
 
 func TestNormalizeTrimsValues(t *testing.T) {
-	got := Normalize(map[string]string{"min.insync.replicas": " 2 ", "cleanup.policy": "compact, delete\t", "retention.ms": ""})
-	want := map[string]string{"min.insync.replicas": "2", "cleanup.policy": "compact, delete", "retention.ms": ""}
+	got := Normalize(map[string]string{"min.insync.replicas": " 2 ", "cleanup.policy": "compact, delete\t", "retention.ms": "", "segment.ms": "  "})
+	want := map[string]string{"min.insync.replicas": "2", "cleanup.policy": "compact, delete", "retention.ms": "", "segment.ms": "  "}
 	if !maps.Equal(got, want) {
 		t.Errorf("Normalize = %q, want %q", got, want)
 	}

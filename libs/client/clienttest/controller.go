@@ -384,7 +384,7 @@ func (c *Controller) createLocked(t *controllerv1.CreatableTopic, validateOnly b
 		return "", nil
 	}
 	c.nextTopic++
-	rec := &controllerv1.TopicRecord{TopicId: fmt.Sprintf("topic-%d", c.nextTopic), Name: t.GetName(), Configs: maps.Clone(t.GetConfigs())}
+	rec := &controllerv1.TopicRecord{TopicId: fmt.Sprintf("topic-%d", c.nextTopic), Name: t.GetName(), Configs: topicconfig.Normalize(t.GetConfigs())} // kept as the controllers keep them
 	recs := []*controllerv1.MetadataRecord{{Record: &controllerv1.MetadataRecord_Topic{Topic: rec}}}
 	c.topics[rec.Name] = rec
 	for p := int32(0); p < parts; p++ {
@@ -463,7 +463,7 @@ func (c *Controller) AlterConfigs(_ context.Context, req *controllerv1.AlterConf
 	if next == nil {
 		next = map[string]string{}
 	}
-	for k, v := range req.GetConfigs() {
+	for k, v := range topicconfig.Normalize(req.GetConfigs()) { // kept as the controllers keep them
 		if v == "" {
 			delete(next, k)
 		} else {

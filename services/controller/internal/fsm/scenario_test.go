@@ -2,7 +2,6 @@ package fsm
 
 import (
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -26,7 +25,7 @@ import (
 //	controlled-shutdown 1 [epoch=N]
 //	create-topic t partitions=3 [rf=3] [validate-only] [k=v configs...]
 //	delete-topic t                    create-partitions t count=5
-//	alter-configs t k=v ...  (k= removes; %20 in a value is a space)
+//	alter-configs t k=v ...  (k= removes)
 //	alter-partition t/0 broker=1 isr=1,2 [leader-epoch=N] [partition-epoch=N] [epoch=N]
 //	                [member-epochs=0,cur,N]  (each member's broker epoch; cur: its current one)
 //	elect-leaders preferred|unclean [t/0 ...] [t]
@@ -184,9 +183,6 @@ func kv(args []string) (map[string]string, []string) {
 	var order []string
 	for _, a := range args {
 		k, v, _ := strings.Cut(a, "=")
-		if u, err := url.PathUnescape(v); err == nil {
-			v = u // %20 is a space in a value
-		}
 		m[k] = v
 		order = append(order, k)
 	}

@@ -119,7 +119,7 @@ func (t *tx) createTopic(ct *controllerv1.CreatableTopic, validateOnly bool) (st
 	if validateOnly {
 		return "", nil
 	}
-	return t.addTopic(name, ct.GetPartitions(), rf, topicconfig.Normalize(ct.GetConfigs()), false)
+	return t.addTopic(name, ct.GetPartitions(), rf, ct.GetConfigs(), false)
 }
 
 // addTopic creates a validated topic with its placed partitions.
@@ -238,7 +238,7 @@ func (t *tx) alterConfigs(r *controllerv1.AlterConfigsRequest) (proto.Message, e
 			delete(configs, k)
 			continue
 		}
-		set[k], configs[k] = v, strings.TrimSpace(v) // as topicconfig.Normalize
+		set[k], configs[k] = v, v
 	}
 	err := topicconfig.Validate(set)
 	if err == nil {

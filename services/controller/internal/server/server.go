@@ -20,6 +20,7 @@ import (
 	md "skein/libs/metadata"
 	"skein/libs/peerauth"
 	"skein/libs/rpcerr"
+	"skein/libs/topicconfig"
 	"skein/services/controller/internal/liveness"
 	"skein/services/controller/internal/quorum"
 )
@@ -306,6 +307,7 @@ func proposeAllowed[T proto.Message, Item any](s *Server, ctx context.Context, r
 // TOPIC_AUTHORIZATION_FAILED among the others' results.
 func (s *Server) CreateTopics(ctx context.Context, req *controllerv1.CreateTopicsRequest) (*controllerv1.CreateTopicsResponse, error) {
 	return onLeader(s, ctx, req, controllerv1grpc.ControllerServiceClient.CreateTopics, func(ctx context.Context) (*controllerv1.CreateTopicsResponse, error) {
+		req = normalizedTopics(req)
 		names := make([]string, len(req.GetTopics()))
 		for i, t := range req.GetTopics() {
 			names[i] = t.GetName()
@@ -421,10 +423,32 @@ func (s *Server) CreatePartitions(ctx context.Context, req *controllerv1.CreateP
 
 // AlterConfigs changes a topic's configs; under an authorizer it needs
 // ALTER on the topic.
+// normalizedTopics is req with its topics' config values as they are kept
+// (topicconfig.Normalize). It is done before the command is proposed, so
+// that the log carries the values stored and a replay of an older entry
+// reads it as it was first applied.
+func normalizedTopics(req *controllerv1.CreateTopicsRequest) *controllerv1.CreateTopicsRequest {
+	out := req
+	for i, t := range req.GetTopics() {
+		if len(t.GetConfigs()) == 0 {
+			continue
+		}
+		if out == req {
+			out = proto.CloneOf(req)
+		}
+		out.Topics[i].Configs = topicconfig.Normalize(t.GetConfigs())
+	}
+	return out
+}
+
 func (s *Server) AlterConfigs(ctx context.Context, req *controllerv1.AlterConfigsRequest) (*controllerv1.AlterConfigsResponse, error) {
 	return onLeader(s, ctx, req, controllerv1grpc.ControllerServiceClient.AlterConfigs, func(ctx context.Context) (*controllerv1.AlterConfigsResponse, error) {
 		if refused := s.topicRefusals(ctx, controllerv1grpc.ControllerService_AlterConfigs_FullMethodName, []string{req.GetTopic()}, acl.Alter, 0); refused != nil {
 			return &controllerv1.AlterConfigsResponse{Result: refusedTopic(req.GetTopic(), refused[0])}, nil
+		}
+		if req.GetConfigs() != nil {
+			req = proto.CloneOf(req)
+			req.Configs = topicconfig.Normalize(req.GetConfigs())
 		}
 		return propose[*controllerv1.AlterConfigsResponse](s, ctx, &controllerv1.Command{Command: &controllerv1.Command_AlterConfigs{AlterConfigs: req}})
 	})

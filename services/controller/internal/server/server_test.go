@@ -235,6 +235,25 @@ func TestBadInputOverGRPC(t *testing.T) {
 	if err != nil || ac.GetResult().GetErrorCode() != int32(skeinv1.ErrorCode_INVALID_CONFIG) {
 		t.Errorf("alter unknown config: %v %v", ac, err)
 	}
+	// Values are kept without the spaces around them, which validation
+	// reads past: every reader of a stored value reads what was validated.
+	// Spaces alone are no value.
+	if resp, err := cl.CreateTopics(ctxT(t), &controllerv1.CreateTopicsRequest{Topics: []*controllerv1.CreatableTopic{
+		{Name: "spaced", Partitions: 1, ReplicationFactor: 3, Configs: map[string]string{"min.insync.replicas": " 2 "}}}}); err != nil || resp.GetTopics()[0].GetErrorCode() != 0 {
+		t.Fatalf("create with a spaced value: %v %v", resp, err)
+	}
+	if ac, err := cl.AlterConfigs(ctxT(t), &controllerv1.AlterConfigsRequest{Topic: "spaced", Configs: map[string]string{"max.message.bytes": "300\t"}}); err != nil || ac.GetResult().GetErrorCode() != 0 {
+		t.Fatalf("alter with a spaced value: %v %v", ac, err)
+	}
+	if ac, err := cl.AlterConfigs(ctxT(t), &controllerv1.AlterConfigsRequest{Topic: "spaced", Configs: map[string]string{"retention.ms": "  "}}); err != nil || ac.GetResult().GetErrorCode() != int32(skeinv1.ErrorCode_INVALID_CONFIG) {
+		t.Errorf("alter with spaces alone: %v %v", ac, err)
+	}
+	img := c.leader().node.Image()
+	v1, _ := img.TopicConfig("spaced", "min.insync.replicas")
+	v2, _ := img.TopicConfig("spaced", "max.message.bytes")
+	if v1 != "2" || v2 != "300" {
+		t.Errorf("stored min.insync.replicas %q, max.message.bytes %q; want 2 and 300", v1, v2)
+	}
 
 	// Stale epochs: a restarted broker 1 fences its old incarnation.
 	old := brokers[0].epoch

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -320,7 +321,8 @@ func (s *Admin) AlterTopicConfigs(ctx context.Context, req *skeinv1.AlterTopicCo
 		}
 		have := t.GetConfigs()
 		for k, v := range req.GetConfigs() {
-			if got, ok := have[k]; (v == "" && ok) || (v != "" && got != v) {
+			// The controllers keep a value without the spaces around it.
+			if got, ok := have[k]; (v == "" && ok) || (v != "" && strings.TrimSpace(got) != strings.TrimSpace(v)) {
 				return false
 			}
 		}

@@ -470,6 +470,13 @@ func TestAdminOverREST(t *testing.T) {
 	if alt["configs"].(map[string]any)["retention.ms"] != "5000" {
 		t.Errorf("altered %v", alt)
 	}
+	// A value with spaces around it is kept without them, and the call
+	// answers once the change is in, as for any other.
+	start := time.Now()
+	alt = e.mustDo("POST", "/v1/topics/a.b_c-1/configs", `{"configs": {"retention.ms": " 6000 "}}`)
+	if alt["configs"].(map[string]any)["retention.ms"] != "6000" || time.Since(start) > 5*time.Second {
+		t.Errorf("altered with a spaced value in %v: %v", time.Since(start), alt)
+	}
 	offs := e.mustDo("GET", "/v1/topics/a.b_c-1/offsets?spec=LATEST", "")
 	if o := offs["offsets"].([]any); len(o) != 3 || o[1].(map[string]any)["offset"] != "2" || o[0].(map[string]any)["error_code"] != "NONE" {
 		t.Errorf("offsets %v", offs)
