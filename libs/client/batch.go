@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"math"
 	"time"
 
 	storagev1 "skein/gen/skein/storage/v1"
@@ -55,13 +56,17 @@ func (c *Client) ProduceBatch(ctx context.Context, topic string, partition int32
 	bld := record.NewBuilder(opts)
 	now := time.Now().UnixMilli()
 	stamps := make([]int64, len(recs))
-	oneTime := true // every record has the same timestamp
+	// clocked: the records this attempt stamps with now; latestSet, the
+	// latest time a caller gave.
+	clocked := make([]bool, len(recs))
+	latestSet := int64(math.MinInt64)
 	for i, r := range recs {
 		stamps[i] = r.Timestamp
 		if stamps[i] == 0 && !r.TimestampSet {
-			stamps[i] = now
+			stamps[i], clocked[i] = now, true
+		} else {
+			latestSet = max(latestSet, stamps[i])
 		}
-		oneTime = oneTime && stamps[i] == stamps[0]
 		bld.Append(stamps[i], r.Key, r.Value, withTraceparent(ctx, r.Headers)...)
 	}
 	data, _, err := bld.Build(nil)
@@ -98,12 +103,14 @@ func (c *Client) ProduceBatch(ctx context.Context, topic string, partition int32
 		switch {
 		case res.GetLogAppendTimeMs() > 0:
 			out[i].Timestamp = res.GetLogAppendTimeMs()
-		case oneTime && res.DuplicateMaxTimestampMs != nil:
-			// A retry of a batch written before, its records stamped
-			// with one time, as a clock stamps them (a gateway's, for
-			// a caller that sent none): they have the time of that
-			// write, not of this attempt. Records with times of their
-			// own are the same as the first time.
+		case clocked[i] && res.DuplicateMaxTimestampMs != nil && res.GetDuplicateMaxTimestampMs() > latestSet:
+			// A retry of a batch written before: a record the clock
+			// stamped has the time of that write, not of this attempt,
+			// which the write's largest time is when no caller's time
+			// is as late. (Records with times of their own are the
+			// same as the first time; when one is later than the
+			// clock's, the clock's time of the first write is not
+			// known, and this attempt's is answered.)
 			out[i].Timestamp = res.GetDuplicateMaxTimestampMs()
 		}
 	}

@@ -147,8 +147,9 @@ func TestLogAppendTimeInTheProduceAnswer(t *testing.T) {
 
 // A retried idempotent batch whose records take the gateway's clock is
 // answered with the time its first write stored, which a fetch reads back,
-// not the time of the retry (a create-time topic); a record sent with
-// timestamp_ms 0 keeps it, through a retry too.
+// not the time of the retry (a create-time topic), beside records that
+// name their own; a record sent with timestamp_ms 0 keeps it, through a
+// retry too.
 func TestRetryAnswersTheStoredCreateTime(t *testing.T) {
 	d := devCluster(t)
 	ctx := testCtx(t, 60*time.Second)
@@ -156,14 +157,19 @@ func TestRetryAnswersTheStoredCreateTime(t *testing.T) {
 	const topic = "e2e-retry-create-time"
 	createTopic(ctx, t, c, topic, 1, 3, nil)
 	path := "/v1/topics/" + topic + "/partitions/0/records"
+	hourAgo := time.Now().Add(-time.Hour).UnixMilli()
 	for i, tc := range []struct{ records, want string }{
 		{`[{"value": "a"}, {"value": "b"}]`, "the first write's time"},
 		{`[{"value": "epoch", "timestamp_ms": 0}]`, "0"},
+		{fmt.Sprintf(`[{"value": "clocked"}, {"value": "an hour old", "timestamp_ms": %d}]`, hourAgo), "the first write's time, and its own"},
 	} {
-		body := fmt.Sprintf(`{"producer_id": 7002, "producer_epoch": 0, "base_sequence": %d, "records": %s}`, 2*i, tc.records)
+		body := fmt.Sprintf(`{"producer_id": 7002, "producer_epoch": 0, "base_sequence": %d, "records": %s}`, []int{0, 2, 3}[i], tc.records)
 		var first, again ProduceResponse
 		if err := mustDo(ctx, t, c, http.StatusOK, "POST", path, body).Decode(&first); err != nil {
 			t.Fatal(err)
+		}
+		if len(first.Results) == 0 || first.Results[0].ErrorCode != "NONE" {
+			t.Fatalf("%s: %+v", tc.records, first)
 		}
 		time.Sleep(20 * time.Millisecond) // the gateway's clock moves on
 		if err := mustDo(ctx, t, c, http.StatusOK, "POST", path, body).Decode(&again); err != nil {

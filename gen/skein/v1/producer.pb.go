@@ -246,7 +246,9 @@ type ProduceResult struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Partition int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
 	// -1 when the record was not written, or with acks=0.
-	Offset      int64     `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	Offset int64 `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	// The record's create time (or the log's append time, when the topic
+	// keeps that); -1 when the record was not written or its fate is unknown.
 	TimestampMs int64     `protobuf:"varint,3,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
 	ErrorCode   ErrorCode `protobuf:"varint,4,opt,name=error_code,json=errorCode,proto3,enum=skein.v1.ErrorCode" json:"error_code,omitempty"`
 	Message     string    `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`

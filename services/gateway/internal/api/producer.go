@@ -278,6 +278,12 @@ func (s *Producer) prepare(ctx context.Context, topic string, acks *int32, compr
 		if size := client.SingleRecordBatchSize(r); size > limit {
 			return nil, errs.Errorf(errs.MessageTooLarge, "record %d is %d bytes as a batch, above max.message.bytes %d of topic %q", i, size, limit, topic)
 		}
+		if !r.TimestampSet {
+			// Checked at the gateway's clock; the client stamps it, and
+			// knows it did (a retried batch is answered with the time
+			// its first write stored).
+			r.Timestamp = 0
+		}
 		out.records = append(out.records, r)
 	}
 	return out, nil

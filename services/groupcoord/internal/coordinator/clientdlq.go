@@ -120,7 +120,7 @@ func (l ClientLog) Find(ctx context.Context, topic string, partition int32, from
 // then retried, and Find sees a copy that was written after all.
 func (l ClientLog) Append(ctx context.Context, topic string, partition int32, rec Record) (int64, error) {
 	res, err := l.C.ProduceBatch(ctx, topic, partition, client.AcksAll, client.BatchIdentity{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
-		[]client.Record{{Key: rec.Key, Value: rec.Value, Headers: slices.Clone(rec.Headers), Timestamp: rec.Timestamp}})
+		[]client.Record{{Key: rec.Key, Value: rec.Value, Headers: slices.Clone(rec.Headers), Timestamp: rec.Timestamp, TimestampSet: true}})
 	if err != nil {
 		return -1, err
 	}
