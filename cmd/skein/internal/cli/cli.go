@@ -83,12 +83,14 @@ Usage:
                 [--transactional-id ID]   (all lines in one transaction, committed at the end)
                 [--compression none|gzip|snappy|lz4|zstd]
   skein consume TOPIC [--from earliest|latest|OFFSET] [--follow] [--partition N] [--max N]
+                [--print-key] [--key-separator SEP] [--read-committed]
   skein consume TOPIC --group G [--from earliest|latest] [--max N] [--idle DURATION]
                 [--session-timeout DURATION] [--instance-id ID] [--assignor range|uniform]
+                [--print-key] [--key-separator SEP] [--read-committed]
   skein group list
   skein group describe GROUP
   skein group reset-offsets GROUP --topic T (--to-earliest | --to-latest | --to-offset N | --to-timestamp MS)
-                [--execute]   (without it, only prints the new offsets, as Kafka's tool)
+                [--execute | --dry-run]   (without --execute, only prints the new offsets, as Kafka's tool)
   skein group delete GROUP
   skein group dlq GROUP --topic T              (what the group dead-lettered from T, with the reasons)
   skein group dlq-replay GROUP --topic T       (produce those records back to T)
@@ -107,8 +109,10 @@ SKEIN_GATEWAY, default 127.0.0.1:9090), before or after the command, as --json,
 SKEIN_<FLAG>, e.g. SKEIN_KEY_SEPARATOR. Add --json for the API's JSON output.
 
 produce sends each stdin line as a record (as bytes when it is not UTF-8).
-A line it cannot send stops the input there: the lines before it are
-written, and the error says how many. Ctrl-C stops reading, waits for the
+A line it cannot make a record of (no key separator, say) stops the input
+there: the lines before it are written. A record the gateway refuses (too
+large for the topic, say) is counted and the others still go; the error at
+the end says how many were not written. Ctrl-C stops reading, waits for the
 answers of what was sent, and exits with status 130, as an interrupted
 consume does.
 `
@@ -180,7 +184,11 @@ func Main(args []string, io IO) int {
 	case "certs":
 		err = certsCmd(ctx, args[1:], io)
 	default:
-		err = usagef("unknown command %q", args[0])
+		if strings.HasPrefix(args[0], "-") {
+			err = usagef("unknown flag %q before the command", args[0])
+		} else {
+			err = usagef("unknown command %q", args[0])
+		}
 	}
 	var ue usageError
 	switch {

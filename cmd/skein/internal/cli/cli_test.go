@@ -369,6 +369,31 @@ func TestClusterAndUsage(t *testing.T) {
 			t.Errorf("%q: exit %d, want 2", args, code)
 		}
 	}
+	// Bad values and flags that would do nothing are usage errors that
+	// say what is wrong.
+	for _, tc := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"dev", "--storage-nodes", "0"}, "--storage-nodes 0"},
+		{[]string{"dev", "--storage-nodes", "-1"}, "--storage-nodes -1"},
+		{[]string{"consume", "t", "--idle", "1s"}, "--idle is for a group member"},
+		{[]string{"consume", "t", "--assignor", "bogus"}, "--assignor is for a group member"},
+		{[]string{"consume", "t", "--instance-id", "x"}, "--instance-id is for a group member"},
+		{[]string{"consume", "t", "--session-timeout", "5s"}, "--session-timeout is for a group member"},
+		{[]string{"consume", "t", "--group", "g", "--session-timeout", "-5s"}, "--session-timeout -5s"},
+		{[]string{"consume", "t", "--group", "g", "--idle", "-1s"}, "--idle -1s"},
+		{[]string{"topic", "delete-records", "t", "--all", "--before", "0=0"}, "not both"},
+		{[]string{"--bogus", "topic", "list"}, `unknown flag "--bogus"`},
+	} {
+		args := tc.args
+		if args[0] != "dev" {
+			args = append(args, "--gateway", addr)
+		}
+		if code, _, errOut := run(t, "", args...); code != 2 || !strings.Contains(errOut, tc.says) {
+			t.Errorf("%q: exit %d, %q; want 2 and %q", tc.args, code, errOut, tc.says)
+		}
+	}
 	// A bearer token never goes out in plaintext.
 	if code, _, errOut := run(t, "", "cluster", "--gateway", addr, "--token", "secret"); code != 2 || !strings.Contains(errOut, "--token needs --tls-ca") {
 		t.Errorf("--token without --tls-ca: exit %d, %q", code, errOut)

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -114,14 +115,26 @@ func consumeCmd(ctx context.Context, args []string, stdio IO) error {
 	if err != nil {
 		return err
 	}
+	given := map[string]bool{}
+	f.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
 	topic := pos[0]
 	switch {
 	case *partition < -1:
 		return usagef("--partition %d: want a partition number, or -1 for all", *partition)
 	case *maxRecords < 0:
 		return usagef("--max %d: want 0 (no limit) or more", *maxRecords)
-	case *sessionTimeout > math.MaxInt32*time.Millisecond:
+	case *sessionTimeout > math.MaxInt32*time.Millisecond || *sessionTimeout < 0:
 		return usagef("--session-timeout %v is out of range", *sessionTimeout)
+	case *idle < 0:
+		return usagef("--idle %v: want 0 (no limit) or more", *idle)
+	}
+	if *group == "" {
+		// These shape a group member; without --group they would do nothing.
+		for _, name := range []string{"session-timeout", "instance-id", "assignor", "idle"} {
+			if given[name] {
+				return usagef("--%s is for a group member: it needs --group", name)
+			}
+		}
 	}
 	if _, err := int32Flag("partition", *partition); err != nil {
 		return err

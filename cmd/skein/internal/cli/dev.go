@@ -15,7 +15,7 @@ func devCmd(ctx context.Context, args []string, io IO) error {
 	f := newFlags("dev", io, false)
 	dataDir := f.String("data-dir", "skein-dev", "directory for cluster.json, logs and every node's data")
 	nodes := f.Int("storage-nodes", 3, "number of storage nodes")
-	binDir := f.String("bin-dir", "", "directory holding skein-controller, skein-storage and skein-gateway (default: the skein binary's)")
+	binDir := f.String("bin-dir", "", "directory holding skein-controller, skein-storage, skein-groupcoord, skein-txncoord and skein-gateway (default: the skein binary's)")
 	logLevel := f.String("log-level", "info", "log level of every process")
 	gwHTTP := f.String("gateway-http-addr", "127.0.0.1:8080", "the gateway's REST address (empty: a free port)")
 	gwGRPC := f.String("gateway-grpc-addr", "127.0.0.1:9090", "the gateway's gRPC address (empty: a free port)")
@@ -29,6 +29,9 @@ func devCmd(ctx context.Context, args []string, io IO) error {
 	}
 	if len(pos) != 0 {
 		return usagef("dev takes no arguments, got %q", pos)
+	}
+	if *nodes < 1 {
+		return usagef("--storage-nodes %d: want 1 or more", *nodes)
 	}
 	procs, why, err := devGoMaxProcs(*gomaxprocs, os.Getenv("GOMAXPROCS"), runtime.GOMAXPROCS(0), *nodes)
 	if err != nil {

@@ -203,7 +203,10 @@ func (b beforeFlag) Set(v string) error {
 // deleteRecords runs topic delete-records: the partitions of before, or
 // every partition at its high watermark with all.
 func deleteRecords(ctx context.Context, io IO, admin skeinv1.AdminServiceClient, topic string, before beforeFlag, all, asJSON bool) error {
-	if all == (len(before) > 0) {
+	if all && len(before) > 0 {
+		return usagef("topic delete-records takes --before PARTITION=OFFSET or --all, not both")
+	}
+	if !all && len(before) == 0 {
 		return usagef("topic delete-records needs --before PARTITION=OFFSET (repeatable) or --all")
 	}
 	req := &skeinv1.DeleteRecordsRequest{Topic: topic}
