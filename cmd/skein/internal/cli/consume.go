@@ -99,7 +99,7 @@ func consumeCmd(ctx context.Context, args []string, stdio IO) error {
 	printKey := f.Bool("print-key", false, "print each record's key before its value (null for a record without a key)")
 	sep := f.String("key-separator", "\t", "what separates key and value with --print-key")
 	readCommitted := f.Bool("read-committed", false, "skip aborted and open transactions")
-	group := f.String("group", "", "consume as a member of this consumer group, committing what is printed")
+	group := f.String("group", "", "consume as a member of this consumer group, committing where it stands: past what it printed, and at the start of a partition that gave it nothing")
 	sessionTimeout := f.Duration("session-timeout", 0, "with --group: the member's session timeout (default: the coordinator's)")
 	instanceID := f.String("instance-id", "", "with --group: a static member's instance id")
 	assignor := f.String("assignor", "", "with --group: range or uniform (default: the group's)")

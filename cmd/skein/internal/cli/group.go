@@ -435,6 +435,16 @@ func groupConsume(ctx context.Context, conn grpc.ClientConnInterface, sub *skein
 						return finish()
 					}
 				}
+				// Every record sent was printed: the member stands at the
+				// positions, also where none came (a partition started at
+				// its reset offset), and commits them, as a Kafka console
+				// consumer does; a group at latest would otherwise skip
+				// what is written between two runs.
+				for _, p := range m.resp.GetRecords().GetPositions() {
+					if p.GetOffset() >= 0 {
+						next[tp{p.GetTopic(), p.GetPartition()}] = p.GetOffset()
+					}
+				}
 				if err := commit(); err != nil {
 					return err
 				}

@@ -34,6 +34,10 @@ type fakeGroups struct {
 	// firstTwice: the answer holds the first partition's result twice and
 	// no other.
 	firstTwice bool
+	// positions go with the records; noRecords sends them alone, as the
+	// gateway does for a partition started at its reset offset.
+	positions []*skeinv1.TopicPartitionOffset
+	noRecords bool
 }
 
 func (f *fakeGroups) ListGroups(context.Context, *skeinv1.ListGroupsRequest) (*skeinv1.ListGroupsResponse, error) {
@@ -98,8 +102,14 @@ func (f *fakeGroups) Consume(stream skeinv1.GroupService_ConsumeServer) error {
 	if err := stream.Send(&skeinv1.ConsumeResponse{Kind: &skeinv1.ConsumeResponse_Joined{Joined: &skeinv1.JoinGroupResponse{MemberId: "m", MemberEpoch: 1, Assignment: assignment}}}); err != nil {
 		return err
 	}
-	recs := &skeinv1.FetchGroupRecordsResponse{MemberEpoch: 1, Assignment: assignment}
-	for i := range 5 {
+	f.mu.Lock()
+	recs := &skeinv1.FetchGroupRecordsResponse{MemberEpoch: 1, Assignment: assignment, Positions: f.positions}
+	n := 5
+	if f.noRecords {
+		n = 0
+	}
+	f.mu.Unlock()
+	for i := range n {
 		v := string(rune('a' + i))
 		recs.Records = append(recs.Records, &skeinv1.ConsumedRecord{Topic: "t", Partition: 0, Offset: int64(i), Value: &v})
 	}
@@ -258,6 +268,42 @@ func TestConsumeAsGroupMember(t *testing.T) {
 	}
 	if code, _, _ := run(t, "", "consume", "t", "--group", "g", "--partition", "1", "--gateway", addr); code != 2 {
 		t.Errorf("--group with --partition: exit %d, want 2", code)
+	}
+}
+
+// A member commits where it stands, also in partitions that gave it no
+// record (started at their reset offset), as a Kafka console consumer
+// does: a group run from latest would otherwise skip what is written
+// between two runs. A partition without a position (-1) is not committed.
+func TestConsumeAsGroupMemberCommitsItsPositions(t *testing.T) {
+	f, addr := startFakeGroups(t)
+	f.positions = []*skeinv1.TopicPartitionOffset{{Topic: "t", Partition: 0, Offset: 42}, {Topic: "t", Partition: 1, Offset: -1}}
+	f.noRecords = true
+	if code, out, errOut := run(t, "", "consume", "t", "--group", "g", "--from", "latest", "--idle", "300ms", "--gateway", addr); code != 0 || out != "" {
+		t.Fatalf("consume --group with nothing to read: %d %q %q", code, out, errOut)
+	}
+	f.mu.Lock()
+	if len(f.commits) != 1 || len(f.commits[0].GetOffsets()) != 1 || f.commits[0].GetOffsets()[0].GetPartition() != 0 || f.commits[0].GetOffsets()[0].GetOffset() != 42 {
+		t.Errorf("commits %v, want one of t:0 at 42", f.commits)
+	}
+	// With records, the positions that follow them are committed, the
+	// partitions that gave none included.
+	f.commits, f.noRecords = nil, false
+	f.positions = []*skeinv1.TopicPartitionOffset{{Topic: "t", Partition: 0, Offset: 5}, {Topic: "t", Partition: 1, Offset: 7}}
+	f.mu.Unlock()
+	if code, out, errOut := run(t, "", "consume", "t", "--group", "g", "--idle", "300ms", "--gateway", addr); code != 0 || out != "a\nb\nc\nd\ne\n" {
+		t.Fatalf("consume --group: %d %q %q", code, out, errOut)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	got := map[int32]int64{}
+	for _, c := range f.commits {
+		for _, o := range c.GetOffsets() {
+			got[o.GetPartition()] = o.GetOffset()
+		}
+	}
+	if len(got) != 2 || got[0] != 5 || got[1] != 7 {
+		t.Errorf("committed %v, want t:0 at 5 and t:1 at 7", got)
 	}
 }
 

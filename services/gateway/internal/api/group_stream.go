@@ -111,6 +111,28 @@ func (s *Group) Consume(stream skeinv1.GroupService_ConsumeServer) error {
 		return stream.Send(resp)
 	}
 	joined := false
+	// told: the position of each partition the client was last sent, so
+	// that a position that moves without records (a partition started at
+	// its reset offset, a transaction's marker passed) is sent too: the
+	// client can then commit where it stands, as a Kafka consumer commits
+	// its positions, not only past the records it was given.
+	told := map[client.TopicPartition]int64{}
+	positions := func() (out []*skeinv1.TopicPartitionOffset, moved bool) {
+		for _, tp := range gc.Assignment() {
+			p := gc.Position(tp)
+			out = append(out, &skeinv1.TopicPartitionOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: p})
+			if was, ok := told[tp]; p >= 0 && (!ok || was != p) {
+				moved = true
+			}
+		}
+		return out, moved
+	}
+	tell := func(out *skeinv1.FetchGroupRecordsResponse) error {
+		for _, p := range out.Positions {
+			told[client.TopicPartition{Topic: p.GetTopic(), Partition: p.GetPartition()}] = p.GetOffset()
+		}
+		return stream.Send(&skeinv1.ConsumeResponse{Kind: &skeinv1.ConsumeResponse_Records{Records: out}})
+	}
 	for {
 		select {
 		case err := <-recvErr:
@@ -165,6 +187,11 @@ func (s *Group) Consume(stream skeinv1.GroupService_ConsumeServer) error {
 			}
 		}
 		if len(recs) == 0 {
+			if pos, moved := positions(); moved {
+				if err := tell(&skeinv1.FetchGroupRecordsResponse{MemberEpoch: gc.MemberEpoch(), Assignment: assignment, Positions: pos}); err != nil {
+					return err
+				}
+			}
 			continue
 		}
 		traceConsumed(ctx, join.GetGroupId(), recs)
@@ -174,10 +201,8 @@ func (s *Group) Consume(stream skeinv1.GroupService_ConsumeServer) error {
 			cr.DeliveryAttempt = gc.DeliveryAttempt(client.TopicPartition{Topic: r.Topic, Partition: r.Partition}, r.Offset)
 			out.Records = append(out.Records, cr)
 		}
-		for _, tp := range gc.Assignment() {
-			out.Positions = append(out.Positions, &skeinv1.TopicPartitionOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: gc.Position(tp)})
-		}
-		if err := stream.Send(&skeinv1.ConsumeResponse{Kind: &skeinv1.ConsumeResponse_Records{Records: out}}); err != nil {
+		out.Positions, _ = positions()
+		if err := tell(out); err != nil {
 			return err
 		}
 	}

@@ -693,3 +693,52 @@ func TestGroupConsumeStreamCommitsForItsOwnGroup(t *testing.T) {
 		t.Fatalf("a nack naming another group: %v, want INVALID_REQUEST", nack)
 	}
 }
+
+// A member whose partitions start at their reset offset is sent where it
+// stands, with no records, so that it can commit it (as a Kafka consumer
+// commits its positions): a group reading from latest would otherwise skip
+// what is written between two of its runs. Said once, not on every wait.
+func TestGroupConsumeStreamSendsPositionsThatMoveWithoutRecords(t *testing.T) {
+	e := startGroups(t)
+	e.mustDo("POST", "/v1/topics", `{"name": "t", "partitions": 1, "replication_factor": 1}`)
+	e.produce("t", 1, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	stream, err := skeinv1.NewGroupServiceClient(dialGRPC(t, e.gw.GRPCAddr())).Consume(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&skeinv1.ConsumeRequest{Kind: &skeinv1.ConsumeRequest_Subscribe{Subscribe: &skeinv1.JoinGroupRequest{
+		Group: "late", Topics: []string{"t"}, AutoOffsetReset: "latest"}}}); err != nil {
+		t.Fatal(err)
+	}
+	recv := make(chan *skeinv1.ConsumeResponse, 16)
+	go func() {
+		for {
+			resp, err := stream.Recv()
+			if err != nil {
+				close(recv)
+				return
+			}
+			recv <- resp
+		}
+	}()
+	var told []*skeinv1.FetchGroupRecordsResponse
+	deadline := time.After(3 * time.Second) // several of the gateway's waits
+	for done := false; !done; {
+		select {
+		case resp, ok := <-recv:
+			if !ok {
+				t.Fatal("the stream ended")
+			}
+			if r := resp.GetRecords(); r != nil {
+				told = append(told, r)
+			}
+		case <-deadline:
+			done = true
+		}
+	}
+	if len(told) != 1 || len(told[0].GetRecords()) != 0 || len(told[0].GetPositions()) != 1 || told[0].GetPositions()[0].GetOffset() != 3 {
+		t.Fatalf("sent %v, want one message without records, at position 3", told)
+	}
+}
