@@ -539,6 +539,40 @@ func TestProduceInterrupted(t *testing.T) {
 	}
 }
 
+// An interrupt ends a transactional produce while its input is still open:
+// nothing was sent (the transaction goes out once the input is whole), and
+// it says so.
+func TestTransactionalProduceInterruptedWhileReading(t *testing.T) {
+	_, addr := startFake(t)
+	t.Setenv("SKEIN_GATEWAY", addr)
+	if code, _, errOut := run(t, "", "topic", "create", "tx"); code != 0 {
+		t.Fatalf("create: %d %q", code, errOut)
+	}
+	stdin, feed := io.Pipe()
+	defer feed.Close()
+	ctx, interrupt := context.WithCancel(context.Background())
+	defer interrupt()
+	var errOut syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- produceCmd(ctx, []string{"tx", "--transactional-id", "t1"}, IO{In: stdin, Out: io.Discard, Err: &errOut})
+	}()
+	fmt.Fprintln(feed, "one")
+	fmt.Fprintln(feed, "two")
+	interrupt() // stdin stays open, as a terminal's does
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("produce after an interrupt: %v, want context.Canceled (exit status 130)", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a transactional produce still reads its open input after an interrupt")
+	}
+	if got := errOut.String(); !strings.Contains(got, "interrupted: nothing of the") || !strings.Contains(got, "lines read was written") {
+		t.Fatalf("stderr %q", got)
+	}
+}
+
 // A number a flag cannot take is a usage error, never wrapped or taken as
 // the default; a bad config leaves a topic alter undone, partitions too.
 func TestFlagValuesOutOfRange(t *testing.T) {

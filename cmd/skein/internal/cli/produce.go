@@ -341,11 +341,42 @@ func transactionalProduce(ctx context.Context, f *flags, stdio IO, topic, txid, 
 	if sticky < 0 {
 		sticky = rand.Int32N(n)
 	}
-	sc := bufio.NewScanner(stdio.In)
-	sc.Buffer(make([]byte, 64<<10), maxLine)
+	// Read beside the interrupt: an open input (a terminal's) does not hold
+	// an interrupted produce, which then says what became of the lines.
+	input := make(chan line)
+	readErr := make(chan error, 1)
+	stopRead := make(chan struct{})
+	defer close(stopRead)
+	go func() {
+		sc := bufio.NewScanner(stdio.In)
+		sc.Buffer(make([]byte, 64<<10), maxLine)
+		n := 1
+		for ; sc.Scan(); n++ {
+			select {
+			case input <- line{n, sc.Text()}:
+			case <-stopRead:
+				return
+			}
+		}
+		readErr <- lineTooLong(sc.Err(), n)
+	}()
 	lines := 0
-	for i := 1; sc.Scan(); i++ {
-		r, err := toRecord(line{i, sc.Text()}, sep, nil)
+	for reading := true; reading; {
+		var l line
+		select {
+		case l = <-input:
+		case err := <-readErr:
+			if err != nil {
+				return fmt.Errorf("reading stdin: %w", err)
+			}
+			reading = false
+			continue
+		case <-ctx.Done():
+			// Interrupted while the input was read: no transaction began.
+			fmt.Fprintf(stdio.Err, "interrupted: nothing of the %d lines read was written\n", lines)
+			return ctx.Err()
+		}
+		r, err := toRecord(l, sep, nil)
 		if err != nil {
 			return err
 		}
@@ -362,9 +393,6 @@ func transactionalProduce(ctx context.Context, f *flags, stdio IO, topic, txid, 
 		byPartition[p] = append(byPartition[p], r)
 		lineOf[p] = append(lineOf[p], lines)
 		lines++
-	}
-	if err := lineTooLong(sc.Err(), lines+1); err != nil {
-		return fmt.Errorf("reading stdin: %w", err)
 	}
 	if lines == 0 {
 		return nil
