@@ -80,7 +80,8 @@ Usage:
   skein topic delete NAME
   skein topic delete-records NAME (--before PARTITION=OFFSET... | --all)   (OFFSET -1: the high watermark)
   skein produce TOPIC [--key-separator SEP] [--acks 0|1|-1] [--partition N]   (records: stdin lines)
-                [--transactional-id ID]   (all lines in one transaction, committed at the end)
+                [--transactional-id ID]   (all lines in one transaction, committed at the end:
+                                           any failure or Ctrl-C writes none of them)
                 [--compression none|gzip|snappy|lz4|zstd]
   skein consume TOPIC [--from earliest|latest|OFFSET] [--follow] [--partition N] [--max N]
                 [--print-key] [--key-separator SEP] [--read-committed]
@@ -240,6 +241,9 @@ func describeErr(err error) string {
 // flags is a command's flag set with the common flags and env twins.
 type flags struct {
 	*flag.FlagSet
+	// typed: the flags given on the command line, not by their
+	// environment twins (set by parse).
+	typed                  map[string]bool
 	gateway                *string
 	json                   *bool
 	tlsCA, tlsCert, tlsKey *string
@@ -297,6 +301,8 @@ func (f *flags) parse(args []string) ([]string, error) {
 		pos = append(pos, args[0])
 		args = args[1:]
 	}
+	f.typed = map[string]bool{}
+	f.Visit(func(fl *flag.Flag) { f.typed[fl.Name] = true })
 	if err := cliflag.FillFromEnv(f.FlagSet, os.Getenv); err != nil {
 		return pos, usagef("%v", err)
 	}

@@ -573,6 +573,25 @@ func TestTransactionalProduceInterruptedWhileReading(t *testing.T) {
 	}
 }
 
+// The group-only flags are refused without --group when typed, not when
+// their environment twins are set (SKEIN_SESSION_TIMEOUT is a group
+// coordinator's setting too).
+func TestGroupOnlyFlagsFromTheEnvironment(t *testing.T) {
+	_, addr := startFake(t)
+	t.Setenv("SKEIN_GATEWAY", addr)
+	if code, _, errOut := run(t, "", "topic", "create", "e"); code != 0 {
+		t.Fatalf("create: %d %q", code, errOut)
+	}
+	t.Setenv("SKEIN_SESSION_TIMEOUT", "5s")
+	t.Setenv("SKEIN_IDLE", "1s")
+	if code, out, errOut := run(t, "", "consume", "e"); code != 0 || out != "" {
+		t.Errorf("consume with group settings in the environment: %d %q %q", code, out, errOut)
+	}
+	if code, _, errOut := run(t, "", "consume", "e", "--idle", "1s"); code != 2 || !strings.Contains(errOut, "--idle is for a group member") {
+		t.Errorf("consume --idle without --group: %d %q", code, errOut)
+	}
+}
+
 // A number a flag cannot take is a usage error, never wrapped or taken as
 // the default; a bad config leaves a topic alter undone, partitions too.
 func TestFlagValuesOutOfRange(t *testing.T) {

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -115,8 +114,6 @@ func consumeCmd(ctx context.Context, args []string, stdio IO) error {
 	if err != nil {
 		return err
 	}
-	given := map[string]bool{}
-	f.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
 	topic := pos[0]
 	switch {
 	case *partition < -1:
@@ -129,9 +126,11 @@ func consumeCmd(ctx context.Context, args []string, stdio IO) error {
 		return usagef("--idle %v: want 0 (no limit) or more", *idle)
 	}
 	if *group == "" {
-		// These shape a group member; without --group they would do nothing.
+		// These shape a group member; without --group they would do
+		// nothing. Typed ones only: an environment twin (SKEIN_SESSION_TIMEOUT
+		// is also a coordinator's setting) is left alone.
 		for _, name := range []string{"session-timeout", "instance-id", "assignor", "idle"} {
-			if given[name] {
+			if f.typed[name] {
 				return usagef("--%s is for a group member: it needs --group", name)
 			}
 		}
