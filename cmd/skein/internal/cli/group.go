@@ -358,7 +358,7 @@ func groupConsume(ctx context.Context, conn grpc.ClientConnInterface, sub *skein
 	commit := func() error {
 		var offs []*skeinv1.TopicPartitionOffset
 		for p, o := range next {
-			if committed[p] != o {
+			if c, ok := committed[p]; !ok || c != o {
 				offs = append(offs, &skeinv1.TopicPartitionOffset{Topic: p.topic, Partition: p.partition, Offset: o})
 				committed[p] = o
 			}
@@ -369,26 +369,50 @@ func groupConsume(ctx context.Context, conn grpc.ClientConnInterface, sub *skein
 		pending++
 		return stream.Send(&skeinv1.ConsumeRequest{Kind: &skeinv1.ConsumeRequest_Commit{Commit: &skeinv1.CommitOffsetsRequest{Group: sub.GetGroup(), Offsets: offs}}})
 	}
-	finish := func() error {
-		if err := commit(); err != nil {
-			return err
-		}
-		deadline := time.After(10 * time.Second)
-		for pending > 0 {
-			select {
-			case m := <-recv:
-				if m.err != nil {
-					return m.err
-				}
-				if c := m.resp.GetCommitted(); c != nil {
-					pending--
-					if err := commitErr(c); err != nil {
-						return err
-					}
-				}
-			case <-deadline:
-				return errors.New("the gateway did not answer the last commit within 10 s")
+	// answered takes a commit's answer: a refused partition is forgotten
+	// as sent, so that the next commit sends it again (a position told
+	// once, with no record after it, would otherwise stay uncommitted).
+	answered := func(c *skeinv1.CommitOffsetsResponse) error {
+		pending--
+		for _, r := range c.GetResults() {
+			if r.GetErrorCode() != skeinv1.ErrorCode_NONE {
+				delete(committed, tp{r.GetTopic(), r.GetPartition()})
 			}
+		}
+		return commitErr(c)
+	}
+	finish := func() error {
+		var refusal error
+		for attempt := range 3 {
+			if attempt > 0 {
+				time.Sleep(500 * time.Millisecond) // a coordinator that moved, say
+			}
+			if err := commit(); err != nil {
+				return err
+			}
+			refusal = nil
+			deadline := time.After(10 * time.Second)
+			for pending > 0 {
+				select {
+				case m := <-recv:
+					if m.err != nil {
+						return m.err
+					}
+					if c := m.resp.GetCommitted(); c != nil {
+						if err := answered(c); err != nil {
+							refusal = err
+						}
+					}
+				case <-deadline:
+					return errors.New("the gateway did not answer the last commit within 10 s")
+				}
+			}
+			if refusal == nil {
+				break
+			}
+		}
+		if refusal != nil {
+			return refusal
 		}
 		return stream.CloseSend()
 	}
@@ -416,8 +440,7 @@ func groupConsume(ctx context.Context, conn grpc.ClientConnInterface, sub *skein
 			}
 			switch {
 			case m.resp.GetCommitted() != nil:
-				pending--
-				if err := commitErr(m.resp.GetCommitted()); err != nil {
+				if err := answered(m.resp.GetCommitted()); err != nil {
 					fmt.Fprintln(errw, "skein: commit:", err)
 				}
 			case m.resp.GetRecords() != nil:

@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -38,6 +40,9 @@ type fakeGroups struct {
 	// gateway does for a partition started at its reset offset.
 	positions []*skeinv1.TopicPartitionOffset
 	noRecords bool
+	// refuseOnce: partitions whose next commit is refused with this code,
+	// once.
+	refuseOnce map[int32]skeinv1.ErrorCode
 }
 
 func (f *fakeGroups) ListGroups(context.Context, *skeinv1.ListGroupsRequest) (*skeinv1.ListGroupsResponse, error) {
@@ -73,6 +78,10 @@ func (f *fakeGroups) CommitOffsets(_ context.Context, req *skeinv1.CommitOffsets
 		r := &skeinv1.PartitionCommitResult{Topic: o.GetTopic(), Partition: o.GetPartition()}
 		if c, ok := f.refuse[o.GetPartition()]; ok {
 			r.ErrorCode, r.Message = c, "refused by the test"
+		}
+		if c, ok := f.refuseOnce[o.GetPartition()]; ok {
+			r.ErrorCode, r.Message = c, "refused once by the test"
+			delete(f.refuseOnce, o.GetPartition())
 		}
 		out.Results = append(out.Results, r)
 	}
@@ -304,6 +313,31 @@ func TestConsumeAsGroupMemberCommitsItsPositions(t *testing.T) {
 	}
 	if len(got) != 2 || got[0] != 5 || got[1] != 7 {
 		t.Errorf("committed %v, want t:0 at 5 and t:1 at 7", got)
+	}
+}
+
+// A position told once, with nothing after it, is committed again when its
+// commit is refused (a coordinator moving, say): the run ends with it
+// committed. Position 0 (an empty partition) is committed too.
+func TestConsumeAsGroupMemberRetriesARefusedCommit(t *testing.T) {
+	f, addr := startFakeGroups(t)
+	f.positions = []*skeinv1.TopicPartitionOffset{{Topic: "t", Partition: 0, Offset: 42}, {Topic: "t", Partition: 1, Offset: 0}}
+	f.noRecords = true
+	f.refuseOnce = map[int32]skeinv1.ErrorCode{0: skeinv1.ErrorCode_NOT_COORDINATOR}
+	if code, _, errOut := run(t, "", "consume", "t", "--group", "g", "--from", "latest", "--idle", "300ms", "--gateway", addr); code != 0 {
+		t.Fatalf("consume --group: %d %q", code, errOut)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var sent []string
+	for _, c := range f.commits {
+		for _, o := range c.GetOffsets() {
+			sent = append(sent, fmt.Sprintf("%d@%d", o.GetPartition(), o.GetOffset()))
+		}
+	}
+	slices.Sort(sent)
+	if !slices.Equal(sent, []string{"0@42", "0@42", "1@0"}) {
+		t.Errorf("commits sent %q, want 0@42 twice (refused once) and 1@0", sent)
 	}
 }
 

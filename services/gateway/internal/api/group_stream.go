@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
+	"slices"
 	"time"
 
 	groupv1 "skein/gen/skein/group/v1"
@@ -117,15 +119,24 @@ func (s *Group) Consume(stream skeinv1.GroupService_ConsumeServer) error {
 	// client can then commit where it stands, as a Kafka consumer commits
 	// its positions, not only past the records it was given.
 	told := map[client.TopicPartition]int64{}
-	positions := func() (out []*skeinv1.TopicPartitionOffset, moved bool) {
+	positions := func() []*skeinv1.TopicPartitionOffset {
+		var out []*skeinv1.TopicPartitionOffset
 		for _, tp := range gc.Assignment() {
-			p := gc.Position(tp)
-			out = append(out, &skeinv1.TopicPartitionOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: p})
-			if was, ok := told[tp]; p >= 0 && (!ok || was != p) {
-				moved = true
+			out = append(out, &skeinv1.TopicPartitionOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: gc.Position(tp)})
+		}
+		return out
+	}
+	// moved reports a position not yet told; a partition no longer held
+	// is forgotten, so that it is told again if it comes back.
+	moved := func() bool {
+		held := gc.Assignment()
+		maps.DeleteFunc(told, func(tp client.TopicPartition, _ int64) bool { return !slices.Contains(held, tp) })
+		for _, tp := range held {
+			if was, ok := told[tp]; gc.Position(tp) >= 0 && (!ok || was != gc.Position(tp)) {
+				return true
 			}
 		}
-		return out, moved
+		return false
 	}
 	tell := func(out *skeinv1.FetchGroupRecordsResponse) error {
 		for _, p := range out.Positions {
@@ -187,8 +198,8 @@ func (s *Group) Consume(stream skeinv1.GroupService_ConsumeServer) error {
 			}
 		}
 		if len(recs) == 0 {
-			if pos, moved := positions(); moved {
-				if err := tell(&skeinv1.FetchGroupRecordsResponse{MemberEpoch: gc.MemberEpoch(), Assignment: assignment, Positions: pos}); err != nil {
+			if moved() {
+				if err := tell(&skeinv1.FetchGroupRecordsResponse{MemberEpoch: gc.MemberEpoch(), Assignment: assignment, Positions: positions()}); err != nil {
 					return err
 				}
 			}
@@ -201,7 +212,7 @@ func (s *Group) Consume(stream skeinv1.GroupService_ConsumeServer) error {
 			cr.DeliveryAttempt = gc.DeliveryAttempt(client.TopicPartition{Topic: r.Topic, Partition: r.Partition}, r.Offset)
 			out.Records = append(out.Records, cr)
 		}
-		out.Positions, _ = positions()
+		out.Positions = positions()
 		if err := tell(out); err != nil {
 			return err
 		}
