@@ -421,8 +421,6 @@ func (s *Server) CreatePartitions(ctx context.Context, req *controllerv1.CreateP
 	})
 }
 
-// AlterConfigs changes a topic's configs; under an authorizer it needs
-// ALTER on the topic.
 // normalizedTopics is req with its topics' config values as they are kept
 // (topicconfig.Normalize). It is done before the command is proposed, so
 // that the log carries the values stored and a replay of an older entry
@@ -441,6 +439,8 @@ func normalizedTopics(req *controllerv1.CreateTopicsRequest) *controllerv1.Creat
 	return out
 }
 
+// AlterConfigs changes a topic's configs; under an authorizer it needs
+// ALTER on the topic.
 func (s *Server) AlterConfigs(ctx context.Context, req *controllerv1.AlterConfigsRequest) (*controllerv1.AlterConfigsResponse, error) {
 	return onLeader(s, ctx, req, controllerv1grpc.ControllerServiceClient.AlterConfigs, func(ctx context.Context) (*controllerv1.AlterConfigsResponse, error) {
 		if refused := s.topicRefusals(ctx, controllerv1grpc.ControllerService_AlterConfigs_FullMethodName, []string{req.GetTopic()}, acl.Alter, 0); refused != nil {
