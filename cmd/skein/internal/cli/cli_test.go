@@ -497,18 +497,7 @@ func TestProduceStopsAtABadLine(t *testing.T) {
 // reading, waits for the answers of what it sent, and says what was
 // written.
 func TestProduceInterrupted(t *testing.T) {
-	g, addr := startFake(t)
-	t.Setenv("SKEIN_GATEWAY", addr)
-	if code, _, errOut := run(t, "", "topic", "create", "open"); code != 0 {
-		t.Fatalf("create: %d %q", code, errOut)
-	}
-	stdin, feed := io.Pipe()
-	defer feed.Close()
-	ctx, interrupt := context.WithCancel(context.Background())
-	defer interrupt()
-	var errOut bytes.Buffer
-	done := make(chan error, 1)
-	go func() { done <- produceCmd(ctx, []string{"open"}, IO{In: stdin, Out: io.Discard, Err: &errOut}) }()
+	g, feed, interrupt := produceOnOpenInput(t, "open")
 	for i := range 10 {
 		fmt.Fprintf(feed, "line %d\n", i)
 	}
@@ -525,17 +514,8 @@ func TestProduceInterrupted(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	interrupt() // stdin stays open, as a terminal's does
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("produce after an interrupt: %v, want context.Canceled (exit status 130)", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("produce still reads its open input after an interrupt")
-	}
-	if !strings.Contains(errOut.String(), "interrupted: 10 of the 10 records sent were written") {
-		t.Fatalf("stderr %q", errOut.String())
+	if errOut := interrupt(); !strings.Contains(errOut, "interrupted: 10 of the 10 records sent were written") {
+		t.Fatalf("stderr %q", errOut)
 	}
 }
 
@@ -543,33 +523,44 @@ func TestProduceInterrupted(t *testing.T) {
 // nothing was sent (the transaction goes out once the input is whole), and
 // it says so.
 func TestTransactionalProduceInterruptedWhileReading(t *testing.T) {
-	_, addr := startFake(t)
-	t.Setenv("SKEIN_GATEWAY", addr)
-	if code, _, errOut := run(t, "", "topic", "create", "tx"); code != 0 {
-		t.Fatalf("create: %d %q", code, errOut)
-	}
-	stdin, feed := io.Pipe()
-	defer feed.Close()
-	ctx, interrupt := context.WithCancel(context.Background())
-	defer interrupt()
-	var errOut syncBuffer
-	done := make(chan error, 1)
-	go func() {
-		done <- produceCmd(ctx, []string{"tx", "--transactional-id", "t1"}, IO{In: stdin, Out: io.Discard, Err: &errOut})
-	}()
+	_, feed, interrupt := produceOnOpenInput(t, "tx", "--transactional-id", "t1")
 	fmt.Fprintln(feed, "one")
 	fmt.Fprintln(feed, "two")
-	interrupt() // stdin stays open, as a terminal's does
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("produce after an interrupt: %v, want context.Canceled (exit status 130)", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("a transactional produce still reads its open input after an interrupt")
+	if errOut := interrupt(); !strings.Contains(errOut, "interrupted: nothing of the") || !strings.Contains(errOut, "lines read was written") {
+		t.Fatalf("stderr %q", errOut)
 	}
-	if got := errOut.String(); !strings.Contains(got, "interrupted: nothing of the") || !strings.Contains(got, "lines read was written") {
-		t.Fatalf("stderr %q", got)
+}
+
+// produceOnOpenInput creates args[0] on a fake gateway and runs produce with
+// args on an input that stays open, as a terminal's does: feed writes it,
+// and interrupt interrupts the produce, checks that it ends with the
+// interrupt's status (exit 130) within 5 s, and answers its stderr.
+func produceOnOpenInput(t *testing.T, args ...string) (g *fakeGateway, feed io.Writer, interrupt func() string) {
+	t.Helper()
+	g, addr := startFake(t)
+	t.Setenv("SKEIN_GATEWAY", addr)
+	if code, _, errOut := run(t, "", "topic", "create", args[0]); code != 0 {
+		t.Fatalf("create: %d %q", code, errOut)
+	}
+	stdin, w := io.Pipe()
+	t.Cleanup(func() { w.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	var errOut syncBuffer
+	done := make(chan error, 1)
+	go func() { done <- produceCmd(ctx, args, IO{In: stdin, Out: io.Discard, Err: &errOut}) }()
+	return g, w, func() string {
+		t.Helper()
+		cancel()
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("produce after an interrupt: %v, want context.Canceled (exit status 130)", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("produce still reads its open input after an interrupt")
+		}
+		return errOut.String()
 	}
 }
 

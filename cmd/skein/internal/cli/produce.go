@@ -160,22 +160,7 @@ func produceCmd(ctx context.Context, args []string, stdio IO) error {
 		}
 	}()
 
-	lines := make(chan line, maxRecordsPerRequest)
-	readErr := make(chan error, 1)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(stdio.In)
-		sc.Buffer(make([]byte, 64<<10), maxLine)
-		n := 1
-		for ; sc.Scan(); n++ {
-			select {
-			case lines <- line{n, sc.Text()}:
-			case <-sctx.Done():
-				return
-			}
-		}
-		readErr <- lineTooLong(sc.Err(), n)
-	}()
+	lines, readErr := readInput(stdio.In, maxRecordsPerRequest, sctx.Done())
 
 	// Answers arrive by correlation id; firstLine maps one back to its lines.
 	var mu sync.Mutex
@@ -343,34 +328,22 @@ func transactionalProduce(ctx context.Context, f *flags, stdio IO, topic, txid, 
 	}
 	// Read beside the interrupt: an open input (a terminal's) does not hold
 	// an interrupted produce, which then says what became of the lines.
-	input := make(chan line)
-	readErr := make(chan error, 1)
 	stopRead := make(chan struct{})
 	defer close(stopRead)
-	go func() {
-		sc := bufio.NewScanner(stdio.In)
-		sc.Buffer(make([]byte, 64<<10), maxLine)
-		n := 1
-		for ; sc.Scan(); n++ {
-			select {
-			case input <- line{n, sc.Text()}:
-			case <-stopRead:
-				return
-			}
-		}
-		readErr <- lineTooLong(sc.Err(), n)
-	}()
+	input, readErr := readInput(stdio.In, 0, stopRead)
 	lines := 0
 	for reading := true; reading; {
 		var l line
 		select {
-		case l = <-input:
-		case err := <-readErr:
-			if err != nil {
-				return fmt.Errorf("reading stdin: %w", err)
+		case next, ok := <-input:
+			if !ok {
+				if err := <-readErr; err != nil { // sent before the close
+					return fmt.Errorf("reading stdin: %w", err)
+				}
+				reading = false
+				continue
 			}
-			reading = false
-			continue
+			l = next
 		case <-ctx.Done():
 			// Interrupted while the input was read: no transaction began.
 			fmt.Fprintf(stdio.Err, "interrupted: nothing of the %d lines read was written\n", lines)
@@ -467,4 +440,27 @@ func transactionalProduce(ctx context.Context, f *flags, stdio IO, topic, txid, 
 	fmt.Fprintf(stdio.Err, "committed %d records on %d partitions in one transaction (transactional id %s, producer %d epoch %d)\n",
 		lines, len(order), txid, id.GetProducerId(), id.GetProducerEpoch())
 	return nil
+}
+
+// readInput reads in's lines into the channel it answers, which is closed
+// at the end of the input once the read's error (nil at its end) is in
+// the other; a close of stop ends it early, with no error sent.
+func readInput(in io.Reader, buffer int, stop <-chan struct{}) (<-chan line, <-chan error) {
+	lines := make(chan line, buffer)
+	readErr := make(chan error, 1)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(in)
+		sc.Buffer(make([]byte, 64<<10), maxLine)
+		n := 1
+		for ; sc.Scan(); n++ {
+			select {
+			case lines <- line{n, sc.Text()}:
+			case <-stop:
+				return
+			}
+		}
+		readErr <- lineTooLong(sc.Err(), n)
+	}()
+	return lines, readErr
 }

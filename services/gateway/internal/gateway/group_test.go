@@ -368,12 +368,18 @@ func TestGroupResetOffsetsOfAnEmptyGroup(t *testing.T) {
 // topic as a member of group, reading from the earliest offset.
 func subscribe(t *testing.T, ctx context.Context, e *groupEnv, group, topic string) skeinv1.GroupService_ConsumeClient {
 	t.Helper()
+	return subscribeFrom(t, ctx, e, group, topic, "earliest")
+}
+
+// subscribeFrom is subscribe with the member's auto_offset_reset.
+func subscribeFrom(t *testing.T, ctx context.Context, e *groupEnv, group, topic, reset string) skeinv1.GroupService_ConsumeClient {
+	t.Helper()
 	stream, err := skeinv1.NewGroupServiceClient(dialGRPC(t, e.gw.GRPCAddr())).Consume(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := stream.Send(&skeinv1.ConsumeRequest{Kind: &skeinv1.ConsumeRequest_Subscribe{Subscribe: &skeinv1.JoinGroupRequest{
-		Group: group, Topics: []string{topic}, AutoOffsetReset: "earliest"}}}); err != nil {
+		Group: group, Topics: []string{topic}, AutoOffsetReset: reset}}}); err != nil {
 		t.Fatal(err)
 	}
 	return stream
@@ -704,14 +710,7 @@ func TestGroupConsumeStreamSendsPositionsThatMoveWithoutRecords(t *testing.T) {
 	e.produce("t", 1, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	stream, err := skeinv1.NewGroupServiceClient(dialGRPC(t, e.gw.GRPCAddr())).Consume(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := stream.Send(&skeinv1.ConsumeRequest{Kind: &skeinv1.ConsumeRequest_Subscribe{Subscribe: &skeinv1.JoinGroupRequest{
-		Group: "late", Topics: []string{"t"}, AutoOffsetReset: "latest"}}}); err != nil {
-		t.Fatal(err)
-	}
+	stream := subscribeFrom(t, ctx, e, "late", "t", "latest")
 	recv := make(chan *skeinv1.ConsumeResponse, 16)
 	go func() {
 		for {
