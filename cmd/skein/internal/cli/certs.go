@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -38,6 +39,18 @@ func certsCmd(_ context.Context, args []string, io IO) error {
 	if len(list) == 0 && !*gossipKey {
 		return usagef("certs needs --name (or --gossip-key)")
 	}
+	if len(list) > 0 && len(list) != len(strings.Split(*names, ",")) {
+		return usagef("--name %q names an empty certificate", *names)
+	}
+	hostList := cliflag.SplitList(*hosts)
+	if len(list) > 0 && len(hostList) == 0 {
+		return usagef("--hosts names no host: a certificate would serve none")
+	}
+	for _, h := range hostList {
+		if net.ParseIP(h) == nil && !dnsName(h) {
+			return usagef("--hosts: %q is neither an IP address nor a DNS name", h)
+		}
+	}
 	ca, err := tlsconf.OpenCA(*dir, "Skein CA")
 	if err != nil {
 		return err
@@ -47,7 +60,7 @@ func certsCmd(_ context.Context, args []string, io IO) error {
 			return usagef("--name %q: a certificate name is a plain file name, not ca", n)
 		}
 		role, id := peerauth.RoleOf(n)
-		files, err := ca.Issue(tlsconf.Leaf{Name: n, Role: role, ID: id, Hosts: cliflag.SplitList(*hosts)})
+		files, err := ca.Issue(tlsconf.Leaf{Name: n, Role: role, ID: id, Hosts: hostList})
 		if err != nil {
 			return err
 		}
@@ -69,4 +82,27 @@ func certsCmd(_ context.Context, args []string, io IO) error {
 		fmt.Fprintf(io.Out, "gossip key: %s\n", path)
 	}
 	return nil
+}
+
+// dnsName reports whether h is a DNS name a certificate may serve: dot-
+// separated labels of letters, digits and inner hyphens, 1 to 63 each, 253
+// in all; a leading "*" label for a wildcard.
+func dnsName(h string) bool {
+	if len(h) == 0 || len(h) > 253 {
+		return false
+	}
+	for i, label := range strings.Split(h, ".") {
+		if label == "*" && i == 0 {
+			continue
+		}
+		if len(label) == 0 || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, c := range label {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+				return false
+			}
+		}
+	}
+	return true
 }

@@ -74,6 +74,10 @@ func TestCerts(t *testing.T) {
 		{[]string{"certs", "--dir", dir}, "needs --name"},
 		{[]string{"certs", "--dir", dir, "--name", "ca"}, "not ca"},
 		{[]string{"certs", "--dir", dir, "--name", "../evil"}, "plain file name"},
+		{[]string{"certs", "--dir", dir, "--name", "bob", "--hosts", "not a host!"}, `"not a host!" is neither`},
+		{[]string{"certs", "--dir", dir, "--name", "bob", "--hosts", "-bad.example"}, "neither an IP address nor a DNS name"},
+		{[]string{"certs", "--dir", dir, "--name", "bob", "--hosts", ""}, "names no host"},
+		{[]string{"certs", "--dir", dir, "--name", "a,,b"}, "an empty certificate"},
 	} {
 		code, _, errOut := run(t, "", tc.args...)
 		if code != 2 || !strings.Contains(errOut, tc.want) {

@@ -318,8 +318,15 @@ func TestTopicDeleteRecords(t *testing.T) {
 	if code, out, _ := run(t, "", "topic", "delete-records", "orders", "--all", "--json"); code != 0 || !strings.Contains(out, `"low_watermark": "3"`) || sent() != "0=-1 1=-1" {
 		t.Errorf("--all: %d %q, sent %s", code, out, sent())
 	}
-	if code, _, errOut := run(t, "", "topic", "delete-records", "orders", "--before", "0=9", "--before", "1=0"); code != 1 || !strings.Contains(errOut, "1 of 2 partitions failed") {
+	code, out, errOut := run(t, "", "topic", "delete-records", "orders", "--before", "0=9", "--before", "1=0")
+	if code != 1 || !strings.Contains(errOut, "1 of 2 partitions failed") {
 		t.Errorf("a partition refused: %d %q", code, errOut)
+	}
+	for _, l := range strings.Split(out, "\n") {
+		// The refused partition's log start is not known: "-", not -1.
+		if f := strings.Fields(l); len(f) > 2 && f[0] == "0" && f[1] != "-" {
+			t.Errorf("the refused partition's row %q shows log start %s", l, f[1])
+		}
 	}
 	g.mu.Lock()
 	n := len(g.deletes)

@@ -234,11 +234,11 @@ func deleteRecords(ctx context.Context, io IO, admin skeinv1.AdminServiceClient,
 		tw := tabwriter.NewWriter(io.Out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "PARTITION\tLOG START\tERROR")
 		for _, r := range resp.GetPartitions() {
-			e := "-"
+			e, start := "-", fmt.Sprint(r.GetLowWatermark())
 			if r.GetErrorCode() != skeinv1.ErrorCode_NONE {
-				e = fmt.Sprintf("%s: %s", r.GetErrorCode(), r.GetMessage())
+				e, start = fmt.Sprintf("%s: %s", r.GetErrorCode(), r.GetMessage()), "-" // not known
 			}
-			fmt.Fprintf(tw, "%d\t%d\t%s\n", r.GetPartition(), r.GetLowWatermark(), e)
+			fmt.Fprintf(tw, "%d\t%s\t%s\n", r.GetPartition(), start, e)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
