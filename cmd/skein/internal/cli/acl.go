@@ -8,6 +8,8 @@ import (
 	"text/tabwriter"
 
 	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/acl"
+	"skein/libs/errs"
 )
 
 // aclCmd is `skein acl add|list|remove`: Kafka's kafka-acls with the
@@ -58,6 +60,32 @@ func aclCmd(ctx context.Context, args []string, io IO) error {
 	}
 	if sub == "add" && (n == 0 || *principal == "" || *operation == "") {
 		return usagef("acl add needs --principal, --operation and one of --topic, --group, --transactional-id or --cluster")
+	}
+	if sub == "remove" && n == 0 && *principal == "" && *operation == "" && *pattern == "" && *permission == "" {
+		return usagef("acl remove needs a filter: at least one of its flags (acl list shows what it would match)")
+	}
+	// The names are checked here as the gateway checks them: a misspelt
+	// one is the command line's mistake (exit 2), not the cluster's.
+	ops := []string{*operation}
+	if sub == "add" {
+		ops = strings.Split(*operation, ",")
+	}
+	for _, op := range ops {
+		if op = strings.TrimSpace(op); op != "" || sub == "add" {
+			if _, err := acl.ParseOperation(op); err != nil {
+				return usagef("--operation: %s", errs.Message(err))
+			}
+		}
+	}
+	if *pattern != "" {
+		if _, err := acl.ParsePatternType(*pattern); err != nil {
+			return usagef("--pattern: %s", errs.Message(err))
+		}
+	}
+	if *permission != "" {
+		if _, err := acl.ParsePermission(*permission); err != nil {
+			return usagef("--permission: %s", errs.Message(err))
+		}
 	}
 
 	conn, err := f.dial()

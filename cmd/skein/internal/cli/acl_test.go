@@ -61,8 +61,25 @@ func TestAcl(t *testing.T) {
 	if c := g.creates[1].GetAcls()[0]; c.GetResourceType() != "cluster" || c.GetPermission() != "deny" {
 		t.Errorf("add cluster sent %v", c)
 	}
-	if code, _, errOut := run(t, "", "acl", "add", "--principal", "User:bob", "--topic", "t", "--operation", "fly"); code != 1 || !strings.Contains(errOut, `INVALID_REQUEST: unknown operation "fly"`) {
-		t.Errorf("bad operation: %d %q", code, errOut)
+	// A misspelt name is the command line's mistake (exit 2), said before
+	// anything is sent.
+	for _, tc := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"add", "--principal", "User:bob", "--topic", "t", "--operation", "fly"}, `unknown operation "fly"`},
+		{[]string{"add", "--principal", "User:bob", "--topic", "t", "--operation", "read,,write"}, `unknown operation ""`},
+		{[]string{"add", "--principal", "User:bob", "--topic", "t", "--operation", "read", "--pattern", "weird"}, `unknown pattern type "weird"`},
+		{[]string{"add", "--principal", "User:bob", "--topic", "t", "--operation", "read", "--permission", "maybe"}, `unknown permission "maybe"`},
+		{[]string{"list", "--operation", "fly"}, `unknown operation "fly"`},
+		{[]string{"remove"}, "needs a filter"},
+	} {
+		if code, _, errOut := run(t, "", append([]string{"acl"}, tc.args...)...); code != 2 || !strings.Contains(errOut, tc.says) {
+			t.Errorf("%q: %d %q, want 2 and %q", tc.args, code, errOut, tc.says)
+		}
+	}
+	if len(g.creates) != 2 || len(g.describe) != 0 || len(g.deletes) != 0 {
+		t.Errorf("refused commands sent %d adds, %d lists, %d removes", len(g.creates)-2, len(g.describe), len(g.deletes))
 	}
 	if code, out, _ := run(t, "", "acl", "list", "--group", "billing-", "--pattern", "prefixed"); code != 0 || !strings.Contains(out, "User:bob") || !strings.Contains(out, "PRINCIPAL") {
 		t.Errorf("list: %d %q", code, out)
