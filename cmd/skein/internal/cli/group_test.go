@@ -155,6 +155,12 @@ func TestGroupDLQBeforeTheFirstDeadLetter(t *testing.T) {
 	if code, out, _ := run(t, "", "group", "dlq", "g", "--topic", "t", "--gateway", addr, "--json"); code != 0 || strings.TrimSpace(out) != "[]" {
 		t.Fatalf("group dlq --json with none: %d %q", code, out)
 	}
+	for _, sub := range []string{"dlq", "dlq-replay"} {
+		code, out, errOut := run(t, "", "group", sub, "g", "--topic", "nosuch", "--gateway", addr)
+		if code != 1 || out != "" || !strings.Contains(errOut, "UNKNOWN_TOPIC_OR_PARTITION") || !strings.Contains(errOut, `"nosuch"`) {
+			t.Fatalf("group %s of a topic that does not exist: %d %q %q", sub, code, out, errOut)
+		}
+	}
 }
 
 func startFakeGroups(t *testing.T) (*fakeGroups, string) {

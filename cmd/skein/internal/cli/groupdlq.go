@@ -60,10 +60,18 @@ func dlqTopicOf(ctx context.Context, groups skeinv1.GroupServiceClient, group, t
 
 // readDeadLetters reads every partition of the dead-letter topic up to its
 // high watermark and answers the records the group dead-lettered from topic.
+// With neither the dead-letter topic nor topic in the cluster it answers
+// topic's UNKNOWN_TOPIC_OR_PARTITION: a misspelt name is not "no dead
+// letters". A dead-letter topic outlives its source, so its records are
+// listed after the source is deleted.
 func readDeadLetters(ctx context.Context, admin skeinv1.AdminServiceClient, consumer skeinv1.ConsumerServiceClient, dlqTopic, group, topic string) ([]deadLetter, error) {
 	desc, err := admin.DescribeTopic(ctx, &skeinv1.DescribeTopicRequest{Topic: dlqTopic})
 	if errs.Of(rpcerr.FromStatus(err)) == errs.UnknownTopicOrPartition {
-		return nil, nil // created with the first dead letter: none yet
+		// Created with the first dead letter: none yet, if topic exists.
+		if _, err := admin.DescribeTopic(ctx, &skeinv1.DescribeTopicRequest{Topic: topic}); err != nil {
+			return nil, err
+		}
+		return nil, nil
 	}
 	if err != nil {
 		return nil, err
