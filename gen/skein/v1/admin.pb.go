@@ -1312,10 +1312,12 @@ func (x *AlterTopicConfigsResponse) GetTopic() *TopicDescription {
 }
 
 type ListOffsetsRequest struct {
-	state       protoimpl.MessageState `protogen:"open.v1"`
-	Topic       string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	Spec        OffsetSpec             `protobuf:"varint,2,opt,name=spec,proto3,enum=skein.v1.OffsetSpec" json:"spec,omitempty"`
-	TimestampMs int64                  `protobuf:"varint,3,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Spec  OffsetSpec             `protobuf:"varint,2,opt,name=spec,proto3,enum=skein.v1.OffsetSpec" json:"spec,omitempty"`
+	// Read only with spec TIMESTAMP; with any other spec a non-zero value
+	// is refused with INVALID_REQUEST.
+	TimestampMs int64 `protobuf:"varint,3,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
 	// LATEST is the high watermark, or the last stable offset under READ_COMMITTED.
 	IsolationLevel IsolationLevel `protobuf:"varint,4,opt,name=isolation_level,json=isolationLevel,proto3,enum=skein.v1.IsolationLevel" json:"isolation_level,omitempty"`
 	unknownFields  protoimpl.UnknownFields

@@ -354,6 +354,11 @@ func (s *Admin) ListOffsets(ctx context.Context, req *skeinv1.ListOffsetsRequest
 	default:
 		return nil, errs.Errorf(errs.InvalidRequest, "unknown offset spec %d", req.GetSpec())
 	}
+	if req.GetSpec() != skeinv1.OffsetSpec_TIMESTAMP && req.GetTimestampMs() != 0 {
+		// A lookup by time that forgot spec=TIMESTAMP would otherwise
+		// answer the latest offsets as if they were the time's.
+		return nil, errs.Errorf(errs.InvalidRequest, "timestamp_ms is read only with spec TIMESTAMP, not %s", req.GetSpec())
+	}
 	if err := validateRead(req.GetIsolationLevel(), skeinv1.Encoding_TEXT); err != nil {
 		return nil, err
 	}

@@ -253,6 +253,8 @@ func TestRESTRefusals(t *testing.T) {
 		{"non-numeric offset", "GET", "/v1/topics/t/partitions/0/records?offset=abc", "", 400, "INVALID_REQUEST"},
 		{"unknown isolation level", "GET", "/v1/topics/t/partitions/0/records?isolation_level=SOMETIMES", "", 400, "INVALID_REQUEST"},
 		{"bad offsets spec", "GET", "/v1/topics/t/offsets?spec=SOON", "", 400, "INVALID_REQUEST"},
+		{"timestamp without spec TIMESTAMP", "GET", "/v1/topics/t/offsets?timestamp_ms=1764400000000", "", 400, "INVALID_REQUEST"},
+		{"timestamp with spec EARLIEST", "GET", "/v1/topics/t/offsets?spec=EARLIEST&timestamp_ms=5", "", 400, "INVALID_REQUEST"},
 		{"misspelt query parameter", "GET", "/v1/topics/t/partitions/0/records?offest=5", "", 400, "INVALID_REQUEST"},
 		{"query parameter the route does not take", "GET", "/v1/topics/t/offsets?partition=1", "", 400, "INVALID_REQUEST"},
 		{"query parameter inside a scalar", "GET", "/v1/topics/t/partitions/0/records?offset.x=5", "", 400, "INVALID_REQUEST"},
