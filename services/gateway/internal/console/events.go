@@ -16,8 +16,29 @@ import (
 // Event is one server-sent event: its name and its JSON document.
 type Event struct {
 	Name string
+	// Data is the whole document, as a caller who may see everything
+	// sees it; the hub compares it to tell a change.
 	Data []byte
+	// Payload is what Data was made from, for a Viewer that shows a caller
+	// part of it; the hub does not look at it.
+	Payload any
 }
+
+// A Viewer is what one stream's caller may see. Check answers nil while
+// the caller may still read the stream, and the refusal once it may not:
+// the stream then ends. Show answers an event's document as the caller may
+// see it. Both are asked again every HubConfig.Recheck, so a change of
+// what the caller is allowed shows on an open stream.
+type Viewer interface {
+	Check() error
+	Show(e Event) []byte
+}
+
+// everything is the Viewer of a hub without HubConfig.Viewers.
+type everything struct{}
+
+func (everything) Check() error        { return nil }
+func (everything) Show(e Event) []byte { return e.Data }
 
 // Source is what the stream shows.
 type Source interface {
@@ -37,6 +58,7 @@ const (
 	DefaultMaxSubscribers = 32
 	DefaultBuffer         = 64
 	DefaultKeepAlive      = 15 * time.Second
+	DefaultRecheck        = time.Second
 	collectTimeout        = 3 * time.Second
 )
 
@@ -56,7 +78,12 @@ type HubConfig struct {
 	Buffer int
 	// KeepAlive is how often an idle stream gets a comment line.
 	KeepAlive time.Duration
-	Logger    *slog.Logger
+	// Viewers answers the Viewer of a stream's request; nil shows every
+	// caller everything.
+	Viewers func(r *http.Request) Viewer
+	// Recheck is how often an open stream asks its Viewer again.
+	Recheck time.Duration
+	Logger  *slog.Logger
 }
 
 // ErrTooManySubscribers refuses a subscriber beyond MaxSubscribers.
@@ -69,8 +96,8 @@ type Hub struct {
 
 	mu      sync.Mutex
 	subs    map[*Subscriber]struct{}
-	last    map[string][]byte // the latest document sent, by event name
-	order   []string          // event names in first-seen order
+	last    map[string]Event // the latest event sent, by name
+	order   []string         // event names in first-seen order
 	running bool
 	closed  bool
 	stop    chan struct{} // closed by Close
@@ -110,10 +137,13 @@ func NewHub(cfg HubConfig) *Hub {
 	if cfg.KeepAlive <= 0 {
 		cfg.KeepAlive = DefaultKeepAlive
 	}
+	if cfg.Recheck <= 0 {
+		cfg.Recheck = DefaultRecheck
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Hub{cfg: cfg, subs: map[*Subscriber]struct{}{}, last: map[string][]byte{}, stop: make(chan struct{})}
+	return &Hub{cfg: cfg, subs: map[*Subscriber]struct{}{}, last: map[string]Event{}, stop: make(chan struct{})}
 }
 
 // Subscribe opens a stream. The subscriber first gets the latest document
@@ -127,7 +157,7 @@ func (h *Hub) Subscribe() (*Subscriber, error) {
 	s := &Subscriber{events: make(chan Event, h.cfg.Buffer), dropped: make(chan struct{})}
 	for _, name := range h.order {
 		select {
-		case s.events <- Event{Name: name, Data: h.last[name]}:
+		case s.events <- h.last[name]:
 		default:
 		}
 	}
@@ -227,13 +257,13 @@ func (h *Hub) publish(events []Event) {
 	defer h.mu.Unlock()
 	for _, e := range events {
 		prev, seen := h.last[e.Name]
-		if seen && bytes.Equal(prev, e.Data) {
+		if seen && bytes.Equal(prev.Data, e.Data) {
 			continue
 		}
 		if !seen {
 			h.order = append(h.order, e.Name)
 		}
-		h.last[e.Name] = e.Data
+		h.last[e.Name] = e
 		for s := range h.subs {
 			select {
 			case s.events <- e:
@@ -246,8 +276,13 @@ func (h *Hub) publish(events []Event) {
 	}
 }
 
-// ServeHTTP is GET /v1/events: a text/event-stream of the hub's events.
+// ServeHTTP is GET /v1/events: a text/event-stream of the hub's events,
+// each as the caller's Viewer shows it.
 func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var v Viewer = everything{}
+	if h.cfg.Viewers != nil {
+		v = h.cfg.Viewers(r)
+	}
 	flusher, ok := w.(http.Flusher)
 	if !ok {
 		writeError(w, http.StatusInternalServerError, codeInternal, errs.UnknownServerError.Name, "the connection cannot stream")
@@ -271,13 +306,51 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	flusher.Flush()
 	keep := time.NewTicker(h.cfg.KeepAlive)
 	defer keep.Stop()
+	recheck := time.NewTicker(h.cfg.Recheck)
+	defer recheck.Stop()
+	// What the caller was sent, and the hub's latest events, by name: a
+	// document is sent when what the caller may see of it changed.
+	sent := map[string][]byte{}
+	latest := map[string]Event{}
+	var order []string
+	send := func(e Event) error {
+		if _, ok := latest[e.Name]; !ok {
+			order = append(order, e.Name)
+		}
+		latest[e.Name] = e
+		data := v.Show(e)
+		if prev, ok := sent[e.Name]; ok && bytes.Equal(prev, data) {
+			return nil
+		}
+		sent[e.Name] = data
+		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", e.Name, data); err != nil {
+			return err
+		}
+		flusher.Flush()
+		return nil
+	}
+	allowed := func() bool {
+		if err := v.Check(); err != nil {
+			h.cfg.Logger.InfoContext(r.Context(), "console: ended an event stream its caller may no longer read", "reason", err.Error())
+			return false
+		}
+		return true
+	}
 	for {
 		select {
 		case e := <-s.Events():
-			if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", e.Name, e.Data); err != nil {
+			if !allowed() || send(e) != nil {
 				return
 			}
-			flusher.Flush()
+		case <-recheck.C:
+			if !allowed() {
+				return
+			}
+			for _, name := range order {
+				if send(latest[name]) != nil {
+					return
+				}
+			}
 		case <-keep.C:
 			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
 				return

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/acl"
 	"skein/libs/client"
 	"skein/libs/topicconfig"
 	"skein/services/gateway/internal/api"
@@ -29,7 +30,7 @@ type consoleSource struct {
 	cluster *skeinv1.GetClusterResponse
 	// offsets are the partitions' offsets as last read, by topic and partition.
 	offsets map[string]map[int32]*skeinv1.PartitionDescription
-	groups  []json.RawMessage
+	groups  []*skeinv1.DescribeGroupResponse
 }
 
 var consoleJSON = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}
@@ -50,8 +51,7 @@ func (s *consoleSource) Collect(ctx context.Context, refresh bool) []console.Eve
 	}
 	out = append(out, s.topicsEvent())
 	if s.groups != nil {
-		raw, _ := json.Marshal(map[string]any{"groups": s.groups})
-		out = append(out, console.Event{Name: "groups", Data: raw})
+		out = append(out, console.Event{Name: "groups", Data: groupsDoc(s.groups), Payload: s.groups})
 	}
 	return out
 }
@@ -84,7 +84,7 @@ func (s *consoleSource) refresh(ctx context.Context) {
 			omu.Unlock()
 		})
 	}
-	var groups []json.RawMessage
+	var groups []*skeinv1.DescribeGroupResponse
 	wg.Go(func() { groups = s.readGroups(ctx) })
 	wg.Wait()
 	s.mu.Lock()
@@ -109,7 +109,7 @@ func (s *consoleSource) refresh(ctx context.Context) {
 }
 
 // readGroups describes every group, nil when the list failed.
-func (s *consoleSource) readGroups(ctx context.Context) []json.RawMessage {
+func (s *consoleSource) readGroups(ctx context.Context) []*skeinv1.DescribeGroupResponse {
 	list, err := s.group.ListGroups(ctx, &skeinv1.ListGroupsRequest{})
 	if err != nil {
 		return nil
@@ -119,7 +119,7 @@ func (s *consoleSource) readGroups(ctx context.Context) []json.RawMessage {
 		names = append(names, g.GetGroup())
 	}
 	sort.Strings(names)
-	docs := make([]json.RawMessage, len(names))
+	docs := make([]*skeinv1.DescribeGroupResponse, len(names))
 	var wg sync.WaitGroup
 	for i, name := range names {
 		wg.Go(func() {
@@ -127,11 +127,11 @@ func (s *consoleSource) readGroups(ctx context.Context) []json.RawMessage {
 			if err != nil {
 				return
 			}
-			docs[i] = marshalDoc(d)
+			docs[i] = d
 		})
 	}
 	wg.Wait()
-	out := make([]json.RawMessage, 0, len(docs))
+	out := make([]*skeinv1.DescribeGroupResponse, 0, len(docs))
 	for _, d := range docs {
 		if d != nil {
 			out = append(out, d)
@@ -183,7 +183,7 @@ func (s *consoleSource) clusterEvent() (console.Event, bool) {
 // as last read (-1 until they are).
 func (s *consoleSource) topicsEvent() console.Event {
 	m := s.c.Metadata()
-	topics := []json.RawMessage{}
+	topics := []*skeinv1.TopicDescription{}
 	for _, t := range m.Topics() {
 		d := &skeinv1.TopicDescription{Name: t.GetName(), TopicId: t.GetTopicId(), Configs: topicconfig.Effective(t.GetConfigs()),
 			Internal: t.GetInternal() || api.IsInternalTopic(t.GetName()), Partitions: []*skeinv1.PartitionDescription{}}
@@ -199,10 +199,68 @@ func (s *consoleSource) topicsEvent() console.Event {
 			}
 			d.Partitions = append(d.Partitions, pd)
 		}
-		topics = append(topics, marshalDoc(d))
+		topics = append(topics, d)
 	}
-	raw, _ := json.Marshal(map[string]any{"topics": topics})
-	return console.Event{Name: "topics", Data: raw}
+	return console.Event{Name: "topics", Data: topicsDoc(topics), Payload: topics}
+}
+
+func topicsDoc(topics []*skeinv1.TopicDescription) []byte {
+	docs := make([]json.RawMessage, 0, len(topics))
+	for _, t := range topics {
+		docs = append(docs, marshalDoc(t))
+	}
+	raw, _ := json.Marshal(map[string]any{"topics": docs})
+	return raw
+}
+
+func groupsDoc(groups []*skeinv1.DescribeGroupResponse) []byte {
+	docs := make([]json.RawMessage, 0, len(groups))
+	for _, g := range groups {
+		docs = append(docs, marshalDoc(g))
+	}
+	raw, _ := json.Marshal(map[string]any{"groups": docs})
+	return raw
+}
+
+// consoleViewer shows one principal the event stream under --authorizer:
+// the stream needs cluster describe, checked again while it is open; the
+// topics are those it may describe, and the groups those it may describe,
+// each with its offsets and members' topics filtered as DescribeGroup
+// filters them for the principal.
+type consoleViewer struct {
+	z         *authorizer
+	principal string
+}
+
+func (v consoleViewer) Check() error {
+	if v.z.allowed(v.principal, acl.Cluster, "", acl.Describe) {
+		return nil
+	}
+	return acl.Refusal(acl.Request{Principal: v.principal, Resource: acl.Cluster, Operation: acl.Describe})
+}
+
+func (v consoleViewer) Show(e console.Event) []byte {
+	switch docs := e.Payload.(type) {
+	case []*skeinv1.TopicDescription:
+		kept := []*skeinv1.TopicDescription{}
+		for _, t := range docs {
+			if v.z.allowed(v.principal, acl.Topic, t.GetName(), acl.Describe) {
+				kept = append(kept, t)
+			}
+		}
+		return topicsDoc(kept)
+	case []*skeinv1.DescribeGroupResponse:
+		kept := []*skeinv1.DescribeGroupResponse{}
+		for _, g := range docs {
+			if v.z.allowed(v.principal, acl.Group, g.GetGroup(), acl.Describe) {
+				c := proto.Clone(g).(*skeinv1.DescribeGroupResponse)
+				v.z.filter(v.principal, c)
+				kept = append(kept, c)
+			}
+		}
+		return groupsDoc(kept)
+	}
+	return e.Data
 }
 
 func marshalDoc(m proto.Message) json.RawMessage {

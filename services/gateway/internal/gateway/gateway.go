@@ -227,7 +227,13 @@ func New(cfg Config) (*Gateway, error) {
 		}
 	}
 	handler := newHTTPHandler(mux, rl, ready, telemetry.MetricsHandler(cfg.Registry))
-	g.events = console.NewHub(console.HubConfig{Source: &consoleSource{c: g.client, admin: admin, group: g.group}, Logger: g.log})
+	var viewers func(*http.Request) console.Viewer
+	if z := g.auth.authz; z != nil {
+		viewers = func(r *http.Request) console.Viewer {
+			return consoleViewer{z: z, principal: display(principalFrom(r.Context()))}
+		}
+	}
+	g.events = console.NewHub(console.HubConfig{Source: &consoleSource{c: g.client, admin: admin, group: g.group}, Viewers: viewers, Logger: g.log})
 	console.Register(handler, g.events, &console.Demos{Enabled: cfg.ConsoleDemos, ClusterFile: cfg.DevClusterFile}, g.auth.consoleGuard)
 	g.http = &http.Server{
 		Handler:           crossOrigin().Handler(g.auth.wrapHTTP(handler)),
