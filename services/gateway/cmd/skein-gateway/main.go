@@ -72,7 +72,7 @@ func run(args []string) error {
 	debugAddr := fs.String("debug-addr", "", "serves /debug/pprof here when set (an operations address: keep it on loopback, never the public API port)")
 	authRequired := fs.Bool("auth-required", false, "refuse every public API call without a principal (a verified client certificate or a bearer token) with 401 / UNAUTHENTICATED SASL_AUTHENTICATION_FAILED")
 	authTokenFile := fs.String("auth-token-file", "", "static bearer tokens, one \"token principal\" line each (e.g. \"s3cret User:alice\"); reloaded on SIGHUP and when it changes")
-	authJWTKeyFile := fs.String("auth-jwt-key-file", "", "HS256 key for JSON Web Token bearer tokens (principal User:<sub>; exp and nbf checked); reloaded on SIGHUP and when it changes")
+	authJWTKeyFile := fs.String("auth-jwt-key-file", "", "HS256 key for JSON Web Token bearer tokens (principal User:<sub>, whatever sub holds; exp required and checked, nbf checked when present; a header with crit refused); reloaded on SIGHUP and when it changes")
 	authorizer := fs.Bool("authorizer", false, "authorize every public API call with the cluster's ACL bindings (skein acl, /v1/acls); a refused call is 403 / PERMISSION_DENIED TOPIC_, GROUP_, CLUSTER_ or TRANSACTIONAL_ID_AUTHORIZATION_FAILED")
 	superUsersFlag := fs.String("super-users", "", "principals allowed everything under --authorizer, separated by commas or semicolons (e.g. \"User:admin;User:ops\")")
 	tlsFiles := tlsconf.AddFlags(fs)

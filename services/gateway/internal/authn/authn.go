@@ -38,11 +38,19 @@ func FromCertificate(c *x509.Certificate) Principal {
 	if c == nil || c.Subject.CommonName == "" {
 		return ""
 	}
-	return Principal("User:" + c.Subject.CommonName)
+	return user(c.Subject.CommonName)
 }
 
-// normalize makes a name from a token file or a JWT subject a principal:
-// a name without a type is a User.
+// user is the principal of a name the caller presents (a certificate's
+// common name, a JWT's subject): always User:<name>, even when the name
+// looks typed, so that a caller can never choose its principal's type
+// ("User:admin" as a name is User:User:admin, not the super user
+// User:admin).
+func user(name string) Principal { return Principal("User:" + name) }
+
+// normalize makes a name of the token file a principal: a name without a
+// type is a User. The operator writes the file, so a typed name there
+// ("Service:billing") is taken as written.
 func normalize(name string) Principal {
 	if strings.Contains(name, ":") {
 		return Principal(name)
@@ -95,6 +103,9 @@ func ParseTokenFile(data []byte) (map[string]Principal, error) {
 type jwtHeader struct {
 	Alg string `json:"alg"`
 	Typ string `json:"typ"`
+	// Crit lists header extensions the verifier must understand or refuse
+	// the token; it understands none, so a header that has it is refused.
+	Crit json.RawMessage `json:"crit"`
 }
 
 type jwtClaims struct {
@@ -106,10 +117,11 @@ type jwtClaims struct {
 // LooksLikeJWT reports whether tok has a JWT's three dot-separated parts.
 func LooksLikeJWT(tok string) bool { return strings.Count(tok, ".") == 2 }
 
-// VerifyJWT checks an HS256 JWT against key at now: the signature, exp and
-// nbf (when present), and a subject. It answers the subject's principal.
-// Every failure is SASL_AUTHENTICATION_FAILED with a message saying which
-// check failed.
+// VerifyJWT checks an HS256 JWT against key at now: a header without crit
+// extensions, the signature, an exp (required: a token that never expires
+// is refused), nbf (when present), and a subject. It answers the subject's
+// principal, User:<sub> whatever sub holds. Every failure is
+// SASL_AUTHENTICATION_FAILED with a message saying which check failed.
 func VerifyJWT(tok string, key []byte, now time.Time) (Principal, error) {
 	fail := func(format string, args ...any) (Principal, error) {
 		return "", errs.Errorf(errs.SaslAuthenticationFailed, "JWT: "+format, args...)
@@ -133,6 +145,9 @@ func VerifyJWT(tok string, key []byte, now time.Time) (Principal, error) {
 	if h.Alg != "HS256" {
 		return fail("algorithm %q is not accepted (only HS256)", h.Alg)
 	}
+	if h.Crit != nil {
+		return fail("header parameter \"crit\" is not accepted (no extensions are understood)")
+	}
 	mac := hmac.New(sha256.New, key)
 	mac.Write([]byte(parts[0] + "." + parts[1]))
 	if !hmac.Equal(mac.Sum(nil), raw[2]) {
@@ -142,8 +157,11 @@ func VerifyJWT(tok string, key []byte, now time.Time) (Principal, error) {
 	if err := json.Unmarshal(raw[1], &c); err != nil {
 		return fail("malformed claims: %v", err)
 	}
+	if c.Exp == nil {
+		return fail("no exp claim (a token must expire)")
+	}
 	unix := float64(now.UnixNano()) / 1e9
-	if c.Exp != nil && unix >= *c.Exp {
+	if unix >= *c.Exp {
 		return fail("expired at %s", time.Unix(int64(*c.Exp), 0).UTC().Format(time.RFC3339))
 	}
 	if c.Nbf != nil && unix < *c.Nbf {
@@ -152,7 +170,7 @@ func VerifyJWT(tok string, key []byte, now time.Time) (Principal, error) {
 	if c.Sub == "" {
 		return fail("no sub claim")
 	}
-	return normalize(c.Sub), nil
+	return user(c.Sub), nil
 }
 
 // SignJWT makes an HS256 JWT of claims with key (tests and tools).

@@ -1,8 +1,12 @@
 package authn
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -24,21 +28,51 @@ func sign(t *testing.T, claims map[string]any, k []byte) string {
 	return tok
 }
 
+// signHeader signs claims with key under a header given as JSON, for
+// headers SignJWT does not make.
+func signHeader(t *testing.T, header string, claims map[string]any, k []byte) string {
+	t.Helper()
+	body, err := json.Marshal(claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signed := base64.RawURLEncoding.EncodeToString([]byte(header)) + "." + base64.RawURLEncoding.EncodeToString(body)
+	mac := hmac.New(sha256.New, k)
+	mac.Write([]byte(signed))
+	return signed + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+}
+
 func TestVerifyJWT(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	hs384 := "eyJhbGciOiJIUzM4NCJ9." + strings.Split(sign(t, map[string]any{"sub": "x"}, key), ".")[1] + ".AAAA"
 	none := "eyJhbGciOiJub25lIn0." + strings.Split(sign(t, map[string]any{"sub": "x"}, key), ".")[1] + "."
+	valid := map[string]any{"sub": "alice", "exp": now.Unix() + 60}
 	for _, tc := range []struct {
 		name, tok, want, errHas string
 	}{
 		{"good", sign(t, map[string]any{"sub": "alice", "exp": now.Unix() + 60}, key), "User:alice", ""},
-		{"typed subject", sign(t, map[string]any{"sub": "Service:billing"}, key), "Service:billing", ""},
-		{"nbf passed", sign(t, map[string]any{"sub": "alice", "nbf": now.Unix() - 1}, key), "User:alice", ""},
+		// A subject is always a User's name, whatever it holds: a token
+		// cannot name the super user User:client, nor a principal of
+		// another type.
+		{"subject naming a user", sign(t, map[string]any{"sub": "User:client", "exp": now.Unix() + 60}, key), "User:User:client", ""},
+		{"subject naming a group", sign(t, map[string]any{"sub": "Group:ops", "exp": now.Unix() + 60}, key), "User:Group:ops", ""},
+		{"subject with a lower-case type", sign(t, map[string]any{"sub": "user:zed", "exp": now.Unix() + 60}, key), "User:user:zed", ""},
+		{"nbf passed", sign(t, map[string]any{"sub": "alice", "exp": now.Unix() + 60, "nbf": now.Unix() - 1}, key), "User:alice", ""},
+		{"plain header", signHeader(t, `{"alg":"HS256"}`, valid, key), "User:alice", ""},
 		{"expired", sign(t, map[string]any{"sub": "alice", "exp": now.Unix() - 1}, key), "", "expired at"},
 		{"expires now", sign(t, map[string]any{"sub": "alice", "exp": now.Unix()}, key), "", "expired at"},
-		{"not yet valid", sign(t, map[string]any{"sub": "alice", "nbf": now.Unix() + 60}, key), "", "not valid before"},
+		{"not yet valid", sign(t, map[string]any{"sub": "alice", "exp": now.Unix() + 120, "nbf": now.Unix() + 60}, key), "", "not valid before"},
 		{"bad signature", sign(t, map[string]any{"sub": "alice"}, []byte("another key of sixteen bytes")), "", "bad signature"},
 		{"no subject", sign(t, map[string]any{"exp": now.Unix() + 60}, key), "", "no sub claim"},
+		{"no expiry", sign(t, map[string]any{"sub": "alice"}, key), "", "no exp claim"},
+		{"null expiry", sign(t, map[string]any{"sub": "alice", "exp": nil}, key), "", "no exp claim"},
+		{"no expiry, nbf passed", sign(t, map[string]any{"sub": "alice", "nbf": now.Unix() - 1}, key), "", "no exp claim"},
+		// The verifier understands no header extensions, so a header that
+		// marks any as critical is refused, whatever it lists.
+		{"critical extension", signHeader(t, `{"alg":"HS256","crit":["exp"],"exp":1}`, valid, key), "", `"crit" is not accepted`},
+		{"critical unknown extension", signHeader(t, `{"alg":"HS256","typ":"JWT","crit":["x-skein"],"x-skein":true}`, valid, key), "", `"crit" is not accepted`},
+		{"empty crit", signHeader(t, `{"alg":"HS256","crit":[]}`, valid, key), "", `"crit" is not accepted`},
+		{"null crit", signHeader(t, `{"alg":"HS256","crit":null}`, valid, key), "", `"crit" is not accepted`},
 		{"two parts", "abc.def", "", "malformed"},
 		{"not base64", "a!b.c.d", "", "not base64url"},
 		{"other algorithm", hs384, "", `"HS384" is not accepted`},
@@ -63,11 +97,13 @@ func TestVerifyJWT(t *testing.T) {
 }
 
 func TestParseTokenFile(t *testing.T) {
-	got, err := ParseTokenFile([]byte("# dev tokens\n\ns3cret User:alice\n  other bob  \n"))
+	// The operator names each token's principal: a typed name is taken as
+	// written, an untyped one is a User.
+	got, err := ParseTokenFile([]byte("# dev tokens\n\ns3cret User:alice\n  other bob  \nsvc Service:billing\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 2 || got["s3cret"] != "User:alice" || got["other"] != "User:bob" {
+	if len(got) != 3 || got["s3cret"] != "User:alice" || got["other"] != "User:bob" || got["svc"] != "Service:billing" {
 		t.Fatalf("got %v", got)
 	}
 	for _, bad := range []string{"lonely\n", "a b c\n", "t User:a\nt User:b\n"} {
@@ -127,6 +163,9 @@ func TestVerifier(t *testing.T) {
 		{"token wins over certificate", Credentials{Cert: cert, Authorization: "Bearer dev-token"}, "User:dev", ""},
 		{"jwt", Credentials{Authorization: "Bearer " + sign(t, map[string]any{"sub": "carol", "exp": 1_800_000_100}, key)}, "User:carol", ""},
 		{"expired jwt", Credentials{Authorization: "Bearer " + sign(t, map[string]any{"sub": "carol", "exp": 1_700_000_000}, key)}, "", "expired"},
+		{"jwt without exp", Credentials{Authorization: "Bearer " + sign(t, map[string]any{"sub": "carol"}, key)}, "", "no exp claim"},
+		{"jwt with crit", Credentials{Authorization: "Bearer " + signHeader(t, `{"alg":"HS256","crit":["x"]}`, map[string]any{"sub": "carol", "exp": 1_800_000_100}, key)}, "", `"crit" is not accepted`},
+		{"jwt naming the super user", Credentials{Authorization: "Bearer " + sign(t, map[string]any{"sub": "User:client", "exp": 1_800_000_100}, key)}, "User:User:client", ""},
 		{"unknown token", Credentials{Authorization: "Bearer nope"}, "", "unknown bearer token"},
 		{"bad token with a certificate", Credentials{Cert: cert, Authorization: "Bearer nope"}, "", "unknown bearer token"},
 		{"other scheme", Credentials{Authorization: "Basic x"}, "", "must be"},
@@ -189,5 +228,22 @@ func TestVerifier(t *testing.T) {
 	}
 	if p, err := none.Authenticate(Credentials{Cert: cert}); err != nil || p != "User:client" {
 		t.Fatalf("no sources, a certificate: %q, %v", p, err)
+	}
+}
+
+// A name a caller presents becomes the same principal whether it comes as
+// a certificate's common name or a JWT's subject: User:<name>, never a
+// principal whose type the caller chose.
+func TestCertificateAndJWTSubjectAgree(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	for _, name := range []string{"alice", "User:client", "user:zed", "Group:ops", "User:*", ":"} {
+		fromCert := FromCertificate(&x509.Certificate{Subject: pkix.Name{CommonName: name}})
+		fromJWT, err := VerifyJWT(sign(t, map[string]any{"sub": name, "exp": now.Unix() + 60}, key), key, now)
+		if err != nil {
+			t.Fatalf("%q: %v", name, err)
+		}
+		if want := Principal("User:" + name); fromCert != want || fromJWT != want {
+			t.Errorf("%q: certificate %q, JWT %q; want both %q", name, fromCert, fromJWT, want)
+		}
 	}
 }
