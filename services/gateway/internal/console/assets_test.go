@@ -30,6 +30,14 @@ func TestAssetsServedWithTheirContentTypes(t *testing.T) {
 		if ct := resp.Header.Get("Content-Type"); ct != want {
 			t.Errorf("%s: Content-Type %q, want %q", path, ct, want)
 		}
+		// No other site may frame the console (its buttons act on the
+		// cluster), nor read a file as another type.
+		for h, want := range map[string]string{"X-Frame-Options": "DENY", "Content-Security-Policy": "frame-ancestors 'none'",
+			"X-Content-Type-Options": "nosniff"} {
+			if got := resp.Header.Get(h); got != want {
+				t.Errorf("%s: %s %q, want %q", path, h, got, want)
+			}
+		}
 		if len(body) == 0 {
 			t.Errorf("%s: empty", path)
 		}
