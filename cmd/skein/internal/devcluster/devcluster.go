@@ -425,8 +425,11 @@ func (c *Cluster) writeFile() error {
 	if err != nil {
 		return err
 	}
+	// Readable by its owner only: a secure cluster's file holds the dev
+	// token, a credential as the files under tls/ are.
 	tmp := filepath.Join(c.opts.DataDir, fileName+".tmp")
-	if err := os.WriteFile(tmp, append(raw, '\n'), 0o644); err != nil {
+	_ = os.Remove(tmp) // WriteFile keeps an existing file's mode
+	if err := os.WriteFile(tmp, append(raw, '\n'), 0o600); err != nil {
 		return err
 	}
 	return os.Rename(tmp, filepath.Join(c.opts.DataDir, fileName))

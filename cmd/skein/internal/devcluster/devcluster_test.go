@@ -521,3 +521,23 @@ func TestSteadySysmonReachesEveryProcess(t *testing.T) {
 		}
 	}
 }
+
+// cluster.json may hold a secure cluster's dev token: only its owner reads
+// it, even over a file an older build left readable by all.
+func TestClusterFileIsOwnerOnly(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, fileName+".tmp"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := &Cluster{opts: Options{DataDir: dir}, sec: &Security{DevToken: "skein-dev-x"}}
+	if err := c.writeFile(); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(filepath.Join(dir, fileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("cluster.json has mode %v, want 0600", fi.Mode().Perm())
+	}
+}
