@@ -72,7 +72,7 @@ authorized by ACLs (the client certificate's principal is a super user).
   gRPC:    %[2]s   (TLS)
   CA:      %[3]s
   client:  %[4]s, %[5]s   (principal %[10]s, super user)
-  token:   %[7]s   (principal %[8]s, no ACLs yet; in %[9]s)
+  token:   %[7]s   (principal %[8]s, allowed only what ACLs grant it; in %[9]s)
   cluster: %[6]s
 
 Try:
