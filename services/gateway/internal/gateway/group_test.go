@@ -741,3 +741,27 @@ func TestGroupConsumeStreamSendsPositionsThatMoveWithoutRecords(t *testing.T) {
 		t.Fatalf("sent %v, want one message without records, at position 3", told)
 	}
 }
+
+// A REST commit names each partition and its offset: JSON can leave the
+// offset out, which protobuf would read as 0 and so rewind the group to
+// the partition's start.
+func TestRESTCommitNeedsEveryOffset(t *testing.T) {
+	e := startGroups(t)
+	e.mustDo("POST", "/v1/topics", `{"name": "ct", "partitions": 1, "replication_factor": 1}`)
+	e.produce("ct", 1, 3)
+	e.mustDo("POST", "/v1/groups/cg/offsets", `{"member_epoch": -1, "offsets": [{"topic": "ct", "partition": 0, "offset": 2}]}`)
+	code, out := e.do("POST", "/v1/groups/cg/offsets", `{"member_epoch": -1, "offsets": [{"topic": "ct", "partition": 0}]}`)
+	if code != 400 || out["error_code"] != "INVALID_REQUEST" || out["message"] != "offsets[0]: offset is missing: a commit names each partition and the offset to commit" {
+		t.Fatalf("a commit without its offset: %d %v", code, out)
+	}
+	offs := e.mustDo("GET", "/v1/groups/cg/offsets", "")["offsets"].([]any)
+	if len(offs) != 1 || offs[0].(map[string]any)["offset"] != "2" {
+		t.Fatalf("offsets after the refused commit: %v, want offset 2 kept", offs)
+	}
+	// An offset of 0 that is written is a commit like any other.
+	e.mustDo("POST", "/v1/groups/cg/offsets", `{"member_epoch": -1, "offsets": [{"topic": "ct", "partition": 0, "offset": 0}]}`)
+	offs = e.mustDo("GET", "/v1/groups/cg/offsets", "")["offsets"].([]any)
+	if len(offs) != 1 || offs[0].(map[string]any)["offset"] != "0" {
+		t.Fatalf("offsets after committing 0: %v", offs)
+	}
+}

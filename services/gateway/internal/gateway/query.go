@@ -93,9 +93,13 @@ func refuseQuery(next runtime.HandlerFunc) runtime.HandlerFunc {
 				// (?acks=0;x would pass as no parameter at all).
 				vals, err := url.ParseQuery(r.URL.RawQuery)
 				if keys := slices.Sorted(maps.Keys(vals)); (err != nil || len(keys) > 0) && !queryRoutes[route] {
-					msg := fmt.Sprintf("a malformed query %q: %s takes its fields in the body or the path", r.URL.RawQuery, route)
+					where := "the body or the path"
+					if r.Method == http.MethodGet || r.Method == http.MethodDelete {
+						where = "the path"
+					}
+					msg := fmt.Sprintf("a malformed query %q: %s takes its fields in %s", r.URL.RawQuery, route, where)
 					if err == nil {
-						msg = fmt.Sprintf("unknown query parameter %q: %s takes its fields in the body or the path", keys[0], route)
+						msg = fmt.Sprintf("unknown query parameter %q: %s takes its fields in %s", keys[0], route, where)
 					}
 					writeError(w, http.StatusBadRequest, errorBody{Code: int32(codes.InvalidArgument), ErrorCode: errs.InvalidRequest.Name, Message: msg})
 					return

@@ -131,7 +131,7 @@ func newRESTMux(ctx context.Context, conn *grpc.ClientConn, rl restLimits) (*run
 		// X-HTTP-Method-Override header names (a DELETE, say).
 		runtime.WithDisablePathLengthFallback(),
 		runtime.SetQueryParameterParser(&strictQueryParser{}), // process-wide in grpc-gateway: the one REST mux is its only user
-		runtime.WithMiddlewares(refuseQuery),
+		runtime.WithMiddlewares(refuseQuery, requireOffsetFields),
 	)
 	for _, register := range []func(context.Context, *runtime.ServeMux, *grpc.ClientConn) error{
 		skeinv1.RegisterAdminServiceHandler,
