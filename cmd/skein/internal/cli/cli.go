@@ -93,8 +93,9 @@ Usage:
   skein group reset-offsets GROUP --topic T (--to-earliest | --to-latest | --to-offset N | --to-timestamp MS)
                 [--execute | --dry-run]   (without --execute, only prints the new offsets, as Kafka's tool)
   skein group delete GROUP
-  skein group dlq GROUP --topic T              (what the group dead-lettered from T, with the reasons)
-  skein group dlq-replay GROUP --topic T       (produce those records back to T)
+  skein group dlq GROUP --topic T [--dlq-topic D]          (what the group dead-lettered from T, with the reasons)
+  skein group dlq-replay GROUP --topic T [--dlq-topic D]   (produce those records back to T)
+                (D: the dead-letter topic to read; default the group's dlq.topic, else T.dlq)
   skein cluster
   skein acl add --principal User:NAME --operation OP[,OP]... (--topic T | --group G | --transactional-id ID | --cluster)
                 [--pattern literal|prefixed] [--permission allow|deny]
@@ -107,7 +108,8 @@ Usage:
 Every command but dev and certs talks to a gateway's gRPC API: --gateway ADDR (env
 SKEIN_GATEWAY, default 127.0.0.1:9090), before or after the command, as --json,
 --tls-ca, --tls-cert, --tls-key and --token may be. Flags have environment twins
-SKEIN_<FLAG>, e.g. SKEIN_KEY_SEPARATOR. Add --json for the API's JSON output.
+SKEIN_<FLAG>, e.g. SKEIN_KEY_SEPARATOR (an empty one counts as unset). Add
+--json for the API's JSON output.
 
 produce sends each stdin line as a record (as bytes when it is not UTF-8).
 A line it cannot make a record of (no key separator, say) stops the input

@@ -193,8 +193,35 @@ func (g *fakeGateway) read(topic string, p int32, off int64, n int) ([]*skeinv1.
 	return recs[off:end], int64(len(recs)), g.grew
 }
 
+// Produce appends the records as ProduceStream does, headers and
+// timestamps kept (group dlq-replay produces this way).
+func (g *fakeGateway) Produce(_ context.Context, req *skeinv1.ProduceRequest) (*skeinv1.ProduceResponse, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	resp := &skeinv1.ProduceResponse{}
+	for _, r := range req.GetRecords() {
+		p := r.GetPartition()
+		parts, ok := g.topics[req.GetTopic()]
+		if !ok || int(p) >= len(parts) {
+			resp.Results = append(resp.Results, &skeinv1.ProduceResult{Offset: -1, ErrorCode: skeinv1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, Message: "no such partition"})
+			continue
+		}
+		off := int64(len(parts[p]))
+		parts[p] = append(parts[p], &skeinv1.ConsumedRecord{Topic: req.GetTopic(), Partition: p, Offset: off, Key: r.Key, Value: r.Value,
+			KeyBytes: r.KeyBytes, ValueBytes: r.ValueBytes, Headers: r.GetHeaders(), TimestampMs: r.GetTimestampMs()})
+		resp.Results = append(resp.Results, &skeinv1.ProduceResult{Partition: p, Offset: off})
+	}
+	return resp, nil
+}
+
+// Fetch answers up to max_records records, 500 when it is not set (as the
+// gateway, which has a default).
 func (g *fakeGateway) Fetch(_ context.Context, req *skeinv1.FetchRequest) (*skeinv1.FetchResponse, error) {
-	recs, hw, _ := g.read(req.GetTopic(), req.GetPartition(), req.GetOffset(), int(req.GetMaxRecords()))
+	n := 500
+	if req.MaxRecords != nil {
+		n = int(req.GetMaxRecords())
+	}
+	recs, hw, _ := g.read(req.GetTopic(), req.GetPartition(), req.GetOffset(), n)
 	return &skeinv1.FetchResponse{Records: recs, NextOffset: req.GetOffset() + int64(len(recs)), HighWatermark: hw, LastStableOffset: hw}, nil
 }
 

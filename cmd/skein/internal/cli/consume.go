@@ -125,6 +125,16 @@ func consumeCmd(ctx context.Context, args []string, stdio IO) error {
 	case *idle < 0:
 		return usagef("--idle %v: want 0 (no limit) or more", *idle)
 	}
+	if f.typed["group"] && *group == "" {
+		// "--group $GROUP" with $GROUP empty: as a plain consumer it would
+		// join no group and commit nothing, and exit 0 as if it had. Only
+		// "" is refused, as the gateway refuses it (INVALID_GROUP_ID): " "
+		// is a group id the cluster takes and group describe shows. An
+		// empty SKEIN_GROUP counts as unset, as every empty environment
+		// twin does (it is acl's --group twin too, and "SKEIN_GROUP=" is
+		// how a shell clears it).
+		return usagef("--group is empty: name the consumer group, or leave --group out to read without one")
+	}
 	if *group == "" {
 		// These shape a group member; without --group they would do
 		// nothing. Typed ones only: an environment twin (SKEIN_SESSION_TIMEOUT

@@ -27,7 +27,7 @@ func groupCmd(ctx context.Context, args []string, stdio IO) error {
 		return flag.ErrHelp
 	}
 	f := newFlags("group "+sub, stdio, true)
-	var topic *string
+	var topic, dlqTopic *string
 	var toEarliest, toLatest, execute, dryRun *bool
 	var toOffset, toTimestamp *int64
 	switch sub {
@@ -41,6 +41,7 @@ func groupCmd(ctx context.Context, args []string, stdio IO) error {
 		dryRun = f.Bool("dry-run", false, "only print the new offsets (the default; as Kafka's tool, for scripts to say so)")
 	case "dlq", "dlq-replay":
 		topic = f.String("topic", "", "the topic whose dead-lettered records to "+map[string]string{"dlq": "list", "dlq-replay": "produce back to it"}[sub]+" (required)")
+		dlqTopic = f.String("dlq-topic", "", "the dead-letter topic to read (default: the group's dlq.topic, else TOPIC.dlq); one the group wrote to before its dlq.topic changed or its config was deleted")
 	case "list", "describe", "delete":
 	default:
 		return usagef("unknown group subcommand %q", sub)
@@ -53,12 +54,23 @@ func groupCmd(ctx context.Context, args []string, stdio IO) error {
 		if *topic == "" {
 			return usagef("%s needs --topic", sub)
 		}
+		// A --dlq-topic given empty ("--dlq-topic $DLQ" with $DLQ unset)
+		// is refused rather than read as the lookup's: the records listed
+		// or replayed would come from a topic other than the one meant.
+		switch {
+		case f.typed["dlq-topic"] && *dlqTopic == "":
+			return usagef("--dlq-topic is empty: name the dead-letter topic to read, or leave --dlq-topic out for the group's own")
+		case *dlqTopic == *topic:
+			// The coordinator never dead-letters a record into its own
+			// topic (INVALID_CONFIG): there is nothing there to find.
+			return usagef("--dlq-topic %s is --topic itself: a group never dead-letters a record into its own topic", *dlqTopic)
+		}
 		cctx, cancel := timeout(ctx)
 		defer cancel()
 		if sub == "dlq" {
-			return groupDLQ(cctx, f, stdio, pos[0], *topic)
+			return groupDLQ(cctx, f, stdio, pos[0], *topic, *dlqTopic)
 		}
-		return groupDLQReplay(cctx, f, stdio, pos[0], *topic)
+		return groupDLQReplay(cctx, f, stdio, pos[0], *topic, *dlqTopic)
 	}
 	conn, err := f.dial()
 	if err != nil {

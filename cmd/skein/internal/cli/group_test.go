@@ -43,6 +43,10 @@ type fakeGroups struct {
 	// refuseOnce: partitions whose next commit is refused with this code,
 	// once.
 	refuseOnce map[int32]skeinv1.ErrorCode
+	// dlqTopic is every group's dlq.topic; configReads counts the
+	// GetGroupConfig calls.
+	dlqTopic    string
+	configReads int
 }
 
 func (f *fakeGroups) ListGroups(context.Context, *skeinv1.ListGroupsRequest) (*skeinv1.ListGroupsResponse, error) {
@@ -141,7 +145,10 @@ func (f *fakeGroups) Consume(stream skeinv1.GroupService_ConsumeServer) error {
 }
 
 func (f *fakeGroups) GetGroupConfig(_ context.Context, req *skeinv1.GetGroupConfigRequest) (*skeinv1.GetGroupConfigResponse, error) {
-	return &skeinv1.GetGroupConfigResponse{Group: req.GetGroup(), Configs: map[string]string{"dlq.topic": "", "max.delivery.attempts": "5"}}, nil
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.configReads++
+	return &skeinv1.GetGroupConfigResponse{Group: req.GetGroup(), Configs: map[string]string{"dlq.topic": f.dlqTopic, "max.delivery.attempts": "5"}}, nil
 }
 
 // Before a group dead-letters anything its dead-letter topic does not
@@ -164,6 +171,13 @@ func TestGroupDLQBeforeTheFirstDeadLetter(t *testing.T) {
 }
 
 func startFakeGroups(t *testing.T) (*fakeGroups, string) {
+	_, f, addr := startFakeGatewayWithGroups(t)
+	return f, addr
+}
+
+// startFakeGatewayWithGroups serves a fakeGateway with topic "t" (two
+// partitions) and a fakeGroups on one address.
+func startFakeGatewayWithGroups(t *testing.T) (*fakeGateway, *fakeGroups, string) {
 	g := &fakeGateway{topics: map[string][][]*skeinv1.ConsumedRecord{"t": make([][]*skeinv1.ConsumedRecord, 2)}, grew: make(chan struct{})}
 	f := &fakeGroups{exists: true}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -172,10 +186,12 @@ func startFakeGroups(t *testing.T) (*fakeGroups, string) {
 	}
 	s := grpc.NewServer()
 	skeinv1.RegisterAdminServiceServer(s, g)
+	skeinv1.RegisterProducerServiceServer(s, g)
+	skeinv1.RegisterConsumerServiceServer(s, g)
 	skeinv1.RegisterGroupServiceServer(s, f)
 	go s.Serve(lis)
 	t.Cleanup(s.Stop)
-	return f, lis.Addr().String()
+	return g, f, lis.Addr().String()
 }
 
 func TestGroupCommands(t *testing.T) {
@@ -283,6 +299,50 @@ func TestConsumeAsGroupMember(t *testing.T) {
 	}
 	if code, _, _ := run(t, "", "consume", "t", "--group", "g", "--partition", "1", "--gateway", addr); code != 2 {
 		t.Errorf("--group with --partition: exit %d, want 2", code)
+	}
+}
+
+// An explicit --group with an empty value ("--group $GROUP" with $GROUP
+// unset) is a usage error, not a plain consumer that joins no group and
+// commits nothing. Only "" is: " " is a group id the gateway takes. An
+// empty SKEIN_GROUP counts as unset, as every empty environment twin does.
+func TestConsumeWithAnEmptyGroup(t *testing.T) {
+	f, addr := startFakeGroups(t)
+	for _, args := range [][]string{
+		{"--group", "", "--max", "2"},
+		{"--group=", "--max", "2"},
+		{"--group", "", "--idle", "2s"},
+	} {
+		code, out, errOut := run(t, "", append([]string{"consume", "t", "--gateway", addr}, args...)...)
+		if code != 2 || out != "" || !strings.Contains(errOut, "--group is empty") {
+			t.Errorf("consume t %q: %d %q %q, want a usage error saying --group is empty", args, code, out, errOut)
+		}
+	}
+	f.mu.Lock()
+	joined, commits := f.subscribe, len(f.commits)
+	f.mu.Unlock()
+	if joined != nil || commits != 0 {
+		t.Fatalf("an empty --group joined %v and sent %d commit(s)", joined, commits)
+	}
+
+	t.Setenv("SKEIN_GROUP", "")
+	if code, out, errOut := run(t, "", "consume", "t", "--max", "2", "--gateway", addr); code != 0 || out != "" {
+		t.Errorf("consume with SKEIN_GROUP empty: %d %q %q, want a plain consumer", code, out, errOut)
+	}
+	f.mu.Lock()
+	joined = f.subscribe
+	f.mu.Unlock()
+	if joined != nil {
+		t.Fatalf("an empty SKEIN_GROUP joined %v", joined)
+	}
+
+	if code, out, errOut := run(t, "", "consume", "t", "--group", " ", "--max", "1", "--gateway", addr); code != 0 || out != "a\n" {
+		t.Fatalf("consume --group ' ': %d %q %q", code, out, errOut)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.subscribe.GetGroup() != " " {
+		t.Errorf("consume --group ' ' joined %q", f.subscribe.GetGroup())
 	}
 }
 

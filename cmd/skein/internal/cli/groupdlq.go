@@ -45,9 +45,16 @@ type deadLetter struct {
 	null    bool              // a tombstone: no value
 }
 
-// dlqTopicOf answers the dead-letter topic of a group's topic: the group's
-// dlq.topic, else the topic's own (TOPIC.dlq, shortened for a long name).
-func dlqTopicOf(ctx context.Context, groups skeinv1.GroupServiceClient, group, topic string) (string, error) {
+// dlqTopicOf answers the dead-letter topic of a group's topic: named (the
+// one --dlq-topic names) when it is not empty, else the group's dlq.topic,
+// else the topic's own (TOPIC.dlq, shortened for a long name). A named one
+// is taken as it is, without asking the group's config: records
+// dead-lettered before the group's dlq.topic changed, or before its config
+// was deleted, are in a topic the config no longer names.
+func dlqTopicOf(ctx context.Context, groups skeinv1.GroupServiceClient, group, topic, named string) (string, error) {
+	if named != "" {
+		return named, nil
+	}
 	cfg, err := groups.GetGroupConfig(ctx, &skeinv1.GetGroupConfigRequest{Group: group})
 	if err != nil {
 		return "", err
@@ -62,11 +69,13 @@ func dlqTopicOf(ctx context.Context, groups skeinv1.GroupServiceClient, group, t
 // high watermark and answers the records the group dead-lettered from topic.
 // With neither the dead-letter topic nor topic in the cluster it answers
 // topic's UNKNOWN_TOPIC_OR_PARTITION: a misspelt name is not "no dead
-// letters". A dead-letter topic outlives its source, so its records are
-// listed after the source is deleted.
-func readDeadLetters(ctx context.Context, admin skeinv1.AdminServiceClient, consumer skeinv1.ConsumerServiceClient, dlqTopic, group, topic string) ([]deadLetter, error) {
+// letters". A dead-letter topic named on the command line (named) that
+// does not exist answers its own UNKNOWN_TOPIC_OR_PARTITION: it was meant
+// to hold dead letters already. A dead-letter topic outlives its source, so
+// its records are listed after the source is deleted.
+func readDeadLetters(ctx context.Context, admin skeinv1.AdminServiceClient, consumer skeinv1.ConsumerServiceClient, dlqTopic, group, topic string, named bool) ([]deadLetter, error) {
 	desc, err := admin.DescribeTopic(ctx, &skeinv1.DescribeTopicRequest{Topic: dlqTopic})
-	if errs.Of(rpcerr.FromStatus(err)) == errs.UnknownTopicOrPartition {
+	if errs.Of(rpcerr.FromStatus(err)) == errs.UnknownTopicOrPartition && !named {
 		// Created with the first dead letter: none yet, if topic exists.
 		if _, err := admin.DescribeTopic(ctx, &skeinv1.DescribeTopicRequest{Topic: topic}); err != nil {
 			return nil, err
@@ -158,18 +167,19 @@ func printable(b []byte) string {
 }
 
 // groupDLQ lists the records a group dead-lettered from a topic, with the
-// reasons (skein group dlq G --topic T).
-func groupDLQ(ctx context.Context, f *flags, stdio IO, group, topic string) error {
+// reasons (skein group dlq G --topic T), from the dead-letter topic named
+// (--dlq-topic) or else the group's.
+func groupDLQ(ctx context.Context, f *flags, stdio IO, group, topic, named string) error {
 	conn, err := f.dial()
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	dlqTopic, err := dlqTopicOf(ctx, skeinv1.NewGroupServiceClient(conn), group, topic)
+	dlqTopic, err := dlqTopicOf(ctx, skeinv1.NewGroupServiceClient(conn), group, topic, named)
 	if err != nil {
 		return err
 	}
-	list, err := readDeadLetters(ctx, skeinv1.NewAdminServiceClient(conn), skeinv1.NewConsumerServiceClient(conn), dlqTopic, group, topic)
+	list, err := readDeadLetters(ctx, skeinv1.NewAdminServiceClient(conn), skeinv1.NewConsumerServiceClient(conn), dlqTopic, group, topic, named != "")
 	if err != nil {
 		return err
 	}
@@ -194,18 +204,19 @@ func groupDLQ(ctx context.Context, f *flags, stdio IO, group, topic string) erro
 
 // groupDLQReplay produces what a group dead-lettered from a topic back to
 // the topic, each to its source partition with its key, value, own headers
-// and timestamp (skein group dlq-replay G --topic T).
-func groupDLQReplay(ctx context.Context, f *flags, stdio IO, group, topic string) error {
+// and timestamp (skein group dlq-replay G --topic T), from the dead-letter
+// topic named (--dlq-topic) or else the group's.
+func groupDLQReplay(ctx context.Context, f *flags, stdio IO, group, topic, named string) error {
 	conn, err := f.dial()
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	dlqTopic, err := dlqTopicOf(ctx, skeinv1.NewGroupServiceClient(conn), group, topic)
+	dlqTopic, err := dlqTopicOf(ctx, skeinv1.NewGroupServiceClient(conn), group, topic, named)
 	if err != nil {
 		return err
 	}
-	list, err := readDeadLetters(ctx, skeinv1.NewAdminServiceClient(conn), skeinv1.NewConsumerServiceClient(conn), dlqTopic, group, topic)
+	list, err := readDeadLetters(ctx, skeinv1.NewAdminServiceClient(conn), skeinv1.NewConsumerServiceClient(conn), dlqTopic, group, topic, named != "")
 	if err != nil {
 		return err
 	}
