@@ -86,9 +86,29 @@ func validateMember(group, member string, epoch int32) error {
 // maxMemberIDLen bounds a member id a caller chooses.
 const maxMemberIDLen = 64
 
-// validNameRune reports whether r may be in a member id a caller chooses.
+// maxInstanceIDLen bounds an instance id (static membership), as Kafka
+// bounds group.instance.id. The coordinator writes it in the group's record
+// of __consumer_offsets, where an unbounded one would be refused as a
+// record too large for that topic.
+const maxInstanceIDLen = 249
+
+// validNameRune reports whether r may be in a member id or an instance id a
+// caller chooses.
 func validNameRune(r rune) bool {
 	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-'
+}
+
+// validateChosenID checks an id a caller chooses, named field in the
+// message: 1 to limit characters of [a-zA-Z0-9._-], else INVALID_REQUEST.
+// Too long an id is not quoted back.
+func validateChosenID(field, id string, limit int) error {
+	if len(id) > limit {
+		return errs.Errorf(errs.InvalidRequest, "%s is %d bytes long: want 1-%d characters of [a-zA-Z0-9._-]", field, len(id), limit)
+	}
+	if id == "" || strings.IndexFunc(id, func(r rune) bool { return !validNameRune(r) }) >= 0 {
+		return errs.Errorf(errs.InvalidRequest, "%s %q: want 1-%d characters of [a-zA-Z0-9._-]", field, id, limit)
+	}
+	return nil
 }
 
 // resetOf answers the auto_offset_reset a member id minted here carries.
@@ -151,11 +171,15 @@ func (s *Group) joinRequest(ctx context.Context, req *skeinv1.JoinGroupRequest) 
 		return nil, errs.Errorf(errs.InvalidRequest, "auto_offset_reset %q: want \"earliest\" or \"latest\"", reset)
 	}
 	id := req.GetMemberId()
-	switch {
-	case id == "":
+	if id == "" {
 		id = client.NewMemberID()
-	case len(id) > maxMemberIDLen || strings.IndexFunc(id, func(r rune) bool { return !validNameRune(r) }) >= 0:
-		return nil, errs.Errorf(errs.InvalidRequest, "member_id %q: want 1-%d characters of [a-zA-Z0-9._-]", id, maxMemberIDLen)
+	} else if err := validateChosenID("member_id", id, maxMemberIDLen); err != nil {
+		return nil, err
+	}
+	if iid := req.GetInstanceId(); iid != "" { // empty: a dynamic member
+		if err := validateChosenID("instance_id", iid, maxInstanceIDLen); err != nil {
+			return nil, err
+		}
 	}
 	return &groupv1.ConsumerGroupHeartbeatRequest{
 		GroupId: req.GetGroup(), MemberId: id + "-" + reset, MemberEpoch: 0,

@@ -185,6 +185,37 @@ func TestGroupJoinRetriedWithTheCallersID(t *testing.T) {
 	}
 }
 
+// An instance id is Kafka's group.instance.id: 1-249 characters of
+// [a-zA-Z0-9._-]. Any other is refused INVALID_REQUEST at the join, saying
+// which field and why (a long one is not quoted back), before it reaches
+// the coordinator, whose log would refuse one too large for it.
+func TestGroupJoinValidatesTheInstanceID(t *testing.T) {
+	s, _, _, ctx := groupFixture(t, map[string]int32{"t": 2})
+	longest := strings.Repeat("i", 249)
+	first, err := s.JoinGroup(ctx, &skeinv1.JoinGroupRequest{Group: "g", Topics: []string{"t"}, InstanceId: longest})
+	if err != nil {
+		t.Fatalf("an instance id of 249 characters: %v", err)
+	}
+	d, err := s.groups.Describe(ctx, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.GetMembers()) != 1 || d.GetMembers()[0].GetInstanceId() != longest || d.GetMembers()[0].GetMemberId() != first.GetMemberId() {
+		t.Fatalf("members %+v, want the static member", d.GetMembers())
+	}
+	for _, bad := range []string{strings.Repeat("i", 250), strings.Repeat("i", 2<<20), " ", "a\x00b", "has space", "slash/", "café"} {
+		_, err := s.JoinGroup(ctx, &skeinv1.JoinGroupRequest{Group: "g", Topics: []string{"t"}, InstanceId: bad})
+		msg := errs.Message(err)
+		if errs.Of(err) != errs.InvalidRequest || !strings.Contains(msg, "instance_id") || len(msg) > 200 {
+			name := bad
+			if len(name) > 20 {
+				name = name[:20] + "..."
+			}
+			t.Errorf("instance_id %q (%d bytes): %v, want INVALID_REQUEST about the instance_id", name, len(bad), err)
+		}
+	}
+}
+
 // A partition taken from a member that had not started it (position -1)
 // is given up in the same call, like one it had read: the member's second
 // heartbeat of the call confirms it, and nothing is committed for it.
