@@ -9,10 +9,12 @@ import (
 
 	"skein/libs/client"
 	"skein/libs/errs"
+	"skein/libs/metadata"
 	"skein/libs/record"
 	"skein/services/groupcoord/internal/assign"
 	"skein/services/groupcoord/internal/delivery"
 	"skein/services/groupcoord/internal/group"
+	"skein/services/groupcoord/internal/offsetlog"
 )
 
 // dlqLog is a memLog that also holds the topics groups consume, so it
@@ -522,5 +524,135 @@ func TestNackOfARecordOfAnOpenTransaction(t *testing.T) {
 	}
 	if got := log.topic("orders.dlq", 0); len(got) != 1 || string(got[0].Value) != "v1" || got[0].Transactional {
 		t.Fatalf("dead-letter copies %+v, want one plain copy of v1", got)
+	}
+}
+
+// compacted answers a copy of log as compaction leaves __consumer_offsets:
+// only the newest record of each key (a tombstone too), in log order; the
+// topics groups consume are the same records.
+func compacted(log *dlqLog) *dlqLog {
+	out := newDLQLog()
+	sourceRecords(out)
+	for p := range int32(nParts) {
+		recs := log.records(p)
+		newest := map[string]int{}
+		for i, e := range recs {
+			newest[string(e.Key)] = i
+		}
+		mp := out.part(p)
+		for i, e := range recs {
+			if newest[string(e.Key)] == i {
+				mp.entries = append(mp.entries, Entry{Offset: int64(len(mp.entries)), KV: e.KV})
+			}
+		}
+	}
+	return out
+}
+
+// A record nacked, then processed (the member commits past it) is done
+// with: once the group's offsets are reset to read it again it is at its
+// first delivery, and the group's max.delivery.attempts count from there,
+// also at a new owner that loads the compacted log. A commit at the record
+// (the position its nack moved the member to) keeps the count, as does a
+// record the commit does not move past.
+func TestCommitPastANackedRecordClearsItsCount(t *testing.T) {
+	log := newDLQLog()
+	sourceRecords(log)
+	c, m := dlqGroup(t, log, "3")
+	ctx := context.Background()
+	tp := assign.TopicPartition{Topic: "orders", Partition: 0}
+	attempts := func(c *Coordinator) (int32, int32) {
+		t.Helper()
+		d := c.Deliveries("app", []assign.TopicPartition{tp})[tp]
+		return d.Attempt(0), d.Attempt(2)
+	}
+	for i := int32(1); i <= 2; i++ {
+		if res, err := c.Nack(ctx, "app", m.MemberID, m.MemberEpoch, "orders", 0, 0, "x"); err != nil || res.Failed != i || res.DeadLettered {
+			t.Fatalf("nack %d: %+v %v", i, res, err)
+		}
+	}
+	if res, err := c.Nack(ctx, "app", m.MemberID, m.MemberEpoch, "orders", 0, 2, "y"); err != nil || res.Failed != 1 {
+		t.Fatalf("nack of offset 2: %+v %v", res, err)
+	}
+	if err := commit(c, "app", m.MemberID, m.MemberEpoch, "orders", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if a0, a2 := attempts(c); a0 != 3 || a2 != 2 {
+		t.Fatalf("after a commit at offset 0: attempts %d and %d, want 3 and 2", a0, a2)
+	}
+	// Processed at its third delivery.
+	if err := commit(c, "app", m.MemberID, m.MemberEpoch, "orders", 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	// The member leaves and an operator resets the group to offset 0.
+	if _, err := c.Heartbeat(ctx, "app", group.HeartbeatRequest{MemberID: m.MemberID, MemberEpoch: group.LeaveEpoch}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CommitOffsets(ctx, "app", "", -1, []Commit{{Topic: "orders", Partition: 0, Offset: 0, LeaderEpoch: -1}})[0]; err != nil {
+		t.Fatalf("the reset: %v", err)
+	}
+	if a0, a2 := attempts(c); a0 != 1 || a2 != 2 {
+		t.Fatalf("after the reset: attempts %d and %d, want 1 and 2", a0, a2)
+	}
+
+	// A new owner of the compacted log rebuilds the same counts.
+	c.OnMetadata(owning(1))
+	b := start(t, compacted(log), 2, owning(2, all()...))
+	waitServing(t, b, "app")
+	if a0, a2 := attempts(b); a0 != 1 || a2 != 2 {
+		t.Fatalf("at the new owner: attempts %d and %d, want 1 and 2", a0, a2)
+	}
+	m = join(t, b, "app", "orders")
+	for i := int32(1); i <= 2; i++ {
+		if res, err := b.Nack(ctx, "app", m.MemberID, m.MemberEpoch, "orders", 0, 0, "again"); err != nil || res.Failed != i || res.DeadLettered {
+			t.Fatalf("nack %d after the reset: %+v %v, want a redelivery", i, res, err)
+		}
+	}
+}
+
+// A commit clears the counts of the records an earlier commit moved the
+// group past and left in the log (a log an earlier version wrote): a reset
+// after it does not bring them back.
+func TestCommitClearsCountsAnEarlierCommitLeft(t *testing.T) {
+	log := newDLQLog()
+	sourceRecords(log)
+	part := metadata.CoordinatorPartition("app", nParts)
+	if _, err := log.Produce(context.Background(), part, Identity{ProducerID: 1}, []KV{
+		{Key: offsetlog.DeliveryKey("app", "orders", 0), Value: offsetlog.EncodeDeliveries(delivery.Partition{{Offset: 0, Nacks: 2, DLQFrom: -1}})},
+		{Key: offsetlog.OffsetKey("app", "orders", 0), Value: offsetlog.EncodeOffset(offsetlog.Offset{Offset: 1, LeaderEpoch: -1})},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c := start(t, log, 1, owning(1, all()...))
+	waitServing(t, c, "app")
+	if err := c.CommitOffsets(context.Background(), "app", "", -1, []Commit{{Topic: "orders", Partition: 0, Offset: 0, LeaderEpoch: -1}})[0]; err != nil {
+		t.Fatalf("the reset: %v", err)
+	}
+	tp := assign.TopicPartition{Topic: "orders", Partition: 0}
+	if got := c.Deliveries("app", []assign.TopicPartition{tp})[tp].Attempt(0); got != 1 {
+		t.Fatalf("after the reset offset 0 is at attempt %d, want 1", got)
+	}
+	if !tombstoned(log.memLog, offsetlog.DeliveryKey("app", "orders", 0)) {
+		t.Fatal("the reset did not tombstone the delivery record")
+	}
+}
+
+// A transaction's offsets, once committed, clear the counts of the records
+// they move the group past, as a plain commit does.
+func TestTxnCommitPastANackedRecordClearsItsCount(t *testing.T) {
+	log := newDLQLog()
+	sourceRecords(log)
+	c, m := dlqGroup(t, log, "3")
+	ctx := context.Background()
+	if res, err := c.Nack(ctx, "app", m.MemberID, m.MemberEpoch, "orders", 1, 0, "x"); err != nil || res.Failed != 1 {
+		t.Fatalf("nack: %+v %v", res, err)
+	}
+	mustTxnCommit(t, c, "app", 7, 0, 1, 1)
+	if tombstoned(log.memLog, offsetlog.DeliveryKey("app", "orders", 1)) {
+		t.Fatal("a pending offset cleared the count")
+	}
+	complete(t, c, "app", 7, 1, true)
+	if !tombstoned(log.memLog, offsetlog.DeliveryKey("app", "orders", 1)) {
+		t.Fatal("the transaction's committed offset did not clear the count")
 	}
 }

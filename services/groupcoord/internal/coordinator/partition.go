@@ -140,6 +140,44 @@ func (gs *groupState) supersededCommits(pid int64, commit map[assign.TopicPartit
 	return out
 }
 
+// clearCommitted adds to ch the failed deliveries its committed offsets
+// clear: whatever commits an offset (a member, an offset reset, a
+// transaction's completion, a dead-lettering), the entries of the records
+// it moves the group past go (delivery.Partition.Committed), so a replay
+// after an offset reset starts them at attempt 1 again. They go in the
+// commit's own batch: the log never holds the commit without them, and an
+// owner that replays it rebuilds the same counts. mu held.
+func (gs *groupState) clearCommitted(ch *change) {
+	if ch.deleted {
+		return
+	}
+	cleared := map[assign.TopicPartition]delivery.Partition{}
+	for tp, o := range ch.offsets {
+		d, set := ch.deliveries[tp]
+		if !set {
+			d = gs.deliveries[tp]
+		}
+		if len(d) == 0 {
+			continue
+		}
+		prev := int64(-1)
+		if old, ok := gs.offsets[tp]; ok {
+			prev = old.Offset
+		}
+		if nd, changed := d.Committed(prev, o.Offset); changed {
+			cleared[tp] = nd
+		}
+	}
+	if len(cleared) > 0 {
+		ch.deliveries = maps.Clone(ch.deliveries)
+		if ch.deliveries == nil {
+			ch.deliveries = cleared
+		} else {
+			maps.Copy(ch.deliveries, cleared)
+		}
+	}
+}
+
 // noteSubscribed notes that the group's members subscribe to their topics
 // at now (lastSubscribed).
 func (gs *groupState) noteSubscribed(now time.Time) {
@@ -599,11 +637,12 @@ func (p *partition) touch(groupID string, req group.HeartbeatRequest) {
 var errNoGroup = errs.Errorf(errs.GroupIDNotFound, "no such group")
 
 // update runs one event: fn applies it to the group (under mu) and answers
-// the change to write; update writes it and, once acknowledged, applies it
-// to the durable view (written snapshot, offsets). On a failed write the
-// group is restored from its last written snapshot. With create, a group
-// the partition does not hold starts empty (and is kept only if the event
-// succeeds).
+// the change to write; update writes it, with the failed deliveries its
+// commits clear (clearCommitted), and, once acknowledged, applies it to
+// the durable view (written snapshot, offsets, deliveries). On a failed
+// write the group is restored from its last written snapshot. With create,
+// a group the partition does not hold starts empty (and is kept only if
+// the event succeeds).
 func (p *partition) update(groupID string, create bool, fn func(gs *groupState, now time.Time) (change, error)) error {
 	p.writeMu.Lock()
 	defer p.writeMu.Unlock()
@@ -638,6 +677,7 @@ func (p *partition) update(groupID string, create bool, fn func(gs *groupState, 
 		p.mu.Unlock()
 		return err
 	}
+	gs.clearCommitted(&ch)
 	recs := encode(groupID, ch, gs)
 	if !known {
 		if len(recs) == 0 {

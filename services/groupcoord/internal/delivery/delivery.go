@@ -22,6 +22,10 @@
 // DeadLettering (a coordinator that failed between the steps) resumes it;
 // the writer first looks for the record in the dead-letter partition from
 // the recorded high watermark on (Matches), so it is written once.
+//
+// A commit past a record (Committed) ends its entry as well: the group
+// processed it, so a group whose offsets are reset to read it again
+// delivers it at attempt 1, as a Kafka user reprocessing a topic expects.
 package delivery
 
 import (
@@ -99,6 +103,25 @@ func (p Partition) Prune(committed int64) Partition {
 		out = out[len(out)-MaxEntries:]
 	}
 	return out
+}
+
+// Committed answers p once the group commits offset committed over prev
+// (the committed offset it replaces; -1: none): the entries of the records
+// the group has moved past, below either offset, are dropped. The group
+// processed those records, so their failed deliveries are over: a group
+// whose offsets are reset to read them again delivers them afresh, at
+// attempt 1, as a Kafka user replaying a topic expects. Dropping those
+// below prev too clears entries an earlier commit left behind. An entry
+// at or after both stays: a member that nacks a record and commits its
+// position there (the record is next to read) keeps its count. changed
+// reports whether an entry went; p itself is answered when none did.
+func (p Partition) Committed(prev, committed int64) (out Partition, changed bool) {
+	past := max(prev, committed)
+	i, _ := slices.BinarySearchFunc(p, past, func(e Entry, o int64) int { return cmp64(e.Offset, o) })
+	if i == 0 {
+		return p, false
+	}
+	return slices.Clone(p[i:]), true
 }
 
 // put answers p with e in its place (a new slice).

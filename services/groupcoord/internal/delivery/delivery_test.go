@@ -232,3 +232,38 @@ func TestUnmarked(t *testing.T) {
 		t.Error("marked at its first nack: an entry before it")
 	}
 }
+
+func TestCommitted(t *testing.T) {
+	e3 := Entry{Offset: 3, Nacks: 2, Reason: "a", DLQFrom: -1}
+	e5 := Entry{Offset: 5, Nacks: 1, Reason: "b", State: DeadLettering, DLQFrom: 7}
+	e9 := Entry{Offset: 9, Nacks: 1, DLQFrom: -1}
+	for _, tc := range []struct {
+		name            string
+		p               Partition
+		prev, committed int64
+		want            Partition
+		changed         bool
+	}{
+		{"nothing held", nil, -1, 4, nil, false},
+		{"a first commit past one record", Partition{e3, e5, e9}, -1, 4, Partition{e5, e9}, true},
+		{"a commit at a record keeps it", Partition{e3, e5, e9}, 2, 3, Partition{e3, e5, e9}, false},
+		{"a commit past a dead-lettering record", Partition{e5, e9}, 3, 6, Partition{e9}, true},
+		{"a commit past every record", Partition{e3, e5, e9}, 3, 10, Partition{}, true},
+		{"a commit before every record", Partition{e3, e5, e9}, -1, 0, Partition{e3, e5, e9}, false},
+		{"a reset below records an earlier commit moved past", Partition{e3, e5, e9}, 6, 0, Partition{e9}, true},
+		{"a reset below every record", Partition{e5, e9}, 5, 0, Partition{e5, e9}, false},
+		{"the same offset again", Partition{e5, e9}, 5, 5, Partition{e5, e9}, false},
+	} {
+		before := slices.Clone(tc.p)
+		got, changed := tc.p.Committed(tc.prev, tc.committed)
+		if !slices.Equal(got, tc.want) || changed != tc.changed {
+			t.Errorf("%s: %+v changed=%v, want %+v changed=%v", tc.name, got, changed, tc.want, tc.changed)
+		}
+		if !slices.Equal(tc.p, before) {
+			t.Errorf("%s: Committed changed its receiver: %+v", tc.name, tc.p)
+		}
+		if changed && len(got) > 0 && len(tc.p) > 0 && &got[0] == &tc.p[len(tc.p)-len(got)] {
+			t.Errorf("%s: the answer shares the receiver's array", tc.name)
+		}
+	}
+}

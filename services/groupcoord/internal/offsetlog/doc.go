@@ -52,10 +52,13 @@
 // written before the record goes to the dead-letter topic, with dlq_from,
 // that topic partition's high watermark then, so a coordinator that takes
 // over finds an earlier copy instead of writing a second). The record is
-// rewritten whole on every nack and tombstoned once the group is past every
-// entry, so a coordinator failover keeps the counts. The group config
-// record holds max.delivery.attempts and dlq.topic when set (defaults
-// otherwise), written by AlterGroupConfig; DeleteGroup tombstones both.
+// rewritten whole on every nack, and in the batch of every offset commit
+// that moves the group past an entry (which drops it: the record was
+// processed), and tombstoned once no entry is left, so a coordinator
+// failover keeps the counts, and a group reset to read a record again
+// after it committed past it counts afresh. The group config record holds
+// max.delivery.attempts and dlq.topic when set (defaults otherwise),
+// written by AlterGroupConfig; DeleteGroup tombstones both.
 //
 // A value whose version is unknown, or bytes that do not parse, are an
 // error (CORRUPT_MESSAGE), never a panic: the loader reports them and skips
