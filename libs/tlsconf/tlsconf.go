@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -263,6 +264,9 @@ func ClientConfigFiles(caFile, certFile, keyFile string) (*tls.Config, error) {
 		if err != nil {
 			return nil, fmt.Errorf("loading %s and %s: %w", certFile, keyFile, err)
 		}
+		if err := usableClientCert(certFile, cert.Leaf, time.Now()); err != nil {
+			return nil, err
+		}
 		// Presented whatever issuers the server says it takes: Go's
 		// client otherwise sends no certificate when its issuer is not
 		// among them, and a server that takes a certificate optionally
@@ -273,4 +277,23 @@ func ClientConfigFiles(caFile, certFile, keyFile string) (*tls.Config, error) {
 		return nil, errors.New("a client certificate needs its key, and a key its certificate")
 	}
 	return cfg, nil
+}
+
+// usableClientCert refuses a client certificate no server would take at
+// now: outside its validity, or not for client authentication. The server
+// sees why and refuses the handshake, but the client is often told only
+// that the connection broke; checked here, the caller learns the reason.
+func usableClientCert(file string, leaf *x509.Certificate, now time.Time) error {
+	if leaf == nil {
+		return nil
+	}
+	switch {
+	case now.Before(leaf.NotBefore):
+		return fmt.Errorf("the client certificate %s is not valid before %s", file, leaf.NotBefore.UTC().Format(time.RFC3339))
+	case now.After(leaf.NotAfter):
+		return fmt.Errorf("the client certificate %s expired at %s", file, leaf.NotAfter.UTC().Format(time.RFC3339))
+	case len(leaf.ExtKeyUsage) > 0 && !slices.Contains(leaf.ExtKeyUsage, x509.ExtKeyUsageClientAuth) && !slices.Contains(leaf.ExtKeyUsage, x509.ExtKeyUsageAny):
+		return fmt.Errorf("the client certificate %s is not for client authentication (its extended key usage has no clientAuth)", file)
+	}
+	return nil
 }

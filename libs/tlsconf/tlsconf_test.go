@@ -1,7 +1,12 @@
 package tlsconf
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"net"
 	"os"
 	"path/filepath"
@@ -226,5 +231,57 @@ func TestClientConfigFiles(t *testing.T) {
 	}
 	if _, err := ClientConfigFiles(filepath.Join(dir, "absent"), "", ""); err == nil {
 		t.Error("a missing CA file was accepted")
+	}
+}
+
+// A client certificate no server would take is refused when loaded, with
+// the reason: over TLS 1.3 the client of a refused handshake is often told
+// only that the connection broke.
+func TestClientConfigFilesRefusesUnusableCertificates(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := OpenCA(dir, "test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	expired, err := ca.Issue(Leaf{Name: "expired", ValidFor: -time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ClientConfigFiles(ca.CertFile(), expired.Cert, expired.Key); err == nil || !strings.Contains(err.Error(), "expired.crt expired at") {
+		t.Errorf("an expired certificate: %v", err)
+	}
+	// Signed by the CA, as Issue would, but valid only from tomorrow, or
+	// only for servers.
+	own := func(name string, tmpl *x509.Certificate) Files {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmpl.SerialNumber, tmpl.Subject = serial(), pkix.Name{CommonName: name}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := Files{Cert: filepath.Join(dir, name+".crt"), Key: filepath.Join(dir, name+".key")}
+		if err := writePair(f.Cert, f.Key, der, key); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	now := time.Now()
+	early := own("early", &x509.Certificate{NotBefore: now.Add(24 * time.Hour), NotAfter: now.Add(48 * time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	if _, err := ClientConfigFiles(ca.CertFile(), early.Cert, early.Key); err == nil || !strings.Contains(err.Error(), "early.crt is not valid before") {
+		t.Errorf("a certificate not valid yet: %v", err)
+	}
+	server := own("server-only", &x509.Certificate{NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+	if _, err := ClientConfigFiles(ca.CertFile(), server.Cert, server.Key); err == nil || !strings.Contains(err.Error(), "server-only.crt is not for client authentication") {
+		t.Errorf("a server-only certificate: %v", err)
+	}
+	// No extended key usage at all is any usage.
+	plain := own("plain", &x509.Certificate{NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour)})
+	if _, err := ClientConfigFiles(ca.CertFile(), plain.Cert, plain.Key); err != nil {
+		t.Errorf("a certificate without extended key usage: %v", err)
 	}
 }

@@ -232,6 +232,9 @@ func describeErr(err error) string {
 		if st.Code() == codes.Unavailable && strings.Contains(st.Message(), "connection refused") {
 			msg += " (is a gateway listening there? --gateway or SKEIN_GATEWAY names its gRPC address)"
 		}
+		if st.Code() == codes.Unavailable && strings.Contains(st.Message(), "error reading server preface") {
+			msg += " (the gateway closed the connection before speaking gRPC: if it takes TLS, pass --tls-ca with the cluster's CA)"
+		}
 		if st.Code() == codes.Unavailable && (strings.Contains(st.Message(), "tls: unknown certificate authority") || strings.Contains(st.Message(), "tls: bad certificate")) {
 			msg += " (the gateway refused the client certificate: --tls-cert must be one the cluster's CA issued)"
 		}
