@@ -34,6 +34,9 @@ type fakeGateway struct {
 	grew   chan struct{}
 	acks   []int32
 	codecs []string // each ProduceStream request's compression
+	// nameOnly answers a created topic by its name alone, as the gateway
+	// does to a principal that may create the topic but not describe it.
+	nameOnly bool
 	// holdProduce, when set, holds every ProduceStream request unanswered
 	// until it is closed.
 	holdProduce chan struct{}
@@ -63,6 +66,9 @@ func (g *fakeGateway) CreateTopic(_ context.Context, req *skeinv1.CreateTopicReq
 		return nil, rpcerr.ToGRPC(errs.Errorf(errs.InvalidReplicationFactor, "replication factor %d", req.GetReplicationFactor()))
 	}
 	g.topics[req.GetName()] = make([][]*skeinv1.ConsumedRecord, max(req.GetPartitions(), 1))
+	if g.nameOnly {
+		return &skeinv1.CreateTopicResponse{Topic: &skeinv1.TopicDescription{Name: req.GetName()}}, nil
+	}
 	return &skeinv1.CreateTopicResponse{Topic: g.describe(req.GetName())}, nil
 }
 
@@ -838,5 +844,18 @@ func TestConsumePrintsNullForAMissingKeyOrValue(t *testing.T) {
 	}
 	if code, out, _ := run(t, "", "consume", "orders", "--from", "3"); code != 0 || out != "null\n" {
 		t.Errorf("a tombstone's value: %d %q", code, out)
+	}
+}
+
+// A topic created by a principal that may not describe it is answered by
+// its name only: the CLI says so instead of printing a topic of 0
+// partitions and replication 0.
+func TestTopicCreatedWithoutDescribe(t *testing.T) {
+	g, addr := startFake(t)
+	g.nameOnly = true
+	code, out, errOut := run(t, "", "topic", "create", "hidden", "--partitions", "3", "--gateway", addr)
+	if code != 0 || !strings.Contains(out, "created topic hidden") || !strings.Contains(out, "may not describe it") ||
+		strings.Contains(out, "partitions: 0") || strings.Contains(out, "PARTITION") {
+		t.Fatalf("create without describe: %d %q %q", code, out, errOut)
 	}
 }

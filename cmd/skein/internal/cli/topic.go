@@ -102,6 +102,12 @@ func topicCmd(ctx context.Context, args []string, io IO) error {
 			return printJSON(io.Out, resp.GetTopic())
 		}
 		fmt.Fprintf(io.Out, "created topic %s\n", pos[0])
+		if t := resp.GetTopic(); t.GetTopicId() == "" && len(t.GetPartitions()) == 0 {
+			// The gateway names a topic the caller may create but not
+			// describe, and shows nothing else of it.
+			fmt.Fprintln(io.Out, "(you may not describe it: ask for describe on the topic to see its partitions and configs)")
+			return nil
+		}
 		return printTopic(io, resp.GetTopic())
 	case "list":
 		resp, err := admin.ListTopics(cctx, &skeinv1.ListTopicsRequest{IncludeInternal: *internal})
