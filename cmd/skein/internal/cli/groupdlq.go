@@ -37,9 +37,10 @@ type deadLetter struct {
 	Offset       int64  `json:"offset"`
 	Attempts     int32  `json:"attempts"`
 	Reason       string `json:"reason"`
-	Key          []byte `json:"key,omitempty"`
-	Value        []byte `json:"value,omitempty"`
-	TimestampMs  int64  `json:"timestamp_ms"`
+	// Key and Value are base64, under the API's names for bytes.
+	Key         []byte `json:"key_bytes,omitempty"`
+	Value       []byte `json:"value_bytes,omitempty"`
+	TimestampMs int64  `json:"timestamp_ms"`
 	// Headers are the record's own (the dlq.* ones left out).
 	Headers []*skeinv1.Header `json:"headers,omitempty"`
 	null    bool              // a tombstone: no value

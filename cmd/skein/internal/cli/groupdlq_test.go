@@ -84,6 +84,11 @@ func TestGroupDLQFromANamedDeadLetterTopic(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &list); code != 0 || err != nil || len(list) != 1 || list[0].DLQTopic != "old-dead" || list[0].Offset != 7 {
 		t.Fatalf("group dlq --dlq-topic old-dead --json: %d %q (%v)", code, out, err)
 	}
+	// Bytes as the API names them: key_bytes and value_bytes are base64,
+	// key and value would be text.
+	if !strings.Contains(out, `"key_bytes": "aw=="`) || !strings.Contains(out, `"value_bytes": "dg=="`) {
+		t.Fatalf("group dlq --json: %s, want key_bytes and value_bytes in base64", out)
+	}
 
 	code, out, errOut = run(t, "", "group", "dlq-replay", "g", "--topic", "t", "--dlq-topic", "old-dead", "--gateway", addr)
 	if code != 0 || !strings.Contains(out, "old-dead:0@0  t:1@0") || !strings.Contains(errOut, "replayed 1 record(s) of group g from old-dead to t") {

@@ -633,7 +633,7 @@ func (s *Group) checkCommit(ctx context.Context, req *skeinv1.CommitOffsetsReque
 	}
 	if req.GetMemberId() == "" {
 		if n := len(d.GetMembers()); n > 0 {
-			return errs.Errorf(errs.NonEmptyGroup, "group %q has %d members: offsets can be reset only while it has none", req.GetGroup(), n)
+			return errs.Errorf(errs.NonEmptyGroup, "group %q has %d member(s): offsets can be reset only while it has none", req.GetGroup(), n)
 		}
 		return nil
 	}

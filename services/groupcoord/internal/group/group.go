@@ -205,7 +205,7 @@ func (g *Group) join(req HeartbeatRequest, now time.Time) (HeartbeatResponse, er
 		}
 	}
 	if m == nil && g.cfg.MaxSize > 0 && len(g.members) >= g.cfg.MaxSize {
-		return HeartbeatResponse{}, errs.Errorf(errs.GroupMaxSizeReached, "the group has %d members", len(g.members))
+		return HeartbeatResponse{}, errs.Errorf(errs.GroupMaxSizeReached, "the group has %d member(s)", len(g.members))
 	}
 	s, err := g.validate(req, nil)
 	if err != nil {
@@ -470,7 +470,7 @@ func (g *Group) Delete() (Effects, error) {
 		return Effects{}, errs.Errorf(errs.GroupIDNotFound, "group %q was deleted", g.id)
 	}
 	if len(g.members) > 0 {
-		return Effects{}, errs.Errorf(errs.NonEmptyGroup, "group %q has %d members", g.id, len(g.members))
+		return Effects{}, errs.Errorf(errs.NonEmptyGroup, "group %q has %d member(s)", g.id, len(g.members))
 	}
 	g.dead = true
 	return Effects{Deleted: true}, nil
