@@ -4,6 +4,8 @@ import (
 	"embed"
 	"io/fs"
 	"net/http"
+
+	"skein/libs/errs"
 )
 
 //go:embed assets
@@ -33,9 +35,41 @@ func Register(mux *http.ServeMux, hub *Hub, demos *Demos, guard Guard) {
 	files := http.StripPrefix("/console/", http.FileServerFS(Assets()))
 	mux.Handle("GET /console/", pageHeaders(files))
 	mux.Handle("GET /console", http.RedirectHandler("/console/", http.StatusMovedPermanently))
-	mux.Handle("GET /v1/events", guard(hub, false))
-	mux.Handle("GET /v1/console/demo", guard(http.HandlerFunc(demos.Status), false))
-	mux.Handle("POST /v1/console/demo/storage/{id}/{action}", guard(http.HandlerFunc(demos.Act), true))
+	mux.Handle("GET /v1/events", noQuery(guard(hub, false)))
+	mux.Handle("GET /v1/console/demo", noQuery(guard(http.HandlerFunc(demos.Status), false)))
+	mux.Handle("POST /v1/console/demo/storage/{id}/{action}", noQuery(guard(http.HandlerFunc(demos.Act), true)))
+	// Another method on these paths is 405, as on the API's routes; the
+	// mux would otherwise hand it to the API's router, which knows no such
+	// path and answers 404.
+	mux.Handle("/v1/events", methodNotAllowed(http.MethodGet))
+	mux.Handle("/v1/console/demo", methodNotAllowed(http.MethodGet))
+	mux.Handle("/v1/console/demo/storage/{id}/{action}", methodNotAllowed(http.MethodPost))
+}
+
+// codeUnimplemented is the REST error document's code for a method a path
+// does not take (docs/API.md).
+const codeUnimplemented = 12
+
+func methodNotAllowed(allowed string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", allowed)
+		writeError(w, http.StatusMethodNotAllowed, codeUnimplemented, errs.InvalidRequest.Name,
+			"method "+r.Method+" is not allowed on "+r.URL.Path)
+	})
+}
+
+// noQuery refuses a query parameter: the console's routes take none, and
+// one ignored (?action=kill on a pause) would do what the caller did not
+// ask, as the API's routes refuse theirs.
+func noQuery(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.RawQuery != "" {
+			writeError(w, http.StatusBadRequest, codeInvalidArgument, errs.InvalidRequest.Name,
+				"unknown query parameter in \""+r.URL.RawQuery+"\": "+r.Method+" "+r.URL.Path+" takes none")
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // pageHeaders makes browsers revalidate the pages, so a new gateway's

@@ -904,6 +904,8 @@ func TestRESTTakesRequestsAsSent(t *testing.T) {
 		{"two JSON values", "POST", "/v1/topics", `{"name": "junk"} {"name": "junk2"}`, nil, 400},
 		{"a form POST to a GET route", "POST", "/v1/cluster", "x=1", []string{"Content-Type", form}, 405},
 		{"a method override to DELETE", "POST", "/v1/topics/victim", "", []string{"Content-Type", form, "X-HTTP-Method-Override", "DELETE"}, 405},
+		{"a POST to the event stream", "POST", "/v1/events", "", nil, 405},
+		{"a GET of a demo action", "GET", "/v1/console/demo/storage/1/kill", "", nil, 405},
 		{"a create from another origin's page", "POST", "/v1/topics", `{"name": "junk"}`, []string{"Content-Type", "text/plain", "Origin", "http://elsewhere.invalid", "Sec-Fetch-Site", "cross-site"}, 403},
 		{"a delete from another origin's page", "DELETE", "/v1/topics/victim", "", []string{"Origin", "http://elsewhere.invalid"}, 403},
 	} {
