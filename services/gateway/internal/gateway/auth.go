@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -226,13 +227,9 @@ func (a *auth) wrapHTTP(next http.Handler) http.Handler {
 		for _, h := range forgeableHeaders {
 			r.Header.Del(h)
 		}
-		var c authn.Credentials
-		if r.TLS != nil {
-			c.Cert = verifiedLeaf(r.TLS.VerifiedChains)
-		}
 		var p authn.Principal
-		var err error
-		if c.Authorization, err = oneAuthorization(r.Header.Values("Authorization")); err == nil {
+		c, err := a.credentials(r)
+		if err == nil {
 			p, err = a.verifier.Authenticate(c)
 		}
 		if err == nil && p == "" && a.required && !openHTTP(r) {
@@ -251,6 +248,36 @@ func (a *auth) wrapHTTP(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r.WithContext(withPrincipal(r.Context(), p)))
 	})
+}
+
+// credentials are what an HTTP request presents: its verified client
+// certificate and its one Authorization header (more than one is an error).
+func (a *auth) credentials(r *http.Request) (authn.Credentials, error) {
+	var c authn.Credentials
+	if r.TLS != nil {
+		c.Cert = verifiedLeaf(r.TLS.VerifiedChains)
+	}
+	var err error
+	c.Authorization, err = oneAuthorization(r.Header.Values("Authorization"))
+	return c, err
+}
+
+// stillValid answers nil while credentials that verified as p at the start
+// of a long call (an event stream) still do: the certificate has not
+// expired, and a token still verifies (a JWT within its exp, a static
+// token still in the token file) as p.
+func (a *auth) stillValid(c authn.Credentials, p authn.Principal) error {
+	if c.Cert != nil && time.Now().After(c.Cert.NotAfter) {
+		return errs.Errorf(errs.SaslAuthenticationFailed, "the client certificate expired at %s", c.Cert.NotAfter.UTC().Format(time.RFC3339))
+	}
+	q, err := a.verifier.Authenticate(c)
+	if err != nil {
+		return err
+	}
+	if q != p {
+		return errs.Errorf(errs.SaslAuthenticationFailed, "the credentials now name %s, not %s", display(q), display(p))
+	}
+	return nil
 }
 
 // principalMetadata is grpc-gateway's annotator: the verified principal

@@ -22,10 +22,13 @@ import (
 type authorizer struct {
 	super    map[string]bool
 	bindings *peerauth.Bindings
+	// image is the metadata image the bindings are read from: a change of
+	// ACLs is a new image.
+	image func() *metadata.Image
 }
 
 func newAuthorizer(image func() *metadata.Image, super map[string]bool) *authorizer {
-	return &authorizer{super: super, bindings: peerauth.NewBindings(image)}
+	return &authorizer{super: super, bindings: peerauth.NewBindings(image), image: image}
 }
 
 // need is one permission a call needs: any one of its requests allowed

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"sort"
@@ -12,6 +13,7 @@ import (
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/acl"
 	"skein/libs/client"
+	"skein/libs/metadata"
 	"skein/libs/topicconfig"
 	"skein/services/gateway/internal/api"
 	"skein/services/gateway/internal/console"
@@ -30,7 +32,20 @@ type consoleSource struct {
 	cluster *skeinv1.GetClusterResponse
 	// offsets are the partitions' offsets as last read, by topic and partition.
 	offsets map[string]map[int32]*skeinv1.PartitionDescription
-	groups  []*skeinv1.DescribeGroupResponse
+	groups  []consoleGroup
+}
+
+// consoleTopic and consoleGroup are one document of the topics and groups
+// events, marshalled once for every stream (an event's Payload): a viewer
+// that may see only some of them joins the documents it keeps.
+type consoleTopic struct {
+	name string
+	raw  json.RawMessage
+}
+
+type consoleGroup struct {
+	d   *skeinv1.DescribeGroupResponse // read only: shared by every stream
+	raw json.RawMessage
 }
 
 var consoleJSON = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}
@@ -51,7 +66,7 @@ func (s *consoleSource) Collect(ctx context.Context, refresh bool) []console.Eve
 	}
 	out = append(out, s.topicsEvent())
 	if s.groups != nil {
-		out = append(out, console.Event{Name: "groups", Data: groupsDoc(s.groups), Payload: s.groups})
+		out = append(out, console.Event{Name: "groups", Data: listDoc("groups", groupRaws(s.groups)), Payload: s.groups})
 	}
 	return out
 }
@@ -84,7 +99,7 @@ func (s *consoleSource) refresh(ctx context.Context) {
 			omu.Unlock()
 		})
 	}
-	var groups []*skeinv1.DescribeGroupResponse
+	var groups []consoleGroup
 	wg.Go(func() { groups = s.readGroups(ctx) })
 	wg.Wait()
 	s.mu.Lock()
@@ -109,7 +124,7 @@ func (s *consoleSource) refresh(ctx context.Context) {
 }
 
 // readGroups describes every group, nil when the list failed.
-func (s *consoleSource) readGroups(ctx context.Context) []*skeinv1.DescribeGroupResponse {
+func (s *consoleSource) readGroups(ctx context.Context) []consoleGroup {
 	list, err := s.group.ListGroups(ctx, &skeinv1.ListGroupsRequest{})
 	if err != nil {
 		return nil
@@ -119,7 +134,7 @@ func (s *consoleSource) readGroups(ctx context.Context) []*skeinv1.DescribeGroup
 		names = append(names, g.GetGroup())
 	}
 	sort.Strings(names)
-	docs := make([]*skeinv1.DescribeGroupResponse, len(names))
+	docs := make([]consoleGroup, len(names))
 	var wg sync.WaitGroup
 	for i, name := range names {
 		wg.Go(func() {
@@ -127,13 +142,13 @@ func (s *consoleSource) readGroups(ctx context.Context) []*skeinv1.DescribeGroup
 			if err != nil {
 				return
 			}
-			docs[i] = d
+			docs[i] = consoleGroup{d: d, raw: marshalDoc(d)}
 		})
 	}
 	wg.Wait()
-	out := make([]*skeinv1.DescribeGroupResponse, 0, len(docs))
+	out := make([]consoleGroup, 0, len(docs))
 	for _, d := range docs {
-		if d != nil {
+		if d.d != nil {
 			out = append(out, d)
 		}
 	}
@@ -183,7 +198,7 @@ func (s *consoleSource) clusterEvent() (console.Event, bool) {
 // as last read (-1 until they are).
 func (s *consoleSource) topicsEvent() console.Event {
 	m := s.c.Metadata()
-	topics := []*skeinv1.TopicDescription{}
+	topics := []consoleTopic{}
 	for _, t := range m.Topics() {
 		d := &skeinv1.TopicDescription{Name: t.GetName(), TopicId: t.GetTopicId(), Configs: topicconfig.Effective(t.GetConfigs()),
 			Internal: t.GetInternal() || api.IsInternalTopic(t.GetName()), Partitions: []*skeinv1.PartitionDescription{}}
@@ -199,68 +214,143 @@ func (s *consoleSource) topicsEvent() console.Event {
 			}
 			d.Partitions = append(d.Partitions, pd)
 		}
-		topics = append(topics, d)
+		topics = append(topics, consoleTopic{name: d.GetName(), raw: marshalDoc(d)})
 	}
-	return console.Event{Name: "topics", Data: topicsDoc(topics), Payload: topics}
+	raws := make([]json.RawMessage, len(topics))
+	for i, t := range topics {
+		raws[i] = t.raw
+	}
+	return console.Event{Name: "topics", Data: listDoc("topics", raws), Payload: topics}
 }
 
-func topicsDoc(topics []*skeinv1.TopicDescription) []byte {
-	docs := make([]json.RawMessage, 0, len(topics))
-	for _, t := range topics {
-		docs = append(docs, marshalDoc(t))
+// listDoc is an event's document: {"<name>": [docs...]}.
+func listDoc(name string, docs []json.RawMessage) []byte {
+	b := []byte(`{"` + name + `":[`)
+	for i, d := range docs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, d...)
 	}
-	raw, _ := json.Marshal(map[string]any{"topics": docs})
-	return raw
+	return append(b, "]}"...)
 }
 
-func groupsDoc(groups []*skeinv1.DescribeGroupResponse) []byte {
-	docs := make([]json.RawMessage, 0, len(groups))
-	for _, g := range groups {
-		docs = append(docs, marshalDoc(g))
+func groupRaws(groups []consoleGroup) []json.RawMessage {
+	raws := make([]json.RawMessage, len(groups))
+	for i, g := range groups {
+		raws[i] = g.raw
 	}
-	raw, _ := json.Marshal(map[string]any{"groups": docs})
-	return raw
+	return raws
 }
 
-// consoleViewer shows one principal the event stream under --authorizer:
-// the stream needs cluster describe, checked again while it is open; the
-// topics are those it may describe, and the groups those it may describe,
-// each with its offsets and members' topics filtered as DescribeGroup
-// filters them for the principal.
+// consoleViewer shows one principal the event stream under --authorizer.
+// The stream needs the credentials it opened with to verify still as the
+// same principal (a token removed from the token file, an expired JWT or
+// certificate end it) and cluster describe, both checked again while it
+// is open. The topics shown are those the principal may describe, and the
+// groups those it may describe, each with its offsets and members' topics
+// filtered as DescribeGroup filters them for the principal. What it showed
+// of each event is kept, and computed again only when the event or the
+// metadata image (which holds the ACLs) is another.
 type consoleViewer struct {
 	z         *authorizer
 	principal string
+	// valid answers nil while the stream's credentials still verify as
+	// principal.
+	valid func() error
+	shown map[string]viewed
 }
 
-func (v consoleViewer) Check() error {
+// viewed is what a viewer showed of an event: out, for data under image.
+type viewed struct {
+	data  []byte
+	image *metadata.Image
+	out   []byte
+}
+
+func newConsoleViewer(z *authorizer, principal string, valid func() error) *consoleViewer {
+	return &consoleViewer{z: z, principal: principal, valid: valid, shown: map[string]viewed{}}
+}
+
+func (v *consoleViewer) Check() error {
+	if err := v.valid(); err != nil {
+		return err
+	}
 	if v.z.allowed(v.principal, acl.Cluster, "", acl.Describe) {
 		return nil
 	}
 	return acl.Refusal(acl.Request{Principal: v.principal, Resource: acl.Cluster, Operation: acl.Describe})
 }
 
-func (v consoleViewer) Show(e console.Event) []byte {
-	switch docs := e.Payload.(type) {
-	case []*skeinv1.TopicDescription:
-		kept := []*skeinv1.TopicDescription{}
-		for _, t := range docs {
-			if v.z.allowed(v.principal, acl.Topic, t.GetName(), acl.Describe) {
-				kept = append(kept, t)
-			}
-		}
-		return topicsDoc(kept)
-	case []*skeinv1.DescribeGroupResponse:
-		kept := []*skeinv1.DescribeGroupResponse{}
-		for _, g := range docs {
-			if v.z.allowed(v.principal, acl.Group, g.GetGroup(), acl.Describe) {
-				c := proto.Clone(g).(*skeinv1.DescribeGroupResponse)
-				v.z.filter(v.principal, c)
-				kept = append(kept, c)
-			}
-		}
-		return groupsDoc(kept)
+func (v *consoleViewer) Show(e console.Event) []byte {
+	img := v.z.image()
+	// The same document (the hub passes on the slice it built, so this
+	// compares pointers first) under the same image: the same answer.
+	if last, ok := v.shown[e.Name]; ok && last.image == img && bytes.Equal(last.data, e.Data) {
+		return last.out
 	}
-	return e.Data
+	out := v.show(e)
+	v.shown[e.Name] = viewed{data: e.Data, image: img, out: out}
+	return out
+}
+
+func (v *consoleViewer) show(e console.Event) []byte {
+	describes := func(typ acl.ResourceType, name string) bool { return v.z.allowed(v.principal, typ, name, acl.Describe) }
+	switch docs := e.Payload.(type) {
+	case []consoleTopic:
+		var kept []json.RawMessage
+		for _, t := range docs {
+			if describes(acl.Topic, t.name) {
+				kept = append(kept, t.raw)
+			}
+		}
+		return listDoc(e.Name, kept)
+	case []consoleGroup:
+		var kept []json.RawMessage
+		for _, g := range docs {
+			if !describes(acl.Group, g.d.GetGroup()) {
+				continue
+			}
+			if groupTopicsDescribed(g.d, describes) {
+				kept = append(kept, g.raw)
+				continue
+			}
+			c := proto.Clone(g.d).(*skeinv1.DescribeGroupResponse)
+			v.z.filter(v.principal, c)
+			kept = append(kept, marshalDoc(c))
+		}
+		return listDoc(e.Name, kept)
+	}
+	if e.Name == "cluster" {
+		return e.Data // cluster describe, which the stream needs, shows it
+	}
+	// An event this viewer does not know is shown empty, to every
+	// principal: a new event says here what a principal may see of it.
+	return []byte(`{}`)
+}
+
+// groupTopicsDescribed reports whether every topic a group's description
+// names (its offsets, its members' subscriptions and assignments) is one
+// the principal may describe: the description is then shown as it is.
+func groupTopicsDescribed(d *skeinv1.DescribeGroupResponse, describes func(acl.ResourceType, string) bool) bool {
+	for _, o := range d.GetOffsets() {
+		if !describes(acl.Topic, o.GetTopic()) {
+			return false
+		}
+	}
+	for _, m := range d.GetMembers() {
+		for _, t := range m.GetTopics() {
+			if !describes(acl.Topic, t) {
+				return false
+			}
+		}
+		for _, a := range m.GetAssignment() {
+			if !describes(acl.Topic, a.GetTopic()) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func marshalDoc(m proto.Message) json.RawMessage {

@@ -62,11 +62,23 @@ func TestConsoleViewerShowsWhatThePrincipalMayDescribe(t *testing.T) {
 			Members: []*skeinv1.GroupMember{{MemberId: "m", Topics: []string{"mine", "secret"}}}},
 		{Group: "hidden", Offsets: []*skeinv1.CommittedOffset{{Topic: "mine"}}},
 	}
-	te := console.Event{Name: "topics", Data: topicsDoc(topics), Payload: topics}
-	ge := console.Event{Name: "groups", Data: groupsDoc(groups), Payload: groups}
+	var traws, graws []json.RawMessage
+	var tdocs []consoleTopic
+	var gdocs []consoleGroup
+	for _, d := range topics {
+		tdocs = append(tdocs, consoleTopic{name: d.GetName(), raw: marshalDoc(d)})
+		traws = append(traws, marshalDoc(d))
+	}
+	for _, d := range groups {
+		gdocs = append(gdocs, consoleGroup{d: d, raw: marshalDoc(d)})
+		graws = append(graws, marshalDoc(d))
+	}
+	te := console.Event{Name: "topics", Data: listDoc("topics", traws), Payload: tdocs}
+	ge := console.Event{Name: "groups", Data: listDoc("groups", graws), Payload: gdocs}
 	cluster := console.Event{Name: "cluster", Data: []byte(`{"brokers":[]}`)}
+	valid := func() error { return nil }
 
-	bob := consoleViewer{z: z, principal: "User:bob"}
+	bob := newConsoleViewer(z, "User:bob", valid)
 	if err := bob.Check(); err != nil {
 		t.Fatalf("bob may describe the cluster: %v", err)
 	}
@@ -87,14 +99,18 @@ func TestConsoleViewerShowsWhatThePrincipalMayDescribe(t *testing.T) {
 		t.Errorf("showing a group to bob changed the document every stream shares: %v", groups[0])
 	}
 
-	root := consoleViewer{z: z, principal: "User:root"}
+	if got := string(bob.Show(console.Event{Name: "acls", Data: []byte(`{"acls":[1]}`)})); got != `{}` {
+		t.Errorf("an event the viewer does not know, shown to bob: %s, want {}", got)
+	}
+
+	root := newConsoleViewer(z, "User:root", valid)
 	if got := names(t, root.Show(te), "topics", "name"); len(got) != 3 {
 		t.Errorf("topics shown to a super user: %v, want all three", got)
 	}
 	if got := string(root.Show(ge)); got != string(ge.Data) {
 		t.Errorf("groups shown to a super user: %s, want %s", got, ge.Data)
 	}
-	err := consoleViewer{z: z, principal: "User:carol"}.Check()
+	err := newConsoleViewer(z, "User:carol", valid).Check()
 	if err == nil || !strings.Contains(err.Error(), "User:carol may not describe the cluster") {
 		t.Errorf("carol without cluster describe: %v", err)
 	}
@@ -191,5 +207,67 @@ func TestEventStreamFollowsACLChanges(t *testing.T) {
 	case <-ended:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the stream stayed open after User:dev lost cluster describe")
+	}
+}
+
+// An open event stream ends once the credentials it opened with no longer
+// verify: here a token removed from the token file.
+func TestEventStreamEndsWhenItsTokenIsRevoked(t *testing.T) {
+	tf := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tf, []byte("dev-token User:dev\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	v, err := authn.NewVerifier(authn.Config{TokenFile: tf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := startWith(t, func(c *Config) {
+		c.Auth, c.AuthRequired = v, true
+		c.Authorizer = true
+		c.Logger = slog.New(slog.NewTextHandler(&syncBuffer{}, nil))
+	})
+	e.waitReady()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := e.gw.Client()
+	describe := acl.Binding{Principal: "User:dev", Resource: acl.Cluster, Name: acl.ClusterName, Pattern: acl.Literal, Operation: acl.Describe, Permission: acl.Allow}
+	if res, err := c.CreateAcls(ctx, []acl.Binding{describe}); err != nil || res[0] != nil {
+		t.Fatal(res, err)
+	}
+	if _, err := c.WaitMetadata(ctx, func(m *metadata.Image) bool { return m.HasAcl(describe) }); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequestWithContext(ctx, "GET", e.base+"/v1/events", nil)
+	req.Header.Set("Authorization", "Bearer dev-token")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("event stream: %d", resp.StatusCode)
+	}
+	ended := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+		}
+		close(ended)
+	}()
+	select {
+	case <-ended:
+		t.Fatal("the stream ended while its token was good")
+	case <-time.After(1500 * time.Millisecond):
+	}
+	if err := os.WriteFile(tf, []byte("other-token User:other\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream stayed open after its token was removed")
 	}
 }

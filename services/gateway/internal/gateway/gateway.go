@@ -230,7 +230,9 @@ func New(cfg Config) (*Gateway, error) {
 	var viewers func(*http.Request) console.Viewer
 	if z := g.auth.authz; z != nil {
 		viewers = func(r *http.Request) console.Viewer {
-			return consoleViewer{z: z, principal: display(principalFrom(r.Context()))}
+			p := principalFrom(r.Context())
+			creds, _ := g.auth.credentials(r) // verified as p by wrapHTTP
+			return newConsoleViewer(z, display(p), func() error { return g.auth.stillValid(creds, p) })
 		}
 	}
 	g.events = console.NewHub(console.HubConfig{Source: &consoleSource{c: g.client, admin: admin, group: g.group}, Viewers: viewers, Logger: g.log})
