@@ -43,11 +43,12 @@ func requireOffsetFields(next runtime.HandlerFunc) runtime.HandlerFunc {
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		var doc struct {
-			Offsets []map[string]json.RawMessage `json:"offsets"`
-		}
-		if json.Unmarshal(body, &doc) == nil {
-			for i, o := range doc.Offsets {
+		// Keys read exactly, as protojson reads them (encoding/json's
+		// struct fields would also take "OFFSETS").
+		var doc map[string]json.RawMessage
+		var offsets []map[string]json.RawMessage
+		if json.Unmarshal(body, &doc) == nil && json.Unmarshal(doc["offsets"], &offsets) == nil {
+			for i, o := range offsets {
 				for _, field := range []string{"partition", "offset"} {
 					if v, ok := o[field]; !ok || string(bytes.TrimSpace(v)) == "null" {
 						writeError(w, http.StatusBadRequest, errorBody{Code: int32(codes.InvalidArgument), ErrorCode: errs.InvalidRequest.Name,
