@@ -74,6 +74,9 @@ func (g *Group) Heartbeat(req HeartbeatRequest, now time.Time) (HeartbeatRespons
 	if req.MemberID == "" {
 		return HeartbeatResponse{}, Effects{}, errs.Errorf(errs.InvalidRequest, "no member id")
 	}
+	if err := checkIDs(req); err != nil {
+		return HeartbeatResponse{}, Effects{}, err
+	}
 	g.begin()
 	var resp HeartbeatResponse
 	var err error
@@ -122,6 +125,35 @@ func (g *Group) Touch(req HeartbeatRequest, now time.Time) bool {
 		m.lastHeartbeat = now
 	}
 	return true
+}
+
+// Bounds of the ids a member names. Every one is kept in the group's
+// snapshot record, which an unbounded id would push past the size the
+// offsets topic takes, wedging the group. An instance id is Kafka's
+// group.instance.id: 1-249 characters of [a-zA-Z0-9._-].
+const (
+	MaxMemberIDLen   = 255
+	MaxInstanceIDLen = 249
+	MaxRackLen       = 255
+)
+
+// checkIDs refuses a member id or rack over its bound, and an instance id
+// that is not Kafka's (an empty one is a dynamic member).
+func checkIDs(req HeartbeatRequest) error {
+	switch {
+	case len(req.MemberID) > MaxMemberIDLen:
+		return errs.Errorf(errs.InvalidRequest, "member id is %d bytes long, more than %d", len(req.MemberID), MaxMemberIDLen)
+	case len(req.Rack) > MaxRackLen:
+		return errs.Errorf(errs.InvalidRequest, "rack is %d bytes long, more than %d", len(req.Rack), MaxRackLen)
+	case len(req.InstanceID) > MaxInstanceIDLen:
+		return errs.Errorf(errs.InvalidRequest, "instance id is %d bytes long: want 1-%d characters of [a-zA-Z0-9._-]", len(req.InstanceID), MaxInstanceIDLen)
+	}
+	for _, r := range req.InstanceID {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return errs.Errorf(errs.InvalidRequest, "instance id %q: want 1-%d characters of [a-zA-Z0-9._-]", req.InstanceID, MaxInstanceIDLen)
+		}
+	}
+	return nil
 }
 
 // settings are the member fields a request may set, validated.

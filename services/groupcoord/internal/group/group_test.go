@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -177,4 +178,29 @@ func Example() {
 	// 2 orders:2,3 Stable
 	// <nil> STALE_MEMBER_EPOCH
 	// m-1 session expired: no heartbeat for 45s
+}
+
+// The ids a member names are bounded where the coordinator takes them, not
+// only at the gateway: a client talking to the coordinator could otherwise
+// grow the group's snapshot past what the offsets topic takes.
+func TestHeartbeatBoundsTheIDs(t *testing.T) {
+	g := New(testConfig(), "g")
+	for _, tc := range []struct {
+		name string
+		req  HeartbeatRequest
+		ok   bool
+	}{
+		{"Kafka's longest instance id", HeartbeatRequest{MemberID: "a", InstanceID: strings.Repeat("i", MaxInstanceIDLen)}, true},
+		{"a longer instance id", HeartbeatRequest{MemberID: "b", InstanceID: strings.Repeat("i", MaxInstanceIDLen+1)}, false},
+		{"an instance id with a slash", HeartbeatRequest{MemberID: "c", InstanceID: "ns/pod-0"}, false},
+		{"an instance id with a NUL", HeartbeatRequest{MemberID: "d", InstanceID: "x\x00"}, false},
+		{"a member id of 256 bytes", HeartbeatRequest{MemberID: MemberID(strings.Repeat("m", MaxMemberIDLen+1))}, false},
+		{"a rack of 256 bytes", HeartbeatRequest{MemberID: "e", Rack: strings.Repeat("r", MaxRackLen+1)}, false},
+	} {
+		tc.req.Topics = []string{"t"}
+		_, _, err := g.Heartbeat(tc.req, time.Unix(100, 0))
+		if tc.ok != (err == nil) || (err != nil && errs.Of(err) != errs.InvalidRequest) {
+			t.Errorf("%s: %v, want ok %v or INVALID_REQUEST", tc.name, err, tc.ok)
+		}
+	}
 }
