@@ -114,6 +114,53 @@ type jwtClaims struct {
 	Nbf *float64 `json:"nbf"`
 }
 
+// parseClaims reads a JWT's claims by their exact names. encoding/json
+// would match "Sub" or "SUB" to sub too and keep the last of duplicates,
+// so a claim an issuer copies from what a user chose ({"sub": "alice",
+// "Sub": "admin"}) could pick the principal or the expiry. A claim named
+// twice is refused (RFC 7519 lets a verifier refuse or take the last).
+func parseClaims(b []byte) (jwtClaims, error) {
+	var c jwtClaims
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return c, errors.New("the claims are not a JSON object")
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return c, err
+		}
+		name, _ := t.(string)
+		if seen[name] {
+			return c, fmt.Errorf("claim %q is named twice", name)
+		}
+		seen[name] = true
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return c, err
+		}
+		switch name {
+		case "sub":
+			err = json.Unmarshal(v, &c.Sub)
+		case "exp":
+			err = json.Unmarshal(v, &c.Exp)
+		case "nbf":
+			err = json.Unmarshal(v, &c.Nbf)
+		}
+		if err != nil {
+			return c, fmt.Errorf("claim %q: %v", name, err)
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return c, err
+	}
+	if dec.More() {
+		return c, errors.New("data after the claims")
+	}
+	return c, nil
+}
+
 // LooksLikeJWT reports whether tok has a JWT's three dot-separated parts.
 func LooksLikeJWT(tok string) bool { return strings.Count(tok, ".") == 2 }
 
@@ -153,8 +200,8 @@ func VerifyJWT(tok string, key []byte, now time.Time) (Principal, error) {
 	if !hmac.Equal(mac.Sum(nil), raw[2]) {
 		return fail("bad signature")
 	}
-	var c jwtClaims
-	if err := json.Unmarshal(raw[1], &c); err != nil {
+	c, err := parseClaims(raw[1])
+	if err != nil {
 		return fail("malformed claims: %v", err)
 	}
 	if c.Exp == nil {

@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,8 +43,19 @@ func signHeader(t *testing.T, header string, claims map[string]any, k []byte) st
 	return signed + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
 }
 
+// signRaw signs claims given as JSON text (duplicate names, case
+// variants) under the plain HS256 header.
+func signRaw(t *testing.T, claims string, k []byte) string {
+	t.Helper()
+	signed := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"HS256"}`)) + "." + base64.RawURLEncoding.EncodeToString([]byte(claims))
+	mac := hmac.New(sha256.New, k)
+	mac.Write([]byte(signed))
+	return signed + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+}
+
 func TestVerifyJWT(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
+	exp := fmt.Sprint(now.Unix() + 60)
 	hs384 := "eyJhbGciOiJIUzM4NCJ9." + strings.Split(sign(t, map[string]any{"sub": "x"}, key), ".")[1] + ".AAAA"
 	none := "eyJhbGciOiJub25lIn0." + strings.Split(sign(t, map[string]any{"sub": "x"}, key), ".")[1] + "."
 	valid := map[string]any{"sub": "alice", "exp": now.Unix() + 60}
@@ -73,6 +85,15 @@ func TestVerifyJWT(t *testing.T) {
 		{"critical unknown extension", signHeader(t, `{"alg":"HS256","typ":"JWT","crit":["x-skein"],"x-skein":true}`, valid, key), "", `"crit" is not accepted`},
 		{"empty crit", signHeader(t, `{"alg":"HS256","crit":[]}`, valid, key), "", `"crit" is not accepted`},
 		{"null crit", signHeader(t, `{"alg":"HS256","crit":null}`, valid, key), "", `"crit" is not accepted`},
+		// Claims are read by their exact names, and one named twice is
+		// refused: neither a case variant nor a later duplicate picks the
+		// principal or the expiry.
+		{"sub named twice", signRaw(t, `{"sub":"alice","exp":`+exp+`,"sub":"admin"}`, key), "", `claim "sub" is named twice`},
+		{"exp named twice", signRaw(t, `{"sub":"alice","exp":1,"exp":`+exp+`}`, key), "", `claim "exp" is named twice`},
+		{"a case variant of sub", signRaw(t, `{"sub":"alice","Sub":"admin","exp":`+exp+`}`, key), "User:alice", ""},
+		{"exp only in capitals", signRaw(t, `{"sub":"alice","EXP":`+exp+`}`, key), "", "no exp claim"},
+		{"claims not an object", signRaw(t, `["alice"]`, key), "", "malformed claims"},
+		{"claims with data after them", signRaw(t, `{"sub":"alice","exp":`+exp+`} {}`, key), "", "malformed claims"},
 		{"two parts", "abc.def", "", "malformed"},
 		{"not base64", "a!b.c.d", "", "not base64url"},
 		{"other algorithm", hs384, "", `"HS384" is not accepted`},
