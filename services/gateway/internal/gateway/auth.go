@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -81,17 +82,28 @@ func (a *auth) grpcPrincipal(ctx context.Context) (authn.Principal, error) {
 			return "", errs.Errorf(errs.SaslAuthenticationFailed, "the in-memory hop carried %d principals", len(v))
 		}
 	}
+	c, err := grpcCredentials(ctx)
+	if err != nil {
+		return "", err
+	}
+	return a.verifier.Authenticate(c)
+}
+
+// grpcCredentials are what a gRPC call presents: the peer's verified
+// certificate and the one authorization metadata value.
+func grpcCredentials(ctx context.Context) (authn.Credentials, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
 	var c authn.Credentials
 	var err error
 	if c.Authorization, err = oneAuthorization(md.Get("authorization")); err != nil {
-		return "", err
+		return c, err
 	}
 	if p, ok := peer.FromContext(ctx); ok {
 		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok {
 			c.Cert = verifiedLeaf(ti.State.VerifiedChains)
 		}
 	}
-	return a.verifier.Authenticate(c)
+	return c, nil
 }
 
 // oneAuthorization answers the one Authorization value a call carries
@@ -192,7 +204,7 @@ func (a *auth) interceptors() (grpc.UnaryServerInterceptor, grpc.StreamServerInt
 		if err != nil {
 			return err
 		}
-		var s grpc.ServerStream = &principalStream{ServerStream: ss, ctx: ctx}
+		var s grpc.ServerStream = &principalStream{ServerStream: ss, ctx: ctx, a: a, method: info.FullMethod, p: principalFrom(ctx)}
 		if a.authz != nil {
 			s = &authorizedStream{ServerStream: s, a: a, method: info.FullMethod}
 		}
@@ -201,12 +213,59 @@ func (a *auth) interceptors() (grpc.UnaryServerInterceptor, grpc.StreamServerInt
 	return unary, stream
 }
 
+// principalStream runs a public stream as its principal, and ends it once
+// the credentials it opened with no longer verify as that principal (a
+// token taken out of the token file, a JWT or client certificate past its
+// expiry): they are checked again with the messages the stream receives
+// and sends, at most once a second, as the ACLs are with each message.
 type principalStream struct {
 	grpc.ServerStream
-	ctx context.Context
+	ctx     context.Context
+	a       *auth
+	method  string
+	p       authn.Principal
+	checked atomic.Int64 // when the credentials were last checked, in Unix ns
 }
 
 func (s *principalStream) Context() context.Context { return s.ctx }
+
+func (s *principalStream) RecvMsg(m any) error {
+	if err := s.ServerStream.RecvMsg(m); err != nil {
+		return err
+	}
+	return s.stillValid()
+}
+
+func (s *principalStream) SendMsg(m any) error {
+	if err := s.stillValid(); err != nil {
+		return err
+	}
+	return s.ServerStream.SendMsg(m)
+}
+
+func (s *principalStream) stillValid() error {
+	now := time.Now().UnixNano()
+	if last := s.checked.Load(); last == 0 {
+		s.checked.Store(now) // the interceptor has just checked them
+		return nil
+	} else if now-last < int64(time.Second) {
+		return nil
+	}
+	s.checked.Store(now)
+	outer := s.ServerStream.Context()
+	if fromLoopback(outer) {
+		return nil // the REST side authenticated the call
+	}
+	c, err := grpcCredentials(outer)
+	if err == nil {
+		err = s.a.stillValid(c, s.p)
+	}
+	if err != nil {
+		s.a.refused(s.ctx, s.p, s.method, err)
+		return rpcerr.ToGRPC(err)
+	}
+	return nil
+}
 
 // openHTTP are the HTTP paths served without credentials: probes, metrics,
 // the API description and the console's static page.

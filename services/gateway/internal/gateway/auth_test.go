@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/client"
 	"skein/libs/errs"
 	"skein/libs/rpcerr"
 	"skein/services/gateway/internal/authn"
@@ -398,5 +399,63 @@ func TestConsoleRoutesAreAuthorized(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		t.Errorf("super user, event stream: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+}
+
+// A gRPC stream ends once the credentials it opened with no longer verify:
+// a ProduceStream whose token was taken out of the token file has its
+// next request refused with UNAUTHENTICATED.
+func TestGRPCStreamEndsWhenItsTokenIsRevoked(t *testing.T) {
+	tf := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tf, []byte("dev-token User:dev\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	v, err := authn.NewVerifier(authn.Config{TokenFile: tf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := startWith(t, func(c *Config) {
+		c.Auth, c.AuthRequired = v, true
+		c.Logger = slog.New(slog.NewTextHandler(&syncBuffer{}, nil))
+	})
+	e.waitReady()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := e.gw.Client().CreateTopic(ctx, client.TopicSpec{Name: "s", Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	cc, err := grpc.NewClient(e.gw.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	// Over plaintext the token rides as metadata (the CLI insists on TLS;
+	// the gateway does not).
+	sctx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer dev-token")
+	stream, err := skeinv1.NewProducerServiceClient(cc).ProduceStream(sctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(id uint64) (*skeinv1.ProduceStreamResponse, error) {
+		if err := stream.Send(&skeinv1.ProduceStreamRequest{CorrelationId: id, Topic: "s", Records: []*skeinv1.ProduceRecord{{ValueBytes: []byte("v")}}}); err != nil {
+			return nil, err
+		}
+		return stream.Recv()
+	}
+	for id := uint64(1); id <= 2; id++ {
+		if resp, err := send(id); err != nil || resp.GetResults()[0].GetErrorCode() != skeinv1.ErrorCode_NONE {
+			t.Fatalf("produce %d with a good token: %v %v", id, resp, err)
+		}
+	}
+	if err := os.WriteFile(tf, []byte("other-token User:other\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond) // the stream checks at most once a second
+	_, err = send(3)
+	if status.Code(err) != codes.Unauthenticated || !strings.Contains(err.Error(), "unknown bearer token") {
+		t.Fatalf("produce after the token was removed: %v, want UNAUTHENTICATED", err)
 	}
 }
