@@ -248,6 +248,16 @@ func TestBadInputOverGRPC(t *testing.T) {
 	if ac, err := cl.AlterConfigs(ctxT(t), &controllerv1.AlterConfigsRequest{Topic: "spaced", Configs: map[string]string{"retention.ms": "  "}}); err != nil || ac.GetResult().GetErrorCode() != int32(skeinv1.ErrorCode_INVALID_CONFIG) {
 		t.Errorf("alter with spaces alone: %v %v", ac, err)
 	}
+	// The coordinators' state stays a compacted log: its cleanup.policy
+	// can be neither set nor removed (which would leave "delete").
+	for _, cfg := range []map[string]string{{"cleanup.policy": "delete"}, {"cleanup.policy": ""}, {"cleanup.policy": "compact", "segment.ms": "60000"}} {
+		for _, topic := range []string{"__consumer_offsets", "__transaction_state"} {
+			ac, err := cl.AlterConfigs(ctxT(t), &controllerv1.AlterConfigsRequest{Topic: topic, Configs: cfg})
+			if err != nil || ac.GetResult().GetErrorCode() != int32(skeinv1.ErrorCode_INVALID_CONFIG) || !strings.Contains(ac.GetResult().GetErrorMessage(), "internal topic") {
+				t.Errorf("alter %s of %s: %v %v, want INVALID_CONFIG", cfg, topic, ac, err)
+			}
+		}
+	}
 	img := c.leader().node.Image()
 	v1, _ := img.TopicConfig("spaced", "min.insync.replicas")
 	v2, _ := img.TopicConfig("spaced", "max.message.bytes")

@@ -384,6 +384,11 @@ func (s *Admin) ListOffsets(ctx context.Context, req *skeinv1.ListOffsetsRequest
 // what a partition's leader refuses (an offset above its high watermark, a
 // compacted topic) is in that partition's result.
 func (s *Admin) DeleteRecords(ctx context.Context, req *skeinv1.DeleteRecordsRequest) (*skeinv1.DeleteRecordsResponse, error) {
+	if IsInternalTopic(req.GetTopic()) {
+		// The coordinators' state, as Kafka refuses it (the storage nodes
+		// refuse it too).
+		return nil, errs.Errorf(errs.InvalidTopic, "cannot delete records of internal topic %q", req.GetTopic())
+	}
 	_, n, err := knownTopic(ctx, s.c, req.GetTopic())
 	if err != nil {
 		return nil, err

@@ -257,6 +257,7 @@ func TestRESTRefusals(t *testing.T) {
 		{"commit with a null offset", "POST", "/v1/groups/g/offsets", `{"member_id": "m", "member_epoch": -1, "offsets": [{"topic": "t", "partition": 0, "offset": 3}, {"topic": "t", "partition": 1, "offset": null}]}`, 400, "INVALID_REQUEST"},
 		{"commit without a partition", "POST", "/v1/groups/g/offsets", `{"member_id": "m", "member_epoch": 1, "offsets": [{"topic": "t", "offset": 5}]}`, 400, "INVALID_REQUEST"},
 		{"transactional offsets without an offset", "POST", "/v1/transactions/tx/offsets", `{"producer_id": 1, "producer_epoch": 0, "group": "g", "offsets": [{"topic": "t", "partition": 0}]}`, 400, "INVALID_REQUEST"},
+		{"delete records of an internal topic", "POST", "/v1/topics/__consumer_offsets/records:delete", `{"partitions": [{"partition": 0, "offset": 1}]}`, 400, "INVALID_TOPIC_EXCEPTION"},
 		{"timestamp without spec TIMESTAMP", "GET", "/v1/topics/t/offsets?timestamp_ms=1764400000000", "", 400, "INVALID_REQUEST"},
 		{"timestamp with spec EARLIEST", "GET", "/v1/topics/t/offsets?spec=EARLIEST&timestamp_ms=5", "", 400, "INVALID_REQUEST"},
 		{"misspelt query parameter", "GET", "/v1/topics/t/partitions/0/records?offest=5", "", 400, "INVALID_REQUEST"},

@@ -193,11 +193,15 @@ func TestDeleteRecordsIsAuthorized(t *testing.T) {
 	}
 	resp, err = s.DeleteRecords(as(gatewayPeer, "User:root"), &storagev1.DeleteRecordsRequest{Partitions: []*storagev1.DeleteRecordsPartition{
 		{Topic: "orders", Offset: 3}, {Topic: "orders", Offset: 4}, {Topic: "payments", Offset: -2},
+		// The coordinators' state, whatever its cleanup.policy and the
+		// caller's rights.
+		{Topic: "__consumer_offsets", Offset: 1}, {Topic: "__transaction_state", Offset: -1},
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []skeinv1.ErrorCode{skeinv1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, skeinv1.ErrorCode_INVALID_REQUEST, skeinv1.ErrorCode_OFFSET_OUT_OF_RANGE}
+	want := []skeinv1.ErrorCode{skeinv1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, skeinv1.ErrorCode_INVALID_REQUEST, skeinv1.ErrorCode_OFFSET_OUT_OF_RANGE,
+		skeinv1.ErrorCode_INVALID_TOPIC_EXCEPTION, skeinv1.ErrorCode_INVALID_TOPIC_EXCEPTION}
 	if got := codes(resp); !slices.Equal(got, want) {
 		t.Errorf("root deleting orders twice and payments below -1: %v, want %v", got, want)
 	}

@@ -18,6 +18,7 @@ import (
 	"skein/libs/acl"
 	"skein/libs/errs"
 	"skein/libs/grpcopt"
+	"skein/libs/metadata"
 	"skein/libs/peerauth"
 	"skein/libs/record"
 	"skein/libs/rpcerr"
@@ -842,6 +843,11 @@ func (s *Server) DeleteRecords(ctx context.Context, req *storagev1.DeleteRecords
 			err = denied[i]
 		case seen[tp]:
 			err = errs.Errorf(errs.InvalidRequest, "%s is named twice", tp)
+		case metadata.IsInternalTopic(tp.Topic):
+			// The coordinators' state, as Kafka refuses it: records
+			// deleted there would take groups' offsets and transactions
+			// with them.
+			err = errs.Errorf(errs.InvalidTopic, "cannot delete records of internal topic %q", tp.Topic)
 		case q.GetOffset() < -1:
 			err = errs.Errorf(errs.OffsetOutOfRange, "%s: cannot delete records before offset %d: it must be -1 (the high watermark) or at least 0", tp, q.GetOffset())
 		}
