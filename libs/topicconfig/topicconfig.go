@@ -185,7 +185,9 @@ func Validate(overrides map[string]string) error {
 // the spaces around it, which Check and Parse read past (Kafka trims them
 // too), so that every reader of a stored value reads what was validated. A
 // value of spaces alone is left as it is, for validation to refuse: it is
-// not the empty value, which removes an override.
+// not the empty value, which removes an override. A list (cleanup.policy)
+// is kept as its items, each once, without empty ones: "compact,,delete"
+// and "compact, delete" are "compact,delete", as describe then shows.
 func Normalize(overrides map[string]string) map[string]string {
 	if overrides == nil {
 		return nil
@@ -194,6 +196,17 @@ func Normalize(overrides map[string]string) map[string]string {
 	for k, v := range overrides {
 		if t := strings.TrimSpace(v); t != "" {
 			v = t
+		}
+		if key, ok := Lookup(k); ok && key.Type == List {
+			if items := splitList(v); len(items) > 0 {
+				seen := map[string]bool{}
+				items = slices.DeleteFunc(items, func(it string) bool {
+					dup := seen[it]
+					seen[it] = true
+					return dup
+				})
+				v = strings.Join(items, ",")
+			}
 		}
 		out[k] = v
 	}

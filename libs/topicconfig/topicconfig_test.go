@@ -134,9 +134,17 @@ func TestOutOfRangeNamesTheRange(t *testing.T) {
 
 func TestNormalizeTrimsValues(t *testing.T) {
 	got := Normalize(map[string]string{"min.insync.replicas": " 2 ", "cleanup.policy": "compact, delete\t", "retention.ms": "", "segment.ms": "  "})
-	want := map[string]string{"min.insync.replicas": "2", "cleanup.policy": "compact, delete", "retention.ms": "", "segment.ms": "  "}
+	want := map[string]string{"min.insync.replicas": "2", "cleanup.policy": "compact,delete", "retention.ms": "", "segment.ms": "  "}
 	if !maps.Equal(got, want) {
 		t.Errorf("Normalize = %q, want %q", got, want)
+	}
+	// A list is kept as its items, each once, without empty ones; one with
+	// no item is left for validation to refuse.
+	for in, want := range map[string]string{"compact,,delete": "compact,delete", "delete,delete": "delete", "compact,": "compact",
+		" delete , compact ": "delete,compact", ",": ",", "compact,bogus": "compact,bogus"} {
+		if got := Normalize(map[string]string{"cleanup.policy": in})["cleanup.policy"]; got != want {
+			t.Errorf("Normalize(cleanup.policy %q) = %q, want %q", in, got, want)
+		}
 	}
 	if Normalize(nil) != nil {
 		t.Error("Normalize(nil) is not nil")

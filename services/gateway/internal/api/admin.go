@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -320,9 +319,10 @@ func (s *Admin) AlterTopicConfigs(ctx context.Context, req *skeinv1.AlterTopicCo
 			return false
 		}
 		have := t.GetConfigs()
-		for k, v := range req.GetConfigs() {
-			// The controllers keep a value without the spaces around it.
-			if got, ok := have[k]; (v == "" && ok) || (v != "" && strings.TrimSpace(got) != strings.TrimSpace(v)) {
+		// The controllers keep a value as Normalize makes it (without the
+		// spaces around it, a list without empty or repeated items).
+		for k, v := range topicconfig.Normalize(req.GetConfigs()) {
+			if got, ok := have[k]; (v == "" && ok) || (v != "" && got != v) {
 				return false
 			}
 		}

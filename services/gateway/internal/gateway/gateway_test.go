@@ -484,6 +484,12 @@ func TestAdminOverREST(t *testing.T) {
 	if alt["configs"].(map[string]any)["retention.ms"] != "6000" || time.Since(start) > 5*time.Second {
 		t.Errorf("altered with a spaced value in %v: %v", time.Since(start), alt)
 	}
+	// A list is kept as its items, each once.
+	start = time.Now()
+	alt = e.mustDo("POST", "/v1/topics/a.b_c-1/configs", `{"configs": {"cleanup.policy": "delete,, delete"}}`)
+	if alt["configs"].(map[string]any)["cleanup.policy"] != "delete" || time.Since(start) > 5*time.Second {
+		t.Errorf("altered with an untidy list in %v: %v", time.Since(start), alt)
+	}
 	offs := e.mustDo("GET", "/v1/topics/a.b_c-1/offsets?spec=LATEST", "")
 	if o := offs["offsets"].([]any); len(o) != 3 || o[1].(map[string]any)["offset"] != "2" || o[0].(map[string]any)["error_code"] != "NONE" {
 		t.Errorf("offsets %v", offs)
