@@ -166,21 +166,7 @@ func (g *fakeGateway) ProduceStream(stream skeinv1.ProducerService_ProduceStream
 		}
 		g.acks = append(g.acks, req.GetAcks())
 		g.codecs = append(g.codecs, req.GetCompression())
-		resp := &skeinv1.ProduceStreamResponse{CorrelationId: req.GetCorrelationId()}
-		for _, r := range req.GetRecords() {
-			p := r.GetPartition()
-			parts, ok := g.topics[req.GetTopic()]
-			if !ok || int(p) >= len(parts) {
-				resp.Results = append(resp.Results, &skeinv1.ProduceResult{Offset: -1, ErrorCode: skeinv1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, Message: "no such partition"})
-				continue
-			}
-			off := int64(len(parts[p]))
-			parts[p] = append(parts[p], &skeinv1.ConsumedRecord{Topic: req.GetTopic(), Partition: p, Offset: off, Key: r.Key, Value: r.Value,
-				KeyBytes: r.KeyBytes, ValueBytes: r.ValueBytes})
-			resp.Results = append(resp.Results, &skeinv1.ProduceResult{Partition: p, Offset: off})
-		}
-		close(g.grew)
-		g.grew = make(chan struct{})
+		resp := &skeinv1.ProduceStreamResponse{CorrelationId: req.GetCorrelationId(), Results: g.appendRecords(req.GetTopic(), req.GetRecords())}
 		g.mu.Unlock()
 		if err := stream.Send(resp); err != nil {
 			return err
@@ -199,25 +185,34 @@ func (g *fakeGateway) read(topic string, p int32, off int64, n int) ([]*skeinv1.
 	return recs[off:end], int64(len(recs)), g.grew
 }
 
-// Produce appends the records as ProduceStream does, headers and
-// timestamps kept (group dlq-replay produces this way).
+// Produce appends the records as ProduceStream does (group dlq-replay
+// produces this way).
 func (g *fakeGateway) Produce(_ context.Context, req *skeinv1.ProduceRequest) (*skeinv1.ProduceResponse, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	resp := &skeinv1.ProduceResponse{}
-	for _, r := range req.GetRecords() {
+	return &skeinv1.ProduceResponse{Results: g.appendRecords(req.GetTopic(), req.GetRecords())}, nil
+}
+
+// appendRecords appends records to a topic's partitions, headers and
+// timestamps kept, answers each, and wakes the readers waiting on grew;
+// g.mu held.
+func (g *fakeGateway) appendRecords(topic string, recs []*skeinv1.ProduceRecord) []*skeinv1.ProduceResult {
+	var out []*skeinv1.ProduceResult
+	for _, r := range recs {
 		p := r.GetPartition()
-		parts, ok := g.topics[req.GetTopic()]
+		parts, ok := g.topics[topic]
 		if !ok || int(p) >= len(parts) {
-			resp.Results = append(resp.Results, &skeinv1.ProduceResult{Offset: -1, ErrorCode: skeinv1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, Message: "no such partition"})
+			out = append(out, &skeinv1.ProduceResult{Offset: -1, ErrorCode: skeinv1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, Message: "no such partition"})
 			continue
 		}
 		off := int64(len(parts[p]))
-		parts[p] = append(parts[p], &skeinv1.ConsumedRecord{Topic: req.GetTopic(), Partition: p, Offset: off, Key: r.Key, Value: r.Value,
+		parts[p] = append(parts[p], &skeinv1.ConsumedRecord{Topic: topic, Partition: p, Offset: off, Key: r.Key, Value: r.Value,
 			KeyBytes: r.KeyBytes, ValueBytes: r.ValueBytes, Headers: r.GetHeaders(), TimestampMs: r.GetTimestampMs()})
-		resp.Results = append(resp.Results, &skeinv1.ProduceResult{Partition: p, Offset: off})
+		out = append(out, &skeinv1.ProduceResult{Partition: p, Offset: off})
 	}
-	return resp, nil
+	close(g.grew)
+	g.grew = make(chan struct{})
+	return out
 }
 
 // Fetch answers up to max_records records, 500 when it is not set (as the

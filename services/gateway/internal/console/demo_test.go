@@ -171,22 +171,26 @@ func TestDemoSignalsOnlyListedStorageNodes(t *testing.T) {
 // the API's routes do, and refuse a query parameter rather than ignore it.
 func TestConsoleRoutesTakeTheirMethodAndNoQuery(t *testing.T) {
 	srv, sent := demoServer(t, true)
+	call := func(method, path string) (int, string, errorBody) {
+		req, _ := http.NewRequest(method, srv.URL+path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body errorBody
+		decodeJSON(t, resp, &body)
+		return resp.StatusCode, resp.Header.Get("Allow"), body
+	}
 	for _, tc := range []struct{ method, path, allow string }{
 		{"POST", "/v1/events", "GET"},
 		{"DELETE", "/v1/console/demo", "GET"},
 		{"GET", "/v1/console/demo/storage/1/kill", "POST"},
 		{"DELETE", "/v1/console/demo/storage/1/kill", "POST"},
 	} {
-		req, _ := http.NewRequest(tc.method, srv.URL+tc.path, nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var body errorBody
-		decodeJSON(t, resp, &body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != tc.allow || body.ErrorCode != "INVALID_REQUEST" {
-			t.Errorf("%s %s: %d Allow %q %+v, want 405 Allow %s", tc.method, tc.path, resp.StatusCode, resp.Header.Get("Allow"), body, tc.allow)
+		code, allow, body := call(tc.method, tc.path)
+		if code != http.StatusMethodNotAllowed || allow != tc.allow || body.ErrorCode != "INVALID_REQUEST" {
+			t.Errorf("%s %s: %d Allow %q %+v, want 405 Allow %s", tc.method, tc.path, code, allow, body, tc.allow)
 		}
 	}
 	for _, tc := range []struct{ method, path string }{
@@ -194,16 +198,9 @@ func TestConsoleRoutesTakeTheirMethodAndNoQuery(t *testing.T) {
 		{"GET", "/v1/console/demo?verbose=1"},
 		{"GET", "/v1/events?since=0"},
 	} {
-		req, _ := http.NewRequest(tc.method, srv.URL+tc.path, nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var body errorBody
-		decodeJSON(t, resp, &body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusBadRequest || body.ErrorCode != "INVALID_REQUEST" || !strings.Contains(body.Message, "takes none") {
-			t.Errorf("%s %s: %d %+v, want 400 INVALID_REQUEST", tc.method, tc.path, resp.StatusCode, body)
+		code, _, body := call(tc.method, tc.path)
+		if code != http.StatusBadRequest || body.ErrorCode != "INVALID_REQUEST" || !strings.Contains(body.Message, "takes none") {
+			t.Errorf("%s %s: %d %+v, want 400 INVALID_REQUEST", tc.method, tc.path, code, body)
 		}
 	}
 	if len(*sent) != 0 {

@@ -406,19 +406,7 @@ func TestConsoleRoutesAreAuthorized(t *testing.T) {
 // a ProduceStream whose token was taken out of the token file has its
 // next request refused with UNAUTHENTICATED.
 func TestGRPCStreamEndsWhenItsTokenIsRevoked(t *testing.T) {
-	tf := filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(tf, []byte("dev-token User:dev\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	v, err := authn.NewVerifier(authn.Config{TokenFile: tf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := startWith(t, func(c *Config) {
-		c.Auth, c.AuthRequired = v, true
-		c.Logger = slog.New(slog.NewTextHandler(&syncBuffer{}, nil))
-	})
-	e.waitReady()
+	e := startTokenAuth(t, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := e.gw.Client().CreateTopic(ctx, client.TopicSpec{Name: "s", Partitions: 1}); err != nil {
@@ -447,12 +435,7 @@ func TestGRPCStreamEndsWhenItsTokenIsRevoked(t *testing.T) {
 			t.Fatalf("produce %d with a good token: %v %v", id, resp, err)
 		}
 	}
-	if err := os.WriteFile(tf, []byte("other-token User:other\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := v.Reload(); err != nil {
-		t.Fatal(err)
-	}
+	e.revokeDevToken(t)
 	time.Sleep(1100 * time.Millisecond) // the stream checks at most once a second
 	_, err = send(3)
 	if status.Code(err) != codes.Unauthenticated || !strings.Contains(err.Error(), "unknown bearer token") {

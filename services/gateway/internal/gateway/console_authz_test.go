@@ -119,20 +119,7 @@ func TestConsoleViewerShowsWhatThePrincipalMayDescribe(t *testing.T) {
 // An open event stream follows the principal's ACLs: a topic it is let
 // describe appears on it, and it ends once cluster describe is revoked.
 func TestEventStreamFollowsACLChanges(t *testing.T) {
-	tf := filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(tf, []byte("dev-token User:dev\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	v, err := authn.NewVerifier(authn.Config{TokenFile: tf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := startWith(t, func(c *Config) {
-		c.Auth, c.AuthRequired = v, true
-		c.Authorizer = true
-		c.Logger = slog.New(slog.NewTextHandler(&syncBuffer{}, nil))
-	})
-	e.waitReady()
+	e := startTokenAuth(t, true)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c := e.gw.Client()
@@ -143,31 +130,14 @@ func TestEventStreamFollowsACLChanges(t *testing.T) {
 	}
 	describe := acl.Binding{Principal: "User:dev", Resource: acl.Cluster, Name: acl.ClusterName, Pattern: acl.Literal, Operation: acl.Describe, Permission: acl.Allow}
 	mine := acl.Binding{Principal: "User:dev", Resource: acl.Topic, Name: "mine", Pattern: acl.Literal, Operation: acl.Describe, Permission: acl.Allow}
-	grant := func(b acl.Binding) {
-		t.Helper()
-		if res, err := c.CreateAcls(ctx, []acl.Binding{b}); err != nil || res[0] != nil {
-			t.Fatal(res, err)
-		}
-		if _, err := c.WaitMetadata(ctx, func(m *metadata.Image) bool { return m.HasAcl(b) }); err != nil {
-			t.Fatal(err)
-		}
-	}
-	grant(describe)
-	grant(mine)
+	grant(t, ctx, c, describe)
+	grant(t, ctx, c, mine)
 	if _, err := c.WaitMetadata(ctx, func(m *metadata.Image) bool { return m.PartitionCount("secret") == 1 }); err != nil {
 		t.Fatal(err)
 	}
 
-	req, _ := http.NewRequestWithContext(ctx, "GET", e.base+"/v1/events", nil)
-	req.Header.Set("Authorization", "Bearer dev-token")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := e.openEvents(t, ctx)
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("event stream: %d", resp.StatusCode)
-	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	// nextTopics answers the names of the next topics event's topics.
@@ -189,7 +159,7 @@ func TestEventStreamFollowsACLChanges(t *testing.T) {
 	if got := nextTopics(); !slices.Equal(got, []string{"mine"}) {
 		t.Fatalf("topics shown to User:dev: %v, want [mine]", got)
 	}
-	grant(acl.Binding{Principal: "User:dev", Resource: acl.Topic, Name: "secret", Pattern: acl.Literal, Operation: acl.Describe, Permission: acl.Allow})
+	grant(t, ctx, c, acl.Binding{Principal: "User:dev", Resource: acl.Topic, Name: "secret", Pattern: acl.Literal, Operation: acl.Describe, Permission: acl.Allow})
 	if got := nextTopics(); !slices.Equal(got, []string{"mine", "secret"}) {
 		t.Fatalf("topics shown to User:dev once it may describe secret: %v, want [mine secret]", got)
 	}
@@ -213,40 +183,14 @@ func TestEventStreamFollowsACLChanges(t *testing.T) {
 // An open event stream ends once the credentials it opened with no longer
 // verify: here a token removed from the token file.
 func TestEventStreamEndsWhenItsTokenIsRevoked(t *testing.T) {
-	tf := filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(tf, []byte("dev-token User:dev\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	v, err := authn.NewVerifier(authn.Config{TokenFile: tf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := startWith(t, func(c *Config) {
-		c.Auth, c.AuthRequired = v, true
-		c.Authorizer = true
-		c.Logger = slog.New(slog.NewTextHandler(&syncBuffer{}, nil))
-	})
-	e.waitReady()
+	e := startTokenAuth(t, true)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c := e.gw.Client()
 	describe := acl.Binding{Principal: "User:dev", Resource: acl.Cluster, Name: acl.ClusterName, Pattern: acl.Literal, Operation: acl.Describe, Permission: acl.Allow}
-	if res, err := c.CreateAcls(ctx, []acl.Binding{describe}); err != nil || res[0] != nil {
-		t.Fatal(res, err)
-	}
-	if _, err := c.WaitMetadata(ctx, func(m *metadata.Image) bool { return m.HasAcl(describe) }); err != nil {
-		t.Fatal(err)
-	}
-	req, _ := http.NewRequestWithContext(ctx, "GET", e.base+"/v1/events", nil)
-	req.Header.Set("Authorization", "Bearer dev-token")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	grant(t, ctx, c, describe)
+	resp := e.openEvents(t, ctx)
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("event stream: %d", resp.StatusCode)
-	}
 	ended := make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(resp.Body)
@@ -259,15 +203,75 @@ func TestEventStreamEndsWhenItsTokenIsRevoked(t *testing.T) {
 		t.Fatal("the stream ended while its token was good")
 	case <-time.After(1500 * time.Millisecond):
 	}
-	if err := os.WriteFile(tf, []byte("other-token User:other\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := v.Reload(); err != nil {
-		t.Fatal(err)
-	}
+	e.revokeDevToken(t)
 	select {
 	case <-ended:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the stream stayed open after its token was removed")
+	}
+}
+
+// tokenEnv is a gateway whose callers authenticate with the tokens of a
+// file the test can rewrite: "dev-token" is User:dev to start with.
+type tokenEnv struct {
+	*env
+	v    *authn.Verifier
+	file string
+}
+
+func startTokenAuth(t *testing.T, authorizer bool) *tokenEnv {
+	t.Helper()
+	tf := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tf, []byte("dev-token User:dev\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	v, err := authn.NewVerifier(authn.Config{TokenFile: tf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := startWith(t, func(c *Config) {
+		c.Auth, c.AuthRequired = v, true
+		c.Authorizer = authorizer
+		c.Logger = slog.New(slog.NewTextHandler(&syncBuffer{}, nil))
+	})
+	e.waitReady()
+	return &tokenEnv{env: e, v: v, file: tf}
+}
+
+// revokeDevToken takes dev-token out of the token file and reloads it.
+func (e *tokenEnv) revokeDevToken(t *testing.T) {
+	t.Helper()
+	if err := os.WriteFile(e.file, []byte("other-token User:other\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.v.Reload(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// openEvents opens the event stream with dev-token.
+func (e *tokenEnv) openEvents(t *testing.T, ctx context.Context) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, "GET", e.base+"/v1/events", nil)
+	req.Header.Set("Authorization", "Bearer dev-token")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		t.Fatalf("event stream: %d", resp.StatusCode)
+	}
+	return resp
+}
+
+// grant adds a binding and waits for the gateway's metadata to hold it.
+func grant(t *testing.T, ctx context.Context, c *client.Client, b acl.Binding) {
+	t.Helper()
+	if res, err := c.CreateAcls(ctx, []acl.Binding{b}); err != nil || res[0] != nil {
+		t.Fatal(res, err)
+	}
+	if _, err := c.WaitMetadata(ctx, func(m *metadata.Image) bool { return m.HasAcl(b) }); err != nil {
+		t.Fatal(err)
 	}
 }
