@@ -72,6 +72,30 @@ func (g *fakeGateway) CreateTopic(_ context.Context, req *skeinv1.CreateTopicReq
 	return &skeinv1.CreateTopicResponse{Topic: g.describe(req.GetName())}, nil
 }
 
+// ElectLeaders answers a preferred election for a topic of two partitions
+// or more as elected on partition 0 and not needed on the others; an
+// unclean one finds no eligible leader for partition 1.
+func (g *fakeGateway) ElectLeaders(_ context.Context, req *skeinv1.ElectLeadersRequest) (*skeinv1.ElectLeadersResponse, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	ps, ok := g.topics[req.GetTopic()]
+	if !ok {
+		return nil, rpcerr.ToGRPC(errs.Errorf(errs.UnknownTopicOrPartition, "topic %q does not exist", req.GetTopic()))
+	}
+	resp := &skeinv1.ElectLeadersResponse{}
+	for p := range ps {
+		r := &skeinv1.ElectionResult{Topic: req.GetTopic(), Partition: int32(p), Leader: 1}
+		switch {
+		case p > 0 && req.GetType() == skeinv1.ElectionType_PREFERRED:
+			r.ErrorCode, r.Message = skeinv1.ErrorCode_ELECTION_NOT_NEEDED, "the preferred replica leads already"
+		case p == 1 && req.GetType() == skeinv1.ElectionType_UNCLEAN:
+			r.Leader, r.ErrorCode, r.Message = -1, skeinv1.ErrorCode_ELIGIBLE_LEADERS_NOT_AVAILABLE, "no live replica"
+		}
+		resp.Results = append(resp.Results, r)
+	}
+	return resp, nil
+}
+
 func (g *fakeGateway) ListTopics(context.Context, *skeinv1.ListTopicsRequest) (*skeinv1.ListTopicsResponse, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -852,5 +876,38 @@ func TestTopicCreatedWithoutDescribe(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "created topic hidden") || !strings.Contains(out, "may not describe it") ||
 		strings.Contains(out, "partitions: 0") || strings.Contains(out, "PARTITION") {
 		t.Fatalf("create without describe: %d %q %q", code, out, errOut)
+	}
+}
+
+// topic elect-leaders runs a topic's election as kafka-leader-election.sh:
+// a partition already led by the replica asked for is no failure, any
+// other refusal exits 1 once every partition is printed.
+func TestTopicElectLeaders(t *testing.T) {
+	_, addr := startFake(t)
+	t.Setenv("SKEIN_GATEWAY", addr)
+	run(t, "", "topic", "create", "orders", "--partitions", "2")
+	code, out, errOut := run(t, "", "topic", "elect-leaders", "orders")
+	if code != 0 || !strings.Contains(out, "0          1       elected") || !strings.Contains(out, "ELECTION_NOT_NEEDED") {
+		t.Errorf("preferred election: %d %q %q", code, out, errOut)
+	}
+	code, out, errOut = run(t, "", "topic", "elect-leaders", "orders", "--type", "UNCLEAN")
+	if code != 1 || !strings.Contains(out, "ELIGIBLE_LEADERS_NOT_AVAILABLE") || !strings.Contains(errOut, "1 of 2 partition(s) of orders got no unclean election") {
+		t.Errorf("unclean election with a partition refused: %d %q %q", code, out, errOut)
+	}
+	if code, out, _ := run(t, "", "topic", "elect-leaders", "orders", "--json"); code != 0 || !strings.Contains(out, `"error_code": "ELECTION_NOT_NEEDED"`) {
+		t.Errorf("--json: %d %q", code, out)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		has  string
+	}{
+		{[]string{"topic", "elect-leaders", "orders", "--type", "sideways"}, 2, `--type "sideways"`},
+		{[]string{"topic", "elect-leaders"}, 2, "takes 1 argument"},
+		{[]string{"topic", "elect-leaders", "nosuch"}, 1, "UNKNOWN_TOPIC_OR_PARTITION"},
+	} {
+		if code, _, errOut := run(t, "", tc.args...); code != tc.code || !strings.Contains(errOut, tc.has) {
+			t.Errorf("%v: %d %q, want %d and %q", tc.args, code, errOut, tc.code, tc.has)
+		}
 	}
 }

@@ -31,7 +31,7 @@ func (c configFlag) Set(v string) error {
 
 func topicCmd(ctx context.Context, args []string, io IO) error {
 	if len(args) == 0 {
-		return usagef("topic needs a subcommand: create, list, describe, alter, delete or delete-records")
+		return usagef("topic needs a subcommand: create, list, describe, alter, delete, delete-records or elect-leaders")
 	}
 	sub, args := args[0], args[1:]
 	if subcommandHelp(io.Out, "topic", sub) {
@@ -41,6 +41,7 @@ func topicCmd(ctx context.Context, args []string, io IO) error {
 	configs := configFlag{}
 	var partitions, rf *int
 	var internal, all *bool
+	var election *string
 	before := beforeFlag{}
 	switch sub {
 	case "create":
@@ -56,6 +57,8 @@ func topicCmd(ctx context.Context, args []string, io IO) error {
 	case "delete-records":
 		f.Var(before, "before", "PARTITION=OFFSET (repeatable): delete the partition's records before OFFSET; -1 is its high watermark")
 		all = f.Bool("all", false, "delete every record written so far, in every partition (each before its high watermark)")
+	case "elect-leaders":
+		election = f.String("type", "preferred", "preferred (give each partition back to its first replica) or unclean (elect an out-of-sync replica for a partition with no in-sync one: may lose acknowledged records)")
 	default:
 		return usagef("unknown topic subcommand %q", sub)
 	}
@@ -142,6 +145,8 @@ func topicCmd(ctx context.Context, args []string, io IO) error {
 		}
 		fmt.Fprintf(io.Out, "deleted topic %s\n", pos[0])
 		return nil
+	case "elect-leaders":
+		return electLeaders(cctx, io, admin, pos[0], *election, *f.json)
 	case "delete-records":
 		// Longer than the 30 s a leader waits for its in-sync replicas,
 		// so that a partition they did not follow in time is answered
@@ -296,3 +301,48 @@ func ints(v []int32) string {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// electLeaders runs a leader election for every partition of a topic, as
+// kafka-leader-election.sh: preferred gives each partition back to its
+// first replica, unclean elects an out-of-sync replica where no in-sync one
+// is left. A partition whose leader is already the one asked for
+// (ELECTION_NOT_NEEDED) is no failure; any other refusal makes the command
+// exit 1 after every partition is printed.
+func electLeaders(ctx context.Context, io IO, admin skeinv1.AdminServiceClient, topic, election string, asJSON bool) error {
+	typ, ok := map[string]skeinv1.ElectionType{"preferred": skeinv1.ElectionType_PREFERRED, "unclean": skeinv1.ElectionType_UNCLEAN}[strings.ToLower(election)]
+	if !ok {
+		return usagef("--type %q: want preferred or unclean", election)
+	}
+	resp, err := admin.ElectLeaders(ctx, &skeinv1.ElectLeadersRequest{Topic: topic, Type: typ})
+	if err != nil {
+		return err
+	}
+	failed := 0
+	for _, r := range resp.GetResults() {
+		if c := r.GetErrorCode(); c != skeinv1.ErrorCode_NONE && c != skeinv1.ErrorCode_ELECTION_NOT_NEEDED {
+			failed++
+		}
+	}
+	if asJSON {
+		if err := printJSON(io.Out, resp); err != nil {
+			return err
+		}
+	} else {
+		tw := tabwriter.NewWriter(io.Out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "PARTITION\tLEADER\tRESULT")
+		for _, r := range resp.GetResults() {
+			result := "elected"
+			if r.GetErrorCode() != skeinv1.ErrorCode_NONE {
+				result = r.GetErrorCode().String() + ": " + r.GetMessage()
+			}
+			fmt.Fprintf(tw, "%d\t%d\t%s\n", r.GetPartition(), r.GetLeader(), result)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d partition(s) of %s got no %s election", failed, len(resp.GetResults()), topic, strings.ToLower(election))
+	}
+	return nil
+}
