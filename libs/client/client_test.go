@@ -350,6 +350,10 @@ func TestDeliveryTimeout(t *testing.T) {
 	if errs.Of(r.Err) != errs.RequestTimedOut {
 		t.Fatalf("result %+v, want REQUEST_TIMED_OUT", r)
 	}
+	// Why it was never sent: the caller learns the partition is offline.
+	if !strings.Contains(r.Err.Error(), "t-0: the partition has no leader") {
+		t.Errorf("error %q does not say the partition has no leader", r.Err)
+	}
 }
 
 // A batch the leader keeps refusing with a retriable error is retried until

@@ -1310,7 +1310,12 @@ func (p *Producer) timedOut(b *sendBatch) error {
 		return errs.Errorf(errs.Of(b.lastErr), "delivery timeout of %v expired for %d records of %s-%d after %d attempts; the last: %s",
 			p.cfg.deliveryTimeout, len(b.recs), b.tp.Topic, b.tp.Partition, b.attempts, errs.Message(b.lastErr))
 	}
-	return errs.Errorf(errs.RequestTimedOut, "delivery timeout of %v expired for %d records of %s-%d", p.cfg.deliveryTimeout, len(b.recs), b.tp.Topic, b.tp.Partition)
+	why := ""
+	if _, _, ok := leaderOf(p.c.Metadata(), b.tp.Topic, b.tp.Partition); !ok {
+		// Never sent: the partition has had no leader to send it to.
+		why = ": the partition has no leader (offline: no in-sync replica is alive)"
+	}
+	return errs.Errorf(errs.RequestTimedOut, "delivery timeout of %v expired for %d records of %s-%d%s", p.cfg.deliveryTimeout, len(b.recs), b.tp.Topic, b.tp.Partition, why)
 }
 
 func (p *Producer) deliverErr(b *sendBatch, err error) {
