@@ -7,9 +7,7 @@ import (
 
 // DeleteExpired applies retention and returns how many segments it deleted.
 // Only whole closed segments wholly below upTo go, oldest first, and the log
-// start offset moves up to the first remaining segment; an active segment
-// older than retention.ms, wholly below upTo, is rolled first so that it
-// goes as well (the log is then empty, its start at its end). The storage node
+// start offset moves up to the first remaining segment. The storage node
 // passes the partition's high watermark: what lies above it may not be on
 // every in-sync replica yet, and a consumer must never find the log start
 // past what it was allowed to read (Kafka bounds deletion the same way).
@@ -38,15 +36,6 @@ func (l *Log) DeleteExpired(now time.Time, upTo Offset) (int, error) {
 	}
 	if ms := l.cfg.RetentionMS; ms >= 0 {
 		cutoff := now.UnixMilli() - ms
-		// An active segment that has expired whole, all of it below the
-		// bound, is closed so that it goes too, as Kafka rolls one: a
-		// partition no longer written would otherwise keep its last
-		// segment for ever, and retention.ms=1000 would not purge a topic.
-		if a := l.active(); !a.empty() && l.leo <= upTo && a.newestTimestamp() < cutoff {
-			if err := l.roll(); err != nil {
-				return deleted, err
-			}
-		}
 		n, err := l.deleteSegmentsLocked(func(s, next *segment) bool { return below(next) && s.newestTimestamp() < cutoff })
 		deleted += n
 		if err != nil {

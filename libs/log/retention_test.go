@@ -57,10 +57,7 @@ func TestRetention(t *testing.T) {
 		// >= 2000: 3321, then 2583, then stop (1845 < 2000).
 		{"by size", -1, 2000, CleanupDelete, at(0), 2, "[4 6 8 10]", 4},
 		{"size limit above the log", -1, 1 << 20, CleanupDelete, at(0), 0, "[0 2 4 6 8 10]", 0},
-		// The active segment too, once it has expired whole: it is rolled,
-		// and the log is left empty at its end, as Kafka's.
-		{"the active segment too, by time", 0, 0, CleanupDelete, at(1 << 50), 6, "[11]", 11},
-		{"by size, never the active segment", -1, 0, CleanupDelete, at(0), 5, "[10]", 10},
+		{"never the active segment", 0, 0, CleanupDelete, at(1 << 50), 5, "[10]", 10},
 		{"both: the stricter wins", 4500, 3000, CleanupDelete, at(10_000), 3, "[6 8 10]", 6},
 		{"compact only: no deletion", 0, 0, CleanupCompact, at(1 << 50), 0, "[0 2 4 6 8 10]", 0},
 		{"forever", -1, -1, CleanupDelete | CleanupCompact, at(1 << 50), 0, "[0 2 4 6 8 10]", 0},
@@ -158,10 +155,7 @@ func TestRetentionStopsAtTheBound(t *testing.T) {
 		{"by time, bound at a segment's base", 0, -1, 6, "[6 8 10]"},
 		{"by size", -1, 0, 3, "[2 4 6 8 10]"},
 		{"bound below the first segment's end", 0, 0, 1, "[0 2 4 6 8 10]"},
-		{"bound at the log end", 0, 0, 11, "[11]"},
-		// The active segment expired but not all of it below the bound (a
-		// follower not yet caught up): it is not rolled.
-		{"bound inside the active segment", 0, -1, 10, "[10]"},
+		{"bound at the log end", 0, 0, 11, "[10]"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
