@@ -450,13 +450,15 @@ func (s *Server) AlterConfigs(ctx context.Context, req *controllerv1.AlterConfig
 			req = proto.CloneOf(req)
 			req.Configs = topicconfig.Normalize(req.GetConfigs())
 		}
-		if _, ok := req.GetConfigs()["cleanup.policy"]; ok && md.IsInternalTopic(req.GetTopic()) {
+		if v, ok := req.GetConfigs()["cleanup.policy"]; ok && v != "compact" && md.IsInternalTopic(req.GetTopic()) {
 			// The coordinators' state is a compacted log: deleted by age or
 			// by DeleteRecords, it would take the groups' offsets and the
-			// transactions' states with it. Checked here, not in the state
-			// machine, so that the log replays as it was first applied.
+			// transactions' states with it. Setting compact is taken, so
+			// that a cluster changed before this check can be put back.
+			// Checked here, not in the state machine, so that the log
+			// replays as it was first applied.
 			return &controllerv1.AlterConfigsResponse{Result: refusedTopic(req.GetTopic(), errs.Errorf(errs.InvalidConfig,
-				"cleanup.policy of internal topic %q cannot be changed: it is the coordinators' compacted state", req.GetTopic()))}, nil
+				"cleanup.policy of internal topic %q stays compact (it is the coordinators' state), not %q", req.GetTopic(), v))}, nil
 		}
 		return propose[*controllerv1.AlterConfigsResponse](s, ctx, &controllerv1.Command{Command: &controllerv1.Command_AlterConfigs{AlterConfigs: req}})
 	})

@@ -249,14 +249,19 @@ func TestBadInputOverGRPC(t *testing.T) {
 		t.Errorf("alter with spaces alone: %v %v", ac, err)
 	}
 	// The coordinators' state stays a compacted log: its cleanup.policy
-	// can be neither set nor removed (which would leave "delete").
-	for _, cfg := range []map[string]string{{"cleanup.policy": "delete"}, {"cleanup.policy": ""}, {"cleanup.policy": "compact", "segment.ms": "60000"}} {
+	// can be set to nothing else, nor removed (which would leave "delete").
+	for _, cfg := range []map[string]string{{"cleanup.policy": "delete"}, {"cleanup.policy": ""}, {"cleanup.policy": "compact,delete", "segment.ms": "60000"}} {
 		for _, topic := range []string{"__consumer_offsets", "__transaction_state"} {
 			ac, err := cl.AlterConfigs(ctxT(t), &controllerv1.AlterConfigsRequest{Topic: topic, Configs: cfg})
 			if err != nil || ac.GetResult().GetErrorCode() != int32(skeinv1.ErrorCode_INVALID_CONFIG) || !strings.Contains(ac.GetResult().GetErrorMessage(), "internal topic") {
 				t.Errorf("alter %s of %s: %v %v, want INVALID_CONFIG", cfg, topic, ac, err)
 			}
 		}
+	}
+	// compact itself is taken: a cluster changed before the check can be
+	// put back.
+	if ac, err := cl.AlterConfigs(ctxT(t), &controllerv1.AlterConfigsRequest{Topic: "__consumer_offsets", Configs: map[string]string{"cleanup.policy": " compact "}}); err != nil || strings.Contains(ac.GetResult().GetErrorMessage(), "stays compact") {
+		t.Errorf("setting an internal topic's cleanup.policy back to compact: %v %v", ac, err)
 	}
 	img := c.leader().node.Image()
 	v1, _ := img.TopicConfig("spaced", "min.insync.replicas")
