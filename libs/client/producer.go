@@ -1311,9 +1311,17 @@ func (p *Producer) timedOut(b *sendBatch) error {
 			p.cfg.deliveryTimeout, len(b.recs), b.tp.Topic, b.tp.Partition, b.attempts, errs.Message(b.lastErr))
 	}
 	why := ""
-	if _, _, ok := leaderOf(p.c.Metadata(), b.tp.Topic, b.tp.Partition); !ok {
-		// Never sent: the partition has had no leader to send it to.
-		why = ": the partition has no leader (offline: no in-sync replica is alive)"
+	m := p.c.Metadata()
+	if _, _, ok := leaderOf(m, b.tp.Topic, b.tp.Partition); !ok {
+		// No answer to blame: say what the metadata says of the partition.
+		if b.tp.Partition < m.PartitionCount(b.tp.Topic) {
+			why = ": the partition has no leader (offline: no in-sync replica is alive)"
+		} else {
+			why = ": the partition is not in this client's metadata"
+		}
+		if b.maybeWritten {
+			why += "; an earlier attempt may have written them"
+		}
 	}
 	return errs.Errorf(errs.RequestTimedOut, "delivery timeout of %v expired for %d records of %s-%d%s", p.cfg.deliveryTimeout, len(b.recs), b.tp.Topic, b.tp.Partition, why)
 }

@@ -897,6 +897,12 @@ func TestTopicElectLeaders(t *testing.T) {
 	if code, out, _ := run(t, "", "topic", "elect-leaders", "orders", "--json"); code != 0 || !strings.Contains(out, `"error_code": "ELECTION_NOT_NEEDED"`) {
 		t.Errorf("--json: %d %q", code, out)
 	}
+	// An unclean election is asked for on the command line only.
+	t.Setenv("SKEIN_TYPE", "unclean")
+	if code, out, errOut := run(t, "", "topic", "elect-leaders", "orders"); code != 2 || out != "" || !strings.Contains(errOut, "comes from the environment") {
+		t.Errorf("SKEIN_TYPE=unclean: %d %q %q, want a usage error", code, out, errOut)
+	}
+	t.Setenv("SKEIN_TYPE", "")
 	for _, tc := range []struct {
 		args []string
 		code int

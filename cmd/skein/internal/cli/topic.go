@@ -146,6 +146,11 @@ func topicCmd(ctx context.Context, args []string, io IO) error {
 		fmt.Fprintf(io.Out, "deleted topic %s\n", pos[0])
 		return nil
 	case "elect-leaders":
+		if !f.typed["type"] && !strings.EqualFold(*election, "preferred") {
+			// An unclean election may lose acknowledged records: it is
+			// asked for on the command line, never by a stray SKEIN_TYPE.
+			return usagef("--type %s comes from the environment (SKEIN_TYPE): an election other than preferred is asked for with --type on the command line", *election)
+		}
 		return electLeaders(cctx, io, admin, pos[0], *election, *f.json)
 	case "delete-records":
 		// Longer than the 30 s a leader waits for its in-sync replicas,

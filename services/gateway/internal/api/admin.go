@@ -318,9 +318,11 @@ func (s *Admin) AlterTopicConfigs(ctx context.Context, req *skeinv1.AlterTopicCo
 		if !ok {
 			return false
 		}
-		have := t.GetConfigs()
 		// The controllers keep a value as Normalize makes it (without the
-		// spaces around it, a list without empty or repeated items).
+		// spaces around it, a list without empty or repeated items); an
+		// older controller may keep less tidy values, so both sides are
+		// compared as Normalize makes them.
+		have := topicconfig.Normalize(t.GetConfigs())
 		for k, v := range topicconfig.Normalize(req.GetConfigs()) {
 			if got, ok := have[k]; (v == "" && ok) || (v != "" && got != v) {
 				return false
