@@ -212,6 +212,9 @@ type ControllerNode struct {
 	ID     int32
 	Addr   string
 	Leader bool
+	// State is "ALIVE" or "DEAD" as gossip seen from the controller that
+	// answered; "" when it runs without gossip.
+	State string
 }
 
 // CoordinatorNode is a group or transaction coordinator process.
@@ -243,7 +246,7 @@ func (c *Client) DescribeCluster(ctx context.Context) (Cluster, error) {
 		out.Brokers = append(out.Brokers, Broker{ID: b.GetId(), Addr: b.GetGrpcAddr(), Rack: b.GetRack(), State: st})
 	}
 	for _, n := range resp.GetControllers() {
-		out.Controllers = append(out.Controllers, ControllerNode{ID: n.GetId(), Addr: n.GetAddr(), Leader: n.GetLeader()})
+		out.Controllers = append(out.Controllers, ControllerNode{ID: n.GetId(), Addr: n.GetAddr(), Leader: n.GetLeader(), State: n.GetState()})
 	}
 	for _, co := range resp.GetCoordinators() {
 		out.Coordinators = append(out.Coordinators, CoordinatorNode{ID: co.GetId(), Kind: kindOf(co.GetKind()), Addr: co.GetGrpcAddr(), Alive: co.GetAlive()})

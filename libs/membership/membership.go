@@ -484,6 +484,27 @@ func (n *Node) Members() []Member {
 	return out
 }
 
+// Lookup answers the member with role and id as this node last saw it:
+// itself (alive), or another in its last known state. ok is false for a
+// member gossip has never seen.
+func (n *Node) Lookup(role Role, id int32) (m Member, ok bool) {
+	n.metaMu.Lock()
+	self, _ := decodeMeta(n.meta)
+	n.metaMu.Unlock()
+	if self.Role == role && self.ID == id {
+		return Member{Name: n.name, Addr: n.addr, Meta: self, State: StateAlive}, true
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, mem := range n.members {
+		// A name comes back with a restarted process: keep the latest.
+		if mem.Meta.Role == role && mem.Meta.ID == id && (!ok || mem.since.After(m.since)) {
+			m, ok = mem, true
+		}
+	}
+	return m, ok
+}
+
 // UpdateMeta changes what this member tells the others and gossips it.
 func (n *Node) UpdateMeta(m Meta) error {
 	b, err := encodeMeta(m, false)

@@ -263,7 +263,7 @@ func TestConsole(t *testing.T) {
 		chromedp.Navigate(d.base+"/console/"),
 		waitJS(`document.getElementById('conn-status').textContent === 'live' &&
 			document.querySelectorAll('#brokers tbody tr').length === 3 &&
-			document.querySelectorAll('#controllers tbody tr').length === 3 &&
+			document.querySelectorAll('#controllers tbody tr td.state-ALIVE').length === 3 &&
 			document.querySelectorAll('button[data-action="kill"]').length === 3`, 20*time.Second),
 		shot("01-loaded.png"))
 	if e := perrs.list(); len(e) > 0 {

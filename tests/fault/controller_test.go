@@ -19,8 +19,9 @@ const adminBound = 10 * time.Second
 
 type clusterDesc struct {
 	Controllers []struct {
-		ID     int32 `json:"id"`
-		Leader bool  `json:"leader"`
+		ID     int32  `json:"id"`
+		Leader bool   `json:"leader"`
+		State  string `json:"state"`
 	} `json:"controllers"`
 }
 
@@ -52,11 +53,40 @@ func (c *devCluster) raftLeader(timeout time.Duration) (int32, time.Duration, er
 	return -1, time.Since(start), fmt.Errorf("no leader in %+v", d.Controllers)
 }
 
+// controllerState answers controller id's state as GET /v1/cluster says.
+func (c *devCluster) controllerState(id int32) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var d clusterDesc
+	if err := c.do(ctx, "GET", "/v1/cluster", nil, &d); err != nil {
+		return "", err
+	}
+	for _, ct := range d.Controllers {
+		if ct.ID == id {
+			return ct.State, nil
+		}
+	}
+	return "", fmt.Errorf("no controller %d in %+v", id, d.Controllers)
+}
+
+// wantControllerState waits for GET /v1/cluster to show controller id in
+// state want.
+func (c *devCluster) wantControllerState(id int32, want string) {
+	c.eventually(adminBound, fmt.Sprintf("GET /v1/cluster showing controller-%d %s", id, want), func() error {
+		st, err := c.controllerState(id)
+		if err == nil && st != want {
+			err = fmt.Errorf("controller-%d is %q", id, st)
+		}
+		return err
+	})
+}
+
 // A paused controller — the Raft leader, then each of the others — does not
 // stall the gateway's admin calls or its metadata: within adminBound of the
 // pause, GET /v1/cluster names a live leader, a topic create is answered and
 // the new topic's leaders reach the gateway's metadata (a produce to it is
-// acknowledged); no call waits past its deadline.
+// acknowledged); no call waits past its deadline. GET /v1/cluster shows
+// the paused controller DEAD, and ALIVE again once it resumes.
 func TestPausedControllerDoesNotStallAdmin(t *testing.T) {
 	c := startDev(t)
 	c.createTopic("warmup", 1, 3, 2)
@@ -104,9 +134,11 @@ func TestPausedControllerDoesNotStallAdmin(t *testing.T) {
 			return c.do(ctx, "POST", "/v1/topics/"+topic+"/records", map[string]any{"records": []map[string]any{{"value": "x"}}}, nil)
 		})
 		t.Logf("round %d: topic created %v and produced to %v after the pause", round, created.Round(time.Millisecond), time.Since(pausedAt).Round(time.Millisecond))
+		c.wantControllerState(victim, "DEAD")
 		if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
 			t.Fatal(err)
 		}
+		c.wantControllerState(victim, "ALIVE")
 		time.Sleep(3 * time.Second) // let it catch up before the next round
 	}
 }

@@ -295,10 +295,14 @@ func (x *BrokerInfo) GetState() string {
 }
 
 type ControllerInfo struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            int32                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	Addr          string                 `protobuf:"bytes,2,opt,name=addr,proto3" json:"addr,omitempty"`
-	Leader        bool                   `protobuf:"varint,3,opt,name=leader,proto3" json:"leader,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Id     int32                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Addr   string                 `protobuf:"bytes,2,opt,name=addr,proto3" json:"addr,omitempty"`
+	Leader bool                   `protobuf:"varint,3,opt,name=leader,proto3" json:"leader,omitempty"`
+	// "ALIVE", or "DEAD" once gossip has declared it failed or gone (a
+	// stopped, paused or cut-off controller), as the controller that
+	// answered sees it; empty when that controller runs without gossip.
+	State         string `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -352,6 +356,13 @@ func (x *ControllerInfo) GetLeader() bool {
 		return x.Leader
 	}
 	return false
+}
+
+func (x *ControllerInfo) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
 }
 
 type CreateTopicRequest struct {
@@ -2361,11 +2372,12 @@ const file_skein_v1_admin_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x12\n" +
 	"\x04rack\x18\x03 \x01(\tR\x04rack\x12\x14\n" +
-	"\x05state\x18\x04 \x01(\tR\x05state\"L\n" +
+	"\x05state\x18\x04 \x01(\tR\x05state\"b\n" +
 	"\x0eControllerInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x12\n" +
 	"\x04addr\x18\x02 \x01(\tR\x04addr\x12\x16\n" +
-	"\x06leader\x18\x03 \x01(\bR\x06leader\"\xa8\x02\n" +
+	"\x06leader\x18\x03 \x01(\bR\x06leader\x12\x14\n" +
+	"\x05state\x18\x04 \x01(\tR\x05state\"\xa8\x02\n" +
 	"\x12CreateTopicRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12#\n" +
 	"\n" +

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -170,7 +171,7 @@ func (g *fakeGateway) ListOffsets(_ context.Context, req *skeinv1.ListOffsetsReq
 func (g *fakeGateway) GetCluster(context.Context, *skeinv1.GetClusterRequest) (*skeinv1.GetClusterResponse, error) {
 	return &skeinv1.GetClusterResponse{ClusterId: "fake", ControllerId: 2,
 		Brokers:     []*skeinv1.BrokerInfo{{Id: 1, GrpcAddr: "127.0.0.1:1", State: "ALIVE"}},
-		Controllers: []*skeinv1.ControllerInfo{{Id: 2, Addr: "127.0.0.1:2", Leader: true}}}, nil
+		Controllers: []*skeinv1.ControllerInfo{{Id: 2, Addr: "127.0.0.1:2", Leader: true, State: "ALIVE"}, {Id: 3, Addr: "127.0.0.1:3", State: "DEAD"}, {Id: 4, Addr: "127.0.0.1:4"}}}, nil
 }
 
 func (g *fakeGateway) ProduceStream(stream skeinv1.ProducerService_ProduceStreamServer) error {
@@ -422,6 +423,13 @@ func TestClusterAndUsage(t *testing.T) {
 	_, addr := startFake(t)
 	if code, out, _ := run(t, "", "cluster", "--gateway", addr); code != 0 || !strings.Contains(out, "Cluster fake") || !strings.Contains(out, "ALIVE") {
 		t.Errorf("cluster: %d %q", code, out)
+	} else {
+		// Each controller's state as gossip sees it; "-" when unknown.
+		for _, want := range []string{`(?m)^CONTROLLER +ADDRESS +LEADER +STATE$`, `(?m)^2 +127\.0\.0\.1:2 +true +ALIVE$`, `(?m)^3 +127\.0\.0\.1:3 +false +DEAD$`, `(?m)^4 +127\.0\.0\.1:4 +false +-$`} {
+			if !regexp.MustCompile(want).MatchString(out) {
+				t.Errorf("cluster output lacks %s:\n%s", want, out)
+			}
+		}
 	}
 	for _, args := range [][]string{{}, {"bogus"}, {"topic"}, {"topic", "create"}, {"topic", "list", "extra"}, {"group", "describe"}, {"group", "list", "extra"}, {"consume", "t", "--from", "yesterday"}, {"cluster", "--gateway", "http://127.0.0.1:8080"}} {
 		if code, _, _ := run(t, "", args...); code != 2 {

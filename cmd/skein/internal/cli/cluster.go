@@ -38,9 +38,13 @@ func clusterCmd(ctx context.Context, args []string, io IO) error {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", b.GetId(), b.GetGrpcAddr(), b.GetRack(), b.GetState())
 	}
 	fmt.Fprintln(tw)
-	fmt.Fprintln(tw, "CONTROLLER\tADDRESS\tLEADER\t")
+	fmt.Fprintln(tw, "CONTROLLER\tADDRESS\tLEADER\tSTATE")
 	for _, c := range resp.GetControllers() {
-		fmt.Fprintf(tw, "%d\t%s\t%v\t\n", c.GetId(), c.GetAddr(), c.GetLeader())
+		st := c.GetState()
+		if st == "" {
+			st = "-" // the answering controller runs without gossip
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%v\t%s\n", c.GetId(), c.GetAddr(), c.GetLeader(), st)
 	}
 	return tw.Flush()
 }

@@ -650,11 +650,15 @@ func (x *DescribeClusterResponse) GetVersion() uint64 {
 }
 
 type ControllerNode struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            int32                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	Addr          string                 `protobuf:"bytes,2,opt,name=addr,proto3" json:"addr,omitempty"`
-	Leader        bool                   `protobuf:"varint,3,opt,name=leader,proto3" json:"leader,omitempty"`
-	RaftAddr      string                 `protobuf:"bytes,4,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Id       int32                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Addr     string                 `protobuf:"bytes,2,opt,name=addr,proto3" json:"addr,omitempty"`
+	Leader   bool                   `protobuf:"varint,3,opt,name=leader,proto3" json:"leader,omitempty"`
+	RaftAddr string                 `protobuf:"bytes,4,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
+	// "ALIVE" or "DEAD" as gossip seen from the controller that answers
+	// (it counts itself ALIVE); empty when that controller runs without
+	// gossip.
+	State         string `protobuf:"bytes,5,opt,name=state,proto3" json:"state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -713,6 +717,13 @@ func (x *ControllerNode) GetLeader() bool {
 func (x *ControllerNode) GetRaftAddr() string {
 	if x != nil {
 		return x.RaftAddr
+	}
+	return ""
+}
+
+func (x *ControllerNode) GetState() string {
+	if x != nil {
+		return x.State
 	}
 	return ""
 }
@@ -2582,12 +2593,13 @@ const file_skein_controller_v1_controller_proto_rawDesc = "" +
 	"\abrokers\x18\x03 \x03(\v2!.skein.controller.v1.BrokerRecordR\abrokers\x12E\n" +
 	"\vcontrollers\x18\x04 \x03(\v2#.skein.controller.v1.ControllerNodeR\vcontrollers\x12J\n" +
 	"\fcoordinators\x18\x05 \x03(\v2&.skein.controller.v1.CoordinatorRecordR\fcoordinators\x12\x18\n" +
-	"\aversion\x18\x06 \x01(\x04R\aversion\"i\n" +
+	"\aversion\x18\x06 \x01(\x04R\aversion\"\x7f\n" +
 	"\x0eControllerNode\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x12\n" +
 	"\x04addr\x18\x02 \x01(\tR\x04addr\x12\x16\n" +
 	"\x06leader\x18\x03 \x01(\bR\x06leader\x12\x1b\n" +
-	"\traft_addr\x18\x04 \x01(\tR\braftAddr\"w\n" +
+	"\traft_addr\x18\x04 \x01(\tR\braftAddr\x12\x14\n" +
+	"\x05state\x18\x05 \x01(\tR\x05state\"w\n" +
 	"\x13CreateTopicsRequest\x12;\n" +
 	"\x06topics\x18\x01 \x03(\v2#.skein.controller.v1.CreatableTopicR\x06topics\x12#\n" +
 	"\rvalidate_only\x18\x02 \x01(\bR\fvalidateOnly\"\xfb\x01\n" +

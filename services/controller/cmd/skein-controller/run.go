@@ -257,6 +257,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	srv := server.New(node, live, logger, grpcopt.Dial()...)
 	srv.SetAuthorizer(authz)
+	if members != nil {
+		srv.SetGossip(members)
+	}
 	if authz != nil {
 		logger.Info("admin changes by clients need ACLs", "super_users", *c.auth.SuperUsers)
 	}

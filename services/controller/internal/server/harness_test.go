@@ -185,6 +185,9 @@ func (c *cluster) start(id int32) *controller {
 		dialOpts = []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(cert.ClientConfig()))}
 	}
 	ctl.srv = New(node, live, quiet, dialOpts...)
+	if ctl.members != nil {
+		ctl.srv.SetGossip(ctl.members)
+	}
 	if c.sec != nil && c.sec.authorizer {
 		ctl.srv.SetAuthorizer(peerauth.NewAuthorizer(node.Image, c.sec.super, c.sec.log))
 	}

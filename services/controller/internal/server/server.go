@@ -17,6 +17,7 @@ import (
 	controllerv1grpc "skein/gen/skein/controller/v1/controllerv1grpc"
 	"skein/libs/acl"
 	"skein/libs/errs"
+	"skein/libs/membership"
 	md "skein/libs/metadata"
 	"skein/libs/peerauth"
 	"skein/libs/rpcerr"
@@ -38,6 +39,9 @@ type Server struct {
 	dialOpts []grpc.DialOption
 	// auth decides admin changes by callers ACLs apply to (nil: off).
 	auth *peerauth.Authorizer
+	// gossip tells which controllers are reachable (nil: run without
+	// gossip, and DescribeCluster leaves their state empty).
+	gossip MemberStates
 	// leaderWait bounds how long a call waits for a leader to be known;
 	// catchUpWait how long a watcher waits for this controller to catch up.
 	leaderWait, catchUpWait time.Duration
@@ -494,6 +498,27 @@ func (s *Server) AllocateProducerIds(ctx context.Context, req *controllerv1.Allo
 	})
 }
 
+// MemberStates is what DescribeCluster asks gossip (a membership.Node).
+type MemberStates interface {
+	Lookup(role membership.Role, id int32) (membership.Member, bool)
+}
+
+// SetGossip lets DescribeCluster report which controllers gossip reaches.
+func (s *Server) SetGossip(g MemberStates) { s.gossip = g }
+
+// controllerState is controller id's state for DescribeCluster: ALIVE
+// while gossip reaches it, DEAD once gossip declared it failed or gone or
+// has never seen it, "" without gossip.
+func (s *Server) controllerState(id int32) string {
+	if s.gossip == nil {
+		return ""
+	}
+	if m, ok := s.gossip.Lookup(membership.RoleController, id); ok && m.State == membership.StateAlive {
+		return "ALIVE"
+	}
+	return "DEAD"
+}
+
 func (s *Server) DescribeCluster(ctx context.Context, _ *controllerv1.DescribeClusterRequest) (*controllerv1.DescribeClusterResponse, error) {
 	resp := &controllerv1.DescribeClusterResponse{ControllerId: -1}
 	leader, hasLeader := s.node.Leader()
@@ -501,7 +526,9 @@ func (s *Server) DescribeCluster(ctx context.Context, _ *controllerv1.DescribeCl
 		resp.ControllerId = leader.ID
 	}
 	for _, p := range s.node.Peers() {
-		resp.Controllers = append(resp.Controllers, &controllerv1.ControllerNode{Id: p.ID, Addr: p.GRPCAddr, RaftAddr: p.RaftAddr, Leader: hasLeader && p.ID == leader.ID})
+		resp.Controllers = append(resp.Controllers, &controllerv1.ControllerNode{
+			Id: p.ID, Addr: p.GRPCAddr, RaftAddr: p.RaftAddr, Leader: hasLeader && p.ID == leader.ID, State: s.controllerState(p.ID),
+		})
 	}
 	s.node.Read(func(img *md.Image) {
 		resp.ClusterId = img.ClusterID()

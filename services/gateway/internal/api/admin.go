@@ -40,7 +40,7 @@ func (s *Admin) GetCluster(ctx context.Context, _ *skeinv1.GetClusterRequest) (*
 		out.Brokers = append(out.Brokers, &skeinv1.BrokerInfo{Id: b.ID, GrpcAddr: b.Addr, Rack: b.Rack, State: b.State.String()})
 	}
 	for _, c := range dc.Controllers {
-		out.Controllers = append(out.Controllers, &skeinv1.ControllerInfo{Id: c.ID, Addr: c.Addr, Leader: c.Leader})
+		out.Controllers = append(out.Controllers, &skeinv1.ControllerInfo{Id: c.ID, Addr: c.Addr, Leader: c.Leader, State: c.State})
 	}
 	return out, nil
 }

@@ -82,9 +82,10 @@ function connect() {
 // ---- what changed, in words ----
 
 function snapshot() {
-  const s = { brokers: {}, controller: -1, partitions: {}, groups: {} };
+  const s = { brokers: {}, controllers: {}, controller: -1, partitions: {}, groups: {} };
   if (state.cluster) {
     for (const b of state.cluster.brokers || []) s.brokers[b.id] = b.state;
+    for (const c of state.cluster.controllers || []) s.controllers[c.id] = c.state || '';
     s.controller = state.cluster.controller_id;
   }
   const showInternal = document.getElementById('show-internal').checked;
@@ -107,6 +108,9 @@ function noteChanges() {
   if (!prev) return;
   for (const [id, st] of Object.entries(cur.brokers)) {
     if (prev.brokers[id] && prev.brokers[id] !== st) logEvent(`broker ${id}: ${prev.brokers[id]} → ${st}`, st === 'ALIVE' ? 'ok' : 'err');
+  }
+  for (const [id, st] of Object.entries(cur.controllers)) {
+    if (prev.controllers[id] && st && prev.controllers[id] !== st) logEvent(`controller ${id}: ${prev.controllers[id]} → ${st}`, st === 'ALIVE' ? 'ok' : 'err');
   }
   if (prev.controller !== cur.controller && cur.controller !== undefined) logEvent(`controller ${cur.controller} leads the Raft quorum (was ${prev.controller})`);
   for (const [key, p] of Object.entries(cur.partitions)) {
@@ -148,7 +152,8 @@ function renderCluster() {
   const ctrl = document.querySelector('#controllers tbody');
   ctrl.replaceChildren(...(c.controllers || []).map((x) => el('tr', { 'data-controller': x.id },
     el('td', {}, x.id), el('td', { class: 'nums' }, x.addr),
-    el('td', {}, x.leader ? el('span', { class: 'badge leader' }, 'Raft leader') : 'follower'))));
+    el('td', {}, x.leader ? el('span', { class: 'badge leader' }, 'Raft leader') : 'follower'),
+    el('td', { class: x.state === 'ALIVE' ? 'state-ALIVE' : (x.state ? 'state-dead' : '') }, x.state || '–'))));
   const co = document.querySelector('#coordinators tbody');
   co.replaceChildren(...(c.coordinators || []).map((x) => el('tr', {},
     el('td', {}, x.kind.replace('COORDINATOR_KIND_', '').toLowerCase()), el('td', {}, x.id),
