@@ -308,6 +308,13 @@ func (s *Producer) Produce(ctx context.Context, req *skeinv1.ProduceRequest) (*s
 		if err != nil {
 			return nil, err
 		}
+		if p.acks != client.AcksAll {
+			// As Kafka's idempotent and transactional producers: with
+			// fewer acks a batch the partition refuses (a sequence gap,
+			// a fenced epoch) goes unreported, and the next sequences or
+			// the transaction's commit go on without it.
+			return nil, errs.Errorf(errs.InvalidRequiredAcks, "a produce with a producer identity (producer_id, producer_epoch, base_sequence, transactional_id) needs acks -1 (all), got %d", p.acks)
+		}
 		// The gateway's own codec and delivery timeout, as its producers'.
 		codec, timeout := client.ProducerSettings(s.opts...)
 		id.Compression = codec
