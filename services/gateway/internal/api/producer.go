@@ -16,6 +16,7 @@ import (
 	"skein/libs/errs"
 	"skein/libs/record"
 	"skein/libs/rpcerr"
+	"skein/libs/topicconfig"
 	"skein/services/gateway/internal/budget"
 )
 
@@ -219,14 +220,28 @@ type prepared struct {
 	records []client.Record
 	// principal is the client it is written for (client.OnBehalfOf).
 	principal string
+	// With records refused one by one (a stream's): refused are the
+	// records refused, and at[i] is the request's index of records[i]
+	// (nil while none was refused).
+	refused []refusedRecord
+	at      []int
+}
+
+// refusedRecord is a record of a request refused on its own.
+type refusedRecord struct {
+	i   int // its index in the request
+	err error
 }
 
 func (p *prepared) key() producerKey { return producerKey{p.acks, p.codec, p.principal} }
 
 // prepare validates a produce request as a whole: topic, acks, partitions,
 // record shapes and sizes. routePartition is the partition route's
-// partition, if any.
-func (s *Producer) prepare(ctx context.Context, topic string, acks *int32, compression *string, routePartition *int32, recs []*skeinv1.ProduceRecord) (*prepared, error) {
+// partition, if any. With perRecord, a record refused on its own (its
+// shape, partition, timestamp or size) goes into refused and the others
+// stay, as a Kafka producer refuses one send and not its neighbours;
+// without, it refuses the request.
+func (s *Producer) prepare(ctx context.Context, topic string, acks *int32, compression *string, routePartition *int32, recs []*skeinv1.ProduceRecord, perRecord bool) (*prepared, error) {
 	a, err := validateAcks(acks)
 	if err != nil {
 		return nil, err
@@ -257,36 +272,59 @@ func (s *Producer) prepare(ctx context.Context, topic string, acks *int32, compr
 	tp := traceparent(ctx) // once per request, not per record
 	out := &prepared{acks: a, codec: codec, records: make([]client.Record, 0, len(recs)), principal: client.PrincipalOf(ctx)}
 	for i, pr := range recs {
-		r, err := toClientRecord(tp, topic, i, pr, now)
+		r, err := checkRecord(tp, topic, i, pr, now, routePartition, n, createTimes, limit)
 		if err != nil {
-			return nil, err
-		}
-		if routePartition != nil {
-			if r.Partition != nil && *r.Partition != *routePartition {
-				return nil, errs.Errorf(errs.InvalidRequest, "record %d names partition %d on the route of partition %d", i, *r.Partition, *routePartition)
-			}
-			r.Partition = routePartition
-		}
-		if r.Partition != nil {
-			if err := checkPartition(topic, *r.Partition, n); err != nil {
+			if !perRecord {
 				return nil, err
 			}
+			if out.at == nil {
+				out.at = make([]int, len(out.records), len(recs))
+				for j := range out.at {
+					out.at[j] = j
+				}
+			}
+			out.refused = append(out.refused, refusedRecord{i, err})
+			continue
 		}
-		if err := client.CheckCreateTime(createTimes, topic, r.Timestamp, now); err != nil {
-			return nil, errs.Errorf(errs.InvalidTimestamp, "record %d: %s", i, errs.Message(err))
-		}
-		if size := client.SingleRecordBatchSize(r); size > limit {
-			return nil, errs.Errorf(errs.MessageTooLarge, "record %d is %d bytes as a batch, above max.message.bytes %d of topic %q", i, size, limit, topic)
-		}
-		if !r.TimestampSet {
-			// Checked at the gateway's clock; the client stamps it, and
-			// knows it did (a retried batch is answered with the time
-			// its first write stored).
-			r.Timestamp = 0
+		if out.at != nil {
+			out.at = append(out.at, i)
 		}
 		out.records = append(out.records, r)
 	}
 	return out, nil
+}
+
+// checkRecord converts record i of a produce request and checks what
+// concerns it alone: its shape, partition, timestamp and size.
+func checkRecord(tp, topic string, i int, pr *skeinv1.ProduceRecord, now int64, routePartition *int32, partitions int32, createTimes topicconfig.CreateTimes, limit int) (client.Record, error) {
+	r, err := toClientRecord(tp, topic, i, pr, now)
+	if err != nil {
+		return client.Record{}, err
+	}
+	if routePartition != nil {
+		if r.Partition != nil && *r.Partition != *routePartition {
+			return client.Record{}, errs.Errorf(errs.InvalidRequest, "record %d names partition %d on the route of partition %d", i, *r.Partition, *routePartition)
+		}
+		r.Partition = routePartition
+	}
+	if r.Partition != nil {
+		if err := checkPartition(topic, *r.Partition, partitions); err != nil {
+			return client.Record{}, err
+		}
+	}
+	if err := client.CheckCreateTime(createTimes, topic, r.Timestamp, now); err != nil {
+		return client.Record{}, errs.Errorf(errs.InvalidTimestamp, "record %d: %s", i, errs.Message(err))
+	}
+	if size := client.SingleRecordBatchSize(r); size > limit {
+		return client.Record{}, errs.Errorf(errs.MessageTooLarge, "record %d is %d bytes as a batch, above max.message.bytes %d of topic %q", i, size, limit, topic)
+	}
+	if !r.TimestampSet {
+		// Checked at the gateway's clock; the client stamps it, and
+		// knows it did (a retried batch is answered with the time its
+		// first write stored).
+		r.Timestamp = 0
+	}
+	return r, nil
 }
 
 // Produce writes records and answers one result per record, in order.
@@ -297,7 +335,7 @@ func (s *Producer) Produce(ctx context.Context, req *skeinv1.ProduceRequest) (*s
 		return nil, s.budget.Status(int64(size))
 	}
 	defer hold.Release()
-	p, err := s.prepare(ctx, req.GetTopic(), req.Acks, req.Compression, req.Partition, req.GetRecords())
+	p, err := s.prepare(ctx, req.GetTopic(), req.Acks, req.Compression, req.Partition, req.GetRecords(), false)
 	if err != nil {
 		return nil, err
 	}
@@ -446,7 +484,7 @@ func (s *Producer) ProduceStream(stream skeinv1.ProducerService_ProduceStreamSer
 		var p *prepared
 		var err error
 		if ok {
-			p, err = s.prepare(ctx, req.GetTopic(), req.Acks, req.Compression, nil, req.GetRecords())
+			p, err = s.prepare(ctx, req.GetTopic(), req.Acks, req.Compression, nil, req.GetRecords(), true)
 		} else {
 			err = s.budget.Error(int64(size))
 		}
@@ -466,11 +504,22 @@ func (s *Producer) ProduceStream(stream skeinv1.ProducerService_ProduceStreamSer
 			prod = s.newProducer(p.key())
 			producers[p.key()] = prod
 		}
-		resp := &skeinv1.ProduceStreamResponse{CorrelationId: req.GetCorrelationId(), Results: newResults(len(p.records))}
+		resp := &skeinv1.ProduceStreamResponse{CorrelationId: req.GetCorrelationId(), Results: newResults(len(req.GetRecords()))}
+		for _, r := range p.refused {
+			setResult(resp.Results[r.i], client.Result{Partition: -1, Offset: -1, Err: r.err})
+		}
+		answers.expect()
+		if len(p.records) == 0 {
+			answers.ready(resp, hold)
+			continue
+		}
 		var left atomic.Int64
 		left.Store(int64(len(p.records)))
-		answers.expect()
+		at := p.at
 		prod.ProduceAll(ctx, p.records, func(i int, res client.Result) {
+			if at != nil {
+				i = at[i]
+			}
 			setResult(resp.Results[i], res)
 			if left.Add(-1) == 0 {
 				answers.ready(resp, hold)

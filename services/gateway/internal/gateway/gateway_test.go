@@ -612,6 +612,64 @@ func TestProduceStreamAndTail(t *testing.T) {
 	}
 }
 
+// A stream refuses a record on its own — too large for the topic, a
+// partition the topic lacks — and writes the others of its request, as a
+// Kafka producer fails one send and not its neighbours.
+func TestProduceStreamRefusesRecordsOneByOne(t *testing.T) {
+	e := start(t)
+	e.waitReady()
+	e.mustDo("POST", "/v1/topics", `{"name": "small", "replication_factor": 1, "configs": {"max.message.bytes": "200"}}`)
+	conn := dialGRPC(t, e.gw.GRPCAddr())
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	ps, err := skeinv1.NewProducerServiceClient(conn).ProduceStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := func(s string) *string { return &s }
+	big := strings.Repeat("a", 300)
+	reqs := []*skeinv1.ProduceStreamRequest{
+		{CorrelationId: 1, Topic: "small", Records: []*skeinv1.ProduceRecord{{Value: v("short")}, {Value: v(big)}, {Value: v("short2")}, {Value: v("p9"), Partition: ptr[int32](9)}, {Value: v("short3")}}},
+		{CorrelationId: 2, Topic: "small", Records: []*skeinv1.ProduceRecord{{Value: v(big)}}},
+	}
+	for _, r := range reqs {
+		if err := ps.Send(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ps.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[uint64][]*skeinv1.ProduceResult{}
+	for _, resp := range recvUntilEOF(t, ps) {
+		seen[resp.GetCorrelationId()] = resp.GetResults()
+	}
+	codes := func(rs []*skeinv1.ProduceResult) (out []string) {
+		for _, r := range rs {
+			out = append(out, fmt.Sprintf("%s/%d", r.GetErrorCode(), r.GetOffset()))
+		}
+		return out
+	}
+	want := []string{"NONE/0", "MESSAGE_TOO_LARGE/-1", "NONE/1", "UNKNOWN_TOPIC_OR_PARTITION/-1", "NONE/2"}
+	if got := codes(seen[1]); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("mixed request: %v, want %v", got, want)
+	}
+	if r := seen[1]; len(r) == 5 && !strings.Contains(r[1].GetMessage(), "record 1 is") {
+		t.Errorf("the refusal does not name its record: %q", r[1].GetMessage())
+	}
+	if got := codes(seen[2]); fmt.Sprint(got) != fmt.Sprint([]string{"MESSAGE_TOO_LARGE/-1"}) {
+		t.Errorf("a request of one refused record: %v", got)
+	}
+	fetch := e.mustDo("GET", "/v1/topics/small/partitions/0/records?offset=0", "")
+	var values []string
+	for _, r := range fetch["records"].([]any) {
+		values = append(values, r.(map[string]any)["value"].(string))
+	}
+	if strings.Join(values, ",") != "short,short2,short3" {
+		t.Errorf("the partition holds %v", values)
+	}
+}
+
 // The produce span, the storage call and the record's traceparent header
 // share one trace.
 func TestProduceIsOneTrace(t *testing.T) {
