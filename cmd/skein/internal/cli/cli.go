@@ -80,7 +80,7 @@ Usage:
   skein topic delete NAME
   skein topic delete-records NAME (--before PARTITION=OFFSET... | --all)   (OFFSET -1: the high watermark)
   skein topic elect-leaders NAME [--type preferred|unclean]   (as kafka-leader-election.sh, for every partition)
-  skein produce TOPIC [--key-separator SEP] [--acks 0|1|-1] [--partition N]   (records: stdin lines)
+  skein produce TOPIC [--key-separator SEP] [--acks 0|1|all] [--partition N]   (records: stdin lines)
                 [--transactional-id ID]   (all lines in one transaction, committed at the end:
                                            any failure or Ctrl-C writes none of them)
                 [--compression none|gzip|snappy|lz4|zstd]

@@ -413,9 +413,21 @@ func TestConsumeFollow(t *testing.T) {
 		t.Fatalf("follow: %d %q %q", code, out, errOut)
 	}
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	if len(g.acks) == 0 || g.acks[0] != -1 {
 		t.Errorf("default acks %v, want -1", g.acks)
+	}
+	g.acks = nil
+	g.mu.Unlock()
+	// --acks takes Kafka's "all" as -1.
+	for _, a := range []string{"all", "1", "0", "-1"} {
+		if code, _, errOut := run(t, "x\n", "produce", "t", "--gateway", addr, "--acks", a); code != 0 {
+			t.Fatalf("--acks %s: %d %q", a, code, errOut)
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if fmt.Sprint(g.acks) != "[-1 1 0 -1]" {
+		t.Errorf("--acks all, 1, 0, -1 sent %v", g.acks)
 	}
 }
 
@@ -665,6 +677,7 @@ func TestFlagValuesOutOfRange(t *testing.T) {
 		{"produce", "t", "--partition", "4294967297"},
 		{"produce", "t", "--partition", "-5"},
 		{"produce", "t", "--acks", "2"},
+		{"produce", "t", "--acks", "most"},
 		{"consume", "t", "--partition", "4294967297"},
 		{"consume", "t", "--partition", "-5"},
 		{"consume", "t", "--max", "-2"},

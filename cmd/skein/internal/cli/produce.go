@@ -92,7 +92,7 @@ func recordKey(r *skeinv1.ProduceRecord) []byte {
 func produceCmd(ctx context.Context, args []string, stdio IO) error {
 	f := newFlags("produce", stdio, true)
 	sep := f.String("key-separator", "", "split each line into key and value at the first SEP (no key without it)")
-	acks := f.Int("acks", -1, "0, 1 or -1 (all in-sync replicas)")
+	acksFlag := f.String("acks", "-1", "0, 1, or -1 or all (every in-sync replica)")
 	partition := f.Int("partition", -1, "write every record to this partition (default: by key, sticky without one)")
 	txid := f.String("transactional-id", "", "write every line in one transaction of this transactional id, committed at the end of input (aborted on any error)")
 	codec := f.String("compression", "", "codec of the batches for a topic whose compression.type is producer: none, gzip, snappy, lz4 or zstd (default: the gateway's); a topic that names a codec keeps its own")
@@ -110,9 +110,16 @@ func produceCmd(ctx context.Context, args []string, stdio IO) error {
 		}
 		compression = codec
 	}
+	acks := new(int)
+	switch *acksFlag {
+	case "all", "-1":
+		*acks = -1
+	case "0", "1":
+		*acks = int((*acksFlag)[0] - '0')
+	default:
+		return usagef("--acks %s: want 0, 1, or -1 or all", *acksFlag)
+	}
 	switch {
-	case *acks != -1 && *acks != 0 && *acks != 1:
-		return usagef("--acks %d: want 0, 1 or -1", *acks)
 	case *partition < -1:
 		return usagef("--partition %d: want a partition number, or -1 for the default", *partition)
 	}
@@ -437,8 +444,8 @@ func transactionalProduce(ctx context.Context, f *flags, stdio IO, topic, txid, 
 			}
 		}
 	}
-	fmt.Fprintf(stdio.Err, "committed %d records on %d partitions in one transaction (transactional id %s, producer %d epoch %d)\n",
-		lines, len(order), txid, id.GetProducerId(), id.GetProducerEpoch())
+	fmt.Fprintf(stdio.Err, "committed %s on %s in one transaction (transactional id %s, producer %d epoch %d)\n",
+		plural(lines, "record"), plural(len(order), "partition"), txid, id.GetProducerId(), id.GetProducerEpoch())
 	return nil
 }
 
@@ -463,4 +470,12 @@ func readInput(in io.Reader, buffer int, stop <-chan struct{}) (<-chan line, <-c
 		readErr <- lineTooLong(sc.Err(), n)
 	}()
 	return lines, readErr
+}
+
+// plural is "1 record", "2 records".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
