@@ -722,6 +722,49 @@ func TestInFlightBatchFailsOverOnLeaderChange(t *testing.T) {
 	}
 }
 
+// A fetch whose first answer holds only batches without a record for its
+// reader (a transaction marker here; compaction and aborted transactions
+// leave the same) asks again from after them: it answers the records that
+// follow, not an empty answer below the high watermark.
+func TestFetchGoesPastBatchesWithoutRecords(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 1, nil)
+	build := func(opts record.BatchOptions, values ...string) record.Batch {
+		b := record.NewBuilder(opts)
+		for _, v := range values {
+			b.Append(1, nil, []byte(v))
+		}
+		out, _, err := b.Build(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	marker := record.DefaultBatchOptions()
+	marker.Control, marker.Transactional, marker.ProducerID, marker.ProducerEpoch = true, true, 7, 0
+	plain := record.DefaultBatchOptions()
+	plain.BaseOffset = 3
+	cl.Storage[1].SetBatches("t", 0, build(marker, "m0", "m1", "m2"), build(plain, "after"))
+	before := len(cl.Storage[1].Fetches())
+	// max_bytes 1: the leader answers its first batch alone.
+	res, err := c.Fetch(ctx(t), client.FetchRequest{Topic: "t", Partition: 0, Offset: 0, MaxBytes: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Records) != 1 || res.Records[0].Offset != 3 || string(res.Records[0].Value) != "after" || res.NextOffset != 4 {
+		t.Fatalf("fetch from 0: %d records, next %d: %+v", len(res.Records), res.NextOffset, res.Records)
+	}
+	if n := len(cl.Storage[1].Fetches()) - before; n != 2 {
+		t.Errorf("%d fetches, want 2: one for the marker, one after it", n)
+	}
+	// At the end nothing is fetched past: an empty answer, the offset kept.
+	res, err = c.Fetch(ctx(t), client.FetchRequest{Topic: "t", Partition: 0, Offset: 4})
+	if err != nil || len(res.Records) != 0 || res.NextOffset != 4 {
+		t.Fatalf("fetch at the end: %+v %v", res, err)
+	}
+}
+
 // A long poll parked on a leader that stops answering ends when the
 // metadata names a new leader, and the fetch is answered by the new one.
 func TestFetchFollowsLeaderChangeDuringLongPoll(t *testing.T) {

@@ -148,6 +148,30 @@ func (c *Client) fetch(ctx context.Context, req FetchRequest, view bool) (*Fetch
 	if err := c.WaitReady(ctx); err != nil {
 		return nil, nil, err
 	}
+	// An answer of batches that hold nothing for this reader — emptied by
+	// compaction, transaction markers, an aborted transaction's records
+	// under read_committed — moves the offset on without a record: ask
+	// again from there, as a Kafka consumer's next fetch would, so that an
+	// empty answer means the end of the partition (or the wait ran out).
+	for hop := 0; ; hop++ {
+		res, release, err := c.fetchFrom(ctx, req, view)
+		if err != nil || len(res.Records) > 0 || res.NextOffset <= req.Offset || hop == maxEmptyHops || ctx.Err() != nil {
+			return res, release, err
+		}
+		if release != nil {
+			release()
+		}
+		req.Offset = res.NextOffset
+	}
+}
+
+// maxEmptyHops bounds the fetches one Fetch makes past batches without a
+// record for its reader; each moves the offset on.
+const maxEmptyHops = 64
+
+// fetchFrom is one fetch from req.Offset, retried while the error is
+// retriable.
+func (c *Client) fetchFrom(ctx context.Context, req FetchRequest, view bool) (*FetchResult, func(), error) {
 	maxBytes := req.MaxBytes
 	if maxBytes <= 0 {
 		maxBytes = 1 << 20

@@ -249,6 +249,22 @@ func (s *Storage) CopyLog(from *Storage, topic string, partition int32) {
 	dst.grew = make(chan struct{})
 }
 
+// SetBatches makes a partition's log hold exactly batches (as a
+// compaction, or a transaction's markers, would leave it), its end after
+// the last of them.
+func (s *Storage) SetBatches(topic string, partition int32, batches ...record.Batch) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.logLocked(tp{topic, partition})
+	l.batches = nil
+	for _, b := range batches {
+		l.batches = append(l.batches, append(record.Batch(nil), b...))
+		l.leo = int64(b.NextOffset())
+	}
+	close(l.grew)
+	l.grew = make(chan struct{})
+}
+
 // Batches returns copies of the batches a partition holds on this node.
 func (s *Storage) Batches(topic string, partition int32) []record.Batch {
 	s.mu.Lock()
