@@ -297,7 +297,18 @@ func (g *Group) leave(req HeartbeatRequest, now time.Time) (HeartbeatResponse, e
 		g.remove(m, "left the group")
 		g.bump()
 	}
-	return HeartbeatResponse{MemberID: m.id, MemberEpoch: req.MemberEpoch, HeartbeatInterval: g.cfg.HeartbeatInterval}, nil
+	return HeartbeatResponse{MemberID: m.id, MemberEpoch: req.MemberEpoch, HeartbeatInterval: g.heartbeatInterval(m)}, nil
+}
+
+// heartbeatInterval is what m is told to heartbeat at: the configured
+// interval, or a third of m's session when that is shorter, so that a
+// member with a short session (6 s, say, against the 5 s default) is not
+// expired by one late or lost heartbeat.
+func (g *Group) heartbeatInterval(m *member) time.Duration {
+	if third := m.session / 3; third > 0 && third < g.cfg.HeartbeatInterval {
+		return third
+	}
+	return g.cfg.HeartbeatInterval
 }
 
 // lookup finds the member a heartbeat or leave names and checks its
@@ -349,7 +360,7 @@ func (g *Group) heartbeat(req HeartbeatRequest, now time.Time) (HeartbeatRespons
 }
 
 func (g *Group) response(m *member) HeartbeatResponse {
-	return HeartbeatResponse{MemberID: m.id, MemberEpoch: m.epoch, HeartbeatInterval: g.cfg.HeartbeatInterval,
+	return HeartbeatResponse{MemberID: m.id, MemberEpoch: m.epoch, HeartbeatInterval: g.heartbeatInterval(m),
 		Assignment: orEmpty(m.assigned.Clone())}
 }
 
