@@ -152,22 +152,39 @@ func TestBadInputREST(t *testing.T) {
 	// And the cluster still serves: ready, every broker alive, a produce
 	// and a fetch of it.
 	mustDo(ctx, t, c, http.StatusOK, "GET", "/readyz", nil)
-	var cl struct {
-		Brokers []struct {
-			State string `json:"state"`
-		} `json:"brokers"`
+	type member struct {
+		Kind  string `json:"kind"`
+		State string `json:"state"`
 	}
-	if err := mustDo(ctx, t, c, http.StatusOK, "GET", "/v1/cluster", nil).Decode(&cl); err != nil {
-		t.Fatal(err)
-	}
-	alive := 0
-	for _, b := range cl.Brokers {
-		if b.State == "ALIVE" {
-			alive++
+	alive := func(ms []member, kind string) (n int) {
+		for _, m := range ms {
+			if m.State == "ALIVE" && m.Kind == kind {
+				n++
+			}
 		}
+		return n
 	}
-	if alive != 3 {
-		t.Errorf("%d of %d brokers alive after the bad input", alive, len(cl.Brokers))
+	// Every broker, skein dev's three controllers and its two coordinators
+	// of each kind (the coordinators may still be registering when the
+	// bad input is done).
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		var cl struct {
+			Brokers      []member `json:"brokers"`
+			Controllers  []member `json:"controllers"`
+			Coordinators []member `json:"coordinators"`
+		}
+		if err := mustDo(ctx, t, c, http.StatusOK, "GET", "/v1/cluster", nil).Decode(&cl); err != nil {
+			t.Fatal(err)
+		}
+		g, x := alive(cl.Coordinators, "GROUP"), alive(cl.Coordinators, "TRANSACTION")
+		if alive(cl.Brokers, "") == 3 && alive(cl.Controllers, "") == 3 && g == 2 && x == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("after the bad input: brokers %+v, controllers %+v, coordinators %+v; want every one ALIVE, 3, 3 and 2 of each kind",
+				cl.Brokers, cl.Controllers, cl.Coordinators)
+			break
+		}
 	}
 	checkStillServes(ctx, t, c, topic)
 

@@ -160,9 +160,11 @@ type GetClusterResponse struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	ClusterId string                 `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	// The id of the controller that leads the metadata quorum, -1 if none.
-	ControllerId  int32             `protobuf:"varint,2,opt,name=controller_id,json=controllerId,proto3" json:"controller_id,omitempty"`
-	Brokers       []*BrokerInfo     `protobuf:"bytes,3,rep,name=brokers,proto3" json:"brokers,omitempty"`
-	Controllers   []*ControllerInfo `protobuf:"bytes,4,rep,name=controllers,proto3" json:"controllers,omitempty"`
+	ControllerId int32             `protobuf:"varint,2,opt,name=controller_id,json=controllerId,proto3" json:"controller_id,omitempty"`
+	Brokers      []*BrokerInfo     `protobuf:"bytes,3,rep,name=brokers,proto3" json:"brokers,omitempty"`
+	Controllers  []*ControllerInfo `protobuf:"bytes,4,rep,name=controllers,proto3" json:"controllers,omitempty"`
+	// The group and transaction coordinator processes.
+	Coordinators  []*CoordinatorInfo `protobuf:"bytes,5,rep,name=coordinators,proto3" json:"coordinators,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -221,6 +223,13 @@ func (x *GetClusterResponse) GetBrokers() []*BrokerInfo {
 func (x *GetClusterResponse) GetControllers() []*ControllerInfo {
 	if x != nil {
 		return x.Controllers
+	}
+	return nil
+}
+
+func (x *GetClusterResponse) GetCoordinators() []*CoordinatorInfo {
+	if x != nil {
+		return x.Coordinators
 	}
 	return nil
 }
@@ -294,6 +303,78 @@ func (x *BrokerInfo) GetState() string {
 	return ""
 }
 
+type CoordinatorInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    int32                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// "GROUP" (consumer groups) or "TRANSACTION" (transactional ids).
+	Kind     string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	GrpcAddr string `protobuf:"bytes,3,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
+	// "ALIVE", or "DEAD" once the controllers have declared it gone (its
+	// partitions of __consumer_offsets or __transaction_state then move to
+	// another coordinator of its kind).
+	State         string `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CoordinatorInfo) Reset() {
+	*x = CoordinatorInfo{}
+	mi := &file_skein_v1_admin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CoordinatorInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CoordinatorInfo) ProtoMessage() {}
+
+func (x *CoordinatorInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_v1_admin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CoordinatorInfo.ProtoReflect.Descriptor instead.
+func (*CoordinatorInfo) Descriptor() ([]byte, []int) {
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *CoordinatorInfo) GetId() int32 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *CoordinatorInfo) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *CoordinatorInfo) GetGrpcAddr() string {
+	if x != nil {
+		return x.GrpcAddr
+	}
+	return ""
+}
+
+func (x *CoordinatorInfo) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
 type ControllerInfo struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Id     int32                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -309,7 +390,7 @@ type ControllerInfo struct {
 
 func (x *ControllerInfo) Reset() {
 	*x = ControllerInfo{}
-	mi := &file_skein_v1_admin_proto_msgTypes[3]
+	mi := &file_skein_v1_admin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -321,7 +402,7 @@ func (x *ControllerInfo) String() string {
 func (*ControllerInfo) ProtoMessage() {}
 
 func (x *ControllerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[3]
+	mi := &file_skein_v1_admin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -334,7 +415,7 @@ func (x *ControllerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControllerInfo.ProtoReflect.Descriptor instead.
 func (*ControllerInfo) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ControllerInfo) GetId() int32 {
@@ -381,7 +462,7 @@ type CreateTopicRequest struct {
 
 func (x *CreateTopicRequest) Reset() {
 	*x = CreateTopicRequest{}
-	mi := &file_skein_v1_admin_proto_msgTypes[4]
+	mi := &file_skein_v1_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -393,7 +474,7 @@ func (x *CreateTopicRequest) String() string {
 func (*CreateTopicRequest) ProtoMessage() {}
 
 func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[4]
+	mi := &file_skein_v1_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -406,7 +487,7 @@ func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicRequest.ProtoReflect.Descriptor instead.
 func (*CreateTopicRequest) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CreateTopicRequest) GetName() string {
@@ -446,7 +527,7 @@ type CreateTopicResponse struct {
 
 func (x *CreateTopicResponse) Reset() {
 	*x = CreateTopicResponse{}
-	mi := &file_skein_v1_admin_proto_msgTypes[5]
+	mi := &file_skein_v1_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -458,7 +539,7 @@ func (x *CreateTopicResponse) String() string {
 func (*CreateTopicResponse) ProtoMessage() {}
 
 func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[5]
+	mi := &file_skein_v1_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -471,7 +552,7 @@ func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicResponse.ProtoReflect.Descriptor instead.
 func (*CreateTopicResponse) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CreateTopicResponse) GetTopic() *TopicDescription {
@@ -495,7 +576,7 @@ type TopicDescription struct {
 
 func (x *TopicDescription) Reset() {
 	*x = TopicDescription{}
-	mi := &file_skein_v1_admin_proto_msgTypes[6]
+	mi := &file_skein_v1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -507,7 +588,7 @@ func (x *TopicDescription) String() string {
 func (*TopicDescription) ProtoMessage() {}
 
 func (x *TopicDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[6]
+	mi := &file_skein_v1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -520,7 +601,7 @@ func (x *TopicDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicDescription.ProtoReflect.Descriptor instead.
 func (*TopicDescription) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *TopicDescription) GetName() string {
@@ -591,7 +672,7 @@ type PartitionDescription struct {
 
 func (x *PartitionDescription) Reset() {
 	*x = PartitionDescription{}
-	mi := &file_skein_v1_admin_proto_msgTypes[7]
+	mi := &file_skein_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -603,7 +684,7 @@ func (x *PartitionDescription) String() string {
 func (*PartitionDescription) ProtoMessage() {}
 
 func (x *PartitionDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[7]
+	mi := &file_skein_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -616,7 +697,7 @@ func (x *PartitionDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionDescription.ProtoReflect.Descriptor instead.
 func (*PartitionDescription) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PartitionDescription) GetPartition() int32 {
@@ -701,7 +782,7 @@ type LostReplica struct {
 
 func (x *LostReplica) Reset() {
 	*x = LostReplica{}
-	mi := &file_skein_v1_admin_proto_msgTypes[8]
+	mi := &file_skein_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -713,7 +794,7 @@ func (x *LostReplica) String() string {
 func (*LostReplica) ProtoMessage() {}
 
 func (x *LostReplica) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[8]
+	mi := &file_skein_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -726,7 +807,7 @@ func (x *LostReplica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LostReplica.ProtoReflect.Descriptor instead.
 func (*LostReplica) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *LostReplica) GetBroker() int32 {
@@ -754,7 +835,7 @@ type ReplicaOffset struct {
 
 func (x *ReplicaOffset) Reset() {
 	*x = ReplicaOffset{}
-	mi := &file_skein_v1_admin_proto_msgTypes[9]
+	mi := &file_skein_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -766,7 +847,7 @@ func (x *ReplicaOffset) String() string {
 func (*ReplicaOffset) ProtoMessage() {}
 
 func (x *ReplicaOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[9]
+	mi := &file_skein_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -779,7 +860,7 @@ func (x *ReplicaOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaOffset.ProtoReflect.Descriptor instead.
 func (*ReplicaOffset) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ReplicaOffset) GetReplica() int32 {
@@ -806,7 +887,7 @@ type ListTopicsRequest struct {
 
 func (x *ListTopicsRequest) Reset() {
 	*x = ListTopicsRequest{}
-	mi := &file_skein_v1_admin_proto_msgTypes[10]
+	mi := &file_skein_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -818,7 +899,7 @@ func (x *ListTopicsRequest) String() string {
 func (*ListTopicsRequest) ProtoMessage() {}
 
 func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[10]
+	mi := &file_skein_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -831,7 +912,7 @@ func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsRequest.ProtoReflect.Descriptor instead.
 func (*ListTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListTopicsRequest) GetIncludeInternal() bool {
@@ -850,7 +931,7 @@ type ListTopicsResponse struct {
 
 func (x *ListTopicsResponse) Reset() {
 	*x = ListTopicsResponse{}
-	mi := &file_skein_v1_admin_proto_msgTypes[11]
+	mi := &file_skein_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -862,7 +943,7 @@ func (x *ListTopicsResponse) String() string {
 func (*ListTopicsResponse) ProtoMessage() {}
 
 func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[11]
+	mi := &file_skein_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -875,7 +956,7 @@ func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsResponse.ProtoReflect.Descriptor instead.
 func (*ListTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListTopicsResponse) GetTopics() []*TopicSummary {
@@ -897,7 +978,7 @@ type TopicSummary struct {
 
 func (x *TopicSummary) Reset() {
 	*x = TopicSummary{}
-	mi := &file_skein_v1_admin_proto_msgTypes[12]
+	mi := &file_skein_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -909,7 +990,7 @@ func (x *TopicSummary) String() string {
 func (*TopicSummary) ProtoMessage() {}
 
 func (x *TopicSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[12]
+	mi := &file_skein_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -922,7 +1003,7 @@ func (x *TopicSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicSummary.ProtoReflect.Descriptor instead.
 func (*TopicSummary) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TopicSummary) GetName() string {
@@ -962,7 +1043,7 @@ type DescribeTopicRequest struct {
 
 func (x *DescribeTopicRequest) Reset() {
 	*x = DescribeTopicRequest{}
-	mi := &file_skein_v1_admin_proto_msgTypes[13]
+	mi := &file_skein_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -974,7 +1055,7 @@ func (x *DescribeTopicRequest) String() string {
 func (*DescribeTopicRequest) ProtoMessage() {}
 
 func (x *DescribeTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[13]
+	mi := &file_skein_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -987,7 +1068,7 @@ func (x *DescribeTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicRequest.ProtoReflect.Descriptor instead.
 func (*DescribeTopicRequest) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DescribeTopicRequest) GetTopic() string {
@@ -1006,7 +1087,7 @@ type DescribeTopicResponse struct {
 
 func (x *DescribeTopicResponse) Reset() {
 	*x = DescribeTopicResponse{}
-	mi := &file_skein_v1_admin_proto_msgTypes[14]
+	mi := &file_skein_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1018,7 +1099,7 @@ func (x *DescribeTopicResponse) String() string {
 func (*DescribeTopicResponse) ProtoMessage() {}
 
 func (x *DescribeTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[14]
+	mi := &file_skein_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1031,7 +1112,7 @@ func (x *DescribeTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicResponse.ProtoReflect.Descriptor instead.
 func (*DescribeTopicResponse) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DescribeTopicResponse) GetTopic() *TopicDescription {
@@ -1050,7 +1131,7 @@ type DeleteTopicRequest struct {
 
 func (x *DeleteTopicRequest) Reset() {
 	*x = DeleteTopicRequest{}
-	mi := &file_skein_v1_admin_proto_msgTypes[15]
+	mi := &file_skein_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1062,7 +1143,7 @@ func (x *DeleteTopicRequest) String() string {
 func (*DeleteTopicRequest) ProtoMessage() {}
 
 func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[15]
+	mi := &file_skein_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1075,7 +1156,7 @@ func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DeleteTopicRequest) GetTopic() string {
@@ -1094,7 +1175,7 @@ type DeleteTopicResponse struct {
 
 func (x *DeleteTopicResponse) Reset() {
 	*x = DeleteTopicResponse{}
-	mi := &file_skein_v1_admin_proto_msgTypes[16]
+	mi := &file_skein_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1106,7 +1187,7 @@ func (x *DeleteTopicResponse) String() string {
 func (*DeleteTopicResponse) ProtoMessage() {}
 
 func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[16]
+	mi := &file_skein_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1119,7 +1200,7 @@ func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DeleteTopicResponse) GetTopic() string {
@@ -1140,7 +1221,7 @@ type CreatePartitionsRequest struct {
 
 func (x *CreatePartitionsRequest) Reset() {
 	*x = CreatePartitionsRequest{}
-	mi := &file_skein_v1_admin_proto_msgTypes[17]
+	mi := &file_skein_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1152,7 +1233,7 @@ func (x *CreatePartitionsRequest) String() string {
 func (*CreatePartitionsRequest) ProtoMessage() {}
 
 func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[17]
+	mi := &file_skein_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1165,7 +1246,7 @@ func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsRequest.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CreatePartitionsRequest) GetTopic() string {
@@ -1191,7 +1272,7 @@ type CreatePartitionsResponse struct {
 
 func (x *CreatePartitionsResponse) Reset() {
 	*x = CreatePartitionsResponse{}
-	mi := &file_skein_v1_admin_proto_msgTypes[18]
+	mi := &file_skein_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1203,7 +1284,7 @@ func (x *CreatePartitionsResponse) String() string {
 func (*CreatePartitionsResponse) ProtoMessage() {}
 
 func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[18]
+	mi := &file_skein_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1216,7 +1297,7 @@ func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsResponse.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsResponse) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CreatePartitionsResponse) GetTopic() *TopicDescription {
@@ -1236,7 +1317,7 @@ type AlterTopicConfigsRequest struct {
 
 func (x *AlterTopicConfigsRequest) Reset() {
 	*x = AlterTopicConfigsRequest{}
-	mi := &file_skein_v1_admin_proto_msgTypes[19]
+	mi := &file_skein_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1248,7 +1329,7 @@ func (x *AlterTopicConfigsRequest) String() string {
 func (*AlterTopicConfigsRequest) ProtoMessage() {}
 
 func (x *AlterTopicConfigsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[19]
+	mi := &file_skein_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1261,7 +1342,7 @@ func (x *AlterTopicConfigsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterTopicConfigsRequest.ProtoReflect.Descriptor instead.
 func (*AlterTopicConfigsRequest) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *AlterTopicConfigsRequest) GetTopic() string {
@@ -1287,7 +1368,7 @@ type AlterTopicConfigsResponse struct {
 
 func (x *AlterTopicConfigsResponse) Reset() {
 	*x = AlterTopicConfigsResponse{}
-	mi := &file_skein_v1_admin_proto_msgTypes[20]
+	mi := &file_skein_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1299,7 +1380,7 @@ func (x *AlterTopicConfigsResponse) String() string {
 func (*AlterTopicConfigsResponse) ProtoMessage() {}
 
 func (x *AlterTopicConfigsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[20]
+	mi := &file_skein_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1312,7 +1393,7 @@ func (x *AlterTopicConfigsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterTopicConfigsResponse.ProtoReflect.Descriptor instead.
 func (*AlterTopicConfigsResponse) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *AlterTopicConfigsResponse) GetTopic() *TopicDescription {
@@ -1337,7 +1418,7 @@ type ListOffsetsRequest struct {
 
 func (x *ListOffsetsRequest) Reset() {
 	*x = ListOffsetsRequest{}
-	mi := &file_skein_v1_admin_proto_msgTypes[21]
+	mi := &file_skein_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1349,7 +1430,7 @@ func (x *ListOffsetsRequest) String() string {
 func (*ListOffsetsRequest) ProtoMessage() {}
 
 func (x *ListOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[21]
+	mi := &file_skein_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1362,7 +1443,7 @@ func (x *ListOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*ListOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListOffsetsRequest) GetTopic() string {
@@ -1402,7 +1483,7 @@ type ListOffsetsResponse struct {
 
 func (x *ListOffsetsResponse) Reset() {
 	*x = ListOffsetsResponse{}
-	mi := &file_skein_v1_admin_proto_msgTypes[22]
+	mi := &file_skein_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1414,7 +1495,7 @@ func (x *ListOffsetsResponse) String() string {
 func (*ListOffsetsResponse) ProtoMessage() {}
 
 func (x *ListOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[22]
+	mi := &file_skein_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1427,7 +1508,7 @@ func (x *ListOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*ListOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListOffsetsResponse) GetOffsets() []*PartitionOffset {
@@ -1451,7 +1532,7 @@ type PartitionOffset struct {
 
 func (x *PartitionOffset) Reset() {
 	*x = PartitionOffset{}
-	mi := &file_skein_v1_admin_proto_msgTypes[23]
+	mi := &file_skein_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1463,7 +1544,7 @@ func (x *PartitionOffset) String() string {
 func (*PartitionOffset) ProtoMessage() {}
 
 func (x *PartitionOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[23]
+	mi := &file_skein_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1476,7 +1557,7 @@ func (x *PartitionOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionOffset.ProtoReflect.Descriptor instead.
 func (*PartitionOffset) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PartitionOffset) GetPartition() int32 {
@@ -1525,7 +1606,7 @@ type DeleteRecordsRequest struct {
 
 func (x *DeleteRecordsRequest) Reset() {
 	*x = DeleteRecordsRequest{}
-	mi := &file_skein_v1_admin_proto_msgTypes[24]
+	mi := &file_skein_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1537,7 +1618,7 @@ func (x *DeleteRecordsRequest) String() string {
 func (*DeleteRecordsRequest) ProtoMessage() {}
 
 func (x *DeleteRecordsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[24]
+	mi := &file_skein_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1550,7 +1631,7 @@ func (x *DeleteRecordsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsRequest) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DeleteRecordsRequest) GetTopic() string {
@@ -1580,7 +1661,7 @@ type DeleteRecordsBefore struct {
 
 func (x *DeleteRecordsBefore) Reset() {
 	*x = DeleteRecordsBefore{}
-	mi := &file_skein_v1_admin_proto_msgTypes[25]
+	mi := &file_skein_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1592,7 +1673,7 @@ func (x *DeleteRecordsBefore) String() string {
 func (*DeleteRecordsBefore) ProtoMessage() {}
 
 func (x *DeleteRecordsBefore) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[25]
+	mi := &file_skein_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1605,7 +1686,7 @@ func (x *DeleteRecordsBefore) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsBefore.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsBefore) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DeleteRecordsBefore) GetPartition() int32 {
@@ -1632,7 +1713,7 @@ type DeleteRecordsResponse struct {
 
 func (x *DeleteRecordsResponse) Reset() {
 	*x = DeleteRecordsResponse{}
-	mi := &file_skein_v1_admin_proto_msgTypes[26]
+	mi := &file_skein_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1644,7 +1725,7 @@ func (x *DeleteRecordsResponse) String() string {
 func (*DeleteRecordsResponse) ProtoMessage() {}
 
 func (x *DeleteRecordsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[26]
+	mi := &file_skein_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1657,7 +1738,7 @@ func (x *DeleteRecordsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsResponse) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DeleteRecordsResponse) GetPartitions() []*DeleteRecordsResult {
@@ -1681,7 +1762,7 @@ type DeleteRecordsResult struct {
 
 func (x *DeleteRecordsResult) Reset() {
 	*x = DeleteRecordsResult{}
-	mi := &file_skein_v1_admin_proto_msgTypes[27]
+	mi := &file_skein_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1693,7 +1774,7 @@ func (x *DeleteRecordsResult) String() string {
 func (*DeleteRecordsResult) ProtoMessage() {}
 
 func (x *DeleteRecordsResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[27]
+	mi := &file_skein_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1706,7 +1787,7 @@ func (x *DeleteRecordsResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsResult.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsResult) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DeleteRecordsResult) GetPartition() int32 {
@@ -1748,7 +1829,7 @@ type ElectLeadersRequest struct {
 
 func (x *ElectLeadersRequest) Reset() {
 	*x = ElectLeadersRequest{}
-	mi := &file_skein_v1_admin_proto_msgTypes[28]
+	mi := &file_skein_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1760,7 +1841,7 @@ func (x *ElectLeadersRequest) String() string {
 func (*ElectLeadersRequest) ProtoMessage() {}
 
 func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[28]
+	mi := &file_skein_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1773,7 +1854,7 @@ func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersRequest.ProtoReflect.Descriptor instead.
 func (*ElectLeadersRequest) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{28}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ElectLeadersRequest) GetTopic() string {
@@ -1799,7 +1880,7 @@ type ElectLeadersResponse struct {
 
 func (x *ElectLeadersResponse) Reset() {
 	*x = ElectLeadersResponse{}
-	mi := &file_skein_v1_admin_proto_msgTypes[29]
+	mi := &file_skein_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1811,7 +1892,7 @@ func (x *ElectLeadersResponse) String() string {
 func (*ElectLeadersResponse) ProtoMessage() {}
 
 func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[29]
+	mi := &file_skein_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1824,7 +1905,7 @@ func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersResponse.ProtoReflect.Descriptor instead.
 func (*ElectLeadersResponse) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ElectLeadersResponse) GetResults() []*ElectionResult {
@@ -1847,7 +1928,7 @@ type ElectionResult struct {
 
 func (x *ElectionResult) Reset() {
 	*x = ElectionResult{}
-	mi := &file_skein_v1_admin_proto_msgTypes[30]
+	mi := &file_skein_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1859,7 +1940,7 @@ func (x *ElectionResult) String() string {
 func (*ElectionResult) ProtoMessage() {}
 
 func (x *ElectionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[30]
+	mi := &file_skein_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1872,7 +1953,7 @@ func (x *ElectionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectionResult.ProtoReflect.Descriptor instead.
 func (*ElectionResult) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{30}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ElectionResult) GetTopic() string {
@@ -1934,7 +2015,7 @@ type AclBinding struct {
 
 func (x *AclBinding) Reset() {
 	*x = AclBinding{}
-	mi := &file_skein_v1_admin_proto_msgTypes[31]
+	mi := &file_skein_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1946,7 +2027,7 @@ func (x *AclBinding) String() string {
 func (*AclBinding) ProtoMessage() {}
 
 func (x *AclBinding) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[31]
+	mi := &file_skein_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1959,7 +2040,7 @@ func (x *AclBinding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclBinding.ProtoReflect.Descriptor instead.
 func (*AclBinding) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{31}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *AclBinding) GetPrincipal() string {
@@ -2013,7 +2094,7 @@ type CreateAclsRequest struct {
 
 func (x *CreateAclsRequest) Reset() {
 	*x = CreateAclsRequest{}
-	mi := &file_skein_v1_admin_proto_msgTypes[32]
+	mi := &file_skein_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2025,7 +2106,7 @@ func (x *CreateAclsRequest) String() string {
 func (*CreateAclsRequest) ProtoMessage() {}
 
 func (x *CreateAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[32]
+	mi := &file_skein_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2038,7 +2119,7 @@ func (x *CreateAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAclsRequest.ProtoReflect.Descriptor instead.
 func (*CreateAclsRequest) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{32}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CreateAclsRequest) GetAcls() []*AclBinding {
@@ -2058,7 +2139,7 @@ type CreateAclsResponse struct {
 
 func (x *CreateAclsResponse) Reset() {
 	*x = CreateAclsResponse{}
-	mi := &file_skein_v1_admin_proto_msgTypes[33]
+	mi := &file_skein_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2070,7 +2151,7 @@ func (x *CreateAclsResponse) String() string {
 func (*CreateAclsResponse) ProtoMessage() {}
 
 func (x *CreateAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[33]
+	mi := &file_skein_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2083,7 +2164,7 @@ func (x *CreateAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAclsResponse.ProtoReflect.Descriptor instead.
 func (*CreateAclsResponse) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{33}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CreateAclsResponse) GetAcls() []*AclBinding {
@@ -2110,7 +2191,7 @@ type DescribeAclsRequest struct {
 
 func (x *DescribeAclsRequest) Reset() {
 	*x = DescribeAclsRequest{}
-	mi := &file_skein_v1_admin_proto_msgTypes[34]
+	mi := &file_skein_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2122,7 +2203,7 @@ func (x *DescribeAclsRequest) String() string {
 func (*DescribeAclsRequest) ProtoMessage() {}
 
 func (x *DescribeAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[34]
+	mi := &file_skein_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2135,7 +2216,7 @@ func (x *DescribeAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeAclsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeAclsRequest) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{34}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DescribeAclsRequest) GetPrincipal() string {
@@ -2189,7 +2270,7 @@ type DescribeAclsResponse struct {
 
 func (x *DescribeAclsResponse) Reset() {
 	*x = DescribeAclsResponse{}
-	mi := &file_skein_v1_admin_proto_msgTypes[35]
+	mi := &file_skein_v1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2201,7 +2282,7 @@ func (x *DescribeAclsResponse) String() string {
 func (*DescribeAclsResponse) ProtoMessage() {}
 
 func (x *DescribeAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[35]
+	mi := &file_skein_v1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2214,7 +2295,7 @@ func (x *DescribeAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeAclsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeAclsResponse) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{35}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DescribeAclsResponse) GetAcls() []*AclBinding {
@@ -2240,7 +2321,7 @@ type DeleteAclsRequest struct {
 
 func (x *DeleteAclsRequest) Reset() {
 	*x = DeleteAclsRequest{}
-	mi := &file_skein_v1_admin_proto_msgTypes[36]
+	mi := &file_skein_v1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2252,7 +2333,7 @@ func (x *DeleteAclsRequest) String() string {
 func (*DeleteAclsRequest) ProtoMessage() {}
 
 func (x *DeleteAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[36]
+	mi := &file_skein_v1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2265,7 +2346,7 @@ func (x *DeleteAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAclsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteAclsRequest) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{36}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DeleteAclsRequest) GetPrincipal() string {
@@ -2320,7 +2401,7 @@ type DeleteAclsResponse struct {
 
 func (x *DeleteAclsResponse) Reset() {
 	*x = DeleteAclsResponse{}
-	mi := &file_skein_v1_admin_proto_msgTypes[37]
+	mi := &file_skein_v1_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2332,7 +2413,7 @@ func (x *DeleteAclsResponse) String() string {
 func (*DeleteAclsResponse) ProtoMessage() {}
 
 func (x *DeleteAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_admin_proto_msgTypes[37]
+	mi := &file_skein_v1_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2345,7 +2426,7 @@ func (x *DeleteAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAclsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteAclsResponse) Descriptor() ([]byte, []int) {
-	return file_skein_v1_admin_proto_rawDescGZIP(), []int{37}
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DeleteAclsResponse) GetDeleted() []*AclBinding {
@@ -2360,18 +2441,24 @@ var File_skein_v1_admin_proto protoreflect.FileDescriptor
 const file_skein_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"\x14skein/v1/admin.proto\x12\bskein.v1\x1a\x15skein/v1/errors.proto\x1a\x16skein/v1/records.proto\"\x13\n" +
-	"\x11GetClusterRequest\"\xc4\x01\n" +
+	"\x11GetClusterRequest\"\x83\x02\n" +
 	"\x12GetClusterResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12#\n" +
 	"\rcontroller_id\x18\x02 \x01(\x05R\fcontrollerId\x12.\n" +
 	"\abrokers\x18\x03 \x03(\v2\x14.skein.v1.BrokerInfoR\abrokers\x12:\n" +
-	"\vcontrollers\x18\x04 \x03(\v2\x18.skein.v1.ControllerInfoR\vcontrollers\"c\n" +
+	"\vcontrollers\x18\x04 \x03(\v2\x18.skein.v1.ControllerInfoR\vcontrollers\x12=\n" +
+	"\fcoordinators\x18\x05 \x03(\v2\x19.skein.v1.CoordinatorInfoR\fcoordinators\"c\n" +
 	"\n" +
 	"BrokerInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x12\n" +
 	"\x04rack\x18\x03 \x01(\tR\x04rack\x12\x14\n" +
+	"\x05state\x18\x04 \x01(\tR\x05state\"h\n" +
+	"\x0fCoordinatorInfo\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x1b\n" +
+	"\tgrpc_addr\x18\x03 \x01(\tR\bgrpcAddr\x12\x14\n" +
 	"\x05state\x18\x04 \x01(\tR\x05state\"b\n" +
 	"\x0eControllerInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x12\n" +
@@ -2578,113 +2665,115 @@ func file_skein_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_skein_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_skein_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_skein_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_skein_v1_admin_proto_goTypes = []any{
 	(OffsetSpec)(0),                   // 0: skein.v1.OffsetSpec
 	(ElectionType)(0),                 // 1: skein.v1.ElectionType
 	(*GetClusterRequest)(nil),         // 2: skein.v1.GetClusterRequest
 	(*GetClusterResponse)(nil),        // 3: skein.v1.GetClusterResponse
 	(*BrokerInfo)(nil),                // 4: skein.v1.BrokerInfo
-	(*ControllerInfo)(nil),            // 5: skein.v1.ControllerInfo
-	(*CreateTopicRequest)(nil),        // 6: skein.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),       // 7: skein.v1.CreateTopicResponse
-	(*TopicDescription)(nil),          // 8: skein.v1.TopicDescription
-	(*PartitionDescription)(nil),      // 9: skein.v1.PartitionDescription
-	(*LostReplica)(nil),               // 10: skein.v1.LostReplica
-	(*ReplicaOffset)(nil),             // 11: skein.v1.ReplicaOffset
-	(*ListTopicsRequest)(nil),         // 12: skein.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),        // 13: skein.v1.ListTopicsResponse
-	(*TopicSummary)(nil),              // 14: skein.v1.TopicSummary
-	(*DescribeTopicRequest)(nil),      // 15: skein.v1.DescribeTopicRequest
-	(*DescribeTopicResponse)(nil),     // 16: skein.v1.DescribeTopicResponse
-	(*DeleteTopicRequest)(nil),        // 17: skein.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),       // 18: skein.v1.DeleteTopicResponse
-	(*CreatePartitionsRequest)(nil),   // 19: skein.v1.CreatePartitionsRequest
-	(*CreatePartitionsResponse)(nil),  // 20: skein.v1.CreatePartitionsResponse
-	(*AlterTopicConfigsRequest)(nil),  // 21: skein.v1.AlterTopicConfigsRequest
-	(*AlterTopicConfigsResponse)(nil), // 22: skein.v1.AlterTopicConfigsResponse
-	(*ListOffsetsRequest)(nil),        // 23: skein.v1.ListOffsetsRequest
-	(*ListOffsetsResponse)(nil),       // 24: skein.v1.ListOffsetsResponse
-	(*PartitionOffset)(nil),           // 25: skein.v1.PartitionOffset
-	(*DeleteRecordsRequest)(nil),      // 26: skein.v1.DeleteRecordsRequest
-	(*DeleteRecordsBefore)(nil),       // 27: skein.v1.DeleteRecordsBefore
-	(*DeleteRecordsResponse)(nil),     // 28: skein.v1.DeleteRecordsResponse
-	(*DeleteRecordsResult)(nil),       // 29: skein.v1.DeleteRecordsResult
-	(*ElectLeadersRequest)(nil),       // 30: skein.v1.ElectLeadersRequest
-	(*ElectLeadersResponse)(nil),      // 31: skein.v1.ElectLeadersResponse
-	(*ElectionResult)(nil),            // 32: skein.v1.ElectionResult
-	(*AclBinding)(nil),                // 33: skein.v1.AclBinding
-	(*CreateAclsRequest)(nil),         // 34: skein.v1.CreateAclsRequest
-	(*CreateAclsResponse)(nil),        // 35: skein.v1.CreateAclsResponse
-	(*DescribeAclsRequest)(nil),       // 36: skein.v1.DescribeAclsRequest
-	(*DescribeAclsResponse)(nil),      // 37: skein.v1.DescribeAclsResponse
-	(*DeleteAclsRequest)(nil),         // 38: skein.v1.DeleteAclsRequest
-	(*DeleteAclsResponse)(nil),        // 39: skein.v1.DeleteAclsResponse
-	nil,                               // 40: skein.v1.CreateTopicRequest.ConfigsEntry
-	nil,                               // 41: skein.v1.TopicDescription.ConfigsEntry
-	nil,                               // 42: skein.v1.AlterTopicConfigsRequest.ConfigsEntry
-	(IsolationLevel)(0),               // 43: skein.v1.IsolationLevel
-	(ErrorCode)(0),                    // 44: skein.v1.ErrorCode
+	(*CoordinatorInfo)(nil),           // 5: skein.v1.CoordinatorInfo
+	(*ControllerInfo)(nil),            // 6: skein.v1.ControllerInfo
+	(*CreateTopicRequest)(nil),        // 7: skein.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),       // 8: skein.v1.CreateTopicResponse
+	(*TopicDescription)(nil),          // 9: skein.v1.TopicDescription
+	(*PartitionDescription)(nil),      // 10: skein.v1.PartitionDescription
+	(*LostReplica)(nil),               // 11: skein.v1.LostReplica
+	(*ReplicaOffset)(nil),             // 12: skein.v1.ReplicaOffset
+	(*ListTopicsRequest)(nil),         // 13: skein.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),        // 14: skein.v1.ListTopicsResponse
+	(*TopicSummary)(nil),              // 15: skein.v1.TopicSummary
+	(*DescribeTopicRequest)(nil),      // 16: skein.v1.DescribeTopicRequest
+	(*DescribeTopicResponse)(nil),     // 17: skein.v1.DescribeTopicResponse
+	(*DeleteTopicRequest)(nil),        // 18: skein.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),       // 19: skein.v1.DeleteTopicResponse
+	(*CreatePartitionsRequest)(nil),   // 20: skein.v1.CreatePartitionsRequest
+	(*CreatePartitionsResponse)(nil),  // 21: skein.v1.CreatePartitionsResponse
+	(*AlterTopicConfigsRequest)(nil),  // 22: skein.v1.AlterTopicConfigsRequest
+	(*AlterTopicConfigsResponse)(nil), // 23: skein.v1.AlterTopicConfigsResponse
+	(*ListOffsetsRequest)(nil),        // 24: skein.v1.ListOffsetsRequest
+	(*ListOffsetsResponse)(nil),       // 25: skein.v1.ListOffsetsResponse
+	(*PartitionOffset)(nil),           // 26: skein.v1.PartitionOffset
+	(*DeleteRecordsRequest)(nil),      // 27: skein.v1.DeleteRecordsRequest
+	(*DeleteRecordsBefore)(nil),       // 28: skein.v1.DeleteRecordsBefore
+	(*DeleteRecordsResponse)(nil),     // 29: skein.v1.DeleteRecordsResponse
+	(*DeleteRecordsResult)(nil),       // 30: skein.v1.DeleteRecordsResult
+	(*ElectLeadersRequest)(nil),       // 31: skein.v1.ElectLeadersRequest
+	(*ElectLeadersResponse)(nil),      // 32: skein.v1.ElectLeadersResponse
+	(*ElectionResult)(nil),            // 33: skein.v1.ElectionResult
+	(*AclBinding)(nil),                // 34: skein.v1.AclBinding
+	(*CreateAclsRequest)(nil),         // 35: skein.v1.CreateAclsRequest
+	(*CreateAclsResponse)(nil),        // 36: skein.v1.CreateAclsResponse
+	(*DescribeAclsRequest)(nil),       // 37: skein.v1.DescribeAclsRequest
+	(*DescribeAclsResponse)(nil),      // 38: skein.v1.DescribeAclsResponse
+	(*DeleteAclsRequest)(nil),         // 39: skein.v1.DeleteAclsRequest
+	(*DeleteAclsResponse)(nil),        // 40: skein.v1.DeleteAclsResponse
+	nil,                               // 41: skein.v1.CreateTopicRequest.ConfigsEntry
+	nil,                               // 42: skein.v1.TopicDescription.ConfigsEntry
+	nil,                               // 43: skein.v1.AlterTopicConfigsRequest.ConfigsEntry
+	(IsolationLevel)(0),               // 44: skein.v1.IsolationLevel
+	(ErrorCode)(0),                    // 45: skein.v1.ErrorCode
 }
 var file_skein_v1_admin_proto_depIdxs = []int32{
 	4,  // 0: skein.v1.GetClusterResponse.brokers:type_name -> skein.v1.BrokerInfo
-	5,  // 1: skein.v1.GetClusterResponse.controllers:type_name -> skein.v1.ControllerInfo
-	40, // 2: skein.v1.CreateTopicRequest.configs:type_name -> skein.v1.CreateTopicRequest.ConfigsEntry
-	8,  // 3: skein.v1.CreateTopicResponse.topic:type_name -> skein.v1.TopicDescription
-	41, // 4: skein.v1.TopicDescription.configs:type_name -> skein.v1.TopicDescription.ConfigsEntry
-	9,  // 5: skein.v1.TopicDescription.partitions:type_name -> skein.v1.PartitionDescription
-	11, // 6: skein.v1.PartitionDescription.replica_offsets:type_name -> skein.v1.ReplicaOffset
-	10, // 7: skein.v1.PartitionDescription.lost_replica:type_name -> skein.v1.LostReplica
-	14, // 8: skein.v1.ListTopicsResponse.topics:type_name -> skein.v1.TopicSummary
-	8,  // 9: skein.v1.DescribeTopicResponse.topic:type_name -> skein.v1.TopicDescription
-	8,  // 10: skein.v1.CreatePartitionsResponse.topic:type_name -> skein.v1.TopicDescription
-	42, // 11: skein.v1.AlterTopicConfigsRequest.configs:type_name -> skein.v1.AlterTopicConfigsRequest.ConfigsEntry
-	8,  // 12: skein.v1.AlterTopicConfigsResponse.topic:type_name -> skein.v1.TopicDescription
-	0,  // 13: skein.v1.ListOffsetsRequest.spec:type_name -> skein.v1.OffsetSpec
-	43, // 14: skein.v1.ListOffsetsRequest.isolation_level:type_name -> skein.v1.IsolationLevel
-	25, // 15: skein.v1.ListOffsetsResponse.offsets:type_name -> skein.v1.PartitionOffset
-	44, // 16: skein.v1.PartitionOffset.error_code:type_name -> skein.v1.ErrorCode
-	27, // 17: skein.v1.DeleteRecordsRequest.partitions:type_name -> skein.v1.DeleteRecordsBefore
-	29, // 18: skein.v1.DeleteRecordsResponse.partitions:type_name -> skein.v1.DeleteRecordsResult
-	44, // 19: skein.v1.DeleteRecordsResult.error_code:type_name -> skein.v1.ErrorCode
-	1,  // 20: skein.v1.ElectLeadersRequest.type:type_name -> skein.v1.ElectionType
-	32, // 21: skein.v1.ElectLeadersResponse.results:type_name -> skein.v1.ElectionResult
-	44, // 22: skein.v1.ElectionResult.error_code:type_name -> skein.v1.ErrorCode
-	33, // 23: skein.v1.CreateAclsRequest.acls:type_name -> skein.v1.AclBinding
-	33, // 24: skein.v1.CreateAclsResponse.acls:type_name -> skein.v1.AclBinding
-	33, // 25: skein.v1.DescribeAclsResponse.acls:type_name -> skein.v1.AclBinding
-	33, // 26: skein.v1.DeleteAclsResponse.deleted:type_name -> skein.v1.AclBinding
-	2,  // 27: skein.v1.AdminService.GetCluster:input_type -> skein.v1.GetClusterRequest
-	6,  // 28: skein.v1.AdminService.CreateTopic:input_type -> skein.v1.CreateTopicRequest
-	12, // 29: skein.v1.AdminService.ListTopics:input_type -> skein.v1.ListTopicsRequest
-	15, // 30: skein.v1.AdminService.DescribeTopic:input_type -> skein.v1.DescribeTopicRequest
-	17, // 31: skein.v1.AdminService.DeleteTopic:input_type -> skein.v1.DeleteTopicRequest
-	19, // 32: skein.v1.AdminService.CreatePartitions:input_type -> skein.v1.CreatePartitionsRequest
-	21, // 33: skein.v1.AdminService.AlterTopicConfigs:input_type -> skein.v1.AlterTopicConfigsRequest
-	23, // 34: skein.v1.AdminService.ListOffsets:input_type -> skein.v1.ListOffsetsRequest
-	26, // 35: skein.v1.AdminService.DeleteRecords:input_type -> skein.v1.DeleteRecordsRequest
-	30, // 36: skein.v1.AdminService.ElectLeaders:input_type -> skein.v1.ElectLeadersRequest
-	34, // 37: skein.v1.AdminService.CreateAcls:input_type -> skein.v1.CreateAclsRequest
-	36, // 38: skein.v1.AdminService.DescribeAcls:input_type -> skein.v1.DescribeAclsRequest
-	38, // 39: skein.v1.AdminService.DeleteAcls:input_type -> skein.v1.DeleteAclsRequest
-	3,  // 40: skein.v1.AdminService.GetCluster:output_type -> skein.v1.GetClusterResponse
-	7,  // 41: skein.v1.AdminService.CreateTopic:output_type -> skein.v1.CreateTopicResponse
-	13, // 42: skein.v1.AdminService.ListTopics:output_type -> skein.v1.ListTopicsResponse
-	16, // 43: skein.v1.AdminService.DescribeTopic:output_type -> skein.v1.DescribeTopicResponse
-	18, // 44: skein.v1.AdminService.DeleteTopic:output_type -> skein.v1.DeleteTopicResponse
-	20, // 45: skein.v1.AdminService.CreatePartitions:output_type -> skein.v1.CreatePartitionsResponse
-	22, // 46: skein.v1.AdminService.AlterTopicConfigs:output_type -> skein.v1.AlterTopicConfigsResponse
-	24, // 47: skein.v1.AdminService.ListOffsets:output_type -> skein.v1.ListOffsetsResponse
-	28, // 48: skein.v1.AdminService.DeleteRecords:output_type -> skein.v1.DeleteRecordsResponse
-	31, // 49: skein.v1.AdminService.ElectLeaders:output_type -> skein.v1.ElectLeadersResponse
-	35, // 50: skein.v1.AdminService.CreateAcls:output_type -> skein.v1.CreateAclsResponse
-	37, // 51: skein.v1.AdminService.DescribeAcls:output_type -> skein.v1.DescribeAclsResponse
-	39, // 52: skein.v1.AdminService.DeleteAcls:output_type -> skein.v1.DeleteAclsResponse
-	40, // [40:53] is the sub-list for method output_type
-	27, // [27:40] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	6,  // 1: skein.v1.GetClusterResponse.controllers:type_name -> skein.v1.ControllerInfo
+	5,  // 2: skein.v1.GetClusterResponse.coordinators:type_name -> skein.v1.CoordinatorInfo
+	41, // 3: skein.v1.CreateTopicRequest.configs:type_name -> skein.v1.CreateTopicRequest.ConfigsEntry
+	9,  // 4: skein.v1.CreateTopicResponse.topic:type_name -> skein.v1.TopicDescription
+	42, // 5: skein.v1.TopicDescription.configs:type_name -> skein.v1.TopicDescription.ConfigsEntry
+	10, // 6: skein.v1.TopicDescription.partitions:type_name -> skein.v1.PartitionDescription
+	12, // 7: skein.v1.PartitionDescription.replica_offsets:type_name -> skein.v1.ReplicaOffset
+	11, // 8: skein.v1.PartitionDescription.lost_replica:type_name -> skein.v1.LostReplica
+	15, // 9: skein.v1.ListTopicsResponse.topics:type_name -> skein.v1.TopicSummary
+	9,  // 10: skein.v1.DescribeTopicResponse.topic:type_name -> skein.v1.TopicDescription
+	9,  // 11: skein.v1.CreatePartitionsResponse.topic:type_name -> skein.v1.TopicDescription
+	43, // 12: skein.v1.AlterTopicConfigsRequest.configs:type_name -> skein.v1.AlterTopicConfigsRequest.ConfigsEntry
+	9,  // 13: skein.v1.AlterTopicConfigsResponse.topic:type_name -> skein.v1.TopicDescription
+	0,  // 14: skein.v1.ListOffsetsRequest.spec:type_name -> skein.v1.OffsetSpec
+	44, // 15: skein.v1.ListOffsetsRequest.isolation_level:type_name -> skein.v1.IsolationLevel
+	26, // 16: skein.v1.ListOffsetsResponse.offsets:type_name -> skein.v1.PartitionOffset
+	45, // 17: skein.v1.PartitionOffset.error_code:type_name -> skein.v1.ErrorCode
+	28, // 18: skein.v1.DeleteRecordsRequest.partitions:type_name -> skein.v1.DeleteRecordsBefore
+	30, // 19: skein.v1.DeleteRecordsResponse.partitions:type_name -> skein.v1.DeleteRecordsResult
+	45, // 20: skein.v1.DeleteRecordsResult.error_code:type_name -> skein.v1.ErrorCode
+	1,  // 21: skein.v1.ElectLeadersRequest.type:type_name -> skein.v1.ElectionType
+	33, // 22: skein.v1.ElectLeadersResponse.results:type_name -> skein.v1.ElectionResult
+	45, // 23: skein.v1.ElectionResult.error_code:type_name -> skein.v1.ErrorCode
+	34, // 24: skein.v1.CreateAclsRequest.acls:type_name -> skein.v1.AclBinding
+	34, // 25: skein.v1.CreateAclsResponse.acls:type_name -> skein.v1.AclBinding
+	34, // 26: skein.v1.DescribeAclsResponse.acls:type_name -> skein.v1.AclBinding
+	34, // 27: skein.v1.DeleteAclsResponse.deleted:type_name -> skein.v1.AclBinding
+	2,  // 28: skein.v1.AdminService.GetCluster:input_type -> skein.v1.GetClusterRequest
+	7,  // 29: skein.v1.AdminService.CreateTopic:input_type -> skein.v1.CreateTopicRequest
+	13, // 30: skein.v1.AdminService.ListTopics:input_type -> skein.v1.ListTopicsRequest
+	16, // 31: skein.v1.AdminService.DescribeTopic:input_type -> skein.v1.DescribeTopicRequest
+	18, // 32: skein.v1.AdminService.DeleteTopic:input_type -> skein.v1.DeleteTopicRequest
+	20, // 33: skein.v1.AdminService.CreatePartitions:input_type -> skein.v1.CreatePartitionsRequest
+	22, // 34: skein.v1.AdminService.AlterTopicConfigs:input_type -> skein.v1.AlterTopicConfigsRequest
+	24, // 35: skein.v1.AdminService.ListOffsets:input_type -> skein.v1.ListOffsetsRequest
+	27, // 36: skein.v1.AdminService.DeleteRecords:input_type -> skein.v1.DeleteRecordsRequest
+	31, // 37: skein.v1.AdminService.ElectLeaders:input_type -> skein.v1.ElectLeadersRequest
+	35, // 38: skein.v1.AdminService.CreateAcls:input_type -> skein.v1.CreateAclsRequest
+	37, // 39: skein.v1.AdminService.DescribeAcls:input_type -> skein.v1.DescribeAclsRequest
+	39, // 40: skein.v1.AdminService.DeleteAcls:input_type -> skein.v1.DeleteAclsRequest
+	3,  // 41: skein.v1.AdminService.GetCluster:output_type -> skein.v1.GetClusterResponse
+	8,  // 42: skein.v1.AdminService.CreateTopic:output_type -> skein.v1.CreateTopicResponse
+	14, // 43: skein.v1.AdminService.ListTopics:output_type -> skein.v1.ListTopicsResponse
+	17, // 44: skein.v1.AdminService.DescribeTopic:output_type -> skein.v1.DescribeTopicResponse
+	19, // 45: skein.v1.AdminService.DeleteTopic:output_type -> skein.v1.DeleteTopicResponse
+	21, // 46: skein.v1.AdminService.CreatePartitions:output_type -> skein.v1.CreatePartitionsResponse
+	23, // 47: skein.v1.AdminService.AlterTopicConfigs:output_type -> skein.v1.AlterTopicConfigsResponse
+	25, // 48: skein.v1.AdminService.ListOffsets:output_type -> skein.v1.ListOffsetsResponse
+	29, // 49: skein.v1.AdminService.DeleteRecords:output_type -> skein.v1.DeleteRecordsResponse
+	32, // 50: skein.v1.AdminService.ElectLeaders:output_type -> skein.v1.ElectLeadersResponse
+	36, // 51: skein.v1.AdminService.CreateAcls:output_type -> skein.v1.CreateAclsResponse
+	38, // 52: skein.v1.AdminService.DescribeAcls:output_type -> skein.v1.DescribeAclsResponse
+	40, // 53: skein.v1.AdminService.DeleteAcls:output_type -> skein.v1.DeleteAclsResponse
+	41, // [41:54] is the sub-list for method output_type
+	28, // [28:41] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_skein_v1_admin_proto_init() }
@@ -2694,14 +2783,14 @@ func file_skein_v1_admin_proto_init() {
 	}
 	file_skein_v1_errors_proto_init()
 	file_skein_v1_records_proto_init()
-	file_skein_v1_admin_proto_msgTypes[4].OneofWrappers = []any{}
+	file_skein_v1_admin_proto_msgTypes[5].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skein_v1_admin_proto_rawDesc), len(file_skein_v1_admin_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   41,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

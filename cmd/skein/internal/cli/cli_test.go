@@ -170,8 +170,9 @@ func (g *fakeGateway) ListOffsets(_ context.Context, req *skeinv1.ListOffsetsReq
 
 func (g *fakeGateway) GetCluster(context.Context, *skeinv1.GetClusterRequest) (*skeinv1.GetClusterResponse, error) {
 	return &skeinv1.GetClusterResponse{ClusterId: "fake", ControllerId: 2,
-		Brokers:     []*skeinv1.BrokerInfo{{Id: 1, GrpcAddr: "127.0.0.1:1", State: "ALIVE"}},
-		Controllers: []*skeinv1.ControllerInfo{{Id: 2, Addr: "127.0.0.1:2", Leader: true, State: "ALIVE"}, {Id: 3, Addr: "127.0.0.1:3", State: "DEAD"}, {Id: 4, Addr: "127.0.0.1:4"}}}, nil
+		Brokers:      []*skeinv1.BrokerInfo{{Id: 1, GrpcAddr: "127.0.0.1:1", State: "ALIVE"}},
+		Controllers:  []*skeinv1.ControllerInfo{{Id: 2, Addr: "127.0.0.1:2", Leader: true, State: "ALIVE"}, {Id: 3, Addr: "127.0.0.1:3", State: "DEAD"}, {Id: 4, Addr: "127.0.0.1:4"}},
+		Coordinators: []*skeinv1.CoordinatorInfo{{Id: 1, Kind: "GROUP", GrpcAddr: "127.0.0.1:5", State: "ALIVE"}, {Id: 2, Kind: "TRANSACTION", GrpcAddr: "127.0.0.1:6", State: "DEAD"}}}, nil
 }
 
 func (g *fakeGateway) ProduceStream(stream skeinv1.ProducerService_ProduceStreamServer) error {
@@ -437,7 +438,8 @@ func TestClusterAndUsage(t *testing.T) {
 		t.Errorf("cluster: %d %q", code, out)
 	} else {
 		// Each controller's state as gossip sees it; "-" when unknown.
-		for _, want := range []string{`(?m)^CONTROLLER +ADDRESS +LEADER +STATE$`, `(?m)^2 +127\.0\.0\.1:2 +true +ALIVE$`, `(?m)^3 +127\.0\.0\.1:3 +false +DEAD$`, `(?m)^4 +127\.0\.0\.1:4 +false +-$`} {
+		for _, want := range []string{`(?m)^CONTROLLER +ADDRESS +LEADER +STATE$`, `(?m)^2 +127\.0\.0\.1:2 +true +ALIVE$`, `(?m)^3 +127\.0\.0\.1:3 +false +DEAD$`, `(?m)^4 +127\.0\.0\.1:4 +false +-$`,
+			`(?m)^COORDINATOR +ADDRESS +KIND +STATE$`, `(?m)^1 +127\.0\.0\.1:5 +GROUP +ALIVE$`, `(?m)^2 +127\.0\.0\.1:6 +TRANSACTION +DEAD$`} {
 			if !regexp.MustCompile(want).MatchString(out) {
 				t.Errorf("cluster output lacks %s:\n%s", want, out)
 			}

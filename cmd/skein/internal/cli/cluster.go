@@ -46,5 +46,12 @@ func clusterCmd(ctx context.Context, args []string, io IO) error {
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%v\t%s\n", c.GetId(), c.GetAddr(), c.GetLeader(), st)
 	}
+	if len(resp.GetCoordinators()) > 0 {
+		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, "COORDINATOR\tADDRESS\tKIND\tSTATE")
+		for _, c := range resp.GetCoordinators() {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", c.GetId(), c.GetGrpcAddr(), c.GetKind(), c.GetState())
+		}
+	}
 	return tw.Flush()
 }

@@ -42,6 +42,13 @@ func (s *Admin) GetCluster(ctx context.Context, _ *skeinv1.GetClusterRequest) (*
 	for _, c := range dc.Controllers {
 		out.Controllers = append(out.Controllers, &skeinv1.ControllerInfo{Id: c.ID, Addr: c.Addr, Leader: c.Leader, State: c.State})
 	}
+	for _, c := range dc.Coordinators {
+		state := "DEAD"
+		if c.Alive {
+			state = "ALIVE"
+		}
+		out.Coordinators = append(out.Coordinators, &skeinv1.CoordinatorInfo{Id: c.ID, Kind: c.Kind.String(), GrpcAddr: c.Addr, State: state})
+	}
 	return out, nil
 }
 
