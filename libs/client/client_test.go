@@ -746,9 +746,15 @@ func TestFetchGoesPastBatchesWithoutRecords(t *testing.T) {
 	plain := record.DefaultBatchOptions()
 	plain.BaseOffset = 3
 	cl.Storage[1].SetBatches("t", 0, build(marker, "m0", "m1", "m2"), build(plain, "after"))
+	// Without PastEmpty the answer is the marker's: no record, the offset
+	// moved on (a caller asking about one offset wants that).
+	res, err := c.Fetch(ctx(t), client.FetchRequest{Topic: "t", Partition: 0, Offset: 0, MaxBytes: 1})
+	if err != nil || len(res.Records) != 0 || res.NextOffset != 3 {
+		t.Fatalf("fetch from 0 without PastEmpty: %+v %v", res, err)
+	}
 	before := len(cl.Storage[1].Fetches())
 	// max_bytes 1: the leader answers its first batch alone.
-	res, err := c.Fetch(ctx(t), client.FetchRequest{Topic: "t", Partition: 0, Offset: 0, MaxBytes: 1})
+	res, err = c.Fetch(ctx(t), client.FetchRequest{Topic: "t", Partition: 0, Offset: 0, MaxBytes: 1, PastEmpty: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -759,9 +765,27 @@ func TestFetchGoesPastBatchesWithoutRecords(t *testing.T) {
 		t.Errorf("%d fetches, want 2: one for the marker, one after it", n)
 	}
 	// At the end nothing is fetched past: an empty answer, the offset kept.
-	res, err = c.Fetch(ctx(t), client.FetchRequest{Topic: "t", Partition: 0, Offset: 4})
+	res, err = c.Fetch(ctx(t), client.FetchRequest{Topic: "t", Partition: 0, Offset: 4, PastEmpty: true})
 	if err != nil || len(res.Records) != 0 || res.NextOffset != 4 {
 		t.Fatalf("fetch at the end: %+v %v", res, err)
+	}
+	// The hops share one MaxWait: a marker alone, then the end, answers
+	// after MaxWait once, not once a hop.
+	cl.Storage[1].SetBatches("t", 0, build(marker, "m0", "m1", "m2"))
+	start := time.Now()
+	res, err = c.Fetch(ctx(t), client.FetchRequest{Topic: "t", Partition: 0, Offset: 0, MaxWait: 600 * time.Millisecond, PastEmpty: true})
+	if err != nil || len(res.Records) != 0 || res.NextOffset != 3 {
+		t.Fatalf("fetch of a marker alone: %+v %v", res, err)
+	}
+	if d := time.Since(start); d < 500*time.Millisecond || d > 1100*time.Millisecond {
+		t.Errorf("a marker then the end answered after %v, want about MaxWait (600ms)", d)
+	}
+	// A hop that fails keeps what the one before read: the offset moved on.
+	short, cancel := context.WithTimeout(ctx(t), 300*time.Millisecond)
+	defer cancel()
+	res, err = c.Fetch(short, client.FetchRequest{Topic: "t", Partition: 0, Offset: 0, MaxWait: 5 * time.Second, PastEmpty: true})
+	if err != nil || len(res.Records) != 0 || res.NextOffset != 3 {
+		t.Fatalf("fetch cut short after the marker: %+v %v", res, err)
 	}
 }
 

@@ -48,6 +48,15 @@ type FetchRequest struct {
 	// metadata names no leader of (an offline partition) to get one before
 	// it answers LEADER_NOT_AVAILABLE; 0 waits until ctx ends.
 	LeaderWait time.Duration
+	// PastEmpty: an answer of batches that hold no record for this reader
+	// (emptied by compaction, transaction markers, an aborted
+	// transaction's records under read_committed), which moves the offset
+	// on without a record, is followed by another fetch from there, within
+	// the same MaxWait, as a Kafka consumer's next poll would; an empty
+	// answer then means the end of the partition or a wait that ran out.
+	// Without it such an answer is returned as it is (a caller asking
+	// about one offset wants that).
+	PastEmpty bool
 }
 
 // ConsumedRecord is one record read back. Its slices are the caller's.
@@ -148,25 +157,37 @@ func (c *Client) fetch(ctx context.Context, req FetchRequest, view bool) (*Fetch
 	if err := c.WaitReady(ctx); err != nil {
 		return nil, nil, err
 	}
-	// An answer of batches that hold nothing for this reader — emptied by
-	// compaction, transaction markers, an aborted transaction's records
-	// under read_committed — moves the offset on without a record: ask
-	// again from there, as a Kafka consumer's next fetch would, so that an
-	// empty answer means the end of the partition (or the wait ran out).
+	if !req.PastEmpty {
+		return c.fetchFrom(ctx, req, view)
+	}
+	deadline := time.Now().Add(req.MaxWait)
+	var last *FetchResult // the answer before, which moved the offset on
+	bytes := 0
 	for hop := 0; ; hop++ {
 		res, release, err := c.fetchFrom(ctx, req, view)
-		if err != nil || len(res.Records) > 0 || res.NextOffset <= req.Offset || hop == maxEmptyHops || ctx.Err() != nil {
-			return res, release, err
+		if err != nil {
+			if last != nil {
+				// What was read stands; the next fetch meets the error.
+				return last, nil, nil
+			}
+			return nil, nil, err
+		}
+		bytes += res.Bytes
+		res.Bytes = bytes
+		if len(res.Records) > 0 || res.NextOffset <= req.Offset || hop == maxEmptyHops || ctx.Err() != nil {
+			return res, release, nil
 		}
 		if release != nil {
-			release()
+			release() // no record refers to it
 		}
+		last = res
 		req.Offset = res.NextOffset
+		req.MaxWait = max(time.Until(deadline), 0)
 	}
 }
 
-// maxEmptyHops bounds the fetches one Fetch makes past batches without a
-// record for its reader; each moves the offset on.
+// maxEmptyHops bounds the fetches one PastEmpty fetch makes past batches
+// without a record for its reader; each moves the offset on.
 const maxEmptyHops = 64
 
 // fetchFrom is one fetch from req.Offset, retried while the error is

@@ -146,6 +146,9 @@ func (s *Consumer) fetchRequest(ctx context.Context, req *skeinv1.FetchRequest) 
 		// An offline partition is answered LEADER_NOT_AVAILABLE once the
 		// caller's own wait (or a moment for the metadata) has passed.
 		LeaderWait: max(wait, offlineGrace),
+		// An answer that is empty only because its batches hold no record
+		// for the reader is not the end of the partition.
+		PastEmpty: true,
 	}, nil
 }
 
