@@ -95,6 +95,7 @@ func (t *Transactions) call(ctx context.Context, id string, fn func(context.Cont
 		ctx, cancel = context.WithTimeout(ctx, DefaultAPITimeout)
 		defer cancel()
 	}
+	var cause error // the last retriable refusal, which a deadline cuts short
 	for attempt := 0; ; attempt++ {
 		co, err := t.owner(ctx, id)
 		if err == nil {
@@ -109,10 +110,16 @@ func (t *Transactions) call(ctx context.Context, id string, fn func(context.Cont
 				}
 			}
 		}
+		if err != nil && ctx.Err() != nil && cause != nil {
+			// The call the deadline cut short says only that; the refusal
+			// before it says why the call could not be made.
+			return errs.Errorf(errs.Of(cause), "%s (still so when the request's deadline passed)", errs.Message(cause))
+		}
 		concurrent := errs.Of(err) == errs.ConcurrentTransactions
 		if err == nil || !(concurrent || coordinatorErr(err) || slices.Contains(also, errs.Of(err))) || ctx.Err() != nil {
 			return err
 		}
+		cause = err
 		t.c.log.DebugContext(ctx, "transaction coordinator call failed, retrying", "transactional_id", id, "err", err)
 		wait := min(t.c.backoff(attempt), time.Second)
 		if concurrent {
@@ -122,7 +129,7 @@ func (t *Transactions) call(ctx context.Context, id string, fn func(context.Cont
 			wait = min(concurrentBackoff<<min(attempt, 5), 100*time.Millisecond)
 		}
 		if sleep(ctx, wait) != nil {
-			return err
+			return errs.Errorf(errs.Of(cause), "%s (still so when the request's deadline passed)", errs.Message(cause))
 		}
 	}
 }

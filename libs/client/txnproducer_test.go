@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -485,6 +486,17 @@ func TestAbortRetriedAfterItNeverArrived(t *testing.T) {
 	cancel()
 	if err == nil {
 		t.Fatal("Abort with the coordinator down succeeded")
+	}
+	// A retry the deadline cuts short answers why the call could not be
+	// made, not only that time ran out.
+	tc.KeepAnswers()
+	tc.FailNext(down, 1)
+	tc.HangNextEnds(1)
+	short, cancel = context.WithTimeout(ctx(t), time.Second)
+	err = p.Abort(short)
+	cancel()
+	if errs.Of(err) != errs.CoordinatorNotAvailable || !strings.Contains(errs.Message(err), "the coordinator is down") {
+		t.Fatalf("Abort cut short while retrying: %v, want the refusal before the deadline", err)
 	}
 	tc.KeepAnswers()
 	if err := p.Abort(ctx(t)); err != nil {

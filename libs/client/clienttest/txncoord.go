@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
 
 	controllerv1 "skein/gen/skein/controller/v1"
 	txnv1 "skein/gen/skein/txn/v1"
@@ -36,6 +37,7 @@ type TxnCoordinator struct {
 	ids   map[string]*fakeTxn
 	fail  []error
 	lose  []error
+	hang  int      // EndTxn calls still to hold until their caller gives up
 	calls []string // "init", "add", "offsets", "end"
 	adds  [][]string
 }
@@ -250,12 +252,28 @@ func (tc *TxnCoordinator) AddOffsetsToTxn(_ context.Context, req *txnv1.AddOffse
 }
 
 // EndTxn ends the open transaction and answers the bumped epoch.
-func (tc *TxnCoordinator) EndTxn(_ context.Context, req *txnv1.EndTxnRequest) (*txnv1.EndTxnResponse, error) {
+// HangNextEnds makes the next n EndTxn calls that FailNext does not fail
+// wait, unanswered, until their callers give up (a coordinator stuck on a
+// write).
+func (tc *TxnCoordinator) HangNextEnds(n int) {
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
+	tc.hang += n
+}
+
+func (tc *TxnCoordinator) EndTxn(ctx context.Context, req *txnv1.EndTxnRequest) (*txnv1.EndTxnResponse, error) {
+	tc.mu.Lock()
 	if err := tc.failed("end"); err != nil {
+		tc.mu.Unlock()
 		return nil, err
 	}
+	if tc.hang > 0 {
+		tc.hang--
+		tc.mu.Unlock()
+		<-ctx.Done()
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+	defer tc.mu.Unlock()
 	id := req.GetTransactionalId()
 	if x := tc.ids[id]; x != nil && x.pid == req.GetProducerId() && x.ended >= 0 && int16(req.GetProducerEpoch()) == x.ended {
 		// A retry of the EndTxn that ended the last transaction: the same
