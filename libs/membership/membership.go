@@ -497,8 +497,14 @@ func (n *Node) Lookup(role Role, id int32) (m Member, ok bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for _, mem := range n.members {
-		// A name comes back with a restarted process: keep the latest.
-		if mem.Meta.Role == role && mem.Meta.ID == id && (!ok || mem.since.After(m.since)) {
+		if mem.Meta.Role != role || mem.Meta.ID != id {
+			continue
+		}
+		// A restarted process may come back under another name while
+		// its old one is still to be declared dead: an alive entry wins,
+		// then the latest.
+		better := mem.State == StateAlive && m.State != StateAlive || (mem.State == StateAlive) == (m.State == StateAlive) && mem.since.After(m.since)
+		if !ok || better {
 			m, ok = mem, true
 		}
 	}

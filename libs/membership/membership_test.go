@@ -186,3 +186,34 @@ func TestConfigErrors(t *testing.T) {
 		t.Error("meta above 512 bytes must be refused")
 	}
 }
+
+// Lookup finds a member by role and id: itself as alive; another in its
+// last known state, an alive entry before a dead one of the same process
+// under an older name, else the latest.
+func TestLookup(t *testing.T) {
+	self, _ := encodeMeta(Meta{Role: RoleController, ID: 1}, false)
+	now := time.Now()
+	n := &Node{name: "controller-1", meta: self, members: map[string]Member{
+		"controller-2":     {Name: "controller-2", Meta: Meta{Role: RoleController, ID: 2}, State: StateAlive, since: now.Add(-time.Minute)},
+		"controller-2-old": {Name: "controller-2-old", Meta: Meta{Role: RoleController, ID: 2}, State: StateDead, since: now},
+		"storage-2":        {Name: "storage-2", Meta: Meta{Role: RoleStorage, ID: 2}, State: StateAlive, since: now},
+		"controller-3-a":   {Name: "controller-3-a", Meta: Meta{Role: RoleController, ID: 3}, State: StateDead, since: now.Add(-time.Minute)},
+		"controller-3-b":   {Name: "controller-3-b", Meta: Meta{Role: RoleController, ID: 3}, State: StateLeft, since: now},
+	}}
+	for _, tc := range []struct {
+		id    int32
+		ok    bool
+		name  string
+		state State
+	}{
+		{1, true, "controller-1", StateAlive},
+		{2, true, "controller-2", StateAlive},
+		{3, true, "controller-3-b", StateLeft},
+		{4, false, "", StateAlive},
+	} {
+		m, ok := n.Lookup(RoleController, tc.id)
+		if ok != tc.ok || ok && (m.Name != tc.name || m.State != tc.state) {
+			t.Errorf("Lookup(controller, %d) = %s %v %v, want %s %v %v", tc.id, m.Name, m.State, ok, tc.name, tc.state, tc.ok)
+		}
+	}
+}

@@ -381,8 +381,9 @@ type ControllerInfo struct {
 	Addr   string                 `protobuf:"bytes,2,opt,name=addr,proto3" json:"addr,omitempty"`
 	Leader bool                   `protobuf:"varint,3,opt,name=leader,proto3" json:"leader,omitempty"`
 	// "ALIVE", or "DEAD" once gossip has declared it failed or gone (a
-	// stopped, paused or cut-off controller), as the controller that
-	// answered sees it; empty when that controller runs without gossip.
+	// stopped, paused or cut-off controller) or while gossip has not seen
+	// it, as the controller that answered sees it; empty when that
+	// controller runs without gossip.
 	State         string `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -655,9 +655,9 @@ type ControllerNode struct {
 	Addr     string                 `protobuf:"bytes,2,opt,name=addr,proto3" json:"addr,omitempty"`
 	Leader   bool                   `protobuf:"varint,3,opt,name=leader,proto3" json:"leader,omitempty"`
 	RaftAddr string                 `protobuf:"bytes,4,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
-	// "ALIVE" or "DEAD" as gossip seen from the controller that answers
-	// (it counts itself ALIVE); empty when that controller runs without
-	// gossip.
+	// "ALIVE" or "DEAD" (failed, gone, or not seen yet) as gossip seen from
+	// the controller that answers (it counts itself ALIVE); empty when that
+	// controller runs without gossip.
 	State         string `protobuf:"bytes,5,opt,name=state,proto3" json:"state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
