@@ -499,11 +499,6 @@ func (s *Producer) ProduceStream(stream skeinv1.ProducerService_ProduceStreamSer
 			answers.ready(resp, nil)
 			continue
 		}
-		prod := producers[p.key()]
-		if prod == nil {
-			prod = s.newProducer(p.key())
-			producers[p.key()] = prod
-		}
 		resp := &skeinv1.ProduceStreamResponse{CorrelationId: req.GetCorrelationId(), Results: newResults(len(req.GetRecords()))}
 		for _, r := range p.refused {
 			setResult(resp.Results[r.i], client.Result{Partition: -1, Offset: -1, Err: r.err})
@@ -512,6 +507,11 @@ func (s *Producer) ProduceStream(stream skeinv1.ProducerService_ProduceStreamSer
 		if len(p.records) == 0 {
 			answers.ready(resp, hold)
 			continue
+		}
+		prod := producers[p.key()]
+		if prod == nil {
+			prod = s.newProducer(p.key())
+			producers[p.key()] = prod
 		}
 		var left atomic.Int64
 		left.Store(int64(len(p.records)))

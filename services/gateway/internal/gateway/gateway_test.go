@@ -631,6 +631,7 @@ func TestProduceStreamRefusesRecordsOneByOne(t *testing.T) {
 	reqs := []*skeinv1.ProduceStreamRequest{
 		{CorrelationId: 1, Topic: "small", Records: []*skeinv1.ProduceRecord{{Value: v("short")}, {Value: v(big)}, {Value: v("short2")}, {Value: v("p9"), Partition: ptr[int32](9)}, {Value: v("short3")}}},
 		{CorrelationId: 2, Topic: "small", Records: []*skeinv1.ProduceRecord{{Value: v(big)}}},
+		{CorrelationId: 3, Topic: "small", Records: []*skeinv1.ProduceRecord{{Value: v(big)}, {Value: v("short4")}, {Value: v(big)}, {Value: v("short5")}}},
 	}
 	for _, r := range reqs {
 		if err := ps.Send(r); err != nil {
@@ -660,12 +661,16 @@ func TestProduceStreamRefusesRecordsOneByOne(t *testing.T) {
 	if got := codes(seen[2]); fmt.Sprint(got) != fmt.Sprint([]string{"MESSAGE_TOO_LARGE/-1"}) {
 		t.Errorf("a request of one refused record: %v", got)
 	}
+	want3 := []string{"MESSAGE_TOO_LARGE/-1", "NONE/3", "MESSAGE_TOO_LARGE/-1", "NONE/4"}
+	if got := codes(seen[3]); fmt.Sprint(got) != fmt.Sprint(want3) {
+		t.Errorf("a request whose first record is refused: %v, want %v", got, want3)
+	}
 	fetch := e.mustDo("GET", "/v1/topics/small/partitions/0/records?offset=0", "")
 	var values []string
 	for _, r := range fetch["records"].([]any) {
 		values = append(values, r.(map[string]any)["value"].(string))
 	}
-	if strings.Join(values, ",") != "short,short2,short3" {
+	if strings.Join(values, ",") != "short,short2,short3,short4,short5" {
 		t.Errorf("the partition holds %v", values)
 	}
 }
