@@ -50,7 +50,7 @@ func main() {
 	fs.DurationVar(&c.minSession, "min-session-timeout", d.MinSessionTimeout, "group.consumer.min.session.timeout.ms: the shortest session a member may ask for")
 	fs.DurationVar(&c.maxSession, "max-session-timeout", d.MaxSessionTimeout, "group.consumer.max.session.timeout.ms: the longest session a member may ask for")
 	fs.DurationVar(&c.defaultSession, "session-timeout", d.DefaultSessionTimeout, "group.consumer.session.timeout.ms: a member's session when it asks for none")
-	fs.DurationVar(&c.heartbeat, "heartbeat-interval", d.HeartbeatInterval, "group.consumer.heartbeat.interval.ms: answered to every member")
+	fs.DurationVar(&c.heartbeat, "heartbeat-interval", d.HeartbeatInterval, "group.consumer.heartbeat.interval.ms: answered to every member (one whose session is shorter than three of it is told a third of its session)")
 	fs.IntVar(&c.maxGroupSize, "max-group-size", 0, "group.consumer.max.size: most members per group (0: no limit)")
 	fs.DurationVar(&c.writeTimeout, "write-timeout", 5*time.Second, "bound on one acks=all write to __consumer_offsets, retries included")
 	fs.DurationVar(&c.lagInterval, "lag-interval", 10*time.Second, "how often committed offsets are compared with high watermarks for the lag metrics")

@@ -305,8 +305,8 @@ func (g *Group) leave(req HeartbeatRequest, now time.Time) (HeartbeatResponse, e
 // member with a short session (6 s, say, against the 5 s default) is not
 // expired by one late or lost heartbeat.
 func (g *Group) heartbeatInterval(m *member) time.Duration {
-	if third := m.session / 3; third > 0 && third < g.cfg.HeartbeatInterval {
-		return third
+	if third := m.session / 3; m.session > 0 && third < g.cfg.HeartbeatInterval {
+		return max(third, time.Millisecond) // answered in whole milliseconds
 	}
 	return g.cfg.HeartbeatInterval
 }

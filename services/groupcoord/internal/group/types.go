@@ -26,7 +26,8 @@ type Config struct {
 	MinSessionTimeout, MaxSessionTimeout, DefaultSessionTimeout time.Duration
 	// DefaultRebalanceTimeout is a member's time to revoke when it asks for none.
 	DefaultRebalanceTimeout time.Duration
-	// HeartbeatInterval is answered to every member.
+	// HeartbeatInterval is answered to every member whose session is at
+	// least three of it; a shorter session gets a third of itself.
 	HeartbeatInterval time.Duration
 	// Assignors members may name; the first is the group's when none is named.
 	Assignors []assign.Assignor
