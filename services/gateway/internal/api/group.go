@@ -162,6 +162,9 @@ func (s *Group) joinRequest(ctx context.Context, req *skeinv1.JoinGroupRequest) 
 	default:
 		return nil, errs.Errorf(errs.UnsupportedAssignor, "assignor %q: want \"range\" or \"uniform\"", req.GetAssignor())
 	}
+	if err := validateRead(req.GetIsolationLevel(), skeinv1.Encoding_TEXT); err != nil {
+		return nil, err // a unary join ignores it, but not a value no reader could have
+	}
 	reset := req.GetAutoOffsetReset()
 	switch reset {
 	case "":
