@@ -46,6 +46,9 @@ type Group struct {
 	log      *slog.Logger
 	drain    sync.Once
 	draining chan struct{} // closed by Drain
+
+	streamsMu sync.Mutex
+	streams   map[[2]string]*streamMember // the Consume streams' members, by group and member id
 }
 
 // NewGroup serves GroupService through c.

@@ -6,12 +6,14 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	groupv1 "skein/gen/skein/group/v1"
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/client"
 	"skein/libs/errs"
+	"skein/libs/rpcerr"
 )
 
 // consumeAgain is what a Consume stream's client does when the gateway
@@ -59,6 +61,19 @@ func (s *Group) Consume(stream skeinv1.GroupService_ConsumeServer) error {
 	if err := validateRead(iso, skeinv1.Encoding_TEXT); err != nil {
 		return err
 	}
+	// A second stream that joins as the same member (a client that
+	// reconnected before this gateway saw its first stream end) takes the
+	// member over: the first ends without leaving the group, so that the
+	// two neither read the same partitions nor does one's end remove the
+	// other from the group.
+	me := s.claimMember(join.GetGroupId(), join.GetMemberId(), cancel)
+	defer s.releaseMember(join.GetGroupId(), join.GetMemberId(), me)
+	ended := func() error {
+		if me.takenOver.Load() {
+			return rpcerr.ToGRPC(errs.Errorf(errs.FencedMemberEpoch, "another Consume stream joined group %q as this member: this one ends", join.GetGroupId()))
+		}
+		return drained(s.draining, consumeAgain)
+	}
 	changed := false
 	mark := func(context.Context, []client.TopicPartition) { changed = true }
 	gc, err := s.c.NewGroupConsumer(client.GroupConsumerConfig{
@@ -71,6 +86,9 @@ func (s *Group) Consume(stream skeinv1.GroupService_ConsumeServer) error {
 		return err
 	}
 	defer func() {
+		if me.takenOver.Load() {
+			return // the member goes on in the stream that took it over
+		}
 		lctx, lcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer lcancel()
 		// The client commits what it processed: records streamed to it
@@ -148,7 +166,7 @@ func (s *Group) Consume(stream skeinv1.GroupService_ConsumeServer) error {
 		select {
 		case err := <-recvErr:
 			if ctx.Err() != nil {
-				return drained(s.draining, consumeAgain)
+				return ended()
 			}
 			if errors.Is(err, io.EOF) {
 				// The client's last commits may still be queued (a client
@@ -176,7 +194,7 @@ func (s *Group) Consume(stream skeinv1.GroupService_ConsumeServer) error {
 		}
 		recs, err := gc.Poll(ctx)
 		if ctx.Err() != nil {
-			return drained(s.draining, consumeAgain)
+			return ended()
 		}
 		if err != nil {
 			return err
@@ -217,6 +235,55 @@ func (s *Group) Consume(stream skeinv1.GroupService_ConsumeServer) error {
 			return err
 		}
 	}
+}
+
+// streamMember is a Consume stream's hold on its member id on this gateway.
+type streamMember struct {
+	cancel    context.CancelFunc
+	takenOver atomic.Bool
+	done      chan struct{} // closed once the stream let go of the member
+}
+
+// claimMember registers a stream as the member's on this gateway; a stream
+// that held it before is taken over (cancelled; it ends without leaving)
+// and waited for, a moment at most, so that it is done with the member
+// before this one joins.
+func (s *Group) claimMember(group, member string, cancel context.CancelFunc) *streamMember {
+	me := &streamMember{cancel: cancel, done: make(chan struct{})}
+	key := [2]string{group, member}
+	s.streamsMu.Lock()
+	prev := s.streams[key]
+	if s.streams == nil {
+		s.streams = map[[2]string]*streamMember{}
+	}
+	s.streams[key] = me
+	s.streamsMu.Unlock()
+	if prev != nil {
+		prev.takenOver.Store(true)
+		prev.cancel()
+		t := time.NewTimer(takeoverWait)
+		defer t.Stop()
+		select {
+		case <-prev.done:
+		case <-t.C:
+		}
+	}
+	return me
+}
+
+// takeoverWait bounds how long a stream taking a member over waits for the
+// stream that held it to end.
+const takeoverWait = 5 * time.Second
+
+// releaseMember lets go of the member, unless another stream took it over.
+func (s *Group) releaseMember(group, member string, me *streamMember) {
+	key := [2]string{group, member}
+	s.streamsMu.Lock()
+	if s.streams[key] == me {
+		delete(s.streams, key)
+	}
+	s.streamsMu.Unlock()
+	close(me.done)
 }
 
 // streamCommit commits a stream member's offsets at its current epoch and

@@ -765,3 +765,48 @@ func TestRESTCommitNeedsEveryOffset(t *testing.T) {
 		t.Fatalf("offsets after committing 0: %v", offs)
 	}
 }
+
+// A second Consume stream that joins as the same member (a client that
+// reconnected before the gateway saw its first stream end) takes the
+// member over: the first stream ends FENCED_MEMBER_EPOCH without leaving
+// the group, and the member reads on in the second, alone.
+func TestGroupConsumeStreamTakesOverItsMember(t *testing.T) {
+	e := startGroups(t)
+	e.mustDo("POST", "/v1/topics", `{"name": "t", "partitions": 1, "replication_factor": 1}`)
+	e.produce("t", 1, 10)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	join := func() skeinv1.GroupService_ConsumeClient {
+		stream, err := skeinv1.NewGroupServiceClient(dialGRPC(t, e.gw.GRPCAddr())).Consume(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := stream.Send(&skeinv1.ConsumeRequest{Kind: &skeinv1.ConsumeRequest_Subscribe{Subscribe: &skeinv1.JoinGroupRequest{
+			Group: "s", Topics: []string{"t"}, AutoOffsetReset: "earliest", MemberId: "m-same"}}}); err != nil {
+			t.Fatal(err)
+		}
+		return stream
+	}
+	first := join()
+	readSome(t, first)
+	second := join()
+	readSome(t, second)
+	// The first ends, fenced.
+	for {
+		_, err := first.Recv()
+		if err == nil {
+			continue
+		}
+		if st := status.Convert(err); !strings.Contains(st.Message(), "another Consume stream joined") || !strings.Contains(fmt.Sprint(st.Details()), "FENCED_MEMBER_EPOCH") {
+			t.Fatalf("the first stream ended with %v, want FENCED_MEMBER_EPOCH naming the takeover", err)
+		}
+		break
+	}
+	// The member is still in the group, once, and reads on in the second.
+	time.Sleep(300 * time.Millisecond)
+	if m := e.coord.Members("s"); len(m) != 1 {
+		t.Fatalf("members after the takeover: %v, want the one member", m)
+	}
+	e.produce("t", 1, 1)
+	readSome(t, second)
+}
