@@ -617,6 +617,19 @@ func (g *GroupConsumer) Close(ctx context.Context) error { return g.close(ctx, t
 // partition's next owner.
 func (g *GroupConsumer) Leave(ctx context.Context) error { return g.close(ctx, false) }
 
+// Drop stops the consumer and lets go of what it holds (its reads from
+// the partitions' leaders, its coordinator connections) without leaving
+// the group or committing: for a member that another consumer has taken
+// over under the same member id, which goes on being the member.
+func (g *GroupConsumer) Drop() {
+	if g.closed {
+		return
+	}
+	g.closed = true
+	g.stopFollows()
+	g.groups.Close()
+}
+
 func (g *GroupConsumer) close(ctx context.Context, commit bool) error {
 	if g.closed {
 		return nil

@@ -87,7 +87,8 @@ func (s *Group) Consume(stream skeinv1.GroupService_ConsumeServer) error {
 	}
 	defer func() {
 		if me.takenOver.Load() {
-			return // the member goes on in the stream that took it over
+			gc.Drop() // the member goes on in the stream that took it over
+			return
 		}
 		lctx, lcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer lcancel()

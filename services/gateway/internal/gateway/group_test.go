@@ -802,11 +802,18 @@ func TestGroupConsumeStreamTakesOverItsMember(t *testing.T) {
 		}
 		break
 	}
-	// The member is still in the group, once, and reads on in the second.
+	// The member is still in the group, once, and reads on in the second;
+	// the first stream's read from the leader has ended.
 	time.Sleep(300 * time.Millisecond)
 	if m := e.coord.Members("s"); len(m) != 1 {
 		t.Fatalf("members after the takeover: %v, want the one member", m)
 	}
 	e.produce("t", 1, 1)
 	readSome(t, second)
+	leader := e.cluster.Leader("t", 0)
+	for deadline := time.Now().Add(5 * time.Second); leader.FollowOpen() != 1; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d reads open at the leader after the takeover, want the second stream's one", leader.FollowOpen())
+		}
+	}
 }
