@@ -208,11 +208,36 @@ func Main(args []string, io IO) int {
 		fmt.Fprintf(io.Err, "skein: %v\n", err)
 		return 2
 	case errors.As(err, &ue):
-		fmt.Fprintf(io.Err, "skein: %v\n\n%s", err, usage)
+		if u := commandUsage(args[0]); u != "" {
+			// The command's own lines, not the whole command line's.
+			fmt.Fprintf(io.Err, "skein: %v\n\nUsage:\n%s\n(skein --help for every command)\n", err, u)
+		} else {
+			fmt.Fprintf(io.Err, "skein: %v\n\n%s", err, usage)
+		}
 		return 2
 	}
 	fmt.Fprintln(io.Err, "skein:", describeErr(err))
 	return 1
+}
+
+// commandUsage answers the usage lines of command cmd (each "  skein cmd"
+// line and the more indented lines that continue it), "" for a command
+// the usage does not list.
+func commandUsage(cmd string) string {
+	var b strings.Builder
+	in := false
+	for _, line := range strings.Split(usage, "\n") {
+		switch {
+		case strings.HasPrefix(line, "  skein "):
+			in = strings.HasPrefix(line, "  skein "+cmd+" ") || line == "  skein "+cmd
+		case !strings.HasPrefix(line, "   "):
+			in = false
+		}
+		if in {
+			b.WriteString(line + "\n")
+		}
+	}
+	return b.String()
 }
 
 // int32Flag answers a flag's value as an int32, or a usage error naming

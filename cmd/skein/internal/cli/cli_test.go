@@ -450,6 +450,14 @@ func TestClusterAndUsage(t *testing.T) {
 			t.Errorf("%q: exit %d, want 2", args, code)
 		}
 	}
+	// A usage error shows the command's own usage, not every command's.
+	if code, _, errOut := run(t, "", "group", "describe"); code != 2 || !strings.Contains(errOut, "skein group describe GROUP") ||
+		!strings.Contains(errOut, "skein group dlq-replay") || strings.Contains(errOut, "skein topic create") || !strings.Contains(errOut, "skein --help") {
+		t.Errorf("group describe without a group: %d %q", code, errOut)
+	}
+	if code, _, errOut := run(t, "", "bogus"); code != 2 || !strings.Contains(errOut, "skein topic create") {
+		t.Errorf("an unknown command shows every command: %d %q", code, errOut)
+	}
 	// Bad values and flags that would do nothing are usage errors that
 	// say what is wrong.
 	for _, tc := range []struct {
