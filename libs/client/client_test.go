@@ -787,6 +787,14 @@ func TestFetchGoesPastBatchesWithoutRecords(t *testing.T) {
 	if err != nil || len(res.Records) != 0 || res.NextOffset != 3 {
 		t.Fatalf("fetch cut short after the marker: %+v %v", res, err)
 	}
+	// The same through FetchView, which answers a release to call.
+	short2, cancel2 := context.WithTimeout(ctx(t), 300*time.Millisecond)
+	defer cancel2()
+	res, release, err := c.FetchView(short2, client.FetchRequest{Topic: "t", Partition: 0, Offset: 0, MaxWait: 5 * time.Second, PastEmpty: true})
+	if err != nil || release == nil || len(res.Records) != 0 || res.NextOffset != 3 {
+		t.Fatalf("view cut short after the marker: %+v, release %v, %v", res, release != nil, err)
+	}
+	release()
 }
 
 // A long poll parked on a leader that stops answering ends when the

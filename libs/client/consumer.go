@@ -168,7 +168,13 @@ func (c *Client) fetch(ctx context.Context, req FetchRequest, view bool) (*Fetch
 		if err != nil {
 			if last != nil {
 				// What was read stands; the next fetch meets the error.
-				return last, nil, nil
+				// Its records (none) hold no buffer, but a view's caller
+				// still gets a release to call.
+				var release func()
+				if view {
+					release = func() {}
+				}
+				return last, release, nil
 			}
 			return nil, nil, err
 		}
