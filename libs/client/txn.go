@@ -95,7 +95,7 @@ func (t *Transactions) call(ctx context.Context, id string, fn func(context.Cont
 		ctx, cancel = context.WithTimeout(ctx, DefaultAPITimeout)
 		defer cancel()
 	}
-	var cause error // the last retriable refusal, which a deadline cuts short
+	var cause error // the last retriable refusal, for a retry the deadline cuts short
 	for attempt := 0; ; attempt++ {
 		co, err := t.owner(ctx, id)
 		if err == nil {
@@ -110,10 +110,11 @@ func (t *Transactions) call(ctx context.Context, id string, fn func(context.Cont
 				}
 			}
 		}
-		if err != nil && ctx.Err() != nil && cause != nil {
-			// The call the deadline cut short says only that; the refusal
-			// before it says why the call could not be made.
-			return errs.Errorf(errs.Of(cause), "%s (still so when the request's deadline passed)", errs.Message(cause))
+		if err != nil && ctx.Err() != nil && cause != nil && errs.Of(err) == errs.RequestTimedOut {
+			// The call the deadline cut short says only that (and its
+			// outcome is unknown: it may have reached the coordinator);
+			// the refusal before it says why it was being retried.
+			return errs.Errorf(errs.RequestTimedOut, "%s; the attempt before it was refused: %s: %s", errs.Message(err), errs.Of(cause).Name, errs.Message(cause))
 		}
 		concurrent := errs.Of(err) == errs.ConcurrentTransactions
 		if err == nil || !(concurrent || coordinatorErr(err) || slices.Contains(also, errs.Of(err))) || ctx.Err() != nil {
@@ -129,7 +130,7 @@ func (t *Transactions) call(ctx context.Context, id string, fn func(context.Cont
 			wait = min(concurrentBackoff<<min(attempt, 5), 100*time.Millisecond)
 		}
 		if sleep(ctx, wait) != nil {
-			return errs.Errorf(errs.Of(cause), "%s (still so when the request's deadline passed)", errs.Message(cause))
+			return err // nothing was sent since: the refusal is the answer
 		}
 	}
 }

@@ -487,16 +487,17 @@ func TestAbortRetriedAfterItNeverArrived(t *testing.T) {
 	if err == nil {
 		t.Fatal("Abort with the coordinator down succeeded")
 	}
-	// A retry the deadline cuts short answers why the call could not be
-	// made, not only that time ran out.
+	// A retry the deadline cuts short answers that its outcome is unknown
+	// (REQUEST_TIMED_OUT: it may have reached the coordinator), and why it
+	// was being retried.
 	tc.KeepAnswers()
 	tc.FailNext(down, 1)
 	tc.HangNextEnds(1)
 	short, cancel = context.WithTimeout(ctx(t), time.Second)
 	err = p.Abort(short)
 	cancel()
-	if errs.Of(err) != errs.CoordinatorNotAvailable || !strings.Contains(errs.Message(err), "the coordinator is down") {
-		t.Fatalf("Abort cut short while retrying: %v, want the refusal before the deadline", err)
+	if errs.Of(err) != errs.RequestTimedOut || !strings.Contains(errs.Message(err), "COORDINATOR_NOT_AVAILABLE: the coordinator is down") {
+		t.Fatalf("Abort cut short while retrying: %v, want REQUEST_TIMED_OUT naming the refusal before it", err)
 	}
 	tc.KeepAnswers()
 	if err := p.Abort(ctx(t)); err != nil {
