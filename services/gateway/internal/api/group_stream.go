@@ -66,7 +66,7 @@ func (s *Group) Consume(stream skeinv1.GroupService_ConsumeServer) error {
 	// member over: the first ends without leaving the group, so that the
 	// two neither read the same partitions nor does one's end remove the
 	// other from the group.
-	me := s.claimMember(join.GetGroupId(), join.GetMemberId(), cancel)
+	me := s.claimMember(ctx, join.GetGroupId(), join.GetMemberId(), cancel)
 	defer s.releaseMember(join.GetGroupId(), join.GetMemberId(), me)
 	ended := func() error {
 		if me.takenOver.Load() {
@@ -247,9 +247,10 @@ type streamMember struct {
 
 // claimMember registers a stream as the member's on this gateway; a stream
 // that held it before is taken over (cancelled; it ends without leaving)
-// and waited for, a moment at most, so that it is done with the member
+// and waited for, a moment at most (one stuck sending to a client that is
+// gone does not notice the cancel), so that it is done with the member
 // before this one joins.
-func (s *Group) claimMember(group, member string, cancel context.CancelFunc) *streamMember {
+func (s *Group) claimMember(ctx context.Context, group, member string, cancel context.CancelFunc) *streamMember {
 	me := &streamMember{cancel: cancel, done: make(chan struct{})}
 	key := [2]string{group, member}
 	s.streamsMu.Lock()
@@ -267,6 +268,7 @@ func (s *Group) claimMember(group, member string, cancel context.CancelFunc) *st
 		select {
 		case <-prev.done:
 		case <-t.C:
+		case <-ctx.Done():
 		}
 	}
 	return me
@@ -274,7 +276,7 @@ func (s *Group) claimMember(group, member string, cancel context.CancelFunc) *st
 
 // takeoverWait bounds how long a stream taking a member over waits for the
 // stream that held it to end.
-const takeoverWait = 5 * time.Second
+const takeoverWait = time.Second
 
 // releaseMember lets go of the member, unless another stream took it over.
 func (s *Group) releaseMember(group, member string, me *streamMember) {
