@@ -110,10 +110,11 @@ func (t *Transactions) call(ctx context.Context, id string, fn func(context.Cont
 				}
 			}
 		}
-		if err != nil && ctx.Err() != nil && cause != nil && errs.Of(err) == errs.RequestTimedOut {
-			// The call the deadline cut short says only that (and its
-			// outcome is unknown: it may have reached the coordinator);
-			// the refusal before it says why it was being retried.
+		if err != nil && cause != nil && errs.Of(err) == errs.RequestTimedOut {
+			// The call the deadline cut short (ours, or the server's
+			// copy of it, which may fire first) says only that, and its
+			// outcome is unknown: it may have reached the coordinator.
+			// The refusal before it says why it was being retried.
 			return errs.Errorf(errs.RequestTimedOut, "%s; the attempt before it was refused: %s: %s", errs.Message(err), errs.Of(cause).Name, errs.Message(cause))
 		}
 		concurrent := errs.Of(err) == errs.ConcurrentTransactions
