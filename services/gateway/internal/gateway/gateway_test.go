@@ -265,6 +265,7 @@ func TestRESTRefusals(t *testing.T) {
 		{"transactional produce with acks 0", "POST", "/v1/topics/t/partitions/0/records", `{"acks": 0, "transactional_id": "tx", "producer_id": 5, "producer_epoch": 0, "base_sequence": 0, "records": [{"value": "v"}]}`, 400, "INVALID_REQUIRED_ACKS"},
 		{"delete records of an internal topic", "POST", "/v1/topics/__consumer_offsets/records:delete", `{"partitions": [{"partition": 0, "offset": 1}]}`, 400, "INVALID_TOPIC_EXCEPTION"},
 		{"timestamp without spec TIMESTAMP", "GET", "/v1/topics/t/offsets?timestamp_ms=1764400000000", "", 400, "INVALID_REQUEST"},
+		{"spec TIMESTAMP without a timestamp", "GET", "/v1/topics/t/offsets?spec=TIMESTAMP", "", 400, "INVALID_REQUEST"},
 		{"timestamp with spec EARLIEST", "GET", "/v1/topics/t/offsets?spec=EARLIEST&timestamp_ms=5", "", 400, "INVALID_REQUEST"},
 		{"misspelt query parameter", "GET", "/v1/topics/t/partitions/0/records?offest=5", "", 400, "INVALID_REQUEST"},
 		{"query parameter the route does not take", "GET", "/v1/topics/t/offsets?partition=1", "", 400, "INVALID_REQUEST"},

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/errs"
 )
 
@@ -37,7 +38,15 @@ func (p *strictQueryParser) Parse(msg proto.Message, values url.Values, filter *
 			return fmt.Errorf("unknown query parameter %q", key)
 		}
 	}
-	return p.DefaultQueryParser.Parse(msg, values, filter)
+	if err := p.DefaultQueryParser.Parse(msg, values, filter); err != nil {
+		return err
+	}
+	// A lookup by time names the time: protobuf reads a missing one as 0,
+	// which would answer each partition's first offset as if asked for it.
+	if r, ok := msg.(*skeinv1.ListOffsetsRequest); ok && r.GetSpec() == skeinv1.OffsetSpec_TIMESTAMP && !values.Has("timestamp_ms") && !values.Has("timestampMs") {
+		return fmt.Errorf("spec TIMESTAMP needs timestamp_ms: the time, in milliseconds since the epoch, to find the first offset at or after")
+	}
+	return nil
 }
 
 // hasField reports whether path (field names, proto or JSON, one per level
