@@ -379,7 +379,9 @@ func (s *Admin) ListOffsets(ctx context.Context, req *skeinv1.ListOffsetsRequest
 	for _, o := range offs {
 		po := &skeinv1.PartitionOffset{Partition: o.Partition, Offset: o.Offset, TimestampMs: o.Timestamp}
 		if o.Err != nil {
-			po.Offset, po.ErrorCode, po.Message = -1, skeinv1.ErrorCode(errs.CodeOf(o.Err)), errs.Message(o.Err)
+			// -1 for both, as a lookup that found nothing answers: 0 is a
+			// time a record may have.
+			po.Offset, po.TimestampMs, po.ErrorCode, po.Message = -1, -1, skeinv1.ErrorCode(errs.CodeOf(o.Err)), errs.Message(o.Err)
 		}
 		out.Offsets = append(out.Offsets, po)
 	}

@@ -505,6 +505,26 @@ func TestAdminOverREST(t *testing.T) {
 	if o := offs["offsets"].([]any); o[1].(map[string]any)["offset"] != "0" || o[0].(map[string]any)["offset"] != "-1" {
 		t.Errorf("offsets by time %v", offs)
 	}
+	// A partition without a leader answers its row's error with -1 for the
+	// offset and the time alike, as a lookup that found nothing does.
+	leader2, _, _ := e.cluster.Controller.Leader("a.b_c-1", 2)
+	e.cluster.Controller.SetLeader("a.b_c-1", 2, -1)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		offs = e.mustDo("GET", "/v1/topics/a.b_c-1/offsets?spec=EARLIEST", "")
+		o := offs["offsets"].([]any)[2].(map[string]any)
+		if o["error_code"] == "LEADER_NOT_AVAILABLE" {
+			if o["offset"] != "-1" || o["timestamp_ms"] != "-1" || o["message"] == "" {
+				t.Errorf("a leaderless partition's row %v", o)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("partition 2 still answers %v with no leader", o)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	e.cluster.Controller.SetLeader("a.b_c-1", 2, leader2)
 	el := e.mustDo("POST", "/v1/leaders:elect", `{"topic": "a.b_c-1", "type": "PREFERRED"}`)
 	if r := el["results"].([]any); len(r) != 3 || r[0].(map[string]any)["error_code"] != "ELECTION_NOT_NEEDED" {
 		t.Errorf("elect %v", el)
