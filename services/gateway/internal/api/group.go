@@ -322,6 +322,12 @@ func (s *Group) FetchGroupRecords(ctx context.Context, req *skeinv1.FetchGroupRe
 	if err != nil {
 		return nil, err
 	}
+	// This call's heartbeat keeps the member for one heartbeat interval:
+	// a wait past it could outlast the member's session, and answer
+	// records of partitions the group has given to another member since.
+	if hb := time.Duration(resp.GetHeartbeatIntervalMs()) * time.Millisecond; hb > 0 {
+		wait = min(wait, hb)
+	}
 	out := &skeinv1.FetchGroupRecordsResponse{Records: []*skeinv1.ConsumedRecord{}, MemberEpoch: resp.GetMemberEpoch(),
 		Assignment: toAssignment(resp.GetAssignment()), Positions: []*skeinv1.TopicPartitionOffset{}}
 	failed := deliveryAttempts(resp.GetDeliveries())

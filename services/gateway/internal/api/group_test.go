@@ -279,3 +279,28 @@ func groupFixture(t *testing.T, topics map[string]int32) (*Group, *clienttest.Gr
 	t.Cleanup(func() { s.Close() })
 	return s, gc, c, ctx
 }
+
+// A member's fetch waits no longer than its heartbeat interval, whatever
+// max_wait_ms asks: the call's heartbeat keeps the member only that long,
+// and a longer wait could outlast its session and answer records of
+// partitions the group has since given to another member.
+func TestGroupFetchWaitsAtMostAHeartbeatInterval(t *testing.T) {
+	s, gc, _, ctx := groupFixture(t, map[string]int32{"t": 1})
+	gc.SetHeartbeatInterval(300 * time.Millisecond)
+	a, err := s.JoinGroup(ctx, &skeinv1.JoinGroupRequest{Group: "g", Topics: []string{"t"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait := int32(10_000)
+	start := time.Now()
+	resp, err := s.FetchGroupRecords(ctx, &skeinv1.FetchGroupRecordsRequest{Group: "g", MemberId: a.GetMemberId(), MemberEpoch: a.GetMemberEpoch(), MaxWaitMs: &wait})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("an empty fetch took %v with a 300 ms heartbeat interval", took)
+	}
+	if len(resp.GetRecords()) != 0 || !slices.Equal(partitionsOf(resp.GetAssignment()), []int32{0}) {
+		t.Fatalf("answered %v", resp)
+	}
+}
