@@ -6,8 +6,10 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"path"
 	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
@@ -170,6 +172,27 @@ func newHTTPHandler(api http.Handler, rl restLimits, ready func() bool, metrics 
 	h.Handle("GET /metrics", metrics)
 	h.Handle("/", rl.wrap(validUTF8(api)))
 	return h
+}
+
+// refuseUncleanPath refuses a path with an empty, "." or ".." segment
+// (/v1/groups//members): http.ServeMux would redirect it to its cleaned
+// form, and a client that follows redirects would then call another route
+// than it named (a DELETE /v1/groups//config became the deletion of a
+// group named "config"). A missing name is the caller's mistake to hear of.
+func refuseUncleanPath(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := r.URL.EscapedPath()
+		clean := path.Clean(p)
+		if strings.HasSuffix(p, "/") && clean != "/" {
+			clean += "/" // the mux keeps a trailing slash
+		}
+		if p != "" && clean != p {
+			writeError(w, http.StatusBadRequest, errorBody{Code: int32(codes.InvalidArgument), ErrorCode: errs.InvalidRequest.Name,
+				Message: "the path " + strconv.Quote(p) + " has an empty, \".\" or \"..\" segment: name every part of the route"})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // validUTF8 refuses a request whose path or query is not UTF-8 once
