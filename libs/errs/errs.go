@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"strconv"
+	"unicode/utf8"
 )
 
 // Code is a Kafka-compatible error code. The numbers are the wire values of the
@@ -224,4 +226,21 @@ func Message(err error) string {
 		return e.Desc
 	}
 	return err.Error()
+}
+
+// maxQuoted bounds how much of a refused value an error message repeats.
+const maxQuoted = 64
+
+// Quote quotes a refused value for an error message: whole when short,
+// else its first 64 bytes (whole characters) and its length, so that a
+// refused 100 KB value is not sent back whole.
+func Quote(v string) string {
+	if len(v) <= maxQuoted {
+		return strconv.Quote(v)
+	}
+	cut := maxQuoted
+	for cut > 0 && !utf8.RuneStart(v[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(v[:cut]), len(v))
 }

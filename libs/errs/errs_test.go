@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -125,5 +127,20 @@ func TestOfAndRetriable(t *testing.T) {
 	}
 	if !errors.Is(wrapped, NotLeaderOrFollower) || errors.Is(wrapped, FencedLeaderEpoch) {
 		t.Error("errors.Is must match the row and only the row")
+	}
+}
+
+// A refused value is repeated in a message whole when short, and cut (at a
+// character's start) with its length when long.
+func TestQuote(t *testing.T) {
+	if got := Quote("ten"); got != `"ten"` {
+		t.Errorf("a short value: %s", got)
+	}
+	long := strings.Repeat("9", 63) + "é" + strings.Repeat("x", 100_000)
+	if got, want := Quote(long), strconv.Quote(strings.Repeat("9", 63))+"… (100065 bytes)"; got != want {
+		t.Errorf("a long value: %s, want %s", got, want)
+	}
+	if got := Quote(strings.Repeat("a", 64)); got != strconv.Quote(strings.Repeat("a", 64)) {
+		t.Errorf("64 bytes: %s", got)
 	}
 }

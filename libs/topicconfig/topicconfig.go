@@ -98,7 +98,7 @@ func longBound(f float64) int64 {
 // Check validates one value against its key's row.
 func (k Key) Check(value string) error {
 	bad := func(format string, args ...any) error {
-		return errs.Errorf(errs.InvalidConfig, "invalid value %q for %s: %s", value, k.Name, fmt.Sprintf(format, args...))
+		return errs.Errorf(errs.InvalidConfig, "invalid value %s for %s: %s", errs.Quote(value), k.Name, fmt.Sprintf(format, args...))
 	}
 	switch k.Type {
 	case Long, Int:
@@ -185,9 +185,12 @@ func Validate(overrides map[string]string) error {
 // the spaces around it, which Check and Parse read past (Kafka trims them
 // too), so that every reader of a stored value reads what was validated. A
 // value of spaces alone is left as it is, for validation to refuse: it is
-// not the empty value, which removes an override. A list (cleanup.policy)
-// is kept as its items, each once, without empty ones: "compact,,delete"
-// and "compact, delete" are "compact,delete", as describe then shows.
+// not the empty value, which removes an override. A value of a known key
+// is kept in its one written form, as Kafka describes the value it parsed:
+// a number as its digits ("+5" and "05" are "5"), a boolean in lower case,
+// a list (cleanup.policy) as its items, each once, without empty ones
+// ("compact,,delete" and "compact, delete" are "compact,delete"). A value
+// that does not parse is left as it came, for validation to refuse.
 func Normalize(overrides map[string]string) map[string]string {
 	if overrides == nil {
 		return nil
@@ -197,20 +200,42 @@ func Normalize(overrides map[string]string) map[string]string {
 		if t := strings.TrimSpace(v); t != "" {
 			v = t
 		}
-		if key, ok := Lookup(k); ok && key.Type == List {
-			if items := splitList(v); len(items) > 0 {
-				seen := map[string]bool{}
-				items = slices.DeleteFunc(items, func(it string) bool {
-					dup := seen[it]
-					seen[it] = true
-					return dup
-				})
-				v = strings.Join(items, ",")
-			}
+		if key, ok := Lookup(k); ok {
+			v = key.canonical(v)
 		}
 		out[k] = v
 	}
 	return out
+}
+
+// canonical answers the one written form of a value of k (see Normalize),
+// or value itself when it does not parse as k's type.
+func (k Key) canonical(value string) string {
+	switch k.Type {
+	case Long, Int:
+		if n, err := strconv.ParseInt(value, 10, 64); err == nil {
+			return strconv.FormatInt(n, 10)
+		}
+	case Double:
+		if f, err := strconv.ParseFloat(value, 64); err == nil && !math.IsNaN(f) && !math.IsInf(f, 0) {
+			return strconv.FormatFloat(f, 'g', -1, 64)
+		}
+	case Bool:
+		if b, err := parseBool(value); err == nil {
+			return strconv.FormatBool(b)
+		}
+	case List:
+		if items := splitList(value); len(items) > 0 {
+			seen := map[string]bool{}
+			items = slices.DeleteFunc(items, func(it string) bool {
+				dup := seen[it]
+				seen[it] = true
+				return dup
+			})
+			return strings.Join(items, ",")
+		}
+	}
+	return value
 }
 
 // CheckCombined checks the rules that join several keys of a topic's

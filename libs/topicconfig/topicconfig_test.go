@@ -146,7 +146,35 @@ func TestNormalizeTrimsValues(t *testing.T) {
 			t.Errorf("Normalize(cleanup.policy %q) = %q, want %q", in, got, want)
 		}
 	}
+	// A value is kept in the form Kafka would describe it in; one that does
+	// not parse is left as it came, for validation to refuse with it.
+	for _, c := range []struct{ key, in, want string }{
+		{"retention.ms", "+5", "5"},
+		{"min.insync.replicas", "07", "7"},
+		{"retention.bytes", "-01", "-1"},
+		{"unclean.leader.election.enable", "TRUE", "true"},
+		{"unclean.leader.election.enable", " False ", "false"},
+		{"min.cleanable.dirty.ratio", "0.50", "0.5"},
+		{"min.cleanable.dirty.ratio", "5e-1", "0.5"},
+		{"retention.ms", "1e3", "1e3"},
+		{"retention.ms", "ten", "ten"},
+		{"unclean.leader.election.enable", "yes", "yes"},
+		{"compression.type", " zstd ", "zstd"},
+		{"no.such.key", " +5 ", "+5"},
+	} {
+		if got := Normalize(map[string]string{c.key: c.in})[c.key]; got != c.want {
+			t.Errorf("Normalize(%s %q) = %q, want %q", c.key, c.in, got, c.want)
+		}
+	}
 	if Normalize(nil) != nil {
 		t.Error("Normalize(nil) is not nil")
+	}
+}
+
+// A refused value's message repeats at most the start of a long value.
+func TestCheckQuotesALongValueShort(t *testing.T) {
+	k, _ := Lookup("retention.ms")
+	if msg := errs.Message(k.Check(strings.Repeat("x", 100_000))); len(msg) > 300 || !strings.Contains(msg, "(100000 bytes)") {
+		t.Errorf("message of %d bytes: %.300q", len(msg), msg)
 	}
 }

@@ -55,7 +55,7 @@ func Parse(m map[string]string) (Config, error) {
 		case KeyMaxAttempts:
 			n, err := strconv.ParseInt(v, 10, 32)
 			if err != nil || n < 1 || n > MaxMaxAttempts {
-				return Config{}, errs.Errorf(errs.InvalidConfig, "%s must be an integer from 1 to %d, got %q", k, MaxMaxAttempts, v)
+				return Config{}, errs.Errorf(errs.InvalidConfig, "%s must be an integer from 1 to %d, got %s", k, MaxMaxAttempts, errs.Quote(v))
 			}
 			c.MaxAttempts = int32(n)
 		case KeyTopic:
@@ -85,6 +85,11 @@ func Alter(cur, set map[string]string) (map[string]string, Config, error) {
 		if k != KeyMaxAttempts && k != KeyTopic {
 			return nil, Config{}, errs.Errorf(errs.InvalidConfig, "unknown group config %q: the group configs are %s and %s", k, KeyMaxAttempts, KeyTopic)
 		}
+		// Without the spaces around it, as topic configs are kept; spaces
+		// alone are not the empty value, and are refused below.
+		if t := strings.TrimSpace(v); t != "" {
+			v = t
+		}
 		if v == "" {
 			delete(out, k)
 		} else {
@@ -94,6 +99,9 @@ func Alter(cur, set map[string]string) (map[string]string, Config, error) {
 	c, err := Parse(out)
 	if err != nil {
 		return nil, Config{}, err
+	}
+	if _, ok := out[KeyMaxAttempts]; ok {
+		out[KeyMaxAttempts] = strconv.Itoa(int(c.MaxAttempts)) // "+3" and "03" are kept as 3
 	}
 	return out, c, nil
 }

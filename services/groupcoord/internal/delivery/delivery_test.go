@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -155,6 +156,7 @@ func TestConfig(t *testing.T) {
 		cur  map[string]string
 		set  map[string]string
 		want Config
+		kept map[string]string // the stored map, when the case checks it
 		code *errs.Error
 	}{
 		{name: "defaults", set: map[string]string{KeyMaxAttempts: ""}, want: Config{MaxAttempts: 5}},
@@ -170,6 +172,11 @@ func TestConfig(t *testing.T) {
 		{name: "a topic name too long", set: map[string]string{KeyTopic: strings.Repeat("d", 250)}, code: errs.InvalidConfig},
 		{name: "unknown key", set: map[string]string{"retention.ms": "1"}, code: errs.InvalidConfig},
 		{name: "nothing", set: map[string]string{}, code: errs.InvalidConfig},
+		// Spaces around a value are dropped, as for topic configs; spaces
+		// alone are refused, not taken for the empty value.
+		{name: "spaces around", set: map[string]string{KeyMaxAttempts: " 3 ", KeyTopic: " dead.letters\t"}, want: Config{MaxAttempts: 3, Topic: "dead.letters"}, kept: map[string]string{KeyMaxAttempts: "3", KeyTopic: "dead.letters"}},
+		{name: "spaces alone", set: map[string]string{KeyMaxAttempts: "  "}, code: errs.InvalidConfig},
+		{name: "a number's other forms", set: map[string]string{KeyMaxAttempts: "+07"}, want: Config{MaxAttempts: 7}, kept: map[string]string{KeyMaxAttempts: "7"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -182,6 +189,9 @@ func TestConfig(t *testing.T) {
 			}
 			if err != nil || c != tc.want {
 				t.Fatalf("%+v %v, want %+v", c, err, tc.want)
+			}
+			if tc.kept != nil && !maps.Equal(m, tc.kept) {
+				t.Fatalf("kept %q, want %q", m, tc.kept)
 			}
 			if back, err := Parse(m); err != nil || back != c {
 				t.Fatalf("parse of %v: %+v %v", m, back, err)
