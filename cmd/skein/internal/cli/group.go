@@ -322,9 +322,19 @@ func printGroup(w io.Writer, d *skeinv1.DescribeGroupResponse) error {
 	}
 	fmt.Fprintln(tw, "\nTOPIC\tPARTITION\tCOMMITTED\tEND\tLAG")
 	for _, o := range d.GetOffsets() {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\n", o.GetTopic(), o.GetPartition(), o.GetOffset(), o.GetHighWatermark(), o.GetLag())
+		// -1: an assigned partition with nothing committed, or an end not
+		// known; "-" as Kafka's tool shows them.
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", o.GetTopic(), o.GetPartition(), known(o.GetOffset()), known(o.GetHighWatermark()), known(o.GetLag()))
 	}
 	return tw.Flush()
+}
+
+// known formats an offset or a lag, "-" for -1 (not known).
+func known(v int64) string {
+	if v < 0 {
+		return "-"
+	}
+	return fmt.Sprint(v)
 }
 
 // groupConsume consumes as a member of a group through the gateway's Consume

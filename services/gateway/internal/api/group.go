@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"slices"
@@ -723,16 +724,30 @@ func (s *Group) ListGroups(ctx context.Context, _ *skeinv1.ListGroupsRequest) (*
 }
 
 // committedWithLag answers a group's committed offsets with each
-// partition's high watermark and the lag behind its last stable offset.
-func (s *Group) committedWithLag(ctx context.Context, group string) ([]*skeinv1.CommittedOffset, int64, error) {
+// partition's high watermark and the lag behind its last stable offset,
+// and a row for each partition of assigned (its members' assignment) with
+// nothing committed: offset and lag -1, as Kafka's tool shows "-" there
+// (where its member starts depends on its auto_offset_reset). The total
+// counts the lags that are known. Rows are in topic and partition order.
+func (s *Group) committedWithLag(ctx context.Context, group string, assigned []client.TopicPartition) ([]*skeinv1.CommittedOffset, int64, error) {
 	offs, err := s.groups.FetchOffsets(ctx, group, nil)
 	if err != nil {
 		return nil, 0, err
 	}
+	committed := map[client.TopicPartition]*groupv1.CommittedOffset{}
 	byTopic := map[string][]int32{}
 	for _, o := range offs {
 		if o.GetOffset() >= 0 {
-			byTopic[o.GetTopic()] = append(byTopic[o.GetTopic()], o.GetPartition())
+			tp := client.TopicPartition{Topic: o.GetTopic(), Partition: o.GetPartition()}
+			committed[tp] = o
+			byTopic[tp.Topic] = append(byTopic[tp.Topic], tp.Partition)
+		}
+	}
+	var unstarted []client.TopicPartition
+	for _, tp := range assigned {
+		if _, ok := committed[tp]; !ok && !slices.Contains(unstarted, tp) {
+			unstarted = append(unstarted, tp)
+			byTopic[tp.Topic] = append(byTopic[tp.Topic], tp.Partition)
 		}
 	}
 	hw, lso := map[client.TopicPartition]int64{}, map[client.TopicPartition]int64{}
@@ -764,12 +779,8 @@ func (s *Group) committedWithLag(ctx context.Context, group string) ([]*skeinv1.
 	}
 	out := []*skeinv1.CommittedOffset{}
 	var total int64
-	for _, o := range offs {
-		if o.GetOffset() < 0 {
-			continue
-		}
-		co := &skeinv1.CommittedOffset{Topic: o.GetTopic(), Partition: o.GetPartition(), Offset: o.GetOffset(), Metadata: o.GetMetadata(), HighWatermark: -1}
-		tp := client.TopicPartition{Topic: o.GetTopic(), Partition: o.GetPartition()}
+	for tp, o := range committed {
+		co := &skeinv1.CommittedOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: o.GetOffset(), Metadata: o.GetMetadata(), HighWatermark: -1}
 		if h, ok := hw[tp]; ok {
 			stable, ok := lso[tp]
 			if !ok {
@@ -780,6 +791,16 @@ func (s *Group) committedWithLag(ctx context.Context, group string) ([]*skeinv1.
 		}
 		out = append(out, co)
 	}
+	for _, tp := range unstarted {
+		co := &skeinv1.CommittedOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: -1, HighWatermark: -1, Lag: -1}
+		if h, ok := hw[tp]; ok {
+			co.HighWatermark = h
+		}
+		out = append(out, co)
+	}
+	slices.SortFunc(out, func(a, b *skeinv1.CommittedOffset) int {
+		return cmp.Or(strings.Compare(a.GetTopic(), b.GetTopic()), cmp.Compare(a.GetPartition(), b.GetPartition()))
+	})
 	return out, total, nil
 }
 
@@ -792,7 +813,7 @@ func (s *Group) GetOffsets(ctx context.Context, req *skeinv1.GetOffsetsRequest) 
 	if err := waitReady(ctx, s.c); err != nil {
 		return nil, err
 	}
-	offs, _, err := s.committedWithLag(ctx, req.GetGroup())
+	offs, _, err := s.committedWithLag(ctx, req.GetGroup(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -819,7 +840,11 @@ func (s *Group) DescribeGroup(ctx context.Context, req *skeinv1.DescribeGroupReq
 	if stateName(d.GetState()) == "DEAD" {
 		return nil, errs.Errorf(errs.GroupIDNotFound, "group %q does not exist", req.GetGroup())
 	}
-	offs, total, err := s.committedWithLag(ctx, req.GetGroup())
+	var assigned []client.TopicPartition
+	for _, m := range d.GetMembers() {
+		assigned = append(assigned, client.FromTopicPartitions(m.GetAssignment())...)
+	}
+	offs, total, err := s.committedWithLag(ctx, req.GetGroup(), assigned)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -302,5 +303,47 @@ func TestGroupFetchWaitsAtMostAHeartbeatInterval(t *testing.T) {
 	}
 	if len(resp.GetRecords()) != 0 || !slices.Equal(partitionsOf(resp.GetAssignment()), []int32{0}) {
 		t.Fatalf("answered %v", resp)
+	}
+}
+
+// A description lists every partition the members hold, as Kafka's tool
+// does: one with nothing committed has offset and lag -1 (not known: where
+// its member starts depends on its reset policy), and the total counts the
+// lags that are known.
+func TestGroupDescriptionListsAssignedPartitionsWithoutCommits(t *testing.T) {
+	s, _, c, ctx := groupFixture(t, map[string]int32{"t": 2})
+	p := c.NewProducer()
+	defer p.Close(ctx)
+	for i := range 5 {
+		part := int32(i % 2) // 3 records on t:0, 2 on t:1
+		if r := p.ProduceSync(ctx, client.Record{Topic: "t", Partition: &part, Value: []byte{byte('0' + i)}})[0]; r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	m, err := s.JoinGroup(ctx, &skeinv1.JoinGroupRequest{Group: "g", Topics: []string{"t"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := func() (string, int64) {
+		t.Helper()
+		d, err := s.DescribeGroup(ctx, &skeinv1.DescribeGroupRequest{Group: "g"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, o := range d.GetOffsets() {
+			out = append(out, fmt.Sprintf("%s:%d@%d/%d/%d", o.GetTopic(), o.GetPartition(), o.GetOffset(), o.GetHighWatermark(), o.GetLag()))
+		}
+		return strings.Join(out, " "), d.GetTotalLag()
+	}
+	if got, total := rows(); got != "t:0@-1/3/-1 t:1@-1/2/-1" || total != 0 {
+		t.Fatalf("before any commit: %s, total %d; want both partitions with offset and lag -1, total 0", got, total)
+	}
+	if _, err := s.CommitOffsets(ctx, &skeinv1.CommitOffsetsRequest{Group: "g", MemberId: m.GetMemberId(), MemberEpoch: m.GetMemberEpoch(),
+		Offsets: []*skeinv1.TopicPartitionOffset{{Topic: "t", Partition: 1, Offset: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, total := rows(); got != "t:0@-1/3/-1 t:1@1/2/1" || total != 1 {
+		t.Fatalf("after a commit on t:1: %s, total %d; want t:1 at 1 with lag 1, t:0 still unknown, total 1", got, total)
 	}
 }

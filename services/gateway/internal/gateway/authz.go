@@ -195,7 +195,7 @@ func (z *authorizer) filter(principal string, resp any) {
 		for _, o := range offs {
 			if z.allowed(principal, acl.Topic, o.GetTopic(), acl.Describe) {
 				kept = append(kept, o)
-				lag += o.GetLag()
+				lag += max(o.GetLag(), 0) // -1: not known, not in the total
 			}
 		}
 		return kept, lag

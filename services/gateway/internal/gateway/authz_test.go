@@ -175,17 +175,18 @@ func TestGroupOffsetsShowOnlyDescribedTopics(t *testing.T) {
 	}
 	z := newAuthorizer(func() *metadata.Image { return img }, map[string]bool{"User:root": true})
 	offsets := func() []*skeinv1.CommittedOffset {
-		return []*skeinv1.CommittedOffset{{Topic: "mine", Lag: 3}, {Topic: "theirs", Lag: 5}, {Topic: "mine", Partition: 1, Lag: 1}}
+		return []*skeinv1.CommittedOffset{{Topic: "mine", Lag: 3}, {Topic: "theirs", Lag: 5}, {Topic: "mine", Partition: 1, Lag: 1},
+			{Topic: "mine", Partition: 2, Offset: -1, Lag: -1}} // assigned, nothing committed: no lag known
 	}
 	get := &skeinv1.GetOffsetsResponse{Offsets: offsets()}
 	z.filter("User:bob", get)
-	if len(get.GetOffsets()) != 2 || get.GetOffsets()[0].GetTopic() != "mine" || get.GetOffsets()[1].GetTopic() != "mine" {
-		t.Errorf("offsets shown to bob: %v, want mine's two", get.GetOffsets())
+	if len(get.GetOffsets()) != 3 || get.GetOffsets()[0].GetTopic() != "mine" || get.GetOffsets()[1].GetTopic() != "mine" {
+		t.Errorf("offsets shown to bob: %v, want mine's three", get.GetOffsets())
 	}
 	desc := &skeinv1.DescribeGroupResponse{Offsets: offsets(), TotalLag: 9}
 	z.filter("User:bob", desc)
-	if len(desc.GetOffsets()) != 2 || desc.GetTotalLag() != 4 {
-		t.Errorf("a description shown to bob: %v with total lag %d, want mine's two offsets and lag 4", desc.GetOffsets(), desc.GetTotalLag())
+	if len(desc.GetOffsets()) != 3 || desc.GetTotalLag() != 4 {
+		t.Errorf("a description shown to bob: %v with total lag %d, want mine's three offsets and lag 4", desc.GetOffsets(), desc.GetTotalLag())
 	}
 	members := func() []*skeinv1.GroupMember {
 		return []*skeinv1.GroupMember{{MemberId: "m", Topics: []string{"theirs", "mine"},
@@ -201,7 +202,7 @@ func TestGroupOffsetsShowOnlyDescribedTopics(t *testing.T) {
 	if m := desc.GetMembers()[0]; len(m.GetTopics()) != 2 || len(m.GetAssignment()) != 2 {
 		t.Errorf("a member shown to a super user: %v, want all", m)
 	}
-	if len(desc.GetOffsets()) != 3 || desc.GetTotalLag() != 9 {
+	if len(desc.GetOffsets()) != 4 || desc.GetTotalLag() != 9 {
 		t.Errorf("a description shown to a super user: %v with total lag %d, want all", desc.GetOffsets(), desc.GetTotalLag())
 	}
 }

@@ -432,11 +432,15 @@ function memberRow(m) {
     el('td', {}, assigned || '(none yet)'));
 }
 
+// known shows an offset or a lag, '-' for -1: an assigned partition with
+// nothing committed has neither.
+function known(v) { return num(v) < 0 ? '-' : num(v); }
+
 function offsetRow(o) {
   return el('tr', {},
-    el('td', {}, o.topic), el('td', {}, o.partition), el('td', {}, num(o.offset)),
-    el('td', {}, num(o.high_watermark)),
-    el('td', { class: num(o.lag) > 0 ? 'err' : 'ok' }, num(o.lag)));
+    el('td', {}, o.topic), el('td', {}, o.partition), el('td', {}, known(o.offset)),
+    el('td', {}, known(o.high_watermark)),
+    el('td', { class: num(o.lag) > 0 ? 'err' : 'ok' }, known(o.lag)));
 }
 
 function renderGroups() {
