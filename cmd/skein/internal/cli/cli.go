@@ -258,7 +258,9 @@ func describeErr(err error) string {
 		if st.Code() == codes.Unavailable && strings.Contains(st.Message(), "connection refused") {
 			msg += " (is a gateway listening there? --gateway or SKEIN_GATEWAY names its gRPC address)"
 		}
-		if st.Code() == codes.Unavailable && strings.Contains(st.Message(), "error reading server preface") {
+		if st.Code() == codes.Unavailable && strings.Contains(st.Message(), "looked like an HTTP/1.1 header") {
+			msg += " (that address answers HTTP/1.1: it looks like the gateway's REST port; --gateway or SKEIN_GATEWAY names its gRPC address, localhost:9090 under skein dev)"
+		} else if st.Code() == codes.Unavailable && strings.Contains(st.Message(), "error reading server preface") {
 			msg += " (the gateway closed the connection before speaking gRPC: if it takes TLS, pass --tls-ca with the cluster's CA)"
 		}
 		if st.Code() == codes.Unavailable && (strings.Contains(st.Message(), "tls: unknown certificate authority") || strings.Contains(st.Message(), "tls: bad certificate")) {

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"slices"
 	"strconv"
@@ -763,6 +765,12 @@ func TestGatewayAddressAndLongLines(t *testing.T) {
 	lis.Close() // nothing listens there now
 	if code, _, errOut := run(t, "", "topic", "list", "--gateway", closed); code != 1 || !strings.Contains(errOut, "SKEIN_GATEWAY") {
 		t.Errorf("no gateway at %s: %d %q, want a hint at --gateway", closed, code, errOut)
+	}
+	// An HTTP/1.1 server there (the gateway's REST port, say).
+	web := httptest.NewServer(http.NotFoundHandler())
+	defer web.Close()
+	if code, _, errOut := run(t, "", "topic", "list", "--gateway", web.Listener.Addr().String()); code != 1 || !strings.Contains(errOut, "REST port") {
+		t.Errorf("an HTTP/1.1 server at --gateway: %d %q, want a hint at the gRPC address", code, errOut)
 	}
 	_, addr := startFake(t)
 	t.Setenv("SKEIN_GATEWAY", addr)

@@ -282,6 +282,10 @@ func (s *Admin) CreatePartitions(ctx context.Context, req *skeinv1.CreatePartiti
 	if err != nil {
 		return nil, err
 	}
+	if req.GetCount() == 0 {
+		// protobuf reads a missing count as 0: say what is asked for.
+		return nil, errs.Errorf(errs.InvalidPartitions, "count is missing or 0: the topic's new number of partitions, larger than its %d", n)
+	}
 	if req.GetCount() <= n {
 		return nil, errs.Errorf(errs.InvalidPartitions, "topic %q has %d partitions; count %d must be larger", req.GetTopic(), n, req.GetCount())
 	}

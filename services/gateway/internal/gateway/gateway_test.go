@@ -480,6 +480,9 @@ func TestAdminOverREST(t *testing.T) {
 	if d["configs"].(map[string]any)["cleanup.policy"] != "delete" {
 		t.Errorf("describe shows no effective configs: %v", d["configs"])
 	}
+	if code, body := e.do("POST", "/v1/topics/a.b_c-1/partitions", `{}`); code != 400 || !strings.Contains(fmt.Sprint(body["message"]), "count is missing") {
+		t.Errorf("grow without a count: %d %v, want 400 naming the missing count", code, body)
+	}
 	grown := e.mustDo("POST", "/v1/topics/a.b_c-1/partitions", `{"count": 3}`)
 	if len(grown["partitions"].([]any)) != 3 {
 		t.Errorf("grown %v", grown)
