@@ -2,6 +2,7 @@ package topicconfig
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -262,4 +263,11 @@ func Effective(overrides map[string]string) map[string]string {
 		out[n] = v
 	}
 	return out
+}
+
+// Overridden answers the keys a topic sets itself, sorted: the keys of
+// Effective whose value is not the default's doing (Kafka's
+// DYNAMIC_TOPIC_CONFIG source), even where it equals the default.
+func Overridden(overrides map[string]string) []string {
+	return slices.Sorted(maps.Keys(overrides))
 }

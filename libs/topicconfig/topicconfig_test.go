@@ -178,3 +178,15 @@ func TestCheckQuotesALongValueShort(t *testing.T) {
 		t.Errorf("message of %d bytes: %.300q", len(msg), msg)
 	}
 }
+
+// The keys a topic sets itself are listed sorted, a default's value set
+// explicitly included; none for a topic that sets none.
+func TestOverridden(t *testing.T) {
+	got := Overridden(map[string]string{"retention.ms": "5", "cleanup.policy": "delete", "min.insync.replicas": "2"})
+	if want := []string{"cleanup.policy", "min.insync.replicas", "retention.ms"}; !slices.Equal(got, want) {
+		t.Errorf("Overridden = %v, want %v", got, want)
+	}
+	if got := Overridden(nil); len(got) != 0 {
+		t.Errorf("Overridden(nil) = %v", got)
+	}
+}

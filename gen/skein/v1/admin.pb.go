@@ -564,13 +564,19 @@ func (x *CreateTopicResponse) GetTopic() *TopicDescription {
 }
 
 type TopicDescription struct {
-	state             protoimpl.MessageState  `protogen:"open.v1"`
-	Name              string                  `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Every topic config with its effective value: the topic's own where it
+	// set one, the default otherwise.
 	Configs           map[string]string       `protobuf:"bytes,2,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	Partitions        []*PartitionDescription `protobuf:"bytes,3,rep,name=partitions,proto3" json:"partitions,omitempty"`
 	ReplicationFactor int32                   `protobuf:"varint,4,opt,name=replication_factor,json=replicationFactor,proto3" json:"replication_factor,omitempty"`
 	Internal          bool                    `protobuf:"varint,5,opt,name=internal,proto3" json:"internal,omitempty"`
 	TopicId           string                  `protobuf:"bytes,6,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	// The keys of configs the topic sets itself (at its creation or by an
+	// alter), sorted: Kafka's DYNAMIC_TOPIC_CONFIG source. Every other key
+	// of configs holds its default.
+	OverriddenConfigs []string `protobuf:"bytes,7,rep,name=overridden_configs,json=overriddenConfigs,proto3" json:"overridden_configs,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
 }
@@ -645,6 +651,13 @@ func (x *TopicDescription) GetTopicId() string {
 		return x.TopicId
 	}
 	return ""
+}
+
+func (x *TopicDescription) GetOverriddenConfigs() []string {
+	if x != nil {
+		return x.OverriddenConfigs
+	}
+	return nil
 }
 
 type PartitionDescription struct {
@@ -2479,7 +2492,7 @@ const file_skein_v1_admin_proto_rawDesc = "" +
 	"\v_partitionsB\x15\n" +
 	"\x13_replication_factor\"G\n" +
 	"\x13CreateTopicResponse\x120\n" +
-	"\x05topic\x18\x01 \x01(\v2\x1a.skein.v1.TopicDescriptionR\x05topic\"\xcb\x02\n" +
+	"\x05topic\x18\x01 \x01(\v2\x1a.skein.v1.TopicDescriptionR\x05topic\"\xfa\x02\n" +
 	"\x10TopicDescription\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12A\n" +
 	"\aconfigs\x18\x02 \x03(\v2'.skein.v1.TopicDescription.ConfigsEntryR\aconfigs\x12>\n" +
@@ -2488,7 +2501,8 @@ const file_skein_v1_admin_proto_rawDesc = "" +
 	"partitions\x12-\n" +
 	"\x12replication_factor\x18\x04 \x01(\x05R\x11replicationFactor\x12\x1a\n" +
 	"\binternal\x18\x05 \x01(\bR\binternal\x12\x19\n" +
-	"\btopic_id\x18\x06 \x01(\tR\atopicId\x1a:\n" +
+	"\btopic_id\x18\x06 \x01(\tR\atopicId\x12-\n" +
+	"\x12overridden_configs\x18\a \x03(\tR\x11overriddenConfigs\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x98\x03\n" +

@@ -48,7 +48,8 @@ type fakeGateway struct {
 }
 
 func (g *fakeGateway) describe(name string) *skeinv1.TopicDescription {
-	d := &skeinv1.TopicDescription{Name: name, ReplicationFactor: 1, Configs: map[string]string{"retention.ms": "604800000"}}
+	d := &skeinv1.TopicDescription{Name: name, ReplicationFactor: 1, Configs: map[string]string{"retention.ms": "604800000", "segment.ms": "5000"},
+		OverriddenConfigs: []string{"segment.ms"}}
 	for i, p := range g.topics[name] {
 		d.Partitions = append(d.Partitions, &skeinv1.PartitionDescription{Partition: int32(i), Leader: 1, Replicas: []int32{1}, Isr: []int32{1}, HighWatermark: int64(len(p))})
 	}
@@ -321,6 +322,10 @@ func TestTopicProduceConsume(t *testing.T) {
 	}
 	if code, out, _ := run(t, "", "topic", "list"); code != 0 || !strings.Contains(out, "orders") {
 		t.Errorf("list: %d %q", code, out)
+	}
+	// The topic's own configs are marked, the defaults are not.
+	if code, out, _ := run(t, "", "topic", "describe", "orders"); code != 0 || !strings.Contains(out, " *segment.ms=5000\n") || !strings.Contains(out, "  retention.ms=604800000\n") {
+		t.Errorf("describe: %d %q", code, out)
 	}
 	if code, out, _ := run(t, "", "topic", "describe", "orders", "--json"); code != 0 || !strings.Contains(out, `"replication_factor": 1`) {
 		t.Errorf("describe --json: %d %q", code, out)

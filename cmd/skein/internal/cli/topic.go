@@ -278,9 +278,13 @@ func printTopic(io IO, t *skeinv1.TopicDescription) error {
 	fmt.Fprintf(io.Out, "Topic: %s  id: %s  partitions: %d  replication: %d  internal: %v\n",
 		t.GetName(), t.GetTopicId(), len(t.GetPartitions()), t.GetReplicationFactor(), t.GetInternal())
 	if len(t.GetConfigs()) > 0 {
-		fmt.Fprintln(io.Out, "Configs:")
+		fmt.Fprintln(io.Out, "Configs (* set on the topic, the others are defaults):")
 		for _, k := range slices.Sorted(maps.Keys(t.GetConfigs())) {
-			fmt.Fprintf(io.Out, "  %s=%s\n", k, t.GetConfigs()[k])
+			mark := " "
+			if slices.Contains(t.GetOverriddenConfigs(), k) {
+				mark = "*"
+			}
+			fmt.Fprintf(io.Out, " %s%s=%s\n", mark, k, t.GetConfigs()[k])
 		}
 	}
 	tw := tabwriter.NewWriter(io.Out, 0, 4, 2, ' ', 0)

@@ -203,7 +203,7 @@ func (s *Admin) offsets(ctx context.Context, topic string) map[int32]partitionOf
 func (s *Admin) describe(m *metadata.Image, topic string, offs map[int32]partitionOffsets) *skeinv1.TopicDescription {
 	t, _ := m.Topic(topic)
 	d := &skeinv1.TopicDescription{
-		Name: topic, TopicId: t.GetTopicId(), Configs: topicconfig.Effective(t.GetConfigs()),
+		Name: topic, TopicId: t.GetTopicId(), Configs: topicconfig.Effective(t.GetConfigs()), OverriddenConfigs: topicconfig.Overridden(t.GetConfigs()),
 		Internal: t.GetInternal() || IsInternalTopic(topic), ReplicationFactor: replicationFactor(m, topic),
 		Partitions: []*skeinv1.PartitionDescription{},
 	}

@@ -200,7 +200,7 @@ func (s *consoleSource) topicsEvent() console.Event {
 	m := s.c.Metadata()
 	topics := []consoleTopic{}
 	for _, t := range m.Topics() {
-		d := &skeinv1.TopicDescription{Name: t.GetName(), TopicId: t.GetTopicId(), Configs: topicconfig.Effective(t.GetConfigs()),
+		d := &skeinv1.TopicDescription{Name: t.GetName(), TopicId: t.GetTopicId(), Configs: topicconfig.Effective(t.GetConfigs()), OverriddenConfigs: topicconfig.Overridden(t.GetConfigs()),
 			Internal: t.GetInternal() || api.IsInternalTopic(t.GetName()), Partitions: []*skeinv1.PartitionDescription{}}
 		for i, p := range m.Partitions(t.GetName()) {
 			pd := &skeinv1.PartitionDescription{Partition: int32(i), Leader: -1, LogStartOffset: -1, HighWatermark: -1, LastStableOffset: -1}

@@ -480,6 +480,9 @@ func TestAdminOverREST(t *testing.T) {
 	if d["configs"].(map[string]any)["cleanup.policy"] != "delete" {
 		t.Errorf("describe shows no effective configs: %v", d["configs"])
 	}
+	if o, ok := d["overridden_configs"].([]any); !ok || len(o) != 0 {
+		t.Errorf("a topic that sets no config lists %v as its own", d["overridden_configs"])
+	}
 	if code, body := e.do("POST", "/v1/topics/a.b_c-1/partitions", `{}`); code != 400 || !strings.Contains(fmt.Sprint(body["message"]), "count is missing") {
 		t.Errorf("grow without a count: %d %v, want 400 naming the missing count", code, body)
 	}
@@ -488,7 +491,7 @@ func TestAdminOverREST(t *testing.T) {
 		t.Errorf("grown %v", grown)
 	}
 	alt := e.mustDo("POST", "/v1/topics/a.b_c-1/configs", `{"configs": {"retention.ms": "5000"}}`)
-	if alt["configs"].(map[string]any)["retention.ms"] != "5000" {
+	if alt["configs"].(map[string]any)["retention.ms"] != "5000" || fmt.Sprint(alt["overridden_configs"]) != "[retention.ms]" {
 		t.Errorf("altered %v", alt)
 	}
 	// A value with spaces around it is kept without them, and the call
