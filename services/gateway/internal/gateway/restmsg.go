@@ -19,6 +19,8 @@ var (
 	// binary to discourage matching its messages, a no-break space.
 	protoPrefix = strings.NewReplacer("proto:\u00a0", "proto: ")
 	fieldName   = regexp.MustCompile(`(field )([a-z][A-Za-z0-9]*)`)
+	// encoding/json's syntax errors, which the body's decoder meets first.
+	jsonSyntax = regexp.MustCompile(`^invalid character '.+' (in|after|looking for) `)
 )
 
 // restMessage rewrites the message of one of grpc-gateway's or protojson's
@@ -33,6 +35,9 @@ func restMessage(msg string) string {
 	}
 	if m := bodyAt.FindStringSubmatch(msg); m != nil {
 		return "the body, at line " + m[1] + " column " + m[2] + ": " + fieldName.ReplaceAllStringFunc(m[3], snakeField)
+	}
+	if jsonSyntax.MatchString(msg) {
+		return "the body is not valid JSON: " + msg
 	}
 	switch strings.TrimPrefix(msg, "proto: ") {
 	case "unexpected EOF":

@@ -17,6 +17,9 @@ func TestRESTMessage(t *testing.T) {
 		{"proto:\u00a0(line 1:15): unknown field \"valu\"", `the body, at line 1 column 15: unknown field "valu"`},
 		{"proto:\u00a0unexpected EOF", `the body is not valid JSON: it ends inside a value, or holds an invalid escape`},
 		{`unexpected EOF`, `the body is not valid JSON: it ends inside a value, or holds an invalid escape`},
+		{`invalid character 'o' in literal null (expecting 'u')`, `the body is not valid JSON: invalid character 'o' in literal null (expecting 'u')`},
+		{`invalid character '}' looking for beginning of object key string`, `the body is not valid JSON: invalid character '}' looking for beginning of object key string`},
+		{`invalid character 'x' after top-level value`, `the body is not valid JSON: invalid character 'x' after top-level value`},
 		{`too many values for field "offset": 1, 2`, `too many values for field "offset": 1, 2`},
 		{`topic "nope" does not exist`, `topic "nope" does not exist`},
 	} {
