@@ -337,7 +337,7 @@ func TestDeadLetterAfterFiveNacks(t *testing.T) {
 		{"a partition not assigned to the member", base + "/nack", map[string]any{"member_epoch": m.Epoch, "topic": "ledger", "partition": 0, "offset": 0}, "409 STALE_MEMBER_EPOCH"},
 		{"an offset past the high watermark", base + "/nack", map[string]any{"member_epoch": m.Epoch, "topic": topic, "partition": 0, "offset": 99}, "400 OFFSET_OUT_OF_RANGE"},
 		{"an offset the group moved past", base + "/nack", map[string]any{"member_epoch": m.Epoch, "topic": topic, "partition": 0, "offset": 0}, "400 OFFSET_OUT_OF_RANGE"},
-		{"a member epoch never given", base + "/nack", map[string]any{"member_epoch": m.Epoch + 7, "topic": topic, "partition": 0, "offset": 1}, "409 FENCED_MEMBER_EPOCH"},
+		{"a stale member epoch", base + "/nack", map[string]any{"member_epoch": m.Epoch + 7, "topic": topic, "partition": 0, "offset": 1}, "409 STALE_MEMBER_EPOCH"},
 		{"an unknown member", "/v1/groups/" + group + "/members/nobody-earliest/nack", map[string]any{"member_epoch": m.Epoch, "topic": topic, "partition": 0, "offset": 1}, "404 UNKNOWN_MEMBER_ID"},
 		{"an unknown group", "/v1/groups/no-such-group/members/" + m.ID + "/nack", map[string]any{"member_epoch": 1, "topic": topic, "partition": 0, "offset": 1}, "404 UNKNOWN_MEMBER_ID"},
 		{"an unknown topic", base + "/nack", map[string]any{"member_epoch": m.Epoch, "topic": "nope", "partition": 0, "offset": 1}, "404 UNKNOWN_TOPIC_OR_PARTITION"},

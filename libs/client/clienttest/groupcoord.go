@@ -446,8 +446,6 @@ func (g *GroupCoordinator) OffsetCommit(ctx context.Context, req *groupv1.Offset
 			}
 		case m == nil:
 			err = errs.Errorf(errs.UnknownMemberID, "member %s is not in group %q", req.GetMemberId(), req.GetGroupId())
-		case req.GetMemberEpoch() > m.epoch:
-			err = errs.Errorf(errs.FencedMemberEpoch, "member %s is at epoch %d, not %d", m.id, m.epoch, req.GetMemberEpoch())
 		case m.epoch != req.GetMemberEpoch():
 			err = errs.Errorf(errs.StaleMemberEpoch, "member %s is at epoch %d, not %d", m.id, m.epoch, req.GetMemberEpoch())
 		case !m.assigned[p] && !m.revoking[p]:

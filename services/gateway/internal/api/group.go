@@ -659,10 +659,6 @@ func (s *Group) checkCommit(ctx context.Context, req *skeinv1.CommitOffsetsReque
 	if me == nil {
 		return errs.Errorf(errs.UnknownMemberID, "member %s is not in group %q", req.GetMemberId(), req.GetGroup())
 	}
-	if me.GetMemberEpoch() >= 0 && req.GetMemberEpoch() > me.GetMemberEpoch() {
-		// An epoch the member was never given, as the coordinator answers it.
-		return errs.Errorf(errs.FencedMemberEpoch, "member %s is at epoch %d, not %d", me.GetMemberId(), me.GetMemberEpoch(), req.GetMemberEpoch())
-	}
 	if me.GetMemberEpoch() != req.GetMemberEpoch() {
 		return errs.Errorf(errs.StaleMemberEpoch, "member %s is at epoch %d, not %d", me.GetMemberId(), me.GetMemberEpoch(), req.GetMemberEpoch())
 	}

