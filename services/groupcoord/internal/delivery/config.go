@@ -85,11 +85,7 @@ func Alter(cur, set map[string]string) (map[string]string, Config, error) {
 		if k != KeyMaxAttempts && k != KeyTopic {
 			return nil, Config{}, errs.Errorf(errs.InvalidConfig, "unknown group config %q: the group configs are %s and %s", k, KeyMaxAttempts, KeyTopic)
 		}
-		// Without the spaces around it, as topic configs are kept; spaces
-		// alone are not the empty value, and are refused below.
-		if t := strings.TrimSpace(v); t != "" {
-			v = t
-		}
+		v = trimValue(v)
 		if v == "" {
 			delete(out, k)
 		} else {
@@ -104,6 +100,27 @@ func Alter(cur, set map[string]string) (map[string]string, Config, error) {
 		out[KeyMaxAttempts] = strconv.Itoa(int(c.MaxAttempts)) // "+3" and "03" are kept as 3
 	}
 	return out, c, nil
+}
+
+// Normalize answers set with each value as Alter keeps it (trimValue), so
+// that whatever is checked of a value before Alter (who may write a
+// dead-letter topic) is checked of the value kept.
+func Normalize(set map[string]string) map[string]string {
+	out := make(map[string]string, len(set))
+	for k, v := range set {
+		out[k] = trimValue(v)
+	}
+	return out
+}
+
+// trimValue drops the spaces around a value, as topic configs are kept;
+// spaces alone are not the empty value (a reset), and are left for Parse
+// to refuse.
+func trimValue(v string) string {
+	if t := strings.TrimSpace(v); t != "" {
+		return t
+	}
+	return v
 }
 
 // validTopic applies Kafka's topic name rules: 1-249 characters of

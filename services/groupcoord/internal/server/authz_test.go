@@ -65,6 +65,8 @@ func TestAuthorization(t *testing.T) {
 		allow("User:grouponly", acl.Group, "app", acl.Read),
 		allow("User:describer", acl.Group, "app", acl.Describe),
 		allow("User:alterer", acl.Group, "app", acl.Alter),
+		allow("User:wild", acl.Group, "app", acl.Alter), allow("User:wild", acl.Topic, "*", acl.Write),
+		acl.Binding{Principal: "User:wild", Resource: acl.Topic, Name: "payments", Pattern: acl.Literal, Operation: acl.Write, Permission: acl.Deny},
 		allow("User:txn", acl.TransactionalID, "tx", acl.Write),
 		allow("User:txnfull", acl.TransactionalID, "tx", acl.Write), allow("User:txnfull", acl.Group, "app", acl.Read),
 	)
@@ -186,6 +188,18 @@ func TestAuthorization(t *testing.T) {
 	redirect := &groupv1.AlterGroupConfigRequest{GroupId: "app", Configs: map[string]string{"dlq.topic": "payments"}}
 	if ac, err := s.AlterGroupConfig(viaGateway("User:alterer"), redirect); err != nil || ac.GetErrorCode() != topicDenied || !strings.Contains(ac.GetErrorMessage(), "payments") {
 		t.Errorf("dlq.topic without write on it: %v %v", ac, err)
+	}
+	// The topic checked is the one kept: spaces around a denied name do not
+	// slip it past its DENY (the value is kept trimmed).
+	for _, name := range []string{"payments", " payments", "payments\t"} {
+		r := &groupv1.AlterGroupConfigRequest{GroupId: "app", Configs: map[string]string{"dlq.topic": name}}
+		if ac, err := s.AlterGroupConfig(viaGateway("User:wild"), r); err != nil || ac.GetErrorCode() != topicDenied {
+			t.Errorf("dlq.topic %q under a DENY on payments: %v %v", name, ac, err)
+		}
+	}
+	wild := &groupv1.AlterGroupConfigRequest{GroupId: "app", Configs: map[string]string{"dlq.topic": " audit "}}
+	if ac, err := s.AlterGroupConfig(viaGateway("User:wild"), wild); err != nil || ac.GetErrorCode() != skeinv1.ErrorCode_NONE || ac.GetConfigs()["dlq.topic"] != "audit" {
+		t.Errorf("dlq.topic audit under write on every topic: %v %v", ac, err)
 	}
 	if ac, err := s.AlterGroupConfig(viaGateway("User:alterer"), alter); err != nil || ac.GetErrorCode() != skeinv1.ErrorCode_NONE {
 		t.Errorf("alter config with the group's alter ACL: %v %v", ac, err)

@@ -226,14 +226,17 @@ func (s *Server) DescribeGroupConfig(ctx context.Context, req *groupv1.DescribeG
 func (s *Server) AlterGroupConfig(ctx context.Context, req *groupv1.AlterGroupConfigRequest) (*groupv1.AlterGroupConfigResponse, error) {
 	const method = groupv1.GroupCoordinatorService_AlterGroupConfig_FullMethodName
 	err := s.group(ctx, method, req.GetGroupId(), acl.Alter)
-	if t := req.GetConfigs()[delivery.KeyTopic]; err == nil && t != "" {
+	// The values as they will be kept: the topic authorized must be the
+	// topic written to (" payments" is kept as payments).
+	set := delivery.Normalize(req.GetConfigs())
+	if t := set[delivery.KeyTopic]; err == nil && t != "" {
 		// The coordinator writes dead letters there as itself: whoever
 		// names the topic must be allowed to write it.
 		err = s.az.Authorize(ctx, method, acl.Topic, t, acl.Write)
 	}
 	var m map[string]string
 	if err == nil {
-		m, err = s.c.AlterGroupConfig(ctx, req.GetGroupId(), req.GetConfigs())
+		m, err = s.c.AlterGroupConfig(ctx, req.GetGroupId(), set)
 	}
 	c, msg := code(err)
 	return &groupv1.AlterGroupConfigResponse{ErrorCode: c, ErrorMessage: msg, Configs: m}, nil
