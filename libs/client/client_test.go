@@ -344,6 +344,14 @@ func TestDeliveryTimeout(t *testing.T) {
 	c := newClient(t, cl)
 	createTopic(t, c, "t", 1, nil)
 	cl.Controller.SetLeader("t", 0, -1) // offline
+	// The client has heard of it before producing: a record sent while it
+	// still knew the old leader would be refused by it instead.
+	if _, err := c.WaitMetadata(ctx(t), func(m *metadata.Image) bool {
+		p, ok := m.Partition("t", 0)
+		return ok && p.GetLeader() < 0
+	}); err != nil {
+		t.Fatal(err)
+	}
 	p := c.NewProducer(client.WithDeliveryTimeout(200 * time.Millisecond))
 	defer p.Close(ctx(t))
 	r := p.ProduceSync(ctx(t), client.Record{Topic: "t", Value: []byte("v")})[0]

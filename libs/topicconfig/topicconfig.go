@@ -133,7 +133,7 @@ func (k Key) Check(value string) error {
 		}
 		for _, it := range items {
 			if !slices.Contains(k.Allowed, it) {
-				return bad("%q is not one of %s", it, strings.Join(k.Allowed, ", "))
+				return bad("%s is not one of %s", errs.Quote(it), strings.Join(k.Allowed, ", "))
 			}
 		}
 	}
@@ -173,7 +173,7 @@ func Validate(overrides map[string]string) error {
 	for _, n := range names {
 		k, ok := Lookup(n)
 		if !ok {
-			return errs.Errorf(errs.InvalidConfig, "unknown topic config %q", n)
+			return errs.Errorf(errs.InvalidConfig, "unknown topic config %s", errs.Quote(n))
 		}
 		if err := k.Check(overrides[n]); err != nil {
 			return err
@@ -253,13 +253,15 @@ func CheckCombined(overrides map[string]string) error {
 }
 
 // Effective returns every key's value: the override when there is one, the
-// default otherwise. It does not validate.
+// default otherwise, each in the form Normalize keeps (a topic set before
+// values were kept so shows the same form as one set since). It does not
+// validate.
 func Effective(overrides map[string]string) map[string]string {
 	out := make(map[string]string, len(table))
 	for _, k := range table {
 		out[k.Name] = k.Default
 	}
-	for n, v := range overrides {
+	for n, v := range Normalize(overrides) {
 		out[n] = v
 	}
 	return out

@@ -190,3 +190,12 @@ func TestOverridden(t *testing.T) {
 		t.Errorf("Overridden(nil) = %v", got)
 	}
 }
+
+// A topic kept with a value in another form (set before values were kept
+// in one) is shown in the one form.
+func TestEffectiveShowsTheKeptForm(t *testing.T) {
+	got := Effective(map[string]string{"retention.ms": "+5", "unclean.leader.election.enable": "TRUE"})
+	if got["retention.ms"] != "5" || got["unclean.leader.election.enable"] != "true" || got["segment.ms"] != "604800000" {
+		t.Errorf("Effective = retention.ms %q, unclean %q, segment.ms %q", got["retention.ms"], got["unclean.leader.election.enable"], got["segment.ms"])
+	}
+}

@@ -776,7 +776,9 @@ func (s *Group) committedWithLag(ctx context.Context, group string, assigned []c
 	out := []*skeinv1.CommittedOffset{}
 	var total int64
 	for tp, o := range committed {
-		co := &skeinv1.CommittedOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: o.GetOffset(), Metadata: o.GetMetadata(), HighWatermark: -1}
+		// -1 for both while the partition's end is not known (its leader
+		// did not answer, the topic was deleted): not a lag of 0.
+		co := &skeinv1.CommittedOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: o.GetOffset(), Metadata: o.GetMetadata(), HighWatermark: -1, Lag: -1}
 		if h, ok := hw[tp]; ok {
 			stable, ok := lso[tp]
 			if !ok {

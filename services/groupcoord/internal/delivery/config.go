@@ -64,7 +64,7 @@ func Parse(m map[string]string) (Config, error) {
 			}
 			c.Topic = v
 		default:
-			return Config{}, errs.Errorf(errs.InvalidConfig, "unknown group config %q: the group configs are %s and %s", k, KeyMaxAttempts, KeyTopic)
+			return Config{}, errs.Errorf(errs.InvalidConfig, "unknown group config %s: the group configs are %s and %s", errs.Quote(k), KeyMaxAttempts, KeyTopic)
 		}
 	}
 	return c, nil
@@ -83,7 +83,7 @@ func Alter(cur, set map[string]string) (map[string]string, Config, error) {
 	}
 	for k, v := range set {
 		if k != KeyMaxAttempts && k != KeyTopic {
-			return nil, Config{}, errs.Errorf(errs.InvalidConfig, "unknown group config %q: the group configs are %s and %s", k, KeyMaxAttempts, KeyTopic)
+			return nil, Config{}, errs.Errorf(errs.InvalidConfig, "unknown group config %s: the group configs are %s and %s", errs.Quote(k), KeyMaxAttempts, KeyTopic)
 		}
 		v = trimValue(v)
 		if v == "" {
@@ -129,9 +129,9 @@ func trimValue(v string) string {
 func validTopic(name string) error {
 	switch {
 	case name == "." || name == "..":
-		return errs.Errorf(errs.InvalidConfig, "the topic name %q is not allowed", name)
+		return errs.Errorf(errs.InvalidConfig, "the topic name %s is not allowed", errs.Quote(name))
 	case strings.HasPrefix(name, "__"):
-		return errs.Errorf(errs.InvalidConfig, "the topic name %q starts with \"__\", which is reserved for internal topics", name)
+		return errs.Errorf(errs.InvalidConfig, "the topic name %s starts with \"__\", which is reserved for internal topics", errs.Quote(name))
 	case len(name) > 249:
 		return errs.Errorf(errs.InvalidConfig, "the topic name is %d characters, the limit is 249", len(name))
 	case name == "":
