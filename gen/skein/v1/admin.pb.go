@@ -1535,8 +1535,10 @@ func (x *ListOffsetsResponse) GetOffsets() []*PartitionOffset {
 type PartitionOffset struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Partition int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
-	// -1 when no record has a timestamp at or after the one asked for.
-	Offset        int64     `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	// -1 when no record has a timestamp at or after the one asked for, and
+	// when the partition answered an error.
+	Offset int64 `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	// The record's timestamp with spec TIMESTAMP; -1 where offset is -1.
 	TimestampMs   int64     `protobuf:"varint,3,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
 	ErrorCode     ErrorCode `protobuf:"varint,4,opt,name=error_code,json=errorCode,proto3,enum=skein.v1.ErrorCode" json:"error_code,omitempty"`
 	Message       string    `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
