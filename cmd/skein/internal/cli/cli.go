@@ -107,8 +107,9 @@ Usage:
   skein certs --dir DIR --name storage-1,gateway,client [--hosts storage-1,127.0.0.1] [--gossip-key]
 
 Every command but dev and certs talks to a gateway's gRPC API: --gateway ADDR (env
-SKEIN_GATEWAY, default 127.0.0.1:9090), before or after the command, as --json,
---tls-ca, --tls-cert, --tls-key and --token may be. Flags have environment twins
+SKEIN_GATEWAY, default 127.0.0.1:9090), before the command or after its
+subcommand (skein --gateway ADDR topic list, skein topic list --gateway ADDR),
+as --json, --tls-ca, --tls-cert, --tls-key and --token may be. Flags have environment twins
 SKEIN_<FLAG>, e.g. SKEIN_KEY_SEPARATOR (an empty one counts as unset). Add
 --json for the API's JSON output.
 
@@ -259,7 +260,7 @@ func describeErr(err error) string {
 			msg += " (is a gateway listening there? --gateway or SKEIN_GATEWAY names its gRPC address)"
 		}
 		if st.Code() == codes.Unavailable && strings.Contains(st.Message(), "looked like an HTTP/1.1 header") {
-			msg += " (that address answers HTTP/1.1: it looks like the gateway's REST port; --gateway or SKEIN_GATEWAY names its gRPC address, localhost:9090 under skein dev)"
+			msg += " (that address answers HTTP/1.1: it looks like the gateway's REST port; --gateway or SKEIN_GATEWAY names its gRPC address, which skein dev puts on port 9090 unless told --gateway-grpc-addr)"
 		} else if st.Code() == codes.Unavailable && strings.Contains(st.Message(), "error reading server preface") {
 			msg += " (the gateway closed the connection before speaking gRPC: if it takes TLS, pass --tls-ca with the cluster's CA)"
 		}
@@ -319,6 +320,11 @@ func (f *flags) parseSub(cmd, sub string, args []string) ([]string, error) {
 // type them ("topic create t --partitions 3"), then fills unset flags from
 // SKEIN_<FLAG> variables, and answers the positional arguments.
 func (f *flags) parse(args []string) ([]string, error) {
+	if name := f.repeated(args); name != "" {
+		// The flag package keeps the last: "--topic a --topic b" would act
+		// on b alone, and say nothing of a.
+		return nil, usagef("--%s is given more than once: it takes one value", name)
+	}
 	var pos []string
 	for {
 		if err := f.Parse(args); err != nil {
@@ -340,6 +346,42 @@ func (f *flags) parse(args []string) ([]string, error) {
 		return pos, usagef("%v", err)
 	}
 	return pos, nil
+}
+
+// repeatable marks a flag's value that takes the flag more than once
+// (--config KEY=VALUE).
+type repeatable interface{ repeatable() }
+
+// repeated answers the first flag of args given twice that takes one value,
+// "" when none is. It reads args as parse does: a flag that takes a value
+// and has no "=VALUE" takes the next argument.
+func (f *flags) repeated(args []string) string {
+	seen := map[string]bool{}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			break
+		}
+		if len(a) < 2 || a[0] != '-' {
+			continue
+		}
+		name, _, hasValue := strings.Cut(strings.TrimPrefix(a[1:], "-"), "=")
+		fl := f.Lookup(name)
+		if fl == nil {
+			continue
+		}
+		if b, ok := fl.Value.(interface{ IsBoolFlag() bool }); !(ok && b.IsBoolFlag()) && !hasValue {
+			i++ // its value
+		}
+		if _, ok := fl.Value.(repeatable); ok {
+			continue
+		}
+		if seen[name] {
+			return name
+		}
+		seen[name] = true
+	}
+	return ""
 }
 
 // dial connects to the gateway.

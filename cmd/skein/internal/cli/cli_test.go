@@ -704,6 +704,24 @@ func TestFlagValuesOutOfRange(t *testing.T) {
 			t.Errorf("%q: %d %q, want a usage error naming the flag", args, code, errOut)
 		}
 	}
+	// A flag that takes one value, given twice, is refused: the flag package
+	// would act on the last alone. --config repeats; a value that looks like
+	// a flag is a value.
+	for _, args := range [][]string{
+		{"group", "reset-offsets", "g", "--topic", "a", "--topic", "b", "--to-earliest"},
+		{"group", "reset-offsets", "g", "--topic=a", "-topic", "b", "--to-earliest"},
+		{"produce", "t", "--partition", "0", "--partition=1"},
+	} {
+		if code, _, errOut := run(t, "x\n", args...); code != 2 || !strings.Contains(errOut, "is given more than once") {
+			t.Errorf("%q: %d %q, want a usage error", args, code, errOut)
+		}
+	}
+	if code, _, errOut := run(t, "", "topic", "create", "twice", "--config", "retention.ms=5", "--config", "segment.ms=7"); code != 0 {
+		t.Errorf("--config twice: %d %q", code, errOut)
+	}
+	if _, _, errOut := run(t, "", "group", "reset-offsets", "g", "--topic", "--to-earliest", "--to-earliest"); strings.Contains(errOut, "more than once") {
+		t.Errorf("a --topic value that looks like a flag was counted as the flag: %q", errOut)
+	}
 	if code, _, errOut := run(t, "", "topic", "alter", "t", "--partitions", "5", "--config", "retention.ms=abc"); code != 1 || !strings.Contains(errOut, "INVALID_CONFIG") {
 		t.Fatalf("alter with a bad config: %d %q", code, errOut)
 	}

@@ -20,6 +20,8 @@ type configFlag map[string]string
 
 func (c configFlag) String() string { return fmt.Sprint(map[string]string(c)) }
 
+func (configFlag) repeatable() {}
+
 func (c configFlag) Set(v string) error {
 	k, val, ok := strings.Cut(v, "=")
 	if !ok || k == "" {
@@ -201,6 +203,8 @@ func topicCmd(ctx context.Context, args []string, io IO) error {
 type beforeFlag map[int32]int64
 
 func (b beforeFlag) String() string { return fmt.Sprint(map[int32]int64(b)) }
+
+func (beforeFlag) repeatable() {}
 
 func (b beforeFlag) Set(v string) error {
 	ps, ofs, ok := strings.Cut(v, "=")
