@@ -475,7 +475,15 @@ func groupConsume(ctx context.Context, conn grpc.ClientConnInterface, sub *skein
 					if err != nil {
 						return err
 					}
-					next[tp{r.GetTopic(), r.GetPartition()}] = r.GetOffset() + 1
+					k := tp{r.GetTopic(), r.GetPartition()}
+					if c, ok := committed[k]; ok && r.GetOffset() < c {
+						// Below what was committed: the partition went
+						// back (its topic deleted and made again, its
+						// position reset), and that commit may have gone
+						// with it. Commit again, if at the same offset.
+						delete(committed, k)
+					}
+					next[k] = r.GetOffset() + 1
 					if done {
 						return finish()
 					}

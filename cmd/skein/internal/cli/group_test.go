@@ -47,6 +47,10 @@ type fakeGroups struct {
 	// GetGroupConfig calls.
 	dlqTopic    string
 	configReads int
+	// again sends the same records once more after the first commit is
+	// answered, as a topic deleted and made again hands out its offsets
+	// anew.
+	again bool
 }
 
 func (f *fakeGroups) ListGroups(context.Context, *skeinv1.ListGroupsRequest) (*skeinv1.ListGroupsResponse, error) {
@@ -140,6 +144,15 @@ func (f *fakeGroups) Consume(stream skeinv1.GroupService_ConsumeServer) error {
 		resp, _ := f.CommitOffsets(stream.Context(), m.GetCommit())
 		if err := stream.Send(&skeinv1.ConsumeResponse{Kind: &skeinv1.ConsumeResponse_Committed{Committed: resp}}); err != nil {
 			return err
+		}
+		f.mu.Lock()
+		again := f.again
+		f.again = false
+		f.mu.Unlock()
+		if again {
+			if err := stream.Send(&skeinv1.ConsumeResponse{Kind: &skeinv1.ConsumeResponse_Records{Records: recs}}); err != nil {
+				return err
+			}
 		}
 	}
 }
@@ -472,5 +485,29 @@ func TestConsumeInterrupted(t *testing.T) {
 	run(t, "x\ny\n", "produce", "orders")
 	if err, errOut := interrupted(t, "x\ny\n", "orders", "--follow"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("consume --follow interrupted: %v (%q), want context.Canceled (exit status 130)", err, errOut)
+	}
+}
+
+// Records below what the member committed (its topic deleted and made
+// again, its position reset) are committed again once printed, though the
+// offset to commit is the one committed before: that commit may be gone.
+func TestConsumeAsGroupMemberCommitsAgainAfterGoingBack(t *testing.T) {
+	f, addr := startFakeGroups(t)
+	f.again = true
+	if code, out, errOut := run(t, "", "consume", "t", "--group", "g", "--idle", "500ms", "--gateway", addr); code != 0 || out != "a\nb\nc\nd\ne\na\nb\nc\nd\ne\n" {
+		t.Fatalf("consume --group: %d %q %q", code, out, errOut)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var at5 int
+	for _, c := range f.commits {
+		for _, o := range c.GetOffsets() {
+			if o.GetPartition() == 0 && o.GetOffset() == 5 {
+				at5++
+			}
+		}
+	}
+	if at5 != 2 {
+		t.Errorf("t:0 committed at 5 %d times in %v, want twice: once for each time its records were printed", at5, f.commits)
 	}
 }
