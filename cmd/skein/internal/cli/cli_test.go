@@ -52,6 +52,10 @@ func (g *fakeGateway) describe(name string) *skeinv1.TopicDescription {
 		OverriddenConfigs: []string{"segment.ms"}}
 	for i, p := range g.topics[name] {
 		d.Partitions = append(d.Partitions, &skeinv1.PartitionDescription{Partition: int32(i), Leader: 1, Replicas: []int32{1}, Isr: []int32{1}, HighWatermark: int64(len(p))})
+		if name == "unanswered" { // its leader did not answer in time
+			pd := d.Partitions[i]
+			pd.LogStartOffset, pd.HighWatermark, pd.LastStableOffset = -1, -1, -1
+		}
 	}
 	return d
 }
@@ -322,6 +326,13 @@ func TestTopicProduceConsume(t *testing.T) {
 	}
 	if code, out, _ := run(t, "", "topic", "list"); code != 0 || !strings.Contains(out, "orders") {
 		t.Errorf("list: %d %q", code, out)
+	}
+	// Offsets a leader did not answer are "-", not -1.
+	if code, out, errOut := run(t, "", "topic", "create", "unanswered"); code != 0 {
+		t.Fatalf("create: %d %q", code, errOut)
+	} else if code, out, _ = run(t, "", "topic", "describe", "unanswered"); code != 0 || strings.Contains(out, "-1") ||
+		!strings.HasSuffix(strings.Join(strings.Fields(out), " "), "0 1 0 1 1 - - -") {
+		t.Errorf("describe with offsets not known: %d %q", code, out)
 	}
 	// The topic's own configs are marked, the defaults are not.
 	if code, out, _ := run(t, "", "topic", "describe", "orders"); code != 0 || !strings.Contains(out, " *segment.ms=5000\n") || !strings.Contains(out, "  retention.ms=604800000\n") {

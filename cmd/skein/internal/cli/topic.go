@@ -294,8 +294,9 @@ func printTopic(io IO, t *skeinv1.TopicDescription) error {
 	tw := tabwriter.NewWriter(io.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PARTITION\tLEADER\tEPOCH\tREPLICAS\tISR\tLOG START\tHW\tLSO")
 	for _, p := range t.GetPartitions() {
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%d\t%d\t%d\n", p.GetPartition(), p.GetLeader(), p.GetLeaderEpoch(),
-			ints(p.GetReplicas()), ints(p.GetIsr()), p.GetLogStartOffset(), p.GetHighWatermark(), p.GetLastStableOffset())
+		// -1: the leader did not answer in time (one just elected, say).
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", p.GetPartition(), p.GetLeader(), p.GetLeaderEpoch(),
+			ints(p.GetReplicas()), ints(p.GetIsr()), known(p.GetLogStartOffset()), known(p.GetHighWatermark()), known(p.GetLastStableOffset()))
 	}
 	return tw.Flush()
 }
