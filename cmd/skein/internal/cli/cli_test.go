@@ -45,6 +45,9 @@ type fakeGateway struct {
 	holdProduce chan struct{}
 	// deletes are the DeleteRecords requests, in order.
 	deletes []*skeinv1.DeleteRecordsRequest
+	// openTxn: records at the end of each partition an open transaction
+	// holds above the last stable offset.
+	openTxn int64
 }
 
 func (g *fakeGateway) describe(name string) *skeinv1.TopicDescription {
@@ -256,7 +259,15 @@ func (g *fakeGateway) Fetch(_ context.Context, req *skeinv1.FetchRequest) (*skei
 		n = int(req.GetMaxRecords())
 	}
 	recs, hw, _ := g.read(req.GetTopic(), req.GetPartition(), req.GetOffset(), n)
-	return &skeinv1.FetchResponse{Records: recs, NextOffset: req.GetOffset() + int64(len(recs)), HighWatermark: hw, LastStableOffset: hw}, nil
+	g.mu.Lock()
+	lso := hw - g.openTxn
+	g.mu.Unlock()
+	if req.GetIsolationLevel() == skeinv1.IsolationLevel_READ_COMMITTED {
+		for len(recs) > 0 && recs[len(recs)-1].GetOffset() >= lso {
+			recs = recs[:len(recs)-1]
+		}
+	}
+	return &skeinv1.FetchResponse{Records: recs, NextOffset: req.GetOffset() + int64(len(recs)), HighWatermark: hw, LastStableOffset: lso}, nil
 }
 
 func (g *fakeGateway) Tail(req *skeinv1.TailRequest, stream skeinv1.ConsumerService_TailServer) error {
@@ -988,5 +999,29 @@ func TestTopicElectLeaders(t *testing.T) {
 		if code, _, errOut := run(t, "", tc.args...); code != tc.code || !strings.Contains(errOut, tc.has) {
 			t.Errorf("%v: %d %q, want %d and %q", tc.args, code, errOut, tc.code, tc.has)
 		}
+	}
+}
+
+// Under --read-committed without --follow, reading stops at the last
+// stable offset, and an open transaction holding it below the high
+// watermark is said on stderr: the records after it are not printed.
+func TestConsumeReadCommittedSaysWhereItStopped(t *testing.T) {
+	g, addr := startFake(t)
+	t.Setenv("SKEIN_GATEWAY", addr)
+	if code, _, errOut := run(t, "", "topic", "create", "tx"); code != 0 {
+		t.Fatalf("create: %d %q", code, errOut)
+	}
+	if code, _, errOut := run(t, "a\nb\nc\n", "produce", "tx"); code != 0 {
+		t.Fatalf("produce: %d %q", code, errOut)
+	}
+	g.mu.Lock()
+	g.openTxn = 2
+	g.mu.Unlock()
+	code, out, errOut := run(t, "", "consume", "tx", "--read-committed")
+	if code != 0 || out != "a\n" || !strings.Contains(errOut, "tx-0: read up to its last stable offset 1") || !strings.Contains(errOut, "up to 3") {
+		t.Errorf("read_committed below an open transaction: %d %q %q", code, out, errOut)
+	}
+	if code, out, errOut := run(t, "", "consume", "tx"); code != 0 || out != "a\nb\nc\n" || errOut != "" {
+		t.Errorf("read_uncommitted: %d %q %q", code, out, errOut)
 	}
 }

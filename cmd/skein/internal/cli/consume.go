@@ -97,7 +97,7 @@ func consumeCmd(ctx context.Context, args []string, stdio IO) error {
 	maxRecords := f.Int("max", 0, "stop after this many records (0: no limit)")
 	printKey := f.Bool("print-key", false, "print each record's key before its value (null for a record without a key)")
 	sep := f.String("key-separator", "\t", "what separates key and value with --print-key")
-	readCommitted := f.Bool("read-committed", false, "skip aborted and open transactions")
+	readCommitted := f.Bool("read-committed", false, "skip aborted and open transactions (without --follow, reading stops at an open one and says so on stderr)")
 	group := f.String("group", "", "consume as a member of this consumer group, committing where it stands: past what it printed, and at the start of a partition that gave it nothing")
 	sessionTimeout := f.Duration("session-timeout", 0, "with --group: the member's session timeout (default: the coordinator's)")
 	instanceID := f.String("instance-id", "", "with --group: a static member's instance id")
@@ -198,7 +198,7 @@ func consumeCmd(ctx context.Context, args []string, stdio IO) error {
 		err = tailAll(ctx, conn, topic, parts, start, iso, out)
 	} else {
 		for _, p := range parts {
-			if err = readToEnd(ctx, cons, topic, p, start, iso, out); err != nil {
+			if err = readToEnd(ctx, cons, topic, p, start, iso, out, stdio.Err); err != nil {
 				break
 			}
 		}
@@ -214,8 +214,11 @@ func consumeCmd(ctx context.Context, args []string, stdio IO) error {
 	return err
 }
 
-// readToEnd prints one partition from start to its end as of now.
-func readToEnd(ctx context.Context, cons skeinv1.ConsumerServiceClient, topic string, p int32, start from, iso skeinv1.IsolationLevel, out *printer) error {
+// readToEnd prints one partition from start to its end as of now. Under
+// read_committed the end is the last stable offset; when an open
+// transaction holds it below the high watermark, errw is told so, since
+// the records after it are not printed.
+func readToEnd(ctx context.Context, cons skeinv1.ConsumerServiceClient, topic string, p int32, start from, iso skeinv1.IsolationLevel, out *printer, errw io.Writer) error {
 	req := &skeinv1.FetchRequest{Topic: topic, Partition: p, IsolationLevel: iso, MaxRecords: ptr(int32(500))}
 	switch {
 	case start.latest:
@@ -235,6 +238,9 @@ func readToEnd(ctx context.Context, cons skeinv1.ConsumerServiceClient, topic st
 			end = resp.GetHighWatermark()
 			if iso == skeinv1.IsolationLevel_READ_COMMITTED {
 				end = resp.GetLastStableOffset()
+				if hw := resp.GetHighWatermark(); end < hw {
+					fmt.Fprintf(errw, "skein: %s-%d: read up to its last stable offset %d: a transaction open there holds back what is written up to %d (--follow waits for it)\n", topic, p, end, hw)
+				}
 			}
 		}
 		for _, r := range resp.GetRecords() {
