@@ -179,13 +179,23 @@ func apiCode(err error) string {
 // payments.dlq exactly once (key, value, headers and timestamp kept, the
 // dlq.* headers added) and the member then reads the next record. Then bad
 // nacks, each refused with its code and changing nothing; group configs;
-// and the same over a gRPC Consume stream.
+// the same over a gRPC Consume stream; and a dead-letter topic the
+// coordinator creates, like its source.
 func TestDeadLetterAfterFiveNacks(t *testing.T) {
 	d := ownDev(t)
 	c := restClient(d)
 	ctx := testCtx(t, 5*time.Minute)
 	const topic, group = "payments", "billing-dlq"
-	createTopic(ctx, t, c, topic, 1, 3, map[string]string{"min.insync.replicas": "2"})
+	// The records carry old times (the epoch, 2023), and their dead-letter
+	// copies keep them: every topic that holds them keeps its records for
+	// ever, or a retention pass (the default retention.ms is 7 days) could
+	// empty it before it is read back. So the dead-letter topics are
+	// created here, like the source: one the coordinator creates takes the
+	// default retention (the long topic's, at the end, is created so).
+	forever := map[string]string{"min.insync.replicas": "2", "retention.ms": "-1"}
+	createTopic(ctx, t, c, topic, 1, 3, forever)
+	createTopic(ctx, t, c, topic+".dlq", 1, 3, forever)
+	createTopic(ctx, t, c, "payments-dead", 1, 3, forever)
 	createTopic(ctx, t, c, "ledger", 1, 3, nil) // a topic the group does not read
 	var recs []ProduceRecord
 	for i := range 3 {
@@ -275,14 +285,7 @@ func TestDeadLetterAfterFiveNacks(t *testing.T) {
 	}
 	positions = []restPosition{{Topic: topic, Partition: 0, Offset: 1}}
 
-	// The dead-letter topic: created like the source, holding the record once.
-	var td TopicDescription
-	if err := c.Call(ctx, "GET", "/v1/topics/"+topic+".dlq", nil, &td); err != nil {
-		t.Fatal(err)
-	}
-	if len(td.Partitions) != 1 || len(td.Partitions[0].Replicas) != 3 {
-		t.Fatalf("%s.dlq: %+v", topic, td)
-	}
+	// The dead-letter topic holds the record once.
 	checkDLQ := func() {
 		t.Helper()
 		var f FetchResponse
@@ -530,7 +533,8 @@ func TestDeadLetterAfterFiveNacks(t *testing.T) {
 
 	// A source topic of the longest name: its default dead-letter topic
 	// keeps its first 236 characters, a hash of the whole and ".dlq" (249
-	// in all), so it can be created; the command line finds it.
+	// in all), so it can be created, like the source; the command line
+	// finds it. Its record takes the gateway's clock, and so does its copy.
 	long := "long-" + strings.Repeat("x", 244)
 	h := fnv.New32a()
 	h.Write([]byte(long))
@@ -576,6 +580,13 @@ func TestDeadLetterAfterFiveNacks(t *testing.T) {
 		}
 	}
 	lcancel()
+	var td TopicDescription
+	if err := c.Call(ctx, "GET", "/v1/topics/"+longDLQ, nil, &td); err != nil {
+		t.Fatal(err)
+	}
+	if len(td.Partitions) != 1 || len(td.Partitions[0].Replicas) != 3 {
+		t.Fatalf("%s: %+v, want it created like the source", longDLQ, td)
+	}
 	if out := skein("group", "dlq", "long-dlq", "--topic", long); !strings.Contains(out, longDLQ+":0@0") || !strings.Contains(out, "too long to handle") {
 		t.Fatalf("skein group dlq of the long topic:\n%s", out)
 	}

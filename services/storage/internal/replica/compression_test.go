@@ -45,6 +45,10 @@ func TestLeaderRecompressesToTheTopicCodec(t *testing.T) {
 		metadata.TopicRecord(&controllerv1.TopicRecord{TopicId: "tidz", Name: "z", Configs: map[string]string{"min.insync.replicas": "2", "compression.type": "zstd"}}),
 		metadata.PartitionRecord(&controllerv1.PartitionRecord{Topic: "z", TopicId: "tidz", Partition: 0, Replicas: []int32{1, 2, 3}, Isr: []int32{1, 2, 3}, Leader: 1}),
 	)
+	// Records of now: with the default retention.ms (7 days) an older
+	// time would let a retention pass (every 50 ms here) empty the log
+	// before it is read back; the time itself is not what is tested.
+	ts := time.Now().UnixMilli()
 	build := func(c record.Compression, seq int32, values ...string) record.Batch {
 		opts := record.BatchOptions{Compression: c, ProducerID: 77, ProducerEpoch: 2, BaseSequence: seq}
 		b := record.NewBuilder(opts)
@@ -53,7 +57,7 @@ func TestLeaderRecompressesToTheTopicCodec(t *testing.T) {
 			if v != "" {
 				val = []byte(v)
 			}
-			b.Append(int64(1_700_000_000_000+i), []byte{'k', byte('0' + i)}, val, record.Header{Key: "h", Value: []byte(v)}, record.Header{Key: "nil"})
+			b.Append(ts+int64(i), []byte{'k', byte('0' + i)}, val, record.Header{Key: "h", Value: []byte(v)}, record.Header{Key: "nil"})
 		}
 		batch, _, err := b.Build(nil)
 		if err != nil {
