@@ -6,8 +6,9 @@ import (
 )
 
 // DeleteExpired applies retention and returns how many segments it deleted.
-// Only whole closed segments wholly below upTo go, oldest first, and the log
-// start offset moves up to the first remaining segment. The storage node
+// Only whole segments wholly below upTo go, oldest first, and the log start
+// offset moves up to the first remaining segment (to the LEO when
+// retention.ms takes the active segment too, as below). The storage node
 // passes the partition's high watermark: what lies above it may not be on
 // every in-sync replica yet, and a consumer must never find the log start
 // past what it was allowed to read (Kafka bounds deletion the same way).
@@ -36,10 +37,26 @@ func (l *Log) DeleteExpired(now time.Time, upTo Offset) (int, error) {
 	}
 	if ms := l.cfg.RetentionMS; ms >= 0 {
 		cutoff := now.UnixMilli() - ms
-		n, err := l.deleteSegmentsLocked(func(s, next *segment) bool { return below(next) && s.newestTimestamp() < cutoff })
+		expired := func(s, next *segment) bool { return below(next) && s.newestTimestamp() < cutoff }
+		n, err := l.deleteSegmentsLocked(expired)
 		deleted += n
 		if err != nil {
 			return deleted, err
+		}
+		// What is left is the active segment alone: when all of it has
+		// expired and lies below the bound, a new segment starts at the
+		// LEO and the old one goes, as Kafka rolls before deleting its
+		// last segment. A quiet topic's records then leave on time instead
+		// of waiting for an append to roll their segment.
+		if s := l.active(); len(l.segs) == 1 && !s.empty() && l.leo <= upTo && s.newestTimestamp() < cutoff {
+			if err := l.roll(); err != nil {
+				return deleted, err
+			}
+			n, err := l.deleteSegmentsLocked(expired)
+			deleted += n
+			if err != nil {
+				return deleted, err
+			}
 		}
 	}
 	if limit := l.cfg.RetentionBytes; limit >= 0 {

@@ -57,7 +57,14 @@ func TestRetention(t *testing.T) {
 		// >= 2000: 3321, then 2583, then stop (1845 < 2000).
 		{"by size", -1, 2000, CleanupDelete, at(0), 2, "[4 6 8 10]", 4},
 		{"size limit above the log", -1, 1 << 20, CleanupDelete, at(0), 0, "[0 2 4 6 8 10]", 0},
-		{"never the active segment", 0, 0, CleanupDelete, at(1 << 50), 5, "[10]", 10},
+		// Once all of the active segment has expired too, a new one starts
+		// at the LEO and the old one goes (Kafka's roll before deleting).
+		{"the active segment too, once all of it has expired", 0, 0, CleanupDelete, at(1 << 50), 6, "[11]", 11},
+		// Cutoff 10000-0 = 10000: the active segment's record (10000) is
+		// not older, so it stays and only the closed segments go.
+		{"not an active segment holding a record at the cutoff", 0, -1, CleanupDelete, at(10_000), 5, "[10]", 10},
+		// retention.bytes alone never takes the last segment.
+		{"by size, never the active segment", -1, 0, CleanupDelete, at(1 << 50), 5, "[10]", 10},
 		{"both: the stricter wins", 4500, 3000, CleanupDelete, at(10_000), 3, "[6 8 10]", 6},
 		{"compact only: no deletion", 0, 0, CleanupCompact, at(1 << 50), 0, "[0 2 4 6 8 10]", 0},
 		{"forever", -1, -1, CleanupDelete | CleanupCompact, at(1 << 50), 0, "[0 2 4 6 8 10]", 0},
@@ -155,7 +162,8 @@ func TestRetentionStopsAtTheBound(t *testing.T) {
 		{"by time, bound at a segment's base", 0, -1, 6, "[6 8 10]"},
 		{"by size", -1, 0, 3, "[2 4 6 8 10]"},
 		{"bound below the first segment's end", 0, 0, 1, "[0 2 4 6 8 10]"},
-		{"bound at the log end", 0, 0, 11, "[10]"},
+		{"bound at the log end", 0, 0, 11, "[11]"},
+		{"bound one below the log end", 0, 0, 10, "[10]"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -173,5 +181,54 @@ func TestRetentionStopsAtTheBound(t *testing.T) {
 				t.Fatalf("log start %d passed the bound %d", l.LogStartOffset(), c.upTo)
 			}
 		})
+	}
+}
+
+// Retention that takes the active segment leaves an empty log at the same
+// end: reads below it are out of range, appends go on at the same offsets,
+// and a reopened log (the node's checkpoint holding the start) agrees.
+func TestRetentionOfTheActiveSegmentKeepsTheLogEnd(t *testing.T) {
+	cfg := smallConfig()
+	cfg.RetentionMS, cfg.RetentionBytes = 60_000, -1
+	dir := t.TempDir()
+	l := openLog(t, dir, cfg, State{}, &clock{t: t0})
+	for i := range 3 {
+		if _, err := l.Append(valuesBatch(t, i, 1, 10, int64(1000*i)), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := fmt.Sprint(l.SegmentBases()); got != "[0]" {
+		t.Fatalf("segments %s, want one", got)
+	}
+	// The newest record is at 2000 ms: not yet expired at 62000.
+	if n, err := l.DeleteExpired(time.UnixMilli(62_000), l.LEO()); err != nil || n != 0 {
+		t.Fatalf("deleted %d (%v) before the newest record expired", n, err)
+	}
+	n, err := l.DeleteExpired(time.UnixMilli(62_001), l.LEO())
+	if err != nil || n != 1 || fmt.Sprint(l.SegmentBases()) != "[3]" || l.LogStartOffset() != 3 || l.LEO() != 3 {
+		t.Fatalf("deleted %d (%v): segments %v, start %d, LEO %d; want 1, [3], 3, 3", n, err, l.SegmentBases(), l.LogStartOffset(), l.LEO())
+	}
+	if _, err := l.Read(2, 1<<20, NoMaxOffset); !errors.Is(err, errs.OffsetOutOfRange) {
+		t.Fatalf("a read below the new start: %v", err)
+	}
+	// An empty active segment is not rolled again.
+	if n, err := l.DeleteExpired(time.UnixMilli(1<<50), l.LEO()); err != nil || n != 0 || fmt.Sprint(l.SegmentBases()) != "[3]" {
+		t.Fatalf("a second pass deleted %d (%v): segments %v", n, err, l.SegmentBases())
+	}
+	info, err := l.Append(valuesBatch(t, 3, 1, 10, 70_000), 0)
+	if err != nil || info.FirstOffset != 3 {
+		t.Fatalf("append after retention: %+v, %v; want offset 3", info, err)
+	}
+	st := l.State()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = openLog(t, dir, cfg, st, &clock{t: t0})
+	defer l.Close()
+	if l.LogStartOffset() != 3 || l.LEO() != 4 {
+		t.Fatalf("reopened: start %d, LEO %d; want 3, 4", l.LogStartOffset(), l.LEO())
+	}
+	if got := survivors(t, l); fmt.Sprint(got) != "[3]" {
+		t.Fatalf("survivors %v", got)
 	}
 }

@@ -620,6 +620,40 @@ func TestRetentionStopsAtTheHighWatermark(t *testing.T) {
 	}
 }
 
+// Retention takes a quiet partition's last segment once all of it has
+// expired and every replica holds it: on each replica the log start moves
+// to the log end, a read below it is out of range, and the next record
+// takes the next offset.
+func TestRetentionEmptiesAQuietPartition(t *testing.T) {
+	fc, nodes := startNodes(t)
+	fc.apply(t,
+		metadata.TopicRecord(&controllerv1.TopicRecord{TopicId: "tid4", Name: "q", Configs: map[string]string{"retention.ms": "300"}}),
+		metadata.PartitionRecord(&controllerv1.PartitionRecord{Topic: "q", TopicId: "tid4", Partition: 0, Replicas: []int32{1, 2, 3}, Isr: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 0}),
+	)
+	for i := range 3 {
+		if r := produceTo(t, nodes[0], "q", fmt.Sprint("v", i)); r.GetErrorCode() != 0 || r.GetBaseOffset() != int64(i) {
+			t.Fatalf("produce %d: %v", i, r)
+		}
+	}
+	tp := partition.TP{Topic: "q", Partition: 0}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, n := range nodes {
+		p, err := n.mgr.Get(tp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for s := p.Snapshot(); s.Start != 3 || s.LEO != 3; s = p.Snapshot() {
+			if time.Now().After(deadline) {
+				t.Fatalf("node %d: log start %d, LEO %d; want both 3 once the records expired", n.id, s.Start, s.LEO)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if r := produceTo(t, nodes[0], "q", "v3"); r.GetErrorCode() != 0 || r.GetBaseOffset() != 3 {
+		t.Fatalf("produce after retention: %v, want offset 3", r)
+	}
+}
+
 // A replication answer stops at the follower's max_bytes: the first
 // partition with records gets its first whole batch whatever the bound,
 // and the partitions after it get none once the bound is reached (rather
