@@ -429,6 +429,41 @@ func TestTopicDeleteRecords(t *testing.T) {
 	}
 }
 
+// consume --follow over a whole topic picks up a partition added while it
+// runs, from that partition's start.
+func TestConsumeFollowsAddedPartitions(t *testing.T) {
+	defer func(d time.Duration) { newPartitionPoll = d }(newPartitionPoll)
+	newPartitionPoll = 20 * time.Millisecond
+	_, addr := startFake(t)
+	run(t, "", "topic", "create", "t", "--gateway", addr)
+	type result struct {
+		code        int
+		out, errOut string
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, out, errOut := run(t, "", "consume", "t", "--gateway", addr, "--follow", "--from", "latest", "--max", "3")
+		done <- result{code, out, errOut}
+	}()
+	time.Sleep(100 * time.Millisecond) // the command follows partition 0 from its end
+	run(t, "a\n", "produce", "t", "--gateway", addr, "--partition", "0")
+	if code, _, errOut := run(t, "", "topic", "alter", "t", "--partitions", "2", "--gateway", addr); code != 0 {
+		t.Fatalf("alter: %d %q", code, errOut)
+	}
+	// Written before the command can have seen the partition: still printed.
+	run(t, "b\nc\n", "produce", "t", "--gateway", addr, "--partition", "1")
+	select {
+	case r := <-done:
+		lines := strings.Split(strings.TrimSpace(r.out), "\n")
+		slices.Sort(lines)
+		if r.code != 0 || strings.Join(lines, ",") != "a,b,c" {
+			t.Fatalf("follow across a new partition: %d %q %q", r.code, r.out, r.errOut)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("consume --follow did not print the added partition's records")
+	}
+}
+
 func TestConsumeFollow(t *testing.T) {
 	g, addr := startFake(t)
 	run(t, "", "topic", "create", "t", "--gateway", addr)

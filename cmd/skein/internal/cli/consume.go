@@ -92,7 +92,7 @@ var errMaxReached = errors.New("max reached")
 func consumeCmd(ctx context.Context, args []string, stdio IO) error {
 	f := newFlags("consume", stdio, true)
 	fromFlag := f.String("from", "earliest", "earliest, latest or an offset")
-	follow := f.Bool("follow", false, "keep printing new records as they are committed (Ctrl-C to stop)")
+	follow := f.Bool("follow", false, "keep printing new records as they are committed, from partitions added to the topic meanwhile too (Ctrl-C to stop)")
 	partition := f.Int("partition", -1, "only this partition (default: all)")
 	maxRecords := f.Int("max", 0, "stop after this many records (0: no limit)")
 	printKey := f.Bool("print-key", false, "print each record's key before its value (null for a record without a key)")
@@ -195,7 +195,7 @@ func consumeCmd(ctx context.Context, args []string, stdio IO) error {
 	}
 	cons := skeinv1.NewConsumerServiceClient(conn)
 	if *follow {
-		err = tailAll(ctx, conn, topic, parts, start, iso, out)
+		err = tailAll(ctx, conn, topic, parts, start, iso, out, *partition < 0)
 	} else {
 		for _, p := range parts {
 			if err = readToEnd(ctx, cons, topic, p, start, iso, out, stdio.Err); err != nil {
@@ -258,31 +258,20 @@ func readToEnd(ctx context.Context, cons skeinv1.ConsumerServiceClient, topic st
 	}
 }
 
-// tailAll follows every partition at once until ctx ends or --max.
-func tailAll(ctx context.Context, conn grpc.ClientConnInterface, topic string, parts []int32, start from, iso skeinv1.IsolationLevel, out *printer) error {
+// newPartitionPoll is how often consume --follow looks for partitions added
+// to the topic while it runs (a variable for the tests).
+var newPartitionPoll = 5 * time.Second
+
+// tailAll follows every partition at once until ctx ends or --max. With
+// watch (every partition of the topic was asked for), partitions added to
+// the topic meanwhile are followed too, from their start: everything in
+// them was written after the command started.
+func tailAll(ctx context.Context, conn grpc.ClientConnInterface, topic string, parts []int32, start from, iso skeinv1.IsolationLevel, out *printer, watch bool) error {
 	cons, admin := skeinv1.NewConsumerServiceClient(conn), skeinv1.NewAdminServiceClient(conn)
 	g, gctx := errgroup.WithContext(ctx)
-	for _, p := range parts {
+	follow := func(p int32, offset *int64) {
 		g.Go(func() error {
-			req := &skeinv1.TailRequest{Topic: topic, Partition: p, IsolationLevel: iso}
-			switch {
-			case start.earliest:
-				req.Offset = ptr(int64(0))
-				cctx, cancel := timeout(gctx)
-				offs, err := admin.ListOffsets(cctx, &skeinv1.ListOffsetsRequest{Topic: topic, Spec: skeinv1.OffsetSpec_EARLIEST})
-				cancel()
-				if err != nil {
-					return err
-				}
-				for _, o := range offs.GetOffsets() {
-					if o.GetPartition() == p && o.GetOffset() >= 0 {
-						req.Offset = ptr(o.GetOffset())
-					}
-				}
-			case !start.latest:
-				req.Offset = ptr(start.offset)
-			}
-			stream, err := cons.Tail(gctx, req)
+			stream, err := cons.Tail(gctx, &skeinv1.TailRequest{Topic: topic, Partition: p, IsolationLevel: iso, Offset: offset})
 			if err != nil {
 				return err
 			}
@@ -294,6 +283,82 @@ func tailAll(ctx context.Context, conn grpc.ClientConnInterface, topic string, p
 				for _, r := range resp.GetRecords() {
 					if done, err := out.print(r); err != nil || done {
 						return errors.Join(err, errMaxReached)
+					}
+				}
+			}
+		})
+	}
+	// earliest answers each partition's log start; a partition without a
+	// leader yet is left out.
+	earliest := func() (map[int32]int64, error) {
+		cctx, cancel := timeout(gctx)
+		defer cancel()
+		offs, err := admin.ListOffsets(cctx, &skeinv1.ListOffsetsRequest{Topic: topic, Spec: skeinv1.OffsetSpec_EARLIEST})
+		if err != nil {
+			return nil, err
+		}
+		m := map[int32]int64{}
+		for _, o := range offs.GetOffsets() {
+			if o.GetOffset() >= 0 && o.GetErrorCode() == 0 {
+				m[o.GetPartition()] = o.GetOffset()
+			}
+		}
+		return m, nil
+	}
+	var starts map[int32]int64
+	if start.earliest {
+		var err error
+		if starts, err = earliest(); err != nil {
+			return err
+		}
+	}
+	known := map[int32]bool{}
+	for _, p := range parts {
+		known[p] = true
+		switch {
+		case start.earliest:
+			off := starts[p] // 0 when its leader did not say
+			follow(p, &off)
+		case start.latest:
+			follow(p, nil)
+		default:
+			follow(p, ptr(start.offset))
+		}
+	}
+	if watch {
+		g.Go(func() error {
+			t := time.NewTicker(newPartitionPoll)
+			defer t.Stop()
+			for {
+				select {
+				case <-gctx.Done():
+					return nil
+				case <-t.C:
+				}
+				// A failed look is tried again on the next tick: the
+				// partitions already followed report their own errors.
+				cctx, cancel := timeout(gctx)
+				desc, err := admin.DescribeTopic(cctx, &skeinv1.DescribeTopicRequest{Topic: topic})
+				cancel()
+				if err != nil {
+					continue
+				}
+				grew := false
+				for _, pd := range desc.GetTopic().GetPartitions() {
+					grew = grew || !known[pd.GetPartition()]
+				}
+				if !grew {
+					continue
+				}
+				starts, err := earliest()
+				if err != nil {
+					continue
+				}
+				for _, pd := range desc.GetTopic().GetPartitions() {
+					p := pd.GetPartition()
+					if off, ok := starts[p]; ok && !known[p] {
+						known[p] = true
+						follow(p, &off)
 					}
 				}
 			}
