@@ -83,12 +83,14 @@ Usage:
   skein produce TOPIC [--key-separator SEP] [--acks 0|1|all] [--partition N]   (records: stdin lines)
                 [--transactional-id ID]   (all lines in one transaction, committed at the end:
                                            any failure or Ctrl-C writes none of them)
-                [--compression none|gzip|snappy|lz4|zstd]
+                [--compression none|gzip|snappy|lz4|zstd] [--header KEY=VALUE]...
   skein consume TOPIC [--from earliest|latest|OFFSET] [--follow] [--partition N] [--max N]
                 [--print-key] [--key-separator SEP] [--read-committed]
+                [--print-partition] [--print-offset] [--print-headers]
   skein consume TOPIC --group G [--from earliest|latest] [--max N] [--idle DURATION]
                 [--session-timeout DURATION] [--instance-id ID] [--assignor range|uniform]
                 [--print-key] [--key-separator SEP] [--read-committed]
+                [--print-partition] [--print-offset] [--print-headers]
   skein group list
   skein group describe GROUP
   skein group reset-offsets GROUP --topic T (--to-earliest | --to-latest | --to-offset N | --to-timestamp MS)

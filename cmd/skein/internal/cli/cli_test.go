@@ -1060,3 +1060,32 @@ func TestConsumeReadCommittedSaysWhereItStopped(t *testing.T) {
 		t.Errorf("read_uncommitted: %d %q %q", code, out, errOut)
 	}
 }
+
+// produce --header puts the same headers, in order, on every record, and
+// consume prints partition, offset and headers as Kafka's console consumer
+// does with print.partition, print.offset and print.headers.
+func TestHeadersPartitionAndOffsetPrinted(t *testing.T) {
+	_, addr := startFake(t)
+	t.Setenv("SKEIN_GATEWAY", addr)
+	run(t, "", "topic", "create", "h", "--partitions", "2")
+	if code, _, errOut := run(t, "k1:v1\nk2:v2\n", "produce", "h", "--partition", "1", "--key-separator", ":",
+		"--header", "source=cli", "--header", "trace=a=b", "--header", "source=again"); code != 0 {
+		t.Fatalf("produce: %d %q", code, errOut)
+	}
+	run(t, "plain\n", "produce", "h", "--partition", "1")
+	code, out, errOut := run(t, "", "consume", "h", "--partition", "1", "--print-partition", "--print-offset", "--print-headers", "--print-key")
+	want := "Partition:1\tOffset:0\tsource:cli,trace:a=b,source:again\tk1\tv1\n" +
+		"Partition:1\tOffset:1\tsource:cli,trace:a=b,source:again\tk2\tv2\n" +
+		"Partition:1\tOffset:2\tNO_HEADERS\tnull\tplain\n"
+	if code != 0 || out != want {
+		t.Errorf("consume: %d %q %q, want %q", code, out, errOut, want)
+	}
+	if code, out, _ := run(t, "", "consume", "h", "--partition", "1", "--print-offset", "--key-separator", " | ", "--max", "1"); code != 0 || out != "Offset:0 | v1\n" {
+		t.Errorf("--print-offset alone: %d %q", code, out)
+	}
+	for _, bad := range []string{"novalue", "=v", ""} {
+		if code, _, errOut := run(t, "x\n", "produce", "h", "--header", bad); code != 2 || !strings.Contains(errOut, "KEY=VALUE") {
+			t.Errorf("--header %q: %d %q, want a usage error", bad, code, errOut)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -42,9 +43,13 @@ type printer struct {
 	w        io.Writer
 	json     bool // each record as the API's JSON, one per line
 	printKey bool
-	sep      string
-	max      int
-	n        int
+	// printPartition, printOffset and printHeaders put those before the
+	// key, as Kafka's console consumer prints them (print.partition,
+	// print.offset, print.headers).
+	printPartition, printOffset, printHeaders bool
+	sep                                       string
+	max                                       int
+	n                                         int
 }
 
 // print writes r and reports whether --max is reached.
@@ -61,16 +66,42 @@ func (p *printer) print(r *skeinv1.ConsumedRecord) (done bool, err error) {
 		p.n++
 		return p.max > 0 && p.n >= p.max, nil
 	}
-	if p.printKey {
-		if _, err := io.WriteString(p.w, fieldText(r.Key, r.KeyBytes)+p.sep); err != nil {
-			return true, err
-		}
+	var b strings.Builder
+	if p.printPartition {
+		b.WriteString("Partition:" + strconv.Itoa(int(r.GetPartition())) + p.sep)
 	}
-	if _, err := io.WriteString(p.w, fieldText(r.Value, r.ValueBytes)+"\n"); err != nil {
+	if p.printOffset {
+		b.WriteString("Offset:" + strconv.FormatInt(r.GetOffset(), 10) + p.sep)
+	}
+	if p.printHeaders {
+		b.WriteString(headersText(r.GetHeaders()) + p.sep)
+	}
+	if p.printKey {
+		b.WriteString(fieldText(r.Key, r.KeyBytes) + p.sep)
+	}
+	b.WriteString(fieldText(r.Value, r.ValueBytes) + "\n")
+	if _, err := io.WriteString(p.w, b.String()); err != nil {
 		return true, err
 	}
 	p.n++
 	return p.max > 0 && p.n >= p.max, nil
+}
+
+// headersText is a record's headers as Kafka's console consumer prints
+// them: KEY:VALUE, separated by commas (null for a header without a
+// value), or NO_HEADERS.
+func headersText(hs []*skeinv1.Header) string {
+	if len(hs) == 0 {
+		return "NO_HEADERS"
+	}
+	var b strings.Builder
+	for i, h := range hs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(h.GetKey() + ":" + fieldText(h.Value, h.ValueBytes))
+	}
+	return b.String()
 }
 
 // fieldText is a key or value as printed: its text, its bytes as they
@@ -96,7 +127,10 @@ func consumeCmd(ctx context.Context, args []string, stdio IO) error {
 	partition := f.Int("partition", -1, "only this partition (default: all)")
 	maxRecords := f.Int("max", 0, "stop after this many records (0: no limit)")
 	printKey := f.Bool("print-key", false, "print each record's key before its value (null for a record without a key)")
-	sep := f.String("key-separator", "\t", "what separates key and value with --print-key")
+	printPartition := f.Bool("print-partition", false, "print each record's partition first, as Partition:N")
+	printOffset := f.Bool("print-offset", false, "print each record's offset before its key and value, as Offset:N")
+	printHeaders := f.Bool("print-headers", false, "print each record's headers before its key and value, as KEY:VALUE,KEY:VALUE (NO_HEADERS for none)")
+	sep := f.String("key-separator", "\t", "what separates the fields printed before a value (--print-key, --print-partition, --print-offset, --print-headers)")
 	readCommitted := f.Bool("read-committed", false, "skip aborted and open transactions (without --follow, reading stops at an open one and says so on stderr)")
 	group := f.String("group", "", "consume as a member of this consumer group, committing where it stands: past what it printed, and at the start of a partition that gave it nothing")
 	sessionTimeout := f.Duration("session-timeout", 0, "with --group: the member's session timeout (default: the coordinator's)")
@@ -157,7 +191,8 @@ func consumeCmd(ctx context.Context, args []string, stdio IO) error {
 		return err
 	}
 	defer conn.Close()
-	out := &printer{w: stdio.Out, json: *f.json, printKey: *printKey, sep: *sep, max: *maxRecords}
+	out := &printer{w: stdio.Out, json: *f.json, printKey: *printKey, sep: *sep, max: *maxRecords,
+		printPartition: *printPartition, printOffset: *printOffset, printHeaders: *printHeaders}
 	if *group != "" {
 		switch {
 		case *partition >= 0 || *follow:

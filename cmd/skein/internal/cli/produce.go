@@ -44,10 +44,40 @@ type line struct {
 	text string
 }
 
+// headerFlag is --header KEY=VALUE, repeatable: headers every record
+// carries, in the order given (a key may repeat, as in a Kafka record).
+type headerFlag struct{ headers []*skeinv1.Header }
+
+func (h *headerFlag) String() string {
+	if h == nil {
+		return ""
+	}
+	var b strings.Builder
+	for i, x := range h.headers {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(x.GetKey() + "=" + x.GetValue())
+	}
+	return b.String()
+}
+
+func (*headerFlag) repeatable() {}
+
+func (h *headerFlag) Set(v string) error {
+	k, val, ok := strings.Cut(v, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("want KEY=VALUE, got %q", v)
+	}
+	h.headers = append(h.headers, &skeinv1.Header{Key: k, Value: ptr(val)})
+	return nil
+}
+
 // toRecord splits a line into key and value at the first separator. Text
-// that is not valid UTF-8 goes in the bytes fields, as it is.
-func toRecord(l line, sep string, partition *int32) (*skeinv1.ProduceRecord, error) {
-	r := &skeinv1.ProduceRecord{Partition: partition}
+// that is not valid UTF-8 goes in the bytes fields, as it is. Every record
+// carries headers.
+func toRecord(l line, sep string, partition *int32, headers []*skeinv1.Header) (*skeinv1.ProduceRecord, error) {
+	r := &skeinv1.ProduceRecord{Partition: partition, Headers: headers}
 	if len(l.text) > maxLineBytes {
 		return nil, fmt.Errorf("line %d is %d bytes, more than a record sent through the gateway may be (%d)", l.n, len(l.text), maxLineBytes)
 	}
@@ -96,6 +126,8 @@ func produceCmd(ctx context.Context, args []string, stdio IO) error {
 	partition := f.Int("partition", -1, "write every record to this partition (default: by key, sticky without one)")
 	txid := f.String("transactional-id", "", "write every line in one transaction of this transactional id, committed at the end of input (aborted on any error)")
 	codec := f.String("compression", "", "codec of the batches for a topic whose compression.type is producer: none, gzip, snappy, lz4 or zstd (default: the gateway's); a topic that names a codec keeps its own")
+	headers := &headerFlag{}
+	f.Var(headers, "header", "a header KEY=VALUE every record carries (repeatable, kept in order; a key may repeat)")
 	pos, err := f.parse(args)
 	if err != nil {
 		return err
@@ -130,7 +162,7 @@ func produceCmd(ctx context.Context, args []string, stdio IO) error {
 		if *acks != -1 {
 			return usagef("--transactional-id writes with acks=all; --acks %d does not go with it", *acks)
 		}
-		return transactionalProduce(ctx, f, stdio, pos[0], *txid, *sep, int32(*partition), compression)
+		return transactionalProduce(ctx, f, stdio, pos[0], *txid, *sep, int32(*partition), compression, headers.headers)
 	}
 	var part *int32
 	if *partition >= 0 {
@@ -235,7 +267,7 @@ send:
 		}
 		req := &skeinv1.ProduceStreamRequest{CorrelationId: corr, Topic: pos[0], Acks: ptr(int32(*acks)), Compression: compression}
 		for _, l := range batch {
-			r, err := toRecord(l, *sep, part)
+			r, err := toRecord(l, *sep, part, headers.headers)
 			if err != nil {
 				lineErr = err // the lines before it still go
 				break
@@ -306,7 +338,7 @@ send:
 // identity, then a commit at the end of input. Any failure, or an
 // interrupt, aborts the transaction: read_committed consumers see all the
 // lines or none.
-func transactionalProduce(ctx context.Context, f *flags, stdio IO, topic, txid, sep string, partition int32, compression *string) error {
+func transactionalProduce(ctx context.Context, f *flags, stdio IO, topic, txid, sep string, partition int32, compression *string, headers []*skeinv1.Header) error {
 	conn, err := f.dial()
 	if err != nil {
 		return err
@@ -356,7 +388,7 @@ func transactionalProduce(ctx context.Context, f *flags, stdio IO, topic, txid, 
 			fmt.Fprintf(stdio.Err, "interrupted: nothing of the %d lines read was written\n", lines)
 			return ctx.Err()
 		}
-		r, err := toRecord(l, sep, nil)
+		r, err := toRecord(l, sep, nil, headers)
 		if err != nil {
 			return err
 		}
