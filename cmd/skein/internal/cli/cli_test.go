@@ -234,7 +234,12 @@ func (g *fakeGateway) Produce(_ context.Context, req *skeinv1.ProduceRequest) (*
 // g.mu held.
 func (g *fakeGateway) appendRecords(topic string, recs []*skeinv1.ProduceRecord) []*skeinv1.ProduceResult {
 	var out []*skeinv1.ProduceResult
-	for _, r := range recs {
+	for i, r := range recs {
+		if v := r.GetValue(); strings.HasPrefix(v, "oversized") { // refused as the gateway refuses it, by its place in the request
+			out = append(out, &skeinv1.ProduceResult{Offset: -1, ErrorCode: skeinv1.ErrorCode_MESSAGE_TOO_LARGE,
+				Message: fmt.Sprintf("record %d is %d bytes as a batch, above max.message.bytes 8 of topic %q", i, len(v), topic)})
+			continue
+		}
 		p := r.GetPartition()
 		parts, ok := g.topics[topic]
 		if !ok || int(p) >= len(parts) {
@@ -1086,6 +1091,35 @@ func TestHeadersPartitionAndOffsetPrinted(t *testing.T) {
 	for _, bad := range []string{"novalue", "=v", ""} {
 		if code, _, errOut := run(t, "x\n", "produce", "h", "--header", bad); code != 2 || !strings.Contains(errOut, "KEY=VALUE") {
 			t.Errorf("--header %q: %d %q, want a usage error", bad, code, errOut)
+		}
+	}
+}
+
+// A record the gateway refuses is reported by its stdin line, and the
+// gateway's name for it (its place in the request) is not repeated.
+func TestRefusedRecordNamedByLine(t *testing.T) {
+	_, addr := startFake(t)
+	t.Setenv("SKEIN_GATEWAY", addr)
+	run(t, "", "topic", "create", "r")
+	code, _, errOut := run(t, "a\nb\noversized-c\nd\n", "produce", "r")
+	if code != 1 || !strings.Contains(errOut, "line 3: MESSAGE_TOO_LARGE: the record is 11 bytes as a batch") || strings.Contains(errOut, "record 2") ||
+		!strings.Contains(errOut, "1 of 4 records were not written") {
+		t.Errorf("produce: %d %q", code, errOut)
+	}
+	for _, tc := range []struct {
+		msg  string
+		i    int
+		want string
+	}{
+		{"record 2 is 11 bytes", 2, "the record is 11 bytes"},
+		{"record 2: key too long", 2, "the record: key too long"},
+		{"record 2", 2, "the record"},
+		{"record 21 is 11 bytes", 2, "record 21 is 11 bytes"},
+		{"record 2 is 11 bytes", 3, "record 2 is 11 bytes"},
+		{"topic \"x\" is gone", 0, "topic \"x\" is gone"},
+	} {
+		if got := recordMessage(tc.msg, tc.i); got != tc.want {
+			t.Errorf("recordMessage(%q, %d) = %q, want %q", tc.msg, tc.i, got, tc.want)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -100,6 +101,18 @@ func toRecord(l line, sep string, partition *int32, headers []*skeinv1.Header) (
 		r.ValueBytes = []byte(v)
 	}
 	return r, nil
+}
+
+// recordMessage is a refusal's message as the command prints it, after the
+// line it is about: the gateway names a record by its place in the request
+// ("record 3 is ..."), which means nothing to whoever wrote the lines, so
+// that name becomes "the record".
+func recordMessage(msg string, i int) string {
+	name := "record " + strconv.Itoa(i)
+	if rest, ok := strings.CutPrefix(msg, name); ok && (rest == "" || rest[0] == ' ' || rest[0] == ':') {
+		return "the record" + rest
+	}
+	return msg
 }
 
 // lineTooLong says which line was too long for the scanner, in place of
@@ -229,7 +242,7 @@ func produceCmd(ctx context.Context, args []string, stdio IO) error {
 					if r.GetOutcome() == skeinv1.ProduceOutcome_UNKNOWN {
 						unknown++
 					}
-					fmt.Fprintf(stdio.Err, "line %d: %s: %s\n", first+i, r.GetErrorCode(), r.GetMessage())
+					fmt.Fprintf(stdio.Err, "line %d: %s: %s\n", first+i, r.GetErrorCode(), recordMessage(r.GetMessage(), i))
 				}
 			}
 			mu.Unlock()
@@ -360,6 +373,7 @@ func transactionalProduce(ctx context.Context, f *flags, stdio IO, topic, txid, 
 	// whole, so a bad line aborts nothing and writes nothing.
 	byPartition := map[int32][]*skeinv1.ProduceRecord{}
 	lineOf := map[int32][]int{} // each record's place in the input, from 0
+	lineNo := map[int32][]int{} // and its line number
 	var order []int32
 	sticky := partition
 	if sticky < 0 {
@@ -404,6 +418,7 @@ func transactionalProduce(ctx context.Context, f *flags, stdio IO, topic, txid, 
 		}
 		byPartition[p] = append(byPartition[p], r)
 		lineOf[p] = append(lineOf[p], lines)
+		lineNo[p] = append(lineNo[p], l.n)
 		lines++
 	}
 	if lines == 0 {
@@ -450,7 +465,7 @@ func transactionalProduce(ctx context.Context, f *flags, stdio IO, topic, txid, 
 			}
 			for i, r := range resp.GetResults() {
 				if r.GetErrorCode() != skeinv1.ErrorCode_NONE {
-					return abort(fmt.Errorf("partition %d: %s: %s", p, r.GetErrorCode(), r.GetMessage()))
+					return abort(fmt.Errorf("line %d (partition %d): %s: %s", lineNo[p][min(seq+i, len(lineNo[p])-1)], p, r.GetErrorCode(), recordMessage(r.GetMessage(), i)))
 				}
 				if i < len(chunk) {
 					results[lineOf[p][seq+i]] = r
