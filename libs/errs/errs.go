@@ -94,6 +94,7 @@ var (
 	FencedInstanceID                   = def(82, "FENCED_INSTANCE_ID", false, GRPCAborted, "another member joined with the same instance id")
 	EligibleLeadersNotAvailable        = def(83, "ELIGIBLE_LEADERS_NOT_AVAILABLE", true, GRPCUnavailable, "no eligible leader is available")
 	ElectionNotNeeded                  = def(84, "ELECTION_NOT_NEEDED", false, GRPCFailedPrecondition, "the leader is already the preferred one")
+	GroupSubscribedToTopic             = def(86, "GROUP_SUBSCRIBED_TO_TOPIC", false, GRPCFailedPrecondition, "the group has members subscribed to the topic: its offsets stay")
 	InvalidRecord                      = def(87, "INVALID_RECORD", false, GRPCInvalidArgument, "a record in the batch is invalid")
 	UnstableOffsetCommit               = def(88, "UNSTABLE_OFFSET_COMMIT", true, GRPCUnavailable, "an offset commit of this group is pending in a transaction")
 	ThrottlingQuotaExceeded            = def(89, "THROTTLING_QUOTA_EXCEEDED", true, GRPCResourceExhausted, "a budget of the server is used up for now; retry after a back-off")

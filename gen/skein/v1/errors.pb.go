@@ -93,6 +93,7 @@ const (
 	ErrorCode_FENCED_INSTANCE_ID                    ErrorCode = 82
 	ErrorCode_ELIGIBLE_LEADERS_NOT_AVAILABLE        ErrorCode = 83
 	ErrorCode_ELECTION_NOT_NEEDED                   ErrorCode = 84
+	ErrorCode_GROUP_SUBSCRIBED_TO_TOPIC             ErrorCode = 86
 	ErrorCode_INVALID_RECORD                        ErrorCode = 87
 	ErrorCode_UNSTABLE_OFFSET_COMMIT                ErrorCode = 88
 	ErrorCode_THROTTLING_QUOTA_EXCEEDED             ErrorCode = 89
@@ -174,6 +175,7 @@ var (
 		82:  "FENCED_INSTANCE_ID",
 		83:  "ELIGIBLE_LEADERS_NOT_AVAILABLE",
 		84:  "ELECTION_NOT_NEEDED",
+		86:  "GROUP_SUBSCRIBED_TO_TOPIC",
 		87:  "INVALID_RECORD",
 		88:  "UNSTABLE_OFFSET_COMMIT",
 		89:  "THROTTLING_QUOTA_EXCEEDED",
@@ -252,6 +254,7 @@ var (
 		"FENCED_INSTANCE_ID":                    82,
 		"ELIGIBLE_LEADERS_NOT_AVAILABLE":        83,
 		"ELECTION_NOT_NEEDED":                   84,
+		"GROUP_SUBSCRIBED_TO_TOPIC":             86,
 		"INVALID_RECORD":                        87,
 		"UNSTABLE_OFFSET_COMMIT":                88,
 		"THROTTLING_QUOTA_EXCEEDED":             89,
@@ -299,7 +302,7 @@ var File_skein_v1_errors_proto protoreflect.FileDescriptor
 
 const file_skein_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x15skein/v1/errors.proto\x12\bskein.v1*\xa6\x10\n" +
+	"\x15skein/v1/errors.proto\x12\bskein.v1*\xc5\x10\n" +
 	"\tErrorCode\x12\b\n" +
 	"\x04NONE\x10\x00\x12!\n" +
 	"\x14UNKNOWN_SERVER_ERROR\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x12\x17\n" +
@@ -364,7 +367,8 @@ const file_skein_v1_errors_proto_rawDesc = "" +
 	"\x16GROUP_MAX_SIZE_REACHED\x10Q\x12\x16\n" +
 	"\x12FENCED_INSTANCE_ID\x10R\x12\"\n" +
 	"\x1eELIGIBLE_LEADERS_NOT_AVAILABLE\x10S\x12\x17\n" +
-	"\x13ELECTION_NOT_NEEDED\x10T\x12\x12\n" +
+	"\x13ELECTION_NOT_NEEDED\x10T\x12\x1d\n" +
+	"\x19GROUP_SUBSCRIBED_TO_TOPIC\x10V\x12\x12\n" +
 	"\x0eINVALID_RECORD\x10W\x12\x1a\n" +
 	"\x16UNSTABLE_OFFSET_COMMIT\x10X\x12\x1d\n" +
 	"\x19THROTTLING_QUOTA_EXCEEDED\x10Y\x12\x13\n" +

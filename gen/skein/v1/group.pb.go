@@ -1454,6 +1454,186 @@ func (*DeleteGroupResponse) Descriptor() ([]byte, []int) {
 	return file_skein_v1_group_proto_rawDescGZIP(), []int{22}
 }
 
+type DeleteOffsetsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// The topic whose offsets to delete (required).
+	Topic string `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Partitions of the topic, each once; none: every partition of the
+	// topic. Over REST the query parameter is repeated:
+	// ?topic=orders&partition=0&partition=2.
+	Partition     []int32 `protobuf:"varint,3,rep,packed,name=partition,proto3" json:"partition,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteOffsetsRequest) Reset() {
+	*x = DeleteOffsetsRequest{}
+	mi := &file_skein_v1_group_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteOffsetsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteOffsetsRequest) ProtoMessage() {}
+
+func (x *DeleteOffsetsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_v1_group_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteOffsetsRequest.ProtoReflect.Descriptor instead.
+func (*DeleteOffsetsRequest) Descriptor() ([]byte, []int) {
+	return file_skein_v1_group_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *DeleteOffsetsRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *DeleteOffsetsRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *DeleteOffsetsRequest) GetPartition() []int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return nil
+}
+
+type DeleteOffsetsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per partition, in partition order.
+	Results       []*DeleteOffsetsResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteOffsetsResponse) Reset() {
+	*x = DeleteOffsetsResponse{}
+	mi := &file_skein_v1_group_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteOffsetsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteOffsetsResponse) ProtoMessage() {}
+
+func (x *DeleteOffsetsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_v1_group_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteOffsetsResponse.ProtoReflect.Descriptor instead.
+func (*DeleteOffsetsResponse) Descriptor() ([]byte, []int) {
+	return file_skein_v1_group_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *DeleteOffsetsResponse) GetResults() []*DeleteOffsetsResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// DeleteOffsetsResult is one partition's outcome: NONE when its committed
+// offset is deleted (or the group had none), else why it is kept
+// (GROUP_SUBSCRIBED_TO_TOPIC, UNKNOWN_TOPIC_OR_PARTITION).
+type DeleteOffsetsResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	ErrorCode     ErrorCode              `protobuf:"varint,3,opt,name=error_code,json=errorCode,proto3,enum=skein.v1.ErrorCode" json:"error_code,omitempty"`
+	Message       string                 `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteOffsetsResult) Reset() {
+	*x = DeleteOffsetsResult{}
+	mi := &file_skein_v1_group_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteOffsetsResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteOffsetsResult) ProtoMessage() {}
+
+func (x *DeleteOffsetsResult) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_v1_group_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteOffsetsResult.ProtoReflect.Descriptor instead.
+func (*DeleteOffsetsResult) Descriptor() ([]byte, []int) {
+	return file_skein_v1_group_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *DeleteOffsetsResult) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *DeleteOffsetsResult) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *DeleteOffsetsResult) GetErrorCode() ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ErrorCode_NONE
+}
+
+func (x *DeleteOffsetsResult) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 type ConsumeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Kind:
@@ -1468,7 +1648,7 @@ type ConsumeRequest struct {
 
 func (x *ConsumeRequest) Reset() {
 	*x = ConsumeRequest{}
-	mi := &file_skein_v1_group_proto_msgTypes[23]
+	mi := &file_skein_v1_group_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1480,7 +1660,7 @@ func (x *ConsumeRequest) String() string {
 func (*ConsumeRequest) ProtoMessage() {}
 
 func (x *ConsumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_group_proto_msgTypes[23]
+	mi := &file_skein_v1_group_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1493,7 +1673,7 @@ func (x *ConsumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeRequest.ProtoReflect.Descriptor instead.
 func (*ConsumeRequest) Descriptor() ([]byte, []int) {
-	return file_skein_v1_group_proto_rawDescGZIP(), []int{23}
+	return file_skein_v1_group_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ConsumeRequest) GetKind() isConsumeRequest_Kind {
@@ -1569,7 +1749,7 @@ type ConsumeResponse struct {
 
 func (x *ConsumeResponse) Reset() {
 	*x = ConsumeResponse{}
-	mi := &file_skein_v1_group_proto_msgTypes[24]
+	mi := &file_skein_v1_group_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1581,7 +1761,7 @@ func (x *ConsumeResponse) String() string {
 func (*ConsumeResponse) ProtoMessage() {}
 
 func (x *ConsumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_group_proto_msgTypes[24]
+	mi := &file_skein_v1_group_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1594,7 +1774,7 @@ func (x *ConsumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeResponse.ProtoReflect.Descriptor instead.
 func (*ConsumeResponse) Descriptor() ([]byte, []int) {
-	return file_skein_v1_group_proto_rawDescGZIP(), []int{24}
+	return file_skein_v1_group_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ConsumeResponse) GetKind() isConsumeResponse_Kind {
@@ -1701,7 +1881,7 @@ type NackRecordRequest struct {
 
 func (x *NackRecordRequest) Reset() {
 	*x = NackRecordRequest{}
-	mi := &file_skein_v1_group_proto_msgTypes[25]
+	mi := &file_skein_v1_group_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1713,7 +1893,7 @@ func (x *NackRecordRequest) String() string {
 func (*NackRecordRequest) ProtoMessage() {}
 
 func (x *NackRecordRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_group_proto_msgTypes[25]
+	mi := &file_skein_v1_group_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1726,7 +1906,7 @@ func (x *NackRecordRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackRecordRequest.ProtoReflect.Descriptor instead.
 func (*NackRecordRequest) Descriptor() ([]byte, []int) {
-	return file_skein_v1_group_proto_rawDescGZIP(), []int{25}
+	return file_skein_v1_group_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *NackRecordRequest) GetGroup() string {
@@ -1803,7 +1983,7 @@ type NackRecordResponse struct {
 
 func (x *NackRecordResponse) Reset() {
 	*x = NackRecordResponse{}
-	mi := &file_skein_v1_group_proto_msgTypes[26]
+	mi := &file_skein_v1_group_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1815,7 +1995,7 @@ func (x *NackRecordResponse) String() string {
 func (*NackRecordResponse) ProtoMessage() {}
 
 func (x *NackRecordResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_group_proto_msgTypes[26]
+	mi := &file_skein_v1_group_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1828,7 +2008,7 @@ func (x *NackRecordResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackRecordResponse.ProtoReflect.Descriptor instead.
 func (*NackRecordResponse) Descriptor() ([]byte, []int) {
-	return file_skein_v1_group_proto_rawDescGZIP(), []int{26}
+	return file_skein_v1_group_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *NackRecordResponse) GetTopic() string {
@@ -1917,7 +2097,7 @@ type GetGroupConfigRequest struct {
 
 func (x *GetGroupConfigRequest) Reset() {
 	*x = GetGroupConfigRequest{}
-	mi := &file_skein_v1_group_proto_msgTypes[27]
+	mi := &file_skein_v1_group_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1929,7 +2109,7 @@ func (x *GetGroupConfigRequest) String() string {
 func (*GetGroupConfigRequest) ProtoMessage() {}
 
 func (x *GetGroupConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_group_proto_msgTypes[27]
+	mi := &file_skein_v1_group_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1942,7 +2122,7 @@ func (x *GetGroupConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGroupConfigRequest.ProtoReflect.Descriptor instead.
 func (*GetGroupConfigRequest) Descriptor() ([]byte, []int) {
-	return file_skein_v1_group_proto_rawDescGZIP(), []int{27}
+	return file_skein_v1_group_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetGroupConfigRequest) GetGroup() string {
@@ -1962,7 +2142,7 @@ type GetGroupConfigResponse struct {
 
 func (x *GetGroupConfigResponse) Reset() {
 	*x = GetGroupConfigResponse{}
-	mi := &file_skein_v1_group_proto_msgTypes[28]
+	mi := &file_skein_v1_group_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1974,7 +2154,7 @@ func (x *GetGroupConfigResponse) String() string {
 func (*GetGroupConfigResponse) ProtoMessage() {}
 
 func (x *GetGroupConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_group_proto_msgTypes[28]
+	mi := &file_skein_v1_group_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1987,7 +2167,7 @@ func (x *GetGroupConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGroupConfigResponse.ProtoReflect.Descriptor instead.
 func (*GetGroupConfigResponse) Descriptor() ([]byte, []int) {
-	return file_skein_v1_group_proto_rawDescGZIP(), []int{28}
+	return file_skein_v1_group_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GetGroupConfigResponse) GetGroup() string {
@@ -2014,7 +2194,7 @@ type SetGroupConfigRequest struct {
 
 func (x *SetGroupConfigRequest) Reset() {
 	*x = SetGroupConfigRequest{}
-	mi := &file_skein_v1_group_proto_msgTypes[29]
+	mi := &file_skein_v1_group_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2026,7 +2206,7 @@ func (x *SetGroupConfigRequest) String() string {
 func (*SetGroupConfigRequest) ProtoMessage() {}
 
 func (x *SetGroupConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_group_proto_msgTypes[29]
+	mi := &file_skein_v1_group_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2039,7 +2219,7 @@ func (x *SetGroupConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetGroupConfigRequest.ProtoReflect.Descriptor instead.
 func (*SetGroupConfigRequest) Descriptor() ([]byte, []int) {
-	return file_skein_v1_group_proto_rawDescGZIP(), []int{29}
+	return file_skein_v1_group_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SetGroupConfigRequest) GetGroup() string {
@@ -2066,7 +2246,7 @@ type SetGroupConfigResponse struct {
 
 func (x *SetGroupConfigResponse) Reset() {
 	*x = SetGroupConfigResponse{}
-	mi := &file_skein_v1_group_proto_msgTypes[30]
+	mi := &file_skein_v1_group_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2078,7 +2258,7 @@ func (x *SetGroupConfigResponse) String() string {
 func (*SetGroupConfigResponse) ProtoMessage() {}
 
 func (x *SetGroupConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skein_v1_group_proto_msgTypes[30]
+	mi := &file_skein_v1_group_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2091,7 +2271,7 @@ func (x *SetGroupConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetGroupConfigResponse.ProtoReflect.Descriptor instead.
 func (*SetGroupConfigResponse) Descriptor() ([]byte, []int) {
-	return file_skein_v1_group_proto_rawDescGZIP(), []int{30}
+	return file_skein_v1_group_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SetGroupConfigResponse) GetGroup() string {
@@ -2225,7 +2405,19 @@ const file_skein_v1_group_proto_rawDesc = "" +
 	"assignment\"*\n" +
 	"\x12DeleteGroupRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\"\x15\n" +
-	"\x13DeleteGroupResponse\"\xc1\x01\n" +
+	"\x13DeleteGroupResponse\"`\n" +
+	"\x14DeleteOffsetsRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
+	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x03 \x03(\x05R\tpartition\"P\n" +
+	"\x15DeleteOffsetsResponse\x127\n" +
+	"\aresults\x18\x01 \x03(\v2\x1d.skein.v1.DeleteOffsetsResultR\aresults\"\x97\x01\n" +
+	"\x13DeleteOffsetsResult\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x122\n" +
+	"\n" +
+	"error_code\x18\x03 \x01(\x0e2\x13.skein.v1.ErrorCodeR\terrorCode\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"\xc1\x01\n" +
 	"\x0eConsumeRequest\x12:\n" +
 	"\tsubscribe\x18\x01 \x01(\v2\x1a.skein.v1.JoinGroupRequestH\x00R\tsubscribe\x128\n" +
 	"\x06commit\x18\x02 \x01(\v2\x1e.skein.v1.CommitOffsetsRequestH\x00R\x06commit\x121\n" +
@@ -2286,7 +2478,7 @@ const file_skein_v1_group_proto_rawDesc = "" +
 	"\aconfigs\x18\x02 \x03(\v2-.skein.v1.SetGroupConfigResponse.ConfigsEntryR\aconfigs\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x012\xfa\a\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x012\xcc\b\n" +
 	"\fGroupService\x12D\n" +
 	"\tJoinGroup\x12\x1a.skein.v1.JoinGroupRequest\x1a\x1b.skein.v1.JoinGroupResponse\x12D\n" +
 	"\tHeartbeat\x12\x1a.skein.v1.HeartbeatRequest\x1a\x1b.skein.v1.HeartbeatResponse\x12\\\n" +
@@ -2299,7 +2491,8 @@ const file_skein_v1_group_proto_rawDesc = "" +
 	"\n" +
 	"ListGroups\x12\x1b.skein.v1.ListGroupsRequest\x1a\x1c.skein.v1.ListGroupsResponse\x12P\n" +
 	"\rDescribeGroup\x12\x1e.skein.v1.DescribeGroupRequest\x1a\x1f.skein.v1.DescribeGroupResponse\x12J\n" +
-	"\vDeleteGroup\x12\x1c.skein.v1.DeleteGroupRequest\x1a\x1d.skein.v1.DeleteGroupResponse\x12B\n" +
+	"\vDeleteGroup\x12\x1c.skein.v1.DeleteGroupRequest\x1a\x1d.skein.v1.DeleteGroupResponse\x12P\n" +
+	"\rDeleteOffsets\x12\x1e.skein.v1.DeleteOffsetsRequest\x1a\x1f.skein.v1.DeleteOffsetsResponse\x12B\n" +
 	"\aConsume\x12\x18.skein.v1.ConsumeRequest\x1a\x19.skein.v1.ConsumeResponse(\x010\x01\x12G\n" +
 	"\n" +
 	"NackRecord\x12\x1b.skein.v1.NackRecordRequest\x1a\x1c.skein.v1.NackRecordResponse\x12S\n" +
@@ -2320,7 +2513,7 @@ func file_skein_v1_group_proto_rawDescGZIP() []byte {
 	return file_skein_v1_group_proto_rawDescData
 }
 
-var file_skein_v1_group_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_skein_v1_group_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_skein_v1_group_proto_goTypes = []any{
 	(*JoinGroupRequest)(nil),          // 0: skein.v1.JoinGroupRequest
 	(*JoinGroupResponse)(nil),         // 1: skein.v1.JoinGroupResponse
@@ -2345,84 +2538,91 @@ var file_skein_v1_group_proto_goTypes = []any{
 	(*GroupMember)(nil),               // 20: skein.v1.GroupMember
 	(*DeleteGroupRequest)(nil),        // 21: skein.v1.DeleteGroupRequest
 	(*DeleteGroupResponse)(nil),       // 22: skein.v1.DeleteGroupResponse
-	(*ConsumeRequest)(nil),            // 23: skein.v1.ConsumeRequest
-	(*ConsumeResponse)(nil),           // 24: skein.v1.ConsumeResponse
-	(*NackRecordRequest)(nil),         // 25: skein.v1.NackRecordRequest
-	(*NackRecordResponse)(nil),        // 26: skein.v1.NackRecordResponse
-	(*GetGroupConfigRequest)(nil),     // 27: skein.v1.GetGroupConfigRequest
-	(*GetGroupConfigResponse)(nil),    // 28: skein.v1.GetGroupConfigResponse
-	(*SetGroupConfigRequest)(nil),     // 29: skein.v1.SetGroupConfigRequest
-	(*SetGroupConfigResponse)(nil),    // 30: skein.v1.SetGroupConfigResponse
-	nil,                               // 31: skein.v1.GetGroupConfigResponse.ConfigsEntry
-	nil,                               // 32: skein.v1.SetGroupConfigRequest.ConfigsEntry
-	nil,                               // 33: skein.v1.SetGroupConfigResponse.ConfigsEntry
-	(IsolationLevel)(0),               // 34: skein.v1.IsolationLevel
-	(*TopicPartitions)(nil),           // 35: skein.v1.TopicPartitions
-	(Encoding)(0),                     // 36: skein.v1.Encoding
-	(*ConsumedRecord)(nil),            // 37: skein.v1.ConsumedRecord
-	(ErrorCode)(0),                    // 38: skein.v1.ErrorCode
+	(*DeleteOffsetsRequest)(nil),      // 23: skein.v1.DeleteOffsetsRequest
+	(*DeleteOffsetsResponse)(nil),     // 24: skein.v1.DeleteOffsetsResponse
+	(*DeleteOffsetsResult)(nil),       // 25: skein.v1.DeleteOffsetsResult
+	(*ConsumeRequest)(nil),            // 26: skein.v1.ConsumeRequest
+	(*ConsumeResponse)(nil),           // 27: skein.v1.ConsumeResponse
+	(*NackRecordRequest)(nil),         // 28: skein.v1.NackRecordRequest
+	(*NackRecordResponse)(nil),        // 29: skein.v1.NackRecordResponse
+	(*GetGroupConfigRequest)(nil),     // 30: skein.v1.GetGroupConfigRequest
+	(*GetGroupConfigResponse)(nil),    // 31: skein.v1.GetGroupConfigResponse
+	(*SetGroupConfigRequest)(nil),     // 32: skein.v1.SetGroupConfigRequest
+	(*SetGroupConfigResponse)(nil),    // 33: skein.v1.SetGroupConfigResponse
+	nil,                               // 34: skein.v1.GetGroupConfigResponse.ConfigsEntry
+	nil,                               // 35: skein.v1.SetGroupConfigRequest.ConfigsEntry
+	nil,                               // 36: skein.v1.SetGroupConfigResponse.ConfigsEntry
+	(IsolationLevel)(0),               // 37: skein.v1.IsolationLevel
+	(*TopicPartitions)(nil),           // 38: skein.v1.TopicPartitions
+	(Encoding)(0),                     // 39: skein.v1.Encoding
+	(*ConsumedRecord)(nil),            // 40: skein.v1.ConsumedRecord
+	(ErrorCode)(0),                    // 41: skein.v1.ErrorCode
 }
 var file_skein_v1_group_proto_depIdxs = []int32{
-	34, // 0: skein.v1.JoinGroupRequest.isolation_level:type_name -> skein.v1.IsolationLevel
-	35, // 1: skein.v1.JoinGroupResponse.assignment:type_name -> skein.v1.TopicPartitions
-	35, // 2: skein.v1.HeartbeatResponse.assignment:type_name -> skein.v1.TopicPartitions
-	34, // 3: skein.v1.FetchGroupRecordsRequest.isolation_level:type_name -> skein.v1.IsolationLevel
+	37, // 0: skein.v1.JoinGroupRequest.isolation_level:type_name -> skein.v1.IsolationLevel
+	38, // 1: skein.v1.JoinGroupResponse.assignment:type_name -> skein.v1.TopicPartitions
+	38, // 2: skein.v1.HeartbeatResponse.assignment:type_name -> skein.v1.TopicPartitions
+	37, // 3: skein.v1.FetchGroupRecordsRequest.isolation_level:type_name -> skein.v1.IsolationLevel
 	5,  // 4: skein.v1.FetchGroupRecordsRequest.positions:type_name -> skein.v1.TopicPartitionOffset
-	36, // 5: skein.v1.FetchGroupRecordsRequest.encoding:type_name -> skein.v1.Encoding
-	37, // 6: skein.v1.FetchGroupRecordsResponse.records:type_name -> skein.v1.ConsumedRecord
+	39, // 5: skein.v1.FetchGroupRecordsRequest.encoding:type_name -> skein.v1.Encoding
+	40, // 6: skein.v1.FetchGroupRecordsResponse.records:type_name -> skein.v1.ConsumedRecord
 	5,  // 7: skein.v1.FetchGroupRecordsResponse.positions:type_name -> skein.v1.TopicPartitionOffset
-	35, // 8: skein.v1.FetchGroupRecordsResponse.assignment:type_name -> skein.v1.TopicPartitions
+	38, // 8: skein.v1.FetchGroupRecordsResponse.assignment:type_name -> skein.v1.TopicPartitions
 	5,  // 9: skein.v1.CommitOffsetsRequest.offsets:type_name -> skein.v1.TopicPartitionOffset
 	9,  // 10: skein.v1.CommitOffsetsResponse.results:type_name -> skein.v1.PartitionCommitResult
-	38, // 11: skein.v1.PartitionCommitResult.error_code:type_name -> skein.v1.ErrorCode
+	41, // 11: skein.v1.PartitionCommitResult.error_code:type_name -> skein.v1.ErrorCode
 	12, // 12: skein.v1.GetOffsetsResponse.offsets:type_name -> skein.v1.CommittedOffset
 	17, // 13: skein.v1.ListGroupsResponse.groups:type_name -> skein.v1.GroupSummary
 	20, // 14: skein.v1.DescribeGroupResponse.members:type_name -> skein.v1.GroupMember
 	12, // 15: skein.v1.DescribeGroupResponse.offsets:type_name -> skein.v1.CommittedOffset
-	35, // 16: skein.v1.GroupMember.assignment:type_name -> skein.v1.TopicPartitions
-	0,  // 17: skein.v1.ConsumeRequest.subscribe:type_name -> skein.v1.JoinGroupRequest
-	7,  // 18: skein.v1.ConsumeRequest.commit:type_name -> skein.v1.CommitOffsetsRequest
-	25, // 19: skein.v1.ConsumeRequest.nack:type_name -> skein.v1.NackRecordRequest
-	1,  // 20: skein.v1.ConsumeResponse.joined:type_name -> skein.v1.JoinGroupResponse
-	6,  // 21: skein.v1.ConsumeResponse.records:type_name -> skein.v1.FetchGroupRecordsResponse
-	3,  // 22: skein.v1.ConsumeResponse.assignment:type_name -> skein.v1.HeartbeatResponse
-	8,  // 23: skein.v1.ConsumeResponse.committed:type_name -> skein.v1.CommitOffsetsResponse
-	26, // 24: skein.v1.ConsumeResponse.nacked:type_name -> skein.v1.NackRecordResponse
-	38, // 25: skein.v1.NackRecordResponse.error_code:type_name -> skein.v1.ErrorCode
-	31, // 26: skein.v1.GetGroupConfigResponse.configs:type_name -> skein.v1.GetGroupConfigResponse.ConfigsEntry
-	32, // 27: skein.v1.SetGroupConfigRequest.configs:type_name -> skein.v1.SetGroupConfigRequest.ConfigsEntry
-	33, // 28: skein.v1.SetGroupConfigResponse.configs:type_name -> skein.v1.SetGroupConfigResponse.ConfigsEntry
-	0,  // 29: skein.v1.GroupService.JoinGroup:input_type -> skein.v1.JoinGroupRequest
-	2,  // 30: skein.v1.GroupService.Heartbeat:input_type -> skein.v1.HeartbeatRequest
-	4,  // 31: skein.v1.GroupService.FetchGroupRecords:input_type -> skein.v1.FetchGroupRecordsRequest
-	7,  // 32: skein.v1.GroupService.CommitOffsets:input_type -> skein.v1.CommitOffsetsRequest
-	10, // 33: skein.v1.GroupService.GetOffsets:input_type -> skein.v1.GetOffsetsRequest
-	13, // 34: skein.v1.GroupService.LeaveGroup:input_type -> skein.v1.LeaveGroupRequest
-	15, // 35: skein.v1.GroupService.ListGroups:input_type -> skein.v1.ListGroupsRequest
-	18, // 36: skein.v1.GroupService.DescribeGroup:input_type -> skein.v1.DescribeGroupRequest
-	21, // 37: skein.v1.GroupService.DeleteGroup:input_type -> skein.v1.DeleteGroupRequest
-	23, // 38: skein.v1.GroupService.Consume:input_type -> skein.v1.ConsumeRequest
-	25, // 39: skein.v1.GroupService.NackRecord:input_type -> skein.v1.NackRecordRequest
-	27, // 40: skein.v1.GroupService.GetGroupConfig:input_type -> skein.v1.GetGroupConfigRequest
-	29, // 41: skein.v1.GroupService.SetGroupConfig:input_type -> skein.v1.SetGroupConfigRequest
-	1,  // 42: skein.v1.GroupService.JoinGroup:output_type -> skein.v1.JoinGroupResponse
-	3,  // 43: skein.v1.GroupService.Heartbeat:output_type -> skein.v1.HeartbeatResponse
-	6,  // 44: skein.v1.GroupService.FetchGroupRecords:output_type -> skein.v1.FetchGroupRecordsResponse
-	8,  // 45: skein.v1.GroupService.CommitOffsets:output_type -> skein.v1.CommitOffsetsResponse
-	11, // 46: skein.v1.GroupService.GetOffsets:output_type -> skein.v1.GetOffsetsResponse
-	14, // 47: skein.v1.GroupService.LeaveGroup:output_type -> skein.v1.LeaveGroupResponse
-	16, // 48: skein.v1.GroupService.ListGroups:output_type -> skein.v1.ListGroupsResponse
-	19, // 49: skein.v1.GroupService.DescribeGroup:output_type -> skein.v1.DescribeGroupResponse
-	22, // 50: skein.v1.GroupService.DeleteGroup:output_type -> skein.v1.DeleteGroupResponse
-	24, // 51: skein.v1.GroupService.Consume:output_type -> skein.v1.ConsumeResponse
-	26, // 52: skein.v1.GroupService.NackRecord:output_type -> skein.v1.NackRecordResponse
-	28, // 53: skein.v1.GroupService.GetGroupConfig:output_type -> skein.v1.GetGroupConfigResponse
-	30, // 54: skein.v1.GroupService.SetGroupConfig:output_type -> skein.v1.SetGroupConfigResponse
-	42, // [42:55] is the sub-list for method output_type
-	29, // [29:42] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	38, // 16: skein.v1.GroupMember.assignment:type_name -> skein.v1.TopicPartitions
+	25, // 17: skein.v1.DeleteOffsetsResponse.results:type_name -> skein.v1.DeleteOffsetsResult
+	41, // 18: skein.v1.DeleteOffsetsResult.error_code:type_name -> skein.v1.ErrorCode
+	0,  // 19: skein.v1.ConsumeRequest.subscribe:type_name -> skein.v1.JoinGroupRequest
+	7,  // 20: skein.v1.ConsumeRequest.commit:type_name -> skein.v1.CommitOffsetsRequest
+	28, // 21: skein.v1.ConsumeRequest.nack:type_name -> skein.v1.NackRecordRequest
+	1,  // 22: skein.v1.ConsumeResponse.joined:type_name -> skein.v1.JoinGroupResponse
+	6,  // 23: skein.v1.ConsumeResponse.records:type_name -> skein.v1.FetchGroupRecordsResponse
+	3,  // 24: skein.v1.ConsumeResponse.assignment:type_name -> skein.v1.HeartbeatResponse
+	8,  // 25: skein.v1.ConsumeResponse.committed:type_name -> skein.v1.CommitOffsetsResponse
+	29, // 26: skein.v1.ConsumeResponse.nacked:type_name -> skein.v1.NackRecordResponse
+	41, // 27: skein.v1.NackRecordResponse.error_code:type_name -> skein.v1.ErrorCode
+	34, // 28: skein.v1.GetGroupConfigResponse.configs:type_name -> skein.v1.GetGroupConfigResponse.ConfigsEntry
+	35, // 29: skein.v1.SetGroupConfigRequest.configs:type_name -> skein.v1.SetGroupConfigRequest.ConfigsEntry
+	36, // 30: skein.v1.SetGroupConfigResponse.configs:type_name -> skein.v1.SetGroupConfigResponse.ConfigsEntry
+	0,  // 31: skein.v1.GroupService.JoinGroup:input_type -> skein.v1.JoinGroupRequest
+	2,  // 32: skein.v1.GroupService.Heartbeat:input_type -> skein.v1.HeartbeatRequest
+	4,  // 33: skein.v1.GroupService.FetchGroupRecords:input_type -> skein.v1.FetchGroupRecordsRequest
+	7,  // 34: skein.v1.GroupService.CommitOffsets:input_type -> skein.v1.CommitOffsetsRequest
+	10, // 35: skein.v1.GroupService.GetOffsets:input_type -> skein.v1.GetOffsetsRequest
+	13, // 36: skein.v1.GroupService.LeaveGroup:input_type -> skein.v1.LeaveGroupRequest
+	15, // 37: skein.v1.GroupService.ListGroups:input_type -> skein.v1.ListGroupsRequest
+	18, // 38: skein.v1.GroupService.DescribeGroup:input_type -> skein.v1.DescribeGroupRequest
+	21, // 39: skein.v1.GroupService.DeleteGroup:input_type -> skein.v1.DeleteGroupRequest
+	23, // 40: skein.v1.GroupService.DeleteOffsets:input_type -> skein.v1.DeleteOffsetsRequest
+	26, // 41: skein.v1.GroupService.Consume:input_type -> skein.v1.ConsumeRequest
+	28, // 42: skein.v1.GroupService.NackRecord:input_type -> skein.v1.NackRecordRequest
+	30, // 43: skein.v1.GroupService.GetGroupConfig:input_type -> skein.v1.GetGroupConfigRequest
+	32, // 44: skein.v1.GroupService.SetGroupConfig:input_type -> skein.v1.SetGroupConfigRequest
+	1,  // 45: skein.v1.GroupService.JoinGroup:output_type -> skein.v1.JoinGroupResponse
+	3,  // 46: skein.v1.GroupService.Heartbeat:output_type -> skein.v1.HeartbeatResponse
+	6,  // 47: skein.v1.GroupService.FetchGroupRecords:output_type -> skein.v1.FetchGroupRecordsResponse
+	8,  // 48: skein.v1.GroupService.CommitOffsets:output_type -> skein.v1.CommitOffsetsResponse
+	11, // 49: skein.v1.GroupService.GetOffsets:output_type -> skein.v1.GetOffsetsResponse
+	14, // 50: skein.v1.GroupService.LeaveGroup:output_type -> skein.v1.LeaveGroupResponse
+	16, // 51: skein.v1.GroupService.ListGroups:output_type -> skein.v1.ListGroupsResponse
+	19, // 52: skein.v1.GroupService.DescribeGroup:output_type -> skein.v1.DescribeGroupResponse
+	22, // 53: skein.v1.GroupService.DeleteGroup:output_type -> skein.v1.DeleteGroupResponse
+	24, // 54: skein.v1.GroupService.DeleteOffsets:output_type -> skein.v1.DeleteOffsetsResponse
+	27, // 55: skein.v1.GroupService.Consume:output_type -> skein.v1.ConsumeResponse
+	29, // 56: skein.v1.GroupService.NackRecord:output_type -> skein.v1.NackRecordResponse
+	31, // 57: skein.v1.GroupService.GetGroupConfig:output_type -> skein.v1.GetGroupConfigResponse
+	33, // 58: skein.v1.GroupService.SetGroupConfig:output_type -> skein.v1.SetGroupConfigResponse
+	45, // [45:59] is the sub-list for method output_type
+	31, // [31:45] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_skein_v1_group_proto_init() }
@@ -2434,26 +2634,26 @@ func file_skein_v1_group_proto_init() {
 	file_skein_v1_records_proto_init()
 	file_skein_v1_group_proto_msgTypes[0].OneofWrappers = []any{}
 	file_skein_v1_group_proto_msgTypes[4].OneofWrappers = []any{}
-	file_skein_v1_group_proto_msgTypes[23].OneofWrappers = []any{
+	file_skein_v1_group_proto_msgTypes[26].OneofWrappers = []any{
 		(*ConsumeRequest_Subscribe)(nil),
 		(*ConsumeRequest_Commit)(nil),
 		(*ConsumeRequest_Nack)(nil),
 	}
-	file_skein_v1_group_proto_msgTypes[24].OneofWrappers = []any{
+	file_skein_v1_group_proto_msgTypes[27].OneofWrappers = []any{
 		(*ConsumeResponse_Joined)(nil),
 		(*ConsumeResponse_Records)(nil),
 		(*ConsumeResponse_Assignment)(nil),
 		(*ConsumeResponse_Committed)(nil),
 		(*ConsumeResponse_Nacked)(nil),
 	}
-	file_skein_v1_group_proto_msgTypes[25].OneofWrappers = []any{}
+	file_skein_v1_group_proto_msgTypes[28].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skein_v1_group_proto_rawDesc), len(file_skein_v1_group_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   34,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

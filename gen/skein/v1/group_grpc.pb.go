@@ -28,6 +28,7 @@ const (
 	GroupService_ListGroups_FullMethodName        = "/skein.v1.GroupService/ListGroups"
 	GroupService_DescribeGroup_FullMethodName     = "/skein.v1.GroupService/DescribeGroup"
 	GroupService_DeleteGroup_FullMethodName       = "/skein.v1.GroupService/DeleteGroup"
+	GroupService_DeleteOffsets_FullMethodName     = "/skein.v1.GroupService/DeleteOffsets"
 	GroupService_Consume_FullMethodName           = "/skein.v1.GroupService/Consume"
 	GroupService_NackRecord_FullMethodName        = "/skein.v1.GroupService/NackRecord"
 	GroupService_GetGroupConfig_FullMethodName    = "/skein.v1.GroupService/GetGroupConfig"
@@ -60,6 +61,11 @@ type GroupServiceClient interface {
 	// DeleteGroup deletes a group that has no members, with its committed
 	// offsets (NON_EMPTY_GROUP while it has members).
 	DeleteGroup(ctx context.Context, in *DeleteGroupRequest, opts ...grpc.CallOption) (*DeleteGroupResponse, error)
+	// DeleteOffsets deletes a group's committed offsets of a topic's
+	// partitions (Kafka's OffsetDelete: kafka-consumer-groups
+	// --delete-offsets). A partition of a topic that a member of the group
+	// subscribes to keeps its offset: its result is GROUP_SUBSCRIBED_TO_TOPIC.
+	DeleteOffsets(ctx context.Context, in *DeleteOffsetsRequest, opts ...grpc.CallOption) (*DeleteOffsetsResponse, error)
 	// Consume is the streaming form: subscribe, then receive records and
 	// assignment changes, and send commits (and nacks) on the same stream.
 	Consume(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ConsumeRequest, ConsumeResponse], error)
@@ -174,6 +180,16 @@ func (c *groupServiceClient) DeleteGroup(ctx context.Context, in *DeleteGroupReq
 	return out, nil
 }
 
+func (c *groupServiceClient) DeleteOffsets(ctx context.Context, in *DeleteOffsetsRequest, opts ...grpc.CallOption) (*DeleteOffsetsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteOffsetsResponse)
+	err := c.cc.Invoke(ctx, GroupService_DeleteOffsets_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *groupServiceClient) Consume(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ConsumeRequest, ConsumeResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &GroupService_ServiceDesc.Streams[0], GroupService_Consume_FullMethodName, cOpts...)
@@ -243,6 +259,11 @@ type GroupServiceServer interface {
 	// DeleteGroup deletes a group that has no members, with its committed
 	// offsets (NON_EMPTY_GROUP while it has members).
 	DeleteGroup(context.Context, *DeleteGroupRequest) (*DeleteGroupResponse, error)
+	// DeleteOffsets deletes a group's committed offsets of a topic's
+	// partitions (Kafka's OffsetDelete: kafka-consumer-groups
+	// --delete-offsets). A partition of a topic that a member of the group
+	// subscribes to keeps its offset: its result is GROUP_SUBSCRIBED_TO_TOPIC.
+	DeleteOffsets(context.Context, *DeleteOffsetsRequest) (*DeleteOffsetsResponse, error)
 	// Consume is the streaming form: subscribe, then receive records and
 	// assignment changes, and send commits (and nacks) on the same stream.
 	Consume(grpc.BidiStreamingServer[ConsumeRequest, ConsumeResponse]) error
@@ -293,6 +314,9 @@ func (UnimplementedGroupServiceServer) DescribeGroup(context.Context, *DescribeG
 }
 func (UnimplementedGroupServiceServer) DeleteGroup(context.Context, *DeleteGroupRequest) (*DeleteGroupResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteGroup not implemented")
+}
+func (UnimplementedGroupServiceServer) DeleteOffsets(context.Context, *DeleteOffsetsRequest) (*DeleteOffsetsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteOffsets not implemented")
 }
 func (UnimplementedGroupServiceServer) Consume(grpc.BidiStreamingServer[ConsumeRequest, ConsumeResponse]) error {
 	return status.Error(codes.Unimplemented, "method Consume not implemented")
@@ -489,6 +513,24 @@ func _GroupService_DeleteGroup_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _GroupService_DeleteOffsets_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteOffsetsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GroupServiceServer).DeleteOffsets(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GroupService_DeleteOffsets_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GroupServiceServer).DeleteOffsets(ctx, req.(*DeleteOffsetsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _GroupService_Consume_Handler(srv interface{}, stream grpc.ServerStream) error {
 	return srv.(GroupServiceServer).Consume(&grpc.GenericServerStream[ConsumeRequest, ConsumeResponse]{ServerStream: stream})
 }
@@ -592,6 +634,10 @@ var GroupService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteGroup",
 			Handler:    _GroupService_DeleteGroup_Handler,
+		},
+		{
+			MethodName: "DeleteOffsets",
+			Handler:    _GroupService_DeleteOffsets_Handler,
 		},
 		{
 			MethodName: "NackRecord",

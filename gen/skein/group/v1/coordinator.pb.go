@@ -2053,6 +2053,125 @@ func (x *GroupResult) GetErrorMessage() string {
 	return ""
 }
 
+type OffsetDeleteRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	GroupId       string                 `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	Partitions    []*TopicPartitions     `protobuf:"bytes,2,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OffsetDeleteRequest) Reset() {
+	*x = OffsetDeleteRequest{}
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OffsetDeleteRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OffsetDeleteRequest) ProtoMessage() {}
+
+func (x *OffsetDeleteRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OffsetDeleteRequest.ProtoReflect.Descriptor instead.
+func (*OffsetDeleteRequest) Descriptor() ([]byte, []int) {
+	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *OffsetDeleteRequest) GetGroupId() string {
+	if x != nil {
+		return x.GroupId
+	}
+	return ""
+}
+
+func (x *OffsetDeleteRequest) GetPartitions() []*TopicPartitions {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type OffsetDeleteResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The refusal of the request as a whole (INVALID_GROUP_ID,
+	// GROUP_ID_NOT_FOUND, GROUP_AUTHORIZATION_FAILED, NOT_COORDINATOR, a
+	// failed write, ...); partitions is empty then.
+	ErrorCode    v1.ErrorCode `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3,enum=skein.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage string       `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// One per partition asked, in the request's order: NONE once its
+	// committed offset (and a transaction's pending offsets of it) are
+	// deleted, or when there was none; GROUP_SUBSCRIBED_TO_TOPIC,
+	// UNKNOWN_TOPIC_OR_PARTITION or TOPIC_AUTHORIZATION_FAILED when kept.
+	Partitions    []*PartitionResult `protobuf:"bytes,3,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OffsetDeleteResponse) Reset() {
+	*x = OffsetDeleteResponse{}
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OffsetDeleteResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OffsetDeleteResponse) ProtoMessage() {}
+
+func (x *OffsetDeleteResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_group_v1_coordinator_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OffsetDeleteResponse.ProtoReflect.Descriptor instead.
+func (*OffsetDeleteResponse) Descriptor() ([]byte, []int) {
+	return file_skein_group_v1_coordinator_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *OffsetDeleteResponse) GetErrorCode() v1.ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return v1.ErrorCode(0)
+}
+
+func (x *OffsetDeleteResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *OffsetDeleteResponse) GetPartitions() []*PartitionResult {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
 var File_skein_group_v1_coordinator_proto protoreflect.FileDescriptor
 
 const file_skein_group_v1_coordinator_proto_rawDesc = "" +
@@ -2237,7 +2356,19 @@ const file_skein_group_v1_coordinator_proto_rawDesc = "" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x122\n" +
 	"\n" +
 	"error_code\x18\x02 \x01(\x0e2\x13.skein.v1.ErrorCodeR\terrorCode\x12#\n" +
-	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage2\xc1\b\n" +
+	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage\"q\n" +
+	"\x13OffsetDeleteRequest\x12\x19\n" +
+	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12?\n" +
+	"\n" +
+	"partitions\x18\x02 \x03(\v2\x1f.skein.group.v1.TopicPartitionsR\n" +
+	"partitions\"\xb0\x01\n" +
+	"\x14OffsetDeleteResponse\x122\n" +
+	"\n" +
+	"error_code\x18\x01 \x01(\x0e2\x13.skein.v1.ErrorCodeR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12?\n" +
+	"\n" +
+	"partitions\x18\x03 \x03(\v2\x1f.skein.group.v1.PartitionResultR\n" +
+	"partitions2\x9c\t\n" +
 	"\x17GroupCoordinatorService\x12w\n" +
 	"\x16ConsumerGroupHeartbeat\x12-.skein.group.v1.ConsumerGroupHeartbeatRequest\x1a..skein.group.v1.ConsumerGroupHeartbeatResponse\x12Y\n" +
 	"\fOffsetCommit\x12#.skein.group.v1.OffsetCommitRequest\x1a$.skein.group.v1.OffsetCommitResponse\x12V\n" +
@@ -2247,7 +2378,8 @@ const file_skein_group_v1_coordinator_proto_rawDesc = "" +
 	"\n" +
 	"ListGroups\x12!.skein.group.v1.ListGroupsRequest\x1a\".skein.group.v1.ListGroupsResponse\x12_\n" +
 	"\x0eDescribeGroups\x12%.skein.group.v1.DescribeGroupsRequest\x1a&.skein.group.v1.DescribeGroupsResponse\x12Y\n" +
-	"\fDeleteGroups\x12#.skein.group.v1.DeleteGroupsRequest\x1a$.skein.group.v1.DeleteGroupsResponse\x12A\n" +
+	"\fDeleteGroups\x12#.skein.group.v1.DeleteGroupsRequest\x1a$.skein.group.v1.DeleteGroupsResponse\x12Y\n" +
+	"\fOffsetDelete\x12#.skein.group.v1.OffsetDeleteRequest\x1a$.skein.group.v1.OffsetDeleteResponse\x12A\n" +
 	"\x04Nack\x12\x1b.skein.group.v1.NackRequest\x1a\x1c.skein.group.v1.NackResponse\x12n\n" +
 	"\x13DescribeGroupConfig\x12*.skein.group.v1.DescribeGroupConfigRequest\x1a+.skein.group.v1.DescribeGroupConfigResponse\x12e\n" +
 	"\x10AlterGroupConfig\x12'.skein.group.v1.AlterGroupConfigRequest\x1a(.skein.group.v1.AlterGroupConfigResponseB\xa2\x01\n" +
@@ -2265,7 +2397,7 @@ func file_skein_group_v1_coordinator_proto_rawDescGZIP() []byte {
 	return file_skein_group_v1_coordinator_proto_rawDescData
 }
 
-var file_skein_group_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_skein_group_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_skein_group_v1_coordinator_proto_goTypes = []any{
 	(*TopicPartitions)(nil),                // 0: skein.group.v1.TopicPartitions
 	(*ConsumerGroupHeartbeatRequest)(nil),  // 1: skein.group.v1.ConsumerGroupHeartbeatRequest
@@ -2299,68 +2431,75 @@ var file_skein_group_v1_coordinator_proto_goTypes = []any{
 	(*DeleteGroupsRequest)(nil),            // 29: skein.group.v1.DeleteGroupsRequest
 	(*DeleteGroupsResponse)(nil),           // 30: skein.group.v1.DeleteGroupsResponse
 	(*GroupResult)(nil),                    // 31: skein.group.v1.GroupResult
-	nil,                                    // 32: skein.group.v1.DescribeGroupConfigResponse.ConfigsEntry
-	nil,                                    // 33: skein.group.v1.AlterGroupConfigRequest.ConfigsEntry
-	nil,                                    // 34: skein.group.v1.AlterGroupConfigResponse.ConfigsEntry
-	(v1.ErrorCode)(0),                      // 35: skein.v1.ErrorCode
+	(*OffsetDeleteRequest)(nil),            // 32: skein.group.v1.OffsetDeleteRequest
+	(*OffsetDeleteResponse)(nil),           // 33: skein.group.v1.OffsetDeleteResponse
+	nil,                                    // 34: skein.group.v1.DescribeGroupConfigResponse.ConfigsEntry
+	nil,                                    // 35: skein.group.v1.AlterGroupConfigRequest.ConfigsEntry
+	nil,                                    // 36: skein.group.v1.AlterGroupConfigResponse.ConfigsEntry
+	(v1.ErrorCode)(0),                      // 37: skein.v1.ErrorCode
 }
 var file_skein_group_v1_coordinator_proto_depIdxs = []int32{
 	0,  // 0: skein.group.v1.ConsumerGroupHeartbeatRequest.owned_partitions:type_name -> skein.group.v1.TopicPartitions
-	35, // 1: skein.group.v1.ConsumerGroupHeartbeatResponse.error_code:type_name -> skein.v1.ErrorCode
+	37, // 1: skein.group.v1.ConsumerGroupHeartbeatResponse.error_code:type_name -> skein.v1.ErrorCode
 	0,  // 2: skein.group.v1.ConsumerGroupHeartbeatResponse.assignment:type_name -> skein.group.v1.TopicPartitions
 	3,  // 3: skein.group.v1.ConsumerGroupHeartbeatResponse.deliveries:type_name -> skein.group.v1.PartitionDeliveries
 	4,  // 4: skein.group.v1.PartitionDeliveries.records:type_name -> skein.group.v1.FailedDelivery
-	35, // 5: skein.group.v1.NackResponse.error_code:type_name -> skein.v1.ErrorCode
-	35, // 6: skein.group.v1.DescribeGroupConfigResponse.error_code:type_name -> skein.v1.ErrorCode
-	32, // 7: skein.group.v1.DescribeGroupConfigResponse.configs:type_name -> skein.group.v1.DescribeGroupConfigResponse.ConfigsEntry
-	33, // 8: skein.group.v1.AlterGroupConfigRequest.configs:type_name -> skein.group.v1.AlterGroupConfigRequest.ConfigsEntry
-	35, // 9: skein.group.v1.AlterGroupConfigResponse.error_code:type_name -> skein.v1.ErrorCode
-	34, // 10: skein.group.v1.AlterGroupConfigResponse.configs:type_name -> skein.group.v1.AlterGroupConfigResponse.ConfigsEntry
+	37, // 5: skein.group.v1.NackResponse.error_code:type_name -> skein.v1.ErrorCode
+	37, // 6: skein.group.v1.DescribeGroupConfigResponse.error_code:type_name -> skein.v1.ErrorCode
+	34, // 7: skein.group.v1.DescribeGroupConfigResponse.configs:type_name -> skein.group.v1.DescribeGroupConfigResponse.ConfigsEntry
+	35, // 8: skein.group.v1.AlterGroupConfigRequest.configs:type_name -> skein.group.v1.AlterGroupConfigRequest.ConfigsEntry
+	37, // 9: skein.group.v1.AlterGroupConfigResponse.error_code:type_name -> skein.v1.ErrorCode
+	36, // 10: skein.group.v1.AlterGroupConfigResponse.configs:type_name -> skein.group.v1.AlterGroupConfigResponse.ConfigsEntry
 	12, // 11: skein.group.v1.OffsetCommitRequest.offsets:type_name -> skein.group.v1.PartitionOffset
 	14, // 12: skein.group.v1.OffsetCommitResponse.partitions:type_name -> skein.group.v1.PartitionResult
-	35, // 13: skein.group.v1.PartitionResult.error_code:type_name -> skein.v1.ErrorCode
+	37, // 13: skein.group.v1.PartitionResult.error_code:type_name -> skein.v1.ErrorCode
 	0,  // 14: skein.group.v1.OffsetFetchRequest.partitions:type_name -> skein.group.v1.TopicPartitions
-	35, // 15: skein.group.v1.OffsetFetchResponse.error_code:type_name -> skein.v1.ErrorCode
+	37, // 15: skein.group.v1.OffsetFetchResponse.error_code:type_name -> skein.v1.ErrorCode
 	17, // 16: skein.group.v1.OffsetFetchResponse.offsets:type_name -> skein.group.v1.CommittedOffset
-	35, // 17: skein.group.v1.CommittedOffset.error_code:type_name -> skein.v1.ErrorCode
+	37, // 17: skein.group.v1.CommittedOffset.error_code:type_name -> skein.v1.ErrorCode
 	12, // 18: skein.group.v1.TxnOffsetCommitRequest.offsets:type_name -> skein.group.v1.PartitionOffset
 	14, // 19: skein.group.v1.TxnOffsetCommitResponse.partitions:type_name -> skein.group.v1.PartitionResult
 	24, // 20: skein.group.v1.ListGroupsResponse.groups:type_name -> skein.group.v1.GroupListing
 	27, // 21: skein.group.v1.DescribeGroupsResponse.groups:type_name -> skein.group.v1.GroupDescription
-	35, // 22: skein.group.v1.GroupDescription.error_code:type_name -> skein.v1.ErrorCode
+	37, // 22: skein.group.v1.GroupDescription.error_code:type_name -> skein.v1.ErrorCode
 	28, // 23: skein.group.v1.GroupDescription.members:type_name -> skein.group.v1.MemberDescription
 	0,  // 24: skein.group.v1.MemberDescription.assignment:type_name -> skein.group.v1.TopicPartitions
 	0,  // 25: skein.group.v1.MemberDescription.target_assignment:type_name -> skein.group.v1.TopicPartitions
 	0,  // 26: skein.group.v1.MemberDescription.revoking:type_name -> skein.group.v1.TopicPartitions
 	31, // 27: skein.group.v1.DeleteGroupsResponse.groups:type_name -> skein.group.v1.GroupResult
-	35, // 28: skein.group.v1.GroupResult.error_code:type_name -> skein.v1.ErrorCode
-	1,  // 29: skein.group.v1.GroupCoordinatorService.ConsumerGroupHeartbeat:input_type -> skein.group.v1.ConsumerGroupHeartbeatRequest
-	11, // 30: skein.group.v1.GroupCoordinatorService.OffsetCommit:input_type -> skein.group.v1.OffsetCommitRequest
-	15, // 31: skein.group.v1.GroupCoordinatorService.OffsetFetch:input_type -> skein.group.v1.OffsetFetchRequest
-	18, // 32: skein.group.v1.GroupCoordinatorService.TxnOffsetCommit:input_type -> skein.group.v1.TxnOffsetCommitRequest
-	20, // 33: skein.group.v1.GroupCoordinatorService.CompleteTxnOffsets:input_type -> skein.group.v1.CompleteTxnOffsetsRequest
-	22, // 34: skein.group.v1.GroupCoordinatorService.ListGroups:input_type -> skein.group.v1.ListGroupsRequest
-	25, // 35: skein.group.v1.GroupCoordinatorService.DescribeGroups:input_type -> skein.group.v1.DescribeGroupsRequest
-	29, // 36: skein.group.v1.GroupCoordinatorService.DeleteGroups:input_type -> skein.group.v1.DeleteGroupsRequest
-	5,  // 37: skein.group.v1.GroupCoordinatorService.Nack:input_type -> skein.group.v1.NackRequest
-	7,  // 38: skein.group.v1.GroupCoordinatorService.DescribeGroupConfig:input_type -> skein.group.v1.DescribeGroupConfigRequest
-	9,  // 39: skein.group.v1.GroupCoordinatorService.AlterGroupConfig:input_type -> skein.group.v1.AlterGroupConfigRequest
-	2,  // 40: skein.group.v1.GroupCoordinatorService.ConsumerGroupHeartbeat:output_type -> skein.group.v1.ConsumerGroupHeartbeatResponse
-	13, // 41: skein.group.v1.GroupCoordinatorService.OffsetCommit:output_type -> skein.group.v1.OffsetCommitResponse
-	16, // 42: skein.group.v1.GroupCoordinatorService.OffsetFetch:output_type -> skein.group.v1.OffsetFetchResponse
-	19, // 43: skein.group.v1.GroupCoordinatorService.TxnOffsetCommit:output_type -> skein.group.v1.TxnOffsetCommitResponse
-	21, // 44: skein.group.v1.GroupCoordinatorService.CompleteTxnOffsets:output_type -> skein.group.v1.CompleteTxnOffsetsResponse
-	23, // 45: skein.group.v1.GroupCoordinatorService.ListGroups:output_type -> skein.group.v1.ListGroupsResponse
-	26, // 46: skein.group.v1.GroupCoordinatorService.DescribeGroups:output_type -> skein.group.v1.DescribeGroupsResponse
-	30, // 47: skein.group.v1.GroupCoordinatorService.DeleteGroups:output_type -> skein.group.v1.DeleteGroupsResponse
-	6,  // 48: skein.group.v1.GroupCoordinatorService.Nack:output_type -> skein.group.v1.NackResponse
-	8,  // 49: skein.group.v1.GroupCoordinatorService.DescribeGroupConfig:output_type -> skein.group.v1.DescribeGroupConfigResponse
-	10, // 50: skein.group.v1.GroupCoordinatorService.AlterGroupConfig:output_type -> skein.group.v1.AlterGroupConfigResponse
-	40, // [40:51] is the sub-list for method output_type
-	29, // [29:40] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	37, // 28: skein.group.v1.GroupResult.error_code:type_name -> skein.v1.ErrorCode
+	0,  // 29: skein.group.v1.OffsetDeleteRequest.partitions:type_name -> skein.group.v1.TopicPartitions
+	37, // 30: skein.group.v1.OffsetDeleteResponse.error_code:type_name -> skein.v1.ErrorCode
+	14, // 31: skein.group.v1.OffsetDeleteResponse.partitions:type_name -> skein.group.v1.PartitionResult
+	1,  // 32: skein.group.v1.GroupCoordinatorService.ConsumerGroupHeartbeat:input_type -> skein.group.v1.ConsumerGroupHeartbeatRequest
+	11, // 33: skein.group.v1.GroupCoordinatorService.OffsetCommit:input_type -> skein.group.v1.OffsetCommitRequest
+	15, // 34: skein.group.v1.GroupCoordinatorService.OffsetFetch:input_type -> skein.group.v1.OffsetFetchRequest
+	18, // 35: skein.group.v1.GroupCoordinatorService.TxnOffsetCommit:input_type -> skein.group.v1.TxnOffsetCommitRequest
+	20, // 36: skein.group.v1.GroupCoordinatorService.CompleteTxnOffsets:input_type -> skein.group.v1.CompleteTxnOffsetsRequest
+	22, // 37: skein.group.v1.GroupCoordinatorService.ListGroups:input_type -> skein.group.v1.ListGroupsRequest
+	25, // 38: skein.group.v1.GroupCoordinatorService.DescribeGroups:input_type -> skein.group.v1.DescribeGroupsRequest
+	29, // 39: skein.group.v1.GroupCoordinatorService.DeleteGroups:input_type -> skein.group.v1.DeleteGroupsRequest
+	32, // 40: skein.group.v1.GroupCoordinatorService.OffsetDelete:input_type -> skein.group.v1.OffsetDeleteRequest
+	5,  // 41: skein.group.v1.GroupCoordinatorService.Nack:input_type -> skein.group.v1.NackRequest
+	7,  // 42: skein.group.v1.GroupCoordinatorService.DescribeGroupConfig:input_type -> skein.group.v1.DescribeGroupConfigRequest
+	9,  // 43: skein.group.v1.GroupCoordinatorService.AlterGroupConfig:input_type -> skein.group.v1.AlterGroupConfigRequest
+	2,  // 44: skein.group.v1.GroupCoordinatorService.ConsumerGroupHeartbeat:output_type -> skein.group.v1.ConsumerGroupHeartbeatResponse
+	13, // 45: skein.group.v1.GroupCoordinatorService.OffsetCommit:output_type -> skein.group.v1.OffsetCommitResponse
+	16, // 46: skein.group.v1.GroupCoordinatorService.OffsetFetch:output_type -> skein.group.v1.OffsetFetchResponse
+	19, // 47: skein.group.v1.GroupCoordinatorService.TxnOffsetCommit:output_type -> skein.group.v1.TxnOffsetCommitResponse
+	21, // 48: skein.group.v1.GroupCoordinatorService.CompleteTxnOffsets:output_type -> skein.group.v1.CompleteTxnOffsetsResponse
+	23, // 49: skein.group.v1.GroupCoordinatorService.ListGroups:output_type -> skein.group.v1.ListGroupsResponse
+	26, // 50: skein.group.v1.GroupCoordinatorService.DescribeGroups:output_type -> skein.group.v1.DescribeGroupsResponse
+	30, // 51: skein.group.v1.GroupCoordinatorService.DeleteGroups:output_type -> skein.group.v1.DeleteGroupsResponse
+	33, // 52: skein.group.v1.GroupCoordinatorService.OffsetDelete:output_type -> skein.group.v1.OffsetDeleteResponse
+	6,  // 53: skein.group.v1.GroupCoordinatorService.Nack:output_type -> skein.group.v1.NackResponse
+	8,  // 54: skein.group.v1.GroupCoordinatorService.DescribeGroupConfig:output_type -> skein.group.v1.DescribeGroupConfigResponse
+	10, // 55: skein.group.v1.GroupCoordinatorService.AlterGroupConfig:output_type -> skein.group.v1.AlterGroupConfigResponse
+	44, // [44:56] is the sub-list for method output_type
+	32, // [32:44] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_skein_group_v1_coordinator_proto_init() }
@@ -2374,7 +2513,7 @@ func file_skein_group_v1_coordinator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skein_group_v1_coordinator_proto_rawDesc), len(file_skein_group_v1_coordinator_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   35,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

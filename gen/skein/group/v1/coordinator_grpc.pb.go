@@ -27,6 +27,7 @@ const (
 	GroupCoordinatorService_ListGroups_FullMethodName             = "/skein.group.v1.GroupCoordinatorService/ListGroups"
 	GroupCoordinatorService_DescribeGroups_FullMethodName         = "/skein.group.v1.GroupCoordinatorService/DescribeGroups"
 	GroupCoordinatorService_DeleteGroups_FullMethodName           = "/skein.group.v1.GroupCoordinatorService/DeleteGroups"
+	GroupCoordinatorService_OffsetDelete_FullMethodName           = "/skein.group.v1.GroupCoordinatorService/OffsetDelete"
 	GroupCoordinatorService_Nack_FullMethodName                   = "/skein.group.v1.GroupCoordinatorService/Nack"
 	GroupCoordinatorService_DescribeGroupConfig_FullMethodName    = "/skein.group.v1.GroupCoordinatorService/DescribeGroupConfig"
 	GroupCoordinatorService_AlterGroupConfig_FullMethodName       = "/skein.group.v1.GroupCoordinatorService/AlterGroupConfig"
@@ -59,6 +60,9 @@ type GroupCoordinatorServiceClient interface {
 	DescribeGroups(ctx context.Context, in *DescribeGroupsRequest, opts ...grpc.CallOption) (*DescribeGroupsResponse, error)
 	// DeleteGroups deletes empty groups and their offsets.
 	DeleteGroups(ctx context.Context, in *DeleteGroupsRequest, opts ...grpc.CallOption) (*DeleteGroupsResponse, error)
+	// OffsetDelete deletes a group's committed offsets of partitions whose
+	// topic no member of the group subscribes to (Kafka's OffsetDelete).
+	OffsetDelete(ctx context.Context, in *OffsetDeleteRequest, opts ...grpc.CallOption) (*OffsetDeleteResponse, error)
 	// Nack records a failed delivery of a record the member owns: it is
 	// delivered again, or dead-lettered after max.delivery.attempts.
 	Nack(ctx context.Context, in *NackRequest, opts ...grpc.CallOption) (*NackResponse, error)
@@ -156,6 +160,16 @@ func (c *groupCoordinatorServiceClient) DeleteGroups(ctx context.Context, in *De
 	return out, nil
 }
 
+func (c *groupCoordinatorServiceClient) OffsetDelete(ctx context.Context, in *OffsetDeleteRequest, opts ...grpc.CallOption) (*OffsetDeleteResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(OffsetDeleteResponse)
+	err := c.cc.Invoke(ctx, GroupCoordinatorService_OffsetDelete_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *groupCoordinatorServiceClient) Nack(ctx context.Context, in *NackRequest, opts ...grpc.CallOption) (*NackResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(NackResponse)
@@ -213,6 +227,9 @@ type GroupCoordinatorServiceServer interface {
 	DescribeGroups(context.Context, *DescribeGroupsRequest) (*DescribeGroupsResponse, error)
 	// DeleteGroups deletes empty groups and their offsets.
 	DeleteGroups(context.Context, *DeleteGroupsRequest) (*DeleteGroupsResponse, error)
+	// OffsetDelete deletes a group's committed offsets of partitions whose
+	// topic no member of the group subscribes to (Kafka's OffsetDelete).
+	OffsetDelete(context.Context, *OffsetDeleteRequest) (*OffsetDeleteResponse, error)
 	// Nack records a failed delivery of a record the member owns: it is
 	// delivered again, or dead-lettered after max.delivery.attempts.
 	Nack(context.Context, *NackRequest) (*NackResponse, error)
@@ -253,6 +270,9 @@ func (UnimplementedGroupCoordinatorServiceServer) DescribeGroups(context.Context
 }
 func (UnimplementedGroupCoordinatorServiceServer) DeleteGroups(context.Context, *DeleteGroupsRequest) (*DeleteGroupsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteGroups not implemented")
+}
+func (UnimplementedGroupCoordinatorServiceServer) OffsetDelete(context.Context, *OffsetDeleteRequest) (*OffsetDeleteResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method OffsetDelete not implemented")
 }
 func (UnimplementedGroupCoordinatorServiceServer) Nack(context.Context, *NackRequest) (*NackResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Nack not implemented")
@@ -429,6 +449,24 @@ func _GroupCoordinatorService_DeleteGroups_Handler(srv interface{}, ctx context.
 	return interceptor(ctx, in, info, handler)
 }
 
+func _GroupCoordinatorService_OffsetDelete_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(OffsetDeleteRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GroupCoordinatorServiceServer).OffsetDelete(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GroupCoordinatorService_OffsetDelete_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GroupCoordinatorServiceServer).OffsetDelete(ctx, req.(*OffsetDeleteRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _GroupCoordinatorService_Nack_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(NackRequest)
 	if err := dec(in); err != nil {
@@ -521,6 +559,10 @@ var GroupCoordinatorService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteGroups",
 			Handler:    _GroupCoordinatorService_DeleteGroups_Handler,
+		},
+		{
+			MethodName: "OffsetDelete",
+			Handler:    _GroupCoordinatorService_OffsetDelete_Handler,
 		},
 		{
 			MethodName: "Nack",

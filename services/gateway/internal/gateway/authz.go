@@ -126,6 +126,15 @@ func needs(p string, req any) []need {
 		return []need{group(r.GetGroup(), acl.Alter)}
 	case *skeinv1.DeleteGroupRequest:
 		return []need{group(r.GetGroup(), acl.Delete)}
+	case *skeinv1.DeleteOffsetsRequest:
+		// As Kafka's OffsetDelete: delete on the group, read on the
+		// topic. One that names no topic is refused by its handler, not
+		// checked against the topic "".
+		n := []need{group(r.GetGroup(), acl.Delete)}
+		if r.GetTopic() != "" {
+			n = append(n, topic(r.GetTopic(), acl.Read))
+		}
+		return n
 	case *skeinv1.ConsumeRequest:
 		switch {
 		case r.GetSubscribe() != nil:

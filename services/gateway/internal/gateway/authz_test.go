@@ -55,6 +55,7 @@ func TestNeedsRefuseWithTheResourceRow(t *testing.T) {
 		{&skeinv1.GetGroupConfigRequest{Group: "g"}, errs.GroupAuthorizationFailed},
 		{&skeinv1.SetGroupConfigRequest{Group: "g"}, errs.GroupAuthorizationFailed},
 		{&skeinv1.DeleteGroupRequest{Group: "g"}, errs.GroupAuthorizationFailed},
+		{&skeinv1.DeleteOffsetsRequest{Group: "g", Topic: "t"}, errs.GroupAuthorizationFailed},
 		{&skeinv1.ConsumeRequest{Kind: &skeinv1.ConsumeRequest_Subscribe{Subscribe: &skeinv1.JoinGroupRequest{Group: "g"}}}, errs.GroupAuthorizationFailed},
 		{&skeinv1.InitProducerRequest{TransactionalId: "x"}, errs.TransactionalIDAuthorizationFailed},
 		{&skeinv1.SendOffsetsRequest{TransactionalId: "x", Group: "g"}, errs.TransactionalIDAuthorizationFailed},
@@ -131,6 +132,41 @@ func TestOffsetCommitsReadTheirTopics(t *testing.T) {
 		{&skeinv1.CommitOffsetsRequest{Group: "g", Offsets: offsets("mine", "theirs")}, errs.TopicAuthorizationFailed},
 		{&skeinv1.SendOffsetsRequest{TransactionalId: "x", Group: "g", Offsets: offsets("mine")}, nil},
 		{&skeinv1.SendOffsetsRequest{TransactionalId: "x", Group: "g", Offsets: offsets("theirs")}, errs.TopicAuthorizationFailed},
+	} {
+		_, err := z.check("User:bob", tc.req)
+		if got := errs.Of(err); (tc.want == nil && err != nil) || (tc.want != nil && got != tc.want) {
+			t.Errorf("%v: %v, want %v", tc.req, err, tc.want)
+		}
+	}
+}
+
+// Deleting a group's offsets needs delete on the group and read on the
+// topic, as Kafka's OffsetDelete: read on the group is not delete, and
+// delete on the group does not reach a topic the principal may not read.
+func TestDeleteOffsetsNeedsDeleteAndRead(t *testing.T) {
+	img := metadata.New("c")
+	var recs []*controllerv1.MetadataRecord
+	for _, b := range []acl.Binding{
+		{Principal: "User:bob", Resource: acl.Group, Name: "g", Pattern: acl.Literal, Operation: acl.Delete, Permission: acl.Allow},
+		{Principal: "User:bob", Resource: acl.Group, Name: "r", Pattern: acl.Literal, Operation: acl.Read, Permission: acl.Allow},
+		{Principal: "User:bob", Resource: acl.Topic, Name: "mine", Pattern: acl.Literal, Operation: acl.Read, Permission: acl.Allow},
+	} {
+		recs = append(recs, metadata.AclRecord(b))
+	}
+	if err := img.Apply(&controllerv1.MetadataDelta{Version: 1, Records: recs}); err != nil {
+		t.Fatal(err)
+	}
+	z := newAuthorizer(func() *metadata.Image { return img }, nil)
+	for _, tc := range []struct {
+		req  *skeinv1.DeleteOffsetsRequest
+		want *errs.Error
+	}{
+		{&skeinv1.DeleteOffsetsRequest{Group: "g", Topic: "mine"}, nil},
+		{&skeinv1.DeleteOffsetsRequest{Group: "g", Topic: "mine", Partition: []int32{0, 1}}, nil},
+		{&skeinv1.DeleteOffsetsRequest{Group: "g", Topic: "theirs"}, errs.TopicAuthorizationFailed},
+		{&skeinv1.DeleteOffsetsRequest{Group: "r", Topic: "mine"}, errs.GroupAuthorizationFailed},
+		// No topic: the handler refuses it (INVALID_REQUEST), not the topic "".
+		{&skeinv1.DeleteOffsetsRequest{Group: "g"}, nil},
 	} {
 		_, err := z.check("User:bob", tc.req)
 		if got := errs.Of(err); (tc.want == nil && err != nil) || (tc.want != nil && got != tc.want) {

@@ -79,10 +79,11 @@ func hasField(md protoreflect.MessageDescriptor, path []string) bool {
 // the route's template as in proto/skein/v1/http.yaml; a test derives the
 // same set from that file and the protos.
 var queryRoutes = map[string]bool{
-	"GET /v1/topics":                 true,
-	"GET /v1/topics/{topic}/offsets": true,
-	"GET /v1/acls":                   true,
-	"DELETE /v1/acls":                true,
+	"GET /v1/topics":                    true,
+	"GET /v1/topics/{topic}/offsets":    true,
+	"GET /v1/acls":                      true,
+	"DELETE /v1/acls":                   true,
+	"DELETE /v1/groups/{group}/offsets": true,
 	"GET /v1/topics/{topic}/partitions/{partition}/records": true,
 }
 
