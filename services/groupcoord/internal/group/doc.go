@@ -15,6 +15,8 @@
 //     New/Restore and whenever topic metadata changes.
 //   - CanCommit(member, epoch, topic, partition): OffsetCommit validation.
 //   - Delete(): DeleteGroups, for an empty group.
+//   - DeleteOffsets(req): OffsetDelete, for the partitions of topics no
+//     member subscribes to; Effects.Drop says what the shell tombstones.
 //   - TxnOffsets.Commit and TxnOffsets.Complete: TxnOffsetCommit and
 //     CompleteTxnOffsets (see Transactional offsets).
 //
@@ -67,6 +69,8 @@
 //     partition the member does not hold (assigned or pending revocation).
 //   - NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND: Delete of a group with members;
 //     any event on a deleted group.
+//   - GROUP_SUBSCRIBED_TO_TOPIC, UNKNOWN_TOPIC_OR_PARTITION: per partition
+//     of DeleteOffsets, whose offset then stays.
 //
 // A refused event changes nothing.
 //

@@ -110,6 +110,10 @@ type Effects struct {
 	// Deleted: the group is deleted; write a tombstone for its metadata and
 	// its offsets, and drop the Group.
 	Deleted bool
+	// Drop: partitions whose committed offsets, pending transactional
+	// offsets and failed deliveries to delete (DeleteOffsets): a tombstone
+	// each, in the event's one write. Sorted.
+	Drop []assign.TopicPartition
 }
 
 // Removal says which member left the group and why.
