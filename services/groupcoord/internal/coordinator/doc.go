@@ -57,7 +57,10 @@
 // between, a group that does not exist here) answers OK and writes
 // nothing. The loader rebuilds pending offsets like every other key, so a
 // completion after a failover applies them. DeleteGroup tombstones them
-// with the group, as Kafka drops a deleted group's pending offsets.
+// with the group, as Kafka drops a deleted group's pending offsets, and
+// DeleteOffsets those of the partitions whose offsets it deletes, as
+// Kafka's offset tombstone drops the partition's pending offsets: a
+// transaction that commits later does not bring the offset back.
 //
 // # Deleted topics
 //

@@ -26,6 +26,8 @@ type Metrics struct {
 	// expiredOffsets and expiredGroups: what the offset retention removed.
 	expiredOffsets prometheus.Counter
 	expiredGroups  prometheus.Counter
+	// deletedOffsets: what OffsetDelete removed.
+	deletedOffsets prometheus.Counter
 	loadSeconds    prometheus.Histogram
 	writeSeconds   prometheus.Histogram
 
@@ -65,6 +67,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Partitions whose committed offsets (and failed deliveries) a group lost to the offset retention."}),
 		expiredGroups: prometheus.NewCounter(prometheus.CounterOpts{Name: "skein_groupcoord_groups_expired_total",
 			Help: "Empty groups deleted once the offset retention had removed all they held."}),
+		deletedOffsets: prometheus.NewCounter(prometheus.CounterOpts{Name: "skein_groupcoord_offsets_deleted_total",
+			Help: "Partitions whose committed offsets (with their pending offsets and failed deliveries) an offset deletion removed from a group."}),
 		loadSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "skein_groupcoord_partition_load_seconds",
 			Help: "Time to fence the previous owner and load a partition.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}),
 		writeSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "skein_groupcoord_write_seconds",
@@ -72,7 +76,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		hw: map[assign.TopicPartition]int64{},
 	}
 	if reg != nil {
-		reg.MustRegister(m.nacks, m.redeliveries, m.deadLetters, m.rebalances, m.loads, m.fenced, m.expiredOffsets, m.expiredGroups, m.loadSeconds, m.writeSeconds, m)
+		reg.MustRegister(m.nacks, m.redeliveries, m.deadLetters, m.rebalances, m.loads, m.fenced, m.expiredOffsets, m.expiredGroups, m.deletedOffsets, m.loadSeconds, m.writeSeconds, m)
 	}
 	return m
 }

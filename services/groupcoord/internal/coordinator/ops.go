@@ -357,3 +357,41 @@ func (c *Coordinator) DeleteGroup(ctx context.Context, groupID string) error {
 	}
 	return err
 }
+
+// DeleteOffsets deletes a group's committed offsets of partitions (Kafka's
+// OffsetDelete, group.Group.DeleteOffsets): those of a topic no member of
+// the group subscribes to go, with the transactions' pending offsets and
+// the failed deliveries of those partitions, as tombstones in one write;
+// the others stay. It answers an error per partition (nil: deleted, or
+// nothing was committed; GROUP_SUBSCRIBED_TO_TOPIC,
+// UNKNOWN_TOPIC_OR_PARTITION: kept) and an error for the request as a
+// whole (an empty group id, a group that does not exist, NOT_COORDINATOR,
+// a failed write: nothing deleted). A deleted offset does not come back
+// after a failover: the loader reads the tombstones too.
+func (c *Coordinator) DeleteOffsets(ctx context.Context, groupID string, tps []assign.TopicPartition) ([]error, error) {
+	p, err := c.partitionFor(groupID)
+	if err != nil {
+		return nil, err
+	}
+	var out []error
+	var dropped []assign.TopicPartition
+	err = p.update(groupID, false, func(gs *groupState, _ time.Time) (change, error) {
+		res, eff, err := gs.g.DeleteOffsets(group.OffsetDelete{Partitions: tps, Exists: gs.topics.has, Holds: gs.holds})
+		if err != nil {
+			return change{}, err
+		}
+		out, dropped = res, eff.Drop
+		return change{snapshot: eff.Snapshot, drop: eff.Drop}, nil
+	})
+	if err == errNoGroup {
+		err = errs.Errorf(errs.GroupIDNotFound, "group %q does not exist", groupID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(dropped) > 0 {
+		c.metrics.deletedOffsets.Add(float64(len(dropped)))
+		c.logger.Info("offsets deleted", "group", groupID, "partitions", len(dropped))
+	}
+	return out, nil
+}

@@ -189,6 +189,15 @@ func (gs *groupState) noteSubscribed(now time.Time) {
 	}
 }
 
+// holds reports whether the group holds anything of a partition: a
+// committed offset, a transaction's pending offset, failed deliveries.
+// mu held.
+func (gs *groupState) holds(tp assign.TopicPartition) bool {
+	_, committed := gs.offsets[tp]
+	_, failed := gs.deliveries[tp]
+	return committed || failed || gs.txns.Has(tp)
+}
+
 // durable reports whether the log holds anything of the group.
 func (gs *groupState) durable() bool {
 	return gs.written != nil || len(gs.offsets) > 0 || !gs.txns.Empty() || len(gs.deliveries) > 0 || gs.config != nil
@@ -208,9 +217,9 @@ type change struct {
 	// configSet: config is the group's new settings (empty: a tombstone).
 	configSet bool
 	config    map[string]string
-	// drop: partitions that no longer exist (their topic was deleted):
-	// tombstones for their committed offsets, the pending offsets of every
-	// producer and their deliveries.
+	// drop: partitions whose offsets go (their topic was deleted, their
+	// offsets expired or were deleted): tombstones for their committed
+	// offsets, the pending offsets of every producer and their deliveries.
 	drop []assign.TopicPartition
 }
 

@@ -10,9 +10,11 @@
 // same requests: a member reads its group (joining reads the topics it
 // subscribes to too), a transaction's offsets also write its transactional
 // id, describing, altering and deleting a group need describe, alter and
-// delete on it, and a listing shows only the groups the caller may
-// describe. A refusal (GROUP_, TOPIC_ or
-// TRANSACTIONAL_ID_AUTHORIZATION_FAILED) is answered where the handler
+// delete on it, deleting a group's offsets delete on it and read on their
+// topics (a refused topic's partitions keep their offsets, each answered
+// TOPIC_AUTHORIZATION_FAILED, as Kafka's OffsetDelete), and a listing
+// shows only the groups the caller may describe. A refusal (GROUP_, TOPIC_
+// or TRANSACTIONAL_ID_AUTHORIZATION_FAILED) is answered where the handler
 // answers its other errors. Skein's own services are not subject to ACLs;
 // CompleteTxnOffsets is for transaction coordinators only (Rules).
 package server
@@ -404,4 +406,55 @@ func (s *Server) DeleteGroups(ctx context.Context, req *groupv1.DeleteGroupsRequ
 		resp.Groups = append(resp.Groups, &groupv1.GroupResult{GroupId: id, ErrorCode: c, ErrorMessage: msg})
 	}
 	return resp, nil
+}
+
+// OffsetDelete deletes a group's committed offsets of partitions whose
+// topic no member subscribes to (Kafka's OffsetDelete). As Kafka's: the
+// caller needs delete on the group, else the whole request is refused,
+// and read on each topic, else that topic's partitions answer
+// TOPIC_AUTHORIZATION_FAILED and keep their offsets. Every partition gets
+// its own code, in the request's order; a refusal of the request as a
+// whole (GROUP_ID_NOT_FOUND, NOT_COORDINATOR, ...) is the answer's code.
+func (s *Server) OffsetDelete(ctx context.Context, req *groupv1.OffsetDeleteRequest) (*groupv1.OffsetDeleteResponse, error) {
+	const method = groupv1.GroupCoordinatorService_OffsetDelete_FullMethodName
+	whole := func(err error) *groupv1.OffsetDeleteResponse {
+		c, msg := code(err)
+		return &groupv1.OffsetDeleteResponse{ErrorCode: c, ErrorMessage: msg}
+	}
+	if err := s.group(ctx, method, req.GetGroupId(), acl.Delete); err != nil {
+		return whole(err), nil
+	}
+	var asked, allowed []assign.TopicPartition
+	var results []error
+	var at []int // where each allowed partition's result goes
+	refused := map[string]error{}
+	for _, t := range req.GetPartitions() {
+		err, decided := refused[t.GetTopic()]
+		if !decided {
+			err = s.az.Authorize(ctx, method, acl.Topic, t.GetTopic(), acl.Read)
+			refused[t.GetTopic()] = err
+		}
+		for _, p := range t.GetPartitions() {
+			tp := assign.TopicPartition{Topic: t.GetTopic(), Partition: p}
+			if err == nil {
+				allowed = append(allowed, tp)
+				at = append(at, len(asked))
+			}
+			asked = append(asked, tp)
+			results = append(results, err)
+		}
+	}
+	res, err := s.c.DeleteOffsets(ctx, req.GetGroupId(), allowed)
+	if err != nil {
+		return whole(err), nil
+	}
+	for j, i := range at {
+		results[i] = res[j]
+	}
+	out := &groupv1.OffsetDeleteResponse{Partitions: make([]*groupv1.PartitionResult, len(asked))}
+	for i, tp := range asked {
+		c, msg := code(results[i])
+		out.Partitions[i] = &groupv1.PartitionResult{Topic: tp.Topic, Partition: tp.Partition, ErrorCode: c, ErrorMessage: msg}
+	}
+	return out, nil
 }

@@ -50,11 +50,16 @@ func (l *appendLog) HighWatermarks(context.Context, string, []int32) (map[int32]
 // newServer answers a server over a coordinator that owns the one
 // __consumer_offsets partition, loaded; az decides its callers (nil: off).
 func newServer(t *testing.T, az *peerauth.Authorizer) *Server {
+	return newServerWith(t, az, map[string]int32{"orders": 2})
+}
+
+// newServerWith is newServer with the topics' partition counts.
+func newServerWith(t *testing.T, az *peerauth.Authorizer, topics map[string]int32) *Server {
 	c := coordinator.New(coordinator.Config{NodeID: 1, NewMemberID: func() string { return "m-1" }},
 		&appendLog{recs: map[int32][]coordinator.Entry{}}, nil)
 	t.Cleanup(c.Close)
 	c.OnMetadata(coordinator.View{Partitions: 1, Owned: map[int32]coordinator.Ownership{0: {Epoch: 1, ProducerID: 7}},
-		Topics: map[string]int32{"orders": 2}})
+		Topics: topics})
 	s := New(c, az)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
