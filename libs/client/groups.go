@@ -372,6 +372,28 @@ func (g *Groups) Delete(ctx context.Context, group string) error {
 	})
 }
 
+// DeleteOffsets deletes a group's committed offsets of partitions (Kafka's
+// OffsetDelete) and answers one result per partition, in the request's
+// order: NONE once deleted (or when none was committed), else why the
+// offset stays (GROUP_SUBSCRIBED_TO_TOPIC, UNKNOWN_TOPIC_OR_PARTITION,
+// TOPIC_AUTHORIZATION_FAILED). A refusal of the whole request
+// (GROUP_ID_NOT_FOUND, GROUP_AUTHORIZATION_FAILED, ...) is the error. A
+// deletion is safe to retry, as the call does while the group moves.
+func (g *Groups) DeleteOffsets(ctx context.Context, group string, partitions []*groupv1.TopicPartitions) ([]*groupv1.PartitionResult, error) {
+	var resp *groupv1.OffsetDeleteResponse
+	err := g.call(ctx, group, func(ctx context.Context, cl groupv1.GroupCoordinatorServiceClient) error {
+		var err error
+		if resp, err = cl.OffsetDelete(ctx, &groupv1.OffsetDeleteRequest{GroupId: group, Partitions: partitions}); err != nil {
+			return err
+		}
+		return codeErr(resp.GetErrorCode(), resp.GetErrorMessage())
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp.GetPartitions(), nil
+}
+
 // List lists the groups of every live group coordinator in the metadata,
 // sorted by group id. A coordinator that cannot be reached fails the call.
 func (g *Groups) List(ctx context.Context) ([]*groupv1.GroupListing, error) {

@@ -594,6 +594,48 @@ func (g *GroupCoordinator) DeleteGroups(_ context.Context, req *groupv1.DeleteGr
 	return out, nil
 }
 
+// OffsetDelete deletes committed offsets of partitions whose topic no
+// member subscribes to, with their pending offsets; the others answer
+// GROUP_SUBSCRIBED_TO_TOPIC or UNKNOWN_TOPIC_OR_PARTITION.
+func (g *GroupCoordinator) OffsetDelete(_ context.Context, req *groupv1.OffsetDeleteRequest) (*groupv1.OffsetDeleteResponse, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err := g.failed(); err != nil {
+		return nil, err
+	}
+	g.expireLocked(time.Now())
+	gr := g.groups[req.GetGroupId()]
+	if gr == nil {
+		return &groupv1.OffsetDeleteResponse{ErrorCode: skeinv1.ErrorCode_GROUP_ID_NOT_FOUND, ErrorMessage: fmt.Sprintf("group %q does not exist", req.GetGroupId())}, nil
+	}
+	subscribed := map[string]bool{}
+	for _, m := range gr.members {
+		for _, t := range m.topics {
+			subscribed[t] = true
+		}
+	}
+	out := &groupv1.OffsetDeleteResponse{}
+	for _, t := range req.GetPartitions() {
+		for _, p := range t.GetPartitions() {
+			var err error
+			switch {
+			case p < 0 || p >= g.ctrl.partitionCount(t.GetTopic()):
+				err = errs.Errorf(errs.UnknownTopicOrPartition, "no partition %s:%d", t.GetTopic(), p)
+			case subscribed[t.GetTopic()]:
+				err = errs.Errorf(errs.GroupSubscribedToTopic, "group %q has members subscribed to topic %q", req.GetGroupId(), t.GetTopic())
+			default:
+				delete(gr.offsets, tp{t.GetTopic(), p})
+				for _, offs := range gr.pending {
+					delete(offs, tp{t.GetTopic(), p})
+				}
+			}
+			out.Partitions = append(out.Partitions, &groupv1.PartitionResult{Topic: t.GetTopic(), Partition: p,
+				ErrorCode: skeinv1.ErrorCode(errs.CodeOf(err)), ErrorMessage: errs.Message(err)})
+		}
+	}
+	return out, nil
+}
+
 // partitionCount answers a topic's partition count (0 when unknown).
 func (c *Controller) partitionCount(topic string) int32 {
 	c.mu.Lock()

@@ -868,3 +868,80 @@ func (s *Group) DeleteGroup(ctx context.Context, req *skeinv1.DeleteGroupRequest
 	}
 	return &skeinv1.DeleteGroupResponse{}, nil
 }
+
+// DeleteOffsets deletes a group's committed offsets of a topic's
+// partitions, every partition of the topic when none is named (Kafka's
+// OffsetDelete, as kafka-consumer-groups --delete-offsets sends it). A
+// partition of a topic some member of the group subscribes to keeps its
+// offset (GROUP_SUBSCRIBED_TO_TOPIC in its result), one past the topic's
+// count is UNKNOWN_TOPIC_OR_PARTITION in its result, as Kafka answers
+// both; the others' offsets go, with a transaction's pending offsets of
+// them, and a member that starts on one later starts at its
+// auto_offset_reset. Refused as a whole: an invalid group id, no topic, a
+// negative partition or one named twice, a topic that does not exist, a
+// group that does not exist.
+func (s *Group) DeleteOffsets(ctx context.Context, req *skeinv1.DeleteOffsetsRequest) (*skeinv1.DeleteOffsetsResponse, error) {
+	if err := validateGroupID(req.GetGroup()); err != nil {
+		return nil, err
+	}
+	topic := req.GetTopic()
+	if topic == "" {
+		return nil, errs.Errorf(errs.InvalidRequest, "topic is missing: name the topic whose committed offsets to delete (over REST ?topic=NAME)")
+	}
+	seen := map[int32]bool{}
+	for _, p := range req.GetPartition() {
+		switch {
+		case p < 0:
+			return nil, errs.Errorf(errs.InvalidRequest, "partition %d of %q is negative: partitions are numbered from 0", p, topic)
+		case seen[p]:
+			return nil, errs.Errorf(errs.InvalidRequest, "partition %d of %q is named twice", p, topic)
+		}
+		seen[p] = true
+	}
+	_, n, err := knownTopic(ctx, s.c, topic)
+	if err != nil {
+		return nil, err
+	}
+	parts := slices.Clone(req.GetPartition())
+	if len(parts) == 0 {
+		for p := range n {
+			parts = append(parts, p)
+		}
+	}
+	slices.Sort(parts)
+	out := &skeinv1.DeleteOffsetsResponse{Results: make([]*skeinv1.DeleteOffsetsResult, len(parts))}
+	ask := &groupv1.TopicPartitions{Topic: topic}
+	at := map[int32]int{}
+	for i, p := range parts {
+		out.Results[i] = &skeinv1.DeleteOffsetsResult{Topic: topic, Partition: p}
+		if err := checkPartition(topic, p, n); err != nil {
+			// As Kafka: the partitions the topic has are still decided.
+			out.Results[i].ErrorCode, out.Results[i].Message = skeinv1.ErrorCode(errs.CodeOf(err)), errs.Message(err)
+			continue
+		}
+		ask.Partitions = append(ask.Partitions, p)
+		at[p] = i
+	}
+	// Asked even with no partition left: the group's own refusals
+	// (GROUP_ID_NOT_FOUND, GROUP_AUTHORIZATION_FAILED) come first.
+	results, err := s.groups.DeleteOffsets(ctx, req.GetGroup(), []*groupv1.TopicPartitions{ask})
+	if err != nil {
+		return nil, err
+	}
+	answered := map[int32]bool{}
+	for _, r := range results {
+		i, ok := at[r.GetPartition()]
+		if !ok || r.GetTopic() != topic {
+			continue
+		}
+		answered[r.GetPartition()] = true
+		out.Results[i].ErrorCode, out.Results[i].Message = r.GetErrorCode(), r.GetErrorMessage()
+	}
+	for p, i := range at {
+		if !answered[p] {
+			// Never in a coordinator's answer: not known to be deleted.
+			out.Results[i].ErrorCode, out.Results[i].Message = skeinv1.ErrorCode_UNKNOWN_SERVER_ERROR, "the group coordinator did not answer for this partition"
+		}
+	}
+	return out, nil
+}

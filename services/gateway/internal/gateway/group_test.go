@@ -364,6 +364,135 @@ func TestGroupResetOffsetsOfAnEmptyGroup(t *testing.T) {
 	}
 }
 
+// DELETE /v1/groups/{group}/offsets deletes a group's offsets of a topic
+// no member reads, per partition as Kafka's OffsetDelete: the offsets of a
+// topic a member subscribes to stay (GROUP_SUBSCRIBED_TO_TOPIC), and once
+// they are gone a new member starts at its auto_offset_reset.
+func TestGroupDeleteOffsets(t *testing.T) {
+	e := startGroups(t)
+	e.mustDo("POST", "/v1/topics", `{"name": "t", "partitions": 2, "replication_factor": 1}`)
+	e.mustDo("POST", "/v1/topics", `{"name": "u", "partitions": 2, "replication_factor": 1}`)
+	e.produce("t", 2, 5)
+	e.mustDo("POST", "/v1/groups/g/offsets", `{"member_epoch": -1, "offsets": [{"topic": "t", "partition": 0, "offset": 3}, {"topic": "t", "partition": 1, "offset": 4},
+		{"topic": "u", "partition": 0, "offset": 1}, {"topic": "u", "partition": 1, "offset": 2}]}`)
+	a := e.join("g", `{"topics": ["t"]}`)
+	results := func(out map[string]any) string {
+		t.Helper()
+		var got []string
+		for _, r := range out["results"].([]any) {
+			m := r.(map[string]any)
+			if m["error_code"] != "NONE" && m["message"] == "" {
+				t.Errorf("a refused partition without a message: %v", m)
+			}
+			got = append(got, fmt.Sprintf("%s:%d=%s", m["topic"], asInt(m["partition"]), m["error_code"]))
+		}
+		return strings.Join(got, " ")
+	}
+	committed := func() string {
+		var got []string
+		for _, tp := range []struct {
+			topic string
+			p     int32
+		}{{"t", 0}, {"t", 1}, {"u", 0}, {"u", 1}} {
+			got = append(got, fmt.Sprintf("%s:%d=%d", tp.topic, tp.p, e.coord.Committed("g", tp.topic, tp.p)))
+		}
+		return strings.Join(got, " ")
+	}
+
+	// The member reads t: every partition of it stays.
+	out := e.mustDo("DELETE", "/v1/groups/g/offsets?topic=t", "")
+	if got, want := results(out), "t:0=GROUP_SUBSCRIBED_TO_TOPIC t:1=GROUP_SUBSCRIBED_TO_TOPIC"; got != want {
+		t.Fatalf("delete of the subscribed topic: %s, want %s", got, want)
+	}
+	// u is not read: the partitions named go, in partition order; one the
+	// topic does not have is answered as Kafka does, the rest decided.
+	out = e.mustDo("DELETE", "/v1/groups/g/offsets?topic=u&partition=5&partition=1", "")
+	if got, want := results(out), "u:1=NONE u:5=UNKNOWN_TOPIC_OR_PARTITION"; got != want {
+		t.Fatalf("delete of u:5 and u:1: %s, want %s", got, want)
+	}
+	if got, want := committed(), "t:0=3 t:1=4 u:0=1 u:1=-1"; got != want {
+		t.Fatalf("committed after deleting u:1: %s, want %s", got, want)
+	}
+
+	// Refused as a whole, nothing deleted.
+	for _, tc := range []struct {
+		name, path string
+		status     int
+		code       string
+	}{
+		{"no topic", "/v1/groups/g/offsets", 400, "INVALID_REQUEST"},
+		{"an empty topic", "/v1/groups/g/offsets?topic=", 400, "INVALID_REQUEST"},
+		{"a bad topic name", "/v1/groups/g/offsets?topic=a%20b", 400, "INVALID_TOPIC_EXCEPTION"},
+		{"an unknown topic", "/v1/groups/g/offsets?topic=nope", 404, "UNKNOWN_TOPIC_OR_PARTITION"},
+		{"a negative partition", "/v1/groups/g/offsets?topic=u&partition=-1", 400, "INVALID_REQUEST"},
+		{"a partition twice", "/v1/groups/g/offsets?topic=u&partition=0&partition=0", 400, "INVALID_REQUEST"},
+		{"a partition that is no number", "/v1/groups/g/offsets?topic=u&partition=zero", 400, "INVALID_REQUEST"},
+		{"a misspelt parameter", "/v1/groups/g/offsets?topic=u&partitions=0", 400, "INVALID_REQUEST"},
+		{"an unknown group", "/v1/groups/nope/offsets?topic=u", 404, "GROUP_ID_NOT_FOUND"},
+		{"an unknown group, no partition left", "/v1/groups/nope/offsets?topic=u&partition=7", 404, "GROUP_ID_NOT_FOUND"},
+		{"a group id too long", "/v1/groups/" + strings.Repeat("g", 256) + "/offsets?topic=u", 400, "INVALID_GROUP_ID"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := e.do("DELETE", tc.path, "")
+			if code != tc.status || body["error_code"] != tc.code {
+				t.Fatalf("%d %v, want %d %s", code, body, tc.status, tc.code)
+			}
+			if msg, _ := body["message"].(string); msg == "" {
+				t.Errorf("no message in %v", body)
+			}
+			if got, want := committed(), "t:0=3 t:1=4 u:0=1 u:1=-1"; got != want {
+				t.Errorf("committed after a refusal: %s, want %s", got, want)
+			}
+		})
+	}
+	// The same over gRPC: the Kafka name in ErrorInfo.
+	cl := skeinv1.NewGroupServiceClient(dialGRPC(t, e.other.gw.GRPCAddr()))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, tc := range []struct {
+		req  *skeinv1.DeleteOffsetsRequest
+		want *errs.Error
+	}{
+		{&skeinv1.DeleteOffsetsRequest{Group: "g"}, errs.InvalidRequest},
+		{&skeinv1.DeleteOffsetsRequest{Topic: "u"}, errs.InvalidGroupID},
+		{&skeinv1.DeleteOffsetsRequest{Group: "nope", Topic: "u"}, errs.GroupIDNotFound},
+		{&skeinv1.DeleteOffsetsRequest{Group: "g", Topic: "u", Partition: []int32{-2}}, errs.InvalidRequest},
+	} {
+		if _, err := cl.DeleteOffsets(ctx, tc.req); errs.Of(rpcerr.FromStatus(err)) != tc.want {
+			t.Errorf("%v over gRPC: %v, want %s", tc.req, err, tc.want.Name)
+		}
+	}
+
+	// Once the member left, t's offsets go too, and the description no
+	// longer lists them.
+	e.mustDo("DELETE", a.path("g"), "")
+	out = e.mustDo("DELETE", "/v1/groups/g/offsets?topic=t", "")
+	if got, want := results(out), "t:0=NONE t:1=NONE"; got != want {
+		t.Fatalf("delete of t in the empty group: %s, want %s", got, want)
+	}
+	if got, want := committed(), "t:0=-1 t:1=-1 u:0=1 u:1=-1"; got != want {
+		t.Fatalf("committed after deleting t: %s, want %s", got, want)
+	}
+	d := e.mustDo("GET", "/v1/groups/g", "")
+	for _, o := range d["offsets"].([]any) {
+		if o.(map[string]any)["topic"] == "t" {
+			t.Errorf("the description still lists %v", o)
+		}
+	}
+	// A new member starts at its auto_offset_reset: earliest, from 0.
+	b := e.join("g", `{"topics": ["t"], "auto_offset_reset": "earliest"}`)
+	seen := map[int][]int{}
+	for deadline := time.Now().Add(10 * time.Second); len(seen[0]) < 5 || len(seen[1]) < 5; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the new member read %v", seen)
+		}
+		e.fetch("g", b, seen)
+	}
+	if seen[0][0] != 0 || seen[1][0] != 0 {
+		t.Errorf("the new member started at %d and %d, want 0 (earliest)", seen[0][0], seen[1][0])
+	}
+}
+
 // subscribe opens a Consume stream on e's gateway and subscribes it to
 // topic as a member of group, reading from the earliest offset.
 func subscribe(t *testing.T, ctx context.Context, e *groupEnv, group, topic string) skeinv1.GroupService_ConsumeClient {
