@@ -96,6 +96,8 @@ Usage:
   skein group reset-offsets GROUP --topic T (--to-earliest | --to-latest | --to-offset N | --to-timestamp MS)
                 [--execute | --dry-run]   (without --execute, only prints the new offsets, as Kafka's tool)
   skein group delete GROUP
+  skein group delete-offsets GROUP --topic T [--partition N]...   (without --partition, every partition of T)
+                (as kafka-consumer-groups --delete-offsets: a topic a member of the group reads keeps its offsets)
   skein group dlq GROUP --topic T [--dlq-topic D]          (what the group dead-lettered from T, with the reasons)
   skein group dlq-replay GROUP --topic T [--dlq-topic D]   (produce those records back to T)
                 (D: the dead-letter topic to read; default the group's dlq.topic, else T.dlq)

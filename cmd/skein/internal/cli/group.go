@@ -6,7 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -20,7 +23,7 @@ import (
 
 func groupCmd(ctx context.Context, args []string, stdio IO) error {
 	if len(args) == 0 {
-		return usagef("group needs a subcommand: list, describe, reset-offsets, delete, dlq or dlq-replay")
+		return usagef("group needs a subcommand: list, describe, reset-offsets, delete, delete-offsets, dlq or dlq-replay")
 	}
 	sub, args := args[0], args[1:]
 	if subcommandHelp(stdio.Out, "group", sub) {
@@ -30,7 +33,11 @@ func groupCmd(ctx context.Context, args []string, stdio IO) error {
 	var topic, dlqTopic *string
 	var toEarliest, toLatest, execute, dryRun *bool
 	var toOffset, toTimestamp *int64
+	partitions := partitionsFlag{}
 	switch sub {
+	case "delete-offsets":
+		topic = f.String("topic", "", "the topic whose committed offsets to delete (required)")
+		f.Var(partitions, "partition", "a partition of --topic (repeatable); without it, every partition of the topic")
 	case "reset-offsets":
 		topic = f.String("topic", "", "the topic whose offsets to reset (required)")
 		toEarliest = f.Bool("to-earliest", false, "reset to each partition's log start")
@@ -49,6 +56,9 @@ func groupCmd(ctx context.Context, args []string, stdio IO) error {
 	pos, err := f.parseSub("group", sub, args)
 	if err != nil {
 		return err
+	}
+	if sub == "delete-offsets" && *topic == "" {
+		return usagef("delete-offsets needs --topic")
 	}
 	if sub == "dlq" || sub == "dlq-replay" {
 		if *topic == "" {
@@ -105,6 +115,8 @@ func groupCmd(ctx context.Context, args []string, stdio IO) error {
 			return printJSON(stdio.Out, resp)
 		}
 		return printGroup(stdio.Out, resp)
+	case "delete-offsets":
+		return deleteOffsets(cctx, stdio, groups, pos[0], *topic, partitions, *f.json)
 	case "delete":
 		if err := mustBeEmpty(cctx, groups, pos[0], "deleted"); err != nil {
 			return err
@@ -198,6 +210,84 @@ func groupCmd(ctx context.Context, args []string, stdio IO) error {
 	}
 	if failed > 0 {
 		return fmt.Errorf("%d of %d partitions of %s were not reset", failed, len(offsets), *topic)
+	}
+	return nil
+}
+
+// partitionsFlag collects repeated --partition N.
+type partitionsFlag map[int32]bool
+
+func (p partitionsFlag) String() string { return fmt.Sprint(slices.Sorted(maps.Keys(p))) }
+
+func (partitionsFlag) repeatable() {}
+
+func (p partitionsFlag) Set(v string) error {
+	n, err := strconv.ParseInt(v, 10, 32)
+	if err != nil || n < 0 {
+		return fmt.Errorf("want a partition number, 0 or more, got %q", v)
+	}
+	if p[int32(n)] {
+		return fmt.Errorf("partition %d is named twice", n)
+	}
+	p[int32(n)] = true
+	return nil
+}
+
+// deleteOffsets runs group delete-offsets, as kafka-consumer-groups
+// --delete-offsets: the group's committed offsets of the topic's
+// partitions named (all of them when none is) go, and each partition's
+// outcome is printed. A partition that keeps its offset (a member of the
+// group reads the topic, say) is an error at the end.
+func deleteOffsets(ctx context.Context, stdio IO, groups skeinv1.GroupServiceClient, group, topic string, partitions partitionsFlag, asJSON bool) error {
+	resp, err := groups.DeleteOffsets(ctx, &skeinv1.DeleteOffsetsRequest{Group: group, Topic: topic, Partition: slices.Sorted(maps.Keys(partitions))})
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		if err := printJSON(stdio.Out, resp); err != nil {
+			return err
+		}
+	} else {
+		tw := tabwriter.NewWriter(stdio.Out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "TOPIC\tPARTITION\tRESULT")
+		for _, r := range resp.GetResults() {
+			result := "deleted"
+			if r.GetErrorCode() != skeinv1.ErrorCode_NONE {
+				result = fmt.Sprintf("%s: %s", r.GetErrorCode(), r.GetMessage())
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\n", r.GetTopic(), r.GetPartition(), result)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	// A partition counts as deleted only with a result of its own saying so.
+	deleted := map[int32]bool{}
+	subscribed := false
+	for _, r := range resp.GetResults() {
+		if r.GetErrorCode() == skeinv1.ErrorCode_NONE && r.GetTopic() == topic {
+			deleted[r.GetPartition()] = true
+		}
+		subscribed = subscribed || r.GetErrorCode() == skeinv1.ErrorCode_GROUP_SUBSCRIBED_TO_TOPIC
+	}
+	asked := slices.Sorted(maps.Keys(partitions))
+	if len(asked) == 0 { // every partition of the topic: the answer names them
+		for _, r := range resp.GetResults() {
+			asked = append(asked, r.GetPartition())
+		}
+	}
+	kept := 0
+	for _, p := range asked {
+		if !deleted[p] {
+			kept++
+		}
+	}
+	switch {
+	case kept > 0 && subscribed:
+		return fmt.Errorf("group %s's offsets of %d of %d partition(s) of %s were not deleted: members of the group read %s; stop them, or subscribe them elsewhere, first",
+			group, kept, len(asked), topic, topic)
+	case kept > 0:
+		return fmt.Errorf("group %s's offsets of %d of %d partition(s) of %s were not deleted", group, kept, len(asked), topic)
 	}
 	return nil
 }

@@ -51,6 +51,104 @@ type fakeGroups struct {
 	// answered, as a topic deleted and made again hands out its offsets
 	// anew.
 	again bool
+	// offsetDeletes are the DeleteOffsets requests, in order.
+	offsetDeletes []*skeinv1.DeleteOffsetsRequest
+}
+
+// DeleteOffsets answers as the gateway for topic "t" of three partitions:
+// every partition without one named, GROUP_SUBSCRIBED_TO_TOPIC while the
+// group has members, UNKNOWN_TOPIC_OR_PARTITION past the count.
+func (f *fakeGroups) DeleteOffsets(_ context.Context, req *skeinv1.DeleteOffsetsRequest) (*skeinv1.DeleteOffsetsResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.offsetDeletes = append(f.offsetDeletes, req)
+	switch {
+	case req.GetTopic() != "t":
+		return nil, rpcerr.ToGRPC(errs.Errorf(errs.UnknownTopicOrPartition, "topic %q does not exist", req.GetTopic()))
+	case req.GetGroup() != "g" || !f.exists:
+		return nil, rpcerr.ToGRPC(errs.Errorf(errs.GroupIDNotFound, "group %q does not exist", req.GetGroup()))
+	}
+	parts := req.GetPartition()
+	if len(parts) == 0 {
+		parts = []int32{0, 1, 2}
+	}
+	out := &skeinv1.DeleteOffsetsResponse{}
+	for _, p := range parts {
+		r := &skeinv1.DeleteOffsetsResult{Topic: "t", Partition: p}
+		switch {
+		case p > 2:
+			r.ErrorCode, r.Message = skeinv1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, fmt.Sprintf("topic \"t\" has 3 partitions, no partition %d", p)
+		case f.members > 0:
+			r.ErrorCode, r.Message = skeinv1.ErrorCode_GROUP_SUBSCRIBED_TO_TOPIC, "group \"g\" has members subscribed to topic \"t\""
+		}
+		out.Results = append(out.Results, r)
+	}
+	return out, nil
+}
+
+// group delete-offsets prints each partition's outcome, as
+// kafka-consumer-groups --delete-offsets, and fails when a partition kept
+// its offset.
+func TestGroupDeleteOffsets(t *testing.T) {
+	f, addr := startFakeGroups(t)
+	f.members = 1
+	code, out, errOut := run(t, "", "group", "delete-offsets", "g", "--topic", "t", "--gateway", addr)
+	if code != 1 || strings.Count(out, "GROUP_SUBSCRIBED_TO_TOPIC") != 3 || !strings.Contains(errOut, "group g's offsets of 3 of 3 partition(s) of t were not deleted: members of the group read t") {
+		t.Errorf("delete-offsets of a subscribed topic: %d %q %q", code, out, errOut)
+	}
+	if r := f.offsetDeletes[0]; r.GetGroup() != "g" || r.GetTopic() != "t" || len(r.GetPartition()) != 0 {
+		t.Errorf("sent %v, want every partition of t", r)
+	}
+	f.members = 0
+	code, out, errOut = run(t, "", "group", "delete-offsets", "g", "--topic", "t", "--gateway", addr)
+	if code != 0 || strings.Count(out, "deleted") != 3 || !strings.Contains(out, "TOPIC") || errOut != "" {
+		t.Errorf("delete-offsets of an empty group: %d %q %q", code, out, errOut)
+	}
+	// Named partitions are sent in order; one the topic lacks is named
+	// with its error, and the exit status says so.
+	code, out, errOut = run(t, "", "group", "delete-offsets", "g", "--topic", "t", "--partition", "7", "--partition", "1", "--gateway", addr)
+	if code != 1 || !strings.Contains(out, "UNKNOWN_TOPIC_OR_PARTITION: topic \"t\" has 3 partitions, no partition 7") ||
+		!strings.Contains(errOut, "1 of 2 partition(s)") {
+		t.Errorf("delete-offsets of partitions 1 and 7: %d %q %q", code, out, errOut)
+	}
+	if got := f.offsetDeletes[len(f.offsetDeletes)-1].GetPartition(); !slices.Equal(got, []int32{1, 7}) {
+		t.Errorf("sent partitions %v, want [1 7]", got)
+	}
+	code, out, _ = run(t, "", "group", "delete-offsets", "g", "--topic", "t", "--partition", "0", "--json", "--gateway", addr)
+	if code != 0 || !json.Valid([]byte(out)) || !strings.Contains(out, `"error_code": "NONE"`) {
+		t.Errorf("delete-offsets --json: %d %q, want the API's JSON", code, out)
+	}
+	// Refused as a whole: the gateway's error, exit 1.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"nope", "--topic", "t"}, "GROUP_ID_NOT_FOUND"},
+		{[]string{"g", "--topic", "nosuch"}, "UNKNOWN_TOPIC_OR_PARTITION"},
+	} {
+		if code, out, errOut := run(t, "", append([]string{"group", "delete-offsets", "--gateway", addr}, tc.args...)...); code != 1 || out != "" || !strings.Contains(errOut, tc.want) {
+			t.Errorf("delete-offsets %q: %d %q %q, want %s", tc.args, code, out, errOut, tc.want)
+		}
+	}
+	// Usage errors, exit 2, nothing sent.
+	sent := len(f.offsetDeletes)
+	for _, args := range [][]string{
+		{"g"},                      // no --topic
+		{"g", "--topic", ""},       // an empty one
+		{"--topic", "t"},           // no group
+		{"g", "h", "--topic", "t"}, // two groups
+		{"g", "--topic", "t", "--partition", "-1"},
+		{"g", "--topic", "t", "--partition", "x"},
+		{"g", "--topic", "t", "--partition", "1", "--partition", "1"},
+		{"g", "--topic", "t", "--topic", "u"},
+	} {
+		if code, _, errOut := run(t, "", append([]string{"group", "delete-offsets", "--gateway", addr}, args...)...); code != 2 {
+			t.Errorf("delete-offsets %q: exit %d %q, want 2", args, code, errOut)
+		}
+	}
+	if len(f.offsetDeletes) != sent {
+		t.Errorf("a usage error sent %v", f.offsetDeletes[sent:])
+	}
 }
 
 func (f *fakeGroups) ListGroups(context.Context, *skeinv1.ListGroupsRequest) (*skeinv1.ListGroupsResponse, error) {
