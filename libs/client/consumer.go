@@ -72,6 +72,9 @@ type ConsumedRecord struct {
 	// Transactional: the record was written in a transaction (a
 	// read_uncommitted reader also gets those of open and aborted ones).
 	Transactional bool
+	// LogAppendTime: Timestamp is the time the leader appended the record
+	// (message.timestamp.type=LogAppendTime), not its create time.
+	LogAppendTime bool
 }
 
 // FetchResult is a fetch's records and the partition's offsets.
@@ -395,6 +398,7 @@ func decodeFetch(req FetchRequest, pr *storagev1.PartitionFetchResult, view bool
 			cr := ConsumedRecord{
 				Topic: req.Topic, Partition: req.Partition, Offset: off, Timestamp: ts,
 				Key: cp(r.Key), Value: cp(r.Value), LeaderEpoch: int32(b.PartitionLeaderEpoch()), Transactional: b.IsTransactional(),
+				LogAppendTime: b.LogAppendTime(),
 			}
 			for _, h := range r.AppendHeaders(nil) {
 				cr.Headers = append(cr.Headers, record.Header{Key: h.Key, Value: cp(h.Value)})

@@ -84,6 +84,8 @@ type ConsumedRecord struct {
 	Value       *string  `json:"value"`
 	ValueBytes  []byte   `json:"value_bytes"`
 	Headers     []Header `json:"headers"`
+	// TimestampType is CREATE_TIME or LOG_APPEND_TIME.
+	TimestampType string `json:"timestamp_type"`
 }
 
 // FetchResponse answers GET .../partitions/{p}/records.

@@ -120,8 +120,8 @@ func TestLogAppendTimeInTheProduceAnswer(t *testing.T) {
 		if err := c.Call(ctx, "GET", fmt.Sprintf("/v1/topics/%s/partitions/0/records?offset=%d", topic, pr.Results[0].Offset), nil, &f); err != nil {
 			t.Fatal(err)
 		}
-		if len(f.Records) == 0 || int64(f.Records[0].TimestampMs) != got {
-			t.Errorf("%s: the record reads back with %+v, want timestamp %d", path, f.Records, got)
+		if len(f.Records) == 0 || int64(f.Records[0].TimestampMs) != got || f.Records[0].TimestampType != "LOG_APPEND_TIME" {
+			t.Errorf("%s: the record reads back with %+v, want timestamp %d, LOG_APPEND_TIME", path, f.Records, got)
 		}
 	}
 
@@ -188,6 +188,9 @@ func TestRetryAnswersTheStoredCreateTime(t *testing.T) {
 				t.Errorf("%s record %d: written at %d (%d), retried at %d (%d); stored with %d, want %s",
 					tc.records, j, first.Results[j].Offset, first.Results[j].TimestampMs, again.Results[j].Offset, again.Results[j].TimestampMs, stored, tc.want)
 			}
+		}
+		if typ := f.Records[0].TimestampType; typ != "CREATE_TIME" {
+			t.Errorf("%s: read back as %q, want CREATE_TIME", tc.records, typ)
 		}
 		if tc.want == "0" && f.Records[0].TimestampMs != 0 {
 			t.Errorf("a record sent at 0 stored with %d", f.Records[0].TimestampMs)

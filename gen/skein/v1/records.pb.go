@@ -21,6 +21,55 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// TimestampType says where a record's timestamp came from.
+type TimestampType int32
+
+const (
+	// The producer's create time (or the gateway's clock when it gave none).
+	TimestampType_CREATE_TIME TimestampType = 0
+	// The leader's clock when it appended the record.
+	TimestampType_LOG_APPEND_TIME TimestampType = 1
+)
+
+// Enum value maps for TimestampType.
+var (
+	TimestampType_name = map[int32]string{
+		0: "CREATE_TIME",
+		1: "LOG_APPEND_TIME",
+	}
+	TimestampType_value = map[string]int32{
+		"CREATE_TIME":     0,
+		"LOG_APPEND_TIME": 1,
+	}
+)
+
+func (x TimestampType) Enum() *TimestampType {
+	p := new(TimestampType)
+	*p = x
+	return p
+}
+
+func (x TimestampType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TimestampType) Descriptor() protoreflect.EnumDescriptor {
+	return file_skein_v1_records_proto_enumTypes[0].Descriptor()
+}
+
+func (TimestampType) Type() protoreflect.EnumType {
+	return &file_skein_v1_records_proto_enumTypes[0]
+}
+
+func (x TimestampType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TimestampType.Descriptor instead.
+func (TimestampType) EnumDescriptor() ([]byte, []int) {
+	return file_skein_v1_records_proto_rawDescGZIP(), []int{0}
+}
+
 // IsolationLevel decides what a fetch may see: everything below the high
 // watermark, or only below the last stable offset and never aborted records.
 type IsolationLevel int32
@@ -53,11 +102,11 @@ func (x IsolationLevel) String() string {
 }
 
 func (IsolationLevel) Descriptor() protoreflect.EnumDescriptor {
-	return file_skein_v1_records_proto_enumTypes[0].Descriptor()
+	return file_skein_v1_records_proto_enumTypes[1].Descriptor()
 }
 
 func (IsolationLevel) Type() protoreflect.EnumType {
-	return &file_skein_v1_records_proto_enumTypes[0]
+	return &file_skein_v1_records_proto_enumTypes[1]
 }
 
 func (x IsolationLevel) Number() protoreflect.EnumNumber {
@@ -66,7 +115,7 @@ func (x IsolationLevel) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use IsolationLevel.Descriptor instead.
 func (IsolationLevel) EnumDescriptor() ([]byte, []int) {
-	return file_skein_v1_records_proto_rawDescGZIP(), []int{0}
+	return file_skein_v1_records_proto_rawDescGZIP(), []int{1}
 }
 
 // Encoding chooses how fetched keys, values and header values come back.
@@ -102,11 +151,11 @@ func (x Encoding) String() string {
 }
 
 func (Encoding) Descriptor() protoreflect.EnumDescriptor {
-	return file_skein_v1_records_proto_enumTypes[1].Descriptor()
+	return file_skein_v1_records_proto_enumTypes[2].Descriptor()
 }
 
 func (Encoding) Type() protoreflect.EnumType {
-	return &file_skein_v1_records_proto_enumTypes[1]
+	return &file_skein_v1_records_proto_enumTypes[2]
 }
 
 func (x Encoding) Number() protoreflect.EnumNumber {
@@ -115,7 +164,7 @@ func (x Encoding) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Encoding.Descriptor instead.
 func (Encoding) EnumDescriptor() ([]byte, []int) {
-	return file_skein_v1_records_proto_rawDescGZIP(), []int{1}
+	return file_skein_v1_records_proto_rawDescGZIP(), []int{2}
 }
 
 // Header is one record header. The value is text in `value` (UTF-8) or binary
@@ -293,8 +342,12 @@ type ConsumedRecord struct {
 	// Which delivery of the record to its consumer group this is: 1 for the
 	// first, 1 + its failed deliveries (nacks) after that. 0 outside a group.
 	DeliveryAttempt int32 `protobuf:"varint,11,opt,name=delivery_attempt,json=deliveryAttempt,proto3" json:"delivery_attempt,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// What timestamp_ms is: the producer's create time, or the time the
+	// partition's leader appended the record (a topic with
+	// message.timestamp.type=LogAppendTime), as Kafka's timestampType().
+	TimestampType TimestampType `protobuf:"varint,12,opt,name=timestamp_type,json=timestampType,proto3,enum=skein.v1.TimestampType" json:"timestamp_type,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ConsumedRecord) Reset() {
@@ -404,6 +457,13 @@ func (x *ConsumedRecord) GetDeliveryAttempt() int32 {
 	return 0
 }
 
+func (x *ConsumedRecord) GetTimestampType() TimestampType {
+	if x != nil {
+		return x.TimestampType
+	}
+	return TimestampType_CREATE_TIME
+}
+
 // TopicPartitions names partitions of one topic (an assignment, say).
 type TopicPartitions struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -485,7 +545,7 @@ const file_skein_v1_records_proto_rawDesc = "" +
 	"\f_value_bytesB\f\n" +
 	"\n" +
 	"_partitionB\x0f\n" +
-	"\r_timestamp_ms\"\xa3\x03\n" +
+	"\r_timestamp_ms\"\xe3\x03\n" +
 	"\x0eConsumedRecord\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -499,7 +559,8 @@ const file_skein_v1_records_proto_rawDesc = "" +
 	"\aheaders\x18\t \x03(\v2\x10.skein.v1.HeaderR\aheaders\x12!\n" +
 	"\fleader_epoch\x18\n" +
 	" \x01(\x05R\vleaderEpoch\x12)\n" +
-	"\x10delivery_attempt\x18\v \x01(\x05R\x0fdeliveryAttemptB\x06\n" +
+	"\x10delivery_attempt\x18\v \x01(\x05R\x0fdeliveryAttempt\x12>\n" +
+	"\x0etimestamp_type\x18\f \x01(\x0e2\x17.skein.v1.TimestampTypeR\rtimestampTypeB\x06\n" +
 	"\x04_keyB\f\n" +
 	"\n" +
 	"_key_bytesB\b\n" +
@@ -509,7 +570,10 @@ const file_skein_v1_records_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1e\n" +
 	"\n" +
 	"partitions\x18\x02 \x03(\x05R\n" +
-	"partitions*:\n" +
+	"partitions*5\n" +
+	"\rTimestampType\x12\x0f\n" +
+	"\vCREATE_TIME\x10\x00\x12\x13\n" +
+	"\x0fLOG_APPEND_TIME\x10\x01*:\n" +
 	"\x0eIsolationLevel\x12\x14\n" +
 	"\x10READ_UNCOMMITTED\x10\x00\x12\x12\n" +
 	"\x0eREAD_COMMITTED\x10\x01*\x1f\n" +
@@ -530,24 +594,26 @@ func file_skein_v1_records_proto_rawDescGZIP() []byte {
 	return file_skein_v1_records_proto_rawDescData
 }
 
-var file_skein_v1_records_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_skein_v1_records_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
 var file_skein_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_skein_v1_records_proto_goTypes = []any{
-	(IsolationLevel)(0),     // 0: skein.v1.IsolationLevel
-	(Encoding)(0),           // 1: skein.v1.Encoding
-	(*Header)(nil),          // 2: skein.v1.Header
-	(*ProduceRecord)(nil),   // 3: skein.v1.ProduceRecord
-	(*ConsumedRecord)(nil),  // 4: skein.v1.ConsumedRecord
-	(*TopicPartitions)(nil), // 5: skein.v1.TopicPartitions
+	(TimestampType)(0),      // 0: skein.v1.TimestampType
+	(IsolationLevel)(0),     // 1: skein.v1.IsolationLevel
+	(Encoding)(0),           // 2: skein.v1.Encoding
+	(*Header)(nil),          // 3: skein.v1.Header
+	(*ProduceRecord)(nil),   // 4: skein.v1.ProduceRecord
+	(*ConsumedRecord)(nil),  // 5: skein.v1.ConsumedRecord
+	(*TopicPartitions)(nil), // 6: skein.v1.TopicPartitions
 }
 var file_skein_v1_records_proto_depIdxs = []int32{
-	2, // 0: skein.v1.ProduceRecord.headers:type_name -> skein.v1.Header
-	2, // 1: skein.v1.ConsumedRecord.headers:type_name -> skein.v1.Header
-	2, // [2:2] is the sub-list for method output_type
-	2, // [2:2] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	3, // 0: skein.v1.ProduceRecord.headers:type_name -> skein.v1.Header
+	3, // 1: skein.v1.ConsumedRecord.headers:type_name -> skein.v1.Header
+	0, // 2: skein.v1.ConsumedRecord.timestamp_type:type_name -> skein.v1.TimestampType
+	3, // [3:3] is the sub-list for method output_type
+	3, // [3:3] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_skein_v1_records_proto_init() }
@@ -563,7 +629,7 @@ func file_skein_v1_records_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skein_v1_records_proto_rawDesc), len(file_skein_v1_records_proto_rawDesc)),
-			NumEnums:      2,
+			NumEnums:      3,
 			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   0,

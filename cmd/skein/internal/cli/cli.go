@@ -86,11 +86,11 @@ Usage:
                 [--compression none|gzip|snappy|lz4|zstd] [--header KEY=VALUE]...
   skein consume TOPIC [--from earliest|latest|OFFSET] [--follow] [--partition N] [--max N]
                 [--print-key] [--key-separator SEP] [--read-committed]
-                [--print-partition] [--print-offset] [--print-headers]
+                [--print-timestamp] [--print-partition] [--print-offset] [--print-headers]
   skein consume TOPIC --group G [--from earliest|latest] [--max N] [--idle DURATION]
                 [--session-timeout DURATION] [--instance-id ID] [--assignor range|uniform]
                 [--print-key] [--key-separator SEP] [--read-committed]
-                [--print-partition] [--print-offset] [--print-headers]
+                [--print-timestamp] [--print-partition] [--print-offset] [--print-headers]
   skein group list
   skein group describe GROUP
   skein group reset-offsets GROUP --topic T (--to-earliest | --to-latest | --to-offset N | --to-timestamp MS)

@@ -1088,6 +1088,14 @@ func TestHeadersPartitionAndOffsetPrinted(t *testing.T) {
 	if code, out, _ := run(t, "", "consume", "h", "--partition", "1", "--print-offset", "--key-separator", " | ", "--max", "1"); code != 0 || out != "Offset:0 | v1\n" {
 		t.Errorf("--print-offset alone: %d %q", code, out)
 	}
+	// The timestamp comes first, named by its type.
+	var buf strings.Builder
+	p := &printer{w: &buf, printTimestamp: true, printOffset: true, sep: "\t"}
+	p.print(&skeinv1.ConsumedRecord{Offset: 4, TimestampMs: 1700000000000, Value: ptr("c")})
+	p.print(&skeinv1.ConsumedRecord{Offset: 5, TimestampMs: 1700000000001, Value: ptr("l"), TimestampType: skeinv1.TimestampType_LOG_APPEND_TIME})
+	if want := "CreateTime:1700000000000\tOffset:4\tc\nLogAppendTime:1700000000001\tOffset:5\tl\n"; buf.String() != want {
+		t.Errorf("--print-timestamp: %q, want %q", buf.String(), want)
+	}
 	for _, bad := range []string{"novalue", "=v", ""} {
 		if code, _, errOut := run(t, "x\n", "produce", "h", "--header", bad); code != 2 || !strings.Contains(errOut, "KEY=VALUE") {
 			t.Errorf("--header %q: %d %q, want a usage error", bad, code, errOut)

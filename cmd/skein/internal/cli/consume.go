@@ -43,13 +43,13 @@ type printer struct {
 	w        io.Writer
 	json     bool // each record as the API's JSON, one per line
 	printKey bool
-	// printPartition, printOffset and printHeaders put those before the
-	// key, as Kafka's console consumer prints them (print.partition,
-	// print.offset, print.headers).
-	printPartition, printOffset, printHeaders bool
-	sep                                       string
-	max                                       int
-	n                                         int
+	// printTimestamp, printPartition, printOffset and printHeaders put
+	// those before the key, as Kafka's console consumer prints them
+	// (print.timestamp, print.partition, print.offset, print.headers).
+	printTimestamp, printPartition, printOffset, printHeaders bool
+	sep                                                       string
+	max                                                       int
+	n                                                         int
 }
 
 // print writes r and reports whether --max is reached.
@@ -67,6 +67,13 @@ func (p *printer) print(r *skeinv1.ConsumedRecord) (done bool, err error) {
 		return p.max > 0 && p.n >= p.max, nil
 	}
 	var b strings.Builder
+	if p.printTimestamp {
+		typ := "CreateTime:"
+		if r.GetTimestampType() == skeinv1.TimestampType_LOG_APPEND_TIME {
+			typ = "LogAppendTime:"
+		}
+		b.WriteString(typ + strconv.FormatInt(r.GetTimestampMs(), 10) + p.sep)
+	}
 	if p.printPartition {
 		b.WriteString("Partition:" + strconv.Itoa(int(r.GetPartition())) + p.sep)
 	}
@@ -127,7 +134,8 @@ func consumeCmd(ctx context.Context, args []string, stdio IO) error {
 	partition := f.Int("partition", -1, "only this partition (default: all)")
 	maxRecords := f.Int("max", 0, "stop after this many records (0: no limit)")
 	printKey := f.Bool("print-key", false, "print each record's key before its value (null for a record without a key)")
-	printPartition := f.Bool("print-partition", false, "print each record's partition first, as Partition:N")
+	printTimestamp := f.Bool("print-timestamp", false, "print each record's timestamp first, as CreateTime:MS or LogAppendTime:MS (ms since the epoch)")
+	printPartition := f.Bool("print-partition", false, "print each record's partition before its offset, key and value, as Partition:N")
 	printOffset := f.Bool("print-offset", false, "print each record's offset before its key and value, as Offset:N")
 	printHeaders := f.Bool("print-headers", false, "print each record's headers before its key and value, as KEY:VALUE,KEY:VALUE (NO_HEADERS for none)")
 	sep := f.String("key-separator", "\t", "what separates the fields printed before a value (--print-key, --print-partition, --print-offset, --print-headers)")
@@ -192,7 +200,7 @@ func consumeCmd(ctx context.Context, args []string, stdio IO) error {
 	}
 	defer conn.Close()
 	out := &printer{w: stdio.Out, json: *f.json, printKey: *printKey, sep: *sep, max: *maxRecords,
-		printPartition: *printPartition, printOffset: *printOffset, printHeaders: *printHeaders}
+		printTimestamp: *printTimestamp, printPartition: *printPartition, printOffset: *printOffset, printHeaders: *printHeaders}
 	if *group != "" {
 		switch {
 		case *partition >= 0 || *follow:

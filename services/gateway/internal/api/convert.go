@@ -86,8 +86,17 @@ func encode(b []byte, enc skeinv1.Encoding) (text *string, raw []byte) {
 	return nil, b
 }
 
+// timestampType is what a record's timestamp is.
+func timestampType(logAppendTime bool) skeinv1.TimestampType {
+	if logAppendTime {
+		return skeinv1.TimestampType_LOG_APPEND_TIME
+	}
+	return skeinv1.TimestampType_CREATE_TIME
+}
+
 func toConsumed(r client.ConsumedRecord, enc skeinv1.Encoding) *skeinv1.ConsumedRecord {
-	out := &skeinv1.ConsumedRecord{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, TimestampMs: r.Timestamp, LeaderEpoch: r.LeaderEpoch}
+	out := &skeinv1.ConsumedRecord{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, TimestampMs: r.Timestamp, LeaderEpoch: r.LeaderEpoch,
+		TimestampType: timestampType(r.LogAppendTime)}
 	out.Key, out.KeyBytes = encode(r.Key, enc)
 	out.Value, out.ValueBytes = encode(r.Value, enc)
 	for _, h := range r.Headers {

@@ -30,6 +30,8 @@ const (
 	recValue       protowire.Number = 7 // value_bytes is 8
 	recHeaders     protowire.Number = 9
 	recLeaderEpoch protowire.Number = 10
+	// delivery_attempt (11) is a group's, never in a FetchResponse.
+	recTimestampType protowire.Number = 12
 
 	hdrKey   protowire.Number = 1
 	hdrValue protowire.Number = 2 // value_bytes is 3
@@ -89,7 +91,7 @@ func recordSize(r *client.ConsumedRecord, enc skeinv1.Encoding) int {
 	for _, h := range r.Headers {
 		n += sizeField(recHeaders, headerSize(h.Key, h.Value))
 	}
-	return n + sizeInt(recLeaderEpoch, int64(r.LeaderEpoch))
+	return n + sizeInt(recLeaderEpoch, int64(r.LeaderEpoch)) + sizeInt(recTimestampType, int64(timestampType(r.LogAppendTime)))
 }
 
 func appendRecord(b []byte, r *client.ConsumedRecord, enc skeinv1.Encoding) []byte {
@@ -111,7 +113,8 @@ func appendRecord(b []byte, r *client.ConsumedRecord, enc skeinv1.Encoding) []by
 		}
 		b = appendTextOrBytes(b, hdrValue, h.Value, enc)
 	}
-	return appendInt(b, recLeaderEpoch, int64(r.LeaderEpoch))
+	b = appendInt(b, recLeaderEpoch, int64(r.LeaderEpoch))
+	return appendInt(b, recTimestampType, int64(timestampType(r.LogAppendTime)))
 }
 
 func headerSize(key string, value []byte) int {

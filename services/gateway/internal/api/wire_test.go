@@ -48,7 +48,7 @@ func randomFetchResult(r *rand.Rand) *client.FetchResult {
 	for range r.IntN(6) {
 		cr := client.ConsumedRecord{
 			Partition: int32(randomInt(r)), Offset: randomInt(r), Timestamp: randomInt(r),
-			Key: randomBytes(r), Value: randomBytes(r), LeaderEpoch: int32(randomInt(r)),
+			Key: randomBytes(r), Value: randomBytes(r), LeaderEpoch: int32(randomInt(r)), LogAppendTime: r.IntN(2) == 0,
 		}
 		if r.IntN(4) > 0 {
 			cr.Topic = fmt.Sprint("topic-", r.IntN(100))

@@ -96,7 +96,9 @@ func appendRecord(dst []byte, r *skeinv1.ConsumedRecord) []byte {
 	dst = strconv.AppendInt(dst, int64(r.GetLeaderEpoch()), 10)
 	dst = append(dst, `,"delivery_attempt":`...)
 	dst = strconv.AppendInt(dst, int64(r.GetDeliveryAttempt()), 10)
-	return append(dst, '}')
+	dst = append(dst, `,"timestamp_type":"`...)
+	dst = append(dst, r.GetTimestampType().String()...)
+	return append(dst, '"', '}')
 }
 
 // appendInt64Field appends ,"name":"v": protojson writes 64-bit integers as

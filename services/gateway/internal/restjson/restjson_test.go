@@ -55,7 +55,7 @@ func TestFetchResponseAsProtojsonWritesIt(t *testing.T) {
 				{Key: "null"},
 				{Key: "empty", Value: proto.String("")},
 			},
-			LeaderEpoch: 3, DeliveryAttempt: 2,
+			LeaderEpoch: 3, DeliveryAttempt: 2, TimestampType: skeinv1.TimestampType_LOG_APPEND_TIME,
 		}, {
 			Topic: "orders", Partition: 2, Offset: 42, TimestampMs: -1,
 			KeyBytes: []byte{0xc3, 0x28}, ValueBytes: []byte{},
@@ -101,6 +101,7 @@ func TestRandomFetchResponses(t *testing.T) {
 			rec := &skeinv1.ConsumedRecord{
 				Topic: "topic-" + string(rune('a'+rng.IntN(26))), Partition: rng.Int32(), Offset: rng.Int64(), TimestampMs: rng.Int64() - math.MaxInt64/2,
 				Key: text(), KeyBytes: raw(), Value: text(), ValueBytes: raw(), LeaderEpoch: rng.Int32N(9), DeliveryAttempt: rng.Int32N(6),
+				TimestampType: skeinv1.TimestampType(rng.IntN(2)),
 			}
 			for range rng.IntN(3) {
 				rec.Headers = append(rec.Headers, &skeinv1.Header{Key: *orEmpty(text()), Value: text(), ValueBytes: raw()})
