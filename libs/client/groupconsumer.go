@@ -163,6 +163,13 @@ func (g *GroupConsumer) MemberID() string { return g.memberID }
 // MemberEpoch is the member's epoch; 0 before it joined.
 func (g *GroupConsumer) MemberEpoch() int32 { return g.epoch }
 
+// GroupMetadata is the member as a transaction's offsets name it
+// (TransactionalProducer.SendGroupOffsets), as Kafka's
+// consumer.groupMetadata().
+func (g *GroupConsumer) GroupMetadata() GroupMetadata {
+	return GroupMetadata{Group: g.cfg.Group, MemberID: g.memberID, MemberEpoch: g.epoch}
+}
+
 // HeartbeatInterval is the interval the coordinator last answered.
 func (g *GroupConsumer) HeartbeatInterval() time.Duration { return g.interval }
 

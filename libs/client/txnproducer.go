@@ -364,7 +364,39 @@ func (p *TransactionalProducer) partitionLocked(ctx context.Context, recs []Reco
 // to the transaction (AddOffsetsToTxn) the first time. Any partition's
 // refusal is answered as an error, and leaves the transaction to be
 // aborted.
+//
+// It names no member, so the coordinator takes the offsets whoever owns
+// the partitions now: a consumer in a group sends them with
+// SendGroupOffsets instead.
 func (p *TransactionalProducer) SendOffsets(ctx context.Context, group string, offsets map[TopicPartition]int64) error {
+	return p.sendOffsets(ctx, GroupMetadata{Group: group}, offsets)
+}
+
+// GroupMetadata names the group member whose consumed offsets a
+// transaction commits (Kafka's ConsumerGroupMetadata):
+// GroupConsumer.GroupMetadata answers it.
+type GroupMetadata struct {
+	Group       string
+	MemberID    string
+	MemberEpoch int32
+}
+
+// SendGroupOffsets is SendOffsets for offsets a group member consumed, as
+// Kafka's sendOffsetsToTransaction(offsets, groupMetadata): the group's
+// coordinator refuses them (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH) unless
+// the member, at that epoch, still owns their partitions, so a consumer
+// whose partitions moved to another member while it worked cannot commit
+// over the new owner's offsets. The transaction must then be aborted, and
+// the consumer starts again from the committed offsets.
+func (p *TransactionalProducer) SendGroupOffsets(ctx context.Context, meta GroupMetadata, offsets map[TopicPartition]int64) error {
+	if meta.MemberID == "" {
+		return errs.Errorf(errs.InvalidRequest, "group metadata without a member id: use SendOffsets")
+	}
+	return p.sendOffsets(ctx, meta, offsets)
+}
+
+func (p *TransactionalProducer) sendOffsets(ctx context.Context, meta GroupMetadata, offsets map[TopicPartition]int64) error {
+	group := meta.Group
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.inTxnLocked(); err != nil {
@@ -382,6 +414,9 @@ func (p *TransactionalProducer) SendOffsets(ctx context.Context, group string, o
 		p.groupz[group] = true
 	}
 	req := &groupv1.TxnOffsetCommitRequest{TransactionalId: p.id, GroupId: group, ProducerId: p.pid, ProducerEpoch: int32(p.epoch)}
+	if meta.MemberID != "" {
+		req.MemberId, req.MemberEpoch = meta.MemberID, &meta.MemberEpoch
+	}
 	for _, tp := range sortTPs(slices.Collect(maps.Keys(offsets))) {
 		req.Offsets = append(req.Offsets, &groupv1.PartitionOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: offsets[tp]})
 	}

@@ -513,3 +513,59 @@ func TestAbortRetriedAfterItNeverArrived(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// SendGroupOffsets names the member that consumed the offsets: the
+// coordinator takes them from that member at its current epoch, and a
+// refusal leaves the transaction to be aborted.
+func TestSendGroupOffsetsNamesTheMember(t *testing.T) {
+	_, _, _, c := txnSetup(t, 1)
+	createTopic(t, c, "t", 1, nil)
+	produceN(t, c, "t", 1, 10)
+	gc := newMember(t, c, "copier", client.GroupConsumerConfig{})
+	defer gc.Close(ctx(t))
+	for deadline := time.Now().Add(10 * time.Second); len(gc.Assignment()) == 0; {
+		if _, err := gc.Poll(ctx(t)); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the member got no partition")
+		}
+	}
+	p, err := c.NewTransactionalProducer(ctx(t), "tx-member")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	tp := client.TopicPartition{Topic: "t", Partition: 0}
+	if err := p.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	meta := gc.GroupMetadata()
+	if meta.Group != "copier" || meta.MemberID == "" || meta.MemberEpoch <= 0 {
+		t.Fatalf("group metadata %+v", meta)
+	}
+	if err := p.SendGroupOffsets(ctx(t), meta, map[client.TopicPartition]int64{tp: 3}); err != nil {
+		t.Fatalf("the owner's offsets: %v", err)
+	}
+	if err := p.Commit(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := p.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	stale := meta
+	stale.MemberEpoch += 5
+	if err := p.SendGroupOffsets(ctx(t), stale, map[client.TopicPartition]int64{tp: 4}); errs.Of(err) != errs.StaleMemberEpoch {
+		t.Fatalf("a stale epoch: %v, want STALE_MEMBER_EPOCH", err)
+	}
+	if err := p.Commit(ctx(t)); !errors.Is(err, client.ErrAbortRequired) {
+		t.Errorf("Commit after a refused SendGroupOffsets: %v, want ErrAbortRequired", err)
+	}
+	if err := p.Abort(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SendGroupOffsets(ctx(t), client.GroupMetadata{Group: "copier"}, map[client.TopicPartition]int64{tp: 4}); errs.Of(err) != errs.InvalidRequest {
+		t.Errorf("no member id: %v, want INVALID_REQUEST", err)
+	}
+}

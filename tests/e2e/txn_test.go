@@ -5,7 +5,9 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -427,5 +429,130 @@ func TestTransactionalProduceCLI(t *testing.T) {
 		if want := fmt.Sprintf("j%d", i); !slices.Contains(vals, want) {
 			t.Errorf("result %d says partition %d, which read_committed reads as %v (no %s)", i, r.Partition, vals, want)
 		}
+	}
+}
+
+// Offsets a transaction sends for a group member are the member's to
+// send: a consumer whose partition moved to another member while it
+// worked (it left, or was expired) is refused with UNKNOWN_MEMBER_ID, and
+// the new owner's committed offset stays through the transaction's commit,
+// as Kafka's TxnOffsetCommit with the member's group metadata (KIP-447).
+// The new owner's own transactional offsets are taken.
+func TestTransactionalOffsetsOfAMemberThatMovedOn(t *testing.T) {
+	d := devCluster(t)
+	c := restClient(d)
+	ctx := testCtx(t, 2*time.Minute)
+	const topic, group = "e2e-txn-src", "e2e-txn-copier"
+	createTopic(ctx, t, c, topic, 1, 3, nil)
+	var pr ProduceResponse
+	if err := c.Call(ctx, "POST", "/v1/topics/"+topic+"/partitions/0/records", ProduceRequest{Records: []ProduceRecord{
+		{Value: ptr("n0")}, {Value: ptr("n1")}, {Value: ptr("n2")}, {Value: ptr("n3")}, {Value: ptr("n4")}}}, &pr); err != nil || !written(pr) {
+		t.Fatalf("produce: %v %+v", err, pr)
+	}
+	// own joins and fetches until the member holds the partition (a fetch
+	// is a heartbeat), and answers it at its epoch then.
+	own := func() restMember {
+		t.Helper()
+		var m restMember
+		if err := callRetrying(ctx, t, c, "POST", "/v1/groups/"+group+"/members", map[string]any{"topics": []string{topic}, "auto_offset_reset": "earliest"}, &m); err != nil {
+			t.Fatalf("join: %v", err)
+		}
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			var f groupFetch
+			if err := callRetrying(ctx, t, c, "POST", "/v1/groups/"+group+"/members/"+m.ID+"/records", map[string]any{"member_epoch": m.Epoch, "max_wait_ms": 200}, &f); err != nil {
+				t.Fatalf("fetch: %v", err)
+			}
+			m.Epoch = f.MemberEpoch
+			if len(f.Records) > 0 {
+				return m
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the member was not given the partition within 30 s")
+			}
+		}
+	}
+	sendOffsets := func(txid string, id producerIdentity, m *restMember, offset int64) (string, error) {
+		body := map[string]any{"producer_id": id.ProducerID, "producer_epoch": id.ProducerEpoch, "group": group,
+			"offsets": []map[string]any{{"topic": topic, "partition": 0, "offset": offset}}}
+		if m != nil {
+			body["member_id"], body["member_epoch"] = m.ID, m.Epoch
+		}
+		var out struct {
+			Results []struct {
+				ErrorCode string `json:"error_code"`
+			} `json:"results"`
+		}
+		if err := c.Call(ctx, "POST", "/v1/transactions/"+txid+"/offsets", body, &out); err != nil {
+			return "", err
+		}
+		if len(out.Results) != 1 {
+			t.Fatalf("send offsets: %+v", out)
+		}
+		return out.Results[0].ErrorCode, nil
+	}
+	committedOffset := func() int64 {
+		t.Helper()
+		var out struct {
+			Offsets []struct {
+				Offset Int64 `json:"offset"`
+			} `json:"offsets"`
+		}
+		if err := c.Call(ctx, "GET", "/v1/groups/"+group+"/offsets", nil, &out); err != nil || len(out.Offsets) != 1 {
+			t.Fatalf("group offsets: %+v %v", out, err)
+		}
+		return int64(out.Offsets[0].Offset)
+	}
+	initProducer := func(txid string) producerIdentity {
+		t.Helper()
+		var id producerIdentity
+		if err := c.Call(ctx, "POST", "/v1/producers", map[string]any{"transactional_id": txid}, &id); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+
+	a := own()
+	zombie := initProducer("e2e-copier-a")
+	mustDo(ctx, t, c, http.StatusOK, "DELETE", "/v1/groups/"+group+"/members/"+a.ID, nil)
+	b := own()
+	if err := c.Call(ctx, "POST", "/v1/groups/"+group+"/offsets", map[string]any{"member_id": b.ID, "member_epoch": b.Epoch,
+		"offsets": []map[string]any{{"topic": topic, "partition": 0, "offset": 5}}}, nil); err != nil {
+		t.Fatalf("the new owner's commit: %v", err)
+	}
+	if code, err := sendOffsets("e2e-copier-a", zombie, &a, 2); err != nil || code != "UNKNOWN_MEMBER_ID" {
+		t.Errorf("offsets of the member that left: %q %v, want UNKNOWN_MEMBER_ID", code, err)
+	}
+	var next producerIdentity
+	if err := c.Call(ctx, "POST", "/v1/transactions/e2e-copier-a:commit", zombie, &next); err != nil {
+		t.Fatal(err)
+	}
+	if got := committedOffset(); got != 5 {
+		t.Errorf("after the refused member's transaction committed: offset %d, want the new owner's 5", got)
+	}
+	// One member field alone is malformed.
+	var apiErr *APIError
+	if _, err := sendOffsets("e2e-copier-a", next, &restMember{ID: b.ID, Epoch: b.Epoch}, 4); err != nil {
+		t.Fatalf("the owner's offsets with another producer: %v", err)
+	}
+	err := c.Call(ctx, "POST", "/v1/transactions/e2e-copier-a/offsets", map[string]any{"producer_id": next.ProducerID, "producer_epoch": next.ProducerEpoch,
+		"group": group, "member_id": b.ID, "offsets": []map[string]any{{"topic": topic, "partition": 0, "offset": 4}}}, nil)
+	if !errors.As(err, &apiErr) || apiErr.ErrorCode != "INVALID_REQUEST" {
+		t.Errorf("member_id without member_epoch: %v, want INVALID_REQUEST", err)
+	}
+
+	// The owner's own transaction commits its offsets.
+	owner := initProducer("e2e-copier-b")
+	if code, err := sendOffsets("e2e-copier-b", owner, &b, 6); err != nil || code != "NONE" {
+		t.Fatalf("the owner's offsets: %q %v", code, err)
+	}
+	if err := c.Call(ctx, "POST", "/v1/transactions/e2e-copier-b:commit", owner, nil); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for committedOffset() != 6 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the owner's transactional offset: %d, want 6", committedOffset())
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

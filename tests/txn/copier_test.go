@@ -669,7 +669,7 @@ func copyInstance(ctx context.Context, cl *client.Client, log *slog.Logger, repo
 				}
 			}
 			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			err := p.SendOffsets(cctx, copyGroup, offsets)
+			err := p.SendGroupOffsets(cctx, gc.GroupMetadata(), offsets)
 			if err == nil {
 				err = p.Commit(cctx)
 			}

@@ -132,8 +132,16 @@ type SendOffsetsRequest struct {
 	ProducerEpoch   int32                   `protobuf:"varint,3,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
 	Group           string                  `protobuf:"bytes,4,opt,name=group,proto3" json:"group,omitempty"`
 	Offsets         []*TopicPartitionOffset `protobuf:"bytes,5,rep,name=offsets,proto3" json:"offsets,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The group member that consumed the offsets, as Kafka's
+	// sendOffsetsToTransaction(offsets, groupMetadata): given, the group's
+	// coordinator takes them only from that member at its current epoch,
+	// for partitions it owns (else UNKNOWN_MEMBER_ID or STALE_MEMBER_EPOCH),
+	// so a member whose partitions moved on cannot commit over their new
+	// owner. Both or neither; without them the offsets are taken unchecked.
+	MemberId      string `protobuf:"bytes,6,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	MemberEpoch   *int32 `protobuf:"varint,7,opt,name=member_epoch,json=memberEpoch,proto3,oneof" json:"member_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SendOffsetsRequest) Reset() {
@@ -199,6 +207,20 @@ func (x *SendOffsetsRequest) GetOffsets() []*TopicPartitionOffset {
 		return x.Offsets
 	}
 	return nil
+}
+
+func (x *SendOffsetsRequest) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *SendOffsetsRequest) GetMemberEpoch() int32 {
+	if x != nil && x.MemberEpoch != nil {
+		return *x.MemberEpoch
+	}
+	return 0
 }
 
 type SendOffsetsResponse struct {
@@ -485,14 +507,17 @@ const file_skein_v1_transaction_proto_rawDesc = "" +
 	"\x14InitProducerResponse\x12\x1f\n" +
 	"\vproducer_id\x18\x01 \x01(\x03R\n" +
 	"producerId\x12%\n" +
-	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch\"\xd7\x01\n" +
+	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch\"\xad\x02\n" +
 	"\x12SendOffsetsRequest\x12)\n" +
 	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x1f\n" +
 	"\vproducer_id\x18\x02 \x01(\x03R\n" +
 	"producerId\x12%\n" +
 	"\x0eproducer_epoch\x18\x03 \x01(\x05R\rproducerEpoch\x12\x14\n" +
 	"\x05group\x18\x04 \x01(\tR\x05group\x128\n" +
-	"\aoffsets\x18\x05 \x03(\v2\x1e.skein.v1.TopicPartitionOffsetR\aoffsets\"P\n" +
+	"\aoffsets\x18\x05 \x03(\v2\x1e.skein.v1.TopicPartitionOffsetR\aoffsets\x12\x1b\n" +
+	"\tmember_id\x18\x06 \x01(\tR\bmemberId\x12&\n" +
+	"\fmember_epoch\x18\a \x01(\x05H\x00R\vmemberEpoch\x88\x01\x01B\x0f\n" +
+	"\r_member_epoch\"P\n" +
 	"\x13SendOffsetsResponse\x129\n" +
 	"\aresults\x18\x01 \x03(\v2\x1f.skein.v1.PartitionCommitResultR\aresults\"\x8d\x01\n" +
 	"\x18CommitTransactionRequest\x12)\n" +
@@ -570,6 +595,7 @@ func file_skein_v1_transaction_proto_init() {
 	}
 	file_skein_v1_group_proto_init()
 	file_skein_v1_transaction_proto_msgTypes[0].OneofWrappers = []any{}
+	file_skein_v1_transaction_proto_msgTypes[2].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -725,8 +725,24 @@ func (g *GroupCoordinator) TxnOffsetCommit(_ context.Context, req *groupv1.TxnOf
 	}
 	out := &groupv1.TxnOffsetCommitResponse{}
 	for _, o := range req.GetOffsets() {
-		gr.pending[req.GetProducerId()][tp{o.GetTopic(), o.GetPartition()}] = o.GetOffset()
-		out.Partitions = append(out.Partitions, &groupv1.PartitionResult{Topic: o.GetTopic(), Partition: o.GetPartition()})
+		// Offsets that name their member are that member's to commit.
+		var err error
+		p := tp{o.GetTopic(), o.GetPartition()}
+		if req.GetMemberId() != "" {
+			switch m := gr.memberOrNil(req.GetMemberId()); {
+			case m == nil:
+				err = errs.Errorf(errs.UnknownMemberID, "member %s is not in group %q", req.GetMemberId(), req.GetGroupId())
+			case m.epoch != req.GetMemberEpoch():
+				err = errs.Errorf(errs.StaleMemberEpoch, "member %s is at epoch %d, not %d", m.id, m.epoch, req.GetMemberEpoch())
+			case !m.assigned[p] && !m.revoking[p]:
+				err = errs.Errorf(errs.StaleMemberEpoch, "member %s does not own %s:%d", m.id, p.topic, p.partition)
+			}
+		}
+		if err == nil {
+			gr.pending[req.GetProducerId()][p] = o.GetOffset()
+		}
+		out.Partitions = append(out.Partitions, &groupv1.PartitionResult{Topic: p.topic, Partition: p.partition,
+			ErrorCode: skeinv1.ErrorCode(errs.CodeOf(err)), ErrorMessage: errs.Message(err)})
 	}
 	return out, nil
 }

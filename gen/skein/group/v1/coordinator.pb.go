@@ -1270,8 +1270,13 @@ type TxnOffsetCommitRequest struct {
 	ProducerId      int64                  `protobuf:"varint,3,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
 	ProducerEpoch   int32                  `protobuf:"varint,4,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
 	Offsets         []*PartitionOffset     `protobuf:"bytes,5,rep,name=offsets,proto3" json:"offsets,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The member that consumed the offsets (Kafka's TxnOffsetCommit member
+	// fields): given, every offset is checked as a plain commit of that
+	// member at that epoch is. Both or neither.
+	MemberId      string `protobuf:"bytes,6,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	MemberEpoch   *int32 `protobuf:"varint,7,opt,name=member_epoch,json=memberEpoch,proto3,oneof" json:"member_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TxnOffsetCommitRequest) Reset() {
@@ -1337,6 +1342,20 @@ func (x *TxnOffsetCommitRequest) GetOffsets() []*PartitionOffset {
 		return x.Offsets
 	}
 	return nil
+}
+
+func (x *TxnOffsetCommitRequest) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *TxnOffsetCommitRequest) GetMemberEpoch() int32 {
+	if x != nil && x.MemberEpoch != nil {
+		return *x.MemberEpoch
+	}
+	return 0
 }
 
 type TxnOffsetCommitResponse struct {
@@ -2297,14 +2316,17 @@ const file_skein_group_v1_coordinator_proto_rawDesc = "" +
 	"\fleader_epoch\x18\x04 \x01(\x05R\vleaderEpoch\x12\x1a\n" +
 	"\bmetadata\x18\x05 \x01(\tR\bmetadata\x122\n" +
 	"\n" +
-	"error_code\x18\x06 \x01(\x0e2\x13.skein.v1.ErrorCodeR\terrorCode\"\xe1\x01\n" +
+	"error_code\x18\x06 \x01(\x0e2\x13.skein.v1.ErrorCodeR\terrorCode\"\xb7\x02\n" +
 	"\x16TxnOffsetCommitRequest\x12)\n" +
 	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x19\n" +
 	"\bgroup_id\x18\x02 \x01(\tR\agroupId\x12\x1f\n" +
 	"\vproducer_id\x18\x03 \x01(\x03R\n" +
 	"producerId\x12%\n" +
 	"\x0eproducer_epoch\x18\x04 \x01(\x05R\rproducerEpoch\x129\n" +
-	"\aoffsets\x18\x05 \x03(\v2\x1f.skein.group.v1.PartitionOffsetR\aoffsets\"Z\n" +
+	"\aoffsets\x18\x05 \x03(\v2\x1f.skein.group.v1.PartitionOffsetR\aoffsets\x12\x1b\n" +
+	"\tmember_id\x18\x06 \x01(\tR\bmemberId\x12&\n" +
+	"\fmember_epoch\x18\a \x01(\x05H\x00R\vmemberEpoch\x88\x01\x01B\x0f\n" +
+	"\r_member_epoch\"Z\n" +
 	"\x17TxnOffsetCommitResponse\x12?\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2\x1f.skein.group.v1.PartitionResultR\n" +
@@ -2507,6 +2529,7 @@ func file_skein_group_v1_coordinator_proto_init() {
 	if File_skein_group_v1_coordinator_proto != nil {
 		return
 	}
+	file_skein_group_v1_coordinator_proto_msgTypes[18].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

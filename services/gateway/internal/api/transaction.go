@@ -107,8 +107,11 @@ func (s *Transaction) SendOffsets(ctx context.Context, req *skeinv1.SendOffsetsR
 	if err := waitReady(ctx, s.c); err != nil {
 		return nil, err
 	}
+	if (req.GetMemberId() == "") != (req.MemberEpoch == nil) {
+		return nil, errs.Errorf(errs.InvalidRequest, "member_id and member_epoch go together: give both (the member that consumed the offsets) or neither")
+	}
 	creq := &groupv1.TxnOffsetCommitRequest{TransactionalId: req.GetTransactionalId(), GroupId: req.GetGroup(),
-		ProducerId: req.GetProducerId(), ProducerEpoch: req.GetProducerEpoch()}
+		ProducerId: req.GetProducerId(), ProducerEpoch: req.GetProducerEpoch(), MemberId: req.GetMemberId(), MemberEpoch: req.MemberEpoch}
 	seen := map[client.TopicPartition]bool{}
 	for _, o := range req.GetOffsets() {
 		tp := client.TopicPartition{Topic: o.GetTopic(), Partition: o.GetPartition()}

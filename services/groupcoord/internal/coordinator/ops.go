@@ -121,6 +121,16 @@ type TxnCommit struct {
 	ProducerID      int64
 	ProducerEpoch   int32
 	Commits         []Commit
+	// Member, when set, is the member that consumed the offsets and its
+	// epoch (Kafka's TxnOffsetCommit member fields): each commit must then
+	// pass group.Group.CanCommit for it, as its plain commit would.
+	Member *TxnMember
+}
+
+// TxnMember names the member a transaction's offsets come from.
+type TxnMember struct {
+	ID    group.MemberID
+	Epoch group.Epoch
 }
 
 // TxnCommitOffsets records a transaction's offsets as pending for (group,
@@ -134,10 +144,13 @@ type TxnCommit struct {
 // range or fenced, a failed write), which applies to every commit the
 // first does not refuse.
 //
-// No member id or epoch comes with it, so, as Kafka's TxnOffsetCommit
-// without member fields, it is accepted whether or not the group has
-// members, and for a group that does not exist yet (the group then exists,
-// Empty, holding only the pending offsets).
+// Without a member, as Kafka's TxnOffsetCommit without member fields, it
+// is accepted whether or not the group has members, and for a group that
+// does not exist yet (the group then exists, Empty, holding only the
+// pending offsets). With one, each offset is refused unless that member,
+// at that epoch, owns its partition (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH),
+// so a consumer whose partitions moved to another member while it worked
+// cannot commit over their new owner's offsets through its transaction.
 func (c *Coordinator) TxnCommitOffsets(ctx context.Context, req TxnCommit) ([]error, error) {
 	out := make([]error, len(req.Commits))
 	switch {
@@ -157,7 +170,10 @@ func (c *Coordinator) TxnCommitOffsets(ctx context.Context, req TxnCommit) ([]er
 	offsets := map[assign.TopicPartition]offsetlog.Offset{}
 	err = p.update(req.GroupID, true, func(gs *groupState, now time.Time) (change, error) {
 		for i, cm := range req.Commits {
-			if out[i] = checkCommit(gs.topics, cm); out[i] == nil {
+			if out[i] = checkCommit(gs.topics, cm); out[i] == nil && req.Member != nil {
+				out[i] = gs.g.CanCommit(req.Member.ID, req.Member.Epoch, cm.Topic, cm.Partition)
+			}
+			if out[i] == nil {
 				offsets[assign.TopicPartition{Topic: cm.Topic, Partition: cm.Partition}] = offsetlog.Offset{
 					Offset: cm.Offset, LeaderEpoch: cm.LeaderEpoch, Metadata: cm.Metadata, CommitTime: now}
 			}

@@ -10,6 +10,7 @@ import (
 	"skein/libs/errs"
 	"skein/libs/metadata"
 	"skein/services/groupcoord/internal/assign"
+	"skein/services/groupcoord/internal/group"
 	"skein/services/groupcoord/internal/offsetlog"
 )
 
@@ -462,5 +463,63 @@ func TestTxnOffsetsWrites(t *testing.T) {
 	waitLoaded(t, b, nParts)
 	if _, err := b.DescribeGroup(context.Background(), "app"); errs.Of(err) != errs.GroupIDNotFound {
 		t.Fatalf("the deleted group came back: %v", err)
+	}
+}
+
+// TestTxnOffsetsFromAMember: offsets that name the member they came from
+// are checked as that member's plain commit would be, so a member whose
+// partitions moved on cannot commit over the new owner's through its
+// transaction; offsets that name no member are taken as before.
+func TestTxnOffsetsFromAMember(t *testing.T) {
+	log := newMemLog()
+	c := start(t, log, 1, owning(1, all()...))
+	waitLoaded(t, c, nParts)
+	a := join(t, c, "app", "orders")
+	send := func(pid int64, m *TxnMember, p int32, off int64) error {
+		t.Helper()
+		res, err := c.TxnCommitOffsets(context.Background(), TxnCommit{TransactionalID: "tx", GroupID: "app", ProducerID: pid, ProducerEpoch: 0,
+			Commits: []Commit{{Topic: "orders", Partition: p, Offset: off}}, Member: m})
+		if err != nil {
+			t.Fatalf("txn commit: %v", err)
+		}
+		return res[0]
+	}
+	if err := send(7, &TxnMember{ID: a.MemberID, Epoch: a.MemberEpoch}, 0, 10); err != nil {
+		t.Fatalf("the owner at its epoch: %v", err)
+	}
+	from := logLen(log, "app")
+	for _, tc := range []struct {
+		name string
+		m    TxnMember
+		want *errs.Error
+	}{
+		{"a stale epoch", TxnMember{ID: a.MemberID, Epoch: a.MemberEpoch + 1}, errs.StaleMemberEpoch},
+		{"an unknown member", TxnMember{ID: "nobody", Epoch: a.MemberEpoch}, errs.UnknownMemberID},
+	} {
+		if err := send(8, &tc.m, 1, 20); errs.Of(err) != tc.want {
+			t.Errorf("%s: %v, want %s", tc.name, err, tc.want.Name)
+		}
+	}
+	expectWritten(t, log, "app", from)
+
+	// A leaves; B takes the partitions and commits; A's late transaction
+	// is refused and B's offset stays once it completes.
+	if _, err := c.Heartbeat(context.Background(), "app", group.HeartbeatRequest{MemberID: a.MemberID, MemberEpoch: group.LeaveEpoch}); err != nil {
+		t.Fatal(err)
+	}
+	b := join(t, c, "app", "orders")
+	if err := commit(c, "app", b.MemberID, b.MemberEpoch, "orders", 2, 500); err != nil {
+		t.Fatal(err)
+	}
+	if err := send(9, &TxnMember{ID: a.MemberID, Epoch: a.MemberEpoch}, 2, 200); errs.Of(err) != errs.UnknownMemberID {
+		t.Errorf("the member that left: %v, want UNKNOWN_MEMBER_ID", err)
+	}
+	complete(t, c, "app", 9, 1, true)
+	if got := committed(t, c, "app", "orders", 2); got != 500 {
+		t.Errorf("orders:2 after the refused transaction: %d, want the new owner's 500", got)
+	}
+	// Without a member the offsets are taken whoever owns the partition.
+	if err := send(10, nil, 3, 30); err != nil {
+		t.Errorf("no member: %v", err)
 	}
 }

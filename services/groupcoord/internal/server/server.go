@@ -21,6 +21,7 @@ package server
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	groupv1 "skein/gen/skein/group/v1"
@@ -322,6 +323,25 @@ func (s *Server) OffsetFetch(ctx context.Context, req *groupv1.OffsetFetchReques
 	return resp, nil
 }
 
+// txnMember is the member a TxnOffsetCommit names: both its id and epoch,
+// or neither (nil).
+func txnMember(id string, epoch *int32) (*coordinator.TxnMember, error) {
+	switch {
+	case id == "" && epoch == nil:
+		return nil, nil
+	case id == "" || epoch == nil:
+		return nil, errs.Errorf(errs.InvalidRequest, "member_id %q and member_epoch %v: give both, or neither", id, fmtEpoch(epoch))
+	}
+	return &coordinator.TxnMember{ID: group.MemberID(id), Epoch: group.Epoch(*epoch)}, nil
+}
+
+func fmtEpoch(e *int32) string {
+	if e == nil {
+		return "unset"
+	}
+	return strconv.Itoa(int(*e))
+}
+
 // TxnOffsetCommit records a transaction's offsets as pending. Every
 // partition gets its own code: its own refusal, else the request's (the
 // whole request refused: NOT_COORDINATOR, PRODUCER_FENCED, ...). A request
@@ -331,9 +351,13 @@ func (s *Server) TxnOffsetCommit(ctx context.Context, req *groupv1.TxnOffsetComm
 	commits := commitsOf(req.GetOffsets())
 	var results []error
 	err := s.txnOffsets(ctx, groupv1.GroupCoordinatorService_TxnOffsetCommit_FullMethodName, req.GetTransactionalId(), req.GetGroupId())
+	var member *coordinator.TxnMember
+	if err == nil {
+		member, err = txnMember(req.GetMemberId(), req.MemberEpoch)
+	}
 	if err == nil {
 		results, err = s.c.TxnCommitOffsets(ctx, coordinator.TxnCommit{TransactionalID: req.GetTransactionalId(), GroupID: req.GetGroupId(),
-			ProducerID: req.GetProducerId(), ProducerEpoch: req.GetProducerEpoch(), Commits: commits})
+			ProducerID: req.GetProducerId(), ProducerEpoch: req.GetProducerEpoch(), Commits: commits, Member: member})
 	}
 	if err != nil && len(commits) == 0 {
 		return nil, rpcerr.ToGRPC(err)

@@ -165,6 +165,24 @@ func TestTxnOffsets(t *testing.T) {
 			}
 		}
 	}
+	// The member fields: both, checked as the member's commit; one alone
+	// is malformed.
+	one := int32(1)
+	for _, tc := range []struct {
+		id    string
+		epoch *int32
+		want  skeinv1.ErrorCode
+	}{
+		{"ghost", &one, skeinv1.ErrorCode_UNKNOWN_MEMBER_ID},
+		{"ghost", nil, skeinv1.ErrorCode_INVALID_REQUEST},
+		{"", &one, skeinv1.ErrorCode_INVALID_REQUEST},
+	} {
+		resp, err := s.TxnOffsetCommit(ctx, &groupv1.TxnOffsetCommitRequest{TransactionalId: "tx", GroupId: "app", ProducerId: 7, ProducerEpoch: 3,
+			MemberId: tc.id, MemberEpoch: tc.epoch, Offsets: []*groupv1.PartitionOffset{{Topic: "orders", Partition: 1, Offset: 1}}})
+		if err != nil || len(resp.GetPartitions()) != 1 || resp.GetPartitions()[0].GetErrorCode() != tc.want {
+			t.Errorf("member %q epoch %v: %v %v, want %s", tc.id, tc.epoch, resp, err, tc.want)
+		}
+	}
 	// No offsets: no partition to carry the code.
 	if _, err := s.TxnOffsetCommit(ctx, &groupv1.TxnOffsetCommitRequest{TransactionalId: "tx", GroupId: "app", ProducerId: 7, ProducerEpoch: 3}); status.Code(err) != codes.InvalidArgument ||
 		errs.Of(rpcerr.FromStatus(err)) != errs.InvalidRequest {
