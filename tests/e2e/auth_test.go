@@ -149,6 +149,17 @@ func checkAuth(t *testing.T, d *Dev, sec *secureFiles, caOnly, withCert *tls.Con
 	} else {
 		call(plain, "DELETE", "/v1/groups/dev-group/members/"+fmt.Sprint(out["member_id"]), sec.DevToken, nil)
 	}
+	// A nack dead-letters a record and commits past it: read on the group
+	// does not reach a topic User:dev may not read (auth-topic, which it
+	// created, or one that does not exist), and the answer does not tell
+	// the two apart.
+	for _, topic := range []string{"auth-topic", "auth-no-such-topic"} {
+		nack := map[string]any{"member_epoch": 1, "topic": topic, "partition": 0, "offset": 0, "reason": "x"}
+		if code, out := call(plain, "POST", "/v1/groups/dev-group/members/nobody/nack", sec.DevToken, nack); code != http.StatusForbidden ||
+			out["error_code"] != "TOPIC_AUTHORIZATION_FAILED" {
+			t.Errorf("nack of a record of %s without read on it: %d %v, want 403 TOPIC_AUTHORIZATION_FAILED", topic, code, out)
+		}
+	}
 	// The client certificate, without a token.
 	if code, out := call(certed, "GET", "/v1/topics/auth-topic", "", nil); code != http.StatusOK {
 		t.Errorf("describe with the client certificate: %d %v", code, out)

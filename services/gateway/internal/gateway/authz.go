@@ -58,6 +58,12 @@ func needs(p string, req any) []need {
 		}
 		return n
 	}
+	nackNeeds := func(n []need, r *skeinv1.NackRecordRequest) []need {
+		if r.GetTopic() != "" {
+			n = append(n, topic(r.GetTopic(), acl.Read))
+		}
+		return n
+	}
 	withTxn := func(n []need, id string) []need {
 		if id != "" {
 			n = append(n, txn(id))
@@ -117,7 +123,11 @@ func needs(p string, req any) []need {
 	case *skeinv1.LeaveGroupRequest:
 		return []need{group(r.GetGroup(), acl.Read)}
 	case *skeinv1.NackRecordRequest:
-		return []need{group(r.GetGroup(), acl.Read)}
+		// A nack hands the record to the dead-letter topic and commits
+		// past it: read on its topic, as a commit needs, checked before
+		// anything about the topic is looked up (a topic the caller may
+		// not read is refused alike whether or not it exists).
+		return nackNeeds([]need{group(r.GetGroup(), acl.Read)}, r)
 	case *skeinv1.DescribeGroupRequest:
 		return []need{group(r.GetGroup(), acl.Describe)}
 	case *skeinv1.GetGroupConfigRequest:
@@ -136,14 +146,19 @@ func needs(p string, req any) []need {
 		}
 		return n
 	case *skeinv1.ConsumeRequest:
+		// A commit or nack on the stream is for the stream's own group
+		// (one naming another is refused), whose read was checked at the
+		// subscribe, and one that names no group is not checked against
+		// the group "". Each still needs read on the topics it names, as
+		// its unary twin does: the principal may have lost it since.
 		switch {
 		case r.GetSubscribe() != nil:
 			return needs(p, r.GetSubscribe())
+		case r.GetCommit() != nil:
+			return readTopics(nil, r.GetCommit().GetOffsets())
+		case r.GetNack() != nil:
+			return nackNeeds(nil, r.GetNack())
 		}
-		// A commit or nack on the stream is for the stream's own group
-		// (one naming another is refused), whose read was checked at the
-		// subscribe: the message needs nothing more, and one that names
-		// no group is not checked against the group "".
 	// TransactionService
 	case *skeinv1.InitProducerRequest:
 		// Without a transactional id: write on some topic (check).

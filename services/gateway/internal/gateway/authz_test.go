@@ -70,6 +70,10 @@ func TestNeedsRefuseWithTheResourceRow(t *testing.T) {
 		{&skeinv1.ListGroupsRequest{}, nil},
 		{&skeinv1.ConsumeRequest{Kind: &skeinv1.ConsumeRequest_Commit{Commit: &skeinv1.CommitOffsetsRequest{}}}, nil},
 		{&skeinv1.ConsumeRequest{Kind: &skeinv1.ConsumeRequest_Nack{Nack: &skeinv1.NackRecordRequest{}}}, nil},
+		// ... but read on the topics they name.
+		{&skeinv1.ConsumeRequest{Kind: &skeinv1.ConsumeRequest_Commit{Commit: &skeinv1.CommitOffsetsRequest{
+			Offsets: []*skeinv1.TopicPartitionOffset{{Topic: "t"}}}}}, errs.TopicAuthorizationFailed},
+		{&skeinv1.ConsumeRequest{Kind: &skeinv1.ConsumeRequest_Nack{Nack: &skeinv1.NackRecordRequest{Topic: "t"}}}, errs.TopicAuthorizationFailed},
 	}
 	// Every public RPC is in the table: an RPC added without a case in
 	// needs would be allowed to everyone.
@@ -99,9 +103,10 @@ func TestNeedsRefuseWithTheResourceRow(t *testing.T) {
 	}
 }
 
-// Committing offsets, plainly or in a transaction, reads their topics as
-// well as the group, as Kafka's offset commits: read on the group alone
-// does not commit offsets of a topic the principal may not read.
+// Committing offsets, plainly, in a transaction or on a Consume stream,
+// and nacking a record, read their topics as well as the group, as Kafka's
+// offset commits: read on the group alone does not commit offsets of (or
+// dead-letter a record from) a topic the principal may not read.
 func TestOffsetCommitsReadTheirTopics(t *testing.T) {
 	img := metadata.New("c")
 	grants := []acl.Binding{
@@ -132,6 +137,15 @@ func TestOffsetCommitsReadTheirTopics(t *testing.T) {
 		{&skeinv1.CommitOffsetsRequest{Group: "g", Offsets: offsets("mine", "theirs")}, errs.TopicAuthorizationFailed},
 		{&skeinv1.SendOffsetsRequest{TransactionalId: "x", Group: "g", Offsets: offsets("mine")}, nil},
 		{&skeinv1.SendOffsetsRequest{TransactionalId: "x", Group: "g", Offsets: offsets("theirs")}, errs.TopicAuthorizationFailed},
+		// A nack dead-letters the record and commits past it: read on its
+		// topic too, whether or not the topic exists.
+		{&skeinv1.NackRecordRequest{Group: "g", Topic: "mine"}, nil},
+		{&skeinv1.NackRecordRequest{Group: "g", Topic: "theirs"}, errs.TopicAuthorizationFailed},
+		{&skeinv1.NackRecordRequest{Group: "g", Topic: "no-such-topic"}, errs.TopicAuthorizationFailed},
+		{&skeinv1.ConsumeRequest{Kind: &skeinv1.ConsumeRequest_Nack{Nack: &skeinv1.NackRecordRequest{Topic: "mine"}}}, nil},
+		{&skeinv1.ConsumeRequest{Kind: &skeinv1.ConsumeRequest_Nack{Nack: &skeinv1.NackRecordRequest{Topic: "theirs"}}}, errs.TopicAuthorizationFailed},
+		{&skeinv1.ConsumeRequest{Kind: &skeinv1.ConsumeRequest_Commit{Commit: &skeinv1.CommitOffsetsRequest{Offsets: offsets("mine")}}}, nil},
+		{&skeinv1.ConsumeRequest{Kind: &skeinv1.ConsumeRequest_Commit{Commit: &skeinv1.CommitOffsetsRequest{Offsets: offsets("theirs")}}}, errs.TopicAuthorizationFailed},
 	} {
 		_, err := z.check("User:bob", tc.req)
 		if got := errs.Of(err); (tc.want == nil && err != nil) || (tc.want != nil && got != tc.want) {
