@@ -591,6 +591,14 @@ func (m *Manager) cleanOne(h *hosted, now time.Time) {
 		m.log.Error("retention failed", "dir", h.key, "err", err)
 	} else if n > 0 {
 		m.log.Info("retention deleted segments", "dir", h.key, "segments", n)
+		// A restart restores producer state from its last snapshot and
+		// replays the log after it, but a snapshot below the log start
+		// cannot be replayed from: without a fresh one, a crash before
+		// the next periodic snapshot would rebuild the producers from
+		// what is left (nothing, once the last segment went), and a retry
+		// of their last batches would be appended again. Kafka snapshots
+		// at the roll that precedes such a deletion.
+		m.snapshotProducers([]*hosted{h})
 	}
 	if policy&plog.CleanupCompact != 0 {
 		// Only what every ISR member holds, and no open transaction's

@@ -2,6 +2,7 @@ package replica_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -625,7 +626,14 @@ func TestRetentionStopsAtTheHighWatermark(t *testing.T) {
 // to the log end, a read below it is out of range, and the next record
 // takes the next offset.
 func TestRetentionEmptiesAQuietPartition(t *testing.T) {
-	fc, nodes := startNodes(t)
+	var storesMu sync.Mutex
+	stores := map[int32]checkpoint.Store{}
+	fc, nodes := startNodesWith(t, nodeOptions{fetchWait: 200 * time.Millisecond, store: func(id int32) checkpoint.Store {
+		storesMu.Lock()
+		defer storesMu.Unlock()
+		stores[id] = checkpoint.NewMemory()
+		return stores[id]
+	}})
 	fc.apply(t,
 		metadata.TopicRecord(&controllerv1.TopicRecord{TopicId: "tid4", Name: "q", Configs: map[string]string{"retention.ms": "300"}}),
 		metadata.PartitionRecord(&controllerv1.PartitionRecord{Topic: "q", TopicId: "tid4", Partition: 0, Replicas: []int32{1, 2, 3}, Isr: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 0}),
@@ -651,6 +659,30 @@ func TestRetentionEmptiesAQuietPartition(t *testing.T) {
 	}
 	if r := produceTo(t, nodes[0], "q", "v3"); r.GetErrorCode() != 0 || r.GetBaseOffset() != 3 {
 		t.Fatalf("produce after retention: %v, want offset 3", r)
+	}
+	// Each replica saved its producers at or above the new log start, so
+	// a restart has a snapshot to restore them from (the periodic one is
+	// 30 s away).
+	for _, n := range nodes {
+		storesMu.Lock()
+		st := stores[n.id]
+		storesMu.Unlock()
+		keys, err := st.Keys("producers/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, k := range keys {
+			raw, ok, err := st.Get(k)
+			var snap partition.ProducerSnapshot
+			if err != nil || !ok || json.Unmarshal(raw, &snap) != nil {
+				t.Fatalf("node %d: snapshot %s: %v %v", n.id, k, ok, err)
+			}
+			found = found || (strings.Contains(k, "q-0") && snap.Next >= 3)
+		}
+		if !found {
+			t.Errorf("node %d: no producer snapshot at or above the log start 3 among %v", n.id, keys)
+		}
 	}
 }
 
