@@ -24,9 +24,13 @@ func (l ClientLog) HighWatermark(ctx context.Context, topic string, partition in
 }
 
 // EnsureTopic implements DeadLetters: the topic is created through the
-// controllers with like's partition count and replication factor (another
-// coordinator creating it at once is fine: TOPIC_ALREADY_EXISTS), then
-// awaited in the metadata.
+// controllers with like's partition count, replication factor and
+// retention (another coordinator creating it at once is fine:
+// TOPIC_ALREADY_EXISTS), then awaited in the metadata. A dead-lettered
+// copy keeps its record's timestamp, so the dead-letter topic keeps the
+// source's retention: under the default one a copy of a record older than
+// it would be deleted at the next retention pass, before anyone could look
+// at it.
 func (l ClientLog) EnsureTopic(ctx context.Context, topic, like string) (int32, error) {
 	if n := l.C.Metadata().PartitionCount(topic); n > 0 {
 		return n, nil
@@ -40,7 +44,18 @@ func (l ClientLog) EnsureTopic(ctx context.Context, topic, like string) (int32, 
 	if p, ok := m.Partition(like, 0); ok {
 		rf = int32(len(p.GetReplicas()))
 	}
-	if _, err := l.C.CreateTopic(ctx, client.TopicSpec{Name: topic, Partitions: n, ReplicationFactor: rf}); err != nil && errs.Of(err) != errs.TopicAlreadyExists {
+	var configs map[string]string
+	if t, ok := m.Topic(like); ok {
+		for _, k := range []string{"retention.ms", "retention.bytes"} {
+			if v, ok := t.GetConfigs()[k]; ok {
+				if configs == nil {
+					configs = map[string]string{}
+				}
+				configs[k] = v
+			}
+		}
+	}
+	if _, err := l.C.CreateTopic(ctx, client.TopicSpec{Name: topic, Partitions: n, ReplicationFactor: rf, Configs: configs}); err != nil && errs.Of(err) != errs.TopicAlreadyExists {
 		return 0, err
 	}
 	got, err := l.C.WaitMetadata(ctx, func(m *metadata.Image) bool { return m.PartitionCount(topic) > 0 })

@@ -1,11 +1,16 @@
 package coordinator
 
 import (
+	"context"
+	"maps"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
 	controllerv1 "skein/gen/skein/controller/v1"
+	"skein/libs/client"
+	"skein/libs/client/clienttest"
 	"skein/libs/metadata"
 )
 
@@ -50,4 +55,50 @@ func fromProto(t *testing.T, p *controllerv1.MetadataImage) *metadata.Image {
 		t.Fatal(err)
 	}
 	return im
+}
+
+// The dead-letter topic the coordinator creates keeps its source's
+// retention: its copies keep their records' timestamps, which the default
+// retention could find expired at once.
+func TestEnsureTopicKeepsTheSourceRetention(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	c, err := client.New(client.Config{Controllers: []string{cl.ControllerAddr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.CreateTopic(ctx, client.TopicSpec{Name: "payments", Partitions: 2, ReplicationFactor: 1,
+		Configs: map[string]string{"retention.ms": "2592000000", "retention.bytes": "1073741824", "segment.ms": "60000"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateTopic(ctx, client.TopicSpec{Name: "plain", Partitions: 1, ReplicationFactor: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitMetadata(ctx, func(m *metadata.Image) bool { return m.PartitionCount("payments") > 0 && m.PartitionCount("plain") > 0 }); err != nil {
+		t.Fatal(err)
+	}
+	l := ClientLog{C: c}
+	for _, tc := range []struct {
+		dlq, like string
+		want      map[string]string
+	}{
+		{"payments.dlq", "payments", map[string]string{"retention.ms": "2592000000", "retention.bytes": "1073741824"}},
+		{"plain.dlq", "plain", map[string]string{}},
+	} {
+		n, err := l.EnsureTopic(ctx, tc.dlq, tc.like)
+		if err != nil || n != c.Metadata().PartitionCount(tc.like) {
+			t.Fatalf("EnsureTopic %s: %d %v", tc.dlq, n, err)
+		}
+		rec, ok := c.Metadata().Topic(tc.dlq)
+		if !ok {
+			t.Fatalf("%s is not in the metadata", tc.dlq)
+		}
+		got := map[string]string{}
+		maps.Copy(got, rec.GetConfigs())
+		if !maps.Equal(got, tc.want) {
+			t.Errorf("%s created with %v, want %v", tc.dlq, got, tc.want)
+		}
+	}
 }
