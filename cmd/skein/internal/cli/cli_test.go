@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -48,6 +49,8 @@ type fakeGateway struct {
 	// openTxn: records at the end of each partition an open transaction
 	// holds above the last stable offset.
 	openTxn int64
+	// tails counts the Tail streams opened.
+	tails atomic.Int32
 }
 
 func (g *fakeGateway) describe(name string) *skeinv1.TopicDescription {
@@ -280,6 +283,7 @@ func (g *fakeGateway) Tail(req *skeinv1.TailRequest, stream skeinv1.ConsumerServ
 	if req.Offset == nil {
 		_, off, _ = g.read(req.GetTopic(), req.GetPartition(), 0, 0)
 	}
+	g.tails.Add(1) // where it starts is settled
 	for {
 		recs, hw, grew := g.read(req.GetTopic(), req.GetPartition(), off, 100)
 		if len(recs) > 0 {
@@ -438,8 +442,11 @@ func TestTopicDeleteRecords(t *testing.T) {
 // runs, from that partition's start.
 func TestConsumeFollowsAddedPartitions(t *testing.T) {
 	defer func(d time.Duration) { newPartitionPoll = d }(newPartitionPoll)
-	newPartitionPoll = 20 * time.Millisecond
-	_, addr := startFake(t)
+	// Long enough for the partition to be added and written before the
+	// command's first look: what was written before it saw the partition
+	// is printed too.
+	newPartitionPoll = 500 * time.Millisecond
+	g, addr := startFake(t)
 	run(t, "", "topic", "create", "t", "--gateway", addr)
 	type result struct {
 		code        int
@@ -450,7 +457,11 @@ func TestConsumeFollowsAddedPartitions(t *testing.T) {
 		code, out, errOut := run(t, "", "consume", "t", "--gateway", addr, "--follow", "--from", "latest", "--max", "3")
 		done <- result{code, out, errOut}
 	}()
-	time.Sleep(100 * time.Millisecond) // the command follows partition 0 from its end
+	for deadline := time.Now().Add(5 * time.Second); g.tails.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the command did not follow partition 0")
+		}
+	}
 	run(t, "a\n", "produce", "t", "--gateway", addr, "--partition", "0")
 	if code, _, errOut := run(t, "", "topic", "alter", "t", "--partitions", "2", "--gateway", addr); code != 0 {
 		t.Fatalf("alter: %d %q", code, errOut)
