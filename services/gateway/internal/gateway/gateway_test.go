@@ -274,6 +274,10 @@ func TestRESTRefusals(t *testing.T) {
 		{"misspelt query parameter", "GET", "/v1/topics/t/partitions/0/records?offest=5", "", 400, "INVALID_REQUEST"},
 		{"query parameter the route does not take", "GET", "/v1/topics/t/offsets?partition=1", "", 400, "INVALID_REQUEST"},
 		{"query parameter inside a scalar", "GET", "/v1/topics/t/partitions/0/records?offset.x=5", "", 400, "INVALID_REQUEST"},
+		// A field the path fills: not dropped in silence.
+		{"query parameter naming the path's group", "DELETE", "/v1/groups/g/offsets?topic=t&group=other", "", 400, "INVALID_REQUEST"},
+		{"query parameter naming the path's partition", "GET", "/v1/topics/t/partitions/0/records?partition=1", "", 400, "INVALID_REQUEST"},
+		{"query parameter naming the path's topic, as JSON", "GET", "/v1/topics/t/partitions/0/records?topic=u", "", 400, "INVALID_REQUEST"},
 		// Routes that take every field from the body or the path.
 		{"query parameter on a produce", "POST", "/v1/topics/t/records?acks=0", `{"records": [{"value": "v"}]}`, 400, "INVALID_REQUEST"},
 		{"query parameter on a partition's produce", "POST", "/v1/topics/t/partitions/0/records?partition=1", `{"records": [{"value": "v"}]}`, 400, "INVALID_REQUEST"},

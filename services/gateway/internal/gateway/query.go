@@ -34,8 +34,15 @@ func (p *strictQueryParser) Parse(msg proto.Message, values url.Values, filter *
 		if m := mapEntryKey.FindStringSubmatch(key); m != nil {
 			name = m[1]
 		}
-		if !hasField(msg.ProtoReflect().Descriptor(), strings.Split(name, ".")) {
+		path, ok := fieldPath(msg.ProtoReflect().Descriptor(), strings.Split(name, "."))
+		if !ok {
 			return fmt.Errorf("unknown query parameter %q", key)
+		}
+		// A field the path fills: the default parser drops it, so a
+		// DELETE /v1/groups/a/offsets?group=b would act on a without a
+		// word.
+		if filter != nil && filter.HasCommonPrefix(path) {
+			return fmt.Errorf("query parameter %q names what the path gives (%s)", key, strings.Join(path, "."))
 		}
 	}
 	if err := p.DefaultQueryParser.Parse(msg, values, filter); err != nil {
@@ -49,9 +56,11 @@ func (p *strictQueryParser) Parse(msg proto.Message, values url.Values, filter *
 	return nil
 }
 
-// hasField reports whether path (field names, proto or JSON, one per level
-// of nested messages) names a field of md.
-func hasField(md protoreflect.MessageDescriptor, path []string) bool {
+// fieldPath answers the proto names of the field path names (field names,
+// proto or JSON, one per level of nested messages), and whether it names a
+// field of md.
+func fieldPath(md protoreflect.MessageDescriptor, path []string) ([]string, bool) {
+	out := make([]string, 0, len(path))
 	for i, name := range path {
 		fields := md.Fields()
 		f := fields.ByName(protoreflect.Name(name))
@@ -59,16 +68,17 @@ func hasField(md protoreflect.MessageDescriptor, path []string) bool {
 			f = fields.ByJSONName(name)
 		}
 		if f == nil {
-			return false
+			return nil, false
 		}
+		out = append(out, string(f.Name()))
 		if i == len(path)-1 {
-			return true
+			return out, true
 		}
 		if md = f.Message(); md == nil || f.IsList() || f.IsMap() {
-			return false
+			return nil, false
 		}
 	}
-	return false
+	return nil, false
 }
 
 // queryRoutes are the routes that take query parameters: those without a
