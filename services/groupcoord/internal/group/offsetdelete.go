@@ -49,6 +49,7 @@ func (g *Group) DeleteOffsets(req OffsetDelete) ([]error, Effects, error) {
 	}
 	out := make([]error, len(req.Partitions))
 	var drop []assign.TopicPartition
+	dropping := map[assign.TopicPartition]bool{} // a topic of many partitions stays linear
 	for i, tp := range req.Partitions {
 		switch {
 		case tp.Partition < 0 || (req.Exists != nil && !req.Exists(tp)):
@@ -56,7 +57,8 @@ func (g *Group) DeleteOffsets(req OffsetDelete) ([]error, Effects, error) {
 		case subscribed[tp.Topic]:
 			out[i] = errs.Errorf(errs.GroupSubscribedToTopic, "group %q has members subscribed to topic %q: its offset of partition %d stays",
 				g.id, tp.Topic, tp.Partition)
-		case req.Holds != nil && req.Holds(tp) && !slices.Contains(drop, tp):
+		case req.Holds != nil && !dropping[tp] && req.Holds(tp):
+			dropping[tp] = true
 			drop = append(drop, tp)
 		}
 	}
