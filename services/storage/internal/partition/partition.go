@@ -218,6 +218,12 @@ type Partition struct {
 	producers    *producer.State
 	// aborted is the aborted-transaction index, in marker order.
 	aborted []AbortedTxn
+	// unreplicated are the transactions whose marker is appended but not
+	// yet below the HW (Kafka's unreplicatedTxns): they hold the last
+	// stable offset until the HW passes their marker, so that what a
+	// read_committed reader is shown never depends on a marker a new
+	// leader might not have.
+	unreplicated []unreplicatedTxn
 	waiters []*waiter
 	// hwWakers are woken (and forgotten) the next time the HW moves;
 	// leoWakers when the LEO does.
@@ -300,12 +306,29 @@ func (p *Partition) ReplicaLEOs() []ReplicaLEO {
 	return out
 }
 
-// lsoLocked is the last stable offset: the first offset of the oldest open
-// transaction, below the HW, but never below the log start (retention may
-// have deleted where that transaction began, as in Kafka).
+// unreplicatedTxn is an ended transaction's first offset and its marker's.
+type unreplicatedTxn struct{ first, marker record.Offset }
+
+// lsoLocked is the last stable offset: the first offset of the oldest
+// transaction that is open, or ended by a marker the HW has not passed,
+// below the HW, but never below the log start (retention may have deleted
+// where that transaction began, as in Kafka). Ended transactions whose
+// marker the HW passed are forgotten here.
 func (p *Partition) lsoLocked() record.Offset {
-	if first := p.producers.FirstUnstableOffset(); first >= 0 && record.Offset(first) < p.hw {
-		return max(record.Offset(first), p.log.LogStartOffset())
+	first := record.Offset(p.producers.FirstUnstableOffset()) // -1: none open
+	kept := p.unreplicated[:0]
+	for _, u := range p.unreplicated {
+		if u.marker >= p.hw {
+			kept = append(kept, u)
+			if first < 0 || u.first < first {
+				first = u.first
+			}
+		}
+	}
+	clear(p.unreplicated[len(kept):])
+	p.unreplicated = kept
+	if first >= 0 && first < p.hw {
+		return max(first, p.log.LogStartOffset())
 	}
 	return p.hw
 }

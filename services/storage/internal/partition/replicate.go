@@ -130,7 +130,7 @@ func (p *Partition) ResetToLeaderStart(epoch int32, fetchOffset, leaderStart rec
 		return errs.Errorf(errs.KafkaStorageError, "%s-%d: restart log at %d: %v", p.cfg.Topic, p.cfg.Partition, leaderStart, err)
 	}
 	p.producers.TruncateTo(0)
-	p.aborted = nil
+	p.aborted, p.unreplicated = nil, nil
 	p.hw = leaderStart
 	onTruncate := p.cfg.Truncated
 	p.mu.Unlock()
@@ -237,7 +237,7 @@ func (p *Partition) applyFetchedLocked(epoch int32, fetchOffset record.Offset, r
 			// A cut marker reopens the transaction it ended (and may undo
 			// an epoch bump): what the log now holds is replayed, as a
 			// restart would, rather than patched.
-			p.producers, p.aborted = producer.New(), nil
+			p.producers, p.aborted, p.unreplicated = producer.New(), nil, nil
 			return 0, p.recoverLocked(p.log.LogStartOffset())
 		}
 		p.producers.TruncateTo(int64(to))
@@ -248,6 +248,13 @@ func (p *Partition) applyFetchedLocked(epoch int32, fetchOffset record.Offset, r
 			}
 		}
 		p.aborted = kept
+		unrep := p.unreplicated[:0]
+		for _, u := range p.unreplicated {
+			if u.marker < to {
+				unrep = append(unrep, u)
+			}
+		}
+		p.unreplicated = unrep
 		return 0, nil
 	}
 	if len(res.Records) > 0 {

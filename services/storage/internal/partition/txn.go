@@ -91,6 +91,9 @@ func (p *Partition) noteMarkerLocked(pid int64, epoch int16, commit bool, coordi
 	if !commit && began >= 0 {
 		p.aborted = append(p.aborted, AbortedTxn{ProducerID: pid, FirstOffset: record.Offset(began), LastOffset: at})
 	}
+	if began >= 0 && at >= p.hw {
+		p.unreplicated = append(p.unreplicated, unreplicatedTxn{first: record.Offset(began), marker: at})
+	}
 	if p.lsoLocked() != lso {
 		// read_committed readers wait on the HW's wakers: the last
 		// stable offset moved without it.
@@ -150,7 +153,7 @@ func (p *Partition) RestoreProducers(s ProducerSnapshot) error {
 		return p.Recover(p.log.LogStartOffset())
 	}
 	p.mu.Lock()
-	p.producers, p.aborted = ps, append([]AbortedTxn(nil), s.Aborted...)
+	p.producers, p.aborted, p.unreplicated = ps, append([]AbortedTxn(nil), s.Aborted...), nil
 	p.mu.Unlock()
 	return p.Recover(s.Next)
 }

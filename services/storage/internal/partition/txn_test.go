@@ -238,8 +238,10 @@ func TestLateMarkerDoesNotEndTheNextTransaction(t *testing.T) {
 // What a read_committed reader sees of an open transaction: the last
 // stable offset never falls below the log start (retention may delete
 // where the transaction began), a lookup by time never answers an offset
-// inside the transaction, and the marker that ends it wakes a reader
-// parked at the last stable offset although the HW did not move.
+// inside the transaction, and the marker that ends it moves the last
+// stable offset only once the HW passes it, as Kafka's unreplicated
+// transactions: a marker on the leader alone could be lost with it, and a
+// new leader would find the transaction open again.
 func TestReadCommittedAroundAnOpenTransaction(t *testing.T) {
 	c := newCluster(t, 1)
 	leader := c.replicas[1]
@@ -256,22 +258,34 @@ func TestReadCommittedAroundAnOpenTransaction(t *testing.T) {
 		t.Errorf("read_uncommitted lookup by time: %d %v, want 0", off, err)
 	}
 
+	c.cut[2], c.cut[3] = true, true                               // the marker reaches no follower: the HW stays
+	go leader.WriteMarker(context.Background(), 7, 1, true, 1, 0) // 1
+	for deadline := time.Now().Add(5 * time.Second); leader.Snapshot().LEO != 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the marker was not appended")
+		}
+	}
+	if s := leader.Snapshot(); s.HW != 1 || s.LSO != 0 {
+		t.Fatalf("HW %d LSO %d with the commit's marker on the leader alone, want 1 and 0", s.HW, s.LSO)
+	}
+	if res, err := leader.Fetch(0, 1<<20, true, -1); err != nil || res.LSO != 0 {
+		t.Fatalf("read_committed fetch before the marker is replicated: LSO %d %v, want 0", res.LSO, err)
+	}
 	w := NewWaker()
 	defer w.Forget()
 	leader.WakeOnHW(w)
-	c.cut[2], c.cut[3] = true, true                               // the marker reaches no follower: the HW stays
-	go leader.WriteMarker(context.Background(), 7, 1, true, 1, 0) // 1
+	c.cut[2], c.cut[3] = false, false
+	c.replicate()
 	select {
 	case <-w.C():
 	case <-time.After(5 * time.Second):
-		t.Fatal("the marker moved the last stable offset and woke no reader")
+		t.Fatal("the HW passed the marker and woke no reader")
 	}
-	if s := leader.Snapshot(); s.HW != 1 || s.LSO != 1 {
-		t.Fatalf("HW %d LSO %d after the marker, want 1 and 1", s.HW, s.LSO)
+	if s := leader.Snapshot(); s.HW != 2 || s.LSO != 2 {
+		t.Fatalf("HW %d LSO %d once the marker is replicated, want 2 and 2", s.HW, s.LSO)
 	}
 
 	// Another transaction, open from offset 2, loses its start to retention.
-	c.cut[2], c.cut[3] = false, false
 	c.replicate()
 	o.ProducerID = 8
 	for i := range 3 {
