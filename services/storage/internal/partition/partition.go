@@ -224,7 +224,7 @@ type Partition struct {
 	// read_committed reader is shown never depends on a marker a new
 	// leader might not have.
 	unreplicated []unreplicatedTxn
-	waiters []*waiter
+	waiters      []*waiter
 	// hwWakers are woken (and forgotten) the next time the HW moves;
 	// leoWakers when the LEO does.
 	hwWakers, leoWakers map[*Waker]struct{}
