@@ -509,7 +509,7 @@ func TestBadInput(t *testing.T) {
 		{"AddPartitions unknown", addRows(id, pid, int32(epoch), tp("nope", 0), tp("t", 4), tp("t", -1)), "UNKNOWN_TOPIC_OR_PARTITION,UNKNOWN_TOPIC_OR_PARTITION,UNKNOWN_TOPIC_OR_PARTITION"},
 		{"AddPartitions internal", addRows(id, pid, int32(epoch), tp(metadata.TransactionStateTopic, 0)), "INVALID_TOPIC_EXCEPTION"},
 		{"AddPartitions wrong producer id", addRows(id, pid+1, int32(epoch), tp("t", 1), tp("u", 0)), "INVALID_PRODUCER_ID_MAPPING,INVALID_PRODUCER_ID_MAPPING"},
-		{"AddPartitions epoch too new", addRows(id, pid, int32(epoch)+1, tp("t", 1)), "INVALID_PRODUCER_EPOCH"},
+		{"AddPartitions epoch too new", addRows(id, pid, int32(epoch)+1, tp("t", 1)), "PRODUCER_FENCED"},
 		{"AddPartitions epoch out of range", addRows(id, pid, 1<<16, tp("t", 1)), "INVALID_REQUEST"},
 		{"AddPartitions unknown id", addRows("nobody", pid, 0, tp("t", 1)), "INVALID_PRODUCER_ID_MAPPING"},
 
@@ -519,7 +519,7 @@ func TestBadInput(t *testing.T) {
 
 		{"EndTxn no transactional id", endRow("", pid, int32(epoch), true), errs.InvalidRequest},
 		{"EndTxn wrong producer id", endRow(id, pid+1, int32(epoch), true), errs.InvalidProducerIDMapping},
-		{"EndTxn epoch too new", endRow(id, pid, int32(epoch)+1, true), errs.InvalidProducerEpoch},
+		{"EndTxn epoch too new", endRow(id, pid, int32(epoch)+1, true), errs.ProducerFenced},
 		{"EndTxn negative epoch", endRow(id, pid, -1, true), errs.InvalidRequest},
 		{"EndTxn commit of nothing", endRow(empty, emptyPID, int32(emptyEpoch), true), errs.InvalidTxnState},
 		{"EndTxn abort of nothing", endRow(empty, emptyPID, int32(emptyEpoch), false), errs.InvalidTxnState},

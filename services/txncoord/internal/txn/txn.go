@@ -179,7 +179,7 @@ func (t *Txn) InitProducerId(req InitRequest, now time.Time, alloc Allocator) (R
 			return Reply{}, Effects{}, errs.Errorf(errs.ProducerFenced, "transactional id %q: producer %d epoch %d was fenced by epoch %d",
 				r.TransactionalID, expected.id, expected.epoch, cur.epoch)
 		default:
-			return Reply{}, Effects{}, errs.Errorf(errs.InvalidProducerEpoch, "transactional id %q: producer %d epoch %d was never given (current %d)",
+			return Reply{}, Effects{}, errs.Errorf(errs.ProducerFenced, "transactional id %q: producer %d epoch %d was never given (current %d)",
 				r.TransactionalID, expected.id, expected.epoch, cur.epoch)
 		}
 	}
@@ -235,7 +235,9 @@ func (t *Txn) checkProducer(pid int64, epoch int16) error {
 	case epoch < cur.epoch:
 		return errs.Errorf(errs.ProducerFenced, "transactional id %q: producer %d epoch %d was fenced by epoch %d", t.rec.TransactionalID, pid, epoch, cur.epoch)
 	case epoch > cur.epoch:
-		return errs.Errorf(errs.InvalidProducerEpoch, "transactional id %q: producer %d epoch %d was never given (current %d)",
+		// Not this id's producer either way: Kafka's coordinator answers
+		// PRODUCER_FENCED for any epoch that is not the current one.
+		return errs.Errorf(errs.ProducerFenced, "transactional id %q: producer %d epoch %d was never given (current %d)",
 			t.rec.TransactionalID, pid, epoch, cur.epoch)
 	}
 	return nil
