@@ -36,7 +36,8 @@ type JoinGroupRequest struct {
 	// What a Consume stream subscribed with this request reads: with
 	// READ_COMMITTED, records of committed transactions only, up to the last
 	// stable offset (Kafka's isolation.level). A unary JoinGroup keeps no
-	// reader, and ignores it: FetchGroupRecords names its own.
+	// reader and refuses any but READ_UNCOMMITTED (INVALID_REQUEST):
+	// FetchGroupRecords names its own.
 	IsolationLevel IsolationLevel `protobuf:"varint,7,opt,name=isolation_level,json=isolationLevel,proto3,enum=skein.v1.IsolationLevel" json:"isolation_level,omitempty"`
 	// An id of the caller's choosing, 1-64 characters of [a-zA-Z0-9._-]
 	// (a random one is best): a join sent again with the same id, because

@@ -133,6 +133,11 @@ func toAssignment(tps []*groupv1.TopicPartitions) []*skeinv1.TopicPartitions {
 
 // JoinGroup adds a member and answers its id, epoch and first assignment.
 func (s *Group) JoinGroup(ctx context.Context, req *skeinv1.JoinGroupRequest) (*skeinv1.JoinGroupResponse, error) {
+	if req.GetIsolationLevel() != skeinv1.IsolationLevel_READ_UNCOMMITTED {
+		// Taken and then ignored, it would let a member that asked for
+		// committed records only be served aborted and open ones.
+		return nil, errs.Errorf(errs.InvalidRequest, "isolation_level %s: a member that joins here keeps no reader, so each fetch of its records (POST .../members/{member_id}/records) names its own isolation_level; the Consume stream takes it at subscribe", req.GetIsolationLevel())
+	}
 	hb, err := s.joinRequest(ctx, req)
 	if err != nil {
 		return nil, err

@@ -258,6 +258,7 @@ func TestRESTRefusals(t *testing.T) {
 		{"commit without a partition", "POST", "/v1/groups/g/offsets", `{"member_id": "m", "member_epoch": 1, "offsets": [{"topic": "t", "offset": 5}]}`, 400, "INVALID_REQUEST"},
 		{"transactional offsets without an offset", "POST", "/v1/transactions/tx/offsets", `{"producer_id": 1, "producer_epoch": 0, "group": "g", "offsets": [{"topic": "t", "partition": 0}]}`, 400, "INVALID_REQUEST"},
 		{"join with an undefined isolation level", "POST", "/v1/groups/g/members", `{"topics": ["t"], "isolation_level": 3}`, 400, "INVALID_REQUEST"},
+		{"join with READ_COMMITTED, which a unary member keeps nowhere", "POST", "/v1/groups/g/members", `{"topics": ["t"], "isolation_level": "READ_COMMITTED"}`, 400, "INVALID_REQUEST"},
 		{"delete records without a partition", "POST", "/v1/topics/t/records:delete", `{"partitions": [{"offset": -1}]}`, 400, "INVALID_REQUEST"},
 		{"delete records without an offset", "POST", "/v1/topics/t/records:delete", `{"partitions": [{"partition": 0, "offset": 1}, {"partition": 1}]}`, 400, "INVALID_REQUEST"},
 		{"delete records with a null offset", "POST", "/v1/topics/t/records:delete", `{"partitions": [{"partition": 0, "offset": null}]}`, 400, "INVALID_REQUEST"},
