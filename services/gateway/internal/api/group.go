@@ -725,7 +725,9 @@ func (s *Group) ListGroups(ctx context.Context, _ *skeinv1.ListGroupsRequest) (*
 }
 
 // committedWithLag answers a group's committed offsets with each
-// partition's high watermark and the lag behind its last stable offset,
+// partition's high watermark and the lag behind it (as Kafka's
+// kafka-consumer-groups counts it: an open transaction's records count,
+// though a read_committed member cannot read them yet),
 // and a row for each partition of assigned (its members' assignment) with
 // nothing committed: offset and lag -1, as Kafka's tool shows "-" there
 // (where its member starts depends on its auto_offset_reset). The total
@@ -751,7 +753,7 @@ func (s *Group) committedWithLag(ctx context.Context, group string, assigned []c
 			byTopic[tp.Topic] = append(byTopic[tp.Topic], tp.Partition)
 		}
 	}
-	hw, lso := map[client.TopicPartition]int64{}, map[client.TopicPartition]int64{}
+	hw := map[client.TopicPartition]int64{}
 	for topic, parts := range byTopic {
 		if s.c.Metadata().PartitionCount(topic) == 0 {
 			continue // deleted since
@@ -765,18 +767,6 @@ func (s *Group) committedWithLag(ctx context.Context, group string, assigned []c
 				hw[client.TopicPartition{Topic: topic, Partition: r.Partition}] = r.Offset
 			}
 		}
-		// Lag counts what a read_committed member can still read: up to
-		// the last stable offset, which an open transaction holds below
-		// the high watermark (without one they are equal).
-		res, err = s.c.ListOffsets(ctx, topic, parts, client.LatestOffset, skeinv1.IsolationLevel_READ_COMMITTED)
-		if err != nil {
-			return nil, 0, err
-		}
-		for _, r := range res {
-			if r.Err == nil {
-				lso[client.TopicPartition{Topic: topic, Partition: r.Partition}] = r.Offset
-			}
-		}
 	}
 	out := []*skeinv1.CommittedOffset{}
 	var total int64
@@ -785,11 +775,7 @@ func (s *Group) committedWithLag(ctx context.Context, group string, assigned []c
 		// did not answer, the topic was deleted): not a lag of 0.
 		co := &skeinv1.CommittedOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: o.GetOffset(), Metadata: o.GetMetadata(), HighWatermark: -1, Lag: -1}
 		if h, ok := hw[tp]; ok {
-			stable, ok := lso[tp]
-			if !ok {
-				stable = h
-			}
-			co.HighWatermark, co.Lag = h, max(stable-o.GetOffset(), 0)
+			co.HighWatermark, co.Lag = h, max(h-o.GetOffset(), 0)
 			total += co.Lag
 		}
 		out = append(out, co)
