@@ -195,7 +195,7 @@ func Run(c Config, build func(Env) (Parts, error)) error {
 			failed <- fmt.Errorf("gRPC server: %w", err)
 		}
 	}()
-	httpSrv, err := serveHTTP(c.HTTPAddr, reg, parts.Ready, failed)
+	httpSrv, err := serveHTTP(c.HTTPAddr, reg, authz, parts.Ready, failed)
 	if err != nil {
 		srv.Stop()
 		return err
@@ -276,7 +276,7 @@ func (c Config) authorizer(image func() *metadata.Image, log *slog.Logger) (*pee
 	return a, nil
 }
 
-func serveHTTP(addr string, reg *prometheus.Registry, ready func() (bool, string), failed chan<- error) (*http.Server, error) {
+func serveHTTP(addr string, reg *prometheus.Registry, authz *peerauth.Authorizer, ready func() (bool, string), failed chan<- error) (*http.Server, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", telemetry.MetricsHandler(reg))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
@@ -290,7 +290,7 @@ func serveHTTP(addr string, reg *prometheus.Registry, ready func() (bool, string
 	// Profiles for operators chasing a hot path (the HTTP port binds to
 	// loopback by default).
 	telemetry.Profiling(mux)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: authz.OpsHandler(mux, "/healthz", "/readyz"), ReadHeaderTimeout: 5 * time.Second}
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -60,6 +61,38 @@ func checkEnforcement(t *testing.T, bin string, d *Dev, sec *secureFiles) {
 	procs, err := d.Processes()
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The operations endpoints: alice's certificate is of the CA, but the
+	// metrics (every topic and group name) and profiles are for the
+	// cluster's services and principals with describe on the cluster;
+	// the health checks answer her.
+	superTLS, err := tlsconf.ClientConfigFiles(sec.CA, sec.ClientCert, sec.ClientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(cfg *tls.Config, url string) int {
+		t.Helper()
+		hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
+		resp, err := hc.Get(url)
+		if err != nil {
+			t.Fatalf("GET %s: %v", url, err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, p := range procs {
+		if p.Role == "gateway" || p.HTTPAddr == "" {
+			continue
+		}
+		base := "https://" + p.HTTPAddr
+		for path, want := range map[string]int{"/metrics": http.StatusForbidden, "/debug/pprof/cmdline": http.StatusForbidden, "/healthz": http.StatusOK} {
+			if got := get(alice, base+path); got != want {
+				t.Errorf("%s-%d %s with alice's certificate: %d, want %d", p.Role, p.ID, path, got, want)
+			}
+		}
+		if got := get(superTLS, base+"/metrics"); got != http.StatusOK {
+			t.Errorf("%s-%d /metrics with the super user's certificate: %d, want 200", p.Role, p.ID, got)
+		}
 	}
 	var ctrls, storages []string
 	for _, p := range procs {

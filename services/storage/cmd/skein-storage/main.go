@@ -220,7 +220,7 @@ func run(c config) error {
 		}
 		fmt.Fprintln(w, "ready")
 	})
-	httpSrv := &http.Server{Addr: c.httpAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	httpSrv := &http.Server{Addr: c.httpAddr, Handler: authz.OpsHandler(mux, "/healthz", "/readyz"), ReadHeaderTimeout: 5 * time.Second}
 	httpLis, err := net.Listen("tcp", c.httpAddr)
 	if err != nil {
 		srv.Stop()
