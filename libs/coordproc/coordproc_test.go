@@ -101,7 +101,7 @@ func TestOperationsPortServesProfiles(t *testing.T) {
 	}
 	addr := lis.Addr().String()
 	lis.Close()
-	srv, err := serveHTTP(addr, prometheus.NewRegistry(), func() (bool, string) { return true, "" }, make(chan error, 1))
+	srv, err := serveHTTP(addr, prometheus.NewRegistry(), nil, func() (bool, string) { return true, "" }, make(chan error, 1))
 	if err != nil {
 		t.Fatal(err)
 	}
