@@ -212,7 +212,9 @@ func (z *authorizer) allowed(principal string, typ acl.ResourceType, name string
 // it drops those topics from their subscriptions and assignments. A topic
 // the principal created but may not describe (create alone) is answered
 // by its name only, as Kafka's CreateTopics leaves out the id, configs
-// and counts of a topic its caller may not describe.
+// and counts of a topic its caller may not describe. A member's assignment
+// keeps the topics the principal may describe, and its fetched records and
+// positions those it may read.
 func (z *authorizer) filter(principal string, resp any) {
 	offsets := func(offs []*skeinv1.CommittedOffset) (kept []*skeinv1.CommittedOffset, lag int64) {
 		kept = offs[:0]
@@ -224,7 +226,44 @@ func (z *authorizer) filter(principal string, resp any) {
 		}
 		return kept, lag
 	}
+	// assignment drops the topics the principal may not describe: a
+	// heartbeat or fetch in another member's name (its id is in the
+	// group's description) would otherwise name the topics it reads.
+	assignment := func(tps []*skeinv1.TopicPartitions) []*skeinv1.TopicPartitions {
+		kept := tps[:0]
+		for _, a := range tps {
+			if z.allowed(principal, acl.Topic, a.GetTopic(), acl.Describe) {
+				kept = append(kept, a)
+			}
+		}
+		return kept
+	}
 	switch r := resp.(type) {
+	case *skeinv1.JoinGroupResponse:
+		r.Assignment = assignment(r.GetAssignment())
+	case *skeinv1.HeartbeatResponse:
+		r.Assignment = assignment(r.GetAssignment())
+	case *skeinv1.FetchGroupRecordsResponse:
+		// Records and positions of a topic the principal may not read
+		// are not its to see, as Kafka's Fetch needs read on each topic:
+		// a member's fetch reads what the group assigned it, and a
+		// principal with read on the group alone fetching in a member's
+		// name must not get the records of that member's topics.
+		r.Assignment = assignment(r.GetAssignment())
+		recs := r.Records[:0]
+		for _, rec := range r.GetRecords() {
+			if z.allowed(principal, acl.Topic, rec.GetTopic(), acl.Read) {
+				recs = append(recs, rec)
+			}
+		}
+		r.Records = recs
+		pos := r.Positions[:0]
+		for _, p := range r.GetPositions() {
+			if z.allowed(principal, acl.Topic, p.GetTopic(), acl.Read) {
+				pos = append(pos, p)
+			}
+		}
+		r.Positions = pos
 	case *skeinv1.GetOffsetsResponse:
 		r.Offsets, _ = offsets(r.GetOffsets())
 	case *skeinv1.DescribeGroupResponse:

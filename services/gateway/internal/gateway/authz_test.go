@@ -257,6 +257,54 @@ func TestGroupOffsetsShowOnlyDescribedTopics(t *testing.T) {
 	}
 }
 
+// What a member's heartbeat and fetch answer is filtered as a group's
+// description is: a principal with read on the group alone, calling in
+// another member's name, learns neither the topics it reads nor their
+// records.
+func TestMemberAnswersShowOnlyPermittedTopics(t *testing.T) {
+	img := metadata.New("c")
+	if err := img.Apply(&controllerv1.MetadataDelta{Version: 1, Records: []*controllerv1.MetadataRecord{
+		metadata.AclRecord(acl.Binding{Principal: "User:bob", Resource: acl.Topic, Name: "mine", Pattern: acl.Literal, Operation: acl.Read, Permission: acl.Allow}),
+		metadata.AclRecord(acl.Binding{Principal: "User:bob", Resource: acl.Topic, Name: "seen", Pattern: acl.Literal, Operation: acl.Describe, Permission: acl.Allow}),
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	z := newAuthorizer(func() *metadata.Image { return img }, map[string]bool{"User:root": true})
+	assignment := func() []*skeinv1.TopicPartitions {
+		return []*skeinv1.TopicPartitions{{Topic: "secret", Partitions: []int32{0}}, {Topic: "mine", Partitions: []int32{0}}, {Topic: "seen", Partitions: []int32{0}}}
+	}
+	topics := func(tps []*skeinv1.TopicPartitions) string {
+		var out []string
+		for _, a := range tps {
+			out = append(out, a.GetTopic())
+		}
+		return strings.Join(out, ",")
+	}
+	hb := &skeinv1.HeartbeatResponse{Assignment: assignment()}
+	z.filter("User:bob", hb)
+	join := &skeinv1.JoinGroupResponse{Assignment: assignment()}
+	z.filter("User:bob", join)
+	if topics(hb.GetAssignment()) != "mine,seen" || topics(join.GetAssignment()) != "mine,seen" {
+		t.Errorf("assignments shown to bob: %s and %s, want mine,seen", topics(hb.GetAssignment()), topics(join.GetAssignment()))
+	}
+	fetch := func() *skeinv1.FetchGroupRecordsResponse {
+		return &skeinv1.FetchGroupRecordsResponse{Assignment: assignment(),
+			Records:   []*skeinv1.ConsumedRecord{{Topic: "secret", Offset: 4}, {Topic: "mine", Offset: 7}, {Topic: "seen", Offset: 1}},
+			Positions: []*skeinv1.TopicPartitionOffset{{Topic: "secret", Offset: 5}, {Topic: "mine", Offset: 8}, {Topic: "seen", Offset: 2}}}
+	}
+	f := fetch()
+	z.filter("User:bob", f)
+	if topics(f.GetAssignment()) != "mine,seen" || len(f.GetRecords()) != 1 || f.GetRecords()[0].GetTopic() != "mine" ||
+		len(f.GetPositions()) != 1 || f.GetPositions()[0].GetTopic() != "mine" {
+		t.Errorf("a fetch shown to bob: %v, want mine's record and position (seen is described, not read)", f)
+	}
+	f = fetch()
+	z.filter("User:root", f)
+	if len(f.GetAssignment()) != 3 || len(f.GetRecords()) != 3 || len(f.GetPositions()) != 3 {
+		t.Errorf("a fetch shown to a super user: %v, want all", f)
+	}
+}
+
 // A topic created with create alone is answered by its name: its id,
 // configs and placement are for those who may describe it.
 func TestCreatedTopicShownOnlyToDescribers(t *testing.T) {
