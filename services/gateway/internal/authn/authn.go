@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"skein/libs/acl"
 	"skein/libs/errs"
 	"skein/libs/tlsconf"
 )
@@ -49,13 +50,21 @@ func FromCertificate(c *x509.Certificate) Principal {
 func user(name string) Principal { return Principal("User:" + name) }
 
 // normalize makes a name of the token file a principal: a name without a
-// type is a User. The operator writes the file, so a typed name there
-// ("Service:billing") is taken as written.
-func normalize(name string) Principal {
-	if strings.Contains(name, ":") {
-		return Principal(name)
+// type is a User. Every principal ACLs bind is a User, so another type
+// ("Group:ops") is refused: a caller of it could be granted nothing of its
+// own, and the wildcard User:* would still reach it. So is User:*, the
+// wildcard that names everyone, as a caller's own principal.
+func normalize(name string) (Principal, error) {
+	typ, rest, typed := strings.Cut(name, ":")
+	if !typed {
+		rest = name
+	} else if typ != acl.PrincipalType {
+		return "", fmt.Errorf("principal %q: the principal type is %s (%s:alice, or alice)", name, acl.PrincipalType, acl.PrincipalType)
 	}
-	return Principal("User:" + name)
+	if rest == "" || rest == acl.Wildcard {
+		return "", fmt.Errorf("principal %q: a caller's principal names one user", name)
+	}
+	return Principal(acl.PrincipalType + ":" + rest), nil
 }
 
 // Bearer answers the token of an Authorization header value. An empty
@@ -78,7 +87,7 @@ func Bearer(header string) (token string, ok bool, err error) {
 
 // ParseTokenFile reads a static token file: one "token principal" pair a
 // line; blank lines and lines starting with # are skipped. A principal
-// without a type ("alice") is User:alice.
+// without a type ("alice") is User:alice; one of another type is refused.
 func ParseTokenFile(data []byte) (map[string]Principal, error) {
 	out := map[string]Principal{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
@@ -94,7 +103,11 @@ func ParseTokenFile(data []byte) (map[string]Principal, error) {
 		if _, dup := out[f[0]]; dup {
 			return nil, fmt.Errorf("line %d: the token is listed twice", n)
 		}
-		out[f[0]] = normalize(f[1])
+		p, err := normalize(f[1])
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %v", n, err)
+		}
+		out[f[0]] = p
 	}
 	return out, sc.Err()
 }

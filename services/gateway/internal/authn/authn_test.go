@@ -118,16 +118,18 @@ func TestVerifyJWT(t *testing.T) {
 }
 
 func TestParseTokenFile(t *testing.T) {
-	// The operator names each token's principal: a typed name is taken as
-	// written, an untyped one is a User.
-	got, err := ParseTokenFile([]byte("# dev tokens\n\ns3cret User:alice\n  other bob  \nsvc Service:billing\n"))
+	// The operator names each token's principal: a User, typed or not.
+	got, err := ParseTokenFile([]byte("# dev tokens\n\ns3cret User:alice\n  other bob  \n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 3 || got["s3cret"] != "User:alice" || got["other"] != "User:bob" || got["svc"] != "Service:billing" {
+	if len(got) != 2 || got["s3cret"] != "User:alice" || got["other"] != "User:bob" {
 		t.Fatalf("got %v", got)
 	}
-	for _, bad := range []string{"lonely\n", "a b c\n", "t User:a\nt User:b\n"} {
+	// Another type could be granted nothing (ACLs bind Users), and User:*
+	// names everyone, not a caller.
+	for _, bad := range []string{"lonely\n", "a b c\n", "t User:a\nt User:b\n", "svc Service:billing\n", "g Group:ops\n",
+		"w User:*\n", "e User:\n", "l user:alice\n"} {
 		if _, err := ParseTokenFile([]byte(bad)); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
