@@ -19,7 +19,9 @@ import (
 //   - with cleanup.policy delete, its newest timestamp is older than
 //     now - retention.ms (the file's modification time stands in for a
 //     segment whose batches carry no timestamps), or it is among the oldest
-//     segments while the log without them is still at least retention.bytes.
+//     segments while the log without them is still at least retention.bytes
+//     (the active segment too, after a roll, so retention.bytes=0 keeps
+//     nothing below the bound).
 //
 // The storage node calls it periodically with its clock.
 func (l *Log) DeleteExpired(now time.Time, upTo Offset) (int, error) {
@@ -74,6 +76,19 @@ func (l *Log) DeleteExpired(now time.Time, upTo Offset) (int, error) {
 		deleted += n
 		if err != nil {
 			return deleted, err
+		}
+		// The active segment alone left, and the log without it still at
+		// least retention.bytes (0: keep nothing): it goes too, after a
+		// roll, as Kafka deletes every segment that breaches the size.
+		if s := l.active(); len(l.segs) == 1 && !s.empty() && l.leo <= upTo && total-s.size >= limit {
+			if err := l.roll(); err != nil {
+				return deleted, err
+			}
+			n, err := l.deleteSegmentsLocked(func(old, next *segment) bool { return old == s })
+			deleted += n
+			if err != nil {
+				return deleted, err
+			}
 		}
 	}
 	return deleted, nil

@@ -63,8 +63,11 @@ func TestRetention(t *testing.T) {
 		// Cutoff 10000-0 = 10000: the active segment's record (10000) is
 		// not older, so it stays and only the closed segments go.
 		{"not an active segment holding a record at the cutoff", 0, -1, CleanupDelete, at(10_000), 5, "[10]", 10},
-		// retention.bytes alone never takes the last segment.
-		{"by size, never the active segment", -1, 0, CleanupDelete, at(1 << 50), 5, "[10]", 10},
+		// retention.bytes=0 takes the active segment too, after a roll, as
+		// Kafka deletes every segment that breaches the size.
+		{"by size 0, the active segment too", -1, 0, CleanupDelete, at(1 << 50), 6, "[11]", 11},
+		// A limit the log without its active segment is under keeps it.
+		{"by size, the active segment within the limit", -1, 1, CleanupDelete, at(1 << 50), 5, "[10]", 10},
 		{"both: the stricter wins", 4500, 3000, CleanupDelete, at(10_000), 3, "[6 8 10]", 6},
 		{"compact only: no deletion", 0, 0, CleanupCompact, at(1 << 50), 0, "[0 2 4 6 8 10]", 0},
 		{"forever", -1, -1, CleanupDelete | CleanupCompact, at(1 << 50), 0, "[0 2 4 6 8 10]", 0},
