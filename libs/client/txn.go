@@ -3,11 +3,13 @@ package client
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
 
+	controllerv1 "skein/gen/skein/controller/v1"
 	groupv1 "skein/gen/skein/group/v1"
 	txnv1 "skein/gen/skein/txn/v1"
 	"skein/libs/errs"
@@ -260,4 +262,77 @@ func (g *Groups) CompleteTxnOffsets(ctx context.Context, group string, pid int64
 		_, err := cl.CompleteTxnOffsets(ctx, &groupv1.CompleteTxnOffsetsRequest{GroupId: group, ProducerId: pid, ProducerEpoch: int32(epoch), Committed: commit})
 		return err
 	})
+}
+
+// Describe answers a transactional id's state from its coordinator
+// (Kafka's DescribeTransactions): TRANSACTIONAL_ID_NOT_FOUND for an id with
+// no state, TRANSACTIONAL_ID_AUTHORIZATION_FAILED for one the caller may
+// not describe.
+func (t *Transactions) Describe(ctx context.Context, id string) (*txnv1.TransactionDescription, error) {
+	var d *txnv1.TransactionDescription
+	err := t.call(ctx, id, func(ctx context.Context, cl txnv1.TransactionCoordinatorServiceClient) error {
+		resp, err := cl.DescribeTransactions(ctx, &txnv1.DescribeTransactionsRequest{TransactionalIds: []string{id}})
+		if err != nil {
+			return err
+		}
+		for _, td := range resp.GetTransactions() {
+			if td.GetTransactionalId() == id {
+				d = td
+				return codeErr(td.GetErrorCode(), "transactional id "+id)
+			}
+		}
+		return errs.Errorf(errs.TransactionalIDNotFound, "transactional id %q was not described", id)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// List lists the transactional ids of every live transaction coordinator
+// in the metadata (Kafka's ListTransactions, which the admin client sends
+// to every broker), by id, keeping those in one of states and of one of
+// pids (an empty filter keeps all); the second answer is the state filters
+// the coordinators do not know.
+func (t *Transactions) List(ctx context.Context, states []string, pids []int64) ([]*txnv1.TransactionListing, []string, error) {
+	if err := t.c.WaitReady(ctx); err != nil {
+		return nil, nil, err
+	}
+	var addrs []string
+	for _, co := range t.c.Metadata().Coordinators() {
+		if co.GetKind() == controllerv1.CoordinatorKind_COORDINATOR_KIND_TRANSACTION && co.GetAlive() && co.GetGrpcAddr() != "" {
+			addrs = append(addrs, co.GetGrpcAddr())
+		}
+	}
+	if len(addrs) == 0 {
+		return nil, nil, errs.Errorf(errs.CoordinatorNotAvailable, "no live transaction coordinator in the metadata")
+	}
+	seen := map[string]*txnv1.TransactionListing{}
+	var unknown []string
+	for _, addr := range addrs {
+		cl, err := t.conn(addr)
+		if err != nil {
+			return nil, nil, err
+		}
+		resp, err := cl.ListTransactions(ctx, &txnv1.ListTransactionsRequest{StateFilters: states, ProducerIdFilters: pids})
+		if err != nil {
+			return nil, nil, rpcerr.FromStatus(err)
+		}
+		for _, l := range resp.GetTransactions() {
+			seen[l.GetTransactionalId()] = l
+		}
+		for _, u := range resp.GetUnknownStateFilters() {
+			if !slices.Contains(unknown, u) {
+				unknown = append(unknown, u)
+			}
+		}
+	}
+	out := make([]*txnv1.TransactionListing, 0, len(seen))
+	for _, l := range seen {
+		out = append(out, l)
+	}
+	slices.SortFunc(out, func(a, b *txnv1.TransactionListing) int {
+		return strings.Compare(a.GetTransactionalId(), b.GetTransactionalId())
+	})
+	return out, unknown, nil
 }

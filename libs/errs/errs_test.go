@@ -62,6 +62,7 @@ func TestHTTPStatuses(t *testing.T) {
 		{UnknownTopicOrPartition, http.StatusNotFound},
 		{UnknownMemberID, http.StatusNotFound},
 		{GroupIDNotFound, http.StatusNotFound},
+		{TransactionalIDNotFound, http.StatusNotFound},
 		{TopicAlreadyExists, http.StatusConflict},
 		{FencedLeaderEpoch, http.StatusConflict},
 		{StaleMemberEpoch, http.StatusConflict},

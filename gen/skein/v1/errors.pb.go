@@ -102,6 +102,7 @@ const (
 	ErrorCode_UNKNOWN_TOPIC_ID                      ErrorCode = 100
 	ErrorCode_DUPLICATE_BROKER_REGISTRATION         ErrorCode = 101
 	ErrorCode_BROKER_ID_NOT_REGISTERED              ErrorCode = 102
+	ErrorCode_TRANSACTIONAL_ID_NOT_FOUND            ErrorCode = 105
 	ErrorCode_FENCED_MEMBER_EPOCH                   ErrorCode = 110
 	ErrorCode_UNRELEASED_INSTANCE_ID                ErrorCode = 111
 	ErrorCode_UNSUPPORTED_ASSIGNOR                  ErrorCode = 112
@@ -184,6 +185,7 @@ var (
 		100: "UNKNOWN_TOPIC_ID",
 		101: "DUPLICATE_BROKER_REGISTRATION",
 		102: "BROKER_ID_NOT_REGISTERED",
+		105: "TRANSACTIONAL_ID_NOT_FOUND",
 		110: "FENCED_MEMBER_EPOCH",
 		111: "UNRELEASED_INSTANCE_ID",
 		112: "UNSUPPORTED_ASSIGNOR",
@@ -263,6 +265,7 @@ var (
 		"UNKNOWN_TOPIC_ID":                      100,
 		"DUPLICATE_BROKER_REGISTRATION":         101,
 		"BROKER_ID_NOT_REGISTERED":              102,
+		"TRANSACTIONAL_ID_NOT_FOUND":            105,
 		"FENCED_MEMBER_EPOCH":                   110,
 		"UNRELEASED_INSTANCE_ID":                111,
 		"UNSUPPORTED_ASSIGNOR":                  112,
@@ -302,7 +305,7 @@ var File_skein_v1_errors_proto protoreflect.FileDescriptor
 
 const file_skein_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x15skein/v1/errors.proto\x12\bskein.v1*\xc5\x10\n" +
+	"\x15skein/v1/errors.proto\x12\bskein.v1*\xe5\x10\n" +
 	"\tErrorCode\x12\b\n" +
 	"\x04NONE\x10\x00\x12!\n" +
 	"\x14UNKNOWN_SERVER_ERROR\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x12\x17\n" +
@@ -376,7 +379,8 @@ const file_skein_v1_errors_proto_rawDesc = "" +
 	"\x16INVALID_UPDATE_VERSION\x10_\x12\x14\n" +
 	"\x10UNKNOWN_TOPIC_ID\x10d\x12!\n" +
 	"\x1dDUPLICATE_BROKER_REGISTRATION\x10e\x12\x1c\n" +
-	"\x18BROKER_ID_NOT_REGISTERED\x10f\x12\x17\n" +
+	"\x18BROKER_ID_NOT_REGISTERED\x10f\x12\x1e\n" +
+	"\x1aTRANSACTIONAL_ID_NOT_FOUND\x10i\x12\x17\n" +
 	"\x13FENCED_MEMBER_EPOCH\x10n\x12\x1a\n" +
 	"\x16UNRELEASED_INSTANCE_ID\x10o\x12\x18\n" +
 	"\x14UNSUPPORTED_ASSIGNOR\x10p\x12\x16\n" +

@@ -495,11 +495,324 @@ func (x *AbortTransactionResponse) GetProducerEpoch() int32 {
 	return 0
 }
 
+type ListTransactionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// States to keep ("ONGOING", ...; Kafka's "Ongoing" spelling is taken
+	// too); empty: every state. An unknown state is INVALID_REQUEST.
+	State []string `protobuf:"bytes,1,rep,name=state,proto3" json:"state,omitempty"`
+	// Producer ids to keep; empty: every producer id.
+	ProducerId    []int64 `protobuf:"varint,2,rep,packed,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTransactionsRequest) Reset() {
+	*x = ListTransactionsRequest{}
+	mi := &file_skein_v1_transaction_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTransactionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTransactionsRequest) ProtoMessage() {}
+
+func (x *ListTransactionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_v1_transaction_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTransactionsRequest.ProtoReflect.Descriptor instead.
+func (*ListTransactionsRequest) Descriptor() ([]byte, []int) {
+	return file_skein_v1_transaction_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ListTransactionsRequest) GetState() []string {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
+func (x *ListTransactionsRequest) GetProducerId() []int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return nil
+}
+
+type ListTransactionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// By transactional id.
+	Transactions  []*TransactionSummary `protobuf:"bytes,1,rep,name=transactions,proto3" json:"transactions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTransactionsResponse) Reset() {
+	*x = ListTransactionsResponse{}
+	mi := &file_skein_v1_transaction_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTransactionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTransactionsResponse) ProtoMessage() {}
+
+func (x *ListTransactionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_v1_transaction_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTransactionsResponse.ProtoReflect.Descriptor instead.
+func (*ListTransactionsResponse) Descriptor() ([]byte, []int) {
+	return file_skein_v1_transaction_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ListTransactionsResponse) GetTransactions() []*TransactionSummary {
+	if x != nil {
+		return x.Transactions
+	}
+	return nil
+}
+
+type TransactionSummary struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	TransactionalId string                 `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	ProducerId      int64                  `protobuf:"varint,2,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	State           string                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *TransactionSummary) Reset() {
+	*x = TransactionSummary{}
+	mi := &file_skein_v1_transaction_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransactionSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransactionSummary) ProtoMessage() {}
+
+func (x *TransactionSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_v1_transaction_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransactionSummary.ProtoReflect.Descriptor instead.
+func (*TransactionSummary) Descriptor() ([]byte, []int) {
+	return file_skein_v1_transaction_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *TransactionSummary) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+func (x *TransactionSummary) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *TransactionSummary) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+type DescribeTransactionRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	TransactionalId string                 `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *DescribeTransactionRequest) Reset() {
+	*x = DescribeTransactionRequest{}
+	mi := &file_skein_v1_transaction_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeTransactionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeTransactionRequest) ProtoMessage() {}
+
+func (x *DescribeTransactionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_v1_transaction_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeTransactionRequest.ProtoReflect.Descriptor instead.
+func (*DescribeTransactionRequest) Descriptor() ([]byte, []int) {
+	return file_skein_v1_transaction_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *DescribeTransactionRequest) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+type DescribeTransactionResponse struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	TransactionalId string                 `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	// "EMPTY", "ONGOING", "PREPARE_COMMIT", "PREPARE_ABORT",
+	// "COMPLETE_COMMIT", "COMPLETE_ABORT" or "DEAD".
+	State                string `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	ProducerId           int64  `protobuf:"varint,3,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerEpoch        int32  `protobuf:"varint,4,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	TransactionTimeoutMs int32  `protobuf:"varint,5,opt,name=transaction_timeout_ms,json=transactionTimeoutMs,proto3" json:"transaction_timeout_ms,omitempty"`
+	// When the id's latest transaction added its first partition or group
+	// (kept once it completes, as Kafka's); -1 when the id has had no
+	// transaction since its producer's InitProducer.
+	TransactionStartTimeMs int64 `protobuf:"varint,6,opt,name=transaction_start_time_ms,json=transactionStartTimeMs,proto3" json:"transaction_start_time_ms,omitempty"`
+	// The partitions of the transaction (open, or being committed or
+	// aborted), each group's __consumer_offsets partition among them; none
+	// once it is complete.
+	Partitions []*TopicPartitions `protobuf:"bytes,7,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// The groups whose offsets that transaction commits.
+	Groups        []string `protobuf:"bytes,8,rep,name=groups,proto3" json:"groups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeTransactionResponse) Reset() {
+	*x = DescribeTransactionResponse{}
+	mi := &file_skein_v1_transaction_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeTransactionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeTransactionResponse) ProtoMessage() {}
+
+func (x *DescribeTransactionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_v1_transaction_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeTransactionResponse.ProtoReflect.Descriptor instead.
+func (*DescribeTransactionResponse) Descriptor() ([]byte, []int) {
+	return file_skein_v1_transaction_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *DescribeTransactionResponse) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+func (x *DescribeTransactionResponse) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *DescribeTransactionResponse) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *DescribeTransactionResponse) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+func (x *DescribeTransactionResponse) GetTransactionTimeoutMs() int32 {
+	if x != nil {
+		return x.TransactionTimeoutMs
+	}
+	return 0
+}
+
+func (x *DescribeTransactionResponse) GetTransactionStartTimeMs() int64 {
+	if x != nil {
+		return x.TransactionStartTimeMs
+	}
+	return 0
+}
+
+func (x *DescribeTransactionResponse) GetPartitions() []*TopicPartitions {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *DescribeTransactionResponse) GetGroups() []string {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
 var File_skein_v1_transaction_proto protoreflect.FileDescriptor
 
 const file_skein_v1_transaction_proto_rawDesc = "" +
 	"\n" +
-	"\x1askein/v1/transaction.proto\x12\bskein.v1\x1a\x14skein/v1/group.proto\"\x96\x01\n" +
+	"\x1askein/v1/transaction.proto\x12\bskein.v1\x1a\x14skein/v1/group.proto\x1a\x16skein/v1/records.proto\"\x96\x01\n" +
 	"\x13InitProducerRequest\x12)\n" +
 	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x129\n" +
 	"\x16transaction_timeout_ms\x18\x02 \x01(\x05H\x00R\x14transactionTimeoutMs\x88\x01\x01B\x19\n" +
@@ -537,12 +850,39 @@ const file_skein_v1_transaction_proto_rawDesc = "" +
 	"\x18AbortTransactionResponse\x12\x1f\n" +
 	"\vproducer_id\x18\x01 \x01(\x03R\n" +
 	"producerId\x12%\n" +
-	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch2\xe8\x02\n" +
+	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch\"P\n" +
+	"\x17ListTransactionsRequest\x12\x14\n" +
+	"\x05state\x18\x01 \x03(\tR\x05state\x12\x1f\n" +
+	"\vproducer_id\x18\x02 \x03(\x03R\n" +
+	"producerId\"\\\n" +
+	"\x18ListTransactionsResponse\x12@\n" +
+	"\ftransactions\x18\x01 \x03(\v2\x1c.skein.v1.TransactionSummaryR\ftransactions\"v\n" +
+	"\x12TransactionSummary\x12)\n" +
+	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x1f\n" +
+	"\vproducer_id\x18\x02 \x01(\x03R\n" +
+	"producerId\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\"G\n" +
+	"\x1aDescribeTransactionRequest\x12)\n" +
+	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\"\xea\x02\n" +
+	"\x1bDescribeTransactionResponse\x12)\n" +
+	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1f\n" +
+	"\vproducer_id\x18\x03 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x04 \x01(\x05R\rproducerEpoch\x124\n" +
+	"\x16transaction_timeout_ms\x18\x05 \x01(\x05R\x14transactionTimeoutMs\x129\n" +
+	"\x19transaction_start_time_ms\x18\x06 \x01(\x03R\x16transactionStartTimeMs\x129\n" +
+	"\n" +
+	"partitions\x18\a \x03(\v2\x19.skein.v1.TopicPartitionsR\n" +
+	"partitions\x12\x16\n" +
+	"\x06groups\x18\b \x03(\tR\x06groups2\xa7\x04\n" +
 	"\x12TransactionService\x12M\n" +
 	"\fInitProducer\x12\x1d.skein.v1.InitProducerRequest\x1a\x1e.skein.v1.InitProducerResponse\x12J\n" +
 	"\vSendOffsets\x12\x1c.skein.v1.SendOffsetsRequest\x1a\x1d.skein.v1.SendOffsetsResponse\x12\\\n" +
 	"\x11CommitTransaction\x12\".skein.v1.CommitTransactionRequest\x1a#.skein.v1.CommitTransactionResponse\x12Y\n" +
-	"\x10AbortTransaction\x12!.skein.v1.AbortTransactionRequest\x1a\".skein.v1.AbortTransactionResponseB}\n" +
+	"\x10AbortTransaction\x12!.skein.v1.AbortTransactionRequest\x1a\".skein.v1.AbortTransactionResponse\x12Y\n" +
+	"\x10ListTransactions\x12!.skein.v1.ListTransactionsRequest\x1a\".skein.v1.ListTransactionsResponse\x12b\n" +
+	"\x13DescribeTransaction\x12$.skein.v1.DescribeTransactionRequest\x1a%.skein.v1.DescribeTransactionResponseB}\n" +
 	"\fcom.skein.v1B\x10TransactionProtoP\x01Z\x1askein/gen/skein/v1;skeinv1\xa2\x02\x03SXX\xaa\x02\bSkein.V1\xca\x02\bSkein\\V1\xe2\x02\x14Skein\\V1\\GPBMetadata\xea\x02\tSkein::V1b\x06proto3"
 
 var (
@@ -557,35 +897,47 @@ func file_skein_v1_transaction_proto_rawDescGZIP() []byte {
 	return file_skein_v1_transaction_proto_rawDescData
 }
 
-var file_skein_v1_transaction_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_skein_v1_transaction_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_skein_v1_transaction_proto_goTypes = []any{
-	(*InitProducerRequest)(nil),       // 0: skein.v1.InitProducerRequest
-	(*InitProducerResponse)(nil),      // 1: skein.v1.InitProducerResponse
-	(*SendOffsetsRequest)(nil),        // 2: skein.v1.SendOffsetsRequest
-	(*SendOffsetsResponse)(nil),       // 3: skein.v1.SendOffsetsResponse
-	(*CommitTransactionRequest)(nil),  // 4: skein.v1.CommitTransactionRequest
-	(*CommitTransactionResponse)(nil), // 5: skein.v1.CommitTransactionResponse
-	(*AbortTransactionRequest)(nil),   // 6: skein.v1.AbortTransactionRequest
-	(*AbortTransactionResponse)(nil),  // 7: skein.v1.AbortTransactionResponse
-	(*TopicPartitionOffset)(nil),      // 8: skein.v1.TopicPartitionOffset
-	(*PartitionCommitResult)(nil),     // 9: skein.v1.PartitionCommitResult
+	(*InitProducerRequest)(nil),         // 0: skein.v1.InitProducerRequest
+	(*InitProducerResponse)(nil),        // 1: skein.v1.InitProducerResponse
+	(*SendOffsetsRequest)(nil),          // 2: skein.v1.SendOffsetsRequest
+	(*SendOffsetsResponse)(nil),         // 3: skein.v1.SendOffsetsResponse
+	(*CommitTransactionRequest)(nil),    // 4: skein.v1.CommitTransactionRequest
+	(*CommitTransactionResponse)(nil),   // 5: skein.v1.CommitTransactionResponse
+	(*AbortTransactionRequest)(nil),     // 6: skein.v1.AbortTransactionRequest
+	(*AbortTransactionResponse)(nil),    // 7: skein.v1.AbortTransactionResponse
+	(*ListTransactionsRequest)(nil),     // 8: skein.v1.ListTransactionsRequest
+	(*ListTransactionsResponse)(nil),    // 9: skein.v1.ListTransactionsResponse
+	(*TransactionSummary)(nil),          // 10: skein.v1.TransactionSummary
+	(*DescribeTransactionRequest)(nil),  // 11: skein.v1.DescribeTransactionRequest
+	(*DescribeTransactionResponse)(nil), // 12: skein.v1.DescribeTransactionResponse
+	(*TopicPartitionOffset)(nil),        // 13: skein.v1.TopicPartitionOffset
+	(*PartitionCommitResult)(nil),       // 14: skein.v1.PartitionCommitResult
+	(*TopicPartitions)(nil),             // 15: skein.v1.TopicPartitions
 }
 var file_skein_v1_transaction_proto_depIdxs = []int32{
-	8, // 0: skein.v1.SendOffsetsRequest.offsets:type_name -> skein.v1.TopicPartitionOffset
-	9, // 1: skein.v1.SendOffsetsResponse.results:type_name -> skein.v1.PartitionCommitResult
-	0, // 2: skein.v1.TransactionService.InitProducer:input_type -> skein.v1.InitProducerRequest
-	2, // 3: skein.v1.TransactionService.SendOffsets:input_type -> skein.v1.SendOffsetsRequest
-	4, // 4: skein.v1.TransactionService.CommitTransaction:input_type -> skein.v1.CommitTransactionRequest
-	6, // 5: skein.v1.TransactionService.AbortTransaction:input_type -> skein.v1.AbortTransactionRequest
-	1, // 6: skein.v1.TransactionService.InitProducer:output_type -> skein.v1.InitProducerResponse
-	3, // 7: skein.v1.TransactionService.SendOffsets:output_type -> skein.v1.SendOffsetsResponse
-	5, // 8: skein.v1.TransactionService.CommitTransaction:output_type -> skein.v1.CommitTransactionResponse
-	7, // 9: skein.v1.TransactionService.AbortTransaction:output_type -> skein.v1.AbortTransactionResponse
-	6, // [6:10] is the sub-list for method output_type
-	2, // [2:6] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	13, // 0: skein.v1.SendOffsetsRequest.offsets:type_name -> skein.v1.TopicPartitionOffset
+	14, // 1: skein.v1.SendOffsetsResponse.results:type_name -> skein.v1.PartitionCommitResult
+	10, // 2: skein.v1.ListTransactionsResponse.transactions:type_name -> skein.v1.TransactionSummary
+	15, // 3: skein.v1.DescribeTransactionResponse.partitions:type_name -> skein.v1.TopicPartitions
+	0,  // 4: skein.v1.TransactionService.InitProducer:input_type -> skein.v1.InitProducerRequest
+	2,  // 5: skein.v1.TransactionService.SendOffsets:input_type -> skein.v1.SendOffsetsRequest
+	4,  // 6: skein.v1.TransactionService.CommitTransaction:input_type -> skein.v1.CommitTransactionRequest
+	6,  // 7: skein.v1.TransactionService.AbortTransaction:input_type -> skein.v1.AbortTransactionRequest
+	8,  // 8: skein.v1.TransactionService.ListTransactions:input_type -> skein.v1.ListTransactionsRequest
+	11, // 9: skein.v1.TransactionService.DescribeTransaction:input_type -> skein.v1.DescribeTransactionRequest
+	1,  // 10: skein.v1.TransactionService.InitProducer:output_type -> skein.v1.InitProducerResponse
+	3,  // 11: skein.v1.TransactionService.SendOffsets:output_type -> skein.v1.SendOffsetsResponse
+	5,  // 12: skein.v1.TransactionService.CommitTransaction:output_type -> skein.v1.CommitTransactionResponse
+	7,  // 13: skein.v1.TransactionService.AbortTransaction:output_type -> skein.v1.AbortTransactionResponse
+	9,  // 14: skein.v1.TransactionService.ListTransactions:output_type -> skein.v1.ListTransactionsResponse
+	12, // 15: skein.v1.TransactionService.DescribeTransaction:output_type -> skein.v1.DescribeTransactionResponse
+	10, // [10:16] is the sub-list for method output_type
+	4,  // [4:10] is the sub-list for method input_type
+	4,  // [4:4] is the sub-list for extension type_name
+	4,  // [4:4] is the sub-list for extension extendee
+	0,  // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_skein_v1_transaction_proto_init() }
@@ -594,6 +946,7 @@ func file_skein_v1_transaction_proto_init() {
 		return
 	}
 	file_skein_v1_group_proto_init()
+	file_skein_v1_records_proto_init()
 	file_skein_v1_transaction_proto_msgTypes[0].OneofWrappers = []any{}
 	file_skein_v1_transaction_proto_msgTypes[2].OneofWrappers = []any{}
 	type x struct{}
@@ -602,7 +955,7 @@ func file_skein_v1_transaction_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skein_v1_transaction_proto_rawDesc), len(file_skein_v1_transaction_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,10 +19,12 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	TransactionService_InitProducer_FullMethodName      = "/skein.v1.TransactionService/InitProducer"
-	TransactionService_SendOffsets_FullMethodName       = "/skein.v1.TransactionService/SendOffsets"
-	TransactionService_CommitTransaction_FullMethodName = "/skein.v1.TransactionService/CommitTransaction"
-	TransactionService_AbortTransaction_FullMethodName  = "/skein.v1.TransactionService/AbortTransaction"
+	TransactionService_InitProducer_FullMethodName        = "/skein.v1.TransactionService/InitProducer"
+	TransactionService_SendOffsets_FullMethodName         = "/skein.v1.TransactionService/SendOffsets"
+	TransactionService_CommitTransaction_FullMethodName   = "/skein.v1.TransactionService/CommitTransaction"
+	TransactionService_AbortTransaction_FullMethodName    = "/skein.v1.TransactionService/AbortTransaction"
+	TransactionService_ListTransactions_FullMethodName    = "/skein.v1.TransactionService/ListTransactions"
+	TransactionService_DescribeTransaction_FullMethodName = "/skein.v1.TransactionService/DescribeTransaction"
 )
 
 // TransactionServiceClient is the client API for TransactionService service.
@@ -40,6 +42,12 @@ type TransactionServiceClient interface {
 	CommitTransaction(ctx context.Context, in *CommitTransactionRequest, opts ...grpc.CallOption) (*CommitTransactionResponse, error)
 	// AbortTransaction aborts the open transaction.
 	AbortTransaction(ctx context.Context, in *AbortTransactionRequest, opts ...grpc.CallOption) (*AbortTransactionResponse, error)
+	// ListTransactions lists the transactional ids of every transaction
+	// coordinator that the caller may describe (kafka-transactions.sh list).
+	ListTransactions(ctx context.Context, in *ListTransactionsRequest, opts ...grpc.CallOption) (*ListTransactionsResponse, error)
+	// DescribeTransaction shows a transactional id's state, producer and open
+	// transaction (kafka-transactions.sh describe).
+	DescribeTransaction(ctx context.Context, in *DescribeTransactionRequest, opts ...grpc.CallOption) (*DescribeTransactionResponse, error)
 }
 
 type transactionServiceClient struct {
@@ -90,6 +98,26 @@ func (c *transactionServiceClient) AbortTransaction(ctx context.Context, in *Abo
 	return out, nil
 }
 
+func (c *transactionServiceClient) ListTransactions(ctx context.Context, in *ListTransactionsRequest, opts ...grpc.CallOption) (*ListTransactionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListTransactionsResponse)
+	err := c.cc.Invoke(ctx, TransactionService_ListTransactions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *transactionServiceClient) DescribeTransaction(ctx context.Context, in *DescribeTransactionRequest, opts ...grpc.CallOption) (*DescribeTransactionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DescribeTransactionResponse)
+	err := c.cc.Invoke(ctx, TransactionService_DescribeTransaction_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // TransactionServiceServer is the server API for TransactionService service.
 // All implementations must embed UnimplementedTransactionServiceServer
 // for forward compatibility.
@@ -105,6 +133,12 @@ type TransactionServiceServer interface {
 	CommitTransaction(context.Context, *CommitTransactionRequest) (*CommitTransactionResponse, error)
 	// AbortTransaction aborts the open transaction.
 	AbortTransaction(context.Context, *AbortTransactionRequest) (*AbortTransactionResponse, error)
+	// ListTransactions lists the transactional ids of every transaction
+	// coordinator that the caller may describe (kafka-transactions.sh list).
+	ListTransactions(context.Context, *ListTransactionsRequest) (*ListTransactionsResponse, error)
+	// DescribeTransaction shows a transactional id's state, producer and open
+	// transaction (kafka-transactions.sh describe).
+	DescribeTransaction(context.Context, *DescribeTransactionRequest) (*DescribeTransactionResponse, error)
 	mustEmbedUnimplementedTransactionServiceServer()
 }
 
@@ -126,6 +160,12 @@ func (UnimplementedTransactionServiceServer) CommitTransaction(context.Context, 
 }
 func (UnimplementedTransactionServiceServer) AbortTransaction(context.Context, *AbortTransactionRequest) (*AbortTransactionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AbortTransaction not implemented")
+}
+func (UnimplementedTransactionServiceServer) ListTransactions(context.Context, *ListTransactionsRequest) (*ListTransactionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListTransactions not implemented")
+}
+func (UnimplementedTransactionServiceServer) DescribeTransaction(context.Context, *DescribeTransactionRequest) (*DescribeTransactionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DescribeTransaction not implemented")
 }
 func (UnimplementedTransactionServiceServer) mustEmbedUnimplementedTransactionServiceServer() {}
 func (UnimplementedTransactionServiceServer) testEmbeddedByValue()                            {}
@@ -220,6 +260,42 @@ func _TransactionService_AbortTransaction_Handler(srv interface{}, ctx context.C
 	return interceptor(ctx, in, info, handler)
 }
 
+func _TransactionService_ListTransactions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListTransactionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TransactionServiceServer).ListTransactions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TransactionService_ListTransactions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TransactionServiceServer).ListTransactions(ctx, req.(*ListTransactionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TransactionService_DescribeTransaction_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeTransactionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TransactionServiceServer).DescribeTransaction(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TransactionService_DescribeTransaction_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TransactionServiceServer).DescribeTransaction(ctx, req.(*DescribeTransactionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // TransactionService_ServiceDesc is the grpc.ServiceDesc for TransactionService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -242,6 +318,14 @@ var TransactionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AbortTransaction",
 			Handler:    _TransactionService_AbortTransaction_Handler,
+		},
+		{
+			MethodName: "ListTransactions",
+			Handler:    _TransactionService_ListTransactions_Handler,
+		},
+		{
+			MethodName: "DescribeTransaction",
+			Handler:    _TransactionService_DescribeTransaction_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,12 +1,15 @@
 package clienttest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
@@ -53,6 +56,7 @@ type fakeTxn struct {
 	parts     map[tp]bool
 	groups    map[string]bool
 	timeout   int32
+	start     int64 // when the open transaction opened, in Unix ms
 }
 
 // NewTxnCoordinator returns a coordinator that takes producer ids from ctrl.
@@ -121,7 +125,7 @@ func (tc *TxnCoordinator) Fence(id string) {
 }
 
 // Calls answers the calls served so far, by kind: "init", "add" (one per
-// AddPartitionsToTxn), "offsets", "end".
+// AddPartitionsToTxn), "offsets", "end", "describe", "list".
 func (tc *TxnCoordinator) Calls() []string {
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
@@ -221,6 +225,9 @@ func (tc *TxnCoordinator) AddPartitionsToTxn(_ context.Context, req *txnv1.AddPa
 			if err != nil {
 				r.ErrorCode, r.ErrorMessage = skeinv1.ErrorCode(errs.CodeOf(err)), errs.Message(err)
 			} else {
+				if !x.open {
+					x.start = time.Now().UnixMilli()
+				}
 				x.open, x.ended = true, -1
 				x.parts[tp{t.GetTopic(), p}] = true
 			}
@@ -245,6 +252,9 @@ func (tc *TxnCoordinator) AddOffsetsToTxn(_ context.Context, req *txnv1.AddOffse
 	x, err := tc.check(req.GetTransactionalId(), req.GetProducerId(), req.GetProducerEpoch())
 	if err != nil {
 		return &txnv1.AddOffsetsToTxnResponse{ErrorCode: skeinv1.ErrorCode(errs.CodeOf(err)), ErrorMessage: errs.Message(err)}, nil
+	}
+	if !x.open {
+		x.start = time.Now().UnixMilli()
 	}
 	x.open, x.ended = true, -1
 	x.groups[req.GetGroupId()] = true
@@ -300,4 +310,74 @@ func (tc *TxnCoordinator) EndTxn(ctx context.Context, req *txnv1.EndTxnRequest) 
 		return nil, err
 	}
 	return &txnv1.EndTxnResponse{ProducerId: x.pid, ProducerEpoch: int32(x.epoch)}, nil
+}
+
+// state answers an id's state as the real coordinator names it.
+func (x *fakeTxn) state() string {
+	switch {
+	case x.open:
+		return "ONGOING"
+	case x.ended >= 0 && x.committed:
+		return "COMPLETE_COMMIT"
+	case x.ended >= 0:
+		return "COMPLETE_ABORT"
+	}
+	return "EMPTY"
+}
+
+// DescribeTransactions describes ids, TRANSACTIONAL_ID_NOT_FOUND for one
+// never initialized. Groups are listed by name only (no
+// __consumer_offsets partition).
+func (tc *TxnCoordinator) DescribeTransactions(_ context.Context, req *txnv1.DescribeTransactionsRequest) (*txnv1.DescribeTransactionsResponse, error) {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	if err := tc.failed("describe"); err != nil {
+		return nil, err
+	}
+	resp := &txnv1.DescribeTransactionsResponse{}
+	for _, id := range req.GetTransactionalIds() {
+		x := tc.ids[id]
+		if x == nil {
+			resp.Transactions = append(resp.Transactions, &txnv1.TransactionDescription{TransactionalId: id,
+				ErrorCode: skeinv1.ErrorCode_TRANSACTIONAL_ID_NOT_FOUND, State: "DEAD", ProducerId: -1, ProducerEpoch: -1, StartTimeMs: -1})
+			continue
+		}
+		d := &txnv1.TransactionDescription{TransactionalId: id, State: x.state(), ProducerId: x.pid, ProducerEpoch: int32(x.epoch),
+			TransactionTimeoutMs: x.timeout, StartTimeMs: -1}
+		if x.open {
+			d.StartTimeMs = x.start
+		}
+		parts := slices.Collect(maps.Keys(x.parts))
+		slices.SortFunc(parts, func(a, b tp) int { return cmp.Or(cmp.Compare(a.topic, b.topic), cmp.Compare(a.partition, b.partition)) })
+		for _, p := range parts {
+			if n := len(d.Partitions); n == 0 || d.Partitions[n-1].GetTopic() != p.topic {
+				d.Partitions = append(d.Partitions, &txnv1.TopicPartitions{Topic: p.topic})
+			}
+			last := d.Partitions[len(d.Partitions)-1]
+			last.Partitions = append(last.Partitions, p.partition)
+		}
+		d.Groups = slices.Sorted(maps.Keys(x.groups))
+		resp.Transactions = append(resp.Transactions, d)
+	}
+	return resp, nil
+}
+
+// ListTransactions lists every id, filtered as the real coordinator does
+// (state names as it spells them).
+func (tc *TxnCoordinator) ListTransactions(_ context.Context, req *txnv1.ListTransactionsRequest) (*txnv1.ListTransactionsResponse, error) {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	if err := tc.failed("list"); err != nil {
+		return nil, err
+	}
+	resp := &txnv1.ListTransactionsResponse{}
+	for _, id := range slices.Sorted(maps.Keys(tc.ids)) {
+		x := tc.ids[id]
+		if (len(req.GetStateFilters()) > 0 && !slices.Contains(req.GetStateFilters(), x.state())) ||
+			(len(req.GetProducerIdFilters()) > 0 && !slices.Contains(req.GetProducerIdFilters(), x.pid)) {
+			continue
+		}
+		resp.Transactions = append(resp.Transactions, &txnv1.TransactionListing{TransactionalId: id, ProducerId: x.pid, State: x.state()})
+	}
+	return resp, nil
 }

@@ -743,17 +743,22 @@ func (x *DescribeTransactionsResponse) GetTransactions() []*TransactionDescripti
 type TransactionDescription struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	TransactionalId string                 `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
-	ErrorCode       v1.ErrorCode           `protobuf:"varint,2,opt,name=error_code,json=errorCode,proto3,enum=skein.v1.ErrorCode" json:"error_code,omitempty"`
+	// TRANSACTIONAL_ID_NOT_FOUND for an id with no state, as Kafka's.
+	ErrorCode v1.ErrorCode `protobuf:"varint,2,opt,name=error_code,json=errorCode,proto3,enum=skein.v1.ErrorCode" json:"error_code,omitempty"`
 	// "EMPTY", "ONGOING", "PREPARE_COMMIT", "PREPARE_ABORT",
 	// "COMPLETE_COMMIT", "COMPLETE_ABORT" or "DEAD".
-	State                string             `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
-	ProducerId           int64              `protobuf:"varint,4,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
-	ProducerEpoch        int32              `protobuf:"varint,5,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
-	TransactionTimeoutMs int32              `protobuf:"varint,6,opt,name=transaction_timeout_ms,json=transactionTimeoutMs,proto3" json:"transaction_timeout_ms,omitempty"`
-	StartTimeMs          int64              `protobuf:"varint,7,opt,name=start_time_ms,json=startTimeMs,proto3" json:"start_time_ms,omitempty"`
-	Partitions           []*TopicPartitions `protobuf:"bytes,8,rep,name=partitions,proto3" json:"partitions,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	State                string `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	ProducerId           int64  `protobuf:"varint,4,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerEpoch        int32  `protobuf:"varint,5,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	TransactionTimeoutMs int32  `protobuf:"varint,6,opt,name=transaction_timeout_ms,json=transactionTimeoutMs,proto3" json:"transaction_timeout_ms,omitempty"`
+	StartTimeMs          int64  `protobuf:"varint,7,opt,name=start_time_ms,json=startTimeMs,proto3" json:"start_time_ms,omitempty"`
+	// The transaction's partitions, with each group's __consumer_offsets
+	// partition (as Kafka shows them).
+	Partitions []*TopicPartitions `protobuf:"bytes,8,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// The groups whose offsets the transaction commits.
+	Groups        []string `protobuf:"bytes,9,rep,name=groups,proto3" json:"groups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TransactionDescription) Reset() {
@@ -842,6 +847,180 @@ func (x *TransactionDescription) GetPartitions() []*TopicPartitions {
 	return nil
 }
 
+func (x *TransactionDescription) GetGroups() []string {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+type ListTransactionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// States to keep (as TransactionDescription spells them); empty: all.
+	StateFilters []string `protobuf:"bytes,1,rep,name=state_filters,json=stateFilters,proto3" json:"state_filters,omitempty"`
+	// Producer ids to keep; empty: all.
+	ProducerIdFilters []int64 `protobuf:"varint,2,rep,packed,name=producer_id_filters,json=producerIdFilters,proto3" json:"producer_id_filters,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *ListTransactionsRequest) Reset() {
+	*x = ListTransactionsRequest{}
+	mi := &file_skein_txn_v1_coordinator_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTransactionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTransactionsRequest) ProtoMessage() {}
+
+func (x *ListTransactionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_txn_v1_coordinator_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTransactionsRequest.ProtoReflect.Descriptor instead.
+func (*ListTransactionsRequest) Descriptor() ([]byte, []int) {
+	return file_skein_txn_v1_coordinator_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ListTransactionsRequest) GetStateFilters() []string {
+	if x != nil {
+		return x.StateFilters
+	}
+	return nil
+}
+
+func (x *ListTransactionsRequest) GetProducerIdFilters() []int64 {
+	if x != nil {
+		return x.ProducerIdFilters
+	}
+	return nil
+}
+
+type ListTransactionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The state filters this coordinator does not know; they match nothing.
+	UnknownStateFilters []string              `protobuf:"bytes,1,rep,name=unknown_state_filters,json=unknownStateFilters,proto3" json:"unknown_state_filters,omitempty"`
+	Transactions        []*TransactionListing `protobuf:"bytes,2,rep,name=transactions,proto3" json:"transactions,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *ListTransactionsResponse) Reset() {
+	*x = ListTransactionsResponse{}
+	mi := &file_skein_txn_v1_coordinator_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTransactionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTransactionsResponse) ProtoMessage() {}
+
+func (x *ListTransactionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_txn_v1_coordinator_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTransactionsResponse.ProtoReflect.Descriptor instead.
+func (*ListTransactionsResponse) Descriptor() ([]byte, []int) {
+	return file_skein_txn_v1_coordinator_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ListTransactionsResponse) GetUnknownStateFilters() []string {
+	if x != nil {
+		return x.UnknownStateFilters
+	}
+	return nil
+}
+
+func (x *ListTransactionsResponse) GetTransactions() []*TransactionListing {
+	if x != nil {
+		return x.Transactions
+	}
+	return nil
+}
+
+type TransactionListing struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	TransactionalId string                 `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	ProducerId      int64                  `protobuf:"varint,2,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	State           string                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *TransactionListing) Reset() {
+	*x = TransactionListing{}
+	mi := &file_skein_txn_v1_coordinator_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransactionListing) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransactionListing) ProtoMessage() {}
+
+func (x *TransactionListing) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_txn_v1_coordinator_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransactionListing.ProtoReflect.Descriptor instead.
+func (*TransactionListing) Descriptor() ([]byte, []int) {
+	return file_skein_txn_v1_coordinator_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *TransactionListing) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+func (x *TransactionListing) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *TransactionListing) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
 var File_skein_txn_v1_coordinator_proto protoreflect.FileDescriptor
 
 const file_skein_txn_v1_coordinator_proto_rawDesc = "" +
@@ -909,7 +1088,7 @@ const file_skein_txn_v1_coordinator_proto_rawDesc = "" +
 	"\x1bDescribeTransactionsRequest\x12+\n" +
 	"\x11transactional_ids\x18\x01 \x03(\tR\x10transactionalIds\"h\n" +
 	"\x1cDescribeTransactionsResponse\x12H\n" +
-	"\ftransactions\x18\x01 \x03(\v2$.skein.txn.v1.TransactionDescriptionR\ftransactions\"\xee\x02\n" +
+	"\ftransactions\x18\x01 \x03(\v2$.skein.txn.v1.TransactionDescriptionR\ftransactions\"\x86\x03\n" +
 	"\x16TransactionDescription\x12)\n" +
 	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x122\n" +
 	"\n" +
@@ -922,13 +1101,26 @@ const file_skein_txn_v1_coordinator_proto_rawDesc = "" +
 	"\rstart_time_ms\x18\a \x01(\x03R\vstartTimeMs\x12=\n" +
 	"\n" +
 	"partitions\x18\b \x03(\v2\x1d.skein.txn.v1.TopicPartitionsR\n" +
-	"partitions2\xf9\x03\n" +
+	"partitions\x12\x16\n" +
+	"\x06groups\x18\t \x03(\tR\x06groups\"n\n" +
+	"\x17ListTransactionsRequest\x12#\n" +
+	"\rstate_filters\x18\x01 \x03(\tR\fstateFilters\x12.\n" +
+	"\x13producer_id_filters\x18\x02 \x03(\x03R\x11producerIdFilters\"\x94\x01\n" +
+	"\x18ListTransactionsResponse\x122\n" +
+	"\x15unknown_state_filters\x18\x01 \x03(\tR\x13unknownStateFilters\x12D\n" +
+	"\ftransactions\x18\x02 \x03(\v2 .skein.txn.v1.TransactionListingR\ftransactions\"v\n" +
+	"\x12TransactionListing\x12)\n" +
+	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x1f\n" +
+	"\vproducer_id\x18\x02 \x01(\x03R\n" +
+	"producerId\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state2\xdc\x04\n" +
 	"\x1dTransactionCoordinatorService\x12[\n" +
 	"\x0eInitProducerId\x12#.skein.txn.v1.InitProducerIdRequest\x1a$.skein.txn.v1.InitProducerIdResponse\x12g\n" +
 	"\x12AddPartitionsToTxn\x12'.skein.txn.v1.AddPartitionsToTxnRequest\x1a(.skein.txn.v1.AddPartitionsToTxnResponse\x12^\n" +
 	"\x0fAddOffsetsToTxn\x12$.skein.txn.v1.AddOffsetsToTxnRequest\x1a%.skein.txn.v1.AddOffsetsToTxnResponse\x12C\n" +
 	"\x06EndTxn\x12\x1b.skein.txn.v1.EndTxnRequest\x1a\x1c.skein.txn.v1.EndTxnResponse\x12m\n" +
-	"\x14DescribeTransactions\x12).skein.txn.v1.DescribeTransactionsRequest\x1a*.skein.txn.v1.DescribeTransactionsResponseB\x94\x01\n" +
+	"\x14DescribeTransactions\x12).skein.txn.v1.DescribeTransactionsRequest\x1a*.skein.txn.v1.DescribeTransactionsResponse\x12a\n" +
+	"\x10ListTransactions\x12%.skein.txn.v1.ListTransactionsRequest\x1a&.skein.txn.v1.ListTransactionsResponseB\x94\x01\n" +
 	"\x10com.skein.txn.v1B\x10CoordinatorProtoP\x01Z\x1cskein/gen/skein/txn/v1;txnv1\xa2\x02\x03STX\xaa\x02\fSkein.Txn.V1\xca\x02\fSkein\\Txn\\V1\xe2\x02\x18Skein\\Txn\\V1\\GPBMetadata\xea\x02\x0eSkein::Txn::V1b\x06proto3"
 
 var (
@@ -943,7 +1135,7 @@ func file_skein_txn_v1_coordinator_proto_rawDescGZIP() []byte {
 	return file_skein_txn_v1_coordinator_proto_rawDescData
 }
 
-var file_skein_txn_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_skein_txn_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_skein_txn_v1_coordinator_proto_goTypes = []any{
 	(*InitProducerIdRequest)(nil),        // 0: skein.txn.v1.InitProducerIdRequest
 	(*InitProducerIdResponse)(nil),       // 1: skein.txn.v1.InitProducerIdResponse
@@ -958,33 +1150,39 @@ var file_skein_txn_v1_coordinator_proto_goTypes = []any{
 	(*DescribeTransactionsRequest)(nil),  // 10: skein.txn.v1.DescribeTransactionsRequest
 	(*DescribeTransactionsResponse)(nil), // 11: skein.txn.v1.DescribeTransactionsResponse
 	(*TransactionDescription)(nil),       // 12: skein.txn.v1.TransactionDescription
-	(v1.ErrorCode)(0),                    // 13: skein.v1.ErrorCode
+	(*ListTransactionsRequest)(nil),      // 13: skein.txn.v1.ListTransactionsRequest
+	(*ListTransactionsResponse)(nil),     // 14: skein.txn.v1.ListTransactionsResponse
+	(*TransactionListing)(nil),           // 15: skein.txn.v1.TransactionListing
+	(v1.ErrorCode)(0),                    // 16: skein.v1.ErrorCode
 }
 var file_skein_txn_v1_coordinator_proto_depIdxs = []int32{
-	13, // 0: skein.txn.v1.InitProducerIdResponse.error_code:type_name -> skein.v1.ErrorCode
+	16, // 0: skein.txn.v1.InitProducerIdResponse.error_code:type_name -> skein.v1.ErrorCode
 	2,  // 1: skein.txn.v1.AddPartitionsToTxnRequest.partitions:type_name -> skein.txn.v1.TopicPartitions
 	5,  // 2: skein.txn.v1.AddPartitionsToTxnResponse.partitions:type_name -> skein.txn.v1.PartitionResult
-	13, // 3: skein.txn.v1.PartitionResult.error_code:type_name -> skein.v1.ErrorCode
-	13, // 4: skein.txn.v1.AddOffsetsToTxnResponse.error_code:type_name -> skein.v1.ErrorCode
-	13, // 5: skein.txn.v1.EndTxnResponse.error_code:type_name -> skein.v1.ErrorCode
+	16, // 3: skein.txn.v1.PartitionResult.error_code:type_name -> skein.v1.ErrorCode
+	16, // 4: skein.txn.v1.AddOffsetsToTxnResponse.error_code:type_name -> skein.v1.ErrorCode
+	16, // 5: skein.txn.v1.EndTxnResponse.error_code:type_name -> skein.v1.ErrorCode
 	12, // 6: skein.txn.v1.DescribeTransactionsResponse.transactions:type_name -> skein.txn.v1.TransactionDescription
-	13, // 7: skein.txn.v1.TransactionDescription.error_code:type_name -> skein.v1.ErrorCode
+	16, // 7: skein.txn.v1.TransactionDescription.error_code:type_name -> skein.v1.ErrorCode
 	2,  // 8: skein.txn.v1.TransactionDescription.partitions:type_name -> skein.txn.v1.TopicPartitions
-	0,  // 9: skein.txn.v1.TransactionCoordinatorService.InitProducerId:input_type -> skein.txn.v1.InitProducerIdRequest
-	3,  // 10: skein.txn.v1.TransactionCoordinatorService.AddPartitionsToTxn:input_type -> skein.txn.v1.AddPartitionsToTxnRequest
-	6,  // 11: skein.txn.v1.TransactionCoordinatorService.AddOffsetsToTxn:input_type -> skein.txn.v1.AddOffsetsToTxnRequest
-	8,  // 12: skein.txn.v1.TransactionCoordinatorService.EndTxn:input_type -> skein.txn.v1.EndTxnRequest
-	10, // 13: skein.txn.v1.TransactionCoordinatorService.DescribeTransactions:input_type -> skein.txn.v1.DescribeTransactionsRequest
-	1,  // 14: skein.txn.v1.TransactionCoordinatorService.InitProducerId:output_type -> skein.txn.v1.InitProducerIdResponse
-	4,  // 15: skein.txn.v1.TransactionCoordinatorService.AddPartitionsToTxn:output_type -> skein.txn.v1.AddPartitionsToTxnResponse
-	7,  // 16: skein.txn.v1.TransactionCoordinatorService.AddOffsetsToTxn:output_type -> skein.txn.v1.AddOffsetsToTxnResponse
-	9,  // 17: skein.txn.v1.TransactionCoordinatorService.EndTxn:output_type -> skein.txn.v1.EndTxnResponse
-	11, // 18: skein.txn.v1.TransactionCoordinatorService.DescribeTransactions:output_type -> skein.txn.v1.DescribeTransactionsResponse
-	14, // [14:19] is the sub-list for method output_type
-	9,  // [9:14] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	15, // 9: skein.txn.v1.ListTransactionsResponse.transactions:type_name -> skein.txn.v1.TransactionListing
+	0,  // 10: skein.txn.v1.TransactionCoordinatorService.InitProducerId:input_type -> skein.txn.v1.InitProducerIdRequest
+	3,  // 11: skein.txn.v1.TransactionCoordinatorService.AddPartitionsToTxn:input_type -> skein.txn.v1.AddPartitionsToTxnRequest
+	6,  // 12: skein.txn.v1.TransactionCoordinatorService.AddOffsetsToTxn:input_type -> skein.txn.v1.AddOffsetsToTxnRequest
+	8,  // 13: skein.txn.v1.TransactionCoordinatorService.EndTxn:input_type -> skein.txn.v1.EndTxnRequest
+	10, // 14: skein.txn.v1.TransactionCoordinatorService.DescribeTransactions:input_type -> skein.txn.v1.DescribeTransactionsRequest
+	13, // 15: skein.txn.v1.TransactionCoordinatorService.ListTransactions:input_type -> skein.txn.v1.ListTransactionsRequest
+	1,  // 16: skein.txn.v1.TransactionCoordinatorService.InitProducerId:output_type -> skein.txn.v1.InitProducerIdResponse
+	4,  // 17: skein.txn.v1.TransactionCoordinatorService.AddPartitionsToTxn:output_type -> skein.txn.v1.AddPartitionsToTxnResponse
+	7,  // 18: skein.txn.v1.TransactionCoordinatorService.AddOffsetsToTxn:output_type -> skein.txn.v1.AddOffsetsToTxnResponse
+	9,  // 19: skein.txn.v1.TransactionCoordinatorService.EndTxn:output_type -> skein.txn.v1.EndTxnResponse
+	11, // 20: skein.txn.v1.TransactionCoordinatorService.DescribeTransactions:output_type -> skein.txn.v1.DescribeTransactionsResponse
+	14, // 21: skein.txn.v1.TransactionCoordinatorService.ListTransactions:output_type -> skein.txn.v1.ListTransactionsResponse
+	16, // [16:22] is the sub-list for method output_type
+	10, // [10:16] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_skein_txn_v1_coordinator_proto_init() }
@@ -998,7 +1196,7 @@ func file_skein_txn_v1_coordinator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skein_txn_v1_coordinator_proto_rawDesc), len(file_skein_txn_v1_coordinator_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -24,6 +24,7 @@ const (
 	TransactionCoordinatorService_AddOffsetsToTxn_FullMethodName      = "/skein.txn.v1.TransactionCoordinatorService/AddOffsetsToTxn"
 	TransactionCoordinatorService_EndTxn_FullMethodName               = "/skein.txn.v1.TransactionCoordinatorService/EndTxn"
 	TransactionCoordinatorService_DescribeTransactions_FullMethodName = "/skein.txn.v1.TransactionCoordinatorService/DescribeTransactions"
+	TransactionCoordinatorService_ListTransactions_FullMethodName     = "/skein.txn.v1.TransactionCoordinatorService/ListTransactions"
 )
 
 // TransactionCoordinatorServiceClient is the client API for TransactionCoordinatorService service.
@@ -46,6 +47,10 @@ type TransactionCoordinatorServiceClient interface {
 	EndTxn(ctx context.Context, in *EndTxnRequest, opts ...grpc.CallOption) (*EndTxnResponse, error)
 	// DescribeTransactions shows the state of transactional ids.
 	DescribeTransactions(ctx context.Context, in *DescribeTransactionsRequest, opts ...grpc.CallOption) (*DescribeTransactionsResponse, error)
+	// ListTransactions lists the transactional ids this coordinator serves
+	// now (Kafka's ListTransactions): a list of the whole cluster asks every
+	// transaction coordinator.
+	ListTransactions(ctx context.Context, in *ListTransactionsRequest, opts ...grpc.CallOption) (*ListTransactionsResponse, error)
 }
 
 type transactionCoordinatorServiceClient struct {
@@ -106,6 +111,16 @@ func (c *transactionCoordinatorServiceClient) DescribeTransactions(ctx context.C
 	return out, nil
 }
 
+func (c *transactionCoordinatorServiceClient) ListTransactions(ctx context.Context, in *ListTransactionsRequest, opts ...grpc.CallOption) (*ListTransactionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListTransactionsResponse)
+	err := c.cc.Invoke(ctx, TransactionCoordinatorService_ListTransactions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // TransactionCoordinatorServiceServer is the server API for TransactionCoordinatorService service.
 // All implementations must embed UnimplementedTransactionCoordinatorServiceServer
 // for forward compatibility.
@@ -126,6 +141,10 @@ type TransactionCoordinatorServiceServer interface {
 	EndTxn(context.Context, *EndTxnRequest) (*EndTxnResponse, error)
 	// DescribeTransactions shows the state of transactional ids.
 	DescribeTransactions(context.Context, *DescribeTransactionsRequest) (*DescribeTransactionsResponse, error)
+	// ListTransactions lists the transactional ids this coordinator serves
+	// now (Kafka's ListTransactions): a list of the whole cluster asks every
+	// transaction coordinator.
+	ListTransactions(context.Context, *ListTransactionsRequest) (*ListTransactionsResponse, error)
 	mustEmbedUnimplementedTransactionCoordinatorServiceServer()
 }
 
@@ -150,6 +169,9 @@ func (UnimplementedTransactionCoordinatorServiceServer) EndTxn(context.Context, 
 }
 func (UnimplementedTransactionCoordinatorServiceServer) DescribeTransactions(context.Context, *DescribeTransactionsRequest) (*DescribeTransactionsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DescribeTransactions not implemented")
+}
+func (UnimplementedTransactionCoordinatorServiceServer) ListTransactions(context.Context, *ListTransactionsRequest) (*ListTransactionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListTransactions not implemented")
 }
 func (UnimplementedTransactionCoordinatorServiceServer) mustEmbedUnimplementedTransactionCoordinatorServiceServer() {
 }
@@ -263,6 +285,24 @@ func _TransactionCoordinatorService_DescribeTransactions_Handler(srv interface{}
 	return interceptor(ctx, in, info, handler)
 }
 
+func _TransactionCoordinatorService_ListTransactions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListTransactionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TransactionCoordinatorServiceServer).ListTransactions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TransactionCoordinatorService_ListTransactions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TransactionCoordinatorServiceServer).ListTransactions(ctx, req.(*ListTransactionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // TransactionCoordinatorService_ServiceDesc is the grpc.ServiceDesc for TransactionCoordinatorService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -289,6 +329,10 @@ var TransactionCoordinatorService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DescribeTransactions",
 			Handler:    _TransactionCoordinatorService_DescribeTransactions_Handler,
+		},
+		{
+			MethodName: "ListTransactions",
+			Handler:    _TransactionCoordinatorService_ListTransactions_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"time"
 
 	groupv1 "skein/gen/skein/group/v1"
@@ -180,4 +181,78 @@ func (s *Transaction) end(ctx context.Context, id string, pid int64, epoch int32
 		return -1, -1, err
 	}
 	return s.txns.End(ctx, id, pid, int16(epoch), commit)
+}
+
+// transactionStates are the states a transactional id shows, as the
+// transaction coordinator names them (PREPARE_EPOCH_FENCE is never one).
+var transactionStates = []string{"EMPTY", "ONGOING", "PREPARE_COMMIT", "PREPARE_ABORT", "COMPLETE_COMMIT", "COMPLETE_ABORT", "DEAD"}
+
+// transactionState answers the state a filter names, spelled as the API
+// does ("PREPARE_COMMIT") or as Kafka's tools do ("PrepareCommit"), in any
+// case; INVALID_REQUEST for a name no state has.
+func transactionState(name string) (string, error) {
+	norm := func(s string) string { return strings.ToUpper(strings.ReplaceAll(s, "_", "")) }
+	for _, s := range transactionStates {
+		if name != "" && norm(s) == norm(name) {
+			return s, nil
+		}
+	}
+	return "", errs.Errorf(errs.InvalidRequest, "state %q is not one of %s", name, strings.Join(transactionStates, ", "))
+}
+
+// ListTransactions lists the transactional ids of every transaction
+// coordinator, by id, filtered by state and producer id (kafka-transactions.sh
+// list). The gateway's authorizer leaves out the ids the caller may not
+// describe.
+func (s *Transaction) ListTransactions(ctx context.Context, req *skeinv1.ListTransactionsRequest) (*skeinv1.ListTransactionsResponse, error) {
+	var states []string
+	for _, name := range req.GetState() {
+		st, err := transactionState(name)
+		if err != nil {
+			return nil, err
+		}
+		states = append(states, st)
+	}
+	if err := waitReady(ctx, s.c); err != nil {
+		return nil, err
+	}
+	list, unknown, err := s.txns.List(ctx, states, req.GetProducerId())
+	if err != nil {
+		return nil, err
+	}
+	if len(unknown) > 0 { // a coordinator of another version
+		return nil, errs.Errorf(errs.InvalidRequest, "a transaction coordinator does not know the state filters %s", strings.Join(unknown, ", "))
+	}
+	out := &skeinv1.ListTransactionsResponse{Transactions: []*skeinv1.TransactionSummary{}}
+	for _, l := range list {
+		out.Transactions = append(out.Transactions, &skeinv1.TransactionSummary{TransactionalId: l.GetTransactionalId(),
+			ProducerId: l.GetProducerId(), State: l.GetState()})
+	}
+	return out, nil
+}
+
+// DescribeTransaction answers a transactional id's state, producer and open
+// transaction (kafka-transactions.sh describe); TRANSACTIONAL_ID_NOT_FOUND
+// for an id with no state.
+func (s *Transaction) DescribeTransaction(ctx context.Context, req *skeinv1.DescribeTransactionRequest) (*skeinv1.DescribeTransactionResponse, error) {
+	if err := validateTransactionalID(req.GetTransactionalId()); err != nil {
+		return nil, err
+	}
+	if err := waitReady(ctx, s.c); err != nil {
+		return nil, err
+	}
+	d, err := s.txns.Describe(ctx, req.GetTransactionalId())
+	if err != nil {
+		return nil, err
+	}
+	out := &skeinv1.DescribeTransactionResponse{TransactionalId: d.GetTransactionalId(), State: d.GetState(),
+		ProducerId: d.GetProducerId(), ProducerEpoch: d.GetProducerEpoch(), TransactionTimeoutMs: d.GetTransactionTimeoutMs(),
+		TransactionStartTimeMs: d.GetStartTimeMs(), Partitions: []*skeinv1.TopicPartitions{}, Groups: d.GetGroups()}
+	if out.Groups == nil {
+		out.Groups = []string{}
+	}
+	for _, tp := range d.GetPartitions() {
+		out.Partitions = append(out.Partitions, &skeinv1.TopicPartitions{Topic: tp.GetTopic(), Partitions: tp.GetPartitions()})
+	}
+	return out, nil
 }

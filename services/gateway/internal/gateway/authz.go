@@ -169,6 +169,10 @@ func needs(p string, req any) []need {
 		return []need{txn(r.GetTransactionalId())}
 	case *skeinv1.AbortTransactionRequest:
 		return []need{txn(r.GetTransactionalId())}
+	case *skeinv1.DescribeTransactionRequest:
+		// As Kafka's DescribeTransactions (a listing needs nothing: it
+		// is filtered to the ids the principal may describe).
+		return []need{one(p, acl.TransactionalID, r.GetTransactionalId(), acl.Describe)}
 	}
 	return nil
 }
@@ -206,8 +210,9 @@ func (z *authorizer) allowed(principal string, typ acl.ResourceType, name string
 }
 
 // filter drops from a listing what the principal may not describe, as
-// Kafka's metadata and list-groups answers do, and from a group's offsets
-// those of topics it may not describe, as Kafka's offset fetch does (a
+// Kafka's metadata, list-groups and list-transactions answers do, and from
+// a group's offsets those of topics it may not describe, as Kafka's offset
+// fetch does (a
 // group's total lag then counts the offsets kept); from a group's members
 // it drops those topics from their subscriptions and assignments. A topic
 // the principal created but may not describe (create alone) is answered
@@ -306,6 +311,14 @@ func (z *authorizer) filter(principal string, resp any) {
 			}
 		}
 		r.Groups = kept
+	case *skeinv1.ListTransactionsResponse:
+		kept := r.Transactions[:0]
+		for _, x := range r.GetTransactions() {
+			if z.allowed(principal, acl.TransactionalID, x.GetTransactionalId(), acl.Describe) {
+				kept = append(kept, x)
+			}
+		}
+		r.Transactions = kept
 	}
 }
 

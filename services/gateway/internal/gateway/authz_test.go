@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -61,6 +62,7 @@ func TestNeedsRefuseWithTheResourceRow(t *testing.T) {
 		{&skeinv1.SendOffsetsRequest{TransactionalId: "x", Group: "g"}, errs.TransactionalIDAuthorizationFailed},
 		{&skeinv1.CommitTransactionRequest{TransactionalId: "x"}, errs.TransactionalIDAuthorizationFailed},
 		{&skeinv1.AbortTransactionRequest{TransactionalId: "x"}, errs.TransactionalIDAuthorizationFailed},
+		{&skeinv1.DescribeTransactionRequest{TransactionalId: "x"}, errs.TransactionalIDAuthorizationFailed},
 		// An idempotent (non-transactional) producer: write on some topic,
 		// refused as Kafka does.
 		{&skeinv1.InitProducerRequest{}, errs.ClusterAuthorizationFailed},
@@ -68,6 +70,7 @@ func TestNeedsRefuseWithTheResourceRow(t *testing.T) {
 		// (for the stream's own group, checked at its subscribe).
 		{&skeinv1.ListTopicsRequest{}, nil},
 		{&skeinv1.ListGroupsRequest{}, nil},
+		{&skeinv1.ListTransactionsRequest{}, nil},
 		{&skeinv1.ConsumeRequest{Kind: &skeinv1.ConsumeRequest_Commit{Commit: &skeinv1.CommitOffsetsRequest{}}}, nil},
 		{&skeinv1.ConsumeRequest{Kind: &skeinv1.ConsumeRequest_Nack{Nack: &skeinv1.NackRecordRequest{}}}, nil},
 		// ... but read on the topics they name.
@@ -403,5 +406,41 @@ func TestAuthorizer(t *testing.T) {
 	}
 	if code, out := e.do("POST", "/v1/topics/orders/records", produce); code != http.StatusForbidden || out["error_code"] != "TOPIC_AUTHORIZATION_FAILED" {
 		t.Errorf("produce against a deny: %d %v", code, out)
+	}
+}
+
+// A listing of transactions shows only the ids the principal may describe
+// (write implies describe), as Kafka's ListTransactions.
+func TestTransactionListShowsOnlyDescribedIDs(t *testing.T) {
+	img := metadata.New("c")
+	if err := img.Apply(&controllerv1.MetadataDelta{Version: 1, Records: []*controllerv1.MetadataRecord{
+		metadata.AclRecord(acl.Binding{Principal: "User:bob", Resource: acl.TransactionalID, Name: "seen", Pattern: acl.Literal, Operation: acl.Describe, Permission: acl.Allow}),
+		metadata.AclRecord(acl.Binding{Principal: "User:bob", Resource: acl.TransactionalID, Name: "app-", Pattern: acl.Prefixed, Operation: acl.Write, Permission: acl.Allow}),
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	z := newAuthorizer(func() *metadata.Image { return img }, map[string]bool{"User:root": true})
+	list := func() *skeinv1.ListTransactionsResponse {
+		return &skeinv1.ListTransactionsResponse{Transactions: []*skeinv1.TransactionSummary{
+			{TransactionalId: "app-1"}, {TransactionalId: "hidden"}, {TransactionalId: "seen"}}}
+	}
+	ids := func(r *skeinv1.ListTransactionsResponse) (out []string) {
+		for _, x := range r.GetTransactions() {
+			out = append(out, x.GetTransactionalId())
+		}
+		return out
+	}
+	for principal, want := range map[string][]string{"User:bob": {"app-1", "seen"}, "User:eve": nil, "User:root": {"app-1", "hidden", "seen"}} {
+		r := list()
+		z.filter(principal, r)
+		if got := ids(r); !slices.Equal(got, want) {
+			t.Errorf("listed to %s: %v, want %v", principal, got, want)
+		}
+	}
+	if _, err := z.check("User:bob", &skeinv1.DescribeTransactionRequest{TransactionalId: "app-1"}); err != nil {
+		t.Errorf("describe with write on the id: %v", err)
+	}
+	if _, err := z.check("User:bob", &skeinv1.DescribeTransactionRequest{TransactionalId: "hidden"}); errs.Of(err) != errs.TransactionalIDAuthorizationFailed {
+		t.Errorf("describe without describe on the id: %v", err)
 	}
 }

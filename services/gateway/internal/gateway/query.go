@@ -94,6 +94,7 @@ var queryRoutes = map[string]bool{
 	"GET /v1/acls":                      true,
 	"DELETE /v1/acls":                   true,
 	"DELETE /v1/groups/{group}/offsets": true,
+	"GET /v1/transactions":              true,
 	"GET /v1/topics/{topic}/partitions/{partition}/records": true,
 }
 

@@ -72,10 +72,10 @@ func TestCommitAndAbort(t *testing.T) {
 	if d.GetState() != "ONGOING" || d.GetProducerId() != pid || d.GetProducerEpoch() != 0 || d.GetTransactionTimeoutMs() != 60_000 ||
 		d.GetStartTimeMs() != newClock().Now().UnixMilli() || len(d.GetPartitions()) != 3 ||
 		fmt.Sprintf("%s:%d", d.GetPartitions()[0].GetTopic(), d.GetPartitions()[0].GetPartitions()[0]) != wantParts ||
-		fmt.Sprint(d.GetPartitions()[1].GetPartitions()) != "[0 1]" || d.GetPartitions()[2].GetTopic() != "u" {
+		fmt.Sprint(d.GetPartitions()[1].GetPartitions()) != "[0 1]" || d.GetPartitions()[2].GetTopic() != "u" ||
+		!slices.Equal(d.GetGroups(), []string{"g1"}) {
 		t.Fatalf("describe: %v", d)
 	}
-
 	resp, row, err := endTxn(c, id, pid, int32(epoch), true)
 	if err != nil || row != errs.None || resp.GetProducerId() != pid || resp.GetProducerEpoch() != 1 {
 		t.Fatalf("EndTxn commit: %v %v %v", resp, row, err)
@@ -127,6 +127,24 @@ func TestCommitAndAbort(t *testing.T) {
 	if err != nil || row != errs.None || resp.GetProducerEpoch() != 2 || totalSize(e.log) != n {
 		t.Fatalf("retried EndTxn: %v %v %v", resp, row, err)
 	}
+	// The listing: every id with a state, filtered by state and producer id.
+	initTxn(t, c, "idle", 60_000)
+	for _, tc := range []struct {
+		states []txn.State
+		pids   []int64
+		want   string
+	}{
+		{nil, nil, "[{app-tx 1000 COMPLETE_ABORT} {idle 1001 EMPTY}]"},
+		{[]txn.State{txn.CompleteAbort}, nil, "[{app-tx 1000 COMPLETE_ABORT}]"},
+		{[]txn.State{txn.Empty, txn.CompleteAbort}, []int64{1001}, "[{idle 1001 EMPTY}]"},
+		{[]txn.State{txn.PrepareCommit}, nil, "[]"},
+		{nil, []int64{7}, "[]"},
+	} {
+		if got := fmt.Sprint(c.ListTransactions(tc.states, tc.pids)); got != tc.want {
+			t.Errorf("list %v %v: %s, want %s", tc.states, tc.pids, got, tc.want)
+		}
+	}
+
 }
 
 // TestIdempotentProducer: without a transactional id any coordinator
@@ -377,7 +395,7 @@ func TestTimeoutAbort(t *testing.T) {
 	// Idle for the expiration: the id is deleted (a tombstone).
 	e.clock.Add(time.Hour)
 	c.wakeAll()
-	eventually(t, "the id's expiry", func() bool { return rowOf(describe(c, id).GetErrorCode()) == errs.InvalidProducerIDMapping })
+	eventually(t, "the id's expiry", func() bool { return rowOf(describe(c, id).GetErrorCode()) == errs.TransactionalIDNotFound })
 	got := states(t, e.log, partitionOf(id))
 	if got[len(got)-1] != id+" -" {
 		t.Fatalf("no tombstone: %v", got)
@@ -530,7 +548,7 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("%s: %v, want %v", tc.what, tc.got, tc.want)
 		}
 	}
-	if d := describe(c, "nobody"); rowOf(d.GetErrorCode()) != errs.InvalidProducerIDMapping || d.GetState() != "DEAD" {
+	if d := describe(c, "nobody"); rowOf(d.GetErrorCode()) != errs.TransactionalIDNotFound || d.GetState() != "DEAD" {
 		t.Errorf("describe of an unknown id: %v", d)
 	}
 	if d := describe(c, ""); rowOf(d.GetErrorCode()) != errs.InvalidRequest {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	txnv1 "skein/gen/skein/txn/v1"
@@ -236,7 +237,8 @@ func (c *Coordinator) EndTxn(ctx context.Context, req *txnv1.EndTxnRequest) (*tx
 
 // DescribeTransactions describes transactional ids, each with its own code:
 // NOT_COORDINATOR (and the like) for an id this node does not serve now,
-// INVALID_PRODUCER_ID_MAPPING with state DEAD for an id with no state.
+// TRANSACTIONAL_ID_NOT_FOUND with state DEAD for an id with no state (as
+// Kafka's).
 // Groups show as their __consumer_offsets partitions.
 func (c *Coordinator) DescribeTransactions(ctx context.Context, req *txnv1.DescribeTransactionsRequest) (*txnv1.DescribeTransactionsResponse, error) {
 	resp := &txnv1.DescribeTransactionsResponse{}
@@ -255,7 +257,7 @@ func (c *Coordinator) describe(id string, offsetsPartitions int32) *txnv1.Transa
 		var d txn.Description
 		var ok bool
 		if d, ok, err = p.describe(id); err == nil && !ok {
-			err = errs.Errorf(errs.InvalidProducerIDMapping, "transactional id %q does not exist", id)
+			err = errs.Errorf(errs.TransactionalIDNotFound, "transactional id %q does not exist", id)
 		}
 		if err == nil {
 			out.State, out.ProducerId, out.ProducerEpoch = string(d.State), d.ProducerID, int32(d.ProducerEpoch)
@@ -263,6 +265,7 @@ func (c *Coordinator) describe(id string, offsetsPartitions int32) *txnv1.Transa
 			if !d.StartTime.IsZero() {
 				out.StartTimeMs = d.StartTime.UnixMilli()
 			}
+			out.Groups = slices.Sorted(slices.Values(d.Groups))
 			parts := slices.Clone(d.Partitions)
 			if offsetsPartitions > 0 {
 				for _, g := range d.Groups {
@@ -295,4 +298,45 @@ func (p *partition) describe(id string) (txn.Description, bool, error) {
 		return txn.Description{}, false, nil
 	}
 	return t.Describe(), true, nil
+}
+
+// Listing is one transactional id in ListTransactions.
+type Listing struct {
+	TransactionalID string
+	ProducerID      int64
+	State           txn.State
+}
+
+// ListTransactions lists the transactional ids with a state in the
+// partitions this node serves now, by id, keeping those whose state is one
+// of states and whose producer id is one of pids (an empty filter keeps
+// all). A partition still loading is left out, as Kafka's coordinator
+// leaves it out.
+func (c *Coordinator) ListTransactions(states []txn.State, pids []int64) []Listing {
+	var out []Listing
+	for _, p := range c.serving() {
+		out = append(out, p.list(states, pids)...)
+	}
+	slices.SortFunc(out, func(a, b Listing) int { return strings.Compare(a.TransactionalID, b.TransactionalID) })
+	return out
+}
+
+func (p *partition) list(states []txn.State, pids []int64) []Listing {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.readyLocked() != nil {
+		return nil
+	}
+	var out []Listing
+	for id, t := range p.txns {
+		if !t.Exists() {
+			continue
+		}
+		d := t.Describe()
+		if (len(states) > 0 && !slices.Contains(states, d.State)) || (len(pids) > 0 && !slices.Contains(pids, d.ProducerID)) {
+			continue
+		}
+		out = append(out, Listing{TransactionalID: id, ProducerID: d.ProducerID, State: d.State})
+	}
+	return out
 }

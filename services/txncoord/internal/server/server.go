@@ -10,7 +10,8 @@
 // same requests: using a transactional id (initializing it, adding to its
 // transaction, ending it) needs write on it, adding partitions needs write
 // on their topics, adding a group's offsets needs read on the group, and
-// describing an id needs describe on it. A refusal
+// describing an id needs describe on it (a listing leaves out the ids the
+// caller may not describe, as Kafka's ListTransactions). A refusal
 // (TRANSACTIONAL_ID_, TOPIC_ or GROUP_AUTHORIZATION_FAILED) is answered
 // where the coordinator answers its domain errors. An idempotent
 // producer's InitProducerId (no transactional id) needs write on some
@@ -209,6 +210,34 @@ func (s *Server) DescribeTransactions(ctx context.Context, req *txnv1.DescribeTr
 		c, _ := code(err)
 		resp.Transactions = append(resp.Transactions, &txnv1.TransactionDescription{TransactionalId: id, ErrorCode: c,
 			State: string(txn.Dead), ProducerId: txn.NoProducerID, ProducerEpoch: int32(txn.NoEpoch), StartTimeMs: -1})
+	}
+	return resp, nil
+}
+
+// ListTransactions lists the transactional ids this coordinator serves
+// that the caller may describe (the others are left out, as Kafka's
+// listing does). A state filter no state has is answered back in
+// unknown_state_filters and matches nothing, as Kafka's.
+func (s *Server) ListTransactions(ctx context.Context, req *txnv1.ListTransactionsRequest) (*txnv1.ListTransactionsResponse, error) {
+	resp := &txnv1.ListTransactionsResponse{}
+	var states []txn.State
+	for _, name := range req.GetStateFilters() {
+		if st, ok := txn.ParseState(name); ok {
+			states = append(states, st)
+		} else {
+			resp.UnknownStateFilters = append(resp.UnknownStateFilters, name)
+		}
+	}
+	if len(req.GetStateFilters()) > 0 && len(states) == 0 {
+		return resp, nil
+	}
+	caller, known := peerauth.CallerFrom(ctx)
+	for _, l := range s.c.ListTransactions(states, req.GetProducerIdFilters()) {
+		if !s.az.Allowed(caller, known, acl.TransactionalID, l.TransactionalID, acl.Describe) {
+			continue
+		}
+		resp.Transactions = append(resp.Transactions, &txnv1.TransactionListing{TransactionalId: l.TransactionalID,
+			ProducerId: l.ProducerID, State: string(l.State)})
 	}
 	return resp, nil
 }

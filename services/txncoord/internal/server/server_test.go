@@ -70,7 +70,7 @@ func newServer(t *testing.T, az *peerauth.Authorizer) *Server {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		resp, _ := s.DescribeTransactions(context.Background(), &txnv1.DescribeTransactionsRequest{TransactionalIds: []string{"none"}})
-		if resp.GetTransactions()[0].GetErrorCode() == skeinv1.ErrorCode_INVALID_PRODUCER_ID_MAPPING {
+		if resp.GetTransactions()[0].GetErrorCode() == skeinv1.ErrorCode_TRANSACTIONAL_ID_NOT_FOUND {
 			return s
 		}
 		if time.Now().After(deadline) {
@@ -223,7 +223,7 @@ func TestAuthorization(t *testing.T) {
 		"no ACL":    {bob, []skeinv1.ErrorCode{txnDenied, txnDenied, txnDenied}},
 		"describe":  {viaGateway("User:describer"), []skeinv1.ErrorCode{txnDenied, skeinv1.ErrorCode_NONE, txnDenied}},
 		"write":     {alice, []skeinv1.ErrorCode{txnDenied, skeinv1.ErrorCode_NONE, txnDenied}},
-		"plaintext": {context.Background(), []skeinv1.ErrorCode{skeinv1.ErrorCode_INVALID_PRODUCER_ID_MAPPING, skeinv1.ErrorCode_NONE, skeinv1.ErrorCode_INVALID_PRODUCER_ID_MAPPING}},
+		"plaintext": {context.Background(), []skeinv1.ErrorCode{skeinv1.ErrorCode_TRANSACTIONAL_ID_NOT_FOUND, skeinv1.ErrorCode_NONE, skeinv1.ErrorCode_TRANSACTIONAL_ID_NOT_FOUND}},
 	} {
 		r, err := s.DescribeTransactions(tc.ctx, describe)
 		var got []skeinv1.ErrorCode
@@ -241,6 +241,40 @@ func TestAuthorization(t *testing.T) {
 		}
 		if err != nil || !slices.Equal(got, tc.want) {
 			t.Errorf("describe, %s: %v %v, want %v", name, got, err, tc.want)
+		}
+	}
+
+	// ListTransactions shows only the ids the caller may describe; an
+	// unknown state filter is answered back and matches nothing.
+	if _, err := s.InitProducerId(viaGateway("User:admin"), &txnv1.InitProducerIdRequest{TransactionalId: "other",
+		TransactionTimeoutMs: 60_000, ProducerId: -1, ProducerEpoch: -1}); err != nil {
+		t.Fatal(err)
+	}
+	listed := func(r *txnv1.ListTransactionsResponse) (out []string) {
+		for _, l := range r.GetTransactions() {
+			out = append(out, l.GetTransactionalId()+":"+l.GetState())
+		}
+		return out
+	}
+	for name, tc := range map[string]struct {
+		ctx     context.Context
+		req     *txnv1.ListTransactionsRequest
+		want    []string
+		unknown []string
+	}{
+		"no ACL":             {bob, &txnv1.ListTransactionsRequest{}, nil, nil},
+		"describe":           {viaGateway("User:describer"), &txnv1.ListTransactionsRequest{}, []string{"tx:ONGOING"}, nil},
+		"write":              {alice, &txnv1.ListTransactionsRequest{}, []string{"tx:ONGOING"}, nil},
+		"a super user":       {viaGateway("User:admin"), &txnv1.ListTransactionsRequest{}, []string{"other:EMPTY", "tx:ONGOING"}, nil},
+		"state, Kafka's way": {context.Background(), &txnv1.ListTransactionsRequest{StateFilters: []string{"Empty"}}, []string{"other:EMPTY"}, nil},
+		"states":             {context.Background(), &txnv1.ListTransactionsRequest{StateFilters: []string{"EMPTY", "ONGOING"}}, []string{"other:EMPTY", "tx:ONGOING"}, nil},
+		"producer id":        {context.Background(), &txnv1.ListTransactionsRequest{ProducerIdFilters: []int64{pid}}, []string{"tx:ONGOING"}, nil},
+		"an unknown state":   {context.Background(), &txnv1.ListTransactionsRequest{StateFilters: []string{"RUNNING"}}, nil, []string{"RUNNING"}},
+		"known and unknown":  {context.Background(), &txnv1.ListTransactionsRequest{StateFilters: []string{"RUNNING", "ongoing"}}, []string{"tx:ONGOING"}, []string{"RUNNING"}},
+	} {
+		r, err := s.ListTransactions(tc.ctx, tc.req)
+		if got := listed(r); err != nil || !slices.Equal(got, tc.want) || !slices.Equal(r.GetUnknownStateFilters(), tc.unknown) {
+			t.Errorf("list, %s: %v %v %v, want %v %v", name, got, r.GetUnknownStateFilters(), err, tc.want, tc.unknown)
 		}
 	}
 
@@ -282,7 +316,7 @@ func TestAuthorization(t *testing.T) {
 func TestRules(t *testing.T) {
 	rules := Rules()
 	methods := peerauth.MethodsOf(txnv1.TransactionCoordinatorService_ServiceDesc)
-	if len(methods) != 5 {
+	if len(methods) != 6 {
 		t.Fatalf("methods %v", methods)
 	}
 	for m := range rules {

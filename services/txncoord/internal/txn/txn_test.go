@@ -176,3 +176,30 @@ func TestFormatPartitions(t *testing.T) {
 		}
 	}
 }
+
+func TestParseState(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		want State
+		ok   bool
+	}{
+		{"ONGOING", Ongoing, true},
+		{"Ongoing", Ongoing, true},
+		{"ongoing", Ongoing, true},
+		{"PREPARE_COMMIT", PrepareCommit, true},
+		{"PrepareCommit", PrepareCommit, true},
+		{"CompleteAbort", CompleteAbort, true},
+		{"complete_abort", CompleteAbort, true},
+		{"EMPTY", Empty, true},
+		{"Dead", Dead, true},
+		{"PrepareEpochFence", "", false}, // never a logged state
+		{"", "", false},
+		{"_", "", false},
+		{"RUNNING", "", false},
+	} {
+		got, ok := ParseState(tc.name)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("ParseState(%q) = %q, %v; want %q, %v", tc.name, got, ok, tc.want, tc.ok)
+		}
+	}
+}

@@ -287,3 +287,18 @@ type Description struct {
 	// MarkersDue: the state is PREPARE_* and its markers are not written yet.
 	MarkersDue bool
 }
+
+// ParseState answers the state a filter names: its name as State spells it
+// ("PREPARE_COMMIT") or as Kafka's tools do ("PrepareCommit"), in any case;
+// false for a name no state has. PREPARE_EPOCH_FENCE, never a logged state,
+// is not one.
+func ParseState(name string) (State, bool) {
+	norm := func(s string) string { return strings.ToUpper(strings.ReplaceAll(s, "_", "")) }
+	n := norm(name)
+	for _, s := range states {
+		if s != PrepareEpochFence && n != "" && norm(string(s)) == n {
+			return s, true
+		}
+	}
+	return "", false
+}
