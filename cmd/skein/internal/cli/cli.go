@@ -101,6 +101,8 @@ Usage:
   skein group dlq GROUP --topic T [--dlq-topic D]          (what the group dead-lettered from T, with the reasons)
   skein group dlq-replay GROUP --topic T [--dlq-topic D]   (produce those records back to T)
                 (D: the dead-letter topic to read; default the group's dlq.topic, else T.dlq)
+  skein txn list [--state S]   (as kafka-transactions.sh list; S: ONGOING, PREPARE_COMMIT, ... or Kafka's Ongoing)
+  skein txn describe ID        (state, producer, the open transaction's start and partitions)
   skein cluster
   skein acl add --principal User:NAME --operation OP[,OP]... (--topic T | --group G | --transactional-id ID | --cluster)
                 [--pattern literal|prefixed] [--permission allow|deny]
@@ -184,6 +186,8 @@ func Main(args []string, io IO) int {
 		err = consumeCmd(ctx, args[1:], io)
 	case "group":
 		err = groupCmd(ctx, args[1:], io)
+	case "txn":
+		err = txnCmd(ctx, args[1:], io)
 	case "cluster":
 		err = clusterCmd(ctx, args[1:], io)
 	case "acl":

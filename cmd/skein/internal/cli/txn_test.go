@@ -1,0 +1,77 @@
+package cli
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/errs"
+	"skein/libs/rpcerr"
+)
+
+// fakeTxns is TransactionService's admin side with one open transaction.
+type fakeTxns struct {
+	skeinv1.UnimplementedTransactionServiceServer
+	listed []*skeinv1.ListTransactionsRequest
+}
+
+func (f *fakeTxns) ListTransactions(_ context.Context, req *skeinv1.ListTransactionsRequest) (*skeinv1.ListTransactionsResponse, error) {
+	f.listed = append(f.listed, req)
+	return &skeinv1.ListTransactionsResponse{Transactions: []*skeinv1.TransactionSummary{
+		{TransactionalId: "app-tx", ProducerId: 1000, State: "ONGOING"}}}, nil
+}
+
+func (f *fakeTxns) DescribeTransaction(_ context.Context, req *skeinv1.DescribeTransactionRequest) (*skeinv1.DescribeTransactionResponse, error) {
+	if req.GetTransactionalId() != "app-tx" {
+		return nil, rpcerr.ToGRPC(errs.Errorf(errs.TransactionalIDNotFound, "transactional id %q does not exist", req.GetTransactionalId()))
+	}
+	return &skeinv1.DescribeTransactionResponse{TransactionalId: "app-tx", State: "ONGOING", ProducerId: 1000, ProducerEpoch: 2,
+		TransactionTimeoutMs: 60000, TransactionStartTimeMs: time.Now().Add(-time.Second).UnixMilli(),
+		Partitions: []*skeinv1.TopicPartitions{{Topic: "orders", Partitions: []int32{0, 1}}}, Groups: []string{"g"}}, nil
+}
+
+func TestTxnCommands(t *testing.T) {
+	f := &fakeTxns{}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer()
+	skeinv1.RegisterTransactionServiceServer(s, f)
+	go s.Serve(lis)
+	t.Cleanup(s.Stop)
+	addr := lis.Addr().String()
+
+	code, out, errOut := run(t, "", "txn", "list", "--state", "Ongoing", "--gateway", addr)
+	if code != 0 || !strings.Contains(out, "TRANSACTIONAL-ID") || !strings.Contains(out, "app-tx") || !strings.Contains(out, "1000") {
+		t.Errorf("list: %d %q %q", code, out, errOut)
+	}
+	if len(f.listed) != 1 || strings.Join(f.listed[0].GetState(), ",") != "Ongoing" {
+		t.Errorf("list asked %v", f.listed)
+	}
+	if code, _, errOut := run(t, "", "txn", "list", "--gateway", addr); code != 0 || len(f.listed) != 2 || len(f.listed[1].GetState()) != 0 {
+		t.Errorf("list without --state: %d %q %v", code, errOut, f.listed)
+	}
+	code, out, errOut = run(t, "", "txn", "describe", "app-tx", "--gateway", addr)
+	if code != 0 || !strings.Contains(out, "ONGOING") || !strings.Contains(out, "orders-0,orders-1") || !strings.Contains(out, "60000") {
+		t.Errorf("describe: %d %q %q", code, out, errOut)
+	}
+	code, out, _ = run(t, "", "txn", "describe", "app-tx", "--json", "--gateway", addr)
+	if code != 0 || !strings.Contains(out, `"transaction_start_time_ms"`) || !strings.Contains(out, `"groups"`) {
+		t.Errorf("describe --json: %d %q", code, out)
+	}
+	if code, _, errOut := run(t, "", "txn", "describe", "nobody", "--gateway", addr); code != 1 || !strings.Contains(errOut, "TRANSACTIONAL_ID_NOT_FOUND") {
+		t.Errorf("describe of an unknown id: %d %q", code, errOut)
+	}
+	if code, _, _ := run(t, "", "txn", "describe", "--gateway", addr); code != 2 {
+		t.Errorf("describe without an id: %d", code)
+	}
+	if code, _, _ := run(t, "", "txn", "abort", "--gateway", addr); code != 2 {
+		t.Errorf("an unknown subcommand: %d", code)
+	}
+}
