@@ -483,9 +483,13 @@ func TestConsumeFollowsAddedPartitions(t *testing.T) {
 func TestConsumeFollow(t *testing.T) {
 	g, addr := startFake(t)
 	run(t, "", "topic", "create", "t", "--gateway", addr)
+	// Written once the command follows the partition from its end (a
+	// record written before would not be printed, rightly).
 	go func() {
+		for deadline := time.Now().Add(10 * time.Second); g.tails.Load() == 0 && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
 		for i := 0; i < 3; i++ {
-			time.Sleep(30 * time.Millisecond)
 			run(t, fmt.Sprintf("v%d\n", i), "produce", "t", "--gateway", addr, "--partition", "0")
 		}
 	}()
