@@ -2452,6 +2452,209 @@ func (x *DeleteAclsResponse) GetDeleted() []*AclBinding {
 	return nil
 }
 
+type DescribeProducersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeProducersRequest) Reset() {
+	*x = DescribeProducersRequest{}
+	mi := &file_skein_v1_admin_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeProducersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeProducersRequest) ProtoMessage() {}
+
+func (x *DescribeProducersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_v1_admin_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeProducersRequest.ProtoReflect.Descriptor instead.
+func (*DescribeProducersRequest) Descriptor() ([]byte, []int) {
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *DescribeProducersRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *DescribeProducersRequest) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+type DescribeProducersResponse struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// By producer id.
+	Producers     []*ProducerDescription `protobuf:"bytes,3,rep,name=producers,proto3" json:"producers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeProducersResponse) Reset() {
+	*x = DescribeProducersResponse{}
+	mi := &file_skein_v1_admin_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeProducersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeProducersResponse) ProtoMessage() {}
+
+func (x *DescribeProducersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_v1_admin_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeProducersResponse.ProtoReflect.Descriptor instead.
+func (*DescribeProducersResponse) Descriptor() ([]byte, []int) {
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *DescribeProducersResponse) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *DescribeProducersResponse) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *DescribeProducersResponse) GetProducers() []*ProducerDescription {
+	if x != nil {
+		return x.Producers
+	}
+	return nil
+}
+
+type ProducerDescription struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ProducerId    int64                  `protobuf:"varint,1,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerEpoch int32                  `protobuf:"varint,2,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	// The sequence of its last batch of the epoch; -1 when none is known
+	// (after a transaction marker began a new epoch).
+	LastSequence int32 `protobuf:"varint,3,opt,name=last_sequence,json=lastSequence,proto3" json:"last_sequence,omitempty"`
+	// The timestamp of its last batch or transaction marker, in ms.
+	LastTimestampMs int64 `protobuf:"varint,4,opt,name=last_timestamp_ms,json=lastTimestampMs,proto3" json:"last_timestamp_ms,omitempty"`
+	// The epoch of the transaction coordinator that wrote its last marker.
+	CoordinatorEpoch int32 `protobuf:"varint,5,opt,name=coordinator_epoch,json=coordinatorEpoch,proto3" json:"coordinator_epoch,omitempty"`
+	// The first offset of its open transaction in the partition, -1 when
+	// none is open; the smallest one is the partition's last stable offset.
+	CurrentTransactionStartOffset int64 `protobuf:"varint,6,opt,name=current_transaction_start_offset,json=currentTransactionStartOffset,proto3" json:"current_transaction_start_offset,omitempty"`
+	unknownFields                 protoimpl.UnknownFields
+	sizeCache                     protoimpl.SizeCache
+}
+
+func (x *ProducerDescription) Reset() {
+	*x = ProducerDescription{}
+	mi := &file_skein_v1_admin_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProducerDescription) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProducerDescription) ProtoMessage() {}
+
+func (x *ProducerDescription) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_v1_admin_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProducerDescription.ProtoReflect.Descriptor instead.
+func (*ProducerDescription) Descriptor() ([]byte, []int) {
+	return file_skein_v1_admin_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *ProducerDescription) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *ProducerDescription) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+func (x *ProducerDescription) GetLastSequence() int32 {
+	if x != nil {
+		return x.LastSequence
+	}
+	return 0
+}
+
+func (x *ProducerDescription) GetLastTimestampMs() int64 {
+	if x != nil {
+		return x.LastTimestampMs
+	}
+	return 0
+}
+
+func (x *ProducerDescription) GetCoordinatorEpoch() int32 {
+	if x != nil {
+		return x.CoordinatorEpoch
+	}
+	return 0
+}
+
+func (x *ProducerDescription) GetCurrentTransactionStartOffset() int64 {
+	if x != nil {
+		return x.CurrentTransactionStartOffset
+	}
+	return 0
+}
+
 var File_skein_v1_admin_proto protoreflect.FileDescriptor
 
 const file_skein_v1_admin_proto_rawDesc = "" +
@@ -2638,7 +2841,22 @@ const file_skein_v1_admin_proto_rawDesc = "" +
 	"permission\x18\x06 \x01(\tR\n" +
 	"permission\"D\n" +
 	"\x12DeleteAclsResponse\x12.\n" +
-	"\adeleted\x18\x01 \x03(\v2\x14.skein.v1.AclBindingR\adeleted*5\n" +
+	"\adeleted\x18\x01 \x03(\v2\x14.skein.v1.AclBindingR\adeleted\"N\n" +
+	"\x18DescribeProducersRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\"\x8c\x01\n" +
+	"\x19DescribeProducersResponse\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12;\n" +
+	"\tproducers\x18\x03 \x03(\v2\x1d.skein.v1.ProducerDescriptionR\tproducers\"\xa4\x02\n" +
+	"\x13ProducerDescription\x12\x1f\n" +
+	"\vproducer_id\x18\x01 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch\x12#\n" +
+	"\rlast_sequence\x18\x03 \x01(\x05R\flastSequence\x12*\n" +
+	"\x11last_timestamp_ms\x18\x04 \x01(\x03R\x0flastTimestampMs\x12+\n" +
+	"\x11coordinator_epoch\x18\x05 \x01(\x05R\x10coordinatorEpoch\x12G\n" +
+	" current_transaction_start_offset\x18\x06 \x01(\x03R\x1dcurrentTransactionStartOffset*5\n" +
 	"\n" +
 	"OffsetSpec\x12\n" +
 	"\n" +
@@ -2647,7 +2865,7 @@ const file_skein_v1_admin_proto_rawDesc = "" +
 	"\tTIMESTAMP\x10\x02**\n" +
 	"\fElectionType\x12\r\n" +
 	"\tPREFERRED\x10\x00\x12\v\n" +
-	"\aUNCLEAN\x10\x012\x91\b\n" +
+	"\aUNCLEAN\x10\x012\xef\b\n" +
 	"\fAdminService\x12G\n" +
 	"\n" +
 	"GetCluster\x12\x1b.skein.v1.GetClusterRequest\x1a\x1c.skein.v1.GetClusterResponse\x12J\n" +
@@ -2665,7 +2883,8 @@ const file_skein_v1_admin_proto_rawDesc = "" +
 	"CreateAcls\x12\x1b.skein.v1.CreateAclsRequest\x1a\x1c.skein.v1.CreateAclsResponse\x12M\n" +
 	"\fDescribeAcls\x12\x1d.skein.v1.DescribeAclsRequest\x1a\x1e.skein.v1.DescribeAclsResponse\x12G\n" +
 	"\n" +
-	"DeleteAcls\x12\x1b.skein.v1.DeleteAclsRequest\x1a\x1c.skein.v1.DeleteAclsResponseBw\n" +
+	"DeleteAcls\x12\x1b.skein.v1.DeleteAclsRequest\x1a\x1c.skein.v1.DeleteAclsResponse\x12\\\n" +
+	"\x11DescribeProducers\x12\".skein.v1.DescribeProducersRequest\x1a#.skein.v1.DescribeProducersResponseBw\n" +
 	"\fcom.skein.v1B\n" +
 	"AdminProtoP\x01Z\x1askein/gen/skein/v1;skeinv1\xa2\x02\x03SXX\xaa\x02\bSkein.V1\xca\x02\bSkein\\V1\xe2\x02\x14Skein\\V1\\GPBMetadata\xea\x02\tSkein::V1b\x06proto3"
 
@@ -2682,7 +2901,7 @@ func file_skein_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_skein_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_skein_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_skein_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_skein_v1_admin_proto_goTypes = []any{
 	(OffsetSpec)(0),                   // 0: skein.v1.OffsetSpec
 	(ElectionType)(0),                 // 1: skein.v1.ElectionType
@@ -2725,72 +2944,78 @@ var file_skein_v1_admin_proto_goTypes = []any{
 	(*DescribeAclsResponse)(nil),      // 38: skein.v1.DescribeAclsResponse
 	(*DeleteAclsRequest)(nil),         // 39: skein.v1.DeleteAclsRequest
 	(*DeleteAclsResponse)(nil),        // 40: skein.v1.DeleteAclsResponse
-	nil,                               // 41: skein.v1.CreateTopicRequest.ConfigsEntry
-	nil,                               // 42: skein.v1.TopicDescription.ConfigsEntry
-	nil,                               // 43: skein.v1.AlterTopicConfigsRequest.ConfigsEntry
-	(IsolationLevel)(0),               // 44: skein.v1.IsolationLevel
-	(ErrorCode)(0),                    // 45: skein.v1.ErrorCode
+	(*DescribeProducersRequest)(nil),  // 41: skein.v1.DescribeProducersRequest
+	(*DescribeProducersResponse)(nil), // 42: skein.v1.DescribeProducersResponse
+	(*ProducerDescription)(nil),       // 43: skein.v1.ProducerDescription
+	nil,                               // 44: skein.v1.CreateTopicRequest.ConfigsEntry
+	nil,                               // 45: skein.v1.TopicDescription.ConfigsEntry
+	nil,                               // 46: skein.v1.AlterTopicConfigsRequest.ConfigsEntry
+	(IsolationLevel)(0),               // 47: skein.v1.IsolationLevel
+	(ErrorCode)(0),                    // 48: skein.v1.ErrorCode
 }
 var file_skein_v1_admin_proto_depIdxs = []int32{
 	4,  // 0: skein.v1.GetClusterResponse.brokers:type_name -> skein.v1.BrokerInfo
 	6,  // 1: skein.v1.GetClusterResponse.controllers:type_name -> skein.v1.ControllerInfo
 	5,  // 2: skein.v1.GetClusterResponse.coordinators:type_name -> skein.v1.CoordinatorInfo
-	41, // 3: skein.v1.CreateTopicRequest.configs:type_name -> skein.v1.CreateTopicRequest.ConfigsEntry
+	44, // 3: skein.v1.CreateTopicRequest.configs:type_name -> skein.v1.CreateTopicRequest.ConfigsEntry
 	9,  // 4: skein.v1.CreateTopicResponse.topic:type_name -> skein.v1.TopicDescription
-	42, // 5: skein.v1.TopicDescription.configs:type_name -> skein.v1.TopicDescription.ConfigsEntry
+	45, // 5: skein.v1.TopicDescription.configs:type_name -> skein.v1.TopicDescription.ConfigsEntry
 	10, // 6: skein.v1.TopicDescription.partitions:type_name -> skein.v1.PartitionDescription
 	12, // 7: skein.v1.PartitionDescription.replica_offsets:type_name -> skein.v1.ReplicaOffset
 	11, // 8: skein.v1.PartitionDescription.lost_replica:type_name -> skein.v1.LostReplica
 	15, // 9: skein.v1.ListTopicsResponse.topics:type_name -> skein.v1.TopicSummary
 	9,  // 10: skein.v1.DescribeTopicResponse.topic:type_name -> skein.v1.TopicDescription
 	9,  // 11: skein.v1.CreatePartitionsResponse.topic:type_name -> skein.v1.TopicDescription
-	43, // 12: skein.v1.AlterTopicConfigsRequest.configs:type_name -> skein.v1.AlterTopicConfigsRequest.ConfigsEntry
+	46, // 12: skein.v1.AlterTopicConfigsRequest.configs:type_name -> skein.v1.AlterTopicConfigsRequest.ConfigsEntry
 	9,  // 13: skein.v1.AlterTopicConfigsResponse.topic:type_name -> skein.v1.TopicDescription
 	0,  // 14: skein.v1.ListOffsetsRequest.spec:type_name -> skein.v1.OffsetSpec
-	44, // 15: skein.v1.ListOffsetsRequest.isolation_level:type_name -> skein.v1.IsolationLevel
+	47, // 15: skein.v1.ListOffsetsRequest.isolation_level:type_name -> skein.v1.IsolationLevel
 	26, // 16: skein.v1.ListOffsetsResponse.offsets:type_name -> skein.v1.PartitionOffset
-	45, // 17: skein.v1.PartitionOffset.error_code:type_name -> skein.v1.ErrorCode
+	48, // 17: skein.v1.PartitionOffset.error_code:type_name -> skein.v1.ErrorCode
 	28, // 18: skein.v1.DeleteRecordsRequest.partitions:type_name -> skein.v1.DeleteRecordsBefore
 	30, // 19: skein.v1.DeleteRecordsResponse.partitions:type_name -> skein.v1.DeleteRecordsResult
-	45, // 20: skein.v1.DeleteRecordsResult.error_code:type_name -> skein.v1.ErrorCode
+	48, // 20: skein.v1.DeleteRecordsResult.error_code:type_name -> skein.v1.ErrorCode
 	1,  // 21: skein.v1.ElectLeadersRequest.type:type_name -> skein.v1.ElectionType
 	33, // 22: skein.v1.ElectLeadersResponse.results:type_name -> skein.v1.ElectionResult
-	45, // 23: skein.v1.ElectionResult.error_code:type_name -> skein.v1.ErrorCode
+	48, // 23: skein.v1.ElectionResult.error_code:type_name -> skein.v1.ErrorCode
 	34, // 24: skein.v1.CreateAclsRequest.acls:type_name -> skein.v1.AclBinding
 	34, // 25: skein.v1.CreateAclsResponse.acls:type_name -> skein.v1.AclBinding
 	34, // 26: skein.v1.DescribeAclsResponse.acls:type_name -> skein.v1.AclBinding
 	34, // 27: skein.v1.DeleteAclsResponse.deleted:type_name -> skein.v1.AclBinding
-	2,  // 28: skein.v1.AdminService.GetCluster:input_type -> skein.v1.GetClusterRequest
-	7,  // 29: skein.v1.AdminService.CreateTopic:input_type -> skein.v1.CreateTopicRequest
-	13, // 30: skein.v1.AdminService.ListTopics:input_type -> skein.v1.ListTopicsRequest
-	16, // 31: skein.v1.AdminService.DescribeTopic:input_type -> skein.v1.DescribeTopicRequest
-	18, // 32: skein.v1.AdminService.DeleteTopic:input_type -> skein.v1.DeleteTopicRequest
-	20, // 33: skein.v1.AdminService.CreatePartitions:input_type -> skein.v1.CreatePartitionsRequest
-	22, // 34: skein.v1.AdminService.AlterTopicConfigs:input_type -> skein.v1.AlterTopicConfigsRequest
-	24, // 35: skein.v1.AdminService.ListOffsets:input_type -> skein.v1.ListOffsetsRequest
-	27, // 36: skein.v1.AdminService.DeleteRecords:input_type -> skein.v1.DeleteRecordsRequest
-	31, // 37: skein.v1.AdminService.ElectLeaders:input_type -> skein.v1.ElectLeadersRequest
-	35, // 38: skein.v1.AdminService.CreateAcls:input_type -> skein.v1.CreateAclsRequest
-	37, // 39: skein.v1.AdminService.DescribeAcls:input_type -> skein.v1.DescribeAclsRequest
-	39, // 40: skein.v1.AdminService.DeleteAcls:input_type -> skein.v1.DeleteAclsRequest
-	3,  // 41: skein.v1.AdminService.GetCluster:output_type -> skein.v1.GetClusterResponse
-	8,  // 42: skein.v1.AdminService.CreateTopic:output_type -> skein.v1.CreateTopicResponse
-	14, // 43: skein.v1.AdminService.ListTopics:output_type -> skein.v1.ListTopicsResponse
-	17, // 44: skein.v1.AdminService.DescribeTopic:output_type -> skein.v1.DescribeTopicResponse
-	19, // 45: skein.v1.AdminService.DeleteTopic:output_type -> skein.v1.DeleteTopicResponse
-	21, // 46: skein.v1.AdminService.CreatePartitions:output_type -> skein.v1.CreatePartitionsResponse
-	23, // 47: skein.v1.AdminService.AlterTopicConfigs:output_type -> skein.v1.AlterTopicConfigsResponse
-	25, // 48: skein.v1.AdminService.ListOffsets:output_type -> skein.v1.ListOffsetsResponse
-	29, // 49: skein.v1.AdminService.DeleteRecords:output_type -> skein.v1.DeleteRecordsResponse
-	32, // 50: skein.v1.AdminService.ElectLeaders:output_type -> skein.v1.ElectLeadersResponse
-	36, // 51: skein.v1.AdminService.CreateAcls:output_type -> skein.v1.CreateAclsResponse
-	38, // 52: skein.v1.AdminService.DescribeAcls:output_type -> skein.v1.DescribeAclsResponse
-	40, // 53: skein.v1.AdminService.DeleteAcls:output_type -> skein.v1.DeleteAclsResponse
-	41, // [41:54] is the sub-list for method output_type
-	28, // [28:41] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	43, // 28: skein.v1.DescribeProducersResponse.producers:type_name -> skein.v1.ProducerDescription
+	2,  // 29: skein.v1.AdminService.GetCluster:input_type -> skein.v1.GetClusterRequest
+	7,  // 30: skein.v1.AdminService.CreateTopic:input_type -> skein.v1.CreateTopicRequest
+	13, // 31: skein.v1.AdminService.ListTopics:input_type -> skein.v1.ListTopicsRequest
+	16, // 32: skein.v1.AdminService.DescribeTopic:input_type -> skein.v1.DescribeTopicRequest
+	18, // 33: skein.v1.AdminService.DeleteTopic:input_type -> skein.v1.DeleteTopicRequest
+	20, // 34: skein.v1.AdminService.CreatePartitions:input_type -> skein.v1.CreatePartitionsRequest
+	22, // 35: skein.v1.AdminService.AlterTopicConfigs:input_type -> skein.v1.AlterTopicConfigsRequest
+	24, // 36: skein.v1.AdminService.ListOffsets:input_type -> skein.v1.ListOffsetsRequest
+	27, // 37: skein.v1.AdminService.DeleteRecords:input_type -> skein.v1.DeleteRecordsRequest
+	31, // 38: skein.v1.AdminService.ElectLeaders:input_type -> skein.v1.ElectLeadersRequest
+	35, // 39: skein.v1.AdminService.CreateAcls:input_type -> skein.v1.CreateAclsRequest
+	37, // 40: skein.v1.AdminService.DescribeAcls:input_type -> skein.v1.DescribeAclsRequest
+	39, // 41: skein.v1.AdminService.DeleteAcls:input_type -> skein.v1.DeleteAclsRequest
+	41, // 42: skein.v1.AdminService.DescribeProducers:input_type -> skein.v1.DescribeProducersRequest
+	3,  // 43: skein.v1.AdminService.GetCluster:output_type -> skein.v1.GetClusterResponse
+	8,  // 44: skein.v1.AdminService.CreateTopic:output_type -> skein.v1.CreateTopicResponse
+	14, // 45: skein.v1.AdminService.ListTopics:output_type -> skein.v1.ListTopicsResponse
+	17, // 46: skein.v1.AdminService.DescribeTopic:output_type -> skein.v1.DescribeTopicResponse
+	19, // 47: skein.v1.AdminService.DeleteTopic:output_type -> skein.v1.DeleteTopicResponse
+	21, // 48: skein.v1.AdminService.CreatePartitions:output_type -> skein.v1.CreatePartitionsResponse
+	23, // 49: skein.v1.AdminService.AlterTopicConfigs:output_type -> skein.v1.AlterTopicConfigsResponse
+	25, // 50: skein.v1.AdminService.ListOffsets:output_type -> skein.v1.ListOffsetsResponse
+	29, // 51: skein.v1.AdminService.DeleteRecords:output_type -> skein.v1.DeleteRecordsResponse
+	32, // 52: skein.v1.AdminService.ElectLeaders:output_type -> skein.v1.ElectLeadersResponse
+	36, // 53: skein.v1.AdminService.CreateAcls:output_type -> skein.v1.CreateAclsResponse
+	38, // 54: skein.v1.AdminService.DescribeAcls:output_type -> skein.v1.DescribeAclsResponse
+	40, // 55: skein.v1.AdminService.DeleteAcls:output_type -> skein.v1.DeleteAclsResponse
+	42, // 56: skein.v1.AdminService.DescribeProducers:output_type -> skein.v1.DescribeProducersResponse
+	43, // [43:57] is the sub-list for method output_type
+	29, // [29:43] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_skein_v1_admin_proto_init() }
@@ -2807,7 +3032,7 @@ func file_skein_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skein_v1_admin_proto_rawDesc), len(file_skein_v1_admin_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   42,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -32,6 +32,7 @@ const (
 	AdminService_CreateAcls_FullMethodName        = "/skein.v1.AdminService/CreateAcls"
 	AdminService_DescribeAcls_FullMethodName      = "/skein.v1.AdminService/DescribeAcls"
 	AdminService_DeleteAcls_FullMethodName        = "/skein.v1.AdminService/DeleteAcls"
+	AdminService_DescribeProducers_FullMethodName = "/skein.v1.AdminService/DescribeProducers"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -68,6 +69,10 @@ type AdminServiceClient interface {
 	DescribeAcls(ctx context.Context, in *DescribeAclsRequest, opts ...grpc.CallOption) (*DescribeAclsResponse, error)
 	// DeleteAcls removes the ACL bindings a filter selects (DELETE /v1/acls).
 	DeleteAcls(ctx context.Context, in *DeleteAclsRequest, opts ...grpc.CallOption) (*DeleteAclsResponse, error)
+	// DescribeProducers shows the producers of a partition from its leader
+	// (kafka-transactions.sh describe-producers): an open transaction's
+	// start offset there holds the partition's last stable offset back.
+	DescribeProducers(ctx context.Context, in *DescribeProducersRequest, opts ...grpc.CallOption) (*DescribeProducersResponse, error)
 }
 
 type adminServiceClient struct {
@@ -208,6 +213,16 @@ func (c *adminServiceClient) DeleteAcls(ctx context.Context, in *DeleteAclsReque
 	return out, nil
 }
 
+func (c *adminServiceClient) DescribeProducers(ctx context.Context, in *DescribeProducersRequest, opts ...grpc.CallOption) (*DescribeProducersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DescribeProducersResponse)
+	err := c.cc.Invoke(ctx, AdminService_DescribeProducers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -242,6 +257,10 @@ type AdminServiceServer interface {
 	DescribeAcls(context.Context, *DescribeAclsRequest) (*DescribeAclsResponse, error)
 	// DeleteAcls removes the ACL bindings a filter selects (DELETE /v1/acls).
 	DeleteAcls(context.Context, *DeleteAclsRequest) (*DeleteAclsResponse, error)
+	// DescribeProducers shows the producers of a partition from its leader
+	// (kafka-transactions.sh describe-producers): an open transaction's
+	// start offset there holds the partition's last stable offset back.
+	DescribeProducers(context.Context, *DescribeProducersRequest) (*DescribeProducersResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -290,6 +309,9 @@ func (UnimplementedAdminServiceServer) DescribeAcls(context.Context, *DescribeAc
 }
 func (UnimplementedAdminServiceServer) DeleteAcls(context.Context, *DeleteAclsRequest) (*DeleteAclsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteAcls not implemented")
+}
+func (UnimplementedAdminServiceServer) DescribeProducers(context.Context, *DescribeProducersRequest) (*DescribeProducersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DescribeProducers not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -546,6 +568,24 @@ func _AdminService_DeleteAcls_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_DescribeProducers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeProducersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).DescribeProducers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_DescribeProducers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).DescribeProducers(ctx, req.(*DescribeProducersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -604,6 +644,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteAcls",
 			Handler:    _AdminService_DeleteAcls_Handler,
+		},
+		{
+			MethodName: "DescribeProducers",
+			Handler:    _AdminService_DescribeProducers_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -2491,6 +2491,321 @@ func (x *DeleteRecordsResult) GetLowWatermark() int64 {
 	return 0
 }
 
+type DescribeProducersRequest struct {
+	state         protoimpl.MessageState        `protogen:"open.v1"`
+	Partitions    []*DescribeProducersPartition `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeProducersRequest) Reset() {
+	*x = DescribeProducersRequest{}
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeProducersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeProducersRequest) ProtoMessage() {}
+
+func (x *DescribeProducersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeProducersRequest.ProtoReflect.Descriptor instead.
+func (*DescribeProducersRequest) Descriptor() ([]byte, []int) {
+	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *DescribeProducersRequest) GetPartitions() []*DescribeProducersPartition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type DescribeProducersPartition struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// -1 skips the leader epoch check.
+	CurrentLeaderEpoch int32 `protobuf:"varint,3,opt,name=current_leader_epoch,json=currentLeaderEpoch,proto3" json:"current_leader_epoch,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *DescribeProducersPartition) Reset() {
+	*x = DescribeProducersPartition{}
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeProducersPartition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeProducersPartition) ProtoMessage() {}
+
+func (x *DescribeProducersPartition) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeProducersPartition.ProtoReflect.Descriptor instead.
+func (*DescribeProducersPartition) Descriptor() ([]byte, []int) {
+	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *DescribeProducersPartition) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *DescribeProducersPartition) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *DescribeProducersPartition) GetCurrentLeaderEpoch() int32 {
+	if x != nil {
+		return x.CurrentLeaderEpoch
+	}
+	return 0
+}
+
+type DescribeProducersResponse struct {
+	state         protoimpl.MessageState     `protogen:"open.v1"`
+	Partitions    []*DescribeProducersResult `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeProducersResponse) Reset() {
+	*x = DescribeProducersResponse{}
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeProducersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeProducersResponse) ProtoMessage() {}
+
+func (x *DescribeProducersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeProducersResponse.ProtoReflect.Descriptor instead.
+func (*DescribeProducersResponse) Descriptor() ([]byte, []int) {
+	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *DescribeProducersResponse) GetPartitions() []*DescribeProducersResult {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type DescribeProducersResult struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Topic        string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition    int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	ErrorCode    v1.ErrorCode           `protobuf:"varint,3,opt,name=error_code,json=errorCode,proto3,enum=skein.v1.ErrorCode" json:"error_code,omitempty"`
+	ErrorMessage string                 `protobuf:"bytes,4,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// By producer id.
+	Producers     []*ProducerState `protobuf:"bytes,5,rep,name=producers,proto3" json:"producers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeProducersResult) Reset() {
+	*x = DescribeProducersResult{}
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeProducersResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeProducersResult) ProtoMessage() {}
+
+func (x *DescribeProducersResult) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeProducersResult.ProtoReflect.Descriptor instead.
+func (*DescribeProducersResult) Descriptor() ([]byte, []int) {
+	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *DescribeProducersResult) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *DescribeProducersResult) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *DescribeProducersResult) GetErrorCode() v1.ErrorCode {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return v1.ErrorCode(0)
+}
+
+func (x *DescribeProducersResult) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *DescribeProducersResult) GetProducers() []*ProducerState {
+	if x != nil {
+		return x.Producers
+	}
+	return nil
+}
+
+// ProducerState is one producer of a partition, as Kafka's
+// kafka-transactions.sh describe-producers shows it.
+type ProducerState struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ProducerId    int64                  `protobuf:"varint,1,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	ProducerEpoch int32                  `protobuf:"varint,2,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	// The sequence of its last batch of the epoch; -1 when none is known.
+	LastSequence int32 `protobuf:"varint,3,opt,name=last_sequence,json=lastSequence,proto3" json:"last_sequence,omitempty"`
+	// The timestamp of its last batch or transaction marker, in ms.
+	LastTimestamp    int64 `protobuf:"varint,4,opt,name=last_timestamp,json=lastTimestamp,proto3" json:"last_timestamp,omitempty"`
+	CoordinatorEpoch int32 `protobuf:"varint,5,opt,name=coordinator_epoch,json=coordinatorEpoch,proto3" json:"coordinator_epoch,omitempty"`
+	// The first offset of its open transaction here, -1 when none is open.
+	CurrentTxnStartOffset int64 `protobuf:"varint,6,opt,name=current_txn_start_offset,json=currentTxnStartOffset,proto3" json:"current_txn_start_offset,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *ProducerState) Reset() {
+	*x = ProducerState{}
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProducerState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProducerState) ProtoMessage() {}
+
+func (x *ProducerState) ProtoReflect() protoreflect.Message {
+	mi := &file_skein_storage_v1_storage_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProducerState.ProtoReflect.Descriptor instead.
+func (*ProducerState) Descriptor() ([]byte, []int) {
+	return file_skein_storage_v1_storage_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *ProducerState) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *ProducerState) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+func (x *ProducerState) GetLastSequence() int32 {
+	if x != nil {
+		return x.LastSequence
+	}
+	return 0
+}
+
+func (x *ProducerState) GetLastTimestamp() int64 {
+	if x != nil {
+		return x.LastTimestamp
+	}
+	return 0
+}
+
+func (x *ProducerState) GetCoordinatorEpoch() int32 {
+	if x != nil {
+		return x.CoordinatorEpoch
+	}
+	return 0
+}
+
+func (x *ProducerState) GetCurrentTxnStartOffset() int64 {
+	if x != nil {
+		return x.CurrentTxnStartOffset
+	}
+	return 0
+}
+
 var File_skein_storage_v1_storage_proto protoreflect.FileDescriptor
 
 const file_skein_storage_v1_storage_proto_rawDesc = "" +
@@ -2717,7 +3032,34 @@ const file_skein_storage_v1_storage_proto_rawDesc = "" +
 	"\n" +
 	"error_code\x18\x03 \x01(\x0e2\x13.skein.v1.ErrorCodeR\terrorCode\x12#\n" +
 	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\x12#\n" +
-	"\rlow_watermark\x18\x05 \x01(\x03R\flowWatermark2\xd6\x06\n" +
+	"\rlow_watermark\x18\x05 \x01(\x03R\flowWatermark\"h\n" +
+	"\x18DescribeProducersRequest\x12L\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2,.skein.storage.v1.DescribeProducersPartitionR\n" +
+	"partitions\"\x82\x01\n" +
+	"\x1aDescribeProducersPartition\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x120\n" +
+	"\x14current_leader_epoch\x18\x03 \x01(\x05R\x12currentLeaderEpoch\"f\n" +
+	"\x19DescribeProducersResponse\x12I\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2).skein.storage.v1.DescribeProducersResultR\n" +
+	"partitions\"\xe5\x01\n" +
+	"\x17DescribeProducersResult\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x122\n" +
+	"\n" +
+	"error_code\x18\x03 \x01(\x0e2\x13.skein.v1.ErrorCodeR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\x12=\n" +
+	"\tproducers\x18\x05 \x03(\v2\x1f.skein.storage.v1.ProducerStateR\tproducers\"\x89\x02\n" +
+	"\rProducerState\x12\x1f\n" +
+	"\vproducer_id\x18\x01 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch\x12#\n" +
+	"\rlast_sequence\x18\x03 \x01(\x05R\flastSequence\x12%\n" +
+	"\x0elast_timestamp\x18\x04 \x01(\x03R\rlastTimestamp\x12+\n" +
+	"\x11coordinator_epoch\x18\x05 \x01(\x05R\x10coordinatorEpoch\x127\n" +
+	"\x18current_txn_start_offset\x18\x06 \x01(\x03R\x15currentTxnStartOffset2\xc4\a\n" +
 	"\x0eStorageService\x12N\n" +
 	"\aProduce\x12 .skein.storage.v1.ProduceRequest\x1a!.skein.storage.v1.ProduceResponse\x12d\n" +
 	"\rProduceStream\x12&.skein.storage.v1.ProduceStreamRequest\x1a'.skein.storage.v1.ProduceStreamResponse(\x010\x01\x12H\n" +
@@ -2727,7 +3069,8 @@ const file_skein_storage_v1_storage_proto_rawDesc = "" +
 	"\x14OffsetForLeaderEpoch\x12-.skein.storage.v1.OffsetForLeaderEpochRequest\x1a..skein.storage.v1.OffsetForLeaderEpochResponse\x12Z\n" +
 	"\vListOffsets\x12$.skein.storage.v1.ListOffsetsRequest\x1a%.skein.storage.v1.ListOffsetsResponse\x12f\n" +
 	"\x0fWriteTxnMarkers\x12(.skein.storage.v1.WriteTxnMarkersRequest\x1a).skein.storage.v1.WriteTxnMarkersResponse\x12`\n" +
-	"\rDeleteRecords\x12&.skein.storage.v1.DeleteRecordsRequest\x1a'.skein.storage.v1.DeleteRecordsResponseB\xac\x01\n" +
+	"\rDeleteRecords\x12&.skein.storage.v1.DeleteRecordsRequest\x1a'.skein.storage.v1.DeleteRecordsResponse\x12l\n" +
+	"\x11DescribeProducers\x12*.skein.storage.v1.DescribeProducersRequest\x1a+.skein.storage.v1.DescribeProducersResponseB\xac\x01\n" +
 	"\x14com.skein.storage.v1B\fStorageProtoP\x01Z$skein/gen/skein/storage/v1;storagev1\xa2\x02\x03SSX\xaa\x02\x10Skein.Storage.V1\xca\x02\x10Skein\\Storage\\V1\xe2\x02\x1cSkein\\Storage\\V1\\GPBMetadata\xea\x02\x12Skein::Storage::V1b\x06proto3"
 
 var (
@@ -2742,7 +3085,7 @@ func file_skein_storage_v1_storage_proto_rawDescGZIP() []byte {
 	return file_skein_storage_v1_storage_proto_rawDescData
 }
 
-var file_skein_storage_v1_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_skein_storage_v1_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_skein_storage_v1_storage_proto_goTypes = []any{
 	(*ProduceRequest)(nil),                // 0: skein.storage.v1.ProduceRequest
 	(*PartitionProduce)(nil),              // 1: skein.storage.v1.PartitionProduce
@@ -2781,65 +3124,76 @@ var file_skein_storage_v1_storage_proto_goTypes = []any{
 	(*DeleteRecordsPartition)(nil),        // 34: skein.storage.v1.DeleteRecordsPartition
 	(*DeleteRecordsResponse)(nil),         // 35: skein.storage.v1.DeleteRecordsResponse
 	(*DeleteRecordsResult)(nil),           // 36: skein.storage.v1.DeleteRecordsResult
-	(v1.ErrorCode)(0),                     // 37: skein.v1.ErrorCode
-	(v1.IsolationLevel)(0),                // 38: skein.v1.IsolationLevel
+	(*DescribeProducersRequest)(nil),      // 37: skein.storage.v1.DescribeProducersRequest
+	(*DescribeProducersPartition)(nil),    // 38: skein.storage.v1.DescribeProducersPartition
+	(*DescribeProducersResponse)(nil),     // 39: skein.storage.v1.DescribeProducersResponse
+	(*DescribeProducersResult)(nil),       // 40: skein.storage.v1.DescribeProducersResult
+	(*ProducerState)(nil),                 // 41: skein.storage.v1.ProducerState
+	(v1.ErrorCode)(0),                     // 42: skein.v1.ErrorCode
+	(v1.IsolationLevel)(0),                // 43: skein.v1.IsolationLevel
 }
 var file_skein_storage_v1_storage_proto_depIdxs = []int32{
 	1,  // 0: skein.storage.v1.ProduceRequest.partitions:type_name -> skein.storage.v1.PartitionProduce
 	3,  // 1: skein.storage.v1.ProduceResponse.partitions:type_name -> skein.storage.v1.PartitionProduceResult
-	37, // 2: skein.storage.v1.PartitionProduceResult.error_code:type_name -> skein.v1.ErrorCode
+	42, // 2: skein.storage.v1.PartitionProduceResult.error_code:type_name -> skein.v1.ErrorCode
 	0,  // 3: skein.storage.v1.ProduceStreamRequest.request:type_name -> skein.storage.v1.ProduceRequest
 	2,  // 4: skein.storage.v1.ProduceStreamResponse.response:type_name -> skein.storage.v1.ProduceResponse
-	38, // 5: skein.storage.v1.FetchRequest.isolation_level:type_name -> skein.v1.IsolationLevel
+	43, // 5: skein.storage.v1.FetchRequest.isolation_level:type_name -> skein.v1.IsolationLevel
 	7,  // 6: skein.storage.v1.FetchRequest.partitions:type_name -> skein.storage.v1.PartitionFetch
 	9,  // 7: skein.storage.v1.FetchResponse.partitions:type_name -> skein.storage.v1.PartitionFetchResult
-	37, // 8: skein.storage.v1.PartitionFetchResult.error_code:type_name -> skein.v1.ErrorCode
+	42, // 8: skein.storage.v1.PartitionFetchResult.error_code:type_name -> skein.v1.ErrorCode
 	12, // 9: skein.storage.v1.PartitionFetchResult.aborted_transactions:type_name -> skein.storage.v1.AbortedTransaction
-	38, // 10: skein.storage.v1.FollowRequest.isolation_level:type_name -> skein.v1.IsolationLevel
+	43, // 10: skein.storage.v1.FollowRequest.isolation_level:type_name -> skein.v1.IsolationLevel
 	9,  // 11: skein.storage.v1.FollowResponse.partition:type_name -> skein.storage.v1.PartitionFetchResult
 	14, // 12: skein.storage.v1.ReplicateRequest.partitions:type_name -> skein.storage.v1.ReplicaFetchState
 	16, // 13: skein.storage.v1.ReplicateResponse.partitions:type_name -> skein.storage.v1.ReplicaFetchResult
-	37, // 14: skein.storage.v1.ReplicaFetchResult.error_code:type_name -> skein.v1.ErrorCode
+	42, // 14: skein.storage.v1.ReplicaFetchResult.error_code:type_name -> skein.v1.ErrorCode
 	17, // 15: skein.storage.v1.ReplicaFetchResult.diverging_epoch:type_name -> skein.storage.v1.EpochEndOffset
 	19, // 16: skein.storage.v1.OffsetForLeaderEpochRequest.partitions:type_name -> skein.storage.v1.OffsetForLeaderEpochPartition
 	21, // 17: skein.storage.v1.OffsetForLeaderEpochResponse.partitions:type_name -> skein.storage.v1.OffsetForLeaderEpochResult
-	37, // 18: skein.storage.v1.OffsetForLeaderEpochResult.error_code:type_name -> skein.v1.ErrorCode
-	38, // 19: skein.storage.v1.ListOffsetsRequest.isolation_level:type_name -> skein.v1.IsolationLevel
+	42, // 18: skein.storage.v1.OffsetForLeaderEpochResult.error_code:type_name -> skein.v1.ErrorCode
+	43, // 19: skein.storage.v1.ListOffsetsRequest.isolation_level:type_name -> skein.v1.IsolationLevel
 	23, // 20: skein.storage.v1.ListOffsetsRequest.partitions:type_name -> skein.storage.v1.ListOffsetsPartition
 	25, // 21: skein.storage.v1.ListOffsetsResponse.partitions:type_name -> skein.storage.v1.ListOffsetsResult
-	37, // 22: skein.storage.v1.ListOffsetsResult.error_code:type_name -> skein.v1.ErrorCode
+	42, // 22: skein.storage.v1.ListOffsetsResult.error_code:type_name -> skein.v1.ErrorCode
 	26, // 23: skein.storage.v1.ListOffsetsResult.replica_offsets:type_name -> skein.storage.v1.ReplicaLogEnd
 	28, // 24: skein.storage.v1.WriteTxnMarkersRequest.markers:type_name -> skein.storage.v1.TxnMarker
 	29, // 25: skein.storage.v1.TxnMarker.partitions:type_name -> skein.storage.v1.TopicPartition
 	31, // 26: skein.storage.v1.WriteTxnMarkersResponse.markers:type_name -> skein.storage.v1.TxnMarkerResult
 	32, // 27: skein.storage.v1.TxnMarkerResult.partitions:type_name -> skein.storage.v1.TxnMarkerPartitionResult
-	37, // 28: skein.storage.v1.TxnMarkerPartitionResult.error_code:type_name -> skein.v1.ErrorCode
+	42, // 28: skein.storage.v1.TxnMarkerPartitionResult.error_code:type_name -> skein.v1.ErrorCode
 	34, // 29: skein.storage.v1.DeleteRecordsRequest.partitions:type_name -> skein.storage.v1.DeleteRecordsPartition
 	36, // 30: skein.storage.v1.DeleteRecordsResponse.partitions:type_name -> skein.storage.v1.DeleteRecordsResult
-	37, // 31: skein.storage.v1.DeleteRecordsResult.error_code:type_name -> skein.v1.ErrorCode
-	0,  // 32: skein.storage.v1.StorageService.Produce:input_type -> skein.storage.v1.ProduceRequest
-	4,  // 33: skein.storage.v1.StorageService.ProduceStream:input_type -> skein.storage.v1.ProduceStreamRequest
-	6,  // 34: skein.storage.v1.StorageService.Fetch:input_type -> skein.storage.v1.FetchRequest
-	10, // 35: skein.storage.v1.StorageService.Follow:input_type -> skein.storage.v1.FollowRequest
-	13, // 36: skein.storage.v1.StorageService.Replicate:input_type -> skein.storage.v1.ReplicateRequest
-	18, // 37: skein.storage.v1.StorageService.OffsetForLeaderEpoch:input_type -> skein.storage.v1.OffsetForLeaderEpochRequest
-	22, // 38: skein.storage.v1.StorageService.ListOffsets:input_type -> skein.storage.v1.ListOffsetsRequest
-	27, // 39: skein.storage.v1.StorageService.WriteTxnMarkers:input_type -> skein.storage.v1.WriteTxnMarkersRequest
-	33, // 40: skein.storage.v1.StorageService.DeleteRecords:input_type -> skein.storage.v1.DeleteRecordsRequest
-	2,  // 41: skein.storage.v1.StorageService.Produce:output_type -> skein.storage.v1.ProduceResponse
-	5,  // 42: skein.storage.v1.StorageService.ProduceStream:output_type -> skein.storage.v1.ProduceStreamResponse
-	8,  // 43: skein.storage.v1.StorageService.Fetch:output_type -> skein.storage.v1.FetchResponse
-	11, // 44: skein.storage.v1.StorageService.Follow:output_type -> skein.storage.v1.FollowResponse
-	15, // 45: skein.storage.v1.StorageService.Replicate:output_type -> skein.storage.v1.ReplicateResponse
-	20, // 46: skein.storage.v1.StorageService.OffsetForLeaderEpoch:output_type -> skein.storage.v1.OffsetForLeaderEpochResponse
-	24, // 47: skein.storage.v1.StorageService.ListOffsets:output_type -> skein.storage.v1.ListOffsetsResponse
-	30, // 48: skein.storage.v1.StorageService.WriteTxnMarkers:output_type -> skein.storage.v1.WriteTxnMarkersResponse
-	35, // 49: skein.storage.v1.StorageService.DeleteRecords:output_type -> skein.storage.v1.DeleteRecordsResponse
-	41, // [41:50] is the sub-list for method output_type
-	32, // [32:41] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	42, // 31: skein.storage.v1.DeleteRecordsResult.error_code:type_name -> skein.v1.ErrorCode
+	38, // 32: skein.storage.v1.DescribeProducersRequest.partitions:type_name -> skein.storage.v1.DescribeProducersPartition
+	40, // 33: skein.storage.v1.DescribeProducersResponse.partitions:type_name -> skein.storage.v1.DescribeProducersResult
+	42, // 34: skein.storage.v1.DescribeProducersResult.error_code:type_name -> skein.v1.ErrorCode
+	41, // 35: skein.storage.v1.DescribeProducersResult.producers:type_name -> skein.storage.v1.ProducerState
+	0,  // 36: skein.storage.v1.StorageService.Produce:input_type -> skein.storage.v1.ProduceRequest
+	4,  // 37: skein.storage.v1.StorageService.ProduceStream:input_type -> skein.storage.v1.ProduceStreamRequest
+	6,  // 38: skein.storage.v1.StorageService.Fetch:input_type -> skein.storage.v1.FetchRequest
+	10, // 39: skein.storage.v1.StorageService.Follow:input_type -> skein.storage.v1.FollowRequest
+	13, // 40: skein.storage.v1.StorageService.Replicate:input_type -> skein.storage.v1.ReplicateRequest
+	18, // 41: skein.storage.v1.StorageService.OffsetForLeaderEpoch:input_type -> skein.storage.v1.OffsetForLeaderEpochRequest
+	22, // 42: skein.storage.v1.StorageService.ListOffsets:input_type -> skein.storage.v1.ListOffsetsRequest
+	27, // 43: skein.storage.v1.StorageService.WriteTxnMarkers:input_type -> skein.storage.v1.WriteTxnMarkersRequest
+	33, // 44: skein.storage.v1.StorageService.DeleteRecords:input_type -> skein.storage.v1.DeleteRecordsRequest
+	37, // 45: skein.storage.v1.StorageService.DescribeProducers:input_type -> skein.storage.v1.DescribeProducersRequest
+	2,  // 46: skein.storage.v1.StorageService.Produce:output_type -> skein.storage.v1.ProduceResponse
+	5,  // 47: skein.storage.v1.StorageService.ProduceStream:output_type -> skein.storage.v1.ProduceStreamResponse
+	8,  // 48: skein.storage.v1.StorageService.Fetch:output_type -> skein.storage.v1.FetchResponse
+	11, // 49: skein.storage.v1.StorageService.Follow:output_type -> skein.storage.v1.FollowResponse
+	15, // 50: skein.storage.v1.StorageService.Replicate:output_type -> skein.storage.v1.ReplicateResponse
+	20, // 51: skein.storage.v1.StorageService.OffsetForLeaderEpoch:output_type -> skein.storage.v1.OffsetForLeaderEpochResponse
+	24, // 52: skein.storage.v1.StorageService.ListOffsets:output_type -> skein.storage.v1.ListOffsetsResponse
+	30, // 53: skein.storage.v1.StorageService.WriteTxnMarkers:output_type -> skein.storage.v1.WriteTxnMarkersResponse
+	35, // 54: skein.storage.v1.StorageService.DeleteRecords:output_type -> skein.storage.v1.DeleteRecordsResponse
+	39, // 55: skein.storage.v1.StorageService.DescribeProducers:output_type -> skein.storage.v1.DescribeProducersResponse
+	46, // [46:56] is the sub-list for method output_type
+	36, // [36:46] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_skein_storage_v1_storage_proto_init() }
@@ -2854,7 +3208,7 @@ func file_skein_storage_v1_storage_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skein_storage_v1_storage_proto_rawDesc), len(file_skein_storage_v1_storage_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   37,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -28,6 +28,7 @@ const (
 	StorageService_ListOffsets_FullMethodName          = "/skein.storage.v1.StorageService/ListOffsets"
 	StorageService_WriteTxnMarkers_FullMethodName      = "/skein.storage.v1.StorageService/WriteTxnMarkers"
 	StorageService_DeleteRecords_FullMethodName        = "/skein.storage.v1.StorageService/DeleteRecords"
+	StorageService_DescribeProducers_FullMethodName    = "/skein.storage.v1.StorageService/DescribeProducers"
 )
 
 // StorageServiceClient is the client API for StorageService service.
@@ -69,6 +70,11 @@ type StorageServiceClient interface {
 	// longer served, and segments wholly below it are deleted. Answered per
 	// partition once every ISR member's log start has reached it.
 	DeleteRecords(ctx context.Context, in *DeleteRecordsRequest, opts ...grpc.CallOption) (*DeleteRecordsResponse, error)
+	// DescribeProducers answers the producer state of partitions this node
+	// leads (Kafka's DescribeProducers): each producer's epoch, last
+	// sequence and timestamp, coordinator epoch and open transaction's start
+	// offset. Read on each topic.
+	DescribeProducers(ctx context.Context, in *DescribeProducersRequest, opts ...grpc.CallOption) (*DescribeProducersResponse, error)
 }
 
 type storageServiceClient struct {
@@ -184,6 +190,16 @@ func (c *storageServiceClient) DeleteRecords(ctx context.Context, in *DeleteReco
 	return out, nil
 }
 
+func (c *storageServiceClient) DescribeProducers(ctx context.Context, in *DescribeProducersRequest, opts ...grpc.CallOption) (*DescribeProducersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DescribeProducersResponse)
+	err := c.cc.Invoke(ctx, StorageService_DescribeProducers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // StorageServiceServer is the server API for StorageService service.
 // All implementations must embed UnimplementedStorageServiceServer
 // for forward compatibility.
@@ -223,6 +239,11 @@ type StorageServiceServer interface {
 	// longer served, and segments wholly below it are deleted. Answered per
 	// partition once every ISR member's log start has reached it.
 	DeleteRecords(context.Context, *DeleteRecordsRequest) (*DeleteRecordsResponse, error)
+	// DescribeProducers answers the producer state of partitions this node
+	// leads (Kafka's DescribeProducers): each producer's epoch, last
+	// sequence and timestamp, coordinator epoch and open transaction's start
+	// offset. Read on each topic.
+	DescribeProducers(context.Context, *DescribeProducersRequest) (*DescribeProducersResponse, error)
 	mustEmbedUnimplementedStorageServiceServer()
 }
 
@@ -259,6 +280,9 @@ func (UnimplementedStorageServiceServer) WriteTxnMarkers(context.Context, *Write
 }
 func (UnimplementedStorageServiceServer) DeleteRecords(context.Context, *DeleteRecordsRequest) (*DeleteRecordsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteRecords not implemented")
+}
+func (UnimplementedStorageServiceServer) DescribeProducers(context.Context, *DescribeProducersRequest) (*DescribeProducersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DescribeProducers not implemented")
 }
 func (UnimplementedStorageServiceServer) mustEmbedUnimplementedStorageServiceServer() {}
 func (UnimplementedStorageServiceServer) testEmbeddedByValue()                        {}
@@ -414,6 +438,24 @@ func _StorageService_DeleteRecords_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _StorageService_DescribeProducers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeProducersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(StorageServiceServer).DescribeProducers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: StorageService_DescribeProducers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(StorageServiceServer).DescribeProducers(ctx, req.(*DescribeProducersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // StorageService_ServiceDesc is the grpc.ServiceDesc for StorageService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -444,6 +486,10 @@ var StorageService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteRecords",
 			Handler:    _StorageService_DeleteRecords_Handler,
+		},
+		{
+			MethodName: "DescribeProducers",
+			Handler:    _StorageService_DescribeProducers_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -469,3 +469,28 @@ func (s *Admin) ElectLeaders(ctx context.Context, req *skeinv1.ElectLeadersReque
 	}
 	return out, nil
 }
+
+// DescribeProducers answers the producers of a partition from its leader
+// (kafka-transactions.sh describe-producers), by producer id: an open
+// transaction's current_transaction_start_offset holds the partition's
+// last stable offset back.
+func (s *Admin) DescribeProducers(ctx context.Context, req *skeinv1.DescribeProducersRequest) (*skeinv1.DescribeProducersResponse, error) {
+	_, n, err := knownTopic(ctx, s.c, req.GetTopic())
+	if err != nil {
+		return nil, err
+	}
+	if err := checkPartition(req.GetTopic(), req.GetPartition(), n); err != nil {
+		return nil, err
+	}
+	ps, err := s.c.DescribeProducers(ctx, req.GetTopic(), req.GetPartition())
+	if err != nil {
+		return nil, err
+	}
+	out := &skeinv1.DescribeProducersResponse{Topic: req.GetTopic(), Partition: req.GetPartition(), Producers: []*skeinv1.ProducerDescription{}}
+	for _, p := range ps {
+		out.Producers = append(out.Producers, &skeinv1.ProducerDescription{ProducerId: p.GetProducerId(), ProducerEpoch: p.GetProducerEpoch(),
+			LastSequence: p.GetLastSequence(), LastTimestampMs: p.GetLastTimestamp(), CoordinatorEpoch: p.GetCoordinatorEpoch(),
+			CurrentTransactionStartOffset: p.GetCurrentTxnStartOffset()})
+	}
+	return out, nil
+}

@@ -169,6 +169,9 @@ func needs(p string, req any) []need {
 		return []need{txn(r.GetTransactionalId())}
 	case *skeinv1.AbortTransactionRequest:
 		return []need{txn(r.GetTransactionalId())}
+	case *skeinv1.DescribeProducersRequest:
+		// As Kafka's DescribeProducers.
+		return []need{topic(r.GetTopic(), acl.Read)}
 	case *skeinv1.DescribeTransactionRequest:
 		// As Kafka's DescribeTransactions (a listing needs nothing: it
 		// is filtered to the ids the principal may describe).

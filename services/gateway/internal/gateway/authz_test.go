@@ -37,6 +37,7 @@ func TestNeedsRefuseWithTheResourceRow(t *testing.T) {
 		{&skeinv1.AlterTopicConfigsRequest{Topic: "t"}, errs.TopicAuthorizationFailed},
 		{&skeinv1.ListOffsetsRequest{Topic: "t"}, errs.TopicAuthorizationFailed},
 		{&skeinv1.DeleteRecordsRequest{Topic: "t"}, errs.TopicAuthorizationFailed},
+		{&skeinv1.DescribeProducersRequest{Topic: "t"}, errs.TopicAuthorizationFailed},
 		{&skeinv1.ElectLeadersRequest{}, errs.ClusterAuthorizationFailed},
 		{&skeinv1.CreateAclsRequest{}, errs.ClusterAuthorizationFailed},
 		{&skeinv1.DescribeAclsRequest{}, errs.ClusterAuthorizationFailed},

@@ -157,3 +157,18 @@ func (p *Partition) RestoreProducers(s ProducerSnapshot) error {
 	p.mu.Unlock()
 	return p.Recover(s.Next)
 }
+
+// Producers answers the producer state of the partition this replica
+// leads (Kafka's DescribeProducers), by producer id:
+// NOT_LEADER_OR_FOLLOWER on a follower, FENCED_ or UNKNOWN_LEADER_EPOCH
+// for another leader epoch (-1 skips the check). The oldest open
+// transaction's start offset is the partition's last stable offset, unless
+// the HW is below it.
+func (p *Partition) Producers(leaderEpoch int32) ([]producer.Description, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.checkLeaderLocked(leaderEpoch); err != nil {
+		return nil, err
+	}
+	return p.producers.Describe(), nil
+}

@@ -32,6 +32,16 @@ func TestTransactionsBoundReadCommitted(t *testing.T) {
 	if res.LSO != 1 || countRecords(t, res.Records) != 1 {
 		t.Fatalf("read_committed before any marker: LSO %d, %d records", res.LSO, countRecords(t, res.Records))
 	}
+	// The leader describes its producers: 7's open transaction, the
+	// oldest, starts at the LSO; a follower does not answer.
+	ps, err := leader.Producers(-1)
+	if err != nil || len(ps) != 2 || ps[0].ProducerID != 7 || ps[0].TxnStartOffset != int64(s.LSO) || ps[1].ProducerID != 8 ||
+		ps[1].TxnStartOffset != 2 || ps[0].LastSequence != 0 || ps[0].Epoch != 0 {
+		t.Fatalf("producers: %+v %v", ps, err)
+	}
+	if _, err := c.replicas[2].Producers(-1); errs.Of(err) != errs.NotLeaderOrFollower {
+		t.Errorf("producers of a follower: %v", err)
+	}
 
 	done := make(chan error, 1)
 	// The coordinator writes a transaction's markers at the epoch after its

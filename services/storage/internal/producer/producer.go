@@ -359,3 +359,34 @@ func (s *State) IDs() []int64 {
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out
 }
+
+// Description is one producer's row in DescribeProducers, as Kafka's
+// kafka-transactions.sh describe-producers shows it.
+type Description struct {
+	ProducerID int64
+	Epoch      int16
+	// LastSequence is the sequence of the producer's last batch of its
+	// epoch, -1 when none is known (a new epoch a marker began).
+	LastSequence int32
+	// LastTimestamp is the timestamp of its last batch or marker.
+	LastTimestamp    int64
+	CoordinatorEpoch int32
+	// TxnStartOffset is the first offset of its open transaction here, -1
+	// when none is open: the oldest one is the last stable offset.
+	TxnStartOffset int64
+}
+
+// Describe answers every known producer, by producer id.
+func (s *State) Describe() []Description {
+	out := make([]Description, 0, len(s.entries))
+	for _, pid := range s.IDs() {
+		e := s.entries[pid]
+		last := int32(-1)
+		if n := len(e.Batches); n > 0 {
+			last = e.Batches[n-1].LastSeq
+		}
+		out = append(out, Description{ProducerID: pid, Epoch: e.Epoch, LastSequence: last, LastTimestamp: e.LastTimestamp,
+			CoordinatorEpoch: e.CoordinatorEpoch, TxnStartOffset: e.TxnFirstOffset})
+	}
+	return out
+}

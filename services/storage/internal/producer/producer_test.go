@@ -497,3 +497,70 @@ func TestDuplicateCarriesItsAppendTime(t *testing.T) {
 		}
 	}
 }
+
+// Describe shows each producer's epoch, last sequence and timestamp,
+// coordinator epoch and open transaction's first offset, as
+// describe-producers does; the oldest open transaction's first offset is
+// the first unstable offset.
+func TestDescribe(t *testing.T) {
+	type event struct {
+		b       *Batch // a batch appended at the next offset, or a marker of marker
+		marker  int64  // producer id of a marker (with b nil)
+		epoch   int16
+		coordEp int32
+		ts      int64
+	}
+	tx := func(pid int64, epoch int16, seq, n int32) *Batch {
+		return &Batch{ProducerID: pid, Epoch: epoch, FirstSeq: seq, Records: n, Transactional: true}
+	}
+	plain := func(pid int64, epoch int16, seq, n int32) *Batch {
+		return &Batch{ProducerID: pid, Epoch: epoch, FirstSeq: seq, Records: n}
+	}
+	for _, tc := range []struct {
+		name     string
+		events   []event
+		want     []Description
+		unstable int64
+	}{
+		{"nothing", nil, []Description{}, -1},
+		{"an idempotent producer", []event{{b: plain(7, 0, 0, 3), ts: 100}, {b: plain(7, 0, 3, 2), ts: 110}},
+			[]Description{{ProducerID: 7, Epoch: 0, LastSequence: 4, LastTimestamp: 110, TxnStartOffset: -1}}, -1},
+		{"a batch of no producer is not one", []event{{b: plain(NoProducer, -1, -1, 1), ts: 5}}, []Description{}, -1},
+		{"an open transaction", []event{{b: plain(3, 0, 0, 2), ts: 1}, {b: tx(9, 1, 0, 2), ts: 20}, {b: tx(9, 1, 2, 1), ts: 21}},
+			[]Description{
+				{ProducerID: 3, Epoch: 0, LastSequence: 1, LastTimestamp: 1, TxnStartOffset: -1},
+				{ProducerID: 9, Epoch: 1, LastSequence: 2, LastTimestamp: 21, TxnStartOffset: 2},
+			}, 2},
+		{"two open, the older holds the LSO", []event{{b: tx(9, 1, 0, 1), ts: 1}, {b: tx(4, 0, 0, 1), ts: 2}, {b: tx(9, 1, 1, 1), ts: 3}},
+			[]Description{
+				{ProducerID: 4, Epoch: 0, LastSequence: 0, LastTimestamp: 2, TxnStartOffset: 1},
+				{ProducerID: 9, Epoch: 1, LastSequence: 1, LastTimestamp: 3, TxnStartOffset: 0},
+			}, 0},
+		{"a committed transaction: the marker's epoch and coordinator epoch, no sequence known",
+			[]event{{b: tx(9, 1, 0, 2), ts: 20}, {marker: 9, epoch: 2, coordEp: 5, ts: 30}},
+			[]Description{{ProducerID: 9, Epoch: 2, LastSequence: -1, LastTimestamp: 30, CoordinatorEpoch: 5, TxnStartOffset: -1}}, -1},
+		{"a marker at the producer's epoch keeps its sequence",
+			[]event{{b: tx(9, 1, 0, 2), ts: 20}, {marker: 9, epoch: 1, coordEp: 5, ts: 30}},
+			[]Description{{ProducerID: 9, Epoch: 1, LastSequence: 1, LastTimestamp: 30, CoordinatorEpoch: 5, TxnStartOffset: -1}}, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := New()
+			next := int64(0)
+			for _, ev := range tc.events {
+				if ev.b != nil {
+					s.Append(*ev.b, next, next+int64(ev.b.Records)-1, ev.ts)
+					next += int64(ev.b.Records)
+					continue
+				}
+				s.Marker(ev.marker, ev.epoch, ev.coordEp, next, ev.ts)
+				next++
+			}
+			if got := s.Describe(); !slices.Equal(got, tc.want) {
+				t.Errorf("Describe:\n got %+v\nwant %+v", got, tc.want)
+			}
+			if got := s.FirstUnstableOffset(); got != tc.unstable {
+				t.Errorf("FirstUnstableOffset %d, want %d", got, tc.unstable)
+			}
+		})
+	}
+}

@@ -160,6 +160,15 @@ func TestFetchAndListOffsetsAreAuthorized(t *testing.T) {
 	if a, b := lresp.GetPartitions()[0].GetErrorCode(), lresp.GetPartitions()[1].GetErrorCode(); a != skeinv1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION || b != skeinv1.ErrorCode_TOPIC_AUTHORIZATION_FAILED {
 		t.Errorf("alice listing offsets of orders and payments: %v, %v", a, b)
 	}
+	// Describing producers reads the topic, as Kafka's DescribeProducers.
+	dp := &storagev1.DescribeProducersRequest{Partitions: []*storagev1.DescribeProducersPartition{{Topic: "orders"}, {Topic: "payments"}}}
+	dresp, err := s.DescribeProducers(as(alicePeer, ""), dp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := dresp.GetPartitions()[0].GetErrorCode(), dresp.GetPartitions()[1].GetErrorCode(); a != skeinv1.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION || b != skeinv1.ErrorCode_TOPIC_AUTHORIZATION_FAILED {
+		t.Errorf("alice describing producers of orders and payments: %v, %v", a, b)
+	}
 	// A follower's own fetch is never refused.
 	resp, _ = s.Fetch(as(storagePeer, ""), fetch)
 	for _, p := range resp.GetPartitions() {
@@ -256,6 +265,7 @@ func TestRulesBindReplicationAndMarkers(t *testing.T) {
 		{"WriteTxnMarkers", gatewayPeer, false},
 		{"Produce", alicePeer, true},
 		{"Fetch", alicePeer, true},
+		{"DescribeProducers", alicePeer, true},
 	} {
 		err := r.Check(peerauth.Method(storagev1.StorageService_ServiceDesc, tc.method), tc.peer)
 		if (err == nil) != tc.ok {

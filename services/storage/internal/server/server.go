@@ -24,6 +24,7 @@ import (
 	"skein/libs/rpcerr"
 	"skein/services/storage/internal/batchtrace"
 	"skein/services/storage/internal/partition"
+	"skein/services/storage/internal/producer"
 )
 
 // Replicas finds the partitions this node hosts.
@@ -920,5 +921,41 @@ func (s *Server) WriteTxnMarkers(ctx context.Context, req *storagev1.WriteTxnMar
 		}
 	}
 	wg.Wait()
+	return resp, nil
+}
+
+// DescribeProducers answers the producer state of partitions this node
+// leads (Kafka's DescribeProducers: read on each topic), each with its
+// own code: NOT_LEADER_OR_FOLLOWER where it does not lead.
+func (s *Server) DescribeProducers(ctx context.Context, req *storagev1.DescribeProducersRequest) (*storagev1.DescribeProducersResponse, error) {
+	topics := make([]string, len(req.GetPartitions()))
+	for i, q := range req.GetPartitions() {
+		topics[i] = q.GetTopic()
+	}
+	denied := s.refusals(ctx, "", "/skein.storage.v1.StorageService/DescribeProducers", topics, acl.Read)
+	resp := &storagev1.DescribeProducersResponse{}
+	for i, q := range req.GetPartitions() {
+		tp := partition.TP{Topic: q.GetTopic(), Partition: q.GetPartition()}
+		r := &storagev1.DescribeProducersResult{Topic: tp.Topic, Partition: tp.Partition}
+		resp.Partitions = append(resp.Partitions, r)
+		if denied != nil && denied[i] != nil {
+			r.ErrorCode, r.ErrorMessage = code(denied[i]), errs.Message(denied[i])
+			continue
+		}
+		p, err := s.replicas.Get(tp)
+		var ps []producer.Description
+		if err == nil {
+			ps, err = p.Producers(q.GetCurrentLeaderEpoch())
+		}
+		if err != nil {
+			r.ErrorCode, r.ErrorMessage = code(err), errs.Message(err)
+			continue
+		}
+		for _, d := range ps {
+			r.Producers = append(r.Producers, &storagev1.ProducerState{ProducerId: d.ProducerID, ProducerEpoch: int32(d.Epoch),
+				LastSequence: d.LastSequence, LastTimestamp: d.LastTimestamp, CoordinatorEpoch: d.CoordinatorEpoch,
+				CurrentTxnStartOffset: d.TxnStartOffset})
+		}
+	}
 	return resp, nil
 }
