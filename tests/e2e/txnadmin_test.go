@@ -50,6 +50,11 @@ func TestTransactionAdminOverREST(t *testing.T) {
 	}
 	before := time.Now().UnixMilli()
 	var pr ProduceResponse
+	// A plain record first: the transaction starts at offset 1.
+	if err := c.Call(ctx, "POST", fmt.Sprintf("/v1/topics/%s/partitions/1/records", topic), map[string]any{
+		"records": []map[string]any{{"value": "plain"}}}, &pr); err != nil || !written(pr) {
+		t.Fatalf("plain produce: %v %+v", err, pr)
+	}
 	if err := c.Call(ctx, "POST", fmt.Sprintf("/v1/topics/%s/partitions/1/records", topic), map[string]any{
 		"transactional_id": txid, "producer_id": id.ProducerID, "producer_epoch": id.ProducerEpoch, "base_sequence": 0,
 		"records": []map[string]any{{"value": "held"}}}, &pr); err != nil || !written(pr) {
@@ -89,12 +94,52 @@ func TestTransactionAdminOverREST(t *testing.T) {
 		int64(desc.TransactionStartTimeMs) < before-1000 || int64(desc.TransactionStartTimeMs) > time.Now().UnixMilli()+1000 {
 		t.Errorf("describe while open: %+v", desc)
 	}
+	// The partition's producers: the open transaction's start offset is
+	// the partition's last stable offset.
+	var producers struct {
+		Producers []struct {
+			ProducerID       Int64 `json:"producer_id"`
+			ProducerEpoch    int32 `json:"producer_epoch"`
+			LastSequence     int32 `json:"last_sequence"`
+			TxnStartOffset   Int64 `json:"current_transaction_start_offset"`
+			LastTimestampMs  Int64 `json:"last_timestamp_ms"`
+			CoordinatorEpoch int32 `json:"coordinator_epoch"`
+		} `json:"producers"`
+	}
+	if err := c.Call(ctx, "GET", fmt.Sprintf("/v1/topics/%s/partitions/1/producers", topic), nil, &producers); err != nil {
+		t.Fatal(err)
+	}
+	_, lso := committedValues(ctx, t, c, topic, 1, true)
+	found := false
+	for _, p := range producers.Producers {
+		if p.ProducerID == id.ProducerID {
+			found = true
+			if int64(p.TxnStartOffset) != 1 || int64(p.TxnStartOffset) != lso || p.ProducerEpoch != id.ProducerEpoch || p.LastSequence != 0 ||
+				int64(p.LastTimestampMs) < before-1000 {
+				t.Errorf("the open transaction's producer: %+v, LSO %d", p, lso)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("producers of %s-1: %+v, want producer %d", topic, producers, id.ProducerID)
+	}
+	if err := c.Call(ctx, "GET", fmt.Sprintf("/v1/topics/%s/partitions/7/producers", topic), nil, nil); err == nil {
+		t.Errorf("producers of a partition the topic does not have: no error")
+	} else if e, ok := err.(*APIError); !ok || e.ErrorCode != "UNKNOWN_TOPIC_OR_PARTITION" {
+		t.Errorf("producers of a partition the topic does not have: %v", err)
+	}
+
 	// The command line shows the same.
 	bin, err := BinDir()
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.CommandContext(ctx, filepath.Join(bin, "skein"), "txn", "describe", txid, "--gateway", d.GRPCAddr).CombinedOutput()
+	out, err := exec.CommandContext(ctx, filepath.Join(bin, "skein"), "txn", "describe-producers", "--topic", topic, "--partition", "1",
+		"--gateway", d.GRPCAddr).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), fmt.Sprint(int64(id.ProducerID))) {
+		t.Errorf("skein txn describe-producers: %v\n%s", err, out)
+	}
+	out, err = exec.CommandContext(ctx, filepath.Join(bin, "skein"), "txn", "describe", txid, "--gateway", d.GRPCAddr).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "ONGOING") || !strings.Contains(string(out), topic+"-1") {
 		t.Errorf("skein txn describe: %v\n%s", err, out)
 	}
@@ -126,6 +171,24 @@ func TestTransactionAdminOverREST(t *testing.T) {
 	}
 	if got := list("?state=ONGOING"); slices.ContainsFunc(got, func(s string) bool { return strings.HasPrefix(s, txid+":") }) {
 		t.Errorf("listed as ongoing after the commit: %v", got)
+	}
+	// Once the marker is written the producer holds nothing back.
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		if err := c.Call(ctx, "GET", fmt.Sprintf("/v1/topics/%s/partitions/1/producers", topic), nil, &producers); err != nil {
+			t.Fatal(err)
+		}
+		open := false
+		for _, p := range producers.Producers {
+			open = open || (p.ProducerID == id.ProducerID && p.TxnStartOffset >= 0)
+		}
+		if !open {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("producers after the commit: %+v", producers)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 
 	err = c.Call(ctx, "GET", "/v1/transactions/e2e-nobody", nil, nil)

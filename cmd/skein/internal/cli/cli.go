@@ -103,6 +103,8 @@ Usage:
                 (D: the dead-letter topic to read; default the group's dlq.topic, else T.dlq)
   skein txn list [--state S]   (as kafka-transactions.sh list; S: ONGOING, PREPARE_COMMIT, ... or Kafka's Ongoing)
   skein txn describe ID        (state, producer, the open transaction's start and partitions)
+  skein txn describe-producers --topic T --partition P   (the partition leader's producers; an open
+                transaction's start offset holds the partition's last stable offset)
   skein cluster
   skein acl add --principal User:NAME --operation OP[,OP]... (--topic T | --group G | --transactional-id ID | --cluster)
                 [--pattern literal|prefixed] [--permission allow|deny]

@@ -17,23 +17,40 @@ import (
 // partition's last stable offset back.
 func txnCmd(ctx context.Context, args []string, stdio IO) error {
 	if len(args) == 0 {
-		return usagef("txn needs a subcommand: list or describe")
+		return usagef("txn needs a subcommand: list, describe or describe-producers")
 	}
 	sub, args := args[0], args[1:]
 	if subcommandHelp(stdio.Out, "txn", sub) {
 		return flag.ErrHelp
 	}
 	f := newFlags("txn "+sub, stdio, true)
-	var state *string
+	var state, topic *string
+	var part *int
 	switch sub {
 	case "list":
 		state = f.String("state", "", "only ids in this state (ONGOING, PREPARE_COMMIT, ...; Kafka's Ongoing spelling too)")
 	case "describe":
+	case "describe-producers":
+		topic = f.String("topic", "", "the partition's topic (required)")
+		part = f.Int("partition", -1, "the partition (required)")
 	default:
 		return usagef("unknown txn subcommand %q", sub)
 	}
-	pos, err := f.parseSub("txn", sub, args)
-	if err != nil {
+	var pos []string
+	var err error
+	if sub == "describe-producers" {
+		if pos, err = f.parse(args); err != nil {
+			return err
+		}
+		switch {
+		case len(pos) != 0:
+			return usagef("txn describe-producers takes no argument, got %q", pos)
+		case *topic == "":
+			return usagef("describe-producers needs --topic")
+		case *part < 0:
+			return usagef("describe-producers needs --partition (0 or more)")
+		}
+	} else if pos, err = f.parseSub("txn", sub, args); err != nil {
 		return err
 	}
 	conn, err := f.dial()
@@ -44,6 +61,17 @@ func txnCmd(ctx context.Context, args []string, stdio IO) error {
 	txns := skeinv1.NewTransactionServiceClient(conn)
 	cctx, cancel := timeout(ctx)
 	defer cancel()
+
+	if sub == "describe-producers" {
+		resp, err := skeinv1.NewAdminServiceClient(conn).DescribeProducers(cctx, &skeinv1.DescribeProducersRequest{Topic: *topic, Partition: int32(*part)})
+		if err != nil {
+			return err
+		}
+		if *f.json {
+			return printJSON(stdio.Out, resp)
+		}
+		return printProducers(stdio.Out, resp)
+	}
 
 	if sub == "list" {
 		req := &skeinv1.ListTransactionsRequest{}
@@ -102,5 +130,24 @@ func printTransaction(w io.Writer, d *skeinv1.DescribeTransactionResponse, now t
 	fmt.Fprintln(tw, "TRANSACTIONAL-ID\tPRODUCER-ID\tEPOCH\tSTATE\tTIMEOUT-MS\tSTART-TIME-MS\tDURATION-MS\tPARTITIONS\tGROUPS")
 	fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%d\t%s\t%s\t%s\t%s\n", d.GetTransactionalId(), d.GetProducerId(), d.GetProducerEpoch(), d.GetState(),
 		d.GetTransactionTimeoutMs(), start, age, list(parts), list(d.GetGroups()))
+	return tw.Flush()
+}
+
+// printProducers prints a partition's producers as kafka-transactions.sh
+// describe-producers does, "-" for no last sequence and no open
+// transaction.
+func printProducers(w io.Writer, r *skeinv1.DescribeProducersResponse) error {
+	dash := func(v int64) string {
+		if v < 0 {
+			return "-"
+		}
+		return fmt.Sprint(v)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PRODUCER-ID\tEPOCH\tLAST-SEQUENCE\tLAST-TIMESTAMP-MS\tCOORDINATOR-EPOCH\tTXN-START-OFFSET")
+	for _, p := range r.GetProducers() {
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%d\t%d\t%s\n", p.GetProducerId(), p.GetProducerEpoch(), dash(int64(p.GetLastSequence())),
+			p.GetLastTimestampMs(), p.GetCoordinatorEpoch(), dash(p.GetCurrentTransactionStartOffset()))
+	}
 	return tw.Flush()
 }

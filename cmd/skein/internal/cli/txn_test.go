@@ -35,6 +35,20 @@ func (f *fakeTxns) DescribeTransaction(_ context.Context, req *skeinv1.DescribeT
 		Partitions: []*skeinv1.TopicPartitions{{Topic: "orders", Partitions: []int32{0, 1}}}, Groups: []string{"g"}}, nil
 }
 
+// fakeProducers is AdminService's DescribeProducers for partition orders-1.
+type fakeProducers struct {
+	skeinv1.UnimplementedAdminServiceServer
+}
+
+func (fakeProducers) DescribeProducers(_ context.Context, req *skeinv1.DescribeProducersRequest) (*skeinv1.DescribeProducersResponse, error) {
+	if req.GetTopic() != "orders" || req.GetPartition() != 1 {
+		return nil, rpcerr.ToGRPC(errs.Errorf(errs.UnknownTopicOrPartition, "no partition %s-%d", req.GetTopic(), req.GetPartition()))
+	}
+	return &skeinv1.DescribeProducersResponse{Topic: "orders", Partition: 1, Producers: []*skeinv1.ProducerDescription{
+		{ProducerId: 1000, ProducerEpoch: 2, LastSequence: 4, LastTimestampMs: 1765015200000, CoordinatorEpoch: 3, CurrentTransactionStartOffset: 17},
+		{ProducerId: 1001, LastSequence: -1, LastTimestampMs: 1765015200001, CurrentTransactionStartOffset: -1}}}, nil
+}
+
 func TestTxnCommands(t *testing.T) {
 	f := &fakeTxns{}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -43,6 +57,7 @@ func TestTxnCommands(t *testing.T) {
 	}
 	s := grpc.NewServer()
 	skeinv1.RegisterTransactionServiceServer(s, f)
+	skeinv1.RegisterAdminServiceServer(s, fakeProducers{})
 	go s.Serve(lis)
 	t.Cleanup(s.Stop)
 	addr := lis.Addr().String()
@@ -70,6 +85,25 @@ func TestTxnCommands(t *testing.T) {
 	}
 	if code, _, _ := run(t, "", "txn", "describe", "--gateway", addr); code != 2 {
 		t.Errorf("describe without an id: %d", code)
+	}
+	code, out, errOut = run(t, "", "txn", "describe-producers", "--topic", "orders", "--partition", "1", "--gateway", addr)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) != 3 || !strings.Contains(lines[0], "TXN-START-OFFSET") || !strings.HasSuffix(lines[1], "17") ||
+		!strings.Contains(lines[2], " - ") || !strings.HasSuffix(lines[2], "-") {
+		t.Errorf("describe-producers: %d %q %q", code, out, errOut)
+	}
+	code, out, _ = run(t, "", "txn", "describe-producers", "--topic", "orders", "--partition", "1", "--json", "--gateway", addr)
+	if code != 0 || !strings.Contains(out, `"current_transaction_start_offset"`) {
+		t.Errorf("describe-producers --json: %d %q", code, out)
+	}
+	for _, args := range [][]string{{"--topic", "orders"}, {"--partition", "1"}, {"orders", "--topic", "orders", "--partition", "1"}} {
+		if code, _, _ := run(t, "", append(append([]string{"txn", "describe-producers"}, args...), "--gateway", addr)...); code != 2 {
+			t.Errorf("describe-producers %v: %d, want a usage error", args, code)
+		}
+	}
+	if code, _, errOut := run(t, "", "txn", "describe-producers", "--topic", "orders", "--partition", "5", "--gateway", addr); code != 1 ||
+		!strings.Contains(errOut, "UNKNOWN_TOPIC_OR_PARTITION") {
+		t.Errorf("describe-producers of an unknown partition: %d %q", code, errOut)
 	}
 	if code, _, _ := run(t, "", "txn", "abort", "--gateway", addr); code != 2 {
 		t.Errorf("an unknown subcommand: %d", code)
