@@ -91,6 +91,10 @@ type FetchResult struct {
 	// batches and the skipped batches of aborted transactions included: what
 	// the leader's min_bytes counts.
 	Bytes int
+	// damaged is set when the answer stopped before a batch that failed
+	// its check: the records are those before it, and the next read from
+	// NextOffset fails with it.
+	damaged error
 }
 
 // leaderErr reports whether err means the request went to the wrong or an
@@ -209,7 +213,7 @@ func (c *Client) fetchFrom(ctx context.Context, req FetchRequest, view bool) (*F
 	var leaderless time.Time // when the fetch first found no leader
 	for attempt := 0; ; attempt++ {
 		res, release, err := c.fetchOnce(ctx, req, maxBytes, view)
-		if err == nil || !errs.IsRetriable(err) || ctx.Err() != nil {
+		if err == nil || !errs.IsRetriable(err) || ctx.Err() != nil || errs.Of(err) == errs.CorruptMessage {
 			return res, release, err
 		}
 		if m := c.Metadata(); errs.Of(err) == errs.UnknownTopicOrPartition && m.PartitionCount(req.Topic) == 0 {
@@ -345,7 +349,18 @@ func decodeFetch(req FetchRequest, pr *storagev1.PartitionFetchResult, view bool
 	for it.Next() {
 		b := it.Batch()
 		if err := b.Verify(); err != nil {
-			return nil, err
+			// A batch the leader's disk damaged: what came before it is
+			// answered, and the fetch from it fails at once, naming it
+			// (as Kafka's consumer returns the records before a corrupt
+			// one, then throws CorruptRecordException). Asked again, the
+			// same leader answers the same bytes: fetchFrom does not retry.
+			damaged := errs.Errorf(errs.CorruptMessage, "%s-%d: the record batch at offset %d failed its check (%v): the leader's copy is damaged; a position past that batch reads on",
+				req.Topic, req.Partition, out.NextOffset, errs.Message(err))
+			if out.NextOffset > req.Offset || len(out.Records) > 0 {
+				out.damaged = damaged
+				return out, nil
+			}
+			return nil, damaged
 		}
 		// Batches before the asked offset still count for read_committed:
 		// an abort marker there closes a transaction of the aborted list.

@@ -3,10 +3,12 @@ package client
 import (
 	"encoding/binary"
 	"fmt"
+	"strings"
 	"testing"
 
 	storagev1 "skein/gen/skein/storage/v1"
 	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/errs"
 	"skein/libs/record"
 )
 
@@ -164,5 +166,24 @@ func TestDecodeFetchViewOfCompressedBatches(t *testing.T) {
 		if want := fmt.Sprintf("batch-%d-record-%d", k/4, k%4); string(r.Value) != want || r.Offset != int64(k) {
 			t.Errorf("record %d: %q at %d, want %q", k, r.Value, r.Offset, want)
 		}
+	}
+}
+
+// A batch damaged on the leader's disk: the records before it are
+// answered, and a fetch from it fails at once with CORRUPT_MESSAGE naming
+// its offset, rather than the whole answer being refused.
+func TestDecodeFetchStopsAtACorruptBatch(t *testing.T) {
+	data := buildLog(t, "d", "d", "d", "d")
+	// Each "d" batch is the same size: flip a byte in the third one's
+	// record value (inside what its CRC covers).
+	size := len(data) / 4
+	data[2*size+size-3] ^= 0xff
+	res, err := decodeFetch(FetchRequest{Topic: "t", Partition: 3}, &storagev1.PartitionFetchResult{Records: data}, false)
+	if err != nil || len(res.Records) != 2 || res.NextOffset != 2 {
+		t.Fatalf("from 0: %v records, next %d, %v; want the 2 before the damaged batch, next 2", len(res.Records), res.NextOffset, err)
+	}
+	_, err = decodeFetch(FetchRequest{Topic: "t", Partition: 3, Offset: 2}, &storagev1.PartitionFetchResult{Records: data[2*size:]}, false)
+	if errs.Of(err) != errs.CorruptMessage || !strings.Contains(err.Error(), "t-3: the record batch at offset 2") {
+		t.Fatalf("from the damaged batch: %v, want CORRUPT_MESSAGE naming t-3 offset 2", err)
 	}
 }

@@ -38,7 +38,7 @@ func (c *Client) Follow(ctx context.Context, req FetchRequest, fn func(*FetchRes
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if !errs.IsRetriable(err) {
+		if !errs.IsRetriable(err) || errs.Of(err) == errs.CorruptMessage { // a damaged batch answers the same again
 			return err
 		}
 		if errs.Of(err) == errs.UnknownTopicOrPartition {
@@ -104,6 +104,11 @@ func (c *Client) followOnce(ctx context.Context, req *FetchRequest, fn func(*Fet
 			return moved, fnError{err}
 		}
 		req.Offset, moved = res.NextOffset, true
+		if res.damaged != nil {
+			// The leader sent past a damaged batch, and will not send it
+			// again: the stream would wait for ever.
+			return moved, res.damaged
+		}
 	}
 }
 

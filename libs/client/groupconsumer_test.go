@@ -12,6 +12,7 @@ import (
 	"skein/libs/client"
 	"skein/libs/client/clienttest"
 	"skein/libs/errs"
+	"skein/libs/record"
 )
 
 func produceN(t *testing.T, c *client.Client, topic string, partitions int32, perPartition int) {
@@ -427,5 +428,67 @@ func TestGroupCallFollowsACoordinatorMove(t *testing.T) {
 		t.Logf("answered %v after it began, by the new coordinator", time.Since(start).Round(time.Millisecond))
 	case <-time.After(10 * time.Second):
 		t.Fatal("the commit still waits on the stalled coordinator 10 s after the move")
+	}
+}
+
+// A batch damaged on the leader: a fetch answers the records before it
+// and then fails at once with CORRUPT_MESSAGE (not retried until its
+// timeout), and a group member's Poll that has nothing else to answer
+// says so, as Kafka's poll throws CorruptRecordException, rather than
+// answering nothing for ever.
+func TestACorruptBatchIsReported(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	cl.StartGroupCoordinator(t, 1)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 1, nil)
+	build := func(base int64, values ...string) record.Batch {
+		opts := record.DefaultBatchOptions()
+		opts.BaseOffset = record.Offset(base)
+		b := record.NewBuilder(opts)
+		for _, v := range values {
+			b.Append(1, nil, []byte(v))
+		}
+		out, _, err := b.Build(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	bad := build(2, "c", "d")
+	bad[len(bad)-2] ^= 0xff // inside what the CRC covers
+	cl.Storage[1].SetBatches("t", 0, build(0, "a", "b"), bad)
+
+	start := time.Now()
+	res, err := c.Fetch(ctx(t), client.FetchRequest{Topic: "t", Partition: 0, Offset: 0})
+	if err != nil || len(res.Records) != 2 || res.NextOffset != 2 {
+		t.Fatalf("fetch from 0: %+v %v; want a and b, next 2", res, err)
+	}
+	if _, err := c.Fetch(ctx(t), client.FetchRequest{Topic: "t", Partition: 0, Offset: 2}); errs.Of(err) != errs.CorruptMessage {
+		t.Fatalf("fetch from the damaged batch: %v, want CORRUPT_MESSAGE", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("the fetches took %v: the damaged batch was retried", took)
+	}
+
+	gc := newMember(t, c, "g", client.GroupConsumerConfig{})
+	defer gc.Close(ctx(t))
+	var got []string
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		recs, err := gc.Poll(ctx(t))
+		for _, r := range recs {
+			got = append(got, string(r.Value))
+		}
+		if errs.Of(err) == errs.CorruptMessage {
+			break
+		}
+		if err != nil {
+			t.Fatalf("poll: %v", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("polls answered %v and never CORRUPT_MESSAGE", got)
+		}
+	}
+	if strings.Join(got, ",") != "a,b" {
+		t.Errorf("the member read %v before the damaged batch, want a,b", got)
 	}
 }

@@ -209,7 +209,7 @@ func (g *GroupConsumer) pollFollowed(ctx context.Context, wait time.Duration) ([
 		}
 	}
 
-	var firstErr error
+	var firstErr, corrupt error
 	outOfRange := false
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
@@ -264,6 +264,12 @@ func (g *GroupConsumer) pollFollowed(ctx context.Context, wait time.Duration) ([
 				// metadata has it, or one being deleted (the coordinator
 				// then takes it back): tried again, as a fetch would be.
 				g.c.log.InfoContext(ctx, "an owned partition is not in the metadata yet", "group", g.cfg.Group, "topic", f.tp.Topic, "partition", f.tp.Partition, "err", a.err)
+			case errs.CorruptMessage:
+				// Followed again it fails again: the caller is told (as
+				// Kafka's poll throws CorruptRecordException) in a Poll
+				// that has nothing else to answer.
+				g.c.log.ErrorContext(ctx, "a record batch of an owned partition is damaged on its leader", "group", g.cfg.Group, "topic", f.tp.Topic, "partition", f.tp.Partition, "err", a.err)
+				corrupt = cmp.Or(corrupt, a.err)
 			default:
 				g.c.log.WarnContext(ctx, "following a partition failed", "group", g.cfg.Group, "topic", f.tp.Topic, "partition", f.tp.Partition, "err", a.err)
 				firstErr = cmp.Or(firstErr, a.err)
@@ -286,6 +292,9 @@ func (g *GroupConsumer) pollFollowed(ctx context.Context, wait time.Duration) ([
 			}
 			return nil, err
 		}
+	}
+	if len(out) == 0 && corrupt != nil {
+		return nil, corrupt
 	}
 	if len(out) == 0 && firstErr != nil && len(g.follows) == 0 {
 		return nil, firstErr // every stream failed

@@ -526,6 +526,11 @@ func (s *Group) read(ctx context.Context, group, reset string, starts map[client
 			}
 		case errs.Of(a.Err) == errs.OffsetOutOfRange:
 			outOfRange = append(outOfRange, tp)
+		case errs.Of(a.Err) == errs.CorruptMessage:
+			// Read again it fails again: the member is told, as Kafka's
+			// poll throws CorruptRecordException, instead of an empty
+			// answer for ever (a position past the batch reads on).
+			return nil, a.Err
 		default:
 			// This partition's position stays; the member reads it next time.
 			failed++

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/client/clienttest"
 	"skein/libs/errs"
+	"skein/libs/record"
 	"skein/libs/rpcerr"
 )
 
@@ -944,5 +946,59 @@ func TestGroupConsumeStreamTakesOverItsMember(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d reads open at the leader after the takeover, want the second stream's one", leader.FollowOpen())
 		}
+	}
+}
+
+// A batch damaged on its leader: a member's fetch answers the records
+// before it, then CORRUPT_MESSAGE naming it, rather than empty answers
+// for ever (as Kafka's poll throws CorruptRecordException).
+func TestGroupFetchReportsACorruptBatch(t *testing.T) {
+	e := startGroups(t)
+	e.mustDo("POST", "/v1/topics", `{"name": "c", "partitions": 2, "replication_factor": 1}`)
+	build := func(base int64, values ...string) record.Batch {
+		opts := record.DefaultBatchOptions()
+		opts.BaseOffset = record.Offset(base)
+		b := record.NewBuilder(opts)
+		for _, v := range values {
+			b.Append(1, nil, []byte(v))
+		}
+		out, _, err := b.Build(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	bad := build(2, "c", "d")
+	bad[len(bad)-2] ^= 0xff
+	e.cluster.Leader("c", 0).SetBatches("c", 0, build(0, "a", "b"), bad)
+	e.cluster.Leader("c", 1).SetBatches("c", 1, build(0, "x")) // a healthy partition beside it
+	m := e.join("g", `{"topics": ["c"], "auto_offset_reset": "earliest"}`)
+	var got []string
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		body := fmt.Sprintf(`{"member_epoch": %d, "max_wait_ms": 100}`, m.epoch)
+		if m.positions != nil {
+			b, _ := json.Marshal(map[string]any{"member_epoch": m.epoch, "max_wait_ms": 100, "positions": m.positions})
+			body = string(b)
+		}
+		code, out := e.do("POST", m.path("g")+"/records", body)
+		if code != http.StatusOK {
+			if out["error_code"] != "CORRUPT_MESSAGE" || !strings.Contains(fmt.Sprint(out["message"]), "offset 2") {
+				t.Fatalf("fetch: %d %v, want CORRUPT_MESSAGE naming offset 2", code, out)
+			}
+			break
+		}
+		for _, r := range out["records"].([]any) {
+			got = append(got, fmt.Sprint(r.(map[string]any)["value"]))
+		}
+		m.epoch, m.positions = asInt(out["member_epoch"]), out["positions"].([]any)
+		if time.Now().After(deadline) {
+			t.Fatalf("fetches answered %v and never CORRUPT_MESSAGE", got)
+		}
+	}
+	// The other partition's x may come in the same answers, or not (the
+	// damaged batch fails the member's fetch as a whole).
+	got = slices.DeleteFunc(got, func(v string) bool { return v == "x" })
+	if strings.Join(got, ",") != "a,b" {
+		t.Errorf("read %v before the damaged batch, want a,b", got)
 	}
 }
