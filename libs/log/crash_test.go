@@ -294,3 +294,36 @@ func TestRecoverLeftovers(t *testing.T) {
 		t.Fatalf("leftover %v not removed", m)
 	}
 }
+
+// RecoveryCut says whether Open cut a torn or damaged tail: the storage
+// node logs it, since what lay past the cut is on the other replicas only.
+func TestRecoveryCutIsReported(t *testing.T) {
+	src := t.TempDir()
+	_, locs, st := buildCrashLog(t, src)
+	last := locs[len(locs)-1]
+	for _, tc := range []struct {
+		name string
+		cut  int64 // bytes left in the last batch's segment; -1: untouched
+		want bool
+	}{
+		{"untouched", -1, false},
+		{"torn inside the last batch", last.pos + last.size - 3, true},
+		{"ending at a batch boundary", last.pos, false},
+	} {
+		dir := t.TempDir()
+		takeSnapshot(t, src).restore(t, dir)
+		if tc.cut >= 0 {
+			if err := os.Truncate(filepath.Join(dir, segmentName(last.seg)+logSuffix), tc.cut); err != nil {
+				t.Fatal(err)
+			}
+		}
+		l, err := Open(dir, smallConfig(), Options{State: State{RecoveryPoint: st.RecoveryPoint}, Now: (&clock{t: t0}).now})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got := l.RecoveryCut(); got != tc.want {
+			t.Errorf("%s: RecoveryCut %v, want %v (LEO %d)", tc.name, got, tc.want, l.LEO())
+		}
+		l.Close()
+	}
+}

@@ -73,7 +73,10 @@ type Log struct {
 	dirDirty  bool              // segment files were created or removed since the last flush
 	failed    error             // a write or fsync failed: refuse further writes
 	hasFailed atomic.Bool       // a write or fsync failed (failed, or syncErr not yet moved to it), for readers without wmu
-	flushMsgs atomic.Int64      // cfg.FlushMessages, for SyncIfDue without wmu
+	// recoveryCut: Open found a segment's tail torn or damaged and cut the
+	// log before it (RecoveryCut).
+	recoveryCut bool
+	flushMsgs   atomic.Int64 // cfg.FlushMessages, for SyncIfDue without wmu
 
 	// fmu guards the fsync SyncIfDue runs without wmu, so that appends go
 	// on beside it and the next fsync covers them together (a group
@@ -953,3 +956,8 @@ func (l *Log) deleteSegmentsLocked(deletable func(s, next *segment) bool) (int, 
 	}
 	return n, nil
 }
+
+// RecoveryCut reports whether Open cut the log: a segment's tail was torn
+// or damaged (a write the disk lost, or flipped), and the log ends before
+// it. What lay past the cut is on the other replicas only.
+func (l *Log) RecoveryCut() bool { return l.recoveryCut }

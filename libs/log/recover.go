@@ -96,7 +96,7 @@ func (l *Log) load(st State) error {
 			if err := removeSegmentFiles(l.dir, base); err != nil {
 				return err
 			}
-			cut, changedDir = true, true
+			cut, changedDir, l.recoveryCut = true, true, true
 			continue
 		}
 		var nextBase Offset = -1
@@ -123,6 +123,7 @@ func (l *Log) load(st State) error {
 				return err
 			}
 			cut = !whole
+			l.recoveryCut = l.recoveryCut || cut
 		}
 		if s.empty() && len(l.segs) > 0 && (cut || nextBase >= 0) {
 			// An empty segment in the middle (its data was torn away):

@@ -439,6 +439,17 @@ func (m *Manager) openLocked(tp partition.TP, topicID string, lcfg plog.Config, 
 	}
 	m.hosted[tp] = h
 	m.log.Info("hosting replica", "partition", tp, "leo", l.LEO(), "hw", ck.HighWatermark)
+	switch {
+	case l.LEO() < ck.HighWatermark:
+		// Records this replica counted as on every in-sync replica are
+		// gone from its disk: the other replicas have them, unless this
+		// one leads before it fetches them back.
+		m.log.Error("the log ends below the high watermark this replica recorded: a write the disk lost or damaged was cut away",
+			"partition", tp, "leo", l.LEO(), "hw", ck.HighWatermark, "lost_records", ck.HighWatermark-l.LEO())
+	case l.RecoveryCut():
+		m.log.Warn("recovery cut a torn or damaged tail from the log: the replica fetches what followed from its leader",
+			"partition", tp, "leo", l.LEO())
+	}
 	return h, nil
 }
 
