@@ -266,7 +266,10 @@ func describeErr(err error) string {
 	if st, ok := status.FromError(err); ok {
 		d := rpcerr.FromStatus(err)
 		msg := errs.Of(d).Name + ": " + errs.Message(d)
-		if st.Code() == codes.Unavailable && strings.Contains(st.Message(), "connection refused") {
+		// Only this command's own dial: a gateway relays its own failures
+		// to reach a controller or storage node as Unavailable too, and
+		// the gateway is then plainly there.
+		if st.Code() == codes.Unavailable && strings.Contains(st.Message(), "connection refused") && strings.Contains(st.Message(), "Error while dialing") {
 			msg += " (is a gateway listening there? --gateway or SKEIN_GATEWAY names its gRPC address)"
 		}
 		if st.Code() == codes.Unavailable && strings.Contains(st.Message(), "looked like an HTTP/1.1 header") {

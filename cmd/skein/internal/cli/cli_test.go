@@ -866,6 +866,12 @@ func TestGatewayAddressAndLongLines(t *testing.T) {
 	if code, _, errOut := run(t, "", "topic", "list", "--gateway", closed); code != 1 || !strings.Contains(errOut, "SKEIN_GATEWAY") {
 		t.Errorf("no gateway at %s: %d %q, want a hint at --gateway", closed, code, errOut)
 	}
+	// A gateway that could not reach a controller relays the refusal: the
+	// hint is not for it.
+	relayed := rpcerr.ToGRPC(errs.Errorf(errs.NetworkException, "dial tcp 127.0.0.1:26920: connect: connection refused"))
+	if msg := describeErr(relayed); strings.Contains(msg, "SKEIN_GATEWAY") || !strings.Contains(msg, "NETWORK_EXCEPTION") {
+		t.Errorf("a refusal the gateway relays: %q, want no hint at --gateway", msg)
+	}
 	// An HTTP/1.1 server there (the gateway's REST port, say).
 	web := httptest.NewServer(http.NotFoundHandler())
 	defer web.Close()
