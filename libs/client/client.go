@@ -288,7 +288,7 @@ func (c *Client) callController(ctx context.Context, fn func(context.Context, co
 			// The attempt's deadline may reach us as the server's
 			// DEADLINE_EXCEEDED a moment before our own timer fires.
 			if err != nil && (actx.Err() != nil || errs.Of(err) == errs.RequestTimedOut) && ctx.Err() == nil {
-				err = errs.Errorf(errs.NetworkException, "controller %s did not answer within %v", addr, ControllerAttemptTimeout)
+				err = errs.Errorf(errs.NetworkException, "controller %s did not answer within %v (paused, cut off, or without a quorum of the controllers to commit the change)", addr, ControllerAttemptTimeout)
 			}
 			cancel()
 			if err == nil {
