@@ -444,12 +444,8 @@ func (g *GroupCoordinator) OffsetCommit(ctx context.Context, req *groupv1.Offset
 			if len(gr.members) > 0 {
 				err = errs.Errorf(errs.UnknownMemberID, "group %q has members; commit as one of them", req.GetGroupId())
 			}
-		case m == nil:
-			err = errs.Errorf(errs.UnknownMemberID, "member %s is not in group %q", req.GetMemberId(), req.GetGroupId())
-		case m.epoch != req.GetMemberEpoch():
-			err = errs.Errorf(errs.StaleMemberEpoch, "member %s is at epoch %d, not %d", m.id, m.epoch, req.GetMemberEpoch())
-		case !m.assigned[p] && !m.revoking[p]:
-			err = errs.Errorf(errs.StaleMemberEpoch, "member %s does not own %s:%d", m.id, p.topic, p.partition)
+		case m == nil || m.epoch != req.GetMemberEpoch() || (!m.assigned[p] && !m.revoking[p]):
+			err = memberCommitErr(m, req.GetGroupId(), req.GetMemberId(), req.GetMemberEpoch(), p)
 		case len(o.GetMetadata()) > 4096:
 			err = errs.Errorf(errs.OffsetMetadataTooLarge, "metadata of %d bytes", len(o.GetMetadata()))
 		}
@@ -460,6 +456,20 @@ func (g *GroupCoordinator) OffsetCommit(ctx context.Context, req *groupv1.Offset
 			ErrorCode: skeinv1.ErrorCode(errs.CodeOf(err)), ErrorMessage: errs.Message(err)})
 	}
 	return out, nil
+}
+
+// memberCommitErr answers why member m (nil: not in the group) may not
+// commit p at epoch, nil when it may.
+func memberCommitErr(m *fakeMember, group, id string, epoch int32, p tp) error {
+	switch {
+	case m == nil:
+		return errs.Errorf(errs.UnknownMemberID, "member %s is not in group %q", id, group)
+	case m.epoch != epoch:
+		return errs.Errorf(errs.StaleMemberEpoch, "member %s is at epoch %d, not %d", m.id, m.epoch, epoch)
+	case !m.assigned[p] && !m.revoking[p]:
+		return errs.Errorf(errs.StaleMemberEpoch, "member %s does not own %s:%d", m.id, p.topic, p.partition)
+	}
+	return nil
 }
 
 func (gr *fakeGroup) memberOrNil(id string) *fakeMember {
@@ -729,14 +739,7 @@ func (g *GroupCoordinator) TxnOffsetCommit(_ context.Context, req *groupv1.TxnOf
 		var err error
 		p := tp{o.GetTopic(), o.GetPartition()}
 		if req.GetMemberId() != "" {
-			switch m := gr.memberOrNil(req.GetMemberId()); {
-			case m == nil:
-				err = errs.Errorf(errs.UnknownMemberID, "member %s is not in group %q", req.GetMemberId(), req.GetGroupId())
-			case m.epoch != req.GetMemberEpoch():
-				err = errs.Errorf(errs.StaleMemberEpoch, "member %s is at epoch %d, not %d", m.id, m.epoch, req.GetMemberEpoch())
-			case !m.assigned[p] && !m.revoking[p]:
-				err = errs.Errorf(errs.StaleMemberEpoch, "member %s does not own %s:%d", m.id, p.topic, p.partition)
-			}
+			err = memberCommitErr(gr.memberOrNil(req.GetMemberId()), req.GetGroupId(), req.GetMemberId(), req.GetMemberEpoch(), p)
 		}
 		if err == nil {
 			gr.pending[req.GetProducerId()][p] = o.GetOffset()

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"net/http"
+	"slices"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -258,20 +259,12 @@ func (z *authorizer) filter(principal string, resp any) {
 		// principal with read on the group alone fetching in a member's
 		// name must not get the records of that member's topics.
 		r.Assignment = assignment(r.GetAssignment())
-		recs := r.Records[:0]
-		for _, rec := range r.GetRecords() {
-			if z.allowed(principal, acl.Topic, rec.GetTopic(), acl.Read) {
-				recs = append(recs, rec)
-			}
-		}
-		r.Records = recs
-		pos := r.Positions[:0]
-		for _, p := range r.GetPositions() {
-			if z.allowed(principal, acl.Topic, p.GetTopic(), acl.Read) {
-				pos = append(pos, p)
-			}
-		}
-		r.Positions = pos
+		r.Records = slices.DeleteFunc(r.Records, func(rec *skeinv1.ConsumedRecord) bool {
+			return !z.allowed(principal, acl.Topic, rec.GetTopic(), acl.Read)
+		})
+		r.Positions = slices.DeleteFunc(r.Positions, func(p *skeinv1.TopicPartitionOffset) bool {
+			return !z.allowed(principal, acl.Topic, p.GetTopic(), acl.Read)
+		})
 	case *skeinv1.GetOffsetsResponse:
 		r.Offsets, _ = offsets(r.GetOffsets())
 	case *skeinv1.DescribeGroupResponse:
@@ -286,13 +279,7 @@ func (z *authorizer) filter(principal string, resp any) {
 				}
 			}
 			m.Topics = topics
-			assigned := m.Assignment[:0]
-			for _, a := range m.GetAssignment() {
-				if z.allowed(principal, acl.Topic, a.GetTopic(), acl.Describe) {
-					assigned = append(assigned, a)
-				}
-			}
-			m.Assignment = assigned
+			m.Assignment = assignment(m.GetAssignment())
 		}
 	case *skeinv1.CreateTopicResponse:
 		if t := r.GetTopic(); t != nil && !z.allowed(principal, acl.Topic, t.GetName(), acl.Describe) {
