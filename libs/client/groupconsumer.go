@@ -6,8 +6,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,10 +25,13 @@ type TopicPartition struct {
 }
 
 // Auto offset reset policies: where a partition with no committed offset
-// (or one out of range) starts.
+// (or one out of range) starts. ResetNone starts it nowhere: the member's
+// Poll fails with OFFSET_OUT_OF_RANGE naming the partitions until offsets
+// are committed for them (Kafka's auto.offset.reset=none).
 const (
 	ResetEarliest = "earliest"
 	ResetLatest   = "latest"
+	ResetNone     = "none"
 )
 
 // GroupConsumerConfig configures a GroupConsumer. Group and Topics are
@@ -46,7 +51,8 @@ type GroupConsumerConfig struct {
 	// Assignor is the server assignor the member prefers: "range" or
 	// "uniform"; "" for the group's.
 	Assignor string
-	// AutoOffsetReset is ResetEarliest or ResetLatest (the default).
+	// AutoOffsetReset is ResetEarliest, ResetLatest (the default) or
+	// ResetNone.
 	AutoOffsetReset string
 	Isolation       skeinv1.IsolationLevel
 	// MaxRecords caps the records of one Poll (default 500).
@@ -126,9 +132,9 @@ func (c *Client) NewGroupConsumer(cfg GroupConsumerConfig) (*GroupConsumer, erro
 	switch cfg.AutoOffsetReset {
 	case "":
 		cfg.AutoOffsetReset = ResetLatest
-	case ResetEarliest, ResetLatest:
+	case ResetEarliest, ResetLatest, ResetNone:
 	default:
-		return nil, errs.Errorf(errs.InvalidRequest, "auto offset reset %q: want earliest or latest", cfg.AutoOffsetReset)
+		return nil, errs.Errorf(errs.InvalidRequest, "auto offset reset %q: want earliest, latest or none", cfg.AutoOffsetReset)
 	}
 	if cfg.MinBytes < 0 {
 		return nil, errs.Errorf(errs.InvalidRequest, "min bytes must not be negative, got %d", cfg.MinBytes)
@@ -432,17 +438,23 @@ func (g *GroupConsumer) SeekToCommitted() {
 	}
 }
 
-// resetPositions moves the partitions that need it to AutoOffsetReset.
+// resetPositions moves the partitions that need it to AutoOffsetReset, or,
+// under ResetNone, fails naming them.
 func (g *GroupConsumer) resetPositions(ctx context.Context, need func(*partState) bool) error {
 	spec := LatestOffset
 	if g.cfg.AutoOffsetReset == ResetEarliest {
 		spec = EarliestOffset
 	}
 	byTopic := map[string][]int32{}
+	var none []TopicPartition
 	for tp, ps := range g.owned {
 		if need(ps) {
 			byTopic[tp.Topic] = append(byTopic[tp.Topic], tp.Partition)
+			none = append(none, tp)
 		}
+	}
+	if g.cfg.AutoOffsetReset == ResetNone && len(none) > 0 {
+		return NoResetError(g.cfg.Group, none)
 	}
 	for topic, parts := range byTopic {
 		offs, err := g.c.ListOffsets(ctx, topic, parts, spec, g.cfg.Isolation)
@@ -457,6 +469,26 @@ func (g *GroupConsumer) resetPositions(ctx context.Context, need func(*partState
 		}
 	}
 	return nil
+}
+
+// NoResetError is OFFSET_OUT_OF_RANGE for the partitions of tps that have
+// no committed offset in group while its member's auto offset reset is
+// ResetNone (Kafka's NoOffsetForPartitionException).
+func NoResetError(group string, tps []TopicPartition) error {
+	tps = slices.Clone(tps)
+	slices.SortFunc(tps, func(a, b TopicPartition) int {
+		return cmp.Or(strings.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+	})
+	const shown = 10
+	names := make([]string, 0, min(len(tps), shown))
+	for _, tp := range tps[:min(len(tps), shown)] {
+		names = append(names, fmt.Sprintf("%s:%d", tp.Topic, tp.Partition))
+	}
+	list := strings.Join(names, ", ")
+	if len(tps) > shown {
+		list += fmt.Sprintf(" and %d more", len(tps)-shown)
+	}
+	return errs.Errorf(errs.OffsetOutOfRange, "group %q has no committed offset for %s and auto offset reset is none: commit offsets for them (or reset the group's offsets) first", group, list)
 }
 
 // FetchAnswer is one partition's part of FetchAny.

@@ -492,3 +492,77 @@ func TestACorruptBatchIsReported(t *testing.T) {
 		t.Errorf("the member read %v before the damaged batch, want a,b", got)
 	}
 }
+
+// Under auto offset reset none a partition starts nowhere by itself: a
+// Poll fails with OFFSET_OUT_OF_RANGE naming it until an offset is
+// committed, a member then starts there, and a position that falls out of
+// range fails too instead of jumping.
+func TestGroupConsumerAutoOffsetResetNone(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	cl.StartGroupCoordinator(t, 1)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 2, nil)
+	produceN(t, c, "t", 2, 10)
+
+	if _, err := c.NewGroupConsumer(client.GroupConsumerConfig{Group: "g", Topics: []string{"t"}, AutoOffsetReset: "smallest"}); errs.Of(err) != errs.InvalidRequest {
+		t.Errorf("auto offset reset smallest: %v, want INVALID_REQUEST", err)
+	}
+	a := newMember(t, c, "g", client.GroupConsumerConfig{AutoOffsetReset: client.ResetNone})
+	var err error
+	for range 20 { // the first Polls may join before the assignment arrives
+		var recs []client.ConsumedRecord
+		if recs, err = a.Poll(ctx(t)); err != nil || len(recs) > 0 {
+			break
+		}
+	}
+	if errs.Of(err) != errs.OffsetOutOfRange || !strings.Contains(err.Error(), "t:0, t:1") {
+		t.Fatalf("poll without committed offsets: %v, want OFFSET_OUT_OF_RANGE naming t:0, t:1", err)
+	}
+	if err := a.Close(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+
+	groups := c.Groups()
+	if _, err := groups.CommitOffsets(ctx(t), &groupv1.OffsetCommitRequest{GroupId: "g", MemberEpoch: -1, Offsets: []*groupv1.PartitionOffset{
+		{Topic: "t", Partition: 0, Offset: 4}, {Topic: "t", Partition: 1, Offset: 7}}}); err != nil {
+		t.Fatal(err)
+	}
+	b := newMember(t, c, "g", client.GroupConsumerConfig{AutoOffsetReset: client.ResetNone})
+	got := consumed{}
+	for deadline := time.Now().Add(10 * time.Second); len(got[client.TopicPartition{Topic: "t"}])+len(got[client.TopicPartition{Topic: "t", Partition: 1}]) < 9; {
+		got.poll(t, b)
+		if time.Now().After(deadline) {
+			t.Fatalf("after the commits the member read %v, want t:0 4..9 and t:1 7..9", got)
+		}
+	}
+	if p0, p1 := got[client.TopicPartition{Topic: "t"}], got[client.TopicPartition{Topic: "t", Partition: 1}]; !slices.Equal(p0, []int64{4, 5, 6, 7, 8, 9}) || !slices.Equal(p1, []int64{7, 8, 9}) {
+		t.Errorf("read t:0 %v and t:1 %v, want 4..9 and 7..9", p0, p1)
+	}
+
+	// Its positions (10 each) fall behind the log start.
+	cl.Storage[1].SetLogStart("t", 0, 12)
+	produceN(t, c, "t", 2, 5) // t:0 now ends at 15
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		recs, err := b.Poll(ctx(t))
+		for _, r := range recs {
+			if r.Partition == 0 {
+				t.Fatalf("read t:0 offset %d past a position out of range", r.Offset)
+			}
+		}
+		if errs.Of(err) == errs.OffsetOutOfRange {
+			if !strings.Contains(err.Error(), "auto offset reset is none") {
+				t.Errorf("out of range: %v, want the reset policy named", err)
+			}
+			break
+		}
+		if err != nil {
+			t.Fatalf("poll: %v", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a position out of range under none was never reported")
+		}
+	}
+	if pos := b.Position(client.TopicPartition{Topic: "t"}); pos != 10 {
+		t.Errorf("t:0 position %d after the failure, want it kept at 10", pos)
+	}
+}

@@ -209,7 +209,7 @@ func (g *GroupConsumer) pollFollowed(ctx context.Context, wait time.Duration) ([
 		}
 	}
 
-	var firstErr, corrupt error
+	var firstErr, corrupt, stuck error
 	outOfRange := false
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
@@ -255,6 +255,16 @@ func (g *GroupConsumer) pollFollowed(ctx context.Context, wait time.Duration) ([
 			g.followAfter[f.tp] = time.Now().Add(followRetry)
 			switch errs.Of(a.err) {
 			case errs.OffsetOutOfRange:
+				if g.cfg.AutoOffsetReset == ResetNone {
+					// Nowhere to move it: the caller is told, in every
+					// Poll that has nothing else to answer, until the
+					// partition's position is set again (Kafka's poll
+					// throws OffsetOutOfRangeException).
+					if stuck == nil {
+						stuck = errs.Errorf(errs.OffsetOutOfRange, "%s, and auto offset reset is none", errs.Message(a.err))
+					}
+					break
+				}
 				g.c.log.InfoContext(ctx, "position out of range, resetting", "topic", f.tp.Topic, "partition", f.tp.Partition,
 					"offset", f.pos, "reset", g.cfg.AutoOffsetReset)
 				g.owned[f.tp].pos, outOfRange = -2, true
@@ -293,8 +303,8 @@ func (g *GroupConsumer) pollFollowed(ctx context.Context, wait time.Duration) ([
 			return nil, err
 		}
 	}
-	if len(out) == 0 && corrupt != nil {
-		return nil, corrupt
+	if len(out) == 0 && cmp.Or(corrupt, stuck) != nil {
+		return nil, cmp.Or(corrupt, stuck)
 	}
 	if len(out) == 0 && firstErr != nil && len(g.follows) == 0 {
 		return nil, firstErr // every stream failed

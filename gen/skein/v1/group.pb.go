@@ -31,7 +31,10 @@ type JoinGroupRequest struct {
 	SessionTimeoutMs *int32 `protobuf:"varint,4,opt,name=session_timeout_ms,json=sessionTimeoutMs,proto3,oneof" json:"session_timeout_ms,omitempty"`
 	// "range" or "uniform" (the default).
 	Assignor string `protobuf:"bytes,5,opt,name=assignor,proto3" json:"assignor,omitempty"`
-	// "earliest" or "latest" (the default), for partitions with no committed offset.
+	// Where a partition with no committed offset, or a position out of range,
+	// starts: "earliest", "latest" (the default), or "none": the member's
+	// fetches fail with OFFSET_OUT_OF_RANGE naming the partitions until
+	// offsets are committed for them (or a position is given).
 	AutoOffsetReset string `protobuf:"bytes,6,opt,name=auto_offset_reset,json=autoOffsetReset,proto3" json:"auto_offset_reset,omitempty"`
 	// What a Consume stream subscribed with this request reads: with
 	// READ_COMMITTED, records of committed transactions only, up to the last

@@ -87,7 +87,7 @@ Usage:
   skein consume TOPIC [--from earliest|latest|OFFSET] [--follow] [--partition N] [--max N]
                 [--print-key] [--key-separator SEP] [--read-committed]
                 [--print-timestamp] [--print-partition] [--print-offset] [--print-headers]
-  skein consume TOPIC --group G [--from earliest|latest] [--max N] [--idle DURATION]
+  skein consume TOPIC --group G [--from earliest|latest|none] [--max N] [--idle DURATION]
                 [--session-timeout DURATION] [--instance-id ID] [--assignor range|uniform]
                 [--print-key] [--key-separator SEP] [--read-committed]
                 [--print-timestamp] [--print-partition] [--print-offset] [--print-headers]

@@ -556,6 +556,7 @@ func TestClusterAndUsage(t *testing.T) {
 		{[]string{"consume", "t", "--session-timeout", "5s"}, "--session-timeout is for a group member"},
 		{[]string{"consume", "t", "--group", "g", "--session-timeout", "-5s"}, "--session-timeout -5s"},
 		{[]string{"consume", "t", "--group", "g", "--idle", "-1s"}, "--idle -1s"},
+		{[]string{"consume", "t", "--from", "none"}, "--from none is for --group"},
 		{[]string{"topic", "delete-records", "t", "--all", "--before", "0=0"}, "not both"},
 		{[]string{"--bogus", "topic", "list"}, `unknown flag "--bogus"`},
 	} {

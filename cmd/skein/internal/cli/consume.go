@@ -129,7 +129,7 @@ var errMaxReached = errors.New("max reached")
 
 func consumeCmd(ctx context.Context, args []string, stdio IO) error {
 	f := newFlags("consume", stdio, true)
-	fromFlag := f.String("from", "earliest", "earliest, latest or an offset")
+	fromFlag := f.String("from", "earliest", "earliest, latest or an offset; with --group, where partitions without a committed offset start: earliest, latest or none (fail instead)")
 	follow := f.Bool("follow", false, "keep printing new records as they are committed, from partitions added to the topic meanwhile too (Ctrl-C to stop)")
 	partition := f.Int("partition", -1, "only this partition (default: all)")
 	maxRecords := f.Int("max", 0, "stop after this many records (0: no limit)")
@@ -152,7 +152,15 @@ func consumeCmd(ctx context.Context, args []string, stdio IO) error {
 	if len(pos) != 1 {
 		return usagef("consume takes one topic, got %q", pos)
 	}
-	start, err := parseFrom(*fromFlag)
+	noReset := *fromFlag == "none" // a group's auto_offset_reset only
+	if noReset && *group == "" {
+		return usagef("--from none is for --group: partitions without a committed offset then fail instead of starting anywhere")
+	}
+	startAt := *fromFlag
+	if noReset {
+		startAt = "earliest" // for the checks below; the join says none
+	}
+	start, err := parseFrom(startAt)
 	if err != nil {
 		return err
 	}
@@ -206,10 +214,13 @@ func consumeCmd(ctx context.Context, args []string, stdio IO) error {
 		case *partition >= 0 || *follow:
 			return usagef("--group consumes the partitions the group assigns, until Ctrl-C: no --partition or --follow")
 		case !start.earliest && !start.latest:
-			return usagef("--group starts at the committed offsets; --from can only be earliest or latest (for partitions with none)")
+			return usagef("--group starts at the committed offsets; --from can only be earliest, latest or none (for partitions with none)")
 		}
 		sub := &skeinv1.JoinGroupRequest{Group: *group, Topics: []string{topic}, InstanceId: *instanceID, Assignor: *assignor, AutoOffsetReset: "earliest", IsolationLevel: iso}
-		if start.latest {
+		switch {
+		case noReset:
+			sub.AutoOffsetReset = "none"
+		case start.latest:
 			sub.AutoOffsetReset = "latest"
 		}
 		if *sessionTimeout > 0 {

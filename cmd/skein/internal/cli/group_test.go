@@ -411,6 +411,9 @@ func TestConsumeAsGroupMember(t *testing.T) {
 	if code, _, _ := run(t, "", "consume", "t", "--group", "g", "--partition", "1", "--gateway", addr); code != 2 {
 		t.Errorf("--group with --partition: exit %d, want 2", code)
 	}
+	if code, _, errOut := run(t, "", "consume", "t", "--group", "g", "--max", "3", "--from", "none", "--gateway", addr); code != 0 || f.subscribe.GetAutoOffsetReset() != "none" {
+		t.Errorf("--from none: %d %q, subscribed with %v; want auto_offset_reset none", code, errOut, f.subscribe)
+	}
 }
 
 // An explicit --group with an empty value ("--group $GROUP" with $GROUP

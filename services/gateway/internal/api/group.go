@@ -37,8 +37,8 @@ var tracer = otel.Tracer("skein/gateway")
 // assignments live in the group coordinator, positions in the caller's
 // requests (or the committed offsets), so any gateway serves any call. The
 // one thing a member sets at join that later calls need — auto_offset_reset
-// — travels in the member id the gateway mints ("<32 hex>-earliest" or
-// "<32 hex>-latest").
+// — travels in the member id the gateway mints ("<32 hex>-earliest",
+// "<32 hex>-latest" or "<32 hex>-none").
 type Group struct {
 	skeinv1.UnimplementedGroupServiceServer
 
@@ -117,8 +117,11 @@ func validateChosenID(field, id string, limit int) error {
 
 // resetOf answers the auto_offset_reset a member id minted here carries.
 func resetOf(member string) string {
-	if strings.HasSuffix(member, "-"+client.ResetEarliest) {
+	switch {
+	case strings.HasSuffix(member, "-"+client.ResetEarliest):
 		return client.ResetEarliest
+	case strings.HasSuffix(member, "-"+client.ResetNone):
+		return client.ResetNone
 	}
 	return client.ResetLatest
 }
@@ -178,9 +181,9 @@ func (s *Group) joinRequest(ctx context.Context, req *skeinv1.JoinGroupRequest) 
 	switch reset {
 	case "":
 		reset = client.ResetLatest
-	case client.ResetEarliest, client.ResetLatest:
+	case client.ResetEarliest, client.ResetLatest, client.ResetNone:
 	default:
-		return nil, errs.Errorf(errs.InvalidRequest, "auto_offset_reset %q: want \"earliest\" or \"latest\"", reset)
+		return nil, errs.Errorf(errs.InvalidRequest, "auto_offset_reset %q: want \"earliest\", \"latest\" or \"none\"", reset)
 	}
 	id := req.GetMemberId()
 	if id == "" {
@@ -447,10 +450,14 @@ func (s *Group) startOffsets(ctx context.Context, group, reset string, assignmen
 			missing = append(missing, tp)
 		}
 	}
+	if reset == client.ResetNone && len(missing) > 0 {
+		return nil, client.NoResetError(group, missing)
+	}
 	return out, s.reset(ctx, reset, missing, iso, out)
 }
 
-// reset sets each partition's offset in out to the reset policy's.
+// reset sets each partition's offset in out to the reset policy's (never
+// called under ResetNone).
 func (s *Group) reset(ctx context.Context, reset string, tps []client.TopicPartition, iso skeinv1.IsolationLevel, out map[client.TopicPartition]int64) error {
 	spec := client.LatestOffset
 	if reset == client.ResetEarliest {
@@ -513,8 +520,8 @@ func (s *Group) read(ctx context.Context, group, reset string, starts map[client
 		return int(a.Partition - b.Partition)
 	})
 	var outOfRange []client.TopicPartition
-	var firstErr error
-	failed := 0
+	var firstErr, stuck error
+	failed, answered := 0, 0
 	for _, a := range s.c.FetchAny(ctx, reqs, lim.records, lim.minBytes) {
 		tp := client.TopicPartition{Topic: a.Request.Topic, Partition: a.Request.Partition}
 		next[tp] = a.Next
@@ -523,6 +530,15 @@ func (s *Group) read(ctx context.Context, group, reset string, starts map[client
 			traceConsumed(ctx, group, a.Records)
 			for _, r := range a.Records {
 				emit(r)
+			}
+			answered += len(a.Records)
+		case errs.Of(a.Err) == errs.OffsetOutOfRange && reset == client.ResetNone:
+			// Nowhere to move it: the position stays and the member is
+			// told, unless other partitions answered records (then it is
+			// told by its next call, as Kafka's poll throws
+			// OffsetOutOfRangeException).
+			if stuck == nil {
+				stuck = errs.Errorf(errs.OffsetOutOfRange, "%s, and auto_offset_reset is none", errs.Message(a.Err))
 			}
 		case errs.Of(a.Err) == errs.OffsetOutOfRange:
 			outOfRange = append(outOfRange, tp)
@@ -541,6 +557,9 @@ func (s *Group) read(ctx context.Context, group, reset string, starts map[client
 	}
 	if failed == len(reqs) {
 		return nil, firstErr
+	}
+	if stuck != nil && answered == 0 {
+		return nil, stuck
 	}
 	return next, s.reset(ctx, reset, outOfRange, iso, next)
 }

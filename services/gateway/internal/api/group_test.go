@@ -256,6 +256,13 @@ func TestGroupUnstartedPartitionIsGivenUpInTheSameCall(t *testing.T) {
 // Group service over it, and a context for the test.
 func groupFixture(t *testing.T, topics map[string]int32) (*Group, *clienttest.GroupCoordinator, *client.Client, context.Context) {
 	t.Helper()
+	s, gc, c, ctx, _ := groupCluster(t, topics)
+	return s, gc, c, ctx
+}
+
+// groupCluster is groupFixture with its cluster (one storage node, 1).
+func groupCluster(t *testing.T, topics map[string]int32) (*Group, *clienttest.GroupCoordinator, *client.Client, context.Context, *clienttest.Cluster) {
+	t.Helper()
 	cl := clienttest.Start(t, 1)
 	gc, _ := cl.StartGroupCoordinator(t, 1)
 	c, err := client.New(client.Config{Controllers: []string{cl.ControllerAddr}})
@@ -278,7 +285,7 @@ func groupFixture(t *testing.T, topics map[string]int32) (*Group, *clienttest.Gr
 	}
 	s := NewGroup(c, slog.New(slog.DiscardHandler))
 	t.Cleanup(func() { s.Close() })
-	return s, gc, c, ctx
+	return s, gc, c, ctx, cl
 }
 
 // A member's fetch waits no longer than its heartbeat interval, whatever
@@ -345,5 +352,93 @@ func TestGroupDescriptionListsAssignedPartitionsWithoutCommits(t *testing.T) {
 	}
 	if got, total := rows(); got != "t:0@-1/3/-1 t:1@1/2/1" || total != 1 {
 		t.Fatalf("after a commit on t:1: %s, total %d; want t:1 at 1 with lag 1, t:0 still unknown, total 1", got, total)
+	}
+}
+
+// A member joined with auto_offset_reset none starts a partition only at a
+// committed offset or a position it gives: without one its fetch fails
+// with OFFSET_OUT_OF_RANGE naming the partitions, and a position out of
+// range fails too (after the records other partitions answered) instead
+// of jumping.
+func TestGroupAutoOffsetResetNone(t *testing.T) {
+	s, _, c, ctx, cl := groupCluster(t, map[string]int32{"t": 2})
+	p := c.NewProducer()
+	defer p.Close(ctx)
+	for part := range int32(2) {
+		for i := range 10 {
+			if r := p.ProduceSync(ctx, client.Record{Topic: "t", Partition: ptrTo(part), Value: []byte{byte('0' + i)}})[0]; r.Err != nil {
+				t.Fatal(r.Err)
+			}
+		}
+	}
+	if _, err := s.JoinGroup(ctx, &skeinv1.JoinGroupRequest{Group: "g", Topics: []string{"t"}, AutoOffsetReset: "smallest"}); errs.Of(err) != errs.InvalidRequest {
+		t.Errorf("auto_offset_reset smallest: %v, want INVALID_REQUEST", err)
+	}
+	m, err := s.JoinGroup(ctx, &skeinv1.JoinGroupRequest{Group: "g", Topics: []string{"t"}, AutoOffsetReset: "none"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fetch := func(positions ...*skeinv1.TopicPartitionOffset) (*skeinv1.FetchGroupRecordsResponse, error) {
+		return s.FetchGroupRecords(ctx, &skeinv1.FetchGroupRecordsRequest{Group: "g", MemberId: m.GetMemberId(), MemberEpoch: m.GetMemberEpoch(), Positions: positions})
+	}
+	if _, err := fetch(); errs.Of(err) != errs.OffsetOutOfRange || !strings.Contains(err.Error(), "t:0, t:1") {
+		t.Fatalf("fetch without committed offsets: %v, want OFFSET_OUT_OF_RANGE naming t:0, t:1", err)
+	}
+	if _, err := s.CommitOffsets(ctx, &skeinv1.CommitOffsetsRequest{Group: "g", MemberId: m.GetMemberId(), MemberEpoch: m.GetMemberEpoch(),
+		Offsets: []*skeinv1.TopicPartitionOffset{{Topic: "t", Partition: 0, Offset: 3}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fetch(); errs.Of(err) != errs.OffsetOutOfRange || !strings.Contains(err.Error(), "for t:1 ") {
+		t.Fatalf("fetch with t:0 committed: %v, want OFFSET_OUT_OF_RANGE naming t:1 alone", err)
+	}
+	// Positions given (a seek) need no committed offset. A call answers as
+	// soon as one partition has records: the positions go back each time.
+	read := map[int32][]int64{}
+	positions := []*skeinv1.TopicPartitionOffset{{Topic: "t", Partition: 0, Offset: -1}, {Topic: "t", Partition: 1, Offset: 8}}
+	for range 20 {
+		resp, err := fetch(positions...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range resp.GetRecords() {
+			read[r.GetPartition()] = append(read[r.GetPartition()], r.GetOffset())
+		}
+		if positions = resp.GetPositions(); len(read[0]) >= 7 && len(read[1]) >= 2 {
+			break
+		}
+	}
+	if !slices.Equal(read[0], []int64{3, 4, 5, 6, 7, 8, 9}) || !slices.Equal(read[1], []int64{8, 9}) {
+		t.Fatalf("read %v from t:0 at its commit and t:1 at 8, want 3..9 and 8, 9", read)
+	}
+
+	// t:0's position falls behind its log start: t:1's records (on the same
+	// leader, in the same answer) still come, t:0's position stays, and a
+	// call with nothing else to answer fails.
+	cl.Storage[1].SetLogStart("t", 0, 10)
+	positions = []*skeinv1.TopicPartitionOffset{{Topic: "t", Partition: 0, Offset: 5}, {Topic: "t", Partition: 1, Offset: 7}}
+	clear(read)
+	for i := 0; ; i++ {
+		resp, err := fetch(positions...)
+		if errs.Of(err) == errs.OffsetOutOfRange {
+			if !strings.Contains(err.Error(), "auto_offset_reset is none") {
+				t.Errorf("out of range: %v, want the policy named", err)
+			}
+			break
+		}
+		if err != nil || i == 20 {
+			t.Fatalf("fetch %d with t:0 out of range: %v; never OFFSET_OUT_OF_RANGE", i, err)
+		}
+		for _, r := range resp.GetRecords() {
+			read[r.GetPartition()] = append(read[r.GetPartition()], r.GetOffset())
+		}
+		for _, q := range resp.GetPositions() {
+			if q.GetPartition() == 0 && q.GetOffset() != 5 {
+				t.Fatalf("t:0 moved to %d, want it kept at 5", q.GetOffset())
+			}
+		}
+		positions = resp.GetPositions()
+	}
+	if len(read[0]) > 0 || !slices.Equal(read[1], []int64{7, 8, 9}) {
+		t.Errorf("read %v before the failure, want nothing of t:0 and t:1's 7..9", read)
 	}
 }
