@@ -216,6 +216,22 @@ func CreateTimes(m *metadata.Image, topic string) topicconfig.CreateTimes {
 	return topicconfig.CreateTimes{}
 }
 
+// KeysRequired reports whether topic is compacted, as the metadata has it.
+func KeysRequired(m *metadata.Image, topic string) bool {
+	t, ok := m.Topic(topic)
+	return ok && topicconfig.CompactedFrom(t.GetConfigs())
+}
+
+// CheckKey refuses a record without a key for a compacted topic with
+// INVALID_RECORD, before it joins a batch with others: the leader would
+// refuse that whole batch, every other record in it with this one.
+func CheckKey(required bool, topic string, key []byte) error {
+	if required && key == nil {
+		return errs.Errorf(errs.InvalidRecord, "topic %q is compacted (cleanup.policy compact) and takes only records with a key", topic)
+	}
+	return nil
+}
+
 // CheckCreateTime refuses a create time outside w at now (this process's
 // clock, Unix milliseconds) with INVALID_TIMESTAMP, before the record joins
 // a batch with others: the leader would refuse that whole batch. The

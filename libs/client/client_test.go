@@ -444,6 +444,33 @@ func TestProduceRefusesCreateTimesTheTopicDoesNotAccept(t *testing.T) {
 	}
 }
 
+// A record without a key for a compacted topic fails on its own, before it
+// joins a batch the leader would refuse whole; the records with keys
+// produced with it (an empty key is a key) are written.
+func TestProduceRefusesAKeylessRecordForACompactedTopic(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	c := newClient(t, cl)
+	createTopic(t, c, "table", 1, map[string]string{"cleanup.policy": "compact,delete"})
+	p := c.NewProducer(client.WithLinger(50 * time.Millisecond))
+	defer p.Close(ctx(t))
+	rs := p.ProduceSync(ctx(t),
+		client.Record{Topic: "table", Key: []byte("a"), Value: []byte("1")},
+		client.Record{Topic: "table", Value: []byte("no key")},
+		client.Record{Topic: "table", Key: []byte{}, Value: []byte("empty key")},
+	)
+	for i, want := range []*errs.Error{nil, errs.InvalidRecord, nil} {
+		if got := rs[i].Err; (want == nil) != (got == nil) || (want != nil && errs.Of(got) != want) {
+			t.Errorf("record %d: %v, want %v", i, got, want)
+		}
+	}
+	if rs[0].Offset != 0 || rs[2].Offset != 1 {
+		t.Fatalf("written at %d and %d, want 0 and 1", rs[0].Offset, rs[2].Offset)
+	}
+	if !strings.Contains(rs[1].Err.Error(), "compacted") {
+		t.Errorf("keyless record: %v, want the reason", rs[1].Err)
+	}
+}
+
 func TestAcksNone(t *testing.T) {
 	cl := clienttest.Start(t, 1)
 	c := newClient(t, cl)

@@ -447,6 +447,10 @@ func (p *Producer) Produce(ctx context.Context, r Record, done func(Result)) {
 	if r.Timestamp == 0 && !r.TimestampSet {
 		r.Timestamp = time.Now().UnixMilli()
 	}
+	if err := CheckKey(KeysRequired(m, r.Topic), r.Topic, r.Key); err != nil {
+		fail(err)
+		return
+	}
 	if w := CreateTimes(m, r.Topic); w.Check {
 		if err := CheckCreateTime(w, r.Topic, r.Timestamp, time.Now().UnixMilli()); err != nil {
 			fail(err)

@@ -268,11 +268,12 @@ func (s *Producer) prepare(ctx context.Context, topic string, acks *int32, compr
 	}
 	limit := client.MaxMessageBytes(m, topic)
 	createTimes := client.CreateTimes(m, topic)
+	keys := client.KeysRequired(m, topic)
 	now := nowMs()
 	tp := traceparent(ctx) // once per request, not per record
 	out := &prepared{acks: a, codec: codec, records: make([]client.Record, 0, len(recs)), principal: client.PrincipalOf(ctx)}
 	for i, pr := range recs {
-		r, err := checkRecord(tp, topic, i, pr, now, routePartition, n, createTimes, limit)
+		r, err := checkRecord(tp, topic, i, pr, now, routePartition, n, createTimes, keys, limit)
 		if err != nil {
 			if !perRecord {
 				return nil, err
@@ -295,8 +296,9 @@ func (s *Producer) prepare(ctx context.Context, topic string, acks *int32, compr
 }
 
 // checkRecord converts record i of a produce request and checks what
-// concerns it alone: its shape, partition, timestamp and size.
-func checkRecord(tp, topic string, i int, pr *skeinv1.ProduceRecord, now int64, routePartition *int32, partitions int32, createTimes topicconfig.CreateTimes, limit int) (client.Record, error) {
+// concerns it alone: its shape, partition, key (keys says the topic needs
+// one), timestamp and size.
+func checkRecord(tp, topic string, i int, pr *skeinv1.ProduceRecord, now int64, routePartition *int32, partitions int32, createTimes topicconfig.CreateTimes, keys bool, limit int) (client.Record, error) {
 	r, err := toClientRecord(tp, topic, i, pr, now)
 	if err != nil {
 		return client.Record{}, err
@@ -311,6 +313,9 @@ func checkRecord(tp, topic string, i int, pr *skeinv1.ProduceRecord, now int64, 
 		if err := checkPartition(topic, *r.Partition, partitions); err != nil {
 			return client.Record{}, err
 		}
+	}
+	if err := client.CheckKey(keys, topic, r.Key); err != nil {
+		return client.Record{}, errs.Errorf(errs.InvalidRecord, "record %d has no key: %s", i, errs.Message(err))
 	}
 	if err := client.CheckCreateTime(createTimes, topic, r.Timestamp, now); err != nil {
 		return client.Record{}, errs.Errorf(errs.InvalidTimestamp, "record %d: %s", i, errs.Message(err))
