@@ -897,6 +897,29 @@ func TestRESTCommitNeedsEveryOffset(t *testing.T) {
 	}
 }
 
+// A member's fetch names each position's offset: one left out would read
+// as 0 and send the member back to the partition's start.
+func TestRESTMemberPositionsNeedEveryOffset(t *testing.T) {
+	e := startGroups(t)
+	e.mustDo("POST", "/v1/topics", `{"name": "pt", "partitions": 1, "replication_factor": 1}`)
+	e.produce("pt", 1, 3)
+	m := e.join("pg", `{"topics": ["pt"], "auto_offset_reset": "earliest"}`)
+	path := "/v1/groups/pg/members/" + m.id + "/records"
+	for _, body := range []string{
+		fmt.Sprintf(`{"member_epoch": %d, "positions": [{"topic": "pt", "partition": 0}]}`, m.epoch),
+		fmt.Sprintf(`{"member_epoch": %d, "positions": [{"topic": "pt", "partition": 0, "offset": null}]}`, m.epoch),
+	} {
+		code, out := e.do("POST", path, body)
+		if code != 400 || out["error_code"] != "INVALID_REQUEST" || !strings.HasPrefix(fmt.Sprint(out["message"]), "positions[0]: offset is missing") {
+			t.Errorf("%s: %d %v, want 400 INVALID_REQUEST naming positions[0]", body, code, out)
+		}
+	}
+	out := e.mustDo("POST", path, fmt.Sprintf(`{"member_epoch": %d, "positions": [{"topic": "pt", "partition": 0, "offset": 2}]}`, m.epoch))
+	if recs := out["records"].([]any); len(recs) != 1 || recs[0].(map[string]any)["offset"] != "2" {
+		t.Errorf("from position 2: %v, want the record at 2 alone", recs)
+	}
+}
+
 // A second Consume stream that joins as the same member (a client that
 // reconnected before the gateway saw its first stream end) takes the
 // member over: the first stream ends FENCED_MEMBER_EPOCH without leaving

@@ -17,13 +17,16 @@ import (
 // and offsets: each entry's partition and offset must be in it. JSON can
 // say a field is missing where protobuf cannot, and protobuf reads a
 // missing one as 0, so a commit that left the offset out would rewind the
-// group to the partition's start, and a DeleteRecords that left the
-// partition out would delete from partition 0. Kafka's OffsetCommit and
-// DeleteRecords have no such defaults either. Keys are as in queryRoutes.
+// group to the partition's start, a member's fetch that left a position's
+// offset out would read its partition again from 0, and a DeleteRecords
+// that left the partition out would delete from partition 0. Kafka's
+// OffsetCommit and DeleteRecords have no such defaults either. Keys are as
+// in queryRoutes.
 var offsetRoutes = map[string]offsetList{
-	"POST /v1/groups/{group}/offsets":                  {"offsets", "a commit names each partition and the offset to commit"},
-	"POST /v1/transactions/{transactional_id}/offsets": {"offsets", "a commit names each partition and the offset to commit"},
-	"POST /v1/topics/{topic}/records:delete":           {"partitions", "each entry names a partition and the offset to delete records before (-1: the high watermark)"},
+	"POST /v1/groups/{group}/offsets":                     {"offsets", "a commit names each partition and the offset to commit"},
+	"POST /v1/transactions/{transactional_id}/offsets":    {"offsets", "a commit names each partition and the offset to commit"},
+	"POST /v1/topics/{topic}/records:delete":              {"partitions", "each entry names a partition and the offset to delete records before (-1: the high watermark)"},
+	"POST /v1/groups/{group}/members/{member_id}/records": {"positions", "each position names a partition and the offset to read next (-1: its committed offset), as the previous answer's positions do"},
 }
 
 // offsetList is where a route's body lists its partitions and offsets,
