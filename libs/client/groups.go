@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 
@@ -344,7 +345,11 @@ func (g *Groups) Describe(ctx context.Context, group string) (*groupv1.GroupDesc
 		for _, gd := range resp.GetGroups() {
 			if gd.GetGroupId() == group {
 				d = gd
-				return codeErr(gd.GetErrorCode(), "group "+group)
+				if c := gd.GetErrorCode(); c != skeinv1.ErrorCode_NONE {
+					// The description carries a code alone: its meaning says why.
+					return codeErr(c, fmt.Sprintf("group %q: %s", group, errs.ForCode(errs.Code(c)).Desc))
+				}
+				return nil
 			}
 		}
 		return errs.Errorf(errs.GroupIDNotFound, "group %q does not exist", group)

@@ -105,7 +105,7 @@ func (k Key) Check(value string) error {
 	case Long, Int:
 		v, err := strconv.ParseInt(strings.TrimSpace(value), 10, 64)
 		if err != nil {
-			return bad("not a %s", k.Type)
+			return bad("not a whole number")
 		}
 		if float64(v) < k.Min || float64(v) > k.Max {
 			return bad("must be in [%d, %d]", longBound(k.Min), longBound(k.Max))

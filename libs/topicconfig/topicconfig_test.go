@@ -69,7 +69,7 @@ func TestParse(t *testing.T) {
 		{"unused but known", map[string]string{"segment.jitter.ms": "10", "preallocate": "true"}, func(Config) bool { return true }, ""},
 
 		{"unknown key", map[string]string{"retention.hours": "1"}, nil, `unknown topic config "retention.hours"`},
-		{"not a number", map[string]string{"retention.ms": "soon"}, nil, "retention.ms: not a long"},
+		{"not a number", map[string]string{"retention.ms": "soon"}, nil, "retention.ms: not a whole number"},
 		{"below min", map[string]string{"retention.ms": "-2"}, nil, "retention.ms: must be in [-1,"},
 		{"segment too small", map[string]string{"segment.bytes": "13"}, nil, "segment.bytes: must be in [14,"},
 		{"int overflow", map[string]string{"segment.bytes": "4294967296"}, nil, "segment.bytes: must be in"},

@@ -209,7 +209,7 @@ func TestGroupOverRESTAnyGatewayExactlyOnce(t *testing.T) {
 	}
 	next().mustDo("DELETE", a.path("g"), "")
 	next().mustDo("DELETE", "/v1/groups/g", "")
-	if code, body := next().do("GET", "/v1/groups/g", ""); code != 404 || body["error_code"] != "GROUP_ID_NOT_FOUND" {
+	if code, body := next().do("GET", "/v1/groups/g", ""); code != 404 || body["error_code"] != "GROUP_ID_NOT_FOUND" || body["message"] != `group "g": the group does not exist` {
 		t.Errorf("describe after delete: %d %v", code, body)
 	}
 }

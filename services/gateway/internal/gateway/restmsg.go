@@ -11,7 +11,7 @@ import (
 // the parameter or body field by its documented name, and what its value
 // is not.
 var (
-	queryParse = regexp.MustCompile(`^parsing field "([^"]*)": (.*)$`)
+	queryParse = regexp.MustCompile(`^parsing (?:field|list) "([^"]*)": (.*)$`)
 	pathParse  = regexp.MustCompile(`^type mismatch, parameter: ([^,]*), error: (.*)$`)
 	strconvErr = regexp.MustCompile(`^strconv\.Parse(Int|Uint|Float|Bool): parsing "(.*)": (invalid syntax|value out of range)$`)
 	bodyAt     = regexp.MustCompile(`^proto: +\(line (\d+):(\d+)\): (.*)$`)

@@ -7,6 +7,7 @@ func TestRESTMessage(t *testing.T) {
 		{`parsing field "offset": strconv.ParseInt: parsing "abc": invalid syntax`, `query parameter "offset": "abc" is not an integer`},
 		{`parsing field "offset": strconv.ParseInt: parsing "99999999999999999999": value out of range`, `query parameter "offset": 99999999999999999999 is out of range`},
 		{`parsing field "include_internal": strconv.ParseBool: parsing "maybe": invalid syntax`, `query parameter "include_internal": "maybe" is not true or false`},
+		{`parsing list "producer_id": strconv.ParseInt: parsing "abc": invalid syntax`, `query parameter "producer_id": "abc" is not an integer`},
 		{`parsing field "isolation_level": "SOMETIMES" is not a valid value`, `query parameter "isolation_level": "SOMETIMES" is not a valid value`},
 		{`type mismatch, parameter: partition, error: strconv.ParseInt: parsing "abc": invalid syntax`, `path parameter "partition": "abc" is not an integer`},
 		{`proto: (line 1:30): invalid value for bytes field valueBytes: "***"`, `the body, at line 1 column 30: invalid value for bytes field value_bytes: "***"`},
