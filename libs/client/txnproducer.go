@@ -10,6 +10,7 @@ import (
 	"time"
 
 	groupv1 "skein/gen/skein/group/v1"
+	"skein/libs/client/accumulator"
 	"skein/libs/client/partitioner"
 	"skein/libs/errs"
 	"skein/libs/metadata"
@@ -20,8 +21,17 @@ import (
 type TxnOption func(*txnConfig)
 
 type txnConfig struct {
-	timeout     time.Duration
-	compression record.Compression
+	timeout         time.Duration
+	compression     record.Compression
+	deliveryTimeout time.Duration
+}
+
+// WithTxnDeliveryTimeout bounds how long a Send keeps trying to write its
+// records (delivery.timeout.ms; default DefaultDeliveryTimeout): a
+// partition without a leader for longer fails the Send, and the
+// transaction must then be aborted (its records may have been written).
+func WithTxnDeliveryTimeout(d time.Duration) TxnOption {
+	return func(c *txnConfig) { c.deliveryTimeout = d }
 }
 
 // WithTxnCompression sets the codec of the producer's batches for topics
@@ -70,8 +80,9 @@ var ErrAbortRequired = errors.New("the transaction must be aborted")
 //     The producer is then unusable: every later call answers the same
 //     error. Close it and make a new one, which aborts what was left open.
 //   - Abortable: a Send whose records may have been written (the outcome is
-//     unknown: a timeout, a lost connection) or whose sequences are in
-//     doubt, and a failed SendOffsets. The transaction can then only be
+//     unknown: a timeout, a lost connection), that wrote some of its
+//     records and not others, or whose sequences are in doubt, and a
+//     failed SendOffsets. The transaction can then only be
 //     aborted: Send, SendOffsets and Commit answer an error wrapping
 //     ErrAbortRequired and the cause until Abort.
 //   - Otherwise the transaction is as it was: a Send refused before
@@ -121,8 +132,14 @@ func (c *Client) NewTransactionalProducer(ctx context.Context, transactionalID s
 		seq: map[TopicPartition]int32{}, added: map[TopicPartition]bool{}, groupz: map[string]bool{},
 		sticky: partitioner.NewSticky(randIntN),
 	}
+	p.cfg.deliveryTimeout = DefaultDeliveryTimeout
 	for _, o := range opts {
 		o(&p.cfg)
+	}
+	if p.cfg.timeout < 0 || p.cfg.deliveryTimeout <= 0 {
+		p.txns.Close()
+		p.groups.Close()
+		return nil, errs.Errorf(errs.InvalidRequest, "transaction timeout %v and delivery timeout %v: want a timeout of 0 (the coordinator's default) or more, and a positive delivery timeout", p.cfg.timeout, p.cfg.deliveryTimeout)
 	}
 	pid, epoch, err := p.txns.InitProducerID(ctx, transactionalID, p.cfg.timeout)
 	if err != nil {
@@ -224,10 +241,15 @@ type sendGroup struct {
 // Send writes recs in the open transaction and answers their results in
 // order. Each record goes to Record.Partition, else the partition of its key
 // (murmur2, as the idempotent producer), else one sticky partition of its
-// topic for the whole call. Partitions new to the transaction are added to
-// it first; then each partition gets one batch (acks=all), all partitions
-// at once. On an error the results say, record by record, what was
-// written; see TransactionalProducer for what the error leaves.
+// topic for the whole call. Every record is checked first (its partition,
+// its size against the topic's max.message.bytes, its key when the topic is
+// compacted): one refused fails the whole Send before anything is written.
+// Partitions new to the transaction are then added to it, and each
+// partition gets its records in batches (acks=all) that fit the topic's
+// max.message.bytes, one after another; partitions are written at once.
+// Batches are retried for at most the delivery timeout. On an error
+// the results say, record by record, what was written; see
+// TransactionalProducer for what the error leaves.
 func (p *TransactionalProducer) Send(ctx context.Context, recs ...Record) ([]Result, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -240,6 +262,13 @@ func (p *TransactionalProducer) Send(ctx context.Context, recs ...Record) ([]Res
 	groups, err := p.partitionLocked(ctx, recs)
 	if err != nil {
 		return nil, err
+	}
+	m := p.c.Metadata()
+	now := time.Now().UnixMilli()
+	for i, r := range recs {
+		if err := checkTxnRecord(m, r, now); err != nil {
+			return nil, errs.Errorf(errs.Of(err), "record %d: %s", i, errs.Message(err))
+		}
 	}
 	var fresh []TopicPartition
 	for _, g := range groups {
@@ -258,29 +287,41 @@ func (p *TransactionalProducer) Send(ctx context.Context, recs ...Record) ([]Res
 		}
 	}
 	type outcome struct {
-		res []Result
+		res []Result // of the records written, in order
 		err error
 	}
+	dctx, cancel := context.WithTimeout(ctx, p.cfg.deliveryTimeout)
+	defer cancel()
 	outs := make([]outcome, len(groups))
 	var wg sync.WaitGroup
 	for i, g := range groups {
-		id := BatchIdentity{ProducerID: p.pid, ProducerEpoch: p.epoch, BaseSequence: p.seq[g.tp], TransactionalID: p.id, Compression: p.cfg.compression}
+		base := p.seq[g.tp]
 		wg.Go(func() {
-			res, err := p.c.ProduceBatch(ctx, g.tp.Topic, g.tp.Partition, AcksAll, id, g.recs)
-			outs[i] = outcome{res, err}
+			var res []Result
+			for _, chunk := range txnChunks(ctx, g.recs, maxMessageBytes(m, g.tp.Topic), now) {
+				id := BatchIdentity{ProducerID: p.pid, ProducerEpoch: p.epoch, BaseSequence: base + int32(len(res)), TransactionalID: p.id, Compression: p.cfg.compression}
+				r, err := p.c.ProduceBatch(dctx, g.tp.Topic, g.tp.Partition, AcksAll, id, chunk)
+				if err != nil {
+					outs[i] = outcome{res, err}
+					return
+				}
+				res = append(res, r...)
+			}
+			outs[i] = outcome{res, nil}
 		})
 	}
 	wg.Wait()
 	out := make([]Result, len(recs))
 	var first error
-	abortable := false
+	abortable, wrote := false, false
 	for i, g := range groups {
 		o := outs[i]
+		p.seq[g.tp] += int32(len(o.res))
+		wrote = wrote || len(o.res) > 0
+		for j, r := range o.res {
+			out[g.idx[j]] = r
+		}
 		if o.err == nil {
-			p.seq[g.tp] += int32(len(g.recs))
-			for j, k := range g.idx {
-				out[k] = o.res[j]
-			}
 			continue
 		}
 		maybe := MaybeWritten(o.err)
@@ -289,7 +330,7 @@ func (p *TransactionalProducer) Send(ctx context.Context, recs ...Record) ([]Res
 			abortable = true // the partition's sequence is in doubt
 		}
 		abortable = abortable || maybe
-		for _, k := range g.idx {
+		for _, k := range g.idx[len(o.res):] {
 			out[k] = Result{Partition: g.tp.Partition, Offset: -1, Timestamp: recs[k].Timestamp, Err: o.err, MaybeWritten: maybe}
 		}
 		if first == nil || fatalCode(o.err) {
@@ -297,9 +338,54 @@ func (p *TransactionalProducer) Send(ctx context.Context, recs ...Record) ([]Res
 		}
 	}
 	if first != nil {
-		return out, p.failLocked(first, abortable)
+		// Some of this Send's records are in the transaction and others
+		// are not: it can no longer commit what the caller sent.
+		return out, p.failLocked(first, abortable || wrote)
 	}
 	return out, nil
+}
+
+// checkTxnRecord refuses a record its partition's leader would refuse with
+// its batch: one larger than the topic's max.message.bytes, one without a
+// key for a compacted topic, a create time outside the topic's window.
+func checkTxnRecord(m *metadata.Image, r Record, now int64) error {
+	if size, limit := SingleRecordBatchSize(r), maxMessageBytes(m, r.Topic); size > limit {
+		return errs.Errorf(errs.MessageTooLarge, "%d bytes as a batch, above max.message.bytes %d of topic %q", size, limit, r.Topic)
+	}
+	if err := CheckKey(KeysRequired(m, r.Topic), r.Topic, r.Key); err != nil {
+		return err
+	}
+	if r.TimestampSet || r.Timestamp != 0 {
+		if err := CheckCreateTime(CreateTimes(m, r.Topic), r.Topic, r.Timestamp, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// txnChunkSlack is what a record may take in a batch beyond its size
+// estimated here: the longer varints of its offset and timestamp deltas.
+const txnChunkSlack = 16
+
+// txnChunks splits one partition's records into runs whose batches fit
+// within limit (max.message.bytes), each at least one record (checked
+// against limit alone before).
+func txnChunks(ctx context.Context, recs []Record, limit int, now int64) [][]Record {
+	var out [][]Record
+	start, size := 0, record.HeaderSize
+	for i, r := range recs {
+		ts := r.Timestamp
+		if ts == 0 && !r.TimestampSet {
+			ts = now
+		}
+		n := accumulator.RecordSize(&accumulator.Record{Timestamp: ts, Key: r.Key, Value: r.Value, Headers: withTraceparent(ctx, r.Headers)}, 0, ts) + txnChunkSlack
+		if i > start && size+n > limit {
+			out = append(out, recs[start:i])
+			start, size = i, record.HeaderSize
+		}
+		size += n
+	}
+	return append(out, recs[start:])
 }
 
 // partitionLocked spreads recs over their partitions, keeping their order

@@ -569,3 +569,86 @@ func TestSendGroupOffsetsNamesTheMember(t *testing.T) {
 		t.Errorf("no member id: %v, want INVALID_REQUEST", err)
 	}
 }
+
+// A Send that wrote some of its records and failed others leaves only
+// Abort (Commit would publish half of it); one refused by its records'
+// checks writes nothing and the transaction goes on; a Send larger than
+// max.message.bytes goes in several batches of consecutive sequences; and
+// a partition without an answer fails the Send at the delivery timeout.
+func TestTransactionalSendIsWholeOrAborted(t *testing.T) {
+	cl, _, _, c := txnSetup(t, 2)
+	createTopic(t, c, "small", 1, map[string]string{"max.message.bytes": "2000"})
+	createTopic(t, c, "table", 1, map[string]string{"cleanup.policy": "compact"})
+	p, err := c.NewTransactionalProducer(ctx(t), "tx-whole", client.WithTxnDeliveryTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	st := cl.Storage[1]
+	big := client.Record{Topic: "small", Partition: ptr(int32(0)), Value: make([]byte, 3000)}
+	keyless := client.Record{Topic: "table", Value: []byte("no key")}
+	for _, bad := range []client.Record{big, keyless} {
+		_, err := p.Send(ctx(t), append(to(0, "beside"), bad)...)
+		if err == nil || errors.Is(err, client.ErrAbortRequired) || !strings.Contains(err.Error(), "record 1") {
+			t.Fatalf("a Send with a record its leader would refuse: %v, want a refusal naming record 1, the transaction going on", err)
+		}
+	}
+	if n := len(st.Batches("out", 0)); n != 0 {
+		t.Fatalf("the refused Sends wrote %d batches", n)
+	}
+
+	// One Send of 3 × 800 bytes to a topic of 2000-byte batches.
+	var recs []client.Record
+	for i := range 3 {
+		recs = append(recs, client.Record{Topic: "small", Partition: ptr(int32(0)), Value: []byte(strings.Repeat(fmt.Sprint(i), 800))})
+	}
+	res, err := p.Send(ctx(t), recs...)
+	if err != nil {
+		t.Fatalf("a Send over max.message.bytes in all: %v", err)
+	}
+	if got := batchIDs(st, "small", 0); len(got) < 2 || res[2].Offset != 2 {
+		t.Fatalf("batches %v, offsets %+v; want the records split over batches, offsets 0..2", got, res)
+	}
+	next := int32(0)
+	for _, b := range st.Batches("small", 0) {
+		if b.BaseSequence() != next {
+			t.Errorf("batches %v: each should start at the sequence after the one before", batchIDs(st, "small", 0))
+		}
+		next = b.BaseSequence() + b.RecordCount()
+	}
+
+	// Partition 0 writes, partition 1's leader refuses its batch: the
+	// transaction can only be aborted.
+	st.FailNext("out", 1, errs.Errorf(errs.InvalidRecord, "refused"), 1)
+	res, err = p.Send(ctx(t), append(to(0, "written"), to(1, "refused")...)...)
+	if !errors.Is(err, client.ErrAbortRequired) || res[0].Err != nil || res[1].Err == nil || res[1].MaybeWritten {
+		t.Fatalf("a Send half written: %v %+v, want ErrAbortRequired, record 0 written", err, res)
+	}
+	if err := p.Commit(ctx(t)); !errors.Is(err, client.ErrAbortRequired) {
+		t.Errorf("Commit after a half-written Send: %v, want ErrAbortRequired", err)
+	}
+	if err := p.Abort(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+
+	// A partition whose leader never takes the batch: the Send fails at
+	// the delivery timeout, its outcome unknown.
+	if err := p.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	st.FailNext("out", 1, errs.Errorf(errs.NotLeaderOrFollower, "moved"), 1_000_000)
+	start := time.Now()
+	if _, err := p.Send(ctx(t), to(1, "stuck")...); !errors.Is(err, client.ErrAbortRequired) {
+		t.Errorf("a Send that never gets an answer: %v, want ErrAbortRequired", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("the Send took %v past its 1 s delivery timeout", took)
+	}
+	st.ClearFailures("out", 1)
+	if err := p.Abort(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+}
