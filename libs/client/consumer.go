@@ -16,6 +16,7 @@ import (
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/errs"
 	"skein/libs/grpcopt"
+	"skein/libs/metadata"
 	"skein/libs/record"
 	"skein/libs/rpcerr"
 )
@@ -484,6 +485,20 @@ type PartitionOffset struct {
 type ReplicaOffset struct {
 	Replica      int32
 	LogEndOffset int64
+}
+
+// SplitByLeader splits partitions of topic into those the metadata gives a
+// leader and those it gives none (their reads and offsets would wait for
+// one).
+func SplitByLeader(m *metadata.Image, topic string, partitions []int32) (led, leaderless []int32) {
+	for _, p := range partitions {
+		if _, ok := m.Leader(topic, p); ok {
+			led = append(led, p)
+		} else {
+			leaderless = append(leaderless, p)
+		}
+	}
+	return led, leaderless
 }
 
 // ListOffsets asks each partition's leader for an offset: LatestOffset (the

@@ -397,8 +397,9 @@ func (g *GroupConsumer) lose(ctx context.Context) {
 // committed offset, or the AutoOffsetReset one.
 func (g *GroupConsumer) resolvePositions(ctx context.Context) error {
 	var todo []TopicPartition
+	now := time.Now()
 	for tp, ps := range g.owned {
-		if ps.pos < 0 {
+		if ps.pos < 0 && !now.Before(g.followAfter[tp]) {
 			todo = append(todo, tp)
 		}
 	}
@@ -414,6 +415,10 @@ func (g *GroupConsumer) resolvePositions(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	asked := map[*partState]bool{}
+	for _, tp := range todo {
+		asked[g.owned[tp]] = true
+	}
 	unstable := map[*partState]bool{}
 	for _, o := range offs {
 		ps := g.owned[TopicPartition{o.GetTopic(), o.GetPartition()}]
@@ -421,11 +426,17 @@ func (g *GroupConsumer) resolvePositions(ctx context.Context) error {
 		case ps == nil:
 		case o.GetErrorCode() == skeinv1.ErrorCode_UNSTABLE_OFFSET_COMMIT:
 			unstable[ps] = true
-		case o.GetOffset() >= 0 && o.GetErrorCode() == skeinv1.ErrorCode_NONE:
+		case o.GetErrorCode() != skeinv1.ErrorCode_NONE:
+			// Not known: never a reset in its place, which could skip
+			// or repeat what the group committed.
+			unstable[ps] = true
+			g.c.log.WarnContext(ctx, "the committed offset of an owned partition could not be read", "group", g.cfg.Group,
+				"topic", o.GetTopic(), "partition", o.GetPartition(), "err", o.GetErrorCode().String())
+		case o.GetOffset() >= 0:
 			ps.pos, ps.committed = o.GetOffset(), o.GetOffset()
 		}
 	}
-	return g.resetPositions(ctx, func(ps *partState) bool { return ps.pos < 0 && !unstable[ps] })
+	return g.resetPositions(ctx, func(ps *partState) bool { return ps.pos < 0 && asked[ps] && !unstable[ps] })
 }
 
 // SeekToCommitted makes every owned partition start again, at the next
@@ -456,16 +467,45 @@ func (g *GroupConsumer) resetPositions(ctx context.Context, need func(*partState
 	if g.cfg.AutoOffsetReset == ResetNone && len(none) > 0 {
 		return NoResetError(g.cfg.Group, none)
 	}
-	for topic, parts := range byTopic {
-		offs, err := g.c.ListOffsets(ctx, topic, parts, spec, g.cfg.Isolation)
-		if err != nil {
+	// A partition whose offset cannot be had now (no leader, say) stays
+	// unstarted and is tried again after a pause, while the others are
+	// read, as Kafka's consumer goes on with the partitions it can reach;
+	// a refusal that will not pass (not authorized) fails the call.
+	later := func(tp TopicPartition, err error) error {
+		if !errs.IsRetriable(err) {
 			return err
 		}
-		for _, o := range offs {
-			if o.Err != nil {
-				return o.Err
+		g.c.log.WarnContext(ctx, "an owned partition's start offset is not available yet: reading the others", "group", g.cfg.Group,
+			"topic", tp.Topic, "partition", tp.Partition, "reset", g.cfg.AutoOffsetReset, "err", err)
+		g.followAfter[tp] = time.Now().Add(followRetry)
+		return nil
+	}
+	for topic, parts := range byTopic {
+		parts, leaderless := SplitByLeader(g.c.Metadata(), topic, parts)
+		for _, p := range leaderless {
+			_ = later(TopicPartition{topic, p}, errs.Errorf(errs.LeaderNotAvailable, "%s-%d has no leader", topic, p))
+		}
+		if len(parts) == 0 {
+			continue
+		}
+		offs, err := g.c.ListOffsets(ctx, topic, parts, spec, g.cfg.Isolation)
+		if err != nil {
+			for _, p := range parts {
+				if err := later(TopicPartition{topic, p}, err); err != nil {
+					return err
+				}
 			}
-			g.owned[TopicPartition{topic, o.Partition}].pos = o.Offset
+			continue
+		}
+		for _, o := range offs {
+			tp := TopicPartition{topic, o.Partition}
+			if o.Err != nil {
+				if err := later(tp, o.Err); err != nil {
+					return err
+				}
+				continue
+			}
+			g.owned[tp].pos = o.Offset
 		}
 	}
 	return nil

@@ -566,3 +566,38 @@ func TestGroupConsumerAutoOffsetResetNone(t *testing.T) {
 		t.Errorf("t:0 position %d after the failure, want it kept at 10", pos)
 	}
 }
+
+// A partition without a leader does not stop a member reading its other
+// partitions: it stays unstarted, is tried again, and is read once it has
+// a leader.
+func TestGroupConsumerReadsAroundAnOfflinePartition(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	cl.StartGroupCoordinator(t, 1)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 2, nil)
+	produceN(t, c, "t", 2, 5)
+	cl.Controller.SetLeader("t", 1, -1)
+	gc := newMember(t, c, "g", client.GroupConsumerConfig{})
+	defer gc.Close(ctx(t))
+	got := consumed{}
+	p0, p1 := client.TopicPartition{Topic: "t"}, client.TopicPartition{Topic: "t", Partition: 1}
+	for deadline := time.Now().Add(10 * time.Second); len(got[p0]) < 5; {
+		got.poll(t, gc)
+		if time.Now().After(deadline) {
+			t.Fatalf("with t:1 offline the member read %v, want t:0's 5 records", got)
+		}
+	}
+	if len(got[p1]) != 0 {
+		t.Fatalf("read %v of the offline partition", got[p1])
+	}
+	cl.Controller.SetLeader("t", 1, 1)
+	for deadline := time.Now().Add(10 * time.Second); len(got[p1]) < 5; {
+		got.poll(t, gc)
+		if time.Now().After(deadline) {
+			t.Fatalf("after t:1 got its leader back the member read %v, want its 5 records", got[p1])
+		}
+	}
+	if !slices.Equal(got[p1], []int64{0, 1, 2, 3, 4}) {
+		t.Errorf("t:1 read %v, want 0..4 from its start", got[p1])
+	}
+}

@@ -467,14 +467,33 @@ func (s *Group) reset(ctx context.Context, reset string, tps []client.TopicParti
 	for _, tp := range tps {
 		byTopic[tp.Topic] = append(byTopic[tp.Topic], tp.Partition)
 	}
+	// A partition whose offset cannot be had now (no leader, say) is left
+	// out: not started (position -1), or at its position out of range, it
+	// is tried again by the member's next call while the others are read.
+	// A refusal that will not pass (not authorized) fails the call.
 	for topic, parts := range byTopic {
+		parts, leaderless := client.SplitByLeader(s.c.Metadata(), topic, parts)
+		if len(leaderless) > 0 {
+			s.log.WarnContext(ctx, "the reset offsets of a member's partitions wait for their leaders", "topic", topic, "partitions", leaderless)
+		}
+		if len(parts) == 0 {
+			continue
+		}
 		offs, err := s.c.ListOffsets(ctx, topic, parts, spec, iso)
 		if err != nil {
-			return err
+			if !errs.IsRetriable(err) {
+				return err
+			}
+			s.log.WarnContext(ctx, "the reset offsets of a member's partitions are not available yet", "topic", topic, "err", err)
+			continue
 		}
 		for _, o := range offs {
 			if o.Err != nil {
-				return o.Err
+				if !errs.IsRetriable(o.Err) {
+					return o.Err
+				}
+				s.log.WarnContext(ctx, "the reset offset of a member's partition is not available yet", "topic", topic, "partition", o.Partition, "err", o.Err)
+				continue
 			}
 			out[client.TopicPartition{Topic: topic, Partition: o.Partition}] = o.Offset
 		}

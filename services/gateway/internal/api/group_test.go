@@ -442,3 +442,61 @@ func TestGroupAutoOffsetResetNone(t *testing.T) {
 		t.Errorf("read %v before the failure, want nothing of t:0 and t:1's 7..9", read)
 	}
 }
+
+// A partition without a leader does not fail a member's fetch: the other
+// partitions are read, it stays unstarted (position -1), and a later call
+// starts it once it has a leader.
+func TestGroupFetchReadsAroundAnOfflinePartition(t *testing.T) {
+	s, _, c, ctx, cl := groupCluster(t, map[string]int32{"t": 2})
+	p := c.NewProducer()
+	defer p.Close(ctx)
+	for part := range int32(2) {
+		for i := range 3 {
+			if r := p.ProduceSync(ctx, client.Record{Topic: "t", Partition: ptrTo(part), Value: []byte{byte('0' + i)}})[0]; r.Err != nil {
+				t.Fatal(r.Err)
+			}
+		}
+	}
+	cl.Controller.SetLeader("t", 1, -1)
+	for c.Metadata().Available("t") == nil || len(c.Metadata().Available("t")) != 1 {
+		if ctx.Err() != nil {
+			t.Fatal("t:1's leader never left the client's metadata")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	m, err := s.JoinGroup(ctx, &skeinv1.JoinGroupRequest{Group: "g", Topics: []string{"t"}, AutoOffsetReset: "earliest"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := map[int32][]int64{}
+	var positions []*skeinv1.TopicPartitionOffset
+	fetch := func() {
+		t.Helper()
+		resp, err := s.FetchGroupRecords(ctx, &skeinv1.FetchGroupRecordsRequest{Group: "g", MemberId: m.GetMemberId(), MemberEpoch: m.GetMemberEpoch(), Positions: positions})
+		if err != nil {
+			t.Fatalf("fetch with t:1 offline: %v", err)
+		}
+		for _, r := range resp.GetRecords() {
+			read[r.GetPartition()] = append(read[r.GetPartition()], r.GetOffset())
+		}
+		positions = resp.GetPositions()
+	}
+	fetch()
+	pos := map[int32]int64{}
+	for _, q := range positions {
+		pos[q.GetPartition()] = q.GetOffset()
+	}
+	if !slices.Equal(read[0], []int64{0, 1, 2}) || len(read[1]) != 0 || pos[1] != -1 {
+		t.Fatalf("read %v, positions %v; want t:0's records and t:1 unstarted (-1)", read, pos)
+	}
+	cl.Controller.SetLeader("t", 1, 1)
+	for len(read[1]) < 3 {
+		if ctx.Err() != nil {
+			t.Fatalf("after t:1 got a leader back: read %v", read)
+		}
+		fetch()
+	}
+	if !slices.Equal(read[1], []int64{0, 1, 2}) {
+		t.Errorf("t:1 read %v, want 0..2", read[1])
+	}
+}
