@@ -66,12 +66,22 @@ type GroupConsumerConfig struct {
 	MinBytes int32
 	// OnAssigned is called from Poll with the partitions the member starts
 	// consuming; OnRevoked with those it gives up (the positions are then
-	// committed: commit-on-revoke); OnLost with those taken from it after
-	// it was fenced or expired (nothing is committed: another member may
-	// own them). OnLost nil falls back to OnRevoked.
+	// committed, commit-on-revoke, unless ManualCommit); OnLost with those
+	// taken from it after it was fenced or expired (nothing is committed:
+	// another member may own them). OnLost nil falls back to OnRevoked.
 	OnAssigned func(context.Context, []TopicPartition)
 	OnRevoked  func(context.Context, []TopicPartition)
 	OnLost     func(context.Context, []TopicPartition)
+	// ManualCommit: the member commits nothing by itself, neither the
+	// positions of the partitions it gives up nor at Close (Kafka's
+	// enable.auto.commit=false): only Commit and CommitSync commit. Set it
+	// when offsets are committed in transactions (a consume-transform-
+	// produce loop with TransactionalProducer.SendGroupOffsets): otherwise
+	// a Close after an aborted transaction, or a rebalance in the middle of
+	// one, commits positions past records whose output was never
+	// committed, and the group skips them. OnRevoked is the place to end
+	// the transaction of the partitions going away.
+	ManualCommit bool
 }
 
 // partState is the consumer's view of one owned partition.
@@ -360,7 +370,9 @@ func (g *GroupConsumer) reconcile(ctx context.Context, assignment []TopicPartiti
 		if g.cfg.OnRevoked != nil {
 			g.cfg.OnRevoked(ctx, gone)
 		}
-		if err := g.commitPositions(ctx, gone); err != nil {
+		if g.cfg.ManualCommit {
+			// Committed by the caller (in OnRevoked), or in a transaction.
+		} else if err := g.commitPositions(ctx, gone); err != nil {
 			g.c.log.WarnContext(ctx, "commit on revoke failed", "group", g.cfg.Group, "partitions", gone, "err", err)
 		}
 		for _, tp := range gone {
@@ -685,7 +697,7 @@ func (g *GroupConsumer) commitPositions(ctx context.Context, tps []TopicPartitio
 }
 
 // Close gives up every partition (OnRevoked, then their positions are
-// committed) and leaves the group: with epoch -1, or -2 for a static member,
+// committed, unless ManualCommit) and leaves the group: with epoch -1, or -2 for a static member,
 // whose partitions then wait for it for its session timeout.
 func (g *GroupConsumer) Close(ctx context.Context) error { return g.close(ctx, true) }
 
@@ -724,7 +736,7 @@ func (g *GroupConsumer) close(ctx context.Context, commit bool) error {
 		if g.cfg.OnRevoked != nil {
 			g.cfg.OnRevoked(ctx, all)
 		}
-		if commit {
+		if commit && !g.cfg.ManualCommit {
 			first = g.commitPositions(ctx, all)
 		}
 	}

@@ -601,3 +601,74 @@ func TestGroupConsumerReadsAroundAnOfflinePartition(t *testing.T) {
 		t.Errorf("t:1 read %v, want 0..4 from its start", got[p1])
 	}
 }
+
+// Under ManualCommit a member commits nothing by itself: not at Close, not
+// the partitions a rebalance takes from it; its CommitSync still commits.
+func TestGroupConsumerManualCommit(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	cl.StartGroupCoordinator(t, 1)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 2, nil)
+	produceN(t, c, "t", 2, 5)
+	committed := func() map[int32]int64 {
+		t.Helper()
+		offs, err := c.Groups().FetchOffsets(ctx(t), "g", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[int32]int64{}
+		for _, o := range offs {
+			if o.GetOffset() >= 0 {
+				out[o.GetPartition()] = o.GetOffset()
+			}
+		}
+		return out
+	}
+	read := func(gc *client.GroupConsumer, n int) {
+		t.Helper()
+		got := 0
+		for deadline := time.Now().Add(10 * time.Second); got < n; {
+			recs, err := gc.Poll(ctx(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got += len(recs)
+			if time.Now().After(deadline) {
+				t.Fatalf("read %d records, want %d", got, n)
+			}
+		}
+	}
+	a := newMember(t, c, "g", client.GroupConsumerConfig{ManualCommit: true})
+	read(a, 10)
+	b := newMember(t, c, "g", client.GroupConsumerConfig{ManualCommit: true})
+	for deadline := time.Now().Add(10 * time.Second); len(a.Assignment()) != 1 || len(b.Assignment()) != 1; {
+		if _, err := a.Poll(ctx(t)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Poll(ctx(t)); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no 1/1 split: a %v, b %v", a.Assignment(), b.Assignment())
+		}
+	}
+	if got := committed(); len(got) != 0 {
+		t.Fatalf("after a revocation: committed %v, want nothing", got)
+	}
+	if err := a.CommitSync(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	kept := a.Assignment()[0]
+	if got := committed(); len(got) != 1 || got[kept.Partition] != 5 {
+		t.Fatalf("after CommitSync: %v, want t:%d at 5 alone", got, kept.Partition)
+	}
+	if err := b.Close(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if got := committed(); len(got) != 1 {
+		t.Errorf("after Close: %v, want the CommitSync's alone", got)
+	}
+}

@@ -585,9 +585,8 @@ func copyInstance(ctx context.Context, cl *client.Client, log *slog.Logger, repo
 	var gc *client.GroupConsumer
 	lost := false
 	// Partitions revoked or lost mid-transaction: abort and go back to the
-	// committed offsets. Forgetting the positions here also keeps the
-	// consumer from committing them on revoke (it commits known positions
-	// only): offsets are committed in transactions alone.
+	// committed offsets. The consumer commits nothing by itself
+	// (ManualCommit): offsets are committed in transactions alone.
 	drop := func(context.Context, []client.TopicPartition) {
 		lost = true
 		gc.SeekToCommitted()
@@ -595,13 +594,12 @@ func copyInstance(ctx context.Context, cl *client.Client, log *slog.Logger, repo
 	gc, err = cl.NewGroupConsumer(client.GroupConsumerConfig{
 		Group: copyGroup, Topics: []string{copyIn}, AutoOffsetReset: client.ResetEarliest,
 		Isolation: skeinv1.IsolationLevel_READ_COMMITTED, SessionTimeout: 5 * time.Second,
-		MaxRecords: pollMax, MaxWait: 200 * time.Millisecond, OnRevoked: drop, OnLost: drop,
+		MaxRecords: pollMax, MaxWait: 200 * time.Millisecond, OnRevoked: drop, OnLost: drop, ManualCommit: true,
 	})
 	if err != nil {
 		return err
 	}
 	defer func() {
-		gc.SeekToCommitted() // leave without committing anything
 		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_ = gc.Close(cctx)
 		cancel()
