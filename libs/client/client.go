@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,7 +75,12 @@ type Client struct {
 // wait for it: see Ready and WaitReady.
 func New(cfg Config) (*Client, error) {
 	if len(cfg.Controllers) == 0 {
-		return nil, errors.New("client: no controller addresses")
+		return nil, errs.Errorf(errs.InvalidRequest, "client: no controller addresses")
+	}
+	for _, addr := range cfg.Controllers {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, errs.Errorf(errs.InvalidRequest, "client: controller address %q: want host:port (%v)", addr, err)
+		}
 	}
 	if cfg.RetryBackoff <= 0 {
 		cfg.RetryBackoff = 100 * time.Millisecond
@@ -142,13 +148,24 @@ func (c *Client) Ready() <-chan struct{} { return c.ready }
 
 // WaitReady waits for the first metadata image.
 func (c *Client) WaitReady(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		// Done already: never a call that goes on as if it were not
+		// (which of two ready cases a select takes is random).
+		return errs.Errorf(errs.RequestTimedOut, "%v", err)
+	}
 	select {
 	case <-c.ready:
 		return nil
+	case <-c.ctx.Done():
+		return ErrClientClosed
 	case <-ctx.Done():
 		return errs.Errorf(errs.RequestTimedOut, "no metadata from controllers %v yet: %v", c.cfg.Controllers, ctx.Err())
 	}
 }
+
+// ErrClientClosed answers a call that waited for metadata on a Client that
+// was closed meanwhile.
+var ErrClientClosed = errors.New("client: closed")
 
 // Metadata is the current snapshot of the cluster metadata (libs/metadata's
 // image, as the controller holds it); empty before Ready. A snapshot is

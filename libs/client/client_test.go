@@ -3,6 +3,7 @@ package client_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -1609,5 +1610,72 @@ func TestFetchOfAnOfflinePartitionWaitsLeaderWait(t *testing.T) {
 	res, err := c.Fetch(ctx(t), client.FetchRequest{Topic: "t", Partition: 0, Offset: 0, LeaderWait: 10 * time.Second})
 	if err != nil || len(res.Records) != 3 {
 		t.Fatalf("fetch while the leader comes back: %+v %v, want the 3 records", res, err)
+	}
+}
+
+// A context already done refuses every record unsent (never some written
+// and some not); a producer's wait for metadata is bounded by max.block;
+// a call waiting for metadata returns when its client closes; a closed
+// producer's refusal is not retriable; an address that is not host:port
+// is refused by New.
+func TestProduceNeverWaitsPastItsBounds(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	c := newClient(t, cl)
+	createTopic(t, c, "t", 1, nil)
+	p := c.NewProducer()
+	done, cancel := context.WithCancel(ctx(t))
+	cancel()
+	recs := make([]client.Record, 40)
+	for i := range recs {
+		recs[i] = client.Record{Topic: "t", Value: []byte("v")}
+	}
+	for i, r := range p.ProduceSync(done, recs...) {
+		if r.Err == nil || r.MaybeWritten {
+			t.Fatalf("record %d under a cancelled context: %+v, want refused unsent", i, r)
+		}
+	}
+	if n := len(cl.Storage[1].Batches("t", 0)); n != 0 {
+		t.Fatalf("a cancelled context wrote %d batches", n)
+	}
+	if err := p.Close(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	r := p.ProduceSync(ctx(t), client.Record{Topic: "t", Value: []byte("late")})[0]
+	if !errors.Is(r.Err, client.ErrProducerClosed) || errs.IsRetriable(r.Err) {
+		t.Errorf("a record after Close: %v, want ErrProducerClosed, not retriable", r.Err)
+	}
+
+	if _, err := client.New(client.Config{Controllers: []string{"::bad::addr"}}); errs.Of(err) != errs.InvalidRequest {
+		t.Errorf("a controller address that is not host:port: %v, want INVALID_REQUEST", err)
+	}
+
+	// No controller answers: metadata never comes.
+	lone, err := client.New(client.Config{Controllers: []string{cl.StorageAddr[1]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := lone.NewProducer(client.WithMaxBlock(300 * time.Millisecond))
+	start := time.Now()
+	if r := q.ProduceSync(context.Background(), client.Record{Topic: "t", Value: []byte("v")})[0]; r.Err == nil {
+		t.Error("a record without metadata was acknowledged")
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("a produce without metadata took %v, past max.block of 300ms", took)
+	}
+	_ = q.Close(ctx(t))
+	fetched := make(chan error, 1)
+	go func() {
+		_, err := lone.Fetch(context.Background(), client.FetchRequest{Topic: "t", Partition: 0})
+		fetched <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	lone.Close()
+	select {
+	case err := <-fetched:
+		if !errors.Is(err, client.ErrClientClosed) {
+			t.Errorf("a fetch waiting for metadata when its client closed: %v, want ErrClientClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a fetch waiting for metadata did not return when its client closed")
 	}
 }

@@ -3,6 +3,7 @@ package client
 import (
 	"cmp"
 	"context"
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -419,11 +420,16 @@ func ProducerSettings(opts ...ProducerOption) (compression record.Compression, d
 	return cfg.compression, cfg.deliveryTimeout
 }
 
+// ErrProducerClosed is the result of a record produced after Close of its
+// producer or client: nothing was sent, and a retry cannot help.
+var ErrProducerClosed = errors.New("client: the producer or its client is closed")
+
 // Produce queues r and calls done exactly once with its result (on another
-// goroutine, or on this one when r is refused at once). It waits while the
-// producer's buffer has no room for r (WithBufferMemory), at most max.block
-// (WithMaxBlock); ctx bounds that wait and the wait for metadata, and its
-// span, if any, travels in a traceparent header. done must not block, nor
+// goroutine, or on this one when r is refused at once). It waits for the
+// topic's metadata, and while the producer's buffer has no room for r
+// (WithBufferMemory), at most max.block each (WithMaxBlock); ctx bounds
+// those waits too (one already done refuses r unsent), and its span, if
+// any, travels in a traceparent header. done must not block, nor
 // call Produce: while the buffer is full it would wait for room that the
 // goroutine running done is needed to make.
 func (p *Producer) Produce(ctx context.Context, r Record, done func(Result)) {
@@ -434,7 +440,11 @@ func (p *Producer) Produce(ctx context.Context, r Record, done func(Result)) {
 		}
 		done(Result{Partition: part, Offset: -1, Timestamp: r.Timestamp, Err: err})
 	}
-	m, err := p.topicMetadata(ctx, r.Topic)
+	// The wait for metadata is bounded as the wait for buffer room is
+	// (max.block), whatever ctx allows.
+	mctx, cancel := context.WithTimeout(ctx, p.cfg.maxBlock)
+	m, err := p.topicMetadata(mctx, r.Topic)
+	cancel()
 	if err != nil {
 		fail(err)
 		return
@@ -475,7 +485,7 @@ func (p *Producer) Produce(ctx context.Context, r Record, done func(Result)) {
 		closing := p.closing
 		p.mu.Unlock()
 		if closing {
-			fail(errs.Errorf(errs.NetworkException, "producer is closed"))
+			fail(ErrProducerClosed)
 			return
 		}
 		if err := p.mem.acquire(ctx, need, p.cfg.maxBlock, p.press); err != nil {
@@ -490,7 +500,7 @@ func (p *Producer) Produce(ctx context.Context, r Record, done func(Result)) {
 		// A closed client has no sender left to send it.
 		p.mu.Unlock()
 		p.mem.release(need)
-		fail(errs.Errorf(errs.NetworkException, "producer or client is closed"))
+		fail(ErrProducerClosed)
 		return
 	}
 	tp := accumulator.TP{Topic: r.Topic}
@@ -530,6 +540,16 @@ func (p *Producer) ProduceSync(ctx context.Context, recs ...Record) []Result {
 		case x := <-ch:
 			out[x.i], got[x.i] = x.r, true
 		case <-ctx.Done():
+			// Results already in (a record refused at once) are answered
+			// as they are; only the others are unknown.
+			for drained := false; !drained; {
+				select {
+				case x := <-ch:
+					out[x.i], got[x.i] = x.r, true
+				default:
+					drained = true
+				}
+			}
 			for i := range out {
 				if !got[i] {
 					out[i] = Result{Partition: -1, Offset: -1, Err: errs.Errorf(errs.RequestTimedOut, "no answer yet: %v", ctx.Err()), MaybeWritten: true}
