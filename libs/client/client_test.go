@@ -434,8 +434,9 @@ func TestProduceRefusesCreateTimesTheTopicDoesNotAccept(t *testing.T) {
 		client.Record{Topic: "recent", Value: []byte("old"), Timestamp: now - 120_000},
 		client.Record{Topic: "recent", Value: []byte("ahead"), Timestamp: now + 120_000},
 		client.Record{Topic: "recent", Value: []byte("a second ago"), Timestamp: now - 1000},
+		client.Record{Topic: "recent", Value: []byte("negative"), Timestamp: -5, TimestampSet: true},
 	)
-	for i, want := range []*errs.Error{nil, errs.InvalidTimestamp, errs.InvalidTimestamp, nil} {
+	for i, want := range []*errs.Error{nil, errs.InvalidTimestamp, errs.InvalidTimestamp, nil, errs.InvalidTimestamp} {
 		if got := rs[i].Err; (want == nil) != (got == nil) || (want != nil && errs.Of(got) != want) {
 			t.Errorf("record %d: %v, want %v", i, got, want)
 		}
@@ -1636,6 +1637,9 @@ func TestProduceNeverWaitsPastItsBounds(t *testing.T) {
 	}
 	if n := len(cl.Storage[1].Batches("t", 0)); n != 0 {
 		t.Fatalf("a cancelled context wrote %d batches", n)
+	}
+	if r := p.ProduceSync(ctx(t), client.Record{Topic: "t", Value: []byte("v"), Timestamp: -5, TimestampSet: true})[0]; errs.Of(r.Err) != errs.InvalidTimestamp {
+		t.Errorf("a negative timestamp: %v, want INVALID_TIMESTAMP", r.Err)
 	}
 	if err := p.Close(ctx(t)); err != nil {
 		t.Fatal(err)

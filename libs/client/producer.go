@@ -457,6 +457,10 @@ func (p *Producer) Produce(ctx context.Context, r Record, done func(Result)) {
 	if r.Timestamp == 0 && !r.TimestampSet {
 		r.Timestamp = time.Now().UnixMilli()
 	}
+	if r.Timestamp < 0 {
+		fail(errs.Errorf(errs.InvalidTimestamp, "timestamp %d is negative: want milliseconds since the epoch", r.Timestamp))
+		return
+	}
 	if err := CheckKey(KeysRequired(m, r.Topic), r.Topic, r.Key); err != nil {
 		fail(err)
 		return

@@ -347,8 +347,12 @@ func (p *TransactionalProducer) Send(ctx context.Context, recs ...Record) ([]Res
 
 // checkTxnRecord refuses a record its partition's leader would refuse with
 // its batch: one larger than the topic's max.message.bytes, one without a
-// key for a compacted topic, a create time outside the topic's window.
+// key for a compacted topic, a create time negative or outside the topic's
+// window.
 func checkTxnRecord(m *metadata.Image, r Record, now int64) error {
+	if r.Timestamp < 0 {
+		return errs.Errorf(errs.InvalidTimestamp, "timestamp %d is negative: want milliseconds since the epoch", r.Timestamp)
+	}
 	if size, limit := SingleRecordBatchSize(r), maxMessageBytes(m, r.Topic); size > limit {
 		return errs.Errorf(errs.MessageTooLarge, "%d bytes as a batch, above max.message.bytes %d of topic %q", size, limit, r.Topic)
 	}
