@@ -388,6 +388,10 @@ func TestTopicProduceConsume(t *testing.T) {
 	if code, _, _ := run(t, "", "consume", "orders", "--from", "3"); code != 2 {
 		t.Errorf("--from OFFSET over several partitions must be a usage error, got %d", code)
 	}
+	// A topic that does not exist refuses each record alike: told once.
+	if code, _, errOut := run(t, "a\nb\nc\n", "produce", "nope"); code != 1 || strings.Count(errOut, "UNKNOWN_TOPIC_OR_PARTITION") != 1 || !strings.Contains(errOut, "lines 1-3: UNKNOWN_TOPIC_OR_PARTITION") {
+		t.Errorf("produce to a topic that does not exist: %d %q, want one line for lines 1-3", code, errOut)
+	}
 }
 
 func TestTopicDeleteRecords(t *testing.T) {

@@ -233,17 +233,37 @@ func produceCmd(ctx context.Context, args []string, stdio IO) error {
 			mu.Lock()
 			first := firstLine[resp.GetCorrelationId()]
 			delete(firstLine, resp.GetCorrelationId())
-			for i, r := range resp.GetResults() {
+			// A refusal of the whole request (an unknown topic, say) is on
+			// each of its records: neighbours with the same error are
+			// told once, as a range of lines.
+			results := resp.GetResults()
+			for i := 0; i < len(results); i++ {
+				r := results[i]
 				if *f.json {
 					_ = printJSONLine(stdio.Out, r) // one result per line, in input order
 				}
-				if r.GetErrorCode() != skeinv1.ErrorCode_NONE {
+				if r.GetErrorCode() == skeinv1.ErrorCode_NONE {
+					continue
+				}
+				msg := recordMessage(r.GetMessage(), i)
+				j := i
+				for ; j+1 < len(results) && results[j+1].GetErrorCode() == r.GetErrorCode() && recordMessage(results[j+1].GetMessage(), j+1) == msg; j++ {
+					if *f.json {
+						_ = printJSONLine(stdio.Out, results[j+1])
+					}
+				}
+				for _, q := range results[i : j+1] {
 					failed++
-					if r.GetOutcome() == skeinv1.ProduceOutcome_UNKNOWN {
+					if q.GetOutcome() == skeinv1.ProduceOutcome_UNKNOWN {
 						unknown++
 					}
-					fmt.Fprintf(stdio.Err, "line %d: %s: %s\n", first+i, r.GetErrorCode(), recordMessage(r.GetMessage(), i))
 				}
+				if j == i {
+					fmt.Fprintf(stdio.Err, "line %d: %s: %s\n", first+i, r.GetErrorCode(), msg)
+				} else {
+					fmt.Fprintf(stdio.Err, "lines %d-%d: %s: %s\n", first+i, first+j, r.GetErrorCode(), msg)
+				}
+				i = j
 			}
 			mu.Unlock()
 		}
