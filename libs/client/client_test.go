@@ -1683,3 +1683,27 @@ func TestProduceNeverWaitsPastItsBounds(t *testing.T) {
 		t.Fatal("a fetch waiting for metadata did not return when its client closed")
 	}
 }
+
+// A topic name Kafka's rule refuses is INVALID_TOPIC_EXCEPTION at once, not
+// an unknown topic waited for.
+func TestInvalidTopicNamesAreRefusedAtOnce(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	c := newClient(t, cl)
+	p := c.NewProducer()
+	defer p.Close(ctx(t))
+	start := time.Now()
+	for _, name := range []string{"", "a b", ".."} {
+		if r := p.ProduceSync(ctx(t), client.Record{Topic: name, Value: []byte("v")})[0]; errs.Of(r.Err) != errs.InvalidTopic {
+			t.Errorf("produce to %q: %v, want INVALID_TOPIC_EXCEPTION", name, r.Err)
+		}
+		if _, err := c.Fetch(ctx(t), client.FetchRequest{Topic: name}); errs.Of(err) != errs.InvalidTopic {
+			t.Errorf("fetch from %q: %v, want INVALID_TOPIC_EXCEPTION", name, err)
+		}
+		if _, err := c.ListOffsets(ctx(t), name, nil, client.LatestOffset, 0); errs.Of(err) != errs.InvalidTopic {
+			t.Errorf("offsets of %q: %v, want INVALID_TOPIC_EXCEPTION", name, err)
+		}
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("the refusals took %v", took)
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"skein/libs/metadata"
 	"skein/libs/record"
 	"skein/libs/rpcerr"
+	"skein/libs/topicname"
 )
 
 // Offset specs for ListOffsets, as Kafka's ListOffsets timestamps.
@@ -162,6 +163,9 @@ func (c *Client) FetchView(ctx context.Context, req FetchRequest) (res *FetchRes
 }
 
 func (c *Client) fetch(ctx context.Context, req FetchRequest, view bool) (*FetchResult, func(), error) {
+	if err := topicname.Validate(req.Topic); err != nil {
+		return nil, nil, err
+	}
 	if err := c.WaitReady(ctx); err != nil {
 		return nil, nil, err
 	}
@@ -507,6 +511,9 @@ func SplitByLeader(m *metadata.Image, topic string, partitions []int32) (led, le
 // means all. Leaders are asked in parallel; partitions whose leader moved are
 // retried a few times. Per-partition failures are in Err.
 func (c *Client) ListOffsets(ctx context.Context, topic string, partitions []int32, spec int64, iso skeinv1.IsolationLevel) ([]PartitionOffset, error) {
+	if err := topicname.Validate(topic); err != nil {
+		return nil, err
+	}
 	if err := c.WaitReady(ctx); err != nil {
 		return nil, err
 	}

@@ -22,6 +22,7 @@ import (
 	"skein/libs/metadata"
 	"skein/libs/record"
 	"skein/libs/topicconfig"
+	"skein/libs/topicname"
 )
 
 // Acks values: how many replicas must have a batch before it is answered.
@@ -439,6 +440,10 @@ func (p *Producer) Produce(ctx context.Context, r Record, done func(Result)) {
 			part = *r.Partition
 		}
 		done(Result{Partition: part, Offset: -1, Timestamp: r.Timestamp, Err: err})
+	}
+	if err := topicname.Validate(r.Topic); err != nil {
+		fail(err)
+		return
 	}
 	// The wait for metadata is bounded as the wait for buffer room is
 	// (max.block), whatever ctx allows.

@@ -15,6 +15,7 @@ import (
 	"skein/libs/errs"
 	"skein/libs/metadata"
 	"skein/libs/record"
+	"skein/libs/topicname"
 )
 
 // TxnOption configures a TransactionalProducer.
@@ -402,6 +403,9 @@ func (p *TransactionalProducer) partitionLocked(ctx context.Context, recs []Reco
 	var order []*sendGroup
 	sticky := map[string]int32{}
 	for i, r := range recs {
+		if err := topicname.Validate(r.Topic); err != nil {
+			return nil, errs.Errorf(errs.InvalidTopic, "record %d: %s", i, errs.Message(err))
+		}
 		m := p.c.Metadata()
 		n := m.PartitionCount(r.Topic)
 		if n == 0 {

@@ -3,42 +3,12 @@ package fsm
 import (
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"testing"
 
 	controllerv1 "skein/gen/skein/controller/v1"
-	"skein/libs/errs"
 	"skein/libs/metadata"
 )
 
-func TestValidateTopicName(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		ok   bool
-	}{
-		{"orders", true},
-		{"a.b_c-D9", true},
-		{strings.Repeat("x", 249), true},
-		{strings.Repeat("x", 250), false},
-		{"", false},
-		{".", false},
-		{"..", false},
-		{"...", true},
-		{"with space", false},
-		{"slash/y", false},
-		{"ünïcode", false},
-	} {
-		err := ValidateTopicName(tc.name)
-		if (err == nil) != tc.ok {
-			t.Errorf("ValidateTopicName(%.20q) = %v, want ok=%v", tc.name, err, tc.ok)
-		}
-		if err != nil && errs.Of(err) != errs.InvalidTopic {
-			t.Errorf("ValidateTopicName(%.20q): %v is not INVALID_TOPIC_EXCEPTION", tc.name, err)
-		}
-	}
-}
-
-// Commands with missing parts are refused, never a panic.
 func TestEmptyCommands(t *testing.T) {
 	m := New()
 	cmds := []*controllerv1.Command{

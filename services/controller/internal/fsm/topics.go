@@ -14,6 +14,7 @@ import (
 	"skein/libs/errs"
 	"skein/libs/metadata"
 	"skein/libs/topicconfig"
+	"skein/libs/topicname"
 )
 
 // MaxPartitions bounds one topic's partition count: far above what a Skein
@@ -28,24 +29,8 @@ func topicResult(name string, err error) *controllerv1.TopicResult {
 	return &controllerv1.TopicResult{Name: name, ErrorCode: code(err), ErrorMessage: errs.Message(err)}
 }
 
-// ValidateTopicName applies Kafka's rules: 1-249 characters of
-// [a-zA-Z0-9._-], not "." or "..".
-func ValidateTopicName(name string) error {
-	switch {
-	case name == "":
-		return errs.Errorf(errs.InvalidTopic, "the topic name is empty")
-	case name == "." || name == "..":
-		return errs.Errorf(errs.InvalidTopic, "the topic name %q is not allowed", name)
-	case len(name) > 249:
-		return errs.Errorf(errs.InvalidTopic, "the topic name is %d characters, the limit is 249", len(name))
-	}
-	for _, c := range name {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return errs.Errorf(errs.InvalidTopic, "the topic name %q holds %q; allowed are [a-zA-Z0-9._-]", name, c)
-		}
-	}
-	return nil
-}
+// ValidateTopicName applies Kafka's rules (topicname.Validate).
+func ValidateTopicName(name string) error { return topicname.Validate(name) }
 
 // collisionKey is Kafka's: '.' and '_' collide in metric names, so two topics
 // differing only there may not both exist.

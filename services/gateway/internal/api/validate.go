@@ -12,29 +12,11 @@ import (
 	"skein/libs/errs"
 	"skein/libs/metadata"
 	"skein/libs/rpcerr"
+	"skein/libs/topicname"
 )
 
-// MaxTopicNameLength is Kafka's limit.
-const MaxTopicNameLength = 249
-
-// ValidateTopicName checks Kafka's topic naming rules: 1–249 characters of
-// [a-zA-Z0-9._-], neither "." nor "..".
-func ValidateTopicName(name string) error {
-	switch {
-	case name == "":
-		return errs.Errorf(errs.InvalidTopic, "the topic name is empty")
-	case name == "." || name == "..":
-		return errs.Errorf(errs.InvalidTopic, "the topic name cannot be %q", name)
-	case len(name) > MaxTopicNameLength:
-		return errs.Errorf(errs.InvalidTopic, "the topic name is %d characters long, more than %d", len(name), MaxTopicNameLength)
-	}
-	for i, r := range name {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
-			return errs.Errorf(errs.InvalidTopic, "the topic name %q has %q at position %d; only [a-zA-Z0-9._-] are allowed", name, r, i)
-		}
-	}
-	return nil
-}
+// ValidateTopicName checks Kafka's topic naming rules (topicname.Validate).
+func ValidateTopicName(name string) error { return topicname.Validate(name) }
 
 // IsInternalTopic reports whether name is reserved for Skein's own topics.
 func IsInternalTopic(name string) bool { return strings.HasPrefix(name, "__") }

@@ -1,37 +1,11 @@
 package api
 
 import (
-	"strings"
 	"testing"
 
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/errs"
 )
-
-func TestValidateTopicName(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		ok   bool
-	}{
-		{"orders", true},
-		{"a.b_c-D9", true},
-		{"...", true},
-		{strings.Repeat("x", 249), true},
-		{"", false},
-		{".", false},
-		{"..", false},
-		{strings.Repeat("x", 250), false},
-		{"a b", false},
-		{"a/b", false},
-		{"café", false},
-		{"tab\t", false},
-	} {
-		err := ValidateTopicName(tc.name)
-		if (err == nil) != tc.ok || (err != nil && errs.Of(err) != errs.InvalidTopic) {
-			t.Errorf("ValidateTopicName(%q) = %v, want ok=%v", tc.name, err, tc.ok)
-		}
-	}
-}
 
 func TestValidateAcks(t *testing.T) {
 	i := func(v int32) *int32 { return &v }
