@@ -26,8 +26,10 @@ type TopicPartition struct {
 
 // Auto offset reset policies: where a partition with no committed offset
 // (or one out of range) starts. ResetNone starts it nowhere: the member's
-// Poll fails with OFFSET_OUT_OF_RANGE naming the partitions until offsets
-// are committed for them (Kafka's auto.offset.reset=none).
+// Poll fails with OFFSET_OUT_OF_RANGE naming the partitions (Kafka's
+// auto.offset.reset=none), until an offset is committed for one without
+// (the group's offsets reset while it is empty), or Seek moves one out of
+// range.
 const (
 	ResetEarliest = "earliest"
 	ResetLatest   = "latest"
@@ -129,6 +131,16 @@ type GroupConsumer struct {
 	inbox       chan followAnswer
 	// wake: see Wake.
 	wake chan struct{}
+	// stuck: under ResetNone, a partition whose position is out of range.
+	stuck *stuckPosition
+}
+
+// stuckPosition is an owned partition's position out of range under
+// ResetNone, and the error Poll answers while the position stays there.
+type stuckPosition struct {
+	tp  TopicPartition
+	pos int64
+	err error
 }
 
 // NewGroupConsumer makes a group consumer; it joins on the first Poll.
@@ -197,7 +209,7 @@ func (g *GroupConsumer) Assignment() []TopicPartition {
 // Position answers where the member reads a partition next (-1: not yet
 // known, or not owned).
 func (g *GroupConsumer) Position(tp TopicPartition) int64 {
-	if ps := g.owned[tp]; ps != nil {
+	if ps := g.owned[tp]; ps != nil && ps.pos >= 0 {
 		return ps.pos
 	}
 	return -1
@@ -252,6 +264,14 @@ func (g *GroupConsumer) Poll(ctx context.Context) ([]ConsumedRecord, error) {
 	}
 	if err := g.resolvePositions(ctx); err != nil {
 		return nil, err
+	}
+	if st := g.stuck; st != nil {
+		if ps := g.owned[st.tp]; ps != nil && ps.pos == st.pos {
+			// As Kafka's poll throws OffsetOutOfRangeException until the
+			// position is set again: the other partitions wait too.
+			return nil, st.err
+		}
+		g.stuck = nil
 	}
 	g.syncFollows(ctx)
 	wait := min(g.cfg.MaxWait, max(time.Until(g.nextHB), 0))
@@ -408,11 +428,24 @@ func (g *GroupConsumer) lose(ctx context.Context) {
 // resolvePositions gives every owned partition without a position its
 // committed offset, or the AutoOffsetReset one.
 func (g *GroupConsumer) resolvePositions(ctx context.Context) error {
+	// -1: not started, its committed offset first; -2: out of range (its
+	// reset put off), the reset policy's offset alone. Either waits out a
+	// pause after a try that could not be had.
 	var todo []TopicPartition
+	outOfRange := false
 	now := time.Now()
 	for tp, ps := range g.owned {
-		if ps.pos < 0 && !now.Before(g.followAfter[tp]) {
+		switch {
+		case now.Before(g.followAfter[tp]):
+		case ps.pos == -1:
 			todo = append(todo, tp)
+		case ps.pos == -2:
+			outOfRange = true
+		}
+	}
+	if outOfRange {
+		if err := g.resetPositions(ctx, func(ps *partState) bool { return ps.pos == -2 }); err != nil {
+			return err
 		}
 	}
 	if len(todo) == 0 {
@@ -440,15 +473,21 @@ func (g *GroupConsumer) resolvePositions(ctx context.Context) error {
 			unstable[ps] = true
 		case o.GetErrorCode() != skeinv1.ErrorCode_NONE:
 			// Not known: never a reset in its place, which could skip
-			// or repeat what the group committed.
+			// or repeat what the group committed. Tried again after a
+			// pause, unless it will not pass.
+			err := codeErr(o.GetErrorCode(), fmt.Sprintf("the committed offset of %s-%d: %s", o.GetTopic(), o.GetPartition(), errs.ForCode(errs.Code(o.GetErrorCode())).Desc))
+			if !errs.IsRetriable(err) {
+				return err
+			}
 			unstable[ps] = true
+			g.followAfter[TopicPartition{o.GetTopic(), o.GetPartition()}] = time.Now().Add(followRetry)
 			g.c.log.WarnContext(ctx, "the committed offset of an owned partition could not be read", "group", g.cfg.Group,
-				"topic", o.GetTopic(), "partition", o.GetPartition(), "err", o.GetErrorCode().String())
+				"topic", o.GetTopic(), "partition", o.GetPartition(), "err", err)
 		case o.GetOffset() >= 0:
 			ps.pos, ps.committed = o.GetOffset(), o.GetOffset()
 		}
 	}
-	return g.resetPositions(ctx, func(ps *partState) bool { return ps.pos < 0 && asked[ps] && !unstable[ps] })
+	return g.resetPositions(ctx, func(ps *partState) bool { return ps.pos == -1 && asked[ps] && !unstable[ps] })
 }
 
 // SeekToCommitted makes every owned partition start again, at the next

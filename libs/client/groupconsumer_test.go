@@ -565,6 +565,26 @@ func TestGroupConsumerAutoOffsetResetNone(t *testing.T) {
 	if pos := b.Position(client.TopicPartition{Topic: "t"}); pos != 10 {
 		t.Errorf("t:0 position %d after the failure, want it kept at 10", pos)
 	}
+	// Every Poll says so while the position stays, though t:1 has records.
+	produceN(t, c, "t", 2, 1)
+	for range 3 {
+		if recs, err := b.Poll(ctx(t)); errs.Of(err) != errs.OffsetOutOfRange || len(recs) != 0 {
+			t.Fatalf("a later Poll: %d records, %v; want OFFSET_OUT_OF_RANGE", len(recs), err)
+		}
+	}
+	if err := b.Seek(client.TopicPartition{Topic: "t"}, 13); err != nil {
+		t.Fatal(err)
+	}
+	got = consumed{}
+	for deadline := time.Now().Add(10 * time.Second); len(got[client.TopicPartition{Topic: "t"}]) < 3 || len(got[client.TopicPartition{Topic: "t", Partition: 1}]) < 1; {
+		got.poll(t, b)
+		if time.Now().After(deadline) {
+			t.Fatalf("after a seek to 13 the member read %v, want t:0 from 13 and t:1 from 10", got)
+		}
+	}
+	if p0 := got[client.TopicPartition{Topic: "t"}]; p0[0] != 13 || p0[len(p0)-1] != 13+int64(len(p0))-1 {
+		t.Errorf("after the seek t:0 read %v, want 13 on, in order", p0)
+	}
 }
 
 // A partition without a leader does not stop a member reading its other
@@ -577,6 +597,11 @@ func TestGroupConsumerReadsAroundAnOfflinePartition(t *testing.T) {
 	createTopic(t, c, "t", 2, nil)
 	produceN(t, c, "t", 2, 5)
 	cl.Controller.SetLeader("t", 1, -1)
+	for deadline := time.Now().Add(10 * time.Second); len(c.Metadata().Available("t")) != 1; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("t:1's leader never left the client's metadata")
+		}
+	}
 	gc := newMember(t, c, "g", client.GroupConsumerConfig{})
 	defer gc.Close(ctx(t))
 	got := consumed{}

@@ -263,6 +263,10 @@ func (g *GroupConsumer) pollFollowed(ctx context.Context, wait time.Duration) ([
 					if stuck == nil {
 						stuck = errs.Errorf(errs.OffsetOutOfRange, "%s, and auto offset reset is none", errs.Message(a.err))
 					}
+					// Told by every Poll from the next on, whatever
+					// the other partitions answer, until its position
+					// moves.
+					g.stuck = &stuckPosition{tp: f.tp, pos: f.pos, err: stuck}
 					break
 				}
 				g.c.log.InfoContext(ctx, "position out of range, resetting", "topic", f.tp.Topic, "partition", f.tp.Partition,

@@ -26,7 +26,9 @@ func (g *GroupConsumer) DeliveryAttempt(tp TopicPartition, offset int64) int32 {
 	return g.failed[tp][offset] + 1
 }
 
-// Seek makes the next Poll read an owned partition from offset.
+// Seek makes the next Poll read an owned partition from offset (Kafka's
+// seek): a partition whose position went out of range under ResetNone,
+// say.
 func (g *GroupConsumer) Seek(tp TopicPartition, offset int64) error {
 	ps := g.owned[tp]
 	if ps == nil {
@@ -36,6 +38,7 @@ func (g *GroupConsumer) Seek(tp TopicPartition, offset int64) error {
 		return errs.Errorf(errs.InvalidRequest, "offset %d is negative", offset)
 	}
 	ps.pos = offset
+	delete(g.followAfter, tp) // read at once, not after a failed stream's pause
 	return nil
 }
 

@@ -267,7 +267,7 @@ func (p *TransactionalProducer) Send(ctx context.Context, recs ...Record) ([]Res
 	m := p.c.Metadata()
 	now := time.Now().UnixMilli()
 	for i, r := range recs {
-		if err := checkTxnRecord(m, r, now); err != nil {
+		if err := checkTxnRecord(ctx, m, r, now); err != nil {
 			return nil, errs.Errorf(errs.Of(err), "record %d: %s", i, errs.Message(err))
 		}
 	}
@@ -349,11 +349,13 @@ func (p *TransactionalProducer) Send(ctx context.Context, recs ...Record) ([]Res
 // checkTxnRecord refuses a record its partition's leader would refuse with
 // its batch: one larger than the topic's max.message.bytes, one without a
 // key for a compacted topic, a create time negative or outside the topic's
-// window.
-func checkTxnRecord(m *metadata.Image, r Record, now int64) error {
+// window. (A codec that grows a batch it cannot compress may still take a
+// record just under the limit past it: the leader then refuses it.)
+func checkTxnRecord(ctx context.Context, m *metadata.Image, r Record, now int64) error {
 	if r.Timestamp < 0 {
 		return errs.Errorf(errs.InvalidTimestamp, "timestamp %d is negative: want milliseconds since the epoch", r.Timestamp)
 	}
+	r.Headers = withTraceparent(ctx, r.Headers) // as ProduceBatch writes it
 	if size, limit := SingleRecordBatchSize(r), maxMessageBytes(m, r.Topic); size > limit {
 		return errs.Errorf(errs.MessageTooLarge, "%d bytes as a batch, above max.message.bytes %d of topic %q", size, limit, r.Topic)
 	}

@@ -93,7 +93,14 @@ func (l *lab) fetch(h *history.Recorder, group string, m *member, maxWait time.D
 
 // commit commits m's positions, recorded in h.
 func (l *lab) commit(h *history.Recorder, group string, m *member) error {
-	if len(m.positions) == 0 {
+	// A position of -1 is a partition not started yet: nothing to commit.
+	var started []position
+	for _, p := range m.positions {
+		if p.Offset >= 0 {
+			started = append(started, p)
+		}
+	}
+	if len(started) == 0 {
 		return nil
 	}
 	var resp struct {
@@ -105,9 +112,9 @@ func (l *lab) commit(h *history.Recorder, group string, m *member) error {
 	}
 	start := time.Now()
 	err := l.call(20*time.Second, "POST", "/v1/groups/"+group+"/offsets",
-		map[string]any{"member_id": m.id, "member_epoch": m.epoch, "offsets": m.positions}, &resp)
+		map[string]any{"member_id": m.id, "member_epoch": m.epoch, "offsets": started}, &resp)
 	end := time.Now()
-	for i, p := range m.positions {
+	for i, p := range started {
 		c := history.Commit{Group: group, Member: m.id, MemberEpoch: m.epoch, Partition: p.Partition, Offset: int64(p.Offset), OK: err == nil, Invoke: start, Complete: end}
 		if err != nil {
 			c.Err = err.Error()

@@ -210,7 +210,14 @@ func (m *member) fetch() error {
 }
 
 func (m *member) commit() error {
-	if len(m.positions) == 0 {
+	// A position of -1 is a partition not started yet: nothing to commit.
+	var started []position
+	for _, p := range m.positions {
+		if p.Offset >= 0 {
+			started = append(started, p)
+		}
+	}
+	if len(started) == 0 {
 		return nil
 	}
 	var resp struct {
@@ -222,9 +229,9 @@ func (m *member) commit() error {
 	}
 	start := time.Now()
 	err := m.c.do(15*time.Second, "POST", "/v1/groups/"+m.group+"/offsets",
-		map[string]any{"member_id": m.id, "member_epoch": m.epoch, "offsets": m.positions}, &resp)
+		map[string]any{"member_id": m.id, "member_epoch": m.epoch, "offsets": started}, &resp)
 	end := time.Now()
-	for i, p := range m.positions {
+	for i, p := range started {
 		c := history.Commit{Group: m.group, Member: m.id, MemberEpoch: m.epoch, Partition: p.Partition, Offset: int64(p.Offset), OK: err == nil, Invoke: start, Complete: end}
 		if err != nil {
 			c.Err = err.Error()

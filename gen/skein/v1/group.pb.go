@@ -33,8 +33,9 @@ type JoinGroupRequest struct {
 	Assignor string `protobuf:"bytes,5,opt,name=assignor,proto3" json:"assignor,omitempty"`
 	// Where a partition with no committed offset, or a position out of range,
 	// starts: "earliest", "latest" (the default), or "none": the member's
-	// fetches fail with OFFSET_OUT_OF_RANGE naming the partitions until
-	// offsets are committed for them (or a position is given).
+	// fetches fail with OFFSET_OUT_OF_RANGE naming the partitions, until an
+	// offset is committed for one without, or another position is given for
+	// one out of range.
 	AutoOffsetReset string `protobuf:"bytes,6,opt,name=auto_offset_reset,json=autoOffsetReset,proto3" json:"auto_offset_reset,omitempty"`
 	// What a Consume stream subscribed with this request reads: with
 	// READ_COMMITTED, records of committed transactions only, up to the last

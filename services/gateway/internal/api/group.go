@@ -440,7 +440,16 @@ func (s *Group) startOffsets(ctx context.Context, group, reset string, assignmen
 		case !slices.Contains(todo, tp):
 		case o.GetErrorCode() == skeinv1.ErrorCode_UNSTABLE_OFFSET_COMMIT:
 			unstable[tp] = true
-		case o.GetOffset() >= 0 && o.GetErrorCode() == skeinv1.ErrorCode_NONE:
+		case o.GetErrorCode() != skeinv1.ErrorCode_NONE:
+			// Not known: never a reset in its place, which could skip or
+			// repeat what the group committed. Left unstarted for the next
+			// call, unless it will not pass.
+			err := errs.Errorf(errs.ForCode(errs.Code(o.GetErrorCode())), "the committed offset of %s-%d could not be read", tp.Topic, tp.Partition)
+			if !errs.IsRetriable(err) {
+				return nil, err
+			}
+			unstable[tp] = true
+		case o.GetOffset() >= 0:
 			out[tp] = o.GetOffset()
 		}
 	}
@@ -540,7 +549,7 @@ func (s *Group) read(ctx context.Context, group, reset string, starts map[client
 	})
 	var outOfRange []client.TopicPartition
 	var firstErr, stuck error
-	failed, answered := 0, 0
+	failed := 0
 	for _, a := range s.c.FetchAny(ctx, reqs, lim.records, lim.minBytes) {
 		tp := client.TopicPartition{Topic: a.Request.Topic, Partition: a.Request.Partition}
 		next[tp] = a.Next
@@ -550,12 +559,11 @@ func (s *Group) read(ctx context.Context, group, reset string, starts map[client
 			for _, r := range a.Records {
 				emit(r)
 			}
-			answered += len(a.Records)
 		case errs.Of(a.Err) == errs.OffsetOutOfRange && reset == client.ResetNone:
-			// Nowhere to move it: the position stays and the member is
-			// told, unless other partitions answered records (then it is
-			// told by its next call, as Kafka's poll throws
-			// OffsetOutOfRangeException).
+			// Nowhere to move it: the call fails, whatever the others
+			// answered (their positions stay too, so they are read
+			// again), until the member sends another position for it, as
+			// Kafka's poll throws OffsetOutOfRangeException until a seek.
 			if stuck == nil {
 				stuck = errs.Errorf(errs.OffsetOutOfRange, "%s, and auto_offset_reset is none", errs.Message(a.Err))
 			}
@@ -577,7 +585,7 @@ func (s *Group) read(ctx context.Context, group, reset string, starts map[client
 	if failed == len(reqs) {
 		return nil, firstErr
 	}
-	if stuck != nil && answered == 0 {
+	if stuck != nil {
 		return nil, stuck
 	}
 	return next, s.reset(ctx, reset, outOfRange, iso, next)

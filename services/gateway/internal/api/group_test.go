@@ -411,35 +411,51 @@ func TestGroupAutoOffsetResetNone(t *testing.T) {
 		t.Fatalf("read %v from t:0 at its commit and t:1 at 8, want 3..9 and 8, 9", read)
 	}
 
-	// t:0's position falls behind its log start: t:1's records (on the same
-	// leader, in the same answer) still come, t:0's position stays, and a
-	// call with nothing else to answer fails.
+	// t:0's position falls behind its log start: a call that meets it
+	// fails, though t:1 has records (a call that t:1 answers first, before
+	// t:0's answer came, reads t:1 alone), t:0 stays where it is; another
+	// position for t:0 (a seek) reads on.
 	cl.Storage[1].SetLogStart("t", 0, 10)
 	positions = []*skeinv1.TopicPartitionOffset{{Topic: "t", Partition: 0, Offset: 5}, {Topic: "t", Partition: 1, Offset: 7}}
-	clear(read)
 	for i := 0; ; i++ {
 		resp, err := fetch(positions...)
 		if errs.Of(err) == errs.OffsetOutOfRange {
 			if !strings.Contains(err.Error(), "auto_offset_reset is none") {
-				t.Errorf("out of range: %v, want the policy named", err)
+				t.Errorf("t:0 out of range: %v, want the policy named", err)
 			}
 			break
 		}
 		if err != nil || i == 20 {
-			t.Fatalf("fetch %d with t:0 out of range: %v; never OFFSET_OUT_OF_RANGE", i, err)
-		}
-		for _, r := range resp.GetRecords() {
-			read[r.GetPartition()] = append(read[r.GetPartition()], r.GetOffset())
+			t.Fatalf("t:0 out of range, call %d: %v; never OFFSET_OUT_OF_RANGE", i, err)
 		}
 		for _, q := range resp.GetPositions() {
 			if q.GetPartition() == 0 && q.GetOffset() != 5 {
 				t.Fatalf("t:0 moved to %d, want it kept at 5", q.GetOffset())
 			}
 		}
+		for _, r := range resp.GetRecords() {
+			if r.GetPartition() == 0 {
+				t.Fatalf("read t:0 offset %d", r.GetOffset())
+			}
+		}
 		positions = resp.GetPositions()
 	}
+	positions = []*skeinv1.TopicPartitionOffset{{Topic: "t", Partition: 0, Offset: 10}, {Topic: "t", Partition: 1, Offset: 7}}
+	clear(read)
+	for range 20 {
+		resp, err := fetch(positions...)
+		if err != nil {
+			t.Fatalf("after a seek of t:0 to its log start: %v", err)
+		}
+		for _, r := range resp.GetRecords() {
+			read[r.GetPartition()] = append(read[r.GetPartition()], r.GetOffset())
+		}
+		if positions = resp.GetPositions(); len(read[1]) >= 3 {
+			break
+		}
+	}
 	if len(read[0]) > 0 || !slices.Equal(read[1], []int64{7, 8, 9}) {
-		t.Errorf("read %v before the failure, want nothing of t:0 and t:1's 7..9", read)
+		t.Errorf("read %v after the seek, want t:1's 7..9 and nothing of t:0 (none past its end)", read)
 	}
 }
 
