@@ -24,3 +24,13 @@ func TestCompactedFrom(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkCompactedFrom(b *testing.B) {
+	o := map[string]string{"retention.ms": "1000"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if CompactedFrom(o) {
+			b.Fatal("compacted")
+		}
+	}
+}
