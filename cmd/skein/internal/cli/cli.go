@@ -93,7 +93,9 @@ Usage:
                 [--print-timestamp] [--print-partition] [--print-offset] [--print-headers]
   skein group list
   skein group describe GROUP
-  skein group reset-offsets GROUP --topic T (--to-earliest | --to-latest | --to-offset N | --to-timestamp MS)
+  skein group reset-offsets GROUP (--topic T[:P,P...] | --all-topics)
+                (--to-earliest | --to-latest | --to-offset N | --to-timestamp MS | --to-datetime TIME
+                 | --by-duration DURATION | --shift-by N)
                 [--execute | --dry-run]   (without --execute, only prints the new offsets, as Kafka's tool)
   skein group delete GROUP
   skein group delete-offsets GROUP --topic T [--partition N]...   (without --partition, every partition of T)

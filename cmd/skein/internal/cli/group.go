@@ -8,7 +8,6 @@ import (
 	"io"
 	"maps"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -30,20 +29,24 @@ func groupCmd(ctx context.Context, args []string, stdio IO) error {
 		return flag.ErrHelp
 	}
 	f := newFlags("group "+sub, stdio, true)
-	var topic, dlqTopic *string
-	var toEarliest, toLatest, execute, dryRun *bool
-	var toOffset, toTimestamp *int64
+	var topic, dlqTopic, toDatetime, byDuration *string
+	var toEarliest, toLatest, execute, dryRun, allTopics *bool
+	var toOffset, toTimestamp, shiftBy *int64
 	partitions := partitionsFlag{}
 	switch sub {
 	case "delete-offsets":
 		topic = f.String("topic", "", "the topic whose committed offsets to delete (required)")
 		f.Var(partitions, "partition", "a partition of --topic (repeatable); without it, every partition of the topic")
 	case "reset-offsets":
-		topic = f.String("topic", "", "the topic whose offsets to reset (required)")
+		topic = f.String("topic", "", "the topic whose offsets to reset: TOPIC, or TOPIC:P,P,... for some of its partitions")
+		allTopics = f.Bool("all-topics", false, "reset every topic the group has committed offsets of (instead of --topic)")
 		toEarliest = f.Bool("to-earliest", false, "reset to each partition's log start")
 		toLatest = f.Bool("to-latest", false, "reset to each partition's end")
 		toOffset = f.Int64("to-offset", -1, "reset every partition to this offset (kept within the partition's log)")
 		toTimestamp = f.Int64("to-timestamp", -1, "reset to the first offset at or after this time (ms since the epoch)")
+		toDatetime = f.String("to-datetime", "", "reset to the first offset at or after this time: YYYY-MM-DDTHH:mm:SS[.sss], with a zone (Z, +01:00) or in local time")
+		byDuration = f.String("by-duration", "", "reset to the first offset at or after this long ago: P1DT2H30M (ISO-8601, as Kafka's tool) or 26h30m")
+		shiftBy = f.Int64("shift-by", 0, "move each partition's committed offset by N (negative: back), kept within the partition's log")
 		execute = f.Bool("execute", false, "commit the new offsets (without it, only print them)")
 		dryRun = f.Bool("dry-run", false, "only print the new offsets (the default; as Kafka's tool, for scripts to say so)")
 	case "dlq", "dlq-replay":
@@ -142,17 +145,48 @@ func groupCmd(ctx context.Context, args []string, stdio IO) error {
 	if bad != nil {
 		return bad
 	}
+	var target resetTarget
 	chosen := 0
-	for _, set := range []bool{*toEarliest, *toLatest, *toOffset >= 0, *toTimestamp >= 0} {
-		if set {
-			chosen++
+	for _, c := range []struct {
+		set  bool
+		kind resetKind
+		at   func() (int64, error)
+	}{
+		{*toEarliest, resetEarliest, nil},
+		{*toLatest, resetLatest, nil},
+		{*toOffset >= 0, resetOffset, func() (int64, error) { return *toOffset, nil }},
+		{*toTimestamp >= 0, resetTime, func() (int64, error) { return *toTimestamp, nil }},
+		{*toDatetime != "", resetTime, func() (int64, error) { return parseDatetime(*toDatetime) }},
+		{*byDuration != "", resetTime, func() (int64, error) {
+			d, err := parseDuration(*byDuration)
+			return time.Now().Add(-d).UnixMilli(), err
+		}},
+		{f.typed["shift-by"], resetShift, func() (int64, error) { return *shiftBy, nil }},
+	} {
+		if !c.set {
+			continue
+		}
+		chosen++
+		target.kind = c.kind
+		if c.at != nil {
+			v, err := c.at()
+			if err != nil {
+				return err
+			}
+			target.value = v
 		}
 	}
 	if chosen != 1 {
-		return usagef("reset-offsets takes exactly one of --to-earliest, --to-latest, --to-offset N, --to-timestamp MS")
+		return usagef("reset-offsets takes exactly one of --to-earliest, --to-latest, --to-offset N, --to-timestamp MS, --to-datetime TIME, --by-duration DURATION, --shift-by N")
 	}
-	if *topic == "" {
-		return usagef("reset-offsets needs --topic")
+	if (*topic == "") == !*allTopics {
+		return usagef("reset-offsets takes --topic TOPIC[:P,P,...] or --all-topics")
+	}
+	var parts []int32
+	if *topic != "" {
+		if *topic, parts, err = parseTopicSpec(*topic); err != nil {
+			return err
+		}
 	}
 	if *execute && *dryRun {
 		return usagef("reset-offsets takes --execute or --dry-run, not both")
@@ -160,9 +194,25 @@ func groupCmd(ctx context.Context, args []string, stdio IO) error {
 	if err := mustBeEmpty(cctx, groups, pos[0], "reset"); err != nil {
 		return err
 	}
-	offsets, err := resetTargets(cctx, skeinv1.NewAdminServiceClient(conn), *topic, *toEarliest, *toLatest, *toOffset, *toTimestamp)
-	if err != nil {
-		return err
+	var committed map[string]map[int32]int64
+	topics := []string{*topic}
+	if *allTopics || target.kind == resetShift {
+		if committed, err = committedOffsets(cctx, groups, pos[0]); err != nil {
+			return err
+		}
+		if *allTopics {
+			if topics = slices.Sorted(maps.Keys(committed)); len(topics) == 0 {
+				return fmt.Errorf("group %s has no committed offsets: name the topic to reset with --topic", pos[0])
+			}
+		}
+	}
+	var offsets []*skeinv1.TopicPartitionOffset
+	for _, t := range topics {
+		plan, err := resetPlan(cctx, skeinv1.NewAdminServiceClient(conn), committed, t, parts, target)
+		if err != nil {
+			return err
+		}
+		offsets = append(offsets, plan...)
 	}
 	commit := &skeinv1.CommitOffsetsRequest{Group: pos[0], MemberId: "", MemberEpoch: -1, Offsets: offsets}
 	if !*execute {
@@ -189,15 +239,15 @@ func groupCmd(ctx context.Context, args []string, stdio IO) error {
 		topic string
 		part  int32
 	}
-	committed := map[tp]bool{}
+	done := map[tp]bool{}
 	for _, r := range resp.GetResults() {
 		if r.GetErrorCode() == skeinv1.ErrorCode_NONE {
-			committed[tp{r.GetTopic(), r.GetPartition()}] = true
+			done[tp{r.GetTopic(), r.GetPartition()}] = true
 		}
 	}
 	failed := 0
 	for _, o := range offsets {
-		if !committed[tp{o.GetTopic(), o.GetPartition()}] {
+		if !done[tp{o.GetTopic(), o.GetPartition()}] {
 			failed++
 		}
 	}
@@ -209,7 +259,7 @@ func groupCmd(ctx context.Context, args []string, stdio IO) error {
 		return err
 	}
 	if failed > 0 {
-		return fmt.Errorf("%d of %d partitions of %s were not reset", failed, len(offsets), *topic)
+		return fmt.Errorf("%d of %d partitions of %s were not reset", failed, len(offsets), strings.Join(topics, ", "))
 	}
 	return nil
 }
@@ -341,62 +391,6 @@ func mustBeEmpty(ctx context.Context, groups skeinv1.GroupServiceClient, group, 
 		return fmt.Errorf("group %s has %d member(s) (state %s): it can be %s only while it has none; stop its consumers first", group, n, d.GetState(), verb)
 	}
 	return nil
-}
-
-// resetTargets answers the offset to reset each partition of topic to.
-func resetTargets(ctx context.Context, admin skeinv1.AdminServiceClient, topic string, earliest, latest bool, offset, ts int64) ([]*skeinv1.TopicPartitionOffset, error) {
-	list := func(spec skeinv1.OffsetSpec, ts int64) (map[int32]int64, error) {
-		resp, err := admin.ListOffsets(ctx, &skeinv1.ListOffsetsRequest{Topic: topic, Spec: spec, TimestampMs: ts})
-		if err != nil {
-			return nil, err
-		}
-		out := map[int32]int64{}
-		for _, o := range resp.GetOffsets() {
-			if o.GetErrorCode() != skeinv1.ErrorCode_NONE {
-				return nil, fmt.Errorf("partition %d: %s: %s", o.GetPartition(), o.GetErrorCode(), o.GetMessage())
-			}
-			out[o.GetPartition()] = o.GetOffset()
-		}
-		return out, nil
-	}
-	starts, err := list(skeinv1.OffsetSpec_EARLIEST, 0)
-	if err != nil {
-		return nil, err
-	}
-	ends, err := list(skeinv1.OffsetSpec_LATEST, 0)
-	if err != nil {
-		return nil, err
-	}
-	var byTime map[int32]int64
-	if ts >= 0 && !earliest && !latest && offset < 0 {
-		if byTime, err = list(skeinv1.OffsetSpec_TIMESTAMP, ts); err != nil {
-			return nil, err
-		}
-	}
-	var parts []int32
-	for p := range ends {
-		parts = append(parts, p)
-	}
-	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
-	var out []*skeinv1.TopicPartitionOffset
-	for _, p := range parts {
-		var o int64
-		switch {
-		case earliest:
-			o = starts[p]
-		case latest:
-			o = ends[p]
-		case offset >= 0:
-			o = min(max(offset, starts[p]), ends[p])
-		default:
-			o = byTime[p]
-			if o < 0 { // no record at or after the time: the end, as Kafka
-				o = ends[p]
-			}
-		}
-		out = append(out, &skeinv1.TopicPartitionOffset{Topic: topic, Partition: p, Offset: o})
-	}
-	return out, nil
 }
 
 func printGroup(w io.Writer, d *skeinv1.DescribeGroupResponse) error {

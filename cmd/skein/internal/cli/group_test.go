@@ -175,6 +175,16 @@ func (f *fakeGroups) DescribeGroup(_ context.Context, req *skeinv1.DescribeGroup
 	return d, nil
 }
 
+// GetOffsets answers the offset DescribeGroup shows: t:0 at 3.
+func (f *fakeGroups) GetOffsets(_ context.Context, req *skeinv1.GetOffsetsRequest) (*skeinv1.GetOffsetsResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if req.GetGroup() != "g" || !f.exists {
+		return nil, rpcerr.ToGRPC(errs.Errorf(errs.GroupIDNotFound, "group %q does not exist", req.GetGroup()))
+	}
+	return &skeinv1.GetOffsetsResponse{Offsets: []*skeinv1.CommittedOffset{{Topic: "t", Partition: 0, Offset: 3, HighWatermark: 10, Lag: 7}}}, nil
+}
+
 func (f *fakeGroups) CommitOffsets(_ context.Context, req *skeinv1.CommitOffsetsRequest) (*skeinv1.CommitOffsetsResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -338,7 +348,43 @@ func TestGroupCommands(t *testing.T) {
 		}
 	}
 
+	for _, args := range [][]string{
+		{"--topic", "t", "--all-topics", "--to-earliest"},
+		{"--to-earliest"},
+		{"--topic", "t", "--shift-by", "1", "--to-earliest"},
+		{"--topic", "t", "--to-datetime", "yesterday"},
+		{"--topic", "t", "--by-duration", "soon"},
+		{"--topic", "t:x", "--to-earliest"},
+	} {
+		if code, _, errOut := run(t, "", append([]string{"group", "reset-offsets", "g", "--gateway", addr}, args...)...); code != 2 {
+			t.Errorf("reset-offsets %q: exit %d %q, want 2", args, code, errOut)
+		}
+	}
+
 	f.members = 0
+	// Kafka's scopes and targets: every topic the group committed, some
+	// partitions of a topic, a shift of the committed offset (kept within
+	// the log, whose every offset is 0 here).
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--all-topics", "--to-latest"}, "t      0          0\nt      1          0\n"},
+		{[]string{"--topic", "t:1", "--to-earliest"}, "t      1          0\n"},
+		{[]string{"--topic", "t:0", "--shift-by", "-2"}, "t      0          0\n"},
+		{[]string{"--topic", "t", "--by-duration", "PT1H"}, "t      0          0\nt      1          0\n"},
+	} {
+		code, out, errOut := run(t, "", append([]string{"group", "reset-offsets", "g", "--gateway", addr}, tc.args...)...)
+		if _, rows, _ := strings.Cut(out, "NEW OFFSET\n"); code != 0 || rows != tc.want {
+			t.Errorf("reset-offsets %q: %d %q %q, want rows %q", tc.args, code, out, errOut, tc.want)
+		}
+	}
+	if code, _, errOut := run(t, "", "group", "reset-offsets", "g", "--topic", "t", "--shift-by", "1", "--gateway", addr); code != 1 || !strings.Contains(errOut, "partition(s) 1: the group has none committed") {
+		t.Errorf("a shift of a partition with nothing committed: %d %q", code, errOut)
+	}
+	if len(f.commits) != 0 {
+		t.Fatalf("dry runs committed %v", f.commits)
+	}
 	// As Kafka's tool, a reset without --execute changes nothing.
 	code, out, errOut = run(t, "", "group", "reset-offsets", "g", "--topic", "t", "--to-offset", "0", "--gateway", addr)
 	if code != 0 || len(f.commits) != 0 || !strings.Contains(out, "NEW OFFSET") || !strings.Contains(errOut, "add --execute") {
