@@ -91,7 +91,7 @@ Usage:
                 [--session-timeout DURATION] [--instance-id ID] [--assignor range|uniform]
                 [--print-key] [--key-separator SEP] [--read-committed]
                 [--print-timestamp] [--print-partition] [--print-offset] [--print-headers]
-  skein group list
+  skein group list [--state empty,reconciling,stable]
   skein group describe GROUP
   skein group reset-offsets GROUP (--topic T[:P,P...] | --all-topics)
                 (--to-earliest | --to-latest | --to-offset N | --to-timestamp MS | --to-datetime TIME

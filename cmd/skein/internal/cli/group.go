@@ -29,7 +29,7 @@ func groupCmd(ctx context.Context, args []string, stdio IO) error {
 		return flag.ErrHelp
 	}
 	f := newFlags("group "+sub, stdio, true)
-	var topic, dlqTopic, toDatetime, byDuration *string
+	var topic, dlqTopic, toDatetime, byDuration, states *string
 	var toEarliest, toLatest, execute, dryRun, allTopics *bool
 	var toOffset, toTimestamp, shiftBy *int64
 	partitions := partitionsFlag{}
@@ -52,7 +52,9 @@ func groupCmd(ctx context.Context, args []string, stdio IO) error {
 	case "dlq", "dlq-replay":
 		topic = f.String("topic", "", "the topic whose dead-lettered records to "+map[string]string{"dlq": "list", "dlq-replay": "produce back to it"}[sub]+" (required)")
 		dlqTopic = f.String("dlq-topic", "", "the dead-letter topic to read (default: the group's dlq.topic, else TOPIC.dlq); one the group wrote to before its dlq.topic changed or its config was deleted")
-	case "list", "describe", "delete":
+	case "list":
+		states = f.String("state", "", "only groups in these states, comma-separated: empty, reconciling, stable (any case, as kafka-consumer-groups --state)")
+	case "describe", "delete":
 	default:
 		return usagef("unknown group subcommand %q", sub)
 	}
@@ -96,9 +98,22 @@ func groupCmd(ctx context.Context, args []string, stdio IO) error {
 
 	switch sub {
 	case "list":
+		want := map[string]bool{}
+		for _, st := range strings.Split(*states, ",") {
+			switch st = strings.ToUpper(strings.TrimSpace(st)); st {
+			case "":
+			case "EMPTY", "RECONCILING", "STABLE", "DEAD":
+				want[st] = true
+			default:
+				return usagef("--state %q: want empty, reconciling or stable (comma-separated)", st)
+			}
+		}
 		resp, err := groups.ListGroups(cctx, &skeinv1.ListGroupsRequest{})
 		if err != nil {
 			return err
+		}
+		if len(want) > 0 {
+			resp.Groups = slices.DeleteFunc(resp.Groups, func(g *skeinv1.GroupSummary) bool { return !want[strings.ToUpper(g.GetState())] })
 		}
 		if *f.json {
 			return printJSON(stdio.Out, resp)

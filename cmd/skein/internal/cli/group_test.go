@@ -322,6 +322,15 @@ func TestGroupCommands(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "g") || !strings.Contains(out, "STABLE") {
 		t.Errorf("list: %d %q %q", code, out, errOut)
 	}
+	if code, out, _ := run(t, "", "group", "list", "--state", "Empty,stable", "--gateway", addr); code != 0 || !strings.Contains(out, "STABLE") {
+		t.Errorf("list --state Empty,stable: %d %q", code, out)
+	}
+	if code, out, _ := run(t, "", "group", "list", "--state", "empty", "--gateway", addr); code != 0 || strings.Contains(out, "STABLE") {
+		t.Errorf("list --state empty of a stable group: %d %q, want no row", code, out)
+	}
+	if code, _, errOut := run(t, "", "group", "list", "--state", "rebalancing", "--gateway", addr); code != 2 || !strings.Contains(errOut, "--state") {
+		t.Errorf("list --state rebalancing: %d %q, want a usage error", code, errOut)
+	}
 	code, out, _ = run(t, "", "group", "describe", "g", "--gateway", addr)
 	if code != 0 || !strings.Contains(out, "total lag 7") || !strings.Contains(out, "t:[0]") {
 		t.Errorf("describe: %d %q", code, out)
