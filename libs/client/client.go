@@ -163,6 +163,16 @@ func (c *Client) WaitReady(ctx context.Context) error {
 	}
 }
 
+// isReady reports whether the first metadata image has arrived.
+func (c *Client) isReady() bool {
+	select {
+	case <-c.ready:
+		return true
+	default:
+		return false
+	}
+}
+
 // ErrClientClosed answers a call that waited for metadata on a Client that
 // was closed meanwhile.
 var ErrClientClosed = errors.New("client: closed")

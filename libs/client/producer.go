@@ -445,14 +445,23 @@ func (p *Producer) Produce(ctx context.Context, r Record, done func(Result)) {
 		fail(err)
 		return
 	}
-	// The wait for metadata is bounded as the wait for buffer room is
-	// (max.block), whatever ctx allows.
-	mctx, cancel := context.WithTimeout(ctx, p.cfg.maxBlock)
-	m, err := p.topicMetadata(mctx, r.Topic)
-	cancel()
-	if err != nil {
-		fail(err)
+	if err := ctx.Err(); err != nil {
+		fail(errs.Errorf(errs.RequestTimedOut, "not sent: %v", err))
 		return
+	}
+	m := p.c.Metadata()
+	if !p.c.isReady() || m.PartitionCount(r.Topic) == 0 {
+		// The wait for metadata is bounded as the wait for buffer room
+		// is (max.block), whatever ctx allows. (Only here: a context
+		// and its timer for every record would cost the hot path.)
+		mctx, cancel := context.WithTimeout(ctx, p.cfg.maxBlock)
+		var err error
+		m, err = p.topicMetadata(mctx, r.Topic)
+		cancel()
+		if err != nil {
+			fail(err)
+			return
+		}
 	}
 	n := m.PartitionCount(r.Topic)
 	if r.Partition != nil && (*r.Partition < 0 || *r.Partition >= n) {
