@@ -526,7 +526,9 @@ func (g *GroupConsumer) resetPositions(ctx context.Context, need func(*partState
 		if !errs.IsRetriable(err) {
 			return err
 		}
-		g.c.log.WarnContext(ctx, "an owned partition's start offset is not available yet: reading the others", "group", g.cfg.Group,
+		// Told at debug level: tried every pause while it lasts, and a
+		// partition without a leader is the metadata's news already.
+		g.c.log.DebugContext(ctx, "an owned partition's start offset is not available yet: reading the others", "group", g.cfg.Group,
 			"topic", tp.Topic, "partition", tp.Partition, "reset", g.cfg.AutoOffsetReset, "err", err)
 		g.followAfter[tp] = time.Now().Add(followRetry)
 		return nil

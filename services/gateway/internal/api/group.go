@@ -483,7 +483,8 @@ func (s *Group) reset(ctx context.Context, reset string, tps []client.TopicParti
 	for topic, parts := range byTopic {
 		parts, leaderless := client.SplitByLeader(s.c.Metadata(), topic, parts)
 		if len(leaderless) > 0 {
-			s.log.WarnContext(ctx, "the reset offsets of a member's partitions wait for their leaders", "topic", topic, "partitions", leaderless)
+			// At debug level: every call of the member says it again.
+			s.log.DebugContext(ctx, "the reset offsets of a member's partitions wait for their leaders", "topic", topic, "partitions", leaderless)
 		}
 		if len(parts) == 0 {
 			continue
