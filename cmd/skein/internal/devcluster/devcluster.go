@@ -355,6 +355,9 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
+	if err := checkSecurity(o.DataDir, o.Secure); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(filepath.Join(o.DataDir, "logs"), 0o755); err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package devcluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"maps"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"skein/libs/procenv"
+	"skein/libs/tlsconf"
 )
 
 // The test binary doubles as the fake skein-controller, skein-storage,
@@ -539,5 +541,26 @@ func TestClusterFileIsOwnerOnly(t *testing.T) {
 	}
 	if fi.Mode().Perm() != 0o600 {
 		t.Errorf("cluster.json has mode %v, want 0600", fi.Mode().Perm())
+	}
+}
+
+// A data directory a secure run left its CA in is not started without
+// --secure: nothing starts, and the error says how to go on.
+func TestSecureDataDirNeedsSecure(t *testing.T) {
+	t.Setenv("FAKE_BROKERS", "1")
+	data := t.TempDir()
+	if _, err := tlsconf.OpenCA(filepath.Join(data, "tls"), "test CA"); err != nil {
+		t.Fatal(err)
+	}
+	o := opts(t, data, fakeBinDir(t))
+	_, err := Start(context.Background(), o)
+	if err == nil || !strings.Contains(err.Error(), "start it with --secure") || !strings.Contains(err.Error(), filepath.Join(data, "tls")) {
+		t.Fatalf("Start without Secure on a secure data dir: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(data, "cluster.json")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("cluster.json after a refused start: %v", err)
+	}
+	if err := checkSecurity(t.TempDir(), false); err != nil {
+		t.Errorf("a data dir never secured: %v", err)
 	}
 }

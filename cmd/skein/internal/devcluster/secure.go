@@ -35,6 +35,26 @@ func (s *Security) files(name string) tlsconf.Files {
 	return tlsconf.Files{Cert: filepath.Join(s.dir, name+".crt"), Key: filepath.Join(s.dir, name+".key"), CA: s.CA}
 }
 
+// checkSecurity refuses to start a cluster without security on a data
+// directory that a secure run left its CA in: its ACLs, tokens and data
+// would be open to any caller over plaintext. Security is dropped only by
+// removing <data-dir>/tls on purpose.
+func checkSecurity(dataDir string, secure bool) error {
+	if secure {
+		return nil
+	}
+	dir := filepath.Join(dataDir, "tls")
+	_, err := os.Stat(filepath.Join(dir, "ca.crt"))
+	switch {
+	case err == nil:
+		return fmt.Errorf("devcluster: %s holds a secure cluster (its CA is in %s): start it with --secure; to run it without TLS and ACLs, remove %s first", dataDir, dir, dir)
+	case errors.Is(err, os.ErrNotExist):
+		return nil
+	default:
+		return err
+	}
+}
+
 // secure creates (or, where they exist, keeps) the CA and the gossip key in
 // dir, and issues every process and the client a fresh certificate.
 func secure(dir string, procs []*Process) (*Security, error) {
