@@ -75,7 +75,11 @@ func namedPrincipal(ctx context.Context) (string, error) {
 	case 0:
 		return "", nil
 	case 1:
-		return v[0], nil
+		p, err := DecodePrincipal(v[0])
+		if err != nil {
+			return "", errs.Errorf(errs.ClusterAuthorizationFailed, "%s: %v", PrincipalMD, err)
+		}
+		return p, nil
 	default:
 		return "", errs.Errorf(errs.ClusterAuthorizationFailed, "the call names %d principals in %s; a call acts for one", len(v), PrincipalMD)
 	}

@@ -41,6 +41,16 @@ func TestGuardAdmit(t *testing.T) {
 	if errs.Of(rpcerr.FromStatus(err)) != errs.ClusterAuthorizationFailed {
 		t.Errorf("two named principals: %v, want CLUSTER_AUTHORIZATION_FAILED", err)
 	}
+	// A principal beyond printable ASCII rides encoded, and is read back
+	// whole; a value that is not a well-formed encoding is refused.
+	ctx, err = g.admit(tlsCall(gw, metadata.Pairs(PrincipalMD, EncodePrincipal("User:josé"))), "/s/Produce")
+	if c, _ := CallerFrom(ctx); err != nil || c.Principal != "User:josé" {
+		t.Errorf("the gateway naming josé: %+v %v", c, err)
+	}
+	_, err = g.admit(tlsCall(gw, metadata.Pairs(PrincipalMD, "User:jos%C")), "/s/Produce")
+	if errs.Of(rpcerr.FromStatus(err)) != errs.ClusterAuthorizationFailed {
+		t.Errorf("a malformed principal: %v, want CLUSTER_AUTHORIZATION_FAILED", err)
+	}
 	_, err = g.admit(tlsCall(alice, nil), "/s/Replicate")
 	if errs.Of(rpcerr.FromStatus(err)) != errs.ClusterAuthorizationFailed {
 		t.Errorf("a client replicating: %v", err)

@@ -26,6 +26,7 @@ package peerauth
 
 import (
 	"crypto/x509"
+	"fmt"
 	"strings"
 )
 
@@ -45,6 +46,73 @@ var serviceRoles = map[string]bool{
 // PrincipalMD is the call metadata key in which the gateway names the
 // client it acts for.
 const PrincipalMD = "skein-principal"
+
+// EncodePrincipal is how a principal rides in PrincipalMD. gRPC metadata
+// carries printable ASCII only, so every other byte of the principal's
+// UTF-8, and '%' itself, is written %XX; a principal of printable ASCII
+// without '%' rides as it is. A service that does not decode the value
+// reads another principal, which no ACL names: it refuses, never allows.
+func EncodePrincipal(p string) string {
+	clean := true
+	for i := 0; i < len(p); i++ {
+		if c := p[i]; c < 0x20 || c > 0x7e || c == '%' {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return p
+	}
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(p); i++ {
+		if c := p[i]; c < 0x20 || c > 0x7e || c == '%' {
+			b.WriteByte('%')
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&15])
+		} else {
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// DecodePrincipal reads a principal EncodePrincipal wrote; an escape that
+// is not %XX is an error.
+func DecodePrincipal(v string) (string, error) {
+	if !strings.Contains(v, "%") {
+		return v, nil
+	}
+	b := make([]byte, 0, len(v))
+	for i := 0; i < len(v); i++ {
+		if v[i] != '%' {
+			b = append(b, v[i])
+			continue
+		}
+		if i+2 >= len(v) {
+			return "", fmt.Errorf("principal %q: an escape is cut short", v)
+		}
+		hi, lo := unhex(v[i+1]), unhex(v[i+2])
+		if hi < 0 || lo < 0 {
+			return "", fmt.Errorf("principal %q: %q is not an escape", v, v[i:i+3])
+		}
+		b = append(b, byte(hi<<4|lo))
+		i += 2
+	}
+	return string(b), nil
+}
+
+func unhex(c byte) int {
+	switch {
+	case '0' <= c && c <= '9':
+		return int(c - '0')
+	case 'A' <= c && c <= 'F':
+		return int(c - 'A' + 10)
+	case 'a' <= c && c <= 'f':
+		return int(c - 'a' + 10)
+	}
+	return -1
+}
 
 // Peer is the holder of a verified certificate.
 type Peer struct {

@@ -225,3 +225,30 @@ func TestRoleOf(t *testing.T) {
 		}
 	}
 }
+
+// A principal rides gRPC metadata as printable ASCII and comes back whole.
+func TestPrincipalEncoding(t *testing.T) {
+	for _, tc := range []struct{ p, wire string }{
+		{"User:alice", "User:alice"},
+		{"User:a b~", "User:a b~"},
+		{"User:josé", "User:jos%C3%A9"},
+		{"User:50%", "User:50%25"},
+		{"User:a\nb", "User:a%0Ab"},
+		{"User:\x7f", "User:%7F"},
+	} {
+		if got := EncodePrincipal(tc.p); got != tc.wire {
+			t.Errorf("EncodePrincipal(%q) = %q, want %q", tc.p, got, tc.wire)
+		}
+		if got, err := DecodePrincipal(tc.wire); err != nil || got != tc.p {
+			t.Errorf("DecodePrincipal(%q) = %q, %v; want %q", tc.wire, got, err, tc.p)
+		}
+	}
+	if got, err := DecodePrincipal("User:jos%c3%a9"); err != nil || got != "User:josé" {
+		t.Errorf("lower-case escapes: %q, %v", got, err)
+	}
+	for _, bad := range []string{"User:%", "User:%4", "User:%G1", "User:%%41"} {
+		if got, err := DecodePrincipal(bad); err == nil {
+			t.Errorf("DecodePrincipal(%q) = %q, want an error", bad, got)
+		}
+	}
+}

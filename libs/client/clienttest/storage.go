@@ -553,7 +553,8 @@ func (s *Storage) Fetch(ctx context.Context, req *storagev1.FetchRequest) (*stor
 	s.mu.Lock()
 	s.fetches = append(s.fetches, req)
 	if md, _ := metadata.FromIncomingContext(ctx); len(md.Get(peerauth.PrincipalMD)) == 1 {
-		s.named["fetch:"+md.Get(peerauth.PrincipalMD)[0]]++
+		p, _ := peerauth.DecodePrincipal(md.Get(peerauth.PrincipalMD)[0])
+		s.named["fetch:"+p]++
 	}
 	s.mu.Unlock()
 	resp := &storagev1.FetchResponse{}
@@ -579,7 +580,8 @@ func (s *Storage) Follow(req *storagev1.FollowRequest, stream storagev1.StorageS
 	}()
 	s.follows = append(s.follows, req)
 	if md, _ := metadata.FromIncomingContext(ctx); len(md.Get(peerauth.PrincipalMD)) == 1 {
-		s.named["follow:"+md.Get(peerauth.PrincipalMD)[0]]++
+		p, _ := peerauth.DecodePrincipal(md.Get(peerauth.PrincipalMD)[0])
+		s.named["follow:"+p]++
 	}
 	s.mu.Unlock()
 	maxBytes := req.GetMaxBytes()

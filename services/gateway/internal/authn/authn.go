@@ -21,6 +21,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"skein/libs/acl"
 	"skein/libs/errs"
@@ -230,6 +232,9 @@ func VerifyJWT(tok string, key []byte, now time.Time) (Principal, error) {
 	if c.Sub == "" {
 		return fail("no sub claim")
 	}
+	if err := callerName("JWT: the sub claim", c.Sub); err != nil {
+		return "", err
+	}
 	return user(c.Sub), nil
 }
 
@@ -380,5 +385,26 @@ func (v *Verifier) Authenticate(c Credentials) (Principal, error) {
 	if ok {
 		return v.Token(tok)
 	}
+	if c.Cert != nil && c.Cert.Subject.CommonName != "" {
+		if err := callerName("the client certificate's common name", c.Cert.Subject.CommonName); err != nil {
+			return "", err
+		}
+	}
 	return FromCertificate(c.Cert), nil
+}
+
+// callerName refuses a name a caller presents (a certificate's common
+// name, a JWT's subject) that cannot be one user's principal: the wildcard
+// *, which in an ACL names every user, text that is not UTF-8, and control
+// characters (a principal is printed in logs, messages and ACL listings).
+func callerName(what, name string) error {
+	switch {
+	case name == acl.Wildcard:
+		return errs.Errorf(errs.SaslAuthenticationFailed, "%s is %q, the wildcard that names every user: a caller's principal names one user", what, name)
+	case !utf8.ValidString(name):
+		return errs.Errorf(errs.SaslAuthenticationFailed, "%s is not UTF-8 text", what)
+	case strings.IndexFunc(name, unicode.IsControl) >= 0:
+		return errs.Errorf(errs.SaslAuthenticationFailed, "%s %q holds a control character", what, name)
+	}
+	return nil
 }

@@ -94,6 +94,12 @@ func TestVerifyJWT(t *testing.T) {
 		{"exp only in capitals", signRaw(t, `{"sub":"alice","EXP":`+exp+`}`, key), "", "no exp claim"},
 		{"claims not an object", signRaw(t, `["alice"]`, key), "", "malformed claims"},
 		{"claims with data after them", signRaw(t, `{"sub":"alice","exp":`+exp+`} {}`, key), "", "malformed claims"},
+		// A subject names one user, in text a log line and an ACL can
+		// hold: not the wildcard, no control characters; any other
+		// Unicode is a name.
+		{"wildcard subject", sign(t, map[string]any{"sub": "*", "exp": now.Unix() + 60}, key), "", "the wildcard that names every user"},
+		{"subject with a newline", sign(t, map[string]any{"sub": "alice\nUser:admin", "exp": now.Unix() + 60}, key), "", "control character"},
+		{"subject not ASCII", sign(t, map[string]any{"sub": "josé", "exp": now.Unix() + 60}, key), "User:josé", ""},
 		{"two parts", "abc.def", "", "malformed"},
 		{"not base64", "a!b.c.d", "", "not base64url"},
 		{"other algorithm", hs384, "", `"HS384" is not accepted`},
@@ -267,6 +273,33 @@ func TestCertificateAndJWTSubjectAgree(t *testing.T) {
 		}
 		if want := Principal("User:" + name); fromCert != want || fromJWT != want {
 			t.Errorf("%q: certificate %q, JWT %q; want both %q", name, fromCert, fromJWT, want)
+		}
+	}
+}
+
+// A certificate's common name is refused as a principal where a JWT's
+// subject would be, and any other name is User:<name>.
+func TestCertificateNames(t *testing.T) {
+	v, err := NewVerifier(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ cn, want, errHas string }{
+		{"alice", "User:alice", ""},
+		{"josé", "User:josé", ""},
+		{"*", "", "the wildcard that names every user"},
+		{"a\tb", "", "control character"},
+		{"\xff", "", "not UTF-8"},
+	} {
+		p, err := v.Authenticate(Credentials{Cert: &x509.Certificate{Subject: pkix.Name{CommonName: tc.cn}}})
+		if tc.errHas == "" {
+			if err != nil || string(p) != tc.want {
+				t.Errorf("%q: %q, %v; want %q", tc.cn, p, err, tc.want)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.errHas) || !errors.Is(err, errs.SaslAuthenticationFailed) {
+			t.Errorf("%q: %q, %v; want SASL_AUTHENTICATION_FAILED with %q", tc.cn, p, err, tc.errHas)
 		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 
 	"skein/libs/client"
 	"skein/libs/errs"
+	"skein/libs/peerauth"
 	"skein/libs/rpcerr"
 	"skein/services/gateway/internal/authn"
 )
@@ -77,7 +78,11 @@ func (a *auth) grpcPrincipal(ctx context.Context) (authn.Principal, error) {
 		case 0:
 			return "", nil
 		case 1:
-			return authn.Principal(v[0]), nil
+			p, err := peerauth.DecodePrincipal(v[0])
+			if err != nil {
+				return "", errs.Errorf(errs.SaslAuthenticationFailed, "the in-memory hop: %v", err)
+			}
+			return authn.Principal(p), nil
 		default:
 			return "", errs.Errorf(errs.SaslAuthenticationFailed, "the in-memory hop carried %d principals", len(v))
 		}
@@ -343,7 +348,7 @@ func (a *auth) stillValid(c authn.Credentials, p authn.Principal) error {
 // rides the in-memory hop as principalMD.
 func principalMetadata(ctx context.Context, r *http.Request) metadata.MD {
 	if p := principalFrom(r.Context()); p != "" {
-		return metadata.Pairs(principalMD, string(p))
+		return metadata.Pairs(principalMD, peerauth.EncodePrincipal(string(p)))
 	}
 	return nil
 }

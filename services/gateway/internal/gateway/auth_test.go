@@ -307,6 +307,14 @@ func TestGatewayNamesTheCallerToStorage(t *testing.T) {
 	if code, out, _ := e.call("POST", "/v1/topics", `{"name": "named", "partitions": 1, "replication_factor": 1}`, dev); code != http.StatusOK {
 		t.Fatalf("create: %d %v", code, out)
 	}
+	// A name beyond ASCII is a principal like any other, on every hop.
+	jose, err := authn.SignJWT(map[string]any{"sub": "josé", "exp": time.Now().Add(time.Hour).Unix()}, jwtKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, out, _ := e.call("GET", "/v1/topics/named/partitions/0/records?offset=0", "", map[string]string{"Authorization": "Bearer " + jose}); code != http.StatusOK {
+		t.Fatalf("fetch as josé: %d %v", code, out)
+	}
 	for _, h := range []map[string]string{dev, {"Authorization": "Bearer " + carol}} {
 		if code, out, _ := e.call("POST", "/v1/topics/named/records", `{"records": [{"value": "dg=="}]}`, h); code != http.StatusOK {
 			t.Fatalf("produce: %d %v", code, out)
@@ -341,7 +349,7 @@ func TestGatewayNamesTheCallerToStorage(t *testing.T) {
 			named[k] += n
 		}
 	}
-	for _, want := range []string{"produce:User:dev", "produce:User:carol", "fetch:User:dev"} {
+	for _, want := range []string{"produce:User:dev", "produce:User:carol", "fetch:User:dev", "fetch:User:josé"} {
 		if named[want] == 0 {
 			t.Errorf("no storage node saw %s; saw %v", want, named)
 		}
