@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -16,12 +17,14 @@ import (
 	"skein/libs/metadata"
 )
 
-// A storage node that comes back with an empty data directory (a replaced
-// disk, a volume that was not kept) does not lead the partitions it was the
-// last in-sync replica of: its records are gone, and leading would answer
-// an empty log where records were acknowledged. Such a partition stays
-// offline, its ISR empty, until an unclean election, the operator's call.
-// A restart that keeps the directory leads again with what it holds.
+// A storage node that comes back with its logs gone (a replaced disk, a
+// log volume that was not kept, here under a kept data directory with its
+// id and checkpoints) does not lead the partitions it was the last in-sync
+// replica of: its records are gone, and leading would answer an empty log
+// where records were acknowledged. Such a partition stays offline, its ISR
+// empty, until an unclean election, the operator's call. A restart that
+// keeps the directory leads again with what it holds. (A whole data
+// directory wiped: TestUncleanElectionPassesOverAnEmptiedReplica.)
 func TestStorageBackWithAnEmptyDataDirectory(t *testing.T) {
 	c := Start(t, Options{StorageNodes: 2})
 	cl := NewClient(t, c.ControllerAddrs())
@@ -37,12 +40,15 @@ func TestStorageBackWithAnEmptyDataDirectory(t *testing.T) {
 
 	c.Kill(victim)
 	waitLive(t, cl, id, false)
-	if err := os.RemoveAll(victim.DataDir); err != nil {
+	if err := os.RemoveAll(filepath.Join(victim.DataDir, "logs")); err != nil {
 		t.Fatal(err)
 	}
 	c.Restart(victim)
 	c.WaitReady(victim, 30*time.Second)
 	waitLive(t, cl, id, true)
+	if !strings.Contains(c.Tail(victim, 100000), "a new data directory id") {
+		t.Errorf("the node did not log its new directory id; its log:\n%s", c.Tail(victim, 30))
+	}
 	// The election (or none) is in the same metadata change as the
 	// registration that made the node live.
 	if p, _ := cl.Image().Partition("solo", 0); p.GetLeader() != -1 || len(p.GetIsr()) != 0 {

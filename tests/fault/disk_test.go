@@ -152,6 +152,11 @@ func TestDamagedSegmentOfOldLeaderIsTruncatedToNewLeader(t *testing.T) {
 	if k == 0 {
 		t.Errorf("storage-%d's recovered log held nothing the new leader lacked (%d acks=1 writes answered while the followers were paused): the test did not set up a diverging tail", victim, lone)
 	}
+	// The cut is told to the operator, with where the log ended and where
+	// it ends now.
+	if b, err := os.ReadFile(n.logPath); err != nil || !bytes.Contains(b, []byte(`"msg":"truncated the log where it diverged from the leader's"`)) {
+		t.Errorf("storage-%d's log does not tell its truncation (%v)", victim, err)
+	}
 
 	d.leadFrom(victim)
 	d.audit(victim)

@@ -139,9 +139,12 @@ func run(c config) error {
 	}
 	defer shutdownTracing(context.Background())
 
-	dirID, err := dirid.Load(c.dataDir)
+	dirID, replaced, err := dirid.Load(c.dataDir)
 	if err != nil {
 		return err
+	}
+	if replaced != "" {
+		log.Warn("a new data directory id: " + replaced)
 	}
 	ckpt, err := checkpoint.OpenBadger(filepath.Join(c.dataDir, "checkpoints"))
 	if err != nil {

@@ -389,6 +389,14 @@ func (m *Manager) round(ctx context.Context, th *thread, stream storagev1.Storag
 			m.log.Error("applying fetched batches failed", "partition", tp, "err", err)
 			backoff = true
 		}
+		if res.Diverging && err == nil {
+			// A follower's log cut back: records it held are gone from
+			// it. Said once per cut, for an operator tracing a loss.
+			if leo := x.p.Snapshot().LEO; leo < x.fs.FetchOffset {
+				m.log.Warn("truncated the log where it diverged from the leader's", "partition", tp, "leader", th.leader,
+					"leader_epoch", x.fs.CurrentLeaderEpoch, "from", int64(x.fs.FetchOffset), "to", int64(leo))
+			}
+		}
 	}
 	// Saved before anything else runs: a thread this partition moves to
 	// (a new leader) reports its start in its next fetch.

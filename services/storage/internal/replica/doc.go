@@ -11,6 +11,7 @@
 //	| path                               | what                                  |
 //	|------------------------------------|---------------------------------------|
 //	| logs/<topic>-<partition>-<topicID>/ | the partition log (libs/log)          |
+//	| logs/data-dir.id                   | the directory's id, with its logs (package dirid) |
 //	| checkpoints/                       | HW, log start, recovery point (badger) |
-//	| data-dir.id                        | the directory's id (package dirid)    |
+//	| data-dir.id                        | the same id (package dirid)           |
 package replica
