@@ -107,6 +107,14 @@ func (l *Loop) HeldDown(id int32, incarnation string) bool {
 	return l.t.HeldDown(id, incarnation)
 }
 
+// SessionLive reports whether the broker's session of this epoch runs and
+// has heard from it within the session timeout, and since when it has not.
+func (l *Loop) SessionLive(id int32, epoch int64) (bool, time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.t.SessionLive(id, epoch, time.Now())
+}
+
 // Heartbeat records a broker's heartbeat (the gRPC shell calls it).
 func (l *Loop) Heartbeat(id int32, epoch int64) {
 	l.mu.Lock()

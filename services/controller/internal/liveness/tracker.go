@@ -137,6 +137,18 @@ func (t *Tracker) HasSession(id int32, epoch int64) bool {
 	return ok && s.epoch == epoch
 }
 
+// SessionLive reports whether the session of this broker epoch is running
+// and has heard from the broker within the session timeout, and since when
+// it has not.
+func (t *Tracker) SessionLive(id int32, epoch int64, now time.Time) (live bool, silent time.Duration) {
+	s, ok := t.sessions[id]
+	if !ok || s.epoch != epoch {
+		return false, 0
+	}
+	silent = now.Sub(s.at)
+	return silent < t.s.SessionTimeout, silent
+}
+
 // Heartbeat records a broker's heartbeat.
 func (t *Tracker) Heartbeat(id int32, epoch int64, now time.Time) {
 	t.sessions[id] = session{epoch: epoch, at: now}

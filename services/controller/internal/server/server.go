@@ -206,11 +206,15 @@ func (s *Server) RegisterBroker(ctx context.Context, req *controllerv1.RegisterB
 				id, req.GetIncarnationId())
 		}
 		var wasFenced bool
+		var current *controllerv1.BrokerRecord
 		s.node.Read(func(img *md.Image) {
 			if b, ok := img.Broker(md.BrokerID(id)); ok {
-				wasFenced = b.GetFenced()
+				wasFenced, current = b.GetFenced(), b
 			}
 		})
+		if err := s.duplicate(current, req); err != nil {
+			return nil, err
+		}
 		resp, err := propose[*controllerv1.RegisterBrokerResponse](s, ctx, &controllerv1.Command{Command: &controllerv1.Command_RegisterBroker{RegisterBroker: req}})
 		if err == nil {
 			if wasFenced {
@@ -221,6 +225,29 @@ func (s *Server) RegisterBroker(ctx context.Context, req *controllerv1.RegisterB
 		}
 		return resp, err
 	})
+}
+
+// duplicate refuses a registration that is another process with the id of
+// a live broker, as Kafka refuses DUPLICATE_BROKER_REGISTRATION: a new
+// incarnation on another data directory while the current one's session
+// runs unfenced. Accepted, it would fence that broker, which registers
+// again and fences this one, twice a second each for as long as both run,
+// with every partition of theirs out of its ISR. A restarted process
+// comes back on its data directory (a lock keeps two processes off one)
+// and fences its old incarnation at once; a node on a new disk registers
+// once the old session has run out.
+func (s *Server) duplicate(current *controllerv1.BrokerRecord, req *controllerv1.RegisterBrokerRequest) error {
+	if current == nil || current.GetFenced() || current.GetIncarnationId() == req.GetIncarnationId() ||
+		current.GetLogDirId() == "" || req.GetLogDirId() == "" || current.GetLogDirId() == req.GetLogDirId() {
+		return nil
+	}
+	live, silent := s.live.SessionLive(req.GetBrokerId(), current.GetBrokerEpoch())
+	if !live {
+		return nil
+	}
+	return errs.Errorf(errs.DuplicateBrokerRegistration,
+		"broker %d is registered by a live process (incarnation %s, data directory %s, heard from %v ago) and this one (incarnation %s) has data directory %s: two processes with one node id? It may register once that session runs out (--broker-session-timeout without a heartbeat)",
+		req.GetBrokerId(), current.GetIncarnationId(), current.GetLogDirId(), silent.Round(time.Millisecond), req.GetIncarnationId(), req.GetLogDirId())
 }
 
 func (s *Server) BrokerHeartbeat(ctx context.Context, req *controllerv1.BrokerHeartbeatRequest) (*controllerv1.BrokerHeartbeatResponse, error) {

@@ -631,3 +631,50 @@ func TestControlledShutdownFenceSurvivesFailover(t *testing.T) {
 		t.Fatalf("after the failover broker 1 is %v: its heartbeats unfenced a broker that is stopping", br)
 	}
 }
+
+// A second process with a live broker's id, on another data directory, is
+// refused DUPLICATE_BROKER_REGISTRATION while the first's session runs,
+// rather than fencing it (which would fence the two in turn for as long as
+// both run). A restart on the same data directory is accepted at once, and
+// another directory once the session has run out.
+func TestDuplicateBrokerRegistration(t *testing.T) {
+	c := newCluster(t, 1, false, 2*time.Second)
+	cl := c.client(c.leader())
+	register := func(inc, dir string) (*controllerv1.RegisterBrokerResponse, error) {
+		resp, err := cl.RegisterBroker(ctxT(t), &controllerv1.RegisterBrokerRequest{BrokerId: 4, GrpcAddr: "127.0.0.1:20004", IncarnationId: inc, LogDirId: dir})
+		return resp, rpcerr.FromStatus(err)
+	}
+	first, err := register("inc-a", "dir-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	heartbeat := func(epoch int64) error {
+		_, err := cl.BrokerHeartbeat(ctxT(t), &controllerv1.BrokerHeartbeatRequest{BrokerId: 4, BrokerEpoch: epoch})
+		return rpcerr.FromStatus(err)
+	}
+	for range 3 {
+		_, err := register("inc-b", "dir-b")
+		if errs.Of(err) != errs.DuplicateBrokerRegistration || !strings.Contains(err.Error(), "two processes with one node id") {
+			t.Fatalf("a second process on another directory: %v, want DUPLICATE_BROKER_REGISTRATION", err)
+		}
+		if err := heartbeat(first.GetBrokerEpoch()); err != nil {
+			t.Fatalf("the first process's heartbeat after the refusal: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	// A restart on the same directory fences the old incarnation at once.
+	restarted, err := register("inc-c", "dir-a")
+	if err != nil || restarted.GetBrokerEpoch() == first.GetBrokerEpoch() {
+		t.Fatalf("a restart on the same directory: %v, %v", restarted, err)
+	}
+	if err := heartbeat(first.GetBrokerEpoch()); errs.Of(err) != errs.StaleBrokerEpoch {
+		t.Fatalf("the old incarnation's heartbeat: %v, want STALE_BROKER_EPOCH", err)
+	}
+
+	// Silent past its session, the broker may come back on a new disk.
+	time.Sleep(2500 * time.Millisecond)
+	if _, err := register("inc-d", "dir-z"); err != nil {
+		t.Fatalf("another directory after the session ran out: %v", err)
+	}
+}
