@@ -401,8 +401,16 @@ func ParseSuperUsers(s string) (map[string]bool, error) {
 		if p == "" {
 			continue
 		}
-		if typ, name, ok := strings.Cut(p, ":"); !ok || typ == "" || name == "" {
+		typ, name, ok := strings.Cut(p, ":")
+		switch {
+		case !ok || typ == "" || name == "":
 			return nil, fmt.Errorf("super user %q: want Type:name, e.g. User:admin", p)
+		case typ != PrincipalType:
+			// Every caller's principal is a User: another type (or
+			// "user") would name nobody, silently.
+			return nil, fmt.Errorf("super user %q: the principal type is %s (%s:admin); no caller is of type %s", p, PrincipalType, PrincipalType, typ)
+		case name == Wildcard:
+			return nil, fmt.Errorf("super user %q: a super user names one user, not every user", p)
 		}
 		out[p] = true
 	}

@@ -266,8 +266,10 @@ func TestParseSuperUsers(t *testing.T) {
 	if err != nil || len(got) != 3 || !got["User:client"] || !got["User:ops"] || !got["User:admin"] {
 		t.Fatalf("got %v, %v", got, err)
 	}
-	if _, err := ParseSuperUsers("client"); err == nil {
-		t.Fatal("a super user without a type was accepted")
+	for _, bad := range []string{"client", "user:alice", "Group:ops", "User:*", "User:a;:b"} {
+		if got, err := ParseSuperUsers(bad); err == nil {
+			t.Errorf("%q accepted as super users %v", bad, got)
+		}
 	}
 }
 
