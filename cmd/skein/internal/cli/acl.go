@@ -33,7 +33,7 @@ func aclCmd(ctx context.Context, args []string, io IO) error {
 	group := f.String("group", "", "the consumer group (or prefix; * for every group)")
 	txnID := f.String("transactional-id", "", "the transactional id (or prefix; * for every one)")
 	cluster := f.Bool("cluster", false, "the cluster")
-	pattern := f.String("pattern", "", "literal (default for add) or prefixed")
+	pattern := f.String("pattern", "", "literal or prefixed; list and remove also take any (both). Default: literal for add, and for remove when it names a resource (as kafka-acls); any for list")
 	operation := f.String("operation", "", "all, read, write, create, delete, alter or describe; add takes a comma-separated list")
 	permission := f.String("permission", "", "allow (default for add) or deny")
 	pos, err := f.parse(args)
@@ -77,10 +77,18 @@ func aclCmd(ctx context.Context, args []string, io IO) error {
 			}
 		}
 	}
-	if *pattern != "" {
+	switch {
+	case *pattern == "any" && sub != "add":
+		*pattern = "" // the API's filter for either
+	case *pattern != "":
 		if _, err := acl.ParsePatternType(*pattern); err != nil {
 			return usagef("--pattern: %s", errs.Message(err))
 		}
+	case sub == "remove" && n > 0:
+		// kafka-acls --remove: a named resource is the literal one, so
+		// that removing orders's bindings leaves those of the prefix
+		// orders alone unless asked.
+		*pattern = "literal"
 	}
 	if *permission != "" {
 		if _, err := acl.ParsePermission(*permission); err != nil {

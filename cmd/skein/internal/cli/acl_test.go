@@ -90,8 +90,29 @@ func TestAcl(t *testing.T) {
 	if code, out, _ := run(t, "", "acl", "remove", "--principal", "User:bob"); code != 0 || !strings.Contains(out, "removed 1 ACL binding(s)") {
 		t.Errorf("remove: %d %q", code, out)
 	}
-	if d := g.deletes[0]; d.GetPrincipal() != "User:bob" || d.GetResourceType() != "" {
+	if d := g.deletes[0]; d.GetPrincipal() != "User:bob" || d.GetResourceType() != "" || d.GetPatternType() != "" {
 		t.Errorf("remove sent %v", d)
+	}
+	// A named resource is its literal pattern, as kafka-acls --remove
+	// takes it; --pattern any asks for both.
+	for _, tc := range []struct {
+		args    []string
+		pattern string
+	}{
+		{[]string{"--topic", "orders"}, "literal"},
+		{[]string{"--topic", "orders", "--pattern", "prefixed"}, "prefixed"},
+		{[]string{"--topic", "orders", "--pattern", "any"}, ""},
+	} {
+		n := len(g.deletes)
+		if code, out, errOut := run(t, "", append([]string{"acl", "remove", "--principal", "User:bob"}, tc.args...)...); code != 0 || len(g.deletes) != n+1 {
+			t.Fatalf("remove %q: %d %q %q", tc.args, code, out, errOut)
+		}
+		if d := g.deletes[n]; d.GetResourceName() != "orders" || d.GetPatternType() != tc.pattern {
+			t.Errorf("remove %q sent %v, want pattern %q", tc.args, d, tc.pattern)
+		}
+	}
+	if code, _, errOut := run(t, "", "acl", "add", "--principal", "User:bob", "--topic", "t", "--operation", "read", "--pattern", "any"); code != 2 || !strings.Contains(errOut, "unknown pattern type") {
+		t.Errorf("add --pattern any: %d %q, want a usage error", code, errOut)
 	}
 	for _, args := range [][]string{
 		{"acl"},

@@ -111,7 +111,7 @@ Usage:
   skein acl add --principal User:NAME --operation OP[,OP]... (--topic T | --group G | --transactional-id ID | --cluster)
                 [--pattern literal|prefixed] [--permission allow|deny]
   skein acl list [--principal P] [--topic T | --group G | --transactional-id ID | --cluster] [--operation OP] ...
-  skein acl remove (the filter of list; at least one flag)
+  skein acl remove (the filter of list, but a named resource's literal bindings unless --pattern; at least one flag)
   skein dev [--data-dir DIR] [--storage-nodes N] [--bin-dir DIR]
             [--gateway-http-addr 127.0.0.1:8080] [--gateway-grpc-addr 127.0.0.1:9090] [--secure]
   skein certs --dir DIR --name storage-1,gateway,client [--hosts storage-1,127.0.0.1] [--gossip-key]
