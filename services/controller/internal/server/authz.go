@@ -54,7 +54,12 @@ func caller(ctx context.Context) (peerauth.Caller, bool) {
 	}
 	m, _ := metadata.FromIncomingContext(ctx)
 	if v := m.Get(forwardedPrincipalKey); len(v) > 0 {
-		return peerauth.Caller{Peer: c.Peer, Principal: v[0]}, true
+		p, err := peerauth.DecodePrincipal(v[0])
+		if err != nil {
+			// Not a principal any ACL names: refused like one.
+			p = v[0]
+		}
+		return peerauth.Caller{Peer: c.Peer, Principal: p}, true
 	}
 	return c, known
 }
@@ -65,7 +70,7 @@ func caller(ctx context.Context) (peerauth.Caller, bool) {
 func (s *Server) forwardContext(ctx context.Context) context.Context {
 	out := metadata.AppendToOutgoingContext(ctx, forwardedKey, strconv.Itoa(int(s.node.ID())))
 	if c, known := caller(ctx); known && !c.Service {
-		out = metadata.AppendToOutgoingContext(out, forwardedPrincipalKey, c.Principal)
+		out = metadata.AppendToOutgoingContext(out, forwardedPrincipalKey, peerauth.EncodePrincipal(c.Principal))
 	}
 	return out
 }
