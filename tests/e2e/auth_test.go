@@ -203,7 +203,7 @@ func checkAuth(t *testing.T, d *Dev, sec *secureFiles, caOnly, withCert *tls.Con
 			}
 			return false
 		}
-		ok := hasLine(`"msg":"call refused"`, `"principal":"User:ANONYMOUS"`, `"error_code":"SASL_AUTHENTICATION_FAILED"`) &&
+		ok := hasLine(`"msg":"call refused"`, `"principal":"User:ANONYMOUS"`, `"error_code":"SASL_AUTHENTICATION_FAILED"`, `"node_id":1`) &&
 			hasLine(`"msg":"audit"`, `"principal":"User:dev"`, `"operation":"/skein.v1.AdminService/CreateTopic"`, `"resource":"topic:auth-topic"`) &&
 			hasLine(`"msg":"audit"`, `"principal":"User:client"`) &&
 			hasLine(`"msg":"call denied"`, `"principal":"User:dev"`, `"resource":"topic:secure"`, `"acl_operation":"write"`, `"error_code":"TOPIC_AUTHORIZATION_FAILED"`)

@@ -124,6 +124,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	log = log.With("node_id", *nodeID) // several gateways' lines told apart
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	if err := grpcopt.SetupTLS(ctx, *tlsFiles, log); err != nil {
