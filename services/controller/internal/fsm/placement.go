@@ -6,20 +6,28 @@ import (
 
 // place chooses replicas for n new partitions of replication factor rf among
 // the live brokers (rf <= live brokers, checked by the caller). Greedy and
-// deterministic, counting what the cluster already holds:
+// deterministic, spreading these n partitions first and then counting what
+// the cluster already holds:
 //   - the preferred leader (first replica) of each partition is the live
-//     broker that is the preferred leader of the fewest partitions (then
-//     holds the fewest replicas, then has the lowest id), so leaders spread
-//     evenly over the brokers and over time;
-//   - each further replica is the broker holding the fewest replicas, with
-//     a rack not yet used by the partition when one is left (rack-aware
-//     when racks are given; brokers without a rack share the rack "").
+//     broker that is the preferred leader of the fewest of these n (then of
+//     the fewest partitions in all, then holds the fewest replicas, then has
+//     the lowest id), so one call's leaders spread over the brokers, and
+//     the cluster's leaders even out over time;
+//   - each further replica is the broker holding the fewest replicas of
+//     these n (then the fewest in all), with a rack not yet used by the
+//     partition when one is left (rack-aware when racks are given; brokers
+//     without a rack share the rack "").
+//
+// So a broker that just joined, holding nothing, gets its share of a new
+// topic's leaders and replicas first, not all of them.
 func place(img *metadata.Image, n, rf int) [][]int32 {
 	type load struct {
 		id       int32
 		rack     string
 		leaders  int
 		replicas int
+		// newLeaders and newReplicas count what this call placed.
+		newLeaders, newReplicas int
 	}
 	var brokers []*load
 	byID := map[int32]*load{}
@@ -62,22 +70,30 @@ func place(img *metadata.Image, n, rf int) [][]int32 {
 			used[best.id] = true
 			usedRacks[best.rack] = true
 			best.replicas++
+			best.newReplicas++
 			replicas = append(replicas, best.id)
 			if len(usedRacks) == len(racks) {
 				clear(usedRacks) // every rack holds a replica: start a new round
 			}
 		}
 		pick(func(a, b *load) bool {
+			if a.newLeaders != b.newLeaders {
+				return a.newLeaders < b.newLeaders
+			}
 			if a.leaders != b.leaders {
 				return a.leaders < b.leaders
 			}
 			return a.replicas < b.replicas
 		})
 		byID[replicas[0]].leaders++
+		byID[replicas[0]].newLeaders++
 		for len(replicas) < rf {
 			pick(func(a, b *load) bool {
 				if ua, ub := usedRacks[a.rack], usedRacks[b.rack]; ua != ub {
 					return !ua
+				}
+				if a.newReplicas != b.newReplicas {
+					return a.newReplicas < b.newReplicas
 				}
 				return a.replicas < b.replicas
 			})
