@@ -276,11 +276,8 @@ func describeErr(err error) string {
 		}
 		if st.Code() == codes.Unavailable && strings.Contains(st.Message(), "looked like an HTTP/1.1 header") {
 			msg += " (that address answers HTTP/1.1: it looks like the gateway's REST port; --gateway or SKEIN_GATEWAY names its gRPC address, which skein dev puts on port 9090 unless told --gateway-grpc-addr)"
-		} else if st.Code() == codes.Unavailable && strings.Contains(st.Message(), "error reading server preface") {
+		} else if st.Code() == codes.Unavailable && strings.Contains(st.Message(), "error reading server preface") && !strings.Contains(st.Message(), certRefusedHint) {
 			msg += " (the gateway closed the connection before speaking gRPC: if it takes TLS, pass --tls-ca with the cluster's CA)"
-		}
-		if st.Code() == codes.Unavailable && (strings.Contains(st.Message(), "tls: unknown certificate authority") || strings.Contains(st.Message(), "tls: bad certificate")) {
-			msg += " (the gateway refused the client certificate: --tls-cert must be one the cluster's CA issued)"
 		}
 		return msg
 	}
@@ -426,7 +423,37 @@ func (f *flags) dial() (*grpc.ClientConn, error) {
 		}
 		opts = append(opts, grpc.WithPerRPCCredentials(bearer(*f.token)))
 	}
+	if *f.tlsCert != "" {
+		opts = append(opts, grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, o ...grpc.CallOption) error {
+			return certRefused(invoker(ctx, method, req, reply, cc, o...))
+		}), grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, o ...grpc.CallOption) (grpc.ClientStream, error) {
+			s, err := streamer(ctx, desc, cc, method, o...)
+			return s, certRefused(err)
+		}))
+	}
 	return grpc.NewClient(addr, opts...)
+}
+
+// certRefusedHint marks a failure certRefused explained.
+const certRefusedHint = "the gateway closed the connection during or right after the TLS handshake: it refuses a client certificate its CA did not issue; --tls-cert must be one the cluster's CA issued"
+
+// certRefused explains a connection a TLS gateway dropped while the call
+// presented a client certificate. Under TLS 1.3 the client finishes its
+// side of the handshake before the server checks the certificate, so the
+// refusal reaches gRPC as whatever the next read or write met: the
+// server's alert, a reset, a broken pipe, a preface that never came.
+func certRefused(err error) error {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.Unavailable {
+		return err
+	}
+	m := st.Message()
+	for _, sign := range []string{"tls: unknown certificate authority", "tls: bad certificate", "broken pipe", "connection reset by peer", "error reading server preface"} {
+		if strings.Contains(m, sign) {
+			return status.Error(codes.Unavailable, m+" ("+certRefusedHint+")")
+		}
+	}
+	return err
 }
 
 // bearer sends a token as every call's "authorization: Bearer" metadata,

@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
 	"skein/libs/tlsconf"
 )
 
@@ -44,5 +47,46 @@ func TestPlaintextToATLSGatewaySaysSo(t *testing.T) {
 	code, out, errOut := run(t, "", "topic", "list", "--gateway", lis.Addr().String())
 	if code != 1 || out != "" || !strings.Contains(errOut, "if it takes TLS, pass --tls-ca") {
 		t.Fatalf("plaintext to TLS: %d %q %q", code, out, errOut)
+	}
+}
+
+// A client certificate the gateway's CA did not issue is refused during or
+// right after the handshake, which gRPC reports as an alert, a reset, a
+// broken pipe or a missing preface; every run says which certificate to
+// fix, and none says to pass the --tls-ca it was given.
+func TestUntrustedClientCertificateSaysSo(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := tlsconf.OpenCA(filepath.Join(dir, "ca"), "test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := ca.Issue(tlsconf.Leaf{Name: "gateway", Hosts: []string{"127.0.0.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := tlsconf.Load(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := tlsconf.OpenCA(filepath.Join(dir, "other"), "another CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	evil, err := other.Issue(tlsconf.Leaf{Name: "client"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(src.ServerConfig(false))))
+	go func() { _ = srv.Serve(lis) }()
+	defer srv.Stop()
+	for range 5 {
+		code, out, errOut := run(t, "", "topic", "list", "--gateway", lis.Addr().String(), "--tls-ca", ca.CertFile(), "--tls-cert", evil.Cert, "--tls-key", evil.Key)
+		if code != 1 || out != "" || !strings.Contains(errOut, "--tls-cert must be one the cluster's CA issued") || strings.Contains(errOut, "pass --tls-ca") {
+			t.Fatalf("an untrusted client certificate: %d %q %q", code, out, errOut)
+		}
 	}
 }
