@@ -81,7 +81,7 @@ func (a *Authorizer) AuthorizeCaller(ctx context.Context, c Caller, known bool, 
 	if typ == acl.Cluster {
 		resource = "cluster"
 	}
-	Refused(ctx, a.log, c.Principal, method, resource, err)
+	Refused(ctx, a.log, c.Principal, method, resource, op.String(), err)
 	return err
 }
 
@@ -101,7 +101,7 @@ func (a *Authorizer) AuthorizeAnyCaller(ctx context.Context, c Caller, known boo
 		return nil
 	}
 	err := acl.RefusalAny(c.Principal, typ, op)
-	Refused(ctx, a.log, c.Principal, method, "any "+typ.String(), err)
+	Refused(ctx, a.log, c.Principal, method, typ.String()+":(any)", op.String(), err)
 	return err
 }
 

@@ -114,7 +114,7 @@ func (g *Guard) admit(ctx context.Context, method string) (context.Context, erro
 		err = g.rules.Check(method, p)
 	}
 	if err != nil {
-		Refused(ctx, g.log, p.Principal, method, "cluster", err)
+		Refused(ctx, g.log, p.Principal, method, "cluster", "", err)
 		return ctx, rpcerr.ToGRPC(err)
 	}
 	return WithCaller(ctx, CallerOf(p, named)), nil
@@ -144,12 +144,16 @@ type callerStream struct {
 func (s *callerStream) Context() context.Context { return s.ctx }
 
 // Refused logs a refused call as an audit line: principal, operation,
-// resource, error code and (from ctx) trace id; the span records the
-// principal.
-func Refused(ctx context.Context, log *slog.Logger, principal, operation, resource string, err error) {
+// resource, the ACL operation it needed (aclOp; "" for a call no ACL could
+// allow, one refused by its caller's role), error code and (from ctx)
+// trace id; the span records the principal.
+func Refused(ctx context.Context, log *slog.Logger, principal, operation, resource, aclOp string, err error) {
 	trace.SpanFromContext(ctx).SetAttributes(attribute.String("skein.principal", principal))
-	log.WarnContext(ctx, "call denied", "principal", principal, "operation", operation, "resource", resource,
-		"error_code", errs.Of(err).Name, "reason", errs.Message(err))
+	attrs := []any{"principal", principal, "operation", operation, "resource", resource}
+	if aclOp != "" {
+		attrs = append(attrs, "acl_operation", aclOp)
+	}
+	log.WarnContext(ctx, "call denied", append(attrs, "error_code", errs.Of(err).Name, "reason", errs.Message(err))...)
 }
 
 // MethodsOf answers the full names of a service's methods, to write Rules

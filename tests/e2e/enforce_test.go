@@ -313,7 +313,7 @@ func checkEnforcement(t *testing.T, bin string, d *Dev, sec *secureFiles) {
 	}
 	found := false
 	for _, p := range procs {
-		if p.Role == "storage" && logHas(fmt.Sprintf("storage-%d", p.ID), `"msg":"call denied"`, `"principal":"User:alice"`, `"resource":"topic:secure"`, `"error_code":"TOPIC_AUTHORIZATION_FAILED"`) {
+		if p.Role == "storage" && logHas(fmt.Sprintf("storage-%d", p.ID), `"msg":"call denied"`, `"principal":"User:alice"`, `"resource":"topic:secure"`, `"acl_operation":`, `"error_code":"TOPIC_AUTHORIZATION_FAILED"`) {
 			found = true
 		}
 	}
