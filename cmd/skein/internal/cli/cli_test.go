@@ -1157,3 +1157,20 @@ func TestRefusedRecordNamedByLine(t *testing.T) {
 		}
 	}
 }
+
+// A partition whose last in-sync replica lost its logs says so under the
+// table, with the way out.
+func TestDescribeNamesALostReplica(t *testing.T) {
+	var out strings.Builder
+	err := printTopic(IO{Out: &out}, &skeinv1.TopicDescription{Name: "solo", Partitions: []*skeinv1.PartitionDescription{
+		{Partition: 0, Leader: -1, Replicas: []int32{4, 1}, LostReplica: &skeinv1.LostReplica{Broker: 4, LogDirId: "3802ab"}},
+		{Partition: 1, Leader: 1, Replicas: []int32{1, 4}, Isr: []int32{1}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "partition 0 is offline: its last in-sync replica, broker 4, lost its logs (data directory 3802ab); bring that disk back, or accept the loss: skein topic elect-leaders solo --type unclean\n"
+	if !strings.HasSuffix(out.String(), want) || strings.Contains(out.String(), "partition 1 is offline") {
+		t.Errorf("describe:\n%s", out.String())
+	}
+}

@@ -298,7 +298,16 @@ func printTopic(io IO, t *skeinv1.TopicDescription) error {
 		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", p.GetPartition(), p.GetLeader(), p.GetLeaderEpoch(),
 			ints(p.GetReplicas()), ints(p.GetIsr()), known(p.GetLogStartOffset()), known(p.GetHighWatermark()), known(p.GetLastStableOffset()))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, p := range t.GetPartitions() {
+		if l := p.GetLostReplica(); l != nil {
+			fmt.Fprintf(io.Out, "partition %d is offline: its last in-sync replica, broker %d, lost its logs (data directory %s); bring that disk back, or accept the loss: skein topic elect-leaders %s --type unclean\n",
+				p.GetPartition(), l.GetBroker(), l.GetLogDirId(), t.GetName())
+		}
+	}
+	return nil
 }
 
 // ints joins v with commas; "-" when it is empty (an offline partition
