@@ -214,7 +214,11 @@ func (l *Link) Heartbeat(ctx context.Context, unreachable func() []*controllerv1
 		case l.shutdown.Load():
 			// Shutting down: stay fenced, as the controlled shutdown left it.
 		case errs.Of(err) == errs.StaleBrokerEpoch || errs.Of(err) == errs.BrokerIDNotRegistered || (err == nil && resp.GetFenced()):
-			l.log.Warn("broker fenced by the controller; registering again", "err", err)
+			why := "the heartbeat's answer says fenced (the session ran out, or gossip declared this node dead)"
+			if err != nil {
+				why = err.Error()
+			}
+			l.log.Warn("broker fenced by the controller; registering again", "reason", why)
 			if err := l.Register(ctx); err != nil {
 				return
 			}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -124,4 +126,45 @@ func TestNoRegistrationAfterControlledShutdown(t *testing.T) {
 	if n := f.registrations.Load(); n != 0 {
 		t.Fatalf("the broker registered %d times after its controlled shutdown fenced it", n)
 	}
+}
+
+// A heartbeat answered "fenced" registers again and says why, never with
+// an empty error.
+func TestFencedAnswerIsLoggedWithAReason(t *testing.T) {
+	f := &fakeController{}
+	f.fenced.Store(true)
+	var logs syncBuffer
+	l, err := New(Config{BrokerID: 1, Controllers: []string{serve(t, f)}, HeartbeatInterval: 5 * time.Millisecond}, slog.New(slog.NewJSONHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); l.Heartbeat(ctx, nil, nil) }()
+	for f.registrations.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	<-done
+	out := logs.String()
+	if !strings.Contains(out, `"msg":"broker fenced by the controller; registering again","reason":"the heartbeat's answer says fenced`) || strings.Contains(out, `"err":null`) {
+		t.Fatalf("log:\n%s", out)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
