@@ -691,13 +691,17 @@ func (q *queue) pop(stop <-chan struct{}) (Event, bool) {
 }
 
 // logWriter forwards memberlist's "[LEVEL] memberlist: ..." lines to slog,
-// dropping DEBUG.
+// dropping DEBUG. A failure on this node's own closed socket (memberlist's
+// probes racing the node's graceful stop) is logged at debug: it is the
+// stop, not a fault an operator filtering for errors should see.
 type logWriter struct{ l *slog.Logger }
 
 func (w logWriter) Write(p []byte) (int, error) {
 	line := strings.TrimSpace(string(p))
 	switch {
 	case strings.HasPrefix(line, "[DEBUG]"):
+	case strings.Contains(line, "use of closed network connection"):
+		w.l.Debug(strings.TrimSpace(line[strings.IndexByte(line, ']')+1:]))
 	case strings.HasPrefix(line, "[ERR]"):
 		w.l.Error(strings.TrimSpace(strings.TrimPrefix(line, "[ERR]")))
 	case strings.HasPrefix(line, "[WARN]"):

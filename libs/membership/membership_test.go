@@ -6,6 +6,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -215,5 +216,35 @@ func TestLookup(t *testing.T) {
 		if ok != tc.ok || ok && (m.Name != tc.name || m.State != tc.state) {
 			t.Errorf("Lookup(controller, %d) = %s %v %v, want %s %v %v", tc.id, m.Name, m.State, ok, tc.name, tc.state, tc.ok)
 		}
+	}
+}
+
+// memberlist's lines keep their level, but a failure on this node's own
+// closed socket (its stop) is debug, not an error.
+func TestLogWriterLevels(t *testing.T) {
+	var b strings.Builder
+	w := logWriter{slog.New(slog.NewTextHandler(&b, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	for _, line := range []string{
+		"[ERR] memberlist: Failed to send ping: write udp 127.0.0.1:1: use of closed network connection",
+		"[ERR] memberlist: Failed to send ping: no route to host",
+		"[WARN] memberlist: Was able to connect to x over TCP but UDP probes failed",
+		"[DEBUG] memberlist: Stream connection from=1",
+	} {
+		if _, err := w.Write([]byte(line + "\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := b.String()
+	for _, want := range []string{
+		`level=DEBUG msg="memberlist: Failed to send ping: write udp 127.0.0.1:1: use of closed network connection"`,
+		`level=ERROR msg="memberlist: Failed to send ping: no route to host"`,
+		`level=WARN msg="memberlist: Was able to connect`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "Stream connection") {
+		t.Errorf("a DEBUG line of memberlist's was kept:\n%s", out)
 	}
 }
