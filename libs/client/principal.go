@@ -24,7 +24,7 @@ func OnBehalfOf(ctx context.Context, principal string) context.Context {
 	// a call naming two.
 	md, _ := metadata.FromOutgoingContext(ctx)
 	md = md.Copy()
-	md.Set(peerauth.PrincipalMD, peerauth.EncodePrincipal(principal))
+	peerauth.SetPrincipal(md, peerauth.PrincipalMD, principal)
 	return metadata.NewOutgoingContext(context.WithValue(ctx, principalKey{}, principal), md)
 }
 

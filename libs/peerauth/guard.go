@@ -66,23 +66,16 @@ func peerOf(ctx context.Context) (Peer, bool) {
 	return FromCertificate(info.State.VerifiedChains[0][0]), true
 }
 
-// namedPrincipal answers the principal a call names in its metadata; more
-// than one is an error (never read as none, which would make the gateway
-// a service calling for itself).
+// namedPrincipal answers the principal a call names in its metadata
+// (PrincipalIn); more than one is an error (never read as none, which would
+// make the gateway a service calling for itself).
 func namedPrincipal(ctx context.Context) (string, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
-	switch v := md.Get(PrincipalMD); len(v) {
-	case 0:
-		return "", nil
-	case 1:
-		p, err := DecodePrincipal(v[0])
-		if err != nil {
-			return "", errs.Errorf(errs.ClusterAuthorizationFailed, "%s: %v", PrincipalMD, err)
-		}
-		return p, nil
-	default:
-		return "", errs.Errorf(errs.ClusterAuthorizationFailed, "the call names %d principals in %s; a call acts for one", len(v), PrincipalMD)
+	p, _, err := PrincipalIn(md, PrincipalMD)
+	if err != nil {
+		return "", errs.Errorf(errs.ClusterAuthorizationFailed, "%v", err)
 	}
+	return p, nil
 }
 
 // Guard is the gate of a service's gRPC server: it names each call's

@@ -41,15 +41,22 @@ func TestGuardAdmit(t *testing.T) {
 	if errs.Of(rpcerr.FromStatus(err)) != errs.ClusterAuthorizationFailed {
 		t.Errorf("two named principals: %v, want CLUSTER_AUTHORIZATION_FAILED", err)
 	}
-	// A principal beyond printable ASCII rides encoded, and is read back
-	// whole; a value that is not a well-formed encoding is refused.
-	ctx, err = g.admit(tlsCall(gw, metadata.Pairs(PrincipalMD, EncodePrincipal("User:josé"))), "/s/Produce")
+	// A principal beyond printable ASCII rides in the -bin key, and is
+	// read back whole; a percent sign means nothing.
+	jose := metadata.MD{}
+	SetPrincipal(jose, PrincipalMD, "User:josé")
+	ctx, err = g.admit(tlsCall(gw, jose), "/s/Produce")
 	if c, _ := CallerFrom(ctx); err != nil || c.Principal != "User:josé" {
 		t.Errorf("the gateway naming josé: %+v %v", c, err)
 	}
-	_, err = g.admit(tlsCall(gw, metadata.Pairs(PrincipalMD, "User:jos%C")), "/s/Produce")
+	ctx, err = g.admit(tlsCall(gw, metadata.Pairs(PrincipalMD, "User:%61dmin")), "/s/Produce")
+	if c, _ := CallerFrom(ctx); err != nil || c.Principal != "User:%61dmin" {
+		t.Errorf("the gateway naming %%61dmin: %+v %v", c, err)
+	}
+	// A -bin principal beside a plain one (not the markers) is refused.
+	_, err = g.admit(tlsCall(gw, metadata.Pairs(PrincipalMD, "User:bob", PrincipalMD+"-bin", "User:josé")), "/s/Produce")
 	if errs.Of(rpcerr.FromStatus(err)) != errs.ClusterAuthorizationFailed {
-		t.Errorf("a malformed principal: %v, want CLUSTER_AUTHORIZATION_FAILED", err)
+		t.Errorf("a -bin principal beside a plain one: %v, want CLUSTER_AUTHORIZATION_FAILED", err)
 	}
 	_, err = g.admit(tlsCall(alice, nil), "/s/Replicate")
 	if errs.Of(rpcerr.FromStatus(err)) != errs.ClusterAuthorizationFailed {

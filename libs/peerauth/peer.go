@@ -28,6 +28,8 @@ import (
 	"crypto/x509"
 	"fmt"
 	"strings"
+
+	"google.golang.org/grpc/metadata"
 )
 
 // The roles of Skein's own services, as their certificates name them.
@@ -47,71 +49,55 @@ var serviceRoles = map[string]bool{
 // client it acts for.
 const PrincipalMD = "skein-principal"
 
-// EncodePrincipal is how a principal rides in PrincipalMD. gRPC metadata
-// carries printable ASCII only, so every other byte of the principal's
-// UTF-8, and '%' itself, is written %XX; a principal of printable ASCII
-// without '%' rides as it is. A service that does not decode the value
-// reads another principal, which no ACL names: it refuses, never allows.
-func EncodePrincipal(p string) string {
-	clean := true
-	for i := 0; i < len(p); i++ {
-		if c := p[i]; c < 0x20 || c > 0x7e || c == '%' {
-			clean = false
-			break
-		}
+// SetPrincipal names principal in md under key (PrincipalMD, say),
+// replacing what md named there. gRPC metadata carries printable ASCII
+// only, so a principal of printable ASCII rides as it is, as it always
+// has, and any other rides in key+"-bin" (raw bytes, which gRPC encodes),
+// with key itself holding two markers: a process that reads only key
+// (an older one) sees two principals and refuses the call, never reads it
+// as no principal (a service calling for itself) or as another one.
+func SetPrincipal(md metadata.MD, key, principal string) {
+	md.Delete(key)
+	md.Delete(key + "-bin")
+	if printableASCII(principal) {
+		md.Set(key, principal)
+		return
 	}
-	if clean {
-		return p
-	}
-	const hex = "0123456789ABCDEF"
-	var b strings.Builder
-	for i := 0; i < len(p); i++ {
-		if c := p[i]; c < 0x20 || c > 0x7e || c == '%' {
-			b.WriteByte('%')
-			b.WriteByte(hex[c>>4])
-			b.WriteByte(hex[c&15])
-		} else {
-			b.WriteByte(c)
-		}
-	}
-	return b.String()
+	md.Set(key+"-bin", principal)
+	md.Set(key, binMarker, binMarker)
 }
 
-// DecodePrincipal reads a principal EncodePrincipal wrote; an escape that
-// is not %XX is an error.
-func DecodePrincipal(v string) (string, error) {
-	if !strings.Contains(v, "%") {
-		return v, nil
-	}
-	b := make([]byte, 0, len(v))
-	for i := 0; i < len(v); i++ {
-		if v[i] != '%' {
-			b = append(b, v[i])
-			continue
-		}
-		if i+2 >= len(v) {
-			return "", fmt.Errorf("principal %q: an escape is cut short", v)
-		}
-		hi, lo := unhex(v[i+1]), unhex(v[i+2])
-		if hi < 0 || lo < 0 {
-			return "", fmt.Errorf("principal %q: %q is not an escape", v, v[i:i+3])
-		}
-		b = append(b, byte(hi<<4|lo))
-		i += 2
-	}
-	return string(b), nil
-}
+// binMarker fills key beside key+"-bin" (see SetPrincipal).
+const binMarker = "(in -bin)"
 
-func unhex(c byte) int {
+// PrincipalIn reads what SetPrincipal wrote under key: the principal, and
+// whether one was named. Anything else (two principals, a -bin value
+// without its markers) is an error, never read as none.
+func PrincipalIn(md metadata.MD, key string) (principal string, named bool, err error) {
+	plain, bin := md.Get(key), md.Get(key+"-bin")
 	switch {
-	case '0' <= c && c <= '9':
-		return int(c - '0')
-	case 'A' <= c && c <= 'F':
-		return int(c - 'A' + 10)
-	case 'a' <= c && c <= 'f':
-		return int(c - 'a' + 10)
+	case len(bin) > 1:
+		return "", false, fmt.Errorf("the call names %d principals in %s-bin; a call acts for one", len(bin), key)
+	case len(bin) == 1:
+		if len(plain) != 2 || plain[0] != binMarker || plain[1] != binMarker {
+			return "", false, fmt.Errorf("the call names a principal in %s-bin and another in %s", key, key)
+		}
+		return bin[0], true, nil
+	case len(plain) > 1:
+		return "", false, fmt.Errorf("the call names %d principals in %s; a call acts for one", len(plain), key)
+	case len(plain) == 1:
+		return plain[0], true, nil
 	}
-	return -1
+	return "", false, nil
+}
+
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // Peer is the holder of a verified certificate.

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	grpcmd "google.golang.org/grpc/metadata"
+
 	controllerv1 "skein/gen/skein/controller/v1"
 	"skein/libs/acl"
 	"skein/libs/errs"
@@ -226,29 +228,37 @@ func TestRoleOf(t *testing.T) {
 	}
 }
 
-// A principal rides gRPC metadata as printable ASCII and comes back whole.
-func TestPrincipalEncoding(t *testing.T) {
-	for _, tc := range []struct{ p, wire string }{
-		{"User:alice", "User:alice"},
-		{"User:a b~", "User:a b~"},
-		{"User:josé", "User:jos%C3%A9"},
-		{"User:50%", "User:50%25"},
-		{"User:a\nb", "User:a%0Ab"},
-		{"User:\x7f", "User:%7F"},
+// A principal rides gRPC metadata and comes back whole: printable ASCII as
+// it is (as before the -bin key), anything else in the -bin key, with
+// markers a reader of the plain key alone refuses as two principals.
+func TestPrincipalInMetadata(t *testing.T) {
+	for _, p := range []string{"User:alice", "User:a b~", "User:50%", "User:%61dmin", "User:josé", "User:a\nb", ""} {
+		md := grpcmd.MD{}
+		SetPrincipal(md, PrincipalMD, "User:old") // replaced, not added to
+		SetPrincipal(md, PrincipalMD, p)
+		if got, named, err := PrincipalIn(md, PrincipalMD); err != nil || !named || got != p {
+			t.Errorf("%q: read back %q, %v, %v", p, got, named, err)
+		}
+		plain := md.Get(PrincipalMD)
+		if printableASCII(p) {
+			if len(plain) != 1 || plain[0] != p || len(md.Get(PrincipalMD+"-bin")) != 0 {
+				t.Errorf("%q: metadata %v, want it plain", p, md)
+			}
+		} else if len(plain) != 2 {
+			t.Errorf("%q: the plain key holds %v, want two markers (an older reader refuses two)", p, plain)
+		}
+	}
+	if _, named, err := PrincipalIn(grpcmd.MD{}, PrincipalMD); named || err != nil {
+		t.Errorf("no principal: %v %v", named, err)
+	}
+	for name, md := range map[string]grpcmd.MD{
+		"two plain":            grpcmd.Pairs(PrincipalMD, "User:a", PrincipalMD, "User:b"),
+		"two -bin":             grpcmd.Pairs(PrincipalMD+"-bin", "User:a", PrincipalMD+"-bin", "User:b", PrincipalMD, binMarker, PrincipalMD, binMarker),
+		"-bin without markers": grpcmd.Pairs(PrincipalMD+"-bin", "User:josé"),
+		"-bin beside a plain":  grpcmd.Pairs(PrincipalMD+"-bin", "User:josé", PrincipalMD, "User:bob"),
 	} {
-		if got := EncodePrincipal(tc.p); got != tc.wire {
-			t.Errorf("EncodePrincipal(%q) = %q, want %q", tc.p, got, tc.wire)
-		}
-		if got, err := DecodePrincipal(tc.wire); err != nil || got != tc.p {
-			t.Errorf("DecodePrincipal(%q) = %q, %v; want %q", tc.wire, got, err, tc.p)
-		}
-	}
-	if got, err := DecodePrincipal("User:jos%c3%a9"); err != nil || got != "User:josé" {
-		t.Errorf("lower-case escapes: %q, %v", got, err)
-	}
-	for _, bad := range []string{"User:%", "User:%4", "User:%G1", "User:%%41"} {
-		if got, err := DecodePrincipal(bad); err == nil {
-			t.Errorf("DecodePrincipal(%q) = %q, want an error", bad, got)
+		if got, _, err := PrincipalIn(md, PrincipalMD); err == nil {
+			t.Errorf("%s: read %q, want an error", name, got)
 		}
 	}
 }

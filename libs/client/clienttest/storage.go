@@ -552,8 +552,8 @@ func (s *Storage) Fetch(ctx context.Context, req *storagev1.FetchRequest) (*stor
 	}
 	s.mu.Lock()
 	s.fetches = append(s.fetches, req)
-	if md, _ := metadata.FromIncomingContext(ctx); len(md.Get(peerauth.PrincipalMD)) == 1 {
-		p, _ := peerauth.DecodePrincipal(md.Get(peerauth.PrincipalMD)[0])
+	md, _ := metadata.FromIncomingContext(ctx)
+	if p, named, err := peerauth.PrincipalIn(md, peerauth.PrincipalMD); named && err == nil {
 		s.named["fetch:"+p]++
 	}
 	s.mu.Unlock()
@@ -579,8 +579,8 @@ func (s *Storage) Follow(req *storagev1.FollowRequest, stream storagev1.StorageS
 		s.mu.Unlock()
 	}()
 	s.follows = append(s.follows, req)
-	if md, _ := metadata.FromIncomingContext(ctx); len(md.Get(peerauth.PrincipalMD)) == 1 {
-		p, _ := peerauth.DecodePrincipal(md.Get(peerauth.PrincipalMD)[0])
+	md, _ := metadata.FromIncomingContext(ctx)
+	if p, named, err := peerauth.PrincipalIn(md, peerauth.PrincipalMD); named && err == nil {
 		s.named["follow:"+p]++
 	}
 	s.mu.Unlock()

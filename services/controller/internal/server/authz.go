@@ -53,12 +53,13 @@ func caller(ctx context.Context) (peerauth.Caller, bool) {
 		return c, known
 	}
 	m, _ := metadata.FromIncomingContext(ctx)
-	if v := m.Get(forwardedPrincipalKey); len(v) > 0 {
-		p, err := peerauth.DecodePrincipal(v[0])
-		if err != nil {
-			// Not a principal any ACL names: refused like one.
-			p = v[0]
-		}
+	p, named, err := peerauth.PrincipalIn(m, forwardedPrincipalKey)
+	if err != nil {
+		// Malformed: a principal no ACL names, and never the follower's own
+		// standing as a service.
+		return peerauth.Caller{Peer: c.Peer, Principal: "(malformed forwarded principal)"}, true
+	}
+	if named {
 		return peerauth.Caller{Peer: c.Peer, Principal: p}, true
 	}
 	return c, known
@@ -70,7 +71,10 @@ func caller(ctx context.Context) (peerauth.Caller, bool) {
 func (s *Server) forwardContext(ctx context.Context) context.Context {
 	out := metadata.AppendToOutgoingContext(ctx, forwardedKey, strconv.Itoa(int(s.node.ID())))
 	if c, known := caller(ctx); known && !c.Service {
-		out = metadata.AppendToOutgoingContext(out, forwardedPrincipalKey, peerauth.EncodePrincipal(c.Principal))
+		md, _ := metadata.FromOutgoingContext(out)
+		md = md.Copy()
+		peerauth.SetPrincipal(md, forwardedPrincipalKey, c.Principal)
+		out = metadata.NewOutgoingContext(out, md)
 	}
 	return out
 }

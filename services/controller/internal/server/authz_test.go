@@ -439,7 +439,8 @@ func TestCallerOfForwardedCalls(t *testing.T) {
 		want peerauth.Caller
 	}{
 		{"a follower for a client", in(ctrl, forwardedKey, "2", forwardedPrincipalKey, "User:alice"), peerauth.Caller{Peer: ctrl, Principal: "User:alice"}},
-		{"a follower for a client beyond ASCII", in(ctrl, forwardedKey, "2", forwardedPrincipalKey, peerauth.EncodePrincipal("User:josé")), peerauth.Caller{Peer: ctrl, Principal: "User:josé"}},
+		{"a follower for a client beyond ASCII", in(ctrl, forwardedKey, "2", forwardedPrincipalKey, "(in -bin)", forwardedPrincipalKey, "(in -bin)", forwardedPrincipalKey+"-bin", "User:josé"), peerauth.Caller{Peer: ctrl, Principal: "User:josé"}},
+		{"a follower naming two clients", in(ctrl, forwardedKey, "2", forwardedPrincipalKey, "User:alice", forwardedPrincipalKey, "User:admin"), peerauth.Caller{Peer: ctrl, Principal: "(malformed forwarded principal)"}},
 		{"a follower for a principal-less client", in(ctrl, forwardedKey, "2", forwardedPrincipalKey, ""), peerauth.Caller{Peer: ctrl, Principal: ""}},
 		{"a follower for a service", in(ctrl, forwardedKey, "2"), peerauth.Caller{Peer: ctrl, Principal: "User:controller-2", Service: true}},
 		{"a controller not forwarding", in(ctrl, forwardedPrincipalKey, "User:alice"), peerauth.Caller{Peer: ctrl, Principal: "User:controller-2", Service: true}},

@@ -32,8 +32,9 @@ import (
 const principalMD = "skein-principal"
 
 // forgeableHeaders are the incoming HTTP headers grpc-gateway would forward
-// as principalMD (its Grpc-Metadata- prefix), removed before routing.
-var forgeableHeaders = []string{"Grpc-Metadata-" + principalMD, principalMD}
+// as principalMD or its -bin twin (see peerauth.SetPrincipal; the
+// Grpc-Metadata- prefix), removed before routing.
+var forgeableHeaders = []string{"Grpc-Metadata-" + principalMD, principalMD, "Grpc-Metadata-" + principalMD + "-bin", principalMD + "-bin"}
 
 // publicPrefix is the public API's gRPC method prefix: health and
 // reflection stay open to everyone.
@@ -74,18 +75,11 @@ func display(p authn.Principal) string {
 func (a *auth) grpcPrincipal(ctx context.Context) (authn.Principal, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	if fromLoopback(ctx) {
-		switch v := md.Get(principalMD); len(v) {
-		case 0:
-			return "", nil
-		case 1:
-			p, err := peerauth.DecodePrincipal(v[0])
-			if err != nil {
-				return "", errs.Errorf(errs.SaslAuthenticationFailed, "the in-memory hop: %v", err)
-			}
-			return authn.Principal(p), nil
-		default:
-			return "", errs.Errorf(errs.SaslAuthenticationFailed, "the in-memory hop carried %d principals", len(v))
+		p, _, err := peerauth.PrincipalIn(md, principalMD)
+		if err != nil {
+			return "", errs.Errorf(errs.SaslAuthenticationFailed, "the in-memory hop: %v", err)
 		}
+		return authn.Principal(p), nil
 	}
 	c, err := grpcCredentials(ctx)
 	if err != nil {
@@ -348,7 +342,9 @@ func (a *auth) stillValid(c authn.Credentials, p authn.Principal) error {
 // rides the in-memory hop as principalMD.
 func principalMetadata(ctx context.Context, r *http.Request) metadata.MD {
 	if p := principalFrom(r.Context()); p != "" {
-		return metadata.Pairs(principalMD, peerauth.EncodePrincipal(string(p)))
+		md := metadata.MD{}
+		peerauth.SetPrincipal(md, principalMD, string(p))
+		return md
 	}
 	return nil
 }

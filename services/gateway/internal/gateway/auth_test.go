@@ -281,9 +281,12 @@ func TestWrapHTTPDropsPrincipalHeaders(t *testing.T) {
 	r := httptest.NewRequest("GET", "/v1/topics", nil)
 	r.Header.Set("Grpc-Metadata-Skein-Principal", "User:admin")
 	r.Header.Set("skein-principal", "User:admin")
+	r.Header.Set("Grpc-Metadata-Skein-Principal-Bin", "VXNlcjphZG1pbg")
+	r.Header.Set("skein-principal-bin", "VXNlcjphZG1pbg")
 	r.Header.Set("X-Other", "kept")
 	h.ServeHTTP(httptest.NewRecorder(), r)
-	if seen.Get("Grpc-Metadata-Skein-Principal") != "" || seen.Get("Skein-Principal") != "" || seen.Get("X-Other") != "kept" {
+	if seen.Get("Grpc-Metadata-Skein-Principal") != "" || seen.Get("Skein-Principal") != "" || seen.Get("Grpc-Metadata-Skein-Principal-Bin") != "" ||
+		seen.Get("Skein-Principal-Bin") != "" || seen.Get("X-Other") != "kept" {
 		t.Fatalf("headers after the auth wrapper: %v", seen)
 	}
 	if principal != "" {
