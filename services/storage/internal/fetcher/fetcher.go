@@ -381,7 +381,7 @@ func (m *Manager) round(ctx context.Context, th *thread, stream storagev1.Storag
 			rose = append(rose, tp)
 		}
 		spans := startAppendSpans(res.Records, m.cfg.Self, tp)
-		err := x.p.ApplyFetched(x.fs.CurrentLeaderEpoch, x.fs.FetchOffset, res)
+		cut, err := x.p.ApplyFetchedCut(x.fs.CurrentLeaderEpoch, x.fs.FetchOffset, res)
 		for _, s := range spans {
 			s.End()
 		}
@@ -389,13 +389,11 @@ func (m *Manager) round(ctx context.Context, th *thread, stream storagev1.Storag
 			m.log.Error("applying fetched batches failed", "partition", tp, "err", err)
 			backoff = true
 		}
-		if res.Diverging && err == nil {
+		if cut != nil {
 			// A follower's log cut back: records it held are gone from
 			// it. Said once per cut, for an operator tracing a loss.
-			if leo := x.p.Snapshot().LEO; leo < x.fs.FetchOffset {
-				m.log.Warn("truncated the log where it diverged from the leader's", "partition", tp, "leader", th.leader,
-					"leader_epoch", x.fs.CurrentLeaderEpoch, "from", int64(x.fs.FetchOffset), "to", int64(leo))
-			}
+			m.log.Warn("truncated the log where it diverged from the leader's", "partition", tp, "leader", th.leader,
+				"leader_epoch", x.fs.CurrentLeaderEpoch, "from", int64(cut.From), "to", int64(cut.To))
 		}
 	}
 	// Saved before anything else runs: a thread this partition moves to

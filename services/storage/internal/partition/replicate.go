@@ -170,24 +170,38 @@ func (p *Partition) FollowerState() (FollowerState, bool) {
 // truncates a diverged tail or appends the batches, and takes the leader's
 // HW (capped at its own LEO). A stale answer (the replica moved on) is ignored.
 func (p *Partition) ApplyFetched(epoch int32, fetchOffset record.Offset, res FollowerFetchResult) error {
+	_, err := p.ApplyFetchedCut(epoch, fetchOffset, res)
+	return err
+}
+
+// Cut is a follower's truncation: its log ended at From and ends at To.
+type Cut struct{ From, To record.Offset }
+
+// ApplyFetchedCut is ApplyFetched, answering the truncation it made, if any
+// (nil when the log was not cut).
+func (p *Partition) ApplyFetchedCut(epoch int32, fetchOffset record.Offset, res FollowerFetchResult) (*Cut, error) {
 	p.mu.Lock()
 	leo := p.log.LogEndOffset()
 	syncTo, err := p.applyFetchedLocked(epoch, fetchOffset, res)
-	truncated := p.log.LogEndOffset() < leo
+	var cut *Cut
+	if now := p.log.LogEndOffset(); now < leo {
+		cut = &Cut{From: leo, To: now}
+	}
+	truncated := cut != nil
 	onTruncate := p.cfg.Truncated
 	p.mu.Unlock()
 	if truncated && onTruncate != nil {
 		onTruncate()
 	}
 	if err != nil || syncTo == 0 {
-		return err
+		return cut, err
 	}
 	// flush.messages, outside the lock: the follower's next fetch, which
 	// tells the leader it has these offsets, goes out only after it.
 	if err := p.log.SyncIfDue(syncTo); err != nil {
-		return errs.Errorf(errs.KafkaStorageError, "%s-%d: follower append: %v", p.cfg.Topic, p.cfg.Partition, err)
+		return cut, errs.Errorf(errs.KafkaStorageError, "%s-%d: follower append: %v", p.cfg.Topic, p.cfg.Partition, err)
 	}
-	return nil
+	return cut, nil
 }
 
 // divergenceEndLocked answers where a follower truncates to when the
