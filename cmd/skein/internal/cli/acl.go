@@ -61,7 +61,7 @@ func aclCmd(ctx context.Context, args []string, io IO) error {
 	if sub == "add" && (n == 0 || *principal == "" || *operation == "") {
 		return usagef("acl add needs --principal, --operation and one of --topic, --group, --transactional-id or --cluster")
 	}
-	if sub == "remove" && n == 0 && *principal == "" && *operation == "" && *pattern == "" && *permission == "" {
+	if sub == "remove" && n == 0 && *principal == "" && *operation == "" && (*pattern == "" || *pattern == "any") && *permission == "" {
 		return usagef("acl remove needs a filter: at least one of its flags (acl list shows what it would match)")
 	}
 	// The names are checked here as the gateway checks them: a misspelt

@@ -73,6 +73,7 @@ func TestAcl(t *testing.T) {
 		{[]string{"add", "--principal", "User:bob", "--topic", "t", "--operation", "read", "--permission", "maybe"}, `unknown permission "maybe"`},
 		{[]string{"list", "--operation", "fly"}, `unknown operation "fly"`},
 		{[]string{"remove"}, "needs a filter"},
+		{[]string{"remove", "--pattern", "any"}, "needs a filter"},
 	} {
 		if code, _, errOut := run(t, "", append([]string{"acl"}, tc.args...)...); code != 2 || !strings.Contains(errOut, tc.says) {
 			t.Errorf("%q: %d %q, want 2 and %q", tc.args, code, errOut, tc.says)

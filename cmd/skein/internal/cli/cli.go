@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -424,36 +425,73 @@ func (f *flags) dial() (*grpc.ClientConn, error) {
 		opts = append(opts, grpc.WithPerRPCCredentials(bearer(*f.token)))
 	}
 	if *f.tlsCert != "" {
+		cr := &certRefusal{}
 		opts = append(opts, grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, o ...grpc.CallOption) error {
-			return certRefused(invoker(ctx, method, req, reply, cc, o...))
+			return cr.explain(invoker(ctx, method, req, reply, cc, o...))
 		}), grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, o ...grpc.CallOption) (grpc.ClientStream, error) {
 			s, err := streamer(ctx, desc, cc, method, o...)
-			return s, certRefused(err)
+			if err != nil {
+				return nil, cr.explain(err)
+			}
+			return &certRefusalStream{ClientStream: s, cr: cr}, nil
 		}))
 	}
 	return grpc.NewClient(addr, opts...)
 }
 
-// certRefusedHint marks a failure certRefused explained.
+// certRefusedHint marks a failure certRefusal explained.
 const certRefusedHint = "the gateway closed the connection during or right after the TLS handshake: it refuses a client certificate its CA did not issue; --tls-cert must be one the cluster's CA issued"
 
-// certRefused explains a connection a TLS gateway dropped while the call
-// presented a client certificate. Under TLS 1.3 the client finishes its
-// side of the handshake before the server checks the certificate, so the
-// refusal reaches gRPC as whatever the next read or write met: the
-// server's alert, a reset, a broken pipe, a preface that never came.
-func certRefused(err error) error {
+// certRefusal explains a connection a TLS gateway dropped before it ever
+// answered a call made with a client certificate. Under TLS 1.3 the client
+// finishes its side of the handshake before the server checks the
+// certificate, so the refusal reaches gRPC as whatever the next read or
+// write met: the server's alert, a reset, a broken pipe, a preface that
+// never came. Once the gateway has answered, such failures are something
+// else (a gateway restarting mid-call) and are left as they are.
+type certRefusal struct{ answered atomic.Bool }
+
+func (c *certRefusal) explain(err error) error {
 	st, ok := status.FromError(err)
-	if !ok || st.Code() != codes.Unavailable {
+	if err == nil || (ok && (st.Code() != codes.Unavailable || len(st.Details()) > 0)) {
+		c.answered.Store(true) // the gateway spoke
+		return err
+	}
+	if !ok || c.answered.Load() {
 		return err
 	}
 	m := st.Message()
 	for _, sign := range []string{"tls: unknown certificate authority", "tls: bad certificate", "broken pipe", "connection reset by peer", "error reading server preface"} {
 		if strings.Contains(m, sign) {
-			return status.Error(codes.Unavailable, m+" ("+certRefusedHint+")")
+			p := st.Proto()
+			p.Message = m + " (" + certRefusedHint + ")"
+			return status.FromProto(p).Err()
 		}
 	}
 	return err
+}
+
+// certRefusalStream explains a stream's failures as certRefusal does.
+type certRefusalStream struct {
+	grpc.ClientStream
+	cr *certRefusal
+}
+
+func (s *certRefusalStream) SendMsg(m any) error {
+	err := s.ClientStream.SendMsg(m)
+	if errors.Is(err, io.EOF) {
+		return err // the status comes from RecvMsg
+	}
+	return s.cr.explain(err)
+}
+
+func (s *certRefusalStream) RecvMsg(m any) error {
+	err := s.ClientStream.RecvMsg(m)
+	if errors.Is(err, io.EOF) {
+		s.cr.answered.Store(true)
+		return err
+	}
+	return s.cr.explain(err)
 }
 
 // bearer sends a token as every call's "authorization: Bearer" metadata,

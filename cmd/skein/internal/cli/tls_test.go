@@ -8,8 +8,12 @@ import (
 	"testing"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
 
+	"skein/libs/errs"
+	"skein/libs/rpcerr"
 	"skein/libs/tlsconf"
 )
 
@@ -83,10 +87,33 @@ func TestUntrustedClientCertificateSaysSo(t *testing.T) {
 	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(src.ServerConfig(false))))
 	go func() { _ = srv.Serve(lis) }()
 	defer srv.Stop()
-	for range 5 {
-		code, out, errOut := run(t, "", "topic", "list", "--gateway", lis.Addr().String(), "--tls-ca", ca.CertFile(), "--tls-cert", evil.Cert, "--tls-key", evil.Key)
-		if code != 1 || out != "" || !strings.Contains(errOut, "--tls-cert must be one the cluster's CA issued") || strings.Contains(errOut, "pass --tls-ca") {
-			t.Fatalf("an untrusted client certificate: %d %q %q", code, out, errOut)
+	for i := range 6 {
+		cmd := []string{"topic", "list"}
+		if i%2 == 1 {
+			cmd = []string{"consume", "orders", "--from", "earliest", "--max", "1"} // a stream
 		}
+		code, out, errOut := run(t, "", append(cmd, "--gateway", lis.Addr().String(), "--tls-ca", ca.CertFile(), "--tls-cert", evil.Cert, "--tls-key", evil.Key)...)
+		if code != 1 || out != "" || !strings.Contains(errOut, "--tls-cert must be one the cluster's CA issued") || strings.Contains(errOut, "pass --tls-ca") {
+			t.Fatalf("%q with an untrusted client certificate: %d %q %q", cmd, code, out, errOut)
+		}
+	}
+}
+
+// Only a connection the gateway never answered on is blamed on the
+// certificate, and the hint keeps the failure's own code and details.
+func TestCertRefusalExplainsOnlyAnUnansweredConnection(t *testing.T) {
+	pipe := status.Error(codes.Unavailable, "connection error: desc = \"transport: write: broken pipe\"")
+	if err := (&certRefusal{}).explain(pipe); !strings.Contains(err.Error(), certRefusedHint) {
+		t.Errorf("a fresh connection's broken pipe: %v, want the hint", err)
+	}
+	answered := &certRefusal{}
+	_ = answered.explain(nil)
+	if err := answered.explain(pipe); strings.Contains(err.Error(), certRefusedHint) {
+		t.Errorf("after an answer: %v, want no hint", err)
+	}
+	relayed := rpcerr.ToGRPC(errs.Errorf(errs.NetworkException, "read tcp 127.0.0.1:1: connection reset by peer"))
+	err := (&certRefusal{}).explain(relayed)
+	if strings.Contains(err.Error(), certRefusedHint) || errs.Of(rpcerr.FromStatus(err)) != errs.NetworkException {
+		t.Errorf("a refusal the gateway relays: %v, want it as it was", err)
 	}
 }
