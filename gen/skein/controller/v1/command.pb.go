@@ -50,7 +50,12 @@ type Command struct {
 	//	*Command_MoveLeader
 	//	*Command_CreateAcls
 	//	*Command_DeleteAcls
-	Command       isCommand_Command `protobuf_oneof:"command"`
+	Command isCommand_Command `protobuf_oneof:"command"`
+	// The placement rule the proposing leader ran (0: the first, before this
+	// field). Every controller places a command's new partitions by the rule
+	// it names, so an entry replayed from the Raft log is placed as it was
+	// when first applied, whatever rule the replaying build prefers.
+	PlacementRule uint32 `protobuf:"varint,18,opt,name=placement_rule,json=placementRule,proto3" json:"placement_rule,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -243,6 +248,13 @@ func (x *Command) GetDeleteAcls() *DeleteAclsRequest {
 		}
 	}
 	return nil
+}
+
+func (x *Command) GetPlacementRule() uint32 {
+	if x != nil {
+		return x.PlacementRule
+	}
+	return 0
 }
 
 type isCommand_Command interface {
@@ -708,7 +720,7 @@ var File_skein_controller_v1_command_proto protoreflect.FileDescriptor
 
 const file_skein_controller_v1_command_proto_rawDesc = "" +
 	"\n" +
-	"!skein/controller/v1/command.proto\x12\x13skein.controller.v1\x1a$skein/controller/v1/controller.proto\x1a\"skein/controller/v1/metadata.proto\"\xc1\v\n" +
+	"!skein/controller/v1/command.proto\x12\x13skein.controller.v1\x1a$skein/controller/v1/controller.proto\x1a\"skein/controller/v1/metadata.proto\"\xe8\v\n" +
 	"\aCommand\x12E\n" +
 	"\tbootstrap\x18\x01 \x01(\v2%.skein.controller.v1.BootstrapCommandH\x00R\tbootstrap\x12U\n" +
 	"\x0fregister_broker\x18\x02 \x01(\v2*.skein.controller.v1.RegisterBrokerRequestH\x00R\x0eregisterBroker\x12R\n" +
@@ -730,7 +742,8 @@ const file_skein_controller_v1_command_proto_rawDesc = "" +
 	"\vcreate_acls\x18\x10 \x01(\v2&.skein.controller.v1.CreateAclsRequestH\x00R\n" +
 	"createAcls\x12I\n" +
 	"\vdelete_acls\x18\x11 \x01(\v2&.skein.controller.v1.DeleteAclsRequestH\x00R\n" +
-	"deleteAclsB\t\n" +
+	"deleteAcls\x12%\n" +
+	"\x0eplacement_rule\x18\x12 \x01(\rR\rplacementRuleB\t\n" +
 	"\acommand\"1\n" +
 	"\x10BootstrapCommand\x12\x1d\n" +
 	"\n" +

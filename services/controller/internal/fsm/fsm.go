@@ -45,7 +45,7 @@ func (m *Machine) Apply(index uint64, cmd *controllerv1.Command) (Result, error)
 	if Version(index) < m.img.Version() {
 		return Result{}, errs.Errorf(errs.UnknownServerError, "entry %d is behind the image's version %d", index, m.img.Version())
 	}
-	t := &tx{img: m.img, version: index}
+	t := &tx{img: m.img, version: index, placementRule: cmd.GetPlacementRule()}
 	reply, err := t.dispatch(cmd)
 	return Result{Records: t.records, Reply: reply}, err
 }
@@ -59,6 +59,8 @@ type tx struct {
 	img     *metadata.Image
 	version uint64
 	records []*controllerv1.MetadataRecord
+	// placementRule is the rule the command names (see place).
+	placementRule uint32
 }
 
 // put applies records. An error here means the machine built a record the

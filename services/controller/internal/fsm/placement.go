@@ -4,6 +4,16 @@ import (
 	"skein/libs/metadata"
 )
 
+// Placement rules a command may name (controllerv1.Command.placement_rule).
+const (
+	// FirstPlacement evens out the cluster's counts alone.
+	FirstPlacement uint32 = 0
+	// SpreadPlacement spreads one call's partitions first.
+	SpreadPlacement uint32 = 1
+	// PlacementRule is the rule a leader of this build proposes with.
+	PlacementRule = SpreadPlacement
+)
+
 // place chooses replicas for n new partitions of replication factor rf among
 // the live brokers (rf <= live brokers, checked by the caller). Greedy and
 // deterministic, spreading these n partitions first and then counting what
@@ -20,7 +30,12 @@ import (
 //
 // So a broker that just joined, holding nothing, gets its share of a new
 // topic's leaders and replicas first, not all of them.
-func place(img *metadata.Image, n, rf int) [][]int32 {
+//
+// rule is the placement rule the command names: 0, the rule of entries
+// written before this one, leaves out the first step (what this call
+// placed), so those entries replay as they were first applied.
+func place(img *metadata.Image, n, rf int, rule uint32) [][]int32 {
+	spread := rule >= SpreadPlacement
 	type load struct {
 		id       int32
 		rack     string
@@ -77,7 +92,7 @@ func place(img *metadata.Image, n, rf int) [][]int32 {
 			}
 		}
 		pick(func(a, b *load) bool {
-			if a.newLeaders != b.newLeaders {
+			if spread && a.newLeaders != b.newLeaders {
 				return a.newLeaders < b.newLeaders
 			}
 			if a.leaders != b.leaders {
@@ -92,7 +107,7 @@ func place(img *metadata.Image, n, rf int) [][]int32 {
 				if ua, ub := usedRacks[a.rack], usedRacks[b.rack]; ua != ub {
 					return !ua
 				}
-				if a.newReplicas != b.newReplicas {
+				if spread && a.newReplicas != b.newReplicas {
 					return a.newReplicas < b.newReplicas
 				}
 				return a.replicas < b.replicas

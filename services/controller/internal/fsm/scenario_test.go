@@ -44,6 +44,7 @@ import (
 //	expect offline=N | under-replicated=N
 //	expect remaining=N                (the last controlled-shutdown's answer)
 //	expect version=N                  (the index of the last change)
+//	placement-rule N                  (the rule later commands name; default: this build's)
 //
 // After every command the machine's invariants are checked, and at the end of
 // a file every command is replayed on a fresh machine and on a machine
@@ -67,6 +68,7 @@ type scenario struct {
 	lastErr error
 	checked bool // the last error was expected by an expect-error line
 	where   string
+	rule    uint32 // the placement rule commands name, as a leader of this build would
 }
 
 func runScenario(t *testing.T, file string) {
@@ -74,7 +76,7 @@ func runScenario(t *testing.T, file string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &scenario{t: t, m: New(), checked: true}
+	s := &scenario{t: t, m: New(), checked: true, rule: PlacementRule}
 	s.apply(&controllerv1.Command{Command: &controllerv1.Command_Bootstrap{Bootstrap: &controllerv1.BootstrapCommand{ClusterId: "test"}}})
 	for i, line := range strings.Split(string(data), "\n") {
 		line = strings.TrimSpace(line)
@@ -88,6 +90,8 @@ func runScenario(t *testing.T, file string) {
 			s.expectError(fields[1:])
 		case "expect":
 			s.expect(fields[1:])
+		case "placement-rule":
+			s.rule = uint32(s.int(fields[1]))
 		default:
 			if !s.checked {
 				t.Fatalf("%s: the command before failed unexpectedly: %v", s.where, s.lastErr)
@@ -109,6 +113,7 @@ func (s *scenario) fatalf(format string, args ...any) {
 func (s *scenario) apply(cmd *controllerv1.Command) {
 	s.t.Helper()
 	s.index++
+	cmd.PlacementRule = s.rule
 	s.cmds = append(s.cmds, cmd)
 	before := s.m.img.Version()
 	s.last, s.lastErr = s.m.Apply(s.index, cmd)

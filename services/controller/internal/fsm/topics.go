@@ -115,7 +115,7 @@ func (t *tx) addTopic(name string, partitions, rf int32, configs map[string]stri
 		tr.Configs = nil
 	}
 	recs := []*controllerv1.MetadataRecord{metadata.TopicRecord(tr)}
-	for i, replicas := range place(t.img, int(partitions), int(rf)) {
+	for i, replicas := range place(t.img, int(partitions), int(rf), t.placementRule) {
 		isr := t.startISR(replicas)
 		recs = append(recs, metadata.PartitionRecord(&controllerv1.PartitionRecord{
 			Topic: name, TopicId: id, Partition: int32(i),
@@ -188,7 +188,7 @@ func (t *tx) growTopic(tp *controllerv1.TopicRecord, count int32) error {
 		return errs.Errorf(errs.InvalidReplicationFactor, "topic %q has replication factor %d, only %d brokers are live", name, rf, live)
 	}
 	var recs []*controllerv1.MetadataRecord
-	for i, replicas := range place(t.img, int(count-have), rf) {
+	for i, replicas := range place(t.img, int(count-have), rf, t.placementRule) {
 		isr := t.startISR(replicas)
 		recs = append(recs, metadata.PartitionRecord(&controllerv1.PartitionRecord{
 			Topic: name, TopicId: tp.GetTopicId(), Partition: have + int32(i),

@@ -395,6 +395,8 @@ func (n *Node) Propose(ctx context.Context, cmd *controllerv1.Command) (fsm.Resu
 	if !n.IsLeader() {
 		return fsm.Result{}, errs.Errorf(errs.NotController, "controller %d is not the leader", n.cfg.NodeID)
 	}
+	// Every entry names the placement rule it is to be applied with.
+	cmd.PlacementRule = fsm.PlacementRule
 	data, err := proto.Marshal(cmd)
 	if err != nil {
 		return fsm.Result{}, errs.Errorf(errs.InvalidRequest, "command: %v", err)
