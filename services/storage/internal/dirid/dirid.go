@@ -58,7 +58,7 @@ func Load(dir string) (id, replaced string, err error) {
 		if has {
 			id = dirID
 		} else {
-			replaced = fmt.Sprintf("%s names directory id %s, but %s holds neither that id nor any partition directory (a log volume replaced or emptied): the logs of %s are lost, and the node registers with a new id", filepath.Join(dir, FileName), dirID, logs, dirID)
+			replaced = fmt.Sprintf("%s names directory id %s, but %s holds neither that id nor any partition directory: a log volume replaced or emptied, whose logs are lost (or a node that held no partition when it first started with this version, which loses nothing); the node registers with a new id", filepath.Join(dir, FileName), dirID, logs)
 		}
 	}
 	if id == "" {

@@ -95,7 +95,7 @@ func TestLoadAfterLogsReplacedIsNew(t *testing.T) {
 		t.Fatal(err)
 	}
 	fresh, replaced, err := Load(dir)
-	if err != nil || fresh == id || !strings.Contains(replaced, id) || !strings.Contains(replaced, "are lost") {
+	if err != nil || fresh == id || !strings.Contains(replaced, id) || !strings.Contains(replaced, "logs are lost") {
 		t.Fatalf("after the logs were replaced: %q, %q, %v; old %q", fresh, replaced, err, id)
 	}
 	// Both files now hold the new id, and it stays.
