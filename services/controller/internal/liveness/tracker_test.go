@@ -449,3 +449,29 @@ func TestDueIsWhenPlanNextChanges(t *testing.T) {
 		}
 	}
 }
+
+// A session is live while its broker epoch's last heartbeat is within the
+// session timeout: what decides whether another process may take its id.
+func TestSessionLive(t *testing.T) {
+	tr := NewTracker(Settings{SessionTimeout: 2 * time.Second})
+	t0 := time.Unix(1000, 0)
+	tr.Heartbeat(4, 7, t0)
+	for _, tc := range []struct {
+		epoch  int64
+		at     time.Duration
+		live   bool
+		silent time.Duration
+	}{
+		{7, time.Second, true, time.Second},
+		{7, 2*time.Second - time.Millisecond, true, 2*time.Second - time.Millisecond},
+		{7, 2 * time.Second, false, 2 * time.Second},
+		{6, time.Second, false, 0}, // another registration's epoch
+	} {
+		if live, silent := tr.SessionLive(4, tc.epoch, t0.Add(tc.at)); live != tc.live || silent != tc.silent {
+			t.Errorf("epoch %d at +%v: %v, %v; want %v, %v", tc.epoch, tc.at, live, silent, tc.live, tc.silent)
+		}
+	}
+	if live, _ := tr.SessionLive(5, 7, t0); live {
+		t.Error("a broker never heard from is live")
+	}
+}

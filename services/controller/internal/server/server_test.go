@@ -672,7 +672,8 @@ func TestDuplicateBrokerRegistration(t *testing.T) {
 		t.Fatalf("the old incarnation's heartbeat: %v, want STALE_BROKER_EPOCH", err)
 	}
 
-	// Silent past its session, the broker may come back on a new disk.
+	// Silent past its session (fenced by then too; the session alone:
+	// liveness's TestSessionLive), the broker may come back on a new disk.
 	time.Sleep(2500 * time.Millisecond)
 	if _, err := register("inc-d", "dir-z"); err != nil {
 		t.Fatalf("another directory after the session ran out: %v", err)
