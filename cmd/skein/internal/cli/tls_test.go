@@ -17,10 +17,10 @@ import (
 	"skein/libs/tlsconf"
 )
 
-// A plaintext CLI against a gateway that takes TLS is told to pass
-// --tls-ca: gRPC itself says only that the server preface did not come.
-func TestPlaintextToATLSGatewaySaysSo(t *testing.T) {
-	dir := t.TempDir()
+// gatewayCertificate makes a CA in dir and a gateway's certificate of it
+// for 127.0.0.1.
+func gatewayCertificate(t *testing.T, dir string) (*tlsconf.CA, *tlsconf.Source) {
+	t.Helper()
 	ca, err := tlsconf.OpenCA(filepath.Join(dir, "ca"), "test CA")
 	if err != nil {
 		t.Fatal(err)
@@ -33,6 +33,13 @@ func TestPlaintextToATLSGatewaySaysSo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ca, src
+}
+
+// A plaintext CLI against a gateway that takes TLS is told to pass
+// --tls-ca: gRPC itself says only that the server preface did not come.
+func TestPlaintextToATLSGatewaySaysSo(t *testing.T) {
+	_, src := gatewayCertificate(t, t.TempDir())
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -60,18 +67,7 @@ func TestPlaintextToATLSGatewaySaysSo(t *testing.T) {
 // fix, and none says to pass the --tls-ca it was given.
 func TestUntrustedClientCertificateSaysSo(t *testing.T) {
 	dir := t.TempDir()
-	ca, err := tlsconf.OpenCA(filepath.Join(dir, "ca"), "test CA")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := ca.Issue(tlsconf.Leaf{Name: "gateway", Hosts: []string{"127.0.0.1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := tlsconf.Load(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca, src := gatewayCertificate(t, dir)
 	other, err := tlsconf.OpenCA(filepath.Join(dir, "other"), "another CA")
 	if err != nil {
 		t.Fatal(err)
