@@ -248,6 +248,12 @@ func run(c config) error {
 			return errors.Join(err, stopServers())
 		}
 	}
+	// Registered before it joins gossip: a process the controllers refuse
+	// (another one holds this node id, DUPLICATE_BROKER_REGISTRATION) keeps
+	// trying without ever gossiping under the live node's name.
+	if err := link.Register(serving); err != nil {
+		return errors.Join(err, stopServers())
+	}
 	gossip, err := membership.Start(membership.Config{
 		BindAddr: c.gossipAddr, Seeds: cliflag.SplitList(c.gossipSeeds), Logger: log, Timings: c.gossipTimings, SecretKey: gossipKey,
 		Meta: membership.Meta{Role: membership.RoleStorage, ID: int32(c.nodeID), GRPCAddr: c.grpcAddr, HTTPAddr: c.httpAddr, Incarnation: link.Incarnation()},
@@ -262,10 +268,6 @@ func run(c config) error {
 		}
 	}()
 
-	if err := link.Register(serving); err != nil {
-		_ = gossip.Close(2 * time.Second)
-		return errors.Join(err, stopServers())
-	}
 	// The node's own loops, each stopped by cancelBG and waited for before
 	// the replicas close.
 	bg, cancelBG := context.WithCancel(context.Background())
