@@ -176,8 +176,8 @@ func apiCode(err error) string {
 // partition five times; it is delivered again each time with the next
 // delivery_attempt, the group coordinator is SIGKILLed between the third
 // and the fourth nack and the count survives, the fifth nack writes it to
-// payments.dlq exactly once (key, value, headers and timestamp kept, the
-// dlq.* headers added) and the member then reads the next record. Then bad
+// payments.dlq exactly once (key, value and headers kept, the dlq.* headers
+// added, the record's timestamp among them) and the member then reads the next record. Then bad
 // nacks, each refused with its code and changing nothing; group configs;
 // the same over a gRPC Consume stream; and a dead-letter topic the
 // coordinator creates, like its source.
@@ -186,12 +186,11 @@ func TestDeadLetterAfterFiveNacks(t *testing.T) {
 	c := restClient(d)
 	ctx := testCtx(t, 5*time.Minute)
 	const topic, group = "payments", "billing-dlq"
-	// The records carry old times (the epoch, 2023), and their dead-letter
-	// copies keep them: every topic that holds them keeps its records for
-	// ever, or a retention pass (the default retention.ms is 7 days) could
-	// empty it before it is read back. So the dead-letter topics are
-	// created here, like the source: one the coordinator creates takes the
-	// default retention (the long topic's, at the end, is created so).
+	// The records carry old times (the epoch, 2023): the topics that hold
+	// them keep their records for ever, or a retention pass (the default
+	// retention.ms is 7 days) could empty them before they are read back.
+	// Their dead-letter copies are timestamped when dead-lettered, and a
+	// replay gives a record its own time back (dlq.source.timestamp).
 	forever := map[string]string{"min.insync.replicas": "2", "retention.ms": "-1"}
 	createTopic(ctx, t, c, topic, 1, 3, forever)
 	createTopic(ctx, t, c, topic+".dlq", 1, 3, forever)
@@ -296,11 +295,17 @@ func TestDeadLetterAfterFiveNacks(t *testing.T) {
 			t.Fatalf("%s.dlq holds %d records, want 1", topic, len(f.Records))
 		}
 		r := f.Records[0]
-		if *r.Key != "k0" || *r.Value != "v0" || r.TimestampMs != 0 || header(r.Headers, "origin") != "test-0" {
+		if *r.Key != "k0" || *r.Value != "v0" || header(r.Headers, "origin") != "test-0" {
 			t.Fatalf("the dead-letter record: %+v", r)
 		}
+		// Timestamped when it was dead-lettered, so that the dead-letter
+		// topic's retention counts from then; the record's own time (the
+		// epoch) is in dlq.source.timestamp.
+		if age := time.Since(time.UnixMilli(int64(r.TimestampMs))); age < -time.Minute || age > 10*time.Minute {
+			t.Fatalf("the dead-letter record's timestamp %d is not the time it was dead-lettered", r.TimestampMs)
+		}
 		for k, want := range map[string]string{"dlq.source.topic": topic, "dlq.source.partition": "0", "dlq.source.offset": "0",
-			"dlq.reason": "cannot parse, attempt 5", "dlq.attempts": "5", "dlq.group": group} {
+			"dlq.reason": "cannot parse, attempt 5", "dlq.attempts": "5", "dlq.group": group, "dlq.source.timestamp": "0"} {
 			if got := header(r.Headers, k); got != want {
 				t.Errorf("header %s = %q, want %q", k, got, want)
 			}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"unicode"
 	"unicode/utf8"
 
 	skeinv1 "skein/gen/skein/v1"
@@ -25,6 +26,10 @@ const (
 	dlqReason          = "dlq.reason"
 	dlqAttempts        = "dlq.attempts"
 	dlqGroup           = "dlq.group"
+	// dlqSourceTimestamp is the record's own timestamp: the copy carries
+	// the time it was dead-lettered (copies written before it was added
+	// carry the record's own).
+	dlqSourceTimestamp = "dlq.source.timestamp"
 )
 
 // deadLetter is one record of a dead-letter topic that a group gave up on.
@@ -38,10 +43,13 @@ type deadLetter struct {
 	Attempts     int32  `json:"attempts"`
 	Reason       string `json:"reason"`
 	// Key and Value are base64, under the API's names for bytes.
-	Key         []byte `json:"key_bytes,omitempty"`
-	Value       []byte `json:"value_bytes,omitempty"`
-	TimestampMs int64  `json:"timestamp_ms"`
-	// Headers are the record's own (the dlq.* ones left out).
+	Key   []byte `json:"key_bytes,omitempty"`
+	Value []byte `json:"value_bytes,omitempty"`
+	// TimestampMs is the record's own timestamp; DeadLetteredMs the
+	// copy's, when it was dead-lettered.
+	TimestampMs    int64 `json:"timestamp_ms"`
+	DeadLetteredMs int64 `json:"dead_lettered_ms"`
+	// Headers are the record's own (the dead-letter headers left out).
 	Headers []*skeinv1.Header `json:"headers,omitempty"`
 	null    bool              // a tombstone: no value
 }
@@ -124,7 +132,7 @@ func groupOf(r *skeinv1.ConsumedRecord) string {
 // each counts); ok is false for a record without them.
 func parseDeadLetter(dlqTopic string, r *skeinv1.ConsumedRecord) (deadLetter, bool) {
 	d := deadLetter{DLQTopic: dlqTopic, DLQPartition: r.GetPartition(), DLQOffset: r.GetOffset(), Key: r.GetKeyBytes(),
-		Value: r.GetValueBytes(), TimestampMs: r.GetTimestampMs(), null: r.ValueBytes == nil}
+		Value: r.GetValueBytes(), TimestampMs: r.GetTimestampMs(), DeadLetteredMs: r.GetTimestampMs(), null: r.ValueBytes == nil}
 	seen := 0
 	for _, h := range r.GetHeaders() {
 		v := string(h.GetValueBytes())
@@ -148,6 +156,12 @@ func parseDeadLetter(dlqTopic string, r *skeinv1.ConsumedRecord) (deadLetter, bo
 		case dlqAttempts:
 			n, _ := strconv.ParseInt(v, 10, 32)
 			d.Attempts = int32(n)
+		case dlqSourceTimestamp:
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return deadLetter{}, false
+			}
+			d.TimestampMs = n
 		case dlqGroup:
 		default:
 			d.Headers = append(d.Headers, h)
@@ -157,14 +171,34 @@ func parseDeadLetter(dlqTopic string, r *skeinv1.ConsumedRecord) (deadLetter, bo
 }
 
 // printable shows bytes as text when they are, else as their length.
+// Control characters are escaped (\n, \t, \x1b...): a key or a reason is
+// any member's text, and must neither break the table's columns nor send
+// escape sequences to the terminal.
 func printable(b []byte) string {
 	if b == nil {
 		return "-"
 	}
-	if utf8.Valid(b) {
-		return strings.ReplaceAll(string(b), "\n", `\n`)
+	if !utf8.Valid(b) {
+		return fmt.Sprintf("<%d bytes>", len(b))
 	}
-	return fmt.Sprintf("<%d bytes>", len(b))
+	var sb strings.Builder
+	for _, r := range string(b) {
+		switch {
+		case r == '\n':
+			sb.WriteString(`\n`)
+		case r == '\t':
+			sb.WriteString(`\t`)
+		case r == '\r':
+			sb.WriteString(`\r`)
+		case unicode.IsControl(r) && r < 0x80:
+			fmt.Fprintf(&sb, `\x%02x`, r)
+		case unicode.IsControl(r) || r == '\u2028' || r == '\u2029' || unicode.Is(unicode.Bidi_Control, r):
+			fmt.Fprintf(&sb, `\u%04x`, r)
+		default:
+			sb.WriteRune(r)
+		}
+	}
+	return sb.String()
 }
 
 // groupDLQ lists the records a group dead-lettered from a topic, with the

@@ -16,8 +16,18 @@ func TestParseDeadLetter(t *testing.T) {
 			h(dlqReason, "bad"), h(dlqAttempts, "5"), h(dlqGroup, "billing")}}
 	d, ok := parseDeadLetter("orders.dlq", r)
 	if !ok || d.Topic != "orders" || d.Partition != 2 || d.Offset != 41 || d.Reason != "bad" || d.Attempts != 5 ||
-		d.DLQPartition != 1 || d.DLQOffset != 9 || string(d.Value) != "v" || d.null || groupOf(r) != "billing" {
+		d.DLQPartition != 1 || d.DLQOffset != 9 || string(d.Value) != "v" || d.null || groupOf(r) != "billing" ||
+		d.TimestampMs != 5 || d.DeadLetteredMs != 5 {
 		t.Fatalf("%+v %v", d, ok)
+	}
+	// A copy written with the record's own time in dlq.source.timestamp.
+	r.Headers = append(r.Headers, h(dlqSourceTimestamp, "3"))
+	if d, ok := parseDeadLetter("orders.dlq", r); !ok || d.TimestampMs != 3 || d.DeadLetteredMs != 5 || len(d.Headers) != 1 {
+		t.Fatalf("with dlq.source.timestamp: %+v %v, want the record's time 3, dead-lettered at 5", d, ok)
+	}
+	r.Headers[len(r.Headers)-1] = h(dlqSourceTimestamp, "yesterday")
+	if _, ok := parseDeadLetter("orders.dlq", r); ok {
+		t.Fatal("a dlq.source.timestamp that does not parse")
 	}
 	if len(d.Headers) != 1 || d.Headers[0].GetKey() != "own" {
 		t.Fatalf("own headers %v: the dlq.* ones are left out", d.Headers)
@@ -37,9 +47,10 @@ func TestParseDeadLetter(t *testing.T) {
 // when group gives up on topic's record at partition p, offset off.
 func deadLetterOf(group, topic string, p int32, off int64) *skeinv1.ConsumedRecord {
 	h := func(k, v string) *skeinv1.Header { return &skeinv1.Header{Key: k, ValueBytes: []byte(v)} }
-	return &skeinv1.ConsumedRecord{KeyBytes: []byte("k"), ValueBytes: []byte("v"), TimestampMs: 1_700_000_000_001,
+	return &skeinv1.ConsumedRecord{KeyBytes: []byte("k"), ValueBytes: []byte("v"), TimestampMs: 1_800_000_000_000,
 		Headers: []*skeinv1.Header{h("own", "x"), h(dlqSourceTopic, topic), h(dlqSourcePartition, fmt.Sprint(p)),
-			h(dlqSourceOffset, fmt.Sprint(off)), h(dlqReason, "bad"), h(dlqAttempts, "5"), h(dlqGroup, group)}}
+			h(dlqSourceOffset, fmt.Sprint(off)), h(dlqReason, "bad"), h(dlqAttempts, "5"), h(dlqGroup, group),
+			h(dlqSourceTimestamp, "1700000000001")}}
 }
 
 // startDeadLetters serves topic t, and old-dead holding what group g
@@ -152,5 +163,28 @@ func TestGroupDLQTopicFlagChecks(t *testing.T) {
 	}
 	if code, _, errOut := run(t, "", "group", "describe", "g", "--dlq-topic", "old-dead", "--gateway", addr); code != 2 || !strings.Contains(errOut, "dlq-topic") {
 		t.Errorf("group describe --dlq-topic: %d %q, want an unknown flag", code, errOut)
+	}
+}
+
+// Keys and reasons are any member's text: control characters are escaped,
+// so that they neither break the table nor reach the terminal.
+func TestPrintableEscapesControlCharacters(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain text":                "plain text",
+		"a\nb\tc\rd":                `a\nb\tc\rd`,
+		"\x1b[31mred\x1b[0m":        `\x1b[31mred\x1b[0m`,
+		"nul\x00del\x7f":            `nul\x00del\x7f`,
+		"c1\u0085ls\u2028rlo\u202e": `c1\u0085ls\u2028rlo\u202e`,
+		"naïve café":                "naïve café",
+	} {
+		if got := printable([]byte(in)); got != want {
+			t.Errorf("printable(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got := printable([]byte{0xff, 0xfe}); got != "<2 bytes>" {
+		t.Errorf("printable of bytes that are not UTF-8: %q", got)
+	}
+	if got := printable(nil); got != "-" {
+		t.Errorf("printable(nil) = %q", got)
 	}
 }

@@ -235,16 +235,21 @@ func (c *Coordinator) nack(ctx context.Context, groupID string, member group.Mem
 	if err != nil {
 		return NackResult{}, err
 	}
-	c.metrics.nacked(groupID, topic)
 	res := NackResult{Failed: out.Entry.Nacks, Next: out.Next}
 	if out.Action == delivery.Redeliver {
+		c.metrics.nacked(groupID, topic)
 		c.metrics.redelivered(groupID, topic)
 		return res, nil
 	}
 
 	// Dead-letter: the copy first, then move the group past the record.
+	// The nack counts once the copy is not refused: a refused one is undone.
 	res.DLQTopic, res.DLQPartition = dlqTopic, dlqPart
-	if res.DLQOffset, err = c.deadLetter(ctx, groupID, tp, dlqTopic, dlqPart, out.Entry, src); err != nil {
+	res.DLQOffset, err = c.deadLetter(ctx, groupID, tp, dlqTopic, dlqPart, out.Entry, src)
+	if err == nil || !refusedCopy(err) {
+		c.metrics.nacked(groupID, topic)
+	}
+	if err != nil {
 		if refusedCopy(err) {
 			// Nothing was written: undo this nack's count and mark (or, when
 			// an earlier nack marked it, that mark), so that a refused nack
@@ -328,8 +333,15 @@ func (c *Coordinator) deadLetter(ctx context.Context, groupID string, tp assign.
 	if rec == nil {
 		return -1, errs.Errorf(errs.OffsetOutOfRange, "offset %d of %s:%d was deleted before it was dead-lettered: commit past it", e.Offset, tp.Topic, tp.Partition)
 	}
+	// The copy is timestamped when it is dead-lettered, the record's own
+	// timestamp going in a header: the dead-letter topic's time retention
+	// then keeps it for retention.ms from now. With the record's own
+	// timestamp an old record would be deleted at once (alone in its
+	// segment, as the source's segment keeps it beside newer records), or
+	// refused by the topic's message.timestamp bounds.
 	cp := *rec
-	cp.Headers = delivery.Headers(rec.Headers, groupID, tp.Topic, tp.Partition, e.Offset, e)
+	cp.Headers = delivery.Headers(rec.Headers, groupID, tp.Topic, tp.Partition, e.Offset, rec.Timestamp, e)
+	cp.Timestamp = c.cfg.Now().UnixMilli()
 	cp.Transactional = false
 	return c.dlq.Append(ctx, dlqTopic, dlqPart, cp)
 }

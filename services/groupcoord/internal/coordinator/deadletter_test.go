@@ -6,6 +6,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"skein/libs/client"
 	"skein/libs/errs"
@@ -170,8 +173,8 @@ func header(hs []record.Header, key string) string {
 
 // TestNackRedeliverThenDeadLetter: a record nacked four times is delivered
 // again each time; a new owner keeps the count; the fifth nack writes it to
-// orders.dlq once, with its key, value, headers and timestamp and the
-// dead-letter headers, and moves the committed offset past it.
+// orders.dlq once, with its key, value and headers and the dead-letter
+// headers (its timestamp among them), and moves the committed offset past it.
 func TestNackRedeliverThenDeadLetter(t *testing.T) {
 	log := newDLQLog()
 	sourceRecords(log)
@@ -205,11 +208,17 @@ func TestNackRedeliverThenDeadLetter(t *testing.T) {
 		t.Fatalf("orders.dlq partition 2 holds %d records, want 1", len(dl))
 	}
 	r := dl[0]
-	if string(r.Key) != "k1" || string(r.Value) != "v1" || r.Timestamp != 1001 || header(r.Headers, "h") != "1" {
+	if string(r.Key) != "k1" || string(r.Value) != "v1" || header(r.Headers, "h") != "1" {
 		t.Fatalf("the dead-letter record %+v", r)
 	}
+	// The copy is timestamped when dead-lettered (the source record's 1001,
+	// from 1970, would fall to the dead-letter topic's retention at once).
+	if age := time.Since(time.UnixMilli(r.Timestamp)); age < 0 || age > time.Minute {
+		t.Fatalf("the dead-letter copy's timestamp %d is not the time it was dead-lettered", r.Timestamp)
+	}
 	for k, want := range map[string]string{delivery.HeaderSourceTopic: "orders", delivery.HeaderSourcePartition: "2",
-		delivery.HeaderSourceOffset: "1", delivery.HeaderReason: "try 5", delivery.HeaderAttempts: "5", delivery.HeaderGroup: "app"} {
+		delivery.HeaderSourceOffset: "1", delivery.HeaderReason: "try 5", delivery.HeaderAttempts: "5", delivery.HeaderGroup: "app",
+		delivery.HeaderSourceTimestamp: "1001"} {
 		if got := header(r.Headers, k); got != want {
 			t.Errorf("header %s = %q, want %q", k, got, want)
 		}
@@ -439,6 +448,10 @@ func TestRefusedDeadLetterCopyUndoesTheNack(t *testing.T) {
 	if _, err := c.Nack(ctx, "app", m.MemberID, m.MemberEpoch, "orders", 1, 2, "refused"); errs.Of(err) != errs.InvalidRecord {
 		t.Fatalf("nack whose copy is refused: %v, want INVALID_RECORD", err)
 	}
+	nacks := func() float64 { return testutil.ToFloat64(c.metrics.nacks.WithLabelValues("app", "orders")) }
+	if n := nacks(); n != 1 {
+		t.Fatalf("skein_groupcoord_nacks_total %v after a nack and a refused one, want 1", n)
+	}
 	tp := assign.TopicPartition{Topic: "orders", Partition: 1}
 	if e, ok := c.Deliveries("app", []assign.TopicPartition{tp})[tp].Find(2); !ok || e.Nacks != 1 || e.State != delivery.Nacked || e.Reason != "first" {
 		t.Fatalf("after the refused nack the record's entry is %+v (found %v), want the first nack's", e, ok)
@@ -466,6 +479,9 @@ func TestRefusedDeadLetterCopyUndoesTheNack(t *testing.T) {
 	if _, ok := c.Deliveries("app", []assign.TopicPartition{tp})[tp].Find(3); ok {
 		t.Fatal("a refused first nack left an entry")
 	}
+	if n := nacks(); n != 2 {
+		t.Fatalf("skein_groupcoord_nacks_total %v after two nacks and two refused ones, want 2", n)
+	}
 	// A refusal after an attempt without an answer may follow a copy that
 	// was written: nothing is undone, and the next nack finds the copy.
 	log.tmu.Lock()
@@ -476,6 +492,9 @@ func TestRefusedDeadLetterCopyUndoesTheNack(t *testing.T) {
 	}
 	if e, ok := c.Deliveries("app", []assign.TopicPartition{tp})[tp].Find(3); !ok || e.State != delivery.DeadLettering {
 		t.Fatalf("after an uncertain copy the entry is %+v (found %v), want it still dead-lettering", e, ok)
+	}
+	if n := nacks(); n != 3 {
+		t.Fatalf("skein_groupcoord_nacks_total %v after a nack whose copy's outcome is unknown, want 3: it is counted", n)
 	}
 }
 

@@ -252,11 +252,15 @@ const (
 	HeaderReason          = "dlq.reason"
 	HeaderAttempts        = "dlq.attempts"
 	HeaderGroup           = "dlq.group"
+	// HeaderSourceTimestamp is the record's own timestamp (ms since the
+	// epoch): the copy is timestamped when it is dead-lettered.
+	HeaderSourceTimestamp = "dlq.source.timestamp"
 )
 
 // Headers answers the record's own headers followed by the dead-letter
-// headers of a record of topic:partition at offset that group gave up on.
-func Headers(own []record.Header, group, topic string, partition int32, offset int64, e Entry) []record.Header {
+// headers of a record of topic:partition at offset, timestamped ts (ms),
+// that group gave up on.
+func Headers(own []record.Header, group, topic string, partition int32, offset, ts int64, e Entry) []record.Header {
 	out := slices.Clone(own)
 	return append(out,
 		record.Header{Key: HeaderSourceTopic, Value: []byte(topic)},
@@ -265,6 +269,7 @@ func Headers(own []record.Header, group, topic string, partition int32, offset i
 		record.Header{Key: HeaderReason, Value: []byte(e.Reason)},
 		record.Header{Key: HeaderAttempts, Value: []byte(strconv.Itoa(int(e.Nacks)))},
 		record.Header{Key: HeaderGroup, Value: []byte(group)},
+		record.Header{Key: HeaderSourceTimestamp, Value: []byte(strconv.FormatInt(ts, 10))},
 	)
 }
 

@@ -130,8 +130,8 @@ func TestPruneKeepsTheHighest(t *testing.T) {
 
 func TestHeaders(t *testing.T) {
 	own := []record.Header{{Key: "trace", Value: []byte("t1")}, {Key: HeaderGroup, Value: []byte("spoofed")}}
-	hs := Headers(own, "billing", "orders", 2, 41, Entry{Nacks: 5, Reason: "bad json"})
-	if len(own) != 2 || hs[0].Key != "trace" || len(hs) != 8 {
+	hs := Headers(own, "billing", "orders", 2, 41, 1700000000123, Entry{Nacks: 5, Reason: "bad json"})
+	if len(own) != 2 || hs[0].Key != "trace" || len(hs) != 9 || hs[8].Key != HeaderSourceTimestamp || string(hs[8].Value) != "1700000000123" {
 		t.Fatalf("headers %v", hs)
 	}
 	s, ok := SourceOf(hs)
