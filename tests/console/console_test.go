@@ -5,10 +5,13 @@ package console
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -312,13 +315,44 @@ func TestConsole(t *testing.T) {
 		shot("04-leader-killed.png"))
 
 	// 5. The audit button reads the log back: the 30 records the page had
-	// acknowledged with acks=all are all still there after the kill.
+	// acknowledged with acks=all are all still there after the kill, but
+	// for the first half of one partition's, deleted on purpose
+	// (delete-records moves its log start past them), which the audit
+	// tells apart from lost ones.
+	cut, cutHW := -1, 0
+	for p := 0; p <= 2 && cut < 0; p++ {
+		if hw, _ := strconv.Atoi(eval(partitionRow(topic, p) + `.dataset.hw`)); hw >= 2 {
+			cut, cutHW = p, hw
+		}
+	}
+	if cut < 0 {
+		t.Fatalf("no partition of %s holds 2 records or more", topic)
+	}
+	resp, err := http.Post(d.base+"/v1/topics/"+topic+"/records:delete", "application/json",
+		strings.NewReader(fmt.Sprintf(`{"partitions": [{"partition": %d, "offset": %d}]}`, cut, cutHW/2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var deleted struct {
+		Partitions []struct {
+			ErrorCode string `json:"error_code"`
+		} `json:"partitions"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&deleted)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || len(deleted.Partitions) != 1 || deleted.Partitions[0].ErrorCode != "NONE" {
+		t.Fatalf("deleting partition %d's records: %d %+v %v", cut, resp.StatusCode, deleted, err)
+	}
 	run("audit the acknowledged records",
 		chromedp.Click(chromedp.CSS("#audit")),
 		waitJS(`document.querySelector('#produce-results li[data-audit]') !== null`, 15*time.Second),
 		shot("05-audit.png"))
+	auditText := eval(`document.querySelector('#produce-results li[data-audit]').textContent`)
 	if got := eval(`document.querySelector('#produce-results li[data-audit]').dataset.audit`); got != "0,0" {
-		t.Errorf("audit after the kill: lost (acks=1, acks=all) = %s, want 0,0: %s", got, eval(`document.querySelector('#produce-results li[data-audit]').textContent`))
+		t.Errorf("audit after the kill: lost (acks=1, acks=all) = %s, want 0,0: %s", got, auditText)
+	}
+	if want := fmt.Sprintf("acks=all — %d still in the log, 0 lost; %d below the log start", 30-cutHW/2, cutHW/2); !strings.Contains(auditText, want) {
+		t.Errorf("audit after %d of partition %d's records were deleted: %q, want %q", cutHW/2, cut, auditText, want)
 	}
 	t.Logf("audit: %s", eval(`document.querySelector('#produce-results li[data-audit]').textContent`))
 

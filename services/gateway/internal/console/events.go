@@ -147,7 +147,8 @@ func NewHub(cfg HubConfig) *Hub {
 }
 
 // Subscribe opens a stream. The subscriber first gets the latest document
-// of every event name the hub has sent, then every change.
+// of every event name the hub has sent while others were subscribed (the
+// first collect's, when no one was), then every change.
 func (h *Hub) Subscribe() (*Subscriber, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -201,12 +202,18 @@ func (h *Hub) Close() {
 	h.wg.Wait()
 }
 
-// idle ends the loop when no one is subscribed.
+// idle ends the loop when no one is subscribed. The latest documents are
+// forgotten with it: nothing keeps them current while no one is
+// subscribed, so the next subscriber starts from the loop's first collect,
+// not from documents that may be minutes old (which a console would show,
+// and then report the difference as changes that just happened).
 func (h *Hub) idle() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.subs) == 0 || h.closed {
 		h.running = false
+		clear(h.last)
+		h.order = nil
 		return true
 	}
 	return false

@@ -151,6 +151,47 @@ func TestNoReadsWithoutSubscribers(t *testing.T) {
 	}
 }
 
+// A subscriber who comes after everyone left gets the documents as they
+// are now, not the last ones sent before the hub stopped collecting.
+func TestLateSubscriberGetsNoStaleDocuments(t *testing.T) {
+	src := &fakeSource{}
+	src.version.Store(1)
+	hub := NewHub(HubConfig{Source: src, Interval: time.Hour, MetadataPoll: time.Millisecond})
+	defer hub.Close()
+	s, err := hub.Subscribe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := <-s.Events(); string(e.Data) != `{"version":1}` {
+		t.Fatalf("first subscriber's first event %s", e.Data)
+	}
+	hub.Unsubscribe(s)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		hub.mu.Lock()
+		running := hub.running
+		hub.mu.Unlock()
+		if !running {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the hub went on collecting without subscribers")
+		}
+	}
+	src.version.Store(2) // changed while no one watched
+	s, err = hub.Subscribe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case e := <-s.Events():
+		if string(e.Data) != `{"version":2}` {
+			t.Fatalf("a late subscriber's first event is %s, want the current {\"version\":2}", e.Data)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no event for a late subscriber")
+	}
+}
+
 func TestSlowSubscriberIsDropped(t *testing.T) {
 	src := &fakeSource{}
 	hub := NewHub(HubConfig{Source: src, Interval: time.Hour, MetadataPoll: time.Millisecond, Buffer: 4})

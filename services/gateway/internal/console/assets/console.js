@@ -356,21 +356,26 @@ async function produce(acks) {
 // Every record this page had acknowledged with acks=1 or acks=all.
 const acknowledged = [];
 
-// readPartition reads a partition from its start up to its high watermark:
-// the records (offset → value) and that high watermark.
+// readPartition reads a partition from its log start (a fetch without an
+// offset starts there: retention or delete-records may have moved it past
+// 0) up to its high watermark: the records (offset → value), that high
+// watermark and the log start.
 async function readPartition(topic, partition) {
   const out = new Map();
-  let offset = 0;
+  let offset = -1;
   let hw = 0;
+  let logStart = 0;
   for (let round = 0; round < 200; round++) {
-    const r = await api('GET', `/v1/topics/${encodeURIComponent(topic)}/partitions/${partition}/records?offset=${offset}&max_records=1000`);
+    const from = offset < 0 ? '' : `offset=${offset}&`;
+    const r = await api('GET', `/v1/topics/${encodeURIComponent(topic)}/partitions/${partition}/records?${from}max_records=1000`);
     for (const rec of r.records || []) out.set(num(rec.offset), rec.value);
     hw = num(r.high_watermark);
+    if (offset < 0) logStart = num(r.log_start_offset);
     const next = num(r.next_offset);
     if (next <= offset || next >= hw) break;
     offset = next;
   }
-  return { log: out, hw };
+  return { log: out, hw, logStart };
 }
 
 // audit reads back every partition this page produced to and counts the
@@ -387,16 +392,18 @@ async function audit() {
     if (!byTP.has(k)) byTP.set(k, []);
     byTP.get(k).push(a);
   }
-  let lost, kept;
+  let lost, kept, deleted;
   try {
     for (let attempt = 0; attempt < 10; attempt++) {
       lost = { '1': 0, 'all': 0 };
       kept = { '1': 0, 'all': 0 };
+      deleted = 0;
       let pending = 0;
       for (const list of byTP.values()) {
-        const { log, hw } = await readPartition(list[0].topic, list[0].partition);
+        const { log, hw, logStart } = await readPartition(list[0].topic, list[0].partition);
         for (const a of list) {
           if (log.get(a.offset) === a.value) kept[a.acks]++;
+          else if (a.offset < logStart) deleted++; // retention or delete-records: not lost
           else if (a.offset >= hw) { pending++; lost[a.acks]++; }
           else lost[a.acks]++;
         }
@@ -410,7 +417,8 @@ async function audit() {
     return;
   }
   li.textContent = `${now()}  audit: acks=1 — ${kept['1']} still in the log, ${lost['1']} acknowledged and lost; ` +
-    `acks=all — ${kept['all']} still in the log, ${lost['all']} lost`;
+    `acks=all — ${kept['all']} still in the log, ${lost['all']} lost` +
+    (deleted > 0 ? `; ${deleted} below the log start (deleted by retention or delete-records)` : '');
   li.className = lost['all'] > 0 ? 'err' : (lost['1'] > 0 ? 'warn' : 'ok');
   li.setAttribute('data-audit', `${lost['1']},${lost['all']}`);
 }
