@@ -35,7 +35,9 @@
 # ratios and their median at the end (see below). BENCH_RATE_SECS (6): how
 # long each fixed-rate (latency) workload runs, so that its p99 is a
 # steady state's and not decided by one stall in a second's run.
-# BENCH_STALLS (1): `skein-bench stalls` runs beside the fixed-rate rows, at
+# BENCH_SETTLE (1): before every measured row, `sync` lets the disk catch
+# up with the rows before it (see settle below); 0 runs the rows back to
+# back. BENCH_STALLS (1): `skein-bench stalls` runs beside the fixed-rate rows, at
 # a real-time priority where chrt may give one (root, or CAP_SYS_NICE), and
 # says how late a process that only sleeps woke meanwhile and how busy the
 # CPUs were: a machine that stopped (the host took its CPUs, the kernel
@@ -54,6 +56,8 @@ FSYNC_MSGS=${BENCH_FSYNC_MSGS:-$MSGS}
 IDLE_SECS=${BENCH_IDLE_SECS:-10}
 RATE_SECS=${BENCH_RATE_SECS:-6}
 [[ $RATE_SECS =~ ^[1-9][0-9]*$ ]] || { echo "BENCH_RATE_SECS=$RATE_SECS: want a whole number of seconds, 1 or more" >&2; exit 1; }
+SETTLE=${BENCH_SETTLE:-1}
+[[ $SETTLE =~ ^[01]$ ]] || { echo "BENCH_SETTLE=$SETTLE: want 1 or 0" >&2; exit 1; }
 STALLS=${BENCH_STALLS:-1}
 [[ $STALLS =~ ^[01]$ ]] || { echo "BENCH_STALLS=$STALLS: want 1 or 0" >&2; exit 1; }
 TAIL_TRANSPORT=${BENCH_TAIL:-tail}
@@ -275,14 +279,37 @@ record() {
   done
   jq -c -n --arg system "$system" --arg workload "$workload" --argjson records "$records" \
     --argjson wall "$wall" --argjson gen "$gen" --argjson ticks "$cpu" --argjson hz "$HZ" \
-    --argjson m "$metrics" --argjson load "$LOAD" '
+    --argjson m "$metrics" --argjson load "$LOAD" --argjson settle_mib "$SETTLE_MIB" --argjson settle_s "$SETTLE_S" '
     def perM: if $records > 0 then (. / $hz / $records * 1e6 * 100 | round / 100) else null end;
-    {system: $system, workload: $workload, records: $records, wall_s: $wall, load_before: $load} + $m + {
+    {system: $system, workload: $workload, records: $records, wall_s: $wall, load_before: $load,
+     settled_mib: $settle_mib, settle_s: $settle_s} + $m + {
       cpu_s: (($ticks | map_values(. / $hz)) + {"load-generator": ($gen / $hz)}),
       cpu_s_per_million: (($ticks | map_values(perM)) + {"load-generator": ($gen | perM)}),
       server_cpu_s_per_million: ([$ticks[]] | add | perM),
       server_cpu_cores: ([$ticks[]] | add / $hz / $wall * 1000 | round / 1000)
     }' | tee -a "$RESULTS" | jq -r '"    \(.records) records, \(.per_s // 0 | round)/s\(if (.errors // 0) > 0 then ", \(.errors) ERRORS (\(.first_error // ""))" else "" end)\(if .p50_ms then ", latency ms p50 \(.p50_ms) p99 \(.p99_ms)" else "" end); CPU s per million records: \(.cpu_s_per_million | to_entries | map("\(.key) \(.value)") | join(", "))"'
+}
+
+# settle: before every measured row, the disk catches up with what the
+# rows before wrote (three replicas of every record on one disk): what is
+# still dirty or in write-back when a row starts would be written back
+# during it, slowing its fsyncs and stalling its processes behind the
+# disk, so a row's figures would depend on the rows before it. `sync`
+# writes everything dirty out and waits for it; how much there was and
+# how long it took are printed. BENCH_SETTLE=0 skips it (the rows then run
+# back to back, as before 2026-12-06 19:10 UTC).
+SETTLE_MIB=null
+SETTLE_S=null
+settle() {
+  SETTLE_MIB=null SETTLE_S=null
+  [[ $SETTLE == 1 ]] || return 0
+  local s0 s1
+  SETTLE_MIB=$(awk '/^(Dirty|Writeback):/ { kb += $2 } END { print int(kb / 1024) }' /proc/meminfo)
+  s0=$EPOCHREALTIME
+  sync
+  s1=$EPOCHREALTIME
+  SETTLE_S=$(awk -v a="$s0" -v b="$s1" 'BEGIN { printf "%.2f", b - a }')
+  echo "    disk settled: $SETTLE_MIB MiB dirty or in write-back, written out in $SETTLE_S s"
 }
 
 # measure SYSTEM WORKLOAD RECORDS PARSER OUT CMD...: runs CMD in the
@@ -293,6 +320,7 @@ measure() {
   shift 5
   echo
   echo "=== $system $workload: ${*#"$ROOT"/}"
+  settle
   loadavg
   snapshot T0
   children_ticks g0
@@ -310,6 +338,7 @@ measure() {
 idle() {
   echo
   echo "=== $1 idle for ${IDLE_SECS}s"
+  settle
   loadavg
   snapshot T0
   sleep "$IDLE_SECS"
