@@ -201,7 +201,7 @@ func TestDeadLetterAfterFiveNacks(t *testing.T) {
 		recs = append(recs, ProduceRecord{Key: ptr(fmt.Sprint("k", i)), Value: ptr(fmt.Sprint("v", i)),
 			Headers: []Header{{Key: "origin", Value: ptr(fmt.Sprint("test-", i))}}, Partition: ptr(int32(0)), TimestampMs: ptr(int64(1_700_000_000_000 + i))})
 	}
-	recs[0].TimestampMs = ptr(int64(0)) // the epoch, a time like any other, kept in the copy too
+	recs[0].TimestampMs = ptr(int64(0)) // the epoch, a time like any other, kept in the copy's dlq.source.timestamp
 	var pr ProduceResponse
 	if err := c.Call(ctx, "POST", "/v1/topics/"+topic+"/records", ProduceRequest{Records: recs}, &pr); err != nil {
 		t.Fatal(err)

@@ -46,9 +46,11 @@ type deadLetter struct {
 	Key   []byte `json:"key_bytes,omitempty"`
 	Value []byte `json:"value_bytes,omitempty"`
 	// TimestampMs is the record's own timestamp; DeadLetteredMs the
-	// copy's, when it was dead-lettered.
-	TimestampMs    int64 `json:"timestamp_ms"`
-	DeadLetteredMs int64 `json:"dead_lettered_ms"`
+	// copy's, the time it was dead-lettered, for a copy that carries the
+	// record's own in dlq.source.timestamp (a copy written before that
+	// header existed carries the record's own time, and has none).
+	TimestampMs    int64  `json:"timestamp_ms"`
+	DeadLetteredMs *int64 `json:"dead_lettered_ms,omitempty"`
 	// Headers are the record's own (the dead-letter headers left out).
 	Headers []*skeinv1.Header `json:"headers,omitempty"`
 	null    bool              // a tombstone: no value
@@ -128,46 +130,42 @@ func groupOf(r *skeinv1.ConsumedRecord) string {
 	return g
 }
 
-// parseDeadLetter reads a dead-letter record's dlq.* headers (the last of
-// each counts); ok is false for a record without them.
+// parseDeadLetter reads a dead-letter record's dlq.* headers; ok is false
+// for a record without them, or whose last one of a kind does not parse.
+// The last of each kind counts: the coordinator's come after the record's
+// own, which may hold dlq.* headers of an earlier dead-lettering (or any
+// text a producer put there).
 func parseDeadLetter(dlqTopic string, r *skeinv1.ConsumedRecord) (deadLetter, bool) {
 	d := deadLetter{DLQTopic: dlqTopic, DLQPartition: r.GetPartition(), DLQOffset: r.GetOffset(), Key: r.GetKeyBytes(),
-		Value: r.GetValueBytes(), TimestampMs: r.GetTimestampMs(), DeadLetteredMs: r.GetTimestampMs(), null: r.ValueBytes == nil}
-	seen := 0
+		Value: r.GetValueBytes(), TimestampMs: r.GetTimestampMs(), null: r.ValueBytes == nil}
+	last := map[string]string{}
 	for _, h := range r.GetHeaders() {
-		v := string(h.GetValueBytes())
-		switch h.GetKey() {
-		case dlqSourceTopic:
-			d.Topic, seen = v, seen|1
-		case dlqSourcePartition:
-			n, err := strconv.ParseInt(v, 10, 32)
-			if err != nil {
-				return deadLetter{}, false
-			}
-			d.Partition, seen = int32(n), seen|2
-		case dlqSourceOffset:
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				return deadLetter{}, false
-			}
-			d.Offset, seen = n, seen|4
-		case dlqReason:
-			d.Reason = v
-		case dlqAttempts:
-			n, _ := strconv.ParseInt(v, 10, 32)
-			d.Attempts = int32(n)
-		case dlqSourceTimestamp:
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				return deadLetter{}, false
-			}
-			d.TimestampMs = n
-		case dlqGroup:
+		switch k := h.GetKey(); k {
+		case dlqSourceTopic, dlqSourcePartition, dlqSourceOffset, dlqReason, dlqAttempts, dlqGroup, dlqSourceTimestamp:
+			last[k] = string(h.GetValueBytes())
 		default:
 			d.Headers = append(d.Headers, h)
 		}
 	}
-	return d, seen == 7
+	topic, okT := last[dlqSourceTopic]
+	part, errP := strconv.ParseInt(last[dlqSourcePartition], 10, 32)
+	off, errO := strconv.ParseInt(last[dlqSourceOffset], 10, 64)
+	if !okT || errP != nil || errO != nil {
+		return deadLetter{}, false
+	}
+	d.Topic, d.Partition, d.Offset, d.Reason = topic, int32(part), off, last[dlqReason]
+	if n, err := strconv.ParseInt(last[dlqAttempts], 10, 32); err == nil {
+		d.Attempts = int32(n)
+	}
+	if v, ok := last[dlqSourceTimestamp]; ok {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return deadLetter{}, false
+		}
+		copyTS := d.TimestampMs
+		d.TimestampMs, d.DeadLetteredMs = n, &copyTS
+	}
+	return d, true
 }
 
 // printable shows bytes as text when they are, else as their length.

@@ -17,17 +17,30 @@ func TestParseDeadLetter(t *testing.T) {
 	d, ok := parseDeadLetter("orders.dlq", r)
 	if !ok || d.Topic != "orders" || d.Partition != 2 || d.Offset != 41 || d.Reason != "bad" || d.Attempts != 5 ||
 		d.DLQPartition != 1 || d.DLQOffset != 9 || string(d.Value) != "v" || d.null || groupOf(r) != "billing" ||
-		d.TimestampMs != 5 || d.DeadLetteredMs != 5 {
+		d.TimestampMs != 5 || d.DeadLetteredMs != nil {
 		t.Fatalf("%+v %v", d, ok)
 	}
 	// A copy written with the record's own time in dlq.source.timestamp.
 	r.Headers = append(r.Headers, h(dlqSourceTimestamp, "3"))
-	if d, ok := parseDeadLetter("orders.dlq", r); !ok || d.TimestampMs != 3 || d.DeadLetteredMs != 5 || len(d.Headers) != 1 {
+	if d, ok := parseDeadLetter("orders.dlq", r); !ok || d.TimestampMs != 3 || d.DeadLetteredMs == nil || *d.DeadLetteredMs != 5 || len(d.Headers) != 1 {
 		t.Fatalf("with dlq.source.timestamp: %+v %v, want the record's time 3, dead-lettered at 5", d, ok)
 	}
 	r.Headers[len(r.Headers)-1] = h(dlqSourceTimestamp, "yesterday")
 	if _, ok := parseDeadLetter("orders.dlq", r); ok {
 		t.Fatal("a dlq.source.timestamp that does not parse")
+	}
+	// The record's own dlq.* headers (a producer's text) come before the
+	// coordinator's, and the last of each kind counts.
+	r.Headers = append([]*skeinv1.Header{h(dlqSourceTimestamp, "junk"), h(dlqSourcePartition, "p"), h(dlqSourceOffset, "")}, r.Headers...)
+	r.Headers[len(r.Headers)-1] = h(dlqSourceTimestamp, "3")
+	if d, ok := parseDeadLetter("orders.dlq", r); !ok || d.Partition != 2 || d.Offset != 41 || d.TimestampMs != 3 {
+		t.Fatalf("with the record's own malformed dlq.* headers first: %+v %v", d, ok)
+	}
+	// Copies written before dlq.source.timestamp carry the record's time
+	// and say nothing of when they were dead-lettered.
+	r.Headers = r.Headers[3 : len(r.Headers)-1]
+	if d, ok := parseDeadLetter("orders.dlq", r); !ok || d.TimestampMs != 5 || d.DeadLetteredMs != nil {
+		t.Fatalf("an older copy: %+v %v", d, ok)
 	}
 	if len(d.Headers) != 1 || d.Headers[0].GetKey() != "own" {
 		t.Fatalf("own headers %v: the dlq.* ones are left out", d.Headers)

@@ -26,11 +26,10 @@ func (l ClientLog) HighWatermark(ctx context.Context, topic string, partition in
 // EnsureTopic implements DeadLetters: the topic is created through the
 // controllers with like's partition count, replication factor and
 // retention (another coordinator creating it at once is fine:
-// TOPIC_ALREADY_EXISTS), then awaited in the metadata. A dead-lettered
-// copy keeps its record's timestamp, so the dead-letter topic keeps the
-// source's retention: under the default one a copy of a record older than
-// it would be deleted at the next retention pass, before anyone could look
-// at it.
+// TOPIC_ALREADY_EXISTS), then awaited in the metadata. It takes the
+// source's retention (what the topic's owner chose for these records);
+// a copy is timestamped when it is dead-lettered, so it is kept for that
+// retention from then on, however old its record.
 func (l ClientLog) EnsureTopic(ctx context.Context, topic, like string) (int32, error) {
 	if n := l.C.Metadata().PartitionCount(topic); n > 0 {
 		return n, nil

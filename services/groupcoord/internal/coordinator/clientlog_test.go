@@ -58,8 +58,7 @@ func fromProto(t *testing.T, p *controllerv1.MetadataImage) *metadata.Image {
 }
 
 // The dead-letter topic the coordinator creates keeps its source's
-// retention: its copies keep their records' timestamps, which the default
-// retention could find expired at once.
+// retention: what the topic's owner chose for these records.
 func TestEnsureTopicKeepsTheSourceRetention(t *testing.T) {
 	cl := clienttest.Start(t, 1)
 	c, err := client.New(client.Config{Controllers: []string{cl.ControllerAddr}})

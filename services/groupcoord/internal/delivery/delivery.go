@@ -284,41 +284,34 @@ type Source struct {
 	Attempts  int32
 }
 
-// SourceOf reads the dead-letter headers of a record; ok is false when a
-// header is missing or does not parse. With repeated headers the last one
-// counts (the dead-letter headers come after the record's own).
+// SourceOf reads the dead-letter headers of a record; ok is false when one
+// is missing or the last of its kind does not parse. With repeated headers
+// the last one counts: the dead-letter headers come after the record's
+// own, which may hold those of an earlier dead-lettering, or any text.
 func SourceOf(hs []record.Header) (s Source, ok bool) {
-	seen := 0
+	last := map[string]string{}
 	for _, h := range hs {
-		v := string(h.Value)
 		switch h.Key {
-		case HeaderGroup:
-			s.Group, seen = v, seen|1
-		case HeaderSourceTopic:
-			s.Topic, seen = v, seen|2
-		case HeaderSourcePartition:
-			n, err := strconv.ParseInt(v, 10, 32)
-			if err != nil {
-				return Source{}, false
-			}
-			s.Partition, seen = int32(n), seen|4
-		case HeaderSourceOffset:
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				return Source{}, false
-			}
-			s.Offset, seen = n, seen|8
-		case HeaderReason:
-			s.Reason = v
-		case HeaderAttempts:
-			n, err := strconv.ParseInt(v, 10, 32)
-			if err != nil {
-				return Source{}, false
-			}
-			s.Attempts = int32(n)
+		case HeaderGroup, HeaderSourceTopic, HeaderSourcePartition, HeaderSourceOffset, HeaderReason, HeaderAttempts:
+			last[h.Key] = string(h.Value)
 		}
 	}
-	return s, seen == 15
+	group, okG := last[HeaderGroup]
+	topic, okT := last[HeaderSourceTopic]
+	part, errP := strconv.ParseInt(last[HeaderSourcePartition], 10, 32)
+	off, errO := strconv.ParseInt(last[HeaderSourceOffset], 10, 64)
+	if !okG || !okT || errP != nil || errO != nil {
+		return Source{}, false
+	}
+	s = Source{Group: group, Topic: topic, Partition: int32(part), Offset: off, Reason: last[HeaderReason]}
+	if v, ok := last[HeaderAttempts]; ok {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil {
+			return Source{}, false
+		}
+		s.Attempts = int32(n)
+	}
+	return s, true
 }
 
 // Matches reports whether a dead-letter record with headers hs is the copy

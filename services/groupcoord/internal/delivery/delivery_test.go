@@ -148,6 +148,14 @@ func TestHeaders(t *testing.T) {
 		{Key: HeaderSourcePartition, Value: []byte("x")}, {Key: HeaderSourceOffset, Value: []byte("1")}}); ok {
 		t.Fatal("a partition that does not parse")
 	}
+	// A record's own dlq.* headers that do not parse (a producer's text, or
+	// an earlier dead-lettering's) come before the coordinator's: the last
+	// of each kind counts, so its copy is still found.
+	junk := []record.Header{{Key: HeaderSourcePartition, Value: []byte("x")}, {Key: HeaderSourceOffset, Value: []byte("")},
+		{Key: HeaderAttempts, Value: []byte("many")}}
+	if hs := Headers(junk, "billing", "orders", 2, 41, 0, Entry{Nacks: 5}); !Matches(hs, "billing", "orders", 2, 41) {
+		t.Fatal("a copy of a record with its own malformed dlq.* headers is not found")
+	}
 }
 
 func TestConfig(t *testing.T) {
