@@ -351,7 +351,7 @@ func TestConsole(t *testing.T) {
 	if got := eval(`document.querySelector('#produce-results li[data-audit]').dataset.audit`); got != "0,0" {
 		t.Errorf("audit after the kill: lost (acks=1, acks=all) = %s, want 0,0: %s", got, auditText)
 	}
-	if want := fmt.Sprintf("acks=all — %d still in the log, 0 lost; %d below the log start", 30-cutHW/2, cutHW/2); !strings.Contains(auditText, want) {
+	if want := fmt.Sprintf("acks=all — %d still in the log, 0 lost; and %d acknowledged record(s) below the log start", 30-cutHW/2, cutHW/2); !strings.Contains(auditText, want) {
 		t.Errorf("audit after %d of partition %d's records were deleted: %q, want %q", cutHW/2, cut, auditText, want)
 	}
 	t.Logf("audit: %s", eval(`document.querySelector('#produce-results li[data-audit]').textContent`))

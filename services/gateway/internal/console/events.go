@@ -51,6 +51,12 @@ type Source interface {
 	Collect(ctx context.Context, refresh bool) []Event
 }
 
+// A Forgetter is a Source that keeps what it read between collects: the
+// hub tells it to forget when no one is subscribed any more.
+type Forgetter interface {
+	Forget()
+}
+
 // Stream defaults.
 const (
 	DefaultInterval       = 500 * time.Millisecond
@@ -214,6 +220,9 @@ func (h *Hub) idle() bool {
 		h.running = false
 		clear(h.last)
 		h.order = nil
+		if f, ok := h.cfg.Source.(Forgetter); ok {
+			f.Forget()
+		}
 		return true
 	}
 	return false

@@ -19,11 +19,14 @@ type fakeSource struct {
 	version   atomic.Uint64
 	refreshes atomic.Int64
 	collects  atomic.Int64
+	forgets   atomic.Int64
 	mu        sync.Mutex
 	extra     []Event
 }
 
 func (f *fakeSource) Version() uint64 { return f.version.Load() }
+
+func (f *fakeSource) Forget() { f.forgets.Add(1) }
 
 func (f *fakeSource) Collect(_ context.Context, refresh bool) []Event {
 	f.collects.Add(1)
@@ -176,6 +179,9 @@ func TestLateSubscriberGetsNoStaleDocuments(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the hub went on collecting without subscribers")
 		}
+	}
+	if n := src.forgets.Load(); n != 1 {
+		t.Fatalf("the source was told to forget %d times when the last subscriber left, want 1", n)
 	}
 	src.version.Store(2) // changed while no one watched
 	s, err = hub.Subscribe()

@@ -52,6 +52,17 @@ var consoleJSON = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated:
 
 func (s *consoleSource) Version() uint64 { return uint64(s.c.Metadata().Version()) }
 
+var _ console.Forgetter = (*consoleSource)(nil)
+
+// Forget drops what the last refresh read: the hub calls it when no one is
+// subscribed any more, so that a later stream is not answered from
+// minutes-old reads when its first refresh cannot reach a node.
+func (s *consoleSource) Forget() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cluster, s.offsets, s.groups = nil, nil, nil
+}
+
 // Collect answers the events "cluster", "topics" and "groups" (see
 // docs/API.md, the event stream).
 func (s *consoleSource) Collect(ctx context.Context, refresh bool) []console.Event {

@@ -418,7 +418,7 @@ async function audit() {
   }
   li.textContent = `${now()}  audit: acks=1 — ${kept['1']} still in the log, ${lost['1']} acknowledged and lost; ` +
     `acks=all — ${kept['all']} still in the log, ${lost['all']} lost` +
-    (deleted > 0 ? `; ${deleted} below the log start (deleted by retention or delete-records)` : '');
+    (deleted > 0 ? `; and ${deleted} acknowledged record(s) below the log start (deleted by retention or delete-records)` : '');
   li.className = lost['all'] > 0 ? 'err' : (lost['1'] > 0 ? 'warn' : 'ok');
   li.setAttribute('data-audit', `${lost['1']},${lost['all']}`);
 }
