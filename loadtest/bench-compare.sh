@@ -298,8 +298,13 @@ record() {
 # writes everything dirty out and waits for it; how much there was and
 # how long it took are printed. BENCH_SETTLE=0 skips it (the rows then run
 # back to back, as before 2026-12-06 19:10 UTC).
+# A row that needs its settle before something it starts beside the
+# measured command (the stalls sampler, a tailing consumer) calls settle
+# itself and sets SETTLED=1, which the row's measure takes instead of
+# settling again inside their window.
 SETTLE_MIB=null
 SETTLE_S=null
+SETTLED=0
 settle() {
   SETTLE_MIB=null SETTLE_S=null
   [[ $SETTLE == 1 ]] || return 0
@@ -320,7 +325,14 @@ measure() {
   shift 5
   echo
   echo "=== $system $workload: ${*#"$ROOT"/}"
-  settle
+  if [[ $SETTLED == 1 ]]; then
+    SETTLED=0
+    if [[ $SETTLE == 1 ]]; then
+      echo "    (the disk settled before what runs beside this row was started)"
+    fi
+  else
+    settle
+  fi
   loadavg
   snapshot T0
   children_ticks g0
@@ -347,8 +359,9 @@ idle() {
   for i in "${!PROC_NAMES[@]}"; do
     cpu=$(jq -c --arg k "${PROC_NAMES[$i]}" --argjson v $((T1[i] - T0[i])) '. + {($k): $v}' <<<"$cpu")
   done
-  jq -c -n --arg system "$1" --argjson ticks "$cpu" --argjson hz "$HZ" --argjson s "$IDLE_SECS" --argjson load "$LOAD" '
-    {system: $system, workload: "idle", wall_s: $s, load_before: $load,
+  jq -c -n --arg system "$1" --argjson ticks "$cpu" --argjson hz "$HZ" --argjson s "$IDLE_SECS" --argjson load "$LOAD" \
+    --argjson settle_mib "$SETTLE_MIB" --argjson settle_s "$SETTLE_S" '
+    {system: $system, workload: "idle", wall_s: $s, load_before: $load, settled_mib: $settle_mib, settle_s: $settle_s,
      cpu_s: ($ticks | map_values(. / $hz)),
      core_percent: ($ticks | map_values(. / $hz / $s * 1000 | round / 10)),
      server_core_percent: ([$ticks[]] | add / $hz / $s * 1000 | round / 10),
@@ -592,6 +605,8 @@ measure skein consume-tail from-output parse_skein "$WORK/sk-consume-tail.json" 
   "${C[@]}" --transport tail --topic bench-async --num-records "$MSGS"
 HALF=$(jq -r 'select(.system == "skein" and .workload == "produce-async") | .per_s / 2 | floor' "$RESULTS")
 HALF_MSGS=$((HALF * RATE_SECS))
+settle
+SETTLED=1
 stalls_start sk-half-stalls
 measure skein produce-half-rate from-output parse_skein "$WORK/sk-half.json" \
   "${G[@]}" "${STREAM[@]}" --topic bench-half --throughput "$HALF" --num-records "$HALF_MSGS"
@@ -601,6 +616,8 @@ stalls_stop sk-half-stalls machine-half-rate
 # the latency goals are set: produce latency as above, and end to end,
 # from a record's send to its arrival at the consumer. The consumer is
 # started first and is not counted in the load generator's CPU.
+settle
+SETTLED=1
 "${C[@]}" --transport "$TAIL_TRANSPORT" --topic bench-tail --from latest --num-records "$HALF_MSGS" --idle-timeout 30s \
   >"$WORK/sk-tail-consume.json" 2>"$WORK/sk-tail-consume.err" &
 TAIL_PID=$!
