@@ -106,3 +106,32 @@ func TestFetchAnswersAreCapped(t *testing.T) {
 		}
 	}
 }
+
+// A produce whose caller went away is no failure of the node: it is not
+// logged as an error, while an unexpected error is, and the protocol's
+// answers are not logged at all.
+func TestProduceFailureLog(t *testing.T) {
+	live := context.Background()
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	late, cancel2 := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel2()
+	for _, c := range []struct {
+		name  string
+		ctx   context.Context
+		err   error
+		level slog.Level
+		ok    bool
+	}{
+		{"the caller's stream ended", gone, context.Canceled, slog.LevelDebug, true},
+		{"the caller's deadline passed", late, context.DeadlineExceeded, slog.LevelDebug, true},
+		{"cancelled, the caller still there", live, context.Canceled, slog.LevelError, true},
+		{"an unexpected error", live, io.ErrUnexpectedEOF, slog.LevelError, true},
+		{"the caller gone, an unexpected error", gone, io.ErrUnexpectedEOF, slog.LevelError, true},
+		{"an answer of the protocol", live, errs.Errorf(errs.NotLeaderOrFollower, "moved"), 0, false},
+	} {
+		if _, level, ok := produceFailureLog(c.ctx, c.err); level != c.level || ok != c.ok {
+			t.Errorf("%s: level %v, logged %v; want %v, %v", c.name, level, ok, c.level, c.ok)
+		}
+	}
+}

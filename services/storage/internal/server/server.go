@@ -341,13 +341,29 @@ func (s *Server) awaitPartition(x *partitionProduce) *storagev1.PartitionProduce
 	} else {
 		res.ErrorCode, res.ErrorMessage = code(err), errs.Message(err)
 		x.span.SetAttributes(attribute.String("error_code", errs.Of(err).Name))
-		if errs.Of(err) == errs.UnknownServerError {
-			s.log.Error("produce failed", "partition", x.tp, "err", err)
+		if msg, level, ok := produceFailureLog(x.ctx, err); ok {
+			s.log.Log(x.ctx, level, msg, "partition", x.tp, "err", err)
 		}
 	}
 	s.metrics.produced(x.tp.Topic, res.ErrorCode, x.n, time.Since(x.start))
 	s.metrics.appended(x.tp.Topic, x.pend.Result) // appended even when the answer is an error
 	return res
+}
+
+// produceFailureLog says whether and how a produce's error is logged: an
+// unexpected one as an error; one that only says the caller went away (its
+// stream ended: a gateway that moved to a new leader, a client that gave
+// up), which nobody reads and which is no failure here, at debug level;
+// the errors the protocol answers with (NOT_LEADER_OR_FOLLOWER,
+// NOT_ENOUGH_REPLICAS...) not at all.
+func produceFailureLog(ctx context.Context, err error) (string, slog.Level, bool) {
+	switch {
+	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
+		return "produce abandoned by its caller", slog.LevelDebug, true
+	case errs.Of(err) == errs.UnknownServerError:
+		return "produce failed", slog.LevelError, true
+	}
+	return "", 0, false
 }
 
 // ProduceStream appends requests in the order they arrive and answers each
