@@ -26,6 +26,7 @@ import (
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/client"
 	"skein/libs/errs"
+	skeinmeta "skein/libs/metadata"
 	"skein/libs/rpcerr"
 	"skein/services/gateway/internal/authn"
 )
@@ -421,6 +422,11 @@ func TestGRPCStreamEndsWhenItsTokenIsRevoked(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := e.gw.Client().CreateTopic(ctx, client.TopicSpec{Name: "s", Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	// Created by the controllers; produced to once the gateway's metadata
+	// holds it.
+	if _, err := e.gw.Client().WaitMetadata(ctx, func(m *skeinmeta.Image) bool { return m.PartitionCount("s") == 1 }); err != nil {
 		t.Fatal(err)
 	}
 	cc, err := grpc.NewClient(e.gw.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
