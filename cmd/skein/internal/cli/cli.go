@@ -104,7 +104,7 @@ Usage:
   skein group dlq GROUP --topic T [--dlq-topic D]          (what the group dead-lettered from T, with the reasons)
   skein group dlq-replay GROUP --topic T [--dlq-topic D]   (produce those records back to T)
                 (D: the dead-letter topic to read; default the group's dlq.topic, else T.dlq)
-  skein txn list [--state S]   (as kafka-transactions.sh list; S: ONGOING, PREPARE_COMMIT, ... or Kafka's Ongoing)
+  skein txn list [--state S,...]   (as kafka-transactions.sh list; S: ONGOING, PREPARE_COMMIT, ... or Kafka's Ongoing)
   skein txn describe ID        (state, producer, the open transaction's start and partitions)
   skein txn describe-producers --topic T --partition P   (the partition leader's producers; an open
                 transaction's start offset holds the partition's last stable offset)

@@ -28,7 +28,7 @@ func txnCmd(ctx context.Context, args []string, stdio IO) error {
 	var part *int
 	switch sub {
 	case "list":
-		state = f.String("state", "", "only ids in this state (ONGOING, PREPARE_COMMIT, ...; Kafka's Ongoing spelling too)")
+		state = f.String("state", "", "only ids in these states, comma-separated (ONGOING, PREPARE_COMMIT, ...; Kafka's Ongoing spelling too)")
 	case "describe":
 	case "describe-producers":
 		topic = f.String("topic", "", "the partition's topic (required)")
@@ -75,8 +75,10 @@ func txnCmd(ctx context.Context, args []string, stdio IO) error {
 
 	if sub == "list" {
 		req := &skeinv1.ListTransactionsRequest{}
-		if *state != "" {
-			req.State = []string{*state}
+		for _, st := range strings.Split(*state, ",") {
+			if st = strings.TrimSpace(st); st != "" {
+				req.State = append(req.State, st)
+			}
 		}
 		resp, err := txns.ListTransactions(cctx, req)
 		if err != nil {

@@ -72,6 +72,11 @@ func TestTxnCommands(t *testing.T) {
 	if code, _, errOut := run(t, "", "txn", "list", "--gateway", addr); code != 0 || len(f.listed) != 2 || len(f.listed[1].GetState()) != 0 {
 		t.Errorf("list without --state: %d %q %v", code, errOut, f.listed)
 	}
+	// Several states, comma-separated, as group list takes them.
+	if code, _, errOut := run(t, "", "txn", "list", "--state", "PrepareCommit, Ongoing", "--gateway", addr); code != 0 || len(f.listed) != 3 ||
+		strings.Join(f.listed[2].GetState(), ",") != "PrepareCommit,Ongoing" {
+		t.Errorf("list --state PrepareCommit,Ongoing: %d %q %v", code, errOut, f.listed)
+	}
 	code, out, errOut = run(t, "", "txn", "describe", "app-tx", "--gateway", addr)
 	if code != 0 || !strings.Contains(out, "ONGOING") || !strings.Contains(out, "orders-0,orders-1") || !strings.Contains(out, "60000") {
 		t.Errorf("describe: %d %q %q", code, out, errOut)
