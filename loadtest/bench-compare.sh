@@ -605,6 +605,8 @@ measure skein consume-tail from-output parse_skein "$WORK/sk-consume-tail.json" 
   "${C[@]}" --transport tail --topic bench-async --num-records "$MSGS"
 HALF=$(jq -r 'select(.system == "skein" and .workload == "produce-async") | .per_s / 2 | floor' "$RESULTS")
 HALF_MSGS=$((HALF * RATE_SECS))
+echo
+echo "--- before the next row, its stalls sampler first:"
 settle
 SETTLED=1
 stalls_start sk-half-stalls
@@ -616,6 +618,8 @@ stalls_stop sk-half-stalls machine-half-rate
 # the latency goals are set: produce latency as above, and end to end,
 # from a record's send to its arrival at the consumer. The consumer is
 # started first and is not counted in the load generator's CPU.
+echo
+echo "--- before the next row, its tailing consumer and stalls sampler first:"
 settle
 SETTLED=1
 "${C[@]}" --transport "$TAIL_TRANSPORT" --topic bench-tail --from latest --num-records "$HALF_MSGS" --idle-timeout 30s \

@@ -132,6 +132,7 @@ func groupOf(r *skeinv1.ConsumedRecord) string {
 
 // parseDeadLetter reads a dead-letter record's dlq.* headers; ok is false
 // for a record without them, or whose last one of a kind does not parse.
+// Its own headers (Headers) are the rest.
 // The last of each kind counts: the coordinator's come after the record's
 // own, which may hold dlq.* headers of an earlier dead-lettering (or any
 // text a producer put there).
@@ -139,11 +140,17 @@ func parseDeadLetter(dlqTopic string, r *skeinv1.ConsumedRecord) (deadLetter, bo
 	d := deadLetter{DLQTopic: dlqTopic, DLQPartition: r.GetPartition(), DLQOffset: r.GetOffset(), Key: r.GetKeyBytes(),
 		Value: r.GetValueBytes(), TimestampMs: r.GetTimestampMs(), null: r.ValueBytes == nil}
 	last := map[string]string{}
-	for _, h := range r.GetHeaders() {
+	lastAt := map[string]int{} // where the last of each dead-letter header is
+	for i, h := range r.GetHeaders() {
 		switch k := h.GetKey(); k {
 		case dlqSourceTopic, dlqSourcePartition, dlqSourceOffset, dlqReason, dlqAttempts, dlqGroup, dlqSourceTimestamp:
-			last[k] = string(h.GetValueBytes())
-		default:
+			last[k], lastAt[k] = string(h.GetValueBytes()), i
+		}
+	}
+	// The record's own headers are all but the coordinator's: an earlier
+	// dead-lettering's dlq.* headers stay with the record.
+	for i, h := range r.GetHeaders() {
+		if at, ok := lastAt[h.GetKey()]; !ok || at != i {
 			d.Headers = append(d.Headers, h)
 		}
 	}

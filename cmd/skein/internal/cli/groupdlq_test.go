@@ -35,6 +35,9 @@ func TestParseDeadLetter(t *testing.T) {
 	r.Headers[len(r.Headers)-1] = h(dlqSourceTimestamp, "3")
 	if d, ok := parseDeadLetter("orders.dlq", r); !ok || d.Partition != 2 || d.Offset != 41 || d.TimestampMs != 3 {
 		t.Fatalf("with the record's own malformed dlq.* headers first: %+v %v", d, ok)
+	} else if len(d.Headers) != 4 || d.Headers[0].GetKey() != dlqSourceTimestamp || d.Headers[1].GetKey() != dlqSourcePartition ||
+		d.Headers[2].GetKey() != dlqSourceOffset || d.Headers[3].GetKey() != "own" {
+		t.Fatalf("own headers %v: the record's own dlq.* headers stay, the coordinator's go", d.Headers)
 	}
 	// Copies written before dlq.source.timestamp carry the record's time
 	// and say nothing of when they were dead-lettered.
