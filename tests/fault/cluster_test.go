@@ -116,6 +116,8 @@ type partitionDesc struct {
 	Leader    int32   `json:"leader"`
 	ISR       []int32 `json:"isr"`
 	Replicas  []int32 `json:"replicas"`
+	// HighWatermark is "-1" where the leader did not answer.
+	HighWatermark string `json:"high_watermark"`
 }
 
 func (c *devCluster) describe(topic string) []partitionDesc {

@@ -247,7 +247,8 @@ const describeOffsetsTimeout = 2 * time.Second
 // DescribeTopic shows configs and per-partition state, offsets from the
 // leaders (-1 where a leader did not answer).
 func (s *Admin) DescribeTopic(ctx context.Context, req *skeinv1.DescribeTopicRequest) (*skeinv1.DescribeTopicResponse, error) {
-	if _, _, err := knownTopic(ctx, s.c, req.GetTopic()); err != nil {
+	before, n, err := knownTopic(ctx, s.c, req.GetTopic())
+	if err != nil {
 		return nil, err
 	}
 	octx, cancel := context.WithTimeout(ctx, describeOffsetsTimeout)
@@ -259,7 +260,46 @@ func (s *Admin) DescribeTopic(ctx context.Context, req *skeinv1.DescribeTopicReq
 	if err != nil {
 		return nil, err
 	}
+	// A leader that did not answer and was replaced meanwhile (a failover
+	// during the wait): its partitions' offsets are asked of the new
+	// leaders once, rather than shown as -1 beside them.
+	if again := unansweredAndMoved(n, leaderOf(before, req.GetTopic()), leaderOf(m, req.GetTopic()), offs); len(again) > 0 {
+		octx, cancel := context.WithTimeout(ctx, describeOffsetsTimeout/2)
+		fresh := s.offsets(octx, req.GetTopic())
+		cancel()
+		for _, p := range again {
+			if o, ok := fresh[p]; ok && o.hw >= 0 {
+				offs[p] = o
+			}
+		}
+	}
 	return &skeinv1.DescribeTopicResponse{Topic: s.describe(m, req.GetTopic(), offs)}, nil
+}
+
+// leaderOf answers a partition's leader in m (-1: none, or no partition).
+func leaderOf(m *metadata.Image, topic string) func(int32) int32 {
+	return func(p int32) int32 {
+		if pr, ok := m.Partition(topic, p); ok {
+			return pr.GetLeader()
+		}
+		return -1
+	}
+}
+
+// unansweredAndMoved answers the partitions (of n) whose offsets no leader
+// gave (absent from offs, or a high watermark of -1) and whose leader
+// changed from before to after to another broker.
+func unansweredAndMoved(n int32, before, after func(int32) int32, offs map[int32]partitionOffsets) []int32 {
+	var out []int32
+	for p := range n {
+		if o, ok := offs[p]; ok && o.hw >= 0 {
+			continue
+		}
+		if l := after(p); l >= 0 && l != before(p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // DeleteTopic deletes a topic and answers once this gateway no longer sees it.
