@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	controllerv1 "skein/gen/skein/controller/v1"
@@ -96,8 +97,8 @@ func Run(ctx context.Context, cfg Config, onImage func(*metadata.Image)) {
 func follow(ctx context.Context, cfg Config, cl controllerv1grpc.ControllerServiceClient, onImage func(*metadata.Image)) (got bool, err error) {
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	silent := time.AfterFunc(cfg.Silence, func() { cancel(ErrSilent) })
-	defer silent.Stop()
+	silent := newSilence(cfg.Silence, func() { cancel(ErrSilent) })
+	defer silent.stop()
 	stream, err := cl.WatchMetadata(sctx, &controllerv1.WatchMetadataRequest{NodeId: cfg.NodeID})
 	if err != nil {
 		return false, rpcerr.FromStatus(err)
@@ -111,7 +112,7 @@ func follow(ctx context.Context, cfg Config, cl controllerv1grpc.ControllerServi
 			}
 			return got, rpcerr.FromStatus(err)
 		}
-		silent.Reset(cfg.Silence)
+		silent.heard()
 		got = true
 		switch u := msg.GetUpdate().(type) {
 		case *controllerv1.WatchMetadataResponse_Image:
@@ -136,4 +137,55 @@ func follow(ctx context.Context, cfg Config, cl controllerv1grpc.ControllerServi
 		}
 		onImage(im.Clone())
 	}
+}
+
+// silence calls onSilent once a stream has said nothing for d and then
+// for a short grace more. The grace is for a watcher that was itself
+// stopped, frozen or starved of CPU while the silence ran out: what the
+// controller sent meanwhile is waiting unread, and the stream's reader,
+// running again, reads it within the grace. Without it, the stream would
+// be left for the watcher's own stall, blaming a controller that spoke.
+type silence struct {
+	d, grace time.Duration
+
+	onSilent func()
+
+	mu     sync.Mutex
+	ending bool // d has passed: the grace is running
+	t      *time.Timer
+}
+
+func newSilence(d time.Duration, onSilent func()) *silence {
+	s := &silence{d: d, grace: min(100*time.Millisecond, d/10), onSilent: onSilent}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.t = time.AfterFunc(d, s.fire)
+	return s
+}
+
+// fire is the timer's: at the end of the silence it starts the grace, at
+// the end of the grace it calls onSilent.
+func (s *silence) fire() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.ending {
+		s.ending = true
+		s.t.Reset(s.grace)
+		return
+	}
+	s.onSilent()
+}
+
+// heard starts the silence again: the stream said something.
+func (s *silence) heard() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ending = false
+	s.t.Reset(s.d)
+}
+
+func (s *silence) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.t.Stop()
 }
