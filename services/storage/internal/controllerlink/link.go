@@ -59,6 +59,9 @@ type Link struct {
 	// follows is the one this broker asked for, and registering again
 	// would undo it (make it live, electable and an ISR member again).
 	shutdown atomic.Bool
+	// now is the clock the heartbeat loop reads to tell a stall of this
+	// process (time.Now; tests replace it).
+	now func() time.Time
 }
 
 // New dials (lazily) every controller.
@@ -71,7 +74,7 @@ func New(cfg Config, log *slog.Logger) (*Link, error) {
 	}
 	var id [8]byte
 	_, _ = rand.Read(id[:])
-	l := &Link{cfg: cfg, log: log, incarnation: hex.EncodeToString(id[:])}
+	l := &Link{cfg: cfg, log: log, incarnation: hex.EncodeToString(id[:]), now: time.Now}
 	for _, addr := range cfg.Controllers {
 		cc, err := grpc.NewClient(addr, grpcopt.Dial()...)
 		if err != nil {
@@ -183,9 +186,16 @@ func (l *Link) Register(ctx context.Context) error {
 // logDirFailed answers (may be nil): whether the log directory failed.
 // While it has, the controller keeps the broker fenced, and the broker
 // waits for its directory rather than registering again.
+//
+// A heartbeat that comes more than an interval late, after this process
+// did not run (stopped, frozen, starved of CPU), carries no unreachable
+// leaders: the silence its followers measured spans the stall, during
+// which they could not read the answers already waiting for them. The
+// next heartbeat, an interval later, reports what is still silent.
 func (l *Link) Heartbeat(ctx context.Context, unreachable func() []*controllerv1.UnreachableLeader, logDirFailed func() bool) {
 	t := time.NewTicker(l.cfg.HeartbeatInterval)
 	defer t.Stop()
+	var ended time.Time // when the previous heartbeat's call returned
 	for {
 		select {
 		case <-ctx.Done():
@@ -194,7 +204,16 @@ func (l *Link) Heartbeat(ctx context.Context, unreachable func() []*controllerv1
 		}
 		var resp *controllerv1.BrokerHeartbeatResponse
 		req := &controllerv1.BrokerHeartbeatRequest{BrokerId: l.cfg.BrokerID, BrokerEpoch: l.epoch.Load(), AppliedVersion: l.applied.Load()}
-		if unreachable != nil {
+		late := time.Duration(0)
+		if !ended.IsZero() {
+			late = l.now().Sub(ended) - l.cfg.HeartbeatInterval
+		}
+		switch {
+		case unreachable == nil:
+		case late > l.cfg.HeartbeatInterval:
+			l.log.Warn("heartbeat late: this node did not run for a while (stopped, frozen or starved of CPU); leaders its followers could not hear from are reported from the next heartbeat on",
+				"late", late.Round(time.Millisecond))
+		default:
 			req.UnreachableLeaders = unreachable()
 		}
 		if logDirFailed != nil {
@@ -225,6 +244,7 @@ func (l *Link) Heartbeat(ctx context.Context, unreachable func() []*controllerv1
 		case err != nil && ctx.Err() == nil:
 			l.log.Debug("heartbeat failed", "err", err)
 		}
+		ended = l.now()
 	}
 }
 
