@@ -23,20 +23,28 @@ type CompactStats struct {
 // last stable offset, as Kafka's cleaner stops at the first uncleanable
 // offset): of each key only the record with the newest offset among them
 // survives, and a tombstone (a null value) that survives is dropped too once
-// its segment's newest timestamp is older than now - delete.retention.ms.
-// A record above upTo may still be truncated away, so it neither supersedes
-// an older one nor is itself rewritten. The active segment is never touched.
+// its segment was closed more than delete.retention.ms before now, by the
+// log's clock: a tombstone stays at least that long after it was written,
+// whatever timestamp its producer gave it. A record above upTo may still be
+// truncated away, so it neither supersedes an older one nor is itself
+// rewritten. The active segment is never touched.
+//
+// Below upTo every transaction has ended, and aborted answers whether the
+// transactional batch of producerID at offset belongs to one that was
+// aborted (nil: none was). A committed transaction's records are compacted
+// as any others; an aborted one's are removed and supersede nothing, so an
+// aborted write never causes a committed record to go, as Kafka's cleaner
+// removes aborted transactions' records.
 //
 // What stays as it is:
 //   - offsets: surviving records keep theirs, and a batch keeps its base and
-//     last offset even when records inside it go; a batch that loses every
-//     record stays as an empty batch header, so the batches still tile the
-//     offset space (followers and readers never meet a gap) and an
-//     idempotent producer's last sequence is still in the log;
-//   - control batches (transaction markers) and transactional batches, whole:
-//     their records also do not count as newer versions of a key, so that an
-//     aborted transactional write can never cause a committed record to be
-//     removed.
+//     last offset (and its producer, sequence and transactional flag) even
+//     when records inside it go; a batch that loses every record stays as an
+//     empty batch header, so the batches still tile the offset space
+//     (followers and readers never meet a gap), an idempotent producer's
+//     last sequence is still in the log, and a transaction's first batch
+//     still opens it for read_committed readers and for recovery;
+//   - control batches (transaction markers), whole.
 //
 // A record without a key (a compacted topic refuses them, so it was written
 // while the topic was not compacted) has no newer version to wait for and is
@@ -47,7 +55,7 @@ type CompactStats struct {
 // the old segment or the new one. Appends go on while compaction reads and
 // writes; they wait only for each swap. Truncation, deletion and Close wait
 // for compaction to finish.
-func (l *Log) Compact(now time.Time, upTo Offset) (st CompactStats, err error) {
+func (l *Log) Compact(now time.Time, upTo Offset, aborted func(producerID int64, offset Offset) bool) (st CompactStats, err error) {
 	l.cmu.Lock()
 	defer l.cmu.Unlock()
 	l.wmu.Lock()
@@ -82,7 +90,7 @@ func (l *Log) Compact(now time.Time, upTo Offset) (st CompactStats, err error) {
 		st.BytesBefore += s.size
 		var ierr error
 		_, scratch, err = scan(s.f, 0, s.size, false, scratch, func(b record.Batch, _ int64) bool {
-			if b.IsControl() || b.IsTransactional() {
+			if b.IsControl() || isAborted(b, aborted) {
 				return true
 			}
 			if ierr = it.Reset(b); ierr != nil {
@@ -105,9 +113,9 @@ func (l *Log) Compact(now time.Time, upTo Offset) (st CompactStats, err error) {
 	}
 
 	horizon := now.UnixMilli() - cfg.DeleteRetentionMS
-	c := cleaner{latest: latest, indexInterval: cfg.IndexIntervalBytes, scratch: scratch}
+	c := cleaner{latest: latest, aborted: aborted, indexInterval: cfg.IndexIntervalBytes, scratch: scratch}
 	for i, s := range closed {
-		sweep := s.maxTS >= 0 && s.maxTS < horizon
+		sweep := s.closedBefore(horizon)
 		ns, removed, err := c.clean(s, sweep)
 		if err != nil {
 			return st, l.compactError(err)
@@ -134,8 +142,9 @@ func (l *Log) Compact(now time.Time, upTo Offset) (st CompactStats, err error) {
 // min.compaction.lag.ms, once the dirty ones among them (from cleanedTo)
 // are min.cleanable.dirty.ratio of their bytes, or the oldest dirty one
 // began more than max.compaction.lag.ms ago, or a clean one may hold
-// tombstones past delete.retention.ms (Kafka's delete horizon). Segments
-// without timestamps count as old enough.
+// tombstones past delete.retention.ms (Kafka's delete horizon, counted from
+// when the segment was closed). Segments without timestamps count as old
+// enough.
 func compactable(closed []*segment, cleanedTo Offset, cfg Config, now int64) []*segment {
 	if cfg.MinCompactionLagMS > 0 {
 		for i, s := range closed {
@@ -151,7 +160,7 @@ func compactable(closed []*segment, cleanedTo Offset, cfg Config, now int64) []*
 	for _, s := range closed {
 		if s.next <= cleanedTo {
 			clean += s.size
-			sweep = sweep || (!s.swept && s.maxTS >= 0 && s.maxTS < now-cfg.DeleteRetentionMS)
+			sweep = sweep || (!s.swept && s.closedBefore(now-cfg.DeleteRetentionMS))
 			continue
 		}
 		if firstDirty == nil {
@@ -183,9 +192,22 @@ func (l *Log) compactError(err error) error {
 	return l.ioError("compacting", err)
 }
 
+// isAborted reports whether b is a transactional batch of an aborted
+// transaction.
+func isAborted(b record.Batch, aborted func(int64, Offset) bool) bool {
+	return b.IsTransactional() && aborted != nil && aborted(b.ProducerID(), b.BaseOffset())
+}
+
+// closedBefore reports whether the segment was closed before ms (by the
+// log's clock): its tombstones may go once that is delete.retention.ms ago.
+func (s *segment) closedBefore(ms int64) bool {
+	return s.closedMS > 0 && s.closedMS < ms
+}
+
 // cleaner is one compaction pass's state.
 type cleaner struct {
 	latest        map[string]Offset
+	aborted       func(int64, Offset) bool
 	indexInterval int64
 	scratch       []byte
 	it            record.RecordIter
@@ -197,7 +219,11 @@ type cleaner struct {
 // clean writes the surviving batches of s to <base>.log.cleaned and returns
 // the new segment, or nil when nothing in s would change.
 func (c *cleaner) clean(s *segment, dropTombstones bool) (*segment, int, error) {
+	var abortedBatch bool // the batch being read is an aborted transaction's
 	keep := func(r *record.Record, off Offset) bool {
+		if abortedBatch {
+			return false
+		}
 		if r.Key == nil {
 			return false // written before the topic became compacted; Kafka's cleaner drops them too
 		}
@@ -212,9 +238,10 @@ func (c *cleaner) clean(s *segment, dropTombstones bool) (*segment, int, error) 
 	var ierr error
 	var err error
 	_, c.scratch, err = scan(s.f, 0, s.size, false, c.scratch, func(b record.Batch, _ int64) bool {
-		if b.IsControl() || b.IsTransactional() {
+		if b.IsControl() {
 			return true
 		}
+		abortedBatch = isAborted(b, c.aborted)
 		if ierr = it.Reset(b); ierr != nil {
 			return false
 		}
@@ -238,7 +265,7 @@ func (c *cleaner) clean(s *segment, dropTombstones bool) (*segment, int, error) 
 	if err != nil {
 		return nil, 0, err
 	}
-	ns := &segment{dir: s.dir, base: s.base, f: f, created: s.created}
+	ns := &segment{dir: s.dir, base: s.base, f: f, created: s.created, closedMS: s.closedMS}
 	ns.resetIndexes()
 	fail := func(err error) (*segment, int, error) {
 		f.Close()
@@ -256,15 +283,17 @@ func (c *cleaner) clean(s *segment, dropTombstones bool) (*segment, int, error) 
 		return true
 	}
 	_, c.scratch, err = scan(s.f, 0, s.size, false, c.scratch, func(b record.Batch, _ int64) bool {
-		if b.IsControl() || b.IsTransactional() {
+		if b.IsControl() {
 			return emit(b)
 		}
+		abortedBatch = isAborted(b, c.aborted)
 		if ierr = it.Reset(b); ierr != nil {
 			return false
 		}
 		opts := record.BatchOptions{
 			BaseOffset: b.BaseOffset(), PartitionLeaderEpoch: b.PartitionLeaderEpoch(), Compression: b.Compression(),
-			LogAppendTime: b.LogAppendTime(), ProducerID: b.ProducerID(), ProducerEpoch: b.ProducerEpoch(), BaseSequence: b.BaseSequence(),
+			LogAppendTime: b.LogAppendTime(), Transactional: b.IsTransactional(),
+			ProducerID: b.ProducerID(), ProducerEpoch: b.ProducerEpoch(), BaseSequence: b.BaseSequence(),
 		}
 		if c.builder == nil {
 			c.builder = record.NewBuilder(opts)
@@ -304,6 +333,13 @@ func (c *cleaner) clean(s *segment, dropTombstones bool) (*segment, int, error) 
 	}
 	if err := w.Flush(); err != nil {
 		return fail(err)
+	}
+	// The cleaned file keeps the segment's modification time, from which a
+	// restart takes when it was closed.
+	if fi, err := s.f.Stat(); err == nil {
+		if err := os.Chtimes(tmpPath, time.Time{}, fi.ModTime()); err != nil {
+			return fail(err)
+		}
 	}
 	if err := f.Sync(); err != nil {
 		return fail(err)

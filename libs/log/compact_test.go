@@ -3,6 +3,9 @@ package log
 import (
 	"bytes"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -91,16 +94,19 @@ func TestCompaction(t *testing.T) {
 	l := compactedLog(t, dir, c)
 	before := readRecords(t, l, 0)
 
-	// Pass 1: the tombstone is younger than delete.retention.ms.
-	st, err := l.Compact(time.UnixMilli(5500), NoMaxOffset)
+	// Pass 1: the tombstone's segment was closed (at t0) less than
+	// delete.retention.ms ago, though the tombstone's own timestamp (5000)
+	// is decades older: a producer's timestamp does not shorten its stay.
+	// k1's a3 at 9, committed in a transaction, supersedes a1 and a2.
+	st, err := l.Compact(t0.Add(500*time.Millisecond), NoMaxOffset, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.SegmentsRewritten != 1 || st.RecordsRemoved != 4 || st.BytesAfter >= st.BytesBefore {
+	if st.SegmentsRewritten != 1 || st.RecordsRemoved != 5 || st.BytesAfter >= st.BytesBefore {
 		t.Fatalf("stats %+v", st)
 	}
 	got := readRecords(t, l, 0)
-	want := map[Offset]string{3: "a2", 4: "d1", 6: "", 7: "c2", 8: "e1", 9: "a3", 10: string([]byte{0, 0, 0, 0, 0, 0}), 11: "e2"}
+	want := map[Offset]string{4: "d1", 6: "", 7: "c2", 8: "e1", 9: "a3", 10: string([]byte{0, 0, 0, 0, 0, 0}), 11: "e2"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("after compaction\n got %v\nwant %v", got, want)
 	}
@@ -110,8 +116,8 @@ func TestCompaction(t *testing.T) {
 		}
 	}
 	// Offsets and batch boundaries are preserved; B0 is now an empty batch;
-	// B1 lost offset 5 and is still zstd.
-	wantShapes := []batchShape{{0, 2, 0, record.None}, {3, 5, 2, record.Zstd}, {6, 6, 1, record.None}, {7, 8, 2, record.None},
+	// B1 lost offsets 3 and 5 and is still zstd.
+	wantShapes := []batchShape{{0, 2, 0, record.None}, {3, 5, 1, record.Zstd}, {6, 6, 1, record.None}, {7, 8, 2, record.None},
 		{9, 9, 1, record.None}, {10, 10, 1, record.None}, {11, 11, 1, record.None}}
 	if got := shapes(t, l); fmt.Sprint(got) != fmt.Sprint(wantShapes) {
 		t.Fatalf("batches\n got %v\nwant %v", got, wantShapes)
@@ -121,16 +127,16 @@ func TestCompaction(t *testing.T) {
 		t.Fatalf("read at a removed offset: %v", err)
 	}
 
-	// Pass 2: the tombstone's segment is now older than delete.retention.ms.
-	if st, err = l.Compact(time.UnixMilli(6001), NoMaxOffset); err != nil || st.RecordsRemoved != 1 {
+	// Pass 2: the tombstone's segment was closed delete.retention.ms ago.
+	if st, err = l.Compact(t0.Add(1001*time.Millisecond), NoMaxOffset, nil); err != nil || st.RecordsRemoved != 1 {
 		t.Fatalf("%+v %v", st, err)
 	}
 	got = readRecords(t, l, 0)
-	if _, ok := got[6]; ok || len(got) != 7 {
+	if _, ok := got[6]; ok || len(got) != 6 {
 		t.Fatalf("tombstone survived: %v", got)
 	}
 	// Nothing left to do.
-	if st, err = l.Compact(time.UnixMilli(6001), NoMaxOffset); err != nil || st.SegmentsRewritten != 0 {
+	if st, err = l.Compact(t0.Add(1001*time.Millisecond), NoMaxOffset, nil); err != nil || st.SegmentsRewritten != 0 {
 		t.Fatalf("%+v %v", st, err)
 	}
 
@@ -183,7 +189,7 @@ func TestCompactionRemovesRecordsWithoutAKey(t *testing.T) {
 	if _, err := l.Append(batchOf(t, kv{value: []byte("n3"), ts: 3}), 1); errs.Of(err) != errs.InvalidRecord {
 		t.Fatalf("a record without a key in a compacted topic: %v, want INVALID_RECORD", err)
 	}
-	st, err := l.Compact(time.UnixMilli(5000), NoMaxOffset)
+	st, err := l.Compact(time.UnixMilli(5000), NoMaxOffset, nil)
 	if err != nil || st.RecordsRemoved != 2 {
 		t.Fatalf("compaction: %+v, %v; want the 2 records without a key removed", st, err)
 	}
@@ -203,7 +209,7 @@ func TestCompactionNeedsPolicy(t *testing.T) {
 	cfg := l.Config()
 	cfg.CleanupPolicy = CleanupDelete
 	l.SetConfig(cfg)
-	if st, err := l.Compact(time.UnixMilli(1<<50), NoMaxOffset); err != nil || st.SegmentsRewritten != 0 {
+	if st, err := l.Compact(time.UnixMilli(1<<50), NoMaxOffset, nil); err != nil || st.SegmentsRewritten != 0 {
 		t.Fatalf("%+v %v", st, err)
 	}
 }
@@ -223,7 +229,7 @@ func TestCompactionAlongsideAppends(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := l.Compact(t0, NoMaxOffset)
+		_, err := l.Compact(t0, NoMaxOffset, nil)
 		done <- err
 	}()
 	for i := 200; i < 300; i++ {
@@ -265,7 +271,7 @@ func TestCompactionStopsAtTheGivenOffset(t *testing.T) {
 	defer l.Close()
 	// Segments: 0-6, 7-10, and the active one from 11. k3's c1b at 5 is
 	// superseded only by c2 at 7, above the bound.
-	st, err := l.Compact(time.UnixMilli(5500), 7)
+	st, err := l.Compact(time.UnixMilli(5500), 7, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,10 +282,10 @@ func TestCompactionStopsAtTheGivenOffset(t *testing.T) {
 	if _, ok := got[0]; ok { // a1 at 0 is superseded by a2 at 3, below the bound
 		t.Fatalf("a1 at 0 survived compaction below 7: %v", got)
 	}
-	if st, err := l.Compact(time.UnixMilli(5500), 6); err != nil || st.SegmentsRewritten != 0 {
+	if st, err := l.Compact(time.UnixMilli(5500), 6, nil); err != nil || st.SegmentsRewritten != 0 {
 		t.Fatalf("below 6 no segment ends: %+v %v", st, err)
 	}
-	if _, err := l.Compact(time.UnixMilli(5500), NoMaxOffset); err != nil {
+	if _, err := l.Compact(time.UnixMilli(5500), NoMaxOffset, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := readRecords(t, l, 0); got[7] != "c2" {
@@ -342,7 +348,7 @@ func TestCompactionWaitsForItsConfig(t *testing.T) {
 					}
 					l.Roll()
 				}
-				if _, err := l.Compact(time.UnixMilli(s.now), NoMaxOffset); err != nil {
+				if _, err := l.Compact(time.UnixMilli(s.now), NoMaxOffset, nil); err != nil {
 					t.Fatal(err)
 				}
 				if _, kept := readRecords(t, l, 0)[0]; kept == s.gone0 {
@@ -353,5 +359,184 @@ func TestCompactionWaitsForItsConfig(t *testing.T) {
 	}
 	if _, err := ParseConfig(map[string]string{"min.compaction.lag.ms": "2000", "max.compaction.lag.ms": "1000"}); errs.Of(err) != errs.InvalidConfig {
 		t.Errorf("min above max lag: %v, want INVALID_CONFIG", err)
+	}
+}
+
+// txnBatch builds a transactional batch of producer pid.
+func txnBatch(t *testing.T, pid int64, epoch int16, seq int32, recs ...kv) []byte {
+	t.Helper()
+	b := record.NewBuilder(record.BatchOptions{Transactional: true, ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq})
+	for _, r := range recs {
+		b.Append(r.ts, r.key, r.value)
+	}
+	out, _, err := b.Build(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// A committed transaction's records are compacted as any others: a newer
+// version supersedes them, and a later tombstone takes its key away for
+// good. An aborted one's records are removed and supersede nothing. The
+// batches keep their producer and transactional flag.
+func TestCompactionOfTransactions(t *testing.T) {
+	c := &clock{t: t0}
+	cfg := DefaultConfig()
+	cfg.CleanupPolicy = CleanupCompact
+	cfg.DeleteRetentionMS = 1000
+	cfg.MinCleanableDirtyRatio = 0
+	l := openLog(t, t.TempDir(), cfg, State{}, c)
+	defer l.Close()
+	v := func(k, v string) kv { return kv{key: []byte(k), value: []byte(v), ts: 5000} }
+	app := func(b []byte) {
+		t.Helper()
+		if _, err := l.Append(b, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	marker := func(pid int64, epoch int16, typ record.ControlType) []byte {
+		b, _, err := record.BuildMarker(nil, pid, epoch, record.Marker{Type: typ}, 5000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	app(batchOf(t, v("alice", "v1")))                              // 0
+	app(txnBatch(t, 9, 0, 0, v("alice", "v2")))                    // 1, committed
+	app(marker(9, 0, record.ControlCommit))                        // 2
+	app(batchOf(t, kv{key: []byte("alice"), ts: 5000}))            // 3, a tombstone
+	app(txnBatch(t, 9, 1, 0, v("carol", "c1"), v("dave", "d1")))   // 4-5, committed
+	app(marker(9, 1, record.ControlCommit))                        // 6
+	app(txnBatch(t, 11, 0, 0, v("carol", "bad"), v("bob", "bad"))) // 7-8, aborted
+	app(marker(11, 0, record.ControlAbort))                        // 9
+	app(batchOf(t, v("dave", "d2")))                               // 10
+	l.Roll()
+	app(batchOf(t, v("erin", "e1"))) // 11, active
+	aborted := func(pid int64, off Offset) bool { return pid == 11 && off >= 7 && off <= 9 }
+
+	st, err := l.Compact(t0.Add(500*time.Millisecond), NoMaxOffset, aborted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := readRecords(t, l, 0)
+	// alice's v1 and committed v2 are superseded by the tombstone at 3;
+	// dave's committed d1 by d2; carol's c1 stays, though the aborted
+	// transaction wrote carol later; the aborted records go.
+	wantOffsets := []Offset{2, 3, 4, 6, 9, 10, 11}
+	var gotOffsets []Offset
+	for o := range got {
+		gotOffsets = append(gotOffsets, o)
+	}
+	slices.Sort(gotOffsets)
+	if !slices.Equal(gotOffsets, wantOffsets) || got[4] != "c1" || got[10] != "d2" || st.RecordsRemoved != 5 {
+		t.Fatalf("after compaction (%+v): records %v, want offsets %v with c1 at 4 and d2 at 10", st, got, wantOffsets)
+	}
+	type shape struct {
+		base, last   Offset
+		count        int32
+		txn, control bool
+		pid          int64
+		epoch        int16
+	}
+	var shapes []shape
+	for off := Offset(0); off < l.LEO(); {
+		res, err := l.Read(off, 1<<20, NoMaxOffset)
+		if err != nil {
+			t.Fatal(err)
+		}
+		it := record.NewBatchIter(res.Records)
+		for it.Next() {
+			b := it.Batch()
+			if err := b.Verify(); err != nil {
+				t.Fatal(err)
+			}
+			shapes = append(shapes, shape{b.BaseOffset(), b.LastOffset(), b.RecordCount(), b.IsTransactional(), b.IsControl(), b.ProducerID(), b.ProducerEpoch()})
+		}
+		off = res.NextOffset
+	}
+	none := int64(record.NoProducerID)
+	wantShapes := []shape{
+		{0, 0, 0, false, false, none, -1}, {1, 1, 0, true, false, 9, 0}, {2, 2, 1, true, true, 9, 0}, {3, 3, 1, false, false, none, -1},
+		{4, 5, 1, true, false, 9, 1}, {6, 6, 1, true, true, 9, 1}, {7, 8, 0, true, false, 11, 0}, {9, 9, 1, true, true, 11, 0},
+		{10, 10, 1, false, false, none, -1}, {11, 11, 1, false, false, none, -1},
+	}
+	if fmt.Sprint(shapes) != fmt.Sprint(wantShapes) {
+		t.Fatalf("batches\n got %v\nwant %v", shapes, wantShapes)
+	}
+
+	// Once the tombstone may go, alice is gone for good: no older
+	// transactional version of it comes back.
+	if _, err := l.Compact(t0.Add(1001*time.Millisecond), NoMaxOffset, aborted); err != nil {
+		t.Fatal(err)
+	}
+	got = readRecords(t, l, 0)
+	for o, val := range got {
+		if o <= 3 && o != 2 {
+			t.Fatalf("alice's offset %d holds %q after its tombstone went: %v", o, val, got)
+		}
+	}
+}
+
+// delete.retention.ms counts from when a tombstone's segment was closed,
+// also after a restart (from the segment file's time, which a compaction's
+// rewrite keeps), not from the tombstone's own timestamp.
+func TestTombstoneRetentionAcrossARestart(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Now()
+	cfg := DefaultConfig()
+	cfg.CleanupPolicy = CleanupCompact
+	cfg.DeleteRetentionMS = time.Hour.Milliseconds()
+	cfg.MinCleanableDirtyRatio = 0
+	l := openLog(t, dir, cfg, State{}, &clock{t: now})
+	old := now.Add(-2 * time.Hour).UnixMilli() // the producer's timestamps, hours back
+	for _, b := range [][]byte{
+		batchOf(t, kv{key: []byte("k"), value: []byte("v1"), ts: old}),
+		batchOf(t, kv{key: []byte("k"), ts: old}), // tombstone at 1
+		batchOf(t, kv{key: []byte("x"), value: []byte("x1"), ts: old}),
+	} {
+		if _, err := l.Append(b, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.Roll()
+	if _, err := l.Append(batchOf(t, kv{key: []byte("y"), value: []byte("y1"), ts: old}), 1); err != nil {
+		t.Fatal(err)
+	}
+	st := l.State()
+	l.Close()
+	// The segment was closed half an hour ago, as far as its file says.
+	seg := filepath.Join(dir, segmentName(0)+logSuffix)
+	closed := now.Add(-30 * time.Minute)
+	if err := os.Chtimes(seg, time.Time{}, closed); err != nil {
+		t.Fatal(err)
+	}
+
+	l = openLog(t, dir, cfg, st, &clock{t: now})
+	if cs, err := l.Compact(now, NoMaxOffset, nil); err != nil || cs.RecordsRemoved != 1 {
+		t.Fatalf("compaction: %+v, %v; want v1 removed and the tombstone kept", cs, err)
+	}
+	if got := readRecords(t, l, 0); len(got) != 3 {
+		t.Fatalf("after the first compaction: %v, want the tombstone at 1, x1 and y1", got)
+	}
+	if fi, err := os.Stat(seg); err != nil || !fi.ModTime().Equal(closed) {
+		t.Fatalf("the rewritten segment's time: %v (%v), want %v", fi.ModTime(), err, closed)
+	}
+	st = l.State()
+	l.Close()
+
+	l = openLog(t, dir, cfg, st, &clock{t: now})
+	defer l.Close()
+	if _, err := l.Compact(now.Add(20*time.Minute), NoMaxOffset, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := readRecords(t, l, 0)[1]; !ok {
+		t.Fatal("the tombstone went 50 minutes after its segment was closed (delete.retention.ms is an hour)")
+	}
+	if _, err := l.Compact(now.Add(31*time.Minute), NoMaxOffset, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := readRecords(t, l, 0); len(got) != 2 {
+		t.Fatalf("61 minutes after its segment was closed: %v, want the tombstone gone", got)
 	}
 }

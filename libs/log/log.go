@@ -454,10 +454,12 @@ func (l *Log) roll() error {
 	if l.cacheWindow > 0 {
 		s.dropTail()
 	}
-	ns, err := createSegment(l.dir, l.leo, l.now())
+	now := l.now()
+	ns, err := createSegment(l.dir, l.leo, now)
 	if err != nil {
 		return l.ioError("creating a segment", err)
 	}
+	s.closedMS = now.UnixMilli()
 	l.dirDirty = true
 	l.mu.Lock()
 	l.segs = append(slices.Clone(l.segs), ns)

@@ -146,6 +146,13 @@ func (l *Log) load(st State) error {
 		l.segs = []*segment{s}
 		changedDir = true
 	}
+	// A closed segment was closed, as far as a restart can tell, when its
+	// file was last written: delete.retention.ms counts from that.
+	for _, s := range l.segs[:len(l.segs)-1] {
+		if fi, err := s.f.Stat(); err == nil {
+			s.closedMS = fi.ModTime().UnixMilli()
+		}
+	}
 	l.leo = l.active().next
 	l.lso = max(st.LogStartOffset, l.segs[0].base)
 	if l.lso > l.leo {

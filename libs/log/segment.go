@@ -69,6 +69,10 @@ type segment struct {
 	maxTSRel uint32    // relative offset of the batch that holds maxTS
 	firstTS  int64     // first batch's max timestamp (segment.ms rolls from it), -1 if none
 	created  time.Time // for segment.ms when batches carry no timestamps
+	// closedMS is when the segment stopped taking appends, by the log's
+	// clock in ms (its file's modification time for one found on disk at
+	// open); 0 while it is active. delete.retention.ms counts from it.
+	closedMS int64
 	// swept: compacted once its newest record was older than
 	// delete.retention.ms, which dropped its tombstones for good.
 	swept       bool

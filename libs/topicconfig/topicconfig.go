@@ -48,7 +48,7 @@ const maxLong = math.MaxInt64
 var table = []Key{
 	{Name: "cleanup.policy", Type: List, Default: "delete", Allowed: []string{"compact", "delete"}, Doc: "delete old segments, compact by key, or both"},
 	{Name: "compression.type", Type: String, Default: "producer", Allowed: []string{"uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"}, Doc: "codec batches are stored with; producer keeps the producer's"},
-	{Name: "delete.retention.ms", Type: Long, Default: "86400000", Min: 0, Max: maxLong, Doc: "how long tombstones survive compaction"},
+	{Name: "delete.retention.ms", Type: Long, Default: "86400000", Min: 0, Max: maxLong, Doc: "how long tombstones survive compaction, from when their segment was closed (by the storage node's clock, not the records' timestamps)"},
 	{Name: "file.delete.delay.ms", Type: Long, Default: "60000", Min: 0, Max: maxLong, Unused: true, Doc: "delay before a deleted segment's file is removed"},
 	{Name: "flush.messages", Type: Long, Default: strconv.FormatInt(maxLong, 10), Min: 1, Max: maxLong, Doc: "fsync after this many messages; 1 = fsync before every append returns"},
 	{Name: "flush.ms", Type: Long, Default: strconv.FormatInt(maxLong, 10), Min: 0, Max: maxLong, Doc: "fsync when this long has passed since the last one"},

@@ -115,6 +115,26 @@ func (p *Partition) AbortedBetween(from, to record.Offset) []AbortedTxn {
 	return out
 }
 
+// AbortedBelow answers whether a transactional batch of producerID at an
+// offset below to belongs to an aborted transaction, from the aborted
+// transactions overlapping [0, to) as they are now: what compaction, which
+// stops below the last stable offset (where every transaction has ended),
+// needs to remove aborted records and compact committed ones.
+func (p *Partition) AbortedBelow(to record.Offset) func(producerID int64, offset record.Offset) bool {
+	byProducer := map[int64][]AbortedTxn{}
+	for _, a := range p.AbortedBetween(0, to) {
+		byProducer[a.ProducerID] = append(byProducer[a.ProducerID], a)
+	}
+	return func(pid int64, off record.Offset) bool {
+		for _, a := range byProducer[pid] {
+			if a.FirstOffset <= off && off <= a.LastOffset {
+				return true
+			}
+		}
+		return false
+	}
+}
+
 // ProducerSnapshot is the replica's producer state and aborted-transaction
 // index as of offset Next (the LEO when it was taken): restoring it and
 // replaying the log from Next rebuilds the state without reading the log

@@ -80,6 +80,22 @@ func TestTransactionsBoundReadCommitted(t *testing.T) {
 	if got := fresh.AbortedBetween(0, 10); !slices.Equal(got, want) {
 		t.Errorf("recovered aborted index %v", got)
 	}
+	// What compaction asks of each transactional batch below the LSO:
+	// producer 7's batch at 1 and its marker at 4 are an aborted
+	// transaction's, producer 8's batch at 2 a committed one's.
+	aborted := leader.AbortedBelow(6)
+	for _, tc := range []struct {
+		pid  int64
+		off  record.Offset
+		want bool
+	}{{7, 1, true}, {7, 4, true}, {8, 2, false}, {7, 5, false}, {7, 0, false}} {
+		if got := aborted(tc.pid, tc.off); got != tc.want {
+			t.Errorf("aborted(%d, %d) = %v, want %v", tc.pid, tc.off, got, tc.want)
+		}
+	}
+	if leader.AbortedBelow(1)(7, 1) {
+		t.Error("producer 7's transaction starts at 1: below 1 it is not listed")
+	}
 	if fresh.producers.FirstUnstableOffset() != -1 {
 		t.Error("recovered state has an open transaction")
 	}

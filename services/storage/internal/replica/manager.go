@@ -613,8 +613,10 @@ func (m *Manager) cleanOne(h *hosted, now time.Time) {
 	}
 	if policy&plog.CleanupCompact != 0 {
 		// Only what every ISR member holds, and no open transaction's
-		// records: what lies above may yet be truncated away.
-		if st, err := h.log.Compact(now, min(snap.HW, snap.LSO)); err != nil {
+		// records: what lies above may yet be truncated away. Below it
+		// every transaction has ended, committed or aborted.
+		upTo := min(snap.HW, snap.LSO)
+		if st, err := h.log.Compact(now, upTo, h.p.AbortedBelow(upTo)); err != nil {
 			m.log.Error("compaction failed", "dir", h.key, "err", err)
 		} else if st.SegmentsRewritten > 0 {
 			m.log.Info("compacted", "dir", h.key, "segments", st.SegmentsRewritten, "records_removed", st.RecordsRemoved, "bytes_before", st.BytesBefore, "bytes_after", st.BytesAfter)

@@ -877,3 +877,111 @@ func TestLongestTopicNameFitsADirectory(t *testing.T) {
 		t.Errorf("directory of t-0: %q", got)
 	}
 }
+
+// The cleaner compacts a committed transaction's records as any others
+// and removes an aborted one's, on every replica: an aborted write never
+// takes the place of the committed value it came after.
+func TestCompactionTellsCommittedFromAborted(t *testing.T) {
+	fc, nodes := startNodes(t)
+	fc.apply(t,
+		metadata.TopicRecord(&controllerv1.TopicRecord{TopicId: "tid9", Name: "c", Configs: map[string]string{
+			"segment.bytes": "100", "cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0"}}),
+		metadata.PartitionRecord(&controllerv1.PartitionRecord{Topic: "c", TopicId: "tid9", Partition: 0, Replicas: []int32{1, 2, 3}, Isr: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 0}),
+	)
+	client := storagev1.NewStorageServiceClient(nodes[0].cc)
+	batch := func(pid int64, key, value string) []byte {
+		opts := record.DefaultBatchOptions()
+		if pid >= 0 {
+			opts.Transactional, opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = true, pid, 0, 0
+		}
+		b := record.NewBuilder(opts)
+		b.Append(time.Now().UnixMilli(), []byte(key), []byte(value))
+		out, _, err := b.Build(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	produce := func(b []byte) {
+		t.Helper()
+		txnID := ""
+		if record.Batch(b).IsTransactional() {
+			txnID = fmt.Sprint("tx-", record.Batch(b).ProducerID())
+		}
+		resp, err := client.Produce(context.Background(), &storagev1.ProduceRequest{TransactionalId: txnID,
+			Acks: -1, TimeoutMs: 5000, Partitions: []*storagev1.PartitionProduce{{Topic: "c", Partition: 0, CurrentLeaderEpoch: -1, Records: b}}})
+		if err != nil || resp.GetPartitions()[0].GetErrorCode() != 0 {
+			t.Fatalf("produce: %v %v", resp, err)
+		}
+	}
+	marker := func(pid int64, commit bool) {
+		t.Helper()
+		resp, err := client.WriteTxnMarkers(context.Background(), &storagev1.WriteTxnMarkersRequest{Markers: []*storagev1.TxnMarker{{
+			ProducerId: pid, ProducerEpoch: 1, Committed: commit, CoordinatorEpoch: 1, Partitions: []*storagev1.TopicPartition{{Topic: "c", Partition: 0}}}}})
+		if err != nil || resp.GetMarkers()[0].GetPartitions()[0].GetErrorCode() != 0 {
+			t.Fatalf("marker: %v %v", resp, err)
+		}
+	}
+	produce(batch(-1, "k", "v1")) // 0
+	produce(batch(5, "k", "v2"))  // 1, committed
+	marker(5, true)               // 2
+	produce(batch(6, "k", "bad")) // 3, aborted
+	marker(6, false)              // 4
+	produce(batch(-1, "o", "o1")) // 5
+	produce(batch(-1, "o", "o2")) // 6
+	produce(batch(-1, "p", "p1")) // 7, in the active segment
+	// Each replica compacts its own log; each is made the leader in turn to
+	// read what its cleaner left.
+	deadline := time.Now().Add(20 * time.Second)
+	for i, n := range nodes {
+		if i > 0 {
+			fc.apply(t, metadata.PartitionRecord(&controllerv1.PartitionRecord{Topic: "c", TopicId: "tid9", Partition: 0,
+				Replicas: []int32{1, 2, 3}, Isr: []int32{1, 2, 3}, Leader: n.id, LeaderEpoch: int32(i)}))
+		}
+		for {
+			got, err := readAll(n, "c")
+			if err == nil && got[1] == "v2" && got[6] == "o2" && len(got) == 3 {
+				break // k=v2, o=o2 and p=p1; the markers are not records
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("node %d holds %v (%v) after compaction, want k=v2 at 1, o=o2 at 6 and p=p1 at 7 alone", n.id, got, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// readAll reads, as leader, the data records (no control records) of
+// topic's partition 0 on n: offset -> value.
+func readAll(n *node, topic string) (map[int64]string, error) {
+	p, err := n.mgr.Get(partition.TP{Topic: topic, Partition: 0})
+	if err != nil {
+		return nil, err
+	}
+	out := map[int64]string{}
+	for off := p.Snapshot().Start; off < p.Snapshot().HW; {
+		res, err := p.Fetch(off, 1<<20, false, -1)
+		if err != nil {
+			return nil, err
+		}
+		it := record.NewBatchIter(res.Records)
+		var ri record.RecordIter
+		for it.Next() {
+			b := it.Batch()
+			off = b.LastOffset() + 1
+			if b.IsControl() {
+				continue
+			}
+			if err := ri.Reset(b); err != nil {
+				return nil, err
+			}
+			for ri.Next() {
+				out[int64(ri.Offset())] = string(ri.Record().Value)
+			}
+		}
+		if len(res.Records) == 0 {
+			break
+		}
+	}
+	return out, nil
+}
