@@ -7,6 +7,7 @@ package cliflag
 
 import (
 	"crypto/tls"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -28,9 +29,33 @@ func EnvName(flagName string) string {
 // their own). A twin whose value the flag refuses is an error naming it.
 func Parse(fs *flag.FlagSet, args []string, getenv func(string) string) error {
 	if err := fs.Parse(args); err != nil {
-		return err
+		return UsageError{err}
 	}
-	return FillFromEnv(fs, getenv)
+	if err := FillFromEnv(fs, getenv); err != nil {
+		return UsageError{err}
+	}
+	return nil
+}
+
+// UsageError is a command line (or environment twin) the process cannot
+// run with; -h is one too (flag.ErrHelp).
+type UsageError struct{ Err error }
+
+func (e UsageError) Error() string { return e.Err.Error() }
+func (e UsageError) Unwrap() error { return e.Err }
+
+// ExitCode is the exit status of a process that ends with err: 0 for -h
+// (the flag package printed the usage), 2 for a usage error, as the flag
+// package exits, and 1 for any other failure.
+func ExitCode(err error) int {
+	var ue UsageError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &ue):
+		return 2
+	}
+	return 1
 }
 
 // FillFromEnv sets every flag of an already parsed set that the command line

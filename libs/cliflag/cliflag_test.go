@@ -2,6 +2,7 @@ package cliflag
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -66,6 +67,34 @@ func TestSplitList(t *testing.T) {
 	for in, want := range map[string]string{"": "[]", "a": "[a]", " a , b,,c ": "[a b c]", ",,": "[]"} {
 		if got := fmt.Sprint(SplitList(in)); got != want {
 			t.Errorf("SplitList(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+// -h exits 0, a command line the process cannot run with 2 (as the flag
+// package exits), any other failure 1.
+func TestExitCode(t *testing.T) {
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Int("n", 0, "")
+	help := Parse(fs, []string{"-h"}, func(string) string { return "" })
+	bogus := Parse(fs, []string{"--bogus"}, func(string) string { return "" })
+	env := Parse(fs, nil, func(k string) string {
+		if k == "SKEIN_N" {
+			return "x"
+		}
+		return ""
+	})
+	for _, tc := range []struct {
+		name string
+		err  error
+		want int
+	}{
+		{"none", nil, 0}, {"-h", help, 0}, {"an unknown flag", bogus, 2}, {"a bad environment twin", env, 2},
+		{"a failure of the run", errors.New("bind: address already in use"), 1},
+	} {
+		if got := ExitCode(tc.err); got != tc.want {
+			t.Errorf("%s (%v): exit %d, want %d", tc.name, tc.err, got, tc.want)
 		}
 	}
 }

@@ -149,7 +149,7 @@ func Run(c Config, build func(Env) (Parts, error)) error {
 			return err
 		}
 	}
-	shutdownTracing, err := telemetry.Tracing(ctx, telemetry.TracingConfig{ServiceName: c.Service, InstanceID: fmt.Sprint(c.NodeID)})
+	shutdownTracing, err := telemetry.Tracing(ctx, telemetry.TracingConfig{ServiceName: c.Service, InstanceID: fmt.Sprint(c.NodeID), Logger: log})
 	if err != nil {
 		return err
 	}

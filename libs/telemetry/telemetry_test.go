@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http/httptest"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	oteltrace "go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
@@ -163,5 +166,39 @@ func TestSamplingWithAndWithoutExporter(t *testing.T) {
 	spans := exp.GetSpans()
 	if len(spans) != 1 || spans[0].SpanContext.TraceID() != parent.TraceID() {
 		t.Fatalf("exported %d spans; want the child in trace %s", len(spans), parent.TraceID())
+	}
+}
+
+// blockingExporter never returns from Shutdown: a collector that does not
+// answer.
+type blockingExporter struct{ block chan struct{} }
+
+func (blockingExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (e blockingExporter) Shutdown(context.Context) error                           { <-e.block; return nil }
+
+// Stopping tracing ends within ShutdownWait though the exporter hangs, and
+// OpenTelemetry's errors are logged as JSON lines through the logger given.
+func TestTracingShutdownIsBoundedAndErrorsAreLogged(t *testing.T) {
+	var logs bytes.Buffer
+	exp := blockingExporter{block: make(chan struct{})}
+	defer close(exp.block)
+	shutdown, err := Tracing(context.Background(), TracingConfig{ServiceName: "t", Exporter: exp,
+		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	otel.Handle(errors.New("traces export: exporter export timeout"))
+	if !strings.Contains(logs.String(), `"level":"WARN","msg":"tracing: spans not exported","err":"traces export: exporter export timeout"`) {
+		t.Errorf("log: %s", logs.String())
+	}
+	done := make(chan error, 1)
+	go func() { done <- shutdown(context.Background()) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("shutdown with a hung exporter: %v, want a deadline exceeded", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("shutdown still waiting on a hung exporter after 30 s")
 	}
 }

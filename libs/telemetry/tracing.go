@@ -3,7 +3,9 @@ package telemetry
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
+	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/otel"
@@ -25,10 +27,21 @@ type TracingConfig struct {
 	InstanceID string
 	// Exporter overrides the environment's choice (tests pass an in-memory one).
 	Exporter sdktrace.SpanExporter
+	// Logger receives the exporter's errors (a collector that does not
+	// answer, say) as JSON lines like every other; slog.Default when nil.
+	Logger *slog.Logger
 }
 
+// ShutdownWait bounds the flush of the spans still buffered when a process
+// stops: a collector that does not answer must not hold the exit for the
+// exporter's own timeout (10 s), which would outlast the time a supervisor
+// gives a process to stop. What is not out by then is dropped.
+const ShutdownWait = 2 * time.Second
+
 // Tracing installs the global tracer provider and the W3C TraceContext +
-// Baggage propagators, and returns a function that flushes and stops it.
+// Baggage propagators, and returns a function that flushes and stops it
+// within ShutdownWait (or the sooner deadline of its context). OpenTelemetry's
+// errors go to cfg.Logger, at WARN, instead of Go's plain-text log.
 //
 // Spans are exported over OTLP/gRPC when OTEL_EXPORTER_OTLP_ENDPOINT (or
 // OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set, and then every span is sampled.
@@ -36,6 +49,13 @@ type TracingConfig struct {
 // that traces its own requests): the rest cost nothing but their ids, and
 // Sampled tells writers not to stamp their context into records.
 func Tracing(ctx context.Context, cfg TracingConfig) (shutdown func(context.Context) error, err error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		log.Warn("tracing: spans not exported", "err", err)
+	}))
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 
 	exp := cfg.Exporter
@@ -69,7 +89,11 @@ func Tracing(ctx context.Context, cfg TracingConfig) (shutdown func(context.Cont
 	}
 	tp := sdktrace.NewTracerProvider(opts...)
 	otel.SetTracerProvider(tp)
-	return tp.Shutdown, nil
+	return func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, ShutdownWait)
+		defer cancel()
+		return tp.Shutdown(ctx)
+	}, nil
 }
 
 // GRPCServerOptions instruments a gRPC server: a span per call (joined to the

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"skein/libs/cliflag"
 	"skein/libs/tlsconf"
 )
 
@@ -81,13 +82,13 @@ func (f *flags) tls() func() tlsconf.Files {
 
 func (f *flags) parse(args []string) error {
 	if len(f.errs) > 0 {
-		return f.errs[0]
+		return cliflag.UsageError{Err: f.errs[0]}
 	}
 	if err := f.fs.Parse(args); err != nil {
-		return err
+		return cliflag.UsageError{Err: err}
 	}
 	if f.fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments: %v", f.fs.Args())
+		return cliflag.UsageError{Err: fmt.Errorf("unexpected arguments: %v", f.fs.Args())}
 	}
 	return nil
 }

@@ -161,7 +161,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err := grpcopt.SetupTLS(ctx, c.tls, logger); err != nil {
 		return err
 	}
-	stopTracing, err := telemetry.Tracing(ctx, telemetry.TracingConfig{ServiceName: "skein-controller", InstanceID: strconv.Itoa(c.nodeID)})
+	stopTracing, err := telemetry.Tracing(ctx, telemetry.TracingConfig{ServiceName: "skein-controller", InstanceID: strconv.Itoa(c.nodeID), Logger: logger})
 	if err != nil {
 		return err
 	}

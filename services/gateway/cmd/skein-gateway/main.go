@@ -47,8 +47,10 @@ func main() {
 		os.Exit(healthcheck(os.Args[2:]))
 	}
 	if err := run(os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "skein-gateway:", err)
-		os.Exit(1)
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "skein-gateway:", err)
+		}
+		os.Exit(cliflag.ExitCode(err))
 	}
 }
 
@@ -134,15 +136,11 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	shutdownTracing, err := telemetry.Tracing(ctx, telemetry.TracingConfig{ServiceName: "skein-gateway", InstanceID: strconv.Itoa(*nodeID)})
+	shutdownTracing, err := telemetry.Tracing(ctx, telemetry.TracingConfig{ServiceName: "skein-gateway", InstanceID: strconv.Itoa(*nodeID), Logger: log})
 	if err != nil {
 		return err
 	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = shutdownTracing(sctx)
-	}()
+	defer shutdownTracing(context.Background())
 	g, err := gateway.New(gateway.Config{
 		GRPCAddr: *grpcAddr, HTTPAddr: *httpAddr, Controllers: ctrls, NodeID: int32(*nodeID), Logger: log,
 		ProducerOptions: []client.ProducerOption{client.WithBatchSize(*batchSize), client.WithLinger(*linger), client.WithSendWhenIdle(*sendWhenIdle), client.WithCompression(codec)},

@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -59,8 +60,10 @@ func main() {
 	fs.DurationVar(&c.retentionCheck, "offsets-retention-check-interval", coordinator.DefaultRetentionCheckInterval,
 		"offsets.retention.check.interval.ms: how often the offset retention is applied")
 	if err := cliflag.Parse(fs, os.Args[1:], os.Getenv); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, err)
+		}
+		os.Exit(cliflag.ExitCode(err))
 	}
 	if c.retention <= 0 || c.retentionCheck <= 0 {
 		fmt.Fprintf(os.Stderr, "skein-groupcoord: --offsets-retention (%v) and --offsets-retention-check-interval (%v) must be positive\n", c.retention, c.retentionCheck)

@@ -91,8 +91,10 @@ func main() {
 	c.authz = peerauth.AddFlags(fs, "produce, fetch and list-offsets calls")
 	fs.StringVar(&c.gossipKeyFile, "gossip-key-file", "", "file holding the cluster's gossip key (base64 of 16, 24 or 32 bytes): gossip is encrypted and members without it are kept out")
 	if err := cliflag.Parse(fs, os.Args[1:], os.Getenv); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, err)
+		}
+		os.Exit(cliflag.ExitCode(err))
 	}
 	var err error
 	if c.gossipTimings, err = timings(); err != nil {
@@ -133,7 +135,7 @@ func run(c config) error {
 		return err
 	}
 
-	shutdownTracing, err := telemetry.Tracing(ctx, telemetry.TracingConfig{ServiceName: "skein-storage", InstanceID: fmt.Sprint(c.nodeID)})
+	shutdownTracing, err := telemetry.Tracing(ctx, telemetry.TracingConfig{ServiceName: "skein-storage", InstanceID: fmt.Sprint(c.nodeID), Logger: log})
 	if err != nil {
 		return err
 	}
@@ -252,6 +254,13 @@ func run(c config) error {
 	// (another one holds this node id, DUPLICATE_BROKER_REGISTRATION) keeps
 	// trying without ever gossiping under the live node's name.
 	if err := link.Register(serving); err != nil {
+		if ctx.Err() != nil {
+			// Told to stop (SIGTERM, SIGINT) before the controllers
+			// answered: a clean stop, not a failure.
+			log.Info("stopped before registering with the controllers")
+			_ = stopServers()
+			return nil
+		}
 		return errors.Join(err, stopServers())
 	}
 	gossip, err := membership.Start(membership.Config{

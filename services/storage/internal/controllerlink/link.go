@@ -166,6 +166,9 @@ func (l *Link) Register(ctx context.Context) error {
 			l.log.Info("registered with the controller", "broker_epoch", resp.GetBrokerEpoch())
 			return nil
 		}
+		if ctx.Err() != nil {
+			return ctx.Err() // stopping: not a failure to report
+		}
 		if msg := err.Error(); msg != lastMsg || time.Since(lastLog) >= 30*time.Second {
 			lastMsg, lastLog = msg, time.Now()
 			l.log.Warn("broker registration failed; retrying with backoff", "err", err, "next_try_in", pause)

@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -47,8 +48,10 @@ func main() {
 	fs.DurationVar(&c.idExpiration, "transactional-id-expiration", d.IDExpiration, "transactional.id.expiration.ms: an idle transactional id is forgotten after this long")
 	fs.DurationVar(&c.writeTimeout, "write-timeout", 5*time.Second, "bound on one acks=all write to __transaction_state, retries included")
 	if err := cliflag.Parse(fs, os.Args[1:], os.Getenv); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, err)
+		}
+		os.Exit(cliflag.ExitCode(err))
 	}
 	if err := coordproc.Run(c.proc, c.build); err != nil {
 		fmt.Fprintln(os.Stderr, "skein-txncoord:", err)
