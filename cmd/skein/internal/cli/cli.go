@@ -275,10 +275,18 @@ func describeErr(err error) string {
 		if st.Code() == codes.Unavailable && strings.Contains(st.Message(), "connection refused") && strings.Contains(st.Message(), "Error while dialing") {
 			msg += " (is a gateway listening there? --gateway or SKEIN_GATEWAY names its gRPC address)"
 		}
-		if st.Code() == codes.Unavailable && strings.Contains(st.Message(), "looked like an HTTP/1.1 header") {
+		preface := st.Code() == codes.Unavailable && strings.Contains(st.Message(), "error reading server preface") && !strings.Contains(st.Message(), certRefusedHint)
+		switch {
+		case st.Code() == codes.Unavailable && strings.Contains(st.Message(), "looked like an HTTP/1.1 header"):
 			msg += " (that address answers HTTP/1.1: it looks like the gateway's REST port; --gateway or SKEIN_GATEWAY names its gRPC address, which skein dev puts on port 9090 unless told --gateway-grpc-addr)"
-		} else if st.Code() == codes.Unavailable && strings.Contains(st.Message(), "error reading server preface") && !strings.Contains(st.Message(), certRefusedHint) {
+		case preface && strings.Contains(st.Message(), "use of closed network connection"):
+			// This side gave up: the address took the connection and
+			// said nothing.
+			msg += " (the address took the connection but said nothing before this command gave up: a gateway that is stopped or overloaded, or something other than a gateway listening there)"
+		case preface:
 			msg += " (the gateway closed the connection before speaking gRPC: if it takes TLS, pass --tls-ca with the cluster's CA)"
+		case st.Code() == codes.Unimplemented && strings.Contains(st.Message(), "unknown service skein.v1."):
+			msg += " (that address serves gRPC but not the gateway's API: a storage node, controller or coordinator? --gateway or SKEIN_GATEWAY names the gateway's gRPC address)"
 		}
 		return msg
 	}

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/errs"
@@ -554,6 +556,7 @@ func TestClusterAndUsage(t *testing.T) {
 	}{
 		{[]string{"dev", "--storage-nodes", "0"}, "--storage-nodes 0"},
 		{[]string{"dev", "--storage-nodes", "-1"}, "--storage-nodes -1"},
+		{[]string{"dev", "--log-level", "loud"}, `--log-level: log level "loud": want debug, info, warn or error`},
 		{[]string{"consume", "t", "--idle", "1s"}, "--idle is for a group member"},
 		{[]string{"consume", "t", "--assignor", "bogus"}, "--assignor is for a group member"},
 		{[]string{"consume", "t", "--instance-id", "x"}, "--instance-id is for a group member"},
@@ -876,6 +879,17 @@ func TestGatewayAddressAndLongLines(t *testing.T) {
 	relayed := rpcerr.ToGRPC(errs.Errorf(errs.NetworkException, "dial tcp 127.0.0.1:26920: connect: connection refused"))
 	if msg := describeErr(relayed); strings.Contains(msg, "SKEIN_GATEWAY") || !strings.Contains(msg, "NETWORK_EXCEPTION") {
 		t.Errorf("a refusal the gateway relays: %q, want no hint at --gateway", msg)
+	}
+	// A listener that takes the connection and says nothing (a stopped
+	// gateway): this side gives up, and says so, not that it was refused.
+	hung := status.Error(codes.Unavailable, `connection error: desc = "error reading server preface: read tcp 127.0.0.1:50862->127.0.0.1:39999: use of closed network connection"`)
+	if msg := describeErr(hung); !strings.Contains(msg, "said nothing before this command gave up") || strings.Contains(msg, "--tls-ca") {
+		t.Errorf("a silent listener: %q, want the hint that it said nothing, not one about TLS", msg)
+	}
+	// Another Skein process's gRPC port: a service it does not serve.
+	other := status.Error(codes.Unimplemented, "unknown service skein.v1.AdminService")
+	if msg := describeErr(other); !strings.Contains(msg, "not the gateway's API") {
+		t.Errorf("a storage node's port: %q, want a hint at the gateway's address", msg)
 	}
 	// An HTTP/1.1 server there (the gateway's REST port, say).
 	web := httptest.NewServer(http.NotFoundHandler())

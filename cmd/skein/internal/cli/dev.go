@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime"
+	"syscall"
 
 	"skein/cmd/skein/internal/devcluster"
 	"skein/libs/procenv"
+	"skein/libs/telemetry"
 )
 
 func devCmd(ctx context.Context, args []string, io IO) error {
@@ -32,6 +35,9 @@ func devCmd(ctx context.Context, args []string, io IO) error {
 	}
 	if *nodes < 1 {
 		return usagef("--storage-nodes %d: want 1 or more", *nodes)
+	}
+	if _, err := telemetry.NewLogger(io.Err, "skein", *logLevel); err != nil {
+		return usagef("--log-level: %v", err)
 	}
 	procs, why, err := devGoMaxProcs(*gomaxprocs, os.Getenv("GOMAXPROCS"), runtime.GOMAXPROCS(0), *nodes)
 	if err != nil {
@@ -57,6 +63,10 @@ func devCmd(ctx context.Context, args []string, io IO) error {
 	if *demos {
 		gwArgs = append(gwArgs, "--console-demos")
 	}
+	// A closed terminal (SIGHUP) stops the cluster too, as Ctrl-C does:
+	// its processes must not outlive the command that owns them.
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGHUP)
+	defer stop()
 	fmt.Fprintf(io.Err, "starting a cluster of 3 controllers, %d storage nodes, 2 group coordinators, 2 transaction coordinators and a gateway in %s (%s)\n", *nodes, *dataDir, why)
 	return devcluster.Run(ctx, devcluster.Options{
 		DataDir: *dataDir, StorageNodes: *nodes, BinDir: *binDir, LogLevel: *logLevel, Progress: io.Err, GoMaxProcs: procs, SteadySysmon: *steadySysmon,

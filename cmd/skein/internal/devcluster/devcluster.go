@@ -409,8 +409,9 @@ func (c *Cluster) launch(p *Process) error {
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = procenv.Env(os.Environ(), c.opts.GoMaxProcs, c.opts.SteadySysmon)
 	// Its own process group: a Ctrl-C in the terminal reaches only `skein
-	// dev`, which then stops the children in order.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// dev`, which then stops the children in order; and a SIGTERM of its
+	// own should `skein dev` die without stopping them (SIGKILL).
+	cmd.SysProcAttr = childProcAttr()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("devcluster: starting %s: %w", p.name(), err)
 	}
@@ -441,6 +442,7 @@ func (c *Cluster) writeFile() error {
 // waitReady polls the gateway until it is ready and sees every storage
 // node, and every group coordinator until the controllers list it.
 func (c *Cluster) waitReady(ctx context.Context) error {
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, c.opts.StartTimeout)
 	defer cancel()
 	gw := c.scheme() + c.Gateway().HTTPAddr
@@ -454,6 +456,9 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 			c.exits <- p // keep it for Exits
 			return fmt.Errorf("devcluster: %s exited while the cluster was starting (%v); the end of %s:\n%s", p.name(), p.err, p.Log, tail(p.Log, 20))
 		case <-ctx.Done():
+			if err := parent.Err(); err != nil {
+				return err // stopped (Ctrl-C) while starting, not timed out
+			}
 			return fmt.Errorf("devcluster: not ready after %v: %s", c.opts.StartTimeout, last)
 		case <-tick.C:
 		}

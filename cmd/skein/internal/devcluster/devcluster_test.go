@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
@@ -28,6 +29,16 @@ import (
 func TestMain(m *testing.M) {
 	if role, ok := fakeRoles[filepath.Base(os.Args[0])]; ok {
 		os.Exit(fakeMain(role, os.Args[1:]))
+	}
+	if dir := os.Getenv("FAKE_DEV_DATA"); dir != "" {
+		// A `skein dev` of its own, for a test to kill.
+		c, err := Start(context.Background(), Options{DataDir: dir, BinDir: os.Getenv("FAKE_DEV_BIN"), StorageNodes: 1, StartTimeout: 20 * time.Second})
+		if err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+		fmt.Println("STARTED", len(c.Processes()))
+		select {}
 	}
 	os.Exit(m.Run())
 }
@@ -562,5 +573,97 @@ func TestSecureDataDirNeedsSecure(t *testing.T) {
 	}
 	if err := checkSecurity(t.TempDir(), false); err != nil {
 		t.Errorf("a data dir never secured: %v", err)
+	}
+}
+
+// A Ctrl-C while the cluster starts stops it as an interruption, not as a
+// start that timed out, and leaves nothing running.
+func TestInterruptedStart(t *testing.T) {
+	t.Setenv("FAKE_BROKERS", "0") // never ready
+	data := t.TempDir()
+	o := opts(t, data, fakeBinDir(t))
+	o.StorageNodes = 1
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(time.Second, cancel)
+	_, err := Start(ctx, o)
+	if !errors.Is(err, context.Canceled) || strings.Contains(fmt.Sprint(err), "not ready after") {
+		t.Fatalf("Start interrupted: %v, want context.Canceled", err)
+	}
+	for _, p := range readFile(t, data).Processes {
+		if alive(p.PID) {
+			t.Errorf("%s still running after an interrupted start", p.name())
+		}
+	}
+}
+
+// The processes of a `skein dev` that is killed outright (SIGKILL: it
+// cannot stop them) get SIGTERM from the kernel and stop.
+func TestChildrenStopWhenSkeinDevIsKilled(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the parent's death signal is Linux's")
+	}
+	t.Setenv("FAKE_BROKERS", "1")
+	data := t.TempDir()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := exec.Command(self, "-test.run", "^$")
+	dev.Env = append(os.Environ(), "FAKE_DEV_DATA="+data, "FAKE_DEV_BIN="+fakeBinDir(t))
+	out, err := dev.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dev.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line := make(chan string, 1)
+	go func() {
+		b := make([]byte, 256)
+		n, _ := out.Read(b)
+		line <- string(b[:n])
+	}()
+	select {
+	case l := <-line:
+		if !strings.Contains(l, "STARTED") {
+			dev.Process.Kill()
+			t.Fatalf("the dev process: %q", l)
+		}
+	case <-time.After(30 * time.Second):
+		dev.Process.Kill()
+		t.Fatal("the dev process did not start its cluster")
+	}
+	procs := readFile(t, data).Processes
+	t.Cleanup(func() { // whatever the test found, nothing is left running
+		for _, p := range procs {
+			_ = syscall.Kill(p.PID, syscall.SIGKILL)
+		}
+	})
+	waitUp(t, procs)
+	if err := dev.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = dev.Wait()
+	// They are no longer this test's children: whoever adopts them may
+	// leave them zombies, which count as stopped.
+	running := func(pid int) bool {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return false
+		}
+		_, rest, _ := strings.Cut(string(stat), ") ")
+		return !strings.HasPrefix(rest, "Z")
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for _, p := range procs {
+		for running(p.PID) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s (pid %d) still running after its skein dev was killed", p.name(), p.PID)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if log, _ := os.ReadFile(p.Log); !strings.Contains(string(log), "stopping on SIGTERM") {
+			t.Errorf("%s was not stopped with SIGTERM:\n%s", p.name(), log)
+		}
 	}
 }
