@@ -360,10 +360,10 @@ func healthcheck(args []string) int {
 // unreachableLeaders answers, for each heartbeat, the partitions whose
 // leader this node's fetchers have not heard from, and logs when the set of
 // such leaders changes.
-func unreachableLeaders(f *fetcher.Manager, log *slog.Logger) func() []*controllerv1.UnreachableLeader {
+func unreachableLeaders(f *fetcher.Manager, log *slog.Logger) func(resumed time.Time) []*controllerv1.UnreachableLeader {
 	var last []int32 // leaders reported in the previous heartbeat
-	return func() []*controllerv1.UnreachableLeader {
-		silent := f.Unreachable(time.Now())
+	return func(resumed time.Time) []*controllerv1.UnreachableLeader {
+		silent := f.Unreachable(time.Now(), resumed)
 		out := make([]*controllerv1.UnreachableLeader, 0, len(silent))
 		var leaders []int32
 		for _, s := range silent {

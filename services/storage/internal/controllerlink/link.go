@@ -190,34 +190,32 @@ func (l *Link) Register(ctx context.Context) error {
 // While it has, the controller keeps the broker fenced, and the broker
 // waits for its directory rather than registering again.
 //
-// A heartbeat that comes more than an interval late, after this process
-// did not run (stopped, frozen, starved of CPU), carries no unreachable
-// leaders: the silence its followers measured spans the stall, during
-// which they could not read the answers already waiting for them. The
-// next heartbeat, an interval later, reports what is still silent.
-func (l *Link) Heartbeat(ctx context.Context, unreachable func() []*controllerv1.UnreachableLeader, logDirFailed func() bool) {
+// A heartbeat whose tick comes more than three intervals after the one
+// before (a heartbeat's call to a controller takes at most two) finds that
+// this process did not run for a while: stopped, frozen, starved of CPU. unreachable is then given
+// the time it ran again, from which its followers' silence counts: its own
+// stall is not its leaders' silence.
+func (l *Link) Heartbeat(ctx context.Context, unreachable func(resumed time.Time) []*controllerv1.UnreachableLeader, logDirFailed func() bool) {
 	t := time.NewTicker(l.cfg.HeartbeatInterval)
 	defer t.Stop()
-	var ended time.Time // when the previous heartbeat's call returned
+	var prev, resumed time.Time // the previous tick; when the process last ran again after a stall
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+		now := l.now()
+		if gap := now.Sub(prev); !prev.IsZero() && gap > 3*l.cfg.HeartbeatInterval {
+			resumed = now
+			l.log.Warn("heartbeat late: this node did not run for a while (stopped, frozen or starved of CPU); its followers count their leaders' silence from now",
+				"since_last_heartbeat", gap.Round(time.Millisecond))
+		}
+		prev = now
 		var resp *controllerv1.BrokerHeartbeatResponse
 		req := &controllerv1.BrokerHeartbeatRequest{BrokerId: l.cfg.BrokerID, BrokerEpoch: l.epoch.Load(), AppliedVersion: l.applied.Load()}
-		late := time.Duration(0)
-		if !ended.IsZero() {
-			late = l.now().Sub(ended) - l.cfg.HeartbeatInterval
-		}
-		switch {
-		case unreachable == nil:
-		case late > l.cfg.HeartbeatInterval:
-			l.log.Warn("heartbeat late: this node did not run for a while (stopped, frozen or starved of CPU); leaders its followers could not hear from are reported from the next heartbeat on",
-				"late", late.Round(time.Millisecond))
-		default:
-			req.UnreachableLeaders = unreachable()
+		if unreachable != nil {
+			req.UnreachableLeaders = unreachable(resumed)
 		}
 		if logDirFailed != nil {
 			req.LogDirFailed = logDirFailed()
@@ -244,10 +242,10 @@ func (l *Link) Heartbeat(ctx context.Context, unreachable func() []*controllerv1
 			if err := l.Register(ctx); err != nil {
 				return
 			}
+			prev = time.Time{} // the registration's wait is not a stall
 		case err != nil && ctx.Err() == nil:
 			l.log.Debug("heartbeat failed", "err", err)
 		}
-		ended = l.now()
 	}
 }
 

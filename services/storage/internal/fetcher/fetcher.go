@@ -151,7 +151,12 @@ type Silent struct {
 // leadership away from a leader a majority of its replicas cannot reach.
 // It reads only what each round published: no partition lock, so a
 // partition stalled on its disk does not hold the heartbeat back.
-func (m *Manager) Unreachable(now time.Time) []Silent {
+//
+// Silence counts from resumed when that is later (zero: never): the time
+// this process was seen running again after it did not run for a while.
+// Its own stall is not its leaders' silence; the answers they sent
+// meanwhile wait unread, and a round that broke during it is redialled.
+func (m *Manager) Unreachable(now, resumed time.Time) []Silent {
 	m.mu.Lock()
 	threads := make([]*thread, 0, len(m.threads))
 	for _, th := range m.threads {
@@ -164,7 +169,11 @@ func (m *Manager) Unreachable(now time.Time) []Silent {
 		if since == 0 {
 			continue
 		}
-		silent := now.Sub(time.Unix(0, since)) - m.cfg.MaxWait
+		from := time.Unix(0, since)
+		if resumed.After(from) {
+			from = resumed
+		}
+		silent := now.Sub(from) - m.cfg.MaxWait
 		asked := th.asked.Load()
 		if silent < m.cfg.ReportAfter || asked == nil {
 			continue
