@@ -147,41 +147,52 @@ func follow(ctx context.Context, cfg Config, cl controllerv1grpc.ControllerServi
 // be left for the watcher's own stall, blaming a controller that spoke.
 type silence struct {
 	d, grace time.Duration
-
 	onSilent func()
+	// now and reset are the clock and the timer's Reset (tests replace
+	// them).
+	now   func() time.Time
+	reset func(time.Duration)
 
-	mu     sync.Mutex
-	ending bool // d has passed: the grace is running
-	t      *time.Timer
+	mu      sync.Mutex
+	heardAt time.Time // when the stream last said something (or began)
+	ending  bool      // d has passed since heardAt: the grace is running
+	t       *time.Timer
 }
 
 func newSilence(d time.Duration, onSilent func()) *silence {
-	s := &silence{d: d, grace: min(100*time.Millisecond, d/10), onSilent: onSilent}
+	s := &silence{d: d, grace: min(100*time.Millisecond, d/10), onSilent: onSilent, now: time.Now}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.heardAt = s.now()
 	s.t = time.AfterFunc(d, s.fire)
+	s.reset = func(d time.Duration) { s.t.Reset(d) }
 	return s
 }
 
 // fire is the timer's: at the end of the silence it starts the grace, at
-// the end of the grace it calls onSilent.
+// the end of the grace it calls onSilent. A fire that lost the race with
+// heard (the timer had gone off as the stream spoke) finds the silence
+// younger than d and leaves the timer heard set.
 func (s *silence) fire() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.ending {
+	switch {
+	case !s.ending && s.now().Sub(s.heardAt) < s.d:
+		// stale: heard re-armed the timer for the whole silence
+	case !s.ending:
 		s.ending = true
-		s.t.Reset(s.grace)
-		return
+		s.reset(s.grace)
+	default:
+		s.onSilent()
 	}
-	s.onSilent()
 }
 
 // heard starts the silence again: the stream said something.
 func (s *silence) heard() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.ending = false
-	s.t.Reset(s.d)
+	s.heardAt, s.ending = s.now(), false
+	s.reset(s.d)
 }
 
 func (s *silence) stop() {
