@@ -31,10 +31,12 @@ type CompactStats struct {
 //
 // Below upTo every transaction has ended, and aborted answers whether the
 // transactional batch of producerID at offset belongs to one that was
-// aborted (nil: none was). A committed transaction's records are compacted
-// as any others; an aborted one's are removed and supersede nothing, so an
-// aborted write never causes a committed record to go, as Kafka's cleaner
-// removes aborted transactions' records.
+// aborted. A committed transaction's records are compacted as any others;
+// an aborted one's are removed and supersede nothing, so an aborted write
+// never causes a committed record to go, as Kafka's cleaner removes
+// aborted transactions' records. With aborted nil, which transactions
+// committed is not known: transactional batches are kept whole and their
+// records supersede nothing.
 //
 // What stays as it is:
 //   - offsets: surviving records keep theirs, and a batch keeps its base and
@@ -193,9 +195,9 @@ func (l *Log) compactError(err error) error {
 }
 
 // isAborted reports whether b is a transactional batch of an aborted
-// transaction.
+// transaction, or of one whose outcome is not known (aborted is nil).
 func isAborted(b record.Batch, aborted func(int64, Offset) bool) bool {
-	return b.IsTransactional() && aborted != nil && aborted(b.ProducerID(), b.BaseOffset())
+	return b.IsTransactional() && (aborted == nil || aborted(b.ProducerID(), b.BaseOffset()))
 }
 
 // closedBefore reports whether the segment was closed before ms (by the
@@ -238,7 +240,7 @@ func (c *cleaner) clean(s *segment, dropTombstones bool) (*segment, int, error) 
 	var ierr error
 	var err error
 	_, c.scratch, err = scan(s.f, 0, s.size, false, c.scratch, func(b record.Batch, _ int64) bool {
-		if b.IsControl() {
+		if b.IsControl() || (b.IsTransactional() && c.aborted == nil) {
 			return true
 		}
 		abortedBatch = isAborted(b, c.aborted)
@@ -283,7 +285,7 @@ func (c *cleaner) clean(s *segment, dropTombstones bool) (*segment, int, error) 
 		return true
 	}
 	_, c.scratch, err = scan(s.f, 0, s.size, false, c.scratch, func(b record.Batch, _ int64) bool {
-		if b.IsControl() {
+		if b.IsControl() || (b.IsTransactional() && c.aborted == nil) {
 			return emit(b)
 		}
 		abortedBatch = isAborted(b, c.aborted)
@@ -335,11 +337,10 @@ func (c *cleaner) clean(s *segment, dropTombstones bool) (*segment, int, error) 
 		return fail(err)
 	}
 	// The cleaned file keeps the segment's modification time, from which a
-	// restart takes when it was closed.
+	// restart takes when it was closed. Best effort: without it a restart
+	// takes a later time, which keeps tombstones longer, never shorter.
 	if fi, err := s.f.Stat(); err == nil {
-		if err := os.Chtimes(tmpPath, time.Time{}, fi.ModTime()); err != nil {
-			return fail(err)
-		}
+		_ = os.Chtimes(tmpPath, time.Time{}, fi.ModTime())
 	}
 	if err := f.Sync(); err != nil {
 		return fail(err)

@@ -61,6 +61,9 @@ func compactedLog(t *testing.T, dir string, c *clock) *Log {
 	return l
 }
 
+// noneAborted: every transaction in the log committed.
+func noneAborted(int64, Offset) bool { return false }
+
 type batchShape struct {
 	base, last Offset
 	count      int32
@@ -98,7 +101,7 @@ func TestCompaction(t *testing.T) {
 	// delete.retention.ms ago, though the tombstone's own timestamp (5000)
 	// is decades older: a producer's timestamp does not shorten its stay.
 	// k1's a3 at 9, committed in a transaction, supersedes a1 and a2.
-	st, err := l.Compact(t0.Add(500*time.Millisecond), NoMaxOffset, nil)
+	st, err := l.Compact(t0.Add(500*time.Millisecond), NoMaxOffset, noneAborted)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +131,7 @@ func TestCompaction(t *testing.T) {
 	}
 
 	// Pass 2: the tombstone's segment was closed delete.retention.ms ago.
-	if st, err = l.Compact(t0.Add(1001*time.Millisecond), NoMaxOffset, nil); err != nil || st.RecordsRemoved != 1 {
+	if st, err = l.Compact(t0.Add(1001*time.Millisecond), NoMaxOffset, noneAborted); err != nil || st.RecordsRemoved != 1 {
 		t.Fatalf("%+v %v", st, err)
 	}
 	got = readRecords(t, l, 0)
@@ -136,7 +139,7 @@ func TestCompaction(t *testing.T) {
 		t.Fatalf("tombstone survived: %v", got)
 	}
 	// Nothing left to do.
-	if st, err = l.Compact(t0.Add(1001*time.Millisecond), NoMaxOffset, nil); err != nil || st.SegmentsRewritten != 0 {
+	if st, err = l.Compact(t0.Add(1001*time.Millisecond), NoMaxOffset, noneAborted); err != nil || st.SegmentsRewritten != 0 {
 		t.Fatalf("%+v %v", st, err)
 	}
 
@@ -507,7 +510,7 @@ func TestTombstoneRetentionAcrossARestart(t *testing.T) {
 	l.Close()
 	// The segment was closed half an hour ago, as far as its file says.
 	seg := filepath.Join(dir, segmentName(0)+logSuffix)
-	closed := now.Add(-30 * time.Minute)
+	closed := now.Add(-30 * time.Minute).Truncate(time.Second) // what any filesystem keeps
 	if err := os.Chtimes(seg, time.Time{}, closed); err != nil {
 		t.Fatal(err)
 	}
@@ -538,5 +541,21 @@ func TestTombstoneRetentionAcrossARestart(t *testing.T) {
 	}
 	if got := readRecords(t, l, 0); len(got) != 2 {
 		t.Fatalf("61 minutes after its segment was closed: %v, want the tombstone gone", got)
+	}
+}
+
+// Without a way to tell committed transactions from aborted ones,
+// compaction keeps transactional batches whole and lets their records
+// supersede nothing: an aborted write must never cost a committed record.
+func TestCompactionWithoutTransactionOutcomes(t *testing.T) {
+	c := &clock{t: t0}
+	l := compactedLog(t, t.TempDir(), c)
+	defer l.Close()
+	if _, err := l.Compact(t0.Add(500*time.Millisecond), NoMaxOffset, nil); err != nil {
+		t.Fatal(err)
+	}
+	got := readRecords(t, l, 0)
+	if got[3] != "a2" || got[9] != "a3" {
+		t.Fatalf("k1's a2 at 3 and transactional a3 at 9 must both stay: %v", got)
 	}
 }

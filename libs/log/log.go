@@ -812,6 +812,7 @@ func (l *Log) Truncate(offset Offset) error {
 	s.size, s.next, s.index, s.times = kept.size, kept.next, kept.index, kept.times
 	s.maxTS, s.maxTSRel, s.firstTS, s.sinceIndex = kept.maxTS, kept.maxTSRel, kept.firstTS, kept.sinceIndex
 	s.indexOnDisk = false
+	s.closedMS, s.swept = 0, false // active again
 	l.leo = s.next
 	l.rp = min(l.rp, l.leo)
 	l.lso = min(l.lso, l.leo)

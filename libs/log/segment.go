@@ -73,8 +73,8 @@ type segment struct {
 	// clock in ms (its file's modification time for one found on disk at
 	// open); 0 while it is active. delete.retention.ms counts from it.
 	closedMS int64
-	// swept: compacted once its newest record was older than
-	// delete.retention.ms, which dropped its tombstones for good.
+	// swept: compacted once it had been closed for delete.retention.ms,
+	// which dropped its tombstones for good.
 	swept       bool
 	sinceIndex  int64 // bytes appended since the last offset index entry
 	indexOnDisk bool  // the .index/.timeindex files hold exactly index/times

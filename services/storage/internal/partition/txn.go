@@ -3,6 +3,7 @@ package partition
 import (
 	"context"
 	"errors"
+	"sort"
 	"time"
 
 	"skein/libs/errs"
@@ -117,22 +118,41 @@ func (p *Partition) AbortedBetween(from, to record.Offset) []AbortedTxn {
 
 // AbortedBelow answers whether a transactional batch of producerID at an
 // offset below to belongs to an aborted transaction, from the aborted
-// transactions overlapping [0, to) as they are now: what compaction, which
-// stops below the last stable offset (where every transaction has ended),
-// needs to remove aborted records and compact committed ones.
+// transactions overlapping [0, to), read at the first question: what
+// compaction, which stops below the last stable offset (where every
+// transaction has ended), needs to remove aborted records and compact
+// committed ones. A producer's aborted transactions are in offset order,
+// so each question is a binary search.
 func (p *Partition) AbortedBelow(to record.Offset) func(producerID int64, offset record.Offset) bool {
-	byProducer := map[int64][]AbortedTxn{}
-	for _, a := range p.AbortedBetween(0, to) {
-		byProducer[a.ProducerID] = append(byProducer[a.ProducerID], a)
-	}
+	var byProducer map[int64][]AbortedTxn
 	return func(pid int64, off record.Offset) bool {
-		for _, a := range byProducer[pid] {
-			if a.FirstOffset <= off && off <= a.LastOffset {
-				return true
+		if byProducer == nil {
+			byProducer = map[int64][]AbortedTxn{}
+			for _, a := range p.AbortedBetween(0, to) {
+				byProducer[a.ProducerID] = append(byProducer[a.ProducerID], a)
 			}
 		}
-		return false
+		list := byProducer[pid]
+		i := sort.Search(len(list), func(i int) bool { return list[i].LastOffset >= off })
+		return i < len(list) && list[i].FirstOffset <= off
 	}
+}
+
+// ForgetAbortedBelow drops the aborted transactions that end below the log
+// start: no record of theirs is left to read or compact (Kafka deletes a
+// segment's aborted-transaction index with it).
+func (p *Partition) ForgetAbortedBelow() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	start := p.log.LogStartOffset()
+	kept := p.aborted[:0]
+	for _, a := range p.aborted {
+		if a.LastOffset >= start {
+			kept = append(kept, a)
+		}
+	}
+	clear(p.aborted[len(kept):])
+	p.aborted = kept
 }
 
 // ProducerSnapshot is the replica's producer state and aborted-transaction

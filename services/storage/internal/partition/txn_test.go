@@ -2,6 +2,7 @@ package partition
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -327,5 +328,49 @@ func TestReadCommittedAroundAnOpenTransaction(t *testing.T) {
 	}
 	if res, err := leader.Fetch(3, 1<<20, true, -1); err != nil || res.LSO != 3 {
 		t.Fatalf("read_committed fetch at the log start: %+v %v", res.LSO, err)
+	}
+}
+
+// Compaction's question, for a producer with several aborted transactions,
+// and the index forgetting what ends below the log start.
+func TestAbortedBelowAndForget(t *testing.T) {
+	c := newCluster(t, 1)
+	p := c.replicas[1]
+	p.mu.Lock()
+	p.aborted = []AbortedTxn{{ProducerID: 7, FirstOffset: 2, LastOffset: 4}, {ProducerID: 8, FirstOffset: 3, LastOffset: 9},
+		{ProducerID: 7, FirstOffset: 10, LastOffset: 12}, {ProducerID: 7, FirstOffset: 20, LastOffset: 25}}
+	p.mu.Unlock()
+	aborted := p.AbortedBelow(30)
+	for _, tc := range []struct {
+		pid  int64
+		off  record.Offset
+		want bool
+	}{
+		{7, 1, false}, {7, 2, true}, {7, 4, true}, {7, 5, false}, {7, 11, true}, {7, 13, false}, {7, 20, true}, {7, 26, false},
+		{8, 2, false}, {8, 9, true}, {9, 3, false},
+	} {
+		if got := aborted(tc.pid, tc.off); got != tc.want {
+			t.Errorf("aborted(%d, %d) = %v, want %v", tc.pid, tc.off, got, tc.want)
+		}
+	}
+	// A log start at 0 forgets nothing.
+	p.ForgetAbortedBelow()
+	if got := p.AbortedBetween(0, 100); len(got) != 4 {
+		t.Fatalf("with the log start at 0: %v", got)
+	}
+	// With the log start at 10, the two that end below it go.
+	for i := range 12 {
+		if _, err := p.Produce(context.Background(), AcksLeader, -1, plain(t, fmt.Sprint("v", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.replicate()
+	if _, _, err := p.DeleteRecords(10, -1); err != nil {
+		t.Fatal(err)
+	}
+	p.ForgetAbortedBelow()
+	want := []AbortedTxn{{ProducerID: 7, FirstOffset: 10, LastOffset: 12}, {ProducerID: 7, FirstOffset: 20, LastOffset: 25}}
+	if got := p.AbortedBetween(0, 100); !slices.Equal(got, want) {
+		t.Fatalf("with the log start at 10: %v, want %v", got, want)
 	}
 }

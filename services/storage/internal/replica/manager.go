@@ -602,6 +602,7 @@ func (m *Manager) cleanOne(h *hosted, now time.Time) {
 		m.log.Error("retention failed", "dir", h.key, "err", err)
 	} else if n > 0 {
 		m.log.Info("retention deleted segments", "dir", h.key, "segments", n)
+		h.p.ForgetAbortedBelow()
 		// A restart restores producer state from its last snapshot and
 		// replays the log after it, but a snapshot below the log start
 		// cannot be replayed from: without a fresh one, a crash before
