@@ -195,7 +195,8 @@ func run(c config) error {
 	// flow-control windows cost ~40% of stream throughput here.
 	srv := grpc.NewServer(append(append(append(grpcopt.Server(telemetry.NewGRPCMetrics(reg)), guard.ServerOptions()...), grpcopt.ServerDataWindows()...),
 		grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(maxMessage))...)
-	storageSrv := server.New(mgr, log, server.NewMetrics(reg))
+	metrics := server.NewMetrics(reg)
+	storageSrv := server.New(mgr, log, metrics)
 	storageSrv.LimitInflightProduce(c.maxInflight)
 	storageSrv.Authorize(authz)
 	server.Register(srv, storageSrv)
@@ -285,6 +286,7 @@ func run(c config) error {
 	loops.Go(func() error {
 		link.Watch(bg, func(im *metadata.Image) {
 			mgr.OnImage(im)
+			metrics.ForgetDeletedTopics(im)
 			ready.Store(true)
 		})
 		return nil

@@ -6,11 +6,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/metadata"
 	"skein/services/storage/internal/partition"
 )
 
 // Metrics are the request-level series of a storage node.
 type Metrics struct {
+	topics          map[string]bool // the topics of the last image ForgetDeletedTopics saw
 	produceRequests *prometheus.CounterVec
 	produceBytes    prometheus.Counter
 	produceLatency  prometheus.Histogram
@@ -50,6 +52,29 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	reg.MustRegister(m.produceRequests, m.produceBytes, m.produceLatency, m.fetchBytes, m.recordBytes, m.recompressed)
 	return m
+}
+
+// ForgetDeletedTopics drops the series of the topics that were in the
+// previous image and are not in im: a deleted topic's counters would
+// otherwise be exported for as long as the process runs, and a cluster that
+// creates and deletes topics would grow its series without bound. Called
+// with each new image, from one goroutine.
+func (m *Metrics) ForgetDeletedTopics(im *metadata.Image) {
+	if m == nil {
+		return
+	}
+	now := make(map[string]bool, len(m.topics))
+	for _, t := range im.Topics() {
+		now[t.GetName()] = true
+	}
+	for t := range m.topics {
+		if !now[t] {
+			for _, v := range []*prometheus.CounterVec{m.produceRequests, m.recordBytes, m.recompressed} {
+				v.DeletePartialMatch(prometheus.Labels{"topic": t})
+			}
+		}
+	}
+	m.topics = now
 }
 
 func (m *Metrics) produced(topic string, code skeinv1.ErrorCode, bytes int, d time.Duration) {
