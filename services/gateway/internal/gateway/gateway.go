@@ -238,7 +238,7 @@ func New(cfg Config) (*Gateway, error) {
 	g.events = console.NewHub(console.HubConfig{Source: &consoleSource{c: g.client, admin: admin, group: g.group}, Viewers: viewers, Logger: g.log})
 	console.Register(handler, g.events, &console.Demos{Enabled: cfg.ConsoleDemos, ClusterFile: cfg.DevClusterFile}, g.auth.consoleGuard)
 	g.http = &http.Server{
-		Handler:           crossOrigin().Handler(g.auth.wrapHTTP(refuseUncleanPath(handler))),
+		Handler:           countREST(newRESTAnswers(cfg.Registry), crossOrigin().Handler(g.auth.wrapHTTP(refuseUncleanPath(handler)))),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	ok = true
