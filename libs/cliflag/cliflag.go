@@ -31,6 +31,11 @@ func Parse(fs *flag.FlagSet, args []string, getenv func(string) string) error {
 	if err := fs.Parse(args); err != nil {
 		return UsageError{err}
 	}
+	if fs.NArg() > 0 {
+		// The flag package stops at the first argument that is not a
+		// flag: the flags after it would be silently left out.
+		return UsageError{fmt.Errorf("unexpected argument %q: this command takes flags only, and reads none after it", fs.Arg(0))}
+	}
 	if err := FillFromEnv(fs, getenv); err != nil {
 		return UsageError{err}
 	}

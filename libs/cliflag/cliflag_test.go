@@ -79,6 +79,10 @@ func TestExitCode(t *testing.T) {
 	fs.Int("n", 0, "")
 	help := Parse(fs, []string{"-h"}, func(string) string { return "" })
 	bogus := Parse(fs, []string{"--bogus"}, func(string) string { return "" })
+	stray := Parse(fs, []string{"extra", "-n", "3"}, func(string) string { return "" })
+	if stray == nil || !strings.Contains(stray.Error(), `unexpected argument "extra"`) {
+		t.Errorf("a stray argument before a flag: %v", stray)
+	}
 	env := Parse(fs, nil, func(k string) string {
 		if k == "SKEIN_N" {
 			return "x"
@@ -90,7 +94,7 @@ func TestExitCode(t *testing.T) {
 		err  error
 		want int
 	}{
-		{"none", nil, 0}, {"-h", help, 0}, {"an unknown flag", bogus, 2}, {"a bad environment twin", env, 2},
+		{"none", nil, 0}, {"-h", help, 0}, {"an unknown flag", bogus, 2}, {"a stray argument", stray, 2}, {"a bad environment twin", env, 2},
 		{"a failure of the run", errors.New("bind: address already in use"), 1},
 	} {
 		if got := ExitCode(tc.err); got != tc.want {

@@ -312,7 +312,10 @@ func Healthcheck(args []string, httpAddr string) int {
 	timeout := fs.Duration("timeout", 2*time.Second, "how long to wait for the answer")
 	files := tlsconf.AddFlags(fs)
 	if err := cliflag.Parse(fs, args, os.Getenv); err != nil {
-		return 2
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "healthcheck:", err)
+		}
+		return cliflag.ExitCode(err)
 	}
 	return cliflag.HealthcheckFiles(*addr, *timeout, *files, os.Stderr)
 }

@@ -564,6 +564,7 @@ func TestClusterAndUsage(t *testing.T) {
 		{[]string{"consume", "t", "--group", "g", "--session-timeout", "-5s"}, "--session-timeout -5s"},
 		{[]string{"consume", "t", "--group", "g", "--idle", "-1s"}, "--idle -1s"},
 		{[]string{"consume", "t", "--from", "none"}, "--from none is for --group"},
+		{[]string{"consume", "t", "--group", "g", "--from", "bogus"}, `--from "bogus": want earliest, latest or none (with --group`},
 		{[]string{"topic", "delete-records", "t", "--all", "--before", "0=0"}, "not both"},
 		{[]string{"--bogus", "topic", "list"}, `unknown flag "--bogus"`},
 	} {

@@ -162,6 +162,11 @@ func consumeCmd(ctx context.Context, args []string, stdio IO) error {
 	}
 	start, err := parseFrom(startAt)
 	if err != nil {
+		if *group != "" {
+			// A member starts where its group committed; --from is only
+			// where partitions without a commit start.
+			return usagef("--from %q: want earliest, latest or none (with --group, where a partition without a committed offset starts)", startAt)
+		}
 		return err
 	}
 	topic := pos[0]
