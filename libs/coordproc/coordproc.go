@@ -251,7 +251,7 @@ func Run(c Config, build func(Env) (Parts, error)) error {
 	// Leaving tells the controller at once: the partitions move to the other
 	// coordinators without waiting for the failure detector.
 	if err := gossip.Close(2 * time.Second); err != nil && !errors.Is(err, context.Canceled) {
-		log.Warn("leaving gossip", "err", err)
+		log.Info("leaving gossip: the leave may not have reached the other members (none left to tell, when the whole cluster stops); they find this one gone by failure detection", "err", err)
 	}
 	<-gossipDone
 	log.Info("stopped")

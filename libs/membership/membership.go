@@ -342,7 +342,9 @@ func Start(cfg Config) (*Node, error) {
 	n.seeds = slices.DeleteFunc(slices.Clone(cfg.Seeds), func(s string) bool { return s == "" || s == n.Addr() })
 	if len(n.seeds) > 0 {
 		if _, err := list.Join(n.seeds); err != nil {
-			n.logger.Warn("joining seeds failed; retrying in the background", "seeds", n.seeds, "err", err)
+			// Usual when a cluster starts together: the reconnect loop
+			// warns if nobody answers for long.
+			n.logger.Info("no gossip seed answered yet; retrying in the background", "seeds", n.seeds, "err", err)
 		}
 	}
 	n.wg.Add(1)

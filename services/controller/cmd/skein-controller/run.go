@@ -310,7 +310,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	<-loopDone
 	if members != nil {
 		if err := members.Close(2 * time.Second); err != nil {
-			logger.Warn("leaving gossip", "err", err)
+			logger.Info("leaving gossip: the leave may not have reached the other members (none left to tell, when the whole cluster stops); they find this one gone by failure detection", "err", err)
 		}
 	}
 	if node.IsLeader() && len(peers) > 1 {

@@ -329,7 +329,7 @@ func run(c config) error {
 	_ = loops.Wait()
 	mgr.Close()
 	if err := gossip.Close(2 * time.Second); err != nil && !errors.Is(err, context.Canceled) {
-		log.Warn("leaving gossip", "err", err)
+		log.Info("leaving gossip: the leave may not have reached the other members (none left to tell, when the whole cluster stops); they find this one gone by failure detection", "err", err)
 	}
 	serveErr := stopServers()
 	log.Info("stopped")
