@@ -73,6 +73,15 @@ type batchShape struct {
 func shapes(t *testing.T, l *Log) []batchShape {
 	t.Helper()
 	var out []batchShape
+	eachBatch(t, l, func(b record.Batch) {
+		out = append(out, batchShape{b.BaseOffset(), b.LastOffset(), b.RecordCount(), b.Compression()})
+	})
+	return out
+}
+
+// eachBatch calls f with every batch of l from its start, each verified.
+func eachBatch(t *testing.T, l *Log, f func(record.Batch)) {
+	t.Helper()
 	for off := l.LogStartOffset(); off < l.LEO(); {
 		res, err := l.Read(off, 1<<20, NoMaxOffset)
 		if err != nil {
@@ -84,11 +93,10 @@ func shapes(t *testing.T, l *Log) []batchShape {
 			if err := b.Verify(); err != nil {
 				t.Fatal(err)
 			}
-			out = append(out, batchShape{b.BaseOffset(), b.LastOffset(), b.RecordCount(), b.Compression()})
+			f(b)
 		}
 		off = res.NextOffset
 	}
-	return out
 }
 
 func TestCompaction(t *testing.T) {
@@ -368,15 +376,7 @@ func TestCompactionWaitsForItsConfig(t *testing.T) {
 // txnBatch builds a transactional batch of producer pid.
 func txnBatch(t *testing.T, pid int64, epoch int16, seq int32, recs ...kv) []byte {
 	t.Helper()
-	b := record.NewBuilder(record.BatchOptions{Transactional: true, ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq})
-	for _, r := range recs {
-		b.Append(r.ts, r.key, r.value)
-	}
-	out, _, err := b.Build(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return batchWithOptions(t, record.BatchOptions{Transactional: true, ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq}, recs...)
 }
 
 // A committed transaction's records are compacted as any others: a newer
@@ -443,21 +443,9 @@ func TestCompactionOfTransactions(t *testing.T) {
 		epoch        int16
 	}
 	var shapes []shape
-	for off := Offset(0); off < l.LEO(); {
-		res, err := l.Read(off, 1<<20, NoMaxOffset)
-		if err != nil {
-			t.Fatal(err)
-		}
-		it := record.NewBatchIter(res.Records)
-		for it.Next() {
-			b := it.Batch()
-			if err := b.Verify(); err != nil {
-				t.Fatal(err)
-			}
-			shapes = append(shapes, shape{b.BaseOffset(), b.LastOffset(), b.RecordCount(), b.IsTransactional(), b.IsControl(), b.ProducerID(), b.ProducerEpoch()})
-		}
-		off = res.NextOffset
-	}
+	eachBatch(t, l, func(b record.Batch) {
+		shapes = append(shapes, shape{b.BaseOffset(), b.LastOffset(), b.RecordCount(), b.IsTransactional(), b.IsControl(), b.ProducerID(), b.ProducerEpoch()})
+	})
 	none := int64(record.NoProducerID)
 	wantShapes := []shape{
 		{0, 0, 0, false, false, none, -1}, {1, 1, 0, true, false, 9, 0}, {2, 2, 1, true, true, 9, 0}, {3, 3, 1, false, false, none, -1},

@@ -40,6 +40,13 @@ func batchWith(t tb, c record.Compression, recs ...kv) []byte {
 	t.Helper()
 	opts := record.DefaultBatchOptions()
 	opts.Compression = c
+	return batchWithOptions(t, opts, recs...)
+}
+
+// batchWithOptions builds a batch of recs with opts (its producer, flags,
+// codec).
+func batchWithOptions(t tb, opts record.BatchOptions, recs ...kv) []byte {
+	t.Helper()
 	b := record.NewBuilder(opts)
 	for _, r := range recs {
 		b.Append(r.ts, r.key, r.value)
