@@ -147,9 +147,11 @@ type Config struct {
 	// Truncated, if set, is called (without the replica's lock) after the
 	// log was cut at either end: a follower truncated it (the recovery
 	// point fell) or this leader deleted records before an offset (the
-	// log start rose), and the node saves its offsets at once. (A
-	// follower's fetcher saves the log starts it took from its leader
-	// once per round.)
+	// log start rose), and the node saves its offsets and producer state
+	// at once, before the follower appends again: a producer snapshot
+	// from before a cut, once the log grew back past it, would restore
+	// the state of records the log no longer holds. (A follower's fetcher
+	// saves the log starts it took from its leader once per round.)
 	Truncated func()
 }
 

@@ -183,19 +183,22 @@ func (p *Partition) ExpireProducers(now time.Time, maxAge time.Duration) int {
 
 // RestoreProducers installs a snapshot and replays the log after it. A
 // snapshot the log does not reach (its tail was cut in recovery) or that
-// predates the log start is not used: the state is rebuilt from the log.
-func (p *Partition) RestoreProducers(s ProducerSnapshot) error {
+// predates the log start is not used: the state is rebuilt from the log,
+// and used is false. The caller must then replace the stored snapshot
+// before the log grows past it again: restored later, it would bring back
+// the producers and aborted transactions of the records that were cut.
+func (p *Partition) RestoreProducers(s ProducerSnapshot) (used bool, err error) {
 	if s.Next > p.log.LogEndOffset() || s.Next < p.log.LogStartOffset() {
-		return p.Recover(p.log.LogStartOffset())
+		return false, p.Recover(p.log.LogStartOffset())
 	}
 	ps, err := producer.Restore(s.Producers)
 	if err != nil {
-		return p.Recover(p.log.LogStartOffset())
+		return false, p.Recover(p.log.LogStartOffset())
 	}
 	p.mu.Lock()
 	p.producers, p.aborted, p.unreplicated = ps, append([]AbortedTxn(nil), s.Aborted...), nil
 	p.mu.Unlock()
-	return p.Recover(s.Next)
+	return true, p.Recover(s.Next)
 }
 
 // Producers answers the producer state of the partition this replica

@@ -128,8 +128,8 @@ func TestProducerSnapshotPlusReplay(t *testing.T) {
 	leader.Produce(context.Background(), AcksLeader, -1, after)
 
 	restored := New(Config{Topic: "t", Self: 1}, c.logs[1], 0, producer.New(), nil, c.now)
-	if err := restored.RestoreProducers(snap); err != nil {
-		t.Fatal(err)
+	if used, err := restored.RestoreProducers(snap); err != nil || !used {
+		t.Fatalf("restoring a snapshot the log reaches: used %v, %v", used, err)
 	}
 	// The batch written after the snapshot was replayed from the log: its
 	// retry is recognized, and the next sequence is 4.
@@ -140,8 +140,8 @@ func TestProducerSnapshotPlusReplay(t *testing.T) {
 	// A snapshot beyond the log's end (a cut tail) is ignored for a full replay.
 	snap.Next = 99
 	again := New(Config{Topic: "t", Self: 1}, c.logs[1], 0, producer.New(), nil, c.now)
-	if err := again.RestoreProducers(snap); err != nil {
-		t.Fatal(err)
+	if used, err := again.RestoreProducers(snap); err != nil || used {
+		t.Fatalf("restoring a snapshot beyond the log's end: used %v, %v; want it left for a full replay", used, err)
 	}
 	if e, _ := again.producers.Get(5); len(e.Batches) != 4 {
 		t.Fatalf("full replay state %+v", e)

@@ -15,3 +15,15 @@ func SetCleanup(m *Manager, f func(dir string)) {
 
 // DirName is a partition's directory name in the log directory.
 func DirName(tp partition.TP, topicID string) string { return dirName(tp, topicID) }
+
+// SnapshotProducers saves every hosted replica's producer state now, as
+// the periodic snapshot does.
+func SnapshotProducers(m *Manager) {
+	m.mu.RLock()
+	list := make([]*hosted, 0, len(m.hosted))
+	for _, h := range m.hosted {
+		list = append(list, h)
+	}
+	m.mu.RUnlock()
+	m.snapshotProducers(list)
+}

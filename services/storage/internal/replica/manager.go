@@ -342,7 +342,7 @@ func (m *Manager) reconcileLocked(tp partition.TP, t *controllerv1.TopicRecord, 
 		ok = false
 	}
 	lcfg, pcfg, err := configsFor(tp, m.cfg, t.GetConfigs(), m.countISRChange)
-	pcfg.Truncated = func() { m.checkpointOne(tp) }
+	pcfg.Truncated = func() { m.savedAfterCut(tp) }
 	if err != nil {
 		return err
 	}
@@ -461,11 +461,19 @@ func (m *Manager) restoreProducers(h *hosted) error {
 		return h.p.Recover(h.log.LogStartOffset())
 	}
 	var snap partition.ProducerSnapshot
-	if err := json.Unmarshal(raw, &snap); err != nil {
+	used := false
+	if err = json.Unmarshal(raw, &snap); err != nil {
 		m.log.Warn("unreadable producer snapshot; replaying the whole log", "dir", h.key, "err", err)
-		return h.p.Recover(h.log.LogStartOffset())
+		err = h.p.Recover(h.log.LogStartOffset())
+	} else {
+		used, err = h.p.RestoreProducers(snap)
 	}
-	return h.p.RestoreProducers(snap)
+	if err == nil && !used {
+		// The snapshot was beyond a log whose tail recovery cut (or below
+		// its start, or unreadable): replace it before the log grows back.
+		m.snapshotProducers([]*hosted{h})
+	}
+	return err
 }
 
 func (m *Manager) snapshotProducers(list []*hosted) {
@@ -628,16 +636,21 @@ func (m *Manager) cleanOne(h *hosted, now time.Time) {
 // checkpoint saves the HW, recovery point and log start offset of every
 // replica whose offsets changed since they were last saved, in one durable
 // write; when none changed it writes nothing.
-// checkpointOne saves tp's offsets now: after a truncation, so that the
-// recovery point saved is not above what the log holds (an open trusts the
-// segments below it without checking every batch), as Kafka checkpoints
-// recovery points after truncating.
-func (m *Manager) checkpointOne(tp partition.TP) {
+// savedAfterCut saves tp's offsets and producer state now, after its log
+// was cut: the recovery point saved must not be above what the log holds
+// (an open trusts the segments below it without checking every batch), as
+// Kafka checkpoints recovery points after truncating; and the producer
+// snapshot must not be from before the cut (a restart would restore it
+// once the log grew back past it, with producers and aborted transactions
+// of records that were cut), as Kafka deletes the snapshots above a
+// truncation.
+func (m *Manager) savedAfterCut(tp partition.TP) {
 	m.mu.RLock()
 	h, ok := m.hosted[tp]
 	m.mu.RUnlock()
 	if ok {
 		m.checkpoint([]*hosted{h})
+		m.snapshotProducers([]*hosted{h})
 	}
 }
 

@@ -985,3 +985,127 @@ func readAll(n *node, topic string) (map[int64]string, error) {
 	}
 	return out, nil
 }
+
+// A follower that truncates its log saves its producer state at once. A
+// snapshot from before the cut, still stored when the log grew back past
+// it, would be restored at the next start with a producer whose batch the
+// log no longer holds, and a retry of that batch would be answered as a
+// duplicate though no replica has it.
+func TestTruncationReplacesTheProducerSnapshot(t *testing.T) {
+	var storesMu sync.Mutex
+	stores := map[int32]checkpoint.Store{}
+	fc, nodes := startNodesWith(t, nodeOptions{fetchWait: 200 * time.Millisecond, checkpointEvery: time.Hour, store: func(id int32) checkpoint.Store {
+		storesMu.Lock()
+		defer storesMu.Unlock()
+		stores[id] = checkpoint.NewMemory()
+		return stores[id]
+	}})
+	part := func(leader, epoch int32) *controllerv1.MetadataRecord {
+		return metadata.PartitionRecord(&controllerv1.PartitionRecord{Topic: "s", TopicId: "tid7", Partition: 0, Replicas: []int32{1, 2, 3}, Isr: []int32{1, 2, 3}, Leader: leader, LeaderEpoch: epoch})
+	}
+	fc.apply(t, metadata.TopicRecord(&controllerv1.TopicRecord{TopicId: "tid7", Name: "s"}), part(1, 0))
+	if r := produceTo(t, nodes[0], "s", "v0"); r.GetErrorCode() != 0 {
+		t.Fatalf("produce v0: %v", r)
+	}
+	// Leader 1 takes an idempotent batch that no follower fetches, and
+	// snapshots its producers with it.
+	nodes[1].fet.Close()
+	nodes[2].fet.Close()
+	opts := record.DefaultBatchOptions()
+	opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = 9, 0, 0
+	b := record.NewBuilder(opts)
+	b.Append(time.Now().UnixMilli(), []byte("k"), []byte("lost"))
+	batch, _, err := b.Build(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := storagev1.NewStorageServiceClient(nodes[0].cc).Produce(context.Background(), &storagev1.ProduceRequest{
+		Acks: 1, TimeoutMs: 5000, Partitions: []*storagev1.PartitionProduce{{Topic: "s", Partition: 0, CurrentLeaderEpoch: -1, Records: batch}}})
+	if err != nil || resp.GetPartitions()[0].GetErrorCode() != 0 || resp.GetPartitions()[0].GetBaseOffset() != 1 {
+		t.Fatalf("produce the unreplicated batch: %v %v", resp, err)
+	}
+	replica.SnapshotProducers(nodes[0].mgr)
+	key := "producers/" + replica.DirName(partition.TP{Topic: "s"}, "tid7")
+	stored := func() partition.ProducerSnapshot {
+		t.Helper()
+		storesMu.Lock()
+		st := stores[1]
+		storesMu.Unlock()
+		raw, ok, err := st.Get(key)
+		var snap partition.ProducerSnapshot
+		if err != nil || !ok || json.Unmarshal(raw, &snap) != nil {
+			t.Fatalf("snapshot %s: %v %v", key, ok, err)
+		}
+		return snap
+	}
+	if s := stored(); s.Next != 2 {
+		t.Fatalf("snapshot before the cut is as of %d, want 2", s.Next)
+	}
+
+	// Replica 2 leads at epoch 1 without it; replica 1 follows, cuts its
+	// log back to 1 and fetches what replica 2 writes next.
+	fc.apply(t, part(2, 1))
+	for i := range 2 {
+		resp, err := storagev1.NewStorageServiceClient(nodes[1].cc).Produce(context.Background(), &storagev1.ProduceRequest{
+			Acks: 1, TimeoutMs: 5000, Partitions: []*storagev1.PartitionProduce{{Topic: "s", Partition: 0, CurrentLeaderEpoch: -1, Records: oneRecord(t, fmt.Sprint("w", i))}}})
+		if err != nil || resp.GetPartitions()[0].GetErrorCode() != 0 {
+			t.Fatalf("produce w%d to the new leader: %v %v", i, resp, err)
+		}
+	}
+	p, err := nodes[0].mgr.Get(partition.TP{Topic: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for p.Snapshot().LEO != 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("replica 1's LEO %d, want 3 after the cut and the new leader's two records", p.Snapshot().LEO)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The stored snapshot is from the cut, not from before it: a restart
+	// now would replay the new leader's records after it.
+	if s := stored(); s.Next > 1 {
+		t.Fatalf("the stored producer snapshot is as of %d, above the cut at 1: it holds %s", s.Next, s.Producers)
+	}
+}
+
+// A stored producer snapshot beyond the end of the log it was taken of (a
+// tail recovery cut, a log restored from an older copy) is not used at the
+// open, and is replaced at once rather than kept until the next periodic
+// snapshot: once the log grew back past it, a restart would restore it.
+func TestOpenReplacesASnapshotBeyondTheLog(t *testing.T) {
+	stale, err := json.Marshal(partition.ProducerSnapshot{Next: 5, Producers: []byte(`{"version":1,"producers":{"9":{"epoch":0,"batches":[{"first_seq":0,"last_seq":0,"first_offset":4,"last_offset":4,"timestamp":1,"kind":1}],"txn_first_offset":-1}}}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := "producers/" + replica.DirName(partition.TP{Topic: "s"}, "tid8")
+	store := checkpoint.NewMemory()
+	fc, nodes := startNodesWith(t, nodeOptions{fetchWait: 200 * time.Millisecond, checkpointEvery: time.Hour, store: func(id int32) checkpoint.Store {
+		if id == 1 {
+			return store
+		}
+		return checkpoint.NewMemory()
+	}})
+	// Replica 1's directory is there (empty: its log ends at 0), with the
+	// snapshot of a longer log stored for it.
+	if err := os.MkdirAll(filepath.Join(nodes[0].dir, "logs", replica.DirName(partition.TP{Topic: "s"}, "tid8")), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Put(key, stale); err != nil {
+		t.Fatal(err)
+	}
+	fc.apply(t, metadata.TopicRecord(&controllerv1.TopicRecord{TopicId: "tid8", Name: "s"}),
+		metadata.PartitionRecord(&controllerv1.PartitionRecord{Topic: "s", TopicId: "tid8", Partition: 0, Replicas: []int32{1, 2, 3}, Isr: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 0}))
+	if _, err := nodes[0].mgr.Get(partition.TP{Topic: "s"}); err != nil {
+		t.Fatal(err)
+	}
+	raw, ok, err := store.Get(key)
+	var snap partition.ProducerSnapshot
+	if err != nil || !ok || json.Unmarshal(raw, &snap) != nil {
+		t.Fatalf("snapshot %s: %v %v", key, ok, err)
+	}
+	if snap.Next != 0 || strings.Contains(string(snap.Producers), `"9"`) {
+		t.Fatalf("stored snapshot after the open: as of %d, %s; want the empty log's, as of 0", snap.Next, snap.Producers)
+	}
+}
