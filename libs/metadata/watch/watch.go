@@ -9,6 +9,10 @@
 // heartbeat. A stream that ends, errs, sends a delta that does not fit the
 // image, or says nothing for metadata.WatchSilence is dropped, and the
 // watcher waits Backoff and opens one on the next controller, round robin.
+// So is one whose image is older than a version already delivered: a
+// controller that lags its quorum and cannot reach it serves its own image
+// once it has waited for its leader in vain, and an older image would look
+// to a storage node as if newer topics had been deleted.
 package watch
 
 import (
@@ -72,9 +76,10 @@ func Run(ctx context.Context, cfg Config, onImage func(*metadata.Image)) {
 		cfg.Silence = metadata.WatchSilence
 	}
 	failures := 0
+	var held metadata.Version // the newest version delivered
 	for i := cfg.Start; ctx.Err() == nil; i++ {
 		ctrl := cfg.Controllers[i%len(cfg.Controllers)]
-		got, err := follow(ctx, cfg, ctrl.Client, onImage)
+		got, err := follow(ctx, cfg, ctrl.Client, &held, onImage)
 		if ctx.Err() != nil {
 			return
 		}
@@ -93,8 +98,13 @@ func Run(ctx context.Context, cfg Config, onImage func(*metadata.Image)) {
 	}
 }
 
+// ErrOlderImage ends a stream whose controller offered an image older than
+// a version already delivered.
+var ErrOlderImage = errors.New("the controller offered metadata older than a version already applied (it lags its quorum, or is of another cluster)")
+
 // follow reads one stream until it ends; got says whether anything arrived.
-func follow(ctx context.Context, cfg Config, cl controllerv1grpc.ControllerServiceClient, onImage func(*metadata.Image)) (got bool, err error) {
+// held is the newest version delivered, by this stream or an earlier one.
+func follow(ctx context.Context, cfg Config, cl controllerv1grpc.ControllerServiceClient, held *metadata.Version, onImage func(*metadata.Image)) (got bool, err error) {
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	silent := newSilence(cfg.Silence, func() { cancel(ErrSilent) })
@@ -111,6 +121,9 @@ func follow(ctx context.Context, cfg Config, cl controllerv1grpc.ControllerServi
 				return got, fmt.Errorf("%w (%v)", ErrSilent, cfg.Silence)
 			}
 			return got, rpcerr.FromStatus(err)
+		}
+		if img := msg.GetImage(); img != nil && metadata.Version(img.GetVersion()) < *held {
+			return got, fmt.Errorf("%w: version %d, after %d", ErrOlderImage, img.GetVersion(), *held)
 		}
 		silent.heard()
 		got = true
@@ -135,6 +148,7 @@ func follow(ctx context.Context, cfg Config, cl controllerv1grpc.ControllerServi
 		default:
 			continue
 		}
+		*held = max(*held, im.Version())
 		onImage(im.Clone())
 	}
 }

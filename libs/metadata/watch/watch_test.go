@@ -181,3 +181,42 @@ func TestMovesOnFromErrorsAndBadDeltas(t *testing.T) {
 		t.Errorf("backoff failures %d, %d; want 0, 0", f1, f2)
 	}
 }
+
+// A controller that offers an image older than one already delivered (it
+// lags a quorum it cannot reach) is left for the next: the watcher never
+// goes back to an older version, which would look to a storage node as
+// though the newer topics had been deleted.
+func TestNeverGoesBackToAnOlderImage(t *testing.T) {
+	first := &scripted{msgs: []*controllerv1.WatchMetadataResponse{image(7, 1, 2)}, err: status.Error(codes.Unavailable, "gone")}
+	lagging := &scripted{msgs: []*controllerv1.WatchMetadataResponse{image(5, 1), delta(6), delta(9, metadata.BrokerRecord(&controllerv1.BrokerRecord{Id: 4}))}}
+	caughtUp := &scripted{msgs: []*controllerv1.WatchMetadataResponse{image(7, 1, 2), delta(8, metadata.BrokerRecord(&controllerv1.BrokerRecord{Id: 3}))}}
+	var addrs []string
+	for _, s := range []*scripted{first, lagging, caughtUp} {
+		a, _ := clienttest.ServeController(t, s)
+		addrs = append(addrs, a)
+	}
+	backoffs := make(chan int, 16)
+	images := run(t, watch.Config{
+		Controllers: controllers(t, addrs...),
+		Backoff:     func(f int) time.Duration { backoffs <- f; return 10 * time.Millisecond },
+	})
+	var versions []metadata.Version
+	var last *metadata.Image
+	for range 3 {
+		last = next(t, images, 5*time.Second)
+		versions = append(versions, last.Version())
+	}
+	if want := []metadata.Version{7, 7, 8}; !slices.Equal(versions, want) {
+		t.Errorf("versions delivered %v, want %v (the lagging controller's 5 never)", versions, want)
+	}
+	if got := last.Brokers(); len(got) != 3 {
+		t.Errorf("brokers %v, want 1, 2 and 3", got)
+	}
+	if n := lagging.calls.Load(); n != 1 {
+		t.Errorf("streams opened on the lagging controller: %d, want 1", n)
+	}
+	// The refused stream delivered nothing: it counts as a failure.
+	if f1, f2 := <-backoffs, <-backoffs; f1 != 0 || f2 != 1 {
+		t.Errorf("backoff failures %d, %d; want 0, then 1 after the refused stream", f1, f2)
+	}
+}
