@@ -582,6 +582,20 @@ func TestFetchAndListOffsets(t *testing.T) {
 	if err != nil || offs[0].Offset != 6 {
 		t.Fatalf("latest: %+v %v", offs, err)
 	}
+	// A new leader whose high watermark has not caught up answers
+	// OFFSET_NOT_AVAILABLE for a while: asked again, not given up on after
+	// the few retries a moved leader gets.
+	cl.Storage[1].FailListOffsetsNext("t", 0, errs.Errorf(errs.OffsetNotAvailable, "the high watermark has not caught up"), 5)
+	offs, err = c.ListOffsets(ctx(t), "t", nil, client.LatestOffset, skeinv1.IsolationLevel_READ_UNCOMMITTED)
+	if err != nil || offs[0].Err != nil || offs[0].Offset != 6 {
+		t.Fatalf("latest after five OFFSET_NOT_AVAILABLE answers: %+v %v", offs, err)
+	}
+	// Other retriable errors are given up on after four attempts.
+	cl.Storage[1].FailListOffsetsNext("t", 0, errs.Errorf(errs.KafkaStorageError, "a failed disk"), 5)
+	offs, err = c.ListOffsets(ctx(t), "t", nil, client.LatestOffset, skeinv1.IsolationLevel_READ_UNCOMMITTED)
+	if err != nil || errs.Of(offs[0].Err) != errs.KafkaStorageError {
+		t.Fatalf("latest after five storage errors: %+v %v; want KAFKA_STORAGE_ERROR after four attempts", offs, err)
+	}
 }
 
 func TestAdmin(t *testing.T) {

@@ -509,7 +509,9 @@ func SplitByLeader(m *metadata.Image, topic string, partitions []int32) (led, le
 // HW, or the LSO under read_committed), EarliestOffset (the log start), or
 // the first offset whose timestamp is at or after spec (ms). partitions nil
 // means all. Leaders are asked in parallel; partitions whose leader moved are
-// retried a few times. Per-partition failures are in Err.
+// retried a few times, and those of a new leader whose high watermark has
+// not caught up yet (OFFSET_NOT_AVAILABLE) for a few seconds. Per-partition
+// failures are in Err.
 func (c *Client) ListOffsets(ctx context.Context, topic string, partitions []int32, spec int64, iso skeinv1.IsolationLevel) ([]PartitionOffset, error) {
 	if err := topicname.Validate(topic); err != nil {
 		return nil, err
@@ -566,12 +568,18 @@ func (c *Client) ListOffsets(ctx context.Context, topic string, partitions []int
 		wg.Wait()
 		var retry []int32
 		var lastErr error
+		attempts := 3
 		for _, p := range todo {
 			if r := results[p]; r.Err != nil && errs.IsRetriable(r.Err) {
 				retry, lastErr = append(retry, p), r.Err
+				if errs.Of(r.Err) == errs.OffsetNotAvailable {
+					// Until the ISR has fetched from the new leader: about
+					// a replication round, or until a dead member is fenced.
+					attempts = 8
+				}
 			}
 		}
-		if len(retry) == 0 || attempt >= 3 || ctx.Err() != nil || c.waitRetry(ctx, attempt, lastErr) != nil {
+		if len(retry) == 0 || attempt >= attempts || ctx.Err() != nil || c.waitRetry(ctx, attempt, lastErr) != nil {
 			break
 		}
 		todo = retry

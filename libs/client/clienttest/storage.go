@@ -60,8 +60,10 @@ type Storage struct {
 	fail map[tp][]error
 	// failAfter holds the answers of appends that write and then fail.
 	failAfter map[tp][]error
-	fetches   []*storagev1.FetchRequest
-	follows   []*storagev1.FollowRequest
+	// failList holds the answers of the next ListOffsets of a partition.
+	failList map[tp][]error
+	fetches  []*storagev1.FetchRequest
+	follows  []*storagev1.FollowRequest
 	// followSent counts the batch bytes Follow streams' Sends returned
 	// from (a Send blocks while the reader's flow-control window is full).
 	followSent int
@@ -216,6 +218,20 @@ func (s *Storage) FailAfterAppendNext(topic string, partition int32, err error, 
 	defer s.mu.Unlock()
 	for i := 0; i < n; i++ {
 		s.failAfter[tp{topic, partition}] = append(s.failAfter[tp{topic, partition}], err)
+	}
+}
+
+// FailListOffsetsNext makes the next n ListOffsets of a partition of this
+// node answer err for it, as a new leader answers OFFSET_NOT_AVAILABLE
+// until its high watermark has caught up.
+func (s *Storage) FailListOffsetsNext(topic string, partition int32, err error, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failList == nil {
+		s.failList = map[tp][]error{}
+	}
+	for i := 0; i < n; i++ {
+		s.failList[tp{topic, partition}] = append(s.failList[tp{topic, partition}], err)
 	}
 }
 
@@ -674,6 +690,13 @@ func (s *Storage) ListOffsets(_ context.Context, req *storagev1.ListOffsetsReque
 			continue
 		}
 		s.mu.Lock()
+		if q := s.failList[tp{lp.GetTopic(), lp.GetPartition()}]; len(q) > 0 {
+			s.failList[tp{lp.GetTopic(), lp.GetPartition()}] = q[1:]
+			s.mu.Unlock()
+			r.ErrorCode, r.ErrorMessage, r.Offset = skeinv1.ErrorCode(errs.CodeOf(q[0])), errs.Message(q[0]), -1
+			resp.Partitions = append(resp.Partitions, r)
+			continue
+		}
 		l := s.logLocked(tp{lp.GetTopic(), lp.GetPartition()})
 		r.ReplicaOffsets = []*storagev1.ReplicaLogEnd{{Replica: s.ID, LogEndOffset: l.leo}}
 		for id, leo := range l.followerLEO {

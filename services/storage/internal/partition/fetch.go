@@ -66,25 +66,43 @@ func (p *Partition) FetchInto(buf func() []byte, offset record.Offset, maxBytes,
 // ListOffset answers the earliest (-2), latest (-1: the HW, or the LSO for
 // read_committed) or first offset at or after a timestamp (-1 offset when
 // there is none below the HW, or below the LSO for read_committed).
+//
+// A new leader starts with the HW it had as a follower, which may be below
+// the one its predecessor answered; it moves once the ISR has fetched in
+// the new epoch. Until the HW reaches where the epoch began, the latest
+// offset, and a lookup by time that finds nothing below the HW, are
+// OFFSET_NOT_AVAILABLE (retriable), as Kafka answers them: a reader that
+// seeks to the end must not be sent back to before records it may already
+// have read.
 func (p *Partition) ListOffset(ts int64, readCommitted bool, leaderEpoch int32) (offset record.Offset, timestamp int64, epoch int32, err error) {
 	p.mu.Lock()
 	if err := p.checkLeaderLocked(leaderEpoch); err != nil {
 		p.mu.Unlock()
 		return 0, 0, 0, err
 	}
-	hw, lso, epoch := p.hw, p.lsoLocked(), p.st.LeaderEpoch
+	hw, lso, epoch, epochStart := p.hw, p.lsoLocked(), p.st.LeaderEpoch, p.leaderEpochStart
 	p.mu.Unlock()
+	lagging := func() error {
+		if epochStart <= hw {
+			return nil
+		}
+		return errs.Errorf(errs.OffsetNotAvailable, "%s-%d: the high watermark (%d) has not yet reached the start of leader epoch %d (%d) after a leadership change; retry",
+			p.cfg.Topic, p.cfg.Partition, hw, epoch, epochStart)
+	}
+	if ts < -2 {
+		return 0, 0, 0, errs.Errorf(errs.InvalidRequest, "timestamp %d: want -2, -1 or a time in ms", ts)
+	}
 	switch ts {
 	case -2:
 		return p.log.LogStartOffset(), -1, epoch, nil
 	case -1:
+		if err := lagging(); err != nil {
+			return 0, 0, 0, err
+		}
 		if readCommitted {
 			return lso, -1, epoch, nil
 		}
 		return hw, -1, epoch, nil
-	}
-	if ts < 0 {
-		return 0, 0, 0, errs.Errorf(errs.InvalidRequest, "timestamp %d: want -2, -1 or a time in ms", ts)
 	}
 	limit := hw
 	if readCommitted {
@@ -92,6 +110,9 @@ func (p *Partition) ListOffset(ts int64, readCommitted bool, leaderEpoch int32) 
 	}
 	off, t, ok := p.log.OffsetForTimestamp(ts)
 	if !ok || off >= limit {
+		if err := lagging(); err != nil {
+			return 0, 0, 0, err
+		}
 		return -1, -1, epoch, nil
 	}
 	return off, t, epoch, nil

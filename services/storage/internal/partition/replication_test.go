@@ -1223,3 +1223,58 @@ func TestISRChangesAreCountedOnce(t *testing.T) {
 		t.Fatalf("a new leader elected without the old one: %d shrinks counted, want 1", s-s0)
 	}
 }
+
+// A new leader whose HW, kept from its time as a follower, is below where
+// its epoch began answers the latest offset, and a lookup by time that
+// finds nothing below that HW, with OFFSET_NOT_AVAILABLE until the ISR has
+// fetched in the new epoch: it never answers an end below one its
+// predecessor gave. The log start, and a time found below the HW, are
+// answered at once.
+func TestNewLeaderListsNoOffsetBelowItsEpochStart(t *testing.T) {
+	c := newCluster(t, 1)
+	for _, v := range []string{"a", "b"} {
+		if _, err := c.replicas[1].Produce(context.Background(), AcksLeader, -1, plain(t, v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.replicate()
+	// Replica 3 stops fetching; 1 and 2 take a third record, which the HW
+	// cannot pass while 3 is in the ISR.
+	c.cut[3] = true
+	if _, err := c.replicas[1].Produce(context.Background(), AcksLeader, -1, plain(t, "c")); err != nil {
+		t.Fatal(err)
+	}
+	c.replicate()
+	if off, _, _, err := c.replicas[1].ListOffset(-1, false, -1); err != nil || off != 2 {
+		t.Fatalf("latest on leader 1: %d, %v; want 2", off, err)
+	}
+
+	c.elect(2, []int32{2, 3})
+	leader := c.replicas[2]
+	if s := leader.Snapshot(); s.HW > 2 || s.LEO != 3 {
+		t.Fatalf("new leader: HW %d, LEO %d; want the HW at most 2 and the LEO 3", s.HW, s.LEO)
+	}
+	for _, tc := range []struct {
+		ts            int64
+		readCommitted bool
+	}{{-1, false}, {-1, true}, {time.Now().Add(time.Hour).UnixMilli(), false}} {
+		if off, _, _, err := leader.ListOffset(tc.ts, tc.readCommitted, -1); errs.Of(err) != errs.OffsetNotAvailable {
+			t.Errorf("ListOffset(%d, read_committed %v) before the ISR fetched in epoch 1: %d, %v; want OFFSET_NOT_AVAILABLE", tc.ts, tc.readCommitted, off, err)
+		}
+	}
+	if off, _, _, err := leader.ListOffset(-2, false, -1); err != nil || off != 0 {
+		t.Errorf("earliest: %d, %v; want 0", off, err)
+	}
+	if off, _, _, err := leader.ListOffset(0, false, -1); err != nil || off != 0 {
+		t.Errorf("first offset at or after time 0: %d, %v; want 0", off, err)
+	}
+
+	c.cut[3] = false
+	c.replicate()
+	if off, _, _, err := leader.ListOffset(-1, false, -1); err != nil || off != 3 {
+		t.Errorf("latest once the ISR fetched in epoch 1: %d, %v; want 3", off, err)
+	}
+	if off, _, _, err := leader.ListOffset(time.Now().Add(time.Hour).UnixMilli(), false, -1); err != nil || off != -1 {
+		t.Errorf("a time after every record, once caught up: %d, %v; want -1", off, err)
+	}
+}
