@@ -529,6 +529,10 @@ func (w lineWriter) Write(p []byte) (int, error) {
 	switch {
 	case strings.Contains(line, "[ERROR]"):
 		w.l.Error(line)
+	case strings.Contains(line, "[WARN]") && (strings.Contains(line, "last-leader-id= ") || strings.HasSuffix(line, "last-leader-id=")):
+		// The first election of a node that has known no leader yet
+		// (every start): nothing went wrong.
+		w.l.Info(line)
 	case strings.Contains(line, "[WARN]"):
 		w.l.Warn(line)
 	default:
