@@ -120,6 +120,9 @@ type Manager struct {
 	// directories are set aside (stray.go).
 	dirsMark, startMark       dirMark
 	dirsMarkRead, strayLooked bool
+	// foreignCluster is the cluster id of the last image refused for not
+	// being the directories' cluster ("" once one is applied again).
+	foreignCluster string
 }
 
 type hosted struct {
@@ -208,8 +211,22 @@ func (m *Manager) OnImage(im *metadata.Image) {
 	if m.closed {
 		return
 	}
-	m.image = im
 	m.readDirMarkLocked()
+	if own := m.dirsMark.ClusterID; own != "" && im.ClusterID() != own {
+		// The partition directories were made for another cluster: its
+		// controllers were replaced by a new cluster's (their data
+		// directories lost, say), whose image would remove every replica
+		// here. Kafka's brokers refuse another cluster id; so does this
+		// node, and keeps its logs as they are.
+		if m.foreignCluster != im.ClusterID() {
+			m.foreignCluster = im.ClusterID()
+			m.log.Error("refusing the metadata of another cluster: the partition directories belong to cluster "+own+"; nothing is applied, and no replica is removed (to join the new cluster, start the node on an empty data directory)",
+				"cluster_id", im.ClusterID(), "dirs_cluster_id", own)
+		}
+		return
+	}
+	m.foreignCluster = ""
+	m.image = im
 	seen := map[partition.TP]bool{}
 	for _, t := range im.Topics() {
 		for _, pr := range im.Partitions(t.GetName()) {

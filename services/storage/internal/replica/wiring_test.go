@@ -1109,3 +1109,42 @@ func TestOpenReplacesASnapshotBeyondTheLog(t *testing.T) {
 		t.Fatalf("stored snapshot after the open: as of %d, %s; want the empty log's, as of 0", snap.Next, snap.Producers)
 	}
 }
+
+// A node whose partition directories were made for one cluster refuses the
+// metadata of another (controllers replaced by a new cluster whose image
+// names none of its topics): nothing is removed, and the images of its own
+// cluster are applied again afterwards.
+func TestImageOfAnotherClusterRemovesNothing(t *testing.T) {
+	fc, nodes := startNodes(t)
+	if r := produce(t, nodes[0], "v0"); r.GetErrorCode() != 0 {
+		t.Fatalf("produce: %v", r)
+	}
+	n := nodes[0]
+	dir := filepath.Join(n.dir, "logs", replica.DirName(partition.TP{Topic: "t"}, "tid1"))
+	other := metadata.New("another-cluster")
+	if err := other.Apply(&controllerv1.MetadataDelta{Version: 1, Records: []*controllerv1.MetadataRecord{
+		metadata.BrokerRecord(&controllerv1.BrokerRecord{Id: 1, GrpcAddr: n.addr, BrokerEpoch: 1})}}); err != nil {
+		t.Fatal(err)
+	}
+	n.mgr.OnImage(other)
+	p, err := n.mgr.Get(partition.TP{Topic: "t"})
+	if err != nil {
+		t.Fatalf("t-0 after another cluster's image: %v", err)
+	}
+	if s := p.Snapshot(); s.LEO != 1 {
+		t.Errorf("t-0's LEO %d after another cluster's image, want 1", s.LEO)
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Errorf("t-0's directory after another cluster's image: %v", err)
+	}
+	if im := n.mgr.Image(); im == nil || im.ClusterID() != "test" {
+		t.Errorf("the node holds the image of %q, want its own cluster's", im.ClusterID())
+	}
+	// Its own cluster's next image is applied: a new topic is hosted.
+	fc.apply(t,
+		metadata.TopicRecord(&controllerv1.TopicRecord{TopicId: "tid9", Name: "after"}),
+		metadata.PartitionRecord(&controllerv1.PartitionRecord{Topic: "after", TopicId: "tid9", Partition: 0, Replicas: []int32{1, 2, 3}, Isr: []int32{1, 2, 3}, Leader: 1}))
+	if _, err := n.mgr.Get(partition.TP{Topic: "after"}); err != nil {
+		t.Errorf("a topic of its own cluster after the refusal: %v", err)
+	}
+}
