@@ -23,8 +23,18 @@ var _ Store = (*Badger)(nil)
 // OpenBadger opens (creating if needed) a checkpoint store in dir. Every
 // write is synced. The sizes are small on purpose: checkpoints are a few
 // bytes per partition plus snapshots, not a data store.
-func OpenBadger(dir string) (*Badger, error) {
+//
+// Storage nodes of earlier versions kept their checkpoints here; OpenFiles
+// converts such a store. Badger writes through memory mappings of sparse
+// files, so a full disk kills the process with SIGBUS: Files is the store
+// storage nodes use.
+func OpenBadger(dir string) (*Badger, error) { return openBadger(dir, false) }
+
+// openBadger is OpenBadger; with lockHeld, the caller holds the
+// directory's lock and badger does not take it.
+func openBadger(dir string, lockHeld bool) (*Badger, error) {
 	opts := compactor.Options(badger.DefaultOptions(dir)).
+		WithBypassLockGuard(lockHeld).
 		WithLogger(nil).
 		WithSyncWrites(true).
 		WithNumVersionsToKeep(1).

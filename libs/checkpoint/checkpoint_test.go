@@ -36,6 +36,27 @@ func stores(t *testing.T, f func(t *testing.T, open func() Store)) {
 			return cur
 		})
 	})
+	t.Run("files", func(t *testing.T) {
+		dir := t.TempDir()
+		var cur *Files
+		t.Cleanup(func() {
+			if cur != nil {
+				cur.Close()
+			}
+		})
+		f(t, func() Store {
+			if cur != nil {
+				if err := cur.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var err error
+			if cur, err = OpenFiles(dir); err != nil {
+				t.Fatal(err)
+			}
+			return cur
+		})
+	})
 }
 
 func TestOffsets(t *testing.T) {

@@ -4,8 +4,10 @@
 // state.
 //
 // Contract: a Store is safe for concurrent use; a write that returned nil is
-// durable (the badger store syncs every write) and SaveOffsets of many
+// durable (the on-disk stores sync every write) and SaveOffsets of many
 // partitions is atomic, all or nothing. Values returned are the caller's to
-// keep. Badger is the on-disk implementation; Memory is the in-process one
-// for tests, with the same behaviour (TestStores runs both).
+// keep. Files is the on-disk implementation storage nodes use; Badger, what
+// earlier versions used, remains to convert their stores (Files does at its
+// first open); Memory is the in-process one for tests, with the same
+// behaviour (the tests run all three).
 package checkpoint

@@ -2,8 +2,8 @@
 // wakes once a second and does nothing unless a level is over its target.
 //
 // Badger's own compactors each wake every 50 ms whether or not there is
-// anything to do. Skein's badger stores (a storage node's checkpoints, a
-// controller's Raft log) take a few kilobytes a second, so those wake-ups
+// anything to do. Skein's badger store (a
+// controller's Raft log) takes a few kilobytes a second, so those wake-ups
 // were most of an idle process's CPU. A store using this package opens
 // badger with Options() applied (no compactors of its own) and runs Start
 // beside it, stopping it before badger's Close.

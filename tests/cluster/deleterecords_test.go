@@ -60,7 +60,7 @@ func TestDeletedRecordsStayDeletedThroughACrash(t *testing.T) {
 		c.Kill(p)
 	}
 	for _, p := range c.Storage {
-		store, err := checkpoint.OpenBadger(filepath.Join(p.DataDir, "checkpoints"))
+		store, err := checkpoint.OpenFiles(filepath.Join(p.DataDir, "checkpoints"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -31,18 +31,29 @@ const fullDiskBound = 5 * time.Second
 // the disk (the probe wants 1 MiB), is unfenced, catches up and is back in
 // the ISR; led from it again, the whole partition reads back with no
 // acknowledged record lost, none twice. It needs root (mount).
+//
+// Run twice: with the log directory alone on the tmpfs, and with the whole
+// data directory there, so that the checkpoint store's writes find the disk
+// full too (they fail and are retried; the process stays up).
 func TestFullDiskMovesLeadershipAndRecovers(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("this test mounts a tmpfs: run it as root (make test does, on the project's machines)")
 	}
+	t.Run("logs", func(t *testing.T) { fullDisk(t, "logs") })
+	t.Run("data-dir", func(t *testing.T) { fullDisk(t, "") })
+}
+
+// fullDisk runs TestFullDiskMovesLeadershipAndRecovers with the tmpfs at
+// sub of the leader's data directory.
+func fullDisk(t *testing.T, sub string) {
 	d := newDiskTest(t, "diskfull")
 	p := d.c.describe(d.topic)[0]
 	victim := p.Replicas[0] // the preferred replica: a preferred election makes it lead
-	t.Logf("leader storage-%d, replicas %v, isr %v: storage-%d's log directory goes on a tmpfs", p.Leader, p.Replicas, p.ISR, victim)
+	t.Logf("leader storage-%d, replicas %v, isr %v: storage-%d's data directory (%q of it) goes on a tmpfs", p.Leader, p.Replicas, p.ISR, victim, sub)
 
 	d.produceFor(2*time.Second, 100)
 	n := d.kill(victim)
-	logs := filepath.Join(n.dataDir, "logs")
+	logs := filepath.Join(n.dataDir, sub)
 	unmount, err := faultkit.MountTmpfs(logs, "64m")
 	if unmount != nil {
 		t.Cleanup(func() {

@@ -148,7 +148,7 @@ func run(c config) error {
 	if replaced != "" {
 		log.Warn("a new data directory id: " + replaced)
 	}
-	ckpt, err := checkpoint.OpenBadger(filepath.Join(c.dataDir, "checkpoints"))
+	ckpt, err := checkpoint.OpenFiles(filepath.Join(c.dataDir, "checkpoints"))
 	if err != nil {
 		return err
 	}

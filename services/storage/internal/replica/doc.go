@@ -12,6 +12,6 @@
 //	|------------------------------------|---------------------------------------|
 //	| logs/<topic>-<partition>-<topicID>/ | the partition log (libs/log)          |
 //	| logs/data-dir.id                   | the directory's id, with its logs (package dirid) |
-//	| checkpoints/                       | HW, log start, recovery point (badger) |
+//	| checkpoints/                       | HW, log start, recovery point, producer snapshots (libs/checkpoint files) |
 //	| data-dir.id                        | the same id (package dirid)           |
 package replica

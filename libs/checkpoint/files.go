@@ -1,0 +1,401 @@
+package checkpoint
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"skein/libs/errs"
+	"skein/libs/spareproc"
+)
+
+// Files is the on-disk Store: plain files, each written whole to a
+// temporary file, fsynced and renamed into place, as Kafka keeps its
+// checkpoint files. Nothing is memory-mapped, so a full disk fails a write
+// with an error the caller logs and retries, and never faults the process
+// (a store that writes through a mapping of a sparse file is killed by
+// SIGBUS when the disk has no block left for the page it touches).
+//
+// Layout of its directory:
+//
+//	LOCK     held (flock) while a process has the store open
+//	offsets  every partition's offsets, one file (see encodeOffsetsFile)
+//	kv/      one file per generic key, the key's "/"-separated parts as
+//	         directories: a CRC-32C of the value, then the value
+//	tmp/     files being written; emptied at open
+type Files struct {
+	dir  string
+	lock *os.File
+
+	mu      sync.Mutex
+	offsets map[Partition]Offsets
+	seq     int // names temporary files
+}
+
+var _ Store = (*Files)(nil)
+
+const (
+	lockFile    = "LOCK"
+	offsetsFile = "offsets"
+	kvDir       = "kv"
+	tmpDir      = "tmp"
+	offsetsHead = "SKCP\x01" // magic and version of the offsets file
+	maxKeyPart  = 255        // a file name's limit
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// OpenFiles opens (creating if needed) the checkpoint store in dir, and
+// locks it against a second process. A directory that holds the badger
+// store of an earlier version is converted first: its offsets and keys are
+// copied into files, and badger's own files removed once they are.
+func OpenFiles(dir string) (*Files, error) {
+	for _, d := range []string{dir, filepath.Join(dir, kvDir), filepath.Join(dir, tmpDir)} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, storageErr("creating checkpoints in "+dir, err)
+		}
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, storageErr("opening checkpoints in "+dir, err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		lock.Close()
+		return nil, errs.Errorf(errs.KafkaStorageError, "the checkpoints in %s are in use by another process (another skein-storage on this data directory?): %v", dir, err)
+	}
+	f := &Files{dir: dir, lock: lock, offsets: map[Partition]Offsets{}}
+	if err := f.open(); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+func (f *Files) open() error {
+	tmp := filepath.Join(f.dir, tmpDir)
+	entries, err := os.ReadDir(tmp)
+	if err != nil {
+		return storageErr("listing "+tmp, err)
+	}
+	for _, e := range entries {
+		_ = os.Remove(filepath.Join(tmp, e.Name())) // a write a crash cut short
+	}
+	hasBadger := fileExists(filepath.Join(f.dir, "MANIFEST"))
+	raw, err := os.ReadFile(filepath.Join(f.dir, offsetsFile))
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && hasBadger:
+		return f.convertBadger()
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return storageErr("reading "+offsetsFile, err)
+	}
+	if f.offsets, err = decodeOffsetsFile(raw); err != nil {
+		return errs.Errorf(errs.KafkaStorageError, "the checkpoint file %s is damaged (%v): removing it makes the node recover every log from its segments and fetch its offsets from the leaders", filepath.Join(f.dir, offsetsFile), err)
+	}
+	if hasBadger {
+		// Converted, but stopped before badger's files were removed.
+		return f.removeBadger()
+	}
+	return nil
+}
+
+// convertBadger copies an earlier version's badger store into files: the
+// keys first, the offsets file last (its presence says the conversion is
+// done), then removes badger's files.
+func (f *Files) convertBadger() error {
+	b, err := openBadger(f.dir, true)
+	if err != nil {
+		return err
+	}
+	offsets, err := b.LoadOffsets()
+	var keys []string
+	if err == nil {
+		keys, err = b.Keys("")
+	}
+	for _, k := range keys {
+		v, ok, gerr := b.Get(k)
+		if gerr == nil && ok {
+			gerr = f.Put(k, v)
+		}
+		if gerr != nil {
+			err = gerr
+			break
+		}
+	}
+	err = errors.Join(err, b.Close())
+	if err != nil {
+		return errs.Errorf(errs.KafkaStorageError, "converting the checkpoints in %s from badger: %v", f.dir, err)
+	}
+	if err := f.SaveOffsets(offsets); err != nil {
+		return err
+	}
+	return f.removeBadger()
+}
+
+// removeBadger removes what an earlier version's badger store left.
+func (f *Files) removeBadger() error {
+	entries, err := os.ReadDir(f.dir)
+	if err != nil {
+		return storageErr("listing "+f.dir, err)
+	}
+	for _, e := range entries {
+		n := e.Name()
+		switch {
+		case n == "MANIFEST", n == "KEYREGISTRY", n == "DISCARD",
+			strings.HasSuffix(n, ".sst"), strings.HasSuffix(n, ".vlog"), strings.HasSuffix(n, ".mem"):
+			if err := os.Remove(filepath.Join(f.dir, n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return storageErr("removing the converted badger store", err)
+			}
+		}
+	}
+	return nil
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// encodeOffsetsFile: offsetsHead, then per partition the topic's length
+// (uint16 big endian), the topic, the partition (int32 big endian) and its
+// offsets as encodeOffsets encodes them; then a CRC-32C of all before it.
+func encodeOffsetsFile(offsets map[Partition]Offsets) []byte {
+	ps := slices.SortedFunc(maps.Keys(offsets), func(a, b Partition) int {
+		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+			return c
+		}
+		return int(a.Partition) - int(b.Partition)
+	})
+	out := []byte(offsetsHead)
+	for _, p := range ps {
+		out = binary.BigEndian.AppendUint16(out, uint16(len(p.Topic)))
+		out = append(out, p.Topic...)
+		out = binary.BigEndian.AppendUint32(out, uint32(p.Partition))
+		out = append(out, encodeOffsets(offsets[p])...)
+	}
+	return binary.BigEndian.AppendUint32(out, crc32.Checksum(out, castagnoli))
+}
+
+func decodeOffsetsFile(raw []byte) (map[Partition]Offsets, error) {
+	if len(raw) < len(offsetsHead)+4 || string(raw[:len(offsetsHead)]) != offsetsHead {
+		return nil, errors.New("not a checkpoint file of this version")
+	}
+	body, sum := raw[:len(raw)-4], binary.BigEndian.Uint32(raw[len(raw)-4:])
+	if crc32.Checksum(body, castagnoli) != sum {
+		return nil, errors.New("checksum mismatch")
+	}
+	out := map[Partition]Offsets{}
+	for rest := body[len(offsetsHead):]; len(rest) > 0; {
+		if len(rest) < 2 {
+			return nil, errCorrupt
+		}
+		n := int(binary.BigEndian.Uint16(rest))
+		if len(rest) < 2+n+4+offsetsLen {
+			return nil, errCorrupt
+		}
+		p := Partition{Topic: string(rest[2 : 2+n]), Partition: int32(binary.BigEndian.Uint32(rest[2+n:]))}
+		o, err := decodeOffsets(rest[2+n+4 : 2+n+4+offsetsLen])
+		if err != nil {
+			return nil, err
+		}
+		out[p] = o
+		rest = rest[2+n+4+offsetsLen:]
+	}
+	return out, nil
+}
+
+// writeFile writes data to path durably: a temporary file, fsynced,
+// renamed over path, and path's directory fsynced.
+func (f *Files) writeFile(path string, data []byte) error {
+	f.seq++
+	tmp := filepath.Join(f.dir, tmpDir, "w-"+strconv.Itoa(f.seq))
+	return spareproc.During(func() error {
+		w, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(data)
+		if err == nil {
+			err = w.Sync()
+		}
+		if cerr := w.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = os.Rename(tmp, path)
+		}
+		if err != nil {
+			os.Remove(tmp)
+			return err
+		}
+		return syncDir(filepath.Dir(path))
+	})
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	return errors.Join(err, d.Close())
+}
+
+func (f *Files) SaveOffsets(offsets map[Partition]Offsets) error {
+	for p := range offsets {
+		if _, err := offsetsKey(p); err != nil {
+			return err
+		}
+		if len(p.Topic) > 1<<16-1 {
+			return errs.Errorf(errs.InvalidTopic, "topic name of %d bytes cannot be checkpointed", len(p.Topic))
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	next := maps.Clone(f.offsets)
+	maps.Copy(next, offsets)
+	if err := f.writeFile(filepath.Join(f.dir, offsetsFile), encodeOffsetsFile(next)); err != nil {
+		return storageErr("saving offsets", err)
+	}
+	f.offsets = next
+	return nil
+}
+
+func (f *Files) LoadOffsets() (map[Partition]Offsets, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.offsets), nil
+}
+
+func (f *Files) DeletePartition(p Partition) error {
+	if _, err := offsetsKey(p); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.offsets[p]; !ok {
+		return nil
+	}
+	next := maps.Clone(f.offsets)
+	delete(next, p)
+	if err := f.writeFile(filepath.Join(f.dir, offsetsFile), encodeOffsetsFile(next)); err != nil {
+		return storageErr("deleting offsets", err)
+	}
+	f.offsets = next
+	return nil
+}
+
+// keyPath answers where a generic key's file is: its "/"-separated parts,
+// each a file name, under kv/.
+func (f *Files) keyPath(key string) (string, error) {
+	if _, err := genericKey(key); err != nil {
+		return "", err
+	}
+	parts := strings.Split(key, "/")
+	for _, p := range parts {
+		if p == "" || p == "." || p == ".." || len(p) > maxKeyPart || strings.IndexByte(p, 0) >= 0 {
+			return "", errs.Errorf(errs.InvalidRequest, "checkpoint key %q: each part between slashes must be a file name", key)
+		}
+	}
+	return filepath.Join(append([]string{f.dir, kvDir}, parts...)...), nil
+}
+
+func (f *Files) Put(key string, value []byte) error {
+	path, err := f.keyPath(key)
+	if err != nil {
+		return err
+	}
+	data := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(value)), crc32.Checksum(value, castagnoli))
+	data = append(data, value...)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	err = os.MkdirAll(filepath.Dir(path), 0o755)
+	if err == nil {
+		err = f.writeFile(path, data)
+	}
+	if err != nil {
+		return storageErr("putting "+key, err)
+	}
+	return nil
+}
+
+func (f *Files) Get(key string) ([]byte, bool, error) {
+	path, err := f.keyPath(key)
+	if err != nil {
+		return nil, false, err
+	}
+	raw, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR):
+		return nil, false, nil
+	case err != nil:
+		return nil, false, storageErr("getting "+key, err)
+	case len(raw) < 4 || crc32.Checksum(raw[4:], castagnoli) != binary.BigEndian.Uint32(raw):
+		return nil, false, errs.Errorf(errs.KafkaStorageError, "getting %s: the file %s is damaged", key, path)
+	}
+	return raw[4:], true, nil
+}
+
+func (f *Files) Delete(key string) error {
+	path, err := f.keyPath(key)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	err = os.Remove(path)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		return nil
+	}
+	if err == nil {
+		err = syncDir(filepath.Dir(path))
+	}
+	if err != nil {
+		return storageErr("deleting "+key, err)
+	}
+	return nil
+}
+
+func (f *Files) Keys(prefix string) ([]string, error) {
+	root := filepath.Join(f.dir, kvDir)
+	var out []string
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type().IsRegular() {
+			rel, err := filepath.Rel(root, path)
+			if err != nil {
+				return err
+			}
+			if k := filepath.ToSlash(rel); strings.HasPrefix(k, prefix) {
+				out = append(out, k)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, storageErr("listing keys", err)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// Close releases the lock; every write was durable when it returned.
+func (f *Files) Close() error {
+	if err := f.lock.Close(); err != nil {
+		return storageErr("closing checkpoints", fmt.Errorf("releasing %s: %w", lockFile, err))
+	}
+	return nil
+}

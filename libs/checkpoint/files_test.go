@@ -1,0 +1,179 @@
+package checkpoint
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"skein/libs/errs"
+)
+
+// A store an earlier version kept in badger is converted at the first open:
+// the same offsets and keys, and none of badger's files left.
+func TestFilesConvertsBadger(t *testing.T) {
+	dir := t.TempDir()
+	b, err := OpenBadger(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, c := Partition{"orders", 0}, Partition{"orders", 3}
+	if err := b.SaveOffsets(map[Partition]Offsets{a: {10, 8, 2}, c: {7, 7, 0}}); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{"producers/orders-0-x": "snap", "metadata/partition-dirs": `{"v":1}`} {
+		if err := b.Put(k, []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the second open finds files only
+		f, err := OpenFiles(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		offs, _ := f.LoadOffsets()
+		if len(offs) != 2 || offs[a] != (Offsets{10, 8, 2}) || offs[c] != (Offsets{7, 7, 0}) {
+			t.Errorf("offsets after the conversion: %v", offs)
+		}
+		if v, ok, err := f.Get("producers/orders-0-x"); err != nil || !ok || string(v) != "snap" {
+			t.Errorf("a key after the conversion: %q %v %v", v, ok, err)
+		}
+		if keys, err := f.Keys(""); err != nil || len(keys) != 2 {
+			t.Errorf("keys after the conversion: %v %v", keys, err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if n := e.Name(); n == "MANIFEST" || strings.HasSuffix(n, ".vlog") || strings.HasSuffix(n, ".mem") || strings.HasSuffix(n, ".sst") {
+			t.Errorf("badger's %s is still there", n)
+		}
+	}
+}
+
+// One process at a time: a second open of the directory is refused with a
+// message that says why, until the first closes.
+func TestFilesLock(t *testing.T) {
+	dir := t.TempDir()
+	f, err := OpenFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, err := OpenFiles(dir); err == nil || errs.Of(err) != errs.KafkaStorageError || !strings.Contains(err.Error(), "another process") {
+		if g != nil {
+			g.Close()
+		}
+		t.Fatalf("second open: %v", err)
+	}
+	f.Close()
+	g, err := OpenFiles(dir)
+	if err != nil {
+		t.Fatalf("open after the first closed: %v", err)
+	}
+	g.Close()
+}
+
+// A write that fails (here the temporary file cannot be made, as on a full
+// disk) answers KAFKA_STORAGE_ERROR and changes nothing: what was saved
+// before is what is read, now and after a reopen, and the next write that
+// can be made is.
+func TestFilesFailedWriteChangesNothing(t *testing.T) {
+	dir := t.TempDir()
+	f, err := OpenFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := Partition{"t", 0}
+	if err := f.SaveOffsets(map[Partition]Offsets{a: {5, 5, 0}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Put("k", []byte("v1")); err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(dir, tmpDir)
+	if err := os.Remove(tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tmp, nil, 0o644); err != nil { // not a directory: every write fails
+		t.Fatal(err)
+	}
+	if err := f.SaveOffsets(map[Partition]Offsets{a: {9, 9, 0}}); errs.Of(err) != errs.KafkaStorageError {
+		t.Errorf("SaveOffsets with no room: %v, want KAFKA_STORAGE_ERROR", err)
+	}
+	if err := f.Put("k", []byte("v2")); errs.Of(err) != errs.KafkaStorageError {
+		t.Errorf("Put with no room: %v, want KAFKA_STORAGE_ERROR", err)
+	}
+	if offs, _ := f.LoadOffsets(); offs[a] != (Offsets{5, 5, 0}) {
+		t.Errorf("offsets after a failed save: %v", offs)
+	}
+	os.Remove(tmp)
+	os.Mkdir(tmp, 0o755)
+	if err := f.SaveOffsets(map[Partition]Offsets{{"t", 1}: {1, 1, 0}}); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	f, err = OpenFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if offs, _ := f.LoadOffsets(); len(offs) != 2 || offs[a] != (Offsets{5, 5, 0}) {
+		t.Errorf("offsets after a reopen: %v", offs)
+	}
+	if v, _, _ := f.Get("k"); string(v) != "v1" {
+		t.Errorf("k after a failed put: %q, want v1", v)
+	}
+}
+
+// Damage is found, not taken for data: a damaged offsets file stops the
+// open with a message naming it, a damaged key's file fails its Get, and
+// what a crash left in tmp/ is removed.
+func TestFilesDamage(t *testing.T) {
+	dir := t.TempDir()
+	f, err := OpenFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.SaveOffsets(map[Partition]Offsets{{"t", 0}: {5, 5, 0}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Put("producers/t-0", []byte("snapshot")); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	kv := filepath.Join(dir, kvDir, "producers", "t-0")
+	raw, _ := os.ReadFile(kv)
+	raw[len(raw)-1] ^= 1
+	os.WriteFile(kv, raw, 0o644)
+	os.WriteFile(filepath.Join(dir, tmpDir, "w-7"), []byte("half"), 0o644)
+	f, err = OpenFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := f.Get("producers/t-0"); errs.Of(err) != errs.KafkaStorageError || !strings.Contains(err.Error(), "damaged") {
+		t.Errorf("Get of a damaged value: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, tmpDir, "w-7")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a leftover temporary file: %v", err)
+	}
+	if err := f.Put("../x", nil); errs.Of(err) != errs.InvalidRequest {
+		t.Errorf("a key that leaves the directory: %v", err)
+	}
+	f.Close()
+	off := filepath.Join(dir, offsetsFile)
+	raw, _ = os.ReadFile(off)
+	raw[len(offsetsHead)+3] ^= 0xff
+	os.WriteFile(off, raw, 0o644)
+	if g, err := OpenFiles(dir); err == nil || !strings.Contains(err.Error(), "damaged") || !strings.Contains(err.Error(), off) {
+		if g != nil {
+			g.Close()
+		}
+		t.Errorf("open with a damaged offsets file: %v", err)
+	}
+}
