@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -291,8 +292,13 @@ func (c *Client) controller(i int) (controllerv1grpc.ControllerServiceClient, st
 }
 
 // callController runs fn against a controller, moving on to the next one
-// when a controller cannot be reached or is not the active one. Other
-// refusals are answered as they are, as errs rows.
+// when a controller cannot be reached or is not the active one, round after
+// round until the call's deadline (DefaultAPITimeout when it has none), as
+// Kafka's admin client retries until default.api.timeout.ms: a quorum that
+// is being restarted answers once it is back. Other refusals are answered
+// as they are, as errs rows. A call that runs out is answered with what a
+// controller said (not the active one, no answer within an attempt) rather
+// than that another could not be dialled.
 func (c *Client) callController(ctx context.Context, fn func(context.Context, controllerv1grpc.ControllerServiceClient) error) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -303,7 +309,7 @@ func (c *Client) callController(ctx context.Context, fn func(context.Context, co
 	start := c.ctrlNext
 	c.ctrlMu.Unlock()
 	n := len(c.cfg.Controllers)
-	var last error
+	var last, said error // said: the last answer of a controller that was reached
 	for attempt := 0; ; attempt++ {
 		i := start + attempt
 		cl, addr, err := c.controller(i)
@@ -314,7 +320,8 @@ func (c *Client) callController(ctx context.Context, fn func(context.Context, co
 			err = rpcerr.FromStatus(fn(actx, cl))
 			// The attempt's deadline may reach us as the server's
 			// DEADLINE_EXCEEDED a moment before our own timer fires.
-			if err != nil && (actx.Err() != nil || errs.Of(err) == errs.RequestTimedOut) && ctx.Err() == nil {
+			silent := err != nil && (actx.Err() != nil || errs.Of(err) == errs.RequestTimedOut) && ctx.Err() == nil
+			if silent {
 				err = errs.Errorf(errs.NetworkException, "controller %s did not answer within %v (paused, cut off, or without a quorum of the controllers to commit the change)", addr, ControllerAttemptTimeout)
 			}
 			cancel()
@@ -325,21 +332,37 @@ func (c *Client) callController(ctx context.Context, fn func(context.Context, co
 				return nil
 			}
 			row := errs.Of(err)
-			if row != errs.NetworkException && row != errs.NotController {
-				return err
+			if row != errs.NetworkException && row != errs.NotController && ctx.Err() == nil {
+				return err // the controller's answer
+			}
+			if ctx.Err() != nil {
+				return ranOut(ctx, err, said)
+			}
+			if row == errs.NotController || silent {
+				said = err
 			}
 			c.log.DebugContext(ctx, "controller unavailable, trying the next", "addr", addr, "err", err)
 		}
 		last = err
-		if ctx.Err() != nil || attempt >= 3*n {
-			return last
+		if ctx.Err() != nil {
+			return ranOut(ctx, last, said)
 		}
 		if attempt%n == n-1 { // every controller refused: back off before another round
 			if sleep(ctx, c.backoff(attempt/n)) != nil {
-				return last
+				return ranOut(ctx, last, said)
 			}
 		}
 	}
+}
+
+// ranOut answers a controller call whose deadline passed: what a
+// controller said, else the last failure, as a retriable error.
+func ranOut(ctx context.Context, last, said error) error {
+	err := cmp.Or(said, last)
+	if err == nil || errs.Of(err) == errs.RequestTimedOut || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return errs.Errorf(errs.RequestTimedOut, "no controller completed the call before its deadline: %v", cmp.Or(ctx.Err(), err))
+	}
+	return err
 }
 
 // Admin calls' bounds: a call without a deadline gets DefaultAPITimeout
