@@ -221,6 +221,14 @@ func Open(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("quorum: %w", err)
 	}
 	n.raft = r
+	if existing {
+		if f := r.GetConfiguration(); f.Error() == nil {
+			if diff := PeersDiffer(f.Configuration().Servers, cfg.Peers); diff != "" {
+				n.log.Warn("the --peers list differs from the Raft configuration in the data directory, which is what this controller runs by: "+diff,
+					"data_dir", cfg.DataDir)
+			}
+		}
+	}
 	n.announce, n.stop, n.announced = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
 	go n.announceCommits()
 	return n, nil

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/hashicorp/raft"
 )
 
 // Peer is one controller of the quorum.
@@ -51,4 +53,36 @@ func FormatPeers(peers []Peer) string {
 		parts = append(parts, fmt.Sprintf("%d=%s=%s", p.ID, p.RaftAddr, p.GRPCAddr))
 	}
 	return strings.Join(parts, ",")
+}
+
+// PeersDiffer answers, when the Raft configuration stored in a data
+// directory (servers) does not name the same controllers at the same Raft
+// addresses as the --peers list, what differs ("" when they agree). Raft
+// runs by the stored configuration: a --peers list changed afterwards only
+// misleads whoever reads it (this controller's own answers name a leader
+// at the --peers address).
+func PeersDiffer(servers []raft.Server, peers []Peer) string {
+	stored := map[string]string{}
+	for _, s := range servers {
+		stored[string(s.ID)] = string(s.Address)
+	}
+	var diffs []string
+	seen := map[string]bool{}
+	for _, p := range peers {
+		id := strconv.Itoa(int(p.ID))
+		seen[id] = true
+		switch addr, ok := stored[id]; {
+		case !ok:
+			diffs = append(diffs, fmt.Sprintf("controller %s is not in the Raft configuration", id))
+		case addr != p.RaftAddr:
+			diffs = append(diffs, fmt.Sprintf("controller %s is at %s in the Raft configuration, not %s", id, addr, p.RaftAddr))
+		}
+	}
+	for _, s := range servers {
+		if !seen[string(s.ID)] {
+			diffs = append(diffs, fmt.Sprintf("the Raft configuration has controller %s at %s, which --peers does not list", s.ID, s.Address))
+		}
+	}
+	slices.Sort(diffs)
+	return strings.Join(diffs, "; ")
 }
