@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -28,11 +29,15 @@ import (
 //
 // Layout of its directory:
 //
-//	LOCK     held (flock) while a process has the store open
-//	offsets  every partition's offsets, one file (see encodeOffsetsFile)
-//	kv/      one file per generic key, the key's "/"-separated parts as
-//	         directories: a CRC-32C of the value, then the value
-//	tmp/     files being written; emptied at open
+//	LOCK         held (flock) while a process has the store open
+//	offsets.0/1  every partition's offsets (see encodeOffsetsFile), written
+//	             in turn: each save overwrites the older of the two and
+//	             fsyncs it, so the newer one is whole whatever a crash cuts
+//	             (one fsync a save, no rename: the offsets are saved every
+//	             second)
+//	kv/          one file per generic key, the key's "/"-separated parts as
+//	             directories: a CRC-32C of the value, then the value
+//	tmp/         files being written; emptied at open
 type Files struct {
 	dir  string
 	lock *os.File
@@ -40,13 +45,17 @@ type Files struct {
 	mu      sync.Mutex
 	offsets map[Partition]Offsets
 	seq     int // names temporary files
+	// slots are offsets.0 and offsets.1, open; saved is the sequence number
+	// of the newest save, which is in slots[saved%2].
+	slots [2]*os.File
+	saved uint64
 }
 
 var _ Store = (*Files)(nil)
 
 const (
 	lockFile    = "LOCK"
-	offsetsFile = "offsets"
+	offsetsFile = "offsets" // offsets.0 and offsets.1
 	kvDir       = "kv"
 	tmpDir      = "tmp"
 	offsetsHead = "SKCP\x01" // magic and version of the offsets file
@@ -75,7 +84,7 @@ func OpenFiles(dir string) (*Files, error) {
 	}
 	f := &Files{dir: dir, lock: lock, offsets: map[Partition]Offsets{}}
 	if err := f.open(); err != nil {
-		lock.Close()
+		f.Close()
 		return nil, err
 	}
 	return f, nil
@@ -90,20 +99,47 @@ func (f *Files) open() error {
 	for _, e := range entries {
 		_ = os.Remove(filepath.Join(tmp, e.Name())) // a write a crash cut short
 	}
+	created := false
+	found, written := false, false // a whole save; any bytes at all
+	var damage []string
+	for i := range f.slots {
+		path := filepath.Join(f.dir, offsetsFile+"."+strconv.Itoa(i))
+		created = created || !fileExists(path)
+		if f.slots[i], err = os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644); err != nil {
+			return storageErr("opening "+path, err)
+		}
+		raw, err := io.ReadAll(f.slots[i])
+		if err != nil {
+			return storageErr("reading "+path, err)
+		}
+		if len(raw) == 0 {
+			continue
+		}
+		written = true
+		seq, offsets, err := decodeOffsetsFile(raw)
+		if err != nil {
+			damage = append(damage, fmt.Sprintf("%s: %v", path, err))
+			continue
+		}
+		if !found || seq > f.saved {
+			found, f.saved, f.offsets = true, seq, offsets
+		}
+	}
+	if created {
+		if err := syncDir(f.dir); err != nil {
+			return storageErr("creating the offsets files", err)
+		}
+	}
 	hasBadger := fileExists(filepath.Join(f.dir, "MANIFEST"))
-	raw, err := os.ReadFile(filepath.Join(f.dir, offsetsFile))
 	switch {
-	case errors.Is(err, fs.ErrNotExist) && hasBadger:
+	case written && !found:
+		// Neither holds a whole save: not a torn write (that leaves the
+		// other), but damage.
+		return errs.Errorf(errs.KafkaStorageError, "the checkpoint files are damaged (%s): removing %s.0 and %s.1 makes the node recover every log from its segments and take its offsets from the leaders",
+			strings.Join(damage, "; "), filepath.Join(f.dir, offsetsFile), filepath.Join(f.dir, offsetsFile))
+	case !found && hasBadger:
 		return f.convertBadger()
-	case errors.Is(err, fs.ErrNotExist):
-		return nil
-	case err != nil:
-		return storageErr("reading "+offsetsFile, err)
-	}
-	if f.offsets, err = decodeOffsetsFile(raw); err != nil {
-		return errs.Errorf(errs.KafkaStorageError, "the checkpoint file %s is damaged (%v): removing it makes the node recover every log from its segments and fetch its offsets from the leaders", filepath.Join(f.dir, offsetsFile), err)
-	}
-	if hasBadger {
+	case hasBadger:
 		// Converted, but stopped before badger's files were removed.
 		return f.removeBadger()
 	}
@@ -111,8 +147,8 @@ func (f *Files) open() error {
 }
 
 // convertBadger copies an earlier version's badger store into files: the
-// keys first, the offsets file last (its presence says the conversion is
-// done), then removes badger's files.
+// keys first, the offsets last (a whole save of them says the conversion
+// is done), then removes badger's files.
 func (f *Files) convertBadger() error {
 	b, err := openBadger(f.dir, true)
 	if err != nil {
@@ -167,17 +203,18 @@ func fileExists(path string) bool {
 	return err == nil
 }
 
-// encodeOffsetsFile: offsetsHead, then per partition the topic's length
-// (uint16 big endian), the topic, the partition (int32 big endian) and its
-// offsets as encodeOffsets encodes them; then a CRC-32C of all before it.
-func encodeOffsetsFile(offsets map[Partition]Offsets) []byte {
+// encodeOffsetsFile: offsetsHead, the save's sequence number (uint64 big
+// endian), then per partition the topic's length (uint16 big endian), the
+// topic, the partition (int32 big endian) and its offsets as encodeOffsets
+// encodes them; then a CRC-32C of all before it.
+func encodeOffsetsFile(seq uint64, offsets map[Partition]Offsets) []byte {
 	ps := slices.SortedFunc(maps.Keys(offsets), func(a, b Partition) int {
 		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
 			return c
 		}
 		return int(a.Partition) - int(b.Partition)
 	})
-	out := []byte(offsetsHead)
+	out := binary.BigEndian.AppendUint64([]byte(offsetsHead), seq)
 	for _, p := range ps {
 		out = binary.BigEndian.AppendUint16(out, uint16(len(p.Topic)))
 		out = append(out, p.Topic...)
@@ -187,32 +224,54 @@ func encodeOffsetsFile(offsets map[Partition]Offsets) []byte {
 	return binary.BigEndian.AppendUint32(out, crc32.Checksum(out, castagnoli))
 }
 
-func decodeOffsetsFile(raw []byte) (map[Partition]Offsets, error) {
-	if len(raw) < len(offsetsHead)+4 || string(raw[:len(offsetsHead)]) != offsetsHead {
-		return nil, errors.New("not a checkpoint file of this version")
+func decodeOffsetsFile(raw []byte) (seq uint64, _ map[Partition]Offsets, _ error) {
+	if len(raw) < len(offsetsHead)+8+4 || string(raw[:len(offsetsHead)]) != offsetsHead {
+		return 0, nil, errors.New("not a checkpoint file of this version")
 	}
 	body, sum := raw[:len(raw)-4], binary.BigEndian.Uint32(raw[len(raw)-4:])
 	if crc32.Checksum(body, castagnoli) != sum {
-		return nil, errors.New("checksum mismatch")
+		return 0, nil, errors.New("checksum mismatch")
 	}
+	seq = binary.BigEndian.Uint64(body[len(offsetsHead):])
 	out := map[Partition]Offsets{}
-	for rest := body[len(offsetsHead):]; len(rest) > 0; {
+	for rest := body[len(offsetsHead)+8:]; len(rest) > 0; {
 		if len(rest) < 2 {
-			return nil, errCorrupt
+			return 0, nil, errCorrupt
 		}
 		n := int(binary.BigEndian.Uint16(rest))
 		if len(rest) < 2+n+4+offsetsLen {
-			return nil, errCorrupt
+			return 0, nil, errCorrupt
 		}
 		p := Partition{Topic: string(rest[2 : 2+n]), Partition: int32(binary.BigEndian.Uint32(rest[2+n:]))}
 		o, err := decodeOffsets(rest[2+n+4 : 2+n+4+offsetsLen])
 		if err != nil {
-			return nil, err
+			return 0, nil, err
 		}
 		out[p] = o
 		rest = rest[2+n+4+offsetsLen:]
 	}
-	return out, nil
+	return seq, out, nil
+}
+
+// saveOffsetsLocked writes next over the older slot and fsyncs it.
+func (f *Files) saveOffsetsLocked(next map[Partition]Offsets) error {
+	seq := f.saved + 1
+	data := encodeOffsetsFile(seq, next)
+	slot := f.slots[seq%2]
+	err := spareproc.During(func() error {
+		if _, err := slot.WriteAt(data, 0); err != nil {
+			return err
+		}
+		if err := slot.Truncate(int64(len(data))); err != nil {
+			return err
+		}
+		return slot.Sync()
+	})
+	if err != nil {
+		return err
+	}
+	f.saved, f.offsets = seq, next
+	return nil
 }
 
 // writeFile writes data to path durably: a temporary file, fsynced,
@@ -265,10 +324,9 @@ func (f *Files) SaveOffsets(offsets map[Partition]Offsets) error {
 	defer f.mu.Unlock()
 	next := maps.Clone(f.offsets)
 	maps.Copy(next, offsets)
-	if err := f.writeFile(filepath.Join(f.dir, offsetsFile), encodeOffsetsFile(next)); err != nil {
+	if err := f.saveOffsetsLocked(next); err != nil {
 		return storageErr("saving offsets", err)
 	}
-	f.offsets = next
 	return nil
 }
 
@@ -289,10 +347,9 @@ func (f *Files) DeletePartition(p Partition) error {
 	}
 	next := maps.Clone(f.offsets)
 	delete(next, p)
-	if err := f.writeFile(filepath.Join(f.dir, offsetsFile), encodeOffsetsFile(next)); err != nil {
+	if err := f.saveOffsetsLocked(next); err != nil {
 		return storageErr("deleting offsets", err)
 	}
-	f.offsets = next
 	return nil
 }
 
@@ -394,6 +451,11 @@ func (f *Files) Keys(prefix string) ([]string, error) {
 
 // Close releases the lock; every write was durable when it returned.
 func (f *Files) Close() error {
+	for _, s := range f.slots {
+		if s != nil {
+			s.Close()
+		}
+	}
 	if err := f.lock.Close(); err != nil {
 		return storageErr("closing checkpoints", fmt.Errorf("releasing %s: %w", lockFile, err))
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"skein/libs/errs"
+	"skein/libs/record"
 )
 
 // A store an earlier version kept in badger is converted at the first open:
@@ -79,10 +80,11 @@ func TestFilesLock(t *testing.T) {
 	g.Close()
 }
 
-// A write that fails (here the temporary file cannot be made, as on a full
-// disk) answers KAFKA_STORAGE_ERROR and changes nothing: what was saved
-// before is what is read, now and after a reopen, and the next write that
-// can be made is.
+// A write that fails (here the temporary file cannot be made, and the
+// offsets file to write is open read-only, as writes fail on a full disk)
+// answers KAFKA_STORAGE_ERROR and changes nothing: what was saved before
+// is what is read, now and after a reopen, and the next write that can be
+// made is.
 func TestFilesFailedWriteChangesNothing(t *testing.T) {
 	dir := t.TempDir()
 	f, err := OpenFiles(dir)
@@ -103,6 +105,11 @@ func TestFilesFailedWriteChangesNothing(t *testing.T) {
 	if err := os.WriteFile(tmp, nil, 0o644); err != nil { // not a directory: every write fails
 		t.Fatal(err)
 	}
+	older := (f.saved + 1) % 2
+	rw := f.slots[older]
+	if f.slots[older], err = os.Open(rw.Name()); err != nil {
+		t.Fatal(err)
+	}
 	if err := f.SaveOffsets(map[Partition]Offsets{a: {9, 9, 0}}); errs.Of(err) != errs.KafkaStorageError {
 		t.Errorf("SaveOffsets with no room: %v, want KAFKA_STORAGE_ERROR", err)
 	}
@@ -114,6 +121,8 @@ func TestFilesFailedWriteChangesNothing(t *testing.T) {
 	}
 	os.Remove(tmp)
 	os.Mkdir(tmp, 0o755)
+	f.slots[older].Close()
+	f.slots[older] = rw
 	if err := f.SaveOffsets(map[Partition]Offsets{{"t", 1}: {1, 1, 0}}); err != nil {
 		t.Fatal(err)
 	}
@@ -166,9 +175,10 @@ func TestFilesDamage(t *testing.T) {
 		t.Errorf("a key that leaves the directory: %v", err)
 	}
 	f.Close()
-	off := filepath.Join(dir, offsetsFile)
+	// One save so far, in offsets.1: damaged, there is no whole save left.
+	off := filepath.Join(dir, offsetsFile+".1")
 	raw, _ = os.ReadFile(off)
-	raw[len(offsetsHead)+3] ^= 0xff
+	raw[len(offsetsHead)+9] ^= 0xff
 	os.WriteFile(off, raw, 0o644)
 	if g, err := OpenFiles(dir); err == nil || !strings.Contains(err.Error(), "damaged") || !strings.Contains(err.Error(), off) {
 		if g != nil {
@@ -176,4 +186,48 @@ func TestFilesDamage(t *testing.T) {
 		}
 		t.Errorf("open with a damaged offsets file: %v", err)
 	}
+}
+
+// Saves go to the two offsets files in turn: a save cut short by a crash
+// (the newer file torn) leaves the one before it, which the open takes.
+func TestFilesTornSaveKeepsThePreviousOne(t *testing.T) {
+	dir := t.TempDir()
+	f, err := OpenFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := Partition{"t", 0}
+	for _, hw := range []int64{5, 9, 12} { // into offsets.1, .0, .1
+		if err := f.SaveOffsets(map[Partition]Offsets{a: {HighWatermark: record.Offset(hw)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.Close()
+	check := func(want record.Offset) {
+		t.Helper()
+		g, err := OpenFiles(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer g.Close()
+		if offs, _ := g.LoadOffsets(); offs[a].HighWatermark != want {
+			t.Errorf("HW after the open: %d, want %d", offs[a].HighWatermark, want)
+		}
+	}
+	check(12)
+	newest := filepath.Join(dir, offsetsFile+".1")
+	raw, _ := os.ReadFile(newest)
+	os.WriteFile(newest, raw[:len(raw)/2], 0o644) // torn
+	check(9)
+	// The next save overwrites the older file (the torn one is newer by
+	// sequence no more: it is not whole), and is what the open takes.
+	g, err := OpenFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.SaveOffsets(map[Partition]Offsets{a: {HighWatermark: 20}}); err != nil {
+		t.Fatal(err)
+	}
+	g.Close()
+	check(20)
 }
