@@ -15,17 +15,19 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"skein/libs/errs"
 	"skein/libs/spareproc"
 )
 
-// Files is the on-disk Store: plain files, each written whole to a
-// temporary file, fsynced and renamed into place, as Kafka keeps its
-// checkpoint files. Nothing is memory-mapped, so a full disk fails a write
-// with an error the caller logs and retries, and never faults the process
-// (a store that writes through a mapping of a sparse file is killed by
-// SIGBUS when the disk has no block left for the page it touches).
+// Files is the on-disk Store: plain files, as Kafka keeps its checkpoint
+// files, each written whole and fsynced (a generic key's to a temporary
+// file renamed into place; the offsets over the older of two files). Nothing
+// is memory-mapped, so a full disk fails a write with an error the caller
+// logs and retries, and never faults the process (a store that writes
+// through a mapping of a sparse file is killed by SIGBUS when the disk has
+// no block left for the page it touches).
 //
 // Layout of its directory:
 //
@@ -100,7 +102,7 @@ func (f *Files) open() error {
 		_ = os.Remove(filepath.Join(tmp, e.Name())) // a write a crash cut short
 	}
 	created := false
-	found, written := false, false // a whole save; any bytes at all
+	found, written := false, 0 // a whole save; slots with any bytes at all
 	var damage []string
 	for i := range f.slots {
 		path := filepath.Join(f.dir, offsetsFile+"."+strconv.Itoa(i))
@@ -115,7 +117,7 @@ func (f *Files) open() error {
 		if len(raw) == 0 {
 			continue
 		}
-		written = true
+		written++
 		seq, offsets, err := decodeOffsetsFile(raw)
 		if err != nil {
 			damage = append(damage, fmt.Sprintf("%s: %v", path, err))
@@ -131,19 +133,55 @@ func (f *Files) open() error {
 		}
 	}
 	hasBadger := fileExists(filepath.Join(f.dir, "MANIFEST"))
-	switch {
-	case written && !found:
-		// Neither holds a whole save: not a torn write (that leaves the
-		// other), but damage.
+	if written == 2 && !found {
+		// Neither holds a whole save: a torn save leaves the other one
+		// whole, so this is damage. (One file written and torn, the other
+		// empty, is the first save cut short: nothing was saved yet.)
 		return errs.Errorf(errs.KafkaStorageError, "the checkpoint files are damaged (%s): removing %s.0 and %s.1 makes the node recover every log from its segments and take its offsets from the leaders",
 			strings.Join(damage, "; "), filepath.Join(f.dir, offsetsFile), filepath.Join(f.dir, offsetsFile))
+	}
+	switch {
 	case !found && hasBadger:
+		return f.convertBadger()
+	case hasBadger && f.badgerNewer():
+		// An earlier version ran on this directory after it was converted
+		// (a rollback): its store is the newer one.
+		if err := os.RemoveAll(filepath.Join(f.dir, kvDir)); err != nil {
+			return storageErr("removing checkpoints older than the badger store", err)
+		}
+		if err := os.MkdirAll(filepath.Join(f.dir, kvDir), 0o755); err != nil {
+			return storageErr("creating checkpoints in "+f.dir, err)
+		}
+		f.offsets = map[Partition]Offsets{}
 		return f.convertBadger()
 	case hasBadger:
 		// Converted, but stopped before badger's files were removed.
 		return f.removeBadger()
 	}
 	return nil
+}
+
+// badgerNewer reports whether a badger store in the directory was written
+// after the newest offsets save: an earlier version wrote it after the
+// conversion (the conversion closes badger before its first save).
+func (f *Files) badgerNewer() bool {
+	newest := func(match func(string) bool) (t time.Time) {
+		entries, _ := os.ReadDir(f.dir)
+		for _, e := range entries {
+			if !match(e.Name()) {
+				continue
+			}
+			if fi, err := e.Info(); err == nil && fi.ModTime().After(t) {
+				t = fi.ModTime()
+			}
+		}
+		return t
+	}
+	files := newest(func(n string) bool { return strings.HasPrefix(n, offsetsFile+".") })
+	badger := newest(func(n string) bool {
+		return n == "MANIFEST" || strings.HasSuffix(n, ".vlog") || strings.HasSuffix(n, ".mem") || strings.HasSuffix(n, ".sst")
+	})
+	return badger.After(files)
 }
 
 // convertBadger copies an earlier version's badger store into files: the
@@ -377,7 +415,7 @@ func (f *Files) Put(key string, value []byte) error {
 	data = append(data, value...)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	err = os.MkdirAll(filepath.Dir(path), 0o755)
+	err = f.makeParents(filepath.Dir(path))
 	if err == nil {
 		err = f.writeFile(path, data)
 	}
@@ -385,6 +423,21 @@ func (f *Files) Put(key string, value []byte) error {
 		return storageErr("putting "+key, err)
 	}
 	return nil
+}
+
+// makeParents creates dir and the directories above it up to kv/, and
+// fsyncs the directory each new one is in.
+func (f *Files) makeParents(dir string) error {
+	if fileExists(dir) {
+		return nil
+	}
+	if err := f.makeParents(filepath.Dir(dir)); err != nil {
+		return err
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	return syncDir(filepath.Dir(dir))
 }
 
 func (f *Files) Get(key string) ([]byte, bool, error) {

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"skein/libs/errs"
 	"skein/libs/record"
@@ -175,16 +176,87 @@ func TestFilesDamage(t *testing.T) {
 		t.Errorf("a key that leaves the directory: %v", err)
 	}
 	f.Close()
-	// One save so far, in offsets.1: damaged, there is no whole save left.
+	// One save so far, in offsets.1 (offsets.0 still empty): torn, it is
+	// the first save a crash cut short, and nothing was saved.
 	off := filepath.Join(dir, offsetsFile+".1")
-	raw, _ = os.ReadFile(off)
-	raw[len(offsetsHead)+9] ^= 0xff
-	os.WriteFile(off, raw, 0o644)
+	whole, _ := os.ReadFile(off)
+	os.WriteFile(off, whole[:len(whole)-3], 0o644)
+	g, err := OpenFiles(dir)
+	if err != nil {
+		t.Fatalf("open after a torn first save: %v", err)
+	}
+	if offs, _ := g.LoadOffsets(); len(offs) != 0 {
+		t.Errorf("offsets after a torn first save: %v, want none", offs)
+	}
+	// Two saves, both files damaged: no whole save is left, and the open
+	// says so, naming them.
+	for range 2 {
+		if err := g.SaveOffsets(map[Partition]Offsets{{"t", 0}: {6, 6, 0}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g.Close()
+	for _, n := range []string{".0", ".1"} {
+		raw, _ := os.ReadFile(filepath.Join(dir, offsetsFile+n))
+		raw[len(offsetsHead)+9] ^= 0xff
+		os.WriteFile(filepath.Join(dir, offsetsFile+n), raw, 0o644)
+	}
 	if g, err := OpenFiles(dir); err == nil || !strings.Contains(err.Error(), "damaged") || !strings.Contains(err.Error(), off) {
 		if g != nil {
 			g.Close()
 		}
-		t.Errorf("open with a damaged offsets file: %v", err)
+		t.Errorf("open with both offsets files damaged: %v", err)
+	}
+}
+
+// An earlier version run on a converted directory (a rollback) makes a
+// badger store of its own there, newer than the files: the next open
+// converts that one, not keeping the files from before the rollback.
+func TestFilesConvertsAgainAfterARollback(t *testing.T) {
+	dir := t.TempDir()
+	a := Partition{"t", 0}
+	badgerWith := func(hw record.Offset, snap string) {
+		t.Helper()
+		b, err := OpenBadger(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.SaveOffsets(map[Partition]Offsets{a: {HighWatermark: hw}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Put("producers/t-0", []byte(snap)); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	open := func() *Files {
+		t.Helper()
+		f, err := OpenFiles(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	badgerWith(5, "old")
+	f := open() // converted
+	if err := f.Put("producers/t-1", []byte("files only")); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	time.Sleep(20 * time.Millisecond)
+	badgerWith(9, "after the rollback")
+	f = open()
+	defer f.Close()
+	if offs, _ := f.LoadOffsets(); offs[a].HighWatermark != 9 {
+		t.Errorf("HW after converting again: %d, want the rollback's 9", offs[a].HighWatermark)
+	}
+	if v, _, _ := f.Get("producers/t-0"); string(v) != "after the rollback" {
+		t.Errorf("snapshot after converting again: %q", v)
+	}
+	if _, ok, _ := f.Get("producers/t-1"); ok {
+		t.Error("a key from before the rollback survived")
 	}
 }
 
