@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -70,5 +71,19 @@ func TestAdminCallAnswersWhatAControllerSaid(t *testing.T) {
 	_, err = c2.CreateTopic(cctx, client.TopicSpec{Name: "t", Partitions: 1})
 	if errs.Of(err) != errs.NotController || !strings.Contains(err.Error(), "election") {
 		t.Fatalf("create with no quorum: %v; want the controller's NOT_CONTROLLER", err)
+	}
+}
+
+// A call its caller cancels answers that, not a timeout.
+func TestAdminCallCancelled(t *testing.T) {
+	cl := clienttest.Start(t, 1)
+	ctrl := &notYet{Controller: cl.Controller}
+	ctrl.refusals.Store(1 << 30)
+	addr, _ := clienttest.ServeController(t, ctrl)
+	c := newClient(t, cl, addr)
+	cctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	if _, err := c.CreateTopic(cctx, client.TopicSpec{Name: "t", Partitions: 1}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("create cancelled while the quorum refuses: %v, want context.Canceled", err)
 	}
 }

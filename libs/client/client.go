@@ -332,7 +332,8 @@ func (c *Client) callController(ctx context.Context, fn func(context.Context, co
 				return nil
 			}
 			row := errs.Of(err)
-			if row != errs.NetworkException && row != errs.NotController && ctx.Err() == nil {
+			ranOutNow := ctx.Err() != nil && (row == errs.RequestTimedOut || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled))
+			if row != errs.NetworkException && row != errs.NotController && !ranOutNow {
 				return err // the controller's answer
 			}
 			if ctx.Err() != nil {
@@ -356,8 +357,12 @@ func (c *Client) callController(ctx context.Context, fn func(context.Context, co
 }
 
 // ranOut answers a controller call whose deadline passed: what a
-// controller said, else the last failure, as a retriable error.
+// controller said, else the last failure, as a retriable error. A call its
+// caller cancelled answers that.
 func ranOut(ctx context.Context, last, said error) error {
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return ctx.Err()
+	}
 	err := cmp.Or(said, last)
 	if err == nil || errs.Of(err) == errs.RequestTimedOut || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return errs.Errorf(errs.RequestTimedOut, "no controller completed the call before its deadline: %v", cmp.Or(ctx.Err(), err))

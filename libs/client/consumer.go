@@ -359,8 +359,10 @@ func decodeFetch(req FetchRequest, pr *storagev1.PartitionFetchResult, view bool
 			// (as Kafka's consumer returns the records before a corrupt
 			// one, then throws CorruptRecordException). Asked again, the
 			// same leader answers the same bytes: fetchFrom does not retry.
-			damaged := errs.Errorf(errs.CorruptMessage, "%s-%d: the record batch of offsets %d to %d failed its check (%v): the leader's copy is damaged; a position past that batch (%d) reads on",
-				req.Topic, req.Partition, b.BaseOffset(), b.LastOffset(), errs.Message(err), b.NextOffset())
+			// Its first offset is outside what the check covers, its last
+			// inside: only the first can be named.
+			damaged := errs.Errorf(errs.CorruptMessage, "%s-%d: the record batch at offset %d (the batch's first) failed its check (%v): the leader's copy is damaged; a position past that batch reads on",
+				req.Topic, req.Partition, b.BaseOffset(), errs.Message(err))
 			if out.NextOffset > req.Offset || len(out.Records) > 0 {
 				out.damaged = damaged
 				return out, nil

@@ -488,9 +488,27 @@ func (m *Manager) restoreProducers(h *hosted) error {
 	if err == nil && !used {
 		// The snapshot was beyond a log whose tail recovery cut (or below
 		// its start, or unreadable): replace it before the log grows back.
-		m.snapshotProducers([]*hosted{h})
+		m.replaceSnapshot(h)
 	}
 	return err
+}
+
+// replaceSnapshot saves h's producer state now, over a snapshot that must
+// not be restored again (from before a cut of its log). If the save fails
+// (a full disk), the old snapshot is removed instead: a restart then
+// replays the whole log, which is slower but right.
+func (m *Manager) replaceSnapshot(h *hosted) {
+	m.snapshotProducers([]*hosted{h})
+	key := producersKey(h.key)
+	m.savedMu.Lock()
+	_, saved := m.savedSnaps[key]
+	m.savedMu.Unlock()
+	if saved {
+		return
+	}
+	if err := m.ckpt.Delete(key); err != nil {
+		m.log.Error("cannot replace or remove a producer snapshot from before a cut of the log: a restart before the next snapshot may restore producers of records the log no longer holds", "dir", h.key, "err", err)
+	}
 }
 
 func (m *Manager) snapshotProducers(list []*hosted) {
@@ -667,7 +685,7 @@ func (m *Manager) savedAfterCut(tp partition.TP) {
 	m.mu.RUnlock()
 	if ok {
 		m.checkpoint([]*hosted{h})
-		m.snapshotProducers([]*hosted{h})
+		m.replaceSnapshot(h)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -991,13 +992,34 @@ func readAll(n *node, topic string) (map[int64]string, error) {
 // it, would be restored at the next start with a producer whose batch the
 // log no longer holds, and a retry of that batch would be answered as a
 // duplicate though no replica has it.
+//
+// If the new snapshot cannot be saved (a full disk), the old one is removed
+// instead: a restart replays the whole log.
 func TestTruncationReplacesTheProducerSnapshot(t *testing.T) {
+	t.Run("saved", func(t *testing.T) { truncationReplacesTheSnapshot(t, false) })
+	t.Run("save fails", func(t *testing.T) { truncationReplacesTheSnapshot(t, true) })
+}
+
+// failingPuts is a checkpoint store whose Puts fail while failing is set.
+type failingPuts struct {
+	checkpoint.Store
+	failing atomic.Bool
+}
+
+func (f *failingPuts) Put(key string, v []byte) error {
+	if f.failing.Load() {
+		return errs.Errorf(errs.KafkaStorageError, "putting %s: no space left on device", key)
+	}
+	return f.Store.Put(key, v)
+}
+
+func truncationReplacesTheSnapshot(t *testing.T, failSave bool) {
 	var storesMu sync.Mutex
-	stores := map[int32]checkpoint.Store{}
+	stores := map[int32]*failingPuts{}
 	fc, nodes := startNodesWith(t, nodeOptions{fetchWait: 200 * time.Millisecond, checkpointEvery: time.Hour, store: func(id int32) checkpoint.Store {
 		storesMu.Lock()
 		defer storesMu.Unlock()
-		stores[id] = checkpoint.NewMemory()
+		stores[id] = &failingPuts{Store: checkpoint.NewMemory()}
 		return stores[id]
 	}})
 	part := func(leader, epoch int32) *controllerv1.MetadataRecord {
@@ -1026,11 +1048,11 @@ func TestTruncationReplacesTheProducerSnapshot(t *testing.T) {
 	}
 	replica.SnapshotProducers(nodes[0].mgr)
 	key := "producers/" + replica.DirName(partition.TP{Topic: "s"}, "tid7")
+	storesMu.Lock()
+	st := stores[1]
+	storesMu.Unlock()
 	stored := func() partition.ProducerSnapshot {
 		t.Helper()
-		storesMu.Lock()
-		st := stores[1]
-		storesMu.Unlock()
 		raw, ok, err := st.Get(key)
 		var snap partition.ProducerSnapshot
 		if err != nil || !ok || json.Unmarshal(raw, &snap) != nil {
@@ -1042,6 +1064,7 @@ func TestTruncationReplacesTheProducerSnapshot(t *testing.T) {
 		t.Fatalf("snapshot before the cut is as of %d, want 2", s.Next)
 	}
 
+	st.failing.Store(failSave)
 	// Replica 2 leads at epoch 1 without it; replica 1 follows, cuts its
 	// log back to 1 and fetches what replica 2 writes next.
 	fc.apply(t, part(2, 1))
@@ -1062,6 +1085,13 @@ func TestTruncationReplacesTheProducerSnapshot(t *testing.T) {
 			t.Fatalf("replica 1's LEO %d, want 3 after the cut and the new leader's two records", p.Snapshot().LEO)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	if failSave {
+		// No snapshot: a restart now would replay the whole log.
+		if _, ok, err := st.Get(key); ok || err != nil {
+			t.Fatalf("after a cut whose new snapshot could not be saved: the old one is still stored (%v, %v)", ok, err)
+		}
+		return
 	}
 	// The stored snapshot is from the cut, not from before it: a restart
 	// now would replay the new leader's records after it.
