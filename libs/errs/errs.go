@@ -103,6 +103,7 @@ var (
 	UnknownTopicID                     = def(100, "UNKNOWN_TOPIC_ID", true, GRPCNotFound, "this topic id does not exist")
 	DuplicateBrokerRegistration        = def(101, "DUPLICATE_BROKER_REGISTRATION", false, GRPCAlreadyExists, "another live broker holds this id")
 	BrokerIDNotRegistered              = def(102, "BROKER_ID_NOT_REGISTERED", false, GRPCNotFound, "the broker id is not registered")
+	InconsistentClusterID              = def(104, "INCONSISTENT_CLUSTER_ID", false, GRPCFailedPrecondition, "the node's data belongs to another cluster")
 	TransactionalIDNotFound            = def(105, "TRANSACTIONAL_ID_NOT_FOUND", false, GRPCNotFound, "the transactional id does not exist")
 	FencedMemberEpoch                  = def(110, "FENCED_MEMBER_EPOCH", false, GRPCAborted, "the member epoch is fenced; rejoin with epoch 0")
 	UnreleasedInstanceID               = def(111, "UNRELEASED_INSTANCE_ID", false, GRPCAborted, "the instance id is still held by a member")

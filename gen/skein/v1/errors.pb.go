@@ -102,6 +102,7 @@ const (
 	ErrorCode_UNKNOWN_TOPIC_ID                      ErrorCode = 100
 	ErrorCode_DUPLICATE_BROKER_REGISTRATION         ErrorCode = 101
 	ErrorCode_BROKER_ID_NOT_REGISTERED              ErrorCode = 102
+	ErrorCode_INCONSISTENT_CLUSTER_ID               ErrorCode = 104
 	ErrorCode_TRANSACTIONAL_ID_NOT_FOUND            ErrorCode = 105
 	ErrorCode_FENCED_MEMBER_EPOCH                   ErrorCode = 110
 	ErrorCode_UNRELEASED_INSTANCE_ID                ErrorCode = 111
@@ -185,6 +186,7 @@ var (
 		100: "UNKNOWN_TOPIC_ID",
 		101: "DUPLICATE_BROKER_REGISTRATION",
 		102: "BROKER_ID_NOT_REGISTERED",
+		104: "INCONSISTENT_CLUSTER_ID",
 		105: "TRANSACTIONAL_ID_NOT_FOUND",
 		110: "FENCED_MEMBER_EPOCH",
 		111: "UNRELEASED_INSTANCE_ID",
@@ -265,6 +267,7 @@ var (
 		"UNKNOWN_TOPIC_ID":                      100,
 		"DUPLICATE_BROKER_REGISTRATION":         101,
 		"BROKER_ID_NOT_REGISTERED":              102,
+		"INCONSISTENT_CLUSTER_ID":               104,
 		"TRANSACTIONAL_ID_NOT_FOUND":            105,
 		"FENCED_MEMBER_EPOCH":                   110,
 		"UNRELEASED_INSTANCE_ID":                111,
@@ -305,7 +308,7 @@ var File_skein_v1_errors_proto protoreflect.FileDescriptor
 
 const file_skein_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x15skein/v1/errors.proto\x12\bskein.v1*\xe5\x10\n" +
+	"\x15skein/v1/errors.proto\x12\bskein.v1*\x82\x11\n" +
 	"\tErrorCode\x12\b\n" +
 	"\x04NONE\x10\x00\x12!\n" +
 	"\x14UNKNOWN_SERVER_ERROR\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x12\x17\n" +
@@ -379,7 +382,8 @@ const file_skein_v1_errors_proto_rawDesc = "" +
 	"\x16INVALID_UPDATE_VERSION\x10_\x12\x14\n" +
 	"\x10UNKNOWN_TOPIC_ID\x10d\x12!\n" +
 	"\x1dDUPLICATE_BROKER_REGISTRATION\x10e\x12\x1c\n" +
-	"\x18BROKER_ID_NOT_REGISTERED\x10f\x12\x1e\n" +
+	"\x18BROKER_ID_NOT_REGISTERED\x10f\x12\x1b\n" +
+	"\x17INCONSISTENT_CLUSTER_ID\x10h\x12\x1e\n" +
 	"\x1aTRANSACTIONAL_ID_NOT_FOUND\x10i\x12\x17\n" +
 	"\x13FENCED_MEMBER_EPOCH\x10n\x12\x1a\n" +
 	"\x16UNRELEASED_INSTANCE_ID\x10o\x12\x18\n" +

@@ -81,7 +81,12 @@ type RegisterBrokerRequest struct {
 	HttpAddr      string `protobuf:"bytes,5,opt,name=http_addr,json=httpAddr,proto3" json:"http_addr,omitempty"`
 	// The id of the broker's data directory, written there when the directory
 	// is first used: a broker that comes back with another has lost its logs.
-	LogDirId      string `protobuf:"bytes,6,opt,name=log_dir_id,json=logDirId,proto3" json:"log_dir_id,omitempty"`
+	LogDirId string `protobuf:"bytes,6,opt,name=log_dir_id,json=logDirId,proto3" json:"log_dir_id,omitempty"`
+	// The cluster the broker's partition directories were made for (empty
+	// while it has made none): controllers of another cluster refuse it
+	// with INCONSISTENT_CLUSTER_ID, as Kafka's refuse a broker whose
+	// meta.properties names another cluster.
+	ClusterId     string `protobuf:"bytes,7,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -154,6 +159,13 @@ func (x *RegisterBrokerRequest) GetHttpAddr() string {
 func (x *RegisterBrokerRequest) GetLogDirId() string {
 	if x != nil {
 		return x.LogDirId
+	}
+	return ""
+}
+
+func (x *RegisterBrokerRequest) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
 	}
 	return ""
 }
@@ -2552,7 +2564,7 @@ var File_skein_controller_v1_controller_proto protoreflect.FileDescriptor
 
 const file_skein_controller_v1_controller_proto_rawDesc = "" +
 	"\n" +
-	"$skein/controller/v1/controller.proto\x12\x13skein.controller.v1\x1a\"skein/controller/v1/metadata.proto\"\xc7\x01\n" +
+	"$skein/controller/v1/controller.proto\x12\x13skein.controller.v1\x1a\"skein/controller/v1/metadata.proto\"\xe6\x01\n" +
 	"\x15RegisterBrokerRequest\x12\x1b\n" +
 	"\tbroker_id\x18\x01 \x01(\x05R\bbrokerId\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x12\n" +
@@ -2560,7 +2572,9 @@ const file_skein_controller_v1_controller_proto_rawDesc = "" +
 	"\x0eincarnation_id\x18\x04 \x01(\tR\rincarnationId\x12\x1b\n" +
 	"\thttp_addr\x18\x05 \x01(\tR\bhttpAddr\x12\x1c\n" +
 	"\n" +
-	"log_dir_id\x18\x06 \x01(\tR\blogDirId\"U\n" +
+	"log_dir_id\x18\x06 \x01(\tR\blogDirId\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\a \x01(\tR\tclusterId\"U\n" +
 	"\x16RegisterBrokerResponse\x12!\n" +
 	"\fbroker_epoch\x18\x01 \x01(\x03R\vbrokerEpoch\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\"\xa5\x02\n" +

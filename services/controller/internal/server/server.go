@@ -207,11 +207,18 @@ func (s *Server) RegisterBroker(ctx context.Context, req *controllerv1.RegisterB
 		}
 		var wasFenced bool
 		var current *controllerv1.BrokerRecord
+		var cluster string
 		s.node.Read(func(img *md.Image) {
+			cluster = img.ClusterID()
 			if b, ok := img.Broker(md.BrokerID(id)); ok {
 				wasFenced, current = b.GetFenced(), b
 			}
 		})
+		if theirs := req.GetClusterId(); theirs != "" && cluster != "" && theirs != cluster {
+			return nil, errs.Errorf(errs.InconsistentClusterID,
+				"broker %d's partition directories belong to cluster %s, not to this cluster (%s): it may not join (start it on an empty data directory to give it to this cluster)",
+				id, theirs, cluster)
+		}
 		if err := s.duplicate(current, req); err != nil {
 			return nil, err
 		}

@@ -679,3 +679,35 @@ func TestDuplicateBrokerRegistration(t *testing.T) {
 		t.Fatalf("another directory after the session ran out: %v", err)
 	}
 }
+
+// A broker whose partition directories were made for another cluster (its
+// registration names that cluster) is refused INCONSISTENT_CLUSTER_ID and
+// never joins: no partition is placed on it. One that names this cluster,
+// or none yet, registers.
+func TestRegistrationOfAnotherCluster(t *testing.T) {
+	c := newCluster(t, 1, false, 2*time.Second)
+	cl := c.client(c.leader())
+	d, err := cl.DescribeCluster(ctxT(t), &controllerv1.DescribeClusterRequest{})
+	if err != nil || d.GetClusterId() == "" {
+		t.Fatalf("describe: %v %v", d, err)
+	}
+	register := func(id int32, cluster string) error {
+		_, err := cl.RegisterBroker(ctxT(t), &controllerv1.RegisterBrokerRequest{BrokerId: id, GrpcAddr: fmt.Sprintf("127.0.0.1:%d", 20000+id), IncarnationId: "inc", LogDirId: "dir", ClusterId: cluster})
+		return rpcerr.FromStatus(err)
+	}
+	if err := register(7, "another-cluster"); errs.Of(err) != errs.InconsistentClusterID || !strings.Contains(err.Error(), "another-cluster") {
+		t.Fatalf("a broker of another cluster: %v, want INCONSISTENT_CLUSTER_ID naming it", err)
+	}
+	d, _ = cl.DescribeCluster(ctxT(t), &controllerv1.DescribeClusterRequest{})
+	for _, b := range d.GetBrokers() {
+		if b.GetId() == 7 {
+			t.Fatalf("the refused broker is in the cluster: %v", b)
+		}
+	}
+	if err := register(8, d.GetClusterId()); err != nil {
+		t.Fatalf("a broker of this cluster: %v", err)
+	}
+	if err := register(9, ""); err != nil {
+		t.Fatalf("a broker with no partition directory yet: %v", err)
+	}
+}

@@ -154,9 +154,11 @@ func run(c config) error {
 	}
 	defer ckpt.Close()
 
+	var mgr *replica.Manager
 	link, err := controllerlink.New(controllerlink.Config{
 		BrokerID: int32(c.nodeID), GRPCAddr: c.grpcAddr, HTTPAddr: c.httpAddr, Rack: c.rack,
 		Controllers: cliflag.SplitList(c.controllers), HeartbeatInterval: c.heartbeat, LogDirID: dirID,
+		ClusterID: func() string { return mgr.DirsClusterID() }, // registration comes after mgr is made
 	}, log)
 	if err != nil {
 		return err
@@ -172,7 +174,6 @@ func run(c config) error {
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage), grpc.MaxCallSendMsgSize(maxMessage)))...)
 	defer conns.Close()
 
-	var mgr *replica.Manager
 	fetchers := fetcher.New(fetcher.Config{Self: int32(c.nodeID), BrokerEpoch: link.BrokerEpoch, SaveStarts: func(tps []partition.TP) { mgr.Checkpoint(tps) }}, func(broker int32) (*grpc.ClientConn, bool) {
 		addr, ok := mgr.BrokerAddr(broker)
 		if !ok {

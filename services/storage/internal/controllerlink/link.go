@@ -33,6 +33,10 @@ type Config struct {
 	// LogDirID is the data directory's id (package dirid), sent with every
 	// registration.
 	LogDirID string
+	// ClusterID, if set, answers the cluster this node's partition
+	// directories were made for ("" while none was made), sent with every
+	// registration: controllers of another cluster refuse the node.
+	ClusterID func() string
 	// HeartbeatInterval is how often the session is renewed (default
 	// DefaultHeartbeatInterval).
 	HeartbeatInterval time.Duration
@@ -156,9 +160,13 @@ func (l *Link) Register(ctx context.Context) error {
 			rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 			defer cancel()
 			var err error
-			resp, err = c.RegisterBroker(rctx, &controllerv1.RegisterBrokerRequest{
+			req := &controllerv1.RegisterBrokerRequest{
 				BrokerId: l.cfg.BrokerID, GrpcAddr: l.cfg.GRPCAddr, HttpAddr: l.cfg.HTTPAddr, Rack: l.cfg.Rack, IncarnationId: l.incarnation, LogDirId: l.cfg.LogDirID,
-			}, opts...)
+			}
+			if l.cfg.ClusterID != nil {
+				req.ClusterId = l.cfg.ClusterID()
+			}
+			resp, err = c.RegisterBroker(rctx, req, opts...)
 			return err
 		})
 		if err == nil {

@@ -25,11 +25,13 @@ type fakeController struct {
 	leaderAddr    string
 	heartbeats    atomic.Int64
 	registrations atomic.Int64
-	fenced        atomic.Bool // set by ControlledShutdown, cleared by a registration
+	fenced        atomic.Bool  // set by ControlledShutdown, cleared by a registration
+	lastCluster   atomic.Value // the cluster id of the last registration
 }
 
-func (f *fakeController) RegisterBroker(context.Context, *controllerv1.RegisterBrokerRequest) (*controllerv1.RegisterBrokerResponse, error) {
+func (f *fakeController) RegisterBroker(_ context.Context, req *controllerv1.RegisterBrokerRequest) (*controllerv1.RegisterBrokerResponse, error) {
 	f.registrations.Add(1)
+	f.lastCluster.Store(req.GetClusterId())
 	f.fenced.Store(false)
 	return &controllerv1.RegisterBrokerResponse{BrokerEpoch: 2}, nil
 }
@@ -200,5 +202,27 @@ func TestLateHeartbeatAfterAStallCountsSilenceFromTheResume(t *testing.T) {
 	}
 	if out := logs.String(); strings.Count(out, `"msg":"heartbeat late: this node did not run for a while`) != 1 {
 		t.Fatalf("log:\n%s", out)
+	}
+}
+
+// A registration names the cluster the node's partition directories were
+// made for, asked at each registration (it is recorded when the first is
+// made), so that another cluster's controllers can refuse it.
+func TestRegistrationNamesTheDirectoriesCluster(t *testing.T) {
+	f := &fakeController{}
+	var cluster atomic.Value
+	cluster.Store("")
+	l, err := New(Config{BrokerID: 1, Controllers: []string{serve(t, f)}, ClusterID: func() string { return cluster.Load().(string) }}, slog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"", "cluster-a"} {
+		cluster.Store(want)
+		if err := l.Register(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if got := f.lastCluster.Load(); got != want {
+			t.Errorf("registration names cluster %q, want %q", got, want)
+		}
 	}
 }

@@ -197,6 +197,16 @@ func (m *Manager) BrokerAddr(id int32) (string, bool) {
 	return b.GetGrpcAddr(), true
 }
 
+// DirsClusterID answers the cluster this node's partition directories were
+// made for, as the checkpoint store records it ("" while none was made, or
+// when the store cannot be read).
+func (m *Manager) DirsClusterID() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.readDirMarkLocked()
+	return m.dirsMark.ClusterID
+}
+
 // Image is the latest metadata the manager applied (nil before the first).
 func (m *Manager) Image() *metadata.Image {
 	m.mu.RLock()
