@@ -193,15 +193,16 @@ func (p *Partition) ApplyFetchedCut(epoch int32, fetchOffset record.Offset, res 
 	if truncated && onTruncate != nil {
 		onTruncate()
 	}
-	if err != nil || syncTo == 0 {
+	if syncTo == 0 {
 		return cut, err
 	}
 	// flush.messages, outside the lock: the follower's next fetch, which
-	// tells the leader it has these offsets, goes out only after it.
-	if err := p.log.SyncIfDue(syncTo); err != nil {
-		return cut, errs.Errorf(errs.KafkaStorageError, "%s-%d: follower append: %v", p.cfg.Topic, p.cfg.Partition, err)
+	// tells the leader it has these offsets, goes out only after it (also
+	// when the answer then failed: what was appended before is reported).
+	if serr := p.log.SyncIfDue(syncTo); serr != nil {
+		return cut, errs.Errorf(errs.KafkaStorageError, "%s-%d: follower append: %v", p.cfg.Topic, p.cfg.Partition, serr)
 	}
-	return cut, nil
+	return cut, err
 }
 
 // divergenceEndLocked answers where a follower truncates to when the
@@ -231,7 +232,7 @@ func (p *Partition) divergenceEndLocked(res FollowerFetchResult) record.Offset {
 
 // applyFetchedLocked is ApplyFetched under p.mu; syncTo is the LEO after
 // an append (0 when nothing was appended).
-func (p *Partition) applyFetchedLocked(epoch int32, fetchOffset record.Offset, res FollowerFetchResult) (syncTo record.Offset, _ error) {
+func (p *Partition) applyFetchedLocked(epoch int32, fetchOffset record.Offset, res FollowerFetchResult) (syncTo record.Offset, damaged error) {
 	if p.role != Follower || p.st.LeaderEpoch != epoch || p.log.LogEndOffset() != fetchOffset {
 		return 0, nil
 	}
@@ -280,7 +281,12 @@ func (p *Partition) applyFetchedLocked(epoch int32, fetchOffset record.Offset, r
 		for it.Next() {
 			b := it.Batch()
 			if err := b.Verify(); err != nil {
-				return 0, err
+				// The leader's copy of this batch is damaged: the whole
+				// batches before it are taken (a replica catching up from
+				// such a leader gets that far), and the fetch fails here.
+				damaged = errs.Errorf(errs.CorruptMessage, "%s-%d: the leader's batch at offset %d failed its check: %v",
+					p.cfg.Topic, p.cfg.Partition, b.BaseOffset(), errs.Message(err))
+				break
 			}
 			if b.PartitionLeaderEpoch() > record.Epoch(epoch) {
 				// No leader at this epoch wrote it: the leader changed
@@ -295,7 +301,7 @@ func (p *Partition) applyFetchedLocked(epoch int32, fetchOffset record.Offset, r
 			metas = append(metas, parsed{b: b})
 			end = it.Pos()
 		}
-		if err := it.Err(); err != nil {
+		if err := it.Err(); err != nil && damaged == nil {
 			return 0, err
 		}
 		if end > 0 {
@@ -323,7 +329,7 @@ func (p *Partition) applyFetchedLocked(epoch int32, fetchOffset record.Offset, r
 			return syncTo, errs.Errorf(errs.KafkaStorageError, "%s-%d: delete records before %d: %v", p.cfg.Topic, p.cfg.Partition, start, err)
 		}
 	}
-	return syncTo, nil
+	return syncTo, damaged
 }
 
 // replayLocked applies an appended batch to the producer state and the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -1276,5 +1277,35 @@ func TestNewLeaderListsNoOffsetBelowItsEpochStart(t *testing.T) {
 	}
 	if off, _, _, err := leader.ListOffset(time.Now().Add(time.Hour).UnixMilli(), false, -1); err != nil || off != -1 {
 		t.Errorf("a time after every record, once caught up: %d, %v; want -1", off, err)
+	}
+}
+
+// A leader's answer holding a damaged batch: the follower takes the whole
+// batches before it (so a replica catching up from such a leader gets that
+// far, and reports it) and fails the fetch with CORRUPT_MESSAGE naming the
+// batch, instead of refusing the whole answer.
+func TestFollowerTakesTheBatchesBeforeADamagedOne(t *testing.T) {
+	c := newCluster(t, 1)
+	f := c.replicas[2]
+	var data []byte
+	for i, v := range []string{"a", "b", "c"} {
+		b := record.Batch(plain(t, v))
+		b.SetBaseOffset(record.Offset(i))
+		data = append(data, b...)
+	}
+	data[len(data)-2] ^= 0xff // inside the third batch's checked bytes
+	fs, ok := f.FollowerState()
+	if !ok {
+		t.Fatal("replica 2 is not a follower")
+	}
+	err := f.ApplyFetched(fs.CurrentLeaderEpoch, fs.FetchOffset, FollowerFetchResult{Records: data, HW: 3})
+	if errs.Of(err) != errs.CorruptMessage || !strings.Contains(err.Error(), "at offset 2") {
+		t.Fatalf("applying an answer with a damaged third batch: %v, want CORRUPT_MESSAGE naming offset 2", err)
+	}
+	if s := f.Snapshot(); s.LEO != 2 || s.HW != 2 {
+		t.Errorf("follower after the answer: LEO %d, HW %d; want both 2 (the two whole batches before the damaged one)", s.LEO, s.HW)
+	}
+	if got := c.logs[2].values(); !slices.Equal(got, []string{"a", "b"}) {
+		t.Errorf("follower's log %v, want [a b]", got)
 	}
 }
