@@ -80,6 +80,38 @@ type thread struct {
 	// round for MaxWait, so the stream is restarted with a round that does.
 	grown  chan struct{}
 	cancel context.CancelFunc
+	// failed: the last failure to apply an answer logged per partition,
+	// so that one that repeats every round is logged once a minute.
+	// Touched only by the thread's own loop.
+	failed map[partition.TP]loggedFailure
+}
+
+type loggedFailure struct {
+	msg string
+	at  time.Time
+}
+
+// failureRepeatLog is how often a failure that repeats every round, with
+// the same message, is logged again.
+const failureRepeatLog = time.Minute
+
+// shouldLog reports whether the failure err of tp is logged now: a new
+// one, one that changed, or one last logged failureRepeatLog ago. A nil
+// err forgets tp's.
+func (th *thread) shouldLog(tp partition.TP, err error, now time.Time) bool {
+	if err == nil {
+		delete(th.failed, tp)
+		return false
+	}
+	if th.failed == nil {
+		th.failed = map[partition.TP]loggedFailure{}
+	}
+	last, ok := th.failed[tp]
+	if ok && last.msg == err.Error() && now.Sub(last.at) < failureRepeatLog {
+		return false
+	}
+	th.failed[tp] = loggedFailure{msg: err.Error(), at: now}
+	return true
 }
 
 // New returns a manager with no fetchers.
@@ -394,8 +426,10 @@ func (m *Manager) round(ctx context.Context, th *thread, stream storagev1.Storag
 		for _, s := range spans {
 			s.End()
 		}
+		if th.shouldLog(tp, err, time.Now()) {
+			m.log.Error("applying fetched batches failed", "partition", tp, "err", err, "repeats", "logged once a minute while the same failure repeats")
+		}
 		if err != nil {
-			m.log.Error("applying fetched batches failed", "partition", tp, "err", err)
 			backoff = true
 		}
 		if cut != nil {
