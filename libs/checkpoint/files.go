@@ -51,6 +51,8 @@ type Files struct {
 	// of the newest save, which is in slots[saved%2].
 	slots [2]*os.File
 	saved uint64
+	// converted says the open converted an earlier version's badger store.
+	converted bool
 }
 
 var _ Store = (*Files)(nil)
@@ -214,8 +216,14 @@ func (f *Files) convertBadger() error {
 	if err := f.SaveOffsets(offsets); err != nil {
 		return err
 	}
+	f.converted = true
 	return f.removeBadger()
 }
+
+// Converted reports whether the open converted the badger store of an
+// earlier version (its offsets and keys are now in files, and its own
+// files are gone).
+func (f *Files) Converted() bool { return f.converted }
 
 // removeBadger removes what an earlier version's badger store left.
 func (f *Files) removeBadger() error {

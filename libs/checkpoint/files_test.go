@@ -32,10 +32,13 @@ func TestFilesConvertsBadger(t *testing.T) {
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	for range 2 { // the second open finds files only
+	for i := range 2 { // the second open finds files only
 		f, err := OpenFiles(dir)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if f.Converted() != (i == 0) {
+			t.Errorf("open %d: converted %v", i, f.Converted())
 		}
 		offs, _ := f.LoadOffsets()
 		if len(offs) != 2 || offs[a] != (Offsets{10, 8, 2}) || offs[c] != (Offsets{7, 7, 0}) {

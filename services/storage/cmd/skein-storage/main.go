@@ -152,6 +152,10 @@ func run(c config) error {
 	if err != nil {
 		return err
 	}
+	if ckpt.Converted() {
+		log.Info("converted the checkpoints from the badger store of an earlier version into files; an earlier version started on this data directory now finds no checkpoints (OPERATIONS.md, \"Upgrading\")",
+			"dir", filepath.Join(c.dataDir, "checkpoints"))
+	}
 	defer ckpt.Close()
 
 	var mgr *replica.Manager
