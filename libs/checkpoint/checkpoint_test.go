@@ -14,49 +14,34 @@ func stores(t *testing.T, f func(t *testing.T, open func() Store)) {
 		m := NewMemory()
 		f(t, func() Store { return m })
 	})
-	t.Run("badger", func(t *testing.T) {
-		dir := t.TempDir()
-		var cur *Badger
-		t.Cleanup(func() {
-			if cur != nil {
-				cur.Close()
-			}
-		})
-		f(t, func() Store {
-			// Each call reopens: what was written must have survived.
-			if cur != nil {
-				if err := cur.Close(); err != nil {
-					t.Fatal(err)
-				}
-			}
-			var err error
-			if cur, err = OpenBadger(dir); err != nil {
+	t.Run("badger", func(t *testing.T) { f(t, reopening(t, OpenBadger)) })
+	t.Run("files", func(t *testing.T) { f(t, reopening(t, OpenFiles)) })
+}
+
+// reopening answers an open for stores kept in a directory: each call
+// closes the store the last one opened and opens it again, so that what was
+// written must have survived.
+func reopening[S Store](t *testing.T, open func(dir string) (S, error)) func() Store {
+	dir := t.TempDir()
+	var cur Store
+	t.Cleanup(func() {
+		if cur != nil {
+			cur.Close()
+		}
+	})
+	return func() Store {
+		if cur != nil {
+			if err := cur.Close(); err != nil {
 				t.Fatal(err)
 			}
-			return cur
-		})
-	})
-	t.Run("files", func(t *testing.T) {
-		dir := t.TempDir()
-		var cur *Files
-		t.Cleanup(func() {
-			if cur != nil {
-				cur.Close()
-			}
-		})
-		f(t, func() Store {
-			if cur != nil {
-				if err := cur.Close(); err != nil {
-					t.Fatal(err)
-				}
-			}
-			var err error
-			if cur, err = OpenFiles(dir); err != nil {
-				t.Fatal(err)
-			}
-			return cur
-		})
-	})
+		}
+		s, err := open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur = s
+		return s
+	}
 }
 
 func TestOffsets(t *testing.T) {
