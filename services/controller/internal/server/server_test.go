@@ -687,9 +687,16 @@ func TestDuplicateBrokerRegistration(t *testing.T) {
 func TestRegistrationOfAnotherCluster(t *testing.T) {
 	c := newCluster(t, 1, false, 2*time.Second)
 	cl := c.client(c.leader())
-	d, err := cl.DescribeCluster(ctxT(t), &controllerv1.DescribeClusterRequest{})
-	if err != nil || d.GetClusterId() == "" {
-		t.Fatalf("describe: %v %v", d, err)
+	// The leader bootstraps the cluster (names it) just after its election.
+	var d *controllerv1.DescribeClusterResponse
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var err error
+		if d, err = cl.DescribeCluster(ctxT(t), &controllerv1.DescribeClusterRequest{}); err == nil && d.GetClusterId() != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("describe: %v %v", d, err)
+		}
 	}
 	register := func(id int32, cluster string) error {
 		_, err := cl.RegisterBroker(ctxT(t), &controllerv1.RegisterBrokerRequest{BrokerId: id, GrpcAddr: fmt.Sprintf("127.0.0.1:%d", 20000+id), IncarnationId: "inc", LogDirId: "dir", ClusterId: cluster})
