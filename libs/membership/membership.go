@@ -41,6 +41,9 @@ type Meta struct {
 	// Incarnation is the process start's id (a storage node passes the one it
 	// registers with), so an event about an old incarnation can be told apart.
 	Incarnation string `json:"inc,omitempty"`
+	// PlacementRule is, for a controller, the newest rule for placing new
+	// partitions its build applies (0: a build that does not say).
+	PlacementRule uint32 `json:"placement,omitempty"`
 }
 
 // State is a member's state as gossip sees it.

@@ -25,6 +25,7 @@ import (
 	"skein/libs/peerauth"
 	"skein/libs/telemetry"
 	"skein/libs/tlsconf"
+	"skein/services/controller/internal/fsm"
 	"skein/services/controller/internal/liveness"
 	"skein/services/controller/internal/quorum"
 	"skein/services/controller/internal/server"
@@ -197,8 +198,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		raftServerTLS, raftClientTLS = src.ServerConfig(false), src.ClientConfig()
 	}
 
+	var gossip atomic.Pointer[membership.Node] // set once gossip starts
 	node, err := quorum.Open(quorum.Config{
 		NodeID: int32(c.nodeID), RaftBindAddr: c.raftAddr, DataDir: c.dataDir, Peers: peers,
+		AnnouncedRules:   func() map[int32]uint32 { return announcedRules(gossip.Load(), peers) },
 		HeartbeatTimeout: c.raftHeartbeat, ElectionTimeout: c.raftElect, LeaderLeaseTimeout: c.raftLease, CommitTimeout: c.raftCommit,
 		SnapshotThreshold: uint64(c.snapshotThreshold), SnapshotInterval: c.snapshotInterval,
 		WatchBuffer: c.watchBuffer, Logger: logger, TLSServer: raftServerTLS, TLSClient: raftClientTLS,
@@ -241,11 +244,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 			// Every voter should be in gossip: fewer alive makes this
 			// controller join its seeds again (a healed partition).
 			ExpectedMembers: func() int { return len(peers) },
-			Meta:            membership.Meta{Role: membership.RoleController, ID: int32(c.nodeID), GRPCAddr: self.GRPCAddr, HTTPAddr: c.httpAddr, RaftAddr: self.RaftAddr},
+			Meta: membership.Meta{Role: membership.RoleController, ID: int32(c.nodeID), GRPCAddr: self.GRPCAddr, HTTPAddr: c.httpAddr, RaftAddr: self.RaftAddr,
+				PlacementRule: fsm.MaxPlacementRule},
 		})
 		if err != nil {
 			return err
 		}
+		gossip.Store(members)
 		events = members.Events()
 	}
 
@@ -325,4 +330,21 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	_ = hs.Shutdown(shCtx)
 	logger.Info("controller stopped")
 	return errors.Join(serveErr, closeErr)
+}
+
+// announcedRules answers the placement rules the controllers of peers
+// announced in gossip, as this one last saw each (down ones included: a
+// controller restarted with the same build is not of an older one). A peer
+// gossip never saw, or whose build announces none, is left out.
+func announcedRules(g *membership.Node, peers []quorum.Peer) map[int32]uint32 {
+	if g == nil {
+		return nil
+	}
+	out := map[int32]uint32{}
+	for _, p := range peers {
+		if m, ok := g.Lookup(membership.RoleController, p.ID); ok && m.Meta.PlacementRule > 0 {
+			out[p.ID] = m.Meta.PlacementRule
+		}
+	}
+	return out
 }

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"errors"
 	"fmt"
 
 	"google.golang.org/protobuf/proto"
@@ -40,10 +41,18 @@ func Restore(p *controllerv1.MetadataImage) (*Machine, error) {
 // changes it on the next Apply.
 func (m *Machine) Image() *metadata.Image { return m.img }
 
+// ErrNewerRule is what Apply answers for an entry naming a placement rule
+// newer than this build's: it changes nothing, and the controller must stop
+// applying the log, since going on would leave its image unlike the others'.
+var ErrNewerRule = errors.New("the entry names a newer placement rule than this build applies")
+
 // Apply applies the command of the Raft entry at index.
 func (m *Machine) Apply(index uint64, cmd *controllerv1.Command) (Result, error) {
 	if Version(index) < m.img.Version() {
 		return Result{}, errs.Errorf(errs.UnknownServerError, "entry %d is behind the image's version %d", index, m.img.Version())
+	}
+	if r := cmd.GetPlacementRule(); r > MaxPlacementRule {
+		return Result{}, fmt.Errorf("entry %d: placement rule %d, this build applies up to %d: %w", index, r, MaxPlacementRule, ErrNewerRule)
 	}
 	t := &tx{img: m.img, version: index, placementRule: cmd.GetPlacementRule()}
 	reply, err := t.dispatch(cmd)

@@ -1,6 +1,8 @@
 package fsm
 
 import (
+	"slices"
+
 	"skein/libs/metadata"
 )
 
@@ -10,9 +12,30 @@ const (
 	FirstPlacement uint32 = 0
 	// SpreadPlacement spreads one call's partitions first.
 	SpreadPlacement uint32 = 1
-	// PlacementRule is the rule a leader of this build proposes with.
-	PlacementRule = SpreadPlacement
+	// ShiftedPlacement also spreads each leader's partitions' followers,
+	// so a failed broker's leaderships go to several brokers, not one.
+	ShiftedPlacement uint32 = 2
+	// MaxPlacementRule is the newest rule this build applies.
+	MaxPlacementRule = ShiftedPlacement
 )
+
+// ProposalRule answers the placement rule a leader proposes with: the newest
+// one that every voter applies, so no controller places an entry otherwise
+// than the leader did. announced holds, for each voter heard from, the newest
+// rule its build applies; a voter not heard from (down, or of a build that
+// does not announce it) counts as applying SpreadPlacement, the rule of
+// every build before the announcement.
+func ProposalRule(voters []int32, announced map[int32]uint32) uint32 {
+	rule := MaxPlacementRule
+	for _, v := range voters {
+		a, ok := announced[v]
+		if !ok {
+			a = SpreadPlacement
+		}
+		rule = min(rule, a)
+	}
+	return rule
+}
 
 // place chooses replicas for n new partitions of replication factor rf among
 // the live brokers (rf <= live brokers, checked by the caller). Greedy and
@@ -23,10 +46,17 @@ const (
 //     the fewest partitions in all, then holds the fewest replicas, then has
 //     the lowest id), so one call's leaders spread over the brokers, and
 //     the cluster's leaders even out over time;
-//   - each further replica is the broker holding the fewest replicas of
-//     these n (then the fewest in all), with a rack not yet used by the
-//     partition when one is left (rack-aware when racks are given; brokers
-//     without a rack share the rack "").
+//   - from ShiftedPlacement on, when the brokers have no racks (or all
+//     the same), the followers are Kafka's shifted followers: they go round
+//     the brokers (by id) from the leader, starting one further on each
+//     round of as many partitions as brokers. On three brokers, broker 1's
+//     partitions alternate their second replica between 2 and 3, so when 1
+//     fails its leaderships go half to each, not all to the lowest id, and
+//     every broker holds as many of the call's replicas as the others;
+//   - otherwise each further replica is the broker holding the fewest
+//     replicas of these n (then the fewest in all), with a rack not yet
+//     used by the partition when one is left (rack-aware when racks are
+//     given; brokers without a rack share the rack "").
 //
 // So a broker that just joined, holding nothing, gets its share of a new
 // topic's leaders and replicas first, not all of them.
@@ -36,6 +66,7 @@ const (
 // placed), so those entries replay as they were first applied.
 func place(img *metadata.Image, n, rf int, rule uint32) [][]int32 {
 	spread := rule >= SpreadPlacement
+	shifted := rule >= ShiftedPlacement
 	type load struct {
 		id       int32
 		rack     string
@@ -46,6 +77,14 @@ func place(img *metadata.Image, n, rf int, rule uint32) [][]int32 {
 	}
 	var brokers []*load
 	byID := map[int32]*load{}
+	existing := 0 // partitions in the cluster
+	// behind counts the partitions that hold a follower at a place behind a
+	// leader (ShiftedPlacement, in a last, partial round).
+	type slot struct {
+		leader, follower int32
+		at               int
+	}
+	behind := map[slot]int{}
 	for _, b := range img.LiveBrokers() {
 		l := &load{id: b.GetId(), rack: b.GetRack()}
 		brokers = append(brokers, l)
@@ -53,7 +92,12 @@ func place(img *metadata.Image, n, rf int, rule uint32) [][]int32 {
 	}
 	for _, tp := range img.Topics() {
 		for _, p := range img.Partitions(tp.GetName()) {
-			for i, r := range p.GetReplicas() {
+			existing++
+			rs := p.GetReplicas()
+			for i, r := range rs {
+				if i > 0 {
+					behind[slot{rs[0], r, i}]++
+				}
 				if l, ok := byID[r]; ok {
 					l.replicas++
 					if i == 0 {
@@ -67,8 +111,19 @@ func place(img *metadata.Image, n, rf int, rule uint32) [][]int32 {
 	for _, b := range brokers {
 		racks[b.rack] = true
 	}
+	// From ShiftedPlacement on, without racks, followers go round the
+	// brokers (by id) from their leader, shifted by one more each round of
+	// len(brokers) partitions, and the first round's shift by how many rounds
+	// the cluster holds already: Kafka's shifted followers, with every
+	// broker holding as many of the call's replicas as the others (±1).
+	// A last round of fewer partitions than brokers places its followers as
+	// below, among the brokers holding the fewest of the call's replicas
+	// the one least often at that place behind the leader, so the call's
+	// replicas stay even.
+	ring := shifted && len(racks) == 1
+	rounds := n / len(brokers) * len(brokers) // partitions in whole rounds
 	out := make([][]int32, 0, n)
-	for range n {
+	for i := range n {
 		var replicas []int32
 		used := map[int32]bool{}
 		usedRacks := map[string]bool{}
@@ -102,6 +157,17 @@ func place(img *metadata.Image, n, rf int, rule uint32) [][]int32 {
 		})
 		byID[replicas[0]].leaders++
 		byID[replicas[0]].newLeaders++
+		if ring && rf > 1 && i < rounds {
+			at := slices.IndexFunc(brokers, func(b *load) bool { return b.id == replicas[0] })
+			nb := len(brokers)
+			shift := existing/nb + i/nb
+			for j := 0; len(replicas) < rf; j++ {
+				b := brokers[(at+1+(shift+j)%(nb-1))%nb]
+				b.replicas++
+				b.newReplicas++
+				replicas = append(replicas, b.id)
+			}
+		}
 		for len(replicas) < rf {
 			pick(func(a, b *load) bool {
 				if ua, ub := usedRacks[a.rack], usedRacks[b.rack]; ua != ub {
@@ -110,8 +176,17 @@ func place(img *metadata.Image, n, rf int, rule uint32) [][]int32 {
 				if spread && a.newReplicas != b.newReplicas {
 					return a.newReplicas < b.newReplicas
 				}
+				if ring {
+					at := len(replicas)
+					if ba, bb := behind[slot{replicas[0], a.id, at}], behind[slot{replicas[0], b.id, at}]; ba != bb {
+						return ba < bb
+					}
+				}
 				return a.replicas < b.replicas
 			})
+		}
+		for at, r := range replicas[1:] {
+			behind[slot{replicas[0], r, at + 1}]++
 		}
 		out = append(out, replicas)
 	}

@@ -76,7 +76,7 @@ func runScenario(t *testing.T, file string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &scenario{t: t, m: New(), checked: true, rule: PlacementRule}
+	s := &scenario{t: t, m: New(), checked: true, rule: MaxPlacementRule}
 	s.apply(&controllerv1.Command{Command: &controllerv1.Command_Bootstrap{Bootstrap: &controllerv1.BootstrapCommand{ClusterId: "test"}}})
 	for i, line := range strings.Split(string(data), "\n") {
 		line = strings.TrimSpace(line)

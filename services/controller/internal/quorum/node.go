@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -58,6 +59,15 @@ type Config struct {
 	// server and client configurations.
 	TLSServer, TLSClient *tls.Config
 
+	// AnnouncedRules, when set, answers the newest placement rule each
+	// controller heard from announced it applies (by node id); the leader
+	// proposes the newest rule every voter applies (fsm.ProposalRule).
+	AnnouncedRules func() map[int32]uint32
+	// Fatal is called, and the entry left unapplied, when this controller
+	// cannot apply the Raft log as the others do (an entry of a newer
+	// build's placement rule); default: log and exit with status 1.
+	Fatal func(err error)
+
 	// beforeApply, when set (tests), runs before each command reaches the
 	// state machine.
 	beforeApply func(index uint64)
@@ -87,6 +97,8 @@ type Node struct {
 	// counts entries handed to the state machine's goroutine, which may
 	// not have run them yet.
 	fsmIndex atomic.Uint64
+	// rule is the placement rule of the last proposal (logged when it changes).
+	rule atomic.Uint32
 
 	mu      sync.Mutex // guards machine, hub and frozen
 	machine *fsm.Machine
@@ -404,7 +416,7 @@ func (n *Node) Propose(ctx context.Context, cmd *controllerv1.Command) (fsm.Resu
 		return fsm.Result{}, errs.Errorf(errs.NotController, "controller %d is not the leader", n.cfg.NodeID)
 	}
 	// Every entry names the placement rule it is to be applied with.
-	cmd.PlacementRule = fsm.PlacementRule
+	cmd.PlacementRule = n.proposalRule()
 	data, err := proto.Marshal(cmd)
 	if err != nil {
 		return fsm.Result{}, errs.Errorf(errs.InvalidRequest, "command: %v", err)
@@ -438,6 +450,32 @@ func (n *Node) Propose(ctx context.Context, cmd *controllerv1.Command) (fsm.Resu
 	return res.Result, res.err
 }
 
+// proposalRule answers the placement rule to propose with: the newest one
+// every voter (of --peers and of the Raft configuration) applies.
+func (n *Node) proposalRule() uint32 {
+	voters := make([]int32, 0, len(n.cfg.Peers))
+	for _, p := range n.cfg.Peers {
+		voters = append(voters, p.ID)
+	}
+	if f := n.raft.GetConfiguration(); f.Error() == nil {
+		for _, s := range f.Configuration().Servers {
+			if id, err := strconv.ParseInt(string(s.ID), 10, 32); err == nil && !slices.Contains(voters, int32(id)) {
+				voters = append(voters, int32(id))
+			}
+		}
+	}
+	var announced map[int32]uint32
+	if n.cfg.AnnouncedRules != nil {
+		announced = n.cfg.AnnouncedRules()
+	}
+	rule := fsm.ProposalRule(voters, announced)
+	if old := n.rule.Swap(rule + 1); old != rule+1 { // stored plus one: 0 is "none yet"
+		n.log.Info("new partitions are placed by the newest rule every controller applies",
+			"placement_rule", rule, "this_build_applies", fsm.MaxPlacementRule, "announced", announced)
+	}
+	return rule
+}
+
 type applyResult struct {
 	fsm.Result
 	err error
@@ -461,6 +499,16 @@ func (f *raftFSM) Apply(l *raft.Log) any {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	res, err := n.machine.Apply(l.Index, &cmd)
+	if errors.Is(err, fsm.ErrNewerRule) {
+		err = fmt.Errorf("%w; start this controller with a build as new as the one that wrote the entry", err)
+		if n.cfg.Fatal != nil {
+			n.cfg.Fatal(err)
+		} else {
+			n.log.Error("stopping: this controller cannot apply the Raft log as the others do", "err", err)
+			os.Exit(1)
+		}
+		return applyResult{err: errs.Errorf(errs.UnknownServerError, "%v", err)}
+	}
 	if len(res.Records) > 0 {
 		n.hub.publish(&controllerv1.MetadataDelta{Version: l.Index, Records: res.Records})
 	}
