@@ -6,15 +6,25 @@ import (
 	"time"
 
 	controllerv1 "skein/gen/skein/controller/v1"
+	"skein/libs/errs"
+	"skein/libs/rpcerr"
 )
 
 // controllerStates answers DescribeCluster's state of each controller, by
-// id, as ctl answers it.
+// id, as ctl answers it (once it holds metadata: a new cluster's leader
+// answers NOT_CONTROLLER until it has named the cluster).
 func controllerStates(t *testing.T, c *cluster, ctl *controller) map[int32]string {
 	t.Helper()
-	d, err := c.client(ctl).DescribeCluster(ctxT(t), &controllerv1.DescribeClusterRequest{})
-	if err != nil {
-		t.Fatal(err)
+	var d *controllerv1.DescribeClusterResponse
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var err error
+		d, err = c.client(ctl).DescribeCluster(ctxT(t), &controllerv1.DescribeClusterRequest{})
+		if err == nil {
+			break
+		}
+		if errs.Of(rpcerr.FromStatus(err)) != errs.NotController || time.Now().After(deadline) {
+			t.Fatal(err)
+		}
 	}
 	out := map[int32]string{}
 	for _, n := range d.GetControllers() {

@@ -574,6 +574,14 @@ func (s *Server) DescribeCluster(ctx context.Context, _ *controllerv1.DescribeCl
 			resp.Coordinators = append(resp.Coordinators, proto.CloneOf(c))
 		}
 	})
+	if resp.ClusterId == "" {
+		// Nothing applied yet (just started, with no snapshot, and no leader
+		// to learn the commit from; or a new cluster before its first
+		// entry): an empty cluster is not what the cluster holds. The
+		// caller asks another controller, and waits for one that knows.
+		return nil, rpcerr.ToGRPC(errs.Errorf(errs.NotController,
+			"controller %d holds no metadata yet (starting, or out of contact with a quorum of the controllers)", s.node.ID()))
+	}
 	return resp, nil
 }
 

@@ -20,9 +20,11 @@ import (
 	controllerv1grpc "skein/gen/skein/controller/v1/controllerv1grpc"
 	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/errs"
+	"skein/libs/loopback"
 	"skein/libs/membership"
 	"skein/libs/metadata"
 	"skein/libs/rpcerr"
+	"skein/services/controller/internal/quorum"
 )
 
 // watcher keeps a metadata image up to date from a WatchMetadata stream, as
@@ -716,5 +718,22 @@ func TestRegistrationOfAnotherCluster(t *testing.T) {
 	}
 	if err := register(9, ""); err != nil {
 		t.Fatalf("a broker with no partition directory yet: %v", err)
+	}
+}
+
+// A controller that holds no metadata (one of three started alone: no
+// leader, nothing applied) does not describe an empty cluster: it answers
+// NOT_CONTROLLER, so a client asks another controller.
+func TestDescribeClusterWithoutMetadata(t *testing.T) {
+	addrs := loopback.Addrs(t, 6)
+	c := &cluster{t: t, dir: t.TempDir(), session: time.Minute}
+	for i := range 3 {
+		c.peers = append(c.peers, quorum.Peer{ID: int32(i + 1), RaftAddr: addrs[2*i], GRPCAddr: addrs[2*i+1]})
+	}
+	c.ctrls = []*controller{c.start(1)}
+	t.Cleanup(c.stopAll)
+	d, err := c.client(c.ctrls[0]).DescribeCluster(ctxT(t), &controllerv1.DescribeClusterRequest{})
+	if err = rpcerr.FromStatus(err); errs.Of(err) != errs.NotController || !strings.Contains(err.Error(), "no metadata") {
+		t.Fatalf("describe without metadata: %v, %v; want NOT_CONTROLLER", d, err)
 	}
 }
