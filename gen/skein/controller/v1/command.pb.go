@@ -51,10 +51,12 @@ type Command struct {
 	//	*Command_CreateAcls
 	//	*Command_DeleteAcls
 	Command isCommand_Command `protobuf_oneof:"command"`
-	// The placement rule the proposing leader ran (0: the first, before this
-	// field). Every controller places a command's new partitions by the rule
-	// it names, so an entry replayed from the Raft log is placed as it was
-	// when first applied, whatever rule the replaying build prefers.
+	// The placement rule the command's new partitions are placed by (0: the
+	// first, before this field): the newest one every controller announced it
+	// applies, when the leader proposed it. Every controller places by the
+	// rule the entry names, so an entry replayed from the Raft log is placed
+	// as it was when first applied; a controller whose build does not know
+	// the rule stops rather than place otherwise.
 	PlacementRule uint32 `protobuf:"varint,18,opt,name=placement_rule,json=placementRule,proto3" json:"placement_rule,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

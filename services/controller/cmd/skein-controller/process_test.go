@@ -192,6 +192,27 @@ func TestProcesses(t *testing.T) {
 			m.Kill()
 		}()
 	}
+	// Once gossip shows every controller to every controller, the leader
+	// places by the newest rule (shifted followers, checked at broker 1's
+	// failure below).
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		alive := 0
+		for _, p := range procs {
+			if d, err := client(p).DescribeCluster(ctx, &controllerv1.DescribeClusterRequest{}); err == nil {
+				for _, c := range d.GetControllers() {
+					if c.GetState() == "ALIVE" {
+						alive++
+					}
+				}
+			}
+		}
+		if alive == 9 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gossip shows %d of 9 controller states ALIVE", alive)
+		}
+	}
 	if resp, err := cl.CreateTopics(ctx, &controllerv1.CreateTopicsRequest{Topics: []*controllerv1.CreatableTopic{{Name: "events", Partitions: 6, ReplicationFactor: 3}}}); err != nil || resp.GetTopics()[0].GetErrorCode() != 0 {
 		t.Fatalf("create: %v %v", resp, err)
 	}
@@ -242,6 +263,16 @@ func TestProcesses(t *testing.T) {
 	}
 	took := time.Since(killed)
 	t.Logf("FIGURE broker kill -> new leaders for its %d partitions in the watched metadata: %v", len(before), took)
+	// Its two partitions' second replicas differ, so its leaderships went
+	// to both other brokers, not both to the lowest id.
+	took2 := map[int32]bool{}
+	for p := range before {
+		pr, _ := img.Partition("events", p)
+		took2[pr.GetLeader()] = true
+	}
+	if len(before) != 2 || len(took2) != 2 {
+		t.Errorf("broker 1 led %d partitions, and its leaderships went to %v: want two, to brokers 2 and 3", len(before), took2)
+	}
 	if took > 3*time.Second {
 		t.Errorf("broker failover took %v, goal 3 s", took)
 	}

@@ -77,7 +77,9 @@ func place(img *metadata.Image, n, rf int, rule uint32) [][]int32 {
 	}
 	var brokers []*load
 	byID := map[int32]*load{}
-	existing := 0 // partitions in the cluster
+	// calls stands for the calls that placed partitions before this one
+	// (the topics there are): each starts its followers one further on.
+	calls := len(img.Topics())
 	// behind counts the partitions that hold a follower at a place behind a
 	// leader (ShiftedPlacement, in a last, partial round).
 	type slot struct {
@@ -92,7 +94,6 @@ func place(img *metadata.Image, n, rf int, rule uint32) [][]int32 {
 	}
 	for _, tp := range img.Topics() {
 		for _, p := range img.Partitions(tp.GetName()) {
-			existing++
 			rs := p.GetReplicas()
 			for i, r := range rs {
 				if i > 0 {
@@ -111,11 +112,11 @@ func place(img *metadata.Image, n, rf int, rule uint32) [][]int32 {
 	for _, b := range brokers {
 		racks[b.rack] = true
 	}
-	// From ShiftedPlacement on, without racks, followers go round the
-	// brokers (by id) from their leader, shifted by one more each round of
-	// len(brokers) partitions, and the first round's shift by how many rounds
-	// the cluster holds already: Kafka's shifted followers, with every
-	// broker holding as many of the call's replicas as the others (±1).
+	// From ShiftedPlacement on, with one rack (or none), followers go round
+	// the brokers (by id) from their leader, shifted by one more each round
+	// of len(brokers) partitions, and the first round's shift by one more
+	// than the last call's: Kafka's shifted followers, with every broker
+	// holding as many of the call's replicas as the others (±1).
 	// A last round of fewer partitions than brokers places its followers as
 	// below, among the brokers holding the fewest of the call's replicas
 	// the one least often at that place behind the leader, so the call's
@@ -160,7 +161,7 @@ func place(img *metadata.Image, n, rf int, rule uint32) [][]int32 {
 		if ring && rf > 1 && i < rounds {
 			at := slices.IndexFunc(brokers, func(b *load) bool { return b.id == replicas[0] })
 			nb := len(brokers)
-			shift := existing/nb + i/nb
+			shift := calls + i/nb
 			for j := 0; len(replicas) < rf; j++ {
 				b := brokers[(at+1+(shift+j)%(nb-1))%nb]
 				b.replicas++

@@ -18,7 +18,7 @@ import (
 func TestFailedBrokersLeadershipsSpread(t *testing.T) {
 	for _, brokers := range []int{3, 4, 5, 6, 9} {
 		for _, rf := range []int{2, 3} {
-			for _, partitions := range []int{brokers, 2 * brokers, 4 * brokers, 12, 50} {
+			for _, partitions := range []int{brokers, brokers + 1, 2 * brokers, 4*brokers + 1, 50} {
 				t.Run(fmt.Sprintf("%d brokers, RF %d, %d partitions", brokers, rf, partitions), func(t *testing.T) {
 					m := New()
 					index := uint64(0)
@@ -69,6 +69,62 @@ func TestFailedBrokersLeadershipsSpread(t *testing.T) {
 						}
 						if slack := min(1, partitions%brokers) + 1; hi-lo > slack {
 							t.Errorf("broker %d failing hands its leaderships to %v: uneven", failed, next)
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// The same across calls: 24 topics created one after another, each call's
+// followers starting one further round the brokers than the last's. Rule 1
+// gave each leader the same second replica in every topic.
+func TestFailedBrokersLeadershipsSpreadOverManyTopics(t *testing.T) {
+	for _, brokers := range []int{3, 4, 5, 6} {
+		for _, rf := range []int{2, 3} {
+			for _, size := range []int{1, 2, 3, 6, 7} {
+				t.Run(fmt.Sprintf("%d brokers, RF %d, topics of %d", brokers, rf, size), func(t *testing.T) {
+					m := New()
+					index := uint64(0)
+					apply := func(cmd *controllerv1.Command) {
+						t.Helper()
+						index++
+						cmd.PlacementRule = MaxPlacementRule
+						if _, err := m.Apply(index, cmd); err != nil {
+							t.Fatal(err)
+						}
+					}
+					apply(&controllerv1.Command{Command: &controllerv1.Command_Bootstrap{Bootstrap: &controllerv1.BootstrapCommand{ClusterId: "test"}}})
+					for b := 1; b <= brokers; b++ {
+						apply(&controllerv1.Command{Command: &controllerv1.Command_RegisterBroker{RegisterBroker: &controllerv1.RegisterBrokerRequest{
+							BrokerId: int32(b), GrpcAddr: "127.0.0.1:" + strconv.Itoa(b), IncarnationId: "inc", LogDirId: "dir"}}})
+					}
+					takeover := map[int32]map[int32]int{}
+					for k := range 24 {
+						name := fmt.Sprint("t", k)
+						apply(&controllerv1.Command{Command: &controllerv1.Command_CreateTopics{CreateTopics: &controllerv1.CreateTopicsRequest{
+							Topics: []*controllerv1.CreatableTopic{{Name: name, Partitions: int32(size), ReplicationFactor: int32(rf)}}}}})
+						for _, p := range m.Image().Partitions(name) {
+							r := p.GetReplicas()
+							if takeover[r[0]] == nil {
+								takeover[r[0]] = map[int32]int{}
+							}
+							takeover[r[0]][r[1]]++
+						}
+					}
+					for failed, next := range takeover {
+						total, lo, hi := 0, 1<<30, 0
+						for b := int32(1); b <= int32(brokers); b++ {
+							if b != failed {
+								total += next[b]
+								lo, hi = min(lo, next[b]), max(hi, next[b])
+							}
+						}
+						// even: each other broker's share, were they equal.
+						even := float64(total) / float64(brokers-1)
+						if even < 1 && hi > 1 || even >= 1 && (3*float64(lo) < even || float64(hi) > 2*even+2) {
+							t.Errorf("broker %d failing hands its %d leaderships to %v: uneven", failed, total, next)
 						}
 					}
 				})

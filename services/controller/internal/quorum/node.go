@@ -63,9 +63,10 @@ type Config struct {
 	// controller heard from announced it applies (by node id); the leader
 	// proposes the newest rule every voter applies (fsm.ProposalRule).
 	AnnouncedRules func() map[int32]uint32
-	// Fatal is called, and the entry left unapplied, when this controller
-	// cannot apply the Raft log as the others do (an entry of a newer
-	// build's placement rule); default: log and exit with status 1.
+	// Fatal is called when this controller cannot apply the Raft log as the
+	// others do (an entry of a newer build's placement rule); default: log
+	// and exit with status 1. It must not return but in tests: the entry
+	// is left unapplied, and the image would go on without it.
 	Fatal func(err error)
 
 	// beforeApply, when set (tests), runs before each command reaches the
