@@ -1,6 +1,8 @@
 // Package dlqtopic names a topic's default dead-letter topic: where a
 // consumer group that sets no dlq.topic writes the records of that topic
-// it gives up on after max.delivery.attempts.
+// it gives up on after max.delivery.attempts; and the headers that say
+// where a dead-lettered record came from, which the group coordinator
+// writes and its tools read back (Parse).
 package dlqtopic
 
 import (

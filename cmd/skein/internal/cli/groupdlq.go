@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"unicode"
@@ -15,21 +14,6 @@ import (
 	"skein/libs/dlqtopic"
 	"skein/libs/errs"
 	"skein/libs/rpcerr"
-)
-
-// The headers the group coordinator puts on a dead-lettered record, after
-// the record's own (docs/API.md, "Dead letters").
-const (
-	dlqSourceTopic     = "dlq.source.topic"
-	dlqSourcePartition = "dlq.source.partition"
-	dlqSourceOffset    = "dlq.source.offset"
-	dlqReason          = "dlq.reason"
-	dlqAttempts        = "dlq.attempts"
-	dlqGroup           = "dlq.group"
-	// dlqSourceTimestamp is the record's own timestamp: the copy carries
-	// the time it was dead-lettered (copies written before it was added
-	// carry the record's own).
-	dlqSourceTimestamp = "dlq.source.timestamp"
 )
 
 // deadLetter is one record of a dead-letter topic that a group gave up on.
@@ -107,7 +91,7 @@ func readDeadLetters(ctx context.Context, admin skeinv1.AdminServiceClient, cons
 			}
 			end = max(end, resp.GetHighWatermark())
 			for _, r := range resp.GetRecords() {
-				if d, ok := parseDeadLetter(dlqTopic, r); ok && d.Topic == topic && groupOf(r) == group {
+				if d, src, ok := parseDeadLetter(dlqTopic, r); ok && d.Topic == topic && src.Group == group {
 					out = append(out, d)
 				}
 			}
@@ -120,59 +104,27 @@ func readDeadLetters(ctx context.Context, admin skeinv1.AdminServiceClient, cons
 	return out, nil
 }
 
-func groupOf(r *skeinv1.ConsumedRecord) string {
-	g := ""
-	for _, h := range r.GetHeaders() {
-		if h.GetKey() == dlqGroup {
-			g = string(h.GetValueBytes())
-		}
+// parseDeadLetter reads a dead-letter record's dlq.* headers
+// (dlqtopic.Parse); ok is false for a record without them, or whose last
+// one of a kind does not parse. Its own headers (Headers) are the rest: an
+// earlier dead-lettering's dlq.* headers stay with the record.
+func parseDeadLetter(dlqTopic string, r *skeinv1.ConsumedRecord) (deadLetter, dlqtopic.Source, bool) {
+	hs := r.GetHeaders()
+	src, own, ok := dlqtopic.Parse(len(hs), func(i int) (string, []byte) { return hs[i].GetKey(), hs[i].GetValueBytes() })
+	if !ok {
+		return deadLetter{}, src, false
 	}
-	return g
-}
-
-// parseDeadLetter reads a dead-letter record's dlq.* headers; ok is false
-// for a record without them, or whose last one of a kind does not parse.
-// Its own headers (Headers) are the rest.
-// The last of each kind counts: the coordinator's come after the record's
-// own, which may hold dlq.* headers of an earlier dead-lettering (or any
-// text a producer put there).
-func parseDeadLetter(dlqTopic string, r *skeinv1.ConsumedRecord) (deadLetter, bool) {
 	d := deadLetter{DLQTopic: dlqTopic, DLQPartition: r.GetPartition(), DLQOffset: r.GetOffset(), Key: r.GetKeyBytes(),
-		Value: r.GetValueBytes(), TimestampMs: r.GetTimestampMs(), null: r.ValueBytes == nil}
-	last := map[string]string{}
-	lastAt := map[string]int{} // where the last of each dead-letter header is
-	for i, h := range r.GetHeaders() {
-		switch k := h.GetKey(); k {
-		case dlqSourceTopic, dlqSourcePartition, dlqSourceOffset, dlqReason, dlqAttempts, dlqGroup, dlqSourceTimestamp:
-			last[k], lastAt[k] = string(h.GetValueBytes()), i
-		}
+		Value: r.GetValueBytes(), TimestampMs: r.GetTimestampMs(), null: r.ValueBytes == nil,
+		Topic: src.Topic, Partition: src.Partition, Offset: src.Offset, Reason: src.Reason, Attempts: src.Attempts}
+	for _, i := range own {
+		d.Headers = append(d.Headers, hs[i])
 	}
-	// The record's own headers are all but the coordinator's: an earlier
-	// dead-lettering's dlq.* headers stay with the record.
-	for i, h := range r.GetHeaders() {
-		if at, ok := lastAt[h.GetKey()]; !ok || at != i {
-			d.Headers = append(d.Headers, h)
-		}
-	}
-	topic, okT := last[dlqSourceTopic]
-	part, errP := strconv.ParseInt(last[dlqSourcePartition], 10, 32)
-	off, errO := strconv.ParseInt(last[dlqSourceOffset], 10, 64)
-	if !okT || errP != nil || errO != nil {
-		return deadLetter{}, false
-	}
-	d.Topic, d.Partition, d.Offset, d.Reason = topic, int32(part), off, last[dlqReason]
-	if n, err := strconv.ParseInt(last[dlqAttempts], 10, 32); err == nil {
-		d.Attempts = int32(n)
-	}
-	if v, ok := last[dlqSourceTimestamp]; ok {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return deadLetter{}, false
-		}
+	if src.HasTimestamp {
 		copyTS := d.TimestampMs
-		d.TimestampMs, d.DeadLetteredMs = n, &copyTS
+		d.TimestampMs, d.DeadLetteredMs = src.Timestamp, &copyTS
 	}
-	return d, true
+	return d, src, true
 }
 
 // printable shows bytes as text when they are, else as their length.

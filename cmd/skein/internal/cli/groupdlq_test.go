@@ -7,51 +7,52 @@ import (
 	"testing"
 
 	skeinv1 "skein/gen/skein/v1"
+	"skein/libs/dlqtopic"
 )
 
 func TestParseDeadLetter(t *testing.T) {
 	h := func(k, v string) *skeinv1.Header { return &skeinv1.Header{Key: k, ValueBytes: []byte(v)} }
 	r := &skeinv1.ConsumedRecord{Partition: 1, Offset: 9, KeyBytes: []byte("k"), ValueBytes: []byte("v"), TimestampMs: 5,
-		Headers: []*skeinv1.Header{h("own", "x"), h(dlqSourceTopic, "orders"), h(dlqSourcePartition, "2"), h(dlqSourceOffset, "41"),
-			h(dlqReason, "bad"), h(dlqAttempts, "5"), h(dlqGroup, "billing")}}
-	d, ok := parseDeadLetter("orders.dlq", r)
+		Headers: []*skeinv1.Header{h("own", "x"), h(dlqtopic.HeaderSourceTopic, "orders"), h(dlqtopic.HeaderSourcePartition, "2"), h(dlqtopic.HeaderSourceOffset, "41"),
+			h(dlqtopic.HeaderReason, "bad"), h(dlqtopic.HeaderAttempts, "5"), h(dlqtopic.HeaderGroup, "billing")}}
+	d, src, ok := parseDeadLetter("orders.dlq", r)
 	if !ok || d.Topic != "orders" || d.Partition != 2 || d.Offset != 41 || d.Reason != "bad" || d.Attempts != 5 ||
-		d.DLQPartition != 1 || d.DLQOffset != 9 || string(d.Value) != "v" || d.null || groupOf(r) != "billing" ||
+		d.DLQPartition != 1 || d.DLQOffset != 9 || string(d.Value) != "v" || d.null || src.Group != "billing" ||
 		d.TimestampMs != 5 || d.DeadLetteredMs != nil {
 		t.Fatalf("%+v %v", d, ok)
 	}
 	// A copy written with the record's own time in dlq.source.timestamp.
-	r.Headers = append(r.Headers, h(dlqSourceTimestamp, "3"))
-	if d, ok := parseDeadLetter("orders.dlq", r); !ok || d.TimestampMs != 3 || d.DeadLetteredMs == nil || *d.DeadLetteredMs != 5 || len(d.Headers) != 1 {
+	r.Headers = append(r.Headers, h(dlqtopic.HeaderSourceTimestamp, "3"))
+	if d, _, ok := parseDeadLetter("orders.dlq", r); !ok || d.TimestampMs != 3 || d.DeadLetteredMs == nil || *d.DeadLetteredMs != 5 || len(d.Headers) != 1 {
 		t.Fatalf("with dlq.source.timestamp: %+v %v, want the record's time 3, dead-lettered at 5", d, ok)
 	}
-	r.Headers[len(r.Headers)-1] = h(dlqSourceTimestamp, "yesterday")
-	if _, ok := parseDeadLetter("orders.dlq", r); ok {
+	r.Headers[len(r.Headers)-1] = h(dlqtopic.HeaderSourceTimestamp, "yesterday")
+	if _, _, ok := parseDeadLetter("orders.dlq", r); ok {
 		t.Fatal("a dlq.source.timestamp that does not parse")
 	}
 	// The record's own dlq.* headers (a producer's text) come before the
 	// coordinator's, and the last of each kind counts.
-	r.Headers = append([]*skeinv1.Header{h(dlqSourceTimestamp, "junk"), h(dlqSourcePartition, "p"), h(dlqSourceOffset, "")}, r.Headers...)
-	r.Headers[len(r.Headers)-1] = h(dlqSourceTimestamp, "3")
-	if d, ok := parseDeadLetter("orders.dlq", r); !ok || d.Partition != 2 || d.Offset != 41 || d.TimestampMs != 3 {
+	r.Headers = append([]*skeinv1.Header{h(dlqtopic.HeaderSourceTimestamp, "junk"), h(dlqtopic.HeaderSourcePartition, "p"), h(dlqtopic.HeaderSourceOffset, "")}, r.Headers...)
+	r.Headers[len(r.Headers)-1] = h(dlqtopic.HeaderSourceTimestamp, "3")
+	if d, _, ok := parseDeadLetter("orders.dlq", r); !ok || d.Partition != 2 || d.Offset != 41 || d.TimestampMs != 3 {
 		t.Fatalf("with the record's own malformed dlq.* headers first: %+v %v", d, ok)
-	} else if len(d.Headers) != 4 || d.Headers[0].GetKey() != dlqSourceTimestamp || d.Headers[1].GetKey() != dlqSourcePartition ||
-		d.Headers[2].GetKey() != dlqSourceOffset || d.Headers[3].GetKey() != "own" {
+	} else if len(d.Headers) != 4 || d.Headers[0].GetKey() != dlqtopic.HeaderSourceTimestamp || d.Headers[1].GetKey() != dlqtopic.HeaderSourcePartition ||
+		d.Headers[2].GetKey() != dlqtopic.HeaderSourceOffset || d.Headers[3].GetKey() != "own" {
 		t.Fatalf("own headers %v: the record's own dlq.* headers stay, the coordinator's go", d.Headers)
 	}
 	// Copies written before dlq.source.timestamp carry the record's time
 	// and say nothing of when they were dead-lettered.
 	r.Headers = r.Headers[3 : len(r.Headers)-1]
-	if d, ok := parseDeadLetter("orders.dlq", r); !ok || d.TimestampMs != 5 || d.DeadLetteredMs != nil {
+	if d, _, ok := parseDeadLetter("orders.dlq", r); !ok || d.TimestampMs != 5 || d.DeadLetteredMs != nil {
 		t.Fatalf("an older copy: %+v %v", d, ok)
 	}
 	if len(d.Headers) != 1 || d.Headers[0].GetKey() != "own" {
 		t.Fatalf("own headers %v: the dlq.* ones are left out", d.Headers)
 	}
-	if _, ok := parseDeadLetter("x", &skeinv1.ConsumedRecord{Headers: []*skeinv1.Header{h(dlqSourceTopic, "t"), h(dlqSourcePartition, "p"), h(dlqSourceOffset, "1")}}); ok {
+	if _, _, ok := parseDeadLetter("x", &skeinv1.ConsumedRecord{Headers: []*skeinv1.Header{h(dlqtopic.HeaderSourceTopic, "t"), h(dlqtopic.HeaderSourcePartition, "p"), h(dlqtopic.HeaderSourceOffset, "1")}}); ok {
 		t.Fatal("a partition that does not parse")
 	}
-	if _, ok := parseDeadLetter("x", &skeinv1.ConsumedRecord{}); ok {
+	if _, _, ok := parseDeadLetter("x", &skeinv1.ConsumedRecord{}); ok {
 		t.Fatal("a record without dlq headers")
 	}
 	if code, _, _ := run(t, "", "group", "dlq", "g"); code != 2 {
@@ -64,9 +65,9 @@ func TestParseDeadLetter(t *testing.T) {
 func deadLetterOf(group, topic string, p int32, off int64) *skeinv1.ConsumedRecord {
 	h := func(k, v string) *skeinv1.Header { return &skeinv1.Header{Key: k, ValueBytes: []byte(v)} }
 	return &skeinv1.ConsumedRecord{KeyBytes: []byte("k"), ValueBytes: []byte("v"), TimestampMs: 1_800_000_000_000,
-		Headers: []*skeinv1.Header{h("own", "x"), h(dlqSourceTopic, topic), h(dlqSourcePartition, fmt.Sprint(p)),
-			h(dlqSourceOffset, fmt.Sprint(off)), h(dlqReason, "bad"), h(dlqAttempts, "5"), h(dlqGroup, group),
-			h(dlqSourceTimestamp, "1700000000001")}}
+		Headers: []*skeinv1.Header{h("own", "x"), h(dlqtopic.HeaderSourceTopic, topic), h(dlqtopic.HeaderSourcePartition, fmt.Sprint(p)),
+			h(dlqtopic.HeaderSourceOffset, fmt.Sprint(off)), h(dlqtopic.HeaderReason, "bad"), h(dlqtopic.HeaderAttempts, "5"), h(dlqtopic.HeaderGroup, group),
+			h(dlqtopic.HeaderSourceTimestamp, "1700000000001")}}
 }
 
 // startDeadLetters serves topic t, and old-dead holding what group g

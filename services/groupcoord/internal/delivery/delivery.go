@@ -32,6 +32,7 @@ import (
 	"slices"
 	"strconv"
 
+	"skein/libs/dlqtopic"
 	"skein/libs/errs"
 	"skein/libs/record"
 )
@@ -246,15 +247,13 @@ func (p Partition) WithDLQFrom(offset, from int64) Partition {
 
 // The headers of a dead-lettered record, after the record's own.
 const (
-	HeaderSourceTopic     = "dlq.source.topic"
-	HeaderSourcePartition = "dlq.source.partition"
-	HeaderSourceOffset    = "dlq.source.offset"
-	HeaderReason          = "dlq.reason"
-	HeaderAttempts        = "dlq.attempts"
-	HeaderGroup           = "dlq.group"
-	// HeaderSourceTimestamp is the record's own timestamp (ms since the
-	// epoch): the copy is timestamped when it is dead-lettered.
-	HeaderSourceTimestamp = "dlq.source.timestamp"
+	HeaderSourceTopic     = dlqtopic.HeaderSourceTopic
+	HeaderSourcePartition = dlqtopic.HeaderSourcePartition
+	HeaderSourceOffset    = dlqtopic.HeaderSourceOffset
+	HeaderReason          = dlqtopic.HeaderReason
+	HeaderAttempts        = dlqtopic.HeaderAttempts
+	HeaderGroup           = dlqtopic.HeaderGroup
+	HeaderSourceTimestamp = dlqtopic.HeaderSourceTimestamp
 )
 
 // Headers answers the record's own headers followed by the dead-letter
@@ -275,43 +274,13 @@ func Headers(own []record.Header, group, topic string, partition int32, offset, 
 
 // Source is where a dead-lettered record came from, read back from its
 // headers.
-type Source struct {
-	Group     string
-	Topic     string
-	Partition int32
-	Offset    int64
-	Reason    string
-	Attempts  int32
-}
+type Source = dlqtopic.Source
 
-// SourceOf reads the dead-letter headers of a record; ok is false when one
-// is missing or the last of its kind does not parse. With repeated headers
-// the last one counts: the dead-letter headers come after the record's
-// own, which may hold those of an earlier dead-lettering, or any text.
+// SourceOf reads the dead-letter headers of a record (dlqtopic.Parse); ok
+// is false when one is missing or the last of its kind does not parse.
 func SourceOf(hs []record.Header) (s Source, ok bool) {
-	last := map[string]string{}
-	for _, h := range hs {
-		switch h.Key {
-		case HeaderGroup, HeaderSourceTopic, HeaderSourcePartition, HeaderSourceOffset, HeaderReason, HeaderAttempts:
-			last[h.Key] = string(h.Value)
-		}
-	}
-	group, okG := last[HeaderGroup]
-	topic, okT := last[HeaderSourceTopic]
-	part, errP := strconv.ParseInt(last[HeaderSourcePartition], 10, 32)
-	off, errO := strconv.ParseInt(last[HeaderSourceOffset], 10, 64)
-	if !okG || !okT || errP != nil || errO != nil {
-		return Source{}, false
-	}
-	s = Source{Group: group, Topic: topic, Partition: int32(part), Offset: off, Reason: last[HeaderReason]}
-	if v, ok := last[HeaderAttempts]; ok {
-		n, err := strconv.ParseInt(v, 10, 32)
-		if err != nil {
-			return Source{}, false
-		}
-		s.Attempts = int32(n)
-	}
-	return s, true
+	s, _, ok = dlqtopic.Parse(len(hs), func(i int) (string, []byte) { return hs[i].Key, hs[i].Value })
+	return s, ok
 }
 
 // Matches reports whether a dead-letter record with headers hs is the copy

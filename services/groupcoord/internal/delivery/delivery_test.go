@@ -135,7 +135,7 @@ func TestHeaders(t *testing.T) {
 		t.Fatalf("headers %v", hs)
 	}
 	s, ok := SourceOf(hs)
-	if !ok || s != (Source{Group: "billing", Topic: "orders", Partition: 2, Offset: 41, Reason: "bad json", Attempts: 5}) {
+	if !ok || s != (Source{Group: "billing", Topic: "orders", Partition: 2, Offset: 41, Reason: "bad json", Attempts: 5, Timestamp: 1700000000123, HasTimestamp: true}) {
 		t.Fatalf("source %+v %v", s, ok)
 	}
 	if !Matches(hs, "billing", "orders", 2, 41) || Matches(hs, "billing", "orders", 2, 42) || Matches(hs, "other", "orders", 2, 41) {
