@@ -120,12 +120,24 @@ func (b *Badger) LoadOffsets() (map[Partition]Offsets, error) {
 	return out, nil
 }
 
-func (b *Badger) DeletePartition(p Partition) error {
-	k, err := offsetsKey(p)
-	if err != nil {
-		return err
+func (b *Badger) DeletePartitions(ps ...Partition) error {
+	keys := make([][]byte, 0, len(ps))
+	for _, p := range ps {
+		k, err := offsetsKey(p)
+		if err != nil {
+			return err
+		}
+		keys = append(keys, k)
 	}
-	if err := b.update(func(txn *badger.Txn) error { return txn.Delete(k) }); err != nil {
+	err := b.update(func(txn *badger.Txn) error {
+		for _, k := range keys {
+			if err := txn.Delete(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
 		return storageErr("deleting offsets", err)
 	}
 	return nil

@@ -30,9 +30,9 @@ type Store interface {
 	SaveOffsets(offsets map[Partition]Offsets) error
 	// LoadOffsets returns every partition's last saved offsets.
 	LoadOffsets() (map[Partition]Offsets, error)
-	// DeletePartition forgets a partition's offsets (the replica was
-	// deleted from this node).
-	DeletePartition(p Partition) error
+	// DeletePartitions forgets partitions' offsets (their replicas were
+	// deleted from this node), in one durable write.
+	DeletePartitions(ps ...Partition) error
 
 	// Put stores a value under a key, durably.
 	Put(key string, value []byte) error

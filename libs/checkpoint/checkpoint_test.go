@@ -54,7 +54,7 @@ func TestOffsets(t *testing.T) {
 		if err := s.SaveOffsets(map[Partition]Offsets{a: {12, 12, 1}}); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.DeletePartition(b); err != nil {
+		if err := s.DeletePartitions(b, Partition{"never-saved", 3}); err != nil {
 			t.Fatal(err)
 		}
 		s = open()

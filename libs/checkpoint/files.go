@@ -382,17 +382,26 @@ func (f *Files) LoadOffsets() (map[Partition]Offsets, error) {
 	return maps.Clone(f.offsets), nil
 }
 
-func (f *Files) DeletePartition(p Partition) error {
-	if _, err := offsetsKey(p); err != nil {
-		return err
+func (f *Files) DeletePartitions(ps ...Partition) error {
+	for _, p := range ps {
+		if _, err := offsetsKey(p); err != nil {
+			return err
+		}
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if _, ok := f.offsets[p]; !ok {
+	var next map[Partition]Offsets
+	for _, p := range ps {
+		if _, ok := f.offsets[p]; ok {
+			if next == nil {
+				next = maps.Clone(f.offsets)
+			}
+			delete(next, p)
+		}
+	}
+	if next == nil {
 		return nil
 	}
-	next := maps.Clone(f.offsets)
-	delete(next, p)
 	if err := f.saveOffsetsLocked(next); err != nil {
 		return storageErr("deleting offsets", err)
 	}

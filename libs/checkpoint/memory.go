@@ -41,13 +41,17 @@ func (m *Memory) LoadOffsets() (map[Partition]Offsets, error) {
 	return maps.Clone(m.offsets), nil
 }
 
-func (m *Memory) DeletePartition(p Partition) error {
-	if _, err := offsetsKey(p); err != nil {
-		return err
+func (m *Memory) DeletePartitions(ps ...Partition) error {
+	for _, p := range ps {
+		if _, err := offsetsKey(p); err != nil {
+			return err
+		}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	delete(m.offsets, p)
+	for _, p := range ps {
+		delete(m.offsets, p)
+	}
 	return nil
 }
 

@@ -98,10 +98,16 @@ type Manager struct {
 	// cleaner's goroutine (tests replace it).
 	cleanup atomic.Pointer[func(h *hosted, now time.Time)]
 
-	mu     sync.RWMutex
-	hosted map[partition.TP]*hosted
-	image  *metadata.Image
-	closed bool
+	// applyMu runs one OnImage at a time, its slow steps (opening new
+	// logs, removing deleted ones) included; mu is held only while the
+	// replicas are looked up or swapped, so that a metadata change that
+	// opens or removes thousands of replicas does not hold up the produce
+	// and fetch requests of the others.
+	applyMu sync.Mutex
+	mu      sync.RWMutex
+	hosted  map[partition.TP]*hosted
+	image   *metadata.Image
+	closed  bool
 	// unopened: replicas the image assigns here whose log could not be
 	// opened for a storage error, retried when the directory is probed.
 	unopened map[partition.TP]error
@@ -131,6 +137,12 @@ type hosted struct {
 	topicID string
 	key     string // directory name
 	tp      partition.TP
+	// topic and part are the records of the image last applied to the
+	// replica: an image's records are immutable and shared with the
+	// images after it while unchanged, so the same pointers mean nothing
+	// to apply.
+	topic *controllerv1.TopicRecord
+	part  *controllerv1.PartitionRecord
 }
 
 func producersKey(dir string) string { return "producers/" + dir }
@@ -214,11 +226,17 @@ func (m *Manager) Image() *metadata.Image {
 	return m.image
 }
 
-// OnImage reconciles the hosted replicas with a new metadata version.
+// OnImage reconciles the hosted replicas with a new metadata version. Only
+// the replicas whose topic or partition record changed are touched. New
+// replicas are opened, and deleted ones removed from disk, without holding
+// the lock that requests take: a request for one of them meanwhile is
+// answered NOT_LEADER_OR_FOLLOWER (retriable).
 func (m *Manager) OnImage(im *metadata.Image) {
+	m.applyMu.Lock()
+	defer m.applyMu.Unlock()
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if m.closed {
+		m.mu.Unlock()
 		return
 	}
 	m.readDirMarkLocked()
@@ -233,33 +251,64 @@ func (m *Manager) OnImage(im *metadata.Image) {
 			m.log.Error("refusing the metadata of another cluster: the partition directories belong to cluster "+own+"; nothing is applied, and no replica is removed (to join the new cluster, start the node on an empty data directory)",
 				"cluster_id", im.ClusterID(), "dirs_cluster_id", own)
 		}
+		m.mu.Unlock()
 		return
 	}
 	m.foreignCluster = ""
 	m.image = im
+	type opening struct {
+		tp   partition.TP
+		t    *controllerv1.TopicRecord
+		pr   *controllerv1.PartitionRecord
+		lcfg plog.Config
+		pcfg partition.Config
+	}
+	var toOpen []opening
+	var removed []*hosted
 	seen := map[partition.TP]bool{}
 	for _, t := range im.Topics() {
+		var parsed *topicConfigs // once per topic, for the replicas that need it
 		for _, pr := range im.Partitions(t.GetName()) {
 			if !slices.Contains(pr.GetReplicas(), m.cfg.Self) {
 				continue
 			}
 			tp := partition.TP{Topic: t.GetName(), Partition: pr.GetPartition()}
 			seen[tp] = true
-			err := m.reconcileLocked(tp, t, pr)
-			if err != nil {
-				m.log.Error("cannot host replica", "partition", tp, "err", err)
+			h, ok := m.hosted[tp]
+			if ok && h.topic == t && h.part == pr {
+				continue
 			}
-			if err != nil && errs.Of(err) == errs.KafkaStorageError {
-				m.unopened[tp] = err
-				m.dirFailed.Store(true)
-			} else {
+			if ok && h.topicID != t.GetTopicId() {
+				// The topic was deleted and created again under the same name.
+				m.dropLocked(tp, h)
+				removed = append(removed, h)
+				ok = false
+			}
+			if parsed == nil {
+				parsed = parseTopicConfigs(m.cfg, t.GetConfigs())
+			}
+			lcfg, pcfg, err := parsed.forPartition(tp, m.countISRChange)
+			if err == nil {
+				pcfg.Truncated = func() { m.savedAfterCut(tp) }
+			}
+			switch {
+			case err != nil:
+				m.log.Error("cannot host replica", "partition", tp, "err", err)
+				delete(m.unopened, tp)
+			case !ok:
+				toOpen = append(toOpen, opening{tp, t, pr, lcfg, pcfg})
+			default:
+				h.log.SetConfig(lcfg)
+				h.p.SetConfig(pcfg)
+				m.applyLocked(h, t, pr)
 				delete(m.unopened, tp)
 			}
 		}
 	}
 	for tp, h := range m.hosted {
 		if !seen[tp] {
-			m.removeLocked(tp, h, true)
+			m.dropLocked(tp, h)
+			removed = append(removed, h)
 		}
 	}
 	for tp := range m.unopened {
@@ -268,6 +317,51 @@ func (m *Manager) OnImage(im *metadata.Image) {
 		}
 	}
 	m.setStrayAsideLocked(im)
+	var markErr error
+	if len(toOpen) > 0 {
+		// Directories exist up to this version before the first is made.
+		markErr = m.noteDirLocked()
+	}
+	m.mu.Unlock()
+
+	m.removeData(removed)
+	var offsets map[checkpoint.Partition]checkpoint.Offsets // loaded once, for logs already on disk
+	for _, o := range toOpen {
+		h, err := m.open(o.tp, o.t.GetTopicId(), o.lcfg, o.pcfg, markErr, &offsets)
+		m.mu.Lock()
+		if err == nil && m.closed {
+			m.mu.Unlock()
+			h.p.Close()
+			_ = h.log.Close()
+			return
+		}
+		if err != nil {
+			m.log.Error("cannot host replica", "partition", o.tp, "err", err)
+			if errs.Of(err) == errs.KafkaStorageError {
+				m.unopened[o.tp] = err
+				m.dirFailed.Store(true)
+			} else {
+				delete(m.unopened, o.tp)
+			}
+		} else {
+			m.hosted[o.tp] = h
+			delete(m.unopened, o.tp)
+			m.applyLocked(h, o.t, o.pr)
+		}
+		m.mu.Unlock()
+	}
+}
+
+// applyLocked hands a replica its partition's state from the image.
+func (m *Manager) applyLocked(h *hosted, t *controllerv1.TopicRecord, pr *controllerv1.PartitionRecord) {
+	h.topic, h.part = t, pr
+	h.p.Apply(partition.State{Leader: pr.GetLeader(), LeaderEpoch: pr.GetLeaderEpoch(), PartitionEpoch: pr.GetPartitionEpoch(), Replicas: pr.GetReplicas(), ISR: pr.GetIsr()})
+	switch leader := pr.GetLeader(); {
+	case leader == m.cfg.Self || leader < 0:
+		m.fetchers.Unfollow(h.tp)
+	default:
+		m.fetchers.Follow(h.tp, h.p, leader)
+	}
 }
 
 // LogDirFailed reports whether the log directory has failed: a log's write
@@ -310,7 +404,7 @@ func (m *Manager) checkLogDir(now time.Time) {
 	reopened := 0
 	for tp, h := range m.hosted {
 		if h.log.Failed() {
-			m.removeLocked(tp, h, false)
+			m.removeLocked(tp, h)
 			reopened++
 		}
 	}
@@ -361,41 +455,18 @@ func probeWritable(dir string) error {
 	return errors.Join(werr, f.Close(), os.Remove(path))
 }
 
-func (m *Manager) reconcileLocked(tp partition.TP, t *controllerv1.TopicRecord, pr *controllerv1.PartitionRecord) error {
-	h, ok := m.hosted[tp]
-	if ok && h.topicID != t.GetTopicId() {
-		// The topic was deleted and created again under the same name.
-		m.removeLocked(tp, h, true)
-		ok = false
-	}
-	lcfg, pcfg, err := configsFor(tp, m.cfg, t.GetConfigs(), m.countISRChange)
-	pcfg.Truncated = func() { m.savedAfterCut(tp) }
-	if err != nil {
-		return err
-	}
-	if !ok {
-		if h, err = m.openLocked(tp, t.GetTopicId(), lcfg, pcfg); err != nil {
-			return err
-		}
-	} else {
-		h.log.SetConfig(lcfg)
-		h.p.SetConfig(pcfg)
-	}
-	h.p.Apply(partition.State{Leader: pr.GetLeader(), LeaderEpoch: pr.GetLeaderEpoch(), PartitionEpoch: pr.GetPartitionEpoch(), Replicas: pr.GetReplicas(), ISR: pr.GetIsr()})
-	switch leader := pr.GetLeader(); {
-	case leader == m.cfg.Self || leader < 0:
-		m.fetchers.Unfollow(tp)
-	default:
-		m.fetchers.Follow(tp, h.p, leader)
-	}
-	return nil
+// topicConfigs is what a topic's configs give its replicas, parsed once
+// for all of them.
+type topicConfigs struct {
+	lcfg plog.Config
+	pcfg partition.Config // without the partition's own fields
+	err  error
 }
 
-// configsFor builds the log's and the replica's configs from a topic's.
-func configsFor(tp partition.TP, mc Config, configs map[string]string, isrChanged func(shrink bool)) (plog.Config, partition.Config, error) {
+func parseTopicConfigs(mc Config, configs map[string]string) *topicConfigs {
 	lcfg, err := plog.ParseConfig(configs)
 	if err != nil {
-		return plog.Config{}, partition.Config{}, err
+		return &topicConfigs{err: err}
 	}
 	minISR := 1
 	if v, ok := configs["min.insync.replicas"]; ok {
@@ -404,14 +475,29 @@ func configsFor(tp partition.TP, mc Config, configs map[string]string, isrChange
 		}
 	}
 	pcfg := partition.Config{
-		Topic: tp.Topic, Partition: tp.Partition, Self: mc.Self,
-		MinInsyncReplicas: minISR, MaxMessageBytes: int(lcfg.MaxMessageBytes), ReplicaLagMax: mc.ReplicaLagMax,
-		ISRChanged: isrChanged, Compacted: lcfg.CleanupPolicy&plog.CleanupDelete == 0,
+		Self: mc.Self, MinInsyncReplicas: minISR, MaxMessageBytes: int(lcfg.MaxMessageBytes), ReplicaLagMax: mc.ReplicaLagMax,
+		Compacted: lcfg.CleanupPolicy&plog.CleanupDelete == 0,
 	}
 	if pcfg.Recompress, pcfg.Compression, err = storeCodec(configs); err != nil {
-		return plog.Config{}, partition.Config{}, err
+		return &topicConfigs{err: err}
 	}
-	return lcfg, pcfg, nil
+	return &topicConfigs{lcfg: lcfg, pcfg: pcfg}
+}
+
+// forPartition answers the log's and the replica's configs of one
+// partition of the topic.
+func (c *topicConfigs) forPartition(tp partition.TP, isrChanged func(shrink bool)) (plog.Config, partition.Config, error) {
+	if c.err != nil {
+		return plog.Config{}, partition.Config{}, c.err
+	}
+	pcfg := c.pcfg
+	pcfg.Topic, pcfg.Partition, pcfg.ISRChanged = tp.Topic, tp.Partition, isrChanged
+	return c.lcfg, pcfg, nil
+}
+
+// configsFor builds the log's and the replica's configs from a topic's.
+func configsFor(tp partition.TP, mc Config, configs map[string]string, isrChanged func(shrink bool)) (plog.Config, partition.Config, error) {
+	return parseTopicConfigs(mc, configs).forPartition(tp, isrChanged)
 }
 
 // maxDirName is the longest name a directory entry takes on Linux file
@@ -432,7 +518,12 @@ func dirName(tp partition.TP, topicID string) string {
 	return topic + suffix
 }
 
-func (m *Manager) openLocked(tp partition.TP, topicID string, lcfg plog.Config, pcfg partition.Config) (*hosted, error) {
+// open opens (or creates) a replica's log and replays its producer state,
+// without the manager's lock (OnImage holds applyMu). markErr is whether
+// the directories' mark could be recorded, which a new directory needs
+// first; *offsets is the checkpoint store's offsets, loaded at the first
+// open that needs them.
+func (m *Manager) open(tp partition.TP, topicID string, lcfg plog.Config, pcfg partition.Config, markErr error, offsets *map[checkpoint.Partition]checkpoint.Offsets) (*hosted, error) {
 	key := dirName(tp, topicID)
 	dir := filepath.Join(m.logDir(), key)
 	var ck checkpoint.Offsets
@@ -440,18 +531,21 @@ func (m *Manager) openLocked(tp partition.TP, topicID string, lcfg plog.Config, 
 	// topic deleted and created again while the node was down has the same
 	// name but a new directory.
 	if _, err := os.Stat(dir); err == nil {
-		all, err := m.ckpt.LoadOffsets()
-		if err != nil {
-			return nil, err
+		if *offsets == nil {
+			all, err := m.ckpt.LoadOffsets()
+			if err != nil {
+				return nil, err
+			}
+			*offsets = all
 		}
-		ck = all[checkpoint.Partition{Topic: tp.Topic, Partition: tp.Partition}]
+		ck = (*offsets)[checkpoint.Partition{Topic: tp.Topic, Partition: tp.Partition}]
 	} else {
 		m.forgetSaved(tp, key)
 		if err := m.ckpt.Delete(producersKey(key)); err != nil {
 			return nil, err
 		}
-		if err := m.noteDirLocked(); err != nil {
-			return nil, err
+		if markErr != nil {
+			return nil, markErr
 		}
 	}
 	l, err := plog.Open(dir, lcfg, plog.Options{State: plog.State{LogStartOffset: ck.LogStartOffset, RecoveryPoint: ck.RecoveryPoint}, CacheWindow: m.cfg.LogCacheWindow})
@@ -461,10 +555,10 @@ func (m *Manager) openLocked(tp partition.TP, topicID string, lcfg plog.Config, 
 	h := &hosted{log: l, topicID: topicID, key: key, tp: tp,
 		p: partition.New(pcfg, logAdapter{l}, ck.HighWatermark, producer.New(), m.proposer, m.now)}
 	if err := m.restoreProducers(h); err != nil {
+		h.p.Close()
 		l.Close()
 		return nil, fmt.Errorf("replaying producer state of %s: %w", tp, err)
 	}
-	m.hosted[tp] = h
 	m.log.Info("hosting replica", "partition", tp, "leo", l.LEO(), "hw", ck.HighWatermark)
 	switch {
 	case l.LEO() < ck.HighWatermark:
@@ -551,22 +645,42 @@ func (m *Manager) forgetSaved(tp partition.TP, dir string) {
 	delete(m.savedSnaps, producersKey(dir))
 }
 
-func (m *Manager) removeLocked(tp partition.TP, h *hosted, deleteData bool) {
+// removeLocked stops hosting a replica and closes its log, leaving its
+// data on disk.
+func (m *Manager) removeLocked(tp partition.TP, h *hosted) { m.dropLocked(tp, h) }
+
+// dropLocked stops hosting a replica and closes its log; removeData then
+// deletes what it left on disk.
+func (m *Manager) dropLocked(tp partition.TP, h *hosted) {
 	m.fetchers.Unfollow(tp)
 	h.p.Close()
 	if err := h.log.Close(); err != nil {
 		m.log.Warn("closing log", "partition", tp, "err", err)
 	}
 	delete(m.hosted, tp)
-	if deleteData {
-		m.forgetSaved(tp, h.key)
+}
+
+// removeData deletes the directories and checkpoints of replicas dropped
+// for good (their topic deleted, or the replica moved off this node), the
+// offsets of all of them in one write. It runs without the manager's lock.
+func (m *Manager) removeData(list []*hosted) {
+	if len(list) == 0 {
+		return
+	}
+	parts := make([]checkpoint.Partition, 0, len(list))
+	for _, h := range list {
+		m.forgetSaved(h.tp, h.key)
 		if err := os.RemoveAll(h.log.Dir()); err != nil {
-			m.log.Warn("removing log directory", "partition", tp, "err", err)
+			m.log.Warn("removing log directory", "partition", h.tp, "err", err)
 		}
-		if err := errors.Join(m.ckpt.DeletePartition(checkpoint.Partition{Topic: tp.Topic, Partition: tp.Partition}), m.ckpt.Delete(producersKey(h.key))); err != nil {
-			m.log.Warn("removing checkpoint", "partition", tp, "err", err)
+		if err := m.ckpt.Delete(producersKey(h.key)); err != nil {
+			m.log.Warn("removing producer snapshot", "partition", h.tp, "err", err)
 		}
-		m.log.Info("removed replica", "partition", tp)
+		parts = append(parts, checkpoint.Partition{Topic: h.tp.Topic, Partition: h.tp.Partition})
+		m.log.Info("removed replica", "partition", h.tp)
+	}
+	if err := m.ckpt.DeletePartitions(parts...); err != nil {
+		m.log.Warn("removing checkpoints", "partitions", len(parts), "err", err)
 	}
 }
 
@@ -755,7 +869,7 @@ func (m *Manager) Close() {
 	m.checkpoint(list)
 	m.snapshotProducers(list)
 	for tp, h := range m.hosted {
-		m.removeLocked(tp, h, false)
+		m.removeLocked(tp, h)
 	}
 }
 
