@@ -647,28 +647,36 @@ func (m *Manager) forgetSaved(tp partition.TP, dir string) {
 
 // removeLocked stops hosting a replica and closes its log, leaving its
 // data on disk.
-func (m *Manager) removeLocked(tp partition.TP, h *hosted) { m.dropLocked(tp, h) }
+func (m *Manager) removeLocked(tp partition.TP, h *hosted) {
+	m.dropLocked(tp, h)
+	m.closeReplica(h)
+}
 
-// dropLocked stops hosting a replica and closes its log; removeData then
+// dropLocked stops hosting a replica; removeData then closes it and
 // deletes what it left on disk.
 func (m *Manager) dropLocked(tp partition.TP, h *hosted) {
 	m.fetchers.Unfollow(tp)
-	h.p.Close()
-	if err := h.log.Close(); err != nil {
-		m.log.Warn("closing log", "partition", tp, "err", err)
-	}
 	delete(m.hosted, tp)
 }
 
-// removeData deletes the directories and checkpoints of replicas dropped
-// for good (their topic deleted, or the replica moved off this node), the
-// offsets of all of them in one write. It runs without the manager's lock.
+func (m *Manager) closeReplica(h *hosted) {
+	h.p.Close()
+	if err := h.log.Close(); err != nil {
+		m.log.Warn("closing log", "partition", h.tp, "err", err)
+	}
+}
+
+// removeData closes replicas dropped for good (their topic deleted, or the
+// replica moved off this node) and deletes their directories and
+// checkpoints, the offsets of all of them in one write. It runs without
+// the manager's lock.
 func (m *Manager) removeData(list []*hosted) {
 	if len(list) == 0 {
 		return
 	}
 	parts := make([]checkpoint.Partition, 0, len(list))
 	for _, h := range list {
+		m.closeReplica(h)
 		m.forgetSaved(h.tp, h.key)
 		if err := os.RemoveAll(h.log.Dir()); err != nil {
 			m.log.Warn("removing log directory", "partition", h.tp, "err", err)
