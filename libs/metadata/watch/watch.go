@@ -149,7 +149,12 @@ func follow(ctx context.Context, cfg Config, cl controllerv1grpc.ControllerServi
 			continue
 		}
 		*held = max(*held, im.Version())
+		// The silence is the controller's, not this watcher's: applying an
+		// image may take seconds (a storage node opening thousands of
+		// replicas), and what the controller sends meanwhile waits unread.
+		silent.hold()
 		onImage(im.Clone())
+		silent.heard()
 	}
 }
 
@@ -170,6 +175,7 @@ type silence struct {
 	mu      sync.Mutex
 	heardAt time.Time // when the stream last said something (or began)
 	ending  bool      // d has passed since heardAt: the grace is running
+	held    bool      // the watcher is applying what it heard: no silence runs
 	t       *time.Timer
 }
 
@@ -191,6 +197,8 @@ func (s *silence) fire() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
+	case s.held:
+		// hold stopped the timer as it went off: heard re-arms it
 	case !s.ending && s.now().Sub(s.heardAt) < s.d:
 		// stale: heard re-armed the timer for the whole silence
 	case !s.ending:
@@ -201,12 +209,21 @@ func (s *silence) fire() {
 	}
 }
 
-// heard starts the silence again: the stream said something.
+// heard starts the silence again: the stream said something, or the
+// watcher is back from applying it.
 func (s *silence) heard() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.heardAt, s.ending = s.now(), false
+	s.heardAt, s.ending, s.held = s.now(), false, false
 	s.reset(s.d)
+}
+
+// hold stops the silence while the watcher applies what it heard.
+func (s *silence) hold() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.held = true
+	s.t.Stop()
 }
 
 func (s *silence) stop() {

@@ -3,6 +3,7 @@ package watch_test
 import (
 	"context"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -218,5 +219,64 @@ func TestNeverGoesBackToAnOlderImage(t *testing.T) {
 	// The refused stream delivered nothing: it counts as a failure.
 	if f1, f2 := <-backoffs, <-backoffs; f1 != 0 || f2 != 1 {
 		t.Errorf("backoff failures %d, %d; want 0, then 1 after the refused stream", f1, f2)
+	}
+}
+
+// gated is a controller that sends an image, then a delta once released,
+// and holds the stream open without heartbeats.
+type gated struct {
+	controllerv1grpc.UnimplementedControllerServiceServer
+	release chan struct{}
+	calls   atomic.Int32
+}
+
+func (g *gated) WatchMetadata(_ *controllerv1.WatchMetadataRequest, stream controllerv1grpc.ControllerService_WatchMetadataServer) error {
+	g.calls.Add(1)
+	if err := stream.Send(image(5, 1)); err != nil {
+		return err
+	}
+	select {
+	case <-g.release:
+		if err := stream.Send(delta(6, metadata.BrokerRecord(&controllerv1.BrokerRecord{Id: 2}))); err != nil {
+			return err
+		}
+	case <-stream.Context().Done():
+		return nil
+	}
+	<-stream.Context().Done()
+	return nil
+}
+
+// The silence counts the controller's time, not the watcher's own: an
+// image that takes the watcher three silences to apply (a storage node
+// opening thousands of replicas) does not make it leave the stream, and the
+// controller's next delta arrives on it.
+func TestApplyingASlowImageIsNoSilence(t *testing.T) {
+	g := &gated{release: make(chan struct{})}
+	addr, _ := clienttest.ServeController(t, g)
+	const silence = 300 * time.Millisecond
+	images := make(chan *metadata.Image, 4)
+	var once sync.Once
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		watch.Run(ctx, watch.Config{Controllers: controllers(t, addr), Silence: silence}, func(im *metadata.Image) {
+			if im.Version() == 5 {
+				time.Sleep(3 * silence)
+				once.Do(func() { close(g.release) })
+			}
+			images <- im
+		})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	if im := next(t, images, 5*time.Second); im.Version() != 5 {
+		t.Fatalf("first image at version %d", im.Version())
+	}
+	if im := next(t, images, 5*time.Second); im.Version() != 6 {
+		t.Fatalf("then version %d, want the delta's 6", im.Version())
+	}
+	if n := g.calls.Load(); n != 1 {
+		t.Fatalf("%d streams: the watcher left the controller while it applied an image", n)
 	}
 }
