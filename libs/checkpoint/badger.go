@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/dgraph-io/badger/v4"
 
@@ -129,16 +130,20 @@ func (b *Badger) DeletePartitions(ps ...Partition) error {
 		}
 		keys = append(keys, k)
 	}
-	err := b.update(func(txn *badger.Txn) error {
-		for _, k := range keys {
-			if err := txn.Delete(k); err != nil {
-				return err
+	// In transactions of at most a thousand keys: badger refuses one too
+	// big for its memtable.
+	for chunk := range slices.Chunk(keys, 1000) {
+		err := b.update(func(txn *badger.Txn) error {
+			for _, k := range chunk {
+				if err := txn.Delete(k); err != nil {
+					return err
+				}
 			}
+			return nil
+		})
+		if err != nil {
+			return storageErr("deleting offsets", err)
 		}
-		return nil
-	})
-	if err != nil {
-		return storageErr("deleting offsets", err)
 	}
 	return nil
 }

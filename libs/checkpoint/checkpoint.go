@@ -31,7 +31,8 @@ type Store interface {
 	// LoadOffsets returns every partition's last saved offsets.
 	LoadOffsets() (map[Partition]Offsets, error)
 	// DeletePartitions forgets partitions' offsets (their replicas were
-	// deleted from this node), in one durable write.
+	// deleted from this node), in one durable write (the files store; the
+	// badger one, kept for converting, in writes of a thousand).
 	DeletePartitions(ps ...Partition) error
 
 	// Put stores a value under a key, durably.

@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	controllerv1 "skein/gen/skein/controller/v1"
 	"skein/libs/checkpoint"
 	"skein/libs/errs"
@@ -143,6 +145,10 @@ type hosted struct {
 	// to apply.
 	topic *controllerv1.TopicRecord
 	part  *controllerv1.PartitionRecord
+	// dropped: no longer hosted (set under mu). Checkpoints and snapshots
+	// taken from a list made before skip it, under savedMu, so they do not
+	// write back what removeData deleted.
+	dropped atomic.Bool
 }
 
 func producersKey(dir string) string { return "producers/" + dir }
@@ -234,6 +240,11 @@ func (m *Manager) Image() *metadata.Image {
 func (m *Manager) OnImage(im *metadata.Image) {
 	m.applyMu.Lock()
 	defer m.applyMu.Unlock()
+	m.applyImage(im)
+}
+
+// applyImage is OnImage with applyMu held.
+func (m *Manager) applyImage(im *metadata.Image) {
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
@@ -275,7 +286,11 @@ func (m *Manager) OnImage(im *metadata.Image) {
 			tp := partition.TP{Topic: t.GetName(), Partition: pr.GetPartition()}
 			seen[tp] = true
 			h, ok := m.hosted[tp]
-			if ok && h.topic == t && h.part == pr {
+			if ok && (h.topic == t || proto.Equal(h.topic, t)) && (h.part == pr || proto.Equal(h.part, pr)) {
+				// Unchanged: the same records, or equal ones (a whole
+				// image sent again, after the watch moved to another
+				// controller).
+				h.topic, h.part = t, pr
 				continue
 			}
 			if ok && h.topicID != t.GetTopicId() {
@@ -316,7 +331,7 @@ func (m *Manager) OnImage(im *metadata.Image) {
 			delete(m.unopened, tp)
 		}
 	}
-	m.setStrayAsideLocked(im)
+	m.setStrayAsideLocked(im, removed)
 	var markErr error
 	if len(toOpen) > 0 {
 		// Directories exist up to this version before the first is made.
@@ -396,9 +411,13 @@ func (m *Manager) checkLogDir(now time.Time) {
 		m.log.Debug("log directory still not writable", "err", err)
 		return
 	}
+	// Under applyMu, so that the image applied again is the newest: not
+	// one a concurrent OnImage is replacing.
+	m.applyMu.Lock()
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
+		m.applyMu.Unlock()
 		return
 	}
 	reopened := 0
@@ -411,8 +430,9 @@ func (m *Manager) checkLogDir(now time.Time) {
 	im := m.image
 	m.mu.Unlock()
 	if im != nil {
-		m.OnImage(im)
+		m.applyImage(im)
 	}
+	m.applyMu.Unlock()
 	m.mu.RLock()
 	stillFailed := len(m.unopened) > 0
 	for _, h := range m.hosted {
@@ -619,6 +639,9 @@ func (m *Manager) snapshotProducers(list []*hosted) {
 	m.savedMu.Lock()
 	defer m.savedMu.Unlock()
 	for _, h := range list {
+		if h.dropped.Load() {
+			continue
+		}
 		key := producersKey(h.key)
 		raw, err := json.Marshal(h.p.SnapshotProducers())
 		if err == nil && bytes.Equal(raw, m.savedSnaps[key]) {
@@ -652,10 +675,13 @@ func (m *Manager) removeLocked(tp partition.TP, h *hosted) {
 	m.closeReplica(h)
 }
 
-// dropLocked stops hosting a replica; removeData then closes it and
-// deletes what it left on disk.
+// dropLocked stops hosting a replica: it takes no more requests (the
+// partition is closed, which answers its waiters); removeData then closes
+// its log and deletes what it left on disk.
 func (m *Manager) dropLocked(tp partition.TP, h *hosted) {
 	m.fetchers.Unfollow(tp)
+	h.dropped.Store(true)
+	h.p.Close()
 	delete(m.hosted, tp)
 }
 
@@ -677,15 +703,22 @@ func (m *Manager) removeData(list []*hosted) {
 	parts := make([]checkpoint.Partition, 0, len(list))
 	for _, h := range list {
 		m.closeReplica(h)
-		m.forgetSaved(h.tp, h.key)
 		if err := os.RemoveAll(h.log.Dir()); err != nil {
 			m.log.Warn("removing log directory", "partition", h.tp, "err", err)
 		}
+		parts = append(parts, checkpoint.Partition{Topic: h.tp.Topic, Partition: h.tp.Partition})
+		m.log.Info("removed replica", "partition", h.tp)
+	}
+	// Under savedMu: a checkpoint or snapshot of a list taken before the
+	// drop either wrote before this or sees the replicas dropped.
+	m.savedMu.Lock()
+	defer m.savedMu.Unlock()
+	for _, h := range list {
+		delete(m.savedOffs, checkpoint.Partition{Topic: h.tp.Topic, Partition: h.tp.Partition})
+		delete(m.savedSnaps, producersKey(h.key))
 		if err := m.ckpt.Delete(producersKey(h.key)); err != nil {
 			m.log.Warn("removing producer snapshot", "partition", h.tp, "err", err)
 		}
-		parts = append(parts, checkpoint.Partition{Topic: h.tp.Topic, Partition: h.tp.Partition})
-		m.log.Info("removed replica", "partition", h.tp)
 	}
 	if err := m.ckpt.DeletePartitions(parts...); err != nil {
 		m.log.Warn("removing checkpoints", "partitions", len(parts), "err", err)
@@ -842,6 +875,9 @@ func (m *Manager) checkpoint(list []*hosted) {
 	defer m.savedMu.Unlock()
 	changed := make(map[checkpoint.Partition]checkpoint.Offsets)
 	for _, h := range list {
+		if h.dropped.Load() {
+			continue
+		}
 		st := h.log.State()
 		p := checkpoint.Partition{Topic: h.tp.Topic, Partition: h.tp.Partition}
 		o := checkpoint.Offsets{HighWatermark: h.p.Snapshot().HW, RecoveryPoint: st.RecoveryPoint, LogStartOffset: st.LogStartOffset}
@@ -859,8 +895,11 @@ func (m *Manager) checkpoint(list []*hosted) {
 	maps.Copy(m.savedOffs, changed)
 }
 
-// Close checkpoints, flushes and closes every replica.
+// Close checkpoints, flushes and closes every replica, once an OnImage
+// under way is done.
 func (m *Manager) Close() {
+	m.applyMu.Lock()
+	defer m.applyMu.Unlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {

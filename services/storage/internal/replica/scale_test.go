@@ -96,6 +96,16 @@ func TestAnImageTouchesOnlyWhatItChanges(t *testing.T) {
 	if err != nil || p.Snapshot().State.Leader != 3 {
 		t.Fatalf("a/7 after the change: %v", err)
 	}
+	// The same image sent whole again (the watch moved to another
+	// controller: new records, equal ones) changes nothing either.
+	again, err := metadata.FromProto(next.ToProto())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.OnImage(again)
+	if got := fetchers.count() - 401; got != 0 {
+		t.Fatalf("the same image sent again made %d follows, want none", got)
+	}
 	// A topic's config change reaches each of its replicas.
 	cfg := next.Clone()
 	if err := cfg.Apply(&controllerv1.MetadataDelta{Version: 12, Records: []*controllerv1.MetadataRecord{metadata.TopicRecord(&controllerv1.TopicRecord{

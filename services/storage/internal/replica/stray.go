@@ -85,7 +85,10 @@ func (m *Manager) noteDirLocked() error {
 // setStrayAsideLocked renames, once, the partition directories im does not
 // assign to this node, when im may speak for them (see above) and the log
 // directory is healthy.
-func (m *Manager) setStrayAsideLocked(im *metadata.Image) {
+//
+// removing names the directories of replicas this image drops, which are
+// being removed: they are not strays.
+func (m *Manager) setStrayAsideLocked(im *metadata.Image, removing []*hosted) {
 	start := m.startMark
 	switch {
 	case m.strayLooked || !m.dirsMarkRead || im.Filtered() || m.dirFailed.Load():
@@ -123,6 +126,9 @@ func (m *Manager) setStrayAsideLocked(im *metadata.Image) {
 		}
 	}
 	for _, h := range m.hosted {
+		expected[h.key] = true
+	}
+	for _, h := range removing {
 		expected[h.key] = true
 	}
 	for _, e := range entries {

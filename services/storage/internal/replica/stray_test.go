@@ -177,3 +177,28 @@ func TestNoPartitionDirectoryWithoutItsMark(t *testing.T) {
 		t.Fatalf("mark %s %v %v, want version 11", raw, ok, err)
 	}
 }
+
+// A replica the image drops is removed, not set aside as a stray by the
+// same image's look for strays (which once found its directory in neither
+// the image nor the hosted replicas, and renamed it).
+func TestADeletedReplicaIsRemovedNotSetAside(t *testing.T) {
+	dataDir := t.TempDir()
+	store := checkpoint.NewMemory()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	start := func() *replica.Manager {
+		return replica.New(replica.Config{Self: 1, DataDir: dataDir}, log, noProposer{}, noFetchers{}, store)
+	}
+	dirA := replica.DirName(partition.TP{Topic: "a", Partition: 0}, idA)
+	m := start()
+	m.OnImage(strayImage(t, 10, "a", "b"))
+	m.Close()
+	// Restarted, it first hears from a controller behind the directories'
+	// mark (no look for strays yet), then from one past it that deleted b.
+	m = start()
+	defer m.Close()
+	m.OnImage(strayImage(t, 9, "a", "b"))
+	m.OnImage(strayImage(t, 12, "a"))
+	if got := logDirs(t, dataDir); !slices.Equal(got, []string{dirA}) {
+		t.Fatalf("log directories %v, want only %s: b's removed", got, dirA)
+	}
+}
