@@ -9,6 +9,31 @@ import (
 	controllerv1 "skein/gen/skein/controller/v1"
 )
 
+// brokersOf answers a machine of this build's rule with brokers 1..n
+// registered, and a function that creates a topic on it.
+func brokersOf(t *testing.T, n int) (*Machine, func(name string, partitions, rf int)) {
+	m := New()
+	index := uint64(0)
+	apply := func(cmd *controllerv1.Command) {
+		t.Helper()
+		index++
+		cmd.PlacementRule = MaxPlacementRule
+		if _, err := m.Apply(index, cmd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply(&controllerv1.Command{Command: &controllerv1.Command_Bootstrap{Bootstrap: &controllerv1.BootstrapCommand{ClusterId: "test"}}})
+	for b := 1; b <= n; b++ {
+		apply(&controllerv1.Command{Command: &controllerv1.Command_RegisterBroker{RegisterBroker: &controllerv1.RegisterBrokerRequest{
+			BrokerId: int32(b), GrpcAddr: "127.0.0.1:" + strconv.Itoa(b), IncarnationId: "inc", LogDirId: "dir"}}})
+	}
+	return m, func(name string, partitions, rf int) {
+		t.Helper()
+		apply(&controllerv1.Command{Command: &controllerv1.Command_CreateTopics{CreateTopics: &controllerv1.CreateTopicsRequest{
+			Topics: []*controllerv1.CreatableTopic{{Name: name, Partitions: int32(partitions), ReplicationFactor: int32(rf)}}}}})
+	}
+}
+
 // TestFailedBrokersLeadershipsSpread checks what the shifted followers are
 // for: when a broker fails, the partitions it led go to their second
 // replicas, and no other broker takes more than one more of them than
@@ -20,23 +45,8 @@ func TestFailedBrokersLeadershipsSpread(t *testing.T) {
 		for _, rf := range []int{2, 3} {
 			for _, partitions := range []int{brokers, brokers + 1, 2 * brokers, 4*brokers + 1, 50} {
 				t.Run(fmt.Sprintf("%d brokers, RF %d, %d partitions", brokers, rf, partitions), func(t *testing.T) {
-					m := New()
-					index := uint64(0)
-					apply := func(cmd *controllerv1.Command) {
-						t.Helper()
-						index++
-						cmd.PlacementRule = MaxPlacementRule
-						if _, err := m.Apply(index, cmd); err != nil {
-							t.Fatal(err)
-						}
-					}
-					apply(&controllerv1.Command{Command: &controllerv1.Command_Bootstrap{Bootstrap: &controllerv1.BootstrapCommand{ClusterId: "test"}}})
-					for b := 1; b <= brokers; b++ {
-						apply(&controllerv1.Command{Command: &controllerv1.Command_RegisterBroker{RegisterBroker: &controllerv1.RegisterBrokerRequest{
-							BrokerId: int32(b), GrpcAddr: "127.0.0.1:" + strconv.Itoa(b), IncarnationId: "inc", LogDirId: "dir"}}})
-					}
-					apply(&controllerv1.Command{Command: &controllerv1.Command_CreateTopics{CreateTopics: &controllerv1.CreateTopicsRequest{
-						Topics: []*controllerv1.CreatableTopic{{Name: "t", Partitions: int32(partitions), ReplicationFactor: int32(rf)}}}}})
+					m, create := brokersOf(t, brokers)
+					create("t", partitions, rf)
 					// takeover[failed][next] counts the partitions failed leads
 					// whose second replica is next.
 					takeover := map[int32]map[int32]int{}
@@ -85,26 +95,11 @@ func TestFailedBrokersLeadershipsSpreadOverManyTopics(t *testing.T) {
 		for _, rf := range []int{2, 3} {
 			for _, size := range []int{1, 2, 3, 6, 7} {
 				t.Run(fmt.Sprintf("%d brokers, RF %d, topics of %d", brokers, rf, size), func(t *testing.T) {
-					m := New()
-					index := uint64(0)
-					apply := func(cmd *controllerv1.Command) {
-						t.Helper()
-						index++
-						cmd.PlacementRule = MaxPlacementRule
-						if _, err := m.Apply(index, cmd); err != nil {
-							t.Fatal(err)
-						}
-					}
-					apply(&controllerv1.Command{Command: &controllerv1.Command_Bootstrap{Bootstrap: &controllerv1.BootstrapCommand{ClusterId: "test"}}})
-					for b := 1; b <= brokers; b++ {
-						apply(&controllerv1.Command{Command: &controllerv1.Command_RegisterBroker{RegisterBroker: &controllerv1.RegisterBrokerRequest{
-							BrokerId: int32(b), GrpcAddr: "127.0.0.1:" + strconv.Itoa(b), IncarnationId: "inc", LogDirId: "dir"}}})
-					}
+					m, create := brokersOf(t, brokers)
 					takeover := map[int32]map[int32]int{}
 					for k := range 24 {
 						name := fmt.Sprint("t", k)
-						apply(&controllerv1.Command{Command: &controllerv1.Command_CreateTopics{CreateTopics: &controllerv1.CreateTopicsRequest{
-							Topics: []*controllerv1.CreatableTopic{{Name: name, Partitions: int32(size), ReplicationFactor: int32(rf)}}}}})
+						create(name, size, rf)
 						for _, p := range m.Image().Partitions(name) {
 							r := p.GetReplicas()
 							if takeover[r[0]] == nil {
