@@ -10,7 +10,7 @@ import (
 // trimmed) is read past them, as its validation read it: min.insync.replicas
 // " 2 " is enforced as 2, not dropped for the default.
 func TestConfigsForReadsValuesPastSpaces(t *testing.T) {
-	_, pcfg, err := configsFor(partition.TP{Topic: "t"}, Config{}, map[string]string{"min.insync.replicas": " 2 ", "max.message.bytes": "300 "}, nil)
+	_, pcfg, err := parseTopicConfigs(Config{}, map[string]string{"min.insync.replicas": " 2 ", "max.message.bytes": "300 "}).forPartition(partition.TP{Topic: "t"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

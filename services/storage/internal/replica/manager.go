@@ -515,11 +515,6 @@ func (c *topicConfigs) forPartition(tp partition.TP, isrChanged func(shrink bool
 	return c.lcfg, pcfg, nil
 }
 
-// configsFor builds the log's and the replica's configs from a topic's.
-func configsFor(tp partition.TP, mc Config, configs map[string]string, isrChanged func(shrink bool)) (plog.Config, partition.Config, error) {
-	return parseTopicConfigs(mc, configs).forPartition(tp, isrChanged)
-}
-
 // maxDirName is the longest name a directory entry takes on Linux file
 // systems (NAME_MAX), in bytes.
 const maxDirName = 255
