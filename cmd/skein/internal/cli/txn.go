@@ -53,6 +53,18 @@ func txnCmd(ctx context.Context, args []string, stdio IO) error {
 	} else if pos, err = f.parseSub("txn", sub, args); err != nil {
 		return err
 	}
+	var states []string
+	if sub == "list" {
+		for _, st := range strings.Split(*state, ",") {
+			if st = strings.TrimSpace(st); st == "" {
+				continue
+			}
+			if !knownTransactionState(st) {
+				return usagef("--state %q: want one of %s (comma-separated; Kafka's PrepareCommit spelling too)", st, strings.Join(transactionStates, ", "))
+			}
+			states = append(states, st)
+		}
+	}
 	conn, err := f.dial()
 	if err != nil {
 		return err
@@ -74,13 +86,7 @@ func txnCmd(ctx context.Context, args []string, stdio IO) error {
 	}
 
 	if sub == "list" {
-		req := &skeinv1.ListTransactionsRequest{}
-		for _, st := range strings.Split(*state, ",") {
-			if st = strings.TrimSpace(st); st != "" {
-				req.State = append(req.State, st)
-			}
-		}
-		resp, err := txns.ListTransactions(cctx, req)
+		resp, err := txns.ListTransactions(cctx, &skeinv1.ListTransactionsRequest{State: states})
 		if err != nil {
 			return err
 		}
@@ -102,6 +108,21 @@ func txnCmd(ctx context.Context, args []string, stdio IO) error {
 		return printJSON(stdio.Out, resp)
 	}
 	return printTransaction(stdio.Out, resp, time.Now())
+}
+
+// transactionStates are the states a transactional id shows.
+var transactionStates = []string{"EMPTY", "ONGOING", "PREPARE_COMMIT", "PREPARE_ABORT", "COMPLETE_COMMIT", "COMPLETE_ABORT", "DEAD"}
+
+// knownTransactionState reports whether name is a state as the API spells
+// it (PREPARE_COMMIT) or as Kafka's tools do (PrepareCommit), in any case.
+func knownTransactionState(name string) bool {
+	norm := func(s string) string { return strings.ToUpper(strings.ReplaceAll(s, "_", "")) }
+	for _, s := range transactionStates {
+		if norm(s) == norm(name) {
+			return true
+		}
+	}
+	return false
 }
 
 // printTransaction prints a description as kafka-transactions.sh describe

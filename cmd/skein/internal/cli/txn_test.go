@@ -77,6 +77,12 @@ func TestTxnCommands(t *testing.T) {
 		strings.Join(f.listed[2].GetState(), ",") != "PrepareCommit,Ongoing" {
 		t.Errorf("list --state PrepareCommit,Ongoing: %d %q %v", code, errOut, f.listed)
 	}
+	// A state no transaction has is the command line's mistake (exit 2, as
+	// group list), and no request is sent.
+	if code, _, errOut := run(t, "", "txn", "list", "--state", "Ongoing,bogus", "--gateway", addr); code != 2 || len(f.listed) != 3 ||
+		!strings.Contains(errOut, `"bogus"`) || !strings.Contains(errOut, "PREPARE_COMMIT") {
+		t.Errorf("list --state Ongoing,bogus: %d %q %v", code, errOut, f.listed)
+	}
 	code, out, errOut = run(t, "", "txn", "describe", "app-tx", "--gateway", addr)
 	if code != 0 || !strings.Contains(out, "ONGOING") || !strings.Contains(out, "orders-0,orders-1") || !strings.Contains(out, "60000") {
 		t.Errorf("describe: %d %q %q", code, out, errOut)
