@@ -77,7 +77,9 @@ func TestIdempotenceWindows(t *testing.T) {
 		{"older epoch fenced", []step{{b: b(2, 0, 1), first: 0}, {b: b(1, 1, 1), wantErr: errs.InvalidProducerEpoch}}},
 		{"new epoch restarts at 0", []step{{b: b(0, 0, 5), first: 0}, {b: b(1, 0, 1), first: 5}, {b: b(1, 1, 1), first: 6}}},
 		{"new epoch must start at 0", []step{{b: b(0, 0, 5), first: 0}, {b: b(1, 5, 1), wantErr: errs.OutOfOrderSequenceNumber}}},
-		{"unknown producer may start anywhere", []step{{b: b(0, 42, 2), first: 0}, {b: b(0, 44, 1), first: 2}}},
+		// A pipelined batch must not start a producer the node does not know
+		// ahead of an earlier one refused before its append.
+		{"unknown producer starts at 0", []step{{b: b(0, 42, 2), wantErr: errs.OutOfOrderSequenceNumber}, {b: b(0, 0, 2), first: 0}, {b: b(0, 2, 1), first: 2}}},
 		{"negative sequence invalid", []step{{b: b(0, -3, 1), wantErr: errs.InvalidRecord}}},
 		{"partial overlap is not a duplicate", []step{{b: b(0, 0, 3), first: 0}, {b: b(0, 1, 3), wantErr: errs.OutOfOrderSequenceNumber}}},
 	} {
