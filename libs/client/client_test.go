@@ -1244,8 +1244,8 @@ func pipelinedProducer(t *testing.T, partitions int32) (*clienttest.Cluster, *cl
 	return cl, c, p
 }
 
-// The first batch under a producer id goes out alone: a node that does not
-// know the id takes any sequence from it, so nothing may overtake it.
+// The first batch under a producer id goes out alone: until it is in, the
+// node does not know the id, and nothing may overtake it.
 func TestFirstBatchOfAProducerIDGoesOutAlone(t *testing.T) {
 	cl := clienttest.Start(t, 1)
 	c := newClient(t, cl)

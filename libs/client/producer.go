@@ -123,10 +123,11 @@ func WithRequestTimeout(d time.Duration) ProducerOption {
 // counting from the oldest open batch keeps every batch that may have to be
 // resent within the node's duplicate window (the last five batches of a
 // producer id), so a resend is recognised, never written twice. The first
-// batch under a producer id goes out alone: a node that does not know the
-// id yet accepts any sequence from it, so a later batch must not arrive
-// before the first is in. Kafka's max.in.flight.requests.per.connection
-// with idempotence is five for the same window.
+// batch under a producer id goes out alone: until it is in, the node does
+// not know the id and takes nothing from it but sequence 0, so a later
+// batch sent beside it would only be refused. Kafka's
+// max.in.flight.requests.per.connection with idempotence is five for the
+// same window.
 const maxInFlight = 5
 
 // WithPrincipal makes the producer write for a client it acts for (a
@@ -1083,6 +1084,14 @@ func (p *Producer) collect(now time.Time) (sends []*brokerRequest, wakeAt time.T
 					}
 					if len(ps.inflight) == 0 && len(ps.retry) == 0 {
 						delete(p.parts, tp) // answers still due find their state
+						// The partition's next sequence goes with its state:
+						// should the topic come back with its log (a
+						// Describe grant taken away and given back hides it
+						// for a while), a batch at sequence 0 under an id
+						// the node knows would be taken for a duplicate of
+						// the first batch and never written. Every partition
+						// seen from now on takes a fresh id.
+						p.pid = -1
 					}
 				}
 				break // a metadata change wakes us; Expire bounds the wait

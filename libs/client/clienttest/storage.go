@@ -198,6 +198,16 @@ func NewStorage(id int32, ctrl *Controller) *Storage {
 	return &Storage{ID: id, ctrl: ctrl, logs: map[tp]*partitionLog{}, fail: map[tp][]error{}, failAfter: map[tp][]error{}, refused: map[string]int{}, named: map[string]int{}}
 }
 
+// ForgetProducers drops what a partition of this node knows of its
+// producers, as a node does after --producer-id-expiration: an id it does
+// not know starts at sequence 0 again.
+func (s *Storage) ForgetProducers(topic string, partition int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.logLocked(tp{topic, partition})
+	l.seqs, l.epochs = map[int64][]writtenBatch{}, map[int64]int16{}
+}
+
 // FailNext makes the next n produce attempts on a partition of this node
 // answer err (a row of libs/errs) before anything is written.
 func (s *Storage) FailNext(topic string, partition int32, err error, n int) {
