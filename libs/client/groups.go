@@ -102,14 +102,15 @@ func coordinatorErr(err error) bool {
 type Groups struct {
 	c *Client
 
-	mu     sync.Mutex
-	conns  map[string]*grpc.ClientConn // by address; guarded by mu
-	owners map[string]Coordinator      // by group id; guarded by mu
+	owners *ownerCache // by group id
+
+	mu    sync.Mutex
+	conns map[string]*grpc.ClientConn // by address; guarded by mu
 }
 
 // Groups returns a new handle on the group coordinators; Close it when done.
 func (c *Client) Groups() *Groups {
-	return &Groups{c: c, conns: map[string]*grpc.ClientConn{}, owners: map[string]Coordinator{}}
+	return &Groups{c: c, conns: map[string]*grpc.ClientConn{}, owners: newOwnerCache(GroupCoordinator, "group")}
 }
 
 // Close closes the coordinator connections.
@@ -135,36 +136,6 @@ func (g *Groups) conn(addr string) (groupv1.GroupCoordinatorServiceClient, error
 		g.conns[addr] = cc
 	}
 	return groupv1.NewGroupCoordinatorServiceClient(cc), nil
-}
-
-// owner answers the cached coordinator address of a group, asking the
-// controller when there is none.
-func (g *Groups) owner(ctx context.Context, group string) (Coordinator, error) {
-	g.mu.Lock()
-	co, ok := g.owners[group]
-	g.mu.Unlock()
-	if ok {
-		return co, nil
-	}
-	co, err := g.c.FindCoordinator(ctx, GroupCoordinator, group)
-	if err != nil {
-		return Coordinator{}, err
-	}
-	if co.Addr == "" {
-		return Coordinator{}, errs.Errorf(errs.CoordinatorNotAvailable, "no coordinator address for group %q", group)
-	}
-	g.mu.Lock()
-	g.owners[group] = co
-	g.mu.Unlock()
-	return co, nil
-}
-
-func (g *Groups) forget(group string, co Coordinator) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.owners[group] == co {
-		delete(g.owners, group)
-	}
 }
 
 var errCoordinatorMoved = errors.New("the metadata names a new owner of the coordinator's partition")
@@ -214,7 +185,7 @@ const maxCoordinatorAttempts = 30
 // backoff until ctx ends.
 func (g *Groups) call(ctx context.Context, group string, fn func(context.Context, groupv1.GroupCoordinatorServiceClient) error) error {
 	for attempt := 0; ; attempt++ {
-		co, err := g.owner(ctx, group)
+		co, err := g.owners.owner(ctx, g.c, group)
 		if err == nil {
 			var cl groupv1.GroupCoordinatorServiceClient
 			if cl, err = g.conn(co.Addr); err == nil {
@@ -223,7 +194,7 @@ func (g *Groups) call(ctx context.Context, group string, fn func(context.Context
 			if err != nil {
 				err = rpcerr.FromStatus(err)
 				if coordinatorErr(err) {
-					g.forget(group, co)
+					g.owners.forget(group, co)
 				}
 			}
 		}

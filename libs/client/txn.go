@@ -25,15 +25,16 @@ import (
 type Transactions struct {
 	c *Client
 
-	mu     sync.Mutex
-	conns  map[string]*grpc.ClientConn // by address; guarded by mu
-	owners map[string]Coordinator      // by transactional id; guarded by mu
+	owners *ownerCache // by transactional id
+
+	mu    sync.Mutex
+	conns map[string]*grpc.ClientConn // by address; guarded by mu
 }
 
 // Transactions returns a new handle on the transaction coordinators; Close
 // it when done.
 func (c *Client) Transactions() *Transactions {
-	return &Transactions{c: c, conns: map[string]*grpc.ClientConn{}, owners: map[string]Coordinator{}}
+	return &Transactions{c: c, conns: map[string]*grpc.ClientConn{}, owners: newOwnerCache(TransactionCoordinator, "transactional id")}
 }
 
 // Close closes the coordinator connections.
@@ -61,34 +62,6 @@ func (t *Transactions) conn(addr string) (txnv1.TransactionCoordinatorServiceCli
 	return txnv1.NewTransactionCoordinatorServiceClient(cc), nil
 }
 
-func (t *Transactions) owner(ctx context.Context, id string) (Coordinator, error) {
-	t.mu.Lock()
-	co, ok := t.owners[id]
-	t.mu.Unlock()
-	if ok {
-		return co, nil
-	}
-	co, err := t.c.FindCoordinator(ctx, TransactionCoordinator, id)
-	if err != nil {
-		return Coordinator{}, err
-	}
-	if co.Addr == "" {
-		return Coordinator{}, errs.Errorf(errs.CoordinatorNotAvailable, "no coordinator address for transactional id %q", id)
-	}
-	t.mu.Lock()
-	t.owners[id] = co
-	t.mu.Unlock()
-	return co, nil
-}
-
-func (t *Transactions) forget(id string, co Coordinator) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.owners[id] == co {
-		delete(t.owners, id)
-	}
-}
-
 // call runs fn against the id's coordinator; fn answers the call's error,
 // including one carried in the answer.
 func (t *Transactions) call(ctx context.Context, id string, fn func(context.Context, txnv1.TransactionCoordinatorServiceClient) error, also ...*errs.Error) error {
@@ -99,7 +72,7 @@ func (t *Transactions) call(ctx context.Context, id string, fn func(context.Cont
 	}
 	var cause error // the last retriable refusal, for a retry the deadline cuts short
 	for attempt := 0; ; attempt++ {
-		co, err := t.owner(ctx, id)
+		co, err := t.owners.owner(ctx, t.c, id)
 		if err == nil {
 			var cl txnv1.TransactionCoordinatorServiceClient
 			if cl, err = t.conn(co.Addr); err == nil {
@@ -108,7 +81,7 @@ func (t *Transactions) call(ctx context.Context, id string, fn func(context.Cont
 			if err != nil {
 				err = rpcerr.FromStatus(err)
 				if coordinatorErr(err) {
-					t.forget(id, co)
+					t.owners.forget(id, co)
 				}
 			}
 		}
