@@ -26,6 +26,8 @@ type memLog struct {
 	// covered. syncGate, when set, holds SyncIfDue until it is closed.
 	everyMessage bool
 	syncGate     chan struct{}
+	// readFrom is every offset Read was asked for, in order.
+	readFrom []record.Offset
 }
 
 func (l *memLog) SyncIfDue(next record.Offset) error {
@@ -128,6 +130,7 @@ func (l *memLog) ReadInto(dst []byte, offset record.Offset, maxBytes int, maxOff
 func (l *memLog) Read(offset record.Offset, maxBytes int, maxOffset record.Offset) ([]byte, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.readFrom = append(l.readFrom, offset)
 	var out []byte
 	for _, b := range l.batches {
 		if b.LastOffset() < offset {

@@ -226,7 +226,11 @@ type Partition struct {
 	// read_committed reader is shown never depends on a marker a new
 	// leader might not have.
 	unreplicated []unreplicatedTxn
-	waiters      []*waiter
+	// lastSnap is the last producer snapshot taken (SnapshotProducers):
+	// a cut of a transaction marker restores it and replays the log after
+	// it, not the whole log.
+	lastSnap ProducerSnapshot
+	waiters  []*waiter
 	// hwWakers are woken (and forgotten) the next time the HW moves;
 	// leoWakers when the LEO does.
 	hwWakers, leoWakers map[*Waker]struct{}

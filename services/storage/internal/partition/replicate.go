@@ -130,7 +130,7 @@ func (p *Partition) ResetToLeaderStart(epoch int32, fetchOffset, leaderStart rec
 		return errs.Errorf(errs.KafkaStorageError, "%s-%d: restart log at %d: %v", p.cfg.Topic, p.cfg.Partition, leaderStart, err)
 	}
 	p.producers.TruncateTo(0)
-	p.aborted, p.unreplicated = nil, nil
+	p.aborted, p.unreplicated, p.lastSnap = nil, nil, ProducerSnapshot{}
 	p.hw = leaderStart
 	onTruncate := p.cfg.Truncated
 	p.mu.Unlock()
@@ -248,12 +248,15 @@ func (p *Partition) applyFetchedLocked(epoch int32, fetchOffset record.Offset, r
 		if p.hw > to {
 			p.hw = to
 		}
+		if p.lastSnap.Next > to {
+			p.lastSnap = ProducerSnapshot{} // it holds what was cut
+		}
 		if markers {
 			// A cut marker reopens the transaction it ended (and may undo
 			// an epoch bump): what the log now holds is replayed, as a
-			// restart would, rather than patched.
-			p.producers, p.aborted, p.unreplicated = producer.New(), nil, nil
-			return 0, p.recoverLocked(p.log.LogStartOffset())
+			// restart would, rather than patched: from the last producer
+			// snapshot below the cut, else from the log's start.
+			return 0, p.replayFromSnapshotLocked(to)
 		}
 		p.producers.TruncateTo(int64(to))
 		kept := p.aborted[:0]
@@ -383,6 +386,28 @@ func (p *Partition) recoverLocked(from record.Offset) error {
 		p.replayLocked(b)
 		return true
 	})
+}
+
+// replayFromSnapshotLocked rebuilds the producer state and the aborted
+// index of a log just cut to end: from the last snapshot taken, when the
+// log still holds everything after it, else from the log's start (which
+// takes as long as reading the whole log, with p.mu held).
+func (p *Partition) replayFromSnapshotLocked(end record.Offset) error {
+	p.unreplicated = nil
+	start := p.log.LogStartOffset()
+	if s := p.lastSnap; s.Producers != nil && s.Next <= end && s.Next >= start {
+		if ps, err := producer.Restore(s.Producers); err == nil {
+			p.producers, p.aborted = ps, nil
+			for _, a := range s.Aborted {
+				if a.LastOffset >= start {
+					p.aborted = append(p.aborted, a)
+				}
+			}
+			return p.recoverLocked(s.Next)
+		}
+	}
+	p.producers, p.aborted = producer.New(), nil
+	return p.recoverLocked(start)
 }
 
 // eachBatchLocked calls fn with every batch of the log from the one holding

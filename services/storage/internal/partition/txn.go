@@ -169,7 +169,8 @@ type ProducerSnapshot struct {
 func (p *Partition) SnapshotProducers() ProducerSnapshot {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return ProducerSnapshot{Next: p.log.LogEndOffset(), Producers: p.producers.Snapshot(), Aborted: append([]AbortedTxn(nil), p.aborted...)}
+	p.lastSnap = ProducerSnapshot{Next: p.log.LogEndOffset(), Producers: p.producers.Snapshot(), Aborted: append([]AbortedTxn(nil), p.aborted...)}
+	return p.lastSnap
 }
 
 // ExpireProducers forgets the producers without an open transaction that
@@ -197,6 +198,7 @@ func (p *Partition) RestoreProducers(s ProducerSnapshot) (used bool, err error) 
 	}
 	p.mu.Lock()
 	p.producers, p.aborted, p.unreplicated = ps, append([]AbortedTxn(nil), s.Aborted...), nil
+	p.lastSnap = s
 	p.mu.Unlock()
 	return true, p.Recover(s.Next)
 }

@@ -199,6 +199,79 @@ func TestTruncatedMarkerReopensItsTransaction(t *testing.T) {
 	}
 }
 
+// A follower that cuts a marker replays its log from its last producer
+// snapshot, not from the log's start: the replay holds the partition's
+// lock, and a log of many gigabytes would stall its replication for
+// minutes. What it rebuilds is the same.
+func TestACutMarkerReplaysFromTheLastSnapshot(t *testing.T) {
+	c := newCluster(t, 1)
+	idem := record.DefaultBatchOptions()
+	idem.ProducerID, idem.ProducerEpoch = 9, 0
+	for seq := range int32(10) {
+		idem.BaseSequence = seq
+		if _, err := c.replicas[1].Produce(context.Background(), AcksLeader, -1, batchOf(t, idem, fmt.Sprint("i", seq))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o := record.DefaultBatchOptions()
+	o.ProducerID, o.ProducerEpoch, o.Transactional = 7, 0, true
+	for seq, v := range []string{"a0", "a1"} {
+		o.BaseSequence = int32(seq)
+		if _, err := c.replicas[1].Produce(context.Background(), AcksLeader, -1, batchOf(t, o, v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.replicate()
+	if s := c.replicas[1].SnapshotProducers(); s.Next != 12 {
+		t.Fatalf("snapshot at %d, want 12", s.Next)
+	}
+
+	// Leader 1 appends the abort and dies before a follower has it; the
+	// new leader writes it again.
+	c.cut[2], c.cut[3] = true, true
+	ctx, cancel := context.WithCancel(context.Background())
+	go c.replicas[1].WriteMarker(ctx, 7, 1, false, 1, 0)
+	eventually(t, "abort on the old leader", func() bool { return c.replicas[1].Snapshot().LEO == 13 })
+	cancel()
+	c.cut[1], c.cut[2], c.cut[3] = true, false, false
+	c.elect(2, []int32{2, 3})
+	done := make(chan error, 1)
+	go func() { _, err := c.replicas[2].WriteMarker(context.Background(), 7, 1, false, 1, 0); done <- err }()
+	eventually(t, "abort on the new leader", func() bool { return c.replicas[2].Snapshot().LEO == 13 })
+	c.replicate()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	c.logs[1].mu.Lock()
+	c.logs[1].readFrom = nil
+	c.logs[1].mu.Unlock()
+	c.cut[1] = false
+	c.replicate()
+	c.logs[1].mu.Lock()
+	reads := slices.Clone(c.logs[1].readFrom)
+	c.logs[1].mu.Unlock()
+	for _, off := range reads {
+		if off < 12 {
+			t.Errorf("replica 1 read its log from %d after the cut (reads %v), want nothing below the snapshot's 12", off, reads)
+			break
+		}
+	}
+	want := []AbortedTxn{{ProducerID: 7, FirstOffset: 10, LastOffset: 12}}
+	if got := c.replicas[1].AbortedBetween(0, 20); !slices.Equal(got, want) {
+		t.Errorf("replica 1: aborted index %v, want %v", got, want)
+	}
+	if f := c.replicas[1].producers.FirstUnstableOffset(); f != -1 {
+		t.Errorf("replica 1: a transaction is open from %d", f)
+	}
+	if e, ok := c.replicas[1].producers.Get(9); !ok || len(e.Batches) != producer.Window || e.Batches[len(e.Batches)-1].FirstSeq != 9 {
+		t.Errorf("replica 1: producer 9 %+v, want its last %d batches up to sequence 9", e, producer.Window)
+	}
+	if got := c.logs[1].values(); !slices.Equal(got, c.logs[2].values()) {
+		t.Errorf("replica 1 log %v, leader %v", got, c.logs[2].values())
+	}
+}
+
 // A marker that arrives late, after its transaction ended and the producer
 // began the next one at the epoch the marker carries, is refused rather
 // than ending the new transaction; so is one from an older coordinator.
