@@ -1270,11 +1270,14 @@ func (p *Producer) complete(batches []sentBatch, resp *storagev1.ProduceResponse
 			b.maybeWritten = true
 		}
 		retriable := errs.IsRetriable(berr)
-		if errs.Of(berr) == errs.OutOfOrderSequenceNumber && p.cfg.idempotent {
+		sequenceRefused := errs.Of(berr) == errs.OutOfOrderSequenceNumber || errs.Of(berr) == errs.UnknownProducerID
+		if sequenceRefused && p.cfg.idempotent {
 			// Refused before the append. Behind an earlier batch that is
 			// still open, it only arrived first: resend it as it is.
 			// Otherwise the batch before it failed and is not in the log,
-			// so this sequence can never be appended: give it a fresh one.
+			// or the node no longer knows the id (UNKNOWN_PRODUCER_ID: it
+			// forgot it), so this sequence can never be appended: give it
+			// a fresh one.
 			retriable = true
 			if !ps.unsettledBefore(b) {
 				b.reencode = true
@@ -1286,7 +1289,7 @@ func (p *Producer) complete(batches []sentBatch, resp *storagev1.ProduceResponse
 		// An out-of-order refusal of a batch behind one that failed is the
 		// producer's own affair, not what the caller should learn: the
 		// batch's last refusal before it stands.
-		ownAffair := retriable && errs.Of(berr) == errs.OutOfOrderSequenceNumber
+		ownAffair := retriable && sequenceRefused
 		if berr != nil && retriable && now.Before(b.deadline) && !p.stopped && p.c.ctx.Err() == nil {
 			b.retryAt = now.Add(p.c.backoff(b.attempts - 1))
 			if !ownAffair {

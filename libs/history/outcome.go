@@ -51,6 +51,7 @@ var definite = map[string]bool{
 	"UNSUPPORTED_COMPRESSION_TYPE": true,
 	"POLICY_VIOLATION":             true,
 	"OUT_OF_ORDER_SEQUENCE_NUMBER": true,
+	"UNKNOWN_PRODUCER_ID":          true,
 	"INVALID_PRODUCER_EPOCH":       true,
 	"PRODUCER_FENCED":              true,
 	"INVALID_TXN_STATE":            true,

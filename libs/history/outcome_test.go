@@ -24,6 +24,7 @@ func TestErrorOutcome(t *testing.T) {
 		"MESSAGE_TOO_LARGE":                NotWritten,
 		"INVALID_REQUIRED_ACKS":            NotWritten,
 		"CORRUPT_MESSAGE":                  NotWritten,
+		"UNKNOWN_PRODUCER_ID":              NotWritten,
 		"NOT_ENOUGH_REPLICAS_AFTER_APPEND": Unknown,
 		"REQUEST_TIMED_OUT":                Unknown,
 		"NETWORK_EXCEPTION":                Unknown,

@@ -483,6 +483,7 @@ func (s *Storage) append(pp *storagev1.PartitionProduce) (int64, error) {
 	first := int64(-1)
 	for _, b := range batches {
 		if pid := b.ProducerID(); pid >= 0 {
+			_, known := l.epochs[pid]
 			if e, ok := l.epochs[pid]; ok && b.ProducerEpoch() < e {
 				return -1, errs.Errorf(errs.InvalidProducerEpoch, "producer %d: epoch %d is older than the current %d", pid, b.ProducerEpoch(), e)
 			} else if !ok || b.ProducerEpoch() > e {
@@ -500,6 +501,9 @@ func (s *Storage) append(pp *storagev1.PartitionProduce) (int64, error) {
 				want = seqs[len(seqs)-1].lastSeq + 1
 			}
 			if b.BaseSequence() != want {
+				if !known {
+					return -1, errs.Errorf(errs.UnknownProducerID, "producer %d is not known here: its first batch must start at sequence 0, got %d", pid, b.BaseSequence())
+				}
 				return -1, errs.Errorf(errs.OutOfOrderSequenceNumber, "producer %d: sequence %d, expected %d", pid, b.BaseSequence(), want)
 			}
 			l.seqs[pid] = append(seqs, writtenBatch{b.BaseSequence(), b.LastSequence(), l.leo})

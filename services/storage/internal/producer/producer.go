@@ -159,14 +159,15 @@ func (s *State) check(b Batch) (Verdict, error) {
 	e, ok := s.entries[b.ProducerID]
 	if !ok {
 		// Unknown here (new, or its state expired or was cut away): it
-		// starts at sequence 0. Kafka takes any sequence since KIP-360, but
-		// then a pipelined batch could overtake an earlier one refused
-		// before its append (throttled, or too few replicas): the later
-		// one would start the producer here and the earlier one, resent,
-		// could only follow it. Refused, the client resends in order under
-		// a fresh producer id.
+		// starts at sequence 0, else UNKNOWN_PRODUCER_ID, as Kafka answered
+		// before KIP-360. Kafka now takes any sequence, but then a
+		// pipelined batch could overtake an earlier one refused before its
+		// append (throttled, or too few replicas): the later one would
+		// start the producer here and the earlier one, resent, could only
+		// follow it. Refused, the client resends in order under a fresh
+		// producer id.
 		if b.FirstSeq != 0 {
-			return Verdict{}, errs.Errorf(errs.OutOfOrderSequenceNumber, "producer %d is not known here (new, or forgotten after --producer-id-expiration): its first batch must start at sequence 0, got %d", b.ProducerID, b.FirstSeq)
+			return Verdict{}, errs.Errorf(errs.UnknownProducerID, "producer %d is not known here (new, or forgotten after --producer-id-expiration): its first batch must start at sequence 0, got %d", b.ProducerID, b.FirstSeq)
 		}
 		return Verdict{}, nil
 	}

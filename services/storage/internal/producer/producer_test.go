@@ -79,7 +79,7 @@ func TestIdempotenceWindows(t *testing.T) {
 		{"new epoch must start at 0", []step{{b: b(0, 0, 5), first: 0}, {b: b(1, 5, 1), wantErr: errs.OutOfOrderSequenceNumber}}},
 		// A pipelined batch must not start a producer the node does not know
 		// ahead of an earlier one refused before its append.
-		{"unknown producer starts at 0", []step{{b: b(0, 42, 2), wantErr: errs.OutOfOrderSequenceNumber}, {b: b(0, 0, 2), first: 0}, {b: b(0, 2, 1), first: 2}}},
+		{"unknown producer starts at 0", []step{{b: b(0, 42, 2), wantErr: errs.UnknownProducerID}, {b: b(0, 0, 2), first: 0}, {b: b(0, 2, 1), first: 2}}},
 		{"negative sequence invalid", []step{{b: b(0, -3, 1), wantErr: errs.InvalidRecord}}},
 		{"partial overlap is not a duplicate", []step{{b: b(0, 0, 3), first: 0}, {b: b(0, 1, 3), wantErr: errs.OutOfOrderSequenceNumber}}},
 	} {

@@ -780,6 +780,15 @@ func (m *Manager) runCleaner(ctx context.Context) {
 				return
 			}
 			now := m.now()
+			// The internal topics' writers are the coordinators, one
+			// producer id per coordinator partition, whose epoch fences
+			// the partition's previous owner: forgotten, a deposed owner's
+			// late write would be taken, and the owner's own next write,
+			// its sequence going on, refused.
+			if metadata.IsInternalTopic(h.tp.Topic) {
+				clean(h, now)
+				continue
+			}
 			if n := h.p.ExpireProducers(now, m.cfg.ProducerIDExpiration); n > 0 {
 				m.log.Info("forgot idle producer ids", "dir", h.key, "producers", n, "idle_for", m.cfg.ProducerIDExpiration)
 			}

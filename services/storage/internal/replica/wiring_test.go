@@ -1178,3 +1178,63 @@ func TestImageOfAnotherClusterRemovesNothing(t *testing.T) {
 		t.Errorf("a topic of its own cluster after the refusal: %v", err)
 	}
 }
+
+// The internal topics' producer ids are the coordinators', whose epochs
+// fence a deposed owner: they are never forgotten, however idle.
+func TestCoordinatorProducerIDsAreNotForgotten(t *testing.T) {
+	fc, nodes := startNodesWith(t, nodeOptions{producerIDExpiration: 300 * time.Millisecond})
+	fc.apply(t,
+		metadata.TopicRecord(&controllerv1.TopicRecord{TopicId: "tid-co", Name: metadata.ConsumerOffsetsTopic}),
+		metadata.PartitionRecord(&controllerv1.PartitionRecord{Topic: metadata.ConsumerOffsetsTopic, TopicId: "tid-co", Partition: 0,
+			Replicas: []int32{1, 2, 3}, Isr: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 0}),
+	)
+	batchOf := func(pid int64, v string) []byte {
+		opts := record.DefaultBatchOptions()
+		opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = pid, 3, 0
+		b := record.NewBuilder(opts)
+		b.Append(time.Now().UnixMilli(), []byte("k"), []byte(v))
+		batch, _, err := b.Build(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return batch
+	}
+	c := storagev1.NewStorageServiceClient(nodes[0].cc)
+	var internal *storagev1.PartitionProduceResult
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		internal = produceRaw(t, c, metadata.ConsumerOffsetsTopic, 0, -1, batchOf(9, "owner"))
+		if internal.GetErrorCode() == skeinv1.ErrorCode_NONE {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("produce to %s: %v", metadata.ConsumerOffsetsTopic, internal)
+		}
+		time.Sleep(50 * time.Millisecond) // the partition is being opened
+	}
+	user := batchOf(10, "user")
+	if r := produceRaw(t, c, "t", 0, -1, user); r.GetErrorCode() != skeinv1.ErrorCode_NONE {
+		t.Fatalf("produce to t: %v", r)
+	}
+	// Once the user topic's idle id is forgotten (its retry is written
+	// again), a retention check has run over both.
+	for leo(t, nodes[0]) == 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the idle producer id of t is still known after 10 s")
+		}
+		time.Sleep(100 * time.Millisecond)
+		produceRaw(t, c, "t", 0, -1, user)
+	}
+	time.Sleep(500 * time.Millisecond) // and another
+	again := produceRaw(t, c, metadata.ConsumerOffsetsTopic, 0, -1, batchOf(9, "owner"))
+	if again.GetErrorCode() != skeinv1.ErrorCode_NONE || again.GetBaseOffset() != internal.GetBaseOffset() {
+		t.Fatalf("the coordinator's retry after %v idle: %v, want a duplicate of offset %d", 800*time.Millisecond, again, internal.GetBaseOffset())
+	}
+	p, err := nodes[0].mgr.Get(partition.TP{Topic: metadata.ConsumerOffsetsTopic, Partition: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Snapshot().LEO; got != 1 {
+		t.Fatalf("%s holds %d records, want the one", metadata.ConsumerOffsetsTopic, got)
+	}
+}
