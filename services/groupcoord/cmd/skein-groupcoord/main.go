@@ -78,6 +78,7 @@ func main() {
 // build makes the group coordinator the shared process shell runs.
 func (c config) build(env coordproc.Env) (coordproc.Parts, error) {
 	nodeID := int32(c.proc.NodeID)
+	txns := env.Client.Transactions()
 	coord := coordinator.New(coordinator.Config{
 		NodeID: nodeID,
 		Group: group.Config{MinSessionTimeout: c.minSession, MaxSessionTimeout: c.maxSession, DefaultSessionTimeout: c.defaultSession,
@@ -87,6 +88,7 @@ func (c config) build(env coordproc.Env) (coordproc.Parts, error) {
 		OffsetsRetention:       c.retention,
 		RetentionCheckInterval: c.retentionCheck,
 		NewMemberID:            uuid.NewString,
+		Transactions:           coordinator.ClientTxns{T: txns},
 		Logger:                 env.Logger,
 	}, coordinator.ClientLog{C: env.Client}, coordinator.NewMetrics(env.Registry))
 	return coordproc.Parts{
@@ -98,6 +100,9 @@ func (c config) build(env coordproc.Env) (coordproc.Parts, error) {
 			return coord.Registered(), "the controllers' metadata does not list this coordinator yet"
 		},
 		Follow: func(ctx context.Context) { coordinator.Follow(ctx, env.Client, coord, nodeID, env.Incarnation) },
-		Close:  coord.Close,
+		Close: func() {
+			coord.Close()
+			txns.Close()
+		},
 	}, nil
 }

@@ -110,7 +110,10 @@ type Config struct {
 	RetentionCheckInterval time.Duration
 	// NewMemberID answers a fresh member id for a join without one.
 	NewMemberID func() string
-	Logger      *slog.Logger
+	// Transactions verifies a TxnOffsetCommit of a producer a group holds
+	// nothing of (see TxnVerifier); nil trusts every one.
+	Transactions TxnVerifier
+	Logger       *slog.Logger
 }
 
 // Coordinator serves the groups of the __consumer_offsets partitions this

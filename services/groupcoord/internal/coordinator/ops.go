@@ -167,6 +167,16 @@ func (c *Coordinator) TxnCommitOffsets(ctx context.Context, req TxnCommit) ([]er
 	if err != nil {
 		return out, err
 	}
+	if c.cfg.Transactions != nil {
+		known, err := p.knowsProducer(req.GroupID, req.ProducerID)
+		if err == nil && !known {
+			// A completion that comes meanwhile is seen by Commit below.
+			err = c.cfg.Transactions.VerifyOpen(ctx, req.TransactionalID, req.ProducerID, int16(req.ProducerEpoch), req.GroupID)
+		}
+		if err != nil {
+			return out, err
+		}
+	}
 	offsets := map[assign.TopicPartition]offsetlog.Offset{}
 	err = p.update(req.GroupID, true, func(gs *groupState, now time.Time) (change, error) {
 		for i, cm := range req.Commits {

@@ -642,6 +642,18 @@ func (p *partition) touch(groupID string, req group.HeartbeatRequest) {
 	}
 }
 
+// knowsProducer reports whether groupID holds anything of producer pid
+// (group.TxnOffsets.Knows); false for a group the partition does not hold.
+func (p *partition) knowsProducer(groupID string, pid int64) (bool, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.readyLocked(); err != nil {
+		return false, err
+	}
+	gs := p.groups[groupID]
+	return gs != nil && gs.txns.Knows(pid), nil
+}
+
 // errNoGroup: an event for a group the partition does not hold.
 var errNoGroup = errs.Errorf(errs.GroupIDNotFound, "no such group")
 

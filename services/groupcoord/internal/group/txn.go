@@ -199,6 +199,16 @@ func (t *TxnOffsets) Has(tp assign.TopicPartition) bool {
 	return false
 }
 
+// Knows reports whether the group holds anything of pid: offsets pending,
+// or a completion seen since the group was loaded. When it does not, Commit
+// cannot tell a late TxnOffsetCommit of a transaction that ended under
+// another coordinator (whose completion this one never saw) from the first
+// of an open one; the caller asks the transaction coordinator first.
+func (t *TxnOffsets) Knows(pid int64) bool {
+	_, ended := t.ended[pid]
+	return ended || len(t.pending[pid]) > 0
+}
+
 // Producers answers the producer ids with pending offsets, in order.
 func (t *TxnOffsets) Producers() []int64 { return slices.Sorted(maps.Keys(t.pending)) }
 

@@ -376,3 +376,38 @@ func TestTxnOffsetsRandom(t *testing.T) {
 		}
 	})
 }
+
+// Knows tells the shell when a TxnOffsetCommit can be decided from what
+// the group holds: after a failover, a producer whose transaction ended
+// under the old owner is not known to the new one.
+func TestTxnOffsetsKnows(t *testing.T) {
+	var tx TxnOffsets
+	if tx.Knows(7) {
+		t.Fatal("an empty group knows producer 7")
+	}
+	ch, err := tx.Commit(7, 3, offsetsOf(t, "t:1=5"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx.Apply(ch)
+	if !tx.Knows(7) || tx.Knows(8) {
+		t.Fatalf("with 7's offsets pending: knows 7 %v, 8 %v", tx.Knows(7), tx.Knows(8))
+	}
+	if ch, err = tx.Complete(7, 4, false); err != nil {
+		t.Fatal(err)
+	}
+	tx.Apply(ch)
+	if !tx.Knows(7) {
+		t.Fatal("a completion seen here is forgotten")
+	}
+	// The group loaded by another coordinator: nothing pending, no
+	// completion seen.
+	var loaded TxnOffsets
+	if loaded.Knows(7) {
+		t.Fatal("a loaded group knows a producer it holds nothing of")
+	}
+	loaded.Load(9, assign.TopicPartition{Topic: "t", Partition: 2}, PendingOffset{Epoch: 1, Offset: Offset{Offset: 6}})
+	if !loaded.Knows(9) {
+		t.Fatal("a loaded pending offset is not known")
+	}
+}
