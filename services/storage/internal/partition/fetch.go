@@ -36,14 +36,21 @@ func (p *Partition) FetchInto(buf func() []byte, offset record.Offset, maxBytes,
 	}
 	res := FetchResult{HW: p.hw, LSO: p.lsoLocked(), LogStartOffset: p.log.LogStartOffset(), LeaderEpoch: p.st.LeaderEpoch}
 	leo := p.log.LogEndOffset()
+	limit := res.HW
+	if readCommitted {
+		limit = res.LSO
+	}
+	var aborted []AbortedTxn
+	if readCommitted && offset < limit && offset >= res.LogStartOffset {
+		// Taken with the bounds, not after the read: retention may delete
+		// what is read meanwhile and forget its aborted transactions
+		// (ForgetAbortedBelow), and the records would go out without them.
+		aborted = p.abortedBetweenLocked(offset, limit)
+	}
 	p.mu.Unlock()
 
 	if offset < res.LogStartOffset || offset > leo {
 		return res, errs.Errorf(errs.OffsetOutOfRange, "%s-%d: offset %d is outside [%d, %d]", p.cfg.Topic, p.cfg.Partition, offset, res.LogStartOffset, leo)
-	}
-	limit := res.HW
-	if readCommitted {
-		limit = res.LSO
 	}
 	if offset >= limit {
 		return res, nil
@@ -57,8 +64,8 @@ func (p *Partition) FetchInto(buf func() []byte, offset record.Offset, maxBytes,
 		return res, err
 	}
 	res.Records = data
-	if readCommitted && len(data) > 0 {
-		res.Aborted = p.AbortedBetween(offset, limit)
+	if len(data) > 0 {
+		res.Aborted = aborted
 	}
 	return res, nil
 }

@@ -28,6 +28,8 @@ type memLog struct {
 	syncGate     chan struct{}
 	// readFrom is every offset Read was asked for, in order.
 	readFrom []record.Offset
+	// onRead, when set, runs in ReadInto after the read, unlocked.
+	onRead func()
 }
 
 func (l *memLog) SyncIfDue(next record.Offset) error {
@@ -108,6 +110,12 @@ func (l *memLog) ReadInto(dst []byte, offset record.Offset, maxBytes int, maxOff
 	data, err := l.Read(offset, maxBytes, maxOffset)
 	if err != nil {
 		return nil, err
+	}
+	l.mu.Lock()
+	onRead := l.onRead
+	l.mu.Unlock()
+	if onRead != nil {
+		onRead()
 	}
 	if maxRecords > 0 {
 		end, it := 0, record.NewBatchIter(data)

@@ -107,6 +107,10 @@ func (p *Partition) noteMarkerLocked(pid int64, epoch int16, commit bool, coordi
 func (p *Partition) AbortedBetween(from, to record.Offset) []AbortedTxn {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.abortedBetweenLocked(from, to)
+}
+
+func (p *Partition) abortedBetweenLocked(from, to record.Offset) []AbortedTxn {
 	var out []AbortedTxn
 	for _, a := range p.aborted {
 		if a.LastOffset >= from && a.FirstOffset < to {

@@ -199,6 +199,49 @@ func TestTruncatedMarkerReopensItsTransaction(t *testing.T) {
 	}
 }
 
+// A read_committed reader at the log start while retention deletes the
+// segment it has just read: the aborted transactions of what it reads go
+// with the records, though retention forgets them before the answer.
+func TestAbortedTransactionsOfARecordsReadAsRetentionDeletesThem(t *testing.T) {
+	c := newCluster(t, 1)
+	leader := c.replicas[1]
+	o := record.DefaultBatchOptions()
+	o.ProducerID, o.ProducerEpoch, o.BaseSequence, o.Transactional = 7, 0, 0, true
+	if _, err := leader.Produce(context.Background(), AcksLeader, -1, batchOf(t, o, "aborted0")); err != nil { // 0
+		t.Fatal(err)
+	}
+	c.replicate()
+	done := make(chan error, 1)
+	go func() { _, err := leader.WriteMarker(context.Background(), 7, 1, false, 1, 0); done <- err }() // abort at 1
+	eventually(t, "abort marker appended", func() bool { return leader.Snapshot().LEO == 2 })
+	c.replicate()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	leader.Produce(context.Background(), AcksLeader, -1, plain(t, "plain2")) // 2
+	c.replicate()
+
+	c.logs[1].mu.Lock()
+	c.logs[1].onRead = func() {
+		c.logs[1].deleteBefore(2)
+		leader.ForgetAbortedBelow()
+	}
+	c.logs[1].mu.Unlock()
+	res, err := leader.Fetch(0, 1<<20, true, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := countRecords(t, res.Records); n != 3 {
+		t.Fatalf("read %d records, want the 3 read before the deletion", n)
+	}
+	if want := []AbortedTxn{{ProducerID: 7, FirstOffset: 0, LastOffset: 1}}; !slices.Equal(res.Aborted, want) {
+		t.Fatalf("aborted %v, want %v: the reader would take aborted0 as committed", res.Aborted, want)
+	}
+	if got := leader.AbortedBetween(0, 10); len(got) != 0 {
+		t.Fatalf("retention left %v", got)
+	}
+}
+
 // A follower that cuts a marker replays its log from its last producer
 // snapshot, not from the log's start: the replay holds the partition's
 // lock, and a log of many gigabytes would stall its replication for
