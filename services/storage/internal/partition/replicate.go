@@ -390,12 +390,14 @@ func (p *Partition) recoverLocked(from record.Offset) error {
 
 // replayFromSnapshotLocked rebuilds the producer state and the aborted
 // index of a log just cut to end: from the last snapshot taken, when the
-// log still holds everything after it, else from the log's start (which
-// takes as long as reading the whole log, with p.mu held).
+// log still holds everything after it and the HW has passed it (the
+// replay notes the markers above the HW as not yet replicated, which the
+// snapshot does not hold), else from the log's start (which takes as long
+// as reading the whole log, with p.mu held).
 func (p *Partition) replayFromSnapshotLocked(end record.Offset) error {
 	p.unreplicated = nil
 	start := p.log.LogStartOffset()
-	if s := p.lastSnap; s.Producers != nil && s.Next <= end && s.Next >= start {
+	if s := p.lastSnap; s.Producers != nil && s.Next <= end && s.Next <= p.hw && s.Next >= start {
 		if ps, err := producer.Restore(s.Producers); err == nil {
 			p.producers, p.aborted = ps, nil
 			for _, a := range s.Aborted {
