@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	skeinv1 "skein/gen/skein/v1"
@@ -475,6 +476,10 @@ func (s *Producer) ProduceStream(stream skeinv1.ProducerService_ProduceStreamSer
 				return r.err
 			}
 			req = r.req
+		case <-ctx.Done():
+			// The client went away (cancelled, or its connection broke):
+			// the receiver may have left without handing over its error.
+			return status.FromContextError(ctx.Err()).Err()
 		case <-s.draining:
 			// The requests taken are answered before the status (see
 			// the deferred close); the status tells the client that the

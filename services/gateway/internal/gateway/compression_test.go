@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -135,5 +136,41 @@ func TestProduceStreamDrainedEndsUnavailable(t *testing.T) {
 	_, err = ps.Recv()
 	if status.Code(err) != codes.Unavailable || errs.Of(rpcerr.FromStatus(err)) != errs.BrokerNotAvailable || !strings.Contains(err.Error(), "shutting down") {
 		t.Fatalf("the drained stream ended with %v, want UNAVAILABLE (BROKER_NOT_AVAILABLE)", err)
+	}
+}
+
+// A ProduceStream whose client goes away (cancelled, killed) ends its
+// handler, with the handler's producer and answering goroutine, at once;
+// not at the gateway's shutdown.
+func TestAProduceStreamWhoseClientLeavesEnds(t *testing.T) {
+	e := start(t)
+	e.waitReady()
+	e.mustDo("POST", "/v1/topics", `{"name": "p", "replication_factor": 1}`)
+	cl := skeinv1.NewProducerServiceClient(dialGRPC(t, e.gw.GRPCAddr()))
+	handlers := func() int {
+		buf := make([]byte, 8<<20)
+		return strings.Count(string(buf[:runtime.Stack(buf, true)]), "api.(*Producer).ProduceStream(")
+	}
+	v := "v"
+	for i := range 20 {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		ps, err := cl.ProduceStream(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ps.Send(&skeinv1.ProduceStreamRequest{CorrelationId: 1, Topic: "p", Records: []*skeinv1.ProduceRecord{{Value: &v}}}); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := ps.Recv(); err != nil || r.GetResults()[0].GetErrorCode() != skeinv1.ErrorCode_NONE {
+			t.Fatalf("stream %d: %v %v", i, r, err)
+		}
+		cancel()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for n := handlers(); n > 0; n = handlers() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 20 ProduceStream handlers still run 5 s after their clients left", n)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
