@@ -11,8 +11,11 @@ package partition
 // One goroutine uses a Waker at a time. Forget drops its registrations
 // when a poll ends (a partition that never moves would keep them).
 type Waker struct {
-	c    chan struct{}
-	regs []*Partition
+	c chan struct{}
+	// regs are the partitions w may be registered with, each once: a
+	// stream that registers with the same partition after each of its
+	// moves (Follow) must not grow it until the stream ends.
+	regs map[*Partition]struct{}
 }
 
 // NewWaker returns a Waker with no registrations.
@@ -24,14 +27,13 @@ func (w *Waker) C() <-chan struct{} { return w.c }
 // Forget drops every registration of w and any token already left, so
 // that w can serve the next poll.
 func (w *Waker) Forget() {
-	for _, p := range w.regs {
+	for p := range w.regs {
 		p.mu.Lock()
 		delete(p.hwWakers, w)
 		delete(p.leoWakers, w)
 		p.mu.Unlock()
 	}
 	clear(w.regs)
-	w.regs = w.regs[:0]
 	select {
 	case <-w.c:
 	default:
@@ -67,7 +69,10 @@ func register(set map[*Waker]struct{}, p *Partition, w *Waker) map[*Waker]struct
 		set = map[*Waker]struct{}{}
 	}
 	set[w] = struct{}{}
-	w.regs = append(w.regs, p)
+	if w.regs == nil {
+		w.regs = map[*Partition]struct{}{}
+	}
+	w.regs[p] = struct{}{}
 	return set
 }
 

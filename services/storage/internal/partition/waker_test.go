@@ -94,3 +94,29 @@ func TestWakerWakesOnceOnTheNextMove(t *testing.T) {
 		t.Fatal("Close did not wake a waiting poll")
 	}
 }
+
+// A stream that registers again after each move it was woken by (Follow,
+// for as long as its reader stays) keeps one registration, not one per
+// move, until it ends.
+func TestAWakerRegisteredAfterEachMoveKeepsOneRegistration(t *testing.T) {
+	c := newCluster(t, 1)
+	leader := c.replicas[1]
+	w := NewWaker()
+	for i := range 200 {
+		leader.WakeOnHW(w)
+		if _, err := leader.Produce(context.Background(), AcksLeader, -1, plain(t, "v")); err != nil {
+			t.Fatal(err)
+		}
+		c.replicate()
+		if !woken(w) {
+			t.Fatalf("move %d did not wake the waker", i)
+		}
+	}
+	if len(w.regs) != 1 {
+		t.Fatalf("after 200 moves the waker holds %d registrations, want 1", len(w.regs))
+	}
+	w.Forget()
+	if len(w.regs) != 0 {
+		t.Fatalf("after Forget: %d registrations", len(w.regs))
+	}
+}
