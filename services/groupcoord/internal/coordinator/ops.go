@@ -170,7 +170,11 @@ func (c *Coordinator) TxnCommitOffsets(ctx context.Context, req TxnCommit) ([]er
 	if c.cfg.Transactions != nil {
 		known, err := p.knowsProducer(req.GroupID, req.ProducerID)
 		if err == nil && !known {
-			// A completion that comes meanwhile is seen by Commit below.
+			// A completion that comes meanwhile is remembered by the group,
+			// or by the partition while the check lasts, and Commit below
+			// sees it.
+			p.beginVerify()
+			defer p.endVerify()
 			err = c.cfg.Transactions.VerifyOpen(ctx, req.TransactionalID, req.ProducerID, int16(req.ProducerEpoch), req.GroupID)
 		}
 		if err != nil {
@@ -179,6 +183,9 @@ func (c *Coordinator) TxnCommitOffsets(ctx context.Context, req TxnCommit) ([]er
 	}
 	offsets := map[assign.TopicPartition]offsetlog.Offset{}
 	err = p.update(req.GroupID, true, func(gs *groupState, now time.Time) (change, error) {
+		if e, ok := p.lostEndLocked(req.GroupID, req.ProducerID); ok && int16(req.ProducerEpoch) < e {
+			return change{}, errs.Errorf(errs.ProducerFenced, "producer %d at epoch %d: its transaction ended (completed at epoch %d) while this commit was checked", req.ProducerID, req.ProducerEpoch, e)
+		}
 		for i, cm := range req.Commits {
 			if out[i] = checkCommit(gs.topics, cm); out[i] == nil && req.Member != nil {
 				out[i] = gs.g.CanCommit(req.Member.ID, req.Member.Epoch, cm.Topic, cm.Partition)
@@ -244,7 +251,12 @@ func (c *Coordinator) CompleteTxnOffsets(ctx context.Context, groupID string, pi
 		return change{offsets: tch.Commit, txn: &tch}, nil
 	})
 	if err == errNoGroup {
-		return nil // nothing pending: nothing to do
+		// Nothing pending: nothing to do but remember the completion for
+		// a TxnOffsetCommit being checked (which would create the group).
+		p.mu.Lock()
+		p.noteLostEndLocked(groupID, pid, int16(epoch))
+		p.mu.Unlock()
+		return nil
 	}
 	return err
 }

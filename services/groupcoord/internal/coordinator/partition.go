@@ -49,6 +49,14 @@ type partition struct {
 	state  partState              // guarded by mu
 	groups map[string]*groupState // guarded by mu; only while serving
 	order  uint64                 // the last log order given (groupState.offsetOrder); guarded by mu
+	// verifying counts the TxnOffsetCommits between their check with the
+	// transaction coordinator and their write; while any is, lostEnds
+	// keeps the completions the groups' own memory cannot (of a group the
+	// partition does not hold, or deleted by it), so that Commit still
+	// sees one that came during the check. Guarded by mu; nil when
+	// verifying is 0.
+	verifying int
+	lostEnds  map[producerOfGroup]int16
 	// retryTopics: when to apply the topics again to the groups, after a
 	// group failed to take them; zero when none did. The run goroutine's.
 	retryTopics time.Time
@@ -642,6 +650,50 @@ func (p *partition) touch(groupID string, req group.HeartbeatRequest) {
 	}
 }
 
+// producerOfGroup keys lostEnds.
+type producerOfGroup struct {
+	group string
+	pid   int64
+}
+
+// beginVerify and endVerify bracket a TxnOffsetCommit's check with the
+// transaction coordinator and its write.
+func (p *partition) beginVerify() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.verifying++
+}
+
+func (p *partition) endVerify() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.verifying--; p.verifying == 0 {
+		p.lostEnds = nil
+	}
+}
+
+// noteLostEndLocked keeps a completion of pid in groupID at epoch that the
+// group will not remember, while a check may need it. mu held.
+func (p *partition) noteLostEndLocked(groupID string, pid int64, epoch int16) {
+	if p.verifying == 0 {
+		return
+	}
+	if p.lostEnds == nil {
+		p.lostEnds = map[producerOfGroup]int16{}
+	}
+	k := producerOfGroup{groupID, pid}
+	if e, ok := p.lostEnds[k]; !ok || epoch > e {
+		p.lostEnds[k] = epoch
+	}
+}
+
+// lostEndLocked answers the epoch of a completion of pid in groupID that
+// noteLostEndLocked kept. mu held.
+func (p *partition) lostEndLocked(groupID string, pid int64) (int16, bool) {
+	e, ok := p.lostEnds[producerOfGroup{groupID, pid}]
+	return e, ok
+}
+
 // knowsProducer reports whether groupID holds anything of producer pid
 // (group.TxnOffsets.Knows); false for a group the partition does not hold.
 func (p *partition) knowsProducer(groupID string, pid int64) (bool, error) {
@@ -780,6 +832,9 @@ func (p *partition) acknowledged(groupID string, gs *groupState, ch change, rest
 		if !gs.durable() && len(gs.g.Describe().Members) == 0 && p.groups[groupID] == gs {
 			// An aborted transaction was all the log had of the group.
 			delete(p.groups, groupID)
+			if ch.txn.Ended > 0 {
+				p.noteLostEndLocked(groupID, ch.txn.ProducerID, ch.txn.Ended)
+			}
 		}
 	}
 	if ch.snapshot != nil {

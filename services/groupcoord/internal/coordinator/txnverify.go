@@ -20,9 +20,13 @@ type TxnVerifier interface {
 	// VerifyOpen answers nil when transactionalID's transaction is open
 	// under producer id pid at epoch and has added group (AddOffsetsToTxn);
 	// PRODUCER_FENCED when another producer id or a newer epoch holds the
-	// id, INVALID_TXN_STATE when no such transaction is open or it has not
-	// added the group; other errors (the transaction coordinator not
-	// reachable) are retriable.
+	// id (every end of a transaction bumps the epoch, so that is what a
+	// late commit of an ended one meets); INVALID_TXN_STATE for an id with
+	// no state; COORDINATOR_LOAD_IN_PROGRESS, to be retried, when the
+	// answer shows the transaction not open yet (an older epoch, the group
+	// not added): the transaction coordinator that answered may not have
+	// caught up with the one the producer spoke to. Other errors (no
+	// transaction coordinator reachable) are retriable too.
 	VerifyOpen(ctx context.Context, transactionalID string, pid int64, epoch int16, group string) error
 }
 
@@ -50,11 +54,11 @@ func openIn(d *txnv1.TransactionDescription, pid int64, epoch int16, group strin
 		return errs.Errorf(errs.ProducerFenced, "transactional id %q is held by producer %d at epoch %d, not %d at %d: this transaction has ended",
 			id, d.GetProducerId(), d.GetProducerEpoch(), pid, epoch)
 	case d.GetProducerEpoch() < int32(epoch):
-		return errs.Errorf(errs.InvalidProducerEpoch, "transactional id %q: producer %d is at epoch %d, not %d", id, pid, d.GetProducerEpoch(), epoch)
+		return errs.Errorf(errs.CoordinatorLoadInProgress, "transactional id %q: its transaction coordinator shows producer %d at epoch %d, not %d yet; retry", id, pid, d.GetProducerEpoch(), epoch)
 	case d.GetState() != "ONGOING":
-		return errs.Errorf(errs.InvalidTxnState, "transactional id %q has no transaction open (%s)", id, d.GetState())
+		return errs.Errorf(errs.CoordinatorLoadInProgress, "transactional id %q: its transaction coordinator shows no transaction open (%s); retry, after AddOffsetsToTxn", id, d.GetState())
 	case !slices.Contains(d.GetGroups(), group):
-		return errs.Errorf(errs.InvalidTxnState, "transactional id %q has not added group %q to its transaction (AddOffsetsToTxn first)", id, group)
+		return errs.Errorf(errs.CoordinatorLoadInProgress, "transactional id %q: its transaction coordinator shows group %q not added to the transaction; retry, after AddOffsetsToTxn", id, group)
 	}
 	return nil
 }

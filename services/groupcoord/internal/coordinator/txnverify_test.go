@@ -28,10 +28,11 @@ func TestOpenIn(t *testing.T) {
 		{"ended: the epoch bumped", with(func(d *txnv1.TransactionDescription) { d.State, d.ProducerEpoch = "COMPLETE_ABORT", 4 }), 7, 3, errs.ProducerFenced},
 		{"a newer transaction open", with(func(d *txnv1.TransactionDescription) { d.ProducerEpoch = 4 }), 7, 3, errs.ProducerFenced},
 		{"another producer id holds it", with(func(d *txnv1.TransactionDescription) { d.ProducerId = 8 }), 7, 3, errs.ProducerFenced},
-		{"an epoch the id never had", open, 7, 5, errs.InvalidProducerEpoch},
-		{"ending", with(func(d *txnv1.TransactionDescription) { d.State = "PREPARE_COMMIT" }), 7, 3, errs.InvalidTxnState},
-		{"nothing open", with(func(d *txnv1.TransactionDescription) { d.State, d.Groups = "EMPTY", nil }), 7, 3, errs.InvalidTxnState},
-		{"the group not added", with(func(d *txnv1.TransactionDescription) { d.Groups = []string{"other"} }), 7, 3, errs.InvalidTxnState},
+		// What a transaction coordinator that has not caught up answers:
+		// retried.
+		{"an epoch not seen yet", open, 7, 5, errs.CoordinatorLoadInProgress},
+		{"not open yet at that epoch", with(func(d *txnv1.TransactionDescription) { d.State, d.Groups = "COMPLETE_COMMIT", nil }), 7, 3, errs.CoordinatorLoadInProgress},
+		{"the group not added yet", with(func(d *txnv1.TransactionDescription) { d.Groups = []string{"other"} }), 7, 3, errs.CoordinatorLoadInProgress},
 	} {
 		if err := openIn(tc.d, tc.pid, tc.epoch, "app"); (tc.want == nil) != (err == nil) || err != nil && errs.Of(err) != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
@@ -46,9 +47,19 @@ type fakeTxns struct {
 	descs map[string]*txnv1.TransactionDescription
 	err   error
 	calls int
+	// entered, when set, is told of each call, which then waits for
+	// release before it looks.
+	entered, release chan struct{}
 }
 
 func (f *fakeTxns) VerifyOpen(_ context.Context, id string, pid int64, epoch int16, group string) error {
+	f.mu.Lock()
+	entered, release := f.entered, f.release
+	f.mu.Unlock()
+	if entered != nil {
+		entered <- struct{}{}
+		<-release
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
@@ -124,5 +135,43 @@ func TestALateTxnOffsetCommitAfterAFailoverIsRefused(t *testing.T) {
 	}
 	if n := logLen(log, "app"); n != before {
 		t.Fatalf("an unverified commit wrote %d records", n-before)
+	}
+}
+
+// A completion that comes while a TxnOffsetCommit is being checked, for a
+// group the partition does not hold yet (the commit would create it), is
+// not lost with the group it has no state in: the commit is refused.
+func TestACompletionDuringTheCheckFencesTheCommit(t *testing.T) {
+	log := newMemLog()
+	txns := &fakeTxns{descs: map[string]*txnv1.TransactionDescription{}, entered: make(chan struct{}), release: make(chan struct{})}
+	txns.set("tx-fresh", "ONGOING", 7, 3, "fresh")
+	c := startVerifying(t, log, 1, owning(1, all()...), txns)
+	waitLoaded(t, c, nParts)
+	done := make(chan error, 1)
+	go func() {
+		_, err := txnCommit(c, "fresh", 7, 3, Commit{Topic: "orders", Partition: 0, Offset: 10})
+		done <- err
+	}()
+	<-txns.entered // checked as open; the transaction now times out
+	complete(t, c, "fresh", 7, 4, false)
+	close(txns.release)
+	if err := <-done; errs.Of(err) != errs.ProducerFenced {
+		t.Fatalf("a commit whose transaction ended during its check: %v, want PRODUCER_FENCED", err)
+	}
+	if _, err := c.DescribeGroup(context.Background(), "fresh"); errs.Of(err) != errs.GroupIDNotFound {
+		t.Fatalf("the refused commit left a group: %v", err)
+	}
+	if got := fetchStable(t, c, "fresh", 0); got.Err != nil {
+		t.Fatalf("a stable fetch: %+v", got)
+	}
+	p, err := c.partitionFor("fresh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	kept, verifying := len(p.lostEnds), p.verifying
+	p.mu.Unlock()
+	if kept != 0 || verifying != 0 {
+		t.Fatalf("after the check the partition keeps %d completions, %d checks", kept, verifying)
 	}
 }
