@@ -148,6 +148,28 @@ func TestProducerSnapshotPlusReplay(t *testing.T) {
 	}
 }
 
+// abortAcrossAFailover has leader 1 append producer pid's abort marker (at
+// the bumped epoch 1), ending at leo, and die before a follower has it;
+// replica 2 is elected with 3 and the coordinator writes the abort again
+// there. Replica 1 stays cut off.
+func abortAcrossAFailover(t *testing.T, c *cluster, pid int64, leo record.Offset) {
+	t.Helper()
+	c.cut[2], c.cut[3] = true, true
+	ctx, cancel := context.WithCancel(context.Background())
+	go c.replicas[1].WriteMarker(ctx, pid, 1, false, 1, 0)
+	eventually(t, "abort on the old leader", func() bool { return c.replicas[1].Snapshot().LEO == leo })
+	cancel()
+	c.cut[1], c.cut[2], c.cut[3] = true, false, false
+	c.elect(2, []int32{2, 3})
+	done := make(chan error, 1)
+	go func() { _, err := c.replicas[2].WriteMarker(context.Background(), pid, 1, false, 1, 0); done <- err }()
+	eventually(t, "abort on the new leader", func() bool { return c.replicas[2].Snapshot().LEO == leo })
+	c.replicate()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A follower whose divergent tail held an abort marker reopens the
 // transaction the marker ended, so the new leader's marker for it lands in
 // the aborted index again: read_committed readers of that replica, once it
@@ -164,24 +186,7 @@ func TestTruncatedMarkerReopensItsTransaction(t *testing.T) {
 	}
 	c.replicate()
 
-	// Leader 1 appends the abort (at the bumped producer epoch) and dies
-	// before a follower has it.
-	c.cut[2], c.cut[3] = true, true
-	ctx, cancel := context.WithCancel(context.Background())
-	go c.replicas[1].WriteMarker(ctx, 7, 1, false, 1, 0)
-	eventually(t, "abort on the old leader", func() bool { return c.replicas[1].Snapshot().LEO == 3 })
-	cancel()
-	c.cut[1], c.cut[2], c.cut[3] = true, false, false
-	c.elect(2, []int32{2, 3})
-
-	// The coordinator writes the abort again on the new leader.
-	done := make(chan error, 1)
-	go func() { _, err := c.replicas[2].WriteMarker(context.Background(), 7, 1, false, 1, 0); done <- err }()
-	eventually(t, "abort on the new leader", func() bool { return c.replicas[2].Snapshot().LEO == 3 })
-	c.replicate()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	abortAcrossAFailover(t, c, 7, 3)
 	c.cut[1] = false
 	c.replicate()
 
@@ -269,22 +274,7 @@ func TestACutMarkerReplaysFromTheLastSnapshot(t *testing.T) {
 		t.Fatalf("snapshot at %d, want 12", s.Next)
 	}
 
-	// Leader 1 appends the abort and dies before a follower has it; the
-	// new leader writes it again.
-	c.cut[2], c.cut[3] = true, true
-	ctx, cancel := context.WithCancel(context.Background())
-	go c.replicas[1].WriteMarker(ctx, 7, 1, false, 1, 0)
-	eventually(t, "abort on the old leader", func() bool { return c.replicas[1].Snapshot().LEO == 13 })
-	cancel()
-	c.cut[1], c.cut[2], c.cut[3] = true, false, false
-	c.elect(2, []int32{2, 3})
-	done := make(chan error, 1)
-	go func() { _, err := c.replicas[2].WriteMarker(context.Background(), 7, 1, false, 1, 0); done <- err }()
-	eventually(t, "abort on the new leader", func() bool { return c.replicas[2].Snapshot().LEO == 13 })
-	c.replicate()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	abortAcrossAFailover(t, c, 7, 13)
 
 	c.logs[1].mu.Lock()
 	c.logs[1].readFrom = nil
