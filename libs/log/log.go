@@ -509,6 +509,60 @@ func (l *Log) FlushIfDue(now time.Time) error {
 	return l.flushLocked()
 }
 
+// FlushRolled fsyncs the segments rolled since the recovery point, with
+// their index files and the directory, and moves the recovery point to the
+// active segment's base, as Kafka flushes a segment when it rolls: however
+// seldom flush.ms and flush.messages ask for an fsync (by default never),
+// a disk that fails under write-back is found out within a segment, and a
+// restart after a crash re-validates only the active segment. The fsync
+// runs without wmu, as SyncIfDue's, so appends go on beside it; when one
+// of SyncIfDue's is under way it does nothing (the next call will). The
+// storage node calls it from its scheduler.
+func (l *Log) FlushRolled() error {
+	l.wmu.Lock()
+	if err := l.checkWritable(); err != nil {
+		l.wmu.Unlock()
+		return err
+	}
+	upTo := l.active().base
+	l.fmu.Lock()
+	if l.rp >= upTo || l.syncing {
+		l.fmu.Unlock()
+		l.wmu.Unlock()
+		return nil
+	}
+	segs, dir := l.segmentsToSyncLocked(), l.dirDirty
+	segs = segs[:len(segs)-1] // not the active one
+	l.dirDirty = false
+	l.syncing, l.syncDone = true, make(chan struct{})
+	l.fmu.Unlock()
+	l.wmu.Unlock()
+
+	err := syncFiles(l.dir, segs, dir)
+	for _, s := range segs {
+		if err == nil {
+			err = s.syncIndexes()
+		}
+	}
+
+	l.fmu.Lock()
+	if err != nil {
+		l.syncErr = err
+		l.hasFailed.Store(true)
+	} else {
+		l.mu.Lock()
+		l.rp = max(l.rp, upTo)
+		l.mu.Unlock()
+	}
+	l.syncing = false
+	close(l.syncDone)
+	l.fmu.Unlock()
+	if err != nil {
+		return errs.Errorf(errs.KafkaStorageError, "fsync of rolled segments in %s: %v", l.dir, err)
+	}
+	return nil
+}
+
 // SyncIfDue applies flush.messages to the offsets below next, which an
 // append has published: when next is flush.messages or more past the
 // recovery point, it returns once an fsync that began after they were

@@ -983,3 +983,49 @@ func TestAppendChecksCreateTimes(t *testing.T) {
 		})
 	}
 }
+
+// Without flush.ms or flush.messages nothing asks for an fsync, but a
+// rolled segment is flushed with its indexes (as Kafka flushes at a roll):
+// the recovery point reaches the active segment, so a restart after a
+// crash re-validates only that one, and a disk that fails write-back is
+// found out within a segment. The active segment stays unflushed.
+func TestRolledSegmentsAreFlushed(t *testing.T) {
+	c := &clock{t: t0}
+	dir := t.TempDir()
+	l := openLog(t, dir, DefaultConfig(), State{}, c)
+	defer l.Close()
+	if err := l.FlushRolled(); err != nil || l.State().RecoveryPoint != 0 {
+		t.Fatalf("nothing rolled: %v, recovery point %d", err, l.State().RecoveryPoint)
+	}
+	for i := range 3 {
+		if _, err := l.Append(valuesBatch(t, i*3, 3, 10, t0.UnixMilli()), 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Roll(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := l.Append(valuesBatch(t, 9, 3, 10, t0.UnixMilli()), 0); err != nil {
+		t.Fatal(err)
+	}
+	if bases := l.SegmentBases(); len(bases) != 4 || bases[3] != 9 {
+		t.Fatalf("segments %v", bases)
+	}
+	if err := l.FlushRolled(); err != nil {
+		t.Fatal(err)
+	}
+	if rp := l.State().RecoveryPoint; rp != 9 {
+		t.Fatalf("recovery point %d after the rolled segments were flushed, want 9 (the active segment's base)", rp)
+	}
+	if err := l.FlushRolled(); err != nil || l.State().RecoveryPoint != 9 {
+		t.Fatalf("again: %v, recovery point %d", err, l.State().RecoveryPoint)
+	}
+	// Reopened from that state, as after a crash, the log is whole.
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = openLog(t, dir, DefaultConfig(), State{RecoveryPoint: 9}, c)
+	if got := readRecords(t, l, 0); len(got) != 12 || got[0] != "v0........" || got[11] != "v11......." {
+		t.Fatalf("after a reopen: %d records %v", len(got), got)
+	}
+}

@@ -234,6 +234,28 @@ func (s *segment) persistIndexes() error {
 	return nil
 }
 
+// syncIndexes fsyncs the index files persistIndexes wrote (a closed
+// segment's): a recovery point past the segment trusts them on open.
+func (s *segment) syncIndexes() error {
+	for _, suf := range []string{indexSuffix, timeIndexSuffix} {
+		f, err := os.Open(s.path(suf))
+		if os.IsNotExist(err) {
+			continue // none written: the next open rebuilds it
+		}
+		if err != nil {
+			return err
+		}
+		err = f.Sync()
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (s *segment) close() error { return s.f.Close() }
 
 // remove closes the segment and deletes its files.

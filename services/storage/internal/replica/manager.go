@@ -748,6 +748,9 @@ func (m *Manager) Run(ctx context.Context) {
 			if err := h.log.FlushIfDue(now); err != nil {
 				m.log.Error("flush failed", "dir", h.key, "err", err)
 			}
+			if err := h.log.FlushRolled(); err != nil {
+				m.log.Error("flush of rolled segments failed", "dir", h.key, "err", err)
+			}
 			if err := h.p.SyncTail(); err != nil {
 				m.log.Error("fsync of a recovered tail failed", "dir", h.key, "err", err)
 			}
