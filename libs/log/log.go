@@ -73,6 +73,10 @@ type Log struct {
 	dirDirty  bool              // segment files were created or removed since the last flush
 	failed    error             // a write or fsync failed: refuse further writes
 	hasFailed atomic.Bool       // a write or fsync failed (failed, or syncErr not yet moved to it), for readers without wmu
+	// readErr: a read the disk could not serve (readFailed); it fails the
+	// log as a failed write does. Set by readers, which hold mu, under
+	// which fmu may not be taken.
+	readErr atomic.Pointer[error]
 	// recoveryCut: Open found a segment's tail torn or damaged and cut the
 	// log before it (RecoveryCut).
 	recoveryCut bool
@@ -233,6 +237,9 @@ func (l *Log) checkWritable() error {
 		l.fmu.Lock()
 		l.failed = l.syncErr
 		l.fmu.Unlock()
+		if e := l.readErr.Load(); l.failed == nil && e != nil {
+			l.failed = *e
+		}
 	}
 	if l.closed {
 		return errs.Errorf(errs.KafkaStorageError, "log %s is closed", l.dir)
@@ -650,6 +657,9 @@ func (l *Log) syncFailedLocked() error {
 		return nil
 	}
 	err := l.syncErr
+	if e := l.readErr.Load(); err == nil && e != nil {
+		err = *e
+	}
 	if err == nil {
 		err = errors.New("a write failed")
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -1027,5 +1028,31 @@ func TestRolledSegmentsAreFlushed(t *testing.T) {
 	l = openLog(t, dir, DefaultConfig(), State{RecoveryPoint: 9}, c)
 	if got := readRecords(t, l, 0); len(got) != 12 || got[0] != "v0........" || got[11] != "v11......." {
 		t.Fatalf("after a reopen: %d records %v", len(got), got)
+	}
+}
+
+// A read the disk cannot serve fails the log, as a failed write does: the
+// node then takes it offline and reopens it, instead of keeping a
+// leadership its followers cannot fetch from. A short read does not.
+func TestAReadTheDiskCannotServeFailsTheLog(t *testing.T) {
+	c := &clock{t: t0}
+	l := openLog(t, t.TempDir(), DefaultConfig(), State{}, c)
+	defer l.Close()
+	if _, err := l.Append(valuesBatch(t, 0, 3, 10, t0.UnixMilli()), 0); err != nil {
+		t.Fatal(err)
+	}
+	s := l.segs[0]
+	if err := l.readFailed(s, 0, io.ErrUnexpectedEOF); errs.Of(err) != errs.KafkaStorageError || l.Failed() {
+		t.Fatalf("a short read: %v, failed %v", err, l.Failed())
+	}
+	s.f.Close() // what the disk answers now: an error
+	if _, err := l.Read(0, 1<<20, NoMaxOffset); errs.Of(err) != errs.KafkaStorageError {
+		t.Fatalf("a read from a file that cannot be read: %v", err)
+	}
+	if !l.Failed() {
+		t.Fatal("the log is not failed after a read error")
+	}
+	if _, err := l.Append(valuesBatch(t, 3, 1, 10, t0.UnixMilli()), 0); errs.Of(err) != errs.KafkaStorageError || !strings.Contains(err.Error(), "reading") {
+		t.Fatalf("an append after the read error: %v, want the log failed naming the read", err)
 	}
 }

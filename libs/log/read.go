@@ -1,6 +1,9 @@
 package log
 
 import (
+	"errors"
+	"fmt"
+	"io"
 	"sort"
 
 	"skein/libs/errs"
@@ -75,7 +78,7 @@ func (l *Log) ReadRecordsInto(dst []byte, offset Offset, maxBytes int, maxOffset
 		for first := true; pos < s.size; first = false {
 			h, err := readHeader(s.f, pos, dst)
 			if err != nil {
-				return res, errs.Errorf(errs.KafkaStorageError, "reading %s at %d: %v", s.path(logSuffix), pos, err)
+				return res, l.readFailed(s, pos, err)
 			}
 			_, _, err = record.PeekSize(h)
 			if first && pos != 0 && (err != nil || h.BaseOffset() != s.base+Offset(rel)) {
@@ -115,7 +118,7 @@ func (l *Log) readFrom(dst []byte, s *segment, pos int64, first, maxBytes int, m
 	dst = grow(dst, n)
 	buf := dst[start : start+n]
 	if _, err := s.f.ReadAt(buf, pos); err != nil {
-		return res, errs.Errorf(errs.KafkaStorageError, "reading %s at %d: %v", s.path(logSuffix), pos, err)
+		return res, l.readFailed(s, pos, err)
 	}
 	end := first
 	res.NextOffset = record.Batch(buf).NextOffset()
@@ -200,4 +203,18 @@ func (l *Log) OffsetForTimestamp(ts int64) (TimestampOffset, bool, error) {
 		}
 	}
 	return TimestampOffset{}, false, nil
+}
+
+// readFailed answers a read of s at pos that failed. One the disk could not
+// serve (an I/O error, not a short read) fails the log, as a failed write
+// does, as Kafka takes a log directory offline on a read error: a leader
+// that cannot read keeps no leadership its followers cannot fetch from.
+// Called with mu held for reading.
+func (l *Log) readFailed(s *segment, pos int64, err error) error {
+	werr := fmt.Errorf("reading %s at %d: %w", s.path(logSuffix), pos, err)
+	if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+		l.readErr.CompareAndSwap(nil, &werr)
+		l.hasFailed.Store(true)
+	}
+	return errs.Errorf(errs.KafkaStorageError, "%v", werr)
 }
