@@ -73,9 +73,9 @@ type Log struct {
 	dirDirty  bool              // segment files were created or removed since the last flush
 	failed    error             // a write or fsync failed: refuse further writes
 	hasFailed atomic.Bool       // a write or fsync failed (failed, or syncErr not yet moved to it), for readers without wmu
-	// readErr: a read the disk could not serve (readFailed); it fails the
-	// log as a failed write does. Set by readers, which hold mu, under
-	// which fmu may not be taken.
+	// readErr: a read the disk could not serve (readFailed), or a failure
+	// the caller reported (Fail); it fails the log as a failed write does.
+	// Set by readers, which hold mu, under which fmu may not be taken.
 	readErr atomic.Pointer[error]
 	// recoveryCut: Open found a segment's tail torn or damaged and cut the
 	// log before it (RecoveryCut).
@@ -230,6 +230,14 @@ func (l *Log) updateEpochs(f func(c *epochCache) bool) bool {
 // Failed reports whether a write or fsync failed: the log refuses writes
 // until it is closed and opened again (which recovers it from the disk).
 func (l *Log) Failed() bool { return l.hasFailed.Load() }
+
+// Fail marks the log failed, as a failed write does, for a failure its
+// caller met on the way to making its state durable (the checkpoint of a
+// log start or recovery point the caller must not act on unsaved).
+func (l *Log) Fail(err error) {
+	l.readErr.CompareAndSwap(nil, &err)
+	l.hasFailed.Store(true)
+}
 
 // checkWritable is called with wmu held (and not fmu).
 func (l *Log) checkWritable() error {

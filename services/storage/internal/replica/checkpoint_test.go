@@ -1,13 +1,17 @@
 package replica_test
 
 import (
+	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	skeinv1 "skein/gen/skein/v1"
 	"skein/libs/checkpoint"
 	"skein/libs/record"
+	"skein/services/storage/internal/partition"
 )
 
 // countingStore counts the durable writes made to a checkpoint store.
@@ -104,5 +108,39 @@ func TestIdleNodeRewritesNoCheckpoint(t *testing.T) {
 	for _, n := range nodes {
 		s, p := stores[n.id].counts()
 		t.Logf("node %d: %d offset saves, %d producer snapshots", n.id, s, p)
+	}
+}
+
+// failingStore refuses offset saves while fail is set, as a full or
+// failing disk does.
+type failingStore struct {
+	checkpoint.Store
+	fail atomic.Bool
+}
+
+func (f *failingStore) SaveOffsets(o map[checkpoint.Partition]checkpoint.Offsets) error {
+	if f.fail.Load() {
+		return errors.New("no space left on device")
+	}
+	return f.Store.SaveOffsets(o)
+}
+
+// A log start that must be on disk before the node reports it (a
+// DeleteRecords its leader answers once every ISR member has saved it)
+// fails the log when its save fails: nothing is reported unsaved, and the
+// replica refuses writes until its disk takes them again.
+func TestAFailedSaveOfALogStartFailsTheLog(t *testing.T) {
+	stores := map[int32]*failingStore{}
+	_, nodes := startNodesWith(t, nodeOptions{checkpointEvery: time.Hour, store: func(id int32) checkpoint.Store {
+		stores[id] = &failingStore{Store: checkpoint.NewMemory()}
+		return stores[id]
+	}})
+	if r := produce(t, nodes[0], "v"); r.GetErrorCode() != skeinv1.ErrorCode_NONE {
+		t.Fatalf("produce: %v", r)
+	}
+	stores[1].fail.Store(true)
+	nodes[0].mgr.Checkpoint([]partition.TP{{Topic: "t", Partition: 0}})
+	if r := produce(t, nodes[0], "w"); r.GetErrorCode() != skeinv1.ErrorCode_KAFKA_STORAGE_ERROR || !strings.Contains(r.GetErrorMessage(), "no space left") {
+		t.Fatalf("a produce after the failed save: %v, want KAFKA_STORAGE_ERROR naming it", r)
 	}
 }

@@ -856,13 +856,18 @@ func (m *Manager) savedAfterCut(tp partition.TP) {
 	h, ok := m.hosted[tp]
 	m.mu.RUnlock()
 	if ok {
-		m.checkpoint([]*hosted{h})
+		if err := m.checkpoint([]*hosted{h}); err != nil {
+			h.log.Fail(fmt.Errorf("saving the recovery point after a cut: %w", err))
+		}
 		m.replaceSnapshot(h)
 	}
 }
 
 // Checkpoint saves the offsets of the named replicas now, in one write
-// (those it does not host are skipped).
+// (those it does not host are skipped). The caller reports what it saves
+// (a log start a DeleteRecords moved, to the leader): if the write fails,
+// the replicas' logs are failed, so that nothing is reported unsaved; the
+// node is fenced and reopens them once its disk takes writes again.
 func (m *Manager) Checkpoint(tps []partition.TP) {
 	m.mu.RLock()
 	list := make([]*hosted, 0, len(tps))
@@ -872,12 +877,19 @@ func (m *Manager) Checkpoint(tps []partition.TP) {
 		}
 	}
 	m.mu.RUnlock()
-	if len(list) > 0 {
-		m.checkpoint(list)
+	if len(list) == 0 {
+		return
+	}
+	if err := m.checkpoint(list); err != nil {
+		for _, h := range list {
+			h.log.Fail(fmt.Errorf("saving the log start offset: %w", err))
+		}
 	}
 }
 
-func (m *Manager) checkpoint(list []*hosted) {
+// checkpoint answers the failed write's error; the scheduler's periodic
+// calls only log it and try again at the next tick.
+func (m *Manager) checkpoint(list []*hosted) error {
 	m.savedMu.Lock()
 	defer m.savedMu.Unlock()
 	changed := make(map[checkpoint.Partition]checkpoint.Offsets)
@@ -893,13 +905,14 @@ func (m *Manager) checkpoint(list []*hosted) {
 		}
 	}
 	if len(changed) == 0 {
-		return
+		return nil
 	}
 	if err := m.ckpt.SaveOffsets(changed); err != nil {
 		m.log.Error("checkpoint failed", "err", err)
-		return
+		return err
 	}
 	maps.Copy(m.savedOffs, changed)
+	return nil
 }
 
 // Close checkpoints, flushes and closes every replica, once an OnImage
