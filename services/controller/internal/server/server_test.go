@@ -737,3 +737,44 @@ func TestDescribeClusterWithoutMetadata(t *testing.T) {
 		t.Fatalf("describe without metadata: %v, %v; want NOT_CONTROLLER", d, err)
 	}
 }
+
+// A controller started again after a while down answers /readyz 200 only
+// once it has applied what the quorum committed meanwhile: until the
+// leader's next append it knows the leader but not the commit, and an
+// operator rolling the controllers must not stop the next one then.
+func TestReadyzWaitsForTheRestartedControllerToCatchUp(t *testing.T) {
+	c := newCluster(t, 3, false, time.Minute)
+	lc := c.client(c.leader())
+	c.startBroker(lc, 1, time.Second)
+	down := c.follower()
+	id := down.id
+	down.stop()
+	time.Sleep(time.Second) // the leader's appends to it fail and back off
+	for i := range 15 {
+		if r := createTopic(t, lc, fmt.Sprint("while-down-", i), 1, 1); !createdOrExisted(r) {
+			t.Fatalf("create %d: %v", i, r)
+		}
+	}
+	committed := c.leader().node.CommitIndex()
+	back := c.start(id)
+	c.ctrls[id-1] = back
+	var serving atomic.Bool
+	srv := httptest.NewServer(HTTPHandler(prometheus.NewRegistry(), back.node, &serving))
+	defer srv.Close()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		resp, err := http.Get(srv.URL + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			if applied := back.node.AppliedIndex(); applied < committed {
+				t.Fatalf("/readyz 200 at applied index %d, below the %d committed while it was down", applied, committed)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz still %d after 30 s", resp.StatusCode)
+		}
+	}
+}
