@@ -559,19 +559,7 @@ func (l *Log) FlushRolled() error {
 			err = s.syncIndexes()
 		}
 	}
-
-	l.fmu.Lock()
-	if err != nil {
-		l.syncErr = err
-		l.hasFailed.Store(true)
-	} else {
-		l.mu.Lock()
-		l.rp = max(l.rp, upTo)
-		l.mu.Unlock()
-	}
-	l.syncing = false
-	close(l.syncDone)
-	l.fmu.Unlock()
+	l.endSync(err, upTo, false)
 	if err != nil {
 		return errs.Errorf(errs.KafkaStorageError, "fsync of rolled segments in %s: %v", l.dir, err)
 	}
@@ -639,24 +627,32 @@ func (l *Log) SyncIfDue(next Offset) error {
 		l.wmu.Unlock()
 
 		err := syncFiles(l.dir, segs, dir)
-
-		l.fmu.Lock()
-		if err != nil {
-			l.syncErr = err
-			l.hasFailed.Store(true)
-		} else {
-			l.mu.Lock()
-			l.rp = max(l.rp, upTo)
-			l.mu.Unlock()
-			l.lastFlush = l.now()
-		}
-		l.syncing = false
-		close(l.syncDone)
-		l.fmu.Unlock()
+		l.endSync(err, upTo, true)
 		if err != nil {
 			return errs.Errorf(errs.KafkaStorageError, "fsync in %s: %v", l.dir, err)
 		}
 	}
+}
+
+// endSync ends an fsync run without wmu (SyncIfDue's, FlushRolled's): on
+// success the recovery point moves to upTo (and, with flushed, flush.ms
+// counts from now), on failure the log is failed; then the next may start.
+func (l *Log) endSync(err error, upTo Offset, flushed bool) {
+	l.fmu.Lock()
+	defer l.fmu.Unlock()
+	if err != nil {
+		l.syncErr = err
+		l.hasFailed.Store(true)
+	} else {
+		l.mu.Lock()
+		l.rp = max(l.rp, upTo)
+		l.mu.Unlock()
+		if flushed {
+			l.lastFlush = l.now()
+		}
+	}
+	l.syncing = false
+	close(l.syncDone)
 }
 
 // syncFailedLocked answers the error of a failed write or fsync; fmu held.

@@ -148,6 +148,20 @@ func TestProducerSnapshotPlusReplay(t *testing.T) {
 	}
 }
 
+// firstTxnBatch has leader 1 append producer 7's first transactional
+// batch (epoch 0, sequence 0), of one record v, and replicates it; it
+// answers the batch options for the producer's next batches.
+func firstTxnBatch(t *testing.T, c *cluster, v string) record.BatchOptions {
+	t.Helper()
+	o := record.DefaultBatchOptions()
+	o.ProducerID, o.ProducerEpoch, o.BaseSequence, o.Transactional = 7, 0, 0, true
+	if _, err := c.replicas[1].Produce(context.Background(), AcksLeader, -1, batchOf(t, o, v)); err != nil {
+		t.Fatal(err)
+	}
+	c.replicate()
+	return o
+}
+
 // abortAcrossAFailover has leader 1 append producer pid's abort marker (at
 // the bumped epoch 1), ending at leo, and die before a follower has it;
 // replica 2 is elected with 3 and the coordinator writes the abort again
@@ -210,12 +224,7 @@ func TestTruncatedMarkerReopensItsTransaction(t *testing.T) {
 func TestAbortedTransactionsOfARecordsReadAsRetentionDeletesThem(t *testing.T) {
 	c := newCluster(t, 1)
 	leader := c.replicas[1]
-	o := record.DefaultBatchOptions()
-	o.ProducerID, o.ProducerEpoch, o.BaseSequence, o.Transactional = 7, 0, 0, true
-	if _, err := leader.Produce(context.Background(), AcksLeader, -1, batchOf(t, o, "aborted0")); err != nil { // 0
-		t.Fatal(err)
-	}
-	c.replicate()
+	firstTxnBatch(t, c, "aborted0") // 0
 	done := make(chan error, 1)
 	go func() { _, err := leader.WriteMarker(context.Background(), 7, 1, false, 1, 0); done <- err }() // abort at 1
 	eventually(t, "abort marker appended", func() bool { return leader.Snapshot().LEO == 2 })
@@ -378,12 +387,7 @@ func TestLateMarkerDoesNotEndTheNextTransaction(t *testing.T) {
 func TestReadCommittedAroundAnOpenTransaction(t *testing.T) {
 	c := newCluster(t, 1)
 	leader := c.replicas[1]
-	o := record.DefaultBatchOptions()
-	o.ProducerID, o.ProducerEpoch, o.BaseSequence, o.Transactional = 7, 0, 0, true
-	if _, err := leader.Produce(context.Background(), AcksLeader, -1, batchOf(t, o, "open")); err != nil { // 0
-		t.Fatal(err)
-	}
-	c.replicate()
+	o := firstTxnBatch(t, c, "open") // 0
 	if off, _, _, err := leader.ListOffset(1_600_000_000_000, true, -1); err != nil || off != -1 {
 		t.Errorf("read_committed lookup by time: %d %v, want -1 (offset 0 is in an open transaction)", off, err)
 	}
