@@ -58,29 +58,12 @@ func HTTPHandler(reg *prometheus.Registry, node *quorum.Node, serving *atomic.Bo
 		}
 		w.Write([]byte("ok\n"))
 	})
-	// Ready once a leader is known and this controller has caught up with
-	// the quorum since it started (everything in its log then, and what
-	// the leader has committed, applied): a follower restarted after a
-	// while down waits for the leader's next append to learn the commit,
-	// seconds in which an operator rolling the controllers must not stop
-	// the next one. Caught up once, it stays ready (a follower applies
-	// each commit a moment after learning it).
-	var caughtUp atomic.Bool
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		p, ok := node.Leader()
-		if !ok {
-			http.Error(w, "no raft leader known", http.StatusServiceUnavailable)
+		if p, ok := node.Leader(); ok {
+			w.Write([]byte("leader " + itoa(p.ID) + "\n"))
 			return
 		}
-		if !caughtUp.Load() {
-			if !node.CaughtUp() {
-				http.Error(w, "catching up with the quorum: applied "+strconv.FormatUint(node.AppliedIndex(), 10)+
-					", committed "+strconv.FormatUint(node.CommitIndex(), 10), http.StatusServiceUnavailable)
-				return
-			}
-			caughtUp.Store(true)
-		}
-		w.Write([]byte("leader " + itoa(p.ID) + "\n"))
+		http.Error(w, "no raft leader known", http.StatusServiceUnavailable)
 	})
 	return mux
 }
