@@ -273,7 +273,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	controllerv1grpc.RegisterControllerServiceServer(gs, srv)
 	reflection.Register(gs)
 	var serving atomic.Bool
-	hs := &http.Server{Handler: authz.OpsHandler(server.HTTPHandler(reg, node, &serving), "/healthz", "/readyz"), ReadHeaderTimeout: 5 * time.Second}
+	hs := &http.Server{Handler: authz.OpsHandler(server.HTTPHandler(reg, srv, &serving), "/healthz", "/readyz"), ReadHeaderTimeout: 5 * time.Second}
 
 	loopCtx, stopLoop := context.WithCancel(context.Background())
 	loopDone := make(chan struct{})

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"skein/libs/errs"
 	"skein/libs/metadata"
 	"skein/libs/telemetry"
 	"skein/services/controller/internal/quorum"
@@ -46,8 +47,8 @@ func RegisterMetrics(reg prometheus.Registerer, node *quorum.Node) {
 }
 
 // HTTPHandler serves /metrics, /healthz (200 while serving is true) and
-// /readyz (200 while a Raft leader is known).
-func HTTPHandler(reg *prometheus.Registry, node *quorum.Node, serving *atomic.Bool) http.Handler {
+// /readyz (200 once srv is Ready).
+func HTTPHandler(reg *prometheus.Registry, srv *Server, serving *atomic.Bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", telemetry.MetricsHandler(reg))
 	telemetry.Profiling(mux)
@@ -58,12 +59,13 @@ func HTTPHandler(reg *prometheus.Registry, node *quorum.Node, serving *atomic.Bo
 		}
 		w.Write([]byte("ok\n"))
 	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if p, ok := node.Leader(); ok {
-			w.Write([]byte("leader " + itoa(p.ID) + "\n"))
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		leader, err := srv.Ready(r.Context())
+		if err != nil {
+			http.Error(w, errs.Message(err), http.StatusServiceUnavailable)
 			return
 		}
-		http.Error(w, "no raft leader known", http.StatusServiceUnavailable)
+		w.Write([]byte("leader " + itoa(leader) + "\n"))
 	})
 	return mux
 }

@@ -51,6 +51,14 @@ type Server struct {
 
 	done     chan struct{} // closed by Stop: ends watch streams
 	stopOnce sync.Once
+
+	// ready is set once Ready has found this controller caught up;
+	// readyTarget is the leader's version a follower must reach first
+	// (readyAsked: it has been asked).
+	readyMu     sync.Mutex
+	ready       bool
+	readyAsked  bool
+	readyTarget uint64
 }
 
 // New returns the service. dialOpts are added to the forwarding connections
@@ -636,6 +644,43 @@ func (s *Server) waitCaughtUp(ctx context.Context, known uint64) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// Ready answers nil once this controller can be counted on: a leader is
+// known and its image is caught up — on the leader, everything committed
+// and everything in its log at startup applied; on a follower, also the
+// version the leader held when first asked. A follower started again after
+// a while down knows the leader at once but learns the commit only from
+// the leader's next append, which Raft's backoff towards a peer it could
+// not reach can delay for seconds: an operator rolling the controllers
+// must not stop the next one meanwhile. Caught up once, it stays ready
+// while a leader is known (a follower applies each commit a moment after
+// learning it).
+func (s *Server) Ready(ctx context.Context) (leader int32, err error) {
+	p, ok := s.node.Leader()
+	if !ok {
+		return 0, errs.Errorf(errs.NotController, "no raft leader known")
+	}
+	s.readyMu.Lock()
+	defer s.readyMu.Unlock()
+	if s.ready {
+		return p.ID, nil
+	}
+	if !s.node.IsLeader() && !s.readyAsked {
+		v, ok := s.leaderVersion(ctx)
+		if !ok {
+			return 0, errs.Errorf(errs.NotController, "catching up: the leader (controller %d) has not answered for its metadata version", p.ID)
+		}
+		s.readyTarget, s.readyAsked = v, true
+	}
+	var version uint64
+	s.node.Read(func(img *md.Image) { version = uint64(img.Version()) })
+	if !s.node.CaughtUp() || version < s.readyTarget {
+		return 0, errs.Errorf(errs.NotController, "catching up: metadata version %d of the leader's %d, applied index %d, committed %d",
+			version, s.readyTarget, s.node.AppliedIndex(), s.node.CommitIndex())
+	}
+	s.ready = true
+	return p.ID, nil
 }
 
 // leaderVersion asks the leader for the metadata version it holds.

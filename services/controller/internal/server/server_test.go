@@ -501,7 +501,7 @@ func TestHTTP(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	RegisterMetrics(reg, ctl.node)
 	var serving atomic.Bool
-	srv := httptest.NewServer(HTTPHandler(reg, ctl.node, &serving))
+	srv := httptest.NewServer(HTTPHandler(reg, ctl.srv, &serving))
 	defer srv.Close()
 	get := func(path string) (int, string) {
 		resp, err := http.Get(srv.URL + path)
@@ -735,5 +735,55 @@ func TestDescribeClusterWithoutMetadata(t *testing.T) {
 	d, err := c.client(c.ctrls[0]).DescribeCluster(ctxT(t), &controllerv1.DescribeClusterRequest{})
 	if err = rpcerr.FromStatus(err); errs.Of(err) != errs.NotController || !strings.Contains(err.Error(), "no metadata") {
 		t.Fatalf("describe without metadata: %v, %v; want NOT_CONTROLLER", d, err)
+	}
+}
+
+// A controller started again after a while down answers /readyz 200 only
+// once it holds what the quorum committed meanwhile: until the leader's
+// next append it knows the leader but not the commit, and an operator
+// rolling the controllers must not stop the next one then.
+func TestReadyzWaitsForTheRestartedControllerToCatchUp(t *testing.T) {
+	c := newCluster(t, 3, false, time.Minute)
+	lc := c.client(c.leader())
+	c.startBroker(lc, 1, time.Second)
+	down := c.follower()
+	id := down.id
+	down.stop()
+	time.Sleep(time.Second) // the leader's appends to it fail and back off
+	for i := range 15 {
+		if r := createTopic(t, lc, fmt.Sprint("while-down-", i), 1, 1); !createdOrExisted(r) {
+			t.Fatalf("create %d: %v", i, r)
+		}
+	}
+	var committed uint64
+	c.leader().node.Read(func(img *metadata.Image) { committed = uint64(img.Version()) })
+	back := c.start(id)
+	c.ctrls[id-1] = back
+	var serving atomic.Bool
+	srv := httptest.NewServer(HTTPHandler(prometheus.NewRegistry(), back.srv, &serving))
+	defer srv.Close()
+	sawNotReady := false
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		resp, err := http.Get(srv.URL + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			var version uint64
+			back.node.Read(func(img *metadata.Image) { version = uint64(img.Version()) })
+			if version < committed {
+				t.Fatalf("/readyz 200 (%q) at metadata version %d, below the %d committed while it was down", body, version, committed)
+			}
+			if !sawNotReady {
+				t.Logf("ready at its first answer (version %d)", version)
+			}
+			return
+		}
+		sawNotReady = true
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz still %d (%q) after 30 s", resp.StatusCode, body)
+		}
 	}
 }
