@@ -81,6 +81,7 @@ type Node struct {
 	raft   *raft.Raft
 	store  *raftstore.Store
 	trans  *raft.NetworkTransport
+	guard  *voteGuard // trans as Raft sees it
 	byID   map[int32]Peer
 	closed sync.Once
 	// announce asks announceCommits to tell the followers of a commit now
@@ -211,12 +212,33 @@ func Open(cfg Config) (*Node, error) {
 		n.closeStores()
 		return nil, err
 	}
+	_, err = os.Stat(filepath.Join(cfg.DataDir, rejoinMarker))
+	catchingUp := err == nil
+	if !existing && len(cfg.Peers) > 1 {
+		if err := markCatchingUp(cfg.DataDir); err != nil {
+			n.closeStores()
+			return nil, fmt.Errorf("quorum: %w", err)
+		}
+		catchingUp = true
+	}
+	if catchingUp {
+		n.log.Info("this controller started on an empty data directory (or has not caught up since): "+
+			"until a leader brings it up to date it votes only in a new quorum's first election, "+
+			"so that a controller that lost its directory cannot elect one missing what it had acknowledged", "data_dir", cfg.DataDir)
+	}
+	n.guard = guardVotes(trans, rc.LocalID, cfg.DataDir, catchingUp, func() uint64 {
+		last, _ := store.LastIndex()
+		if metas, err := snaps.List(); err == nil && len(metas) > 0 {
+			last = max(last, metas[0].Index)
+		}
+		return last
+	}, n.log)
 	if !existing {
 		var servers []raft.Server
 		for _, p := range cfg.Peers {
 			servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(strconv.Itoa(int(p.ID))), Address: raft.ServerAddress(p.RaftAddr)})
 		}
-		if err := raft.BootstrapCluster(rc, store, store, snaps, trans, raft.Configuration{Servers: servers}); err != nil {
+		if err := raft.BootstrapCluster(rc, store, store, snaps, n.guard, raft.Configuration{Servers: servers}); err != nil {
 			n.closeStores()
 			return nil, fmt.Errorf("quorum: bootstrap: %w", err)
 		}
@@ -228,7 +250,7 @@ func Open(cfg Config) (*Node, error) {
 		n.closeStores()
 		return nil, err
 	}
-	r, err := raft.NewRaft(rc, (*raftFSM)(n), n.logs, store, snaps, trans)
+	r, err := raft.NewRaft(rc, (*raftFSM)(n), n.logs, store, snaps, n.guard)
 	if err != nil {
 		n.closeStores()
 		return nil, fmt.Errorf("quorum: %w", err)
@@ -266,7 +288,9 @@ func (n *Node) announceCommits() {
 }
 
 func (n *Node) closeStores() {
-	if n.trans != nil {
+	if n.guard != nil {
+		n.guard.Close()
+	} else if n.trans != nil {
 		n.trans.Close()
 	}
 	n.store.Close()
