@@ -144,3 +144,32 @@ func TestAFailedSaveOfALogStartFailsTheLog(t *testing.T) {
 		t.Fatalf("a produce after the failed save: %v, want KAFKA_STORAGE_ERROR naming it", r)
 	}
 }
+
+// A checkpoint of a topic of the same name that its removal could not
+// forget (a failing disk) is forgotten when the new topic's replica is
+// created: a restart before the next checkpoint would otherwise open the
+// new log at the old one's start and high watermark.
+func TestANewReplicaForgetsAStaleCheckpointOfItsName(t *testing.T) {
+	stale := checkpoint.Offsets{LogStartOffset: 5000, HighWatermark: 5000, RecoveryPoint: 5000}
+	stores := map[int32]checkpoint.Store{}
+	_, nodes := startNodesWith(t, nodeOptions{checkpointEvery: time.Hour, store: func(id int32) checkpoint.Store {
+		s := checkpoint.NewMemory()
+		if err := s.SaveOffsets(map[checkpoint.Partition]checkpoint.Offsets{{Topic: "t", Partition: 0}: stale}); err != nil {
+			t.Fatal(err)
+		}
+		stores[id] = s
+		return s
+	}})
+	if r := produce(t, nodes[0], "v"); r.GetErrorCode() != skeinv1.ErrorCode_NONE {
+		t.Fatalf("produce: %v", r)
+	}
+	for id, s := range stores {
+		all, err := s.LoadOffsets()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := all[checkpoint.Partition{Topic: "t", Partition: 0}]; got == stale {
+			t.Errorf("node %d still holds the old topic's checkpoint %+v for the new replica", id, got)
+		}
+	}
+}

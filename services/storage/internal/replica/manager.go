@@ -555,7 +555,13 @@ func (m *Manager) open(tp partition.TP, topicID string, lcfg plog.Config, pcfg p
 		}
 		ck = (*offsets)[checkpoint.Partition{Topic: tp.Topic, Partition: tp.Partition}]
 	} else {
+		// Nor may one left over from a topic of that name whose removal
+		// could not forget it (a failing disk): a restart before the next
+		// checkpoint would take it for this directory's.
 		m.forgetSaved(tp, key)
+		if err := m.ckpt.DeletePartitions(checkpoint.Partition{Topic: tp.Topic, Partition: tp.Partition}); err != nil {
+			return nil, err
+		}
 		if err := m.ckpt.Delete(producersKey(key)); err != nil {
 			return nil, err
 		}
