@@ -537,7 +537,11 @@ func (p *Producer) Produce(ctx context.Context, r Record, done func(Result)) {
 	}
 	rec.Gen = p.gen
 	p.pending[rec.Gen]++
-	p.acc.Append(tp, rec, now, maxBytes)
+	limit := maxBytes // used only by a new batch: looked up for one
+	if !p.acc.Fits(tp, &rec) {
+		limit = batchLimit(m, r.Topic, maxBytes, p.cfg.compression)
+	}
+	p.acc.Append(tp, rec, now, limit)
 	p.mu.Unlock()
 	p.signal()
 }
@@ -792,6 +796,14 @@ func codecFor(m *metadata.Image, topic string, producer record.Compression) reco
 		}
 	}
 	return producer
+}
+
+// batchLimit is what a batch of topic may fill up to, measured before
+// compression, for the leader to take it: maxBytes (the topic's
+// max.message.bytes, which the leader checks on the batch as compressed)
+// less what the topic's codec may add to records it cannot compress.
+func batchLimit(m *metadata.Image, topic string, maxBytes int, producer record.Compression) int {
+	return record.MaxBatchBeforeCompression(maxBytes, codecFor(m, topic, producer))
 }
 
 // maxMessageBytes is the topic's max.message.bytes.

@@ -299,7 +299,7 @@ func (p *TransactionalProducer) Send(ctx context.Context, recs ...Record) ([]Res
 		base := p.seq[g.tp]
 		wg.Go(func() {
 			var res []Result
-			for _, chunk := range txnChunks(ctx, g.recs, maxMessageBytes(m, g.tp.Topic), now) {
+			for _, chunk := range txnChunks(ctx, g.recs, batchLimit(m, g.tp.Topic, maxMessageBytes(m, g.tp.Topic), p.cfg.compression), now) {
 				id := BatchIdentity{ProducerID: p.pid, ProducerEpoch: p.epoch, BaseSequence: base + int32(len(res)), TransactionalID: p.id, Compression: p.cfg.compression}
 				r, err := p.c.ProduceBatch(dctx, g.tp.Topic, g.tp.Partition, AcksAll, id, chunk)
 				if err != nil {
@@ -375,8 +375,9 @@ func checkTxnRecord(ctx context.Context, m *metadata.Image, r Record, now int64)
 const txnChunkSlack = 16
 
 // txnChunks splits one partition's records into runs whose batches fit
-// within limit (max.message.bytes), each at least one record (checked
-// against limit alone before).
+// within limit (batchLimit: max.message.bytes less what compression may
+// add), each at least one record (checked against max.message.bytes alone
+// before).
 func txnChunks(ctx context.Context, recs []Record, limit int, now int64) [][]Record {
 	var out [][]Record
 	start, size := 0, record.HeaderSize

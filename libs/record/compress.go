@@ -309,3 +309,54 @@ func grow(b []byte, n int) []byte {
 	copy(out, b)
 	return out
 }
+
+// MaxCompressedLen bounds the size of n bytes compressed with c: what a
+// codec makes of input it cannot compress (random bytes, or bytes
+// compressed already) is a little larger than the input.
+func MaxCompressedLen(n int, c Compression) int {
+	switch c {
+	case Gzip:
+		// Stored deflate blocks: 5 bytes each, a block at most every 16 KiB
+		// of input; 18 bytes of gzip header and trailer.
+		return n + 5*(n/(16<<10)+2) + 18
+	case Snappy:
+		// The xerial header, then per 32 KiB block its length and the
+		// snappy block's own bound.
+		blocks := (n + xerialBlockSize - 1) / xerialBlockSize
+		return len(xerialMagic) + 8 + blocks*(4+32) + n + n/6
+	case LZ4:
+		// A frame header of at most 19 bytes, per 64 KiB block its 4-byte
+		// length (an incompressible block is stored as it is), an end mark
+		// and a content checksum.
+		return n + 4*(n/(64<<10)+1) + 19 + 8
+	case Zstd:
+		// zstd's own bound (ZSTD_COMPRESSBOUND), and a frame header.
+		bound := n + n>>8
+		if n < 128<<10 {
+			bound += (128<<10 - n) >> 11
+		}
+		return bound + 18
+	}
+	return n
+}
+
+// MaxBatchBeforeCompression is the largest batch, measured before its
+// records are compressed with c, that is certain to be at most limit bytes
+// once they are: what a producer fills its batches up to under a topic's
+// max.message.bytes, which the leader checks on the compressed batch.
+func MaxBatchBeforeCompression(limit int, c Compression) int {
+	if c == None || limit <= HeaderSize {
+		return max(limit, HeaderSize)
+	}
+	// The most records bytes whose bound fits (the bound grows with them).
+	lo, hi := 0, limit-HeaderSize
+	for lo < hi {
+		mid := lo + (hi-lo+1)/2
+		if HeaderSize+MaxCompressedLen(mid, c) <= limit {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return HeaderSize + lo
+}
