@@ -68,6 +68,13 @@ func ParseCompression(name string) (Compression, error) {
 // so they are reused; each is used by one goroutine at a time.
 var (
 	gzipWriters = sync.Pool{New: func() any { return gzip.NewWriter(nil) }}
+	gzipStoring = sync.Pool{New: func() any {
+		w, err := gzip.NewWriterLevel(nil, gzip.NoCompression)
+		if err != nil {
+			panic(err) // a valid level; cannot fail
+		}
+		return w
+	}}
 	gzipReaders sync.Pool // *gzip.Reader; Reset needs a valid header, so no New
 	lz4Writers  = sync.Pool{New: func() any {
 		w := lz4.NewWriter(nil)
@@ -114,17 +121,15 @@ func Compress(dst, src []byte, c Compression) ([]byte, error) {
 	case None:
 		return append(dst, src...), nil
 	case Gzip:
-		buf := bytes.NewBuffer(dst)
-		w := gzipWriters.Get().(*gzip.Writer)
-		defer gzipWriters.Put(w)
-		w.Reset(buf)
-		if _, err := w.Write(src); err != nil {
-			return dst, err
+		out, err := gzipTo(dst, src, &gzipWriters)
+		if err == nil && len(out)-len(dst) > MaxCompressedLen(len(src), Gzip) {
+			// The encoder chose Huffman codes on an estimate of their
+			// header's size, which some inputs make larger than storing
+			// them: store them, within the bound a producer sized its
+			// batch by.
+			out, err = gzipTo(out[:len(dst)], src, &gzipStoring)
 		}
-		if err := w.Close(); err != nil {
-			return dst, err
-		}
-		return buf.Bytes(), nil
+		return out, err
 	case Snappy:
 		dst = append(dst, xerialMagic...)
 		dst = binary.BigEndian.AppendUint32(dst, 1)
@@ -162,6 +167,21 @@ func Compress(dst, src []byte, c Compression) ([]byte, error) {
 		return e.EncodeAll(src, dst), nil
 	}
 	return dst, errs.Errorf(errs.UnsupportedCompressionType, "compression codec %d", int(c))
+}
+
+// gzipTo appends src gzipped by a writer of pool to dst.
+func gzipTo(dst, src []byte, pool *sync.Pool) ([]byte, error) {
+	buf := bytes.NewBuffer(dst)
+	w := pool.Get().(*gzip.Writer)
+	defer pool.Put(w)
+	w.Reset(buf)
+	if _, err := w.Write(src); err != nil {
+		return dst, err
+	}
+	if err := w.Close(); err != nil {
+		return dst, err
+	}
+	return buf.Bytes(), nil
 }
 
 var errTooLarge = errors.New("decompressed size exceeds the limit")
@@ -316,14 +336,19 @@ func grow(b []byte, n int) []byte {
 func MaxCompressedLen(n int, c Compression) int {
 	switch c {
 	case Gzip:
-		// Stored deflate blocks: 5 bytes each, a block at most every 16 KiB
-		// of input; 18 bytes of gzip header and trailer.
+		// Stored deflate blocks (Compress falls back to them): 5 bytes
+		// each, a block at most every 16 KiB of input; 18 bytes of gzip
+		// header and trailer.
 		return n + 5*(n/(16<<10)+2) + 18
 	case Snappy:
 		// The xerial header, then per 32 KiB block its length and the
 		// snappy block's own bound.
-		blocks := (n + xerialBlockSize - 1) / xerialBlockSize
-		return len(xerialMagic) + 8 + blocks*(4+32) + n + n/6
+		full, rest := n/xerialBlockSize, n%xerialBlockSize
+		out := len(xerialMagic) + 8 + full*(4+s2.MaxEncodedLen(xerialBlockSize))
+		if rest > 0 {
+			out += 4 + s2.MaxEncodedLen(rest)
+		}
+		return out
 	case LZ4:
 		// A frame header of at most 19 bytes, per 64 KiB block its 4-byte
 		// length (an incompressible block is stored as it is), an end mark

@@ -2,6 +2,8 @@ package record
 
 import (
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -24,6 +26,29 @@ func TestMaxCompressedLenBoundsEveryCodec(t *testing.T) {
 			if bound := MaxCompressedLen(n, c); len(out) > bound {
 				t.Errorf("%v of %d random bytes: %d bytes, above the bound %d", c, n, len(out), bound)
 			}
+		}
+	}
+}
+
+// Inputs gzip's Huffman coding makes larger than storing them would (a
+// header larger than the encoder's estimate of it): Compress stores them,
+// within the bound.
+func TestGzipStaysWithinItsBound(t *testing.T) {
+	for _, name := range []string{"gzip-grows-520.bin", "gzip-grows-834.bin"} {
+		src, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := Compress([]byte("prefix"), src, Gzip)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, bound := len(out)-len("prefix"), MaxCompressedLen(len(src), Gzip); got > bound {
+			t.Errorf("%s: %d bytes gzipped, above the bound %d", name, got, bound)
+		}
+		back, err := Decompress(nil, out[len("prefix"):], Gzip, 1<<20)
+		if err != nil || string(back) != string(src) {
+			t.Errorf("%s: does not decompress to what was compressed: %v", name, err)
 		}
 	}
 }
