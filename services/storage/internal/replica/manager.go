@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"os"
@@ -545,7 +546,11 @@ func (m *Manager) open(tp partition.TP, topicID string, lcfg plog.Config, pcfg p
 	// A checkpoint speaks for this directory only if the directory exists: a
 	// topic deleted and created again while the node was down has the same
 	// name but a new directory.
-	if _, err := os.Stat(dir); err == nil {
+	_, statErr := os.Stat(dir)
+	if statErr != nil && !errors.Is(statErr, fs.ErrNotExist) {
+		return nil, statErr // a directory that may be there: nothing of it is forgotten
+	}
+	if statErr == nil {
 		if *offsets == nil {
 			all, err := m.ckpt.LoadOffsets()
 			if err != nil {
