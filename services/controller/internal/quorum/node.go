@@ -363,6 +363,11 @@ func (n *Node) CaughtUp() bool {
 	return applied >= n.raft.CommitIndex() && applied >= n.startIndex && n.drained(applied)
 }
 
+// CatchingUp reports whether this controller started on an empty data
+// directory and has not yet caught up with a leader (it votes for no
+// candidate behind what that leader committed meanwhile).
+func (n *Node) CatchingUp() bool { return n.guard.catchingUp() }
+
 // Settled is CaughtUp without the start-index condition: the entries past
 // it may have been truncated by a new leader and never come back.
 func (n *Node) Settled() bool {

@@ -20,10 +20,12 @@ import (
 // controller holds are then overwritten. So a controller that started on an
 // empty directory (and until it has caught up, across restarts: the marker
 // file says so) refuses every vote but those of a new quorum's first
-// election, whose candidates hold nothing but the bootstrap configuration,
-// until a leader has brought its log up to what that leader had committed
-// when first heard from; nor does it stand for election itself then (its
-// own vote would count for it). The other two controllers elect a leader
+// election, whose candidates hold nothing but the bootstrap configuration
+// (once it has seen that the quorum holds more, not those either), and
+// those of candidates at least as up to date as what a leader had
+// committed when first heard from, until a leader has brought its log up
+// to that; nor does it stand for election itself then (its own vote would
+// count for it). The other two controllers elect a leader
 // without it meanwhile, and it catches up from that leader as any follower
 // does. A controller that leads (a new quorum's first leader) is caught up.
 
@@ -44,12 +46,33 @@ type catchUp struct {
 	// from (a later leader's replaces it: a deposed leader cut off from
 	// the others may not know what the quorum committed since).
 	target, targetTerm uint64
+	// history: some controller holds more than the bootstrap entry, so
+	// this is not a new quorum (two controllers that both lost their
+	// directories must not elect one of them).
+	history bool
 }
 
 // vote reports whether a vote (or pre-vote) request from a candidate whose
-// log ends at lastLogIndex may reach Raft.
-func (c *catchUp) vote(lastLogIndex uint64) bool {
-	return lastLogIndex <= bootstrapIndex
+// log ends at lastLogIndex, of lastLogTerm, may reach Raft: a new
+// quorum's first election, or a candidate at least as up to date as the
+// target (its entries of the target's term came from that term's leader,
+// which held the target; a later term's leader held everything committed
+// before it).
+func (c *catchUp) vote(lastLogIndex, lastLogTerm uint64) bool {
+	if lastLogIndex <= bootstrapIndex {
+		return !c.history
+	}
+	return c.target != 0 && (lastLogTerm > c.targetTerm || lastLogTerm == c.targetTerm && lastLogIndex >= c.target)
+}
+
+// candidate takes what a vote request says of the candidate's log; it
+// reports whether the state changed.
+func (c *catchUp) candidate(lastLogIndex uint64) bool {
+	if lastLogIndex <= bootstrapIndex || c.history {
+		return false
+	}
+	c.history = true
+	return true
 }
 
 // learn takes what a leader's append says of its log: term, the last index
@@ -60,7 +83,7 @@ func (c *catchUp) learn(term, last, commit uint64) bool {
 	if c.target != 0 && term <= c.targetTerm {
 		return false
 	}
-	c.target, c.targetTerm = max(last, commit), term
+	c.target, c.targetTerm, c.history = max(last, commit), term, true
 	return true
 }
 
@@ -71,7 +94,7 @@ func (c *catchUp) snapshot(index uint64) bool {
 	if c.target == 0 || index <= c.target {
 		return false
 	}
-	c.target = index
+	c.target, c.history = index, true
 	return true
 }
 
@@ -137,7 +160,7 @@ func (g *voteGuard) Close() error {
 // RequestVote asks target for its vote, unless this controller must not
 // stand: then the answer is a refusal, and it cannot win.
 func (g *voteGuard) RequestVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
-	if !g.mayStand(args.LastLogIndex) {
+	if !g.mayStand(args.LastLogIndex, args.LastLogTerm) {
 		*resp = raft.RequestVoteResponse{RPCHeader: g.header, Term: args.Term}
 		return nil
 	}
@@ -146,7 +169,7 @@ func (g *voteGuard) RequestVote(id raft.ServerID, target raft.ServerAddress, arg
 
 // RequestPreVote is RequestVote's pre-vote.
 func (g *voteGuard) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
-	if !g.mayStand(args.LastLogIndex) {
+	if !g.mayStand(args.LastLogIndex, args.LastLogTerm) {
 		*resp = raft.RequestPreVoteResponse{RPCHeader: g.header, Term: args.Term}
 		return nil
 	}
@@ -167,12 +190,19 @@ func (g *voteGuard) AppendEntries(id raft.ServerID, target raft.ServerAddress, a
 	return g.NetworkTransport.AppendEntries(id, target, args, resp)
 }
 
-// mayStand reports whether this controller, its log ending at lastLogIndex,
-// may ask for votes.
-func (g *voteGuard) mayStand(lastLogIndex uint64) bool {
+// mayStand reports whether this controller, its log ending at lastLogIndex
+// of lastLogTerm, may ask for votes: by the rule of the votes it gives.
+func (g *voteGuard) mayStand(lastLogIndex, lastLogTerm uint64) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return !g.active || g.caughtUp() || g.state.vote(lastLogIndex)
+	return !g.active || g.caughtUp() || g.state.vote(lastLogIndex, lastLogTerm)
+}
+
+// catchingUp reports whether the catch-up is still on.
+func (g *voteGuard) catchingUp() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.active
 }
 
 func (g *voteGuard) run() {
@@ -205,13 +235,19 @@ func (g *voteGuard) refuse(rpc raft.RPC) bool {
 	}
 	switch req := rpc.Command.(type) {
 	case *raft.RequestVoteRequest:
-		if g.caughtUp() || g.state.vote(req.LastLogIndex) {
+		if g.state.candidate(req.LastLogIndex) {
+			g.save()
+		}
+		if g.caughtUp() || g.state.vote(req.LastLogIndex, req.LastLogTerm) {
 			return false
 		}
 		rpc.Respond(&raft.RequestVoteResponse{RPCHeader: g.header, Term: req.Term}, nil)
 		return true
 	case *raft.RequestPreVoteRequest:
-		if g.caughtUp() || g.state.vote(req.LastLogIndex) {
+		if g.state.candidate(req.LastLogIndex) {
+			g.save()
+		}
+		if g.caughtUp() || g.state.vote(req.LastLogIndex, req.LastLogTerm) {
 			return false
 		}
 		rpc.Respond(&raft.RequestPreVoteResponse{RPCHeader: g.header, Term: req.Term}, nil)
@@ -261,24 +297,22 @@ func (g *voteGuard) save() {
 
 // markCatchingUp writes the marker, on disk before the bootstrap is.
 func markCatchingUp(dataDir string) error {
-	if err := writeMarker(filepath.Join(dataDir, rejoinMarker), catchUp{}); err != nil {
-		return err
-	}
-	d, err := os.Open(dataDir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return writeMarker(filepath.Join(dataDir, rejoinMarker), catchUp{})
 }
 
-// writeMarker writes the marker with c's target and its term, synced.
+// writeMarker writes the marker with c's state, synced, whole or not at
+// all (a new file renamed over the old one).
 func writeMarker(path string, c catchUp) error {
-	f, err := os.Create(path)
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
 	if err != nil {
 		return err
 	}
-	if _, err := fmt.Fprintf(f, "%d %d\n", c.target, c.targetTerm); err != nil {
+	history := 0
+	if c.history {
+		history = 1
+	}
+	if _, err := fmt.Fprintf(f, "%d %d %d\n", c.target, c.targetTerm, history); err != nil {
 		f.Close()
 		return err
 	}
@@ -286,19 +320,35 @@ func writeMarker(path string, c catchUp) error {
 		f.Close()
 		return err
 	}
-	return f.Close()
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(path))
 }
 
-// readMarker reads the target a marker holds (none if it holds none, or
-// what it holds does not parse: a write cut short).
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// readMarker reads the state a marker holds (none if it cannot be read).
 func readMarker(path string) catchUp {
 	var c catchUp
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return c
 	}
-	if _, err := fmt.Sscanf(string(b), "%d %d", &c.target, &c.targetTerm); err != nil {
+	var history int
+	if _, err := fmt.Sscanf(string(b), "%d %d %d", &c.target, &c.targetTerm, &history); err != nil {
 		return catchUp{}
 	}
+	c.history = history == 1
 	return c
 }

@@ -11,17 +11,24 @@ import (
 )
 
 func TestCatchUpRules(t *testing.T) {
-	type learnt struct{ term, last, commit, snapshot uint64 }
+	type learnt struct{ term, last, commit, snapshot, candidate uint64 }
 	for _, tc := range []struct {
 		name      string
 		learn     []learnt
-		candidate uint64 // a candidate's last log index
+		candidate [2]uint64 // a candidate's last log index and term
 		vote      bool
 		at        uint64 // this controller's last index
 		done      bool
 	}{
-		{name: "a new quorum's first election", candidate: 1, vote: true},
-		{name: "a candidate holding entries", candidate: 2, vote: false},
+		{name: "a new quorum's first election", candidate: [2]uint64{1, 1}, vote: true},
+		{name: "a candidate holding entries", candidate: [2]uint64{2, 2}, vote: false},
+		{name: "a quorum seen holding entries has had its first election", learn: []learnt{{candidate: 5}},
+			candidate: [2]uint64{1, 1}, vote: false},
+		{name: "after a leader's append, neither", learn: []learnt{{term: 3, last: 40, commit: 90}}, candidate: [2]uint64{1, 1}, vote: false},
+		{name: "a candidate short of the target", learn: []learnt{{term: 3, last: 40, commit: 90}}, candidate: [2]uint64{89, 3}, vote: false},
+		{name: "a candidate at the target", learn: []learnt{{term: 3, last: 40, commit: 90}}, candidate: [2]uint64{90, 3}, vote: true},
+		{name: "a candidate past the target of an older term", learn: []learnt{{term: 3, last: 40, commit: 90}}, candidate: [2]uint64{95, 2}, vote: false},
+		{name: "a candidate of a later term", learn: []learnt{{term: 3, last: 40, commit: 90}}, candidate: [2]uint64{60, 4}, vote: true},
 		{name: "no leader heard from: not caught up", at: 100, done: false},
 		{name: "short of what the leader committed", learn: []learnt{{term: 3, last: 40, commit: 90}}, at: 89, done: false},
 		{name: "at what the leader committed", learn: []learnt{{term: 3, last: 40, commit: 90}}, at: 90, done: true},
@@ -36,9 +43,12 @@ func TestCatchUpRules(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var c catchUp
 			for _, l := range tc.learn {
-				if l.snapshot != 0 {
+				switch {
+				case l.snapshot != 0:
 					c.snapshot(l.snapshot)
-				} else {
+				case l.candidate != 0:
+					c.candidate(l.candidate)
+				default:
 					c.learn(l.term, l.last, l.commit)
 				}
 			}
@@ -50,9 +60,9 @@ func TestCatchUpRules(t *testing.T) {
 			if back := readMarker(path); back != c {
 				t.Fatalf("marker read back as %+v, written %+v", back, c)
 			}
-			if tc.candidate != 0 {
-				if got := c.vote(tc.candidate); got != tc.vote {
-					t.Errorf("vote(%d) = %v, want %v", tc.candidate, got, tc.vote)
+			if tc.candidate[0] != 0 {
+				if got := c.vote(tc.candidate[0], tc.candidate[1]); got != tc.vote {
+					t.Errorf("vote(%v) = %v, want %v", tc.candidate, got, tc.vote)
 				}
 				return
 			}

@@ -675,9 +675,20 @@ func (s *Server) Ready(ctx context.Context) (leader int32, err error) {
 	}
 	var version uint64
 	s.node.Read(func(img *md.Image) { version = uint64(img.Version()) })
-	if !s.node.CaughtUp() || version < s.readyTarget {
+	// A follower that heard the leader's version needs only to have
+	// applied what it knows committed (Settled): entries at the end of its
+	// log from before its restart may have been cut by a new leader and
+	// never come back, so its start index is no target.
+	caughtUp := s.node.CaughtUp()
+	if s.readyAsked {
+		caughtUp = s.node.Settled()
+	}
+	if !caughtUp || version < s.readyTarget {
 		return 0, errs.Errorf(errs.NotController, "catching up: metadata version %d of the leader's %d, applied index %d, committed %d",
 			version, s.readyTarget, s.node.AppliedIndex(), s.node.CommitIndex())
+	}
+	if s.node.CatchingUp() {
+		return 0, errs.Errorf(errs.NotController, "catching up after starting on an empty data directory: this controller votes in no election until a leader has brought its Raft log up to date")
 	}
 	s.ready = true
 	return p.ID, nil

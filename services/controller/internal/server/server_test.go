@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -743,6 +745,11 @@ func TestDescribeClusterWithoutMetadata(t *testing.T) {
 // next append it knows the leader but not the commit, and an operator
 // rolling the controllers must not stop the next one then.
 func TestReadyzWaitsForTheRestartedControllerToCatchUp(t *testing.T) {
+	t.Run("its directory kept", func(t *testing.T) { testReadyzAfterARestart(t, false) })
+	t.Run("on an empty directory", func(t *testing.T) { testReadyzAfterARestart(t, true) })
+}
+
+func testReadyzAfterARestart(t *testing.T, wipe bool) {
 	c := newCluster(t, 3, false, time.Minute)
 	lc := c.client(c.leader())
 	c.startBroker(lc, 1, time.Second)
@@ -757,6 +764,11 @@ func TestReadyzWaitsForTheRestartedControllerToCatchUp(t *testing.T) {
 	}
 	var committed uint64
 	c.leader().node.Read(func(img *metadata.Image) { committed = uint64(img.Version()) })
+	if wipe {
+		if err := os.RemoveAll(filepath.Join(c.dir, fmt.Sprint(id))); err != nil {
+			t.Fatal(err)
+		}
+	}
 	back := c.start(id)
 	c.ctrls[id-1] = back
 	var serving atomic.Bool
@@ -775,6 +787,9 @@ func TestReadyzWaitsForTheRestartedControllerToCatchUp(t *testing.T) {
 			back.node.Read(func(img *metadata.Image) { version = uint64(img.Version()) })
 			if version < committed {
 				t.Fatalf("/readyz 200 (%q) at metadata version %d, below the %d committed while it was down", body, version, committed)
+			}
+			if back.node.CatchingUp() {
+				t.Fatalf("/readyz 200 (%q) while the controller still refuses votes", body)
 			}
 			if !sawNotReady {
 				t.Logf("ready at its first answer (version %d)", version)
