@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"skein/libs/durable"
 	"skein/libs/errs"
 	"skein/libs/record"
 )
@@ -379,7 +380,7 @@ func (l *Log) swap(i int, s, ns *segment) error {
 	l.segs = segs
 	l.mu.Unlock()
 	s.close()
-	if err := syncDir(l.dir); err != nil {
+	if err := durable.SyncDir(l.dir); err != nil {
 		return l.ioError("compacting", err)
 	}
 	if err := ns.persistIndexes(); err != nil {

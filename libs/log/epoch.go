@@ -18,11 +18,11 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
+	"skein/libs/durable"
 	"skein/libs/record"
 )
 
@@ -172,41 +172,7 @@ func decodeEpochs(data []byte) (epochCache, error) {
 }
 
 func (c *epochCache) save(dir string) error {
-	return writeDurable(filepath.Join(dir, epochFile), c.encode())
-}
-
-// writeDurable replaces path atomically and durably: temp file, fsync,
-// rename, fsync of the directory.
-func writeDurable(path string, data []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(path))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return durable.WriteFile(filepath.Join(dir, epochFile), c.encode())
 }
 
 // epochsFromLog rebuilds the cache from the batches' leader epochs when the

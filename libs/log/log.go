@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"skein/libs/durable"
 	"skein/libs/errs"
 	"skein/libs/record"
 )
@@ -704,7 +705,7 @@ func syncFiles(path string, segs []*segment, dir bool) error {
 		}
 	}
 	if dir {
-		return syncDir(path)
+		return durable.SyncDir(path)
 	}
 	return nil
 }
@@ -723,7 +724,7 @@ func (l *Log) flushLocked() error {
 		}
 	}
 	if l.dirDirty {
-		if err := syncDir(l.dir); err != nil {
+		if err := durable.SyncDir(l.dir); err != nil {
 			return l.ioError("fsync of the directory", err)
 		}
 		l.dirDirty = false

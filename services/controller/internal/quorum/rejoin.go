@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 
 	"github.com/hashicorp/raft"
+
+	"skein/libs/durable"
 )
 
 // A controller started on an empty data directory cannot tell a new quorum
@@ -301,41 +303,13 @@ func markCatchingUp(dataDir string) error {
 }
 
 // writeMarker writes the marker with c's state, synced, whole or not at
-// all (a new file renamed over the old one).
+// all.
 func writeMarker(path string, c catchUp) error {
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
 	history := 0
 	if c.history {
 		history = 1
 	}
-	if _, err := fmt.Fprintf(f, "%d %d %d\n", c.target, c.targetTerm, history); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(path))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return durable.WriteFile(path, fmt.Appendf(nil, "%d %d %d\n", c.target, c.targetTerm, history))
 }
 
 // readMarker reads the state a marker holds (none if it cannot be read).
