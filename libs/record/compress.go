@@ -121,13 +121,13 @@ func Compress(dst, src []byte, c Compression) ([]byte, error) {
 	case None:
 		return append(dst, src...), nil
 	case Gzip:
-		out, err := gzipTo(dst, src, &gzipWriters)
+		out, err := streamTo(dst, src, &gzipWriters)
 		if err == nil && len(out)-len(dst) > MaxCompressedLen(len(src), Gzip) {
 			// The encoder chose Huffman codes on an estimate of their
 			// header's size, which some inputs make larger than storing
 			// them: store them, within the bound a producer sized its
 			// batch by.
-			out, err = gzipTo(out[:len(dst)], src, &gzipStoring)
+			out, err = streamTo(out[:len(dst)], src, &gzipStoring)
 		}
 		return out, err
 	case Snappy:
@@ -150,17 +150,7 @@ func Compress(dst, src []byte, c Compression) ([]byte, error) {
 		}
 		return dst, nil
 	case LZ4:
-		buf := bytes.NewBuffer(dst)
-		w := lz4Writers.Get().(*lz4.Writer)
-		defer lz4Writers.Put(w)
-		w.Reset(buf)
-		if _, err := w.Write(src); err != nil {
-			return dst, err
-		}
-		if err := w.Close(); err != nil {
-			return dst, err
-		}
-		return buf.Bytes(), nil
+		return streamTo(dst, src, &lz4Writers)
 	case Zstd:
 		e := zstdEncoders.Get().(*zstd.Encoder)
 		defer zstdEncoders.Put(e)
@@ -169,10 +159,16 @@ func Compress(dst, src []byte, c Compression) ([]byte, error) {
 	return dst, errs.Errorf(errs.UnsupportedCompressionType, "compression codec %d", int(c))
 }
 
-// gzipTo appends src gzipped by a writer of pool to dst.
-func gzipTo(dst, src []byte, pool *sync.Pool) ([]byte, error) {
+// streamWriter is a pooled compressing writer (gzip's, lz4's).
+type streamWriter interface {
+	io.WriteCloser
+	Reset(io.Writer)
+}
+
+// streamTo appends src compressed by a writer of pool to dst.
+func streamTo(dst, src []byte, pool *sync.Pool) ([]byte, error) {
 	buf := bytes.NewBuffer(dst)
-	w := pool.Get().(*gzip.Writer)
+	w := pool.Get().(streamWriter)
 	defer pool.Put(w)
 	w.Reset(buf)
 	if _, err := w.Write(src); err != nil {
